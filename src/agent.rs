@@ -1,0 +1,284 @@
+//! The agent's loop: reach the engine (waiting with capped, jittered
+//! exponential backoff while it is away, never exiting for it), run a pass on
+//! every heartbeat or wake-up, and stop when the shutdown future resolves.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use tokio::sync::Notify;
+
+use crate::config::Config;
+use crate::reconcile::{PassError, PassReport, Reconciler};
+use crate::runtime::{DockerEngine, Engine, EngineError};
+use crate::store::{EventKind, Store, StoreError};
+
+/// Why the agent stopped on its own.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The data directory could not be made.
+    #[error("cannot create the data directory {path}: {source}")]
+    DataDir {
+        /// The directory.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The store could not be opened.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A single pass was asked for and the engine is not there.
+    #[error("engine at {socket} not reachable: {source}")]
+    EngineUnreachable {
+        /// Where it was looked for.
+        socket: String,
+        /// Why.
+        #[source]
+        source: EngineError,
+    },
+    /// A single pass was asked for and it failed.
+    #[error(transparent)]
+    Pass(#[from] PassError),
+}
+
+/// Reaches an engine.
+pub trait Connect: Send + Sync {
+    /// The engine reached.
+    type Engine: Engine;
+    /// Tries to reach the engine once.
+    fn connect(&self) -> impl Future<Output = Result<Self::Engine, EngineError>> + Send;
+    /// Where the engine is looked for, for messages.
+    fn describe(&self) -> String;
+}
+
+/// Reaches the Docker Engine at a unix socket.
+pub struct DockerSocket(pub String);
+
+impl Connect for DockerSocket {
+    type Engine = DockerEngine;
+    async fn connect(&self) -> Result<DockerEngine, EngineError> {
+        let engine = DockerEngine::connect(&self.0).await?;
+        engine.ping().await?;
+        Ok(engine)
+    }
+    fn describe(&self) -> String {
+        self.0.clone()
+    }
+}
+
+/// Whether the engine answers, as the status reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EngineStatus {
+    /// Not tried yet.
+    Unknown,
+    /// Answering.
+    Reachable,
+    /// Away since this time; the agent is waiting for it.
+    Waiting {
+        /// Since when.
+        since: SystemTime,
+        /// The last error.
+        error: String,
+    },
+}
+
+/// The node's status, shared with whoever reports it.
+#[derive(Clone, Debug)]
+pub struct NodeStatus {
+    /// The engine.
+    pub engine: EngineStatus,
+    /// When the last pass finished, and how long it took.
+    pub last_pass: Option<(SystemTime, Duration)>,
+    /// How many passes have completed.
+    pub passes: u64,
+}
+
+impl Default for NodeStatus {
+    fn default() -> Self {
+        NodeStatus {
+            engine: EngineStatus::Unknown,
+            last_pass: None,
+            passes: 0,
+        }
+    }
+}
+
+/// The backoff between attempts to reach the engine: exponential from
+/// `min`, jittered, and capped at `max` (the jitter stays within the cap).
+pub fn engine_backoff(min: Duration, max: Duration) -> impl Iterator<Item = Duration> {
+    // The jitter adds up to the delay again, so the base is capped at half.
+    let base_max = (max / 2).max(min);
+    ExponentialBuilder::default()
+        .with_min_delay(min)
+        .with_max_delay(base_max)
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+        .build()
+        .map(move |d| d.min(max))
+}
+
+/// The agent.
+pub struct Agent<C: Connect> {
+    config: Config,
+    store: Arc<Store>,
+    connector: C,
+    reconciler: Reconciler,
+    /// Notified to run a pass now rather than at the next heartbeat.
+    pub wake: Arc<Notify>,
+    /// The node's status.
+    pub status: Arc<Mutex<NodeStatus>>,
+}
+
+impl<C: Connect> Agent<C> {
+    /// Opens the store and prepares the agent; touches no engine yet.
+    pub fn open(config: Config, connector: C) -> Result<Agent<C>, RunError> {
+        std::fs::create_dir_all(&config.data_dir).map_err(|source| RunError::DataDir {
+            path: config.data_dir.display().to_string(),
+            source,
+        })?;
+        let store = Arc::new(Store::open(&config.store_path())?);
+        let reconciler = Reconciler::new(
+            config.node_id.clone(),
+            config.intentions_dir.clone(),
+            config.files_dir(),
+        );
+        Ok(Agent {
+            config,
+            store,
+            connector,
+            reconciler,
+            wake: Arc::new(Notify::new()),
+            status: Arc::new(Mutex::new(NodeStatus::default())),
+        })
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> &crate::names::NodeId {
+        &self.config.node_id
+    }
+
+    /// The store.
+    pub fn store(&self) -> Arc<Store> {
+        self.store.clone()
+    }
+
+    /// One pass; the engine must answer now.
+    pub async fn once(&mut self) -> Result<PassReport, RunError> {
+        let engine =
+            self.connector
+                .connect()
+                .await
+                .map_err(|source| RunError::EngineUnreachable {
+                    socket: self.connector.describe(),
+                    source,
+                })?;
+        Ok(self.reconciler.pass(&engine, &self.store).await?)
+    }
+
+    fn set_engine(&self, engine: EngineStatus) {
+        let mut s = self.status.lock().expect("status lock");
+        let was_waiting = matches!(s.engine, EngineStatus::Waiting { .. });
+        match &engine {
+            EngineStatus::Waiting { error, .. } if !was_waiting => {
+                let msg = format!(
+                    "engine at {} not reachable ({error}); waiting for it with backoff",
+                    self.connector.describe()
+                );
+                tracing::warn!("{msg}");
+                let _ = self.store.append_event(None, EventKind::Engine, msg);
+            }
+            EngineStatus::Reachable if s.engine != EngineStatus::Reachable => {
+                let msg = format!("engine at {} reachable", self.connector.describe());
+                tracing::info!("{msg}");
+                let _ = self.store.append_event(None, EventKind::Engine, msg);
+            }
+            _ => {}
+        }
+        if !(was_waiting && matches!(engine, EngineStatus::Waiting { .. })) {
+            s.engine = engine;
+        }
+    }
+
+    /// Runs until `shutdown` resolves. Never returns because the engine is
+    /// away: it waits for it.
+    pub async fn run(&mut self, shutdown: impl Future<Output = ()>) -> Result<(), RunError> {
+        tokio::pin!(shutdown);
+        let mut engine: Option<C::Engine> = None;
+        let mut backoff = engine_backoff(self.config.backoff_min, self.config.backoff_max);
+        loop {
+            let Some(e) = &engine else {
+                let attempt = tokio::select! {
+                    r = self.connector.connect() => r,
+                    () = &mut shutdown => return Ok(()),
+                };
+                match attempt {
+                    Ok(e) => {
+                        engine = Some(e);
+                        backoff = engine_backoff(self.config.backoff_min, self.config.backoff_max);
+                        self.set_engine(EngineStatus::Reachable);
+                    }
+                    Err(err) => {
+                        self.set_engine(EngineStatus::Waiting {
+                            since: SystemTime::now(),
+                            error: err.to_string(),
+                        });
+                        let delay = backoff.next().unwrap_or(self.config.backoff_max);
+                        tracing::debug!("next attempt to reach the engine in {delay:?}");
+                        tokio::select! {
+                            () = tokio::time::sleep(delay) => {}
+                            () = &mut shutdown => return Ok(()),
+                        }
+                    }
+                }
+                continue;
+            };
+            let result = tokio::select! {
+                r = self.reconciler.pass(e, &self.store) => r,
+                () = &mut shutdown => return Ok(()),
+            };
+            match result {
+                Ok(report) => {
+                    let mut s = self.status.lock().expect("status lock");
+                    s.last_pass = Some((SystemTime::now(), report.duration));
+                    s.passes += 1;
+                    tracing::debug!(modules = report.modules.len(), duration = ?report.duration, "pass done");
+                }
+                Err(PassError::Engine(err)) if err.is_unreachable() => {
+                    engine = None;
+                    self.set_engine(EngineStatus::Waiting {
+                        since: SystemTime::now(),
+                        error: err.to_string(),
+                    });
+                    continue;
+                }
+                Err(err) => tracing::error!("pass failed: {err}; retrying at the next heartbeat"),
+            }
+            tokio::select! {
+                () = tokio::time::sleep(self.config.heartbeat) => {}
+                () = self.wake.notified() => {}
+                () = &mut shutdown => return Ok(()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_is_capped_and_never_ends() {
+        let min = Duration::from_millis(100);
+        let max = Duration::from_secs(5);
+        let delays: Vec<Duration> = engine_backoff(min, max).take(200).collect();
+        assert_eq!(delays.len(), 200, "never gives up");
+        assert!(delays.iter().all(|d| *d >= min && *d <= max), "{delays:?}");
+        assert!(delays[0] < Duration::from_millis(201));
+        assert!(delays[150] >= max / 2, "reaches the cap: {:?}", delays[150]);
+        let distinct: std::collections::BTreeSet<_> = delays[100..].iter().collect();
+        assert!(distinct.len() > 10, "jittered");
+    }
+}

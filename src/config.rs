@@ -1,0 +1,242 @@
+//! The agent's own configuration file (TOML, every key optional). Relative
+//! paths are taken relative to the file's directory.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::names::NodeId;
+
+/// The default config file.
+pub const DEFAULT_CONFIG: &str = "/etc/stead/stead.toml";
+/// The engine's usual socket.
+pub const DEFAULT_SOCKET: &str = "/var/run/docker.sock";
+
+/// Why the config could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A field is wrong.
+    #[error("config {path}: {field}: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// The field.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// The agent's configuration, with defaults filled in.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// This node's id: the value of `stead.managed-by` on its containers.
+    pub node_id: NodeId,
+    /// Where the store and composed files live.
+    pub data_dir: PathBuf,
+    /// Where intention files are read from.
+    pub intentions_dir: PathBuf,
+    /// The engine's unix socket.
+    pub docker_socket: String,
+    /// Time between passes when nothing triggers one sooner.
+    pub heartbeat: Duration,
+    /// First wait after the engine is found away.
+    pub backoff_min: Duration,
+    /// Longest wait between attempts to reach the engine.
+    pub backoff_max: Duration,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ConfigDoc {
+    node_id: Option<String>,
+    data_dir: Option<PathBuf>,
+    intentions_dir: Option<PathBuf>,
+    docker_socket: Option<String>,
+    heartbeat: Option<String>,
+    backoff_min: Option<String>,
+    backoff_max: Option<String>,
+}
+
+/// Parses `250ms`, `10s`, `5m`, `1h` (a bare number is seconds).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((s, "s"), |i| (&s[..i], &s[i..]));
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 500ms, 10s, 5m, 1h"))?;
+    let d = match unit {
+        "ms" => Duration::from_millis(n),
+        "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n * 60),
+        "h" => Duration::from_secs(n * 3600),
+        _ => {
+            return Err(format!(
+                "invalid duration {s:?}: unit must be ms, s, m or h"
+            ));
+        }
+    };
+    if d.is_zero() {
+        return Err(format!("invalid duration {s:?}: must be more than zero"));
+    }
+    Ok(d)
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+impl Config {
+    /// Reads the config file. A missing file at the default path means all
+    /// defaults; a missing file named explicitly is an error.
+    pub fn load(path: &Path, explicit: bool) -> Result<Config, ConfigError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => String::new(),
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: path.display().to_string(),
+                    source,
+                });
+            }
+        };
+        Self::parse(&text, path)
+    }
+
+    /// Parses config text; `path` locates relative paths and names errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let p = path.display().to_string();
+        let invalid = |field: &str, message: String| ConfigError::Invalid {
+            path: p.clone(),
+            field: field.into(),
+            message,
+        };
+        let doc: ConfigDoc = match toml::Deserializer::parse(text) {
+            Ok(de) => serde_path_to_error::deserialize(de).map_err(|e| {
+                let field = e.path().to_string();
+                invalid(
+                    if field == "." { "(file)" } else { &field },
+                    e.inner().message().to_string(),
+                )
+            })?,
+            Err(e) => return Err(invalid("(file)", e.message().to_string())),
+        };
+        let base = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let abs = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
+        let node = doc.node_id.unwrap_or_else(hostname);
+        let node_id = NodeId::try_from(node).map_err(|e| invalid("node_id", e.0))?;
+        let dur =
+            |field: &str, v: Option<String>, default: Duration| -> Result<Duration, ConfigError> {
+                v.map_or(Ok(default), |s| {
+                    parse_duration(&s).map_err(|m| invalid(field, m))
+                })
+            };
+        let docker_socket = doc.docker_socket.unwrap_or_else(|| {
+            std::env::var("DOCKER_HOST")
+                .ok()
+                .filter(|h| h.starts_with("unix://"))
+                .unwrap_or_else(|| DEFAULT_SOCKET.to_string())
+        });
+        if docker_socket.contains("://") && !docker_socket.starts_with("unix://") {
+            return Err(invalid(
+                "docker_socket",
+                format!("{docker_socket:?}: only unix sockets are supported"),
+            ));
+        }
+        let cfg = Config {
+            node_id,
+            data_dir: abs(doc
+                .data_dir
+                .unwrap_or_else(|| PathBuf::from("/var/lib/stead"))),
+            intentions_dir: abs(doc
+                .intentions_dir
+                .unwrap_or_else(|| PathBuf::from("/etc/stead/intentions.d"))),
+            docker_socket,
+            heartbeat: dur("heartbeat", doc.heartbeat, Duration::from_secs(10))?,
+            backoff_min: dur("backoff_min", doc.backoff_min, Duration::from_millis(500))?,
+            backoff_max: dur("backoff_max", doc.backoff_max, Duration::from_secs(30))?,
+        };
+        if cfg.backoff_min > cfg.backoff_max {
+            return Err(invalid(
+                "backoff_min",
+                "must not be more than backoff_max".into(),
+            ));
+        }
+        Ok(cfg)
+    }
+
+    /// The store file.
+    pub fn store_path(&self) -> PathBuf {
+        self.data_dir.join("stead.redb")
+    }
+
+    /// Where composed files are written.
+    pub fn files_dir(&self) -> PathBuf {
+        self.data_dir.join("files")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_relative_paths() {
+        let c = Config::parse(
+            "node_id = \"edge-1\"\ndata_dir = \"data\"\nheartbeat = \"2s\"",
+            Path::new("/etc/x/stead.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.data_dir, PathBuf::from("/etc/x/data"));
+        assert_eq!(c.intentions_dir, PathBuf::from("/etc/stead/intentions.d"));
+        assert_eq!(c.heartbeat, Duration::from_secs(2));
+        assert_eq!(c.store_path(), PathBuf::from("/etc/x/data/stead.redb"));
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let e = Config::parse("heartbeat = \"soon\"", Path::new("c.toml")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("config c.toml: heartbeat: invalid duration"),
+            "{e}"
+        );
+        let e = Config::parse("hartbeat = \"1s\"", Path::new("c.toml")).unwrap_err();
+        assert!(e.to_string().contains("unknown field `hartbeat`"), "{e}");
+        let e = Config::parse("node_id = \"bad id\"", Path::new("c.toml")).unwrap_err();
+        assert!(e.to_string().contains("node_id"), "{e}");
+        let e = Config::parse(
+            "docker_socket = \"tcp://1.2.3.4:2375\"",
+            Path::new("c.toml"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("docker_socket"), "{e}");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("1d").is_err());
+    }
+}

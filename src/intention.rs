@@ -1,0 +1,785 @@
+//! A module's intention: what the node was asked to run. Owns the schema of
+//! intention files (TOML or JSON), its validation into a checked
+//! [`Intention`], and loading a directory of intention files, where a bad file
+//! is an error naming the file and the field and never stops the others.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::names::{AbsPath, EnvName, ModuleName, SettingKey};
+use crate::render;
+use crate::value::Value;
+
+/// The restart policy handed to the engine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestartPolicy {
+    /// Never restart (the engine's default).
+    #[default]
+    No,
+    /// Restart when the process exits non-zero.
+    OnFailure,
+    /// Always restart.
+    Always,
+    /// Restart unless an operator stopped it.
+    UnlessStopped,
+}
+
+impl RestartPolicy {
+    /// The engine's name for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestartPolicy::No => "no",
+            RestartPolicy::OnFailure => "on-failure",
+            RestartPolicy::Always => "always",
+            RestartPolicy::UnlessStopped => "unless-stopped",
+        }
+    }
+}
+
+/// What to do when the running container no longer matches its inputs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DriftPolicy {
+    /// Recreate the container, once per change.
+    #[default]
+    Recreate,
+    /// Leave it running and report which inputs moved.
+    Report,
+}
+
+/// The format of a module's mergeable config file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConfigFormat {
+    /// Pretty-printed JSON with sorted keys.
+    Json,
+    /// TOML.
+    Toml,
+    /// `KEY=value` lines; nested keys joined with `_` and upper-cased.
+    Env,
+}
+
+/// A port protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// TCP, the default.
+    Tcp,
+    /// UDP.
+    Udp,
+    /// SCTP.
+    Sctp,
+}
+
+/// A published (or only exposed) container port, normalised: an unset host
+/// address is `0.0.0.0`, as the engine reads it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PortSpec {
+    /// The port inside the container.
+    pub container_port: u16,
+    /// tcp, udp or sctp.
+    pub protocol: Protocol,
+    /// Host address and port, when published.
+    pub host: Option<(String, u16)>,
+}
+
+impl PortSpec {
+    /// Parses `[host_ip:]host_port:container_port[/proto]` or
+    /// `container_port[/proto]`.
+    pub fn parse(s: &str) -> Result<PortSpec, String> {
+        let bad = |why: &str| format!("invalid port {s:?}: {why}");
+        let (rest, protocol) = match s.rsplit_once('/') {
+            Some((r, "tcp")) => (r, Protocol::Tcp),
+            Some((r, "udp")) => (r, Protocol::Udp),
+            Some((r, "sctp")) => (r, Protocol::Sctp),
+            Some(_) => return Err(bad("protocol must be tcp, udp or sctp")),
+            None => (s, Protocol::Tcp),
+        };
+        let port = |p: &str| -> Result<u16, String> {
+            match p.parse::<u16>() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(bad(&format!("{p:?} is not a port number 1-65535"))),
+            }
+        };
+        let (host, container) = match rest.rsplit_once(':') {
+            None => (None, port(rest)?),
+            Some((h, c)) => {
+                let c = port(c)?;
+                let (ip, hp) = match h.rsplit_once(':') {
+                    None => ("0.0.0.0".to_string(), port(h)?),
+                    Some((ip, hp)) => {
+                        let ip = ip.trim_start_matches('[').trim_end_matches(']');
+                        if ip.parse::<std::net::IpAddr>().is_err() {
+                            return Err(bad(&format!("{ip:?} is not an IP address")));
+                        }
+                        let ip = if ip.is_empty() { "0.0.0.0" } else { ip };
+                        (ip.to_string(), port(hp)?)
+                    }
+                };
+                (Some((ip, hp)), c)
+            }
+        };
+        Ok(PortSpec {
+            container_port: container,
+            protocol,
+            host,
+        })
+    }
+
+    /// The engine's key for the container side, `80/tcp`.
+    pub fn container_key(&self) -> String {
+        let proto = match self.protocol {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+            Protocol::Sctp => "sctp",
+        };
+        format!("{}/{proto}", self.container_port)
+    }
+}
+
+impl fmt::Display for PortSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.host {
+            Some((ip, port)) if ip.contains(':') => write!(f, "[{ip}]:{port}:")?,
+            Some((ip, port)) => write!(f, "{ip}:{port}:")?,
+            None => {}
+        }
+        f.write_str(&self.container_key())
+    }
+}
+
+/// The module's mergeable config file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConfigFile {
+    /// Where the container sees it.
+    pub path: AbsPath,
+    /// How it is rendered.
+    pub format: ConfigFormat,
+    /// The module's defaults, a table.
+    pub defaults: BTreeMap<String, Value>,
+}
+
+/// A literal file composed into the container.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LiteralFile {
+    /// Where the container sees it.
+    pub path: AbsPath,
+    /// Its content.
+    pub content: String,
+}
+
+/// Whether a bind mount is an input (read-only) or state (read-write).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Access {
+    /// Read-only: an input, hashed by content.
+    ReadOnly,
+    /// Read-write: state, identified by its path only.
+    ReadWrite,
+}
+
+/// A bind mount of a host path.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mount {
+    /// The host path.
+    pub source: AbsPath,
+    /// Where the container sees it.
+    pub target: AbsPath,
+    /// Read-only or read-write.
+    pub access: Access,
+}
+
+/// A checked intention for one module.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Intention {
+    /// The module's name.
+    pub name: ModuleName,
+    /// An image reference: a tag, `name@sha256:…` or an image ID.
+    pub image: String,
+    /// The command; `None` runs the image's default.
+    pub command: Option<Vec<String>>,
+    /// Environment set directly; overrides env files.
+    pub env: BTreeMap<EnvName, String>,
+    /// Host files of `KEY=VALUE` lines, in order; later files override earlier.
+    pub env_files: Vec<AbsPath>,
+    /// The engine's restart policy.
+    pub restart: RestartPolicy,
+    /// What to do on drift.
+    pub on_drift: DriftPolicy,
+    /// Ports, sorted.
+    pub ports: Vec<PortSpec>,
+    /// The mergeable config file.
+    pub config: Option<ConfigFile>,
+    /// The assignment's settings, merged over the config defaults.
+    pub settings: BTreeMap<SettingKey, Value>,
+    /// Literal files.
+    pub files: Vec<LiteralFile>,
+    /// Host bind mounts.
+    pub mounts: Vec<Mount>,
+}
+
+/// An intention that was refused: which file (or request), which field, why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{origin}: {field}: {message}")]
+pub struct IntentionError {
+    /// The file or request it came from.
+    pub origin: String,
+    /// The field at fault (`name`, `config.format`, `mounts[1].source`, …), or
+    /// `(file)` when the document itself is unreadable.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IntentionDoc {
+    name: String,
+    image: String,
+    #[serde(default)]
+    command: Option<Vec<String>>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    env_files: Vec<String>,
+    #[serde(default)]
+    restart: RestartPolicy,
+    #[serde(default)]
+    on_drift: DriftPolicy,
+    #[serde(default)]
+    ports: Vec<String>,
+    #[serde(default)]
+    config: Option<ConfigDoc>,
+    #[serde(default)]
+    settings: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    files: Vec<FileDoc>,
+    #[serde(default)]
+    mounts: Vec<MountDoc>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigDoc {
+    path: String,
+    format: ConfigFormat,
+    #[serde(default)]
+    defaults: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileDoc {
+    path: String,
+    content: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MountDoc {
+    source: String,
+    target: String,
+    #[serde(default)]
+    read_only: bool,
+}
+
+/// The document format of an intention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DocFormat {
+    /// TOML (`*.toml`).
+    Toml,
+    /// JSON (`*.json`, and the HTTP API).
+    Json,
+}
+
+impl Intention {
+    /// Parses and checks one intention document. `origin` names the file or
+    /// request in errors.
+    pub fn parse(text: &str, format: DocFormat, origin: &str) -> Result<Intention, IntentionError> {
+        let err = |field: String, message: String| IntentionError {
+            origin: origin.to_string(),
+            field,
+            message,
+        };
+        let doc: IntentionDoc = match format {
+            DocFormat::Toml => {
+                let de = toml::Deserializer::parse(text)
+                    .map_err(|e| err("(file)".into(), one_line(&e.to_string())))?;
+                serde_path_to_error::deserialize(de).map_err(|e| {
+                    let at = e
+                        .inner()
+                        .span()
+                        .map(|s| format!(" (line {})", line_of(text, s.start)))
+                        .unwrap_or_default();
+                    err(
+                        path_or_file(e.path()),
+                        format!("{}{at}", e.inner().message()),
+                    )
+                })?
+            }
+            DocFormat::Json => {
+                let mut de = serde_json::Deserializer::from_str(text);
+                let doc = serde_path_to_error::deserialize(&mut de)
+                    .map_err(|e| err(path_or_file(e.path()), e.inner().to_string()))?;
+                de.end().map_err(|e| err("(file)".into(), e.to_string()))?;
+                doc
+            }
+        };
+        doc.check().map_err(|(field, message)| err(field, message))
+    }
+}
+
+fn path_or_file(p: &serde_path_to_error::Path) -> String {
+    let s = p.to_string();
+    if s == "." || s.is_empty() {
+        "(file)".into()
+    } else {
+        s
+    }
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count()
+        + 1
+}
+
+fn one_line(s: &str) -> String {
+    s.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && *l != "|")
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl IntentionDoc {
+    fn check(self) -> Result<Intention, (String, String)> {
+        fn f(field: &str) -> impl FnOnce(crate::names::InvalidName) -> (String, String) + '_ {
+            move |m| (field.to_string(), m.0)
+        }
+        let name = ModuleName::try_from(self.name).map_err(f("name"))?;
+        let image = self.image;
+        if image.is_empty() || image.contains(char::is_whitespace) {
+            return Err(("image".into(), format!("invalid image reference {image:?}")));
+        }
+        let command = match self.command {
+            Some(c) if c.is_empty() => None,
+            c => c,
+        };
+        let mut env = BTreeMap::new();
+        for (k, v) in self.env {
+            let key = EnvName::try_from(k.as_str()).map_err(f(&format!("env.{k}")))?;
+            if v.contains('\0') {
+                return Err((format!("env.{k}"), "value contains a NUL byte".into()));
+            }
+            env.insert(key, v);
+        }
+        let env_files = self
+            .env_files
+            .into_iter()
+            .enumerate()
+            .map(|(i, p)| AbsPath::try_from(p).map_err(f(&format!("env_files[{i}]"))))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut ports = Vec::new();
+        let mut seen_ports = BTreeSet::new();
+        for (i, p) in self.ports.iter().enumerate() {
+            let spec = PortSpec::parse(p).map_err(|m| (format!("ports[{i}]"), m))?;
+            if let Some(h) = &spec.host {
+                if !seen_ports.insert((h.clone(), spec.protocol)) {
+                    return Err((
+                        format!("ports[{i}]"),
+                        format!("host port {p:?} is published twice"),
+                    ));
+                }
+            }
+            ports.push(spec);
+        }
+        ports.sort();
+
+        // Every path the container sees is claimed once.
+        let mut targets: BTreeMap<AbsPath, String> = BTreeMap::new();
+        let mut claim = |t: &AbsPath, field: String| -> Result<(), (String, String)> {
+            if let Some(prev) = targets.insert(t.clone(), field.clone()) {
+                return Err((field, format!("path {t} is already used by {prev}")));
+            }
+            Ok(())
+        };
+
+        let config = match self.config {
+            None => None,
+            Some(c) => {
+                let path = AbsPath::try_from(c.path).map_err(f("config.path"))?;
+                claim(&path, "config.path".into())?;
+                let defaults = match Value::from_json(
+                    serde_json::Value::Object(c.defaults),
+                    "config.defaults",
+                ) {
+                    Ok(Value::Table(t)) => t,
+                    Ok(_) => unreachable!("an object converts to a table"),
+                    Err(m) => return Err(("config.defaults".into(), m)),
+                };
+                Some(ConfigFile {
+                    path,
+                    format: c.format,
+                    defaults,
+                })
+            }
+        };
+        let mut settings = BTreeMap::new();
+        for (k, v) in self.settings {
+            let field = format!("settings.{k:?}");
+            let key = SettingKey::try_from(k.as_str()).map_err(f(&field))?;
+            let v = Value::from_json(v, &field).map_err(|m| (field.clone(), m))?;
+            settings.insert(key, v);
+        }
+        let mut files = Vec::new();
+        for (i, fd) in self.files.into_iter().enumerate() {
+            let path = AbsPath::try_from(fd.path).map_err(f(&format!("files[{i}].path")))?;
+            claim(&path, format!("files[{i}].path"))?;
+            files.push(LiteralFile {
+                path,
+                content: fd.content,
+            });
+        }
+        let mut mounts = Vec::new();
+        for (i, m) in self.mounts.into_iter().enumerate() {
+            let source = AbsPath::try_from(m.source).map_err(f(&format!("mounts[{i}].source")))?;
+            let target = AbsPath::try_from(m.target).map_err(f(&format!("mounts[{i}].target")))?;
+            claim(&target, format!("mounts[{i}].target"))?;
+            let access = if m.read_only {
+                Access::ReadOnly
+            } else {
+                Access::ReadWrite
+            };
+            mounts.push(Mount {
+                source,
+                target,
+                access,
+            });
+        }
+        let intention = Intention {
+            name,
+            image,
+            command,
+            env,
+            env_files,
+            restart: self.restart,
+            on_drift: self.on_drift,
+            ports,
+            config,
+            settings,
+            files,
+            mounts,
+        };
+        // A setting that cannot be merged or rendered is bad input now, not a
+        // failure at the next pass.
+        render::render_config(&intention).map_err(|e| (e.field, e.message))?;
+        Ok(intention)
+    }
+}
+
+/// One file in the intentions directory that could not be taken.
+#[derive(Debug, Clone)]
+pub struct FileRejected {
+    /// The file.
+    pub path: PathBuf,
+    /// The module it names, when its name could be read.
+    pub module: Option<ModuleName>,
+    /// Why.
+    pub error: IntentionError,
+}
+
+/// What a directory of intention files says.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    /// The intentions that were taken, by module, with the file each came from.
+    pub intentions: BTreeMap<ModuleName, (PathBuf, Intention)>,
+    /// The files that were refused.
+    pub rejected: Vec<FileRejected>,
+}
+
+/// Loads every `*.toml` and `*.json` file in `dir` (not recursively; hidden
+/// files and editor backups are skipped). A missing directory holds nothing.
+pub fn load_dir(dir: &Path) -> Result<Loaded, std::io::Error> {
+    let mut paths = Vec::new();
+    match std::fs::read_dir(dir) {
+        Ok(rd) => {
+            for entry in rd {
+                let p = entry?.path();
+                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                if name.starts_with('.') {
+                    continue;
+                }
+                if p.extension().is_some_and(|e| e == "toml" || e == "json") && p.is_file() {
+                    paths.push(p);
+                }
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    paths.sort();
+    let mut out = Loaded::default();
+    let mut claimed: BTreeMap<ModuleName, PathBuf> = BTreeMap::new();
+    let mut duplicated: BTreeSet<ModuleName> = BTreeSet::new();
+    for p in paths {
+        let origin = p.display().to_string();
+        let format = if p.extension().is_some_and(|e| e == "toml") {
+            DocFormat::Toml
+        } else {
+            DocFormat::Json
+        };
+        let parsed = std::fs::read_to_string(&p)
+            .map_err(|e| IntentionError {
+                origin: origin.clone(),
+                field: "(file)".into(),
+                message: e.to_string(),
+            })
+            .and_then(|text| Intention::parse(&text, format, &origin));
+        match parsed {
+            Ok(i) => {
+                if let Some(first) = claimed.get(&i.name) {
+                    duplicated.insert(i.name.clone());
+                    out.rejected.push(FileRejected {
+                        path: p.clone(),
+                        module: Some(i.name.clone()),
+                        error: IntentionError {
+                            origin,
+                            field: "name".into(),
+                            message: format!(
+                                "module {:?} is also defined by {}",
+                                i.name.as_str(),
+                                first.display()
+                            ),
+                        },
+                    });
+                } else {
+                    claimed.insert(i.name.clone(), p.clone());
+                    out.intentions.insert(i.name.clone(), (p, i));
+                }
+            }
+            Err(error) => {
+                let module = sniff_name(&p, format);
+                out.rejected.push(FileRejected {
+                    path: p,
+                    module,
+                    error,
+                });
+            }
+        }
+    }
+    // Two files naming one module: neither wins, so nothing changes until
+    // the operator settles it.
+    for name in duplicated {
+        if let Some((p, _)) = out.intentions.remove(&name) {
+            out.rejected.push(FileRejected {
+                error: IntentionError {
+                    origin: p.display().to_string(),
+                    field: "name".into(),
+                    message: format!(
+                        "module {:?} is defined by more than one file",
+                        name.as_str()
+                    ),
+                },
+                path: p,
+                module: Some(name),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The module name of a file that failed its checks, when it can be read.
+fn sniff_name(p: &Path, format: DocFormat) -> Option<ModuleName> {
+    #[derive(Deserialize)]
+    struct NameOnly {
+        name: String,
+    }
+    let text = std::fs::read_to_string(p).ok()?;
+    let n: NameOnly = match format {
+        DocFormat::Toml => toml::from_str::<toml::Table>(&text).ok().and_then(|t| {
+            t.get("name").and_then(|v| v.as_str()).map(|s| NameOnly {
+                name: s.to_string(),
+            })
+        })?,
+        DocFormat::Json => serde_json::from_str(&text).ok()?,
+    };
+    ModuleName::try_from(n.name).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"
+name = "sensor"
+image = "stead-test/busybox:1"
+command = ["sh", "-c", "cat /etc/sensor/config.json; exec sleep 1000000"]
+env = { MODE = "prod" }
+env_files = ["/srv/sensor/secrets.env"]
+restart = "unless-stopped"
+on_drift = "recreate"
+ports = ["127.0.0.1:18080:80/tcp"]
+
+[config]
+path = "/etc/sensor/config.json"
+format = "json"
+defaults = { poll_ms = 1000, database = { url = "" } }
+
+[settings]
+"database.url" = "postgresql://db:5432/x"
+
+[[files]]
+path = "/etc/sensor/banner.txt"
+content = "hello"
+
+[[mounts]]
+source = "/srv/sensor/model.bin"
+target = "/model.bin"
+read_only = true
+"#;
+
+    fn parse(t: &str) -> Result<Intention, IntentionError> {
+        Intention::parse(t, DocFormat::Toml, "x.toml")
+    }
+
+    #[test]
+    fn the_documented_example_parses() {
+        let i = parse(EXAMPLE).unwrap();
+        assert_eq!(i.name.as_str(), "sensor");
+        assert_eq!(i.restart, RestartPolicy::UnlessStopped);
+        assert_eq!(i.ports[0].host, Some(("127.0.0.1".into(), 18080)));
+        assert_eq!(i.mounts[0].access, Access::ReadOnly);
+        assert_eq!(i.settings.len(), 1);
+    }
+
+    #[test]
+    fn bad_input_names_the_field() {
+        let cases: &[(&str, &str, &str)] = &[
+            (
+                "name = \"Bad\"\nimage = \"x\"",
+                "name",
+                "invalid module name",
+            ),
+            (
+                "name = \"a\"\nimage = \"x\"\nbogus = 1",
+                "bogus",
+                "unknown field `bogus`",
+            ),
+            (
+                "name = \"a\"\nimage = \"x\"\nrestart = \"sometimes\"",
+                "restart",
+                "unknown variant",
+            ),
+            (
+                "name = \"a\"\nimage = \"x\"\n[config]\npath = \"/a\"\nformat = \"yaml\"",
+                "config.format",
+                "unknown variant",
+            ),
+            (
+                "name = \"a\"\nimage = \"x\"\n[[files]]\npath = \"../etc/x\"\ncontent = \"\"",
+                "files[0].path",
+                "absolute",
+            ),
+            (
+                "name = \"a\"\nimage = \"x\"\n[[files]]\npath = \"/etc/../x\"\ncontent = \"\"",
+                "files[0].path",
+                "`..`",
+            ),
+            (
+                "name = \"a\"\nimage = \"x\"\n[[mounts]]\nsource = \"rel\"\ntarget = \"/x\"",
+                "mounts[0].source",
+                "absolute",
+            ),
+            (
+                "name = \"a\"\nimage = \"x\"\nports = [\"99999:80\"]",
+                "ports[0]",
+                "not a port",
+            ),
+            (
+                "name = \"a\"\nimage = \"x\"\n[settings]\n\"a.b\" = 1",
+                "settings",
+                "no [config]",
+            ),
+            (
+                "name = \"a\"\nimage = \"x\"\nenv = { \"1X\" = \"v\" }",
+                "env.1X",
+                "invalid environment",
+            ),
+            (
+                "name = \"a\"\nimage = \"x\"\n[config]\npath = \"/c\"\nformat = \"json\"\n[[files]]\npath = \"/c\"\ncontent = \"\"",
+                "files[0].path",
+                "already used",
+            ),
+            ("name = [", "(file)", "TOML parse error"),
+        ];
+        for (text, field, msg) in cases {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.field, *field, "{text}: {e}");
+            assert!(e.message.contains(msg), "{text}: {e}");
+            assert!(e.to_string().starts_with("x.toml: "), "{e}");
+        }
+    }
+
+    #[test]
+    fn json_intentions_parse_and_name_fields() {
+        let ok =
+            r#"{"name":"a","image":"x","settings":{},"config":{"path":"/c.json","format":"json"}}"#;
+        assert!(Intention::parse(ok, DocFormat::Json, "api").is_ok());
+        let bad = r#"{"name":"a","image":"x","mounts":[{"source":"/a","target":"/b","rw":true}]}"#;
+        let e = Intention::parse(bad, DocFormat::Json, "api").unwrap_err();
+        assert_eq!(e.field, "mounts[0].rw");
+        assert!(e.message.contains("unknown field `rw`"), "{e}");
+    }
+
+    #[test]
+    fn ports_normalise() {
+        let p = PortSpec::parse("8080:80").unwrap();
+        assert_eq!(p, PortSpec::parse("0.0.0.0:8080:80/tcp").unwrap());
+        assert_eq!(PortSpec::parse("80").unwrap().host, None);
+        assert_eq!(
+            PortSpec::parse("[::1]:53:53/udp").unwrap().to_string(),
+            "[::1]:53:53/udp"
+        );
+        assert!(PortSpec::parse("80/icmp").is_err());
+        assert!(PortSpec::parse("foo:1:2").is_err());
+    }
+
+    #[test]
+    fn load_dir_rejects_duplicates_and_keeps_the_rest() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("a.toml"), "name = \"dup\"\nimage = \"x\"").unwrap();
+        std::fs::write(d.path().join("b.json"), r#"{"name":"dup","image":"x"}"#).unwrap();
+        std::fs::write(d.path().join("c.toml"), "name = \"ok\"\nimage = \"x\"").unwrap();
+        std::fs::write(
+            d.path().join("d.toml"),
+            "name = \"broken\"\nimage = \"x\"\nnope = 1",
+        )
+        .unwrap();
+        std::fs::write(d.path().join("notes.txt"), "ignored").unwrap();
+        let l = load_dir(d.path()).unwrap();
+        assert_eq!(
+            l.intentions.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
+            ["ok"]
+        );
+        assert_eq!(l.rejected.len(), 3);
+        let broken = l
+            .rejected
+            .iter()
+            .find(|r| r.path.ends_with("d.toml"))
+            .unwrap();
+        assert_eq!(broken.module.as_ref().map(|m| m.as_str()), Some("broken"));
+        assert!(
+            l.rejected
+                .iter()
+                .filter(|r| r.module.as_ref().is_some_and(|m| m.as_str() == "dup"))
+                .count()
+                == 2
+        );
+    }
+}

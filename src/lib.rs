@@ -1,0 +1,21 @@
+//! stead: an agent for one edge node that keeps the node's containers true to
+//! what they were told to run.
+//!
+//! Data flows one way: intentions ([`intention`]) → rendered files
+//! ([`render`]) and digests ([`digest`], [`spec`]) → a plan ([`plan`]) →
+//! engine actions ([`runtime`]) → observations and events ([`store`]),
+//! driven by [`reconcile`] on every heartbeat of the [`agent`] loop.
+
+pub mod agent;
+pub mod cli;
+pub mod config;
+pub mod digest;
+pub mod intention;
+pub mod names;
+pub mod plan;
+pub mod reconcile;
+pub mod render;
+pub mod runtime;
+pub mod spec;
+pub mod store;
+pub mod value;

@@ -1,0 +1,313 @@
+//! Checked names: module names, node ids, digests, setting keys, input names
+//! and absolute paths. Each is built only through `TryFrom`/`new`, so a value
+//! of one of these types is valid wherever it travels (store, labels, API).
+
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+/// Why a name, key, digest or path was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidName(pub String);
+
+macro_rules! string_newtype {
+    ($(#[$m:meta])* $name:ident, $check:expr) => {
+        $(#[$m])*
+        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            /// The checked string.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = InvalidName;
+            fn try_from(s: String) -> Result<Self, InvalidName> {
+                let check: fn(&str) -> Result<(), String> = $check;
+                check(&s).map_err(InvalidName)?;
+                Ok(Self(s))
+            }
+        }
+
+        impl TryFrom<&str> for $name {
+            type Error = InvalidName;
+            fn try_from(s: &str) -> Result<Self, InvalidName> {
+                Self::try_from(s.to_owned())
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(n: $name) -> String {
+                n.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+string_newtype!(
+    /// A module name: `[a-z0-9][a-z0-9-]{0,62}`. The container is `stead-<name>`.
+    ModuleName,
+    |s| {
+        let ok = !s.is_empty()
+            && s.len() <= 63
+            && s.bytes().enumerate().all(|(i, b)| {
+                b.is_ascii_lowercase() || b.is_ascii_digit() || (i > 0 && b == b'-')
+            });
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "invalid module name {s:?}: must match [a-z0-9][a-z0-9-]{{0,62}}"
+            ))
+        }
+    }
+);
+
+impl ModuleName {
+    /// The name of the container that runs this module.
+    pub fn container_name(&self) -> String {
+        format!("stead-{}", self.0)
+    }
+}
+
+string_newtype!(
+    /// This node's id, carried by every container it manages as `stead.managed-by`.
+    NodeId,
+    |s| {
+        let ok = !s.is_empty()
+            && s.len() <= 63
+            && s.bytes().enumerate().all(|(i, b)| {
+                b.is_ascii_alphanumeric() || (i > 0 && matches!(b, b'-' | b'_' | b'.'))
+            });
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "invalid node id {s:?}: must match [A-Za-z0-9][A-Za-z0-9._-]{{0,62}}"
+            ))
+        }
+    }
+);
+
+string_newtype!(
+    /// A content digest, `sha256:` followed by 64 lowercase hex digits.
+    Digest,
+    |s| {
+        let hex = s.strip_prefix("sha256:").unwrap_or("");
+        if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+            Ok(())
+        } else {
+            Err(format!("invalid digest {s:?}: must be sha256:<64 lowercase hex digits>"))
+        }
+    }
+);
+
+impl Digest {
+    /// The sha256 digest of `bytes`.
+    pub fn of(bytes: &[u8]) -> Digest {
+        Digest::from_hasher(Sha256::new_with_prefix(bytes))
+    }
+
+    /// Finishes a running hash into a digest.
+    pub fn from_hasher(h: Sha256) -> Digest {
+        let out = h.finalize();
+        let mut s = String::with_capacity(71);
+        s.push_str("sha256:");
+        for b in out.iter() {
+            s.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
+            s.push(char::from(b"0123456789abcdef"[usize::from(b & 0xf)]));
+        }
+        Digest(s)
+    }
+
+    /// The 64 hex digits without the algorithm prefix.
+    pub fn hex(&self) -> &str {
+        &self.0[7..]
+    }
+
+    /// A short form for people: `sha256:` and the first 12 hex digits.
+    pub fn short(&self) -> &str {
+        &self.0[..19]
+    }
+}
+
+string_newtype!(
+    /// A dotted setting key such as `database.url`: non-empty segments of
+    /// `[A-Za-z0-9_-]`.
+    SettingKey,
+    |s| {
+        let ok = !s.is_empty()
+            && s.split('.').all(|seg| {
+                !seg.is_empty()
+                    && seg
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            });
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "invalid setting key {s:?}: dotted segments of [A-Za-z0-9_-], none empty"
+            ))
+        }
+    }
+);
+
+impl SettingKey {
+    /// The key's segments, outermost first.
+    pub fn segments(&self) -> impl Iterator<Item = &str> {
+        self.0.split('.')
+    }
+}
+
+string_newtype!(
+    /// The name of one input a container is created from: `image`, `command`,
+    /// `env`, `ports`, `restart`, or `config:<path>`, `file:<path>`,
+    /// `env_file:<host path>`, `mount:<target>`.
+    InputName,
+    |s| {
+        let ok = matches!(s, "image" | "command" | "env" | "ports" | "restart")
+            || ["config:/", "file:/", "env_file:/", "mount:/"]
+                .iter()
+                .any(|p| s.starts_with(p));
+        if ok && !s.contains(['\n', '\0']) {
+            Ok(())
+        } else {
+            Err(format!("invalid input name {s:?}"))
+        }
+    }
+);
+
+string_newtype!(
+    /// An environment variable name: `[A-Za-z_][A-Za-z0-9_]*`.
+    EnvName,
+    |s| {
+        let ok = !s.is_empty()
+            && s.bytes().enumerate().all(|(i, b)| {
+                b == b'_' || b.is_ascii_alphabetic() || (i > 0 && b.is_ascii_digit())
+            });
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("invalid environment variable name {s:?}: must match [A-Za-z_][A-Za-z0-9_]*"))
+        }
+    }
+);
+
+string_newtype!(
+    /// An absolute, normalised path with no `..`, `.` or empty components,
+    /// on the host or inside a container.
+    AbsPath,
+    |s| {
+        if s.contains('\0') || s.contains('\n') {
+            return Err(format!("invalid path {s:?}: contains a control character"));
+        }
+        let p = Path::new(s);
+        if !p.is_absolute() {
+            return Err(format!("invalid path {s:?}: must be absolute"));
+        }
+        if s.len() > 1 && s.ends_with('/') || s.contains("//") {
+            return Err(format!("invalid path {s:?}: must be normalised (no trailing or double slash)"));
+        }
+        // `Path::components` drops inner `.` segments, so look at the text.
+        if s.split('/').any(|seg| seg == "." || seg == "..")
+            || p.components().any(|c| !matches!(c, Component::RootDir | Component::Normal(_)))
+        {
+            return Err(format!("invalid path {s:?}: must not contain `.` or `..`"));
+        }
+        if s == "/" {
+            return Err("invalid path \"/\": must name a file or directory below the root".into());
+        }
+        Ok(())
+    }
+);
+
+impl AbsPath {
+    /// The path as a `Path`.
+    pub fn as_path(&self) -> &Path {
+        Path::new(&self.0)
+    }
+
+    /// The path as an owned `PathBuf`.
+    pub fn to_path_buf(&self) -> PathBuf {
+        PathBuf::from(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_names() {
+        for ok in ["a", "sensor", "s-1", "0abc", &"a".repeat(63)] {
+            assert!(ModuleName::try_from(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "-a", "A", "a_b", "a.b", &"a".repeat(64), "é"] {
+            assert!(ModuleName::try_from(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn digests() {
+        let d = Digest::of(b"hello");
+        assert_eq!(
+            d.as_str(),
+            "sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+        );
+        assert_eq!(d.short(), "sha256:2cf24dba5fb0");
+        assert!(Digest::try_from(d.as_str()).is_ok());
+        assert!(Digest::try_from("sha256:ABC").is_err());
+        assert!(
+            Digest::try_from(
+                "md5:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn paths() {
+        for ok in ["/etc/x.json", "/a", "/srv/sensor/model.bin"] {
+            assert!(AbsPath::try_from(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "/",
+            "etc/x",
+            "/etc/../x",
+            "/etc/./x",
+            "/etc//x",
+            "/etc/",
+            "./x",
+        ] {
+            assert!(AbsPath::try_from(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn keys() {
+        assert!(SettingKey::try_from("database.url").is_ok());
+        assert!(SettingKey::try_from("a").is_ok());
+        for bad in ["", ".a", "a.", "a..b", "a b"] {
+            assert!(SettingKey::try_from(bad).is_err(), "{bad}");
+        }
+        assert!(EnvName::try_from("MODE_1").is_ok());
+        assert!(EnvName::try_from("1MODE").is_err());
+        assert!(InputName::try_from("config:/etc/a").is_ok());
+        assert!(InputName::try_from("bogus").is_err());
+    }
+}

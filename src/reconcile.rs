@@ -1,0 +1,738 @@
+//! One reconcile pass: intentions → desired digests → plan → engine actions →
+//! observations and events. A pass reads the whole world again every time;
+//! it is never told why it runs, so a pass after a crash derives the same
+//! plan as the one that was interrupted.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+
+use crate::digest::FileDigester;
+use crate::intention::{self, FileRejected};
+use crate::names::{Digest, ModuleName, NodeId};
+use crate::plan::{self, Moved, Observed, Step, Target, Want};
+use crate::render;
+use crate::runtime::{Engine, EngineError, find_image};
+use crate::spec::{self, Desired};
+use crate::store::{
+    AppliedRecord, ApplyState, EventKind, IntentionRecord, ObservedRecord, Source, Store,
+    StoreError, now,
+};
+
+/// How many modules are acted on at once.
+const PARALLEL_ACTIONS: usize = 4;
+
+/// Why a pass could not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum PassError {
+    /// The engine went away; the agent waits for it.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The intentions directory could not be listed.
+    #[error("cannot read the intentions directory {path}: {source}")]
+    Intentions {
+        /// The directory.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What a pass did for one module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing: the container matches.
+    Unchanged,
+    /// A container was created and started.
+    Created,
+    /// A stopped container was started.
+    Started,
+    /// The container was replaced because inputs moved.
+    Recreated,
+    /// An orphaned container was removed.
+    Removed,
+    /// Inputs moved; by policy only reported.
+    Drifted,
+    /// Its target cannot be computed now; the container is left alone.
+    Held,
+    /// A container not managed here holds its name.
+    Conflict,
+    /// The engine is busy with the container.
+    Waiting,
+    /// An engine action failed.
+    Failed,
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Action::Unchanged => "unchanged",
+            Action::Created => "created",
+            Action::Started => "started",
+            Action::Recreated => "recreated",
+            Action::Removed => "removed",
+            Action::Drifted => "drifted",
+            Action::Held => "held",
+            Action::Conflict => "conflict",
+            Action::Waiting => "waiting",
+            Action::Failed => "failed",
+        })
+    }
+}
+
+/// What a pass did for one module.
+#[derive(Clone, Debug)]
+pub struct ModuleReport {
+    /// The module (for a removed orphan, what its label said).
+    pub module: String,
+    /// What was done.
+    pub action: Action,
+    /// The desired spec digest, when known.
+    pub digest: Option<Digest>,
+    /// The container acted on or kept.
+    pub container: Option<String>,
+    /// For drift and recreation, the inputs that moved.
+    pub moved: Vec<Moved>,
+    /// Why it failed or is held.
+    pub error: Option<String>,
+}
+
+impl fmt::Display for ModuleReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let digest = self.digest.as_ref().map_or("-", |d| d.as_str());
+        write!(
+            f,
+            "{:<24} {:<10} {digest}",
+            self.module,
+            self.action.to_string()
+        )?;
+        for m in &self.moved {
+            write!(f, "  [{m}]")?;
+        }
+        if let Some(e) = &self.error {
+            write!(f, "  ({e})")?;
+        }
+        Ok(())
+    }
+}
+
+/// What one pass did.
+#[derive(Debug, Default)]
+pub struct PassReport {
+    /// One entry per module acted on or looked at, by module name.
+    pub modules: Vec<ModuleReport>,
+    /// Intention files that were refused.
+    pub rejected: Vec<FileRejected>,
+    /// How long the pass took.
+    pub duration: Duration,
+}
+
+/// The reconciler: the state a pass carries from one to the next is only a
+/// cache (file digests) and what was already said (so the event log is not
+/// flooded), never a reason to act.
+pub struct Reconciler {
+    node: NodeId,
+    intentions_dir: PathBuf,
+    files_dir: PathBuf,
+    digester: FileDigester,
+    said: BTreeMap<String, String>,
+}
+
+impl Reconciler {
+    /// A reconciler for this node.
+    pub fn new(node: NodeId, intentions_dir: PathBuf, files_dir: PathBuf) -> Reconciler {
+        Reconciler {
+            node,
+            intentions_dir,
+            files_dir,
+            digester: FileDigester::new(),
+            said: BTreeMap::new(),
+        }
+    }
+
+    /// Appends an event unless the same thing was already said for `key`.
+    fn say_once(
+        &mut self,
+        store: &Store,
+        key: &str,
+        module: Option<&str>,
+        kind: EventKind,
+        detail: String,
+    ) -> Result<(), StoreError> {
+        if self.said.get(key) == Some(&detail) {
+            return Ok(());
+        }
+        match kind {
+            EventKind::Rejected | EventKind::Error | EventKind::Conflict => {
+                tracing::warn!(module, "{detail}")
+            }
+            _ => tracing::info!(module, "{detail}"),
+        }
+        store.append_event(module, kind, detail.clone())?;
+        self.said.insert(key.to_string(), detail);
+        Ok(())
+    }
+
+    /// Brings the stored intentions in line with the intentions directory.
+    /// A refused file changes nothing: the module it named keeps its stored
+    /// intention (and so its container).
+    fn sync_intentions(&mut self, store: &Store) -> Result<Vec<FileRejected>, PassError> {
+        let loaded =
+            intention::load_dir(&self.intentions_dir).map_err(|source| PassError::Intentions {
+                path: self.intentions_dir.display().to_string(),
+                source,
+            })?;
+        let stored = store.intentions()?;
+        let rejected_paths: BTreeSet<String> = loaded
+            .rejected
+            .iter()
+            .map(|r| r.path.display().to_string())
+            .collect();
+        let mut protected: BTreeSet<ModuleName> = loaded
+            .rejected
+            .iter()
+            .filter_map(|r| r.module.clone())
+            .collect();
+        for (name, r) in &stored {
+            if let Source::File(p) = &r.source {
+                if rejected_paths.contains(p) {
+                    protected.insert(name.clone());
+                }
+            }
+        }
+        for (name, (path, i)) in &loaded.intentions {
+            let source = Source::File(path.display().to_string());
+            let prev = stored.get(name);
+            if prev.is_some_and(|p| p.intention == *i && p.source == source) {
+                continue;
+            }
+            let revision = prev.map_or(1, |p| p.revision + 1);
+            store.put_intention(&IntentionRecord {
+                source,
+                revision,
+                intention: i.clone(),
+            })?;
+            let detail = format!(
+                "intention taken from {} (revision {revision})",
+                path.display()
+            );
+            tracing::info!(module = name.as_str(), "{detail}");
+            store.append_event(Some(name.as_str()), EventKind::Intention, detail)?;
+        }
+        for (name, r) in &stored {
+            if let Source::File(p) = &r.source {
+                if !loaded.intentions.contains_key(name) && !protected.contains(name) {
+                    store.delete_intention(name)?;
+                    let detail = format!("intention removed: {p} is gone");
+                    tracing::info!(module = name.as_str(), "{detail}");
+                    store.append_event(Some(name.as_str()), EventKind::Intention, detail)?;
+                }
+            }
+        }
+        let mut still_bad = BTreeSet::new();
+        for r in &loaded.rejected {
+            let key = format!("rejected:{}", r.path.display());
+            self.say_once(
+                store,
+                &key,
+                r.module.as_ref().map(|m| m.as_str()),
+                EventKind::Rejected,
+                r.error.to_string(),
+            )?;
+            still_bad.insert(key);
+        }
+        self.said
+            .retain(|k, _| !k.starts_with("rejected:") || still_bad.contains(k));
+        Ok(loaded.rejected)
+    }
+
+    /// Runs one pass against the engine.
+    pub async fn pass<E: Engine>(
+        &mut self,
+        engine: &E,
+        store: &Store,
+    ) -> Result<PassReport, PassError> {
+        let started = Instant::now();
+        let rejected = self.sync_intentions(store)?;
+        let intentions = store.intentions()?;
+
+        let mut images = engine.list_images().await?;
+        let mut pulled = BTreeSet::new();
+        let mut wants = Vec::new();
+        let mut desired: BTreeMap<ModuleName, Desired> = BTreeMap::new();
+        for (name, r) in &intentions {
+            let i = &r.intention;
+            let hold = |reason: String| Want::Hold {
+                name: name.clone(),
+                reason,
+            };
+            let inputs = match spec::resolve_inputs(i, &mut self.digester) {
+                Ok(inputs) => inputs,
+                Err(e) => {
+                    wants.push(hold(e.to_string()));
+                    continue;
+                }
+            };
+            if find_image(&images, &i.image).is_none() && pulled.insert(i.image.clone()) {
+                tracing::info!(
+                    module = name.as_str(),
+                    image = i.image,
+                    "image not present; pulling"
+                );
+                match engine.pull(&i.image).await {
+                    Ok(()) => images = engine.list_images().await?,
+                    Err(e) if e.is_unreachable() => return Err(e.into()),
+                    Err(e) => {
+                        tracing::warn!(module = name.as_str(), image = i.image, "pull failed: {e}")
+                    }
+                }
+            }
+            let image_id =
+                match find_image(&images, &i.image).map(|img| spec::image_digest(&img.id)) {
+                    Some(Ok(id)) => id,
+                    Some(Err(e)) => {
+                        wants.push(hold(e.to_string()));
+                        continue;
+                    }
+                    None => {
+                        wants.push(hold(format!(
+                            "image: {} is not present and could not be pulled",
+                            i.image
+                        )));
+                        continue;
+                    }
+                };
+            let d = spec::desired(i, inputs, &image_id, &self.node, &self.files_dir);
+            wants.push(Want::Run(Target {
+                name: name.clone(),
+                digest: d.digest.clone(),
+                inputs: d.inputs.clone(),
+                on_drift: d.on_drift,
+                restart: i.restart,
+            }));
+            desired.insert(name.clone(), d);
+        }
+
+        let observed = engine.list_containers().await?;
+        let steps = plan::plan(&self.node, &wants, &observed);
+
+        // Every file was rendered above, before any is written here.
+        for d in desired.values() {
+            for (host, f) in &d.files {
+                if let Err(e) = render::write_atomic(host, &f.content) {
+                    tracing::error!(
+                        module = d.name.as_str(),
+                        "cannot write {}: {e}",
+                        host.display()
+                    );
+                }
+            }
+        }
+
+        let results: Vec<Result<ModuleReport, EngineError>> = futures_util::stream::iter(steps)
+            .map(|step| execute(engine, store, &desired, step))
+            .buffer_unordered(PARALLEL_ACTIONS)
+            .collect()
+            .await;
+        let mut modules = Vec::new();
+        for r in results {
+            modules.push(r?);
+        }
+        modules.sort_by(|a, b| a.module.cmp(&b.module));
+
+        for m in &modules {
+            let (kind, detail) = match m.action {
+                Action::Drifted => (
+                    EventKind::Drift,
+                    format!("drift reported: {}", join_moved(&m.moved)),
+                ),
+                Action::Conflict => (
+                    EventKind::Conflict,
+                    format!(
+                        "container {} holds the name stead-{} but is not managed by this node; left alone",
+                        short_id(m.container.as_deref()),
+                        m.module
+                    ),
+                ),
+                Action::Held | Action::Failed => {
+                    (EventKind::Error, m.error.clone().unwrap_or_default())
+                }
+                _ => {
+                    self.said.remove(&format!("module:{}", m.module));
+                    continue;
+                }
+            };
+            self.say_once(
+                store,
+                &format!("module:{}", m.module),
+                Some(&m.module),
+                kind,
+                detail,
+            )?;
+        }
+
+        self.record_observed(store, &observed, &desired)?;
+        self.collect_garbage(&desired, &observed);
+        Ok(PassReport {
+            modules,
+            rejected,
+            duration: started.elapsed(),
+        })
+    }
+
+    /// Keeps the observed records (and the applied record of a container
+    /// found already matching) in the store, writing only what changed.
+    fn record_observed(
+        &mut self,
+        store: &Store,
+        observed: &[Observed],
+        desired: &BTreeMap<ModuleName, Desired>,
+    ) -> Result<(), StoreError> {
+        let stored = store.all_observed()?;
+        for o in observed {
+            if o.labels.get(spec::LABEL_MANAGED_BY).map(String::as_str) != Some(self.node.as_str())
+            {
+                continue;
+            }
+            let Some(module) = o.labels.get(spec::LABEL_MODULE) else {
+                continue;
+            };
+            let rec = ObservedRecord {
+                container_id: o.id.clone(),
+                digest: o.digest(),
+                state: o.state.as_str().to_string(),
+                image_id: o.image_id.clone(),
+                created: o.created,
+            };
+            if stored.get(module) != Some(&rec) {
+                store.put_observed(module, &rec)?;
+            }
+            if let Some(d) = ModuleName::try_from(module.as_str())
+                .ok()
+                .and_then(|m| desired.get(&m))
+            {
+                if o.digest().as_ref() == Some(&d.digest) {
+                    let applied = store.applied(&d.name)?;
+                    let current = applied.as_ref().is_some_and(|a| {
+                        a.state == ApplyState::Applied
+                            && a.digest == d.digest
+                            && a.container_id.as_deref() == Some(o.id.as_str())
+                    });
+                    if !current {
+                        store.put_applied(
+                            &d.name,
+                            &applied_record(d, ApplyState::Applied, Some(o.id.clone())),
+                        )?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes composed files that neither a desired module nor any listed
+    /// container uses.
+    fn collect_garbage(&mut self, desired: &BTreeMap<ModuleName, Desired>, observed: &[Observed]) {
+        let mut keep: BTreeSet<PathBuf> = observed
+            .iter()
+            .flat_map(|o| o.mount_sources.iter().map(PathBuf::from))
+            .collect();
+        for d in desired.values() {
+            keep.extend(d.files.iter().map(|(p, _)| p.clone()));
+        }
+        let Ok(modules) = std::fs::read_dir(&self.files_dir) else {
+            return;
+        };
+        for m in modules.flatten() {
+            let dir = m.path();
+            let Ok(files) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for f in files.flatten() {
+                let p = f.path();
+                if !keep.contains(&p) {
+                    if let Err(e) = std::fs::remove_file(&p) {
+                        tracing::warn!("cannot remove unused composed file {}: {e}", p.display());
+                    }
+                }
+            }
+            // Fails while the directory still holds files; that is fine.
+            let _ = std::fs::remove_dir(&dir);
+        }
+        self.digester.retain(|p| !p.starts_with(&self.files_dir));
+    }
+}
+
+fn join_moved(moved: &[Moved]) -> String {
+    moved
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn short_id(id: Option<&str>) -> &str {
+    id.map_or("-", |i| &i[..i.len().min(12)])
+}
+
+fn applied_record(d: &Desired, state: ApplyState, container_id: Option<String>) -> AppliedRecord {
+    AppliedRecord {
+        state,
+        digest: d.digest.clone(),
+        inputs: d.inputs.clone(),
+        spec: d.spec.clone(),
+        container_id,
+        at: now(),
+    }
+}
+
+/// Executes one step. An engine refusal is this module's failure and is
+/// reported; only an engine that went away fails the pass.
+async fn execute<E: Engine>(
+    engine: &E,
+    store: &Store,
+    desired: &BTreeMap<ModuleName, Desired>,
+    step: Step,
+) -> Result<ModuleReport, EngineError> {
+    let report = |module: &str, action: Action, container: Option<String>| ModuleReport {
+        module: module.to_string(),
+        digest: ModuleName::try_from(module)
+            .ok()
+            .and_then(|m| desired.get(&m))
+            .map(|d| d.digest.clone()),
+        action,
+        container,
+        moved: vec![],
+        error: None,
+    };
+    let failed = |mut r: ModuleReport, e: String| {
+        r.action = Action::Failed;
+        r.error = Some(e);
+        r
+    };
+    match step {
+        Step::Keep { module, container } => {
+            Ok(report(module.as_str(), Action::Unchanged, Some(container)))
+        }
+        Step::Wait {
+            module,
+            container,
+            state,
+        } => {
+            let mut r = report(module.as_str(), Action::Waiting, Some(container));
+            r.error = Some(format!("container is {}", state.as_str()));
+            Ok(r)
+        }
+        Step::Hold {
+            module,
+            container,
+            reason,
+        } => {
+            let mut r = report(module.as_str(), Action::Held, container);
+            r.error = Some(reason);
+            Ok(r)
+        }
+        Step::Conflict { module, container } => {
+            Ok(report(module.as_str(), Action::Conflict, Some(container)))
+        }
+        Step::ReportDrift {
+            module,
+            container,
+            moved,
+        } => {
+            let mut r = report(module.as_str(), Action::Drifted, Some(container));
+            r.moved = moved;
+            Ok(r)
+        }
+        Step::Start { module, container } => {
+            let r = report(module.as_str(), Action::Started, Some(container.clone()));
+            match engine.start(&container).await {
+                Ok(()) => {
+                    log_event(
+                        store,
+                        module.as_str(),
+                        EventKind::Started,
+                        format!("started container {}", short_id(Some(&container))),
+                    );
+                    Ok(r)
+                }
+                Err(e) if e.is_unreachable() => Err(e),
+                Err(e) => Ok(failed(r, format!("start failed: {e}"))),
+            }
+        }
+        Step::Create { module } => {
+            let d = &desired[&module];
+            let r = report(module.as_str(), Action::Created, None);
+            match create_and_start(engine, store, d).await {
+                Ok(id) => {
+                    log_event(
+                        store,
+                        module.as_str(),
+                        EventKind::Created,
+                        format!(
+                            "created container {} from {}",
+                            short_id(Some(&id)),
+                            d.digest
+                        ),
+                    );
+                    Ok(ModuleReport {
+                        container: Some(id),
+                        ..r
+                    })
+                }
+                Err(e) if e.is_unreachable() => Err(e),
+                Err(e) => Ok(failed(r, format!("create failed: {e}"))),
+            }
+        }
+        Step::Recreate {
+            module,
+            container,
+            moved,
+        } => {
+            let d = &desired[&module];
+            let mut r = report(module.as_str(), Action::Recreated, Some(container.clone()));
+            r.moved = moved;
+            // The target is recorded before the old container goes, so a
+            // crash anywhere below leaves a record of what was under way;
+            // the next pass finds the new container carrying the target
+            // digest and does not replace it again.
+            if let Err(e) =
+                store.put_applied(&d.name, &applied_record(d, ApplyState::Pending, None))
+            {
+                return Ok(failed(r, format!("cannot record the target: {e}")));
+            }
+            if let Err(e) = engine.remove(&container).await {
+                return if e.is_unreachable() {
+                    Err(e)
+                } else {
+                    Ok(failed(r, format!("removing the old container failed: {e}")))
+                };
+            }
+            match create_and_start(engine, store, d).await {
+                Ok(id) => {
+                    log_event(
+                        store,
+                        module.as_str(),
+                        EventKind::Recreated,
+                        format!(
+                            "recreated container {} → {}: {}",
+                            short_id(Some(&container)),
+                            short_id(Some(&id)),
+                            join_moved(&r.moved)
+                        ),
+                    );
+                    r.container = Some(id);
+                    Ok(r)
+                }
+                Err(e) if e.is_unreachable() => Err(e),
+                Err(e) => Ok(failed(r, format!("create failed: {e}"))),
+            }
+        }
+        Step::Remove { module, container } => {
+            let name = module.clone().unwrap_or_else(|| "(unlabelled)".into());
+            let r = report(&name, Action::Removed, Some(container.clone()));
+            match engine.remove(&container).await {
+                Ok(()) => {
+                    if let Some(m) = module.as_deref().and_then(|m| ModuleName::try_from(m).ok()) {
+                        if !desired.contains_key(&m) {
+                            if let Err(e) = store.forget(m.as_str()) {
+                                tracing::error!(module = m.as_str(), "cannot forget records: {e}");
+                            }
+                        }
+                    }
+                    log_event(
+                        store,
+                        &name,
+                        EventKind::Removed,
+                        format!(
+                            "removed container {}: no intention names it",
+                            short_id(Some(&container))
+                        ),
+                    );
+                    Ok(r)
+                }
+                Err(e) if e.is_unreachable() => Err(e),
+                Err(e) => Ok(failed(r, format!("remove failed: {e}"))),
+            }
+        }
+    }
+}
+
+async fn create_and_start<E: Engine>(
+    engine: &E,
+    store: &Store,
+    d: &Desired,
+) -> Result<String, EngineError> {
+    if let Err(e) = store.put_applied(&d.name, &applied_record(d, ApplyState::Pending, None)) {
+        tracing::error!(module = d.name.as_str(), "cannot record the target: {e}");
+    }
+    for (host, _) in &d.files {
+        if !host.exists() {
+            return Err(EngineError::Refused {
+                status: 0,
+                message: format!("composed file {} is missing", host.display()),
+            });
+        }
+    }
+    let id = engine.create(&d.spec).await?;
+    engine.start(&id).await?;
+    if let Err(e) = store.put_applied(
+        &d.name,
+        &applied_record(d, ApplyState::Applied, Some(id.clone())),
+    ) {
+        tracing::error!(
+            module = d.name.as_str(),
+            "cannot record the applied spec: {e}"
+        );
+    }
+    Ok(id)
+}
+
+fn log_event(store: &Store, module: &str, kind: EventKind, detail: String) {
+    tracing::info!(module, "{detail}");
+    if let Err(e) = store.append_event(Some(module), kind, detail) {
+        tracing::error!(module, "cannot append to the event log: {e}");
+    }
+}
+
+/// What `stead check` says of one module without touching the engine.
+pub struct CheckLine {
+    /// The module.
+    pub module: ModuleName,
+    /// The image reference, which the engine resolves at run time.
+    pub image: String,
+    /// The digest over every input but the image, or why it could not be computed.
+    pub result: Result<(Digest, BTreeMap<String, Digest>), String>,
+}
+
+/// Validates the intentions directory and computes each module's inputs.
+pub fn check(intentions_dir: &Path) -> Result<(Vec<CheckLine>, Vec<FileRejected>), std::io::Error> {
+    let loaded = intention::load_dir(intentions_dir)?;
+    let mut digester = FileDigester::new();
+    let lines = loaded
+        .intentions
+        .into_iter()
+        .map(|(module, (_, i))| CheckLine {
+            module,
+            image: i.image.clone(),
+            result: spec::resolve_inputs(&i, &mut digester)
+                .map(|inp| {
+                    let each = inp
+                        .digests
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.clone()))
+                        .collect();
+                    (inp.digest_without_image(), each)
+                })
+                .map_err(|e| e.to_string()),
+        })
+        .collect();
+    Ok((lines, loaded.rejected))
+}

@@ -1,0 +1,404 @@
+//! The container engine behind a small trait, and its implementation on the
+//! Docker Engine API (Podman's compatible socket too) over a unix socket.
+//! The reconciler only ever sees [`Engine`], so a fake can stand in for unit
+//! tests of pure logic.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+
+use bollard::Docker;
+use bollard::models::{
+    ContainerCreateBody, HostConfig, Mount, MountType, PortBinding, RestartPolicy as EngineRestart,
+    RestartPolicyNameEnum,
+};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, CreateImageOptionsBuilder, ListContainersOptionsBuilder,
+    ListImagesOptionsBuilder, RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
+};
+use futures_util::StreamExt;
+
+use crate::intention::RestartPolicy;
+use crate::plan::{ContainerState, Observed};
+use crate::spec::ContainerSpec;
+
+/// An engine call that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The engine did not answer: socket absent, connection refused or
+    /// reset, timeout. The agent waits with backoff.
+    #[error("engine not reachable: {0}")]
+    Unreachable(String),
+    /// The engine answered that the object does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The engine answered with a conflict (a name in use, a container
+    /// being removed).
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The engine refused the request.
+    #[error("engine refused ({status}): {message}")]
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The engine's message.
+        message: String,
+    },
+}
+
+impl EngineError {
+    /// Whether the engine itself is away (as opposed to refusing one call).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, EngineError::Unreachable(_))
+    }
+}
+
+impl From<bollard::errors::Error> for EngineError {
+    fn from(e: bollard::errors::Error) -> Self {
+        use bollard::errors::Error as B;
+        match e {
+            B::DockerResponseServerError {
+                status_code: 404,
+                message,
+            } => EngineError::NotFound(message),
+            B::DockerResponseServerError {
+                status_code: 409,
+                message,
+            } => EngineError::Conflict(message),
+            B::DockerResponseServerError {
+                status_code,
+                message,
+            } => EngineError::Refused {
+                status: status_code,
+                message,
+            },
+            B::JsonDataError { message, .. } => EngineError::Refused { status: 0, message },
+            other => EngineError::Unreachable(other.to_string()),
+        }
+    }
+}
+
+/// One image the engine has.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Image {
+    /// Its ID, `sha256:…`.
+    pub id: String,
+    /// Its tags, `repo:tag`.
+    pub tags: Vec<String>,
+    /// Its repository digests, `repo@sha256:…`.
+    pub digests: Vec<String>,
+}
+
+/// What the reconciler asks of a container engine.
+pub trait Engine: Send + Sync {
+    /// Checks the engine answers.
+    fn ping(&self) -> impl Future<Output = Result<(), EngineError>> + Send;
+    /// Every container, running or not, managed or not: one call.
+    fn list_containers(&self) -> impl Future<Output = Result<Vec<Observed>, EngineError>> + Send;
+    /// Every image: one call.
+    fn list_images(&self) -> impl Future<Output = Result<Vec<Image>, EngineError>> + Send;
+    /// Pulls an image reference from its registry.
+    fn pull(&self, reference: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
+    /// Creates a container; returns its ID.
+    fn create(
+        &self,
+        spec: &ContainerSpec,
+    ) -> impl Future<Output = Result<String, EngineError>> + Send;
+    /// Starts a container (starting a running one is not an error).
+    fn start(&self, id: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
+    /// Stops (with a grace period) and removes a container; one already gone
+    /// is not an error.
+    fn remove(&self, id: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
+}
+
+/// Finds an image reference among the engine's images: by ID, by
+/// `repo@digest`, or by tag (a reference without a tag means `:latest`;
+/// Docker Hub's `docker.io/library/` prefix is optional).
+pub fn find_image<'a>(images: &'a [Image], reference: &str) -> Option<&'a Image> {
+    if reference.starts_with("sha256:") {
+        return images.iter().find(|i| i.id == reference);
+    }
+    let norm = normalise_reference(reference);
+    if norm.contains('@') {
+        return images
+            .iter()
+            .find(|i| i.digests.iter().any(|d| normalise_reference(d) == norm));
+    }
+    images
+        .iter()
+        .find(|i| i.tags.iter().any(|t| normalise_reference(t) == norm))
+}
+
+fn normalise_reference(r: &str) -> String {
+    let r = r.strip_prefix("docker.io/").unwrap_or(r);
+    let r = r.strip_prefix("library/").unwrap_or(r);
+    if r.contains('@') {
+        return r.to_string();
+    }
+    // A tag follows the last colon after the last slash.
+    let last = r.rsplit('/').next().unwrap_or(r);
+    if last.contains(':') {
+        r.to_string()
+    } else {
+        format!("{r}:latest")
+    }
+}
+
+/// The Docker Engine API over a unix socket.
+#[derive(Clone)]
+pub struct DockerEngine {
+    docker: Docker,
+}
+
+/// Seconds an engine call may take before the engine counts as away.
+const CALL_TIMEOUT_SECS: u64 = 120;
+/// Seconds a container gets to stop before it is killed.
+const STOP_GRACE_SECS: i32 = 10;
+
+impl DockerEngine {
+    /// Connects to the engine at a unix socket path (with or without
+    /// `unix://`) and agrees on an API version with it.
+    pub async fn connect(socket: &str) -> Result<DockerEngine, EngineError> {
+        let path = socket.trim_start_matches("unix://");
+        if !std::path::Path::new(path).exists() {
+            return Err(EngineError::Unreachable(format!(
+                "socket {path} does not exist"
+            )));
+        }
+        let docker =
+            Docker::connect_with_unix(path, CALL_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)?;
+        let docker = docker.negotiate_version().await?;
+        Ok(DockerEngine { docker })
+    }
+}
+
+fn restart_policy(p: RestartPolicy) -> RestartPolicyNameEnum {
+    match p {
+        RestartPolicy::No => RestartPolicyNameEnum::NO,
+        RestartPolicy::OnFailure => RestartPolicyNameEnum::ON_FAILURE,
+        RestartPolicy::Always => RestartPolicyNameEnum::ALWAYS,
+        RestartPolicy::UnlessStopped => RestartPolicyNameEnum::UNLESS_STOPPED,
+    }
+}
+
+/// The engine's create body for a spec.
+pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
+    let mut bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
+    let mut exposed = Vec::new();
+    for p in &spec.ports {
+        let key = p.container_key();
+        if !exposed.contains(&key) {
+            exposed.push(key.clone());
+        }
+        if let Some((ip, port)) = &p.host {
+            bindings
+                .entry(key)
+                .or_insert_with(|| Some(Vec::new()))
+                .get_or_insert_with(Vec::new)
+                .push(PortBinding {
+                    host_ip: Some(ip.clone()),
+                    host_port: Some(port.to_string()),
+                });
+        }
+    }
+    let mounts = spec
+        .mounts
+        .iter()
+        .map(|m| Mount {
+            target: Some(m.target.clone()),
+            source: Some(m.source.clone()),
+            typ: Some(MountType::BIND),
+            read_only: Some(m.read_only),
+            ..Default::default()
+        })
+        .collect();
+    ContainerCreateBody {
+        image: Some(spec.image_id.clone()),
+        cmd: spec.command.clone(),
+        env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+        labels: Some(
+            spec.labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        exposed_ports: (!exposed.is_empty()).then_some(exposed),
+        host_config: Some(HostConfig {
+            mounts: Some(mounts),
+            port_bindings: (!bindings.is_empty()).then_some(bindings),
+            restart_policy: Some(EngineRestart {
+                name: Some(restart_policy(spec.restart)),
+                maximum_retry_count: None,
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+impl Engine for DockerEngine {
+    async fn ping(&self) -> Result<(), EngineError> {
+        self.docker.ping().await?;
+        Ok(())
+    }
+
+    async fn list_containers(&self) -> Result<Vec<Observed>, EngineError> {
+        let opts = ListContainersOptionsBuilder::new().all(true).build();
+        let list = self.docker.list_containers(Some(opts)).await?;
+        Ok(list
+            .into_iter()
+            .map(|c| Observed {
+                id: c.id.unwrap_or_default(),
+                names: c
+                    .names
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|n| n.trim_start_matches('/').to_string())
+                    .collect(),
+                labels: c
+                    .labels
+                    .unwrap_or_default()
+                    .into_iter()
+                    .collect::<BTreeMap<_, _>>(),
+                state: ContainerState::parse(&c.state.map(|s| s.to_string()).unwrap_or_default()),
+                status: c.status.unwrap_or_default(),
+                image_id: c.image_id.unwrap_or_default(),
+                created: c.created.unwrap_or_default(),
+                mount_sources: c
+                    .mounts
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|m| m.source)
+                    .collect(),
+            })
+            .collect())
+    }
+
+    async fn list_images(&self) -> Result<Vec<Image>, EngineError> {
+        let opts = ListImagesOptionsBuilder::new().all(false).build();
+        let list = self.docker.list_images(Some(opts)).await?;
+        Ok(list
+            .into_iter()
+            .map(|i| Image {
+                id: i.id,
+                tags: i.repo_tags,
+                digests: i.repo_digests,
+            })
+            .collect())
+    }
+
+    async fn pull(&self, reference: &str) -> Result<(), EngineError> {
+        let opts = CreateImageOptionsBuilder::new()
+            .from_image(reference)
+            .build();
+        let mut stream = self.docker.create_image(Some(opts), None, None);
+        while let Some(item) = stream.next().await {
+            let info = item?;
+            if let Some(e) = info.error_detail.and_then(|d| d.message) {
+                return Err(EngineError::Refused {
+                    status: 0,
+                    message: e,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
+        let opts = CreateContainerOptionsBuilder::new()
+            .name(&spec.name)
+            .build();
+        let r = self
+            .docker
+            .create_container(Some(opts), create_body(spec))
+            .await?;
+        Ok(r.id)
+    }
+
+    async fn start(&self, id: &str) -> Result<(), EngineError> {
+        match self.docker.start_container(id, None).await {
+            Ok(()) => Ok(()),
+            // 304: already started.
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 304, ..
+            }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn remove(&self, id: &str) -> Result<(), EngineError> {
+        let stop = StopContainerOptionsBuilder::new()
+            .t(STOP_GRACE_SECS)
+            .build();
+        match self.docker.stop_container(id, Some(stop)).await {
+            Ok(()) => {}
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 304 | 404,
+                ..
+            }) => {}
+            Err(e) => {
+                let e = EngineError::from(e);
+                if e.is_unreachable() {
+                    return Err(e);
+                }
+            }
+        }
+        let rm = RemoveContainerOptionsBuilder::new()
+            .force(true)
+            .v(false)
+            .build();
+        match self.docker.remove_container(id, Some(rm)).await {
+            Ok(()) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn img(id: &str, tags: &[&str], digests: &[&str]) -> Image {
+        Image {
+            id: id.into(),
+            tags: tags.iter().map(|s| s.to_string()).collect(),
+            digests: digests.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn image_references_resolve() {
+        let images = vec![
+            img(
+                "sha256:aa",
+                &["busybox:latest", "stead-test/busybox:1"],
+                &["busybox@sha256:dd"],
+            ),
+            img("sha256:bb", &["localhost:5000/app:2"], &[]),
+        ];
+        assert_eq!(find_image(&images, "busybox").unwrap().id, "sha256:aa");
+        assert_eq!(
+            find_image(&images, "docker.io/library/busybox:latest")
+                .unwrap()
+                .id,
+            "sha256:aa"
+        );
+        assert_eq!(
+            find_image(&images, "stead-test/busybox:1").unwrap().id,
+            "sha256:aa"
+        );
+        assert_eq!(
+            find_image(&images, "busybox@sha256:dd").unwrap().id,
+            "sha256:aa"
+        );
+        assert_eq!(
+            find_image(&images, "localhost:5000/app:2").unwrap().id,
+            "sha256:bb"
+        );
+        assert_eq!(find_image(&images, "sha256:bb").unwrap().id, "sha256:bb");
+        assert!(find_image(&images, "localhost:5000/app").is_none());
+        assert!(find_image(&images, "stead-test/busybox:2").is_none());
+    }
+}
