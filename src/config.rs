@@ -140,7 +140,12 @@ impl Config {
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        let abs = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
+        // Paths handed to the engine must be absolute: resolve against the
+        // working directory when the config file itself was named relatively.
+        let abs = |p: PathBuf| {
+            let p = if p.is_absolute() { p } else { base.join(p) };
+            std::path::absolute(&p).unwrap_or(p)
+        };
         let node = doc.node_id.unwrap_or_else(hostname);
         let node_id = NodeId::try_from(node).map_err(|e| invalid("node_id", e.0))?;
         let dur =

@@ -265,9 +265,7 @@ pub fn plan(node: &NodeId, wants: &[Want], observed: &[Observed]) -> Plan {
     for want in wants {
         let name = want.name();
         let cname = name.container_name();
-        let at_name = observed
-            .iter()
-            .find(|o| o.names.iter().any(|n| *n == cname));
+        let at_name = observed.iter().find(|o| o.names.contains(&cname));
         if let Some(c) = at_name {
             if !c.managed_by(node) {
                 steps.push(Step::Conflict {

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The test command: on a fresh Debian machine it sets up everything the tests
+# need (a Docker Engine, the test images, the Rust components), then runs the
+# format check, clippy and every test. Engine tests fail, never skip, when no
+# engine answers. CI runs exactly this (.ci/run).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+say() { printf 'test.sh: %s\n' "$*" >&2; }
+
+scripts/engine.sh
+scripts/test-images.sh >/dev/null
+
+if command -v rustup >/dev/null 2>&1; then
+    rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
+    rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
+fi
+
+say "cargo fmt --check"
+cargo fmt --check
+say "cargo clippy"
+cargo clippy --all-targets --locked -- -D warnings
+say "cargo test"
+cargo test --locked --all-targets
+say "doc tests"
+cargo test --locked --doc

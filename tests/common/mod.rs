@@ -1,0 +1,417 @@
+//! Test harness for engine tests: a node (its own id, data and intentions
+//! directories, config), the real `stead` binary, the real Docker Engine
+//! through its CLI, and a counting forwarding proxy in front of the engine's
+//! socket that can be started late and stopped mid-run.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub const IMAGE_1: &str = "stead-test/busybox:1";
+pub const IMAGE_2: &str = "stead-test/busybox:2";
+pub const ENGINE_SOCKET: &str = "/var/run/docker.sock";
+
+/// Fails (never skips) when no engine answers.
+pub fn require_engine() {
+    let ok = Command::new("docker")
+        .args(["info", "--format", "{{.ServerVersion}}"])
+        .output()
+        .map(|o| o.status.success());
+    assert!(
+        matches!(ok, Ok(true)),
+        "no Docker Engine answers on {ENGINE_SOCKET}: engine tests need one (scripts/engine.sh starts it)"
+    );
+    let img = docker(&["image", "inspect", "--format", "{{.Id}}", IMAGE_1]);
+    assert!(
+        img.status.success(),
+        "test image {IMAGE_1} missing: scripts/test-images.sh builds it"
+    );
+}
+
+pub fn docker(args: &[&str]) -> Output {
+    Command::new("docker")
+        .args(args)
+        .output()
+        .expect("docker CLI runs")
+}
+
+pub fn docker_ok(args: &[&str]) -> String {
+    let o = docker(args);
+    assert!(
+        o.status.success(),
+        "docker {args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+pub fn image_id(reference: &str) -> String {
+    docker_ok(&["image", "inspect", "--format", "{{.Id}}", reference])
+}
+
+/// Seconds since the epoch, as the engine's event filters take them.
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// A command that prints a file and then idles, and stops promptly on
+/// SIGTERM (a shell as PID 1 ignores it otherwise).
+pub fn idle_after(print: &str) -> String {
+    format!("{print}; trap 'exit 0' TERM; while :; do sleep 0.2; done")
+}
+
+pub struct Node {
+    pub id: String,
+    pub dir: tempfile::TempDir,
+    pub socket: String,
+    pub heartbeat: String,
+}
+
+impl Node {
+    pub fn new(tag: &str) -> Node {
+        require_engine();
+        let id = format!("t-{tag}-{}", std::process::id());
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("stead-{tag}-"))
+            .tempdir()
+            .unwrap();
+        std::fs::create_dir_all(dir.path().join("intentions")).unwrap();
+        std::fs::create_dir_all(dir.path().join("host")).unwrap();
+        let n = Node {
+            id,
+            dir,
+            socket: ENGINE_SOCKET.into(),
+            heartbeat: "1h".into(),
+        };
+        n.write_config();
+        n
+    }
+
+    pub fn write_config(&self) {
+        let cfg = format!(
+            "node_id = {:?}\ndata_dir = \"data\"\nintentions_dir = \"intentions\"\ndocker_socket = {:?}\nheartbeat = {:?}\nbackoff_min = \"100ms\"\nbackoff_max = \"1s\"\n",
+            self.id, self.socket, self.heartbeat
+        );
+        std::fs::write(self.config(), cfg).unwrap();
+    }
+
+    pub fn with_socket(mut self, socket: &str) -> Node {
+        self.socket = socket.into();
+        self.write_config();
+        self
+    }
+
+    pub fn with_heartbeat(mut self, hb: &str) -> Node {
+        self.heartbeat = hb.into();
+        self.write_config();
+        self
+    }
+
+    pub fn config(&self) -> PathBuf {
+        self.dir.path().join("stead.toml")
+    }
+
+    pub fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// A host file a module can read.
+    pub fn host(&self, name: &str) -> PathBuf {
+        self.dir.path().join("host").join(name)
+    }
+
+    pub fn write_host(&self, name: &str, content: &str) -> PathBuf {
+        let p = self.host(name);
+        std::fs::write(&p, content).unwrap();
+        p
+    }
+
+    /// A module name unique to this node.
+    pub fn module(&self, short: &str) -> String {
+        let h = self
+            .id
+            .replace(|c: char| !c.is_ascii_alphanumeric(), "")
+            .to_lowercase();
+        format!("{short}-{h}")
+    }
+
+    pub fn intention_path(&self, file: &str) -> PathBuf {
+        self.dir.path().join("intentions").join(file)
+    }
+
+    pub fn write_intention(&self, file: &str, text: &str) {
+        let p = self.intention_path(file);
+        let tmp = p.with_extension("tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &p).unwrap();
+    }
+
+    pub fn remove_intention(&self, file: &str) {
+        std::fs::remove_file(self.intention_path(file)).unwrap();
+    }
+
+    pub fn stead(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_stead"));
+        c.env("STEAD_LOG", "info");
+        c
+    }
+
+    /// One pass; returns (exit ok, stdout, stderr).
+    pub fn once(&self) -> (bool, String, String) {
+        let o = self
+            .stead()
+            .args(["run", "--once", "--config"])
+            .arg(self.config())
+            .output()
+            .unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    }
+
+    /// One pass that must succeed; returns stdout.
+    pub fn once_ok(&self) -> String {
+        let (ok, out, err) = self.once();
+        assert!(ok, "stead run --once failed:\n{out}\n{err}");
+        out
+    }
+
+    /// The agent as a long-running process.
+    pub fn spawn(&self) -> Child {
+        self.stead()
+            .args(["run", "--config"])
+            .arg(self.config())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// (id, state, digest label) of the module's container, if any.
+    pub fn container(&self, module: &str) -> Option<(String, String, String)> {
+        let out = docker_ok(&[
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label=stead.managed-by={}", self.id),
+            "--filter",
+            &format!("label=stead.module={module}"),
+            "--format",
+            "{{.ID}}\t{{.State}}\t{{.Label \"stead.digest\"}}",
+        ]);
+        let line = out.lines().next()?;
+        let mut f = line.split('\t');
+        Some((
+            docker_ok(&["inspect", "--format", "{{.Id}}", f.next()?]),
+            f.next()?.into(),
+            f.next()?.into(),
+        ))
+    }
+
+    pub fn container_id(&self, module: &str) -> String {
+        self.container(module)
+            .unwrap_or_else(|| panic!("module {module} has no container"))
+            .0
+    }
+
+    /// How many containers of this module the engine created since `since`.
+    pub fn creates_since(&self, module: &str, since: f64) -> usize {
+        let out = docker_ok(&[
+            "events",
+            "--since",
+            &format!("{since:.3}"),
+            "--until",
+            &format!("{:.3}", unix_now() + 0.5),
+            "--filter",
+            "type=container",
+            "--filter",
+            "event=create",
+            "--filter",
+            &format!("label=stead.module={module}"),
+            "--filter",
+            &format!("label=stead.managed-by={}", self.id),
+            "--format",
+            "{{.ID}}",
+        ]);
+        out.lines().filter(|l| !l.trim().is_empty()).count()
+    }
+
+    /// Every engine event for this module's containers since `since`.
+    pub fn events_since(&self, module: &str, since: f64) -> Vec<String> {
+        let out = docker_ok(&[
+            "events",
+            "--since",
+            &format!("{since:.3}"),
+            "--until",
+            &format!("{:.3}", unix_now() + 0.5),
+            "--filter",
+            "type=container",
+            "--filter",
+            &format!("label=stead.module={module}"),
+            "--format",
+            "{{.Action}}",
+        ]);
+        out.lines()
+            .map(str::to_string)
+            .filter(|l| !l.is_empty())
+            .collect()
+    }
+
+    pub fn logs(&self, module: &str) -> String {
+        let id = self.container_id(module);
+        let o = docker(&["logs", &id]);
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    }
+
+    /// Waits until `f` holds, up to `secs`.
+    pub fn wait_for(&self, secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+        let end = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < end {
+            if f() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("timed out after {secs}s waiting for {what}");
+    }
+
+    /// Waits until the module's container has printed `text`.
+    pub fn wait_logs(&self, module: &str, text: &str) {
+        self.wait_for(20, &format!("{module} to print {text:?}"), || {
+            self.container(module).is_some() && self.logs(module).contains(text)
+        });
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let ids = docker(&[
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=stead.managed-by={}", self.id),
+        ]);
+        for id in String::from_utf8_lossy(&ids.stdout).split_whitespace() {
+            let _ = docker(&["rm", "-f", id]);
+        }
+    }
+}
+
+/// A forwarding proxy from a unix socket of its own to the engine's socket,
+/// counting the HTTP requests that pass through it.
+pub struct Proxy {
+    pub path: PathBuf,
+    stop: Arc<AtomicBool>,
+    pub requests: Arc<Mutex<Vec<String>>>,
+    conns: Arc<Mutex<Vec<UnixStream>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Proxy {
+    pub fn start(path: &Path) -> Proxy {
+        let _ = std::fs::remove_file(path);
+        let listener = UnixListener::bind(path).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let conns = Arc::new(Mutex::new(Vec::new()));
+        let (s, r, c) = (stop.clone(), requests.clone(), conns.clone());
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((client, _)) => {
+                        client.set_nonblocking(false).unwrap();
+                        let upstream = UnixStream::connect(ENGINE_SOCKET).unwrap();
+                        c.lock().unwrap().push(client.try_clone().unwrap());
+                        c.lock().unwrap().push(upstream.try_clone().unwrap());
+                        let (mut cr, mut uw) =
+                            (client.try_clone().unwrap(), upstream.try_clone().unwrap());
+                        let r = r.clone();
+                        std::thread::spawn(move || {
+                            let mut buf = [0u8; 16384];
+                            let mut line: Vec<u8> = Vec::new();
+                            loop {
+                                let n = match cr.read(&mut buf) {
+                                    Ok(0) | Err(_) => break,
+                                    Ok(n) => n,
+                                };
+                                for &b in &buf[..n] {
+                                    line.push(b);
+                                    if b == b'\n' {
+                                        if line.ends_with(b" HTTP/1.1\r\n") {
+                                            let l =
+                                                String::from_utf8_lossy(&line).trim().to_string();
+                                            r.lock().unwrap().push(l);
+                                        }
+                                        line.clear();
+                                    }
+                                }
+                                if uw.write_all(&buf[..n]).is_err() {
+                                    break;
+                                }
+                            }
+                            let _ = uw.shutdown(std::net::Shutdown::Write);
+                        });
+                        let (mut ur, mut cw) = (upstream, client);
+                        std::thread::spawn(move || {
+                            let _ = std::io::copy(&mut ur, &mut cw);
+                            let _ = cw.shutdown(std::net::Shutdown::Write);
+                        });
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(5))
+                    }
+                    Err(_) => break,
+                }
+            }
+        });
+        Proxy {
+            path: path.to_path_buf(),
+            stop,
+            requests,
+            conns,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn count(&self) -> usize {
+        self.requests.lock().unwrap().len()
+    }
+
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.requests.lock().unwrap())
+    }
+
+    /// Stops listening, removes the socket and cuts every open connection:
+    /// to the agent, the engine has gone away.
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+        for c in self.conns.lock().unwrap().drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
