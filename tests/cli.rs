@@ -14,10 +14,21 @@ fn root() -> std::path::PathBuf {
 #[test]
 fn the_documented_example_is_the_shipped_example_and_is_valid() {
     let doc = std::fs::read_to_string(root().join("docs/intentions.md")).unwrap();
-    let block = doc.split("```toml\n").nth(1).unwrap().split("```").next().unwrap();
-    let example = std::fs::read_to_string(root().join("examples/intentions.d/sensor.toml")).unwrap();
-    assert_eq!(block, example, "docs/intentions.md and the shipped example differ");
-    let i = stead::intention::Intention::parse(block, stead::intention::DocFormat::Toml, "doc").unwrap();
+    let block = doc
+        .split("```toml\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap();
+    let example =
+        std::fs::read_to_string(root().join("examples/intentions.d/sensor.toml")).unwrap();
+    assert_eq!(
+        block, example,
+        "docs/intentions.md and the shipped example differ"
+    );
+    let i = stead::intention::Intention::parse(block, stead::intention::DocFormat::Toml, "doc")
+        .unwrap();
     assert_eq!(i.name.as_str(), "sensor");
 }
 
@@ -26,10 +37,18 @@ fn check_dir(files: &[(&str, &str)]) -> (tempfile::TempDir, std::process::Output
     std::fs::create_dir(d.path().join("i")).unwrap();
     std::fs::write(d.path().join("host.env"), "A=1\n").unwrap();
     for (name, text) in files {
-        std::fs::write(d.path().join("i").join(name), text.replace("HOST", &d.path().display().to_string())).unwrap();
+        std::fs::write(
+            d.path().join("i").join(name),
+            text.replace("HOST", &d.path().display().to_string()),
+        )
+        .unwrap();
     }
     std::fs::write(d.path().join("c.toml"), "node_id = \"chk\"\nintentions_dir = \"i\"\ndata_dir = \"data\"\ndocker_socket = \"/nonexistent.sock\"\n").unwrap();
-    let out = stead().args(["check", "--config"]).arg(d.path().join("c.toml")).output().unwrap();
+    let out = stead()
+        .args(["check", "--config"])
+        .arg(d.path().join("c.toml"))
+        .output()
+        .unwrap();
     (d, out)
 }
 
@@ -40,48 +59,94 @@ fn check_prints_digests_without_an_engine_and_refuses_bad_files() {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{text}");
     assert!(text.starts_with("a "), "{text}");
-    assert!(text.contains("config:/c.json") && text.contains("env_file:"), "{text}");
+    assert!(
+        text.contains("config:/c.json") && text.contains("env_file:"),
+        "{text}"
+    );
     // Deterministic; a setting moves the digest.
     let rerun = || {
-        let o = stead().args(["check", "--config"]).arg(d0.path().join("c.toml")).output().unwrap();
-        String::from_utf8_lossy(&o.stdout).lines().next().unwrap().to_string()
+        let o = stead()
+            .args(["check", "--config"])
+            .arg(d0.path().join("c.toml"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .next()
+            .unwrap()
+            .to_string()
     };
     let first = text.lines().next().unwrap();
     assert_eq!(rerun(), first);
-    std::fs::write(d0.path().join("i/a.toml"), format!("{good}[settings]\nk = 2\n").replace("HOST", &d0.path().display().to_string())).unwrap();
+    std::fs::write(
+        d0.path().join("i/a.toml"),
+        format!("{good}[settings]\nk = 2\n").replace("HOST", &d0.path().display().to_string()),
+    )
+    .unwrap();
     assert_ne!(rerun(), first);
 
-    let (d, out) = check_dir(&[("a.toml", good), ("b.json", r#"{"name":"b","image":"x","mounts":[{"source":"/a","target":"rel"}]}"#)]);
+    let (d, out) = check_dir(&[
+        ("a.toml", good),
+        (
+            "b.json",
+            r#"{"name":"b","image":"x","mounts":[{"source":"/a","target":"rel"}]}"#,
+        ),
+    ]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(!out.status.success());
     let file = d.path().join("i/b.json").display().to_string();
-    assert!(text.contains(&format!("{file}: mounts[0].target: invalid path \"rel\": must be absolute")), "{text}");
-    assert!(text.lines().any(|l| l.starts_with("a ")), "the good module is still checked: {text}");
+    assert!(
+        text.contains(&format!(
+            "{file}: mounts[0].target: invalid path \"rel\": must be absolute"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.starts_with("a ")),
+        "the good module is still checked: {text}"
+    );
 }
 
 #[test]
 fn run_once_without_an_engine_says_so_and_fails() {
     let (d, _) = check_dir(&[("a.toml", "name = \"a\"\nimage = \"x\"\n")]);
-    let out = stead().args(["run", "--once", "--config"]).arg(d.path().join("c.toml")).output().unwrap();
+    let out = stead()
+        .args(["run", "--once", "--config"])
+        .arg(d.path().join("c.toml"))
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("engine at /nonexistent.sock not reachable"), "{err}");
+    assert!(
+        err.contains("engine at /nonexistent.sock not reachable"),
+        "{err}"
+    );
 }
 
 #[test]
 fn a_bad_config_names_the_field() {
     let d = tempfile::tempdir().unwrap();
     std::fs::write(d.path().join("c.toml"), "heartbeat = \"often\"\n").unwrap();
-    let out = stead().args(["check", "--config"]).arg(d.path().join("c.toml")).output().unwrap();
+    let out = stead()
+        .args(["check", "--config"])
+        .arg(d.path().join("c.toml"))
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("heartbeat: invalid duration \"often\""), "{err}");
+    assert!(
+        err.contains("heartbeat: invalid duration \"often\""),
+        "{err}"
+    );
 }
 
 #[test]
 fn version_names_commit_and_target() {
     let out = stead().arg("--version").output().unwrap();
     let v = String::from_utf8_lossy(&out.stdout);
-    assert!(v.starts_with(&format!("stead {}", env!("CARGO_PKG_VERSION"))), "{v}");
+    assert!(
+        v.starts_with(&format!("stead {}", env!("CARGO_PKG_VERSION"))),
+        "{v}"
+    );
     assert!(v.contains("commit ") && v.contains("target "), "{v}");
 }
