@@ -12,18 +12,9 @@
 #   STEAD_DOCKERD_FLAGS    extra dockerd flags, used on every attempt
 set -euo pipefail
 
-say() { printf 'engine.sh: %s\n' "$*" >&2; }
-die() { say "ERROR: $*"; exit 1; }
-
-# Quiet, non-interactive apt-get install; output goes to a log shown only on failure.
-apt_install() {
-    local log rc=0
-    log="$(mktemp /tmp/stead-apt.XXXXXX)"
-    export DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1
-    { apt-get update -qq && apt-get install -y -qq --no-install-recommends "$@"; } >"$log" 2>&1 || rc=$?
-    if [ "$rc" -ne 0 ]; then tail -n 30 "$log" >&2; rm -f "$log"; die "apt-get install $* failed"; fi
-    rm -f "$log"
-}
+NAME=engine.sh
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 engine_up() { docker info >/dev/null 2>&1; }
 

@@ -608,6 +608,7 @@ async fn execute<E: Engine>(
             {
                 return Ok(failed(r, format!("cannot record the target: {e}")));
             }
+            crash_point("recreate:before-remove");
             if let Err(e) = engine.remove(&container).await {
                 return if e.is_unreachable() {
                     Err(e)
@@ -615,6 +616,7 @@ async fn execute<E: Engine>(
                     Ok(failed(r, format!("removing the old container failed: {e}")))
                 };
             }
+            crash_point("recreate:after-remove");
             match create_and_start(engine, store, d).await {
                 Ok(id) => {
                     log_event(
@@ -682,7 +684,9 @@ async fn create_and_start<E: Engine>(
         }
     }
     let id = engine.create(&d.spec).await?;
+    crash_point("create:after-create");
     engine.start(&id).await?;
+    crash_point("create:after-start");
     if let Err(e) = store.put_applied(
         &d.name,
         &applied_record(d, ApplyState::Applied, Some(id.clone())),
@@ -693,6 +697,21 @@ async fn create_and_start<E: Engine>(
         );
     }
     Ok(id)
+}
+
+/// Dies on the spot, as a kill -9 would, when `STEAD_CRASH_AT` names this
+/// point: lets the crash-safety tests stop the agent between two engine
+/// calls of a recreate, deterministically, against the real engine.
+fn crash_point(point: &str) {
+    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    if AT
+        .get_or_init(|| std::env::var("STEAD_CRASH_AT").ok())
+        .as_deref()
+        == Some(point)
+    {
+        eprintln!("STEAD_CRASH_AT={point}: aborting");
+        std::process::abort();
+    }
 }
 
 fn log_event(store: &Store, module: &str, kind: EventKind, detail: String) {

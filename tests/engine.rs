@@ -302,6 +302,63 @@ fn kill_9_at_any_point_of_a_recreate_gives_one_container_per_change() {
 }
 
 #[test]
+fn a_crash_between_any_two_engine_calls_of_a_recreate_converges_once() {
+    let n = Node::new("crashpt");
+    let m = n.module("pt");
+    n.write_intention("c.toml", &config_module(&m, "v0", "d", "recreate"));
+    let start = unix_now();
+    n.once_ok();
+    let points = [
+        "recreate:before-remove",
+        "recreate:after-remove",
+        "create:after-create",
+        "create:after-start",
+    ];
+    for (k, point) in points.iter().enumerate() {
+        let k = k + 1;
+        n.write_intention(
+            "c.toml",
+            &config_module(&m, &format!("v{k}"), "d", "recreate"),
+        );
+        let o = n
+            .stead()
+            .args(["run", "--once", "--config"])
+            .arg(n.config())
+            .env("STEAD_CRASH_AT", point)
+            .output()
+            .unwrap();
+        assert!(
+            !o.status.success(),
+            "{point}: the agent did not die there: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(&format!("STEAD_CRASH_AT={point}")),
+            "{point}"
+        );
+        let out = n.once_ok();
+        let expect = match *point {
+            "recreate:before-remove" => "recreated",
+            "recreate:after-remove" => "created",
+            "create:after-create" => "started",
+            _ => "unchanged",
+        };
+        assert!(
+            out.lines().any(|l| l.starts_with(&m) && l.contains(expect)),
+            "{point}: expected {expect}: {out}"
+        );
+        n.wait_logs(&m, &format!("\"url\": \"v{k}\""));
+        assert!(n.once_ok().contains("unchanged"), "{point}");
+        assert_eq!(
+            n.creates_since(&m, start),
+            1 + k,
+            "{point}: one create per change"
+        );
+    }
+}
+
+#[test]
 fn bad_input_names_file_and_field_and_changes_nothing() {
     let n = Node::new("badinput");
     let a = n.module("a");

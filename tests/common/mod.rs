@@ -226,27 +226,14 @@ impl Node {
 
     /// How many containers of this module the engine created since `since`.
     pub fn creates_since(&self, module: &str, since: f64) -> usize {
-        let out = docker_ok(&[
-            "events",
-            "--since",
-            &format!("{since:.3}"),
-            "--until",
-            &format!("{:.3}", unix_now() + 0.5),
-            "--filter",
-            "type=container",
-            "--filter",
-            "event=create",
-            "--filter",
-            &format!("label=stead.module={module}"),
-            "--filter",
-            &format!("label=stead.managed-by={}", self.id),
-            "--format",
-            "{{.ID}}",
-        ]);
-        out.lines().filter(|l| !l.trim().is_empty()).count()
+        self.events_since(module, since)
+            .iter()
+            .filter(|a| *a == "create")
+            .count()
     }
 
-    /// Every engine event for this module's containers since `since`.
+    /// Every engine event (its action) for this node's containers of this
+    /// module since `since`.
     pub fn events_since(&self, module: &str, since: f64) -> Vec<String> {
         let out = docker_ok(&[
             "events",
@@ -258,6 +245,8 @@ impl Node {
             "type=container",
             "--filter",
             &format!("label=stead.module={module}"),
+            "--filter",
+            &format!("label=stead.managed-by={}", self.id),
             "--format",
             "{{.Action}}",
         ]);
