@@ -144,6 +144,7 @@ impl<C: Connect> Agent<C> {
             config.node_id.clone(),
             config.intentions_dir.clone(),
             config.files_dir(),
+            config.tuning,
         );
         Ok(Agent {
             config,

@@ -6,12 +6,18 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use std::net::SocketAddr;
+
 use crate::names::NodeId;
+use crate::reconcile::Tuning;
+use crate::status::Settle;
 
 /// The default config file.
 pub const DEFAULT_CONFIG: &str = "/etc/stead/stead.toml";
 /// The engine's usual socket.
 pub const DEFAULT_SOCKET: &str = "/var/run/docker.sock";
+/// The HTTP API's default port (on 127.0.0.1).
+pub const DEFAULT_API_PORT: u16 = 7411;
 
 /// Why the config could not be taken.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +60,13 @@ pub struct Config {
     pub backoff_min: Duration,
     /// Longest wait between attempts to reach the engine.
     pub backoff_max: Duration,
+    /// Settling and crash-loop windows.
+    pub tuning: Tuning,
+    /// Where the HTTP API listens.
+    pub api_listen: SocketAddr,
+    /// The API's bearer token, when configured (otherwise one is generated
+    /// into the data directory on first start).
+    pub api_token: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -66,6 +79,13 @@ struct ConfigDoc {
     heartbeat: Option<String>,
     backoff_min: Option<String>,
     backoff_max: Option<String>,
+    settle_window: Option<String>,
+    crash_loop_restarts: Option<u32>,
+    crash_backoff_min: Option<String>,
+    crash_backoff_max: Option<String>,
+    crash_backoff_reset: Option<String>,
+    api_listen: Option<String>,
+    api_token: Option<String>,
 }
 
 /// Parses `250ms`, `10s`, `5m`, `1h` (a bare number is seconds).
@@ -178,7 +198,68 @@ impl Config {
             heartbeat: dur("heartbeat", doc.heartbeat, Duration::from_secs(10))?,
             backoff_min: dur("backoff_min", doc.backoff_min, Duration::from_millis(500))?,
             backoff_max: dur("backoff_max", doc.backoff_max, Duration::from_secs(30))?,
+            tuning: Tuning::default(),
+            api_listen: SocketAddr::from(([127, 0, 0, 1], DEFAULT_API_PORT)),
+            api_token: None,
         };
+        let api_listen: SocketAddr = match doc.api_listen.as_deref() {
+            None => SocketAddr::from(([127, 0, 0, 1], DEFAULT_API_PORT)),
+            Some(s) => s
+                .parse()
+                .map_err(|_| invalid("api_listen", format!("{s:?} is not an address:port")))?,
+        };
+        if let Some(t) = &doc.api_token {
+            if t.len() < 16 || t.contains(char::is_whitespace) {
+                return Err(invalid(
+                    "api_token",
+                    "must be at least 16 characters, without spaces".into(),
+                ));
+            }
+        }
+        if !api_listen.ip().is_loopback() && doc.api_token.is_none() {
+            return Err(invalid(
+                "api_listen",
+                format!("{api_listen} is not a loopback address: set api_token to listen there"),
+            ));
+        }
+        let d = Tuning::default();
+        let crash_restarts = doc.crash_loop_restarts.unwrap_or(d.settle.crash_restarts);
+        if crash_restarts == 0 {
+            return Err(invalid("crash_loop_restarts", "must be at least 1".into()));
+        }
+        let tuning = Tuning {
+            settle: Settle {
+                window: dur("settle_window", doc.settle_window, d.settle.window)?,
+                crash_restarts,
+            },
+            crash_backoff_min: dur(
+                "crash_backoff_min",
+                doc.crash_backoff_min,
+                d.crash_backoff_min,
+            )?,
+            crash_backoff_max: dur(
+                "crash_backoff_max",
+                doc.crash_backoff_max,
+                d.crash_backoff_max,
+            )?,
+            crash_backoff_reset: dur(
+                "crash_backoff_reset",
+                doc.crash_backoff_reset,
+                d.crash_backoff_reset,
+            )?,
+        };
+        let cfg = Config {
+            tuning,
+            api_listen,
+            api_token: doc.api_token,
+            ..cfg
+        };
+        if cfg.tuning.crash_backoff_min > cfg.tuning.crash_backoff_max {
+            return Err(invalid(
+                "crash_backoff_min",
+                "must not be more than crash_backoff_max".into(),
+            ));
+        }
         if cfg.backoff_min > cfg.backoff_max {
             return Err(invalid(
                 "backoff_min",
@@ -191,6 +272,11 @@ impl Config {
     /// The store file.
     pub fn store_path(&self) -> PathBuf {
         self.data_dir.join("stead.redb")
+    }
+
+    /// Where the generated API token is kept.
+    pub fn token_path(&self) -> PathBuf {
+        self.data_dir.join("api-token")
     }
 
     /// Where composed files are written.

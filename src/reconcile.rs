@@ -3,20 +3,25 @@
 //! it is never told why it runs, so a pass after a crash derives the same
 //! plan as the one that was interrupted.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 
 use crate::digest::FileDigester;
+use crate::intention::RestartPolicy;
 use crate::intention::{self, FileRejected};
+use crate::metrics::{Counted, Metrics};
 use crate::names::{Digest, ModuleName, NodeId};
-use crate::plan::{self, Moved, Observed, Step, Target, Want};
+use crate::plan::{self, ContainerState, Moved, Observed, Step, Target, Want};
 use crate::render;
+use crate::runtime::Life;
 use crate::runtime::{Engine, EngineError, find_image};
 use crate::spec::{self, Desired};
+use crate::status::{self, Board, LastAction, Living, ModuleState, ModuleStatus, Settle};
 use crate::store::{
     AppliedRecord, ApplyState, EventKind, IntentionRecord, ObservedRecord, Source, Store,
     StoreError, now,
@@ -66,6 +71,8 @@ pub enum Action {
     Conflict,
     /// The engine is busy with the container.
     Waiting,
+    /// Acting again toward a target that keeps failing is held back.
+    BackingOff,
     /// An engine action failed.
     Failed,
 }
@@ -82,6 +89,7 @@ impl fmt::Display for Action {
             Action::Held => "held",
             Action::Conflict => "conflict",
             Action::Waiting => "waiting",
+            Action::BackingOff => "backing-off",
             Action::Failed => "failed",
         })
     }
@@ -141,20 +149,99 @@ pub struct Reconciler {
     node: NodeId,
     intentions_dir: PathBuf,
     files_dir: PathBuf,
+    tuning: Tuning,
     digester: FileDigester,
     said: BTreeMap<String, String>,
+    lives: HashMap<String, (ContainerState, Life)>,
+    baselines: HashMap<String, u32>,
+    repairs: HashMap<ModuleName, Repair>,
+    board: Arc<Mutex<Board>>,
+    metrics: Arc<Metrics>,
+}
+
+/// The windows of settling and of the crash-loop backoff.
+#[derive(Clone, Copy, Debug)]
+pub struct Tuning {
+    /// What tells settling from crash-looping.
+    pub settle: Settle,
+    /// The first wait before acting again toward a target that failed.
+    pub crash_backoff_min: Duration,
+    /// The longest such wait.
+    pub crash_backoff_max: Duration,
+    /// Up this long: the backoff starts over.
+    pub crash_backoff_reset: Duration,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            settle: Settle {
+                window: Duration::from_secs(30),
+                crash_restarts: 5,
+            },
+            crash_backoff_min: Duration::from_secs(10),
+            crash_backoff_max: Duration::from_secs(300),
+            crash_backoff_reset: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Attempts toward one target of one module.
+struct Repair {
+    digest: Digest,
+    attempts: u32,
+    next_at: tokio::time::Instant,
 }
 
 impl Reconciler {
     /// A reconciler for this node.
-    pub fn new(node: NodeId, intentions_dir: PathBuf, files_dir: PathBuf) -> Reconciler {
+    pub fn new(
+        node: NodeId,
+        intentions_dir: PathBuf,
+        files_dir: PathBuf,
+        tuning: Tuning,
+    ) -> Reconciler {
         Reconciler {
             node,
             intentions_dir,
             files_dir,
+            tuning,
             digester: FileDigester::new(),
             said: BTreeMap::new(),
+            lives: HashMap::new(),
+            baselines: HashMap::new(),
+            repairs: HashMap::new(),
+            board: Arc::new(Mutex::new(Board::new())),
+            metrics: Arc::new(Metrics::default()),
         }
+    }
+
+    /// Every module's status, as of the last pass.
+    pub fn board(&self) -> Arc<Mutex<Board>> {
+        self.board.clone()
+    }
+
+    /// The counters.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    /// The host paths whose change should trigger a pass: every env file and
+    /// read-only mount source of the stored intentions.
+    pub fn watched_inputs(store: &Store) -> Result<BTreeSet<PathBuf>, StoreError> {
+        let mut out = BTreeSet::new();
+        for e in store.entries()?.values() {
+            if let Some(i) = e.effective() {
+                out.extend(i.env_files.iter().map(|p| p.to_path_buf()));
+                out.extend(
+                    i.mounts
+                        .iter()
+                        .filter(|m| m.access == crate::intention::Access::ReadOnly)
+                        .map(|m| m.source.to_path_buf()),
+                );
+            }
+        }
+        Ok(out)
     }
 
     /// Appends an event unless the same thing was already said for `key`.
@@ -182,9 +269,11 @@ impl Reconciler {
 
     /// Brings the stored intentions in line with the intentions directory.
     /// A refused file changes nothing: the module it named keeps its stored
-    /// intention (and so its container).
+    /// intention (and so its container). A file never takes over a module
+    /// stated through the API, nor is an API module removed for want of a
+    /// file: two sources never silently fight over one module.
     fn sync_intentions(&mut self, store: &Store) -> Result<Vec<FileRejected>, PassError> {
-        let loaded =
+        let mut loaded =
             intention::load_dir(&self.intentions_dir).map_err(|source| PassError::Intentions {
                 path: self.intentions_dir.display().to_string(),
                 source,
@@ -207,33 +296,64 @@ impl Reconciler {
                 }
             }
         }
-        for (name, (path, i)) in &loaded.intentions {
+        let taken: BTreeSet<ModuleName> = loaded.intentions.keys().cloned().collect();
+        for (name, (path, i)) in std::mem::take(&mut loaded.intentions) {
             let source = Source::File(path.display().to_string());
-            let prev = stored.get(name);
-            if prev.is_some_and(|p| p.intention == *i && p.source == source) {
-                continue;
-            }
-            let revision = prev.map_or(1, |p| p.revision + 1);
-            store.put_intention(&IntentionRecord {
-                source,
-                revision,
-                intention: i.clone(),
+            let outcome = store.modify(&name, |e| match &e.record {
+                Some(r) if r.source == Source::Api => Err(format!(
+                    "module {:?} is stated through the API; delete it there (stead rm {}) before defining it in a file",
+                    name.as_str(),
+                    name.as_str()
+                )),
+                Some(r) if r.intention == i && r.source == source => Ok(None),
+                prev => {
+                    let revision = prev.as_ref().map_or(1, |p| p.revision + 1);
+                    e.record = Some(IntentionRecord { source: source.clone(), revision, intention: i.clone() });
+                    Ok(Some(revision))
+                }
             })?;
-            let detail = format!(
-                "intention taken from {} (revision {revision})",
-                path.display()
-            );
-            tracing::info!(module = name.as_str(), "{detail}");
-            store.append_event(Some(name.as_str()), EventKind::Intention, detail)?;
-        }
-        for (name, r) in &stored {
-            if let Source::File(p) = &r.source {
-                if !loaded.intentions.contains_key(name) && !protected.contains(name) {
-                    store.delete_intention(name)?;
-                    let detail = format!("intention removed: {p} is gone");
+            match outcome {
+                Ok(None) => {}
+                Ok(Some(revision)) => {
+                    let detail = format!(
+                        "intention taken from {} (revision {revision})",
+                        path.display()
+                    );
                     tracing::info!(module = name.as_str(), "{detail}");
                     store.append_event(Some(name.as_str()), EventKind::Intention, detail)?;
                 }
+                Err(message) => loaded.rejected.push(FileRejected {
+                    error: intention::IntentionError {
+                        origin: path.display().to_string(),
+                        field: "name".into(),
+                        message,
+                    },
+                    path,
+                    module: Some(name),
+                }),
+            }
+        }
+        for (name, r) in &stored {
+            let Source::File(p) = &r.source else { continue };
+            if protected.contains(name) || taken.contains(name) {
+                continue;
+            }
+            let gone = store.modify(name, |e| -> Result<bool, ()> {
+                // Only if it is still the same file's: a concurrent API write wins.
+                if e.record
+                    .as_ref()
+                    .is_some_and(|r| r.source == Source::File(p.clone()))
+                {
+                    e.record = None;
+                    Ok(true)
+                } else {
+                    Ok(false)
+                }
+            })?;
+            if gone == Ok(true) {
+                let detail = format!("intention removed: {p} no longer defines it");
+                tracing::info!(module = name.as_str(), "{detail}");
+                store.append_event(Some(name.as_str()), EventKind::Intention, detail)?;
             }
         }
         let mut still_bad = BTreeSet::new();
@@ -259,21 +379,35 @@ impl Reconciler {
         engine: &E,
         store: &Store,
     ) -> Result<PassReport, PassError> {
+        let metrics = self.metrics.clone();
+        let counted = Counted {
+            engine,
+            metrics: &metrics,
+        };
+        let engine = &counted;
         let started = Instant::now();
         let rejected = self.sync_intentions(store)?;
-        let intentions = store.intentions()?;
+        let entries = store.entries()?;
 
         let mut images = engine.list_images().await?;
         let mut pulled = BTreeSet::new();
         let mut wants = Vec::new();
         let mut desired: BTreeMap<ModuleName, Desired> = BTreeMap::new();
-        for (name, r) in &intentions {
-            let i = &r.intention;
+        let mut restart_policy = BTreeMap::new();
+        for (name, entry) in &entries {
             let hold = |reason: String| Want::Hold {
                 name: name.clone(),
                 reason,
             };
-            let inputs = match spec::resolve_inputs(i, &mut self.digester) {
+            let Some(i) = entry.effective() else { continue };
+            restart_policy.insert(name.clone(), i.restart);
+            // The overlay was checked when it was written; a file changed
+            // since may no longer take it.
+            if let Err(e) = render::render_config(&i) {
+                wants.push(hold(format!("settings overlay no longer applies: {e}")));
+                continue;
+            }
+            let inputs = match spec::resolve_inputs(&i, &mut self.digester) {
                 Ok(inputs) => inputs,
                 Err(e) => {
                     wants.push(hold(e.to_string()));
@@ -309,7 +443,7 @@ impl Reconciler {
                         continue;
                     }
                 };
-            let d = spec::desired(i, inputs, &image_id, &self.node, &self.files_dir);
+            let d = spec::desired(&i, inputs, &image_id, &self.node, &self.files_dir);
             wants.push(Want::Run(Target {
                 name: name.clone(),
                 digest: d.digest.clone(),
@@ -321,7 +455,8 @@ impl Reconciler {
         }
 
         let observed = engine.list_containers().await?;
-        let steps = plan::plan(&self.node, &wants, &observed);
+        let livings = self.observe_lives(engine, &observed).await?;
+        let mut steps = plan::plan(&self.node, &wants, &observed);
 
         // Every file was rendered above, before any is written here.
         for d in desired.values() {
@@ -336,18 +471,77 @@ impl Reconciler {
             }
         }
 
+        // Acting again toward a target already tried is held back (crash-
+        // loop backoff); a new target is acted on at once.
+        let now = tokio::time::Instant::now();
+        let mut held_back = Vec::new();
+        steps.retain(|step| {
+            let (module, container) = match step {
+                Step::Create { module } => (module, None),
+                Step::Start { module, container }
+                | Step::Recreate {
+                    module, container, ..
+                } => (module, Some(container)),
+                _ => return true,
+            };
+            let Some(d) = desired.get(module) else {
+                return true;
+            };
+            match self.repairs.get(module) {
+                Some(r) if r.digest == d.digest && now < r.next_at => {
+                    held_back.push(ModuleReport {
+                        module: module.to_string(),
+                        action: Action::BackingOff,
+                        digest: Some(d.digest.clone()),
+                        container: container.cloned(),
+                        moved: vec![],
+                        error: Some(format!(
+                            "keeps failing; next attempt in {}s",
+                            (r.next_at - now).as_secs() + 1
+                        )),
+                    });
+                    false
+                }
+                _ => true,
+            }
+        });
+        {
+            let mut board = self.board.lock().expect("board lock");
+            for step in &steps {
+                if let Step::Recreate { module, .. } = step {
+                    board
+                        .entry(module.to_string())
+                        .or_insert_with(|| ModuleStatus::pending(module.as_str()))
+                        .state = ModuleState::Recreating;
+                }
+            }
+        }
+
         let results: Vec<Result<ModuleReport, EngineError>> = futures_util::stream::iter(steps)
             .map(|step| execute(engine, store, &desired, step))
             .buffer_unordered(PARALLEL_ACTIONS)
             .collect()
             .await;
-        let mut modules = Vec::new();
+        let mut modules = held_back;
         for r in results {
             modules.push(r?);
         }
         modules.sort_by(|a, b| a.module.cmp(&b.module));
 
         for m in &modules {
+            if matches!(
+                m.action,
+                Action::Created | Action::Started | Action::Recreated
+            ) {
+                if let (Ok(name), Some(digest)) =
+                    (ModuleName::try_from(m.module.as_str()), &m.digest)
+                {
+                    self.attempted(&name, digest, now);
+                }
+            }
+            if m.action == Action::Recreated {
+                self.metrics.recreated(&m.moved);
+            }
             let (kind, detail) = match m.action {
                 Action::Drifted => (
                     EventKind::Drift,
@@ -361,13 +555,19 @@ impl Reconciler {
                         m.module
                     ),
                 ),
-                Action::Held | Action::Failed => {
+                Action::Held | Action::Failed | Action::BackingOff => {
                     (EventKind::Error, m.error.clone().unwrap_or_default())
                 }
                 _ => {
                     self.said.remove(&format!("module:{}", m.module));
                     continue;
                 }
+            };
+            // A back-off's countdown changes every pass; say it once.
+            let detail = if m.action == Action::BackingOff {
+                "keeps failing; further attempts are backed off".to_string()
+            } else {
+                detail
             };
             self.say_once(
                 store,
@@ -378,13 +578,211 @@ impl Reconciler {
             )?;
         }
 
+        self.update_board(
+            &entries,
+            &modules,
+            &observed,
+            &livings,
+            &restart_policy,
+            &rejected,
+        );
         self.record_observed(store, &observed, &desired)?;
         self.collect_garbage(&desired, &observed);
+        let duration = started.elapsed();
+        self.metrics.pass_done(duration);
         Ok(PassReport {
             modules,
             rejected,
-            duration: started.elapsed(),
+            duration,
         })
+    }
+
+    /// Notes an attempt toward a target, scheduling when the next attempt
+    /// toward the same target may be made: `min`, doubling, capped at `max`.
+    fn attempted(&mut self, name: &ModuleName, digest: &Digest, now: tokio::time::Instant) {
+        let (min, max) = (self.tuning.crash_backoff_min, self.tuning.crash_backoff_max);
+        let r = self.repairs.entry(name.clone()).or_insert_with(|| Repair {
+            digest: digest.clone(),
+            attempts: 0,
+            next_at: now,
+        });
+        if r.digest != *digest {
+            *r = Repair {
+                digest: digest.clone(),
+                attempts: 0,
+                next_at: now,
+            };
+        }
+        let delay = min.saturating_mul(1u32 << r.attempts.min(16)).min(max);
+        r.attempts += 1;
+        r.next_at = now + delay;
+    }
+
+    /// Judges how each managed container is living. A container running for
+    /// the settle window is judged from the list alone; others are inspected
+    /// (once per state for a stopped one), so a quiet pass makes no inspect.
+    async fn observe_lives<E: Engine>(
+        &mut self,
+        engine: &E,
+        observed: &[Observed],
+    ) -> Result<BTreeMap<String, (Living, Option<u32>, Option<Duration>)>, EngineError> {
+        let now = now() as i64;
+        let mut out = BTreeMap::new();
+        let mut seen = BTreeSet::new();
+        for o in observed {
+            if o.labels.get(spec::LABEL_MANAGED_BY).map(String::as_str) != Some(self.node.as_str())
+            {
+                continue;
+            }
+            let Some(module) = o.labels.get(spec::LABEL_MODULE) else {
+                continue;
+            };
+            seen.insert(o.id.clone());
+            let up = if o.state == ContainerState::Running {
+                status::up_for(&o.status)
+            } else {
+                None
+            };
+            let need = match o.state {
+                ContainerState::Running => up.is_none_or(|u| u < self.tuning.settle.window),
+                ContainerState::Created => false,
+                state => self.lives.get(&o.id).is_none_or(|(s, _)| *s != state),
+            };
+            if need {
+                match engine.inspect(&o.id).await {
+                    Ok(life) => {
+                        self.lives.insert(o.id.clone(), (o.state, life));
+                    }
+                    Err(e) if e.is_unreachable() => return Err(e),
+                    // Gone since the list: judged from the list alone.
+                    Err(_) => {}
+                }
+            }
+            let life = self.lives.get(&o.id).map(|(_, l)| l);
+            let baseline = self.baselines.get(&o.id).copied().unwrap_or(0);
+            let living = status::judge(o.state, up, life, baseline, now, self.tuning.settle);
+            let up_for = up.or_else(|| {
+                life.filter(|_| o.state == ContainerState::Running)
+                    .map(|l| Duration::from_secs((now - l.started_at).max(0) as u64))
+            });
+            if living == Living::Settled {
+                if let Some(l) = life {
+                    self.baselines.insert(o.id.clone(), l.restart_count);
+                }
+                // Up long enough: past failures are forgiven.
+                if up_for.is_some_and(|u| u >= self.tuning.crash_backoff_reset) {
+                    if let Ok(m) = ModuleName::try_from(module.as_str()) {
+                        self.repairs.remove(&m);
+                    }
+                }
+            }
+            out.insert(
+                module.clone(),
+                (living, life.map(|l| l.restart_count), up_for),
+            );
+        }
+        self.lives.retain(|id, _| seen.contains(id));
+        self.baselines.retain(|id, _| seen.contains(id));
+        Ok(out)
+    }
+
+    /// Writes every module's status for this pass.
+    #[allow(clippy::too_many_arguments)]
+    fn update_board(
+        &self,
+        entries: &BTreeMap<ModuleName, crate::store::Entry>,
+        reports: &[ModuleReport],
+        observed: &[Observed],
+        livings: &BTreeMap<String, (Living, Option<u32>, Option<Duration>)>,
+        restart_policy: &BTreeMap<ModuleName, RestartPolicy>,
+        rejected: &[FileRejected],
+    ) {
+        let mut board = self.board.lock().expect("board lock");
+        let previous = std::mem::take(&mut *board);
+        let at = now();
+        for name in entries.keys() {
+            let n = name.as_str();
+            let mut st = ModuleStatus::pending(n);
+            st.last_action = previous.get(n).and_then(|p| p.last_action.clone());
+            let running = observed.iter().find(|o| {
+                o.labels.get(spec::LABEL_MANAGED_BY).map(String::as_str) == Some(self.node.as_str())
+                    && o.labels.get(spec::LABEL_MODULE).map(String::as_str) == Some(n)
+                    && o.names.contains(&name.container_name())
+            });
+            st.running_digest = running.and_then(Observed::digest);
+            st.container_id = running.map(|o| o.id.clone());
+            let living = livings.get(n);
+            st.restart_count = living.and_then(|l| l.1);
+            if let Some(r) = reports.iter().find(|r| r.module == n) {
+                st.desired_digest = r.digest.clone();
+                if r.container.is_some() {
+                    st.container_id = r.container.clone();
+                }
+                let act = |a: &str| {
+                    Some(LastAction {
+                        action: a.to_string(),
+                        at,
+                    })
+                };
+                st.state = match r.action {
+                    Action::Created => {
+                        st.last_action = act("created");
+                        st.running_digest = r.digest.clone();
+                        st.restart_count = Some(0);
+                        ModuleState::Starting
+                    }
+                    Action::Recreated => {
+                        st.last_action = act("recreated");
+                        st.running_digest = r.digest.clone();
+                        st.restart_count = Some(0);
+                        ModuleState::Starting
+                    }
+                    Action::Started => {
+                        st.last_action = act("started");
+                        ModuleState::Starting
+                    }
+                    Action::Drifted => {
+                        if previous
+                            .get(n)
+                            .is_none_or(|p| p.state != ModuleState::Drifted)
+                        {
+                            st.last_action = act("drift-reported");
+                        }
+                        st.inputs_differ = r.moved.clone();
+                        ModuleState::Drifted
+                    }
+                    Action::Conflict => ModuleState::Conflict,
+                    Action::BackingOff => ModuleState::CrashLooping,
+                    Action::Held | Action::Failed => ModuleState::Failed,
+                    Action::Removed => continue,
+                    Action::Unchanged | Action::Waiting => match living.map(|l| l.0) {
+                        Some(Living::Settled) => ModuleState::Converged,
+                        Some(Living::Starting) | None => ModuleState::Starting,
+                        Some(Living::Settling) => ModuleState::Settling,
+                        Some(Living::CrashLooping) => ModuleState::CrashLooping,
+                        Some(Living::Exited(0)) => ModuleState::Converged,
+                        Some(Living::Exited(code)) => {
+                            let policy = restart_policy.get(name).copied().unwrap_or_default();
+                            st.last_error = Some(format!(
+                                "exited with code {code} (restart policy {})",
+                                policy.as_str()
+                            ));
+                            ModuleState::Failed
+                        }
+                    },
+                };
+                if r.error.is_some() {
+                    st.last_error = r.error.clone();
+                }
+            }
+            if let Some(rej) = rejected.iter().find(|r| r.module.as_ref() == Some(name)) {
+                st.last_error = Some(format!(
+                    "intention not taken, the stored one still applies: {}",
+                    rej.error
+                ));
+            }
+            board.insert(n.to_string(), st);
+        }
     }
 
     /// Keeps the observed records (and the applied record of a container

@@ -88,6 +88,55 @@ pub struct Image {
     pub digests: Vec<String>,
 }
 
+/// What an inspect says of a container's life, for settling and crash-loop
+/// detection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Life {
+    /// How many times the engine restarted it.
+    pub restart_count: u32,
+    /// When it last started, seconds since the epoch (0: never).
+    pub started_at: i64,
+    /// When it last stopped, seconds since the epoch (0: never).
+    pub finished_at: i64,
+    /// Its last exit code.
+    pub exit_code: i64,
+}
+
+/// Parses an RFC 3339 time as the engine writes it
+/// (`2026-11-29T16:07:18.013585123Z`) to seconds since the epoch. The engine's
+/// zero time (`0001-01-01T00:00:00Z`) and anything unreadable give 0.
+pub fn parse_engine_time(s: &str) -> i64 {
+    let parse = || -> Option<i64> {
+        let (date, time) = s.split_once('T')?;
+        let mut d = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
+        let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+        let (clock, offset) = match time.find(['Z', '+', '-']) {
+            Some(i) => (&time[..i], &time[i..]),
+            None => (time, "Z"),
+        };
+        let clock = clock.split('.').next()?;
+        let mut c = clock.splitn(3, ':').map(|p| p.parse::<i64>().ok());
+        let (hh, mm, ss) = (c.next()??, c.next()??, c.next()??);
+        let off = if offset == "Z" {
+            0
+        } else {
+            let sign = if offset.starts_with('-') { -1 } else { 1 };
+            let (oh, om) = offset[1..].split_once(':')?;
+            sign * (oh.parse::<i64>().ok()? * 3600 + om.parse::<i64>().ok()? * 60)
+        };
+        // Days from the civil date (Howard Hinnant's algorithm).
+        let y = if m <= 2 { y - 1 } else { y };
+        let era = y.div_euclid(400);
+        let yoe = y - era * 400;
+        let mp = (m + 9) % 12;
+        let doy = (153 * mp + 2) / 5 + day - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        let days = era * 146_097 + doe - 719_468;
+        Some(days * 86_400 + hh * 3600 + mm * 60 + ss - off)
+    };
+    parse().filter(|t| *t > 0).unwrap_or(0)
+}
+
 /// What the reconciler asks of a container engine.
 pub trait Engine: Send + Sync {
     /// Checks the engine answers.
@@ -96,6 +145,8 @@ pub trait Engine: Send + Sync {
     fn list_containers(&self) -> impl Future<Output = Result<Vec<Observed>, EngineError>> + Send;
     /// Every image: one call.
     fn list_images(&self) -> impl Future<Output = Result<Vec<Image>, EngineError>> + Send;
+    /// Reads a container's restart count and start and stop times.
+    fn inspect(&self, id: &str) -> impl Future<Output = Result<Life, EngineError>> + Send;
     /// Pulls an image reference from its registry.
     fn pull(&self, reference: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
     /// Creates a container; returns its ID.
@@ -286,6 +337,17 @@ impl Engine for DockerEngine {
             .collect())
     }
 
+    async fn inspect(&self, id: &str) -> Result<Life, EngineError> {
+        let c = self.docker.inspect_container(id, None).await?;
+        let state = c.state.unwrap_or_default();
+        Ok(Life {
+            restart_count: c.restart_count.unwrap_or(0).clamp(0, i64::from(u32::MAX)) as u32,
+            started_at: state.started_at.as_deref().map_or(0, parse_engine_time),
+            finished_at: state.finished_at.as_deref().map_or(0, parse_engine_time),
+            exit_code: state.exit_code.unwrap_or(0),
+        })
+    }
+
     async fn pull(&self, reference: &str) -> Result<(), EngineError> {
         let opts = CreateImageOptionsBuilder::new()
             .from_image(reference)
@@ -366,6 +428,21 @@ mod tests {
             tags: tags.iter().map(|s| s.to_string()).collect(),
             digests: digests.iter().map(|s| s.to_string()).collect(),
         }
+    }
+
+    #[test]
+    fn engine_times_parse() {
+        assert_eq!(parse_engine_time("1970-01-01T00:00:10Z"), 10);
+        assert_eq!(
+            parse_engine_time("2026-11-29T16:07:18.013585123Z"),
+            1_795_968_438
+        );
+        assert_eq!(
+            parse_engine_time("2026-11-29T17:07:18+01:00"),
+            1_795_968_438
+        );
+        assert_eq!(parse_engine_time("0001-01-01T00:00:00Z"), 0);
+        assert_eq!(parse_engine_time("garbage"), 0);
     }
 
     #[test]

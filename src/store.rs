@@ -15,8 +15,9 @@ use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, Tab
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use crate::intention::Intention;
-use crate::names::{Digest, InputName, ModuleName};
+use crate::names::{Digest, InputName, ModuleName, SettingKey};
 use crate::spec::ContainerSpec;
+use crate::value::Value;
 
 /// The version byte in front of every record.
 pub const SCHEMA_VERSION: u8 = 1;
@@ -28,6 +29,34 @@ const INTENTIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("intention
 const APPLIED: TableDefinition<&str, &[u8]> = TableDefinition::new("applied");
 const OBSERVED: TableDefinition<&str, &[u8]> = TableDefinition::new("observed");
 const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
+const OVERLAYS: TableDefinition<&str, &[u8]> = TableDefinition::new("overlays");
+
+/// Settings layered over a module's intention through the API, whichever
+/// source the intention came from.
+pub type Overlay = BTreeMap<SettingKey, Value>;
+
+/// A module's stored intention and its settings overlay, read and written
+/// together in one transaction by [`Store::modify`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Entry {
+    /// The intention, if the module exists.
+    pub record: Option<IntentionRecord>,
+    /// Settings layered over it.
+    pub overlay: Overlay,
+}
+
+impl Entry {
+    /// The intention with the overlay's settings merged over its own.
+    pub fn effective(&self) -> Option<Intention> {
+        self.record.as_ref().map(|r| {
+            let mut i = r.intention.clone();
+            for (k, v) in &self.overlay {
+                i.settings.insert(k.clone(), v.clone());
+            }
+            i
+        })
+    }
+}
 
 /// A store operation that failed.
 #[derive(Debug, thiserror::Error)]
@@ -256,6 +285,7 @@ impl Store {
             tx.open_table(APPLIED).map_err(io("open"))?;
             tx.open_table(OBSERVED).map_err(io("open"))?;
             tx.open_table(EVENTS).map_err(io("open"))?;
+            tx.open_table(OVERLAYS).map_err(io("open"))?;
         }
         tx.commit().map_err(io("open"))?;
         Ok(store)
@@ -302,15 +332,6 @@ impl Store {
         tx.commit().map_err(io("write"))
     }
 
-    fn delete(&self, def: TableDefinition<&str, &[u8]>, key: &str) -> Result<(), StoreError> {
-        let tx = self.db.begin_write().map_err(io("delete"))?;
-        tx.open_table(def)
-            .map_err(io("delete"))?
-            .remove(key)
-            .map_err(io("delete"))?;
-        tx.commit().map_err(io("delete"))
-    }
-
     /// Every stored intention, by module.
     pub fn intentions(&self) -> Result<BTreeMap<ModuleName, IntentionRecord>, StoreError> {
         let raw: BTreeMap<String, IntentionRecord> = self.all(INTENTIONS, "intentions")?;
@@ -320,14 +341,76 @@ impl Store {
             .collect())
     }
 
-    /// Stores an intention.
-    pub fn put_intention(&self, r: &IntentionRecord) -> Result<(), StoreError> {
-        self.put(INTENTIONS, r.intention.name.as_str(), r)
+    /// Every module's intention with its overlay, by module.
+    pub fn entries(&self) -> Result<BTreeMap<ModuleName, Entry>, StoreError> {
+        let records = self.intentions()?;
+        let mut overlays: BTreeMap<String, Overlay> = self.all(OVERLAYS, "overlays")?;
+        Ok(records
+            .into_iter()
+            .map(|(name, record)| {
+                let overlay = overlays.remove(name.as_str()).unwrap_or_default();
+                (
+                    name,
+                    Entry {
+                        record: Some(record),
+                        overlay,
+                    },
+                )
+            })
+            .collect())
     }
 
-    /// Deletes a module's intention.
-    pub fn delete_intention(&self, name: &ModuleName) -> Result<(), StoreError> {
-        self.delete(INTENTIONS, name.as_str())
+    /// Reads a module's entry, lets `f` change it, and writes back what
+    /// changed, all in one write transaction: concurrent writers (the API,
+    /// the intentions directory) never interleave or lose an update. The
+    /// entry is written only if `f` returns `Ok`.
+    pub fn modify<T, E>(
+        &self,
+        name: &ModuleName,
+        f: impl FnOnce(&mut Entry) -> Result<T, E>,
+    ) -> Result<Result<T, E>, StoreError> {
+        let tx = self.db.begin_write().map_err(io("modify"))?;
+        let out;
+        {
+            let mut it = tx.open_table(INTENTIONS).map_err(io("modify"))?;
+            let mut ot = tx.open_table(OVERLAYS).map_err(io("modify"))?;
+            let key = name.as_str();
+            let record = match it.get(key).map_err(io("modify"))? {
+                Some(v) => Some(decode::<IntentionRecord>("intentions", key, v.value())?),
+                None => None,
+            };
+            let overlay = match ot.get(key).map_err(io("modify"))? {
+                Some(v) => decode::<Overlay>("overlays", key, v.value())?,
+                None => Overlay::new(),
+            };
+            let before = Entry { record, overlay };
+            let mut entry = before.clone();
+            out = f(&mut entry);
+            if out.is_ok() && entry != before {
+                match &entry.record {
+                    Some(r) => it.insert(key, encode(r).as_slice()).map(|_| ()),
+                    None => it.remove(key).map(|_| ()),
+                }
+                .map_err(io("modify"))?;
+                if entry.overlay.is_empty() || entry.record.is_none() {
+                    ot.remove(key).map_err(io("modify"))?;
+                } else {
+                    ot.insert(key, encode(&entry.overlay).as_slice())
+                        .map_err(io("modify"))?;
+                }
+            }
+        }
+        if out.is_ok() {
+            tx.commit().map_err(io("modify"))?;
+        } else {
+            tx.abort().map_err(io("modify"))?;
+        }
+        Ok(out)
+    }
+
+    /// Stores an intention (replacing any, keeping its overlay).
+    pub fn put_intention(&self, r: &IntentionRecord) -> Result<(), StoreError> {
+        self.put(INTENTIONS, r.intention.name.as_str(), r)
     }
 
     /// The applied record of a module.

@@ -87,7 +87,9 @@ fn the_agent_waits_for_an_engine_that_is_absent_then_goes_away() {
 fn quiet_pass_requests(tag: &str, count: usize) -> Vec<String> {
     let n0 = Node::new(tag);
     let sock = n0.dir.path().join("engine.sock");
-    let n = n0.with_socket(&sock.display().to_string());
+    let n = n0
+        .with_socket(&sock.display().to_string())
+        .with_config("settle_window = \"1s\"");
     let proxy = Proxy::start(&sock);
     for k in 0..count {
         let m = n.module(&format!("m{k}"));
@@ -95,6 +97,8 @@ fn quiet_pass_requests(tag: &str, count: usize) -> Vec<String> {
     }
     let out = n.once_ok();
     assert_eq!(out.matches("created").count(), count, "{out}");
+    // Containers up for the settle window are judged from the list alone.
+    std::thread::sleep(Duration::from_millis(2500));
     proxy.take();
     let out = n.once_ok();
     assert_eq!(out.matches("unchanged").count(), count, "{out}");

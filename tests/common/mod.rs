@@ -73,6 +73,7 @@ pub struct Node {
     pub dir: tempfile::TempDir,
     pub socket: String,
     pub heartbeat: String,
+    pub extra: String,
 }
 
 impl Node {
@@ -90,6 +91,7 @@ impl Node {
             dir,
             socket: ENGINE_SOCKET.into(),
             heartbeat: "1h".into(),
+            extra: String::new(),
         };
         n.write_config();
         n
@@ -97,14 +99,22 @@ impl Node {
 
     pub fn write_config(&self) {
         let cfg = format!(
-            "node_id = {:?}\ndata_dir = \"data\"\nintentions_dir = \"intentions\"\ndocker_socket = {:?}\nheartbeat = {:?}\nbackoff_min = \"100ms\"\nbackoff_max = \"1s\"\n",
-            self.id, self.socket, self.heartbeat
+            "node_id = {:?}\ndata_dir = \"data\"\nintentions_dir = \"intentions\"\ndocker_socket = {:?}\nheartbeat = {:?}\nbackoff_min = \"100ms\"\nbackoff_max = \"1s\"\napi_listen = \"127.0.0.1:0\"\n{}",
+            self.id, self.socket, self.heartbeat, self.extra
         );
         std::fs::write(self.config(), cfg).unwrap();
     }
 
     pub fn with_socket(mut self, socket: &str) -> Node {
         self.socket = socket.into();
+        self.write_config();
+        self
+    }
+
+    /// Adds lines to the agent's config.
+    pub fn with_config(mut self, lines: &str) -> Node {
+        self.extra.push_str(lines);
+        self.extra.push('\n');
         self.write_config();
         self
     }

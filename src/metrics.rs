@@ -1,0 +1,159 @@
+//! Counters the agent keeps and serves in the Prometheus text format: passes
+//! and their duration, modules by state, recreates by the kind of input that
+//! moved, engine reachability and engine API calls. [`Counted`] wraps an
+//! engine to count its calls.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::plan::Observed;
+use crate::runtime::{Engine, EngineError, Image, Life};
+use crate::spec::ContainerSpec;
+use crate::status::{Board, ModuleState};
+
+/// The agent's counters.
+#[derive(Default)]
+pub struct Metrics {
+    passes: AtomicU64,
+    pass_micros_total: AtomicU64,
+    last_pass_micros: AtomicU64,
+    engine_up: AtomicU64,
+    calls: Mutex<BTreeMap<&'static str, u64>>,
+    recreates: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Metrics {
+    /// Counts a finished pass.
+    pub fn pass_done(&self, took: std::time::Duration) {
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.passes.fetch_add(1, Ordering::Relaxed);
+        self.pass_micros_total.fetch_add(us, Ordering::Relaxed);
+        self.last_pass_micros.store(us, Ordering::Relaxed);
+    }
+
+    /// Records whether the engine answers.
+    pub fn engine_reachable(&self, up: bool) {
+        self.engine_up.store(u64::from(up), Ordering::Relaxed);
+    }
+
+    /// Counts a recreate, once per kind of input that moved
+    /// (`config`, `env_file`, `image`, …).
+    pub fn recreated(&self, inputs: &[crate::plan::Moved]) {
+        let mut kinds: Vec<&str> = inputs
+            .iter()
+            .map(|m| m.input.split(':').next().unwrap_or(""))
+            .collect();
+        kinds.dedup();
+        let mut r = self.recreates.lock().expect("metrics lock");
+        for k in kinds {
+            *r.entry(k.to_string()).or_default() += 1;
+        }
+    }
+
+    fn call(&self, op: &'static str) {
+        *self
+            .calls
+            .lock()
+            .expect("metrics lock")
+            .entry(op)
+            .or_default() += 1;
+    }
+
+    /// How many engine calls of each kind were made.
+    pub fn calls(&self) -> BTreeMap<&'static str, u64> {
+        self.calls.lock().expect("metrics lock").clone()
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self, board: &Board) -> String {
+        let mut o = String::new();
+        let passes = self.passes.load(Ordering::Relaxed);
+        let _ = writeln!(
+            o,
+            "# HELP stead_passes_total Reconcile passes completed.\n# TYPE stead_passes_total counter\nstead_passes_total {passes}"
+        );
+        let total = self.pass_micros_total.load(Ordering::Relaxed) as f64 / 1e6;
+        let last = self.last_pass_micros.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(
+            o,
+            "# HELP stead_pass_duration_seconds_total Time spent in passes.\n# TYPE stead_pass_duration_seconds_total counter\nstead_pass_duration_seconds_total {total}"
+        );
+        let _ = writeln!(
+            o,
+            "# HELP stead_last_pass_duration_seconds Duration of the last pass.\n# TYPE stead_last_pass_duration_seconds gauge\nstead_last_pass_duration_seconds {last}"
+        );
+        let _ = writeln!(
+            o,
+            "# HELP stead_modules Modules by state.\n# TYPE stead_modules gauge"
+        );
+        for st in ModuleState::ALL {
+            let n = board.values().filter(|m| m.state == st).count();
+            let _ = writeln!(o, "stead_modules{{state=\"{}\"}} {n}", st.as_str());
+        }
+        let _ = writeln!(
+            o,
+            "# HELP stead_recreates_total Containers recreated, by the kind of input that moved.\n# TYPE stead_recreates_total counter"
+        );
+        for (k, n) in self.recreates.lock().expect("metrics lock").iter() {
+            let _ = writeln!(o, "stead_recreates_total{{reason=\"{k}\"}} {n}");
+        }
+        let up = self.engine_up.load(Ordering::Relaxed);
+        let _ = writeln!(
+            o,
+            "# HELP stead_engine_reachable Whether the container engine answers.\n# TYPE stead_engine_reachable gauge\nstead_engine_reachable {up}"
+        );
+        let _ = writeln!(
+            o,
+            "# HELP stead_engine_api_calls_total Engine API calls, by operation.\n# TYPE stead_engine_api_calls_total counter"
+        );
+        for (op, n) in self.calls() {
+            let _ = writeln!(o, "stead_engine_api_calls_total{{op=\"{op}\"}} {n}");
+        }
+        o
+    }
+}
+
+/// An engine whose calls are counted.
+pub struct Counted<'a, E> {
+    /// The engine.
+    pub engine: &'a E,
+    /// Where the counts go.
+    pub metrics: &'a Metrics,
+}
+
+impl<E: Engine> Engine for Counted<'_, E> {
+    async fn ping(&self) -> Result<(), EngineError> {
+        self.metrics.call("ping");
+        self.engine.ping().await
+    }
+    async fn list_containers(&self) -> Result<Vec<Observed>, EngineError> {
+        self.metrics.call("list_containers");
+        self.engine.list_containers().await
+    }
+    async fn list_images(&self) -> Result<Vec<Image>, EngineError> {
+        self.metrics.call("list_images");
+        self.engine.list_images().await
+    }
+    async fn inspect(&self, id: &str) -> Result<Life, EngineError> {
+        self.metrics.call("inspect");
+        self.engine.inspect(id).await
+    }
+    async fn pull(&self, reference: &str) -> Result<(), EngineError> {
+        self.metrics.call("pull");
+        self.engine.pull(reference).await
+    }
+    async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
+        self.metrics.call("create");
+        self.engine.create(spec).await
+    }
+    async fn start(&self, id: &str) -> Result<(), EngineError> {
+        self.metrics.call("start");
+        self.engine.start(id).await
+    }
+    async fn remove(&self, id: &str) -> Result<(), EngineError> {
+        self.metrics.call("remove");
+        self.engine.remove(id).await
+    }
+}

@@ -1,0 +1,363 @@
+//! What the agent says of each module: its state (converged, pending,
+//! drifted, recreating, starting, settling, crash-looping, conflict, failed),
+//! its digests, its container, and what was last done. The settle and
+//! crash-loop judgement is a pure function of what the engine reports.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::names::Digest;
+use crate::plan::{ContainerState, Moved};
+use crate::runtime::Life;
+
+/// A module's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModuleState {
+    /// Running what its inputs say, and up for the settle window (or
+    /// finished, as its restart policy allows).
+    Converged,
+    /// Not acted on yet (no pass since it was stated, or the engine is away).
+    Pending,
+    /// Its inputs moved and its policy is to report, not recreate.
+    Drifted,
+    /// Being replaced.
+    Recreating,
+    /// Created or started recently, no restarts yet.
+    Starting,
+    /// Restarted a few times since it was started, not yet up for the
+    /// settle window.
+    Settling,
+    /// Keeps restarting.
+    CrashLooping,
+    /// A container this node does not manage holds its name.
+    Conflict,
+    /// An action failed, an input is missing, or it exited with an error.
+    Failed,
+}
+
+impl ModuleState {
+    /// Every state, for metrics.
+    pub const ALL: [ModuleState; 9] = [
+        ModuleState::Converged,
+        ModuleState::Pending,
+        ModuleState::Drifted,
+        ModuleState::Recreating,
+        ModuleState::Starting,
+        ModuleState::Settling,
+        ModuleState::CrashLooping,
+        ModuleState::Conflict,
+        ModuleState::Failed,
+    ];
+
+    /// Its name in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModuleState::Converged => "converged",
+            ModuleState::Pending => "pending",
+            ModuleState::Drifted => "drifted",
+            ModuleState::Recreating => "recreating",
+            ModuleState::Starting => "starting",
+            ModuleState::Settling => "settling",
+            ModuleState::CrashLooping => "crash-looping",
+            ModuleState::Conflict => "conflict",
+            ModuleState::Failed => "failed",
+        }
+    }
+}
+
+/// The last thing the agent did to a module.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LastAction {
+    /// created, started, recreated, removed, drift-reported.
+    pub action: String,
+    /// When, seconds since the epoch.
+    pub at: u64,
+}
+
+/// What the agent says of one module.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ModuleStatus {
+    /// The module.
+    pub name: String,
+    /// Its state.
+    pub state: ModuleState,
+    /// The digest its inputs give now.
+    pub desired_digest: Option<Digest>,
+    /// The digest its container carries.
+    pub running_digest: Option<Digest>,
+    /// Its container.
+    pub container_id: Option<String>,
+    /// How many times the engine restarted the container, when known.
+    pub restart_count: Option<u32>,
+    /// The inputs that differ between the container and what they say now.
+    pub inputs_differ: Vec<Moved>,
+    /// The last action taken.
+    pub last_action: Option<LastAction>,
+    /// The last error, while it holds.
+    pub last_error: Option<String>,
+}
+
+impl ModuleStatus {
+    /// A module known but not acted on yet.
+    pub fn pending(name: &str) -> ModuleStatus {
+        ModuleStatus {
+            name: name.to_string(),
+            state: ModuleState::Pending,
+            desired_digest: None,
+            running_digest: None,
+            container_id: None,
+            restart_count: None,
+            inputs_differ: vec![],
+            last_action: None,
+            last_error: None,
+        }
+    }
+}
+
+/// Every module's status, by name.
+pub type Board = BTreeMap<String, ModuleStatus>;
+
+/// The windows that tell settling from crash-looping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settle {
+    /// Up this long since its last start: settled.
+    pub window: Duration,
+    /// This many restarts since it last settled, and not up for the window:
+    /// crash-looping.
+    pub crash_restarts: u32,
+}
+
+/// How a container is living, judged from its state and life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Living {
+    /// Up for the settle window.
+    Settled,
+    /// Started recently, no restarts since it last settled.
+    Starting,
+    /// A few restarts since it last settled; not up for the window yet.
+    Settling,
+    /// Keeps restarting.
+    CrashLooping,
+    /// Exited (and not being restarted) with this code.
+    Exited(i64),
+}
+
+/// Judges a container. `up_for` is how long it has been up when known
+/// without an inspect; `life` is the inspect, when one was made;
+/// `baseline` the restart count when it last settled.
+pub fn judge(
+    state: ContainerState,
+    up_for: Option<Duration>,
+    life: Option<&Life>,
+    baseline: u32,
+    now: i64,
+    s: Settle,
+) -> Living {
+    let restarts = life.map_or(0, |l| l.restart_count.saturating_sub(baseline));
+    let looping = restarts >= s.crash_restarts;
+    match state {
+        ContainerState::Running | ContainerState::Paused => {
+            let up = up_for
+                .or_else(|| life.map(|l| Duration::from_secs((now - l.started_at).max(0) as u64)));
+            if up.is_some_and(|u| u >= s.window) {
+                Living::Settled
+            } else if looping {
+                Living::CrashLooping
+            } else if restarts > 0 {
+                Living::Settling
+            } else {
+                Living::Starting
+            }
+        }
+        ContainerState::Restarting => {
+            if looping {
+                Living::CrashLooping
+            } else {
+                Living::Settling
+            }
+        }
+        ContainerState::Created => Living::Starting,
+        ContainerState::Exited
+        | ContainerState::Dead
+        | ContainerState::Removing
+        | ContainerState::Unknown => {
+            if looping {
+                Living::CrashLooping
+            } else {
+                Living::Exited(life.map_or(0, |l| l.exit_code))
+            }
+        }
+    }
+}
+
+/// Reads how long a running container has been up from the engine's status
+/// line ("Up 5 minutes", "Up About an hour (healthy)"), as a lower bound.
+/// `None` when the line says nothing readable, and the container must be
+/// inspected instead.
+pub fn up_for(status: &str) -> Option<Duration> {
+    let rest = status.strip_prefix("Up ")?;
+    let rest = rest.split(" (").next().unwrap_or(rest).trim();
+    if rest == "Less than a second" {
+        return Some(Duration::ZERO);
+    }
+    if rest == "About a minute" {
+        return Some(Duration::from_secs(60));
+    }
+    if rest == "About an hour" {
+        return Some(Duration::from_secs(3600));
+    }
+    let (n, unit) = rest.split_once(' ')?;
+    let n: u64 = n.parse().ok()?;
+    let secs = match unit.trim_end_matches('s') {
+        "second" => 1,
+        "minute" => 60,
+        "hour" => 3600,
+        "day" => 86_400,
+        "week" => 7 * 86_400,
+        "month" => 30 * 86_400,
+        "year" => 365 * 86_400,
+        _ => return None,
+    };
+    Some(Duration::from_secs(n * secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_lines() {
+        let s = |x: u64| Some(Duration::from_secs(x));
+        assert_eq!(up_for("Up Less than a second"), s(0));
+        assert_eq!(up_for("Up 1 second"), s(1));
+        assert_eq!(up_for("Up 45 seconds"), s(45));
+        assert_eq!(up_for("Up About a minute"), s(60));
+        assert_eq!(up_for("Up 5 minutes (healthy)"), s(300));
+        assert_eq!(up_for("Up 2 hours (Paused)"), s(7200));
+        assert_eq!(up_for("Up 3 days"), s(3 * 86_400));
+        assert_eq!(up_for("Exited (0) 5 minutes ago"), None);
+        assert_eq!(up_for("Restarting (1) 2 seconds ago"), None);
+        assert_eq!(up_for("Up for a while"), None);
+    }
+
+    #[test]
+    fn judging_table() {
+        use ContainerState::*;
+        let s = Settle {
+            window: Duration::from_secs(30),
+            crash_restarts: 5,
+        };
+        let life = |restarts: u32, started: i64, code: i64| Life {
+            restart_count: restarts,
+            started_at: started,
+            finished_at: 0,
+            exit_code: code,
+        };
+        let now = 1000;
+        type Case = (
+            &'static str,
+            ContainerState,
+            Option<u64>,
+            Option<Life>,
+            u32,
+            Living,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "up long, from the status line",
+                Running,
+                Some(600),
+                None,
+                0,
+                Living::Settled,
+            ),
+            (
+                "up long, from the inspect",
+                Running,
+                None,
+                Some(life(2, 900, 0)),
+                0,
+                Living::Settled,
+            ),
+            (
+                "just started",
+                Running,
+                Some(3),
+                Some(life(0, 997, 0)),
+                0,
+                Living::Starting,
+            ),
+            (
+                "restarted three times, up 3 s",
+                Running,
+                Some(3),
+                Some(life(3, 997, 1)),
+                0,
+                Living::Settling,
+            ),
+            (
+                "restarted five times, up 3 s",
+                Running,
+                Some(3),
+                Some(life(5, 997, 1)),
+                0,
+                Living::CrashLooping,
+            ),
+            (
+                "old restarts before it settled do not count",
+                Running,
+                Some(3),
+                Some(life(12, 997, 1)),
+                10,
+                Living::Settling,
+            ),
+            (
+                "being restarted, few",
+                Restarting,
+                None,
+                Some(life(2, 990, 1)),
+                0,
+                Living::Settling,
+            ),
+            (
+                "being restarted, many",
+                Restarting,
+                None,
+                Some(life(9, 990, 1)),
+                0,
+                Living::CrashLooping,
+            ),
+            (
+                "exited with an error",
+                Exited,
+                None,
+                Some(life(0, 900, 3)),
+                0,
+                Living::Exited(3),
+            ),
+            (
+                "exited after many restarts",
+                Exited,
+                None,
+                Some(life(7, 900, 3)),
+                0,
+                Living::CrashLooping,
+            ),
+            ("created", Created, None, None, 0, Living::Starting),
+        ];
+        for (what, state, up, life, baseline, want) in cases {
+            let got = judge(
+                state,
+                up.map(Duration::from_secs),
+                life.as_ref(),
+                baseline,
+                now,
+                s,
+            );
+            assert_eq!(got, want, "{what}");
+        }
+    }
+}
