@@ -9,10 +9,12 @@ use std::time::{Duration, SystemTime};
 use backon::{BackoffBuilder, ExponentialBuilder};
 use tokio::sync::Notify;
 
+use crate::api::{self, ApiState};
 use crate::config::Config;
 use crate::reconcile::{PassError, PassReport, Reconciler};
 use crate::runtime::{DockerEngine, Engine, EngineError};
 use crate::store::{EventKind, Store, StoreError};
+use crate::watch::WatchSet;
 
 /// Why the agent stopped on its own.
 #[derive(Debug, thiserror::Error)]
@@ -38,9 +40,56 @@ pub enum RunError {
         #[source]
         source: EngineError,
     },
+    /// The API could not listen.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A single pass was asked for and it failed.
     #[error(transparent)]
     Pass(#[from] PassError),
+}
+
+/// Aborts a task when dropped, so the agent's helpers end with it.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The API token: the configured one, or the one generated into the data
+/// directory on first start (32 random bytes, hex, mode 0600).
+pub fn ensure_token(config: &Config) -> Result<String, RunError> {
+    if let Some(t) = &config.api_token {
+        return Ok(t.clone());
+    }
+    let path = config.token_path();
+    let err = |source| RunError::DataDir {
+        path: path.display().to_string(),
+        source,
+    };
+    match std::fs::read_to_string(&path) {
+        Ok(t) if t.trim().len() >= 32 => return Ok(t.trim().to_string()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(err(e)),
+    }
+    let mut bytes = [0u8; 32];
+    std::io::Read::read_exact(
+        &mut std::fs::File::open("/dev/urandom").map_err(err)?,
+        &mut bytes,
+    )
+    .map_err(err)?;
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    crate::render::replace_atomic(&path, token.as_bytes(), 0o600).map_err(err)?;
+    tracing::info!("generated an API token in {}", path.display());
+    Ok(token)
 }
 
 /// Reaches an engine.
@@ -179,7 +228,33 @@ impl<C: Connect> Agent<C> {
         Ok(self.reconciler.pass(&engine, &self.store).await?)
     }
 
+    /// What the file watcher should watch now.
+    fn watch_set(&self) -> WatchSet {
+        let mut set = WatchSet::default();
+        set.dirs.insert(self.config.intentions_dir.clone());
+        match Reconciler::watched_inputs(&self.store) {
+            Ok(inputs) => set.inputs = inputs,
+            Err(e) => tracing::warn!("cannot list the inputs to watch: {e}"),
+        }
+        set
+    }
+
     fn set_engine(&self, engine: EngineStatus) {
+        self.reconciler
+            .metrics()
+            .engine_reachable(engine == EngineStatus::Reachable);
+        if let EngineStatus::Waiting { error, .. } = &engine {
+            for m in self
+                .reconciler
+                .board()
+                .lock()
+                .expect("board lock")
+                .values_mut()
+            {
+                m.state = crate::status::ModuleState::Pending;
+                m.last_error = Some(format!("engine not reachable: {error}"));
+            }
+        }
         let mut s = self.status.lock().expect("status lock");
         let was_waiting = matches!(s.engine, EngineStatus::Waiting { .. });
         match &engine {
@@ -207,6 +282,41 @@ impl<C: Connect> Agent<C> {
     /// away: it waits for it.
     pub async fn run(&mut self, shutdown: impl Future<Output = ()>) -> Result<(), RunError> {
         tokio::pin!(shutdown);
+        let listener = tokio::net::TcpListener::bind(self.config.api_listen)
+            .await
+            .map_err(|source| RunError::Listen {
+                addr: self.config.api_listen.to_string(),
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| RunError::Listen {
+            addr: self.config.api_listen.to_string(),
+            source,
+        })?;
+        // Where the CLI finds the API when the port was chosen by the OS.
+        crate::render::replace_atomic(
+            &self.config.api_addr_path(),
+            addr.to_string().as_bytes(),
+            0o644,
+        )
+        .map_err(|source| RunError::DataDir {
+            path: self.config.api_addr_path().display().to_string(),
+            source,
+        })?;
+        let token = ensure_token(&self.config)?;
+        let api = Arc::new(ApiState {
+            node_id: self.config.node_id.clone(),
+            store: self.store.clone(),
+            board: self.reconciler.board(),
+            node: self.status.clone(),
+            metrics: self.reconciler.metrics(),
+            wake: self.wake.clone(),
+            token,
+            heartbeat: self.config.heartbeat,
+        });
+        let _server = AbortOnDrop(tokio::spawn(api::serve(listener, api)));
+        tracing::info!("API listening on http://{addr}");
+        let (watch_tx, watch_rx) = tokio::sync::watch::channel(self.watch_set());
+        let _watcher = AbortOnDrop(tokio::spawn(crate::watch::run(watch_rx, self.wake.clone())));
         let mut engine: Option<C::Engine> = None;
         let mut backoff = engine_backoff(self.config.backoff_min, self.config.backoff_max);
         loop {
@@ -242,10 +352,18 @@ impl<C: Connect> Agent<C> {
             };
             match result {
                 Ok(report) => {
-                    let mut s = self.status.lock().expect("status lock");
-                    s.last_pass = Some((SystemTime::now(), report.duration));
-                    s.passes += 1;
+                    {
+                        let mut s = self.status.lock().expect("status lock");
+                        s.last_pass = Some((SystemTime::now(), report.duration));
+                        s.passes += 1;
+                    }
                     tracing::debug!(modules = report.modules.len(), duration = ?report.duration, "pass done");
+                    let set = self.watch_set();
+                    watch_tx.send_if_modified(|w| {
+                        let changed = *w != set;
+                        *w = set;
+                        changed
+                    });
                 }
                 Err(PassError::Engine(err)) if err.is_unreachable() => {
                     engine = None;

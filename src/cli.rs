@@ -7,8 +7,12 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+use hyper::Method;
+
 use crate::agent::{Agent, DockerSocket};
+use crate::client::{self, Answer, Client, ClientError};
 use crate::config::{Config, DEFAULT_CONFIG};
+use crate::intention::{DocFormat, Intention};
 use crate::reconcile::{self, Action};
 
 /// The version line: version, commit and target.
@@ -49,7 +53,71 @@ pub enum Command {
         #[arg(long, short, value_name = "FILE")]
         config: Option<PathBuf>,
     },
+    /// Show the running agent's node and module status.
+    Status {
+        /// The agent's config file (for its address and token).
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Print the API's JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// State a module's intention (a TOML or JSON intention file) through the API.
+    Apply {
+        /// The agent's config file (for its address and token).
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// The intention file.
+        file: PathBuf,
+    },
+    /// Set settings of a module: KEY=VALUE (VALUE read as JSON when it is JSON).
+    Set {
+        /// The agent's config file (for its address and token).
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// The module.
+        module: String,
+        /// KEY=VALUE pairs; dotted keys.
+        #[arg(required = true)]
+        settings: Vec<String>,
+    },
+    /// Remove settings of a module.
+    Unset {
+        /// The agent's config file (for its address and token).
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// The module.
+        module: String,
+        /// Dotted keys.
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// Delete a module stated through the API (its container is removed).
+    Rm {
+        /// The agent's config file (for its address and token).
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// The module.
+        module: String,
+    },
+    /// Print the agent's event log.
+    Events {
+        /// The agent's config file (for its address and token).
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Keep printing new events as they come.
+        #[arg(long, short)]
+        follow: bool,
+        /// Start after this sequence number.
+        #[arg(long, default_value_t = 0)]
+        since: u64,
+    },
 }
+
+/// Exit code: the agent refused, with a reason.
+pub const EXIT_REFUSED: u8 = 1;
+/// Exit code: no agent answers.
+pub const EXIT_UNREACHABLE: u8 = 2;
 
 fn load_config(path: Option<PathBuf>) -> anyhow::Result<Config> {
     let explicit = path.is_some();
@@ -116,6 +184,73 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::SUCCESS)
             }
         }
+        Command::Status { config, json } => client_command(config, |c| status(c, json)),
+        Command::Apply { config, file } => {
+            let (name, doc) = match read_intention_file(&file) {
+                Ok(x) => x,
+                Err(e) => {
+                    eprintln!("stead: {e}");
+                    return Ok(ExitCode::from(EXIT_REFUSED));
+                }
+            };
+            client_command(config, |c| async move {
+                let a = c
+                    .request(Method::PUT, &format!("/v1/intentions/{name}"), Some(&doc))
+                    .await?;
+                Ok(report(&a, || {
+                    format!(
+                        "{name}: revision {} ({})",
+                        a.body["revision"],
+                        if a.body["changed"] == true {
+                            "applied"
+                        } else {
+                            "unchanged"
+                        }
+                    )
+                }))
+            })
+        }
+        Command::Set {
+            config,
+            module,
+            settings,
+        } => {
+            let mut patch = serde_json::Map::new();
+            for s in &settings {
+                match client::parse_assignment(s) {
+                    Ok((k, v)) => {
+                        patch.insert(k, v);
+                    }
+                    Err(e) => {
+                        eprintln!("stead: {e}");
+                        return Ok(ExitCode::from(EXIT_REFUSED));
+                    }
+                }
+            }
+            patch_settings(config, module, patch)
+        }
+        Command::Unset {
+            config,
+            module,
+            keys,
+        } => {
+            let patch = keys
+                .into_iter()
+                .map(|k| (k, serde_json::Value::Null))
+                .collect();
+            patch_settings(config, module, patch)
+        }
+        Command::Rm { config, module } => client_command(config, |c| async move {
+            let a = c
+                .request(Method::DELETE, &format!("/v1/intentions/{module}"), None)
+                .await?;
+            Ok(report(&a, || format!("{module}: deleted")))
+        }),
+        Command::Events {
+            config,
+            follow,
+            since,
+        } => client_command(config, |c| events(c, since, follow)),
         Command::Check { config } => {
             let config = load_config(config)?;
             let (lines, rejected) = reconcile::check(&config.intentions_dir)
@@ -147,6 +282,180 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::from(1)
             })
         }
+    }
+}
+
+fn read_intention_file(file: &std::path::Path) -> anyhow::Result<(String, serde_json::Value)> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let doc: serde_json::Value = if file.extension().is_some_and(|e| e == "json") {
+        serde_json::from_str(&text)
+            .with_context(|| format!("{}: malformed JSON", file.display()))?
+    } else {
+        toml::from_str(&text).with_context(|| format!("{}: malformed TOML", file.display()))?
+    };
+    let name = doc["name"]
+        .as_str()
+        .with_context(|| format!("{}: name: missing", file.display()))?
+        .to_string();
+    // Checked here too, so a bad file is named by its path, not "request body".
+    Intention::parse(
+        &doc.to_string(),
+        DocFormat::Json,
+        &file.display().to_string(),
+    )?;
+    Ok((name, doc))
+}
+
+/// Runs a client command: exit 2 when no agent answers.
+fn client_command<F, Fut>(config: Option<PathBuf>, f: F) -> anyhow::Result<ExitCode>
+where
+    F: FnOnce(Client) -> Fut,
+    Fut: std::future::Future<Output = Result<ExitCode, ClientError>>,
+{
+    let config = load_config(config)?;
+    let client = Client::for_config(&config);
+    match runtime()?.block_on(f(client)) {
+        Ok(code) => Ok(code),
+        Err(e @ ClientError::Unreachable { .. }) => {
+            eprintln!("stead: {e} (is `stead run` running?)");
+            Ok(ExitCode::from(EXIT_UNREACHABLE))
+        }
+        Err(e) => {
+            eprintln!("stead: {e}");
+            Ok(ExitCode::from(EXIT_UNREACHABLE))
+        }
+    }
+}
+
+/// Prints a success line, or the refusal; exit 0 or 1.
+fn report(a: &Answer, ok: impl FnOnce() -> String) -> ExitCode {
+    if (200..300).contains(&a.status) {
+        println!("{}", ok());
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("stead: refused ({}): {}", a.status, a.error_message());
+        ExitCode::from(EXIT_REFUSED)
+    }
+}
+
+fn patch_settings(
+    config: Option<PathBuf>,
+    module: String,
+    patch: serde_json::Map<String, serde_json::Value>,
+) -> anyhow::Result<ExitCode> {
+    let body = serde_json::Value::Object(patch);
+    client_command(config, |c| async move {
+        let a = c
+            .request(
+                Method::PATCH,
+                &format!("/v1/intentions/{module}/settings"),
+                Some(&body),
+            )
+            .await?;
+        Ok(report(&a, || {
+            format!("{module}: revision {}", a.body["revision"])
+        }))
+    })
+}
+
+async fn status(c: Client, json: bool) -> Result<ExitCode, ClientError> {
+    let a = c.request(Method::GET, "/v1/status", None).await?;
+    if a.status != 200 {
+        return Ok(report(&a, String::new));
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&a.body).unwrap_or_default()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let n = &a.body["node"];
+    let engine = match n["engine"]["state"].as_str() {
+        Some("waiting") => format!(
+            "waiting since {} ({})",
+            client::rfc3339(n["engine"]["since"].as_u64().unwrap_or(0)),
+            n["engine"]["error"].as_str().unwrap_or("")
+        ),
+        Some(s) => s.to_string(),
+        None => "?".into(),
+    };
+    let last = match n["last_pass"]["at"].as_u64() {
+        Some(at) => format!(
+            "{} ({:.0} ms)",
+            client::rfc3339(at),
+            n["last_pass"]["duration_ms"].as_f64().unwrap_or(0.0)
+        ),
+        None => "none yet".into(),
+    };
+    println!(
+        "node {}  engine {engine}  last pass {last}",
+        n["id"].as_str().unwrap_or("?")
+    );
+    println!(
+        "{:<24} {:<14} {:>8}  {:<19}  {:<12}  NOTE",
+        "MODULE", "STATE", "RESTARTS", "DIGEST", "CONTAINER"
+    );
+    for m in a.body["modules"].as_array().into_iter().flatten() {
+        let short = |v: &serde_json::Value, n: usize| {
+            v.as_str()
+                .map_or("-".to_string(), |s| s.chars().take(n).collect())
+        };
+        let mut note = String::new();
+        for d in m["inputs_differ"].as_array().into_iter().flatten() {
+            note.push_str(&format!("{} moved; ", d["input"].as_str().unwrap_or("?")));
+        }
+        if let Some(e) = m["last_error"].as_str() {
+            note.push_str(e);
+        } else if let Some(act) = m["last_action"]["action"].as_str() {
+            note.push_str(&format!(
+                "{act} {}",
+                client::rfc3339(m["last_action"]["at"].as_u64().unwrap_or(0))
+            ));
+        }
+        println!(
+            "{:<24} {:<14} {:>8}  {:<19}  {:<12}  {}",
+            m["name"].as_str().unwrap_or("?"),
+            m["state"].as_str().unwrap_or("?"),
+            m["restart_count"]
+                .as_u64()
+                .map_or("-".into(), |n| n.to_string()),
+            short(&m["desired_digest"], 19),
+            short(&m["container_id"], 12),
+            note.trim_end_matches("; ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn events(c: Client, mut since: u64, follow: bool) -> Result<ExitCode, ClientError> {
+    loop {
+        let a = c
+            .request(
+                Method::GET,
+                &format!("/v1/events?since={since}&limit=1000"),
+                None,
+            )
+            .await?;
+        if a.status != 200 {
+            return Ok(report(&a, String::new));
+        }
+        for e in a.body["events"].as_array().into_iter().flatten() {
+            println!(
+                "{:>6} {} {:<24} {:<10} {}",
+                e["seq"],
+                client::rfc3339(e["at"].as_u64().unwrap_or(0)),
+                e["module"].as_str().unwrap_or("-"),
+                e["kind"].as_str().unwrap_or("?"),
+                e["detail"].as_str().unwrap_or("")
+            );
+        }
+        since = a.body["next"].as_u64().unwrap_or(since);
+        if !follow {
+            return Ok(ExitCode::SUCCESS);
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
 }
 

@@ -279,6 +279,11 @@ impl Config {
         self.data_dir.join("api-token")
     }
 
+    /// Where the running agent writes the address its API listens on.
+    pub fn api_addr_path(&self) -> PathBuf {
+        self.data_dir.join("api-addr")
+    }
+
     /// Where composed files are written.
     pub fn files_dir(&self) -> PathBuf {
         self.data_dir.join("files")

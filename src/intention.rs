@@ -332,6 +332,101 @@ impl Intention {
     }
 }
 
+impl Intention {
+    /// The intention as a JSON document of the intention-file schema; it
+    /// parses back to the same intention.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::{Value as J, json};
+        let mut doc = serde_json::Map::new();
+        doc.insert("name".into(), J::from(self.name.as_str()));
+        doc.insert("image".into(), J::from(self.image.as_str()));
+        if let Some(c) = &self.command {
+            doc.insert("command".into(), json!(c));
+        }
+        if !self.env.is_empty() {
+            doc.insert(
+                "env".into(),
+                J::Object(
+                    self.env
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), J::from(v.as_str())))
+                        .collect(),
+                ),
+            );
+        }
+        if !self.env_files.is_empty() {
+            doc.insert(
+                "env_files".into(),
+                J::Array(self.env_files.iter().map(|p| J::from(p.as_str())).collect()),
+            );
+        }
+        doc.insert("restart".into(), J::from(self.restart.as_str()));
+        doc.insert(
+            "on_drift".into(),
+            J::from(match self.on_drift {
+                DriftPolicy::Recreate => "recreate",
+                DriftPolicy::Report => "report",
+            }),
+        );
+        if !self.ports.is_empty() {
+            doc.insert(
+                "ports".into(),
+                J::Array(self.ports.iter().map(|p| J::from(p.to_string())).collect()),
+            );
+        }
+        if let Some(c) = &self.config {
+            let format = match c.format {
+                ConfigFormat::Json => "json",
+                ConfigFormat::Toml => "toml",
+                ConfigFormat::Env => "env",
+            };
+            let defaults: serde_json::Map<String, J> = c
+                .defaults
+                .iter()
+                .map(|(k, v)| (k.clone(), v.to_json()))
+                .collect();
+            doc.insert(
+                "config".into(),
+                json!({ "path": c.path.as_str(), "format": format, "defaults": defaults }),
+            );
+        }
+        if !self.settings.is_empty() {
+            doc.insert(
+                "settings".into(),
+                J::Object(
+                    self.settings
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_json()))
+                        .collect(),
+                ),
+            );
+        }
+        if !self.files.is_empty() {
+            doc.insert(
+                "files".into(),
+                J::Array(
+                    self.files
+                        .iter()
+                        .map(|f| json!({ "path": f.path.as_str(), "content": f.content }))
+                        .collect(),
+                ),
+            );
+        }
+        if !self.mounts.is_empty() {
+            doc.insert(
+                "mounts".into(),
+                J::Array(
+                    self.mounts
+                        .iter()
+                        .map(|m| json!({ "source": m.source.as_str(), "target": m.target.as_str(), "read_only": m.access == Access::ReadOnly }))
+                        .collect(),
+                ),
+            );
+        }
+        J::Object(doc)
+    }
+}
+
 fn path_or_file(p: &serde_path_to_error::Path) -> String {
     let s = p.to_string();
     if s == "." || s.is_empty() {
@@ -735,6 +830,13 @@ read_only = true
         let e = Intention::parse(bad, DocFormat::Json, "api").unwrap_err();
         assert_eq!(e.field, "mounts[0].rw");
         assert!(e.message.contains("unknown field `rw`"), "{e}");
+    }
+
+    #[test]
+    fn json_form_round_trips() {
+        let i = parse(EXAMPLE).unwrap();
+        let j = i.to_json().to_string();
+        assert_eq!(Intention::parse(&j, DocFormat::Json, "api").unwrap(), i);
     }
 
     #[test]

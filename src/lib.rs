@@ -7,7 +7,9 @@
 //! driven by [`reconcile`] on every heartbeat of the [`agent`] loop.
 
 pub mod agent;
+pub mod api;
 pub mod cli;
+pub mod client;
 pub mod config;
 pub mod digest;
 pub mod intention;
@@ -21,3 +23,4 @@ pub mod spec;
 pub mod status;
 pub mod store;
 pub mod value;
+pub mod watch;

@@ -182,7 +182,15 @@ pub fn write_atomic(path: &Path, content: &[u8]) -> std::io::Result<()> {
     if path.exists() {
         return Ok(());
     }
-    let dir = path.parent().expect("a composed file has a directory");
+    replace_atomic(path, content, 0o644)
+}
+
+/// Replaces a file atomically with the given content and mode (temp file,
+/// fsync, rename, fsync of the directory), for files that change in place
+/// (the API token, the API address).
+pub fn replace_atomic(path: &Path, content: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = path.parent().expect("a file has a directory");
     std::fs::create_dir_all(dir)?;
     let tmp = dir.join(format!(
         ".tmp-{}-{}",
@@ -190,7 +198,12 @@ pub fn write_atomic(path: &Path, content: &[u8]) -> std::io::Result<()> {
         path.file_name().and_then(|n| n.to_str()).unwrap_or("f")
     ));
     {
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(&tmp)?;
         f.write_all(content)?;
         f.sync_all()?;
     }

@@ -212,6 +212,7 @@ impl Node {
         let out = docker_ok(&[
             "ps",
             "-a",
+            "--no-trunc",
             "--filter",
             &format!("label=stead.managed-by={}", self.id),
             "--filter",
@@ -221,11 +222,7 @@ impl Node {
         ]);
         let line = out.lines().next()?;
         let mut f = line.split('\t');
-        Some((
-            docker_ok(&["inspect", "--format", "{{.Id}}", f.next()?]),
-            f.next()?.into(),
-            f.next()?.into(),
-        ))
+        Some((f.next()?.into(), f.next()?.into(), f.next()?.into()))
     }
 
     pub fn container_id(&self, module: &str) -> String {
@@ -266,8 +263,11 @@ impl Node {
             .collect()
     }
 
+    /// The module's container's output; empty while it has none.
     pub fn logs(&self, module: &str) -> String {
-        let id = self.container_id(module);
+        let Some((id, _, _)) = self.container(module) else {
+            return String::new();
+        };
         let o = docker(&["logs", &id]);
         format!(
             "{}{}",
@@ -291,7 +291,7 @@ impl Node {
     /// Waits until the module's container has printed `text`.
     pub fn wait_logs(&self, module: &str, text: &str) {
         self.wait_for(20, &format!("{module} to print {text:?}"), || {
-            self.container(module).is_some() && self.logs(module).contains(text)
+            self.logs(module).contains(text)
         });
     }
 }

@@ -1,0 +1,631 @@
+//! The local HTTP API (hyper, HTTP/1.1, JSON): health and readiness, the
+//! node's and each module's status, intentions (read, put, delete, settings
+//! patch), the event log and Prometheus metrics. Writes need the bearer
+//! token; bad input gets a JSON error naming the field and changes nothing.
+//! Every error maps to its status in one place, [`ApiError::status`].
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value as J, json};
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+use crate::agent::{EngineStatus, NodeStatus};
+use crate::intention::{DocFormat, Intention};
+use crate::metrics::Metrics;
+use crate::names::{ModuleName, NodeId, SettingKey};
+use crate::render;
+use crate::status::{Board, ModuleStatus};
+use crate::store::{Entry, EventKind, IntentionRecord, Source, Store, StoreError};
+use crate::value::Value;
+
+/// The largest request body taken.
+pub const MAX_BODY: usize = 1024 * 1024;
+
+/// An API request that could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The request is malformed (not JSON, a bad query).
+    #[error("{0}")]
+    BadRequest(String),
+    /// No token, or the wrong one.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// No such module or route.
+    #[error("{0}")]
+    NotFound(String),
+    /// The route exists, the method does not.
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    /// The write conflicts with another source of the module.
+    #[error("{0}")]
+    Conflict(String),
+    /// The body is over [`MAX_BODY`].
+    #[error("request body over {MAX_BODY} bytes")]
+    TooLarge,
+    /// Well-formed, but not a valid intention or setting.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// The field at fault.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl ApiError {
+    /// The HTTP status of each error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn body(&self) -> J {
+        let mut e = json!({ "status": self.status().as_u16(), "message": self.to_string() });
+        if let ApiError::Invalid { field, message } = self {
+            e["field"] = J::from(field.as_str());
+            e["message"] = J::from(message.as_str());
+        }
+        json!({ "error": e })
+    }
+}
+
+/// What the API serves from.
+pub struct ApiState {
+    /// This node.
+    pub node_id: NodeId,
+    /// The store.
+    pub store: Arc<Store>,
+    /// Every module's status.
+    pub board: Arc<Mutex<Board>>,
+    /// The node's status.
+    pub node: Arc<Mutex<NodeStatus>>,
+    /// The counters.
+    pub metrics: Arc<Metrics>,
+    /// Wakes the agent for a pass now.
+    pub wake: Arc<Notify>,
+    /// The bearer token for writes.
+    pub token: String,
+    /// The heartbeat, to say when the next pass is due.
+    pub heartbeat: Duration,
+}
+
+type Resp = Response<Full<Bytes>>;
+
+fn json_response(status: StatusCode, body: &J) -> Resp {
+    let mut text = serde_json::to_vec_pretty(body).expect("JSON serialises");
+    text.push(b'\n');
+    Response::builder()
+        .status(status)
+        .header(CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(text)))
+        .expect("a valid response")
+}
+
+/// Serves the API on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, state: Arc<ApiState>) {
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!("API accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let state = state.clone();
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req| {
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(handle(&state, req).await) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(10))
+                .serve_connection(TokioIo::new(stream), svc);
+            if let Err(e) = conn.await {
+                tracing::debug!("API connection ended: {e}");
+            }
+        });
+    }
+}
+
+/// Answers one request.
+pub async fn handle(state: &ApiState, req: Request<Incoming>) -> Resp {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let result = route(state, req).await;
+    match result {
+        Ok(r) => r,
+        Err(e) => {
+            if e.status().is_server_error() {
+                tracing::error!("{method} {path}: {e}");
+            } else {
+                tracing::debug!("{method} {path}: {e}");
+            }
+            json_response(e.status(), &e.body())
+        }
+    }
+}
+
+async fn route(state: &ApiState, req: Request<Incoming>) -> Result<Resp, ApiError> {
+    let path = req.uri().path().to_string();
+    let segs: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
+    let m = req.method().clone();
+    match (segs.as_slice(), &m) {
+        (["healthz"], &Method::GET) => healthz(state),
+        (["readyz"], &Method::GET) => Ok(readyz(state)),
+        (["metrics"], &Method::GET) => Ok(metrics(state)),
+        (["v1", "status"], &Method::GET) => Ok(json_response(StatusCode::OK, &status_json(state))),
+        (["v1", "modules", name], &Method::GET) => module(state, name),
+        (["v1", "events"], &Method::GET) => events(state, req.uri().query().unwrap_or("")),
+        (["v1", "intentions"], &Method::GET) => list_intentions(state),
+        (["v1", "intentions", name], &Method::GET) => get_intention(state, name),
+        (["v1", "intentions", name], &Method::PUT) => {
+            authorize(state, &req)?;
+            let name = module_name(name)?;
+            let body = read_body(req).await?;
+            put_intention(state, name, &body)
+        }
+        (["v1", "intentions", name], &Method::DELETE) => {
+            authorize(state, &req)?;
+            delete_intention(state, module_name(name)?)
+        }
+        (["v1", "intentions", name, "settings"], &Method::PATCH) => {
+            authorize(state, &req)?;
+            let name = module_name(name)?;
+            let body = read_body(req).await?;
+            patch_settings(state, name, &body)
+        }
+        (["healthz" | "readyz" | "metrics"], _)
+        | (["v1", "status" | "events" | "intentions"], _)
+        | (["v1", "modules" | "intentions", _], _)
+        | (["v1", "intentions", _, "settings"], _) => Err(ApiError::MethodNotAllowed),
+        _ => Err(ApiError::NotFound(format!("no such route: {path}"))),
+    }
+}
+
+fn authorize(state: &ApiState, req: &Request<Incoming>) -> Result<(), ApiError> {
+    let Some(h) = req.headers().get(AUTHORIZATION) else {
+        return Err(ApiError::Unauthorized(
+            "missing Authorization: Bearer <token>".into(),
+        ));
+    };
+    let given = h
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    // Compare in constant time: the token is the only secret here.
+    let (a, b) = (given.as_bytes(), state.token.as_bytes());
+    let same = a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0;
+    if same {
+        Ok(())
+    } else {
+        Err(ApiError::Unauthorized("wrong bearer token".into()))
+    }
+}
+
+async fn read_body(req: Request<Incoming>) -> Result<Bytes, ApiError> {
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY) {
+        return Err(ApiError::TooLarge);
+    }
+    match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::TooLarge),
+        Err(e) => Err(ApiError::BadRequest(format!("cannot read the body: {e}"))),
+    }
+}
+
+fn module_name(s: &str) -> Result<ModuleName, ApiError> {
+    ModuleName::try_from(s).map_err(|e| ApiError::BadRequest(e.0))
+}
+
+fn parse_json(body: &[u8]) -> Result<J, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("malformed JSON: {e}")))
+}
+
+fn healthz(state: &ApiState) -> Result<Resp, ApiError> {
+    state.store.events_since(u64::MAX - 1, 1)?;
+    Ok(json_response(StatusCode::OK, &json!({ "status": "ok" })))
+}
+
+fn readyz(state: &ApiState) -> Resp {
+    let node = state.node.lock().expect("node lock").clone();
+    let reason = match (&node.engine, node.passes) {
+        (EngineStatus::Reachable, n) if n > 0 => None,
+        (EngineStatus::Reachable, _) => Some("the first pass has not completed".to_string()),
+        (EngineStatus::Unknown, _) => Some("the engine has not been reached yet".to_string()),
+        (EngineStatus::Waiting { error, .. }, _) => {
+            Some(format!("waiting for the engine: {error}"))
+        }
+    };
+    match reason {
+        None => json_response(StatusCode::OK, &json!({ "ready": true })),
+        Some(r) => json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({ "ready": false, "reason": r }),
+        ),
+    }
+}
+
+fn metrics(state: &ApiState) -> Resp {
+    let board = state.board.lock().expect("board lock").clone();
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(CONTENT_TYPE, "text/plain; version=0.0.4")
+        .body(Full::new(Bytes::from(state.metrics.render(&board))))
+        .expect("a valid response")
+}
+
+fn secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// The node's status and every module's, as `GET /v1/status` serves it.
+pub fn status_json(state: &ApiState) -> J {
+    let node = state.node.lock().expect("node lock").clone();
+    let board = state.board.lock().expect("board lock").clone();
+    let engine = match &node.engine {
+        EngineStatus::Unknown => json!({ "state": "unknown" }),
+        EngineStatus::Reachable => json!({ "state": "reachable" }),
+        EngineStatus::Waiting { since, error } => {
+            json!({ "state": "waiting", "since": secs(*since), "error": error })
+        }
+    };
+    let last_pass = node
+        .last_pass
+        .map(|(at, took)| json!({ "at": secs(at), "duration_ms": took.as_secs_f64() * 1000.0 }));
+    let next_pass = node.last_pass.map(|(at, _)| secs(at + state.heartbeat));
+    json!({
+        "node": {
+            "id": state.node_id.as_str(),
+            "version": crate::cli::VERSION,
+            "engine": engine,
+            "passes": node.passes,
+            "last_pass": last_pass,
+            "next_pass_at": next_pass,
+        },
+        "modules": board.values().collect::<Vec<&ModuleStatus>>(),
+    })
+}
+
+fn module(state: &ApiState, name: &str) -> Result<Resp, ApiError> {
+    let name = module_name(name)?;
+    let board = state.board.lock().expect("board lock");
+    match board.get(name.as_str()) {
+        Some(m) => Ok(json_response(
+            StatusCode::OK,
+            &serde_json::to_value(m).expect("status serialises"),
+        )),
+        None => {
+            drop(board);
+            // Known to the store but not reported on yet.
+            if state.store.entries()?.contains_key(&name) {
+                Ok(json_response(
+                    StatusCode::OK,
+                    &serde_json::to_value(ModuleStatus::pending(name.as_str()))
+                        .expect("status serialises"),
+                ))
+            } else {
+                Err(ApiError::NotFound(format!("no module {:?}", name.as_str())))
+            }
+        }
+    }
+}
+
+fn events(state: &ApiState, query: &str) -> Result<Resp, ApiError> {
+    let mut since = 0u64;
+    let mut limit = 100usize;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        match k {
+            "since" => {
+                since = v.parse().map_err(|_| {
+                    ApiError::BadRequest(format!("since: {v:?} is not a sequence number"))
+                })?
+            }
+            "limit" => {
+                limit = v
+                    .parse()
+                    .map_err(|_| ApiError::BadRequest(format!("limit: {v:?} is not a number")))?;
+                if limit == 0 || limit > 1000 {
+                    return Err(ApiError::BadRequest("limit: must be 1 to 1000".into()));
+                }
+            }
+            other => {
+                return Err(ApiError::BadRequest(format!(
+                    "unknown query parameter {other:?}"
+                )));
+            }
+        }
+    }
+    let evs = state.store.events_since(since, limit)?;
+    let next = evs.last().map_or(since, |e| e.seq);
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "events": evs, "next": next }),
+    ))
+}
+
+fn entry_json(name: &ModuleName, e: &Entry) -> Option<J> {
+    let r = e.record.as_ref()?;
+    let source = match &r.source {
+        Source::File(p) => json!({ "kind": "file", "path": p }),
+        Source::Api => json!({ "kind": "api" }),
+        Source::Plane => json!({ "kind": "plane" }),
+    };
+    let overlay: serde_json::Map<String, J> = e
+        .overlay
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_json()))
+        .collect();
+    Some(json!({
+        "name": name.as_str(),
+        "source": source,
+        "revision": r.revision,
+        "intention": r.intention.to_json(),
+        "settings_overlay": overlay,
+        "effective": e.effective().map(|i| i.to_json()),
+    }))
+}
+
+fn list_intentions(state: &ApiState) -> Result<Resp, ApiError> {
+    let all: Vec<J> = state
+        .store
+        .entries()?
+        .iter()
+        .filter_map(|(n, e)| entry_json(n, e))
+        .collect();
+    Ok(json_response(StatusCode::OK, &json!({ "intentions": all })))
+}
+
+fn get_intention(state: &ApiState, name: &str) -> Result<Resp, ApiError> {
+    let name = module_name(name)?;
+    let entries = state.store.entries()?;
+    let e = entries
+        .get(&name)
+        .ok_or_else(|| ApiError::NotFound(format!("no module {:?}", name.as_str())))?;
+    Ok(json_response(
+        StatusCode::OK,
+        &entry_json(&name, e).expect("stored entries have a record"),
+    ))
+}
+
+fn file_owned(name: &ModuleName, path: &str) -> ApiError {
+    ApiError::Conflict(format!(
+        "module {:?} is defined by the file {path}; edit or remove that file (its settings can be layered with PATCH …/settings)",
+        name.as_str()
+    ))
+}
+
+fn put_intention(state: &ApiState, name: ModuleName, body: &[u8]) -> Result<Resp, ApiError> {
+    let doc = parse_json(body)?;
+    let text = doc.to_string();
+    let i = Intention::parse(&text, DocFormat::Json, "request body").map_err(|e| {
+        ApiError::Invalid {
+            field: e.field,
+            message: e.message,
+        }
+    })?;
+    if i.name != name {
+        return Err(ApiError::Invalid {
+            field: "name".into(),
+            message: format!(
+                "{:?} does not match the module in the path, {:?}",
+                i.name.as_str(),
+                name.as_str()
+            ),
+        });
+    }
+    let outcome = state.store.modify(&name, |e| {
+        let revision = match &e.record {
+            Some(IntentionRecord {
+                source: Source::File(p),
+                ..
+            }) => return Err(file_owned(&name, p)),
+            Some(r) if r.source == Source::Api && r.intention == i && e.overlay.is_empty() => {
+                return Ok((r.revision, false, false));
+            }
+            Some(r) => r.revision + 1,
+            None => 1,
+        };
+        let created = e.record.is_none();
+        e.record = Some(IntentionRecord {
+            source: Source::Api,
+            revision,
+            intention: i.clone(),
+        });
+        // A full intention replaces the settings too.
+        e.overlay.clear();
+        Ok((revision, created, true))
+    })??;
+    let (revision, created, changed) = outcome;
+    if changed {
+        let verb = if created { "stated" } else { "replaced" };
+        state.store.append_event(
+            Some(name.as_str()),
+            EventKind::Intention,
+            format!("intention {verb} through the API (revision {revision})"),
+        )?;
+        state.wake.notify_one();
+    }
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(json_response(
+        status,
+        &json!({ "name": name.as_str(), "revision": revision, "changed": changed }),
+    ))
+}
+
+fn delete_intention(state: &ApiState, name: ModuleName) -> Result<Resp, ApiError> {
+    state.store.modify(&name, |e| match &e.record {
+        None => Err(ApiError::NotFound(format!("no module {:?}", name.as_str()))),
+        Some(IntentionRecord {
+            source: Source::File(p),
+            ..
+        }) => Err(file_owned(&name, p)),
+        Some(_) => {
+            e.record = None;
+            Ok(())
+        }
+    })??;
+    state.store.append_event(
+        Some(name.as_str()),
+        EventKind::Intention,
+        "intention deleted through the API",
+    )?;
+    state.wake.notify_one();
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "name": name.as_str(), "deleted": true }),
+    ))
+}
+
+fn patch_settings(state: &ApiState, name: ModuleName, body: &[u8]) -> Result<Resp, ApiError> {
+    let J::Object(map) = parse_json(body)? else {
+        return Err(ApiError::Invalid {
+            field: "(body)".into(),
+            message: "must be a JSON object of setting keys".into(),
+        });
+    };
+    let mut patch: BTreeMap<SettingKey, Option<Value>> = BTreeMap::new();
+    for (k, v) in map {
+        let field = format!("settings.{k:?}");
+        let key = SettingKey::try_from(k.as_str()).map_err(|e| ApiError::Invalid {
+            field: field.clone(),
+            message: e.0,
+        })?;
+        let v = if v.is_null() {
+            None
+        } else {
+            Some(Value::from_json(v, &field).map_err(|m| ApiError::Invalid {
+                field: field.clone(),
+                message: m,
+            })?)
+        };
+        patch.insert(key, v);
+    }
+    let (revision, effective) = state.store.modify(&name, |e| {
+        let Some(record) = e.record.as_mut() else {
+            return Err(ApiError::NotFound(format!("no module {:?}", name.as_str())));
+        };
+        let file = match &record.source {
+            Source::File(p) => Some(p.clone()),
+            _ => None,
+        };
+        for (k, v) in &patch {
+            match (v, &file) {
+                // A module stated through the API owns its settings.
+                (Some(v), None) => {
+                    record.intention.settings.insert(k.clone(), v.clone());
+                }
+                (None, None) => {
+                    record.intention.settings.remove(k);
+                }
+                // A file's module gets its settings layered.
+                (Some(v), Some(_)) => {
+                    e.overlay.insert(k.clone(), v.clone());
+                }
+                (None, Some(p)) => {
+                    if e.overlay.remove(k).is_none() && record.intention.settings.contains_key(k) {
+                        return Err(ApiError::Conflict(format!(
+                            "setting {:?} is set by the file {p}; remove it there",
+                            k.as_str()
+                        )));
+                    }
+                }
+            }
+        }
+        let record = e.record.as_mut().expect("checked above");
+        record.revision += 1;
+        let revision = record.revision;
+        let effective = e.effective().expect("a record is present");
+        render::render_config(&effective).map_err(|r| ApiError::Invalid {
+            field: r.field,
+            message: r.message,
+        })?;
+        Ok((revision, effective))
+    })??;
+    let keys: Vec<&str> = patch.keys().map(SettingKey::as_str).collect();
+    state.store.append_event(
+        Some(name.as_str()),
+        EventKind::Intention,
+        format!(
+            "settings {} changed through the API (revision {revision})",
+            keys.join(", ")
+        ),
+    )?;
+    state.wake.notify_one();
+    let settings: serde_json::Map<String, J> = effective
+        .settings
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_json()))
+        .collect();
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "name": name.as_str(), "revision": revision, "settings": settings }),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_has_its_status() {
+        let cases = [
+            (ApiError::BadRequest("x".into()), 400),
+            (ApiError::Unauthorized("x".into()), 401),
+            (ApiError::NotFound("x".into()), 404),
+            (ApiError::MethodNotAllowed, 405),
+            (ApiError::Conflict("x".into()), 409),
+            (ApiError::TooLarge, 413),
+            (
+                ApiError::Invalid {
+                    field: "f".into(),
+                    message: "m".into(),
+                },
+                422,
+            ),
+        ];
+        for (e, code) in cases {
+            assert_eq!(e.status().as_u16(), code, "{e}");
+            assert_eq!(e.body()["error"]["status"], code);
+        }
+        let e = ApiError::Invalid {
+            field: "mounts[0].target".into(),
+            message: "must be absolute".into(),
+        };
+        assert_eq!(e.body()["error"]["field"], "mounts[0].target");
+    }
+}

@@ -1,0 +1,210 @@
+//! The CLI's client of the running agent's HTTP API: finds the agent's
+//! address and token from its config, sends one request, and tells "the
+//! agent refused" from "no agent answers".
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Method, Request};
+use hyper_util::rt::TokioIo;
+
+use crate::config::Config;
+
+/// Why a request got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Nothing answered at the address.
+    #[error("no agent answers at {addr}: {message}")]
+    Unreachable {
+        /// Where it was asked.
+        addr: String,
+        /// Why.
+        message: String,
+    },
+    /// The answer was not readable.
+    #[error("unreadable answer from the agent: {0}")]
+    Protocol(String),
+}
+
+/// An answer: its status and JSON body (or text, for non-JSON answers).
+#[derive(Debug)]
+pub struct Answer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The body as JSON (`Null` when empty).
+    pub body: serde_json::Value,
+}
+
+impl Answer {
+    /// The error message of a refusal, as the API words it.
+    pub fn error_message(&self) -> String {
+        let e = &self.body["error"];
+        match (e["field"].as_str(), e["message"].as_str()) {
+            (Some(f), Some(m)) => format!("{f}: {m}"),
+            (None, Some(m)) => m.to_string(),
+            _ => self.body.to_string(),
+        }
+    }
+}
+
+/// A client of one agent.
+pub struct Client {
+    addr: SocketAddr,
+    token: Option<String>,
+}
+
+impl Client {
+    /// The client of the agent that `config` describes: its address (the
+    /// one the running agent wrote, when it chose its own port) and token.
+    pub fn for_config(config: &Config) -> Client {
+        let mut addr = config.api_listen;
+        if addr.port() == 0 {
+            if let Some(a) = std::fs::read_to_string(config.api_addr_path())
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+            {
+                addr = a;
+            }
+        }
+        let token = config.api_token.clone().or_else(|| {
+            std::fs::read_to_string(config.token_path())
+                .ok()
+                .map(|t| t.trim().to_string())
+        });
+        Client { addr, token }
+    }
+
+    /// A client of an address, with an optional token.
+    pub fn new(addr: SocketAddr, token: Option<String>) -> Client {
+        Client { addr, token }
+    }
+
+    /// Sends one request.
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<Answer, ClientError> {
+        let unreachable = |m: String| ClientError::Unreachable {
+            addr: self.addr.to_string(),
+            message: m,
+        };
+        let stream = tokio::time::timeout(
+            Duration::from_secs(5),
+            tokio::net::TcpStream::connect(self.addr),
+        )
+        .await
+        .map_err(|_| unreachable("connection timed out".into()))?
+        .map_err(|e| unreachable(e.to_string()))?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let bytes = body.map(|b| Bytes::from(b.to_string())).unwrap_or_default();
+        let mut req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", self.addr.to_string())
+            .header("content-type", "application/json");
+        if let Some(t) = &self.token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        let req = req
+            .body(Full::new(bytes))
+            .map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let resp = tokio::time::timeout(Duration::from_secs(60), sender.send_request(req))
+            .await
+            .map_err(|_| ClientError::Protocol("the agent did not answer within 60s".into()))?
+            .map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let status = resp.status().as_u16();
+        let raw = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| ClientError::Protocol(e.to_string()))?
+            .to_bytes();
+        let body = if raw.is_empty() {
+            serde_json::Value::Null
+        } else {
+            serde_json::from_slice(&raw).unwrap_or_else(|_| {
+                serde_json::Value::String(String::from_utf8_lossy(&raw).into_owned())
+            })
+        };
+        Ok(Answer { status, body })
+    }
+}
+
+/// Reads a `KEY=VALUE` argument: the value as JSON when it parses as JSON
+/// (`500`, `true`, `"x"`, `{"a":1}`), else as a string.
+pub fn parse_assignment(arg: &str) -> Result<(String, serde_json::Value), String> {
+    let (k, v) = arg
+        .split_once('=')
+        .ok_or_else(|| format!("{arg:?}: expected KEY=VALUE"))?;
+    let value =
+        serde_json::from_str(v).unwrap_or_else(|_| serde_json::Value::String(v.to_string()));
+    Ok((k.to_string(), value))
+}
+
+/// Formats seconds since the epoch as RFC 3339 UTC.
+pub fn rfc3339(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil date from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assignments() {
+        assert_eq!(
+            parse_assignment("poll_ms=500").unwrap(),
+            ("poll_ms".into(), serde_json::json!(500))
+        );
+        assert_eq!(
+            parse_assignment("a.b=pg://x:1/y").unwrap(),
+            ("a.b".into(), serde_json::json!("pg://x:1/y"))
+        );
+        assert_eq!(
+            parse_assignment("f=true").unwrap().1,
+            serde_json::json!(true)
+        );
+        assert_eq!(
+            parse_assignment("s=\"500\"").unwrap().1,
+            serde_json::json!("500")
+        );
+        assert_eq!(parse_assignment("e=").unwrap().1, serde_json::json!(""));
+        assert!(parse_assignment("novalue").is_err());
+    }
+
+    #[test]
+    fn times() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_795_968_438), "2026-11-29T16:07:18Z");
+        assert_eq!(
+            crate::runtime::parse_engine_time(&rfc3339(951_827_696)),
+            951_827_696
+        );
+    }
+}

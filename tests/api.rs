@@ -1,0 +1,681 @@
+//! The HTTP API, the CLI client, file watching and crash-loop status, with
+//! the real agent process, its real HTTP server on 127.0.0.1:0 and the real
+//! Docker Engine.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use common::*;
+use hyper::Method;
+use serde_json::{Value as J, json};
+use stead::client::{Answer, Client};
+
+/// A running agent and a client of its API.
+struct Running {
+    node: Node,
+    child: Child,
+    addr: SocketAddr,
+    token: String,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Running {
+    fn start(node: Node) -> Running {
+        let addr_file = node.data().join("api-addr");
+        let _ = std::fs::remove_file(&addr_file);
+        let child = node.spawn();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut r = Running {
+            node,
+            child,
+            addr: "127.0.0.1:1".parse().unwrap(),
+            token: String::new(),
+            rt,
+        };
+        r.node
+            .wait_for(20, "the API to listen", || addr_file.exists());
+        r.addr = std::fs::read_to_string(&addr_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        r.token = std::fs::read_to_string(r.node.data().join("api-token"))
+            .unwrap()
+            .trim()
+            .to_string();
+        r
+    }
+
+    fn client(&self) -> Client {
+        Client::new(self.addr, Some(self.token.clone()))
+    }
+
+    fn call(&self, method: Method, path: &str, body: Option<J>) -> Answer {
+        self.rt
+            .block_on(self.client().request(method, path, body.as_ref()))
+            .unwrap()
+    }
+
+    fn module(&self, m: &str) -> J {
+        let a = self.call(Method::GET, &format!("/v1/modules/{m}"), None);
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        a.body
+    }
+
+    fn wait_state(&self, m: &str, state: &str) -> J {
+        let end = Instant::now() + Duration::from_secs(40);
+        let mut last = J::Null;
+        while Instant::now() < end {
+            last = self.module(m);
+            if last["state"] == state {
+                return last;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("{m} never reached {state}: last {last:#}");
+    }
+
+    /// Raw bytes to the API, for what the client would never send.
+    fn raw(&self, request: &[u8]) -> String {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(request).unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn module_text(name: &str, policy: &str, extra: &str) -> String {
+    format!(
+        r#"name = "{name}"
+image = "{IMAGE_1}"
+command = ["sh", "-c", {cmd:?}]
+on_drift = "{policy}"
+restart = "unless-stopped"
+{extra}
+[config]
+path = "/etc/m/config.json"
+format = "json"
+defaults = {{ level = "info", database = {{ url = "" }} }}
+"#,
+        cmd = idle_after("cat /etc/m/config.json")
+    )
+}
+
+fn fast(node: Node) -> Node {
+    node.with_heartbeat("500ms")
+        .with_config("settle_window = \"1s\"")
+}
+
+#[test]
+fn a_settings_patch_recreates_once_and_reports_converged() {
+    let n = fast(Node::new("patch"));
+    let m = n.module("p");
+    n.write_intention("p.toml", &module_text(&m, "recreate", ""));
+    let r = Running::start(n);
+    let first = r.wait_state(&m, "converged");
+    let since = unix_now();
+    let a = r.call(
+        Method::PATCH,
+        &format!("/v1/intentions/{m}/settings"),
+        Some(json!({"database.url": "pg://patched"})),
+    );
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    r.node.wait_logs(&m, "pg://patched");
+    let after = r.wait_state(&m, "converged");
+    assert_ne!(after["running_digest"], first["running_digest"]);
+    assert_eq!(after["running_digest"], after["desired_digest"]);
+    assert_eq!(after["last_action"]["action"], "recreated");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(r.node.creates_since(&m, since), 1, "exactly one recreate");
+
+    // The intention shows the layered setting and where the module came from.
+    let i = r.call(Method::GET, &format!("/v1/intentions/{m}"), None);
+    assert_eq!(i.body["source"]["kind"], "file");
+    assert_eq!(i.body["settings_overlay"]["database.url"], "pg://patched");
+    assert_eq!(
+        i.body["effective"]["settings"]["database.url"],
+        "pg://patched"
+    );
+
+    // A null removes the key: back to the file's (absent) setting.
+    let a = r.call(
+        Method::PATCH,
+        &format!("/v1/intentions/{m}/settings"),
+        Some(json!({"database.url": null})),
+    );
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    r.node.wait_logs(&m, "\"url\": \"\"");
+}
+
+#[test]
+fn a_report_module_shows_drifted_naming_the_config_file() {
+    let n = fast(Node::new("drift"));
+    let m = n.module("d");
+    n.write_intention("d.toml", &module_text(&m, "report", ""));
+    let r = Running::start(n);
+    let first = r.wait_state(&m, "converged");
+    let a = r.call(
+        Method::PATCH,
+        &format!("/v1/intentions/{m}/settings"),
+        Some(json!({"level": "debug"})),
+    );
+    assert_eq!(a.status, 200);
+    let d = r.wait_state(&m, "drifted");
+    assert_eq!(d["container_id"], first["container_id"], "left running");
+    let differ = d["inputs_differ"].as_array().unwrap();
+    assert_eq!(differ.len(), 1, "{d:#}");
+    assert_eq!(differ[0]["input"], "config:/etc/m/config.json");
+    assert_ne!(differ[0]["running"], differ[0]["desired"]);
+    assert_ne!(d["running_digest"], d["desired_digest"]);
+}
+
+#[test]
+fn a_mounted_file_rewrite_is_acted_on_without_the_heartbeat() {
+    let n = Node::new("watch")
+        .with_heartbeat("10m")
+        .with_config("settle_window = \"1s\"");
+    let m = n.module("w");
+    let f = n.write_host("model.bin", "v1");
+    let text = format!(
+        "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n[[mounts]]\nsource = {f:?}\ntarget = \"/model.bin\"\nread_only = true\n",
+        idle_after("cat /model.bin; echo")
+    );
+    n.write_intention("w.toml", &text);
+    let r = Running::start(n);
+    r.node.wait_logs(&m, "v1");
+    for v in ["v2", "v3"] {
+        // Replaced by rename, as editors and atomic writers do.
+        let tmp = f.with_extension("tmp");
+        std::fs::write(&tmp, v).unwrap();
+        std::fs::rename(&tmp, &f).unwrap();
+        // The heartbeat is ten minutes: only the watch can have triggered this.
+        r.node.wait_logs(&m, v);
+    }
+    // A new intention file is picked up the same way.
+    let m2 = r.node.module("w2");
+    r.node
+        .write_intention("w2.toml", &module_text(&m2, "recreate", ""));
+    r.node.wait_for(20, "the new module's container", || {
+        r.node.container(&m2).is_some()
+    });
+}
+
+#[test]
+fn bad_requests_get_their_status_and_change_nothing() {
+    let n = fast(Node::new("badreq"));
+    let m = n.module("b");
+    n.write_intention("b.toml", &module_text(&m, "recreate", ""));
+    let r = Running::start(n);
+    r.wait_state(&m, "converged");
+    // A module of the API's own, to try writes on.
+    let api_mod = r.node.module("api");
+    let good = json!({"name": api_mod, "image": IMAGE_1, "command": ["sh", "-c", idle_after("true")],
+        "config": {"path": "/etc/a.json", "format": "json", "defaults": {"x": 1}}});
+    let a = r.call(
+        Method::PUT,
+        &format!("/v1/intentions/{api_mod}"),
+        Some(good.clone()),
+    );
+    assert_eq!(a.status, 201, "{:?}", a.body);
+    r.wait_state(&api_mod, "converged");
+    let snapshot = || {
+        let i = r.call(Method::GET, "/v1/intentions", None).body;
+        let ids = (r.node.container_id(&m), r.node.container_id(&api_mod));
+        (i, ids)
+    };
+    let before = snapshot();
+    let path = format!("/v1/intentions/{api_mod}");
+
+    // (what, token, method, path, body, status, text in the answer)
+    type Case<'a> = (
+        &'a str,
+        Option<&'a str>,
+        Method,
+        String,
+        Vec<u8>,
+        u16,
+        &'a str,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "malformed JSON",
+            Some(&r.token),
+            Method::PUT,
+            path.clone(),
+            b"{\"name\": ".to_vec(),
+            400,
+            "malformed JSON",
+        ),
+        (
+            "unknown field",
+            Some(&r.token),
+            Method::PUT,
+            path.clone(),
+            {
+                let mut g = good.clone();
+                g["colour"] = json!("red");
+                g.to_string().into_bytes()
+            },
+            422,
+            "colour",
+        ),
+        (
+            "path traversal in a file path",
+            Some(&r.token),
+            Method::PUT,
+            path.clone(),
+            {
+                let mut g = good.clone();
+                g["files"] = json!([{"path": "/etc/../../root/x", "content": "x"}]);
+                g.to_string().into_bytes()
+            },
+            422,
+            "files[0].path",
+        ),
+        (
+            "name differs from the path",
+            Some(&r.token),
+            Method::PUT,
+            path.clone(),
+            {
+                let mut g = good.clone();
+                g["name"] = json!("other");
+                g.to_string().into_bytes()
+            },
+            422,
+            "name",
+        ),
+        (
+            "wrong token",
+            Some("not-the-token"),
+            Method::PUT,
+            path.clone(),
+            good.to_string().into_bytes(),
+            401,
+            "wrong bearer token",
+        ),
+        (
+            "missing token",
+            None,
+            Method::DELETE,
+            path.clone(),
+            vec![],
+            401,
+            "missing Authorization",
+        ),
+        (
+            "oversized body",
+            Some(&r.token),
+            Method::PUT,
+            path.clone(),
+            vec![b' '; 2 * 1024 * 1024],
+            413,
+            "over",
+        ),
+        (
+            "unknown module",
+            Some(&r.token),
+            Method::PATCH,
+            "/v1/intentions/nosuchmodule/settings".into(),
+            b"{\"a\": 1}".to_vec(),
+            404,
+            "no module",
+        ),
+        (
+            "invalid module name",
+            Some(&r.token),
+            Method::DELETE,
+            "/v1/intentions/..%2Fetc".into(),
+            vec![],
+            400,
+            "invalid module name",
+        ),
+        (
+            "a setting through a scalar",
+            Some(&r.token),
+            Method::PATCH,
+            format!("{path}/settings"),
+            b"{\"x.y\": 2}".to_vec(),
+            422,
+            "x is an integer",
+        ),
+        (
+            "a bad setting key",
+            Some(&r.token),
+            Method::PATCH,
+            format!("{path}/settings"),
+            b"{\"a..b\": 2}".to_vec(),
+            422,
+            "invalid setting key",
+        ),
+        (
+            "settings not an object",
+            Some(&r.token),
+            Method::PATCH,
+            format!("{path}/settings"),
+            b"[1]".to_vec(),
+            422,
+            "object",
+        ),
+        (
+            "replacing a file's module",
+            Some(&r.token),
+            Method::PUT,
+            format!("/v1/intentions/{m}"),
+            {
+                let mut g = good.clone();
+                g["name"] = json!(m);
+                g.to_string().into_bytes()
+            },
+            409,
+            "defined by the file",
+        ),
+        (
+            "deleting a file's module",
+            Some(&r.token),
+            Method::DELETE,
+            format!("/v1/intentions/{m}"),
+            vec![],
+            409,
+            "defined by the file",
+        ),
+        (
+            "unknown route",
+            None,
+            Method::GET,
+            "/v2/nothing".into(),
+            vec![],
+            404,
+            "no such route",
+        ),
+        (
+            "wrong method",
+            None,
+            Method::POST,
+            "/v1/status".into(),
+            vec![],
+            405,
+            "not allowed",
+        ),
+        (
+            "bad events cursor",
+            None,
+            Method::GET,
+            "/v1/events?since=soon".into(),
+            vec![],
+            400,
+            "since",
+        ),
+    ];
+    for (what, token, method, path, body, status, text) in cases {
+        let mut req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        if let Some(t) = token {
+            req.push_str(&format!("Authorization: Bearer {t}\r\n"));
+        }
+        req.push_str("\r\n");
+        let mut bytes = req.into_bytes();
+        bytes.extend(&body);
+        let out = r.raw(&bytes);
+        let head = out.lines().next().unwrap_or("");
+        assert!(
+            head.contains(&format!(" {status} ")),
+            "{what}: {head}\n{out}"
+        );
+        assert!(out.contains(text), "{what}: {out}");
+        assert!(out.contains("\"error\""), "{what}: a JSON error: {out}");
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(snapshot(), before, "a refused request changed something");
+
+    // A file naming the API's module is refused; the API's module stays.
+    r.node
+        .write_intention("clash.toml", &module_text(&api_mod, "recreate", ""));
+    r.node.wait_for(20, "the clash to be reported", || {
+        r.module(&api_mod)["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("stated through the API"))
+    });
+    let i = r.call(Method::GET, &path, None);
+    assert_eq!(i.body["source"]["kind"], "api");
+}
+
+#[test]
+fn settling_then_converged_and_crash_looping_with_bounded_actions() {
+    let n = Node::new("crashloop")
+        .with_heartbeat("300ms")
+        .with_config("settle_window = \"3s\"\ncrash_loop_restarts = 5");
+    let settle = n.module("settle");
+    let looping = n.module("loop");
+    let counter = n.dir.path().join("host").join("counter");
+    std::fs::create_dir_all(&counter).unwrap();
+    // Exits 3 times, then stays up.
+    let settle_cmd = "n=$(cat /state/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /state/n; [ $n -le 3 ] && exit 1; echo up; trap 'exit 0' TERM; while :; do sleep 0.2; done";
+    n.write_intention(
+        "s.toml",
+        &format!("name = \"{settle}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {settle_cmd:?}]\nrestart = \"always\"\n[[mounts]]\nsource = {counter:?}\ntarget = \"/state\"\n"),
+    );
+    n.write_intention(
+        "l.toml",
+        &format!("name = \"{looping}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", \"echo boom; exit 3\"]\nrestart = \"always\"\n"),
+    );
+    let start = unix_now();
+    let r = Running::start(n);
+    let s = r.wait_state(&settle, "settling");
+    assert!(s["restart_count"].as_u64().unwrap() >= 1, "{s:#}");
+    let c = r.wait_state(&settle, "converged");
+    assert_eq!(c["restart_count"], 3, "{c:#}");
+
+    let l = r.wait_state(&looping, "crash-looping");
+    assert!(l["restart_count"].as_u64().unwrap() >= 5, "{l:#}");
+    // It stays crash-looping, and the agent does not fight the engine: its
+    // own creates and starts of the module are bounded (one create, and at
+    // most a backed-off start or two), however often the engine restarts it.
+    std::thread::sleep(Duration::from_secs(8));
+    let l = r.module(&looping);
+    assert_eq!(l["state"], "crash-looping", "{l:#}");
+    let events = r.call(Method::GET, "/v1/events?limit=1000", None);
+    let acts = events.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e["module"] == looping.as_str()
+                && ["created", "started", "recreated"].contains(&e["kind"].as_str().unwrap())
+        })
+        .count();
+    assert!(
+        (1..=3).contains(&acts),
+        "the agent acted {acts} times on a crash-looping module"
+    );
+    assert_eq!(r.node.creates_since(&looping, start), 1);
+    // The other module was never held up by it.
+    assert_eq!(r.module(&settle)["state"], "converged");
+}
+
+#[test]
+fn concurrent_clients_are_all_answered_and_no_write_is_lost() {
+    let n = Node::new("concurrent").with_heartbeat("1s");
+    let m = n.module("c");
+    n.write_intention("c.toml", &module_text(&m, "report", ""));
+    let r = Running::start(n);
+    r.wait_state(&m, "starting");
+    let clients = 64;
+    let writes_each = 5;
+    let client = r.client();
+    let module = m.clone();
+    let (answered, statuses) = r.rt.block_on(async move {
+        let client = std::sync::Arc::new(client);
+        let mut tasks = Vec::new();
+        for k in 0..clients {
+            let c = client.clone();
+            let module = module.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut codes = Vec::new();
+                for w in 0..writes_each {
+                    let a = c
+                        .request(
+                            Method::PATCH,
+                            &format!("/v1/intentions/{module}/settings"),
+                            Some(&json!({ format!("c{k}"): w })),
+                        )
+                        .await
+                        .unwrap();
+                    codes.push(a.status);
+                    let s = c.request(Method::GET, "/v1/status", None).await.unwrap();
+                    codes.push(s.status);
+                }
+                codes
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.unwrap());
+        }
+        (all.len(), all)
+    });
+    assert_eq!(answered, clients * writes_each * 2);
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    let i = r.call(Method::GET, &format!("/v1/intentions/{m}"), None);
+    for k in 0..clients {
+        assert_eq!(
+            i.body["settings_overlay"][format!("c{k}")],
+            writes_each - 1,
+            "client {k}'s last write"
+        );
+    }
+    // Every write bumped the revision exactly once.
+    assert_eq!(i.body["revision"], 1 + clients * writes_each);
+}
+
+#[test]
+fn health_readiness_metrics_events_and_the_cli() {
+    let n = fast(Node::new("misc"));
+    let m = n.module("x");
+    n.write_intention("x.toml", &module_text(&m, "recreate", ""));
+    let r = Running::start(n);
+    assert_eq!(r.call(Method::GET, "/healthz", None).status, 200);
+    r.node.wait_for(20, "readiness", || {
+        r.call(Method::GET, "/readyz", None).status == 200
+    });
+    r.wait_state(&m, "converged");
+    let s = r.call(Method::GET, "/v1/status", None).body;
+    assert_eq!(s["node"]["engine"]["state"], "reachable");
+    assert!(s["node"]["passes"].as_u64().unwrap() >= 1);
+    let metrics = r.call(Method::GET, "/metrics", None).body;
+    let text = metrics.as_str().unwrap();
+    for needle in [
+        "stead_passes_total ",
+        "stead_modules{state=\"converged\"} 1",
+        "stead_engine_reachable 1",
+        "stead_engine_api_calls_total{op=\"list_containers\"}",
+    ] {
+        assert!(text.contains(needle), "{needle} missing:\n{text}");
+    }
+    let ev = r.call(Method::GET, "/v1/events?since=0&limit=2", None).body;
+    assert_eq!(ev["events"].as_array().unwrap().len(), 2);
+    let next = ev["next"].as_u64().unwrap();
+    let ev2 = r
+        .call(Method::GET, &format!("/v1/events?since={next}"), None)
+        .body;
+    assert!(
+        ev2["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["seq"].as_u64().unwrap() > next)
+    );
+
+    // The CLI, with the agent's config.
+    let cli = |args: &[&str]| {
+        let o = r
+            .node
+            .stead()
+            .args(args)
+            .arg("--config")
+            .arg(r.node.config())
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, out, _) = cli(&["status"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(&m) && l.contains("converged")),
+        "{out}"
+    );
+    let (code, out, _) = cli(&["status", "--json"]);
+    assert_eq!(code, 0);
+    assert!(serde_json::from_str::<J>(&out).is_ok());
+    let (code, out, err) = cli(&["set", &m, "database.url=pg://cli", "level=\"warn\""]);
+    assert_eq!(code, 0, "{out}{err}");
+    r.node.wait_logs(&m, "pg://cli");
+    let (code, _, err) = cli(&["set", &m, "level.deeper=1"]);
+    assert_eq!(code, 1, "refused: {err}");
+    assert!(err.contains("level is a string"), "{err}");
+    let (code, _, _) = cli(&["unset", &m, "level"]);
+    assert_eq!(code, 0);
+    let (code, _, err) = cli(&["rm", &m]);
+    assert_eq!(code, 1);
+    assert!(err.contains("defined by the file"), "{err}");
+    // apply and rm of a module of the API's own.
+    let file = r.node.dir.path().join("apply.toml");
+    let api_mod = r.node.module("viaapi");
+    std::fs::write(&file, module_text(&api_mod, "recreate", "")).unwrap();
+    let (code, out, err) = cli(&["apply", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    r.node.wait_for(20, "the applied module's container", || {
+        r.node.container(&api_mod).is_some()
+    });
+    let (code, _, _) = cli(&["rm", &api_mod]);
+    assert_eq!(code, 0);
+    r.node
+        .wait_for(20, "the removed module's container to go", || {
+            r.node.container(&api_mod).is_none()
+        });
+    std::fs::write(&file, "name = \"Bad Name\"\nimage = \"x\"\n").unwrap();
+    let (code, _, err) = cli(&["apply", file.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("name") && err.contains("apply.toml"), "{err}");
+    let (code, out, _) = cli(&["events"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("created"), "{out}");
+}
+
+#[test]
+fn the_cli_says_when_no_agent_answers() {
+    let n = Node::new("noagent").with_config("");
+    // The config names port 0 and no agent ever wrote its address.
+    let o = n
+        .stead()
+        .args(["status", "--config"])
+        .arg(n.config())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no agent answers"));
+}
