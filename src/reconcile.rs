@@ -1153,3 +1153,143 @@ pub fn check(intentions_dir: &Path) -> Result<(Vec<CheckLine>, Vec<FileRejected>
         .collect();
     Ok((lines, loaded.rejected))
 }
+
+#[cfg(test)]
+mod tests {
+    //! The crash-loop backoff against a fake engine whose containers exit as
+    //! soon as they start, on a paused clock.
+    use super::*;
+    use crate::runtime::Image;
+    use crate::spec::ContainerSpec;
+
+    #[derive(Default)]
+    struct Fake {
+        containers: Mutex<Vec<Observed>>,
+        actions: Mutex<Vec<(String, tokio::time::Instant)>>,
+    }
+
+    impl Engine for Fake {
+        async fn ping(&self) -> Result<(), EngineError> {
+            Ok(())
+        }
+        async fn list_containers(&self) -> Result<Vec<Observed>, EngineError> {
+            Ok(self.containers.lock().unwrap().clone())
+        }
+        async fn list_images(&self) -> Result<Vec<Image>, EngineError> {
+            Ok(vec![Image {
+                id: Digest::of(b"img").to_string(),
+                tags: vec!["img:1".into()],
+                digests: vec![],
+            }])
+        }
+        async fn inspect(&self, _: &str) -> Result<Life, EngineError> {
+            Ok(Life {
+                restart_count: 0,
+                started_at: 0,
+                finished_at: 0,
+                exit_code: 1,
+            })
+        }
+        async fn pull(&self, _: &str) -> Result<(), EngineError> {
+            Ok(())
+        }
+        async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
+            self.actions
+                .lock()
+                .unwrap()
+                .push(("create".into(), tokio::time::Instant::now()));
+            let id = format!("c{}", self.actions.lock().unwrap().len());
+            self.containers.lock().unwrap().push(Observed {
+                id: id.clone(),
+                names: vec![spec.name.clone()],
+                labels: spec.labels.clone(),
+                state: ContainerState::Created,
+                status: "Created".into(),
+                image_id: spec.image_id.clone(),
+                created: 0,
+                mount_sources: vec![],
+            });
+            Ok(id)
+        }
+        async fn start(&self, id: &str) -> Result<(), EngineError> {
+            self.actions
+                .lock()
+                .unwrap()
+                .push(("start".into(), tokio::time::Instant::now()));
+            // It dies at once, and its policy would have it running.
+            for c in self
+                .containers
+                .lock()
+                .unwrap()
+                .iter_mut()
+                .filter(|c| c.id == id)
+            {
+                c.state = ContainerState::Exited;
+                c.status = "Exited (1) Less than a second ago".into();
+            }
+            Ok(())
+        }
+        async fn remove(&self, id: &str) -> Result<(), EngineError> {
+            self.containers.lock().unwrap().retain(|c| c.id != id);
+            Ok(())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_target_that_keeps_failing_is_retried_with_doubling_capped_waits() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("i");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(
+            dir.join("m.toml"),
+            "name = \"m\"\nimage = \"img:1\"\nrestart = \"always\"\n",
+        )
+        .unwrap();
+        let store = Store::open(&d.path().join("s.redb")).unwrap();
+        let mut r = Reconciler::new(
+            NodeId::try_from("n").unwrap(),
+            dir.clone(),
+            d.path().join("files"),
+            Tuning::default(),
+        );
+        let engine = Fake::default();
+        let t0 = tokio::time::Instant::now();
+        // Twenty minutes of one-second heartbeats.
+        for _ in 0..1200 {
+            r.pass(&engine, &store).await.unwrap();
+            tokio::time::advance(Duration::from_secs(1)).await;
+        }
+        let at: Vec<u64> = engine
+            .actions
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(a, _)| a == "start")
+            .map(|(_, t)| (*t - t0).as_secs())
+            .collect();
+        // Created and started at 0; then started again after 10, 20, 40,
+        // 80, 160 s, then every 300 s (the cap), never giving up.
+        assert_eq!(at, [0, 10, 30, 70, 150, 310, 610, 910], "{at:?}");
+        assert_eq!(
+            r.board.lock().unwrap()["m"].state,
+            ModuleState::CrashLooping
+        );
+
+        // A new target (the intention changed) is acted on at once.
+        std::fs::write(
+            dir.join("m.toml"),
+            "name = \"m\"\nimage = \"img:1\"\nrestart = \"always\"\ncommand = [\"x\"]\n",
+        )
+        .unwrap();
+        let before = engine.actions.lock().unwrap().len();
+        r.pass(&engine, &store).await.unwrap();
+        let acts = engine.actions.lock().unwrap();
+        assert_eq!(
+            acts[before..]
+                .iter()
+                .map(|(a, _)| a.as_str())
+                .collect::<Vec<_>>(),
+            ["create", "start"]
+        );
+    }
+}

@@ -69,8 +69,12 @@ pub async fn run(mut set: watch::Receiver<WatchSet>, wake: Arc<Notify>) {
             return;
         }
     };
-    let mut current = WatchSet::default();
+    // The set the channel starts with counts as a change too.
+    let mut current = set.borrow_and_update().clone();
     let mut active: BTreeSet<(PathBuf, bool)> = BTreeSet::new();
+    if sync_watches(&mut watcher, &current, &mut active) {
+        wake.notify_one();
+    }
     let mut retry = tokio::time::interval(Duration::from_secs(5));
     loop {
         tokio::select! {
@@ -156,6 +160,24 @@ mod tests {
         assert!(s.concerns(Path::new("/srv/models/v1/weights.bin")));
         assert!(!s.concerns(Path::new("/srv/a/other.txt")));
         assert!(!s.concerns(Path::new("/etc/passwd")));
+    }
+
+    #[tokio::test]
+    async fn the_set_it_starts_with_is_watched() {
+        let d = tempfile::tempdir().unwrap();
+        let mut set = WatchSet::default();
+        set.dirs.insert(d.path().to_path_buf());
+        let (_tx, rx) = watch::channel(set);
+        let wake = Arc::new(Notify::new());
+        let task = tokio::spawn(run(rx, wake.clone()));
+        tokio::time::timeout(Duration::from_secs(2), wake.notified())
+            .await
+            .expect("the first watches ask for a pass");
+        std::fs::write(d.path().join("m.toml"), "x").unwrap();
+        tokio::time::timeout(Duration::from_secs(2), wake.notified())
+            .await
+            .expect("a new file in a watched directory wakes");
+        task.abort();
     }
 
     #[tokio::test]

@@ -65,7 +65,7 @@ pub fn unix_now() -> f64 {
 /// A command that prints a file and then idles, and stops promptly on
 /// SIGTERM (a shell as PID 1 ignores it otherwise).
 pub fn idle_after(print: &str) -> String {
-    format!("{print}; trap 'exit 0' TERM; while :; do sleep 0.2; done")
+    format!("{print}; trap 'exit 0' TERM; sleep 1000000 & wait")
 }
 
 pub struct Node {
