@@ -14,6 +14,7 @@ use crate::config::Config;
 use crate::reconcile::{PassError, PassReport, Reconciler};
 use crate::runtime::{DockerEngine, Engine, EngineError};
 use crate::store::{EventKind, Store, StoreError};
+use crate::systemd::Notifier;
 use crate::watch::WatchSet;
 
 /// Why the agent stopped on its own.
@@ -317,13 +318,56 @@ impl<C: Connect> Agent<C> {
         tracing::info!("API listening on http://{addr}");
         let (watch_tx, watch_rx) = tokio::sync::watch::channel(self.watch_set());
         let _watcher = AbortOnDrop(tokio::spawn(crate::watch::run(watch_rx, self.wake.clone())));
+        // Ready means the store is open and the API answers; waiting for
+        // the engine is a normal state, reported in the status.
+        let notifier = Notifier::from_env();
+        notifier.ready();
+        let result = self.main_loop(&notifier, &watch_tx, &mut shutdown).await;
+        notifier.stopping();
+        result
+    }
+
+    /// Sleeps up to `d`, waking early for `wake` (when `wakeable`) or
+    /// shutdown, and pinging the watchdog on the way. Returns false on
+    /// shutdown.
+    async fn idle(
+        &self,
+        d: Duration,
+        wakeable: bool,
+        notifier: &Notifier,
+        shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
+    ) -> bool {
+        let until = tokio::time::Instant::now() + d;
+        loop {
+            notifier.watchdog();
+            let chunk = notifier
+                .ping_interval()
+                .map_or(until, |p| until.min(tokio::time::Instant::now() + p));
+            tokio::select! {
+                () = tokio::time::sleep_until(chunk) => {
+                    if chunk >= until {
+                        return true;
+                    }
+                }
+                () = self.wake.notified(), if wakeable => return true,
+                () = shutdown.as_mut() => return false,
+            }
+        }
+    }
+
+    async fn main_loop(
+        &mut self,
+        notifier: &Notifier,
+        watch_tx: &tokio::sync::watch::Sender<WatchSet>,
+        shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
+    ) -> Result<(), RunError> {
         let mut engine: Option<C::Engine> = None;
         let mut backoff = engine_backoff(self.config.backoff_min, self.config.backoff_max);
         loop {
             let Some(e) = &engine else {
                 let attempt = tokio::select! {
                     r = self.connector.connect() => r,
-                    () = &mut shutdown => return Ok(()),
+                    () = shutdown.as_mut() => return Ok(()),
                 };
                 match attempt {
                     Ok(e) => {
@@ -338,9 +382,9 @@ impl<C: Connect> Agent<C> {
                         });
                         let delay = backoff.next().unwrap_or(self.config.backoff_max);
                         tracing::debug!("next attempt to reach the engine in {delay:?}");
-                        tokio::select! {
-                            () = tokio::time::sleep(delay) => {}
-                            () = &mut shutdown => return Ok(()),
+                        notifier.status("waiting for the container engine");
+                        if !self.idle(delay, false, notifier, shutdown).await {
+                            return Ok(());
                         }
                     }
                 }
@@ -348,7 +392,7 @@ impl<C: Connect> Agent<C> {
             };
             let result = tokio::select! {
                 r = self.reconciler.pass(e, &self.store) => r,
-                () = &mut shutdown => return Ok(()),
+                () = shutdown.as_mut() => return Ok(()),
             };
             match result {
                 Ok(report) => {
@@ -358,6 +402,11 @@ impl<C: Connect> Agent<C> {
                         s.passes += 1;
                     }
                     tracing::debug!(modules = report.modules.len(), duration = ?report.duration, "pass done");
+                    notifier.status(&format!(
+                        "{} modules; last pass {} ms",
+                        report.modules.len(),
+                        report.duration.as_millis()
+                    ));
                     let set = self.watch_set();
                     watch_tx.send_if_modified(|w| {
                         let changed = *w != set;
@@ -375,10 +424,11 @@ impl<C: Connect> Agent<C> {
                 }
                 Err(err) => tracing::error!("pass failed: {err}; retrying at the next heartbeat"),
             }
-            tokio::select! {
-                () = tokio::time::sleep(self.config.heartbeat) => {}
-                () = self.wake.notified() => {}
-                () = &mut shutdown => return Ok(()),
+            if !self
+                .idle(self.config.heartbeat, true, notifier, shutdown)
+                .await
+            {
+                return Ok(());
             }
         }
     }

@@ -22,5 +22,6 @@ pub mod runtime;
 pub mod spec;
 pub mod status;
 pub mod store;
+pub mod systemd;
 pub mod value;
 pub mod watch;
