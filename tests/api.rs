@@ -574,7 +574,11 @@ fn health_readiness_metrics_events_and_the_cli() {
     n.write_intention("x.toml", &module_text(&m, "recreate", ""));
     let r = Running::start(n);
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(r.node.data().join("api-token")).unwrap().permissions().mode() & 0o777;
+    let mode = std::fs::metadata(r.node.data().join("api-token"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o600, "the generated token is private");
     assert_eq!(r.token.len(), 64);
     assert_eq!(r.call(Method::GET, "/healthz", None).status, 200);
