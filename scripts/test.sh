@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-say() { printf 'test.sh: %s\n' "$*" >&2; }
+NAME=test.sh
+. scripts/lib.sh
 
 scripts/engine.sh
 scripts/test-images.sh >/dev/null
@@ -20,9 +21,17 @@ say "cargo fmt --check"
 cargo fmt --check
 say "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
+# The release artefacts the dist tests check: static binaries for x86_64 and
+# aarch64 (run under qemu against the engine) and the .deb.
+command -v qemu-aarch64-static >/dev/null 2>&1 || apt_install qemu-user-static
+command -v readelf >/dev/null 2>&1 || apt_install binutils
+command -v systemd-analyze >/dev/null 2>&1 || apt_install systemd
+scripts/release.sh
+scripts/package.sh
+
 say "cargo test"
 log="$(mktemp /tmp/stead-test.XXXXXX)"
 trap 'rm -f "$log"' EXIT
-cargo test --locked 2>&1 | tee "$log"
+cargo test --locked -- --include-ignored 2>&1 | tee "$log"
 # One closing line for the whole run: the sum of every test binary's result.
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f; exit (f > 0 || p == 0) }' "$log"
