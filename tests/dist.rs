@@ -133,7 +133,8 @@ fn the_deb_holds_the_binary_unit_config_and_keeps_an_edited_config() {
     // The unit inside is the repository's, and the binary runs.
     let x = tempfile::tempdir().unwrap();
     run(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(x.path()));
-    let unit = std::fs::read_to_string(x.path().join("usr/lib/systemd/system/stead.service")).unwrap();
+    let unit =
+        std::fs::read_to_string(x.path().join("usr/lib/systemd/system/stead.service")).unwrap();
     assert_eq!(
         unit,
         std::fs::read_to_string(
