@@ -299,6 +299,13 @@ impl Reconciler {
         let taken: BTreeSet<ModuleName> = loaded.intentions.keys().cloned().collect();
         for (name, (path, i)) in std::mem::take(&mut loaded.intentions) {
             let source = Source::File(path.display().to_string());
+            // The usual case, read without a write transaction.
+            if stored
+                .get(&name)
+                .is_some_and(|r| r.intention == i && r.source == source)
+            {
+                continue;
+            }
             let outcome = store.modify(&name, |e| match &e.record {
                 Some(r) if r.source == Source::Api => Err(format!(
                     "module {:?} is stated through the API; delete it there (stead rm {}) before defining it in a file",
@@ -794,6 +801,7 @@ impl Reconciler {
         desired: &BTreeMap<ModuleName, Desired>,
     ) -> Result<(), StoreError> {
         let stored = store.all_observed()?;
+        let applied_all = store.all_applied()?;
         for o in observed {
             if o.labels.get(spec::LABEL_MANAGED_BY).map(String::as_str) != Some(self.node.as_str())
             {
@@ -817,8 +825,8 @@ impl Reconciler {
                 .and_then(|m| desired.get(&m))
             {
                 if o.digest().as_ref() == Some(&d.digest) {
-                    let applied = store.applied(&d.name)?;
-                    let current = applied.as_ref().is_some_and(|a| {
+                    let applied = applied_all.get(d.name.as_str());
+                    let current = applied.is_some_and(|a| {
                         a.state == ApplyState::Applied
                             && a.digest == d.digest
                             && a.container_id.as_deref() == Some(o.id.as_str())
@@ -1166,6 +1174,8 @@ mod tests {
     struct Fake {
         containers: Mutex<Vec<Observed>>,
         actions: Mutex<Vec<(String, tokio::time::Instant)>>,
+        /// Containers stay up instead of dying at once.
+        healthy: bool,
     }
 
     impl Engine for Fake {
@@ -1290,6 +1300,50 @@ mod tests {
                 .map(|(a, _)| a.as_str())
                 .collect::<Vec<_>>(),
             ["create", "start"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_quiet_pass_writes_nothing_to_the_store() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("i");
+        std::fs::create_dir(&dir).unwrap();
+        for m in ["a", "b", "c"] {
+            std::fs::write(dir.join(format!("{m}.toml")), format!("name = \"{m}\"\nimage = \"img:1\"\n[config]\npath = \"/c\"\nformat = \"json\"\n")).unwrap();
+        }
+        let db = d.path().join("s.redb");
+        let store = Store::open(&db).unwrap();
+        let mut r = Reconciler::new(
+            NodeId::try_from("n").unwrap(),
+            dir,
+            d.path().join("files"),
+            Tuning::default(),
+        );
+        let engine = Fake {
+            healthy: true,
+            ..Fake::default()
+        };
+        r.pass(&engine, &store).await.unwrap();
+        r.pass(&engine, &store).await.unwrap();
+        let before = std::fs::metadata(&db).unwrap().modified().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        for _ in 0..3 {
+            let report = r.pass(&engine, &store).await.unwrap();
+            assert!(
+                report.modules.iter().all(|m| m.action == Action::Unchanged),
+                "{:?}",
+                report.modules
+            );
+        }
+        assert_eq!(
+            std::fs::metadata(&db).unwrap().modified().unwrap(),
+            before,
+            "a quiet pass committed to the store"
+        );
+        assert_eq!(
+            engine.actions.lock().unwrap().len(),
+            6,
+            "three creates and three starts, then nothing"
         );
     }
 }

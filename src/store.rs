@@ -371,6 +371,7 @@ impl Store {
     ) -> Result<Result<T, E>, StoreError> {
         let tx = self.db.begin_write().map_err(io("modify"))?;
         let out;
+        let mut changed = false;
         {
             let mut it = tx.open_table(INTENTIONS).map_err(io("modify"))?;
             let mut ot = tx.open_table(OVERLAYS).map_err(io("modify"))?;
@@ -387,6 +388,7 @@ impl Store {
             let mut entry = before.clone();
             out = f(&mut entry);
             if out.is_ok() && entry != before {
+                changed = true;
                 match &entry.record {
                     Some(r) => it.insert(key, encode(r).as_slice()).map(|_| ()),
                     None => it.remove(key).map(|_| ()),
@@ -400,7 +402,8 @@ impl Store {
                 }
             }
         }
-        if out.is_ok() {
+        // Nothing to write: no commit, so no fsync on a quiet pass.
+        if changed {
             tx.commit().map_err(io("modify"))?;
         } else {
             tx.abort().map_err(io("modify"))?;
