@@ -1226,7 +1226,8 @@ mod tests {
                 .lock()
                 .unwrap()
                 .push(("start".into(), tokio::time::Instant::now()));
-            // It dies at once, and its policy would have it running.
+            // Unless healthy, it dies at once, though its policy would have
+            // it running.
             for c in self
                 .containers
                 .lock()
@@ -1234,8 +1235,13 @@ mod tests {
                 .iter_mut()
                 .filter(|c| c.id == id)
             {
-                c.state = ContainerState::Exited;
-                c.status = "Exited (1) Less than a second ago".into();
+                if self.healthy {
+                    c.state = ContainerState::Running;
+                    c.status = "Up About an hour".into();
+                } else {
+                    c.state = ContainerState::Exited;
+                    c.status = "Exited (1) Less than a second ago".into();
+                }
             }
             Ok(())
         }
