@@ -155,6 +155,7 @@ pub struct Reconciler {
     lives: HashMap<String, (ContainerState, Life)>,
     baselines: HashMap<String, u32>,
     repairs: HashMap<ModuleName, Repair>,
+    pulls: HashMap<String, Backoff>,
     board: Arc<Mutex<Board>>,
     metrics: Arc<Metrics>,
 }
@@ -186,6 +187,21 @@ impl Default for Tuning {
     }
 }
 
+/// The wait after `attempts` earlier attempts: `crash_backoff_min`,
+/// doubling, capped at `crash_backoff_max`.
+fn backoff_delay(t: &Tuning, attempts: u32) -> Duration {
+    t.crash_backoff_min
+        .saturating_mul(1u32 << attempts.min(16))
+        .min(t.crash_backoff_max)
+}
+
+/// Attempts at something that keeps failing (an image pull).
+struct Backoff {
+    attempts: u32,
+    next_at: tokio::time::Instant,
+    last_error: String,
+}
+
 /// Attempts toward one target of one module.
 struct Repair {
     digest: Digest,
@@ -211,6 +227,7 @@ impl Reconciler {
             lives: HashMap::new(),
             baselines: HashMap::new(),
             repairs: HashMap::new(),
+            pulls: HashMap::new(),
             board: Arc::new(Mutex::new(Board::new())),
             metrics: Arc::new(Metrics::default()),
         }
@@ -393,6 +410,7 @@ impl Reconciler {
         };
         let engine = &counted;
         let started = Instant::now();
+        let now = tokio::time::Instant::now();
         let rejected = self.sync_intentions(store)?;
         let entries = store.entries()?;
 
@@ -422,16 +440,39 @@ impl Reconciler {
                 }
             };
             if find_image(&images, &i.image).is_none() && pulled.insert(i.image.clone()) {
-                tracing::info!(
-                    module = name.as_str(),
-                    image = i.image,
-                    "image not present; pulling"
-                );
-                match engine.pull(&i.image).await {
-                    Ok(()) => images = engine.list_images().await?,
-                    Err(e) if e.is_unreachable() => return Err(e.into()),
-                    Err(e) => {
-                        tracing::warn!(module = name.as_str(), image = i.image, "pull failed: {e}")
+                match self.pulls.get(&i.image) {
+                    // A pull that failed is tried again with backoff, not every pass.
+                    Some(p) if now < p.next_at => {}
+                    _ => {
+                        tracing::info!(
+                            module = name.as_str(),
+                            image = i.image,
+                            "image not present; pulling"
+                        );
+                        match engine.pull(&i.image).await {
+                            Ok(()) => {
+                                self.pulls.remove(&i.image);
+                                images = engine.list_images().await?;
+                            }
+                            Err(e) if e.is_unreachable() => return Err(e.into()),
+                            Err(e) => {
+                                tracing::warn!(
+                                    module = name.as_str(),
+                                    image = i.image,
+                                    "pull failed: {e}"
+                                );
+                                let attempts = self.pulls.get(&i.image).map_or(0, |p| p.attempts);
+                                let delay = backoff_delay(&self.tuning, attempts);
+                                self.pulls.insert(
+                                    i.image.clone(),
+                                    Backoff {
+                                        attempts: attempts + 1,
+                                        next_at: now + delay,
+                                        last_error: e.to_string(),
+                                    },
+                                );
+                            }
+                        }
                     }
                 }
             }
@@ -443,10 +484,15 @@ impl Reconciler {
                         continue;
                     }
                     None => {
-                        wants.push(hold(format!(
-                            "image: {} is not present and could not be pulled",
-                            i.image
-                        )));
+                        let why = match self.pulls.get(&i.image) {
+                            Some(p) => format!(
+                                "the pull failed ({}); next attempt in {}s",
+                                p.last_error,
+                                p.next_at.saturating_duration_since(now).as_secs() + 1
+                            ),
+                            None => "the pull brought no such image".to_string(),
+                        };
+                        wants.push(hold(format!("image: {} is not present: {why}", i.image)));
                         continue;
                     }
                 };
@@ -461,6 +507,8 @@ impl Reconciler {
             desired.insert(name.clone(), d);
         }
 
+        // Backoffs of images that are no longer missing, or no longer named.
+        self.pulls.retain(|r, _| pulled.contains(r));
         let observed = engine.list_containers().await?;
         let livings = self.observe_lives(engine, &observed).await?;
         let mut steps = plan::plan(&self.node, &wants, &observed);
@@ -480,7 +528,6 @@ impl Reconciler {
 
         // Acting again toward a target already tried is held back (crash-
         // loop backoff); a new target is acted on at once.
-        let now = tokio::time::Instant::now();
         let mut held_back = Vec::new();
         steps.retain(|step| {
             let (module, container) = match step {
@@ -536,9 +583,11 @@ impl Reconciler {
         modules.sort_by(|a, b| a.module.cmp(&b.module));
 
         for m in &modules {
+            // A failed attempt counts too: a create the engine refuses is
+            // not retried every pass. (A failed orphan removal has no target.)
             if matches!(
                 m.action,
-                Action::Created | Action::Started | Action::Recreated
+                Action::Created | Action::Started | Action::Recreated | Action::Failed
             ) {
                 if let (Ok(name), Some(digest)) =
                     (ModuleName::try_from(m.module.as_str()), &m.digest)
@@ -607,7 +656,6 @@ impl Reconciler {
     /// Notes an attempt toward a target, scheduling when the next attempt
     /// toward the same target may be made: `min`, doubling, capped at `max`.
     fn attempted(&mut self, name: &ModuleName, digest: &Digest, now: tokio::time::Instant) {
-        let (min, max) = (self.tuning.crash_backoff_min, self.tuning.crash_backoff_max);
         let r = self.repairs.entry(name.clone()).or_insert_with(|| Repair {
             digest: digest.clone(),
             attempts: 0,
@@ -620,7 +668,7 @@ impl Reconciler {
                 next_at: now,
             };
         }
-        let delay = min.saturating_mul(1u32 << r.attempts.min(16)).min(max);
+        let delay = backoff_delay(&self.tuning, r.attempts);
         r.attempts += 1;
         r.next_at = now + delay;
     }
@@ -653,6 +701,10 @@ impl Reconciler {
             let need = match o.state {
                 ContainerState::Running => up.is_none_or(|u| u < self.tuning.settle.window),
                 ContainerState::Created => false,
+                // Being restarted by the engine: its count moves while its
+                // state reads the same.
+                ContainerState::Restarting => true,
+                // Stopped: nothing moves until its state does.
                 state => self.lives.get(&o.id).is_none_or(|(s, _)| *s != state),
             };
             if need {
@@ -759,7 +811,29 @@ impl Reconciler {
                         ModuleState::Drifted
                     }
                     Action::Conflict => ModuleState::Conflict,
-                    Action::BackingOff => ModuleState::CrashLooping,
+                    Action::BackingOff => {
+                        // Say what keeps failing, not only when it is tried next.
+                        let before = previous
+                            .get(n)
+                            .and_then(|p| p.last_error.as_deref())
+                            .map(|e| e.split("; next attempt").next().unwrap_or(e));
+                        let next = r
+                            .error
+                            .as_deref()
+                            .and_then(|e| e.split_once("next attempt"))
+                            .map_or(String::new(), |(_, t)| format!("next attempt{t}"));
+                        st.last_error = Some(match before {
+                            Some(b) if !b.starts_with("keeps failing") => format!("{b}; {next}"),
+                            _ => r.error.clone().unwrap_or_default(),
+                        });
+                        // A container that keeps dying is crash-looping; a
+                        // container that cannot even be created has failed.
+                        if st.container_id.is_some() {
+                            ModuleState::CrashLooping
+                        } else {
+                            ModuleState::Failed
+                        }
+                    }
                     Action::Held | Action::Failed => ModuleState::Failed,
                     Action::Removed => continue,
                     Action::Unchanged | Action::Waiting => match living.map(|l| l.0) {
@@ -778,7 +852,7 @@ impl Reconciler {
                         }
                     },
                 };
-                if r.error.is_some() {
+                if r.error.is_some() && r.action != Action::BackingOff {
                     st.last_error = r.error.clone();
                 }
             }
@@ -1176,6 +1250,8 @@ mod tests {
         actions: Mutex<Vec<(String, tokio::time::Instant)>>,
         /// Containers stay up instead of dying at once.
         healthy: bool,
+        /// The engine refuses every create.
+        refuse_create: bool,
     }
 
     impl Engine for Fake {
@@ -1201,9 +1277,25 @@ mod tests {
             })
         }
         async fn pull(&self, _: &str) -> Result<(), EngineError> {
-            Ok(())
+            self.actions
+                .lock()
+                .unwrap()
+                .push(("pull".into(), tokio::time::Instant::now()));
+            Err(EngineError::NotFound(
+                "no such image in any registry".into(),
+            ))
         }
         async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
+            if self.refuse_create {
+                self.actions
+                    .lock()
+                    .unwrap()
+                    .push(("refused".into(), tokio::time::Instant::now()));
+                return Err(EngineError::Refused {
+                    status: 400,
+                    message: "port is already allocated".into(),
+                });
+            }
             self.actions
                 .lock()
                 .unwrap()
@@ -1350,6 +1442,64 @@ mod tests {
             engine.actions.lock().unwrap().len(),
             6,
             "three creates and three starts, then nothing"
+        );
+    }
+
+    /// When each action of `kind` happened, in seconds from `t0`.
+    fn times(engine: &Fake, kind: &str, t0: tokio::time::Instant) -> Vec<u64> {
+        engine
+            .actions
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(a, _)| a == kind)
+            .map(|(_, t)| (*t - t0).as_secs())
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn refused_creates_and_failed_pulls_are_retried_with_backoff() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("i");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("a.toml"), "name = \"a\"\nimage = \"img:1\"\n").unwrap();
+        std::fs::write(dir.join("b.toml"), "name = \"b\"\nimage = \"missing:1\"\n").unwrap();
+        let store = Store::open(&d.path().join("s.redb")).unwrap();
+        let mut r = Reconciler::new(
+            NodeId::try_from("n").unwrap(),
+            dir,
+            d.path().join("files"),
+            Tuning::default(),
+        );
+        let engine = Fake {
+            refuse_create: true,
+            ..Fake::default()
+        };
+        let t0 = tokio::time::Instant::now();
+        for _ in 0..200 {
+            r.pass(&engine, &store).await.unwrap();
+            tokio::time::advance(Duration::from_secs(1)).await;
+        }
+        assert_eq!(
+            times(&engine, "refused", t0),
+            [0, 10, 30, 70, 150],
+            "creates"
+        );
+        assert_eq!(times(&engine, "pull", t0), [0, 10, 30, 70, 150], "pulls");
+        let board = r.board.lock().unwrap();
+        assert_eq!(board["a"].state, ModuleState::Failed, "{:?}", board["a"]);
+        let why = board["a"].last_error.as_deref().unwrap();
+        assert!(
+            why.starts_with(
+                "create failed: engine refused (400): port is already allocated; next attempt in "
+            ),
+            "{why}"
+        );
+        assert_eq!(board["b"].state, ModuleState::Failed);
+        let why = board["b"].last_error.as_deref().unwrap();
+        assert!(
+            why.contains("missing:1") && why.contains("next attempt in"),
+            "{why}"
         );
     }
 }
