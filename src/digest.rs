@@ -62,6 +62,7 @@ struct Cached {
 #[derive(Default)]
 pub struct FileDigester {
     cache: HashMap<PathBuf, Cached>,
+    seen: std::collections::HashSet<PathBuf>,
     /// How many files were actually read (for tests and metrics).
     pub reads: u64,
 }
@@ -131,6 +132,7 @@ impl FileDigester {
         path: &Path,
         meta: &std::fs::Metadata,
     ) -> Result<Digest, DigestError> {
+        self.seen.insert(path.to_path_buf());
         let stat = Stat::of(meta);
         if let Some(c) = self.cache.get(path) {
             if c.stat == stat && !c.racy {
@@ -172,10 +174,17 @@ impl FileDigester {
         Ok(digest)
     }
 
-    /// Forgets cached files that were not looked at in a while; called with
-    /// the set of paths still in use so the cache cannot grow without bound.
-    pub fn retain(&mut self, keep: impl Fn(&Path) -> bool) {
-        self.cache.retain(|p, _| keep(p));
+    /// Forgets every file not looked at since the last call, so files that
+    /// came and went (a rotating model directory) do not stay cached for
+    /// ever. Called once per pass.
+    pub fn forget_unseen(&mut self) {
+        let seen = std::mem::take(&mut self.seen);
+        self.cache.retain(|p, _| seen.contains(p));
+    }
+
+    /// How many files are cached.
+    pub fn cached(&self) -> usize {
+        self.cache.len()
     }
 }
 
@@ -249,6 +258,24 @@ mod tests {
         std::fs::set_permissions(d.path().join("c"), std::fs::Permissions::from_mode(0o755))
             .unwrap();
         assert_ne!(three, fd.digest_path(d.path()).unwrap());
+    }
+
+    #[test]
+    fn files_no_longer_looked_at_are_forgotten() {
+        let d = tempfile::tempdir().unwrap();
+        for n in 0..5 {
+            std::fs::write(d.path().join(format!("f{n}")), "x").unwrap();
+        }
+        let mut fd = FileDigester::new();
+        fd.digest_path(d.path()).unwrap();
+        fd.forget_unseen();
+        assert_eq!(fd.cached(), 5);
+        for n in 0..3 {
+            std::fs::remove_file(d.path().join(format!("f{n}"))).unwrap();
+        }
+        fd.digest_path(d.path()).unwrap();
+        fd.forget_unseen();
+        assert_eq!(fd.cached(), 2);
     }
 
     #[test]

@@ -946,7 +946,7 @@ impl Reconciler {
             // Fails while the directory still holds files; that is fine.
             let _ = std::fs::remove_dir(&dir);
         }
-        self.digester.retain(|p| !p.starts_with(&self.files_dir));
+        self.digester.forget_unseen();
     }
 }
 
