@@ -619,12 +619,16 @@ impl Reconciler {
                     continue;
                 }
             };
-            // A back-off's countdown changes every pass; say it once.
-            let detail = if m.action == Action::BackingOff {
-                "keeps failing; further attempts are backed off".to_string()
-            } else {
-                detail
-            };
+            // Waiting out a back-off is not news: the failure it waits on
+            // was said. A countdown changes every pass; it is not said.
+            if m.action == Action::BackingOff {
+                continue;
+            }
+            let detail = detail
+                .split("; next attempt")
+                .next()
+                .unwrap_or(&detail)
+                .to_string();
             self.say_once(
                 store,
                 &format!("module:{}", m.module),
@@ -1486,6 +1490,16 @@ mod tests {
             "creates"
         );
         assert_eq!(times(&engine, "pull", t0), [0, 10, 30, 70, 150], "pulls");
+        // Said once each, not once a pass with a new countdown.
+        let events = store.events_since(0, 1000).unwrap();
+        let errors = |m: &str| {
+            events
+                .iter()
+                .filter(|e| e.module.as_deref() == Some(m) && e.kind == EventKind::Error)
+                .count()
+        };
+        assert_eq!(errors("a"), 1, "{events:?}");
+        assert_eq!(errors("b"), 1, "{events:?}");
         let board = r.board.lock().unwrap();
         assert_eq!(board["a"].state, ModuleState::Failed, "{:?}", board["a"]);
         let why = board["a"].last_error.as_deref().unwrap();
