@@ -1347,23 +1347,31 @@ mod tests {
         }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_target_that_keeps_failing_is_retried_with_doubling_capped_waits() {
+    /// A node directory with these intention files, its store and a reconciler.
+    fn node(files: &[(&str, &str)]) -> (tempfile::TempDir, Store, Reconciler) {
         let d = tempfile::tempdir().unwrap();
         let dir = d.path().join("i");
         std::fs::create_dir(&dir).unwrap();
-        std::fs::write(
-            dir.join("m.toml"),
-            "name = \"m\"\nimage = \"img:1\"\nrestart = \"always\"\n",
-        )
-        .unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.join(name), text).unwrap();
+        }
         let store = Store::open(&d.path().join("s.redb")).unwrap();
-        let mut r = Reconciler::new(
+        let r = Reconciler::new(
             NodeId::try_from("n").unwrap(),
-            dir.clone(),
+            dir,
             d.path().join("files"),
             Tuning::default(),
         );
+        (d, store, r)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_target_that_keeps_failing_is_retried_with_doubling_capped_waits() {
+        let (d, store, mut r) = node(&[(
+            "m.toml",
+            "name = \"m\"\nimage = \"img:1\"\nrestart = \"always\"\n",
+        )]);
+        let dir = d.path().join("i");
         let engine = Fake::default();
         let t0 = tokio::time::Instant::now();
         // Twenty minutes of one-second heartbeats.
@@ -1407,20 +1415,16 @@ mod tests {
 
     #[tokio::test]
     async fn a_quiet_pass_writes_nothing_to_the_store() {
-        let d = tempfile::tempdir().unwrap();
-        let dir = d.path().join("i");
-        std::fs::create_dir(&dir).unwrap();
-        for m in ["a", "b", "c"] {
-            std::fs::write(dir.join(format!("{m}.toml")), format!("name = \"{m}\"\nimage = \"img:1\"\n[config]\npath = \"/c\"\nformat = \"json\"\n")).unwrap();
-        }
+        let files: Vec<(String, String)> = ["a", "b", "c"]
+            .iter()
+            .map(|m| (format!("{m}.toml"), format!("name = \"{m}\"\nimage = \"img:1\"\n[config]\npath = \"/c\"\nformat = \"json\"\n")))
+            .collect();
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(a, b)| (a.as_str(), b.as_str()))
+            .collect();
+        let (d, store, mut r) = node(&refs);
         let db = d.path().join("s.redb");
-        let store = Store::open(&db).unwrap();
-        let mut r = Reconciler::new(
-            NodeId::try_from("n").unwrap(),
-            dir,
-            d.path().join("files"),
-            Tuning::default(),
-        );
         let engine = Fake {
             healthy: true,
             ..Fake::default()
@@ -1463,18 +1467,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn refused_creates_and_failed_pulls_are_retried_with_backoff() {
-        let d = tempfile::tempdir().unwrap();
-        let dir = d.path().join("i");
-        std::fs::create_dir(&dir).unwrap();
-        std::fs::write(dir.join("a.toml"), "name = \"a\"\nimage = \"img:1\"\n").unwrap();
-        std::fs::write(dir.join("b.toml"), "name = \"b\"\nimage = \"missing:1\"\n").unwrap();
-        let store = Store::open(&d.path().join("s.redb")).unwrap();
-        let mut r = Reconciler::new(
-            NodeId::try_from("n").unwrap(),
-            dir,
-            d.path().join("files"),
-            Tuning::default(),
-        );
+        let (_d, store, mut r) = node(&[
+            ("a.toml", "name = \"a\"\nimage = \"img:1\"\n"),
+            ("b.toml", "name = \"b\"\nimage = \"missing:1\"\n"),
+        ]);
         let engine = Fake {
             refuse_create: true,
             ..Fake::default()
