@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 
 use hyper::Method;
 use serde_json::json;
-use stead::client::Client;
-use stead::runtime::{DockerEngine, Engine};
+use stead::cli::client::Client;
+use stead::engine::Engine;
+use stead::engine::docker::DockerEngine;
 
 const IMAGE: &str = "stead-test/busybox:1";
 fn rounds() -> usize {
@@ -56,13 +57,13 @@ async fn wait_new_running(engine: &DockerEngine, node: &str, module: &str, old: 
     loop {
         let list = engine.list_containers().await.expect("list");
         let found = list.iter().find(|c| {
-            c.labels.get("stead.managed-by").map(String::as_str) == Some(node)
-                && c.labels.get("stead.module").map(String::as_str) == Some(module)
-                && c.state == stead::plan::ContainerState::Running
-                && c.labels.get("stead.digest").is_some_and(|d| d != old)
+            c.labels.managed_by.as_deref() == Some(node)
+                && c.labels.module.as_deref() == Some(module)
+                && c.state == stead::engine::ContainerState::Running
+                && c.labels.digest.as_ref().is_some_and(|d| d.as_str() != old)
         });
-        if let Some(c) = found {
-            return c.labels["stead.digest"].clone();
+        if let Some(d) = found.and_then(|c| c.labels.digest.as_ref()) {
+            return d.to_string();
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -90,14 +91,14 @@ fn main() {
         let mut baseline = Vec::new();
         {
             let store_dir = tempfile::tempdir().unwrap();
-            let i = stead::intention::Intention::parse(&intention(&module, 0), stead::intention::DocFormat::Toml, "bench").unwrap();
-            let inputs = stead::spec::resolve_inputs(&i, &mut stead::digest::FileDigester::new()).unwrap();
+            let i = stead::model::intention::Intention::parse(&intention(&module, 0), stead::model::intention::DocFormat::Toml, "bench").unwrap();
+            let inputs = stead::reconcile::resolve::resolve_inputs(&i, &mut stead::host::digest::FileDigester::new()).unwrap();
             let images = engine.list_images().await.unwrap();
-            let img = stead::spec::image_digest(&stead::runtime::find_image(&images, IMAGE).expect("the test image").id).unwrap();
-            let mut d = stead::spec::desired(&i, inputs, &img, &stead::names::NodeId::try_from("baseline").unwrap(), store_dir.path());
+            let img = stead::model::spec::image_digest(&stead::engine::image::find_image(&images, IMAGE).expect("the test image").id).unwrap();
+            let mut d = stead::model::spec::desired(&i, inputs, &img, &stead::model::names::NodeId::try_from("baseline").unwrap(), store_dir.path());
             d.spec.name = format!("stead-baseline-{}", std::process::id());
             for (p, f) in &d.files {
-                stead::render::write_atomic(p, &f.content).unwrap();
+                stead::host::files::write_once(p, &f.content).unwrap();
             }
             for _ in 0..rounds() {
                 let t = Instant::now();
@@ -148,7 +149,7 @@ fn main() {
         }
         drop(_agent);
         let list = engine.list_containers().await.unwrap();
-        for c in list.iter().filter(|c| c.labels.get("stead.managed-by").map(String::as_str) == Some(node.as_str())) {
+        for c in list.iter().filter(|c| c.labels.managed_by.as_deref() == Some(node.as_str())) {
             engine.remove(&c.id).await.unwrap();
         }
 

@@ -11,11 +11,13 @@ use tokio::sync::Notify;
 
 use crate::api::{self, ApiState};
 use crate::config::Config;
+use crate::engine::docker::DockerEngine;
+use crate::engine::{Engine, EngineError};
+use crate::host::systemd::Notifier;
+use crate::host::watch::WatchSet;
 use crate::reconcile::{PassError, PassReport, Reconciler};
-use crate::runtime::{DockerEngine, Engine, EngineError};
+use crate::status::{EngineStatus, NodeStatus};
 use crate::store::{EventKind, Store, StoreError};
-use crate::systemd::Notifier;
-use crate::watch::WatchSet;
 
 /// Why the agent stopped on its own.
 #[derive(Debug, thiserror::Error)]
@@ -88,7 +90,7 @@ pub fn ensure_token(config: &Config) -> Result<String, RunError> {
     )
     .map_err(err)?;
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    crate::render::replace_atomic(&path, token.as_bytes(), 0o600).map_err(err)?;
+    crate::host::files::replace_atomic(&path, token.as_bytes(), 0o600).map_err(err)?;
     tracing::info!("generated an API token in {}", path.display());
     Ok(token)
 }
@@ -115,43 +117,6 @@ impl Connect for DockerSocket {
     }
     fn describe(&self) -> String {
         self.0.clone()
-    }
-}
-
-/// Whether the engine answers, as the status reports it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum EngineStatus {
-    /// Not tried yet.
-    Unknown,
-    /// Answering.
-    Reachable,
-    /// Away since this time; the agent is waiting for it.
-    Waiting {
-        /// Since when.
-        since: SystemTime,
-        /// The last error.
-        error: String,
-    },
-}
-
-/// The node's status, shared with whoever reports it.
-#[derive(Clone, Debug)]
-pub struct NodeStatus {
-    /// The engine.
-    pub engine: EngineStatus,
-    /// When the last pass finished, and how long it took.
-    pub last_pass: Option<(SystemTime, Duration)>,
-    /// How many passes have completed.
-    pub passes: u64,
-}
-
-impl Default for NodeStatus {
-    fn default() -> Self {
-        NodeStatus {
-            engine: EngineStatus::Unknown,
-            last_pass: None,
-            passes: 0,
-        }
     }
 }
 
@@ -207,7 +172,7 @@ impl<C: Connect> Agent<C> {
     }
 
     /// This node's id.
-    pub fn node_id(&self) -> &crate::names::NodeId {
+    pub fn node_id(&self) -> &crate::model::names::NodeId {
         &self.config.node_id
     }
 
@@ -229,15 +194,23 @@ impl<C: Connect> Agent<C> {
         Ok(self.reconciler.pass(&engine, &self.store).await?)
     }
 
-    /// What the file watcher should watch now.
-    fn watch_set(&self) -> WatchSet {
+    /// What the file watcher should watch: the intentions directory and
+    /// the host inputs the last pass read.
+    fn watch_set(&self, inputs: std::collections::BTreeSet<std::path::PathBuf>) -> WatchSet {
         let mut set = WatchSet::default();
         set.dirs.insert(self.config.intentions_dir.clone());
-        match Reconciler::watched_inputs(&self.store) {
-            Ok(inputs) => set.inputs = inputs,
-            Err(e) => tracing::warn!("cannot list the inputs to watch: {e}"),
-        }
+        set.inputs = inputs;
         set
+    }
+
+    /// Logs the engine's coming or going, off the async threads.
+    fn say_engine(&self, msg: String) {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = store.append_event(None, EventKind::Engine, msg) {
+                tracing::error!("cannot append to the event log: {e}");
+            }
+        });
     }
 
     fn set_engine(&self, engine: EngineStatus) {
@@ -253,6 +226,7 @@ impl<C: Connect> Agent<C> {
                 .values_mut()
             {
                 m.state = crate::status::ModuleState::Pending;
+                m.next_attempt_at = None;
                 m.last_error = Some(format!("engine not reachable: {error}"));
             }
         }
@@ -265,12 +239,12 @@ impl<C: Connect> Agent<C> {
                     self.connector.describe()
                 );
                 tracing::warn!("{msg}");
-                let _ = self.store.append_event(None, EventKind::Engine, msg);
+                self.say_engine(msg);
             }
             EngineStatus::Reachable if s.engine != EngineStatus::Reachable => {
                 let msg = format!("engine at {} reachable", self.connector.describe());
                 tracing::info!("{msg}");
-                let _ = self.store.append_event(None, EventKind::Engine, msg);
+                self.say_engine(msg);
             }
             _ => {}
         }
@@ -294,7 +268,7 @@ impl<C: Connect> Agent<C> {
             source,
         })?;
         // Where the CLI finds the API when the port was chosen by the OS.
-        crate::render::replace_atomic(
+        crate::host::files::replace_atomic(
             &self.config.api_addr_path(),
             addr.to_string().as_bytes(),
             0o644,
@@ -316,8 +290,11 @@ impl<C: Connect> Agent<C> {
         });
         let _server = AbortOnDrop(tokio::spawn(api::serve(listener, api)));
         tracing::info!("API listening on http://{addr}");
-        let (watch_tx, watch_rx) = tokio::sync::watch::channel(self.watch_set());
-        let _watcher = AbortOnDrop(tokio::spawn(crate::watch::run(watch_rx, self.wake.clone())));
+        let (watch_tx, watch_rx) = tokio::sync::watch::channel(self.watch_set(Default::default()));
+        let _watcher = AbortOnDrop(tokio::spawn(crate::host::watch::run(
+            watch_rx,
+            self.wake.clone(),
+        )));
         // Ready means the store is open and the API answers; waiting for
         // the engine is a normal state, reported in the status.
         let notifier = Notifier::from_env();
@@ -407,7 +384,7 @@ impl<C: Connect> Agent<C> {
                         report.modules.len(),
                         report.duration.as_millis()
                     ));
-                    let set = self.watch_set();
+                    let set = self.watch_set(report.watched_inputs);
                     watch_tx.send_if_modified(|w| {
                         let changed = *w != set;
                         *w = set;

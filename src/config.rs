@@ -8,9 +8,9 @@ use serde::Deserialize;
 
 use std::net::SocketAddr;
 
-use crate::names::NodeId;
+use crate::model::names::NodeId;
 use crate::reconcile::Tuning;
-use crate::status::Settle;
+use crate::status::judge::Settle;
 
 /// The default config file.
 pub const DEFAULT_CONFIG: &str = "/etc/stead/stead.toml";

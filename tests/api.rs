@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use hyper::Method;
 use serde_json::{Value as J, json};
-use stead::client::{Answer, Client};
+use stead::cli::client::{Answer, Client};
 
 /// A running agent and a client of its API.
 struct Running {

@@ -27,8 +27,12 @@ fn the_documented_example_is_the_shipped_example_and_is_valid() {
         block, example,
         "docs/intentions.md and the shipped example differ"
     );
-    let i = stead::intention::Intention::parse(block, stead::intention::DocFormat::Toml, "doc")
-        .unwrap();
+    let i = stead::model::intention::Intention::parse(
+        block,
+        stead::model::intention::DocFormat::Toml,
+        "doc",
+    )
+    .unwrap();
     assert_eq!(i.name.as_str(), "sensor");
 }
 

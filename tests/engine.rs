@@ -371,7 +371,7 @@ fn bad_input_names_file_and_field_and_changes_nothing() {
     let stored_a = || {
         let s = stead::store::Store::open(&store_path).unwrap();
         let all = s.intentions().unwrap();
-        all.get(&stead::names::ModuleName::try_from(a.as_str()).unwrap())
+        all.get(&stead::model::names::ModuleName::try_from(a.as_str()).unwrap())
             .cloned()
             .expect("a is stored")
     };

@@ -1,10 +1,8 @@
-//! The container engine behind a small trait, and its implementation on the
-//! Docker Engine API (Podman's compatible socket too) over a unix socket.
-//! The reconciler only ever sees [`Engine`], so a fake can stand in for unit
-//! tests of pure logic.
+//! The [`Engine`] on the Docker Engine API (Podman's compatible socket too)
+//! over a unix socket, with bollard. The engine's answers are parsed here,
+//! once, into typed observations.
 
 use std::collections::{BTreeMap, HashMap};
-use std::future::Future;
 
 use bollard::Docker;
 use bollard::models::{
@@ -17,40 +15,10 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 
-use crate::intention::RestartPolicy;
-use crate::plan::{ContainerState, Observed};
-use crate::spec::ContainerSpec;
-
-/// An engine call that failed.
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    /// The engine did not answer: socket absent, connection refused or
-    /// reset, timeout. The agent waits with backoff.
-    #[error("engine not reachable: {0}")]
-    Unreachable(String),
-    /// The engine answered that the object does not exist.
-    #[error("not found: {0}")]
-    NotFound(String),
-    /// The engine answered with a conflict (a name in use, a container
-    /// being removed).
-    #[error("conflict: {0}")]
-    Conflict(String),
-    /// The engine refused the request.
-    #[error("engine refused ({status}): {message}")]
-    Refused {
-        /// The HTTP status.
-        status: u16,
-        /// The engine's message.
-        message: String,
-    },
-}
-
-impl EngineError {
-    /// Whether the engine itself is away (as opposed to refusing one call).
-    pub fn is_unreachable(&self) -> bool {
-        matches!(self, EngineError::Unreachable(_))
-    }
-}
+use crate::engine::{ContainerState, Engine, EngineError, Image, Life, Observed};
+use crate::model::intention::RestartPolicy;
+use crate::model::labels::Labels;
+use crate::model::spec::ContainerSpec;
 
 impl From<bollard::errors::Error> for EngineError {
     fn from(e: bollard::errors::Error) -> Self {
@@ -75,31 +43,6 @@ impl From<bollard::errors::Error> for EngineError {
             other => EngineError::Unreachable(other.to_string()),
         }
     }
-}
-
-/// One image the engine has.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Image {
-    /// Its ID, `sha256:…`.
-    pub id: String,
-    /// Its tags, `repo:tag`.
-    pub tags: Vec<String>,
-    /// Its repository digests, `repo@sha256:…`.
-    pub digests: Vec<String>,
-}
-
-/// What an inspect says of a container's life, for settling and crash-loop
-/// detection.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Life {
-    /// How many times the engine restarted it.
-    pub restart_count: u32,
-    /// When it last started, seconds since the epoch (0: never).
-    pub started_at: i64,
-    /// When it last stopped, seconds since the epoch (0: never).
-    pub finished_at: i64,
-    /// Its last exit code.
-    pub exit_code: i64,
 }
 
 /// Parses an RFC 3339 time as the engine writes it
@@ -135,63 +78,6 @@ pub fn parse_engine_time(s: &str) -> i64 {
         Some(days * 86_400 + hh * 3600 + mm * 60 + ss - off)
     };
     parse().filter(|t| *t > 0).unwrap_or(0)
-}
-
-/// What the reconciler asks of a container engine.
-pub trait Engine: Send + Sync {
-    /// Checks the engine answers.
-    fn ping(&self) -> impl Future<Output = Result<(), EngineError>> + Send;
-    /// Every container, running or not, managed or not: one call.
-    fn list_containers(&self) -> impl Future<Output = Result<Vec<Observed>, EngineError>> + Send;
-    /// Every image: one call.
-    fn list_images(&self) -> impl Future<Output = Result<Vec<Image>, EngineError>> + Send;
-    /// Reads a container's restart count and start and stop times.
-    fn inspect(&self, id: &str) -> impl Future<Output = Result<Life, EngineError>> + Send;
-    /// Pulls an image reference from its registry.
-    fn pull(&self, reference: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
-    /// Creates a container; returns its ID.
-    fn create(
-        &self,
-        spec: &ContainerSpec,
-    ) -> impl Future<Output = Result<String, EngineError>> + Send;
-    /// Starts a container (starting a running one is not an error).
-    fn start(&self, id: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
-    /// Stops (with a grace period) and removes a container; one already gone
-    /// is not an error.
-    fn remove(&self, id: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
-}
-
-/// Finds an image reference among the engine's images: by ID, by
-/// `repo@digest`, or by tag (a reference without a tag means `:latest`;
-/// Docker Hub's `docker.io/library/` prefix is optional).
-pub fn find_image<'a>(images: &'a [Image], reference: &str) -> Option<&'a Image> {
-    if reference.starts_with("sha256:") {
-        return images.iter().find(|i| i.id == reference);
-    }
-    let norm = normalise_reference(reference);
-    if norm.contains('@') {
-        return images
-            .iter()
-            .find(|i| i.digests.iter().any(|d| normalise_reference(d) == norm));
-    }
-    images
-        .iter()
-        .find(|i| i.tags.iter().any(|t| normalise_reference(t) == norm))
-}
-
-fn normalise_reference(r: &str) -> String {
-    let r = r.strip_prefix("docker.io/").unwrap_or(r);
-    let r = r.strip_prefix("library/").unwrap_or(r);
-    if r.contains('@') {
-        return r.to_string();
-    }
-    // A tag follows the last colon after the last slash.
-    let last = r.rsplit('/').next().unwrap_or(r);
-    if last.contains(':') {
-        r.to_string()
-    } else {
-        format!("{r}:latest")
-    }
 }
 
 /// The Docker Engine API over a unix socket.
@@ -305,11 +191,12 @@ impl Engine for DockerEngine {
                     .into_iter()
                     .map(|n| n.trim_start_matches('/').to_string())
                     .collect(),
-                labels: c
-                    .labels
-                    .unwrap_or_default()
-                    .into_iter()
-                    .collect::<BTreeMap<_, _>>(),
+                labels: Labels::parse(
+                    &c.labels
+                        .unwrap_or_default()
+                        .into_iter()
+                        .collect::<BTreeMap<_, _>>(),
+                ),
                 state: ContainerState::parse(&c.state.map(|s| s.to_string()).unwrap_or_default()),
                 status: c.status.unwrap_or_default(),
                 image_id: c.image_id.unwrap_or_default(),
@@ -422,14 +309,6 @@ impl Engine for DockerEngine {
 mod tests {
     use super::*;
 
-    fn img(id: &str, tags: &[&str], digests: &[&str]) -> Image {
-        Image {
-            id: id.into(),
-            tags: tags.iter().map(|s| s.to_string()).collect(),
-            digests: digests.iter().map(|s| s.to_string()).collect(),
-        }
-    }
-
     #[test]
     fn engine_times_parse() {
         assert_eq!(parse_engine_time("1970-01-01T00:00:10Z"), 10);
@@ -443,39 +322,5 @@ mod tests {
         );
         assert_eq!(parse_engine_time("0001-01-01T00:00:00Z"), 0);
         assert_eq!(parse_engine_time("garbage"), 0);
-    }
-
-    #[test]
-    fn image_references_resolve() {
-        let images = vec![
-            img(
-                "sha256:aa",
-                &["busybox:latest", "stead-test/busybox:1"],
-                &["busybox@sha256:dd"],
-            ),
-            img("sha256:bb", &["localhost:5000/app:2"], &[]),
-        ];
-        assert_eq!(find_image(&images, "busybox").unwrap().id, "sha256:aa");
-        assert_eq!(
-            find_image(&images, "docker.io/library/busybox:latest")
-                .unwrap()
-                .id,
-            "sha256:aa"
-        );
-        assert_eq!(
-            find_image(&images, "stead-test/busybox:1").unwrap().id,
-            "sha256:aa"
-        );
-        assert_eq!(
-            find_image(&images, "busybox@sha256:dd").unwrap().id,
-            "sha256:aa"
-        );
-        assert_eq!(
-            find_image(&images, "localhost:5000/app:2").unwrap().id,
-            "sha256:bb"
-        );
-        assert_eq!(find_image(&images, "sha256:bb").unwrap().id, "sha256:bb");
-        assert!(find_image(&images, "localhost:5000/app").is_none());
-        assert!(find_image(&images, "stead-test/busybox:2").is_none());
     }
 }

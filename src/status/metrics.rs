@@ -1,16 +1,13 @@
 //! Counters the agent keeps and serves in the Prometheus text format: passes
 //! and their duration, modules by state, recreates by the kind of input that
-//! moved, engine reachability and engine API calls. [`Counted`] wraps an
-//! engine to count its calls.
+//! moved, engine reachability and engine API calls (counted by
+//! [`crate::engine::counted::Counted`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::plan::Observed;
-use crate::runtime::{Engine, EngineError, Image, Life};
-use crate::spec::ContainerSpec;
 use crate::status::{Board, ModuleState};
 
 /// The agent's counters.
@@ -40,7 +37,7 @@ impl Metrics {
 
     /// Counts a recreate, once per kind of input that moved
     /// (`config`, `env_file`, `image`, …).
-    pub fn recreated(&self, inputs: &[crate::plan::Moved]) {
+    pub fn recreated(&self, inputs: &[crate::model::spec::Moved]) {
         let mut kinds: Vec<&str> = inputs
             .iter()
             .map(|m| m.input.split(':').next().unwrap_or(""))
@@ -52,7 +49,8 @@ impl Metrics {
         }
     }
 
-    fn call(&self, op: &'static str) {
+    /// Counts one engine call of this kind.
+    pub fn call(&self, op: &'static str) {
         *self
             .calls
             .lock()
@@ -112,48 +110,5 @@ impl Metrics {
             let _ = writeln!(o, "stead_engine_api_calls_total{{op=\"{op}\"}} {n}");
         }
         o
-    }
-}
-
-/// An engine whose calls are counted.
-pub struct Counted<'a, E> {
-    /// The engine.
-    pub engine: &'a E,
-    /// Where the counts go.
-    pub metrics: &'a Metrics,
-}
-
-impl<E: Engine> Engine for Counted<'_, E> {
-    async fn ping(&self) -> Result<(), EngineError> {
-        self.metrics.call("ping");
-        self.engine.ping().await
-    }
-    async fn list_containers(&self) -> Result<Vec<Observed>, EngineError> {
-        self.metrics.call("list_containers");
-        self.engine.list_containers().await
-    }
-    async fn list_images(&self) -> Result<Vec<Image>, EngineError> {
-        self.metrics.call("list_images");
-        self.engine.list_images().await
-    }
-    async fn inspect(&self, id: &str) -> Result<Life, EngineError> {
-        self.metrics.call("inspect");
-        self.engine.inspect(id).await
-    }
-    async fn pull(&self, reference: &str) -> Result<(), EngineError> {
-        self.metrics.call("pull");
-        self.engine.pull(reference).await
-    }
-    async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
-        self.metrics.call("create");
-        self.engine.create(spec).await
-    }
-    async fn start(&self, id: &str) -> Result<(), EngineError> {
-        self.metrics.call("start");
-        self.engine.start(id).await
-    }
-    async fn remove(&self, id: &str) -> Result<(), EngineError> {
-        self.metrics.call("remove");
-        self.engine.remove(id).await
     }
 }

@@ -133,6 +133,17 @@ impl Digest {
         Digest(s)
     }
 
+    /// The digest of a structured value's canonical JSON encoding, in a
+    /// domain of its own. Callers pass types whose maps are `BTreeMap`s, so
+    /// the encoding is canonical.
+    pub fn canonical<T: Serialize + ?Sized>(domain: &str, value: &T) -> Digest {
+        let mut h = Sha256::new();
+        h.update(domain.as_bytes());
+        h.update(b"\n");
+        h.update(serde_json::to_vec(value).expect("canonical values serialise"));
+        Digest::from_hasher(h)
+    }
+
     /// The 64 hex digits without the algorithm prefix.
     pub fn hex(&self) -> &str {
         &self.0[7..]

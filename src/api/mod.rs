@@ -2,7 +2,9 @@
 //! node's and each module's status, intentions (read, put, delete, settings
 //! patch), the event log and Prometheus metrics. Writes need the bearer
 //! token; bad input gets a JSON error naming the field and changes nothing.
-//! Every error maps to its status in one place, [`ApiError::status`].
+//! The handlers are thin: they parse the request, hand writes to the intake
+//! (one store transaction, off the async threads) and wake the agent. Every
+//! error maps to its status in one place, [`ApiError::status`].
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -18,76 +20,20 @@ use serde_json::{Value as J, json};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
-use crate::agent::{EngineStatus, NodeStatus};
-use crate::intention::{DocFormat, Intention};
-use crate::metrics::Metrics;
-use crate::names::{ModuleName, NodeId, SettingKey};
-use crate::render;
-use crate::status::{Board, ModuleStatus};
-use crate::store::{Entry, EventKind, IntentionRecord, Source, Store, StoreError};
-use crate::value::Value;
+use crate::intake;
+use crate::model::intention::Intention;
+use crate::model::names::{ModuleName, NodeId, SettingKey};
+use crate::model::value::Value;
+use crate::status::metrics::Metrics;
+use crate::status::{Board, EngineStatus, ModuleStatus, NodeStatus};
+use crate::store::{Entry, Source, Store};
+
+mod error;
+
+pub use error::ApiError;
 
 /// The largest request body taken.
 pub const MAX_BODY: usize = 1024 * 1024;
-
-/// An API request that could not be served.
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    /// The request is malformed (not JSON, a bad query).
-    #[error("{0}")]
-    BadRequest(String),
-    /// No token, or the wrong one.
-    #[error("{0}")]
-    Unauthorized(String),
-    /// No such module or route.
-    #[error("{0}")]
-    NotFound(String),
-    /// The route exists, the method does not.
-    #[error("method not allowed")]
-    MethodNotAllowed,
-    /// The write conflicts with another source of the module.
-    #[error("{0}")]
-    Conflict(String),
-    /// The body is over [`MAX_BODY`].
-    #[error("request body over {MAX_BODY} bytes")]
-    TooLarge,
-    /// Well-formed, but not a valid intention or setting.
-    #[error("{field}: {message}")]
-    Invalid {
-        /// The field at fault.
-        field: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// The store failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-impl ApiError {
-    /// The HTTP status of each error.
-    pub fn status(&self) -> StatusCode {
-        match self {
-            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
-            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        }
-    }
-
-    fn body(&self) -> J {
-        let mut e = json!({ "status": self.status().as_u16(), "message": self.to_string() });
-        if let ApiError::Invalid { field, message } = self {
-            e["field"] = J::from(field.as_str());
-            e["message"] = J::from(message.as_str());
-        }
-        json!({ "error": e })
-    }
-}
 
 /// What the API serves from.
 pub struct ApiState {
@@ -172,29 +118,29 @@ async fn route(state: &ApiState, req: Request<Incoming>) -> Result<Resp, ApiErro
     let segs: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
     let m = req.method().clone();
     match (segs.as_slice(), &m) {
-        (["healthz"], &Method::GET) => healthz(state),
+        (["healthz"], &Method::GET) => healthz(state).await,
         (["readyz"], &Method::GET) => Ok(readyz(state)),
         (["metrics"], &Method::GET) => Ok(metrics(state)),
         (["v1", "status"], &Method::GET) => Ok(json_response(StatusCode::OK, &status_json(state))),
-        (["v1", "modules", name], &Method::GET) => module(state, name),
-        (["v1", "events"], &Method::GET) => events(state, req.uri().query().unwrap_or("")),
-        (["v1", "intentions"], &Method::GET) => list_intentions(state),
-        (["v1", "intentions", name], &Method::GET) => get_intention(state, name),
+        (["v1", "modules", name], &Method::GET) => module(state, name).await,
+        (["v1", "events"], &Method::GET) => events(state, req.uri().query().unwrap_or("")).await,
+        (["v1", "intentions"], &Method::GET) => list_intentions(state).await,
+        (["v1", "intentions", name], &Method::GET) => get_intention(state, name).await,
         (["v1", "intentions", name], &Method::PUT) => {
             authorize(state, &req)?;
             let name = module_name(name)?;
             let body = read_body(req).await?;
-            put_intention(state, name, &body)
+            put_intention(state, name, &body).await
         }
         (["v1", "intentions", name], &Method::DELETE) => {
             authorize(state, &req)?;
-            delete_intention(state, module_name(name)?)
+            delete_intention(state, module_name(name)?).await
         }
         (["v1", "intentions", name, "settings"], &Method::PATCH) => {
             authorize(state, &req)?;
             let name = module_name(name)?;
             let body = read_body(req).await?;
-            patch_settings(state, name, &body)
+            patch_settings(state, name, &body).await
         }
         (["healthz" | "readyz" | "metrics"], _)
         | (["v1", "status" | "events" | "intentions"], _)
@@ -245,12 +191,12 @@ fn module_name(s: &str) -> Result<ModuleName, ApiError> {
     ModuleName::try_from(s).map_err(|e| ApiError::BadRequest(e.0))
 }
 
-fn parse_json(body: &[u8]) -> Result<J, ApiError> {
-    serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("malformed JSON: {e}")))
-}
-
-fn healthz(state: &ApiState) -> Result<Resp, ApiError> {
-    state.store.events_since(u64::MAX - 1, 1)?;
+async fn healthz(state: &ApiState) -> Result<Resp, ApiError> {
+    // The store answers a read.
+    state
+        .store
+        .blocking(|s| s.events_since(u64::MAX - 1, 1))
+        .await?;
     Ok(json_response(StatusCode::OK, &json!({ "status": "ok" })))
 }
 
@@ -306,7 +252,7 @@ pub fn status_json(state: &ApiState) -> J {
     json!({
         "node": {
             "id": state.node_id.as_str(),
-            "version": crate::cli::VERSION,
+            "version": crate::VERSION,
             "engine": engine,
             "passes": node.passes,
             "last_pass": last_pass,
@@ -316,31 +262,36 @@ pub fn status_json(state: &ApiState) -> J {
     })
 }
 
-fn module(state: &ApiState, name: &str) -> Result<Resp, ApiError> {
+async fn module(state: &ApiState, name: &str) -> Result<Resp, ApiError> {
     let name = module_name(name)?;
-    let board = state.board.lock().expect("board lock");
-    match board.get(name.as_str()) {
-        Some(m) => Ok(json_response(
-            StatusCode::OK,
-            &serde_json::to_value(m).expect("status serialises"),
-        )),
+    let known = state
+        .board
+        .lock()
+        .expect("board lock")
+        .get(name.as_str())
+        .cloned();
+    let status = match known {
+        Some(m) => m,
         None => {
-            drop(board);
             // Known to the store but not reported on yet.
-            if state.store.entries()?.contains_key(&name) {
-                Ok(json_response(
-                    StatusCode::OK,
-                    &serde_json::to_value(ModuleStatus::pending(name.as_str()))
-                        .expect("status serialises"),
-                ))
-            } else {
-                Err(ApiError::NotFound(format!("no module {:?}", name.as_str())))
+            let n = name.clone();
+            let stored = state
+                .store
+                .blocking(move |s| s.entries().map(|e| e.contains_key(&n)))
+                .await?;
+            if !stored {
+                return Err(ApiError::NotFound(format!("no module {:?}", name.as_str())));
             }
+            ModuleStatus::pending(name.as_str())
         }
-    }
+    };
+    Ok(json_response(
+        StatusCode::OK,
+        &serde_json::to_value(status).expect("status serialises"),
+    ))
 }
 
-fn events(state: &ApiState, query: &str) -> Result<Resp, ApiError> {
+async fn events(state: &ApiState, query: &str) -> Result<Resp, ApiError> {
     let mut since = 0u64;
     let mut limit = 100usize;
     for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -366,7 +317,10 @@ fn events(state: &ApiState, query: &str) -> Result<Resp, ApiError> {
             }
         }
     }
-    let evs = state.store.events_since(since, limit)?;
+    let evs = state
+        .store
+        .blocking(move |s| s.events_since(since, limit))
+        .await?;
     let next = evs.last().map_or(since, |e| e.seq);
     Ok(json_response(
         StatusCode::OK,
@@ -390,25 +344,25 @@ fn entry_json(name: &ModuleName, e: &Entry) -> Option<J> {
         "name": name.as_str(),
         "source": source,
         "revision": r.revision,
+        "plane_revision": r.plane_revision,
         "intention": r.intention.to_json(),
         "settings_overlay": overlay,
         "effective": e.effective().map(|i| i.to_json()),
     }))
 }
 
-fn list_intentions(state: &ApiState) -> Result<Resp, ApiError> {
-    let all: Vec<J> = state
-        .store
-        .entries()?
+async fn list_intentions(state: &ApiState) -> Result<Resp, ApiError> {
+    let entries = state.store.blocking(|s| s.entries()).await?;
+    let all: Vec<J> = entries
         .iter()
         .filter_map(|(n, e)| entry_json(n, e))
         .collect();
     Ok(json_response(StatusCode::OK, &json!({ "intentions": all })))
 }
 
-fn get_intention(state: &ApiState, name: &str) -> Result<Resp, ApiError> {
+async fn get_intention(state: &ApiState, name: &str) -> Result<Resp, ApiError> {
     let name = module_name(name)?;
-    let entries = state.store.entries()?;
+    let entries = state.store.blocking(|s| s.entries()).await?;
     let e = entries
         .get(&name)
         .ok_or_else(|| ApiError::NotFound(format!("no module {:?}", name.as_str())))?;
@@ -418,21 +372,14 @@ fn get_intention(state: &ApiState, name: &str) -> Result<Resp, ApiError> {
     ))
 }
 
-fn file_owned(name: &ModuleName, path: &str) -> ApiError {
-    ApiError::Conflict(format!(
-        "module {:?} is defined by the file {path}; edit or remove that file (its settings can be layered with PATCH …/settings)",
-        name.as_str()
-    ))
-}
-
-fn put_intention(state: &ApiState, name: ModuleName, body: &[u8]) -> Result<Resp, ApiError> {
-    let doc = parse_json(body)?;
-    let text = doc.to_string();
-    let i = Intention::parse(&text, DocFormat::Json, "request body").map_err(|e| {
-        ApiError::Invalid {
-            field: e.field,
-            message: e.message,
-        }
+async fn put_intention(state: &ApiState, name: ModuleName, body: &[u8]) -> Result<Resp, ApiError> {
+    // Parsed once, straight from the body: malformed JSON is a bad request,
+    // a well-formed but invalid intention names its field.
+    serde_json::from_slice::<serde::de::IgnoredAny>(body)
+        .map_err(|e| ApiError::BadRequest(format!("malformed JSON: {e}")))?;
+    let i = Intention::parse_json(body, "request body").map_err(|e| ApiError::Invalid {
+        field: e.field,
+        message: e.message,
     })?;
     if i.name != name {
         return Err(ApiError::Invalid {
@@ -444,66 +391,30 @@ fn put_intention(state: &ApiState, name: ModuleName, body: &[u8]) -> Result<Resp
             ),
         });
     }
-    let outcome = state.store.modify(&name, |e| {
-        let revision = match &e.record {
-            Some(IntentionRecord {
-                source: Source::File(p),
-                ..
-            }) => return Err(file_owned(&name, p)),
-            Some(r) if r.source == Source::Api && r.intention == i && e.overlay.is_empty() => {
-                return Ok((r.revision, false, false));
-            }
-            Some(r) => r.revision + 1,
-            None => 1,
-        };
-        let created = e.record.is_none();
-        e.record = Some(IntentionRecord {
-            source: Source::Api,
-            revision,
-            intention: i.clone(),
-        });
-        // A full intention replaces the settings too.
-        e.overlay.clear();
-        Ok((revision, created, true))
-    })??;
-    let (revision, created, changed) = outcome;
-    if changed {
-        let verb = if created { "stated" } else { "replaced" };
-        state.store.append_event(
-            Some(name.as_str()),
-            EventKind::Intention,
-            format!("intention {verb} through the API (revision {revision})"),
-        )?;
+    let out = state
+        .store
+        .blocking(move |s| intake::api::put(s, i))
+        .await?;
+    if out.changed {
         state.wake.notify_one();
     }
-    let status = if created {
+    let status = if out.created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
     Ok(json_response(
         status,
-        &json!({ "name": name.as_str(), "revision": revision, "changed": changed }),
+        &json!({ "name": name.as_str(), "revision": out.revision, "changed": out.changed }),
     ))
 }
 
-fn delete_intention(state: &ApiState, name: ModuleName) -> Result<Resp, ApiError> {
-    state.store.modify(&name, |e| match &e.record {
-        None => Err(ApiError::NotFound(format!("no module {:?}", name.as_str()))),
-        Some(IntentionRecord {
-            source: Source::File(p),
-            ..
-        }) => Err(file_owned(&name, p)),
-        Some(_) => {
-            e.record = None;
-            Ok(())
-        }
-    })??;
-    state.store.append_event(
-        Some(name.as_str()),
-        EventKind::Intention,
-        "intention deleted through the API",
-    )?;
+async fn delete_intention(state: &ApiState, name: ModuleName) -> Result<Resp, ApiError> {
+    let n = name.clone();
+    state
+        .store
+        .blocking(move |s| intake::api::delete(s, &n))
+        .await?;
     state.wake.notify_one();
     Ok(json_response(
         StatusCode::OK,
@@ -511,14 +422,16 @@ fn delete_intention(state: &ApiState, name: ModuleName) -> Result<Resp, ApiError
     ))
 }
 
-fn patch_settings(state: &ApiState, name: ModuleName, body: &[u8]) -> Result<Resp, ApiError> {
-    let J::Object(map) = parse_json(body)? else {
+async fn patch_settings(state: &ApiState, name: ModuleName, body: &[u8]) -> Result<Resp, ApiError> {
+    let J::Object(map) = serde_json::from_slice(body)
+        .map_err(|e| ApiError::BadRequest(format!("malformed JSON: {e}")))?
+    else {
         return Err(ApiError::Invalid {
             field: "(body)".into(),
             message: "must be a JSON object of setting keys".into(),
         });
     };
-    let mut patch: BTreeMap<SettingKey, Option<Value>> = BTreeMap::new();
+    let mut patch: intake::api::Patch = BTreeMap::new();
     for (k, v) in map {
         let field = format!("settings.{k:?}");
         let key = SettingKey::try_from(k.as_str()).map_err(|e| ApiError::Invalid {
@@ -535,59 +448,13 @@ fn patch_settings(state: &ApiState, name: ModuleName, body: &[u8]) -> Result<Res
         };
         patch.insert(key, v);
     }
-    let (revision, effective) = state.store.modify(&name, |e| {
-        let Some(record) = e.record.as_mut() else {
-            return Err(ApiError::NotFound(format!("no module {:?}", name.as_str())));
-        };
-        let file = match &record.source {
-            Source::File(p) => Some(p.clone()),
-            _ => None,
-        };
-        for (k, v) in &patch {
-            match (v, &file) {
-                // A module stated through the API owns its settings.
-                (Some(v), None) => {
-                    record.intention.settings.insert(k.clone(), v.clone());
-                }
-                (None, None) => {
-                    record.intention.settings.remove(k);
-                }
-                // A file's module gets its settings layered.
-                (Some(v), Some(_)) => {
-                    e.overlay.insert(k.clone(), v.clone());
-                }
-                (None, Some(p)) => {
-                    if e.overlay.remove(k).is_none() && record.intention.settings.contains_key(k) {
-                        return Err(ApiError::Conflict(format!(
-                            "setting {:?} is set by the file {p}; remove it there",
-                            k.as_str()
-                        )));
-                    }
-                }
-            }
-        }
-        let record = e.record.as_mut().expect("checked above");
-        record.revision += 1;
-        let revision = record.revision;
-        let effective = e.effective().expect("a record is present");
-        render::render_config(&effective).map_err(|r| ApiError::Invalid {
-            field: r.field,
-            message: r.message,
-        })?;
-        Ok((revision, effective))
-    })??;
-    let keys: Vec<&str> = patch.keys().map(SettingKey::as_str).collect();
-    state.store.append_event(
-        Some(name.as_str()),
-        EventKind::Intention,
-        format!(
-            "settings {} changed through the API (revision {revision})",
-            keys.join(", ")
-        ),
-    )?;
+    let n = name.clone();
+    let (revision, settings) = state
+        .store
+        .blocking(move |s| intake::api::patch_settings(s, &n, &patch))
+        .await?;
     state.wake.notify_one();
-    let settings: serde_json::Map<String, J> = effective
-        .settings
+    let settings: serde_json::Map<String, J> = settings
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_json()))
         .collect();
@@ -595,37 +462,4 @@ fn patch_settings(state: &ApiState, name: ModuleName, body: &[u8]) -> Result<Res
         StatusCode::OK,
         &json!({ "name": name.as_str(), "revision": revision, "settings": settings }),
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_error_has_its_status() {
-        let cases = [
-            (ApiError::BadRequest("x".into()), 400),
-            (ApiError::Unauthorized("x".into()), 401),
-            (ApiError::NotFound("x".into()), 404),
-            (ApiError::MethodNotAllowed, 405),
-            (ApiError::Conflict("x".into()), 409),
-            (ApiError::TooLarge, 413),
-            (
-                ApiError::Invalid {
-                    field: "f".into(),
-                    message: "m".into(),
-                },
-                422,
-            ),
-        ];
-        for (e, code) in cases {
-            assert_eq!(e.status().as_u16(), code, "{e}");
-            assert_eq!(e.body()["error"]["status"], code);
-        }
-        let e = ApiError::Invalid {
-            field: "mounts[0].target".into(),
-            message: "must be absolute".into(),
-        };
-        assert_eq!(e.body()["error"]["field"], "mounts[0].target");
-    }
 }

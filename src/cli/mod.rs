@@ -1,5 +1,6 @@
-//! The command line: `stead run` (the agent, or one pass with `--once`) and
-//! `stead check` (validate intentions and print their digests offline).
+//! The command line: `stead run` (the agent, or one pass with `--once`),
+//! `stead check` (validate intentions and print their digests offline), and
+//! the client commands that talk to a running agent's API ([`client`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,21 +10,14 @@ use clap::{Parser, Subcommand};
 
 use hyper::Method;
 
+use crate::VERSION;
 use crate::agent::{Agent, DockerSocket};
-use crate::client::{self, Answer, Client, ClientError};
 use crate::config::{Config, DEFAULT_CONFIG};
-use crate::intention::{DocFormat, Intention};
+use crate::model::intention::{DocFormat, Intention};
 use crate::reconcile::{self, Action};
+use client::{Answer, Client, ClientError};
 
-/// The version line: version, commit and target.
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (commit ",
-    env!("STEAD_GIT_COMMIT"),
-    ", target ",
-    env!("STEAD_TARGET"),
-    ")"
-);
+pub mod client;
 
 /// stead keeps this node's containers true to what they were told to run.
 #[derive(Parser, Debug)]
@@ -187,7 +181,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status { config, json } => client_command(config, |c| status(c, json)),
         Command::Apply { config, file } => {
             let (name, doc) = match read_intention_file(&file) {
-                Ok(x) => x,
+                Ok(i) => (i.name.to_string(), i.to_json()),
                 Err(e) => {
                     eprintln!("stead: {e}");
                     return Ok(ExitCode::from(EXIT_REFUSED));
@@ -253,7 +247,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => client_command(config, |c| events(c, since, follow)),
         Command::Check { config } => {
             let config = load_config(config)?;
-            let (lines, rejected) = reconcile::check(&config.intentions_dir)
+            let (lines, rejected) = reconcile::check::check(&config.intentions_dir)
                 .with_context(|| format!("cannot read {}", config.intentions_dir.display()))?;
             let mut clean = rejected.is_empty();
             for r in &rejected {
@@ -285,26 +279,21 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn read_intention_file(file: &std::path::Path) -> anyhow::Result<(String, serde_json::Value)> {
+/// Reads and checks an intention file (TOML or JSON by its extension),
+/// once; a bad file is named by its path, not as "request body".
+fn read_intention_file(file: &std::path::Path) -> anyhow::Result<Intention> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
-    let doc: serde_json::Value = if file.extension().is_some_and(|e| e == "json") {
-        serde_json::from_str(&text)
-            .with_context(|| format!("{}: malformed JSON", file.display()))?
+    let format = if file.extension().is_some_and(|e| e == "json") {
+        DocFormat::Json
     } else {
-        toml::from_str(&text).with_context(|| format!("{}: malformed TOML", file.display()))?
+        DocFormat::Toml
     };
-    let name = doc["name"]
-        .as_str()
-        .with_context(|| format!("{}: name: missing", file.display()))?
-        .to_string();
-    // Checked here too, so a bad file is named by its path, not "request body".
-    Intention::parse(
-        &doc.to_string(),
-        DocFormat::Json,
+    Ok(Intention::parse(
+        &text,
+        format,
         &file.display().to_string(),
-    )?;
-    Ok((name, doc))
+    )?)
 }
 
 /// Runs a client command: exit 2 when no agent answers.
@@ -321,9 +310,10 @@ where
             eprintln!("stead: {e} (is `stead run` running?)");
             Ok(ExitCode::from(EXIT_UNREACHABLE))
         }
-        Err(e) => {
+        // An agent answered, but not in a way this client reads.
+        Err(e @ ClientError::Protocol(_)) => {
             eprintln!("stead: {e}");
-            Ok(ExitCode::from(EXIT_UNREACHABLE))
+            Ok(ExitCode::from(EXIT_REFUSED))
         }
     }
 }
@@ -408,6 +398,9 @@ async fn status(c: Client, json: bool) -> Result<ExitCode, ClientError> {
         }
         if let Some(e) = m["last_error"].as_str() {
             note.push_str(e);
+            if let Some(at) = m["next_attempt_at"].as_u64() {
+                note.push_str(&format!("; next attempt {}", client::rfc3339(at)));
+            }
         } else if let Some(act) = m["last_action"]["action"].as_str() {
             note.push_str(&format!(
                 "{act} {}",

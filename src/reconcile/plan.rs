@@ -1,100 +1,15 @@
 //! The standing comparison as a pure function: from what is desired (one
 //! target per module, or a hold) and what the engine shows, the steps that
-//! bring one to the other. The same world always gives the same plan; the
-//! planner is never told why it runs.
+//! bring one to the other. The same world always gives the same plan,
+//! whatever order the engine lists it in; the planner is never told why it
+//! runs.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
-
-use crate::intention::{DriftPolicy, RestartPolicy};
-use crate::names::{Digest, InputName, ModuleName, NodeId};
-use crate::spec::{LABEL_DIGEST, LABEL_MANAGED_BY, LABEL_MODULE, inputs_from_labels};
-
-/// A container's state as the engine reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ContainerState {
-    /// Created, never started.
-    Created,
-    /// Running.
-    Running,
-    /// Paused.
-    Paused,
-    /// Being restarted by the engine.
-    Restarting,
-    /// Being removed.
-    Removing,
-    /// Exited.
-    Exited,
-    /// Dead.
-    Dead,
-    /// Anything else.
-    Unknown,
-}
-
-impl ContainerState {
-    /// Parses the engine's state word.
-    pub fn parse(s: &str) -> ContainerState {
-        match s {
-            "created" => ContainerState::Created,
-            "running" => ContainerState::Running,
-            "paused" => ContainerState::Paused,
-            "restarting" => ContainerState::Restarting,
-            "removing" => ContainerState::Removing,
-            "exited" => ContainerState::Exited,
-            "dead" => ContainerState::Dead,
-            _ => ContainerState::Unknown,
-        }
-    }
-
-    /// The engine's word for it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ContainerState::Created => "created",
-            ContainerState::Running => "running",
-            ContainerState::Paused => "paused",
-            ContainerState::Restarting => "restarting",
-            ContainerState::Removing => "removing",
-            ContainerState::Exited => "exited",
-            ContainerState::Dead => "dead",
-            ContainerState::Unknown => "unknown",
-        }
-    }
-}
-
-/// One container as listed by the engine.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Observed {
-    /// The container ID.
-    pub id: String,
-    /// Its names, without the leading `/`.
-    pub names: Vec<String>,
-    /// Its labels.
-    pub labels: BTreeMap<String, String>,
-    /// Its state.
-    pub state: ContainerState,
-    /// The engine's status line ("Up 3 minutes").
-    pub status: String,
-    /// The image ID it runs.
-    pub image_id: String,
-    /// When it was created, seconds since the epoch.
-    pub created: i64,
-    /// The host sources of its bind mounts.
-    pub mount_sources: Vec<String>,
-}
-
-impl Observed {
-    /// The spec digest it carries, if any.
-    pub fn digest(&self) -> Option<Digest> {
-        self.labels
-            .get(LABEL_DIGEST)
-            .and_then(|d| Digest::try_from(d.as_str()).ok())
-    }
-
-    fn managed_by(&self, node: &NodeId) -> bool {
-        self.labels.get(LABEL_MANAGED_BY).map(String::as_str) == Some(node.as_str())
-    }
-}
+use crate::engine::{ContainerState, Observed};
+use crate::model::intention::{DriftPolicy, RestartPolicy};
+use crate::model::names::{Digest, InputName, ModuleName, NodeId};
+use crate::model::spec::{Moved, moved};
 
 /// What the planner needs to know of a module it should run.
 #[derive(Clone, Debug, PartialEq)]
@@ -133,30 +48,6 @@ impl Want {
             Want::Run(t) => &t.name,
             Want::Hold { name, .. } => name,
         }
-    }
-}
-
-/// One input that differs between the running container and the target.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Moved {
-    /// The input.
-    pub input: String,
-    /// What the running container was created from (`None`: it had no such input).
-    pub running: Option<Digest>,
-    /// What the target says now (`None`: the input is gone).
-    pub desired: Option<Digest>,
-}
-
-impl std::fmt::Display for Moved {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let s = |d: &Option<Digest>| d.as_ref().map_or("(none)", |d| d.short()).to_string();
-        write!(
-            f,
-            "{}: {} → {}",
-            self.input,
-            s(&self.running),
-            s(&self.desired)
-        )
     }
 }
 
@@ -238,28 +129,16 @@ pub enum Step {
 /// The steps for one pass, in module order, removals last.
 pub type Plan = Vec<Step>;
 
-/// Which inputs differ between a container's labels and a target.
-pub fn moved(
-    running: &BTreeMap<InputName, Digest>,
-    desired: &BTreeMap<InputName, Digest>,
-) -> Vec<Moved> {
-    let names: BTreeSet<&InputName> = running.keys().chain(desired.keys()).collect();
-    names
-        .into_iter()
-        .filter(|n| running.get(*n) != desired.get(*n))
-        .map(|n| Moved {
-            input: n.to_string(),
-            running: running.get(n).cloned(),
-            desired: desired.get(n).cloned(),
-        })
-        .collect()
-}
-
 /// Computes the plan. Containers without this node's managed label are never
 /// in it, except as the conflict they cause.
 pub fn plan(node: &NodeId, wants: &[Want], observed: &[Observed]) -> Plan {
     let mut steps = Vec::new();
-    let ours: Vec<&Observed> = observed.iter().filter(|o| o.managed_by(node)).collect();
+    // Sorted, so that the engine's list order never shows in the plan.
+    let mut ours: Vec<&Observed> = observed
+        .iter()
+        .filter(|o| o.labels.managed_by(node))
+        .collect();
+    ours.sort_by(|a, b| (&a.labels.module, &a.id).cmp(&(&b.labels.module, &b.id)));
     let wanted: BTreeSet<&str> = wants.iter().map(|w| w.name().as_str()).collect();
 
     for want in wants {
@@ -267,7 +146,7 @@ pub fn plan(node: &NodeId, wants: &[Want], observed: &[Observed]) -> Plan {
         let cname = name.container_name();
         let at_name = observed.iter().find(|o| o.names.contains(&cname));
         if let Some(c) = at_name {
-            if !c.managed_by(node) {
+            if !c.labels.managed_by(node) {
                 steps.push(Step::Conflict {
                     module: name.clone(),
                     container: c.id.clone(),
@@ -278,8 +157,9 @@ pub fn plan(node: &NodeId, wants: &[Want], observed: &[Observed]) -> Plan {
         // Managed containers of this module under another name (renamed by
         // hand): only the one at the module's name is kept.
         for o in &ours {
-            let module = o.labels.get(LABEL_MODULE).map(String::as_str);
-            if module == Some(name.as_str()) && at_name.is_none_or(|c| c.id != o.id) {
+            if o.labels.module.as_deref() == Some(name.as_str())
+                && at_name.is_none_or(|c| c.id != o.id)
+            {
                 steps.push(Step::Remove {
                     module: Some(name.to_string()),
                     container: o.id.clone(),
@@ -311,8 +191,8 @@ pub fn plan(node: &NodeId, wants: &[Want], observed: &[Observed]) -> Plan {
                 container,
                 state: c.state,
             });
-        } else if c.digest().as_ref() != Some(&target.digest) {
-            let moved = moved(&inputs_from_labels(&c.labels), &target.inputs);
+        } else if c.labels.digest.as_ref() != Some(&target.digest) {
+            let moved = moved(&c.labels.inputs, &target.inputs);
             steps.push(match target.on_drift {
                 DriftPolicy::Recreate => Step::Recreate {
                     module,
@@ -349,10 +229,10 @@ pub fn plan(node: &NodeId, wants: &[Want], observed: &[Observed]) -> Plan {
     }
 
     for o in ours {
-        let module = o.labels.get(LABEL_MODULE);
-        if module.is_none_or(|m| !wanted.contains(m.as_str())) {
+        let module = &o.labels.module;
+        if module.as_ref().is_none_or(|m| !wanted.contains(m.as_str())) {
             steps.push(Step::Remove {
-                module: module.cloned(),
+                module: module.clone(),
                 container: o.id.clone(),
             });
         }
@@ -363,6 +243,7 @@ pub fn plan(node: &NodeId, wants: &[Want], observed: &[Observed]) -> Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::labels::Labels;
 
     fn node() -> NodeId {
         NodeId::try_from("n1").unwrap()
@@ -393,16 +274,15 @@ mod tests {
         digest: &str,
         state: ContainerState,
     ) -> Observed {
-        let mut labels = BTreeMap::new();
-        if let Some(n) = node {
-            labels.insert(LABEL_MANAGED_BY.to_string(), n.to_string());
-        }
-        if let Some(m) = module {
-            labels.insert(LABEL_MODULE.to_string(), m.to_string());
-        }
-        labels.insert(LABEL_DIGEST.to_string(), d(digest).to_string());
-        labels.insert("stead.input.config:/c".to_string(), d(digest).to_string());
-        labels.insert("stead.input.image".to_string(), d("img").to_string());
+        let mut inputs = BTreeMap::new();
+        inputs.insert(InputName::try_from("config:/c").unwrap(), d(digest));
+        inputs.insert(InputName::try_from("image").unwrap(), d("img"));
+        let labels = Labels {
+            managed_by: node.map(str::to_string),
+            module: module.map(str::to_string),
+            digest: Some(d(digest)),
+            inputs,
+        };
         Observed {
             id: id.into(),
             names: vec![name.into()],
@@ -626,19 +506,42 @@ mod tests {
     }
 
     #[test]
-    fn the_same_world_gives_the_same_plan() {
+    fn the_engines_list_order_never_shows_in_the_plan() {
+        use ContainerState::*;
         let wants = vec![
             target("a", "v2", DriftPolicy::Recreate),
             target("b", "v1", DriftPolicy::Recreate),
+            target("c", "v1", DriftPolicy::Recreate),
         ];
-        let obs = vec![container(
-            "c1",
-            "stead-a",
-            Some("n1"),
-            Some("a"),
-            "v1",
-            ContainerState::Running,
-        )];
-        assert_eq!(plan(&node(), &wants, &obs), plan(&node(), &wants, &obs));
+        let world = vec![
+            container("c1", "stead-a", Some("n1"), Some("a"), "v1", Running),
+            container("c2", "old-a", Some("n1"), Some("a"), "v1", Running),
+            container("c3", "stead-x", Some("n1"), Some("x"), "v1", Exited),
+            container("c4", "stead-y", Some("n1"), Some("y"), "v1", Running),
+            container("c5", "stead-y2", Some("n1"), None, "v1", Running),
+            container("c6", "stead-c", None, None, "v1", Running),
+            container("c7", "web", None, None, "v1", Running),
+        ];
+        let want = plan(&node(), &wants, &world);
+        // Every rotation of the list, forwards and backwards.
+        for k in 0..world.len() {
+            let mut shuffled = world.clone();
+            shuffled.rotate_left(k);
+            assert_eq!(plan(&node(), &wants, &shuffled), want, "rotated by {k}");
+            shuffled.reverse();
+            assert_eq!(
+                plan(&node(), &wants, &shuffled),
+                want,
+                "rotated by {k}, reversed"
+            );
+        }
+        let removed: Vec<&str> = want
+            .iter()
+            .filter_map(|s| match s {
+                Step::Remove { container, .. } => Some(container.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(removed, ["c2", "c5", "c3", "c4"], "{want:?}");
     }
 }

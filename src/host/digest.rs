@@ -1,5 +1,5 @@
 //! Content digests of the host files and directories a container reads, with
-//! a stat cache, and the canonical digest of structured inputs.
+//! a stat cache.
 //!
 //! A file's digest is cached by (device, inode, size, mtime, ctime). A file
 //! whose mtime is not older than the second it was hashed in may still be
@@ -12,10 +12,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
-use crate::names::Digest;
+use crate::model::names::Digest;
 
 /// Why a host input could not be digested.
 #[derive(Debug, thiserror::Error)]
@@ -186,16 +185,6 @@ impl FileDigester {
     pub fn cached(&self) -> usize {
         self.cache.len()
     }
-}
-
-/// The digest of a structured value's canonical JSON encoding. Callers pass
-/// types whose maps are `BTreeMap`s, so the encoding is canonical.
-pub fn canonical<T: Serialize + ?Sized>(domain: &str, value: &T) -> Digest {
-    let mut h = Sha256::new();
-    h.update(domain.as_bytes());
-    h.update(b"\n");
-    h.update(serde_json::to_vec(value).expect("canonical values serialise"));
-    Digest::from_hasher(h)
 }
 
 #[cfg(test)]

@@ -1,17 +1,16 @@
 //! A module's intention: what the node was asked to run. Owns the schema of
-//! intention files (TOML or JSON), its validation into a checked
-//! [`Intention`], and loading a directory of intention files, where a bad file
-//! is an error naming the file and the field and never stops the others.
+//! intention documents (TOML or JSON) and their validation into a checked
+//! [`Intention`]; a bad document is an error naming its origin and the field.
+//! Where documents come from is the intake's business.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::names::{AbsPath, EnvName, ModuleName, SettingKey};
-use crate::render;
-use crate::value::Value;
+use crate::model::config::{self, ConfigFile, ConfigFormat};
+use crate::model::names::{AbsPath, EnvName, ModuleName, SettingKey};
+use crate::model::value::Value;
 
 /// The restart policy handed to the engine.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,18 +50,6 @@ pub enum DriftPolicy {
     Report,
 }
 
-/// The format of a module's mergeable config file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ConfigFormat {
-    /// Pretty-printed JSON with sorted keys.
-    Json,
-    /// TOML.
-    Toml,
-    /// `KEY=value` lines; nested keys joined with `_` and upper-cased.
-    Env,
-}
-
 /// A port protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -77,7 +64,7 @@ pub enum Protocol {
 
 /// A published (or only exposed) container port, normalised: an unset host
 /// address is `0.0.0.0`, as the engine reads it.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PortSpec {
     /// The port inside the container.
     pub container_port: u16,
@@ -152,19 +139,8 @@ impl fmt::Display for PortSpec {
     }
 }
 
-/// The module's mergeable config file.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ConfigFile {
-    /// Where the container sees it.
-    pub path: AbsPath,
-    /// How it is rendered.
-    pub format: ConfigFormat,
-    /// The module's defaults, a table.
-    pub defaults: BTreeMap<String, Value>,
-}
-
 /// A literal file composed into the container.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LiteralFile {
     /// Where the container sees it.
     pub path: AbsPath,
@@ -173,7 +149,7 @@ pub struct LiteralFile {
 }
 
 /// Whether a bind mount is an input (read-only) or state (read-write).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
     /// Read-only: an input, hashed by content.
     ReadOnly,
@@ -182,7 +158,7 @@ pub enum Access {
 }
 
 /// A bind mount of a host path.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mount {
     /// The host path.
     pub source: AbsPath,
@@ -193,7 +169,7 @@ pub struct Mount {
 }
 
 /// A checked intention for one module.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Intention {
     /// The module's name.
     pub name: ModuleName,
@@ -320,14 +296,23 @@ impl Intention {
                     )
                 })?
             }
-            DocFormat::Json => {
-                let mut de = serde_json::Deserializer::from_str(text);
-                let doc = serde_path_to_error::deserialize(&mut de)
-                    .map_err(|e| err(path_or_file(e.path()), e.inner().to_string()))?;
-                de.end().map_err(|e| err("(file)".into(), e.to_string()))?;
-                doc
-            }
+            DocFormat::Json => return Intention::parse_json(text.as_bytes(), origin),
         };
+        doc.check().map_err(|(field, message)| err(field, message))
+    }
+
+    /// Parses and checks one JSON intention document straight from its
+    /// bytes (an API request body).
+    pub fn parse_json(bytes: &[u8], origin: &str) -> Result<Intention, IntentionError> {
+        let err = |field: String, message: String| IntentionError {
+            origin: origin.to_string(),
+            field,
+            message,
+        };
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let doc: IntentionDoc = serde_path_to_error::deserialize(&mut de)
+            .map_err(|e| err(path_or_file(e.path()), e.inner().to_string()))?;
+        de.end().map_err(|e| err("(file)".into(), e.to_string()))?;
         doc.check().map_err(|(field, message)| err(field, message))
     }
 }
@@ -375,11 +360,7 @@ impl Intention {
             );
         }
         if let Some(c) = &self.config {
-            let format = match c.format {
-                ConfigFormat::Json => "json",
-                ConfigFormat::Toml => "toml",
-                ConfigFormat::Env => "env",
-            };
+            let format = c.format.as_str();
             let defaults: serde_json::Map<String, J> = c
                 .defaults
                 .iter()
@@ -427,6 +408,17 @@ impl Intention {
     }
 }
 
+impl Intention {
+    /// Checks that the settings merge over the config's defaults and render
+    /// in its format; the rendered bytes are not kept.
+    pub fn check_settings(&self) -> Result<(), config::RenderError> {
+        match &self.config {
+            Some(c) => c.render(&self.settings).map(|_| ()),
+            None => config::settings_without_config(&self.settings).map_or(Ok(()), Err),
+        }
+    }
+}
+
 fn path_or_file(p: &serde_path_to_error::Path) -> String {
     let s = p.to_string();
     if s == "." || s.is_empty() {
@@ -454,7 +446,9 @@ fn one_line(s: &str) -> String {
 
 impl IntentionDoc {
     fn check(self) -> Result<Intention, (String, String)> {
-        fn f(field: &str) -> impl FnOnce(crate::names::InvalidName) -> (String, String) + '_ {
+        fn f(
+            field: &str,
+        ) -> impl FnOnce(crate::model::names::InvalidName) -> (String, String) + '_ {
             move |m| (field.to_string(), m.0)
         }
         let name = ModuleName::try_from(self.name).map_err(f("name"))?;
@@ -573,138 +567,11 @@ impl IntentionDoc {
         };
         // A setting that cannot be merged or rendered is bad input now, not a
         // failure at the next pass.
-        render::render_config(&intention).map_err(|e| (e.field, e.message))?;
+        intention
+            .check_settings()
+            .map_err(|e| (e.field, e.message))?;
         Ok(intention)
     }
-}
-
-/// One file in the intentions directory that could not be taken.
-#[derive(Debug, Clone)]
-pub struct FileRejected {
-    /// The file.
-    pub path: PathBuf,
-    /// The module it names, when its name could be read.
-    pub module: Option<ModuleName>,
-    /// Why.
-    pub error: IntentionError,
-}
-
-/// What a directory of intention files says.
-#[derive(Debug, Default)]
-pub struct Loaded {
-    /// The intentions that were taken, by module, with the file each came from.
-    pub intentions: BTreeMap<ModuleName, (PathBuf, Intention)>,
-    /// The files that were refused.
-    pub rejected: Vec<FileRejected>,
-}
-
-/// Loads every `*.toml` and `*.json` file in `dir` (not recursively; hidden
-/// files and editor backups are skipped). A missing directory holds nothing.
-pub fn load_dir(dir: &Path) -> Result<Loaded, std::io::Error> {
-    let mut paths = Vec::new();
-    match std::fs::read_dir(dir) {
-        Ok(rd) => {
-            for entry in rd {
-                let p = entry?.path();
-                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                if name.starts_with('.') {
-                    continue;
-                }
-                if p.extension().is_some_and(|e| e == "toml" || e == "json") && p.is_file() {
-                    paths.push(p);
-                }
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    paths.sort();
-    let mut out = Loaded::default();
-    let mut claimed: BTreeMap<ModuleName, PathBuf> = BTreeMap::new();
-    let mut duplicated: BTreeSet<ModuleName> = BTreeSet::new();
-    for p in paths {
-        let origin = p.display().to_string();
-        let format = if p.extension().is_some_and(|e| e == "toml") {
-            DocFormat::Toml
-        } else {
-            DocFormat::Json
-        };
-        let parsed = std::fs::read_to_string(&p)
-            .map_err(|e| IntentionError {
-                origin: origin.clone(),
-                field: "(file)".into(),
-                message: e.to_string(),
-            })
-            .and_then(|text| Intention::parse(&text, format, &origin));
-        match parsed {
-            Ok(i) => {
-                if let Some(first) = claimed.get(&i.name) {
-                    duplicated.insert(i.name.clone());
-                    out.rejected.push(FileRejected {
-                        path: p.clone(),
-                        module: Some(i.name.clone()),
-                        error: IntentionError {
-                            origin,
-                            field: "name".into(),
-                            message: format!(
-                                "module {:?} is also defined by {}",
-                                i.name.as_str(),
-                                first.display()
-                            ),
-                        },
-                    });
-                } else {
-                    claimed.insert(i.name.clone(), p.clone());
-                    out.intentions.insert(i.name.clone(), (p, i));
-                }
-            }
-            Err(error) => {
-                let module = sniff_name(&p, format);
-                out.rejected.push(FileRejected {
-                    path: p,
-                    module,
-                    error,
-                });
-            }
-        }
-    }
-    // Two files naming one module: neither wins, so nothing changes until
-    // the operator settles it.
-    for name in duplicated {
-        if let Some((p, _)) = out.intentions.remove(&name) {
-            out.rejected.push(FileRejected {
-                error: IntentionError {
-                    origin: p.display().to_string(),
-                    field: "name".into(),
-                    message: format!(
-                        "module {:?} is defined by more than one file",
-                        name.as_str()
-                    ),
-                },
-                path: p,
-                module: Some(name),
-            });
-        }
-    }
-    Ok(out)
-}
-
-/// The module name of a file that failed its checks, when it can be read.
-fn sniff_name(p: &Path, format: DocFormat) -> Option<ModuleName> {
-    #[derive(Deserialize)]
-    struct NameOnly {
-        name: String,
-    }
-    let text = std::fs::read_to_string(p).ok()?;
-    let n: NameOnly = match format {
-        DocFormat::Toml => toml::from_str::<toml::Table>(&text).ok().and_then(|t| {
-            t.get("name").and_then(|v| v.as_str()).map(|s| NameOnly {
-                name: s.to_string(),
-            })
-        })?,
-        DocFormat::Json => serde_json::from_str(&text).ok()?,
-    };
-    ModuleName::try_from(n.name).ok()
 }
 
 #[cfg(test)]
@@ -850,38 +717,5 @@ read_only = true
         );
         assert!(PortSpec::parse("80/icmp").is_err());
         assert!(PortSpec::parse("foo:1:2").is_err());
-    }
-
-    #[test]
-    fn load_dir_rejects_duplicates_and_keeps_the_rest() {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::write(d.path().join("a.toml"), "name = \"dup\"\nimage = \"x\"").unwrap();
-        std::fs::write(d.path().join("b.json"), r#"{"name":"dup","image":"x"}"#).unwrap();
-        std::fs::write(d.path().join("c.toml"), "name = \"ok\"\nimage = \"x\"").unwrap();
-        std::fs::write(
-            d.path().join("d.toml"),
-            "name = \"broken\"\nimage = \"x\"\nnope = 1",
-        )
-        .unwrap();
-        std::fs::write(d.path().join("notes.txt"), "ignored").unwrap();
-        let l = load_dir(d.path()).unwrap();
-        assert_eq!(
-            l.intentions.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
-            ["ok"]
-        );
-        assert_eq!(l.rejected.len(), 3);
-        let broken = l
-            .rejected
-            .iter()
-            .find(|r| r.path.ends_with("d.toml"))
-            .unwrap();
-        assert_eq!(broken.module.as_ref().map(|m| m.as_str()), Some("broken"));
-        assert!(
-            l.rejected
-                .iter()
-                .filter(|r| r.module.as_ref().is_some_and(|m| m.as_str() == "dup"))
-                .count()
-                == 2
-        );
     }
 }

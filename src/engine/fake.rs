@@ -1,0 +1,126 @@
+//! A fake engine for unit tests of the reconciler's logic (backoff on a
+//! paused clock, a quiet pass's writes): containers in memory, every action
+//! recorded with its time. Never the only proof that a feature works: the
+//! engine tests run the same paths against the real Docker Engine.
+
+use std::sync::Mutex;
+
+use crate::engine::{ContainerState, Engine, EngineError, Image, Life, Observed};
+use crate::model::labels::Labels;
+use crate::model::names::Digest;
+use crate::model::spec::ContainerSpec;
+
+/// A fake engine.
+#[derive(Default)]
+pub struct Fake {
+    /// Its containers.
+    pub containers: Mutex<Vec<Observed>>,
+    /// Every action (`create`, `start`, `pull`, `refused`) and when.
+    pub actions: Mutex<Vec<(String, tokio::time::Instant)>>,
+    /// Containers stay up instead of dying at once.
+    pub healthy: bool,
+    /// The engine refuses every create.
+    pub refuse_create: bool,
+}
+
+impl Fake {
+    fn act(&self, what: &str) {
+        self.actions
+            .lock()
+            .unwrap()
+            .push((what.into(), tokio::time::Instant::now()));
+    }
+
+    /// When each action of `kind` happened, in seconds from `t0`.
+    pub fn times(&self, kind: &str, t0: tokio::time::Instant) -> Vec<u64> {
+        self.actions
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(a, _)| a == kind)
+            .map(|(_, t)| (*t - t0).as_secs())
+            .collect()
+    }
+}
+
+/// The one image the fake has: `img:1`.
+pub fn image_id() -> Digest {
+    Digest::of(b"img")
+}
+
+impl Engine for Fake {
+    async fn ping(&self) -> Result<(), EngineError> {
+        Ok(())
+    }
+    async fn list_containers(&self) -> Result<Vec<Observed>, EngineError> {
+        Ok(self.containers.lock().unwrap().clone())
+    }
+    async fn list_images(&self) -> Result<Vec<Image>, EngineError> {
+        Ok(vec![Image {
+            id: image_id().to_string(),
+            tags: vec!["img:1".into()],
+            digests: vec![],
+        }])
+    }
+    async fn inspect(&self, _: &str) -> Result<Life, EngineError> {
+        Ok(Life {
+            restart_count: 0,
+            started_at: 0,
+            finished_at: 0,
+            exit_code: 1,
+        })
+    }
+    async fn pull(&self, _: &str) -> Result<(), EngineError> {
+        self.act("pull");
+        Err(EngineError::NotFound(
+            "no such image in any registry".into(),
+        ))
+    }
+    async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
+        if self.refuse_create {
+            self.act("refused");
+            return Err(EngineError::Refused {
+                status: 400,
+                message: "port is already allocated".into(),
+            });
+        }
+        self.act("create");
+        let id = format!("c{}", self.actions.lock().unwrap().len());
+        self.containers.lock().unwrap().push(Observed {
+            id: id.clone(),
+            names: vec![spec.name.clone()],
+            labels: Labels::parse(&spec.labels),
+            state: ContainerState::Created,
+            status: "Created".into(),
+            image_id: spec.image_id.clone(),
+            created: 0,
+            mount_sources: vec![],
+        });
+        Ok(id)
+    }
+    async fn start(&self, id: &str) -> Result<(), EngineError> {
+        self.act("start");
+        // Unless healthy, it dies at once, though its policy would have it
+        // running.
+        for c in self
+            .containers
+            .lock()
+            .unwrap()
+            .iter_mut()
+            .filter(|c| c.id == id)
+        {
+            if self.healthy {
+                c.state = ContainerState::Running;
+                c.status = "Up About an hour".into();
+            } else {
+                c.state = ContainerState::Exited;
+                c.status = "Exited (1) Less than a second ago".into();
+            }
+        }
+        Ok(())
+    }
+    async fn remove(&self, id: &str) -> Result<(), EngineError> {
+        self.containers.lock().unwrap().retain(|c| c.id != id);
+        Ok(())
+    }
+}

@@ -1,0 +1,88 @@
+//! The container engine: what the reconciler asks of one ([`Engine`]), the
+//! typed observation of its containers ([`observed`]), finding images by
+//! reference ([`image`]), the Docker Engine API implementation ([`docker`]),
+//! a wrapper that counts calls ([`counted`]) and, for unit tests, a fake
+//! engine ([`fake`]) beside the trait.
+
+use std::future::Future;
+
+pub mod counted;
+pub mod docker;
+#[cfg(test)]
+pub mod fake;
+pub mod image;
+pub mod observed;
+
+pub use image::Image;
+pub use observed::{ContainerState, Observed};
+
+use crate::model::spec::ContainerSpec;
+
+/// An engine call that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The engine did not answer: socket absent, connection refused or
+    /// reset, timeout. The agent waits with backoff.
+    #[error("engine not reachable: {0}")]
+    Unreachable(String),
+    /// The engine answered that the object does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The engine answered with a conflict (a name in use, a container
+    /// being removed).
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The engine refused the request.
+    #[error("engine refused ({status}): {message}")]
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The engine's message.
+        message: String,
+    },
+}
+
+impl EngineError {
+    /// Whether the engine itself is away (as opposed to refusing one call).
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, EngineError::Unreachable(_))
+    }
+}
+
+/// What an inspect says of a container's life, for settling and crash-loop
+/// detection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Life {
+    /// How many times the engine restarted it.
+    pub restart_count: u32,
+    /// When it last started, seconds since the epoch (0: never).
+    pub started_at: i64,
+    /// When it last stopped, seconds since the epoch (0: never).
+    pub finished_at: i64,
+    /// Its last exit code.
+    pub exit_code: i64,
+}
+
+/// What the reconciler asks of a container engine.
+pub trait Engine: Send + Sync {
+    /// Checks the engine answers.
+    fn ping(&self) -> impl Future<Output = Result<(), EngineError>> + Send;
+    /// Every container, running or not, managed or not: one call.
+    fn list_containers(&self) -> impl Future<Output = Result<Vec<Observed>, EngineError>> + Send;
+    /// Every image: one call.
+    fn list_images(&self) -> impl Future<Output = Result<Vec<Image>, EngineError>> + Send;
+    /// Reads a container's restart count and start and stop times.
+    fn inspect(&self, id: &str) -> impl Future<Output = Result<Life, EngineError>> + Send;
+    /// Pulls an image reference from its registry.
+    fn pull(&self, reference: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
+    /// Creates a container; returns its ID.
+    fn create(
+        &self,
+        spec: &ContainerSpec,
+    ) -> impl Future<Output = Result<String, EngineError>> + Send;
+    /// Starts a container (starting a running one is not an error).
+    fn start(&self, id: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
+    /// Stops (with a grace period) and removes a container; one already gone
+    /// is not an error.
+    fn remove(&self, id: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
+}

@@ -1,0 +1,8 @@
+//! What stead does on its own host, apart from the engine: content digests
+//! of the files a container reads, atomic file writes, watching files for
+//! change, and the service manager's notify protocol.
+
+pub mod digest;
+pub mod files;
+pub mod systemd;
+pub mod watch;

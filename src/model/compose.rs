@@ -1,0 +1,88 @@
+//! The files composed into a module's container: its config file (settings
+//! merged over defaults) and its literal files, each rendered once, with
+//! the digest of its bytes and the content-addressed place it is written to
+//! on the host. Pure: writing is the host's business.
+
+use std::path::{Path, PathBuf};
+
+use crate::model::config::{self, RenderError};
+use crate::model::intention::Intention;
+use crate::model::names::{AbsPath, Digest, InputName};
+
+/// A composed file, rendered and not yet written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComposedFile {
+    /// The input it is (`config:<path>` or `file:<path>`).
+    pub input: InputName,
+    /// Where the container sees it.
+    pub target: AbsPath,
+    /// Its bytes.
+    pub content: Vec<u8>,
+    /// The digest of its bytes.
+    pub digest: Digest,
+}
+
+impl ComposedFile {
+    fn new(kind: &str, target: &AbsPath, content: Vec<u8>) -> ComposedFile {
+        ComposedFile {
+            input: InputName::try_from(format!("{kind}:{target}"))
+                .expect("an absolute path makes an input name"),
+            target: target.clone(),
+            digest: Digest::of(&content),
+            content,
+        }
+    }
+}
+
+/// Renders every composed file of a module, once: the config file, then the
+/// literal files.
+pub fn compose(i: &Intention) -> Result<Vec<ComposedFile>, RenderError> {
+    let mut out = Vec::with_capacity(i.files.len() + 1);
+    match &i.config {
+        Some(c) => out.push(ComposedFile::new("config", &c.path, c.render(&i.settings)?)),
+        None => {
+            if let Some(e) = config::settings_without_config(&i.settings) {
+                return Err(e);
+            }
+        }
+    }
+    for f in &i.files {
+        out.push(ComposedFile::new(
+            "file",
+            &f.path,
+            f.content.clone().into_bytes(),
+        ));
+    }
+    Ok(out)
+}
+
+/// Where a composed file lives on the host: `<files_dir>/<module>/<hex>`.
+/// The path is named by content, so one path never changes content.
+pub fn host_path(files_dir: &Path, module: &str, digest: &Digest) -> PathBuf {
+    files_dir.join(module).join(digest.hex())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::intention::DocFormat;
+
+    #[test]
+    fn config_then_literal_files_each_with_its_digest() {
+        let i = Intention::parse(
+            "name = \"m\"\nimage = \"x\"\n[config]\npath = \"/c.json\"\nformat = \"json\"\ndefaults = { a = 1 }\n[settings]\na = 2\n[[files]]\npath = \"/b.txt\"\ncontent = \"hello\"",
+            DocFormat::Toml,
+            "t.toml",
+        )
+        .unwrap();
+        let files = compose(&i).unwrap();
+        let inputs: Vec<&str> = files.iter().map(|f| f.input.as_str()).collect();
+        assert_eq!(inputs, ["config:/c.json", "file:/b.txt"]);
+        assert_eq!(files[0].content, b"{\n  \"a\": 2\n}\n");
+        assert_eq!(files[1].digest, Digest::of(b"hello"));
+        assert_eq!(
+            host_path(Path::new("/d/files"), "m", &files[1].digest),
+            Path::new("/d/files/m").join(Digest::of(b"hello").hex())
+        );
+    }
+}

@@ -1,0 +1,105 @@
+//! The labels a managed container carries: the node that manages it, its
+//! module, its spec digest and one digest per input. Written once when the
+//! spec is made ([`Labels::to_map`]) and parsed once when the engine lists
+//! the container ([`Labels::parse`]); nothing else reads label strings.
+
+use std::collections::BTreeMap;
+
+use crate::model::names::{Digest, InputName, ModuleName, NodeId};
+
+/// Label: the node that manages this container.
+pub const MANAGED_BY: &str = "stead.managed-by";
+/// Label: the module this container runs.
+pub const MODULE: &str = "stead.module";
+/// Label: the spec digest this container was created from.
+pub const DIGEST: &str = "stead.digest";
+/// Label prefix: one digest per input, `stead.input.<input name>`.
+pub const INPUT_PREFIX: &str = "stead.input.";
+
+/// What a container's labels say about it, typed. A label that does not
+/// parse (hand-made, or from another tool) reads as absent.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Labels {
+    /// The node that manages it, as its label says (any string: another
+    /// node's id need not be valid here).
+    pub managed_by: Option<String>,
+    /// The module it runs, as its label says (kept as text: an orphan's
+    /// label is reported even when it is not a valid module name).
+    pub module: Option<String>,
+    /// The spec digest it was created from.
+    pub digest: Option<Digest>,
+    /// The digest of each input it was created from.
+    pub inputs: BTreeMap<InputName, Digest>,
+}
+
+impl Labels {
+    /// Parses the engine's label map.
+    pub fn parse(map: &BTreeMap<String, String>) -> Labels {
+        Labels {
+            managed_by: map.get(MANAGED_BY).cloned(),
+            module: map.get(MODULE).cloned(),
+            digest: map
+                .get(DIGEST)
+                .and_then(|d| Digest::try_from(d.as_str()).ok()),
+            inputs: map
+                .iter()
+                .filter_map(|(k, v)| {
+                    let name = InputName::try_from(k.strip_prefix(INPUT_PREFIX)?).ok()?;
+                    let d = Digest::try_from(v.as_str()).ok()?;
+                    Some((name, d))
+                })
+                .collect(),
+        }
+    }
+
+    /// The labels of a container made by `node` for `module` from a spec
+    /// with this digest and these inputs.
+    pub fn to_map(
+        node: &NodeId,
+        module: &ModuleName,
+        digest: &Digest,
+        inputs: &BTreeMap<InputName, Digest>,
+    ) -> BTreeMap<String, String> {
+        let mut labels = BTreeMap::new();
+        labels.insert(MANAGED_BY.to_string(), node.to_string());
+        labels.insert(MODULE.to_string(), module.to_string());
+        labels.insert(DIGEST.to_string(), digest.to_string());
+        for (k, v) in inputs {
+            labels.insert(format!("{INPUT_PREFIX}{k}"), v.to_string());
+        }
+        labels
+    }
+
+    /// Whether `node` manages the container.
+    pub fn managed_by(&self, node: &NodeId) -> bool {
+        self.managed_by.as_deref() == Some(node.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn written_labels_parse_back_and_foreign_ones_read_as_absent() {
+        let node = NodeId::try_from("n1").unwrap();
+        let module = ModuleName::try_from("m").unwrap();
+        let digest = Digest::of(b"spec");
+        let mut inputs = BTreeMap::new();
+        inputs.insert(InputName::try_from("image").unwrap(), Digest::of(b"img"));
+        inputs.insert(InputName::try_from("config:/c").unwrap(), Digest::of(b"c"));
+        let mut map = Labels::to_map(&node, &module, &digest, &inputs);
+        map.insert("stead.input.bogus".into(), Digest::of(b"x").to_string());
+        map.insert("stead.input.env".into(), "not a digest".into());
+        map.insert("com.example.other".into(), "x".into());
+        let l = Labels::parse(&map);
+        assert!(l.managed_by(&node));
+        assert!(!l.managed_by(&NodeId::try_from("n2").unwrap()));
+        assert_eq!(l.module.as_deref(), Some("m"));
+        assert_eq!(l.digest, Some(digest));
+        assert_eq!(l.inputs, inputs);
+        let mut bad = BTreeMap::new();
+        bad.insert(DIGEST.to_string(), "sha256:short".to_string());
+        assert_eq!(Labels::parse(&bad), Labels::default());
+    }
+}

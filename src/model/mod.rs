@@ -1,0 +1,11 @@
+//! The pure model: checked names and values, the intention schema and its
+//! checks, config composition, the container spec and its labels. Nothing
+//! here does I/O; everything here is table-tested.
+
+pub mod compose;
+pub mod config;
+pub mod intention;
+pub mod labels;
+pub mod names;
+pub mod spec;
+pub mod value;

@@ -1,0 +1,289 @@
+//! The desired container of a module: everything it is created from, each
+//! input with its own digest, and the spec digest over all of them. Pure:
+//! the inputs read from the host arrive here already read
+//! (`reconcile::resolve`).
+//!
+//! The spec digest is sha256 over the canonical encoding of the map from
+//! input name to input digest, so a change of any input changes it, and the
+//! labels a container carries (one per input) say which input moved.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::model::compose::{self, ComposedFile};
+use crate::model::intention::{Access, DriftPolicy, Intention, PortSpec, RestartPolicy};
+use crate::model::labels::Labels;
+use crate::model::names::{AbsPath, Digest, EnvName, InputName, ModuleName, NodeId};
+
+/// A bind mount as handed to the engine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindMount {
+    /// The host path.
+    pub source: String,
+    /// Where the container sees it.
+    pub target: String,
+    /// Read-only or read-write.
+    pub read_only: bool,
+}
+
+/// Everything the engine needs to create the container.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ContainerSpec {
+    /// `stead-<module>`.
+    pub name: String,
+    /// The image ID (never a tag).
+    pub image_id: String,
+    /// The command, or the image's default.
+    pub command: Option<Vec<String>>,
+    /// The environment after env files and inline env are merged, sorted.
+    pub env: Vec<(String, String)>,
+    /// Ports.
+    pub ports: Vec<PortSpec>,
+    /// Bind mounts: composed files first, then the intention's mounts.
+    pub mounts: Vec<BindMount>,
+    /// The engine's restart policy.
+    pub restart: RestartPolicy,
+    /// The labels, including the digests.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A module's inputs resolved against the host, short of the image ID.
+#[derive(Clone, Debug)]
+pub struct Inputs {
+    /// Every input but `image`, with its digest.
+    pub digests: BTreeMap<InputName, Digest>,
+    /// The environment: env files in order, then the inline env over them.
+    pub env: Vec<(String, String)>,
+    /// The composed files, rendered.
+    pub files: Vec<ComposedFile>,
+}
+
+impl Inputs {
+    /// The digest over every input but the image: what `stead check` can
+    /// say without the engine.
+    pub fn digest_without_image(&self) -> Digest {
+        Digest::canonical("stead-inputs-v1", &self.digests)
+    }
+}
+
+/// A module's desired container.
+#[derive(Clone, Debug)]
+pub struct Desired {
+    /// The module.
+    pub name: ModuleName,
+    /// What to do when the running container differs.
+    pub on_drift: DriftPolicy,
+    /// The engine's restart policy, which says whether an exited container
+    /// is finished or stopped.
+    pub restart: RestartPolicy,
+    /// The spec digest.
+    pub digest: Digest,
+    /// Every input with its digest, `image` included.
+    pub inputs: BTreeMap<InputName, Digest>,
+    /// What to create.
+    pub spec: ContainerSpec,
+    /// Composed files to write before creating: host path and content.
+    pub files: Vec<(PathBuf, ComposedFile)>,
+}
+
+/// The name of an input built from a checked path or a fixed word.
+pub fn input(name: String) -> InputName {
+    InputName::try_from(name).expect("input names are built from checked paths")
+}
+
+/// The digests of the inputs the intention holds itself: command, env,
+/// ports and restart policy.
+pub fn own_input_digests(i: &Intention) -> BTreeMap<InputName, Digest> {
+    let mut digests = BTreeMap::new();
+    digests.insert(
+        input("command".into()),
+        Digest::canonical("command", &i.command),
+    );
+    digests.insert(input("env".into()), Digest::canonical("env", &i.env));
+    let ports: Vec<String> = i.ports.iter().map(ToString::to_string).collect();
+    digests.insert(input("ports".into()), Digest::canonical("ports", &ports));
+    digests.insert(
+        input("restart".into()),
+        Digest::canonical("restart", i.restart.as_str()),
+    );
+    digests
+}
+
+/// The input name of an env file.
+pub fn env_file_input(path: &AbsPath) -> InputName {
+    input(format!("env_file:{path}"))
+}
+
+/// The input name of a mount, by where the container sees it.
+pub fn mount_input(target: &AbsPath) -> InputName {
+    input(format!("mount:{target}"))
+}
+
+/// The digest of a mount: a read-only mount is an input, named by its
+/// source and content; a read-write mount is state, named by its source.
+pub fn mount_digest(source: &AbsPath, access: Access, content: Option<&Digest>) -> Digest {
+    match (access, content) {
+        (Access::ReadOnly, Some(c)) => {
+            Digest::canonical("mount-ro", &(source.as_str(), c.as_str()))
+        }
+        _ => Digest::canonical("mount-rw", source.as_str()),
+    }
+}
+
+/// Parses an env file: `KEY=VALUE` lines, the value taken verbatim to the end
+/// of the line; blank lines and lines starting with `#` are skipped.
+pub fn parse_env_file(bytes: &[u8]) -> Result<Vec<(String, String)>, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let Some((k, v)) = trimmed.split_once('=') else {
+            return Err(format!("line {}: expected KEY=VALUE", n + 1));
+        };
+        let k = EnvName::try_from(k.trim_end()).map_err(|e| format!("line {}: {e}", n + 1))?;
+        out.push((k.to_string(), v.trim_end_matches('\r').to_string()));
+    }
+    Ok(out)
+}
+
+/// Normalises an engine image ID to a digest (`sha256:` is implied when an
+/// engine reports bare hex, as Podman does).
+pub fn image_digest(id: &str) -> Result<Digest, String> {
+    let s = if id.contains(':') {
+        id.to_string()
+    } else {
+        format!("sha256:{id}")
+    };
+    Digest::try_from(s).map_err(|e| e.0)
+}
+
+/// Completes the desired container with the image ID.
+pub fn desired(
+    i: &Intention,
+    inputs: Inputs,
+    image_id: &Digest,
+    node: &NodeId,
+    files_dir: &Path,
+) -> Desired {
+    let mut digests = inputs.digests;
+    digests.insert(input("image".into()), image_id.clone());
+    let digest = Digest::canonical("stead-spec-v1", &digests);
+    let labels = Labels::to_map(node, &i.name, &digest, &digests);
+
+    let mut mounts = Vec::new();
+    let mut files = Vec::new();
+    for f in inputs.files {
+        let host = compose::host_path(files_dir, i.name.as_str(), &f.digest);
+        mounts.push(BindMount {
+            source: host.to_string_lossy().into_owned(),
+            target: f.target.to_string(),
+            read_only: true,
+        });
+        files.push((host, f));
+    }
+    for m in &i.mounts {
+        mounts.push(BindMount {
+            source: m.source.to_string(),
+            target: m.target.to_string(),
+            read_only: m.access == Access::ReadOnly,
+        });
+    }
+
+    let spec = ContainerSpec {
+        name: i.name.container_name(),
+        image_id: image_id.to_string(),
+        command: i.command.clone(),
+        env: inputs.env,
+        ports: i.ports.clone(),
+        mounts,
+        restart: i.restart,
+        labels,
+    };
+    Desired {
+        name: i.name.clone(),
+        on_drift: i.on_drift,
+        restart: i.restart,
+        digest,
+        inputs: digests,
+        spec,
+        files,
+    }
+}
+
+/// One input that differs between the running container and the target.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Moved {
+    /// The input.
+    pub input: String,
+    /// What the running container was created from (`None`: it had no such input).
+    pub running: Option<Digest>,
+    /// What the target says now (`None`: the input is gone).
+    pub desired: Option<Digest>,
+}
+
+impl std::fmt::Display for Moved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = |d: &Option<Digest>| d.as_ref().map_or("(none)", |d| d.short()).to_string();
+        write!(
+            f,
+            "{}: {} → {}",
+            self.input,
+            s(&self.running),
+            s(&self.desired)
+        )
+    }
+}
+
+/// Which inputs differ between a container's labels and a target.
+pub fn moved(
+    running: &BTreeMap<InputName, Digest>,
+    desired: &BTreeMap<InputName, Digest>,
+) -> Vec<Moved> {
+    let names: BTreeSet<&InputName> = running.keys().chain(desired.keys()).collect();
+    names
+        .into_iter()
+        .filter(|n| running.get(*n) != desired.get(*n))
+        .map(|n| Moved {
+            input: n.to_string(),
+            running: running.get(n).cloned(),
+            desired: desired.get(n).cloned(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_files_parse_and_refuse_bad_lines() {
+        assert_eq!(
+            parse_env_file(b"# c\n\nA=1\nB= two words \r\nC=x=y\n").unwrap(),
+            vec![
+                ("A".into(), "1".into()),
+                ("B".into(), " two words ".into()),
+                ("C".into(), "x=y".into())
+            ]
+        );
+        assert!(
+            parse_env_file(b"A=1\nnovalue\n")
+                .unwrap_err()
+                .starts_with("line 2")
+        );
+    }
+
+    #[test]
+    fn image_ids_normalise() {
+        let hex = Digest::of(b"i").hex().to_string();
+        assert_eq!(
+            image_digest(&hex).unwrap(),
+            image_digest(&format!("sha256:{hex}")).unwrap()
+        );
+        assert!(image_digest("sha256:nothex").is_err());
+    }
+}

@@ -1,0 +1,292 @@
+//! Carrying out one step of a plan against the engine. A recreate records
+//! its target (an applied record in state `Pending`) before it touches the
+//! old container, so a crash anywhere leaves a record of what was under
+//! way, and the next pass finds the new container carrying the target
+//! digest and does not replace it again. An engine refusal is this module's
+//! failure and is reported; only an engine that went away fails the pass.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::engine::{Engine, EngineError};
+use crate::model::names::ModuleName;
+use crate::model::spec::Desired;
+use crate::reconcile::plan::Step;
+use crate::reconcile::report::{Action, ModuleReport};
+use crate::store::{AppliedRecord, ApplyState, EventKind, Store, now};
+
+/// Why an action on one module did not complete.
+#[derive(Debug, thiserror::Error)]
+enum ActError {
+    /// The engine refused, or went away.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// Something on this host was not as the action needs it.
+    #[error("{0}")]
+    Host(String),
+}
+
+/// Executes one step.
+pub async fn execute<E: Engine>(
+    engine: &E,
+    store: &Arc<Store>,
+    desired: &BTreeMap<ModuleName, Desired>,
+    step: Step,
+) -> Result<ModuleReport, EngineError> {
+    let report = |module: &str, action: Action, container: Option<String>| {
+        let digest = ModuleName::try_from(module)
+            .ok()
+            .and_then(|m| desired.get(&m))
+            .map(|d| d.digest.clone());
+        ModuleReport {
+            container,
+            ..ModuleReport::new(module, action, digest)
+        }
+    };
+    // A refusal fails this module; an engine that went away fails the pass.
+    let failed = |mut r: ModuleReport, what: &str, e: ActError| match e {
+        ActError::Engine(e) if e.is_unreachable() => Err(e),
+        e => {
+            r.action = Action::Failed;
+            r.error = Some(format!("{what}: {e}"));
+            Ok(r)
+        }
+    };
+    match step {
+        Step::Keep { module, container } => {
+            Ok(report(module.as_str(), Action::Unchanged, Some(container)))
+        }
+        Step::Wait {
+            module,
+            container,
+            state,
+        } => {
+            let mut r = report(module.as_str(), Action::Waiting, Some(container));
+            r.error = Some(format!("container is {}", state.as_str()));
+            Ok(r)
+        }
+        Step::Hold {
+            module,
+            container,
+            reason,
+        } => {
+            let mut r = report(module.as_str(), Action::Held, container);
+            r.error = Some(reason);
+            Ok(r)
+        }
+        Step::Conflict { module, container } => {
+            Ok(report(module.as_str(), Action::Conflict, Some(container)))
+        }
+        Step::ReportDrift {
+            module,
+            container,
+            moved,
+        } => {
+            let mut r = report(module.as_str(), Action::Drifted, Some(container));
+            r.moved = moved;
+            Ok(r)
+        }
+        Step::Start { module, container } => {
+            let r = report(module.as_str(), Action::Started, Some(container.clone()));
+            match engine.start(&container).await {
+                Ok(()) => {
+                    log_event(
+                        store,
+                        module.as_str(),
+                        EventKind::Started,
+                        format!("started container {}", short_id(Some(&container))),
+                    )
+                    .await;
+                    Ok(r)
+                }
+                Err(e) => failed(r, "start failed", e.into()),
+            }
+        }
+        Step::Create { module } => {
+            let d = &desired[&module];
+            let r = report(module.as_str(), Action::Created, None);
+            if let Err(e) = record_target(store, d).await {
+                return failed(r, "create failed", e);
+            }
+            match create_and_start(engine, store, d).await {
+                Ok(id) => {
+                    log_event(
+                        store,
+                        module.as_str(),
+                        EventKind::Created,
+                        format!(
+                            "created container {} from {}",
+                            short_id(Some(&id)),
+                            d.digest
+                        ),
+                    )
+                    .await;
+                    Ok(ModuleReport {
+                        container: Some(id),
+                        ..r
+                    })
+                }
+                Err(e) => failed(r, "create failed", e),
+            }
+        }
+        Step::Recreate {
+            module,
+            container,
+            moved,
+        } => {
+            let d = &desired[&module];
+            let mut r = report(module.as_str(), Action::Recreated, Some(container.clone()));
+            r.moved = moved;
+            if let Err(e) = record_target(store, d).await {
+                return failed(r, "cannot record the target", e);
+            }
+            crash_point("recreate:before-remove");
+            if let Err(e) = engine.remove(&container).await {
+                return failed(r, "removing the old container failed", e.into());
+            }
+            crash_point("recreate:after-remove");
+            match create_and_start(engine, store, d).await {
+                Ok(id) => {
+                    log_event(
+                        store,
+                        module.as_str(),
+                        EventKind::Recreated,
+                        format!(
+                            "recreated container {} → {}: {}",
+                            short_id(Some(&container)),
+                            short_id(Some(&id)),
+                            join_moved(&r.moved)
+                        ),
+                    )
+                    .await;
+                    r.container = Some(id);
+                    Ok(r)
+                }
+                Err(e) => failed(r, "create failed", e),
+            }
+        }
+        Step::Remove { module, container } => {
+            let name = module.clone().unwrap_or_else(|| "(unlabelled)".into());
+            let r = report(&name, Action::Removed, Some(container.clone()));
+            match engine.remove(&container).await {
+                Ok(()) => {
+                    if let Some(m) = module.as_deref().and_then(|m| ModuleName::try_from(m).ok()) {
+                        if !desired.contains_key(&m) {
+                            let gone = m.to_string();
+                            if let Err(e) = store.blocking(move |s| s.forget(&gone)).await {
+                                tracing::error!(module = m.as_str(), "cannot forget records: {e}");
+                            }
+                        }
+                    }
+                    log_event(
+                        store,
+                        &name,
+                        EventKind::Removed,
+                        format!(
+                            "removed container {}: no intention names it",
+                            short_id(Some(&container))
+                        ),
+                    )
+                    .await;
+                    Ok(r)
+                }
+                Err(e) => failed(r, "remove failed", e.into()),
+            }
+        }
+    }
+}
+
+/// The applied record of a desired container.
+pub fn applied_record(
+    d: &Desired,
+    state: ApplyState,
+    container_id: Option<String>,
+) -> AppliedRecord {
+    AppliedRecord {
+        state,
+        digest: d.digest.clone(),
+        inputs: d.inputs.clone(),
+        spec: d.spec.clone(),
+        container_id,
+        at: now(),
+    }
+}
+
+/// Records the target before acting on it.
+async fn record_target(store: &Arc<Store>, d: &Desired) -> Result<(), ActError> {
+    let name = d.name.clone();
+    let rec = applied_record(d, ApplyState::Pending, None);
+    store
+        .blocking(move |s| s.put_applied(&name, &rec))
+        .await
+        .map_err(|e| ActError::Host(format!("cannot record the target: {e}")))
+}
+
+/// Creates and starts the target's container (its target already recorded).
+async fn create_and_start<E: Engine>(
+    engine: &E,
+    store: &Arc<Store>,
+    d: &Desired,
+) -> Result<String, ActError> {
+    for (host, _) in &d.files {
+        if !host.exists() {
+            return Err(ActError::Host(format!(
+                "composed file {} is missing",
+                host.display()
+            )));
+        }
+    }
+    let id = engine.create(&d.spec).await?;
+    crash_point("create:after-create");
+    engine.start(&id).await?;
+    crash_point("create:after-start");
+    let name = d.name.clone();
+    let rec = applied_record(d, ApplyState::Applied, Some(id.clone()));
+    if let Err(e) = store.blocking(move |s| s.put_applied(&name, &rec)).await {
+        tracing::error!(
+            module = d.name.as_str(),
+            "cannot record the applied spec: {e}"
+        );
+    }
+    Ok(id)
+}
+
+/// Dies on the spot, as a kill -9 would, when `STEAD_CRASH_AT` names this
+/// point: lets the crash-safety tests stop the agent between two engine
+/// calls of a recreate, deterministically, against the real engine.
+fn crash_point(point: &str) {
+    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    if AT
+        .get_or_init(|| std::env::var("STEAD_CRASH_AT").ok())
+        .as_deref()
+        == Some(point)
+    {
+        eprintln!("STEAD_CRASH_AT={point}: aborting");
+        std::process::abort();
+    }
+}
+
+async fn log_event(store: &Arc<Store>, module: &str, kind: EventKind, detail: String) {
+    tracing::info!(module, "{detail}");
+    let m = module.to_string();
+    if let Err(e) = store
+        .blocking(move |s| s.append_event(Some(&m), kind, detail))
+        .await
+    {
+        tracing::error!(module, "cannot append to the event log: {e}");
+    }
+}
+
+/// The inputs that moved, for people.
+pub fn join_moved(moved: &[crate::model::spec::Moved]) -> String {
+    moved
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The first 12 characters of a container ID.
+pub fn short_id(id: Option<&str>) -> &str {
+    id.map_or("-", |i| &i[..i.len().min(12)])
+}

@@ -1,0 +1,396 @@
+//! One reconcile pass, as a short sequence of phases:
+//!
+//! 1. **intake**: bring the intentions directory into the store and read
+//!    every module's entry, once ([`crate::intake::dir`]);
+//! 2. **resolve**: compose each module's files and digest its host inputs
+//!    (off the async threads), then find or pull its image ([`resolve`]);
+//! 3. **observe**: list the containers once and judge how each is living
+//!    ([`observe`]);
+//! 4. **plan**: the pure standing comparison ([`plan`]);
+//! 5. **retry policy**: hold back what keeps failing ([`retry`]);
+//! 6. **execute**: write the composed files, carry out the steps
+//!    ([`execute`]);
+//! 7. **record**: events said once, the board, the store's records, unused
+//!    composed files removed.
+//!
+//! A pass reads the whole world again every time; it is never told why it
+//! runs, so a pass after a crash derives the same plan as the one that was
+//! interrupted. What it carries from one pass to the next is only caches
+//! (file digests, parsed intention files), what was already said, and the
+//! retry policy's clock: never a reason to act.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use futures_util::StreamExt;
+
+use crate::engine::counted::Counted;
+use crate::engine::{ContainerState, Engine, EngineError, Life};
+use crate::host::digest::FileDigester;
+use crate::intake::dir::{FileRejected, IntentionsDir, SyncError};
+use crate::model::names::{ModuleName, NodeId};
+use crate::status::Board;
+use crate::status::metrics::Metrics;
+use crate::store::{EventKind, Store, StoreError};
+
+pub mod check;
+pub mod execute;
+pub mod observe;
+pub mod plan;
+pub mod report;
+pub mod resolve;
+pub mod retry;
+
+pub use report::{Action, ModuleReport, PassReport};
+pub use retry::Tuning;
+
+use plan::Step;
+
+/// How many modules are acted on at once.
+const PARALLEL_ACTIONS: usize = 4;
+
+/// Why a pass could not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum PassError {
+    /// The engine went away; the agent waits for it.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The intentions directory could not be read.
+    #[error(transparent)]
+    Intake(#[from] SyncError),
+}
+
+/// Runs blocking work (file I/O, hashing) off the async threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(v) => v,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+/// The reconciler.
+pub struct Reconciler {
+    node: NodeId,
+    intentions: Arc<Mutex<IntentionsDir>>,
+    files_dir: PathBuf,
+    tuning: Tuning,
+    digester: Arc<Mutex<FileDigester>>,
+    said: BTreeMap<String, String>,
+    lives: HashMap<String, (ContainerState, Life)>,
+    baselines: HashMap<String, u32>,
+    retries: retry::Retries,
+    board: Arc<Mutex<Board>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Reconciler {
+    /// A reconciler for this node.
+    pub fn new(
+        node: NodeId,
+        intentions_dir: PathBuf,
+        files_dir: PathBuf,
+        tuning: Tuning,
+    ) -> Reconciler {
+        Reconciler {
+            node,
+            intentions: Arc::new(Mutex::new(IntentionsDir::new(intentions_dir))),
+            files_dir,
+            tuning,
+            digester: Arc::new(Mutex::new(FileDigester::new())),
+            said: BTreeMap::new(),
+            lives: HashMap::new(),
+            baselines: HashMap::new(),
+            retries: retry::Retries::default(),
+            board: Arc::new(Mutex::new(Board::new())),
+            metrics: Arc::new(Metrics::default()),
+        }
+    }
+
+    /// Every module's status, as of the last pass.
+    pub fn board(&self) -> Arc<Mutex<Board>> {
+        self.board.clone()
+    }
+
+    /// The counters.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    /// Appends an event unless the same thing was already said for `key`.
+    async fn say_once(
+        &mut self,
+        store: &Arc<Store>,
+        key: &str,
+        module: Option<&str>,
+        kind: EventKind,
+        detail: String,
+    ) -> Result<(), StoreError> {
+        if self.said.get(key) == Some(&detail) {
+            return Ok(());
+        }
+        match kind {
+            EventKind::Rejected | EventKind::Error | EventKind::Conflict => {
+                tracing::warn!(module, "{detail}")
+            }
+            _ => tracing::info!(module, "{detail}"),
+        }
+        let (m, d) = (module.map(str::to_string), detail.clone());
+        store
+            .blocking(move |s| s.append_event(m.as_deref(), kind, d))
+            .await?;
+        self.said.insert(key.to_string(), detail);
+        Ok(())
+    }
+
+    /// Runs one pass against the engine.
+    pub async fn pass<E: Engine>(
+        &mut self,
+        engine: &E,
+        store: &Arc<Store>,
+    ) -> Result<PassReport, PassError> {
+        let metrics = self.metrics.clone();
+        let engine = &Counted {
+            engine,
+            metrics: &metrics,
+        };
+        let started = Instant::now();
+        let now = tokio::time::Instant::now();
+
+        // Intake: the directory into the store, every entry read once.
+        let (entries, rejected) = {
+            let (dir, s) = (self.intentions.clone(), store.clone());
+            blocking(move || -> Result<_, PassError> {
+                let mut entries = s.entries()?;
+                let rejected = dir
+                    .lock()
+                    .expect("intentions lock")
+                    .sync(&s, &mut entries)?;
+                Ok((entries, rejected))
+            })
+            .await?
+        };
+        self.say_rejected(store, &rejected).await?;
+
+        // Resolve: against the host (blocking), then the engine's images.
+        let (entries, (host, watched_inputs)) = {
+            let digester = self.digester.clone();
+            blocking(move || {
+                let r =
+                    resolve::against_host(&entries, &mut digester.lock().expect("digester lock"));
+                (entries, r)
+            })
+            .await
+        };
+        let resolved = resolve::against_engine(
+            engine,
+            host,
+            &mut self.retries,
+            &self.tuning,
+            &self.node,
+            &self.files_dir,
+            now,
+        )
+        .await?;
+
+        // Observe and plan.
+        let observed = engine.list_containers().await?;
+        let livings = self.observe_lives(engine, &observed).await?;
+        let mut steps = plan::plan(&self.node, &resolved.wants, &observed);
+
+        // Retry policy: acting again toward a target already tried is held
+        // back; a new target is acted on at once.
+        let mut modules = Vec::new();
+        steps.retain(|step| {
+            let (module, container) = match step {
+                Step::Create { module } => (module, None),
+                Step::Start { module, container }
+                | Step::Recreate {
+                    module, container, ..
+                } => (module, Some(container)),
+                _ => return true,
+            };
+            let Some(d) = resolved.desired.get(module) else {
+                return true;
+            };
+            let Some(held) = self.retries.held_back(module, &d.digest, now) else {
+                return true;
+            };
+            let mut r =
+                ModuleReport::new(module.as_str(), Action::BackingOff, Some(d.digest.clone()));
+            r.container = container.cloned();
+            r.error = Some(held.last_error.unwrap_or_else(|| "keeps failing".into()));
+            r.retry_in = Some(held.next_at.saturating_duration_since(now));
+            modules.push(r);
+            false
+        });
+        {
+            let mut board = self.board.lock().expect("board lock");
+            for step in &steps {
+                if let Step::Recreate { module, .. } = step {
+                    board
+                        .entry(module.to_string())
+                        .or_insert_with(|| crate::status::ModuleStatus::pending(module.as_str()))
+                        .state = crate::status::ModuleState::Recreating;
+                }
+            }
+        }
+
+        // Execute: every composed file is written (rendered above, before
+        // any is written here), then the steps.
+        let files: Vec<(PathBuf, Vec<u8>)> = resolved
+            .desired
+            .values()
+            .flat_map(|d| d.files.iter().map(|(p, f)| (p.clone(), f.content.clone())))
+            .collect();
+        blocking(move || {
+            for (host, content) in files {
+                if let Err(e) = crate::host::files::write_once(&host, &content) {
+                    tracing::error!("cannot write {}: {e}", host.display());
+                }
+            }
+        })
+        .await;
+        let results: Vec<Result<ModuleReport, EngineError>> = futures_util::stream::iter(steps)
+            .map(|step| execute::execute(engine, store, &resolved.desired, step))
+            .buffer_unordered(PARALLEL_ACTIONS)
+            .collect()
+            .await;
+        for r in results {
+            let mut r = r?;
+            if r.action == Action::Held {
+                if let Ok(m) = ModuleName::try_from(r.module.as_str()) {
+                    r.retry_in = resolved
+                        .retry_at
+                        .get(&m)
+                        .map(|t| t.saturating_duration_since(now));
+                }
+            }
+            modules.push(r);
+        }
+        modules.sort_by(|a, b| a.module.cmp(&b.module));
+
+        // Record.
+        for m in &modules {
+            if m.action.is_attempt() {
+                if let (Ok(name), Some(digest)) =
+                    (ModuleName::try_from(m.module.as_str()), &m.digest)
+                {
+                    self.retries
+                        .attempted(&self.tuning, &name, digest, m.error.clone(), now);
+                }
+            }
+            if m.action == Action::Recreated {
+                self.metrics.recreated(&m.moved);
+            }
+        }
+        self.say_outcomes(store, &modules).await?;
+        self.update_board(&entries, &modules, &observed, &livings, &rejected);
+        let node = self.node.clone();
+        let (files_dir, digester) = (self.files_dir.clone(), self.digester.clone());
+        let mut keep: BTreeSet<PathBuf> = observed
+            .iter()
+            .flat_map(|o| o.mount_sources.iter().map(PathBuf::from))
+            .collect();
+        for d in resolved.desired.values() {
+            keep.extend(d.files.iter().map(|(p, _)| p.clone()));
+        }
+        let desired = resolved.desired;
+        store
+            .blocking(move |s| -> Result<(), StoreError> {
+                let (obs, applied) = observe::records_to_write(
+                    &node,
+                    &observed,
+                    &desired,
+                    &s.all_observed()?,
+                    &s.all_applied()?,
+                );
+                s.put_observed(&obs)?;
+                for (name, rec) in &applied {
+                    s.put_applied(name, rec)?;
+                }
+                observe::collect_garbage(&files_dir, &keep);
+                digester.lock().expect("digester lock").forget_unseen();
+                Ok(())
+            })
+            .await?;
+        let duration = started.elapsed();
+        self.metrics.pass_done(duration);
+        Ok(PassReport {
+            modules,
+            rejected,
+            watched_inputs,
+            duration,
+        })
+    }
+
+    /// Says each refused intention file once (and again if it changes).
+    async fn say_rejected(
+        &mut self,
+        store: &Arc<Store>,
+        rejected: &[FileRejected],
+    ) -> Result<(), StoreError> {
+        let mut still_bad = BTreeSet::new();
+        for r in rejected {
+            let key = format!("rejected:{}", r.path.display());
+            self.say_once(
+                store,
+                &key,
+                r.module.as_ref().map(|m| m.as_str()),
+                EventKind::Rejected,
+                r.error.to_string(),
+            )
+            .await?;
+            still_bad.insert(key);
+        }
+        self.said
+            .retain(|k, _| !k.starts_with("rejected:") || still_bad.contains(k));
+        Ok(())
+    }
+
+    /// Says each module's drift, conflict or failure once; a module back in
+    /// order may say its next one again.
+    async fn say_outcomes(
+        &mut self,
+        store: &Arc<Store>,
+        modules: &[ModuleReport],
+    ) -> Result<(), StoreError> {
+        for m in modules {
+            let key = format!("module:{}", m.module);
+            let (kind, detail) = match m.action {
+                Action::Drifted => (
+                    EventKind::Drift,
+                    format!("drift reported: {}", execute::join_moved(&m.moved)),
+                ),
+                Action::Conflict => (
+                    EventKind::Conflict,
+                    format!(
+                        "container {} holds the name stead-{} but is not managed by this node; left alone",
+                        execute::short_id(m.container.as_deref()),
+                        m.module
+                    ),
+                ),
+                Action::Held | Action::Failed => {
+                    (EventKind::Error, m.error.clone().unwrap_or_default())
+                }
+                // Waiting out a back-off is not news: the failure it waits
+                // on was said.
+                Action::BackingOff => continue,
+                _ => {
+                    self.said.remove(&key);
+                    continue;
+                }
+            };
+            self.say_once(store, &key, Some(&m.module), kind, detail)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

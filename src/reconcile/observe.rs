@@ -1,0 +1,290 @@
+//! What a pass learns and keeps: how each managed container is living
+//! (settled, settling, crash-looping; inspected only while that can change),
+//! every module's status on the board, the observed and applied records in
+//! the store (written only when they changed), and composed files no longer
+//! used, removed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::engine::{ContainerState, Engine, EngineError, Life, Observed};
+use crate::intake::dir::FileRejected;
+use crate::model::names::{ModuleName, NodeId};
+use crate::model::spec::Desired;
+use crate::reconcile::Reconciler;
+use crate::reconcile::execute::applied_record;
+use crate::reconcile::report::{Action, ModuleReport};
+use crate::status::judge::{self, Living};
+use crate::status::{LastAction, ModuleState, ModuleStatus};
+use crate::store::{AppliedRecord, ApplyState, Entry, ObservedRecord, now};
+
+/// How a module's container is living, as judged this pass.
+#[derive(Clone, Copy, Debug)]
+pub struct Lived {
+    /// The judgement.
+    pub living: Living,
+    /// Its restart count, when an inspect said.
+    pub restarts: Option<u32>,
+    /// How long it has been up, when known.
+    pub up_for: Option<Duration>,
+}
+
+impl Reconciler {
+    /// Judges how each managed container is living. A container running for
+    /// the settle window is judged from the list alone; others are inspected
+    /// (once per state for a stopped one), so a quiet pass makes no inspect.
+    pub(super) async fn observe_lives<E: Engine>(
+        &mut self,
+        engine: &E,
+        observed: &[Observed],
+    ) -> Result<BTreeMap<String, Lived>, EngineError> {
+        let now = now() as i64;
+        let mut out = BTreeMap::new();
+        let mut seen = BTreeSet::new();
+        for o in observed {
+            let Some(module) = o.module_of(&self.node) else {
+                continue;
+            };
+            seen.insert(o.id.clone());
+            let up = if o.state == ContainerState::Running {
+                judge::up_for(&o.status)
+            } else {
+                None
+            };
+            let need = match o.state {
+                ContainerState::Running => up.is_none_or(|u| u < self.tuning.settle.window),
+                ContainerState::Created => false,
+                // Being restarted by the engine: its count moves while its
+                // state reads the same.
+                ContainerState::Restarting => true,
+                // Stopped: nothing moves until its state does.
+                state => self.lives.get(&o.id).is_none_or(|(s, _)| *s != state),
+            };
+            if need {
+                match engine.inspect(&o.id).await {
+                    Ok(life) => {
+                        self.lives.insert(o.id.clone(), (o.state, life));
+                    }
+                    Err(e) if e.is_unreachable() => return Err(e),
+                    // Gone since the list: judged from the list alone.
+                    Err(_) => {}
+                }
+            }
+            let life: Option<&Life> = self.lives.get(&o.id).map(|(_, l)| l);
+            let baseline = self.baselines.get(&o.id).copied().unwrap_or(0);
+            let living = judge::judge(o.state, up, life, baseline, now, self.tuning.settle);
+            let up_for = up.or_else(|| {
+                life.filter(|_| o.state == ContainerState::Running)
+                    .map(|l| Duration::from_secs((now - l.started_at).max(0) as u64))
+            });
+            if living == Living::Settled {
+                if let Some(l) = life {
+                    self.baselines.insert(o.id.clone(), l.restart_count);
+                }
+                // Up long enough: past failures are forgiven.
+                if up_for.is_some_and(|u| u >= self.tuning.crash_backoff_reset) {
+                    if let Ok(m) = ModuleName::try_from(module) {
+                        self.retries.forgive(&m);
+                    }
+                }
+            }
+            out.insert(
+                module.to_string(),
+                Lived {
+                    living,
+                    restarts: life.map(|l| l.restart_count),
+                    up_for,
+                },
+            );
+        }
+        self.lives.retain(|id, _| seen.contains(id));
+        self.baselines.retain(|id, _| seen.contains(id));
+        Ok(out)
+    }
+
+    /// Writes every module's status for this pass.
+    pub(super) fn update_board(
+        &self,
+        entries: &BTreeMap<ModuleName, Entry>,
+        reports: &[ModuleReport],
+        observed: &[Observed],
+        livings: &BTreeMap<String, Lived>,
+        rejected: &[FileRejected],
+    ) {
+        let mut board = self.board.lock().expect("board lock");
+        let previous = std::mem::take(&mut *board);
+        let at = now();
+        for (name, entry) in entries {
+            let n = name.as_str();
+            let mut st = ModuleStatus::pending(n);
+            st.last_action = previous.get(n).and_then(|p| p.last_action.clone());
+            let running = observed.iter().find(|o| {
+                o.module_of(&self.node) == Some(n) && o.names.contains(&name.container_name())
+            });
+            st.running_digest = running.and_then(|o| o.labels.digest.clone());
+            st.container_id = running.map(|o| o.id.clone());
+            let living = livings.get(n);
+            st.restart_count = living.and_then(|l| l.restarts);
+            if let Some(r) = reports.iter().find(|r| r.module == n) {
+                st.desired_digest = r.digest.clone();
+                if r.container.is_some() {
+                    st.container_id = r.container.clone();
+                }
+                st.last_error = r.error.clone();
+                st.next_attempt_at = r.retry_in.map(|d| at + d.as_secs() + 1);
+                let act = |a: &str| {
+                    Some(LastAction {
+                        action: a.to_string(),
+                        at,
+                    })
+                };
+                st.state = match r.action {
+                    Action::Created => {
+                        st.last_action = act("created");
+                        st.running_digest = r.digest.clone();
+                        st.restart_count = Some(0);
+                        ModuleState::Starting
+                    }
+                    Action::Recreated => {
+                        st.last_action = act("recreated");
+                        st.running_digest = r.digest.clone();
+                        st.restart_count = Some(0);
+                        ModuleState::Starting
+                    }
+                    Action::Started => {
+                        st.last_action = act("started");
+                        ModuleState::Starting
+                    }
+                    Action::Drifted => {
+                        if previous
+                            .get(n)
+                            .is_none_or(|p| p.state != ModuleState::Drifted)
+                        {
+                            st.last_action = act("drift-reported");
+                        }
+                        st.inputs_differ = r.moved.clone();
+                        ModuleState::Drifted
+                    }
+                    Action::Conflict => ModuleState::Conflict,
+                    Action::BackingOff => {
+                        // A container that keeps dying is crash-looping; a
+                        // container that cannot even be created has failed.
+                        if st.container_id.is_some() {
+                            ModuleState::CrashLooping
+                        } else {
+                            ModuleState::Failed
+                        }
+                    }
+                    Action::Held | Action::Failed => ModuleState::Failed,
+                    Action::Removed => continue,
+                    Action::Unchanged | Action::Waiting => match living.map(|l| l.living) {
+                        Some(Living::Settled) => ModuleState::Converged,
+                        Some(Living::Starting) | None => ModuleState::Starting,
+                        Some(Living::Settling) => ModuleState::Settling,
+                        Some(Living::CrashLooping) => ModuleState::CrashLooping,
+                        Some(Living::Exited(0)) => ModuleState::Converged,
+                        Some(Living::Exited(code)) => {
+                            let policy = entry
+                                .record
+                                .as_ref()
+                                .map(|r| r.intention.restart)
+                                .unwrap_or_default();
+                            st.last_error = Some(format!(
+                                "exited with code {code} (restart policy {})",
+                                policy.as_str()
+                            ));
+                            ModuleState::Failed
+                        }
+                    },
+                };
+            }
+            if let Some(rej) = rejected.iter().find(|r| r.module.as_ref() == Some(name)) {
+                st.last_error = Some(format!(
+                    "intention not taken, the stored one still applies: {}",
+                    rej.error
+                ));
+            }
+            board.insert(n.to_string(), st);
+        }
+    }
+}
+
+/// Records for the store: observed records by module, applied records.
+pub type ToWrite = (
+    Vec<(String, ObservedRecord)>,
+    Vec<(ModuleName, AppliedRecord)>,
+);
+
+/// The observed records that changed, and the applied records of
+/// containers found already carrying their target (created by a pass that
+/// was interrupted before it could say so).
+pub fn records_to_write(
+    node: &NodeId,
+    observed: &[Observed],
+    desired: &BTreeMap<ModuleName, Desired>,
+    stored_observed: &BTreeMap<String, ObservedRecord>,
+    stored_applied: &BTreeMap<String, AppliedRecord>,
+) -> ToWrite {
+    let mut obs = Vec::new();
+    let mut applied = Vec::new();
+    for o in observed {
+        let Some(module) = o.module_of(node) else {
+            continue;
+        };
+        let rec = ObservedRecord {
+            container_id: o.id.clone(),
+            digest: o.labels.digest.clone(),
+            state: o.state.as_str().to_string(),
+            image_id: o.image_id.clone(),
+            created: o.created,
+        };
+        if stored_observed.get(module) != Some(&rec) {
+            obs.push((module.to_string(), rec));
+        }
+        let Some(d) = ModuleName::try_from(module)
+            .ok()
+            .and_then(|m| desired.get(&m))
+        else {
+            continue;
+        };
+        if o.labels.digest.as_ref() == Some(&d.digest) {
+            let current = stored_applied.get(d.name.as_str()).is_some_and(|a| {
+                a.state == ApplyState::Applied
+                    && a.digest == d.digest
+                    && a.container_id.as_deref() == Some(o.id.as_str())
+            });
+            if !current {
+                applied.push((
+                    d.name.clone(),
+                    applied_record(d, ApplyState::Applied, Some(o.id.clone())),
+                ));
+            }
+        }
+    }
+    (obs, applied)
+}
+
+/// Removes composed files that neither a desired module nor any listed
+/// container uses.
+pub fn collect_garbage(files_dir: &Path, keep: &BTreeSet<PathBuf>) {
+    let Ok(modules) = std::fs::read_dir(files_dir) else {
+        return;
+    };
+    for m in modules.flatten() {
+        let dir = m.path();
+        let Ok(files) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for f in files.flatten() {
+            let p = f.path();
+            if !keep.contains(&p) {
+                if let Err(e) = std::fs::remove_file(&p) {
+                    tracing::warn!("cannot remove unused composed file {}: {e}", p.display());
+                }
+            }
+        }
+        // Fails while the directory still holds files; that is fine.
+        let _ = std::fs::remove_dir(&dir);
+    }
+}

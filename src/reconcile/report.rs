@@ -1,0 +1,142 @@
+//! What a pass did, module by module: the action taken, the digest it
+//! aimed at, the inputs that moved, why it failed or is held, and when the
+//! next attempt is due. `stead run --once` prints one line per module.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::intake::dir::FileRejected;
+use crate::model::names::Digest;
+use crate::model::spec::Moved;
+
+/// What a pass did for one module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing: the container matches.
+    Unchanged,
+    /// A container was created and started.
+    Created,
+    /// A stopped container was started.
+    Started,
+    /// The container was replaced because inputs moved.
+    Recreated,
+    /// An orphaned container was removed.
+    Removed,
+    /// Inputs moved; by policy only reported.
+    Drifted,
+    /// Its target cannot be computed now; the container is left alone.
+    Held,
+    /// A container not managed here holds its name.
+    Conflict,
+    /// The engine is busy with the container.
+    Waiting,
+    /// Acting again toward a target that keeps failing is held back.
+    BackingOff,
+    /// An engine action failed.
+    Failed,
+}
+
+impl Action {
+    /// Its word in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Unchanged => "unchanged",
+            Action::Created => "created",
+            Action::Started => "started",
+            Action::Recreated => "recreated",
+            Action::Removed => "removed",
+            Action::Drifted => "drifted",
+            Action::Held => "held",
+            Action::Conflict => "conflict",
+            Action::Waiting => "waiting",
+            Action::BackingOff => "backing-off",
+            Action::Failed => "failed",
+        }
+    }
+
+    /// Whether this is an attempt at the module's target (a failed one
+    /// included: a create the engine refuses is not retried every pass).
+    pub fn is_attempt(self) -> bool {
+        matches!(
+            self,
+            Action::Created | Action::Started | Action::Recreated | Action::Failed
+        )
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a pass did for one module.
+#[derive(Clone, Debug)]
+pub struct ModuleReport {
+    /// The module (for a removed orphan, what its label said).
+    pub module: String,
+    /// What was done.
+    pub action: Action,
+    /// The desired spec digest, when known.
+    pub digest: Option<Digest>,
+    /// The container acted on or kept.
+    pub container: Option<String>,
+    /// For drift and recreation, the inputs that moved.
+    pub moved: Vec<Moved>,
+    /// Why it failed or is held.
+    pub error: Option<String>,
+    /// When the next attempt is due, from the pass's start, when it waits
+    /// out a back-off.
+    pub retry_in: Option<Duration>,
+}
+
+impl ModuleReport {
+    /// A report of `action` with nothing else said yet.
+    pub fn new(module: &str, action: Action, digest: Option<Digest>) -> ModuleReport {
+        ModuleReport {
+            module: module.to_string(),
+            action,
+            digest,
+            container: None,
+            moved: vec![],
+            error: None,
+            retry_in: None,
+        }
+    }
+}
+
+impl fmt::Display for ModuleReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let digest = self.digest.as_ref().map_or("-", |d| d.as_str());
+        write!(
+            f,
+            "{:<24} {:<10} {digest}",
+            self.module,
+            self.action.as_str()
+        )?;
+        for m in &self.moved {
+            write!(f, "  [{m}]")?;
+        }
+        match (&self.error, self.retry_in) {
+            (Some(e), Some(r)) => write!(f, "  ({e}; next attempt in {}s)", r.as_secs() + 1)?,
+            (Some(e), None) => write!(f, "  ({e})")?,
+            (None, Some(r)) => write!(f, "  (next attempt in {}s)", r.as_secs() + 1)?,
+            (None, None) => {}
+        }
+        Ok(())
+    }
+}
+
+/// What one pass did.
+#[derive(Debug, Default)]
+pub struct PassReport {
+    /// One entry per module acted on or looked at, by module name.
+    pub modules: Vec<ModuleReport>,
+    /// Intention files that were refused.
+    pub rejected: Vec<FileRejected>,
+    /// The host paths whose change should trigger a pass: every env file
+    /// and read-only mount source of the stored intentions.
+    pub watched_inputs: std::collections::BTreeSet<std::path::PathBuf>,
+    /// How long the pass took.
+    pub duration: Duration,
+}

@@ -1,0 +1,353 @@
+//! Resolving what each module wants now: its effective intention (stored
+//! intention and settings overlay) composed once, its env files read and
+//! its read-only mounts digested as they are on disk now (blocking I/O, run
+//! off the async threads), then its image found among the engine's (pulled
+//! when absent, with backoff). A module whose target cannot be computed is
+//! held, naming the input at fault; it never stops the others.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use tokio::time::Instant;
+
+use crate::engine::image::find_image;
+use crate::engine::{Engine, EngineError, Image};
+use crate::host::digest::FileDigester;
+use crate::model::compose;
+use crate::model::config::RenderError;
+use crate::model::intention::{Access, Intention};
+use crate::model::names::{ModuleName, NodeId};
+use crate::model::spec::{self, Desired, Inputs};
+use crate::reconcile::plan::{Target, Want};
+use crate::reconcile::retry::{Retries, Tuning};
+use crate::store::Entry;
+
+/// Why a module's inputs could not be resolved. The module is held: its
+/// container is left as it is until the input is back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    /// Its files could not be composed (settings that no longer merge).
+    #[error(transparent)]
+    Compose(#[from] RenderError),
+    /// A host input could not be read.
+    #[error("{input}: {message}")]
+    Input {
+        /// The input at fault (`env_file:/srv/x.env`, `mount:/model`, …).
+        input: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Resolves every input of an intention but the image: composes its files
+/// (rendering each once), reads its env files and digests its read-only
+/// mounts.
+pub fn resolve_inputs(i: &Intention, digester: &mut FileDigester) -> Result<Inputs, ResolveError> {
+    let mut digests = spec::own_input_digests(i);
+    let files = compose::compose(i)?;
+    for f in &files {
+        digests.insert(f.input.clone(), f.digest.clone());
+    }
+
+    let mut env: BTreeMap<String, String> = BTreeMap::new();
+    for path in &i.env_files {
+        let name = spec::env_file_input(path);
+        let input_err = |message: String| ResolveError::Input {
+            input: name.to_string(),
+            message,
+        };
+        let bytes = std::fs::read(path.as_path())
+            .map_err(|e| input_err(format!("cannot read {path}: {e}")))?;
+        for (k, v) in spec::parse_env_file(&bytes).map_err(input_err)? {
+            env.insert(k, v);
+        }
+        digests.insert(name, crate::model::names::Digest::of(&bytes));
+    }
+    for (k, v) in &i.env {
+        env.insert(k.to_string(), v.clone());
+    }
+
+    for m in &i.mounts {
+        let name = spec::mount_input(&m.target);
+        let content =
+            match m.access {
+                Access::ReadOnly => {
+                    Some(digester.digest_path(m.source.as_path()).map_err(|e| {
+                        ResolveError::Input {
+                            input: name.to_string(),
+                            message: e.to_string(),
+                        }
+                    })?)
+                }
+                Access::ReadWrite => None,
+            };
+        digests.insert(
+            name,
+            spec::mount_digest(&m.source, m.access, content.as_ref()),
+        );
+    }
+    Ok(Inputs {
+        digests,
+        env: env.into_iter().collect(),
+        files,
+    })
+}
+
+/// One module's intention with its inputs resolved against the host.
+pub struct HostResolved {
+    /// The module.
+    pub name: ModuleName,
+    /// Its effective intention.
+    pub intention: Intention,
+    /// Its inputs, or why it is held.
+    pub inputs: Result<Inputs, String>,
+}
+
+/// Resolves every stored module against the host (blocking I/O): one
+/// composition and one read of each input per module. Also says which host
+/// paths the modules read, for the file watcher.
+pub fn against_host(
+    entries: &BTreeMap<ModuleName, Entry>,
+    digester: &mut FileDigester,
+) -> (Vec<HostResolved>, BTreeSet<PathBuf>) {
+    let mut out = Vec::with_capacity(entries.len());
+    let mut watched = BTreeSet::new();
+    for (name, entry) in entries {
+        let Some(i) = entry.effective() else { continue };
+        watched.extend(i.env_files.iter().map(|p| p.to_path_buf()));
+        watched.extend(
+            i.mounts
+                .iter()
+                .filter(|m| m.access == Access::ReadOnly)
+                .map(|m| m.source.to_path_buf()),
+        );
+        let inputs = resolve_inputs(&i, digester).map_err(|e| match e {
+            // The intention was checked when it was taken; an overlay
+            // layered since may no longer merge into a changed file's config.
+            ResolveError::Compose(e) if !entry.overlay.is_empty() => {
+                format!("settings overlay no longer applies: {e}")
+            }
+            e => e.to_string(),
+        });
+        out.push(HostResolved {
+            name: name.clone(),
+            intention: i,
+            inputs,
+        });
+    }
+    (out, watched)
+}
+
+/// What is desired of every module: a target to run, or a hold.
+pub struct Resolved {
+    /// One per module, in module order.
+    pub wants: Vec<Want>,
+    /// The desired container of each module with a target.
+    pub desired: BTreeMap<ModuleName, Desired>,
+    /// When a held module's image pull is tried again, by module.
+    pub retry_at: BTreeMap<ModuleName, Instant>,
+}
+
+/// Completes each module's target with its image ID, pulling images the
+/// engine does not have (each at most once a pass, and with backoff after
+/// a failure). Only an engine that went away fails this.
+#[allow(clippy::too_many_arguments)]
+pub async fn against_engine<E: Engine>(
+    engine: &E,
+    host: Vec<HostResolved>,
+    retries: &mut Retries,
+    tuning: &Tuning,
+    node: &NodeId,
+    files_dir: &Path,
+    now: Instant,
+) -> Result<Resolved, EngineError> {
+    let mut images: Vec<Image> = engine.list_images().await?;
+    let mut tried = BTreeSet::new();
+    let mut missing = BTreeSet::new();
+    let mut out = Resolved {
+        wants: Vec::with_capacity(host.len()),
+        desired: BTreeMap::new(),
+        retry_at: BTreeMap::new(),
+    };
+    for HostResolved {
+        name,
+        intention: i,
+        inputs,
+    } in host
+    {
+        let inputs = match inputs {
+            Ok(inputs) => inputs,
+            Err(reason) => {
+                out.wants.push(Want::Hold { name, reason });
+                continue;
+            }
+        };
+        if find_image(&images, &i.image).is_none() {
+            missing.insert(i.image.clone());
+            if tried.insert(i.image.clone()) && retries.pull_held_back(&i.image, now).is_none() {
+                tracing::info!(
+                    module = name.as_str(),
+                    image = i.image,
+                    "image not present; pulling"
+                );
+                match engine.pull(&i.image).await {
+                    Ok(()) => {
+                        retries.pulled(tuning, &i.image, None, now);
+                        images = engine.list_images().await?;
+                    }
+                    Err(e) if e.is_unreachable() => return Err(e),
+                    Err(e) => {
+                        tracing::warn!(module = name.as_str(), image = i.image, "pull failed: {e}");
+                        retries.pulled(tuning, &i.image, Some(e.to_string()), now);
+                    }
+                }
+            }
+        }
+        let image_id = match find_image(&images, &i.image).map(|img| spec::image_digest(&img.id)) {
+            Some(Ok(id)) => id,
+            Some(Err(e)) => {
+                out.wants.push(Want::Hold {
+                    name,
+                    reason: format!("image: {e}"),
+                });
+                continue;
+            }
+            None => {
+                let why = match retries.pull_held_back(&i.image, now) {
+                    Some(h) => {
+                        out.retry_at.insert(name.clone(), h.next_at);
+                        format!(
+                            "the pull failed ({})",
+                            h.last_error.as_deref().unwrap_or("no reason given")
+                        )
+                    }
+                    None => "the pull brought no such image".to_string(),
+                };
+                out.wants.push(Want::Hold {
+                    name,
+                    reason: format!("image: {} is not present: {why}", i.image),
+                });
+                continue;
+            }
+        };
+        let d = spec::desired(&i, inputs, &image_id, node, files_dir);
+        out.wants.push(Want::Run(Target {
+            name: name.clone(),
+            digest: d.digest.clone(),
+            inputs: d.inputs.clone(),
+            on_drift: d.on_drift,
+            restart: d.restart,
+        }));
+        out.desired.insert(name, d);
+    }
+    // Backoffs of images that are no longer missing, or no longer named.
+    missing.retain(|m| find_image(&images, m).is_none());
+    retries.keep_pulls(&missing);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::intention::DocFormat;
+    use crate::model::names::Digest;
+
+    fn intention(text: &str) -> Intention {
+        Intention::parse(text, DocFormat::Toml, "t.toml").unwrap()
+    }
+
+    fn resolve(i: &Intention) -> Desired {
+        let inputs = resolve_inputs(i, &mut FileDigester::new()).unwrap();
+        spec::desired(
+            i,
+            inputs,
+            &Digest::of(b"image"),
+            &NodeId::try_from("n1").unwrap(),
+            Path::new("/data/files"),
+        )
+    }
+
+    #[test]
+    fn every_input_moves_the_digest_and_only_its_own_label() {
+        let d = tempfile::tempdir().unwrap();
+        let env = d.path().join("s.env");
+        std::fs::write(&env, "A=1\n").unwrap();
+        let model = d.path().join("model.bin");
+        std::fs::write(&model, "m1").unwrap();
+        let base = format!(
+            "name = \"m\"\nimage = \"x\"\nenv_files = [{env:?}]\n[config]\npath = \"/c.json\"\nformat = \"json\"\ndefaults = {{ a = 1 }}\n[[mounts]]\nsource = {model:?}\ntarget = \"/model.bin\"\nread_only = true\n"
+        );
+        let one = resolve(&intention(&base));
+        assert_eq!(
+            one.digest,
+            resolve(&intention(&base)).digest,
+            "deterministic"
+        );
+
+        let changed = |a: &Desired, b: &Desired| -> Vec<String> {
+            spec::moved(&a.inputs, &b.inputs)
+                .into_iter()
+                .map(|m| m.input)
+                .collect()
+        };
+
+        std::fs::write(&env, "A=2\n").unwrap();
+        let two = resolve(&intention(&base));
+        assert_ne!(one.digest, two.digest);
+        assert_eq!(changed(&one, &two), [format!("env_file:{}", env.display())]);
+        assert!(two.spec.env.contains(&("A".into(), "2".into())));
+
+        std::fs::write(&model, "m2").unwrap();
+        let three = resolve(&intention(&base));
+        assert_eq!(changed(&two, &three), ["mount:/model.bin"]);
+
+        let four = resolve(&intention(&format!("{base}[settings]\na = 2\n")));
+        assert_eq!(changed(&three, &four), ["config:/c.json"]);
+
+        let five = resolve(&intention(
+            &base.replace("image = \"x\"", "image = \"x\"\ncommand = [\"sh\"]"),
+        ));
+        assert_eq!(changed(&three, &five), ["command"]);
+        let labels = crate::model::labels::Labels::parse(&five.spec.labels);
+        assert_eq!(labels.inputs, five.inputs);
+        assert_eq!(labels.digest, Some(five.digest.clone()));
+    }
+
+    #[test]
+    fn unset_and_default_encode_the_same() {
+        let a = resolve(&intention("name = \"m\"\nimage = \"x\""));
+        let b = resolve(&intention(
+            "name = \"m\"\nimage = \"x\"\ncommand = []\nrestart = \"no\"\non_drift = \"recreate\"\nenv = {}",
+        ));
+        assert_eq!(a.digest, b.digest);
+        let c = resolve(&intention(
+            "name = \"m\"\nimage = \"x\"\nports = [\"8080:80\"]",
+        ));
+        let d = resolve(&intention(
+            "name = \"m\"\nimage = \"x\"\nports = [\"0.0.0.0:8080:80/tcp\"]",
+        ));
+        assert_eq!(c.digest, d.digest);
+    }
+
+    #[test]
+    fn rw_mounts_are_state_not_inputs() {
+        let d = tempfile::tempdir().unwrap();
+        let t = format!(
+            "name = \"m\"\nimage = \"x\"\n[[mounts]]\nsource = {:?}\ntarget = \"/data\"\n",
+            d.path()
+        );
+        let a = resolve(&intention(&t));
+        std::fs::write(d.path().join("state"), "x").unwrap();
+        assert_eq!(a.digest, resolve(&intention(&t)).digest);
+    }
+
+    #[test]
+    fn a_missing_env_file_holds_the_module_naming_it() {
+        let i = intention("name = \"m\"\nimage = \"x\"\nenv_files = [\"/nonexistent/stead.env\"]");
+        let e = resolve_inputs(&i, &mut FileDigester::new()).unwrap_err();
+        assert!(
+            matches!(&e, ResolveError::Input { input, .. } if input == "env_file:/nonexistent/stead.env"),
+            "{e:?}"
+        );
+    }
+}

@@ -1,0 +1,154 @@
+//! The retry policy and a quiet pass against the fake engine, on a paused
+//! clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use crate::engine::fake::Fake;
+use crate::status::ModuleState;
+
+fn node(files: &[(&str, &str)]) -> (tempfile::TempDir, Arc<Store>, Reconciler) {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("i");
+    std::fs::create_dir(&dir).unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    let store = Arc::new(Store::open(&d.path().join("s.redb")).unwrap());
+    let r = Reconciler::new(
+        NodeId::try_from("n").unwrap(),
+        dir,
+        d.path().join("files"),
+        Tuning::default(),
+    );
+    (d, store, r)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_target_that_keeps_failing_is_retried_with_doubling_capped_waits() {
+    let (d, store, mut r) = node(&[(
+        "m.toml",
+        "name = \"m\"\nimage = \"img:1\"\nrestart = \"always\"\n",
+    )]);
+    let dir = d.path().join("i");
+    let engine = Fake::default();
+    let t0 = tokio::time::Instant::now();
+    // Twenty minutes of one-second heartbeats.
+    for _ in 0..1200 {
+        r.pass(&engine, &store).await.unwrap();
+        tokio::time::advance(Duration::from_secs(1)).await;
+    }
+    let at = engine.times("start", t0);
+    // Created and started at 0; then started again after 10, 20, 40,
+    // 80, 160 s, then every 300 s (the cap), never giving up.
+    assert_eq!(at, [0, 10, 30, 70, 150, 310, 610, 910], "{at:?}");
+    assert_eq!(
+        r.board.lock().unwrap()["m"].state,
+        ModuleState::CrashLooping
+    );
+
+    // A new target (the intention changed) is acted on at once.
+    std::fs::write(
+        dir.join("m.toml"),
+        "name = \"m\"\nimage = \"img:1\"\nrestart = \"always\"\ncommand = [\"x\"]\n",
+    )
+    .unwrap();
+    let before = engine.actions.lock().unwrap().len();
+    r.pass(&engine, &store).await.unwrap();
+    let acts = engine.actions.lock().unwrap();
+    assert_eq!(
+        acts[before..]
+            .iter()
+            .map(|(a, _)| a.as_str())
+            .collect::<Vec<_>>(),
+        ["create", "start"]
+    );
+}
+
+#[tokio::test]
+async fn a_quiet_pass_writes_nothing_to_the_store() {
+    let files: Vec<(String, String)> = ["a", "b", "c"]
+        .iter()
+        .map(|m| (format!("{m}.toml"), format!("name = \"{m}\"\nimage = \"img:1\"\n[config]\npath = \"/c\"\nformat = \"json\"\n")))
+        .collect();
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let (d, store, mut r) = node(&refs);
+    let db = d.path().join("s.redb");
+    let engine = Fake {
+        healthy: true,
+        ..Fake::default()
+    };
+    r.pass(&engine, &store).await.unwrap();
+    r.pass(&engine, &store).await.unwrap();
+    let before = std::fs::metadata(&db).unwrap().modified().unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    for _ in 0..3 {
+        let report = r.pass(&engine, &store).await.unwrap();
+        assert!(
+            report.modules.iter().all(|m| m.action == Action::Unchanged),
+            "{:?}",
+            report.modules
+        );
+    }
+    assert_eq!(
+        std::fs::metadata(&db).unwrap().modified().unwrap(),
+        before,
+        "a quiet pass committed to the store"
+    );
+    assert_eq!(
+        engine.actions.lock().unwrap().len(),
+        6,
+        "three creates and three starts, then nothing"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn refused_creates_and_failed_pulls_are_retried_with_backoff() {
+    let (_d, store, mut r) = node(&[
+        ("a.toml", "name = \"a\"\nimage = \"img:1\"\n"),
+        ("b.toml", "name = \"b\"\nimage = \"missing:1\"\n"),
+    ]);
+    let engine = Fake {
+        refuse_create: true,
+        ..Fake::default()
+    };
+    let t0 = tokio::time::Instant::now();
+    for _ in 0..200 {
+        r.pass(&engine, &store).await.unwrap();
+        tokio::time::advance(Duration::from_secs(1)).await;
+    }
+    assert_eq!(engine.times("refused", t0), [0, 10, 30, 70, 150], "creates");
+    assert_eq!(engine.times("pull", t0), [0, 10, 30, 70, 150], "pulls");
+    // Said once each, not once a pass with a new countdown.
+    let events = store.events_since(0, 1000).unwrap();
+    let errors = |m: &str| {
+        events
+            .iter()
+            .filter(|e| e.module.as_deref() == Some(m) && e.kind == EventKind::Error)
+            .count()
+    };
+    assert_eq!(errors("a"), 1, "{events:?}");
+    assert_eq!(errors("b"), 1, "{events:?}");
+    let board = r.board.lock().unwrap();
+    assert_eq!(board["a"].state, ModuleState::Failed, "{:?}", board["a"]);
+    assert_eq!(
+        board["a"].last_error.as_deref(),
+        Some("create failed: engine refused (400): port is already allocated")
+    );
+    assert_eq!(board["b"].state, ModuleState::Failed);
+    let why = board["b"].last_error.as_deref().unwrap();
+    assert!(
+        why.contains("missing:1") && why.contains("the pull failed"),
+        "{why}"
+    );
+    // When the next attempt is due is a field of its own, not text.
+    let at = crate::store::now();
+    for m in ["a", "b"] {
+        let next = board[m].next_attempt_at.expect("a retry time");
+        assert!(next > at && next <= at + 300, "{m}: {next} vs {at}");
+    }
+}

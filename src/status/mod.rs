@@ -1,0 +1,167 @@
+//! What the agent says of the node and of each module: the engine's
+//! reachability and the last pass ([`NodeStatus`]); each module's state
+//! (converged, pending, drifted, recreating, starting, settling,
+//! crash-looping, conflict, failed), its digests, its container and what was
+//! last done ([`ModuleStatus`]). The settle and crash-loop judgement
+//! ([`judge`]) is a pure function of what the engine reports; [`metrics`]
+//! serves the counters.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::model::names::Digest;
+use crate::model::spec::Moved;
+
+pub mod judge;
+pub mod metrics;
+
+/// A module's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModuleState {
+    /// Running what its inputs say, and up for the settle window (or
+    /// finished, as its restart policy allows).
+    Converged,
+    /// Not acted on yet (no pass since it was stated, or the engine is away).
+    Pending,
+    /// Its inputs moved and its policy is to report, not recreate.
+    Drifted,
+    /// Being replaced.
+    Recreating,
+    /// Created or started recently, no restarts yet.
+    Starting,
+    /// Restarted a few times since it was started, not yet up for the
+    /// settle window.
+    Settling,
+    /// Keeps restarting.
+    CrashLooping,
+    /// A container this node does not manage holds its name.
+    Conflict,
+    /// An action failed, an input is missing, or it exited with an error.
+    Failed,
+}
+
+impl ModuleState {
+    /// Every state, for metrics.
+    pub const ALL: [ModuleState; 9] = [
+        ModuleState::Converged,
+        ModuleState::Pending,
+        ModuleState::Drifted,
+        ModuleState::Recreating,
+        ModuleState::Starting,
+        ModuleState::Settling,
+        ModuleState::CrashLooping,
+        ModuleState::Conflict,
+        ModuleState::Failed,
+    ];
+
+    /// Its name in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModuleState::Converged => "converged",
+            ModuleState::Pending => "pending",
+            ModuleState::Drifted => "drifted",
+            ModuleState::Recreating => "recreating",
+            ModuleState::Starting => "starting",
+            ModuleState::Settling => "settling",
+            ModuleState::CrashLooping => "crash-looping",
+            ModuleState::Conflict => "conflict",
+            ModuleState::Failed => "failed",
+        }
+    }
+}
+
+/// The last thing the agent did to a module.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LastAction {
+    /// created, started, recreated, removed, drift-reported.
+    pub action: String,
+    /// When, seconds since the epoch.
+    pub at: u64,
+}
+
+/// What the agent says of one module.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ModuleStatus {
+    /// The module.
+    pub name: String,
+    /// Its state.
+    pub state: ModuleState,
+    /// The digest its inputs give now.
+    pub desired_digest: Option<Digest>,
+    /// The digest its container carries.
+    pub running_digest: Option<Digest>,
+    /// Its container.
+    pub container_id: Option<String>,
+    /// How many times the engine restarted the container, when known.
+    pub restart_count: Option<u32>,
+    /// The inputs that differ between the container and what they say now.
+    pub inputs_differ: Vec<Moved>,
+    /// The last action taken.
+    pub last_action: Option<LastAction>,
+    /// The last error, while it holds.
+    pub last_error: Option<String>,
+    /// When the agent acts on it again, seconds since the epoch, while it
+    /// waits out a back-off (failed creates and pulls, crash loops).
+    pub next_attempt_at: Option<u64>,
+}
+
+impl ModuleStatus {
+    /// A module known but not acted on yet.
+    pub fn pending(name: &str) -> ModuleStatus {
+        ModuleStatus {
+            name: name.to_string(),
+            state: ModuleState::Pending,
+            desired_digest: None,
+            running_digest: None,
+            container_id: None,
+            restart_count: None,
+            inputs_differ: vec![],
+            last_action: None,
+            last_error: None,
+            next_attempt_at: None,
+        }
+    }
+}
+
+/// Every module's status, by name.
+pub type Board = BTreeMap<String, ModuleStatus>;
+
+/// Whether the engine answers, as the status reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EngineStatus {
+    /// Not tried yet.
+    Unknown,
+    /// Answering.
+    Reachable,
+    /// Away since this time; the agent is waiting for it.
+    Waiting {
+        /// Since when.
+        since: SystemTime,
+        /// The last error.
+        error: String,
+    },
+}
+
+/// The node's status, shared with whoever reports it.
+#[derive(Clone, Debug)]
+pub struct NodeStatus {
+    /// The engine.
+    pub engine: EngineStatus,
+    /// When the last pass finished, and how long it took.
+    pub last_pass: Option<(SystemTime, Duration)>,
+    /// How many passes have completed.
+    pub passes: u64,
+}
+
+impl Default for NodeStatus {
+    fn default() -> Self {
+        NodeStatus {
+            engine: EngineStatus::Unknown,
+            last_pass: None,
+            passes: 0,
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! Bringing a store written by an older stead up to this one's schema, on
+//! open, in one write transaction: either every step lands or none does,
+//! and a crash in the middle leaves the old store to migrate again. One
+//! function per step, `vN → vN+1`, each rewriting only the tables whose
+//! record version changed.
+
+use std::path::Path;
+
+use redb::{Database, ReadableTable, WriteTransaction};
+
+use crate::store::records::{self, v1, v2};
+use crate::store::{
+    APPLIED, EVENTS, INTENTIONS, META, OBSERVED, OVERLAYS, SCHEMA_VERSION, StoreError, io,
+};
+
+/// Creates the tables of a new store, or migrates an older one, and
+/// records the schema. Refuses a newer one (found here only when it was
+/// written between the read-only look and this open).
+pub fn bring_up_to_date(db: &Database, path: &Path) -> Result<(), StoreError> {
+    let tx = db.begin_write().map_err(io("open"))?;
+    let found = {
+        let meta = tx.open_table(META).map_err(io("open"))?;
+        meta.get("schema").map_err(io("open"))?.map(|v| v.value())
+    };
+    match found {
+        Some(v) if v > SCHEMA_VERSION => {
+            tx.abort().map_err(io("open"))?;
+            return Err(StoreError::NewerSchema {
+                path: path.display().to_string(),
+                found: v,
+            });
+        }
+        Some(v) if v == SCHEMA_VERSION => {
+            // Nothing to do: no commit, so no write.
+            tx.abort().map_err(io("open"))?;
+            return Ok(());
+        }
+        Some(v) => {
+            let mut at = v;
+            while at < SCHEMA_VERSION {
+                match at {
+                    1 => v1_to_v2(&tx)?,
+                    other => {
+                        return Err(StoreError::Corrupt {
+                            table: "meta",
+                            key: "schema".into(),
+                            message: format!("unknown schema version {other}"),
+                        });
+                    }
+                }
+                at += 1;
+                tracing::info!("store {}: migrated to schema version {at}", path.display());
+            }
+        }
+        None => {}
+    }
+    for def in [INTENTIONS, APPLIED, OBSERVED, OVERLAYS] {
+        tx.open_table(def).map_err(io("open"))?;
+    }
+    tx.open_table(EVENTS).map_err(io("open"))?;
+    tx.open_table(META)
+        .map_err(io("open"))?
+        .insert("schema", SCHEMA_VERSION)
+        .map_err(io("open"))?;
+    tx.commit().map_err(io("open"))
+}
+
+/// Schema 1 (0.1.0) → 2: intention records gain the plane revision (none,
+/// for every record written before there was a plane).
+fn v1_to_v2(tx: &WriteTransaction) -> Result<(), StoreError> {
+    let mut t = tx.open_table(INTENTIONS).map_err(io("migrate"))?;
+    let mut rewritten = Vec::new();
+    for row in t.iter().map_err(io("migrate"))? {
+        let (k, v) = row.map_err(io("migrate"))?;
+        let old: v1::IntentionRecord =
+            records::decode(1, v.value()).map_err(|message| StoreError::Corrupt {
+                table: "intentions",
+                key: k.value().to_string(),
+                message,
+            })?;
+        let new = v2::IntentionRecord::from(old);
+        rewritten.push((k.value().to_string(), records::encode(2, &new)));
+    }
+    for (k, bytes) in rewritten {
+        t.insert(k.as_str(), bytes.as_slice())
+            .map_err(io("migrate"))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,720 @@
+//! The node's records in one redb file: intentions and their settings
+//! overlays, applied specs, observed containers and a bounded event log,
+//! keyed by module name. What is on disk is described by the store's own
+//! versioned record types ([`records`]), converted to and from the domain
+//! types here, and brought up to date on open by [`migrate`]. Every write
+//! is its own durable transaction: a kill -9 loses nothing that was
+//! reported done.
+//!
+//! Room is left for the records that come later (reload requests, the
+//! plane's revision and ETag): each is a table of its own.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use redb::{
+    Database, ReadOnlyDatabase, ReadableDatabase, ReadableTable, ReadableTableMetadata,
+    TableDefinition,
+};
+use serde::Serialize;
+
+use crate::model::intention::Intention;
+use crate::model::names::{Digest, InputName, ModuleName, SettingKey};
+use crate::model::spec::ContainerSpec;
+use crate::model::value::Value;
+
+pub mod migrate;
+pub mod records;
+
+/// The store's schema version: which record version each table holds.
+/// Version 1 is 0.1.0's; version 2 adds the plane revision to intentions.
+pub const SCHEMA_VERSION: u64 = 2;
+/// How many events the log keeps.
+pub const EVENT_LOG_CAPACITY: u64 = 1000;
+
+pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+pub(crate) const INTENTIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("intentions");
+pub(crate) const APPLIED: TableDefinition<&str, &[u8]> = TableDefinition::new("applied");
+pub(crate) const OBSERVED: TableDefinition<&str, &[u8]> = TableDefinition::new("observed");
+pub(crate) const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
+pub(crate) const OVERLAYS: TableDefinition<&str, &[u8]> = TableDefinition::new("overlays");
+
+/// Settings layered over a module's intention through the API, whichever
+/// source the intention came from.
+pub type Overlay = BTreeMap<SettingKey, Value>;
+
+/// A module's stored intention and its settings overlay, read and written
+/// together in one transaction by [`Store::modify`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Entry {
+    /// The intention, if the module exists.
+    pub record: Option<IntentionRecord>,
+    /// Settings layered over it.
+    pub overlay: Overlay,
+}
+
+impl Entry {
+    /// The intention with the overlay's settings merged over its own.
+    pub fn effective(&self) -> Option<Intention> {
+        self.record.as_ref().map(|r| {
+            let mut i = r.intention.clone();
+            for (k, v) in &self.overlay {
+                i.settings.insert(k.clone(), v.clone());
+            }
+            i
+        })
+    }
+}
+
+/// A store operation that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The file could not be opened or created.
+    #[error("cannot open the store at {path}: {source}")]
+    Open {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: redb::DatabaseError,
+    },
+    /// The file was written by an agent with a newer schema; nothing was
+    /// written to it.
+    #[error(
+        "the store at {path} has schema version {found}, newer than this agent's {SCHEMA_VERSION}; it was left untouched (run the newer agent, or move the file aside to start over)"
+    )]
+    NewerSchema {
+        /// The file.
+        path: String,
+        /// The version found.
+        found: u64,
+    },
+    /// A transaction failed.
+    #[error("store {op} failed: {source}")]
+    Io {
+        /// The operation.
+        op: &'static str,
+        /// Why.
+        #[source]
+        source: redb::Error,
+    },
+    /// A record did not decode.
+    #[error("store record {table}/{key} is unreadable: {message}")]
+    Corrupt {
+        /// The table.
+        table: &'static str,
+        /// The key.
+        key: String,
+        /// Why.
+        message: String,
+    },
+}
+
+fn io<E: Into<redb::Error>>(op: &'static str) -> impl FnOnce(E) -> StoreError {
+    move |e| StoreError::Io {
+        op,
+        source: e.into(),
+    }
+}
+
+/// Where an intention came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A file in the intentions directory.
+    File(String),
+    /// The local HTTP API.
+    Api,
+    /// The central plane.
+    Plane,
+}
+
+/// A stored intention.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IntentionRecord {
+    /// Where it came from.
+    pub source: Source,
+    /// Bumped on every change of the intention.
+    pub revision: u64,
+    /// The revision of the central plane's document that stated it (plane
+    /// modules only).
+    pub plane_revision: Option<u64>,
+    /// The intention.
+    pub intention: Intention,
+}
+
+impl IntentionRecord {
+    /// A record of a local source (a file or the API).
+    pub fn new(source: Source, revision: u64, intention: Intention) -> IntentionRecord {
+        IntentionRecord {
+            source,
+            revision,
+            plane_revision: None,
+            intention,
+        }
+    }
+}
+
+/// Whether an applied spec is the target of an action under way or done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApplyState {
+    /// Recorded before acting: the container may not carry it yet.
+    Pending,
+    /// The container was created from it.
+    Applied,
+}
+
+/// The spec the module's current container was (or is being) created from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AppliedRecord {
+    /// Pending or applied.
+    pub state: ApplyState,
+    /// The spec digest.
+    pub digest: Digest,
+    /// Every input's digest.
+    pub inputs: BTreeMap<InputName, Digest>,
+    /// The resolved spec.
+    pub spec: ContainerSpec,
+    /// The container created from it, once known.
+    pub container_id: Option<String>,
+    /// When it was recorded, seconds since the epoch.
+    pub at: u64,
+}
+
+/// What the engine said of the module's container on the last pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObservedRecord {
+    /// The container ID.
+    pub container_id: String,
+    /// The spec digest it carries.
+    pub digest: Option<Digest>,
+    /// Its state word.
+    pub state: String,
+    /// The image ID it runs.
+    pub image_id: String,
+    /// When it was created.
+    pub created: i64,
+}
+
+/// What kind of thing happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventKind {
+    /// A container was created.
+    Created,
+    /// A container was replaced because inputs moved.
+    Recreated,
+    /// A stopped container was started.
+    Started,
+    /// An orphaned container was removed.
+    Removed,
+    /// Drift was found and, by policy, only reported.
+    Drift,
+    /// A container not managed here holds a module's name.
+    Conflict,
+    /// An intention was refused.
+    Rejected,
+    /// An intention was taken or changed.
+    Intention,
+    /// Something failed.
+    Error,
+    /// The engine came or went.
+    Engine,
+}
+
+/// One entry of the event log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Event {
+    /// Its sequence number, increasing.
+    pub seq: u64,
+    /// When, seconds since the epoch.
+    pub at: u64,
+    /// The module, if it concerns one.
+    pub module: Option<String>,
+    /// What happened.
+    pub kind: EventKind,
+    /// The details, for people.
+    pub detail: String,
+}
+
+/// Seconds since the epoch.
+pub fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn corrupt(table: &'static str, key: &str) -> impl FnOnce(String) -> StoreError {
+    move |message| StoreError::Corrupt {
+        table,
+        key: key.to_string(),
+        message,
+    }
+}
+
+fn decode_intention(key: &str, bytes: &[u8]) -> Result<IntentionRecord, StoreError> {
+    records::decode(records::INTENTIONS, bytes)
+        .and_then(records::from_intention_record)
+        .map_err(corrupt("intentions", key))
+}
+
+fn decode_overlay(key: &str, bytes: &[u8]) -> Result<Overlay, StoreError> {
+    records::decode(records::OVERLAYS, bytes)
+        .and_then(records::from_overlay)
+        .map_err(corrupt("overlays", key))
+}
+
+fn decode_applied(key: &str, bytes: &[u8]) -> Result<AppliedRecord, StoreError> {
+    records::decode(records::APPLIED, bytes)
+        .and_then(records::from_applied)
+        .map_err(corrupt("applied", key))
+}
+
+fn decode_observed(key: &str, bytes: &[u8]) -> Result<ObservedRecord, StoreError> {
+    records::decode(records::OBSERVED, bytes)
+        .and_then(records::from_observed)
+        .map_err(corrupt("observed", key))
+}
+
+fn decode_event(key: u64, bytes: &[u8]) -> Result<Event, StoreError> {
+    records::decode(records::EVENTS, bytes)
+        .map(records::from_event)
+        .map_err(corrupt("events", &key.to_string()))
+}
+
+/// The store.
+pub struct Store {
+    db: Database,
+}
+
+/// Bytes of page cache: a device has little memory, and the records are few.
+const CACHE_BYTES: usize = 2 * 1024 * 1024;
+
+impl Store {
+    /// Opens (or creates) the store file and brings an older schema up to
+    /// date, in one transaction. A store of a newer schema is refused
+    /// before anything is written to it.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let open_err = |source| StoreError::Open {
+            path: path.display().to_string(),
+            source,
+        };
+        // Read the schema without opening for writing: a newer agent's
+        // store is left byte for byte as it was.
+        if std::fs::metadata(path).is_ok_and(|m| m.len() > 0) {
+            match Database::builder().open_read_only(path) {
+                Ok(ro) => {
+                    let found = schema_of(&ro)?;
+                    drop(ro);
+                    if let Some(v) = found.filter(|v| *v > SCHEMA_VERSION) {
+                        return Err(StoreError::NewerSchema {
+                            path: path.display().to_string(),
+                            found: v,
+                        });
+                    }
+                }
+                // A store that needs recovery (a crash) is repaired by the
+                // writable open below; anything else is refused as is.
+                Err(redb::DatabaseError::RepairAborted | redb::DatabaseError::Storage(_)) => {}
+                Err(e) => return Err(open_err(e)),
+            }
+        }
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create(path)
+            .map_err(open_err)?;
+        migrate::bring_up_to_date(&db, path)?;
+        Ok(Store { db })
+    }
+
+    /// Runs store work off the async threads: redb's fsyncs and reads block.
+    pub async fn blocking<T, F>(self: &Arc<Self>, f: F) -> T
+    where
+        F: FnOnce(&Store) -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let store = self.clone();
+        match tokio::task::spawn_blocking(move || f(&store)).await {
+            Ok(v) => v,
+            Err(e) => std::panic::resume_unwind(e.into_panic()),
+        }
+    }
+
+    /// The schema version the store holds.
+    pub fn schema_version(&self) -> Result<u64, StoreError> {
+        let tx = self.db.begin_read().map_err(io("read"))?;
+        let meta = tx.open_table(META).map_err(io("read"))?;
+        Ok(meta
+            .get("schema")
+            .map_err(io("read"))?
+            .map_or(0, |v| v.value()))
+    }
+
+    /// Every stored intention, by module.
+    pub fn intentions(&self) -> Result<BTreeMap<ModuleName, IntentionRecord>, StoreError> {
+        let tx = self.db.begin_read().map_err(io("read"))?;
+        let table = tx.open_table(INTENTIONS).map_err(io("read"))?;
+        let mut out = BTreeMap::new();
+        for row in table.iter().map_err(io("read"))? {
+            let (k, v) = row.map_err(io("read"))?;
+            let r = decode_intention(k.value(), v.value())?;
+            out.insert(r.intention.name.clone(), r);
+        }
+        Ok(out)
+    }
+
+    /// Every module's intention with its overlay, by module.
+    pub fn entries(&self) -> Result<BTreeMap<ModuleName, Entry>, StoreError> {
+        let tx = self.db.begin_read().map_err(io("read"))?;
+        let table = tx.open_table(INTENTIONS).map_err(io("read"))?;
+        let overlays = tx.open_table(OVERLAYS).map_err(io("read"))?;
+        let mut out = BTreeMap::new();
+        for row in table.iter().map_err(io("read"))? {
+            let (k, v) = row.map_err(io("read"))?;
+            let record = decode_intention(k.value(), v.value())?;
+            let overlay = match overlays.get(k.value()).map_err(io("read"))? {
+                Some(o) => decode_overlay(k.value(), o.value())?,
+                None => Overlay::new(),
+            };
+            out.insert(
+                record.intention.name.clone(),
+                Entry {
+                    record: Some(record),
+                    overlay,
+                },
+            );
+        }
+        Ok(out)
+    }
+
+    /// Reads a module's entry, lets `f` change it, and writes back what
+    /// changed, all in one write transaction: concurrent writers (the API,
+    /// the intentions directory) never interleave or lose an update. The
+    /// entry is written only if `f` returns `Ok`.
+    pub fn modify<T, E>(
+        &self,
+        name: &ModuleName,
+        f: impl FnOnce(&mut Entry) -> Result<T, E>,
+    ) -> Result<Result<T, E>, StoreError> {
+        let tx = self.db.begin_write().map_err(io("modify"))?;
+        let out;
+        let mut changed = false;
+        {
+            let mut it = tx.open_table(INTENTIONS).map_err(io("modify"))?;
+            let mut ot = tx.open_table(OVERLAYS).map_err(io("modify"))?;
+            let key = name.as_str();
+            let record = match it.get(key).map_err(io("modify"))? {
+                Some(v) => Some(decode_intention(key, v.value())?),
+                None => None,
+            };
+            let overlay = match ot.get(key).map_err(io("modify"))? {
+                Some(v) => decode_overlay(key, v.value())?,
+                None => Overlay::new(),
+            };
+            let before = Entry { record, overlay };
+            let mut entry = before.clone();
+            out = f(&mut entry);
+            if out.is_ok() && entry != before {
+                changed = true;
+                match &entry.record {
+                    Some(r) => {
+                        let bytes =
+                            records::encode(records::INTENTIONS, &records::intention_record(r));
+                        it.insert(key, bytes.as_slice()).map(|_| ())
+                    }
+                    None => it.remove(key).map(|_| ()),
+                }
+                .map_err(io("modify"))?;
+                if entry.overlay.is_empty() || entry.record.is_none() {
+                    ot.remove(key).map_err(io("modify"))?;
+                } else {
+                    let bytes =
+                        records::encode(records::OVERLAYS, &records::overlay(&entry.overlay));
+                    ot.insert(key, bytes.as_slice()).map_err(io("modify"))?;
+                }
+            }
+        }
+        // Nothing to write: no commit, so no fsync on a quiet pass.
+        if changed {
+            tx.commit().map_err(io("modify"))?;
+        } else {
+            tx.abort().map_err(io("modify"))?;
+        }
+        Ok(out)
+    }
+
+    /// Stores an intention (replacing any, keeping its overlay).
+    pub fn put_intention(&self, r: &IntentionRecord) -> Result<(), StoreError> {
+        let bytes = records::encode(records::INTENTIONS, &records::intention_record(r));
+        self.put(INTENTIONS, r.intention.name.as_str(), &bytes)
+    }
+
+    fn put(
+        &self,
+        def: TableDefinition<&str, &[u8]>,
+        key: &str,
+        bytes: &[u8],
+    ) -> Result<(), StoreError> {
+        let tx = self.db.begin_write().map_err(io("write"))?;
+        tx.open_table(def)
+            .map_err(io("write"))?
+            .insert(key, bytes)
+            .map_err(io("write"))?;
+        tx.commit().map_err(io("write"))
+    }
+
+    /// Every applied record, by module name.
+    pub fn all_applied(&self) -> Result<BTreeMap<String, AppliedRecord>, StoreError> {
+        let tx = self.db.begin_read().map_err(io("read"))?;
+        let table = tx.open_table(APPLIED).map_err(io("read"))?;
+        let mut out = BTreeMap::new();
+        for row in table.iter().map_err(io("read"))? {
+            let (k, v) = row.map_err(io("read"))?;
+            out.insert(k.value().to_string(), decode_applied(k.value(), v.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Records what a module's container is (being) created from.
+    pub fn put_applied(&self, name: &ModuleName, r: &AppliedRecord) -> Result<(), StoreError> {
+        let bytes = records::encode(records::APPLIED, &records::applied(r));
+        self.put(APPLIED, name.as_str(), &bytes)
+    }
+
+    /// Forgets a module's applied and observed records.
+    pub fn forget(&self, name: &str) -> Result<(), StoreError> {
+        let tx = self.db.begin_write().map_err(io("delete"))?;
+        tx.open_table(APPLIED)
+            .map_err(io("delete"))?
+            .remove(name)
+            .map_err(io("delete"))?;
+        tx.open_table(OBSERVED)
+            .map_err(io("delete"))?
+            .remove(name)
+            .map_err(io("delete"))?;
+        tx.commit().map_err(io("delete"))
+    }
+
+    /// Every observed record, by module name.
+    pub fn all_observed(&self) -> Result<BTreeMap<String, ObservedRecord>, StoreError> {
+        let tx = self.db.begin_read().map_err(io("read"))?;
+        let table = tx.open_table(OBSERVED).map_err(io("read"))?;
+        let mut out = BTreeMap::new();
+        for row in table.iter().map_err(io("read"))? {
+            let (k, v) = row.map_err(io("read"))?;
+            out.insert(
+                k.value().to_string(),
+                decode_observed(k.value(), v.value())?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// Writes the observations that changed, in one transaction.
+    pub fn put_observed(&self, changed: &[(String, ObservedRecord)]) -> Result<(), StoreError> {
+        if changed.is_empty() {
+            return Ok(());
+        }
+        let tx = self.db.begin_write().map_err(io("write"))?;
+        {
+            let mut t = tx.open_table(OBSERVED).map_err(io("write"))?;
+            for (name, r) in changed {
+                let bytes = records::encode(records::OBSERVED, &records::observed(r));
+                t.insert(name.as_str(), bytes.as_slice())
+                    .map_err(io("write"))?;
+            }
+        }
+        tx.commit().map_err(io("write"))
+    }
+
+    /// Appends to the event log, dropping the oldest beyond its capacity.
+    pub fn append_event(
+        &self,
+        module: Option<&str>,
+        kind: EventKind,
+        detail: impl Into<String>,
+    ) -> Result<Event, StoreError> {
+        let tx = self.db.begin_write().map_err(io("append event"))?;
+        let ev;
+        {
+            let mut t = tx.open_table(EVENTS).map_err(io("append event"))?;
+            let last = t
+                .last()
+                .map_err(io("append event"))?
+                .map(|(k, _)| k.value())
+                .unwrap_or(0);
+            ev = Event {
+                seq: last + 1,
+                at: now(),
+                module: module.map(str::to_string),
+                kind,
+                detail: detail.into(),
+            };
+            let bytes = records::encode(records::EVENTS, &records::event(&ev));
+            t.insert(ev.seq, bytes.as_slice())
+                .map_err(io("append event"))?;
+            while t.len().map_err(io("append event"))? > EVENT_LOG_CAPACITY {
+                t.pop_first().map_err(io("append event"))?;
+            }
+        }
+        tx.commit().map_err(io("append event"))?;
+        Ok(ev)
+    }
+
+    /// Events with a sequence number above `since`, oldest first, at most `limit`.
+    pub fn events_since(&self, since: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        let tx = self.db.begin_read().map_err(io("read events"))?;
+        let t = tx.open_table(EVENTS).map_err(io("read events"))?;
+        let mut out = Vec::new();
+        for row in t
+            .range(since.saturating_add(1)..)
+            .map_err(io("read events"))?
+            .take(limit)
+        {
+            let (k, v) = row.map_err(io("read events"))?;
+            out.push(decode_event(k.value(), v.value())?);
+        }
+        Ok(out)
+    }
+}
+
+/// The schema a store holds, read without writing (`None`: a new file).
+fn schema_of(db: &ReadOnlyDatabase) -> Result<Option<u64>, StoreError> {
+    let tx = db.begin_read().map_err(io("open"))?;
+    let meta = match tx.open_table(META) {
+        Ok(m) => m,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(e) => return Err(io("open")(e)),
+    };
+    Ok(meta.get("schema").map_err(io("open"))?.map(|v| v.value()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::intention::DocFormat;
+
+    fn intention() -> Intention {
+        Intention::parse(
+            "name = \"m\"\nimage = \"x\"\n[config]\npath = \"/c\"\nformat = \"json\"\ndefaults = { a = { b = 1.5 } }",
+            DocFormat::Toml,
+            "t",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn records_survive_reopen() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("stead.redb");
+        let i = intention();
+        {
+            let s = Store::open(&p).unwrap();
+            s.put_intention(&IntentionRecord {
+                source: Source::Plane,
+                revision: 3,
+                plane_revision: Some(41),
+                intention: i.clone(),
+            })
+            .unwrap();
+            s.append_event(Some("m"), EventKind::Created, "hello")
+                .unwrap();
+        }
+        let s = Store::open(&p).unwrap();
+        assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+        let all = s.intentions().unwrap();
+        let r = &all[&i.name];
+        assert_eq!(r.intention, i);
+        assert_eq!(r.revision, 3);
+        assert_eq!(r.plane_revision, Some(41));
+        let ev = s.events_since(0, 10).unwrap();
+        assert_eq!(ev.len(), 1);
+        assert_eq!(ev[0].detail, "hello");
+    }
+
+    #[test]
+    fn event_log_is_bounded() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(&d.path().join("s.redb")).unwrap();
+        for n in 0..EVENT_LOG_CAPACITY + 5 {
+            s.append_event(None, EventKind::Engine, n.to_string())
+                .unwrap();
+        }
+        let ev = s.events_since(0, 10_000).unwrap();
+        assert_eq!(ev.len() as u64, EVENT_LOG_CAPACITY);
+        assert_eq!(ev[0].seq, 6);
+        assert_eq!(s.events_since(EVENT_LOG_CAPACITY + 3, 10).unwrap().len(), 2);
+    }
+
+    /// Writes a raw record into a table, as another version of stead would.
+    fn put_raw(p: &Path, key: &str, bytes: &[u8], schema: Option<u64>) {
+        let db = Database::create(p).unwrap();
+        let tx = db.begin_write().unwrap();
+        tx.open_table(INTENTIONS)
+            .unwrap()
+            .insert(key, bytes)
+            .unwrap();
+        if let Some(v) = schema {
+            tx.open_table(META).unwrap().insert("schema", v).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+
+    #[test]
+    fn a_record_of_another_version_is_named_not_guessed() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s.redb");
+        drop(Store::open(&p).unwrap());
+        put_raw(&p, "m", &[9, 1], None);
+        let e = Store::open(&p).unwrap().intentions().unwrap_err();
+        assert!(e.to_string().contains("intentions/m"), "{e}");
+        assert!(
+            e.to_string().contains("record version 9, expected 2"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_version_1_store_is_migrated_on_open_once() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s.redb");
+        let i = intention();
+        let old = records::v1::IntentionRecord {
+            source: records::v1::Source::Api,
+            revision: 7,
+            intention: records::intention_record(&IntentionRecord::new(Source::Api, 7, i.clone()))
+                .intention,
+        };
+        put_raw(&p, "m", &records::encode(1, &old), Some(1));
+        let s = Store::open(&p).unwrap();
+        assert_eq!(s.schema_version().unwrap(), 2);
+        let r = &s.intentions().unwrap()[&i.name];
+        assert_eq!(
+            (r.revision, r.plane_revision, &r.source),
+            (7, None, &Source::Api)
+        );
+        assert_eq!(r.intention, i);
+        drop(s);
+        // Opened again, it is read as it is.
+        let s = Store::open(&p).unwrap();
+        assert_eq!(s.intentions().unwrap()[&i.name].revision, 7);
+    }
+
+    #[test]
+    fn a_newer_store_is_refused_and_left_byte_for_byte() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s.redb");
+        put_raw(&p, "m", &[3, 0], Some(SCHEMA_VERSION + 1));
+        let before = std::fs::read(&p).unwrap();
+        let e = Store::open(&p).err().expect("refused");
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!("schema version {}", SCHEMA_VERSION + 1))
+                && msg.contains(&format!("this agent's {SCHEMA_VERSION}")),
+            "{msg}"
+        );
+        assert!(std::fs::read(&p).unwrap() == before, "nothing was written");
+    }
+}

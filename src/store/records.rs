@@ -1,0 +1,642 @@
+//! The store's own record types, apart from the domain types: what is on
+//! disk is described here and only here. Each table has a record version;
+//! a record is that version byte followed by the record in postcard (which
+//! does not describe its fields, so a record type is never changed in place:
+//! a new field is a new version, with a migration in `migrate.rs`).
+//!
+//! - `intentions`: version 2 ([`v2::IntentionRecord`]: version 1 and the
+//!   revision a central plane stamps).
+//! - `overlays`, `applied`, `observed`, `events`: version 1.
+//!
+//! Converting a record to its domain type checks it again (names, digests,
+//! paths): a record that does not check is reported as unreadable, never
+//! taken on trust.
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::model::config::{ConfigFile, ConfigFormat};
+use crate::model::intention::{
+    Access, DriftPolicy, Intention, LiteralFile, Mount, PortSpec, Protocol, RestartPolicy,
+};
+use crate::model::names::{AbsPath, Digest, EnvName, InputName, ModuleName, SettingKey};
+use crate::model::spec::{BindMount, ContainerSpec};
+use crate::model::value::Value;
+use crate::store::{
+    AppliedRecord, ApplyState, Event, EventKind, IntentionRecord, ObservedRecord, Overlay, Source,
+};
+
+/// Record version of the `intentions` table.
+pub const INTENTIONS: u8 = 2;
+/// Record version of the `overlays` table.
+pub const OVERLAYS: u8 = 1;
+/// Record version of the `applied` table.
+pub const APPLIED: u8 = 1;
+/// Record version of the `observed` table.
+pub const OBSERVED: u8 = 1;
+/// Record version of the `events` table.
+pub const EVENTS: u8 = 1;
+
+/// Encodes a record behind its version byte.
+pub fn encode<T: Serialize>(version: u8, v: &T) -> Vec<u8> {
+    let mut out = vec![version];
+    out.extend(postcard::to_allocvec(v).expect("records serialise"));
+    out
+}
+
+/// Decodes a record of exactly this version.
+pub fn decode<T: DeserializeOwned>(version: u8, bytes: &[u8]) -> Result<T, String> {
+    match bytes.split_first() {
+        Some((v, rest)) if *v == version => postcard::from_bytes(rest).map_err(|e| e.to_string()),
+        Some((v, _)) => Err(format!("record version {v}, expected {version}")),
+        None => Err("empty record".into()),
+    }
+}
+
+/// The records of store schema 1, as 0.1.0 wrote them. Field order and
+/// variant order are the encoding: never change them.
+pub mod v1 {
+    use super::*;
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub enum Value {
+        Bool(bool),
+        Int(i64),
+        Float(f64),
+        String(String),
+        Array(Vec<Value>),
+        Table(BTreeMap<String, Value>),
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+    pub enum RestartPolicy {
+        No,
+        OnFailure,
+        Always,
+        UnlessStopped,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+    pub enum DriftPolicy {
+        Recreate,
+        Report,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+    pub enum Protocol {
+        Tcp,
+        Udp,
+        Sctp,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct PortSpec {
+        pub container_port: u16,
+        pub protocol: Protocol,
+        pub host: Option<(String, u16)>,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+    pub enum ConfigFormat {
+        Json,
+        Toml,
+        Env,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct ConfigFile {
+        pub path: String,
+        pub format: ConfigFormat,
+        pub defaults: BTreeMap<String, Value>,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct LiteralFile {
+        pub path: String,
+        pub content: String,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+    pub enum Access {
+        ReadOnly,
+        ReadWrite,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct Mount {
+        pub source: String,
+        pub target: String,
+        pub access: Access,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct Intention {
+        pub name: String,
+        pub image: String,
+        pub command: Option<Vec<String>>,
+        pub env: BTreeMap<String, String>,
+        pub env_files: Vec<String>,
+        pub restart: RestartPolicy,
+        pub on_drift: DriftPolicy,
+        pub ports: Vec<PortSpec>,
+        pub config: Option<ConfigFile>,
+        pub settings: BTreeMap<String, Value>,
+        pub files: Vec<LiteralFile>,
+        pub mounts: Vec<Mount>,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub enum Source {
+        File(String),
+        Api,
+        Plane,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct IntentionRecord {
+        pub source: Source,
+        pub revision: u64,
+        pub intention: Intention,
+    }
+
+    pub type Overlay = BTreeMap<String, Value>;
+
+    #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+    pub enum ApplyState {
+        Pending,
+        Applied,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct BindMount {
+        pub source: String,
+        pub target: String,
+        pub read_only: bool,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct ContainerSpec {
+        pub name: String,
+        pub image_id: String,
+        pub command: Option<Vec<String>>,
+        pub env: Vec<(String, String)>,
+        pub ports: Vec<PortSpec>,
+        pub mounts: Vec<BindMount>,
+        pub restart: RestartPolicy,
+        pub labels: BTreeMap<String, String>,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct AppliedRecord {
+        pub state: ApplyState,
+        pub digest: String,
+        pub inputs: BTreeMap<String, String>,
+        pub spec: ContainerSpec,
+        pub container_id: Option<String>,
+        pub at: u64,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct ObservedRecord {
+        pub container_id: String,
+        pub digest: Option<String>,
+        pub state: String,
+        pub image_id: String,
+        pub created: i64,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+    pub enum EventKind {
+        Created,
+        Recreated,
+        Started,
+        Removed,
+        Drift,
+        Conflict,
+        Rejected,
+        Intention,
+        Error,
+        Engine,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct Event {
+        pub seq: u64,
+        pub at: u64,
+        pub module: Option<String>,
+        pub kind: EventKind,
+        pub detail: String,
+    }
+}
+
+/// The records of store schema 2: the intention record gains the revision
+/// a central plane stamps; every other record is as in version 1.
+pub mod v2 {
+    use super::*;
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct IntentionRecord {
+        pub source: v1::Source,
+        pub revision: u64,
+        pub intention: v1::Intention,
+        /// The revision of the plane's document that stated it (plane
+        /// modules only).
+        pub plane_revision: Option<u64>,
+    }
+
+    impl From<v1::IntentionRecord> for IntentionRecord {
+        fn from(r: v1::IntentionRecord) -> Self {
+            IntentionRecord {
+                source: r.source,
+                revision: r.revision,
+                intention: r.intention,
+                plane_revision: None,
+            }
+        }
+    }
+}
+
+// Domain → record.
+
+fn value(v: &Value) -> v1::Value {
+    match v {
+        Value::Bool(b) => v1::Value::Bool(*b),
+        Value::Int(i) => v1::Value::Int(*i),
+        Value::Float(f) => v1::Value::Float(*f),
+        Value::String(s) => v1::Value::String(s.clone()),
+        Value::Array(a) => v1::Value::Array(a.iter().map(value).collect()),
+        Value::Table(t) => v1::Value::Table(t.iter().map(|(k, v)| (k.clone(), value(v))).collect()),
+    }
+}
+
+fn restart(r: RestartPolicy) -> v1::RestartPolicy {
+    match r {
+        RestartPolicy::No => v1::RestartPolicy::No,
+        RestartPolicy::OnFailure => v1::RestartPolicy::OnFailure,
+        RestartPolicy::Always => v1::RestartPolicy::Always,
+        RestartPolicy::UnlessStopped => v1::RestartPolicy::UnlessStopped,
+    }
+}
+
+fn port(p: &PortSpec) -> v1::PortSpec {
+    v1::PortSpec {
+        container_port: p.container_port,
+        protocol: match p.protocol {
+            Protocol::Tcp => v1::Protocol::Tcp,
+            Protocol::Udp => v1::Protocol::Udp,
+            Protocol::Sctp => v1::Protocol::Sctp,
+        },
+        host: p.host.clone(),
+    }
+}
+
+fn intention(i: &Intention) -> v1::Intention {
+    v1::Intention {
+        name: i.name.to_string(),
+        image: i.image.clone(),
+        command: i.command.clone(),
+        env: i
+            .env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+        env_files: i.env_files.iter().map(ToString::to_string).collect(),
+        restart: restart(i.restart),
+        on_drift: match i.on_drift {
+            DriftPolicy::Recreate => v1::DriftPolicy::Recreate,
+            DriftPolicy::Report => v1::DriftPolicy::Report,
+        },
+        ports: i.ports.iter().map(port).collect(),
+        config: i.config.as_ref().map(|c| v1::ConfigFile {
+            path: c.path.to_string(),
+            format: match c.format {
+                ConfigFormat::Json => v1::ConfigFormat::Json,
+                ConfigFormat::Toml => v1::ConfigFormat::Toml,
+                ConfigFormat::Env => v1::ConfigFormat::Env,
+            },
+            defaults: c
+                .defaults
+                .iter()
+                .map(|(k, v)| (k.clone(), value(v)))
+                .collect(),
+        }),
+        settings: i
+            .settings
+            .iter()
+            .map(|(k, v)| (k.to_string(), value(v)))
+            .collect(),
+        files: i
+            .files
+            .iter()
+            .map(|f| v1::LiteralFile {
+                path: f.path.to_string(),
+                content: f.content.clone(),
+            })
+            .collect(),
+        mounts: i
+            .mounts
+            .iter()
+            .map(|m| v1::Mount {
+                source: m.source.to_string(),
+                target: m.target.to_string(),
+                access: match m.access {
+                    Access::ReadOnly => v1::Access::ReadOnly,
+                    Access::ReadWrite => v1::Access::ReadWrite,
+                },
+            })
+            .collect(),
+    }
+}
+
+fn source(s: &Source) -> v1::Source {
+    match s {
+        Source::File(p) => v1::Source::File(p.clone()),
+        Source::Api => v1::Source::Api,
+        Source::Plane => v1::Source::Plane,
+    }
+}
+
+/// The record of a stored intention.
+pub fn intention_record(r: &IntentionRecord) -> v2::IntentionRecord {
+    v2::IntentionRecord {
+        source: source(&r.source),
+        revision: r.revision,
+        intention: intention(&r.intention),
+        plane_revision: r.plane_revision,
+    }
+}
+
+/// The record of an overlay.
+pub fn overlay(o: &Overlay) -> v1::Overlay {
+    o.iter().map(|(k, v)| (k.to_string(), value(v))).collect()
+}
+
+/// The record of an applied spec.
+pub fn applied(a: &AppliedRecord) -> v1::AppliedRecord {
+    v1::AppliedRecord {
+        state: match a.state {
+            ApplyState::Pending => v1::ApplyState::Pending,
+            ApplyState::Applied => v1::ApplyState::Applied,
+        },
+        digest: a.digest.to_string(),
+        inputs: a
+            .inputs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        spec: v1::ContainerSpec {
+            name: a.spec.name.clone(),
+            image_id: a.spec.image_id.clone(),
+            command: a.spec.command.clone(),
+            env: a.spec.env.clone(),
+            ports: a.spec.ports.iter().map(port).collect(),
+            mounts: a
+                .spec
+                .mounts
+                .iter()
+                .map(|m| v1::BindMount {
+                    source: m.source.clone(),
+                    target: m.target.clone(),
+                    read_only: m.read_only,
+                })
+                .collect(),
+            restart: restart(a.spec.restart),
+            labels: a.spec.labels.clone(),
+        },
+        container_id: a.container_id.clone(),
+        at: a.at,
+    }
+}
+
+/// The record of an observation.
+pub fn observed(o: &ObservedRecord) -> v1::ObservedRecord {
+    v1::ObservedRecord {
+        container_id: o.container_id.clone(),
+        digest: o.digest.as_ref().map(ToString::to_string),
+        state: o.state.clone(),
+        image_id: o.image_id.clone(),
+        created: o.created,
+    }
+}
+
+/// The record of an event.
+pub fn event(e: &Event) -> v1::Event {
+    v1::Event {
+        seq: e.seq,
+        at: e.at,
+        module: e.module.clone(),
+        kind: match e.kind {
+            EventKind::Created => v1::EventKind::Created,
+            EventKind::Recreated => v1::EventKind::Recreated,
+            EventKind::Started => v1::EventKind::Started,
+            EventKind::Removed => v1::EventKind::Removed,
+            EventKind::Drift => v1::EventKind::Drift,
+            EventKind::Conflict => v1::EventKind::Conflict,
+            EventKind::Rejected => v1::EventKind::Rejected,
+            EventKind::Intention => v1::EventKind::Intention,
+            EventKind::Error => v1::EventKind::Error,
+            EventKind::Engine => v1::EventKind::Engine,
+        },
+        detail: e.detail.clone(),
+    }
+}
+
+// Record → domain, checked.
+
+fn checked<T: TryFrom<String, Error = crate::model::names::InvalidName>>(
+    s: String,
+) -> Result<T, String> {
+    T::try_from(s).map_err(|e| e.0)
+}
+
+fn from_value(v: v1::Value) -> Value {
+    match v {
+        v1::Value::Bool(b) => Value::Bool(b),
+        v1::Value::Int(i) => Value::Int(i),
+        v1::Value::Float(f) => Value::Float(f),
+        v1::Value::String(s) => Value::String(s),
+        v1::Value::Array(a) => Value::Array(a.into_iter().map(from_value).collect()),
+        v1::Value::Table(t) => {
+            Value::Table(t.into_iter().map(|(k, v)| (k, from_value(v))).collect())
+        }
+    }
+}
+
+fn from_restart(r: v1::RestartPolicy) -> RestartPolicy {
+    match r {
+        v1::RestartPolicy::No => RestartPolicy::No,
+        v1::RestartPolicy::OnFailure => RestartPolicy::OnFailure,
+        v1::RestartPolicy::Always => RestartPolicy::Always,
+        v1::RestartPolicy::UnlessStopped => RestartPolicy::UnlessStopped,
+    }
+}
+
+fn from_port(p: v1::PortSpec) -> PortSpec {
+    PortSpec {
+        container_port: p.container_port,
+        protocol: match p.protocol {
+            v1::Protocol::Tcp => Protocol::Tcp,
+            v1::Protocol::Udp => Protocol::Udp,
+            v1::Protocol::Sctp => Protocol::Sctp,
+        },
+        host: p.host,
+    }
+}
+
+fn from_intention(i: v1::Intention) -> Result<Intention, String> {
+    Ok(Intention {
+        name: checked::<ModuleName>(i.name)?,
+        image: i.image,
+        command: i.command,
+        env: i
+            .env
+            .into_iter()
+            .map(|(k, v)| Ok((checked::<EnvName>(k)?, v)))
+            .collect::<Result<_, String>>()?,
+        env_files: i
+            .env_files
+            .into_iter()
+            .map(checked::<AbsPath>)
+            .collect::<Result<_, _>>()?,
+        restart: from_restart(i.restart),
+        on_drift: match i.on_drift {
+            v1::DriftPolicy::Recreate => DriftPolicy::Recreate,
+            v1::DriftPolicy::Report => DriftPolicy::Report,
+        },
+        ports: i.ports.into_iter().map(from_port).collect(),
+        config: match i.config {
+            None => None,
+            Some(c) => Some(ConfigFile {
+                path: checked::<AbsPath>(c.path)?,
+                format: match c.format {
+                    v1::ConfigFormat::Json => ConfigFormat::Json,
+                    v1::ConfigFormat::Toml => ConfigFormat::Toml,
+                    v1::ConfigFormat::Env => ConfigFormat::Env,
+                },
+                defaults: c
+                    .defaults
+                    .into_iter()
+                    .map(|(k, v)| (k, from_value(v)))
+                    .collect(),
+            }),
+        },
+        settings: from_overlay(i.settings)?,
+        files: i
+            .files
+            .into_iter()
+            .map(|f| {
+                Ok(LiteralFile {
+                    path: checked::<AbsPath>(f.path)?,
+                    content: f.content,
+                })
+            })
+            .collect::<Result<_, String>>()?,
+        mounts: i
+            .mounts
+            .into_iter()
+            .map(|m| {
+                Ok(Mount {
+                    source: checked::<AbsPath>(m.source)?,
+                    target: checked::<AbsPath>(m.target)?,
+                    access: match m.access {
+                        v1::Access::ReadOnly => Access::ReadOnly,
+                        v1::Access::ReadWrite => Access::ReadWrite,
+                    },
+                })
+            })
+            .collect::<Result<_, String>>()?,
+    })
+}
+
+/// A stored intention from its record.
+pub fn from_intention_record(r: v2::IntentionRecord) -> Result<IntentionRecord, String> {
+    Ok(IntentionRecord {
+        source: match r.source {
+            v1::Source::File(p) => Source::File(p),
+            v1::Source::Api => Source::Api,
+            v1::Source::Plane => Source::Plane,
+        },
+        revision: r.revision,
+        plane_revision: r.plane_revision,
+        intention: from_intention(r.intention)?,
+    })
+}
+
+/// An overlay from its record.
+pub fn from_overlay(o: v1::Overlay) -> Result<Overlay, String> {
+    o.into_iter()
+        .map(|(k, v)| Ok((checked::<SettingKey>(k)?, from_value(v))))
+        .collect()
+}
+
+/// An applied spec from its record.
+pub fn from_applied(a: v1::AppliedRecord) -> Result<AppliedRecord, String> {
+    Ok(AppliedRecord {
+        state: match a.state {
+            v1::ApplyState::Pending => ApplyState::Pending,
+            v1::ApplyState::Applied => ApplyState::Applied,
+        },
+        digest: checked::<Digest>(a.digest)?,
+        inputs: a
+            .inputs
+            .into_iter()
+            .map(|(k, v)| Ok((checked::<InputName>(k)?, checked::<Digest>(v)?)))
+            .collect::<Result<_, String>>()?,
+        spec: ContainerSpec {
+            name: a.spec.name,
+            image_id: a.spec.image_id,
+            command: a.spec.command,
+            env: a.spec.env,
+            ports: a.spec.ports.into_iter().map(from_port).collect(),
+            mounts: a
+                .spec
+                .mounts
+                .into_iter()
+                .map(|m| BindMount {
+                    source: m.source,
+                    target: m.target,
+                    read_only: m.read_only,
+                })
+                .collect(),
+            restart: from_restart(a.spec.restart),
+            labels: a.spec.labels,
+        },
+        container_id: a.container_id,
+        at: a.at,
+    })
+}
+
+/// An observation from its record.
+pub fn from_observed(o: v1::ObservedRecord) -> Result<ObservedRecord, String> {
+    Ok(ObservedRecord {
+        container_id: o.container_id,
+        digest: o.digest.map(checked::<Digest>).transpose()?,
+        state: o.state,
+        image_id: o.image_id,
+        created: o.created,
+    })
+}
+
+/// An event from its record.
+pub fn from_event(e: v1::Event) -> Event {
+    Event {
+        seq: e.seq,
+        at: e.at,
+        module: e.module,
+        kind: match e.kind {
+            v1::EventKind::Created => EventKind::Created,
+            v1::EventKind::Recreated => EventKind::Recreated,
+            v1::EventKind::Started => EventKind::Started,
+            v1::EventKind::Removed => EventKind::Removed,
+            v1::EventKind::Drift => EventKind::Drift,
+            v1::EventKind::Conflict => EventKind::Conflict,
+            v1::EventKind::Rejected => EventKind::Rejected,
+            v1::EventKind::Intention => EventKind::Intention,
+            v1::EventKind::Error => EventKind::Error,
+            v1::EventKind::Engine => EventKind::Engine,
+        },
+        detail: e.detail,
+    }
+}
