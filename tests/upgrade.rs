@@ -1,0 +1,210 @@
+//! An upgrade of stead over a store it wrote: `tests/fixtures/store-0.1.0.redb`
+//! was written by release 0.1.0 (schema 1) and `store-0.1.0.json` is every
+//! record in it as the 0.1.0 code read it back (`scripts/store-fixture.sh`
+//! made both). This binary must migrate the store on open and read every
+//! record back intact, and then refuse a store newer than itself without
+//! writing to it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value as J, json};
+use stead::model::intention::Protocol;
+use stead::store::{AppliedRecord, ApplyState, ObservedRecord, SCHEMA_VERSION, Source, Store};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// A copy of the 0.1.0 store: opening it writes (the migration, and redb's
+/// repair after the crash the fixture ends with), so the fixture itself is
+/// never opened.
+fn copy_of_fixture(dir: &Path) -> PathBuf {
+    let p = dir.join("stead.redb");
+    std::fs::copy(fixture("store-0.1.0.redb"), &p).unwrap();
+    p
+}
+
+/// An applied record in the shape 0.1.0 serialised it.
+fn applied_json(a: &AppliedRecord) -> J {
+    let ports: Vec<J> = a
+        .spec
+        .ports
+        .iter()
+        .map(|p| {
+            json!({
+                "container_port": p.container_port,
+                "host": p.host.as_ref().map(|(ip, port)| json!([ip, port])),
+                "protocol": match p.protocol {
+                    Protocol::Tcp => "tcp",
+                    Protocol::Udp => "udp",
+                    Protocol::Sctp => "sctp",
+                },
+            })
+        })
+        .collect();
+    let mounts: Vec<J> = a
+        .spec
+        .mounts
+        .iter()
+        .map(|m| json!({ "read_only": m.read_only, "source": m.source, "target": m.target }))
+        .collect();
+    json!({
+        "at": a.at,
+        "container_id": a.container_id,
+        "digest": a.digest.as_str(),
+        "inputs": a.inputs.iter().map(|(k, v)| (k.to_string(), J::from(v.as_str()))).collect::<serde_json::Map<_, _>>(),
+        "spec": {
+            "command": a.spec.command,
+            "env": a.spec.env.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
+            "image_id": a.spec.image_id,
+            "labels": a.spec.labels,
+            "mounts": mounts,
+            "name": a.spec.name,
+            "ports": ports,
+            "restart": a.spec.restart.as_str(),
+        },
+        "state": match a.state { ApplyState::Pending => "Pending", ApplyState::Applied => "Applied" },
+    })
+}
+
+fn observed_json(o: &ObservedRecord) -> J {
+    json!({
+        "container_id": o.container_id,
+        "created": o.created,
+        "digest": o.digest.as_ref().map(|d| d.as_str()),
+        "image_id": o.image_id,
+        "state": o.state,
+    })
+}
+
+#[test]
+fn a_store_written_by_0_1_0_is_migrated_and_every_record_reads_back_intact() {
+    let want: J = serde_json::from_str(
+        &std::fs::read_to_string(fixture("store-0.1.0.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(want["schema"], 1, "the fixture is a schema 1 store");
+    let d = tempfile::tempdir().unwrap();
+    let p = copy_of_fixture(d.path());
+    let store = Store::open(&p).unwrap();
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+
+    // Intentions, with their source, revision and overlay; the field added
+    // in schema 2 reads as absent.
+    let entries = store.entries().unwrap();
+    let want_intentions = want["intentions"].as_object().unwrap();
+    assert_eq!(entries.len(), want_intentions.len());
+    assert!(entries.len() >= 4, "the fixture holds modules: {entries:?}");
+    let mut overlays = serde_json::Map::new();
+    for (name, e) in &entries {
+        let r = e.record.as_ref().unwrap();
+        let source = match &r.source {
+            Source::File(p) => json!({ "kind": "file", "path": p }),
+            Source::Api => json!({ "kind": "api" }),
+            Source::Plane => json!({ "kind": "plane" }),
+        };
+        let got = json!({ "source": source, "revision": r.revision, "intention": r.intention.to_json() });
+        assert_eq!(got, want_intentions[name.as_str()], "intention {name}");
+        assert_eq!(r.plane_revision, None, "{name}");
+        if !e.overlay.is_empty() {
+            let o: serde_json::Map<String, J> = e
+                .overlay
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_json()))
+                .collect();
+            overlays.insert(name.to_string(), J::Object(o));
+        }
+    }
+    assert_eq!(J::Object(overlays), want["overlays"]);
+    assert!(
+        !want["overlays"].as_object().unwrap().is_empty(),
+        "the fixture holds an overlay"
+    );
+
+    let applied: BTreeMap<String, J> = store
+        .all_applied()
+        .unwrap()
+        .iter()
+        .map(|(k, a)| (k.clone(), applied_json(a)))
+        .collect();
+    assert_eq!(serde_json::to_value(&applied).unwrap(), want["applied"]);
+    assert!(
+        store
+            .all_applied()
+            .unwrap()
+            .values()
+            .any(|a| a.state == ApplyState::Pending),
+        "the fixture holds a pending target"
+    );
+
+    let observed: BTreeMap<String, J> = store
+        .all_observed()
+        .unwrap()
+        .iter()
+        .map(|(k, o)| (k.clone(), observed_json(o)))
+        .collect();
+    assert_eq!(serde_json::to_value(&observed).unwrap(), want["observed"]);
+    assert!(!observed.is_empty());
+
+    let events = store.events_since(0, 10_000).unwrap();
+    assert_eq!(serde_json::to_value(&events).unwrap(), want["events"]);
+    assert!(events.len() > 10, "{}", events.len());
+
+    // The store goes on working: a write, then a reopen, reads back.
+    store
+        .append_event(None, stead::store::EventKind::Engine, "after the upgrade")
+        .unwrap();
+    drop(store);
+    let store = Store::open(&p).unwrap();
+    let last = store.events_since(0, 10_000).unwrap().pop().unwrap();
+    assert_eq!(last.detail, "after the upgrade");
+    assert_eq!(last.seq, events.last().unwrap().seq + 1);
+}
+
+#[test]
+fn a_store_of_a_newer_schema_is_refused_naming_both_versions_and_left_untouched() {
+    let d = tempfile::tempdir().unwrap();
+    let p = copy_of_fixture(d.path());
+    drop(Store::open(&p).unwrap());
+    // A future stead's schema, written as it would write it.
+    {
+        let db = redb::Database::create(&p).unwrap();
+        let tx = db.begin_write().unwrap();
+        tx.open_table(redb::TableDefinition::<&str, u64>::new("meta"))
+            .unwrap()
+            .insert("schema", SCHEMA_VERSION + 1)
+            .unwrap();
+        tx.commit().unwrap();
+    }
+    let before = std::fs::read(&p).unwrap();
+    let err = Store::open(&p).err().expect("refused").to_string();
+    assert!(
+        err.contains(&format!("schema version {}", SCHEMA_VERSION + 1))
+            && err.contains(&format!("this agent's {SCHEMA_VERSION}")),
+        "{err}"
+    );
+    assert!(std::fs::read(&p).unwrap() == before, "nothing was written");
+
+    // The agent says so and exits, rather than running over it.
+    let cfg = d.path().join("stead.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "node_id = \"upgrade\"\ndata_dir = {:?}\nintentions_dir = \"i\"\napi_listen = \"127.0.0.1:0\"\n",
+            d.path()
+        ),
+    )
+    .unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_stead"))
+        .args(["run", "--once", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("newer than this agent's"), "{stderr}");
+    assert!(std::fs::read(&p).unwrap() == before, "nothing was written");
+}
