@@ -615,18 +615,36 @@ fn health_readiness_metrics_events_and_the_cli() {
     ] {
         assert!(text.contains(needle), "{needle} missing:\n{text}");
     }
+    // The log so far (the engine reached, the intention taken, the
+    // container created), read whole and then in two pages.
+    let all = r
+        .call(Method::GET, "/v1/events?since=0&limit=1000", None)
+        .body;
+    let all: Vec<u64> = all["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert!(all.len() >= 3, "{all:?}");
     let ev = r.call(Method::GET, "/v1/events?since=0&limit=2", None).body;
     assert_eq!(ev["events"].as_array().unwrap().len(), 2);
     let next = ev["next"].as_u64().unwrap();
+    assert_eq!(next, all[1]);
     let ev2 = r
         .call(Method::GET, &format!("/v1/events?since={next}"), None)
         .body;
-    assert!(
-        ev2["events"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|e| e["seq"].as_u64().unwrap() > next)
+    let rest: Vec<u64> = ev2["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert!(!rest.is_empty());
+    assert_eq!(
+        rest[..],
+        all[2..rest.len() + 2],
+        "the second page follows the first"
     );
 
     // The CLI, with the agent's config.
@@ -688,6 +706,45 @@ fn health_readiness_metrics_events_and_the_cli() {
     let (code, out, _) = cli(&["events"]);
     assert_eq!(code, 0);
     assert!(out.contains("created"), "{out}");
+}
+
+#[test]
+fn the_api_answers_while_a_pass_hashes_a_large_mount() {
+    let n = Node::new("busy");
+    let m = n.module("big");
+    // 512 MiB, sparse: reading it costs the hash, not the disk.
+    let big = n.host("big.bin");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(512 * 1024 * 1024)
+        .unwrap();
+    let text = format!(
+        "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n[[mounts]]\nsource = {big:?}\ntarget = \"/big.bin\"\nread_only = true\n",
+        idle_after("true")
+    );
+    n.write_intention("big.toml", &text);
+    let r = Running::start(n);
+    // From the moment the API listens until the container exists, the first
+    // pass reads and hashes the whole file; /healthz is asked all along.
+    let mut took = Vec::new();
+    while r.node.container(&m).is_none() {
+        let t = Instant::now();
+        let answer = r.raw(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        took.push(t.elapsed());
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(took.len() < 10_000, "the module never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        took.len() >= 3,
+        "the pass was over before it could be watched: {took:?}"
+    );
+    let slowest = took.iter().max().unwrap();
+    assert!(
+        *slowest < Duration::from_millis(100),
+        "/healthz took {slowest:?} while the pass hashed ({} asks)",
+        took.len()
+    );
 }
 
 #[test]

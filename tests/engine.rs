@@ -267,41 +267,6 @@ fn report_policy_leaves_the_container_and_names_the_inputs() {
 }
 
 #[test]
-fn kill_9_at_any_point_of_a_recreate_gives_one_container_per_change() {
-    let n = Node::new("crash");
-    let m = n.module("crash");
-    n.write_intention("c.toml", &config_module(&m, "v0", "d", "recreate"));
-    let start = unix_now();
-    n.once_ok();
-    let changes = 8;
-    for k in 1..=changes {
-        n.write_intention(
-            "c.toml",
-            &config_module(&m, &format!("v{k}"), "d", "recreate"),
-        );
-        let mut child = n.spawn();
-        // Spread the kill over the whole recreate: before the pass reads
-        // anything, while the old container stops, between remove and
-        // create, between create and start, after.
-        std::thread::sleep(std::time::Duration::from_millis(40 + 90 * (k as u64 - 1)));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        // A fresh agent converges without a second create for this change.
-        n.once_ok();
-        n.wait_logs(&m, &format!("\"url\": \"v{k}\""));
-        let out = n.once_ok();
-        assert!(out.contains("unchanged"), "change {k}: {out}");
-    }
-    assert_eq!(
-        n.creates_since(&m, start),
-        1 + changes,
-        "one create per change"
-    );
-    let ids = docker_ok(&["ps", "-aq", "--filter", &format!("label=stead.module={m}")]);
-    assert_eq!(ids.lines().count(), 1, "one container: {ids}");
-}
-
-#[test]
 fn a_crash_between_any_two_engine_calls_of_a_recreate_converges_once() {
     let n = Node::new("crashpt");
     let m = n.module("pt");

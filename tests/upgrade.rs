@@ -82,10 +82,9 @@ fn observed_json(o: &ObservedRecord) -> J {
 
 #[test]
 fn a_store_written_by_0_1_0_is_migrated_and_every_record_reads_back_intact() {
-    let want: J = serde_json::from_str(
-        &std::fs::read_to_string(fixture("store-0.1.0.json")).unwrap(),
-    )
-    .unwrap();
+    let want: J =
+        serde_json::from_str(&std::fs::read_to_string(fixture("store-0.1.0.json")).unwrap())
+            .unwrap();
     assert_eq!(want["schema"], 1, "the fixture is a schema 1 store");
     let d = tempfile::tempdir().unwrap();
     let p = copy_of_fixture(d.path());
@@ -106,7 +105,8 @@ fn a_store_written_by_0_1_0_is_migrated_and_every_record_reads_back_intact() {
             Source::Api => json!({ "kind": "api" }),
             Source::Plane => json!({ "kind": "plane" }),
         };
-        let got = json!({ "source": source, "revision": r.revision, "intention": r.intention.to_json() });
+        let got =
+            json!({ "source": source, "revision": r.revision, "intention": r.intention.to_json() });
         assert_eq!(got, want_intentions[name.as_str()], "intention {name}");
         assert_eq!(r.plane_revision, None, "{name}");
         if !e.overlay.is_empty() {

@@ -1,12 +1,10 @@
 //! The container engine: what the reconciler asks of one ([`Engine`]), the
 //! typed observation of its containers ([`observed`]), finding images by
-//! reference ([`image`]), the Docker Engine API implementation ([`docker`]),
-//! a wrapper that counts calls ([`counted`]) and, for unit tests, a fake
-//! engine ([`fake`]) beside the trait.
+//! reference ([`image`]), the Docker Engine API implementation ([`docker`])
+//! and, for unit tests, a fake engine ([`fake`]) beside the trait.
 
 use std::future::Future;
 
-pub mod counted;
 pub mod docker;
 #[cfg(test)]
 pub mod fake;

@@ -26,12 +26,12 @@ use std::time::Instant;
 
 use futures_util::StreamExt;
 
-use crate::engine::counted::Counted;
 use crate::engine::{ContainerState, Engine, EngineError, Life};
 use crate::host::digest::FileDigester;
 use crate::intake::dir::{FileRejected, IntentionsDir, SyncError};
 use crate::model::names::{ModuleName, NodeId};
 use crate::status::Board;
+use crate::status::counted::Counted;
 use crate::status::metrics::Metrics;
 use crate::store::{EventKind, Store, StoreError};
 

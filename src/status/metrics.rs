@@ -1,7 +1,7 @@
 //! Counters the agent keeps and serves in the Prometheus text format: passes
 //! and their duration, modules by state, recreates by the kind of input that
 //! moved, engine reachability and engine API calls (counted by
-//! [`crate::engine::counted::Counted`]).
+//! [`crate::status::counted::Counted`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;

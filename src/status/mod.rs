@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::model::names::Digest;
 use crate::model::spec::Moved;
 
+pub mod counted;
 pub mod judge;
 pub mod metrics;
 
