@@ -206,7 +206,7 @@ impl<C: Connect> Agent<C> {
     /// Logs the engine's coming or going, off the async threads.
     fn say_engine(&self, msg: String) {
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || {
+        crate::host::blocking::detach(move || {
             if let Err(e) = store.append_event(None, EventKind::Engine, msg) {
                 tracing::error!("cannot append to the event log: {e}");
             }

@@ -1,21 +1,51 @@
-//! The `stead` binary: parse, set up tracing, run, report the error.
+//! The `stead` binary: parse, set up logging, run, report the error.
 
 use clap::Parser;
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::prelude::*;
+
+/// The log filter from `STEAD_LOG` (`info`, `debug`, `stead=debug,warn`, …):
+/// targets and levels, without regular expressions (they cost a quarter of
+/// a megabyte on a device). A filter that does not parse falls back to
+/// `info` and says so.
+fn log_filter() -> Targets {
+    let default = Targets::new().with_default(LevelFilter::INFO);
+    match std::env::var("STEAD_LOG") {
+        Ok(s) if !s.trim().is_empty() => s.parse().unwrap_or_else(|e| {
+            eprintln!("stead: STEAD_LOG={s:?} is not a log filter ({e}); logging at info");
+            default
+        }),
+        _ => default,
+    }
+}
 
 fn main() -> std::process::ExitCode {
     let cli = stead::cli::Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("STEAD_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(log_filter())
         .init();
     match stead::cli::run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("stead: {e:#}");
+            eprintln!("stead: {}", chain(&e));
             std::process::ExitCode::from(1)
         }
     }
+}
+
+/// The error and its causes on one line, each cause said once: most of
+/// stead's errors already name their cause in their own message.
+fn chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+    }
+    out
 }

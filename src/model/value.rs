@@ -1,14 +1,11 @@
 //! The value of a setting or of a config default: a JSON-like tree without
-//! null. Its serde form is tagged so it survives postcard in the store; the
-//! natural JSON form (for files, the API and rendering) goes through
+//! null. Its natural JSON form (for files, the API and rendering) goes through
 //! [`Value::from_json`] and [`Value::to_json`].
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 /// A setting or default value.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     /// `true` or `false`.
     Bool(bool),
@@ -97,13 +94,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn json_round_trip_and_postcard() {
+    fn json_round_trip() {
         let j = serde_json::json!({"a": 1, "b": {"c": "x", "d": [true, 1.5]}});
         let v = Value::from_json(j.clone(), "defaults").unwrap();
         assert_eq!(v.to_json(), j);
-        let bytes = postcard::to_allocvec(&v).unwrap();
-        let back: Value = postcard::from_bytes(&bytes).unwrap();
-        assert_eq!(back, v);
     }
 
     #[test]

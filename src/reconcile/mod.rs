@@ -27,6 +27,7 @@ use std::time::Instant;
 use futures_util::StreamExt;
 
 use crate::engine::{ContainerState, Engine, EngineError, Life};
+use crate::host::blocking::run as blocking;
 use crate::host::digest::FileDigester;
 use crate::intake::dir::{FileRejected, IntentionsDir, SyncError};
 use crate::model::names::{ModuleName, NodeId};
@@ -63,14 +64,6 @@ pub enum PassError {
     /// The intentions directory could not be read.
     #[error(transparent)]
     Intake(#[from] SyncError),
-}
-
-/// Runs blocking work (file I/O, hashing) off the async threads.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(v) => v,
-        Err(e) => std::panic::resume_unwind(e.into_panic()),
-    }
 }
 
 /// The reconciler.

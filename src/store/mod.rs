@@ -336,10 +336,7 @@ impl Store {
         T: Send + 'static,
     {
         let store = self.clone();
-        match tokio::task::spawn_blocking(move || f(&store)).await {
-            Ok(v) => v,
-            Err(e) => std::panic::resume_unwind(e.into_panic()),
-        }
+        crate::host::blocking::run(move || f(&store)).await
     }
 
     /// The schema version the store holds.
