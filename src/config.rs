@@ -97,22 +97,31 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let n: u64 = num
         .parse()
         .map_err(|_| format!("invalid duration {s:?}: expected e.g. 500ms, 10s, 5m, 1h"))?;
-    let d = match unit {
-        "ms" => Duration::from_millis(n),
-        "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n * 60),
-        "h" => Duration::from_secs(n * 3600),
+    let ms_per_unit: u64 = match unit {
+        "ms" => 1,
+        "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
         _ => {
             return Err(format!(
                 "invalid duration {s:?}: unit must be ms, s, m or h"
             ));
         }
     };
+    let d = n
+        .checked_mul(ms_per_unit)
+        .map(Duration::from_millis)
+        .filter(|d| *d <= MAX_DURATION)
+        .ok_or_else(|| format!("invalid duration {s:?}: must be at most 30 days"))?;
     if d.is_zero() {
         return Err(format!("invalid duration {s:?}: must be more than zero"));
     }
     Ok(d)
 }
+
+/// The longest duration any setting takes: time arithmetic on it never
+/// overflows.
+pub const MAX_DURATION: Duration = Duration::from_secs(30 * 86_400);
 
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -334,5 +343,10 @@ mod tests {
         assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("1d").is_err());
+        assert_eq!(parse_duration("720h").unwrap(), MAX_DURATION);
+        for huge in ["721h", "18446744073709551615s", "18446744073709551615h"] {
+            let e = parse_duration(huge).unwrap_err();
+            assert!(e.contains("at most 30 days"), "{huge}: {e}");
+        }
     }
 }

@@ -164,6 +164,30 @@ fn a_settings_patch_recreates_once_and_reports_converged() {
     );
     assert_eq!(a.status, 200, "{:?}", a.body);
     r.node.wait_logs(&m, "\"url\": \"\"");
+
+    // A patch that changes nothing is a no-op: same revision, no event.
+    let rev = r
+        .call(Method::GET, &format!("/v1/intentions/{m}"), None)
+        .body["revision"]
+        .clone();
+    let events = |r: &Running| {
+        r.call(Method::GET, "/v1/events?limit=1000", None).body["events"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    let before = events(&r);
+    for body in [json!({}), json!({"database.url": null})] {
+        let a = r.call(
+            Method::PATCH,
+            &format!("/v1/intentions/{m}/settings"),
+            Some(body),
+        );
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        assert_eq!(a.body["changed"], false, "{:?}", a.body);
+        assert_eq!(a.body["revision"], rev);
+    }
+    assert_eq!(events(&r), before);
 }
 
 #[test]

@@ -373,6 +373,46 @@ fn bad_input_names_file_and_field_and_changes_nothing() {
             good_a.replace("format = \"json\"", "format = \"yaml\""),
             "config.format",
         ),
+        (
+            "a setting key 100,000 segments deep",
+            good_a.replace(
+                "\"database.url\" = ",
+                &format!(
+                    "{:?} = 1\n\"database.url\" = ",
+                    vec!["k"; 100_000].join(".")
+                ),
+            ),
+            "settings",
+        ),
+        (
+            "defaults nested too deep",
+            good_a.replace(
+                "poll_ms = 1000,",
+                &format!("poll_ms = {}1{},", "[".repeat(40), "]".repeat(40)),
+            ),
+            "config.defaults",
+        ),
+        (
+            "a NUL in an argument",
+            good_a.replace("command = [\"sh\",", "command = [\"s\\u0000h\","),
+            "command[0]",
+        ),
+        (
+            "one host port published on two addresses",
+            good_a.replace(
+                "restart = ",
+                "ports = [\"127.0.0.1:18111:80\", \"18111:81\"]\nrestart = ",
+            ),
+            "ports[1]",
+        ),
+        (
+            "the config file inside a mounted directory",
+            good_a.replace(
+                "[config]",
+                "[[mounts]]\nsource = \"/srv\"\ntarget = \"/etc/m\"\n\n[config]",
+            ),
+            "config.path",
+        ),
     ];
     for (k, (what, text, field)) in cases.into_iter().enumerate() {
         n.write_intention("a.toml", &text);

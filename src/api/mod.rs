@@ -433,7 +433,7 @@ async fn patch_settings(state: &ApiState, name: ModuleName, body: &[u8]) -> Resu
     };
     let mut patch: intake::api::Patch = BTreeMap::new();
     for (k, v) in map {
-        let field = format!("settings.{k:?}");
+        let field = crate::model::names::setting_field(&k);
         let key = SettingKey::try_from(k.as_str()).map_err(|e| ApiError::Invalid {
             field: field.clone(),
             message: e.0,
@@ -449,17 +449,20 @@ async fn patch_settings(state: &ApiState, name: ModuleName, body: &[u8]) -> Resu
         patch.insert(key, v);
     }
     let n = name.clone();
-    let (revision, settings) = state
+    let out = state
         .store
         .blocking(move |s| intake::api::patch_settings(s, &n, &patch))
         .await?;
-    state.wake.notify_one();
-    let settings: serde_json::Map<String, J> = settings
+    if out.changed {
+        state.wake.notify_one();
+    }
+    let settings: serde_json::Map<String, J> = out
+        .settings
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_json()))
         .collect();
     Ok(json_response(
         StatusCode::OK,
-        &json!({ "name": name.as_str(), "revision": revision, "settings": settings }),
+        &json!({ "name": name.as_str(), "revision": out.revision, "changed": out.changed, "settings": settings }),
     ))
 }

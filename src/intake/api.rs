@@ -114,16 +114,28 @@ pub fn delete(store: &Store, name: &ModuleName) -> Result<(), WriteError> {
 /// A settings patch: a value sets the key, `None` removes it.
 pub type Patch = BTreeMap<SettingKey, Option<Value>>;
 
+/// What a settings patch did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Patched {
+    /// The module's revision now.
+    pub revision: u64,
+    /// The effective settings now.
+    pub settings: BTreeMap<SettingKey, Value>,
+    /// Anything changed (an empty patch, or one that sets what is already
+    /// set, changes nothing and keeps the revision).
+    pub changed: bool,
+}
+
 /// Patches a module's settings. A module stated through the API owns its
 /// settings and they change in its intention; any other module's settings
-/// are layered in its overlay, over what its source says. Returns the new
-/// revision and the effective settings.
+/// are layered in its overlay, over what its source says.
 pub fn patch_settings(
     store: &Store,
     name: &ModuleName,
     patch: &Patch,
-) -> Result<(u64, BTreeMap<SettingKey, Value>), WriteError> {
+) -> Result<Patched, WriteError> {
     let out = store.modify(name, |e| {
+        let before = e.clone();
         let Some(record) = e.record.as_mut() else {
             return Err(WriteError::NotFound(name.to_string()));
         };
@@ -153,6 +165,15 @@ pub fn patch_settings(
                 }
             }
         }
+        if *e == before {
+            let effective = e.effective().expect("a record is present");
+            return Ok(Patched {
+                revision: before.record.map_or(0, |r| r.revision),
+                settings: effective.settings,
+                changed: false,
+            });
+        }
+        let record = e.record.as_mut().expect("checked above");
         record.revision += 1;
         let revision = record.revision;
         let effective = e.effective().expect("a record is present");
@@ -162,17 +183,23 @@ pub fn patch_settings(
                 field: r.field,
                 message: r.message,
             })?;
-        Ok((revision, effective.settings))
+        Ok(Patched {
+            revision,
+            settings: effective.settings,
+            changed: true,
+        })
     })??;
-    let keys: Vec<&str> = patch.keys().map(SettingKey::as_str).collect();
-    store.append_event(
-        Some(name.as_str()),
-        EventKind::Intention,
-        format!(
-            "settings {} changed through the API (revision {})",
-            keys.join(", "),
-            out.0
-        ),
-    )?;
+    if out.changed {
+        let keys: Vec<&str> = patch.keys().map(SettingKey::as_str).collect();
+        store.append_event(
+            Some(name.as_str()),
+            EventKind::Intention,
+            format!(
+                "settings {} changed through the API (revision {})",
+                keys.join(", "),
+                out.revision
+            ),
+        )?;
+    }
     Ok(out)
 }

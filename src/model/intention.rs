@@ -460,6 +460,9 @@ impl IntentionDoc {
             Some(c) if c.is_empty() => None,
             c => c,
         };
+        if let Some(i) = command.iter().flatten().position(|a| a.contains('\0')) {
+            return Err((format!("command[{i}]"), "contains a NUL byte".into()));
+        }
         let mut env = BTreeMap::new();
         for (k, v) in self.env {
             let key = EnvName::try_from(k.as_str()).map_err(f(&format!("env.{k}")))?;
@@ -475,16 +478,25 @@ impl IntentionDoc {
             .map(|(i, p)| AbsPath::try_from(p).map_err(f(&format!("env_files[{i}]"))))
             .collect::<Result<Vec<_>, _>>()?;
         let mut ports = Vec::new();
-        let mut seen_ports = BTreeSet::new();
+        let mut seen_ports: BTreeSet<(String, u16, Protocol)> = BTreeSet::new();
         for (i, p) in self.ports.iter().enumerate() {
             let spec = PortSpec::parse(p).map_err(|m| (format!("ports[{i}]"), m))?;
-            if let Some(h) = &spec.host {
-                if !seen_ports.insert((h.clone(), spec.protocol)) {
+            if let Some((ip, port)) = &spec.host {
+                // One host port is taken once per protocol: an address
+                // that listens everywhere overlaps every other.
+                let wildcard = |a: &str| a == "0.0.0.0" || a == "::";
+                let clash = seen_ports.iter().find(|(other_ip, other_port, proto)| {
+                    other_port == port
+                        && *proto == spec.protocol
+                        && (other_ip == ip || wildcard(other_ip) || wildcard(ip))
+                });
+                if let Some((other_ip, _, _)) = clash {
                     return Err((
                         format!("ports[{i}]"),
-                        format!("host port {p:?} is published twice"),
+                        format!("host port {port} on {ip} is already published on {other_ip}"),
                     ));
                 }
+                seen_ports.insert((ip.clone(), *port, spec.protocol));
             }
             ports.push(spec);
         }
@@ -521,7 +533,7 @@ impl IntentionDoc {
         };
         let mut settings = BTreeMap::new();
         for (k, v) in self.settings {
-            let field = format!("settings.{k:?}");
+            let field = crate::model::names::setting_field(&k);
             let key = SettingKey::try_from(k.as_str()).map_err(f(&field))?;
             let v = Value::from_json(v, &field).map_err(|m| (field.clone(), m))?;
             settings.insert(key, v);
@@ -550,6 +562,33 @@ impl IntentionDoc {
                 target,
                 access,
             });
+        }
+        // A composed file is bind-mounted over its path: inside a mounted
+        // directory, the engine would make that path in the host directory
+        // (or fail, when the mount is read-only).
+        let composed = config
+            .iter()
+            .map(|c| ("config.path".to_string(), &c.path))
+            .chain(
+                files
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| (format!("files[{i}].path"), &f.path)),
+            );
+        for (field, path) in composed {
+            if let Some((j, m)) = mounts
+                .iter()
+                .enumerate()
+                .find(|(_, m)| path.as_path().starts_with(m.target.as_path()))
+            {
+                return Err((
+                    field,
+                    format!(
+                        "{path} is inside mounts[{j}].target {}: the engine would make it in the host directory {}",
+                        m.target, m.source
+                    ),
+                ));
+            }
         }
         let intention = Intention {
             name,
@@ -679,6 +718,21 @@ read_only = true
                 "already used",
             ),
             ("name = [", "(file)", "TOML parse error"),
+            (
+                "name = \"a\"\nimage = \"x\"\ncommand = [\"sh\", \"a\\u0000b\"]",
+                "command[1]",
+                "NUL",
+            ),
+            (
+                "name = \"a\"\nimage = \"x\"\nports = [\"8080:80\", \"127.0.0.1:8080:81\"]",
+                "ports[1]",
+                "already published on 0.0.0.0",
+            ),
+            (
+                "name = \"a\"\nimage = \"x\"\n[config]\npath = \"/data/c.json\"\nformat = \"json\"\n[[mounts]]\nsource = \"/srv/a\"\ntarget = \"/data\"",
+                "config.path",
+                "inside mounts[0].target /data",
+            ),
         ];
         for (text, field, msg) in cases {
             let e = parse(text).unwrap_err();

@@ -155,11 +155,24 @@ impl Digest {
     }
 }
 
+/// The longest setting key, in bytes.
+pub const MAX_KEY_BYTES: usize = 256;
+/// The most segments a setting key may have (each is a level of nesting).
+pub const MAX_KEY_SEGMENTS: usize = 16;
+
 string_newtype!(
     /// A dotted setting key such as `database.url`: non-empty segments of
     /// `[A-Za-z0-9_-]`.
     SettingKey,
     |s| {
+        if s.len() > MAX_KEY_BYTES || s.bytes().filter(|b| *b == b'.').count() >= MAX_KEY_SEGMENTS {
+            // Not quoted: the key may be huge.
+            return Err(format!(
+                "invalid setting key ({} bytes, {} segments): at most {MAX_KEY_BYTES} bytes and {MAX_KEY_SEGMENTS} segments",
+                s.len(),
+                s.split('.').count()
+            ));
+        }
         let ok = !s.is_empty()
             && s.split('.').all(|seg| {
                 !seg.is_empty()
@@ -176,6 +189,16 @@ string_newtype!(
         }
     }
 );
+
+/// The field name of a setting in errors: `settings."<key>"`, or just
+/// `settings` for a key too long to quote back.
+pub fn setting_field(key: &str) -> String {
+    if key.len() > MAX_KEY_BYTES {
+        "settings".into()
+    } else {
+        format!("settings.{key:?}")
+    }
+}
 
 impl SettingKey {
     /// The key's segments, outermost first.
@@ -316,6 +339,14 @@ mod tests {
         for bad in ["", ".a", "a.", "a..b", "a b"] {
             assert!(SettingKey::try_from(bad).is_err(), "{bad}");
         }
+        let deep = vec!["a"; MAX_KEY_SEGMENTS].join(".");
+        assert!(SettingKey::try_from(deep.as_str()).is_ok());
+        let e = SettingKey::try_from(format!("{deep}.a")).unwrap_err();
+        assert!(e.0.contains("17 segments"), "{e}");
+        let huge = vec!["a"; 100_000].join(".");
+        let e = SettingKey::try_from(huge).unwrap_err();
+        assert!(e.0.len() < 200, "the key is not quoted back: {e}");
+        assert!(SettingKey::try_from("x".repeat(MAX_KEY_BYTES + 1)).is_err());
         assert!(EnvName::try_from("MODE_1").is_ok());
         assert!(EnvName::try_from("1MODE").is_err());
         assert!(InputName::try_from("config:/etc/a").is_ok());

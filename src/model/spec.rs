@@ -146,6 +146,9 @@ pub fn parse_env_file(bytes: &[u8]) -> Result<Vec<(String, String)>, String> {
             return Err(format!("line {}: expected KEY=VALUE", n + 1));
         };
         let k = EnvName::try_from(k.trim_end()).map_err(|e| format!("line {}: {e}", n + 1))?;
+        if v.contains('\0') {
+            return Err(format!("line {}: the value contains a NUL byte", n + 1));
+        }
         out.push((k.to_string(), v.trim_end_matches('\r').to_string()));
     }
     Ok(out)
@@ -274,6 +277,10 @@ mod tests {
             parse_env_file(b"A=1\nnovalue\n")
                 .unwrap_err()
                 .starts_with("line 2")
+        );
+        assert_eq!(
+            parse_env_file(b"A=1\nB=x\0y\n").unwrap_err(),
+            "line 2: the value contains a NUL byte"
         );
     }
 

@@ -21,10 +21,27 @@ pub enum Value {
     Table(BTreeMap<String, Value>),
 }
 
+/// How deeply values may nest (tables and arrays): a config is a few
+/// levels deep, and nothing here recurses deeper than this.
+pub const MAX_DEPTH: usize = 32;
+
 impl Value {
     /// Converts from natural JSON. `null` has no meaning in a stored value
-    /// and is refused, naming where it was found below `at`.
+    /// and is refused, naming where it was found below `at`; so is nesting
+    /// deeper than [`MAX_DEPTH`].
     pub fn from_json(v: serde_json::Value, at: &str) -> Result<Value, String> {
+        Value::from_json_at(v, at, 0)
+    }
+
+    fn from_json_at(v: serde_json::Value, at: &str, depth: usize) -> Result<Value, String> {
+        if depth >= MAX_DEPTH
+            && matches!(
+                v,
+                serde_json::Value::Array(_) | serde_json::Value::Object(_)
+            )
+        {
+            return Err(format!("{at}: nested deeper than {MAX_DEPTH} levels"));
+        }
         Ok(match v {
             serde_json::Value::Null => return Err(format!("{at}: null is not a value here")),
             serde_json::Value::Bool(b) => Value::Bool(b),
@@ -41,7 +58,7 @@ impl Value {
             serde_json::Value::Array(a) => Value::Array(
                 a.into_iter()
                     .enumerate()
-                    .map(|(i, v)| Value::from_json(v, &format!("{at}[{i}]")))
+                    .map(|(i, v)| Value::from_json_at(v, &format!("{at}[{i}]"), depth + 1))
                     .collect::<Result<_, _>>()?,
             ),
             serde_json::Value::Object(m) => {
@@ -52,7 +69,7 @@ impl Value {
                             "{at}: TOML dates and times are not supported; quote them as strings"
                         ));
                     }
-                    let v = Value::from_json(v, &format!("{at}.{k}"))?;
+                    let v = Value::from_json_at(v, &format!("{at}.{k}"), depth + 1)?;
                     t.insert(k, v);
                 }
                 Value::Table(t)
@@ -98,6 +115,17 @@ mod tests {
         let j = serde_json::json!({"a": 1, "b": {"c": "x", "d": [true, 1.5]}});
         let v = Value::from_json(j.clone(), "defaults").unwrap();
         assert_eq!(v.to_json(), j);
+    }
+
+    #[test]
+    fn nesting_is_bounded() {
+        let mut j = serde_json::json!(1);
+        for _ in 0..MAX_DEPTH {
+            j = serde_json::json!([j]);
+        }
+        assert!(Value::from_json(j.clone(), "d").is_ok());
+        let e = Value::from_json(serde_json::json!({ "x": j }), "d").unwrap_err();
+        assert!(e.contains("nested deeper than 32 levels"), "{e}");
     }
 
     #[test]

@@ -216,6 +216,7 @@ impl Reconciler {
             let mut r =
                 ModuleReport::new(module.as_str(), Action::BackingOff, Some(d.digest.clone()));
             r.container = container.cloned();
+            r.refused = held.last_error.is_some();
             r.error = Some(held.last_error.unwrap_or_else(|| "keeps failing".into()));
             r.retry_in = Some(held.next_at.saturating_duration_since(now));
             modules.push(r);

@@ -168,9 +168,9 @@ impl Reconciler {
                     }
                     Action::Conflict => ModuleState::Conflict,
                     Action::BackingOff => {
-                        // A container that keeps dying is crash-looping; a
-                        // container that cannot even be created has failed.
-                        if st.container_id.is_some() {
+                        // A container that keeps dying is crash-looping; one
+                        // the engine refuses to create or start has failed.
+                        if st.container_id.is_some() && !r.refused {
                             ModuleState::CrashLooping
                         } else {
                             ModuleState::Failed

@@ -88,6 +88,9 @@ pub struct ModuleReport {
     /// When the next attempt is due, from the pass's start, when it waits
     /// out a back-off.
     pub retry_in: Option<Duration>,
+    /// For a back-off: the last attempt was refused (as opposed to made,
+    /// with a container that did not stay up).
+    pub refused: bool,
 }
 
 impl ModuleReport {
@@ -101,6 +104,7 @@ impl ModuleReport {
             moved: vec![],
             error: None,
             retry_in: None,
+            refused: false,
         }
     }
 }
