@@ -122,6 +122,9 @@ fn load_config(path: Option<PathBuf>) -> anyhow::Result<Config> {
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        // The unit's TasksMax is 64: blocking work (file hashing, store
+        // transactions) queues for these rather than spawning without end.
+        .max_blocking_threads(8)
         .build()
         .context("cannot start the async runtime")
 }

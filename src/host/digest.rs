@@ -57,9 +57,30 @@ struct Cached {
     racy: bool,
 }
 
+/// The most bytes one read-only mount (a file, or a whole directory) may
+/// hold: a bound on the time and I/O of hashing it.
+pub const MAX_INPUT_BYTES: u64 = 16 << 30;
+/// The most entries one read-only mount directory may hold, all levels.
+pub const MAX_INPUT_ENTRIES: u64 = 100_000;
+
+/// What is left to read of one input.
+#[derive(Default)]
+struct Budget {
+    bytes: u64,
+    entries: u64,
+}
+
+fn over(what: String) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("{what}: too large to be an input"),
+    )
+}
+
 /// Digests host files and directories, caching file digests by stat.
 #[derive(Default)]
 pub struct FileDigester {
+    budget: Budget,
     cache: HashMap<PathBuf, Cached>,
     seen: std::collections::HashSet<PathBuf>,
     /// How many files were actually read (for tests and metrics).
@@ -81,13 +102,19 @@ impl FileDigester {
             source,
         };
         let meta = std::fs::metadata(path).map_err(err)?;
+        self.budget = Budget {
+            bytes: MAX_INPUT_BYTES,
+            entries: MAX_INPUT_ENTRIES,
+        };
         if meta.is_dir() {
             let mut h = Sha256::new();
             h.update(b"stead-dir-v1\n");
             self.walk(path, Path::new(""), &mut h)?;
             Ok(Digest::from_hasher(h))
-        } else {
+        } else if meta.is_file() {
             self.digest_file(path, &meta)
+        } else {
+            Err(err(crate::host::files::not_regular(meta.file_type())))
         }
     }
 
@@ -103,6 +130,12 @@ impl FileDigester {
             .collect::<Result<_, _>>()
             .map_err(err(&dir))?;
         names.sort();
+        if names.len() as u64 > self.budget.entries {
+            return Err(err(&dir)(over(format!(
+                "more than {MAX_INPUT_ENTRIES} entries"
+            ))));
+        }
+        self.budget.entries -= names.len() as u64;
         for name in names {
             let rel_child = rel.join(&name);
             let full = root.join(&rel_child);
@@ -132,6 +165,16 @@ impl FileDigester {
         meta: &std::fs::Metadata,
     ) -> Result<Digest, DigestError> {
         self.seen.insert(path.to_path_buf());
+        let err = |source| DigestError {
+            path: path.to_path_buf(),
+            source,
+        };
+        if meta.len() > self.budget.bytes {
+            return Err(err(over(format!(
+                "more than {MAX_INPUT_BYTES} bytes in one input"
+            ))));
+        }
+        self.budget.bytes -= meta.len();
         let stat = Stat::of(meta);
         if let Some(c) = self.cache.get(path) {
             if c.stat == stat && !c.racy {
@@ -142,13 +185,12 @@ impl FileDigester {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0);
-        let err = |source| DigestError {
-            path: path.to_path_buf(),
-            source,
-        };
-        let mut f = std::fs::File::open(path).map_err(err)?;
+        let f = crate::host::files::open_regular(path).map_err(err)?;
         let mut h = Sha256::new();
         let mut buf = vec![0u8; 64 * 1024];
+        // Read no more than the stat said: a file growing under the read is
+        // seen as changed by the stat after it.
+        let mut f = f.take(meta.len());
         loop {
             let n = f.read(&mut buf).map_err(err)?;
             if n == 0 {
@@ -265,6 +307,27 @@ mod tests {
         fd.digest_path(d.path()).unwrap();
         fd.forget_unseen();
         assert_eq!(fd.cached(), 2);
+    }
+
+    #[test]
+    fn only_regular_files_and_directories_are_hashed() {
+        let mut fd = FileDigester::new();
+        let e = fd.digest_path(Path::new("/dev/zero")).unwrap_err();
+        assert!(e.to_string().contains("a character device"), "{e}");
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("p");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let e = fd.digest_path(&fifo).unwrap_err();
+        assert!(e.to_string().contains("a FIFO"), "{e}");
+        // Inside a directory, a FIFO is hashed by its name and mode only.
+        std::fs::write(d.path().join("f"), "x").unwrap();
+        assert!(fd.digest_path(d.path()).is_ok());
     }
 
     #[test]

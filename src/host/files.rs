@@ -2,8 +2,75 @@
 //! fsync of the directory. A reader (a running container, the CLI) never
 //! sees half a file, and a crash leaves the old file or the new one.
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
+
+/// `O_NONBLOCK` on Linux (every architecture stead is built for): opening a
+/// FIFO for reading does not wait for a writer.
+const O_NONBLOCK: i32 = 0o4000;
+/// `O_NOCTTY`: a terminal named as an input does not become ours.
+const O_NOCTTY: i32 = 0o400;
+
+/// Reads a whole regular file of at most `max` bytes. Anything else (a
+/// FIFO, a device, a socket, a directory) is refused without blocking and
+/// without reading: an input is never `/dev/zero` or a pipe.
+pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    let f = open_regular(path)?;
+    let len = f.metadata()?.len();
+    if len > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("{len} bytes, over the limit of {max}"),
+        ));
+    }
+    let mut out = Vec::with_capacity(len as usize);
+    // A file that grows while read is read to the limit and refused.
+    f.take(max + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("over the limit of {max} bytes"),
+        ));
+    }
+    Ok(out)
+}
+
+/// Opens a path for reading only if it is a regular file (following
+/// symlinks), never blocking on what it turns out to be.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(O_NONBLOCK | O_NOCTTY)
+        .open(path)?;
+    let kind = f.metadata()?.file_type();
+    if kind.is_file() {
+        Ok(f)
+    } else {
+        Err(not_regular(kind))
+    }
+}
+
+/// The error for an input that is not a regular file or a directory.
+pub fn not_regular(kind: std::fs::FileType) -> std::io::Error {
+    let what = if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    };
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("{what}: only regular files (and directories of them) are inputs"),
+    )
+}
 
 /// Writes a content-addressed file (its path names its content): a file
 /// already there is left alone.
@@ -43,6 +110,31 @@ pub fn replace_atomic(path: &Path, content: &[u8], mode: u32) -> std::io::Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_regular_files_are_read_and_never_past_the_limit() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("f");
+        std::fs::write(&f, "12345").unwrap();
+        assert_eq!(read_regular(&f, 5).unwrap(), b"12345");
+        let e = read_regular(&f, 4).unwrap_err();
+        assert!(e.to_string().contains("over the limit of 4"), "{e}");
+        let e = read_regular(Path::new("/dev/zero"), 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("a character device"), "{e}");
+        let fifo = d.path().join("p");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        // No writer: a blocking open would wait for ever.
+        let e = read_regular(&fifo, 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("a FIFO"), "{e}");
+        let e = read_regular(d.path(), 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("a directory"), "{e}");
+    }
 
     #[test]
     fn a_content_addressed_write_is_atomic_and_leaves_no_temp_file() {

@@ -5,13 +5,13 @@
 //! goes silent after the first rename. The heartbeat stays the safety net
 //! for anything a watch misses.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{Notify, watch};
 
 /// How long events are gathered before one pass is asked for.
 pub const DEBOUNCE: Duration = Duration::from_millis(200);
@@ -48,19 +48,43 @@ impl WatchSet {
     }
 }
 
+/// The most changed paths kept between two looks; past it, a change is
+/// only "something changed" (and a pass is asked for).
+pub const MAX_PENDING: usize = 1024;
+
+/// Paths the OS said changed, not looked at yet: a bounded set, so a
+/// directory churning faster than the agent looks costs no memory.
+#[derive(Default)]
+struct Pending {
+    paths: HashSet<PathBuf>,
+    overflowed: bool,
+}
+
 /// Runs until `set` closes: keeps OS watches on what `set` names and wakes
 /// the agent (debounced) when something it names changes.
 pub async fn run(mut set: watch::Receiver<WatchSet>, wake: Arc<Notify>) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<PathBuf>();
-    let handler = move |res: notify::Result<notify::Event>| match res {
-        // Reads (ours included: hashing a file opens it) are not changes.
-        Ok(ev) if ev.kind.is_access() => {}
-        Ok(ev) => {
-            for p in ev.paths {
-                let _ = tx.send(p);
+    let pending = Arc::new(Mutex::new(Pending::default()));
+    let arrived = Arc::new(Notify::new());
+    let handler = {
+        let (pending, arrived) = (pending.clone(), arrived.clone());
+        move |res: notify::Result<notify::Event>| match res {
+            // Reads (ours included: hashing a file opens it) are not changes.
+            Ok(ev) if ev.kind.is_access() => {}
+            Ok(ev) => {
+                {
+                    let mut p = pending.lock().expect("pending lock");
+                    for path in ev.paths {
+                        if p.paths.len() < MAX_PENDING {
+                            p.paths.insert(path);
+                        } else {
+                            p.overflowed = true;
+                        }
+                    }
+                }
+                arrived.notify_one();
             }
+            Err(e) => tracing::debug!("watch error: {e}"),
         }
-        Err(e) => tracing::debug!("watch error: {e}"),
     };
     let mut watcher = match notify::recommended_watcher(handler) {
         Ok(w) => w,
@@ -94,16 +118,11 @@ pub async fn run(mut set: watch::Receiver<WatchSet>, wake: Arc<Notify>) {
                     wake.notify_one();
                 }
             }
-            Some(first) = rx.recv() => {
-                let mut hit = current.concerns(&first);
-                let deadline = tokio::time::sleep(DEBOUNCE);
-                tokio::pin!(deadline);
-                loop {
-                    tokio::select! {
-                        () = &mut deadline => break,
-                        Some(p) = rx.recv() => hit |= current.concerns(&p),
-                    }
-                }
+            () = arrived.notified() => {
+                // Gather for the debounce, then look once at what came.
+                tokio::time::sleep(DEBOUNCE).await;
+                let taken = std::mem::take(&mut *pending.lock().expect("pending lock"));
+                let hit = taken.overflowed || taken.paths.iter().any(|p| current.concerns(p));
                 if hit {
                     tracing::debug!("a watched input changed; pass requested");
                     wake.notify_one();

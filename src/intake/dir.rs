@@ -83,22 +83,19 @@ impl IntentionsDir {
     /// is not parsed again. A missing directory holds nothing.
     pub fn load(&mut self) -> Result<Loaded, std::io::Error> {
         let mut paths = Vec::new();
-        match std::fs::read_dir(&self.path) {
-            Ok(rd) => {
-                for entry in rd {
-                    let p = entry?.path();
-                    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                    if name.starts_with('.') {
-                        continue;
-                    }
-                    if p.extension().is_some_and(|e| e == "toml" || e == "json") && p.is_file() {
-                        paths.push(p);
-                    }
-                }
+        // A missing or unreadable directory is an error, not an empty one:
+        // the caller holds what it stored until the directory is back.
+        for entry in std::fs::read_dir(&self.path)? {
+            let p = entry?.path();
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.starts_with('.') {
+                continue;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+            if p.extension().is_some_and(|e| e == "toml" || e == "json") && p.is_file() {
+                paths.push(p);
+            }
         }
+        let inside = std::fs::canonicalize(&self.path)?;
         paths.sort();
         self.parsed.retain(|p, _| paths.binary_search(p).is_ok());
         let mut out = Loaded::default();
@@ -106,7 +103,7 @@ impl IntentionsDir {
         let mut duplicated: BTreeSet<ModuleName> = BTreeSet::new();
         for p in paths {
             let origin = p.display().to_string();
-            let parsed = match std::fs::read(&p) {
+            let parsed = match read_intention_file(&p, &inside) {
                 Ok(bytes) => self.parse(&p, bytes),
                 Err(e) => Parsed {
                     digest: Digest::of(b""),
@@ -313,13 +310,32 @@ impl IntentionsDir {
     }
 }
 
+/// The largest intention file taken.
+pub const MAX_INTENTION_BYTES: u64 = 256 << 10;
+
+/// Reads an intention file: a regular file of at most
+/// [`MAX_INTENTION_BYTES`], or a symlink to one inside the directory (a
+/// symlink out of it could publish any file's first line in an error).
+fn read_intention_file(p: &Path, inside: &Path) -> std::io::Result<Vec<u8>> {
+    if std::fs::symlink_metadata(p)?.file_type().is_symlink()
+        && !std::fs::canonicalize(p)?.starts_with(inside)
+    {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "a symlink to a file outside the intentions directory; not read",
+        ));
+    }
+    crate::host::files::read_regular(p, MAX_INTENTION_BYTES)
+}
+
 /// The module name of a file that failed its checks, when it can be read.
 fn sniff_name(p: &Path, format: DocFormat) -> Option<ModuleName> {
     #[derive(Deserialize)]
     struct NameOnly {
         name: String,
     }
-    let text = std::fs::read_to_string(p).ok()?;
+    let bytes = crate::host::files::read_regular(p, MAX_INTENTION_BYTES).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
     let n: NameOnly = match format {
         DocFormat::Toml => toml::from_str::<toml::Table>(&text).ok().and_then(|t| {
             t.get("name").and_then(|v| v.as_str()).map(|s| NameOnly {

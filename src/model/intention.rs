@@ -282,17 +282,26 @@ impl Intention {
         };
         let doc: IntentionDoc = match format {
             DocFormat::Toml => {
-                let de = toml::Deserializer::parse(text)
-                    .map_err(|e| err("(file)".into(), one_line(&e.to_string())))?;
+                // Never the offending line itself: it may hold a secret.
+                let de = toml::Deserializer::parse(text).map_err(|e| {
+                    let at = e
+                        .span()
+                        .map(|s| position(text, s.start))
+                        .unwrap_or_default();
+                    err(
+                        "(file)".into(),
+                        format!("TOML parse error{at}: {}", without_values(e.message())),
+                    )
+                })?;
                 serde_path_to_error::deserialize(de).map_err(|e| {
                     let at = e
                         .inner()
                         .span()
-                        .map(|s| format!(" (line {})", line_of(text, s.start)))
+                        .map(|s| position(text, s.start))
                         .unwrap_or_default();
                     err(
                         path_or_file(e.path()),
-                        format!("{}{at}", e.inner().message()),
+                        format!("{}{at}", without_values(e.inner().message())),
                     )
                 })?
             }
@@ -310,8 +319,12 @@ impl Intention {
             message,
         };
         let mut de = serde_json::Deserializer::from_slice(bytes);
-        let doc: IntentionDoc = serde_path_to_error::deserialize(&mut de)
-            .map_err(|e| err(path_or_file(e.path()), e.inner().to_string()))?;
+        let doc: IntentionDoc = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            err(
+                path_or_file(e.path()),
+                without_values(&e.inner().to_string()),
+            )
+        })?;
         de.end().map_err(|e| err("(file)".into(), e.to_string()))?;
         doc.check().map_err(|(field, message)| err(field, message))
     }
@@ -428,20 +441,40 @@ fn path_or_file(p: &serde_path_to_error::Path) -> String {
     }
 }
 
-fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())]
-        .iter()
-        .filter(|b| **b == b'\n')
-        .count()
-        + 1
+/// ` (line L, column C)` of a byte offset.
+fn position(text: &str, offset: usize) -> String {
+    let before = &text.as_bytes()[..offset.min(text.len())];
+    let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+    let column = before.iter().rev().take_while(|b| **b != b'\n').count() + 1;
+    format!(" (line {line}, column {column})")
 }
 
-fn one_line(s: &str) -> String {
-    s.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && *l != "|")
-        .collect::<Vec<_>>()
-        .join(" ")
+/// A parser's message with the values it quotes taken out: errors name the
+/// file, the place and the field, never what was written there (it may be
+/// a password). `invalid type: string "hunter2", expected a map` becomes
+/// `invalid type: string, expected a map`.
+pub fn without_values(message: &str) -> String {
+    // The parsers quote the value only in these; elsewhere they quote keys
+    // (already named by the field) and the schema's own words.
+    for prefix in ["invalid type: ", "invalid value: ", "unknown variant "] {
+        let Some(rest) = message.strip_prefix(prefix) else {
+            continue;
+        };
+        let Some(open) = rest.find(['"', '`', '\'']) else {
+            break;
+        };
+        let quote = rest.as_bytes()[open] as char;
+        let close = rest[open + 1..].find(quote).map(|j| open + 1 + j + 1);
+        let head = rest[..open].trim_end();
+        let tail = close.map_or("", |c| &rest[c..]);
+        let prefix = if head.is_empty() {
+            prefix.trim_end()
+        } else {
+            prefix
+        };
+        return format!("{prefix}{head}{tail}");
+    }
+    message.to_string()
 }
 
 impl IntentionDoc {
@@ -740,6 +773,50 @@ read_only = true
             assert!(e.message.contains(msg), "{text}: {e}");
             assert!(e.to_string().starts_with("x.toml: "), "{e}");
         }
+    }
+
+    #[test]
+    fn errors_never_quote_what_was_written() {
+        let secret = "hunter2-s3cret";
+        for (text, format) in [
+            (
+                format!("name = \"a\"\nimage = \"x\"\nenv = {{ DB_PASSWORD = \"{secret}\" "),
+                DocFormat::Toml,
+            ),
+            (
+                format!("name = \"a\"\nimage = \"x\"\nenv = \"{secret}\""),
+                DocFormat::Toml,
+            ),
+            (
+                format!("name = \"a\"\nimage = \"x\"\nrestart = \"{secret}\""),
+                DocFormat::Toml,
+            ),
+            (
+                format!("name = \"a\"\nimage = \"x\"\nports = [\"{secret}\"]\nbad = 1"),
+                DocFormat::Toml,
+            ),
+            (
+                format!(r#"{{"name":"a","image":"x","env":"{secret}"}}"#),
+                DocFormat::Json,
+            ),
+            (
+                format!(r#"{{"name":"a","image":"x","env":{{"A":"{secret}""#),
+                DocFormat::Json,
+            ),
+        ] {
+            let e = Intention::parse(&text, format, "x").unwrap_err();
+            assert!(!e.to_string().contains(secret), "{e}");
+            assert!(!e.to_string().contains("hunter"), "{e}");
+        }
+        let e = parse(&format!(
+            "name = \"a\"\nimage = \"x\"\nenv = {{ DB_PASSWORD = \"{secret}\" "
+        ))
+        .unwrap_err();
+        assert!(e.message.contains("line 3"), "{e}");
+        assert_eq!(
+            without_values("invalid type: string \"pw\", expected a map"),
+            "invalid type: string, expected a map"
+        );
     }
 
     #[test]

@@ -61,9 +61,6 @@ pub enum PassError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The intentions directory could not be read.
-    #[error(transparent)]
-    Intake(#[from] SyncError),
 }
 
 /// The reconciler.
@@ -126,11 +123,12 @@ impl Reconciler {
         if self.said.get(key) == Some(&detail) {
             return Ok(());
         }
+        let said = crate::store::clip(&detail, crate::store::MAX_EVENT_DETAIL);
         match kind {
             EventKind::Rejected | EventKind::Error | EventKind::Conflict => {
-                tracing::warn!(module, "{detail}")
+                tracing::warn!(module, "{said}")
             }
-            _ => tracing::info!(module, "{detail}"),
+            _ => tracing::info!(module, "{said}"),
         }
         let (m, d) = (module.map(str::to_string), detail.clone());
         store
@@ -155,19 +153,34 @@ impl Reconciler {
         let now = tokio::time::Instant::now();
 
         // Intake: the directory into the store, every entry read once.
-        let (entries, rejected) = {
+        let (entries, intake) = {
             let (dir, s) = (self.intentions.clone(), store.clone());
-            blocking(move || -> Result<_, PassError> {
+            blocking(move || -> Result<_, StoreError> {
                 let mut entries = s.entries()?;
-                let rejected = dir
-                    .lock()
-                    .expect("intentions lock")
-                    .sync(&s, &mut entries)?;
-                Ok((entries, rejected))
+                let intake = dir.lock().expect("intentions lock").sync(&s, &mut entries);
+                Ok((entries, intake))
             })
             .await?
         };
-        self.say_rejected(store, &rejected).await?;
+        let rejected = match intake {
+            Ok(rejected) => {
+                self.said.remove("intake");
+                self.say_rejected(store, &rejected).await?;
+                rejected
+            }
+            // A directory gone (a late mount, a rename-swap) or unreadable
+            // holds: the stored intentions stay as they are until it is
+            // back. Only an empty directory removes modules.
+            Err(SyncError::Read { path, source }) => {
+                let detail = format!(
+                    "cannot read the intentions directory {path} ({source}); the modules it defined are held as stored until it is back"
+                );
+                self.say_once(store, "intake", None, EventKind::Error, detail)
+                    .await?;
+                Vec::new()
+            }
+            Err(SyncError::Store(e)) => return Err(e.into()),
+        };
 
         // Resolve: against the host (blocking), then the engine's images.
         let (entries, (host, watched_inputs)) = {

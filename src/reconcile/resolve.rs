@@ -39,6 +39,9 @@ pub enum ResolveError {
     },
 }
 
+/// The largest env file read.
+pub const MAX_ENV_FILE_BYTES: u64 = 1 << 20;
+
 /// Resolves every input of an intention but the image: composes its files
 /// (rendering each once), reads its env files and digests its read-only
 /// mounts.
@@ -56,7 +59,7 @@ pub fn resolve_inputs(i: &Intention, digester: &mut FileDigester) -> Result<Inpu
             input: name.to_string(),
             message,
         };
-        let bytes = std::fs::read(path.as_path())
+        let bytes = crate::host::files::read_regular(path.as_path(), MAX_ENV_FILE_BYTES)
             .map_err(|e| input_err(format!("cannot read {path}: {e}")))?;
         for (k, v) in spec::parse_env_file(&bytes).map_err(input_err)? {
             env.insert(k, v);

@@ -33,6 +33,22 @@ pub mod records;
 pub const SCHEMA_VERSION: u64 = 2;
 /// How many events the log keeps.
 pub const EVENT_LOG_CAPACITY: u64 = 1000;
+/// The longest event text kept, in bytes: with [`EVENT_LOG_CAPACITY`], the
+/// log holds about a megabyte at most, and so does one `/v1/events` reply.
+pub const MAX_EVENT_DETAIL: usize = 1024;
+
+/// `s`, cut to at most `max` bytes at a character boundary, saying how much
+/// was cut.
+pub fn clip(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if s.len() <= max {
+        return s.into();
+    }
+    let mut end = max.saturating_sub(32);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes cut)", &s[..end], s.len() - end).into()
+}
 
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 pub(crate) const INTENTIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("intentions");
@@ -542,12 +558,13 @@ impl Store {
                 .map_err(io("append event"))?
                 .map(|(k, _)| k.value())
                 .unwrap_or(0);
+            let detail = detail.into();
             ev = Event {
                 seq: last + 1,
                 at: now(),
-                module: module.map(str::to_string),
+                module: module.map(|m| clip(m, 64).into_owned()),
                 kind,
-                detail: detail.into(),
+                detail: clip(&detail, MAX_EVENT_DETAIL).into_owned(),
             };
             let bytes = records::encode(records::EVENTS, &records::event(&ev));
             t.insert(ev.seq, bytes.as_slice())
@@ -629,6 +646,19 @@ mod tests {
         let ev = s.events_since(0, 10).unwrap();
         assert_eq!(ev.len(), 1);
         assert_eq!(ev[0].detail, "hello");
+    }
+
+    #[test]
+    fn an_event_is_bounded_in_bytes() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(&d.path().join("s.redb")).unwrap();
+        let ev = s
+            .append_event(None, EventKind::Error, "é".repeat(1_000_000))
+            .unwrap();
+        assert!(ev.detail.len() <= MAX_EVENT_DETAIL, "{}", ev.detail.len());
+        assert!(ev.detail.ends_with("bytes cut)"), "{}", ev.detail);
+        assert_eq!(s.events_since(0, 10).unwrap()[0], ev);
+        assert_eq!(clip("short", 10), "short");
     }
 
     #[test]
