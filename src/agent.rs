@@ -203,6 +203,34 @@ impl<C: Connect> Agent<C> {
         set
     }
 
+    /// A pass that could not complete (the engine answering errors, the
+    /// store failing) is said once per distinct error, counted, and shown:
+    /// readiness turns false and every module reads pending with the
+    /// reason, rather than the last good pass's states.
+    fn pass_failed(&self, error: &str) {
+        self.reconciler.metrics().pass_outcome(false);
+        for m in self
+            .reconciler
+            .board()
+            .lock()
+            .expect("board lock")
+            .values_mut()
+        {
+            m.state = crate::status::ModuleState::Pending;
+            m.last_error = Some(format!("the last pass failed: {error}"));
+        }
+        let mut s = self.status.lock().expect("status lock");
+        let new = s.failing.as_ref().is_none_or(|(_, e)| e != error);
+        let since = s.failing.as_ref().map_or_else(SystemTime::now, |(t, _)| *t);
+        s.failing = Some((since, error.to_string()));
+        drop(s);
+        if new {
+            let msg = format!("pass failed: {error}; retrying at the next heartbeat");
+            tracing::error!("{msg}");
+            self.say_engine(msg);
+        }
+    }
+
     /// Logs the engine's coming or going, off the async threads.
     fn say_engine(&self, msg: String) {
         let store = self.store.clone();
@@ -373,10 +401,18 @@ impl<C: Connect> Agent<C> {
             };
             match result {
                 Ok(report) => {
-                    {
+                    let recovered = {
                         let mut s = self.status.lock().expect("status lock");
                         s.last_pass = Some((SystemTime::now(), report.duration));
                         s.passes += 1;
+                        s.failing.take()
+                    };
+                    self.reconciler.metrics().pass_outcome(true);
+                    if let Some((since, _)) = recovered {
+                        let secs = since.elapsed().map_or(0, |d| d.as_secs());
+                        let msg = format!("passes complete again, after failing for {secs}s");
+                        tracing::info!("{msg}");
+                        self.say_engine(msg);
                     }
                     tracing::debug!(modules = report.modules.len(), duration = ?report.duration, "pass done");
                     notifier.status(&format!(
@@ -399,7 +435,7 @@ impl<C: Connect> Agent<C> {
                     });
                     continue;
                 }
-                Err(err) => tracing::error!("pass failed: {err}; retrying at the next heartbeat"),
+                Err(err) => self.pass_failed(&err.to_string()),
             }
             if !self
                 .idle(self.config.heartbeat, true, notifier, shutdown)

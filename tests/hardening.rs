@@ -169,3 +169,350 @@ fn a_vanished_intentions_directory_holds_and_an_empty_one_removes() {
     assert!(out.contains("removed"), "{out}");
     assert!(n.container(&m).is_none());
 }
+
+#[test]
+fn an_empty_store_file_is_refused_and_a_discarded_store_restarts_nothing() {
+    let n = Node::new("emptystore");
+    let ms: Vec<String> = ["a", "b"].iter().map(|s| n.module(s)).collect();
+    for m in &ms {
+        n.write_intention(
+            &format!("{m}.toml"),
+            &format!(
+                "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n[config]\npath = \"/c.json\"\nformat = \"json\"\ndefaults = {{ a = 1 }}\n",
+                idle_after("true")
+            ),
+        );
+    }
+    n.once_ok();
+    let ids: Vec<String> = ms.iter().map(|m| n.container_id(m)).collect();
+    let since = unix_now();
+    let store = n.data().join("stead.redb");
+    std::fs::write(&store, "").unwrap();
+    let (ok, out) = once_within(&n, 60);
+    assert!(!ok, "{out}");
+    let o = n
+        .stead()
+        .args(["run", "--once", "--config"])
+        .arg(n.config())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("is an empty file, not a store"), "{err}");
+    assert_eq!(std::fs::metadata(&store).unwrap().len(), 0, "left as it is");
+    // Moved aside, as the message says: every container is adopted from its
+    // labels, none restarted.
+    std::fs::remove_file(&store).unwrap();
+    let out = n.once_ok();
+    for (m, id) in ms.iter().zip(&ids) {
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(m.as_str()) && l.contains("unchanged")),
+            "{out}"
+        );
+        assert_eq!(&n.container_id(m), id);
+        assert_eq!(n.creates_since(m, since), 0);
+    }
+}
+
+/// The agent as a process, its log in a file (a pipe nobody reads would
+/// stall it), and raw HTTP to its API.
+struct Agent {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl Agent {
+    fn start(n: &Node) -> Agent {
+        let addr_file = n.data().join("api-addr");
+        let _ = std::fs::remove_file(&addr_file);
+        let log = std::fs::File::create(n.dir.path().join("agent.log")).unwrap();
+        let child = n
+            .stead()
+            .args(["run", "--config"])
+            .arg(n.config())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        n.wait_for(20, "the API to listen", || addr_file.exists());
+        let addr = std::fs::read_to_string(&addr_file)
+            .unwrap()
+            .trim()
+            .to_string();
+        Agent { child, addr }
+    }
+
+    /// (status, body) of a GET.
+    fn get(&self, path: &str) -> (u16, String) {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        let status = out
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = out
+            .split_once("\r\n\r\n")
+            .map_or("", |(_, b)| b)
+            .to_string();
+        (status, body)
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A tmpfs of its own, unmounted when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &std::path::Path, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(at).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .status()
+            .unwrap()
+            .success();
+        assert!(
+            ok,
+            "mounting a tmpfs needs root (the engine tests run as root)"
+        );
+        Tmpfs(at.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_is_said_and_the_store_recovers_when_space_returns() {
+    let n = Node::new("diskfull").with_heartbeat("1s").with_config(
+        "crash_backoff_min = \"1s\"\ncrash_backoff_max = \"2s\"\nsettle_window = \"1s\"",
+    );
+    let _fs = Tmpfs::mount(&n.data(), "2m");
+    let m = n.module("d");
+    let text = |v: &str| {
+        format!(
+            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n[config]\npath = \"/c.json\"\nformat = \"json\"\ndefaults = {{ v = \"{v}\" }}\n",
+            idle_after("cat /c.json")
+        )
+    };
+    n.write_intention("d.toml", &text("one"));
+    let agent = Agent::start(&n);
+    n.wait_logs(&m, "one");
+    n.wait_for(20, "ready", || agent.get("/readyz").0 == 200);
+
+    // Fill the disk, then change the intention.
+    let filler = n.data().join("filler");
+    let _ = std::fs::write(&filler, vec![0u8; 4 << 20]);
+    n.write_intention("d.toml", &text("two"));
+    let mut last = (0, String::new());
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < end {
+        last = agent.get("/readyz");
+        if last.0 == 503 && last.1.contains("No space left on device") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let log = std::fs::read_to_string(n.dir.path().join("agent.log")).unwrap();
+    assert!(
+        last.0 == 503 && last.1.contains("No space left on device"),
+        "readiness: {last:?}\n{log}"
+    );
+    // The status says why, and the store still answers reads (reopened).
+    let (code, status) = agent.get("/v1/status");
+    assert_eq!(code, 200);
+    assert!(status.contains("No space left on device"), "{status}");
+
+    // Room again: the store is reopened and the change goes through.
+    std::fs::remove_file(&filler).unwrap();
+    n.wait_logs(&m, "two");
+    n.wait_for(30, "ready again", || agent.get("/readyz").0 == 200);
+    assert_eq!(agent.get("/healthz").0, 200);
+    let log = std::fs::read_to_string(n.dir.path().join("agent.log")).unwrap();
+    assert!(log.contains("reopened after an I/O error"), "{log}");
+}
+
+/// A proxy in front of the engine that can turn into an engine answering
+/// 500 to every call but its ping and version (so it looks reachable).
+struct Faulty {
+    path: std::path::PathBuf,
+    failing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    conns: std::sync::Arc<std::sync::Mutex<Vec<std::os::unix::net::UnixStream>>>,
+}
+
+impl Faulty {
+    fn start(path: &std::path::Path) -> Faulty {
+        use std::io::{BufRead, BufReader, Read, Write};
+        use std::os::unix::net::{UnixListener, UnixStream};
+        use std::sync::atomic::Ordering;
+        let listener = UnixListener::bind(path).unwrap();
+        let failing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let conns = std::sync::Arc::new(std::sync::Mutex::new(Vec::<UnixStream>::new()));
+        let (f, c) = (failing.clone(), conns.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                c.lock().unwrap().push(client.try_clone().unwrap());
+                if !f.load(Ordering::SeqCst) {
+                    let upstream = UnixStream::connect(ENGINE_SOCKET).unwrap();
+                    c.lock().unwrap().push(upstream.try_clone().unwrap());
+                    let (mut cr, mut uw) =
+                        (client.try_clone().unwrap(), upstream.try_clone().unwrap());
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut cr, &mut uw);
+                        let _ = uw.shutdown(std::net::Shutdown::Write);
+                    });
+                    let (mut ur, mut cw) = (upstream, client);
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut ur, &mut cw);
+                        let _ = cw.shutdown(std::net::Shutdown::Write);
+                    });
+                    continue;
+                }
+                std::thread::spawn(move || {
+                    let mut w = client.try_clone().unwrap();
+                    let mut r = BufReader::new(client);
+                    loop {
+                        let mut line = String::new();
+                        if r.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+                        let mut len = 0usize;
+                        loop {
+                            let mut h = String::new();
+                            if r.read_line(&mut h).unwrap_or(0) == 0 {
+                                return;
+                            }
+                            if h == "\r\n" {
+                                break;
+                            }
+                            if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:")
+                            {
+                                len = v.trim().parse().unwrap_or(0);
+                            }
+                        }
+                        let mut body = vec![0u8; len];
+                        if r.read_exact(&mut body).is_err() {
+                            return;
+                        }
+                        let (status, text) = if path.contains("/_ping") {
+                            ("200 OK", "OK".to_string())
+                        } else if path.contains("/version") {
+                            (
+                                "200 OK",
+                                r#"{"ApiVersion":"1.41","Version":"20.10.24"}"#.to_string(),
+                            )
+                        } else {
+                            (
+                                "500 Internal Server Error",
+                                r#"{"message":"injected failure"}"#.to_string(),
+                            )
+                        };
+                        let resp = format!(
+                            "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nApi-Version: 1.41\r\nContent-Length: {}\r\n\r\n{text}",
+                            text.len()
+                        );
+                        if w.write_all(resp.as_bytes()).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Faulty {
+            path: path.to_path_buf(),
+            failing,
+            conns,
+        }
+    }
+
+    /// Switches mode and cuts every open connection, so the agent's next
+    /// call meets the new mode.
+    fn set_failing(&self, on: bool) {
+        self.failing.store(on, std::sync::atomic::Ordering::SeqCst);
+        for c in self.conns.lock().unwrap().drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for Faulty {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+#[test]
+fn passes_failing_against_an_engine_that_answers_errors_are_not_healthy() {
+    let n0 = Node::new("engine500");
+    let proxy_path = n0.dir.path().join("engine.sock");
+    let faulty = Faulty::start(&proxy_path);
+    let n = n0
+        .with_socket(proxy_path.to_str().unwrap())
+        .with_heartbeat("1s")
+        .with_config("settle_window = \"1s\"");
+    let m = n.module("e");
+    n.write_intention(
+        "e.toml",
+        &format!(
+            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
+            idle_after("true")
+        ),
+    );
+    let agent = Agent::start(&n);
+    n.wait_for(30, "converged and ready", || {
+        agent.get("/readyz").0 == 200
+            && agent
+                .get(&format!("/v1/modules/{m}"))
+                .1
+                .contains("converged")
+    });
+
+    faulty.set_failing(true);
+    n.wait_for(30, "readiness to turn", || {
+        let (code, body) = agent.get("/readyz");
+        code == 503 && body.contains("passes fail") && body.contains("injected failure")
+    });
+    let (_, module) = agent.get(&format!("/v1/modules/{m}"));
+    assert!(
+        module.contains("\"pending\"") && module.contains("the last pass failed"),
+        "{module}"
+    );
+    let (_, metrics) = agent.get("/metrics");
+    assert!(metrics.contains("stead_last_pass_ok 0"), "{metrics}");
+    assert!(
+        !metrics.contains("stead_pass_failures_total 0"),
+        "{metrics}"
+    );
+    let (_, events) = agent.get("/v1/events?limit=1000");
+    assert!(events.contains("pass failed"), "{events}");
+
+    faulty.set_failing(false);
+    n.wait_for(30, "ready again", || agent.get("/readyz").0 == 200);
+    n.wait_for(30, "converged again", || {
+        agent
+            .get(&format!("/v1/modules/{m}"))
+            .1
+            .contains("converged")
+    });
+}

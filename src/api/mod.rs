@@ -142,7 +142,7 @@ async fn route(state: &ApiState, req: Request<Incoming>) -> Result<Resp, ApiErro
     let m = req.method().clone();
     match (segs.as_slice(), &m) {
         (["healthz"], &Method::GET) => healthz(state).await,
-        (["readyz"], &Method::GET) => Ok(readyz(state)),
+        (["readyz"], &Method::GET) => Ok(readyz(state).await),
         (["metrics"], &Method::GET) => Ok(metrics(state)),
         (["v1", "status"], &Method::GET) => Ok(json_response(StatusCode::OK, &status_json(state))),
         (["v1", "modules", name], &Method::GET) => module(state, name).await,
@@ -216,22 +216,40 @@ fn module_name(s: &str) -> Result<ModuleName, ApiError> {
 
 async fn healthz(state: &ApiState) -> Result<Resp, ApiError> {
     // The store answers a read.
-    state
-        .store
-        .blocking(|s| s.events_since(u64::MAX - 1, 1))
-        .await?;
+    state.store.blocking(|s| s.check()).await?;
     Ok(json_response(StatusCode::OK, &json!({ "status": "ok" })))
 }
 
-fn readyz(state: &ApiState) -> Resp {
+async fn readyz(state: &ApiState) -> Resp {
     let node = state.node.lock().expect("node lock").clone();
+    // A pass is due every heartbeat; one this late means the loop is stuck.
+    let overdue = state.heartbeat * 2 + Duration::from_secs(60);
     let reason = match (&node.engine, node.passes) {
-        (EngineStatus::Reachable, n) if n > 0 => None,
-        (EngineStatus::Reachable, _) => Some("the first pass has not completed".to_string()),
         (EngineStatus::Unknown, _) => Some("the engine has not been reached yet".to_string()),
         (EngineStatus::Waiting { error, .. }, _) => {
             Some(format!("waiting for the engine: {error}"))
         }
+        (EngineStatus::Reachable, 0) => Some("the first pass has not completed".to_string()),
+        (EngineStatus::Reachable, _) => match (&node.failing, node.last_pass) {
+            (Some((since, error)), _) => Some(format!(
+                "passes fail since {}s ago: {error}",
+                since.elapsed().map_or(0, |d| d.as_secs())
+            )),
+            (None, Some((at, _))) if at.elapsed().is_ok_and(|a| a > overdue) => Some(format!(
+                "no pass completed for {}s",
+                at.elapsed().map_or(0, |d| d.as_secs())
+            )),
+            _ => None,
+        },
+    };
+    let reason = match reason {
+        Some(r) => Some(r),
+        None => state
+            .store
+            .blocking(|s| s.check())
+            .await
+            .err()
+            .map(|e| format!("the store does not answer: {e}")),
     };
     match reason {
         None => json_response(StatusCode::OK, &json!({ "ready": true })),
@@ -279,6 +297,7 @@ pub fn status_json(state: &ApiState) -> J {
             "engine": engine,
             "passes": node.passes,
             "last_pass": last_pass,
+            "failing": node.failing.as_ref().map(|(since, error)| json!({ "since": secs(*since), "error": error })),
             "next_pass_at": next_pass,
         },
         "modules": board.values().collect::<Vec<&ModuleStatus>>(),

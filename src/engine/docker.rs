@@ -87,7 +87,31 @@ pub struct DockerEngine {
 }
 
 /// Seconds an engine call may take before the engine counts as away.
-const CALL_TIMEOUT_SECS: u64 = 120;
+const CALL_TIMEOUT_SECS: u64 = 3600;
+
+/// How long each kind of call may take. bollard's own limit is only a
+/// backstop: a list is not a pull.
+mod limits {
+    use std::time::Duration;
+    /// A ping, a list, an inspect.
+    pub const QUICK: Duration = Duration::from_secs(30);
+    /// A create, a start, a stop and remove (the stop's grace included).
+    pub const ACT: Duration = Duration::from_secs(60);
+    /// A whole image pull.
+    pub const PULL: Duration = Duration::from_secs(900);
+}
+
+/// Runs one engine call within its limit; past it, the engine counts as
+/// away.
+async fn within<T>(
+    limit: std::time::Duration,
+    op: &str,
+    call: impl std::future::Future<Output = Result<T, EngineError>>,
+) -> Result<T, EngineError> {
+    tokio::time::timeout(limit, call)
+        .await
+        .unwrap_or_else(|_| Err(EngineError::no_answer(op, limit)))
+}
 /// Seconds a container gets to stop before it is killed.
 const STOP_GRACE_SECS: i32 = 10;
 
@@ -174,134 +198,167 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
 
 impl Engine for DockerEngine {
     async fn ping(&self) -> Result<(), EngineError> {
-        self.docker.ping().await?;
-        Ok(())
+        within(limits::QUICK, "ping", async {
+            self.docker.ping().await?;
+            Ok(())
+        })
+        .await
     }
 
     async fn list_containers(&self) -> Result<Vec<Observed>, EngineError> {
-        let opts = ListContainersOptionsBuilder::new().all(true).build();
-        let list = self.docker.list_containers(Some(opts)).await?;
-        Ok(list
-            .into_iter()
-            .map(|c| Observed {
-                id: c.id.unwrap_or_default(),
-                names: c
-                    .names
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|n| n.trim_start_matches('/').to_string())
-                    .collect(),
-                labels: Labels::parse(
-                    &c.labels
+        within(limits::QUICK, "list containers", async {
+            let opts = ListContainersOptionsBuilder::new().all(true).build();
+            let list = self.docker.list_containers(Some(opts)).await?;
+            Ok(list
+                .into_iter()
+                .map(|c| Observed {
+                    id: c.id.unwrap_or_default(),
+                    names: c
+                        .names
                         .unwrap_or_default()
                         .into_iter()
-                        .collect::<BTreeMap<_, _>>(),
-                ),
-                state: ContainerState::parse(&c.state.map(|s| s.to_string()).unwrap_or_default()),
-                status: c.status.unwrap_or_default(),
-                image_id: c.image_id.unwrap_or_default(),
-                created: c.created.unwrap_or_default(),
-                mount_sources: c
-                    .mounts
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter_map(|m| m.source)
-                    .collect(),
-            })
-            .collect())
+                        .map(|n| n.trim_start_matches('/').to_string())
+                        .collect(),
+                    labels: Labels::parse(
+                        &c.labels
+                            .unwrap_or_default()
+                            .into_iter()
+                            .collect::<BTreeMap<_, _>>(),
+                    ),
+                    state: ContainerState::parse(
+                        &c.state.map(|s| s.to_string()).unwrap_or_default(),
+                    ),
+                    status: c.status.unwrap_or_default(),
+                    image_id: c.image_id.unwrap_or_default(),
+                    created: c.created.unwrap_or_default(),
+                    mount_sources: c
+                        .mounts
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter_map(|m| m.source)
+                        .collect(),
+                })
+                .collect())
+        })
+        .await
     }
 
     async fn list_images(&self) -> Result<Vec<Image>, EngineError> {
-        let opts = ListImagesOptionsBuilder::new().all(false).build();
-        let list = self.docker.list_images(Some(opts)).await?;
-        Ok(list
-            .into_iter()
-            .map(|i| Image {
-                id: i.id,
-                tags: i.repo_tags,
-                digests: i.repo_digests,
-            })
-            .collect())
+        within(limits::QUICK, "list images", async {
+            let opts = ListImagesOptionsBuilder::new().all(false).build();
+            let list = self.docker.list_images(Some(opts)).await?;
+            Ok(list
+                .into_iter()
+                .map(|i| Image {
+                    id: i.id,
+                    tags: i.repo_tags,
+                    digests: i.repo_digests,
+                })
+                .collect())
+        })
+        .await
     }
 
     async fn inspect(&self, id: &str) -> Result<Life, EngineError> {
-        let c = self.docker.inspect_container(id, None).await?;
-        let state = c.state.unwrap_or_default();
-        Ok(Life {
-            restart_count: c.restart_count.unwrap_or(0).clamp(0, i64::from(u32::MAX)) as u32,
-            started_at: state.started_at.as_deref().map_or(0, parse_engine_time),
-            finished_at: state.finished_at.as_deref().map_or(0, parse_engine_time),
-            exit_code: state.exit_code.unwrap_or(0),
+        within(limits::QUICK, "inspect", async {
+            let c = self.docker.inspect_container(id, None).await?;
+            let state = c.state.unwrap_or_default();
+            Ok(Life {
+                restart_count: c.restart_count.unwrap_or(0).clamp(0, i64::from(u32::MAX)) as u32,
+                started_at: state.started_at.as_deref().map_or(0, parse_engine_time),
+                finished_at: state.finished_at.as_deref().map_or(0, parse_engine_time),
+                exit_code: state.exit_code.unwrap_or(0),
+            })
         })
+        .await
     }
 
     async fn pull(&self, reference: &str) -> Result<(), EngineError> {
-        let opts = CreateImageOptionsBuilder::new()
-            .from_image(reference)
-            .build();
-        let mut stream = self.docker.create_image(Some(opts), None, None);
-        while let Some(item) = stream.next().await {
-            let info = item?;
-            if let Some(e) = info.error_detail.and_then(|d| d.message) {
-                return Err(EngineError::Refused {
-                    status: 0,
-                    message: e,
-                });
+        let pull = async {
+            let opts = CreateImageOptionsBuilder::new()
+                .from_image(reference)
+                .build();
+            let mut stream = self.docker.create_image(Some(opts), None, None);
+            while let Some(item) = stream.next().await {
+                let info = item?;
+                if let Some(e) = info.error_detail.and_then(|d| d.message) {
+                    return Err(EngineError::Refused {
+                        status: 0,
+                        message: e,
+                    });
+                }
             }
-        }
-        Ok(())
+            Ok(())
+        };
+        tokio::time::timeout(limits::PULL, pull)
+            .await
+            .unwrap_or_else(|_| {
+                Err(EngineError::TimedOut(format!(
+                    "the pull of {reference} did not finish within {}s",
+                    limits::PULL.as_secs()
+                )))
+            })
     }
 
     async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
-        let opts = CreateContainerOptionsBuilder::new()
-            .name(&spec.name)
-            .build();
-        let r = self
-            .docker
-            .create_container(Some(opts), create_body(spec))
-            .await?;
-        Ok(r.id)
+        within(limits::ACT, "create", async {
+            let opts = CreateContainerOptionsBuilder::new()
+                .name(&spec.name)
+                .build();
+            let r = self
+                .docker
+                .create_container(Some(opts), create_body(spec))
+                .await?;
+            Ok(r.id)
+        })
+        .await
     }
 
     async fn start(&self, id: &str) -> Result<(), EngineError> {
-        match self.docker.start_container(id, None).await {
-            Ok(()) => Ok(()),
-            // 304: already started.
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 304, ..
-            }) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        within(limits::ACT, "start", async {
+            match self.docker.start_container(id, None).await {
+                Ok(()) => Ok(()),
+                // 304: already started.
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 304, ..
+                }) => Ok(()),
+                Err(e) => Err(e.into()),
+            }
+        })
+        .await
     }
 
     async fn remove(&self, id: &str) -> Result<(), EngineError> {
-        let stop = StopContainerOptionsBuilder::new()
-            .t(STOP_GRACE_SECS)
-            .build();
-        match self.docker.stop_container(id, Some(stop)).await {
-            Ok(()) => {}
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 304 | 404,
-                ..
-            }) => {}
-            Err(e) => {
-                let e = EngineError::from(e);
-                if e.is_unreachable() {
-                    return Err(e);
+        within(limits::ACT, "remove", async {
+            let stop = StopContainerOptionsBuilder::new()
+                .t(STOP_GRACE_SECS)
+                .build();
+            match self.docker.stop_container(id, Some(stop)).await {
+                Ok(()) => {}
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 304 | 404,
+                    ..
+                }) => {}
+                Err(e) => {
+                    let e = EngineError::from(e);
+                    if e.is_unreachable() {
+                        return Err(e);
+                    }
                 }
             }
-        }
-        let rm = RemoveContainerOptionsBuilder::new()
-            .force(true)
-            .v(false)
-            .build();
-        match self.docker.remove_container(id, Some(rm)).await {
-            Ok(()) => Ok(()),
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 404, ..
-            }) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+            let rm = RemoveContainerOptionsBuilder::new()
+                .force(true)
+                .v(false)
+                .build();
+            match self.docker.remove_container(id, Some(rm)).await {
+                Ok(()) => Ok(()),
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                }) => Ok(()),
+                Err(e) => Err(e.into()),
+            }
+        })
+        .await
     }
 }
 

@@ -30,6 +30,10 @@ pub enum EngineError {
     /// being removed).
     #[error("conflict: {0}")]
     Conflict(String),
+    /// A long call (an image pull) did not finish in its time; the engine
+    /// itself answers.
+    #[error("{0}")]
+    TimedOut(String),
     /// The engine refused the request.
     #[error("engine refused ({status}): {message}")]
     Refused {
@@ -41,6 +45,12 @@ pub enum EngineError {
 }
 
 impl EngineError {
+    /// A call that took longer than it may: the engine accepted it and
+    /// did not answer, so it counts as away.
+    pub fn no_answer(op: &str, limit: std::time::Duration) -> EngineError {
+        EngineError::Unreachable(format!("{op}: no answer within {}s", limit.as_secs()))
+    }
+
     /// Whether the engine itself is away (as opposed to refusing one call).
     pub fn is_unreachable(&self) -> bool {
         matches!(self, EngineError::Unreachable(_))

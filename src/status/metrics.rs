@@ -17,6 +17,8 @@ pub struct Metrics {
     pass_micros_total: AtomicU64,
     last_pass_micros: AtomicU64,
     engine_up: AtomicU64,
+    pass_failures: AtomicU64,
+    last_pass_ok: AtomicU64,
     calls: Mutex<BTreeMap<&'static str, u64>>,
     recreates: Mutex<BTreeMap<String, u64>>,
 }
@@ -28,6 +30,14 @@ impl Metrics {
         self.passes.fetch_add(1, Ordering::Relaxed);
         self.pass_micros_total.fetch_add(us, Ordering::Relaxed);
         self.last_pass_micros.store(us, Ordering::Relaxed);
+    }
+
+    /// Records how a pass ended.
+    pub fn pass_outcome(&self, ok: bool) {
+        if !ok {
+            self.pass_failures.fetch_add(1, Ordering::Relaxed);
+        }
+        self.last_pass_ok.store(u64::from(ok), Ordering::Relaxed);
     }
 
     /// Records whether the engine answers.
@@ -97,6 +107,16 @@ impl Metrics {
         for (k, n) in self.recreates.lock().expect("metrics lock").iter() {
             let _ = writeln!(o, "stead_recreates_total{{reason=\"{k}\"}} {n}");
         }
+        let _ = writeln!(
+            o,
+            "# HELP stead_pass_failures_total Passes that could not complete.\n# TYPE stead_pass_failures_total counter\nstead_pass_failures_total {}",
+            self.pass_failures.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            o,
+            "# HELP stead_last_pass_ok Whether the last pass completed.\n# TYPE stead_last_pass_ok gauge\nstead_last_pass_ok {}",
+            self.last_pass_ok.load(Ordering::Relaxed)
+        );
         let up = self.engine_up.load(Ordering::Relaxed);
         let _ = writeln!(
             o,

@@ -155,6 +155,10 @@ pub struct NodeStatus {
     pub last_pass: Option<(SystemTime, Duration)>,
     /// How many passes have completed.
     pub passes: u64,
+    /// The last pass failed (the engine answered with errors, the store
+    /// failed): since when passes fail, and the last error. Cleared by a
+    /// pass that completes.
+    pub failing: Option<(SystemTime, String)>,
 }
 
 impl Default for NodeStatus {
@@ -163,6 +167,7 @@ impl Default for NodeStatus {
             engine: EngineStatus::Unknown,
             last_pass: None,
             passes: 0,
+            failing: None,
         }
     }
 }

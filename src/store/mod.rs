@@ -107,6 +107,22 @@ pub enum StoreError {
         /// The version found.
         found: u64,
     },
+    /// The file is there but empty: a store is never empty, so this is
+    /// not one (a truncation, a copy gone wrong). It is not taken as new.
+    #[error(
+        "the store at {path} is an empty file, not a store; it was left as it is. To start over, move it aside: containers are kept (they carry their labels), file intentions are read again, modules stated through the API must be stated again"
+    )]
+    Empty {
+        /// The file.
+        path: String,
+    },
+    /// The store could not be reopened after an I/O error; it is tried
+    /// again at the next operation.
+    #[error("the store at {path} is closed after an I/O error; reopening it is tried again")]
+    Closed {
+        /// The file.
+        path: String,
+    },
     /// A transaction failed.
     #[error("store {op} failed: {source}")]
     Io {
@@ -302,7 +318,23 @@ fn decode_event(key: u64, bytes: &[u8]) -> Result<Event, StoreError> {
 
 /// The store.
 pub struct Store {
-    db: Database,
+    path: std::path::PathBuf,
+    /// `None` only while it is being reopened.
+    db: std::sync::RwLock<Option<Database>>,
+    /// An I/O error was seen: redb refuses every later transaction ("a
+    /// previous I/O error occurred"), so the next operation reopens the
+    /// file first.
+    broken: std::sync::atomic::AtomicBool,
+}
+
+/// The database, borrowed for one operation.
+struct Db<'a>(std::sync::RwLockReadGuard<'a, Option<Database>>);
+
+impl std::ops::Deref for Db<'_> {
+    type Target = Database;
+    fn deref(&self) -> &Database {
+        self.0.as_ref().expect("the store is open")
+    }
 }
 
 /// Bytes of page cache: a device has little memory, and the records are few.
@@ -317,6 +349,12 @@ impl Store {
             path: path.display().to_string(),
             source,
         };
+        // redb would take an empty file for a new store.
+        if std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
+            return Err(StoreError::Empty {
+                path: path.display().to_string(),
+            });
+        }
         // Read the schema without opening for writing: a newer agent's
         // store is left byte for byte as it was.
         if std::fs::metadata(path).is_ok_and(|m| m.len() > 0) {
@@ -342,7 +380,73 @@ impl Store {
             .create(path)
             .map_err(open_err)?;
         migrate::bring_up_to_date(&db, path)?;
-        Ok(Store { db })
+        Ok(Store {
+            path: path.to_path_buf(),
+            db: std::sync::RwLock::new(Some(db)),
+            broken: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    /// The database for one operation, reopened first when an I/O error
+    /// broke it (a full disk that has room again, say).
+    fn db(&self) -> Result<Db<'_>, StoreError> {
+        use std::sync::atomic::Ordering;
+        if self.broken.load(Ordering::Acquire) {
+            let mut w = self.db.write().unwrap_or_else(|e| e.into_inner());
+            if self.broken.load(Ordering::Acquire) {
+                // The old handle holds the file's lock: closed first.
+                *w = None;
+                let db = Database::builder()
+                    .set_cache_size(CACHE_BYTES)
+                    .create(&self.path)
+                    .map_err(|source| StoreError::Open {
+                        path: self.path.display().to_string(),
+                        source,
+                    });
+                match db {
+                    Ok(db) => {
+                        *w = Some(db);
+                        self.broken.store(false, Ordering::Release);
+                        tracing::info!(
+                            "store {}: reopened after an I/O error",
+                            self.path.display()
+                        );
+                    }
+                    Err(e) => {
+                        // Tried again at the next operation.
+                        *w = None;
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        let r = self.db.read().unwrap_or_else(|e| e.into_inner());
+        if r.is_none() {
+            self.broken
+                .store(true, std::sync::atomic::Ordering::Release);
+            return Err(StoreError::Closed {
+                path: self.path.display().to_string(),
+            });
+        }
+        Ok(Db(r))
+    }
+
+    /// Maps a redb error, noting an I/O error so the next operation reopens.
+    fn io<E: Into<redb::Error>>(&self, op: &'static str) -> impl FnOnce(E) -> StoreError + '_ {
+        move |e| {
+            let source = e.into();
+            if matches!(source, redb::Error::Io(_) | redb::Error::PreviousIo) {
+                self.broken
+                    .store(true, std::sync::atomic::Ordering::Release);
+            }
+            StoreError::Io { op, source }
+        }
+    }
+
+    /// Whether the store works now: a read answers (reopening it first if
+    /// an I/O error broke it).
+    pub fn check(&self) -> Result<(), StoreError> {
+        self.events_since(u64::MAX - 1, 1).map(|_| ())
     }
 
     /// Runs store work off the async threads: redb's fsyncs and reads block.
@@ -357,21 +461,21 @@ impl Store {
 
     /// The schema version the store holds.
     pub fn schema_version(&self) -> Result<u64, StoreError> {
-        let tx = self.db.begin_read().map_err(io("read"))?;
-        let meta = tx.open_table(META).map_err(io("read"))?;
+        let tx = self.db()?.begin_read().map_err(self.io("read"))?;
+        let meta = tx.open_table(META).map_err(self.io("read"))?;
         Ok(meta
             .get("schema")
-            .map_err(io("read"))?
+            .map_err(self.io("read"))?
             .map_or(0, |v| v.value()))
     }
 
     /// Every stored intention, by module.
     pub fn intentions(&self) -> Result<BTreeMap<ModuleName, IntentionRecord>, StoreError> {
-        let tx = self.db.begin_read().map_err(io("read"))?;
-        let table = tx.open_table(INTENTIONS).map_err(io("read"))?;
+        let tx = self.db()?.begin_read().map_err(self.io("read"))?;
+        let table = tx.open_table(INTENTIONS).map_err(self.io("read"))?;
         let mut out = BTreeMap::new();
-        for row in table.iter().map_err(io("read"))? {
-            let (k, v) = row.map_err(io("read"))?;
+        for row in table.iter().map_err(self.io("read"))? {
+            let (k, v) = row.map_err(self.io("read"))?;
             let r = decode_intention(k.value(), v.value())?;
             out.insert(r.intention.name.clone(), r);
         }
@@ -380,14 +484,14 @@ impl Store {
 
     /// Every module's intention with its overlay, by module.
     pub fn entries(&self) -> Result<BTreeMap<ModuleName, Entry>, StoreError> {
-        let tx = self.db.begin_read().map_err(io("read"))?;
-        let table = tx.open_table(INTENTIONS).map_err(io("read"))?;
-        let overlays = tx.open_table(OVERLAYS).map_err(io("read"))?;
+        let tx = self.db()?.begin_read().map_err(self.io("read"))?;
+        let table = tx.open_table(INTENTIONS).map_err(self.io("read"))?;
+        let overlays = tx.open_table(OVERLAYS).map_err(self.io("read"))?;
         let mut out = BTreeMap::new();
-        for row in table.iter().map_err(io("read"))? {
-            let (k, v) = row.map_err(io("read"))?;
+        for row in table.iter().map_err(self.io("read"))? {
+            let (k, v) = row.map_err(self.io("read"))?;
             let record = decode_intention(k.value(), v.value())?;
-            let overlay = match overlays.get(k.value()).map_err(io("read"))? {
+            let overlay = match overlays.get(k.value()).map_err(self.io("read"))? {
                 Some(o) => decode_overlay(k.value(), o.value())?,
                 None => Overlay::new(),
             };
@@ -411,18 +515,18 @@ impl Store {
         name: &ModuleName,
         f: impl FnOnce(&mut Entry) -> Result<T, E>,
     ) -> Result<Result<T, E>, StoreError> {
-        let tx = self.db.begin_write().map_err(io("modify"))?;
+        let tx = self.db()?.begin_write().map_err(self.io("modify"))?;
         let out;
         let mut changed = false;
         {
-            let mut it = tx.open_table(INTENTIONS).map_err(io("modify"))?;
-            let mut ot = tx.open_table(OVERLAYS).map_err(io("modify"))?;
+            let mut it = tx.open_table(INTENTIONS).map_err(self.io("modify"))?;
+            let mut ot = tx.open_table(OVERLAYS).map_err(self.io("modify"))?;
             let key = name.as_str();
-            let record = match it.get(key).map_err(io("modify"))? {
+            let record = match it.get(key).map_err(self.io("modify"))? {
                 Some(v) => Some(decode_intention(key, v.value())?),
                 None => None,
             };
-            let overlay = match ot.get(key).map_err(io("modify"))? {
+            let overlay = match ot.get(key).map_err(self.io("modify"))? {
                 Some(v) => decode_overlay(key, v.value())?,
                 None => Overlay::new(),
             };
@@ -439,21 +543,22 @@ impl Store {
                     }
                     None => it.remove(key).map(|_| ()),
                 }
-                .map_err(io("modify"))?;
+                .map_err(self.io("modify"))?;
                 if entry.overlay.is_empty() || entry.record.is_none() {
-                    ot.remove(key).map_err(io("modify"))?;
+                    ot.remove(key).map_err(self.io("modify"))?;
                 } else {
                     let bytes =
                         records::encode(records::OVERLAYS, &records::overlay(&entry.overlay));
-                    ot.insert(key, bytes.as_slice()).map_err(io("modify"))?;
+                    ot.insert(key, bytes.as_slice())
+                        .map_err(self.io("modify"))?;
                 }
             }
         }
         // Nothing to write: no commit, so no fsync on a quiet pass.
         if changed {
-            tx.commit().map_err(io("modify"))?;
+            tx.commit().map_err(self.io("modify"))?;
         } else {
-            tx.abort().map_err(io("modify"))?;
+            tx.abort().map_err(self.io("modify"))?;
         }
         Ok(out)
     }
@@ -470,21 +575,21 @@ impl Store {
         key: &str,
         bytes: &[u8],
     ) -> Result<(), StoreError> {
-        let tx = self.db.begin_write().map_err(io("write"))?;
+        let tx = self.db()?.begin_write().map_err(self.io("write"))?;
         tx.open_table(def)
-            .map_err(io("write"))?
+            .map_err(self.io("write"))?
             .insert(key, bytes)
-            .map_err(io("write"))?;
-        tx.commit().map_err(io("write"))
+            .map_err(self.io("write"))?;
+        tx.commit().map_err(self.io("write"))
     }
 
     /// Every applied record, by module name.
     pub fn all_applied(&self) -> Result<BTreeMap<String, AppliedRecord>, StoreError> {
-        let tx = self.db.begin_read().map_err(io("read"))?;
-        let table = tx.open_table(APPLIED).map_err(io("read"))?;
+        let tx = self.db()?.begin_read().map_err(self.io("read"))?;
+        let table = tx.open_table(APPLIED).map_err(self.io("read"))?;
         let mut out = BTreeMap::new();
-        for row in table.iter().map_err(io("read"))? {
-            let (k, v) = row.map_err(io("read"))?;
+        for row in table.iter().map_err(self.io("read"))? {
+            let (k, v) = row.map_err(self.io("read"))?;
             out.insert(k.value().to_string(), decode_applied(k.value(), v.value())?);
         }
         Ok(out)
@@ -498,25 +603,25 @@ impl Store {
 
     /// Forgets a module's applied and observed records.
     pub fn forget(&self, name: &str) -> Result<(), StoreError> {
-        let tx = self.db.begin_write().map_err(io("delete"))?;
+        let tx = self.db()?.begin_write().map_err(self.io("delete"))?;
         tx.open_table(APPLIED)
-            .map_err(io("delete"))?
+            .map_err(self.io("delete"))?
             .remove(name)
-            .map_err(io("delete"))?;
+            .map_err(self.io("delete"))?;
         tx.open_table(OBSERVED)
-            .map_err(io("delete"))?
+            .map_err(self.io("delete"))?
             .remove(name)
-            .map_err(io("delete"))?;
-        tx.commit().map_err(io("delete"))
+            .map_err(self.io("delete"))?;
+        tx.commit().map_err(self.io("delete"))
     }
 
     /// Every observed record, by module name.
     pub fn all_observed(&self) -> Result<BTreeMap<String, ObservedRecord>, StoreError> {
-        let tx = self.db.begin_read().map_err(io("read"))?;
-        let table = tx.open_table(OBSERVED).map_err(io("read"))?;
+        let tx = self.db()?.begin_read().map_err(self.io("read"))?;
+        let table = tx.open_table(OBSERVED).map_err(self.io("read"))?;
         let mut out = BTreeMap::new();
-        for row in table.iter().map_err(io("read"))? {
-            let (k, v) = row.map_err(io("read"))?;
+        for row in table.iter().map_err(self.io("read"))? {
+            let (k, v) = row.map_err(self.io("read"))?;
             out.insert(
                 k.value().to_string(),
                 decode_observed(k.value(), v.value())?,
@@ -530,16 +635,16 @@ impl Store {
         if changed.is_empty() {
             return Ok(());
         }
-        let tx = self.db.begin_write().map_err(io("write"))?;
+        let tx = self.db()?.begin_write().map_err(self.io("write"))?;
         {
-            let mut t = tx.open_table(OBSERVED).map_err(io("write"))?;
+            let mut t = tx.open_table(OBSERVED).map_err(self.io("write"))?;
             for (name, r) in changed {
                 let bytes = records::encode(records::OBSERVED, &records::observed(r));
                 t.insert(name.as_str(), bytes.as_slice())
-                    .map_err(io("write"))?;
+                    .map_err(self.io("write"))?;
             }
         }
-        tx.commit().map_err(io("write"))
+        tx.commit().map_err(self.io("write"))
     }
 
     /// Appends to the event log, dropping the oldest beyond its capacity.
@@ -549,13 +654,13 @@ impl Store {
         kind: EventKind,
         detail: impl Into<String>,
     ) -> Result<Event, StoreError> {
-        let tx = self.db.begin_write().map_err(io("append event"))?;
+        let tx = self.db()?.begin_write().map_err(self.io("append event"))?;
         let ev;
         {
-            let mut t = tx.open_table(EVENTS).map_err(io("append event"))?;
+            let mut t = tx.open_table(EVENTS).map_err(self.io("append event"))?;
             let last = t
                 .last()
-                .map_err(io("append event"))?
+                .map_err(self.io("append event"))?
                 .map(|(k, _)| k.value())
                 .unwrap_or(0);
             let detail = detail.into();
@@ -568,26 +673,26 @@ impl Store {
             };
             let bytes = records::encode(records::EVENTS, &records::event(&ev));
             t.insert(ev.seq, bytes.as_slice())
-                .map_err(io("append event"))?;
-            while t.len().map_err(io("append event"))? > EVENT_LOG_CAPACITY {
-                t.pop_first().map_err(io("append event"))?;
+                .map_err(self.io("append event"))?;
+            while t.len().map_err(self.io("append event"))? > EVENT_LOG_CAPACITY {
+                t.pop_first().map_err(self.io("append event"))?;
             }
         }
-        tx.commit().map_err(io("append event"))?;
+        tx.commit().map_err(self.io("append event"))?;
         Ok(ev)
     }
 
     /// Events with a sequence number above `since`, oldest first, at most `limit`.
     pub fn events_since(&self, since: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
-        let tx = self.db.begin_read().map_err(io("read events"))?;
-        let t = tx.open_table(EVENTS).map_err(io("read events"))?;
+        let tx = self.db()?.begin_read().map_err(self.io("read events"))?;
+        let t = tx.open_table(EVENTS).map_err(self.io("read events"))?;
         let mut out = Vec::new();
         for row in t
             .range(since.saturating_add(1)..)
-            .map_err(io("read events"))?
+            .map_err(self.io("read events"))?
             .take(limit)
         {
-            let (k, v) = row.map_err(io("read events"))?;
+            let (k, v) = row.map_err(self.io("read events"))?;
             out.push(decode_event(k.value(), v.value())?);
         }
         Ok(out)
