@@ -315,6 +315,7 @@ impl<C: Connect> Agent<C> {
             wake: self.wake.clone(),
             token,
             heartbeat: self.config.heartbeat,
+            heavy_reads: tokio::sync::Semaphore::new(api::HEAVY_READS),
         });
         let _server = AbortOnDrop(tokio::spawn(api::serve(listener, api)));
         tracing::info!("API listening on http://{addr}");

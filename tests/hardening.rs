@@ -516,3 +516,39 @@ fn passes_failing_against_an_engine_that_answers_errors_are_not_healthy() {
             .contains("converged")
     });
 }
+
+#[test]
+fn oversized_intentions_are_refused_by_size() {
+    let n = Node::new("oversize");
+    let m = n.module("big");
+    // 50,000 settings: over the intention file's limit.
+    let mut text = format!(
+        "name = \"{m}\"\nimage = \"{IMAGE_1}\"\n[config]\npath = \"/c.json\"\nformat = \"json\"\n[settings]\n"
+    );
+    for k in 0..50_000 {
+        text.push_str(&format!("k{k} = {k}\n"));
+    }
+    assert!(text.len() > 256 << 10);
+    n.write_intention("big.toml", &text);
+    // A module beside it, of a size that is fine, is taken.
+    let m2 = n.module("wide");
+    n.write_intention(
+        "wide.toml",
+        &format!(
+            "name = \"{m2}\"\nimage = \"{IMAGE_1}\"\n[[files]]\npath = \"/a\"\ncontent = \"{}\"\n",
+            "x".repeat(200 << 10)
+        ),
+    );
+    let (_, out) = once_within(&n, 60);
+    let big = out
+        .lines()
+        .find(|l| l.contains("big.toml"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(big.contains("over the limit of 262144"), "{big}");
+    assert!(n.container(&m).is_none());
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(m2.as_str()) && l.contains("created")),
+        "{out}"
+    );
+}

@@ -32,8 +32,8 @@ mod error;
 
 pub use error::ApiError;
 
-/// The largest request body taken.
-pub const MAX_BODY: usize = 1024 * 1024;
+/// The largest request body taken: an intention file's limit.
+pub const MAX_BODY: usize = crate::intake::dir::MAX_INTENTION_BYTES as usize;
 
 /// What the API serves from.
 pub struct ApiState {
@@ -53,7 +53,13 @@ pub struct ApiState {
     pub token: String,
     /// The heartbeat, to say when the next pass is due.
     pub heartbeat: Duration,
+    /// Reads that copy every intention (up to a quarter megabyte each)
+    /// wait their turn here: their memory stays bounded whoever asks.
+    pub heavy_reads: tokio::sync::Semaphore,
 }
+
+/// How many whole-intention reads are served at once.
+pub const HEAVY_READS: usize = 2;
 
 type Resp = Response<Full<Bytes>>;
 
@@ -394,6 +400,7 @@ fn entry_json(name: &ModuleName, e: &Entry) -> Option<J> {
 }
 
 async fn list_intentions(state: &ApiState) -> Result<Resp, ApiError> {
+    let _turn = state.heavy_reads.acquire().await.expect("never closed");
     let entries = state.store.blocking(|s| s.entries()).await?;
     let all: Vec<J> = entries
         .iter()
@@ -404,6 +411,7 @@ async fn list_intentions(state: &ApiState) -> Result<Resp, ApiError> {
 
 async fn get_intention(state: &ApiState, name: &str) -> Result<Resp, ApiError> {
     let name = module_name(name)?;
+    let _turn = state.heavy_reads.acquire().await.expect("never closed");
     let entries = state.store.blocking(|s| s.entries()).await?;
     let e = entries
         .get(&name)

@@ -53,6 +53,7 @@ pub fn compose(i: &Intention) -> Result<Vec<ComposedFile>, RenderError> {
             f.content.clone().into_bytes(),
         ));
     }
+    config::check_composed_size(out.iter().map(|f| f.content.len()).sum())?;
     Ok(out)
 }
 

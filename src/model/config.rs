@@ -111,6 +111,23 @@ impl ConfigFile {
     }
 }
 
+/// The most bytes a module's composed files (its config and literal files)
+/// may hold together: they are rendered in memory every pass.
+pub const MAX_COMPOSED_BYTES: usize = 1 << 20;
+
+/// Refuses composed files over [`MAX_COMPOSED_BYTES`] together.
+pub fn check_composed_size(total: usize) -> Result<(), RenderError> {
+    if total > MAX_COMPOSED_BYTES {
+        return Err(RenderError {
+            field: "config".into(),
+            message: format!(
+                "the composed files come to {total} bytes, over the limit of {MAX_COMPOSED_BYTES}"
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Settings given to a module without a config file to merge them into.
 pub fn settings_without_config(settings: &BTreeMap<SettingKey, Value>) -> Option<RenderError> {
     settings.keys().next().map(|k| RenderError {

@@ -425,10 +425,16 @@ impl Intention {
     /// Checks that the settings merge over the config's defaults and render
     /// in its format; the rendered bytes are not kept.
     pub fn check_settings(&self) -> Result<(), config::RenderError> {
-        match &self.config {
-            Some(c) => c.render(&self.settings).map(|_| ()),
-            None => config::settings_without_config(&self.settings).map_or(Ok(()), Err),
-        }
+        let rendered = match &self.config {
+            Some(c) => c.render(&self.settings)?.len(),
+            None => match config::settings_without_config(&self.settings) {
+                Some(e) => return Err(e),
+                None => 0,
+            },
+        };
+        config::check_composed_size(
+            rendered + self.files.iter().map(|f| f.content.len()).sum::<usize>(),
+        )
     }
 }
 
