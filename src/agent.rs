@@ -155,18 +155,20 @@ impl<C: Connect> Agent<C> {
             source,
         })?;
         let store = Arc::new(Store::open(&config.store_path())?);
-        let reconciler = Reconciler::new(
+        let mut reconciler = Reconciler::new(
             config.node_id.clone(),
             config.intentions_dir.clone(),
             config.files_dir(),
             config.tuning,
         );
+        let wake = Arc::new(Notify::new());
+        reconciler.wake_on_pulls(wake.clone());
         Ok(Agent {
             config,
             store,
             connector,
             reconciler,
-            wake: Arc::new(Notify::new()),
+            wake,
             status: Arc::new(Mutex::new(NodeStatus::default())),
         })
     }
@@ -191,6 +193,7 @@ impl<C: Connect> Agent<C> {
                     socket: self.connector.describe(),
                     source,
                 })?;
+        self.reconciler.wait_for_pulls();
         Ok(self.reconciler.pass(&engine, &self.store).await?)
     }
 

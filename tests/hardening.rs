@@ -552,3 +552,81 @@ fn oversized_intentions_are_refused_by_size() {
         "{out}"
     );
 }
+
+/// A registry on loopback that answers its ping and then trickles every
+/// other answer a byte a second, for ever: a pull from it never ends.
+fn trickling_registry() -> u16 {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            std::thread::spawn(move || {
+                let mut w = conn.try_clone().unwrap();
+                let mut r = BufReader::new(conn);
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    loop {
+                        let mut h = String::new();
+                        if r.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                            break;
+                        }
+                    }
+                    if line.starts_with("GET /v2/ ") {
+                        let _ = w.write_all(b"HTTP/1.1 200 OK\r\nDocker-Distribution-API-Version: registry/2.0\r\nContent-Length: 2\r\n\r\n{}");
+                        continue;
+                    }
+                    let _ = w.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.docker.distribution.manifest.v2+json\r\nDocker-Distribution-API-Version: registry/2.0\r\nContent-Length: 100000\r\n\r\n{");
+                    loop {
+                        std::thread::sleep(std::time::Duration::from_secs(1));
+                        if w.write_all(b" ").is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn a_pull_that_never_ends_holds_only_its_module() {
+    let port = trickling_registry();
+    let n = Node::new("slowpull")
+        .with_heartbeat("1s")
+        .with_config("settle_window = \"1s\"");
+    let slow = n.module("slow");
+    let quick = n.module("quick");
+    let module = |name: &str, image: &str, say: &str| {
+        format!(
+            "name = \"{name}\"\nimage = \"{image}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
+            idle_after(&format!("echo {say}"))
+        )
+    };
+    n.write_intention(
+        "slow.toml",
+        &module(&slow, &format!("127.0.0.1:{port}/slow:1"), "x"),
+    );
+    n.write_intention("quick.toml", &module(&quick, IMAGE_1, "one"));
+    let agent = Agent::start(&n);
+    n.wait_logs(&quick, "one");
+    // The other module's changes go through while the pull hangs.
+    n.write_intention("quick.toml", &module(&quick, IMAGE_1, "two"));
+    n.wait_logs(&quick, "two");
+    let (_, s) = agent.get(&format!("/v1/modules/{slow}"));
+    assert!(
+        s.contains("\"pending\"") && s.contains("is being pulled"),
+        "{s}"
+    );
+    assert!(n.container(&slow).is_none());
+    assert_eq!(
+        agent.get("/readyz").0,
+        200,
+        "a pull under way is not a failure"
+    );
+}

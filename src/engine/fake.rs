@@ -3,20 +3,20 @@
 //! recorded with its time. Never the only proof that a feature works: the
 //! engine tests run the same paths against the real Docker Engine.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::engine::{ContainerState, Engine, EngineError, Image, Life, Observed};
 use crate::model::labels::Labels;
 use crate::model::names::Digest;
 use crate::model::spec::ContainerSpec;
 
-/// A fake engine.
-#[derive(Default)]
+/// A fake engine; its clones share its state.
+#[derive(Default, Clone)]
 pub struct Fake {
     /// Its containers.
-    pub containers: Mutex<Vec<Observed>>,
+    pub containers: Arc<Mutex<Vec<Observed>>>,
     /// Every action (`create`, `start`, `pull`, `refused`) and when.
-    pub actions: Mutex<Vec<(String, tokio::time::Instant)>>,
+    pub actions: Arc<Mutex<Vec<(String, tokio::time::Instant)>>>,
     /// Containers stay up instead of dying at once.
     pub healthy: bool,
     /// The engine refuses every create.

@@ -71,8 +71,9 @@ pub struct Life {
     pub exit_code: i64,
 }
 
-/// What the reconciler asks of a container engine.
-pub trait Engine: Send + Sync {
+/// What the reconciler asks of a container engine. A handle is cheap to
+/// clone, so a long call (a pull) can run apart from the pass.
+pub trait Engine: Clone + Send + Sync + 'static {
     /// Checks the engine answers.
     fn ping(&self) -> impl Future<Output = Result<(), EngineError>> + Send;
     /// Every container, running or not, managed or not: one call.

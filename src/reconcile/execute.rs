@@ -74,6 +74,15 @@ pub async fn execute<E: Engine>(
             r.error = Some(reason);
             Ok(r)
         }
+        Step::Pulling {
+            module,
+            container,
+            image,
+        } => {
+            let mut r = report(module.as_str(), Action::Pulling, container);
+            r.error = Some(format!("image {image} is being pulled"));
+            Ok(r)
+        }
         Step::Conflict { module, container } => {
             Ok(report(module.as_str(), Action::Conflict, Some(container)))
         }

@@ -74,6 +74,7 @@ pub struct Reconciler {
     lives: HashMap<String, (ContainerState, Life)>,
     baselines: HashMap<String, u32>,
     retries: retry::Retries,
+    pulls: resolve::Pulls,
     board: Arc<Mutex<Board>>,
     metrics: Arc<Metrics>,
 }
@@ -96,9 +97,20 @@ impl Reconciler {
             lives: HashMap::new(),
             baselines: HashMap::new(),
             retries: retry::Retries::default(),
+            pulls: resolve::Pulls::default(),
             board: Arc::new(Mutex::new(Board::new())),
             metrics: Arc::new(Metrics::default()),
         }
+    }
+
+    /// Image pulls run in the background and wake `wake` when they end.
+    pub fn wake_on_pulls(&mut self, wake: Arc<tokio::sync::Notify>) {
+        self.pulls.wake = Some(wake);
+    }
+
+    /// Image pulls are waited for within the pass (for one pass alone).
+    pub fn wait_for_pulls(&mut self) {
+        self.pulls.wait = true;
     }
 
     /// Every module's status, as of the last pass.
@@ -144,10 +156,9 @@ impl Reconciler {
         engine: &E,
         store: &Arc<Store>,
     ) -> Result<PassReport, PassError> {
-        let metrics = self.metrics.clone();
         let engine = &Counted {
-            engine,
-            metrics: &metrics,
+            engine: engine.clone(),
+            metrics: self.metrics.clone(),
         };
         let started = Instant::now();
         let now = tokio::time::Instant::now();
@@ -193,10 +204,13 @@ impl Reconciler {
             .await
         };
         let resolved = resolve::against_engine(
-            engine,
+            resolve::EngineSide {
+                engine,
+                retries: &mut self.retries,
+                pulls: &mut self.pulls,
+                tuning: &self.tuning,
+            },
             host,
-            &mut self.retries,
-            &self.tuning,
             &self.node,
             &self.files_dir,
             now,
@@ -385,8 +399,8 @@ impl Reconciler {
                     (EventKind::Error, m.error.clone().unwrap_or_default())
                 }
                 // Waiting out a back-off is not news: the failure it waits
-                // on was said.
-                Action::BackingOff => continue,
+                // on was said; nor is a pull under way (it is logged).
+                Action::BackingOff | Action::Pulling => continue,
                 _ => {
                     self.said.remove(&key);
                     continue;

@@ -177,6 +177,8 @@ impl Reconciler {
                         }
                     }
                     Action::Held | Action::Failed => ModuleState::Failed,
+                    // Not acted on until its image is there.
+                    Action::Pulling => ModuleState::Pending,
                     Action::Removed => continue,
                     Action::Unchanged | Action::Waiting => match living.map(|l| l.living) {
                         Some(Living::Settled) => ModuleState::Converged,

@@ -40,13 +40,21 @@ pub enum Want {
         /// Why.
         reason: String,
     },
+    /// Its image is being pulled (in the background: no other module waits
+    /// for it): leave its container as it is until the image is there.
+    Pull {
+        /// The module.
+        name: ModuleName,
+        /// The image reference.
+        image: String,
+    },
 }
 
 impl Want {
     fn name(&self) -> &ModuleName {
         match self {
             Want::Run(t) => &t.name,
-            Want::Hold { name, .. } => name,
+            Want::Hold { name, .. } | Want::Pull { name, .. } => name,
         }
     }
 }
@@ -110,6 +118,15 @@ pub enum Step {
         /// Why.
         reason: String,
     },
+    /// The module's image is being pulled; its container is left alone.
+    Pulling {
+        /// The module.
+        module: ModuleName,
+        /// Its container, if any.
+        container: Option<String>,
+        /// The image.
+        image: String,
+    },
     /// A container this node does not manage holds the module's name.
     Conflict {
         /// The module.
@@ -172,6 +189,14 @@ pub fn plan(node: &NodeId, wants: &[Want], observed: &[Observed]) -> Plan {
                     module: name.clone(),
                     container: at_name.map(|c| c.id.clone()),
                     reason: reason.clone(),
+                });
+                continue;
+            }
+            Want::Pull { image, .. } => {
+                steps.push(Step::Pulling {
+                    module: name.clone(),
+                    container: at_name.map(|c| c.id.clone()),
+                    image: image.clone(),
                 });
                 continue;
             }
@@ -479,6 +504,26 @@ mod tests {
                     module: m("a"),
                     container: Some("c1".into()),
                     reason: "env file missing".into(),
+                }],
+            ),
+            (
+                "a module whose image is being pulled keeps its container",
+                vec![Want::Pull {
+                    name: m("a"),
+                    image: "img:2".into(),
+                }],
+                vec![container(
+                    "c1",
+                    "stead-a",
+                    Some("n1"),
+                    Some("a"),
+                    "v1",
+                    Running,
+                )],
+                vec![Step::Pulling {
+                    module: m("a"),
+                    container: Some("c1".into()),
+                    image: "img:2".into(),
                 }],
             ),
             (

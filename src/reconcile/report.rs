@@ -30,6 +30,8 @@ pub enum Action {
     Conflict,
     /// The engine is busy with the container.
     Waiting,
+    /// Its image is being pulled (in the background).
+    Pulling,
     /// Acting again toward a target that keeps failing is held back.
     BackingOff,
     /// An engine action failed.
@@ -49,6 +51,7 @@ impl Action {
             Action::Held => "held",
             Action::Conflict => "conflict",
             Action::Waiting => "waiting",
+            Action::Pulling => "pulling",
             Action::BackingOff => "backing-off",
             Action::Failed => "failed",
         }

@@ -5,9 +5,13 @@
 //! when absent, with backoff). A module whose target cannot be computed is
 //! held, naming the input at fault; it never stops the others.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use futures_util::FutureExt;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::engine::image::find_image;
@@ -141,6 +145,82 @@ pub fn against_host(
     (out, watched)
 }
 
+/// How a pull ended, and when.
+type PullOutcome = (Result<(), EngineError>, Instant);
+
+/// Image pulls under way, each a task of its own: a slow registry holds
+/// only the modules that need its image, never the pass.
+#[derive(Default)]
+pub struct Pulls {
+    in_flight: HashMap<String, JoinHandle<PullOutcome>>,
+    /// Wait for each pull within the pass (`stead run --once`).
+    pub wait: bool,
+    /// Woken when a pull ends, for a pass to take its image.
+    pub wake: Option<Arc<Notify>>,
+}
+
+impl Pulls {
+    /// Takes the outcome of every pull that has ended, noting it in the
+    /// retry policy. Says whether one brought an image.
+    fn collect(&mut self, retries: &mut Retries, tuning: &Tuning) -> bool {
+        let done: Vec<String> = self
+            .in_flight
+            .iter()
+            .filter(|(_, t)| t.is_finished())
+            .map(|(image, _)| image.clone())
+            .collect();
+        let mut brought = false;
+        for image in done {
+            let task = self.in_flight.remove(&image).expect("listed");
+            if let Some(Ok(outcome)) = task.now_or_never() {
+                brought |= settle(&image, outcome, retries, tuning);
+            }
+        }
+        brought
+    }
+
+    /// Waits for every pull under way and takes its outcome.
+    async fn join(&mut self, retries: &mut Retries, tuning: &Tuning) -> bool {
+        let mut brought = false;
+        for (image, task) in std::mem::take(&mut self.in_flight) {
+            if let Ok(outcome) = task.await {
+                brought |= settle(&image, outcome, retries, tuning);
+            }
+        }
+        brought
+    }
+
+    /// Starts pulling `image`.
+    fn start<E: Engine>(&mut self, engine: &E, image: &str) {
+        let (engine, reference, wake) = (engine.clone(), image.to_string(), self.wake.clone());
+        let task = tokio::spawn(async move {
+            let outcome = engine.pull(&reference).await;
+            let at = Instant::now();
+            if let Some(w) = wake {
+                w.notify_one();
+            }
+            (outcome, at)
+        });
+        self.in_flight.insert(image.to_string(), task);
+    }
+}
+
+/// Notes how a pull ended; says whether it brought the image.
+fn settle(image: &str, (outcome, at): PullOutcome, retries: &mut Retries, tuning: &Tuning) -> bool {
+    match outcome {
+        Ok(()) => {
+            tracing::info!(image, "pulled");
+            retries.pulled(tuning, image, None, at);
+            true
+        }
+        Err(e) => {
+            tracing::warn!(image, "pull failed: {e}");
+            retries.pulled(tuning, image, Some(e.to_string()), at);
+            false
+        }
+    }
+}
+
 /// What is desired of every module: a target to run, or a hold.
 pub struct Resolved {
     /// One per module, in module order.
@@ -151,21 +231,53 @@ pub struct Resolved {
     pub retry_at: BTreeMap<ModuleName, Instant>,
 }
 
-/// Completes each module's target with its image ID, pulling images the
-/// engine does not have (each at most once a pass, and with backoff after
-/// a failure). Only an engine that went away fails this.
-#[allow(clippy::too_many_arguments)]
+/// The engine's part of resolving.
+pub struct EngineSide<'a, E> {
+    /// The engine.
+    pub engine: &'a E,
+    /// The retry policy's state.
+    pub retries: &'a mut Retries,
+    /// Pulls under way.
+    pub pulls: &'a mut Pulls,
+    /// The backoff windows.
+    pub tuning: &'a Tuning,
+}
+
+/// Completes each module's target with its image ID. An image the engine
+/// does not have is pulled in the background (at most one pull per image,
+/// and with backoff after a failure); its modules wait for it, no one else
+/// does. Only an engine that went away fails this.
 pub async fn against_engine<E: Engine>(
-    engine: &E,
+    side: EngineSide<'_, E>,
     host: Vec<HostResolved>,
-    retries: &mut Retries,
-    tuning: &Tuning,
     node: &NodeId,
     files_dir: &Path,
     now: Instant,
 ) -> Result<Resolved, EngineError> {
+    let EngineSide {
+        engine,
+        retries,
+        pulls,
+        tuning,
+    } = side;
+    pulls.collect(retries, tuning);
     let mut images: Vec<Image> = engine.list_images().await?;
-    let mut tried = BTreeSet::new();
+    // `stead run --once`: every missing image is pulled now, together.
+    if pulls.wait {
+        let missing: BTreeSet<&str> = host
+            .iter()
+            .filter(|h| h.inputs.is_ok() && find_image(&images, &h.intention.image).is_none())
+            .map(|h| h.intention.image.as_str())
+            .collect();
+        for image in missing {
+            if retries.pull_held_back(image, now).is_none() {
+                pulls.start(engine, image);
+            }
+        }
+        if pulls.join(retries, tuning).await {
+            images = engine.list_images().await?;
+        }
+    }
     let mut missing = BTreeSet::new();
     let mut out = Resolved {
         wants: Vec::with_capacity(host.len()),
@@ -185,27 +297,6 @@ pub async fn against_engine<E: Engine>(
                 continue;
             }
         };
-        if find_image(&images, &i.image).is_none() {
-            missing.insert(i.image.clone());
-            if tried.insert(i.image.clone()) && retries.pull_held_back(&i.image, now).is_none() {
-                tracing::info!(
-                    module = name.as_str(),
-                    image = i.image,
-                    "image not present; pulling"
-                );
-                match engine.pull(&i.image).await {
-                    Ok(()) => {
-                        retries.pulled(tuning, &i.image, None, now);
-                        images = engine.list_images().await?;
-                    }
-                    Err(e) if e.is_unreachable() => return Err(e),
-                    Err(e) => {
-                        tracing::warn!(module = name.as_str(), image = i.image, "pull failed: {e}");
-                        retries.pulled(tuning, &i.image, Some(e.to_string()), now);
-                    }
-                }
-            }
-        }
         let image_id = match find_image(&images, &i.image).map(|img| spec::image_digest(&img.id)) {
             Some(Ok(id)) => id,
             Some(Err(e)) => {
@@ -216,19 +307,40 @@ pub async fn against_engine<E: Engine>(
                 continue;
             }
             None => {
-                let why = match retries.pull_held_back(&i.image, now) {
-                    Some(h) => {
-                        out.retry_at.insert(name.clone(), h.next_at);
-                        format!(
-                            "the pull failed ({})",
+                missing.insert(i.image.clone());
+                if let Some(h) = retries.pull_held_back(&i.image, now) {
+                    out.retry_at.insert(name.clone(), h.next_at);
+                    out.wants.push(Want::Hold {
+                        name,
+                        reason: format!(
+                            "image: {} is not present: the pull failed ({})",
+                            i.image,
                             h.last_error.as_deref().unwrap_or("no reason given")
-                        )
-                    }
-                    None => "the pull brought no such image".to_string(),
-                };
-                out.wants.push(Want::Hold {
+                        ),
+                    });
+                    continue;
+                }
+                if pulls.wait {
+                    out.wants.push(Want::Hold {
+                        name,
+                        reason: format!(
+                            "image: {} is not present: the pull brought no such image",
+                            i.image
+                        ),
+                    });
+                    continue;
+                }
+                if !pulls.in_flight.contains_key(&i.image) {
+                    tracing::info!(
+                        module = name.as_str(),
+                        image = i.image,
+                        "image not present; pulling"
+                    );
+                    pulls.start(engine, &i.image);
+                }
+                out.wants.push(Want::Pull {
                     name,
-                    reason: format!("image: {} is not present: {why}", i.image),
+                    image: i.image.clone(),
                 });
                 continue;
             }
@@ -244,7 +356,6 @@ pub async fn against_engine<E: Engine>(
         out.desired.insert(name, d);
     }
     // Backoffs of images that are no longer missing, or no longer named.
-    missing.retain(|m| find_image(&images, m).is_none());
     retries.keep_pulls(&missing);
     Ok(out)
 }

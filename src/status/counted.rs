@@ -6,14 +6,15 @@ use crate::model::spec::ContainerSpec;
 use crate::status::metrics::Metrics;
 
 /// An engine whose calls are counted.
-pub struct Counted<'a, E> {
+#[derive(Clone)]
+pub struct Counted<E> {
     /// The engine.
-    pub engine: &'a E,
+    pub engine: E,
     /// Where the counts go.
-    pub metrics: &'a Metrics,
+    pub metrics: std::sync::Arc<Metrics>,
 }
 
-impl<E: Engine> Engine for Counted<'_, E> {
+impl<E: Engine> Engine for Counted<E> {
     async fn ping(&self) -> Result<(), EngineError> {
         self.metrics.call("ping");
         self.engine.ping().await
