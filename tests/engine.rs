@@ -273,13 +273,18 @@ fn a_crash_between_any_two_engine_calls_of_a_recreate_converges_once() {
     n.write_intention("c.toml", &config_module(&m, "v0", "d", "recreate"));
     let start = unix_now();
     n.once_ok();
+    // Every point between two engine calls of a recreate (the successor
+    // made beside the old container, the old one stopped, the successor
+    // started, the old one removed, the successor renamed) and of a create;
+    // after each, a fresh agent finishes the change without a second create.
     let points = [
-        "recreate:before-remove",
-        "recreate:after-remove",
-        "create:after-create",
-        "create:after-start",
+        ("recreate:after-create", "recreated"),
+        ("recreate:after-stop", "recreated"),
+        ("recreate:after-start", "recreated"),
+        ("recreate:after-remove", "recreated"),
+        ("recreate:after-rename", "unchanged"),
     ];
-    for (k, point) in points.iter().enumerate() {
+    for (k, (point, expect)) in points.iter().enumerate() {
         let k = k + 1;
         n.write_intention(
             "c.toml",
@@ -303,12 +308,6 @@ fn a_crash_between_any_two_engine_calls_of_a_recreate_converges_once() {
             "{point}"
         );
         let out = n.once_ok();
-        let expect = match *point {
-            "recreate:before-remove" => "recreated",
-            "recreate:after-remove" => "created",
-            "create:after-create" => "started",
-            _ => "unchanged",
-        };
         assert!(
             out.lines().any(|l| l.starts_with(&m) && l.contains(expect)),
             "{point}: expected {expect}: {out}"
@@ -320,6 +319,35 @@ fn a_crash_between_any_two_engine_calls_of_a_recreate_converges_once() {
             1 + k,
             "{point}: one create per change"
         );
+        let ids = docker_ok(&["ps", "-aq", "--filter", &format!("label=stead.module={m}")]);
+        assert_eq!(ids.lines().count(), 1, "{point}: one container: {ids}");
+    }
+
+    // A create interrupted: a fresh agent finishes it, without a second.
+    for (short, point, expect) in [
+        ("fresh1", "create:after-create", "started"),
+        ("fresh2", "create:after-start", "unchanged"),
+    ] {
+        let c = n.module(short);
+        let start = unix_now();
+        n.write_intention(
+            &format!("{short}.toml"),
+            &config_module(&c, "f", "d", "recreate"),
+        );
+        let o = n
+            .stead()
+            .args(["run", "--once", "--config"])
+            .arg(n.config())
+            .env("STEAD_CRASH_AT", point)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{point}");
+        let out = n.once_ok();
+        assert!(
+            out.lines().any(|l| l.starts_with(&c) && l.contains(expect)),
+            "{point}: expected {expect}: {out}"
+        );
+        assert_eq!(n.creates_since(&c, start), 1, "{point}: one create");
     }
 }
 

@@ -630,3 +630,53 @@ fn a_pull_that_never_ends_holds_only_its_module() {
         "a pull under way is not a failure"
     );
 }
+
+#[test]
+fn a_replacement_that_cannot_start_leaves_the_old_container_serving() {
+    let n = Node::new("keepold");
+    let m = n.module("k");
+    let module = |say: &str, ports: &str| {
+        format!(
+            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\nrestart = \"unless-stopped\"\n{ports}\n",
+            idle_after(&format!("echo {say}"))
+        )
+    };
+    n.write_intention("k.toml", &module("one", ""));
+    n.once_ok();
+    n.wait_logs(&m, "one");
+    let old = n.container_id(&m);
+    // The new version publishes a port something else holds: the engine
+    // creates it but cannot start it.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    n.write_intention(
+        "k.toml",
+        &module("two", &format!("ports = [\"127.0.0.1:{port}:80\"]")),
+    );
+    let (ok, out) = once_within(&n, 120);
+    assert!(!ok, "{out}");
+    let line = out.lines().find(|l| l.starts_with(&m)).unwrap();
+    assert!(
+        line.contains("failed") && line.contains("the old container runs again"),
+        "{line}"
+    );
+    let (id, state, _) = n.container(&m).expect("a container");
+    assert_eq!(id, old, "the old container, not a new one");
+    assert_eq!(state, "running");
+    let all = docker_ok(&["ps", "-aq", "--filter", &format!("label=stead.module={m}")]);
+    assert_eq!(
+        all.lines().count(),
+        1,
+        "the one that could not start is gone: {all}"
+    );
+    // The port is free again: the change goes through (a new agent process
+    // has no back-off to wait out).
+    drop(taken);
+    let out = n.once_ok();
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(&m) && l.contains("recreated")),
+        "{out}"
+    );
+    n.wait_logs(&m, "two");
+}

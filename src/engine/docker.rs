@@ -11,7 +11,8 @@ use bollard::models::{
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, ListContainersOptionsBuilder,
-    ListImagesOptionsBuilder, RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
+    ListImagesOptionsBuilder, RemoveContainerOptionsBuilder, RenameContainerOptionsBuilder,
+    StopContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
 
@@ -324,6 +325,32 @@ impl Engine for DockerEngine {
                 }) => Ok(()),
                 Err(e) => Err(e.into()),
             }
+        })
+        .await
+    }
+
+    async fn stop(&self, id: &str) -> Result<(), EngineError> {
+        within(limits::ACT, "stop", async {
+            let stop = StopContainerOptionsBuilder::new()
+                .t(STOP_GRACE_SECS)
+                .build();
+            match self.docker.stop_container(id, Some(stop)).await {
+                // 304: already stopped.
+                Ok(())
+                | Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 304, ..
+                }) => Ok(()),
+                Err(e) => Err(e.into()),
+            }
+        })
+        .await
+    }
+
+    async fn rename(&self, id: &str, name: &str) -> Result<(), EngineError> {
+        within(limits::ACT, "rename", async {
+            let opts = RenameContainerOptionsBuilder::new().name(name).build();
+            self.docker.rename_container(id, opts).await?;
+            Ok(())
         })
         .await
     }

@@ -119,6 +119,33 @@ impl Engine for Fake {
         }
         Ok(())
     }
+    async fn stop(&self, id: &str) -> Result<(), EngineError> {
+        self.act("stop");
+        for c in self
+            .containers
+            .lock()
+            .unwrap()
+            .iter_mut()
+            .filter(|c| c.id == id)
+        {
+            c.state = ContainerState::Exited;
+            c.status = "Exited (0) Less than a second ago".into();
+        }
+        Ok(())
+    }
+    async fn rename(&self, id: &str, name: &str) -> Result<(), EngineError> {
+        self.act("rename");
+        for c in self
+            .containers
+            .lock()
+            .unwrap()
+            .iter_mut()
+            .filter(|c| c.id == id)
+        {
+            c.names = vec![name.to_string()];
+        }
+        Ok(())
+    }
     async fn remove(&self, id: &str) -> Result<(), EngineError> {
         self.containers.lock().unwrap().retain(|c| c.id != id);
         Ok(())

@@ -91,6 +91,11 @@ pub trait Engine: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<String, EngineError>> + Send;
     /// Starts a container (starting a running one is not an error).
     fn start(&self, id: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
+    /// Stops a container (with a grace period); one already stopped is not
+    /// an error.
+    fn stop(&self, id: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
+    /// Gives a container a new name.
+    fn rename(&self, id: &str, name: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
     /// Stops (with a grace period) and removes a container; one already gone
     /// is not an error.
     fn remove(&self, id: &str) -> impl Future<Output = Result<(), EngineError>> + Send;

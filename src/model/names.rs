@@ -81,6 +81,13 @@ impl ModuleName {
     pub fn container_name(&self) -> String {
         format!("stead-{}", self.0)
     }
+
+    /// The name its successor is created under during a recreate, while the
+    /// running container keeps its name (a dot: no module name has one, so
+    /// no module's container can take it).
+    pub fn successor_name(&self) -> String {
+        format!("stead-{}.next", self.0)
+    }
 }
 
 string_newtype!(

@@ -141,20 +141,13 @@ pub async fn execute<E: Engine>(
         Step::Recreate {
             module,
             container,
+            successor,
             moved,
         } => {
             let d = &desired[&module];
             let mut r = report(module.as_str(), Action::Recreated, Some(container.clone()));
             r.moved = moved;
-            if let Err(e) = record_target(store, d).await {
-                return failed(r, "cannot record the target", e);
-            }
-            crash_point("recreate:before-remove");
-            if let Err(e) = engine.remove(&container).await {
-                return failed(r, "removing the old container failed", e.into());
-            }
-            crash_point("recreate:after-remove");
-            match create_and_start(engine, store, d).await {
+            match replace(engine, store, d, &container, successor).await {
                 Ok(id) => {
                     log_event(
                         store,
@@ -171,7 +164,35 @@ pub async fn execute<E: Engine>(
                     r.container = Some(id);
                     Ok(r)
                 }
-                Err(e) => failed(r, "create failed", e),
+                Err((what, e)) => failed(r, what, e),
+            }
+        }
+        Step::Promote { module, container } => {
+            let d = &desired[&module];
+            let mut r = report(module.as_str(), Action::Recreated, Some(container.clone()));
+            let promoted = async {
+                engine.start(&container).await?;
+                engine.rename(&container, &d.spec.name).await?;
+                crash_point("recreate:after-rename");
+                Ok::<_, EngineError>(())
+            };
+            match promoted.await {
+                Ok(()) => {
+                    applied(store, d, &container).await;
+                    log_event(
+                        store,
+                        module.as_str(),
+                        EventKind::Recreated,
+                        format!(
+                            "recreated container → {}: a recreate interrupted after its old container went, completed",
+                            short_id(Some(&container))
+                        ),
+                    )
+                    .await;
+                    r.container = Some(container);
+                    Ok(r)
+                }
+                Err(e) => failed(r, "completing the recreate failed", e.into()),
             }
         }
         Step::Remove { module, container } => {
@@ -231,12 +252,66 @@ async fn record_target(store: &Arc<Store>, d: &Desired) -> Result<(), ActError> 
         .map_err(|e| ActError::Host(format!("cannot record the target: {e}")))
 }
 
-/// Creates and starts the target's container (its target already recorded).
-async fn create_and_start<E: Engine>(
+/// Replaces `old` with the target's container, never leaving the module
+/// without one while that can be helped: the successor is made beside the
+/// running container (under the successor name), the old one stops, the
+/// successor starts (or the old one starts again, if it cannot), the old
+/// one goes and the successor takes the module's name. Every state in
+/// between is recognised from names and labels by the next pass (the plan's
+/// `successor` and `Promote`), so a crash anywhere still makes one
+/// container per change.
+async fn replace<E: Engine>(
     engine: &E,
     store: &Arc<Store>,
     d: &Desired,
-) -> Result<String, ActError> {
+    old: &str,
+    successor: Option<String>,
+) -> Result<String, (&'static str, ActError)> {
+    record_target(store, d)
+        .await
+        .map_err(|e| ("cannot record the target", e))?;
+    let new = match successor {
+        Some(id) => id,
+        None => {
+            check_files(d).map_err(|e| ("create failed", e))?;
+            let mut spec = d.spec.clone();
+            spec.name = d.name.successor_name();
+            engine
+                .create(&spec)
+                .await
+                .map_err(|e| ("create failed; the old container runs on", e.into()))?
+        }
+    };
+    crash_point("recreate:after-create");
+    if let Err(e) = engine.stop(old).await {
+        let _ = engine.remove(&new).await;
+        return Err(("stopping the old container failed; it runs on", e.into()));
+    }
+    crash_point("recreate:after-stop");
+    if let Err(e) = engine.start(&new).await {
+        // The old one serves again; the new one goes (the next attempt
+        // makes it again, after the retry policy's wait).
+        let _ = engine.start(old).await;
+        let _ = engine.remove(&new).await;
+        return Err(("start failed; the old container runs again", e.into()));
+    }
+    crash_point("recreate:after-start");
+    engine
+        .remove(old)
+        .await
+        .map_err(|e| ("removing the old container failed", e.into()))?;
+    crash_point("recreate:after-remove");
+    engine
+        .rename(&new, &d.spec.name)
+        .await
+        .map_err(|e| ("renaming the new container failed", e.into()))?;
+    crash_point("recreate:after-rename");
+    applied(store, d, &new).await;
+    Ok(new)
+}
+
+/// Every composed file the container mounts is on the host.
+fn check_files(d: &Desired) -> Result<(), ActError> {
     for (host, _) in &d.files {
         if !host.exists() {
             return Err(ActError::Host(format!(
@@ -245,18 +320,33 @@ async fn create_and_start<E: Engine>(
             )));
         }
     }
-    let id = engine.create(&d.spec).await?;
-    crash_point("create:after-create");
-    engine.start(&id).await?;
-    crash_point("create:after-start");
+    Ok(())
+}
+
+/// Records that the module's container carries its target now.
+async fn applied(store: &Arc<Store>, d: &Desired, id: &str) {
     let name = d.name.clone();
-    let rec = applied_record(d, ApplyState::Applied, Some(id.clone()));
+    let rec = applied_record(d, ApplyState::Applied, Some(id.to_string()));
     if let Err(e) = store.blocking(move |s| s.put_applied(&name, &rec)).await {
         tracing::error!(
             module = d.name.as_str(),
             "cannot record the applied spec: {e}"
         );
     }
+}
+
+/// Creates and starts the target's container (its target already recorded).
+async fn create_and_start<E: Engine>(
+    engine: &E,
+    store: &Arc<Store>,
+    d: &Desired,
+) -> Result<String, ActError> {
+    check_files(d)?;
+    let id = engine.create(&d.spec).await?;
+    crash_point("create:after-create");
+    engine.start(&id).await?;
+    crash_point("create:after-start");
+    applied(store, d, &id).await;
     Ok(id)
 }
 

@@ -229,6 +229,7 @@ impl Reconciler {
             let (module, container) = match step {
                 Step::Create { module } => (module, None),
                 Step::Start { module, container }
+                | Step::Promote { module, container }
                 | Step::Recreate {
                     module, container, ..
                 } => (module, Some(container)),
@@ -252,7 +253,7 @@ impl Reconciler {
         {
             let mut board = self.board.lock().expect("board lock");
             for step in &steps {
-                if let Step::Recreate { module, .. } = step {
+                if let Step::Recreate { module, .. } | Step::Promote { module, .. } = step {
                     board
                         .entry(module.to_string())
                         .or_insert_with(|| crate::status::ModuleStatus::pending(module.as_str()))

@@ -43,7 +43,7 @@ impl Reconciler {
         let mut out = BTreeMap::new();
         let mut seen = BTreeSet::new();
         for o in observed {
-            let Some(module) = o.module_of(&self.node) else {
+            let Some(module) = at_its_name(&self.node, o) else {
                 continue;
             };
             seen.insert(o.id.clone());
@@ -212,6 +212,14 @@ impl Reconciler {
     }
 }
 
+/// The module of a container this node manages at the module's own name
+/// (not a successor under way, not one renamed by hand).
+fn at_its_name<'a>(node: &NodeId, o: &'a Observed) -> Option<&'a str> {
+    let module = o.module_of(node)?;
+    let name = ModuleName::try_from(module).ok()?;
+    o.names.contains(&name.container_name()).then_some(module)
+}
+
 /// Records for the store: observed records by module, applied records.
 pub type ToWrite = (
     Vec<(String, ObservedRecord)>,
@@ -231,7 +239,7 @@ pub fn records_to_write(
     let mut obs = Vec::new();
     let mut applied = Vec::new();
     for o in observed {
-        let Some(module) = o.module_of(node) else {
+        let Some(module) = at_its_name(node, o) else {
             continue;
         };
         let rec = ObservedRecord {

@@ -81,14 +81,27 @@ pub enum Step {
         /// The container.
         container: String,
     },
-    /// The container differs: replace it, once.
+    /// The container differs: replace it, once. Its successor is made
+    /// beside it first, under the successor name; one already there that
+    /// carries the target (left by an interrupted recreate) is used.
     Recreate {
         /// The module.
         module: ModuleName,
         /// The container to replace.
         container: String,
+        /// A successor already made for this target.
+        successor: Option<String>,
         /// The inputs that moved.
         moved: Vec<Moved>,
+    },
+    /// No container at the module's name, and its successor carries the
+    /// target (a recreate interrupted after the old one went): start it and
+    /// give it the module's name.
+    Promote {
+        /// The module.
+        module: ModuleName,
+        /// The successor.
+        container: String,
     },
     /// The container differs and the module asks only to be told.
     ReportDrift {
@@ -171,11 +184,33 @@ pub fn plan(node: &NodeId, wants: &[Want], observed: &[Observed]) -> Plan {
                 continue;
             }
         }
+        // A successor left by an interrupted recreate: used when it carries
+        // what the module wants now, removed otherwise (below).
+        let sname = name.successor_name();
+        let successor = ours.iter().find(|o| {
+            o.names.contains(&sname) && o.labels.module.as_deref() == Some(name.as_str())
+        });
+        let wanted_successor = match (want, successor) {
+            (Want::Run(t), Some(s)) if s.labels.digest.as_ref() == Some(&t.digest) => {
+                match at_name {
+                    // The module's container is the target already.
+                    Some(c) if c.labels.digest.as_ref() == Some(&t.digest) => None,
+                    // Reporting drift, not recreating.
+                    Some(_) if t.on_drift == DriftPolicy::Report => None,
+                    _ => Some(s.id.clone()),
+                }
+            }
+            // Holding: nothing is touched.
+            (Want::Hold { .. } | Want::Pull { .. }, Some(s)) => Some(s.id.clone()),
+            _ => None,
+        };
         // Managed containers of this module under another name (renamed by
-        // hand): only the one at the module's name is kept.
+        // hand, a stale successor): only the one at the module's name, and a
+        // successor of use, are kept.
         for o in &ours {
             if o.labels.module.as_deref() == Some(name.as_str())
                 && at_name.is_none_or(|c| c.id != o.id)
+                && wanted_successor.as_ref() != Some(&o.id)
             {
                 steps.push(Step::Remove {
                     module: Some(name.to_string()),
@@ -203,8 +238,14 @@ pub fn plan(node: &NodeId, wants: &[Want], observed: &[Observed]) -> Plan {
             Want::Run(t) => t,
         };
         let Some(c) = at_name else {
-            steps.push(Step::Create {
-                module: name.clone(),
+            steps.push(match wanted_successor {
+                Some(container) => Step::Promote {
+                    module: name.clone(),
+                    container,
+                },
+                None => Step::Create {
+                    module: name.clone(),
+                },
             });
             continue;
         };
@@ -222,6 +263,7 @@ pub fn plan(node: &NodeId, wants: &[Want], observed: &[Observed]) -> Plan {
                 DriftPolicy::Recreate => Step::Recreate {
                     module,
                     container,
+                    successor: wanted_successor,
                     moved,
                 },
                 DriftPolicy::Report => Step::ReportDrift {
@@ -370,6 +412,7 @@ mod tests {
                 vec![Step::Recreate {
                     module: m("a"),
                     container: "c1".into(),
+                    successor: None,
                     moved: moved_c.clone(),
                 }],
             ),
@@ -525,6 +568,74 @@ mod tests {
                     container: Some("c1".into()),
                     image: "img:2".into(),
                 }],
+            ),
+            (
+                "a successor carrying the target is used, not made again",
+                vec![target("a", "v2", Recreate)],
+                vec![
+                    container("c1", "stead-a", Some("n1"), Some("a"), "v1", Exited),
+                    container("c2", "stead-a.next", Some("n1"), Some("a"), "v2", Created),
+                ],
+                vec![Step::Recreate {
+                    module: m("a"),
+                    container: "c1".into(),
+                    successor: Some("c2".into()),
+                    moved: moved_c.clone(),
+                }],
+            ),
+            (
+                "a stale successor is removed and a new one made",
+                vec![target("a", "v2", Recreate)],
+                vec![
+                    container("c1", "stead-a", Some("n1"), Some("a"), "v1", Running),
+                    container("c2", "stead-a.next", Some("n1"), Some("a"), "v0", Created),
+                ],
+                vec![
+                    Step::Remove {
+                        module: Some("a".into()),
+                        container: "c2".into(),
+                    },
+                    Step::Recreate {
+                        module: m("a"),
+                        container: "c1".into(),
+                        successor: None,
+                        moved: moved_c.clone(),
+                    },
+                ],
+            ),
+            (
+                "the old one gone, the successor is promoted",
+                vec![target("a", "v2", Recreate)],
+                vec![container(
+                    "c2",
+                    "stead-a.next",
+                    Some("n1"),
+                    Some("a"),
+                    "v2",
+                    Running,
+                )],
+                vec![Step::Promote {
+                    module: m("a"),
+                    container: "c2".into(),
+                }],
+            ),
+            (
+                "a successor left beside a container already on target is removed",
+                vec![target("a", "v2", Recreate)],
+                vec![
+                    container("c1", "stead-a", Some("n1"), Some("a"), "v2", Running),
+                    container("c2", "stead-a.next", Some("n1"), Some("a"), "v2", Created),
+                ],
+                vec![
+                    Step::Remove {
+                        module: Some("a".into()),
+                        container: "c2".into(),
+                    },
+                    Step::Keep {
+                        module: m("a"),
+                        container: "c1".into(),
+                    },
+                ],
             ),
             (
                 "a renamed duplicate is removed, the one at the name kept",

@@ -62,7 +62,8 @@ async fn a_target_that_keeps_failing_is_retried_with_doubling_capped_waits() {
             .iter()
             .map(|(a, _)| a.as_str())
             .collect::<Vec<_>>(),
-        ["create", "start"]
+        ["create", "stop", "start", "rename"],
+        "the successor is made beside the old container, which stops only then"
     );
 }
 

@@ -43,6 +43,14 @@ impl<E: Engine> Engine for Counted<E> {
         self.metrics.call("start");
         self.engine.start(id).await
     }
+    async fn stop(&self, id: &str) -> Result<(), EngineError> {
+        self.metrics.call("stop");
+        self.engine.stop(id).await
+    }
+    async fn rename(&self, id: &str, name: &str) -> Result<(), EngineError> {
+        self.metrics.call("rename");
+        self.engine.rename(id, name).await
+    }
     async fn remove(&self, id: &str) -> Result<(), EngineError> {
         self.metrics.call("remove");
         self.engine.remove(id).await
