@@ -680,3 +680,117 @@ fn a_replacement_that_cannot_start_leaves_the_old_container_serving() {
     );
     n.wait_logs(&m, "two");
 }
+
+/// How many descriptors a process has open.
+fn fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// Resident memory of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn idle_connections_cannot_take_the_descriptors_a_pass_needs() {
+    let n = Node::new("fds").with_heartbeat("1s");
+    let m = n.module("f");
+    let module = |say: &str| {
+        format!(
+            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
+            idle_after(&format!("echo {say}"))
+        )
+    };
+    n.write_intention("f.toml", &module("one"));
+    // The unit's own limit.
+    let addr_file = n.data().join("api-addr");
+    let log = std::fs::File::create(n.dir.path().join("agent.log")).unwrap();
+    let mut child = Command::new("prlimit")
+        .arg("--nofile=1024:1024")
+        .arg(env!("CARGO_BIN_EXE_stead"))
+        .args(["run", "--config"])
+        .arg(n.config())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    n.wait_for(20, "the API to listen", || addr_file.exists());
+    n.wait_logs(&m, "one");
+    let addr = std::fs::read_to_string(&addr_file)
+        .unwrap()
+        .trim()
+        .to_string();
+    // Up to 1,100 idle connections, never sending a byte: as many as the
+    // kernel takes (the agent accepts 64; the rest wait in its queue).
+    let sock: std::net::SocketAddr = addr.parse().unwrap();
+    let mut idle = Vec::new();
+    let mut misses = 0;
+    while idle.len() < 1100 && misses < 50 {
+        match std::net::TcpStream::connect_timeout(&sock, std::time::Duration::from_millis(50)) {
+            Ok(c) => idle.push(c),
+            Err(_) => misses += 1,
+        }
+    }
+    // Well over what the agent serves at once: the cap is what is tested.
+    assert!(idle.len() >= 150, "only {} connections", idle.len());
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let open = fds(child.id());
+    assert!(
+        open < 64 + 46,
+        "the agent holds {open} descriptors with {} connections at its door",
+        idle.len()
+    );
+    // A change still goes through.
+    n.write_intention("f.toml", &module("two"));
+    n.wait_logs(&m, "two");
+    drop(idle);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn a_watched_directory_churning_costs_no_memory() {
+    let n = Node::new("churn").with_heartbeat("10m");
+    let m = n.module("c");
+    let dir = n.host("churn");
+    std::fs::create_dir_all(&dir).unwrap();
+    let env = n.write_host("c.env", "A=1\n");
+    // The env file's directory is watched; files come and go beside it.
+    n.write_intention(
+        "c.toml",
+        &format!(
+            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\nenv_files = [{env:?}]\n",
+            idle_after("echo $A")
+        ),
+    );
+    let agent = Agent::start(&n);
+    n.wait_logs(&m, "1");
+    let pid = agent.child.id();
+    let before = rss_kib(pid);
+    let host = n.host("");
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut k = 0u64;
+    while std::time::Instant::now() < end {
+        let a = host.join(format!("noise-{}", k % 64));
+        let b = host.join(format!("noise-{}-b", k % 64));
+        std::fs::write(&a, "x").unwrap();
+        std::fs::rename(&a, &b).unwrap();
+        std::fs::remove_file(&b).unwrap();
+        k += 1;
+    }
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let after = rss_kib(pid);
+    assert!(k > 10_000, "{k} renames");
+    assert!(
+        after < before + 16 * 1024,
+        "RSS grew from {before} KiB to {after} KiB over {k} renames"
+    );
+    // And the watch still works.
+    std::fs::write(&env, "A=2\n").unwrap();
+    n.wait_logs(&m, "2");
+}

@@ -73,9 +73,10 @@ fn json_response(status: StatusCode, body: &J) -> Resp {
         .expect("a valid response")
 }
 
-/// How many API connections are served at once. Over the cap, a new
-/// connection is closed at once: the descriptors a pass needs (the engine's
-/// socket, files it reads, the store) stay free under the unit's 1,024.
+/// How many API connections are served at once. Past the cap, new
+/// connections wait in the kernel's listen queue (no descriptor of ours)
+/// until one ends: the descriptors a pass needs (the engine's socket, the
+/// files it reads, the store) stay free under the unit's 1,024.
 pub const MAX_CONNECTIONS: usize = 64;
 /// How long one connection may live: an idle client cannot hold a slot.
 pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(120);
@@ -83,8 +84,12 @@ pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(120);
 /// Serves the API on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener, state: Arc<ApiState>) {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
-    let mut refused = 0u64;
     loop {
+        let slot = slots
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
         let (stream, _) = match listener.accept().await {
             Ok(c) => c,
             Err(e) => {
@@ -92,17 +97,6 @@ pub async fn serve(listener: TcpListener, state: Arc<ApiState>) {
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
-        };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            // Said once per hundred, not once per connection.
-            if refused % 100 == 0 {
-                tracing::warn!(
-                    "API: {MAX_CONNECTIONS} connections open; closing new ones until some end"
-                );
-            }
-            refused += 1;
-            drop(stream);
-            continue;
         };
         let state = state.clone();
         tokio::spawn(async move {
