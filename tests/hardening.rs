@@ -268,6 +268,37 @@ impl Agent {
     }
 }
 
+impl Agent {
+    /// (status, body) of an authorised PATCH.
+    fn patch(&self, n: &Node, path: &str, body: &str) -> (u16, String) {
+        use std::io::{Read, Write};
+        let token = std::fs::read_to_string(n.data().join("api-token")).unwrap();
+        let mut s = std::net::TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            s,
+            "PATCH {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            token.trim(),
+            body.len()
+        )
+        .unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        let status = out
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        (
+            status,
+            out.split_once("\r\n\r\n")
+                .map_or("", |(_, b)| b)
+                .to_string(),
+        )
+    }
+}
+
 impl Drop for Agent {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -323,30 +354,41 @@ fn a_full_disk_is_said_and_the_store_recovers_when_space_returns() {
     let filler = n.data().join("filler");
     let _ = std::fs::write(&filler, vec![0u8; 4 << 20]);
     n.write_intention("d.toml", &text("two"));
-    let mut last = (0, String::new());
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::time::Instant::now() < end {
-        last = agent.get("/readyz");
-        if last.0 == 503 && last.1.contains("No space left on device") {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
-    let log = std::fs::read_to_string(n.dir.path().join("agent.log")).unwrap();
-    assert!(
-        last.0 == 503 && last.1.contains("No space left on device"),
-        "readiness: {last:?}\n{log}"
-    );
-    // The status says why, and the store still answers reads (reopened).
-    let (code, status) = agent.get("/v1/status");
-    assert_eq!(code, 200);
-    assert!(status.contains("No space left on device"), "{status}");
+    // Where the disk ran out first (the store's file, or the module's
+    // composed file) decides which says it: readiness, or the module. Never
+    // neither, and the running container is not touched.
+    let told = || {
+        let (code, ready) = agent.get("/readyz");
+        let (_, module) = agent.get(&format!("/v1/modules/{m}"));
+        (code == 503 && ready.contains("No space left on device"))
+            || (module.contains("\"failed\"") && module.contains("No space left on device"))
+    };
+    n.wait_for(30, "the full disk to be said", told);
+    assert!(n.logs(&m).contains("one"), "the old container serves on");
+    let (code, _) = agent.get("/v1/status");
+    assert_eq!(code, 200, "the store still answers reads");
 
     // Room again: the store is reopened and the change goes through.
     std::fs::remove_file(&filler).unwrap();
     n.wait_logs(&m, "two");
     n.wait_for(30, "ready again", || agent.get("/readyz").0 == 200);
     assert_eq!(agent.get("/healthz").0, 200);
+
+    // A write the store itself cannot make: a clear error, nothing
+    // changed; then, with room again, the store reopens and takes it.
+    let _ = std::fs::write(&filler, vec![0u8; 4 << 20]);
+    let big = format!("{{\"v\": \"{}\"}}", "x".repeat(200 << 10));
+    let (code, body) = agent.patch(&n, &format!("/v1/intentions/{m}/settings"), &big);
+    assert_eq!(code, 500, "{body}");
+    assert!(body.contains("No space left on device"), "{body}");
+    std::fs::remove_file(&filler).unwrap();
+    let (code, body) = agent.patch(
+        &n,
+        &format!("/v1/intentions/{m}/settings"),
+        "{\"v\": \"three\"}",
+    );
+    assert_eq!(code, 200, "{body}");
+    n.wait_logs(&m, "three");
     let log = std::fs::read_to_string(n.dir.path().join("agent.log")).unwrap();
     assert!(log.contains("reopened after an I/O error"), "{log}");
 }

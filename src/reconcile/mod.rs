@@ -217,6 +217,43 @@ impl Reconciler {
         )
         .await?;
 
+        // Prepare: every composed file is written (all rendered above,
+        // before any is written here). A module whose file cannot be written
+        // (a full disk) is held before anything touches its container.
+        let mut resolved = resolved;
+        let files: Vec<(ModuleName, PathBuf, Vec<u8>)> = resolved
+            .desired
+            .values()
+            .flat_map(|d| {
+                d.files
+                    .iter()
+                    .map(|(p, f)| (d.name.clone(), p.clone(), f.content.clone()))
+            })
+            .collect();
+        let unwritten: BTreeMap<ModuleName, String> = blocking(move || {
+            let mut failed = BTreeMap::new();
+            for (module, host, content) in files {
+                if let Err(e) = crate::host::files::write_once(&host, &content) {
+                    failed
+                        .entry(module)
+                        .or_insert_with(|| format!("cannot write {}: {e}", host.display()));
+                }
+            }
+            failed
+        })
+        .await;
+        for (module, why) in unwritten {
+            resolved.desired.remove(&module);
+            for w in resolved.wants.iter_mut() {
+                if matches!(w, plan::Want::Run(t) if t.name == module) {
+                    *w = plan::Want::Hold {
+                        name: module.clone(),
+                        reason: why.clone(),
+                    };
+                }
+            }
+        }
+
         // Observe and plan.
         let observed = engine.list_containers().await?;
         let livings = self.observe_lives(engine, &observed).await?;
@@ -262,21 +299,7 @@ impl Reconciler {
             }
         }
 
-        // Execute: every composed file is written (rendered above, before
-        // any is written here), then the steps.
-        let files: Vec<(PathBuf, Vec<u8>)> = resolved
-            .desired
-            .values()
-            .flat_map(|d| d.files.iter().map(|(p, f)| (p.clone(), f.content.clone())))
-            .collect();
-        blocking(move || {
-            for (host, content) in files {
-                if let Err(e) = crate::host::files::write_once(&host, &content) {
-                    tracing::error!("cannot write {}: {e}", host.display());
-                }
-            }
-        })
-        .await;
+        // Execute.
         let results: Vec<Result<ModuleReport, EngineError>> = futures_util::stream::iter(steps)
             .map(|step| execute::execute(engine, store, &resolved.desired, step))
             .buffer_unordered(PARALLEL_ACTIONS)
