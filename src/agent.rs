@@ -120,6 +120,22 @@ impl Connect for DockerSocket {
     }
 }
 
+/// Follows the engine's events for this node's containers for as long as
+/// the task lives, waking the loop for each (a container removed or stopped
+/// by hand, one that died or changed health is seen at once, whatever the
+/// heartbeat). A stream that ends is opened again with backoff, and the
+/// loop woken: what happened meanwhile is seen by the pass's list.
+async fn follow_events<E: Engine>(engine: E, node: String, wake: Arc<Notify>) {
+    let mut backoff = engine_backoff(Duration::from_secs(1), Duration::from_secs(30));
+    loop {
+        let w = wake.clone();
+        let ended = engine.watch(&node, move || w.notify_one()).await;
+        tracing::debug!("engine events: {ended}; following them again");
+        tokio::time::sleep(backoff.next().unwrap_or(Duration::from_secs(30))).await;
+        wake.notify_one();
+    }
+}
+
 /// The backoff between attempts to reach the engine: exponential from
 /// `min`, jittered, and capped at `max` (the jitter stays within the cap).
 pub fn engine_backoff(min: Duration, max: Duration) -> impl Iterator<Item = Duration> {
@@ -371,6 +387,9 @@ impl<C: Connect> Agent<C> {
         shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
     ) -> Result<(), RunError> {
         let mut engine: Option<C::Engine> = None;
+        // Follows the engine's events while it is reachable.
+        let mut _events: Option<AbortOnDrop> = None;
+        let mut next_in: Option<Duration> = None;
         let mut backoff = engine_backoff(self.config.backoff_min, self.config.backoff_max);
         loop {
             let Some(e) = &engine else {
@@ -380,6 +399,11 @@ impl<C: Connect> Agent<C> {
                 };
                 match attempt {
                     Ok(e) => {
+                        _events = Some(AbortOnDrop(tokio::spawn(follow_events(
+                            e.clone(),
+                            self.config.node_id.to_string(),
+                            self.wake.clone(),
+                        ))));
                         engine = Some(e);
                         backoff = engine_backoff(self.config.backoff_min, self.config.backoff_max);
                         self.set_engine(EngineStatus::Reachable);
@@ -424,6 +448,7 @@ impl<C: Connect> Agent<C> {
                         report.modules.len(),
                         report.duration.as_millis()
                     ));
+                    next_in = report.next_in;
                     let set = self.watch_set(report.watched_inputs);
                     watch_tx.send_if_modified(|w| {
                         let changed = *w != set;
@@ -433,6 +458,7 @@ impl<C: Connect> Agent<C> {
                 }
                 Err(PassError::Engine(err)) if err.is_unreachable() => {
                     engine = None;
+                    _events = None;
                     self.set_engine(EngineStatus::Waiting {
                         since: SystemTime::now(),
                         error: err.to_string(),
@@ -441,10 +467,10 @@ impl<C: Connect> Agent<C> {
                 }
                 Err(err) => self.pass_failed(&err.to_string()),
             }
-            if !self
-                .idle(self.config.heartbeat, true, notifier, shutdown)
-                .await
-            {
+            // The heartbeat, or sooner when a container's settle window ends
+            // (so it reads converged when it is) or a back-off does.
+            let next = next_in.map_or(self.config.heartbeat, |s| s.min(self.config.heartbeat));
+            if !self.idle(next, true, notifier, shutdown).await {
                 return Ok(());
             }
         }

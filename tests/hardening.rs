@@ -836,3 +836,55 @@ fn a_watched_directory_churning_costs_no_memory() {
     std::fs::write(&env, "A=2\n").unwrap();
     n.wait_logs(&m, "2");
 }
+
+#[test]
+fn the_engine_s_events_are_seen_at_once_whatever_the_heartbeat() {
+    let n = Node::new("events")
+        .with_heartbeat("10m")
+        .with_config("settle_window = \"3s\"\ncrash_loop_restarts = 3");
+    let m = n.module("ev");
+    let flaky = n.module("flaky");
+    n.write_intention(
+        "ev.toml",
+        &format!(
+            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\nrestart = \"unless-stopped\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
+            idle_after("echo up")
+        ),
+    );
+    n.write_intention(
+        "flaky.toml",
+        &format!(
+            "name = \"{flaky}\"\nimage = \"{IMAGE_1}\"\nrestart = \"always\"\ncommand = [\"sh\", \"-c\", \"exit 3\"]\n"
+        ),
+    );
+    let agent = Agent::start(&n);
+    let state = |module: &str| agent.get(&format!("/v1/modules/{module}")).1;
+    // Settled: converged within about a second of its window ending (the
+    // heartbeat is ten minutes; only the settle deadline can do this).
+    n.wait_for(20, "started", || state(&m).contains("\"starting\""));
+    let started = std::time::Instant::now();
+    n.wait_for(20, "converged", || state(&m).contains("\"converged\""));
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_millis(3000 + 1800),
+        "converged {took:?} after it was seen starting (window 3 s)"
+    );
+    // Always exiting: crash-looping, from the die events.
+    n.wait_for(30, "crash-looping", || {
+        state(&flaky).contains("\"crash-looping\"")
+    });
+    // Removed by hand: made again.
+    let first = n.container_id(&m);
+    docker_ok(&["rm", "-f", &first]);
+    n.wait_for(20, "recreated after docker rm -f", || {
+        n.container(&m)
+            .is_some_and(|(id, state, _)| id != first && state == "running")
+    });
+    // Stopped by hand: started again, as its restart policy says.
+    let id = n.container_id(&m);
+    docker_ok(&["stop", "-t", "1", &id]);
+    n.wait_for(20, "started after docker stop", || {
+        n.container(&m)
+            .is_some_and(|(i, state, _)| i == id && state == "running")
+    });
+}

@@ -10,9 +10,9 @@ use bollard::models::{
     RestartPolicyNameEnum,
 };
 use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, CreateImageOptionsBuilder, ListContainersOptionsBuilder,
-    ListImagesOptionsBuilder, RemoveContainerOptionsBuilder, RenameContainerOptionsBuilder,
-    StopContainerOptionsBuilder,
+    CreateContainerOptionsBuilder, CreateImageOptionsBuilder, EventsOptionsBuilder,
+    ListContainersOptionsBuilder, ListImagesOptionsBuilder, RemoveContainerOptionsBuilder,
+    RenameContainerOptionsBuilder, StopContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
 
@@ -327,6 +327,35 @@ impl Engine for DockerEngine {
             }
         })
         .await
+    }
+
+    async fn watch(&self, node: &str, on_event: impl Fn() + Send + Sync + 'static) -> EngineError {
+        let mut filters: HashMap<&str, Vec<&str>> = HashMap::new();
+        filters.insert("type", vec!["container"]);
+        let label = format!("stead.managed-by={node}");
+        filters.insert("label", vec![label.as_str()]);
+        filters.insert(
+            "event",
+            vec![
+                "start",
+                "die",
+                "stop",
+                "destroy",
+                "oom",
+                "health_status",
+                "pause",
+                "unpause",
+            ],
+        );
+        let opts = EventsOptionsBuilder::new().filters(&filters).build();
+        let mut stream = self.docker.events(Some(opts));
+        while let Some(item) = stream.next().await {
+            if let Err(e) = item {
+                return e.into();
+            }
+            on_event();
+        }
+        EngineError::Unreachable("the engine's event stream ended".into())
     }
 
     async fn stop(&self, id: &str) -> Result<(), EngineError> {

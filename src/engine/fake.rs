@@ -119,6 +119,9 @@ impl Engine for Fake {
         }
         Ok(())
     }
+    async fn watch(&self, _: &str, _: impl Fn() + Send + Sync + 'static) -> EngineError {
+        std::future::pending().await
+    }
     async fn stop(&self, id: &str) -> Result<(), EngineError> {
         self.act("stop");
         for c in self

@@ -91,6 +91,15 @@ pub trait Engine: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<String, EngineError>> + Send;
     /// Starts a container (starting a running one is not an error).
     fn start(&self, id: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
+    /// Follows the engine's events for the containers `node` manages (a
+    /// container started, stopped, died, removed, ran out of memory, or
+    /// changed health), calling `on_event` for each, until the stream ends;
+    /// returns why it ended.
+    fn watch(
+        &self,
+        node: &str,
+        on_event: impl Fn() + Send + Sync + 'static,
+    ) -> impl Future<Output = EngineError> + Send;
     /// Stops a container (with a grace period); one already stopped is not
     /// an error.
     fn stop(&self, id: &str) -> impl Future<Output = Result<(), EngineError>> + Send;

@@ -22,7 +22,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 
@@ -33,6 +33,7 @@ use crate::intake::dir::{FileRejected, IntentionsDir, SyncError};
 use crate::model::names::{ModuleName, NodeId};
 use crate::status::Board;
 use crate::status::counted::Counted;
+use crate::status::judge::Living;
 use crate::status::metrics::Metrics;
 use crate::store::{EventKind, Store, StoreError};
 
@@ -365,11 +366,24 @@ impl Reconciler {
             .await?;
         let duration = started.elapsed();
         self.metrics.pass_done(duration);
+        // Up-times are read to the second: a little past the window, and
+        // never sooner than a fifth of a second.
+        let settle_in = livings
+            .values()
+            .filter(|l| matches!(l.living, Living::Starting | Living::Settling))
+            .filter_map(|l| l.up_for)
+            .map(|up| self.tuning.settle.window.saturating_sub(up) + Duration::from_millis(500));
+        let retry_in = modules.iter().filter_map(|m| m.retry_in);
+        let next_in = settle_in
+            .chain(retry_in)
+            .min()
+            .map(|d| d.max(Duration::from_millis(200)));
         Ok(PassReport {
             modules,
             rejected,
             watched_inputs,
             duration,
+            next_in,
         })
     }
 

@@ -146,4 +146,8 @@ pub struct PassReport {
     pub watched_inputs: std::collections::BTreeSet<std::path::PathBuf>,
     /// How long the pass took.
     pub duration: Duration,
+    /// When the next pass is wanted before the heartbeat: the soonest end
+    /// of a starting container's settle window (to say it converged) or of
+    /// a back-off (to act again).
+    pub next_in: Option<Duration>,
 }

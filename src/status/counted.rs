@@ -43,6 +43,10 @@ impl<E: Engine> Engine for Counted<E> {
         self.metrics.call("start");
         self.engine.start(id).await
     }
+    async fn watch(&self, node: &str, on_event: impl Fn() + Send + Sync + 'static) -> EngineError {
+        self.metrics.call("events");
+        self.engine.watch(node, on_event).await
+    }
     async fn stop(&self, id: &str) -> Result<(), EngineError> {
         self.metrics.call("stop");
         self.engine.stop(id).await
