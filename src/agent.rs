@@ -166,10 +166,24 @@ pub struct Agent<C: Connect> {
 impl<C: Connect> Agent<C> {
     /// Opens the store and prepares the agent; touches no engine yet.
     pub fn open(config: Config, connector: C) -> Result<Agent<C>, RunError> {
-        std::fs::create_dir_all(&config.data_dir).map_err(|source| RunError::DataDir {
+        let data_err = |source| RunError::DataDir {
             path: config.data_dir.display().to_string(),
             source,
-        })?;
+        };
+        std::fs::create_dir_all(&config.data_dir).map_err(data_err)?;
+        // The store and the API token are the agent's alone, under systemd
+        // (StateDirectoryMode) or not.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&config.data_dir)
+                .map_err(data_err)?
+                .permissions()
+                .mode();
+            if mode & 0o077 != 0 {
+                std::fs::set_permissions(&config.data_dir, std::fs::Permissions::from_mode(0o700))
+                    .map_err(data_err)?;
+            }
+        }
         let store = Arc::new(Store::open(&config.store_path())?);
         let mut reconciler = Reconciler::new(
             config.node_id.clone(),
@@ -433,6 +447,7 @@ impl<C: Connect> Agent<C> {
                         let mut s = self.status.lock().expect("status lock");
                         s.last_pass = Some((SystemTime::now(), report.duration));
                         s.passes += 1;
+                        s.other_agent = report.other_agent.clone();
                         s.failing.take()
                     };
                     self.reconciler.metrics().pass_outcome(true);

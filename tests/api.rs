@@ -620,6 +620,12 @@ fn health_readiness_metrics_events_and_the_cli() {
         .mode()
         & 0o777;
     assert_eq!(mode, 0o600, "the generated token is private");
+    let dir_mode = std::fs::metadata(r.node.data())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(dir_mode, 0o700, "the data directory is the agent's alone");
     assert_eq!(r.token.len(), 64);
     assert_eq!(r.call(Method::GET, "/healthz", None).status, 200);
     r.node.wait_for(20, "readiness", || {

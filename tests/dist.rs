@@ -104,6 +104,12 @@ fn the_deb_holds_the_binary_unit_config_and_keeps_an_edited_config() {
             "{path} missing:\n{contents}"
         );
     }
+    // The config may hold the write token: root's, readable by its group.
+    let config = contents
+        .lines()
+        .find(|l| l.ends_with("./etc/stead/stead.toml"))
+        .unwrap();
+    assert!(config.starts_with("-rw-r----- root/root"), "{config}");
     let field = |f: &str| {
         run(Command::new("dpkg-deb").arg("-f").arg(&deb).arg(f))
             .trim()

@@ -888,3 +888,45 @@ fn the_engine_s_events_are_seen_at_once_whatever_the_heartbeat() {
             .is_some_and(|(i, state, _)| i == id && state == "running")
     });
 }
+
+#[test]
+fn two_agents_with_one_node_id_are_told_apart_and_said() {
+    let n = Node::new("twoagents").with_heartbeat("1s");
+    let m = n.module("t");
+    let module = |say: &str| {
+        format!(
+            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
+            idle_after(&format!("echo {say}"))
+        )
+    };
+    n.write_intention("t.toml", &module("first"));
+    let agent = Agent::start(&n);
+    n.wait_logs(&m, "first");
+    n.wait_for(20, "ready", || agent.get("/readyz").0 == 200);
+    // A second agent: the same node id, a store and intentions of its own.
+    let other = n.dir.path().join("other");
+    std::fs::create_dir_all(other.join("intentions")).unwrap();
+    std::fs::write(other.join("intentions/t.toml"), module("second")).unwrap();
+    let cfg = std::fs::read_to_string(n.config())
+        .unwrap()
+        .replace("data_dir = \"data\"", "data_dir = \"other/data\"")
+        .replace(
+            "intentions_dir = \"intentions\"",
+            "intentions_dir = \"other/intentions\"",
+        );
+    let other_cfg = n.dir.path().join("other.toml");
+    std::fs::write(&other_cfg, cfg).unwrap();
+    let o = n
+        .stead()
+        .args(["run", "--once", "--config"])
+        .arg(&other_cfg)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    n.wait_for(30, "the first agent to say so", || {
+        let (code, body) = agent.get("/readyz");
+        code == 503 && body.contains("another agent")
+    });
+    let (_, events) = agent.get("/v1/events?limit=1000");
+    assert!(events.contains("must not share a node id"), "{events}");
+}

@@ -230,6 +230,7 @@ async fn readyz(state: &ApiState) -> Resp {
             Some(format!("waiting for the engine: {error}"))
         }
         (EngineStatus::Reachable, 0) => Some("the first pass has not completed".to_string()),
+        (EngineStatus::Reachable, _) if node.other_agent.is_some() => node.other_agent.clone(),
         (EngineStatus::Reachable, _) => match (&node.failing, node.last_pass) {
             (Some((since, error)), _) => Some(format!(
                 "passes fail since {}s ago: {error}",
@@ -298,6 +299,7 @@ pub fn status_json(state: &ApiState) -> J {
             "passes": node.passes,
             "last_pass": last_pass,
             "failing": node.failing.as_ref().map(|(since, error)| json!({ "since": secs(*since), "error": error })),
+            "other_agent": node.other_agent,
             "next_pass_at": next_pass,
         },
         "modules": board.values().collect::<Vec<&ModuleStatus>>(),

@@ -13,6 +13,9 @@ pub const MANAGED_BY: &str = "stead.managed-by";
 pub const MODULE: &str = "stead.module";
 /// Label: the spec digest this container was created from.
 pub const DIGEST: &str = "stead.digest";
+/// Label: the agent (one store, one id) that created this container, so an
+/// agent can tell when another one shares its node id.
+pub const AGENT: &str = "stead.agent";
 /// Label prefix: one digest per input, `stead.input.<input name>`.
 pub const INPUT_PREFIX: &str = "stead.input.";
 
@@ -28,6 +31,8 @@ pub struct Labels {
     pub module: Option<String>,
     /// The spec digest it was created from.
     pub digest: Option<Digest>,
+    /// The agent that created it, when it says.
+    pub agent: Option<String>,
     /// The digest of each input it was created from.
     pub inputs: BTreeMap<InputName, Digest>,
 }
@@ -41,6 +46,7 @@ impl Labels {
             digest: map
                 .get(DIGEST)
                 .and_then(|d| Digest::try_from(d.as_str()).ok()),
+            agent: map.get(AGENT).cloned(),
             inputs: map
                 .iter()
                 .filter_map(|(k, v)| {

@@ -76,6 +76,12 @@ pub struct Reconciler {
     baselines: HashMap<String, u32>,
     retries: retry::Retries,
     pulls: resolve::Pulls,
+    /// This agent's id (from its store), read at the first pass.
+    agent: Option<String>,
+    /// When this agent started, seconds since the epoch.
+    started_at: i64,
+    /// When another agent with this node id was last seen, and what.
+    other_seen: Option<(tokio::time::Instant, String)>,
     board: Arc<Mutex<Board>>,
     metrics: Arc<Metrics>,
 }
@@ -99,6 +105,9 @@ impl Reconciler {
             baselines: HashMap::new(),
             retries: retry::Retries::default(),
             pulls: resolve::Pulls::default(),
+            agent: None,
+            started_at: crate::store::now() as i64,
+            other_seen: None,
             board: Arc::new(Mutex::new(Board::new())),
             metrics: Arc::new(Metrics::default()),
         }
@@ -204,12 +213,22 @@ impl Reconciler {
             })
             .await
         };
+        let agent = match &self.agent {
+            Some(a) => a.clone(),
+            None => {
+                let id = store.blocking(|s| s.agent_id()).await?;
+                let a = format!("{id:016x}");
+                self.agent = Some(a.clone());
+                a
+            }
+        };
         let resolved = resolve::against_engine(
             resolve::EngineSide {
                 engine,
                 retries: &mut self.retries,
                 pulls: &mut self.pulls,
                 tuning: &self.tuning,
+                agent: &agent,
             },
             host,
             &self.node,
@@ -257,6 +276,7 @@ impl Reconciler {
 
         // Observe and plan.
         let observed = engine.list_containers().await?;
+        let other_agent = self.other_agent(store, &agent, &observed).await?;
         let livings = self.observe_lives(engine, &observed).await?;
         let mut steps = plan::plan(&self.node, &resolved.wants, &observed);
 
@@ -384,7 +404,47 @@ impl Reconciler {
             watched_inputs,
             duration,
             next_in,
+            other_agent,
         })
+    }
+
+    /// Another agent with this node id, seen by a container of ours it
+    /// created since this one started: said once, and reported for ten
+    /// minutes after it was last seen (each undoes the other's work, so a
+    /// sighting lasts a pass or two).
+    async fn other_agent(
+        &mut self,
+        store: &Arc<Store>,
+        ours: &str,
+        observed: &[crate::engine::Observed],
+    ) -> Result<Option<String>, StoreError> {
+        let other = observed.iter().find_map(|o| {
+            let agent = o.labels.agent.as_deref()?;
+            (o.labels.managed_by(&self.node) && agent != ours && o.created >= self.started_at)
+                .then(|| (agent.to_string(), o.id.clone()))
+        });
+        let Some((agent, container)) = other else {
+            let recent = self
+                .other_seen
+                .as_ref()
+                .filter(|(at, _)| at.elapsed() < Duration::from_secs(600));
+            return Ok(recent.map(|(_, d)| d.clone()));
+        };
+        let detail = format!(
+            "another agent ({agent}) with this node id ({}) created container {} since this one ({ours}) started: two agents must not share a node id; they undo each other's work",
+            self.node,
+            execute::short_id(Some(&container))
+        );
+        self.say_once(
+            store,
+            "other-agent",
+            None,
+            EventKind::Conflict,
+            detail.clone(),
+        )
+        .await?;
+        self.other_seen = Some((tokio::time::Instant::now(), detail.clone()));
+        Ok(Some(detail))
     }
 
     /// Says each refused intention file once (and again if it changes).

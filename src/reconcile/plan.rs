@@ -348,6 +348,7 @@ mod tests {
             managed_by: node.map(str::to_string),
             module: module.map(str::to_string),
             digest: Some(d(digest)),
+            agent: None,
             inputs,
         };
         Observed {

@@ -150,4 +150,6 @@ pub struct PassReport {
     /// of a starting container's settle window (to say it converged) or of
     /// a back-off (to act again).
     pub next_in: Option<Duration>,
+    /// Another agent shares this node id: what was seen.
+    pub other_agent: Option<String>,
 }

@@ -241,6 +241,8 @@ pub struct EngineSide<'a, E> {
     pub pulls: &'a mut Pulls,
     /// The backoff windows.
     pub tuning: &'a Tuning,
+    /// This agent's id, for the label its containers carry.
+    pub agent: &'a str,
 }
 
 /// Completes each module's target with its image ID. An image the engine
@@ -259,6 +261,7 @@ pub async fn against_engine<E: Engine>(
         retries,
         pulls,
         tuning,
+        agent,
     } = side;
     pulls.collect(retries, tuning);
     let mut images: Vec<Image> = engine.list_images().await?;
@@ -345,7 +348,10 @@ pub async fn against_engine<E: Engine>(
                 continue;
             }
         };
-        let d = spec::desired(&i, inputs, &image_id, node, files_dir);
+        let mut d = spec::desired(&i, inputs, &image_id, node, files_dir);
+        d.spec
+            .labels
+            .insert(crate::model::labels::AGENT.to_string(), agent.to_string());
         out.wants.push(Want::Run(Target {
             name: name.clone(),
             digest: d.digest.clone(),

@@ -159,6 +159,8 @@ pub struct NodeStatus {
     /// failed): since when passes fail, and the last error. Cleared by a
     /// pass that completes.
     pub failing: Option<(SystemTime, String)>,
+    /// Another agent shares this node id (what the last pass saw).
+    pub other_agent: Option<String>,
 }
 
 impl Default for NodeStatus {
@@ -168,6 +170,7 @@ impl Default for NodeStatus {
             last_pass: None,
             passes: 0,
             failing: None,
+            other_agent: None,
         }
     }
 }

@@ -459,6 +459,29 @@ impl Store {
         crate::host::blocking::run(move || f(&store)).await
     }
 
+    /// This store's agent id: made once, when the store is new, and kept
+    /// (an agent is its store).
+    pub fn agent_id(&self) -> Result<u64, StoreError> {
+        let tx = self.db()?.begin_write().map_err(self.io("agent id"))?;
+        let id = {
+            let mut meta = tx.open_table(META).map_err(self.io("agent id"))?;
+            let found = meta
+                .get("agent")
+                .map_err(self.io("agent id"))?
+                .map(|v| v.value());
+            match found {
+                Some(id) => id,
+                None => {
+                    let id = random_u64();
+                    meta.insert("agent", id).map_err(self.io("agent id"))?;
+                    id
+                }
+            }
+        };
+        tx.commit().map_err(self.io("agent id"))?;
+        Ok(id)
+    }
+
     /// The schema version the store holds.
     pub fn schema_version(&self) -> Result<u64, StoreError> {
         let tx = self.db()?.begin_read().map_err(self.io("read"))?;
@@ -697,6 +720,27 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// Eight random bytes from the system.
+fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    let read = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b));
+    if read.is_err() {
+        // No /dev/urandom: the time and the process, which differ between
+        // two agents started on one node.
+        let t = now_nanos() ^ (u64::from(std::process::id()) << 32);
+        b = t.to_le_bytes();
+    }
+    u64::from_le_bytes(b)
+}
+
+fn now_nanos() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
 }
 
 /// The schema a store holds, read without writing (`None`: a new file).
