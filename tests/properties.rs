@@ -101,7 +101,7 @@ prop_compose! {
         defaults in prop::collection::btree_map(word(), any::<i64>(), 0..4),
         settings in prop::collection::btree_map(word(), any::<i64>(), 0..4),
         files in prop::collection::btree_map(word(), "[ -~]{0,20}", 0..3),
-        mounts in prop::collection::btree_map(word(), word(), 0..3),
+        mounts in prop::collection::btree_set(word(), 0..3),
     ) -> Module {
         Module {
             command,
@@ -115,7 +115,7 @@ prop_compose! {
             files: files.into_iter().map(|(k, v)| (format!("/files/{k}"), v)).collect(),
             mounts: mounts
                 .into_iter()
-                .map(|(s, t)| (format!("/srv/{s}"), format!("/mnt/{t}")))
+                .map(|w| (format!("/srv/{w}"), format!("/mnt/{w}")))
                 .collect(),
         }
     }
