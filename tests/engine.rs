@@ -531,3 +531,75 @@ fn ports_and_restart_policy_reach_the_engine() {
         assert!(labels.contains(key), "{key} missing: {labels}");
     }
 }
+
+#[test]
+fn start_first_starts_the_new_container_before_the_old_one_stops() {
+    let n = Node::new("startfirst");
+    let m = n.module("sf");
+    let text = |v: &str| {
+        config_module(&m, v, "d", "recreate").replace(
+            "restart = \"unless-stopped\"",
+            "restart = \"unless-stopped\"\nupdate_order = \"start-first\"",
+        )
+    };
+    n.write_intention("sf.toml", &text("v0"));
+    n.once_ok();
+    let start = unix_now();
+    let old = n.container_id(&m);
+    n.write_intention("sf.toml", &text("v1"));
+    assert!(n.once_ok().contains("recreated"));
+    n.wait_logs(&m, "\"url\": \"v1\"");
+    let new = n.container_id(&m);
+    let events = docker_ok(&[
+        "events",
+        "--since",
+        &format!("{start:.3}"),
+        "--until",
+        &format!("{:.3}", unix_now() + 0.5),
+        "--filter",
+        &format!("label=stead.module={m}"),
+        "--format",
+        "{{.Action}} {{.Actor.ID}}",
+    ]);
+    let at = |what: &str| {
+        events
+            .lines()
+            .position(|l| l == what)
+            .unwrap_or_else(|| panic!("{what} not in:\n{events}"))
+    };
+    assert!(
+        at(&format!("start {new}")) < at(&format!("die {old}")),
+        "the new container started before the old one stopped:\n{events}"
+    );
+
+    // Crash-safe as the stop-first path: one create per change.
+    let points = [
+        "recreate:after-create",
+        "recreate:after-start",
+        "recreate:after-stop",
+        "recreate:after-remove",
+        "recreate:after-rename",
+    ];
+    for (k, point) in points.iter().enumerate() {
+        let v = format!("v{}", k + 2);
+        n.write_intention("sf.toml", &text(&v));
+        let o = n
+            .stead()
+            .args(["run", "--once", "--config"])
+            .arg(n.config())
+            .env("STEAD_CRASH_AT", point)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{point}");
+        n.once_ok();
+        n.wait_logs(&m, &format!("\"url\": \"{v}\""));
+        assert!(n.once_ok().contains("unchanged"), "{point}");
+        assert_eq!(
+            n.creates_since(&m, start),
+            2 + k,
+            "{point}: one create per change"
+        );
+        let ids = docker_ok(&["ps", "-aq", "--filter", &format!("label=stead.module={m}")]);
+        assert_eq!(ids.lines().count(), 1, "{point}: one container: {ids}");
+    }
+}

@@ -50,6 +50,29 @@ pub enum DriftPolicy {
     Report,
 }
 
+/// In which order a recreate swaps the old container for the new one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UpdateOrder {
+    /// The old container stops, then the new one starts (one at a time:
+    /// for modules holding a host port or a device).
+    #[default]
+    StopFirst,
+    /// The new container starts while the old one still runs, then the old
+    /// one stops: no gap, for modules that can run twice for a moment.
+    StartFirst,
+}
+
+impl UpdateOrder {
+    /// Its name in intention files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpdateOrder::StopFirst => "stop-first",
+            UpdateOrder::StartFirst => "start-first",
+        }
+    }
+}
+
 /// A port protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -185,6 +208,8 @@ pub struct Intention {
     pub restart: RestartPolicy,
     /// What to do on drift.
     pub on_drift: DriftPolicy,
+    /// In which order a recreate swaps the containers.
+    pub update_order: UpdateOrder,
     /// Ports, sorted.
     pub ports: Vec<PortSpec>,
     /// The mergeable config file.
@@ -225,6 +250,8 @@ struct IntentionDoc {
     restart: RestartPolicy,
     #[serde(default)]
     on_drift: DriftPolicy,
+    #[serde(default)]
+    update_order: UpdateOrder,
     #[serde(default)]
     ports: Vec<String>,
     #[serde(default)]
@@ -366,6 +393,9 @@ impl Intention {
                 DriftPolicy::Report => "report",
             }),
         );
+        if self.update_order != UpdateOrder::default() {
+            doc.insert("update_order".into(), J::from(self.update_order.as_str()));
+        }
         if !self.ports.is_empty() {
             doc.insert(
                 "ports".into(),
@@ -540,6 +570,16 @@ impl IntentionDoc {
             ports.push(spec);
         }
         ports.sort();
+        if self.update_order == UpdateOrder::StartFirst {
+            if let Some((i, p)) = ports.iter().enumerate().find(|(_, p)| p.host.is_some()) {
+                return Err((
+                    "update_order".into(),
+                    format!(
+                        "start-first runs the old and the new container together for a moment, and ports[{i}] ({p}) publishes a host port only one of them can hold; use stop-first"
+                    ),
+                ));
+            }
+        }
 
         // Every path the container sees is claimed once.
         let mut targets: BTreeMap<AbsPath, String> = BTreeMap::new();
@@ -637,6 +677,7 @@ impl IntentionDoc {
             env_files,
             restart: self.restart,
             on_drift: self.on_drift,
+            update_order: self.update_order,
             ports,
             config,
             settings,
@@ -757,6 +798,11 @@ read_only = true
                 "already used",
             ),
             ("name = [", "(file)", "TOML parse error"),
+            (
+                "name = \"a\"\nimage = \"x\"\nupdate_order = \"start-first\"\nports = [\"8080:80\"]",
+                "update_order",
+                "publishes a host port",
+            ),
             (
                 "name = \"a\"\nimage = \"x\"\ncommand = [\"sh\", \"a\\u0000b\"]",
                 "command[1]",

@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::model::compose::{self, ComposedFile};
-use crate::model::intention::{Access, DriftPolicy, Intention, PortSpec, RestartPolicy};
+use crate::model::intention::{
+    Access, DriftPolicy, Intention, PortSpec, RestartPolicy, UpdateOrder,
+};
 use crate::model::labels::Labels;
 use crate::model::names::{AbsPath, Digest, EnvName, InputName, ModuleName, NodeId};
 
@@ -75,6 +77,8 @@ pub struct Desired {
     pub name: ModuleName,
     /// What to do when the running container differs.
     pub on_drift: DriftPolicy,
+    /// In which order a recreate swaps the containers.
+    pub update_order: UpdateOrder,
     /// The engine's restart policy, which says whether an exited container
     /// is finished or stopped.
     pub restart: RestartPolicy,
@@ -210,6 +214,7 @@ pub fn desired(
     Desired {
         name: i.name.clone(),
         on_drift: i.on_drift,
+        update_order: i.update_order,
         restart: i.restart,
         digest,
         inputs: digests,

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::engine::{Engine, EngineError};
+use crate::model::intention::UpdateOrder;
 use crate::model::names::ModuleName;
 use crate::model::spec::Desired;
 use crate::reconcile::plan::Step;
@@ -283,19 +284,36 @@ async fn replace<E: Engine>(
         }
     };
     crash_point("recreate:after-create");
-    if let Err(e) = engine.stop(old).await {
-        let _ = engine.remove(&new).await;
-        return Err(("stopping the old container failed; it runs on", e.into()));
+    match d.update_order {
+        UpdateOrder::StopFirst => {
+            if let Err(e) = engine.stop(old).await {
+                let _ = engine.remove(&new).await;
+                return Err(("stopping the old container failed; it runs on", e.into()));
+            }
+            crash_point("recreate:after-stop");
+            if let Err(e) = engine.start(&new).await {
+                // The old one serves again; the new one goes (the next
+                // attempt makes it again, after the retry policy's wait).
+                let _ = engine.start(old).await;
+                let _ = engine.remove(&new).await;
+                return Err(("start failed; the old container runs again", e.into()));
+            }
+            crash_point("recreate:after-start");
+        }
+        UpdateOrder::StartFirst => {
+            // The new one starts while the old one serves: no gap.
+            if let Err(e) = engine.start(&new).await {
+                let _ = engine.remove(&new).await;
+                return Err(("start failed; the old container runs on", e.into()));
+            }
+            crash_point("recreate:after-start");
+            engine
+                .stop(old)
+                .await
+                .map_err(|e| ("stopping the old container failed", e.into()))?;
+            crash_point("recreate:after-stop");
+        }
     }
-    crash_point("recreate:after-stop");
-    if let Err(e) = engine.start(&new).await {
-        // The old one serves again; the new one goes (the next attempt
-        // makes it again, after the retry policy's wait).
-        let _ = engine.start(old).await;
-        let _ = engine.remove(&new).await;
-        return Err(("start failed; the old container runs again", e.into()));
-    }
-    crash_point("recreate:after-start");
     engine
         .remove(old)
         .await

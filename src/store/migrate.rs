@@ -8,7 +8,7 @@ use std::path::Path;
 
 use redb::{Database, ReadableTable, WriteTransaction};
 
-use crate::store::records::{self, v1, v2};
+use crate::store::records::{self, v1, v2, v3};
 use crate::store::{
     APPLIED, EVENTS, INTENTIONS, META, OBSERVED, OVERLAYS, SCHEMA_VERSION, StoreError, io,
 };
@@ -40,6 +40,7 @@ pub fn bring_up_to_date(db: &Database, path: &Path) -> Result<(), StoreError> {
             while at < SCHEMA_VERSION {
                 match at {
                     1 => v1_to_v2(&tx)?,
+                    2 => v2_to_v3(&tx)?,
                     other => {
                         return Err(StoreError::Corrupt {
                             table: "meta",
@@ -68,18 +69,40 @@ pub fn bring_up_to_date(db: &Database, path: &Path) -> Result<(), StoreError> {
 /// Schema 1 (0.1.0) → 2: intention records gain the plane revision (none,
 /// for every record written before there was a plane).
 fn v1_to_v2(tx: &WriteTransaction) -> Result<(), StoreError> {
+    rewrite_intentions(tx, 1, 2, |r: v1::IntentionRecord| {
+        v2::IntentionRecord::from(r)
+    })
+}
+
+/// Schema 2 → 3: intentions gain their update order (stop-first, what every
+/// recreate did before).
+fn v2_to_v3(tx: &WriteTransaction) -> Result<(), StoreError> {
+    rewrite_intentions(tx, 2, 3, |r: v2::IntentionRecord| {
+        v3::IntentionRecord::from(r)
+    })
+}
+
+/// Rewrites every intention record from one record version to the next.
+fn rewrite_intentions<A, B>(
+    tx: &WriteTransaction,
+    from: u8,
+    to: u8,
+    step: impl Fn(A) -> B,
+) -> Result<(), StoreError>
+where
+    A: serde::de::DeserializeOwned,
+    B: serde::Serialize,
+{
     let mut t = tx.open_table(INTENTIONS).map_err(io("migrate"))?;
     let mut rewritten = Vec::new();
     for row in t.iter().map_err(io("migrate"))? {
         let (k, v) = row.map_err(io("migrate"))?;
-        let old: v1::IntentionRecord =
-            records::decode(1, v.value()).map_err(|message| StoreError::Corrupt {
-                table: "intentions",
-                key: k.value().to_string(),
-                message,
-            })?;
-        let new = v2::IntentionRecord::from(old);
-        rewritten.push((k.value().to_string(), records::encode(2, &new)));
+        let old: A = records::decode(from, v.value()).map_err(|message| StoreError::Corrupt {
+            table: "intentions",
+            key: k.value().to_string(),
+            message,
+        })?;
+        rewritten.push((k.value().to_string(), records::encode(to, &step(old))));
     }
     for (k, bytes) in rewritten {
         t.insert(k.as_str(), bytes.as_slice())

@@ -29,8 +29,9 @@ pub mod migrate;
 pub mod records;
 
 /// The store's schema version: which record version each table holds.
-/// Version 1 is 0.1.0's; version 2 adds the plane revision to intentions.
-pub const SCHEMA_VERSION: u64 = 2;
+/// Version 1 is 0.1.0's; version 2 adds the plane revision to intentions;
+/// version 3 their update order.
+pub const SCHEMA_VERSION: u64 = 3;
 /// How many events the log keeps.
 pub const EVENT_LOG_CAPACITY: u64 = 1000;
 /// The longest event text kept, in bytes: with [`EVENT_LOG_CAPACITY`], the
@@ -847,7 +848,7 @@ mod tests {
         let e = Store::open(&p).unwrap().intentions().unwrap_err();
         assert!(e.to_string().contains("intentions/m"), "{e}");
         assert!(
-            e.to_string().contains("record version 9, expected 2"),
+            e.to_string().contains("record version 9, expected 3"),
             "{e}"
         );
     }
@@ -861,11 +862,12 @@ mod tests {
             source: records::v1::Source::Api,
             revision: 7,
             intention: records::intention_record(&IntentionRecord::new(Source::Api, 7, i.clone()))
-                .intention,
+                .intention
+                .base,
         };
         put_raw(&p, "m", &records::encode(1, &old), Some(1));
         let s = Store::open(&p).unwrap();
-        assert_eq!(s.schema_version().unwrap(), 2);
+        assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
         let r = &s.intentions().unwrap()[&i.name];
         assert_eq!(
             (r.revision, r.plane_revision, &r.source),
@@ -876,6 +878,31 @@ mod tests {
         // Opened again, it is read as it is.
         let s = Store::open(&p).unwrap();
         assert_eq!(s.intentions().unwrap()[&i.name].revision, 7);
+    }
+
+    #[test]
+    fn a_version_2_store_is_migrated_keeping_the_plane_revision() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s.redb");
+        let i = intention();
+        let v3 = records::intention_record(&IntentionRecord {
+            source: Source::Plane,
+            revision: 4,
+            plane_revision: Some(99),
+            intention: i.clone(),
+        });
+        let v2 = records::v2::IntentionRecord {
+            source: v3.source,
+            revision: v3.revision,
+            intention: v3.intention.base,
+            plane_revision: v3.plane_revision,
+        };
+        put_raw(&p, "m", &records::encode(2, &v2), Some(2));
+        let s = Store::open(&p).unwrap();
+        assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+        let r = &s.intentions().unwrap()[&i.name];
+        assert_eq!((r.revision, r.plane_revision), (4, Some(99)));
+        assert_eq!(r.intention, i, "stop-first, as every recreate was");
     }
 
     #[test]

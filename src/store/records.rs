@@ -4,8 +4,9 @@
 //! does not describe its fields, so a record type is never changed in place:
 //! a new field is a new version, with a migration in `migrate.rs`).
 //!
-//! - `intentions`: version 2 ([`v2::IntentionRecord`]: version 1 and the
-//!   revision a central plane stamps).
+//! - `intentions`: version 3 ([`v3::IntentionRecord`]: version 2 with the
+//!   intention's update order); version 2 added the revision a central
+//!   plane stamps to version 1.
 //! - `overlays`, `applied`, `observed`, `events`: version 1.
 //!
 //! Converting a record to its domain type checks it again (names, digests,
@@ -20,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::config::{ConfigFile, ConfigFormat};
 use crate::model::intention::{
     Access, DriftPolicy, Intention, LiteralFile, Mount, PortSpec, Protocol, RestartPolicy,
+    UpdateOrder,
 };
 use crate::model::names::{AbsPath, Digest, EnvName, InputName, ModuleName, SettingKey};
 use crate::model::spec::{BindMount, ContainerSpec};
@@ -29,7 +31,7 @@ use crate::store::{
 };
 
 /// Record version of the `intentions` table.
-pub const INTENTIONS: u8 = 2;
+pub const INTENTIONS: u8 = 3;
 /// Record version of the `overlays` table.
 pub const OVERLAYS: u8 = 1;
 /// Record version of the `applied` table.
@@ -258,6 +260,48 @@ pub mod v2 {
     }
 }
 
+/// The records of store schema 3: the intention gains its update order.
+pub mod v3 {
+    use super::*;
+
+    #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+    pub enum UpdateOrder {
+        StopFirst,
+        StartFirst,
+    }
+
+    /// Version 1's intention, then the new field: in postcard, the same
+    /// bytes as the fields written one after the other.
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct Intention {
+        pub base: v1::Intention,
+        pub update_order: UpdateOrder,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct IntentionRecord {
+        pub source: v1::Source,
+        pub revision: u64,
+        pub intention: Intention,
+        pub plane_revision: Option<u64>,
+    }
+
+    impl From<v2::IntentionRecord> for IntentionRecord {
+        fn from(r: v2::IntentionRecord) -> Self {
+            IntentionRecord {
+                source: r.source,
+                revision: r.revision,
+                intention: Intention {
+                    base: r.intention,
+                    // Every module before there was a choice.
+                    update_order: UpdateOrder::StopFirst,
+                },
+                plane_revision: r.plane_revision,
+            }
+        }
+    }
+}
+
 // Domain → record.
 
 fn value(v: &Value) -> v1::Value {
@@ -359,11 +403,17 @@ fn source(s: &Source) -> v1::Source {
 }
 
 /// The record of a stored intention.
-pub fn intention_record(r: &IntentionRecord) -> v2::IntentionRecord {
-    v2::IntentionRecord {
+pub fn intention_record(r: &IntentionRecord) -> v3::IntentionRecord {
+    v3::IntentionRecord {
         source: source(&r.source),
         revision: r.revision,
-        intention: intention(&r.intention),
+        intention: v3::Intention {
+            base: intention(&r.intention),
+            update_order: match r.intention.update_order {
+                UpdateOrder::StopFirst => v3::UpdateOrder::StopFirst,
+                UpdateOrder::StartFirst => v3::UpdateOrder::StartFirst,
+            },
+        },
         plane_revision: r.plane_revision,
     }
 }
@@ -485,8 +535,14 @@ fn from_port(p: v1::PortSpec) -> PortSpec {
     }
 }
 
-fn from_intention(i: v1::Intention) -> Result<Intention, String> {
+fn from_intention(i: v3::Intention) -> Result<Intention, String> {
+    let update_order = match i.update_order {
+        v3::UpdateOrder::StopFirst => UpdateOrder::StopFirst,
+        v3::UpdateOrder::StartFirst => UpdateOrder::StartFirst,
+    };
+    let i = i.base;
     Ok(Intention {
+        update_order,
         name: checked::<ModuleName>(i.name)?,
         image: i.image,
         command: i.command,
@@ -551,7 +607,7 @@ fn from_intention(i: v1::Intention) -> Result<Intention, String> {
 }
 
 /// A stored intention from its record.
-pub fn from_intention_record(r: v2::IntentionRecord) -> Result<IntentionRecord, String> {
+pub fn from_intention_record(r: v3::IntentionRecord) -> Result<IntentionRecord, String> {
     Ok(IntentionRecord {
         source: match r.source {
             v1::Source::File(p) => Source::File(p),
