@@ -10,6 +10,16 @@
 //!   agent, until the engine lists a running container carrying the new
 //!   digest (stead stops and removes the old one, then creates and starts).
 //! - file → running: the same, triggered by rewriting the intention file.
+//! - the gap: for each change, how long no container of the module runs
+//!   (from the engine's events: the old one's `die` to the new one's
+//!   `start`; an overlap counts as 0), for stead's default stop-first order,
+//!   for `update_order = "start-first"`, for `docker-compose up -d` doing the
+//!   same change (Compose 1.29, when installed), and the engine's own floor
+//!   for a stop-first swap (a new container already created: stop the old,
+//!   start the new).
+//! - drift repaired: `docker rm -f` of the module's container → a new one
+//!   running (the agent follows the engine's events; the heartbeat is ten
+//!   minutes).
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -41,6 +51,58 @@ fn intention(name: &str, value: u64) -> String {
     format!(
         "name = \"{name}\"\nimage = \"{IMAGE}\"\ncommand = [\"sh\", \"-c\", \"trap 'exit 0' TERM; sleep 1000000 & wait\"]\nrestart = \"unless-stopped\"\n[config]\npath = \"/etc/b/config.json\"\nformat = \"json\"\ndefaults = {{ n = {value} }}\n"
     )
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// The engine's container events matching `filter` since `since`:
+/// (action, container id, time in nanoseconds).
+fn events(filter: &str, since: f64) -> Vec<(String, String, u128)> {
+    let out = Command::new("docker")
+        .args(["events", "--since", &format!("{since:.3}"), "--until", &format!("{:.3}", unix_now() + 0.2)])
+        .args(["--filter", "type=container", "--filter", filter])
+        .args(["--format", "{{.Action}} {{.Actor.ID}} {{.TimeNano}}"])
+        .output()
+        .expect("docker events");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            Some((f.next()?.to_string(), f.next()?.to_string(), f.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// How long no container ran between `old` dying and `new` starting (an
+/// overlap is zero).
+fn gap(evs: &[(String, String, u128)], old: &str, new: &str) -> Duration {
+    let at = |action: &str, id: &str| {
+        evs.iter()
+            .find(|(a, i, _)| a == action && i.starts_with(id))
+            .map(|(_, _, t)| *t)
+            .unwrap_or_else(|| panic!("no {action} of {id} in {evs:?}"))
+    };
+    let (died, started) = (at("die", old), at("start", new));
+    Duration::from_nanos(started.saturating_sub(died) as u64)
+}
+
+/// The id of the running container of `module` on `node`.
+async fn running(engine: &DockerEngine, node: &str, module: &str) -> String {
+    let list = engine.list_containers().await.expect("list");
+    list.iter()
+        .find(|c| {
+            c.labels.managed_by.as_deref() == Some(node)
+                && c.labels.module.as_deref() == Some(module)
+                && c.state == stead::engine::ContainerState::Running
+                && c.names.iter().any(|n| !n.ends_with(".next"))
+        })
+        .map(|c| c.id.clone())
+        .expect("a running container")
 }
 
 struct Agent(Child);
@@ -147,16 +209,169 @@ fn main() {
             digest = wait_new_running(&engine, &node, &module, &digest).await;
             file.push(t.elapsed());
         }
+        // The gap of stead's stop-first order, for PATCHes.
+        let mut gap_stop_first = Vec::new();
+        for k in 1..=rounds() {
+            let old = running(&engine, &node, &module).await;
+            let since = unix_now();
+            client.request(Method::PATCH, &format!("/v1/intentions/{module}/settings"), Some(&json!({ "n": 5000 + k }))).await.unwrap();
+            digest = wait_new_running(&engine, &node, &module, &digest).await;
+            let new = running(&engine, &node, &module).await;
+            gap_stop_first.push(gap(&events(&format!("label=stead.module={module}"), since), &old, &new));
+        }
+
+        // start-first: a module of its own, changed by PATCH.
+        let sf = format!("sf{}", std::process::id());
+        std::fs::write(
+            dir.path().join("i/sf.toml"),
+            intention(&sf, 0).replace("restart = ", "update_order = \"start-first\"\nrestart = "),
+        )
+        .unwrap();
+        let mut sf_digest = wait_new_running(&engine, &node, &sf, "").await;
+        let (mut sf_running, mut gap_start_first) = (Vec::new(), Vec::new());
+        for k in 1..=rounds() {
+            let old = running(&engine, &node, &sf).await;
+            let since = unix_now();
+            let t = Instant::now();
+            client.request(Method::PATCH, &format!("/v1/intentions/{sf}/settings"), Some(&json!({ "n": k }))).await.unwrap();
+            sf_digest = wait_new_running(&engine, &node, &sf, &sf_digest).await;
+            sf_running.push(t.elapsed());
+            let new = running(&engine, &node, &sf).await;
+            gap_start_first.push(gap(&events(&format!("label=stead.module={sf}"), since), &old, &new));
+        }
+
+        // Drift made by hand, repaired.
+        let mut repaired = Vec::new();
+        for _ in 0..rounds() {
+            let old = running(&engine, &node, &module).await;
+            let t = Instant::now();
+            engine.remove(&old).await.unwrap();
+            loop {
+                let list = engine.list_containers().await.unwrap();
+                if list.iter().any(|c| {
+                    c.labels.module.as_deref() == Some(module.as_str())
+                        && c.state == stead::engine::ContainerState::Running
+                        && c.id != old
+                }) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            repaired.push(t.elapsed());
+        }
         drop(_agent);
+
+        // The engine's floor for a stop-first swap: the new container
+        // already created, stop the old, start the new.
+        let (mut floor_gap, mut floor_swap) = (Vec::new(), Vec::new());
+        {
+            let store_dir = tempfile::tempdir().unwrap();
+            let i = stead::model::intention::Intention::parse(&intention(&module, 0), stead::model::intention::DocFormat::Toml, "bench").unwrap();
+            let inputs = stead::reconcile::resolve::resolve_inputs(&i, &mut stead::host::digest::FileDigester::new()).unwrap();
+            let images = engine.list_images().await.unwrap();
+            let img = stead::model::spec::image_digest(&stead::engine::image::find_image(&images, IMAGE).expect("the test image").id).unwrap();
+            let mut d = stead::model::spec::desired(&i, inputs, &img, &stead::model::names::NodeId::try_from("floor").unwrap(), store_dir.path());
+            for (p, f) in &d.files {
+                stead::host::files::write_once(p, &f.content).unwrap();
+            }
+            d.spec.labels.insert("stead.module".into(), format!("floor{}", std::process::id()));
+            d.spec.name = format!("stead-floor-{}-0", std::process::id());
+            let mut old = engine.create(&d.spec).await.unwrap();
+            engine.start(&old).await.unwrap();
+            for k in 1..=rounds() {
+                d.spec.name = format!("stead-floor-{}-{k}", std::process::id());
+                let new = engine.create(&d.spec).await.unwrap();
+                let since = unix_now();
+                let t = Instant::now();
+                engine.stop(&old).await.unwrap();
+                engine.start(&new).await.unwrap();
+                floor_swap.push(t.elapsed());
+                floor_gap.push(gap(&events(&format!("label=stead.module=floor{}", std::process::id()), since), &old, &new));
+                engine.remove(&old).await.unwrap();
+                old = new;
+            }
+            engine.remove(&old).await.unwrap();
+        }
+
+        // docker-compose doing the same settings change (an environment
+        // value here: Compose has no config-file merge), when installed.
+        let compose = compose_rounds(dir.path());
+
         let list = engine.list_containers().await.unwrap();
         for c in list.iter().filter(|c| c.labels.managed_by.as_deref() == Some(node.as_str())) {
             engine.remove(&c.id).await.unwrap();
         }
 
         let (b, p, f) = (median(baseline), median(patch), median(file));
+        let floor = median(floor_gap);
         println!("rounds: {} each", rounds());
         println!("baseline  engine create+start            median {:>8.1} ms", ms(b));
-        println!("stead     PATCH -> new container running median {:>8.1} ms  ({:.1}x baseline)", ms(p), ms(p) / ms(b));
-        println!("stead     file  -> new container running median {:>8.1} ms  ({:.1}x baseline)", ms(f), ms(f) / ms(b));
+        println!("stead     PATCH -> new container running median {:>8.1} ms  ({:.2}x baseline)", ms(p), ms(p) / ms(b));
+        println!("stead     file  -> new container running median {:>8.1} ms  ({:.2}x baseline)", ms(f), ms(f) / ms(b));
+        println!("stead     start-first PATCH -> running   median {:>8.1} ms  ({:.2}x baseline)", ms(median(sf_running.clone())), ms(median(sf_running)) / ms(b));
+        println!("engine    floor: stop old + start new     median {:>8.1} ms", ms(median(floor_swap.clone())));
+        println!("gap       engine floor (stop-first swap)  median {:>8.1} ms  (1.00x)", ms(floor));
+        println!("gap       stead stop-first               median {:>8.1} ms  ({:.2}x floor)", ms(median(gap_stop_first.clone())), ms(median(gap_stop_first)) / ms(floor));
+        println!("gap       stead start-first              median {:>8.1} ms", ms(median(gap_start_first)));
+        println!("repair    docker rm -f -> new running     median {:>8.1} ms", ms(median(repaired)));
+        match compose {
+            Some((running, gaps)) => {
+                println!("compose   up -d -> new container running median {:>8.1} ms  ({:.2}x baseline)", ms(median(running.clone())), ms(median(running)) / ms(b));
+                println!("gap       compose                        median {:>8.1} ms  ({:.2}x floor)", ms(median(gaps.clone())), ms(median(gaps)) / ms(floor));
+            }
+            None => println!("compose   (docker-compose not installed: not measured)"),
+        }
     });
+}
+
+/// `docker-compose up -d` changing one environment value, `rounds()`
+/// times: (change → running, gap), or `None` without docker-compose.
+fn compose_rounds(dir: &std::path::Path) -> Option<(Vec<Duration>, Vec<Duration>)> {
+    Command::new("docker-compose").arg("version").output().ok().filter(|o| o.status.success())?;
+    let project = format!("steadbench{}", std::process::id());
+    let file = dir.join("compose.yml");
+    let write = |n: usize| {
+        std::fs::write(
+            &file,
+            format!(
+                "version: \"2.4\"\nservices:\n  m:\n    image: {IMAGE}\n    command: [\"sh\", \"-c\", \"trap 'exit 0' TERM; sleep 1000000 & wait\"]\n    restart: unless-stopped\n    environment:\n      N: \"{n}\"\n    labels:\n      bench: {project}\n"
+            ),
+        )
+        .unwrap()
+    };
+    let up = || {
+        let o = Command::new("docker-compose")
+            .args(["-p", &project, "-f"])
+            .arg(&file)
+            .args(["up", "-d"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    let id = || {
+        let o = Command::new("docker")
+            .args(["ps", "-q", "--no-trunc", "--filter", &format!("label=bench={project}")])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    write(0);
+    up();
+    let (mut running, mut gaps) = (Vec::new(), Vec::new());
+    for k in 1..=rounds() {
+        let old = id();
+        write(k);
+        let since = unix_now();
+        let t = Instant::now();
+        up();
+        running.push(t.elapsed());
+        let new = id();
+        gaps.push(gap(&events(&format!("label=bench={project}"), since), &old, &new));
+    }
+    let _ = Command::new("docker-compose")
+        .args(["-p", &project, "-f"])
+        .arg(&file)
+        .args(["down", "-t", "1"])
+        .output();
+    Some((running, gaps))
 }
