@@ -64,7 +64,13 @@ fn unix_now() -> f64 {
 /// (action, container id, time in nanoseconds).
 fn events(filter: &str, since: f64) -> Vec<(String, String, u128)> {
     let out = Command::new("docker")
-        .args(["events", "--since", &format!("{since:.3}"), "--until", &format!("{:.3}", unix_now() + 0.2)])
+        .args([
+            "events",
+            "--since",
+            &format!("{since:.3}"),
+            "--until",
+            &format!("{:.3}", unix_now() + 0.2),
+        ])
         .args(["--filter", "type=container", "--filter", filter])
         .args(["--format", "{{.Action}} {{.Actor.ID}} {{.TimeNano}}"])
         .output()
@@ -73,7 +79,11 @@ fn events(filter: &str, since: f64) -> Vec<(String, String, u128)> {
         .lines()
         .filter_map(|l| {
             let mut f = l.split_whitespace();
-            Some((f.next()?.to_string(), f.next()?.to_string(), f.next()?.parse().ok()?))
+            Some((
+                f.next()?.to_string(),
+                f.next()?.to_string(),
+                f.next()?.parse().ok()?,
+            ))
         })
         .collect()
 }
@@ -91,18 +101,20 @@ fn gap(evs: &[(String, String, u128)], old: &str, new: &str) -> Duration {
     Duration::from_nanos(started.saturating_sub(died) as u64)
 }
 
-/// The id of the running container of `module` on `node`.
+/// The id of the running container of `module` on `node`, at its name.
 async fn running(engine: &DockerEngine, node: &str, module: &str) -> String {
-    let list = engine.list_containers().await.expect("list");
-    list.iter()
-        .find(|c| {
+    loop {
+        let list = engine.list_containers().await.expect("list");
+        if let Some(c) = list.iter().find(|c| {
             c.labels.managed_by.as_deref() == Some(node)
                 && c.labels.module.as_deref() == Some(module)
                 && c.state == stead::engine::ContainerState::Running
-                && c.names.iter().any(|n| !n.ends_with(".next"))
-        })
-        .map(|c| c.id.clone())
-        .expect("a running container")
+                && c.names.iter().all(|n| !n.ends_with(".next"))
+        }) {
+            return c.id.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 struct Agent(Child);
@@ -123,6 +135,8 @@ async fn wait_new_running(engine: &DockerEngine, node: &str, module: &str, old: 
                 && c.labels.module.as_deref() == Some(module)
                 && c.state == stead::engine::ContainerState::Running
                 && c.labels.digest.as_ref().is_some_and(|d| d.as_str() != old)
+                // Done when the new one has the module's name.
+                && c.names.iter().all(|n| !n.ends_with(".next"))
         });
         if let Some(d) = found.and_then(|c| c.labels.digest.as_ref()) {
             return d.to_string();
@@ -327,7 +341,11 @@ fn main() {
 /// `docker-compose up -d` changing one environment value, `rounds()`
 /// times: (change → running, gap), or `None` without docker-compose.
 fn compose_rounds(dir: &std::path::Path) -> Option<(Vec<Duration>, Vec<Duration>)> {
-    Command::new("docker-compose").arg("version").output().ok().filter(|o| o.status.success())?;
+    Command::new("docker-compose")
+        .arg("version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
     let project = format!("steadbench{}", std::process::id());
     let file = dir.join("compose.yml");
     let write = |n: usize| {
@@ -350,7 +368,13 @@ fn compose_rounds(dir: &std::path::Path) -> Option<(Vec<Duration>, Vec<Duration>
     };
     let id = || {
         let o = Command::new("docker")
-            .args(["ps", "-q", "--no-trunc", "--filter", &format!("label=bench={project}")])
+            .args([
+                "ps",
+                "-q",
+                "--no-trunc",
+                "--filter",
+                &format!("label=bench={project}"),
+            ])
             .output()
             .unwrap();
         String::from_utf8_lossy(&o.stdout).trim().to_string()
@@ -366,7 +390,11 @@ fn compose_rounds(dir: &std::path::Path) -> Option<(Vec<Duration>, Vec<Duration>
         up();
         running.push(t.elapsed());
         let new = id();
-        gaps.push(gap(&events(&format!("label=bench={project}"), since), &old, &new));
+        gaps.push(gap(
+            &events(&format!("label=bench={project}"), since),
+            &old,
+            &new,
+        ));
     }
     let _ = Command::new("docker-compose")
         .args(["-p", &project, "-f"])

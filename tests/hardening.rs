@@ -223,11 +223,24 @@ struct Agent {
 
 impl Agent {
     fn start(n: &Node) -> Agent {
+        Agent::start_under(n, &[])
+    }
+
+    /// The agent run by a wrapper command (`prlimit …`), when one is given.
+    fn start_under(n: &Node, wrapper: &[&str]) -> Agent {
         let addr_file = n.data().join("api-addr");
         let _ = std::fs::remove_file(&addr_file);
         let log = std::fs::File::create(n.dir.path().join("agent.log")).unwrap();
-        let child = n
-            .stead()
+        let mut cmd = match wrapper.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(env!("CARGO_BIN_EXE_stead"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_stead")),
+        };
+        let child = cmd
+            .env("STEAD_LOG", "info")
             .args(["run", "--config"])
             .arg(n.config())
             .stdout(std::process::Stdio::null())
@@ -750,23 +763,9 @@ fn idle_connections_cannot_take_the_descriptors_a_pass_needs() {
     };
     n.write_intention("f.toml", &module("one"));
     // The unit's own limit.
-    let addr_file = n.data().join("api-addr");
-    let log = std::fs::File::create(n.dir.path().join("agent.log")).unwrap();
-    let mut child = Command::new("prlimit")
-        .arg("--nofile=1024:1024")
-        .arg(env!("CARGO_BIN_EXE_stead"))
-        .args(["run", "--config"])
-        .arg(n.config())
-        .stdout(std::process::Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    n.wait_for(20, "the API to listen", || addr_file.exists());
+    let agent = Agent::start_under(&n, &["prlimit", "--nofile=1024:1024"]);
     n.wait_logs(&m, "one");
-    let addr = std::fs::read_to_string(&addr_file)
-        .unwrap()
-        .trim()
-        .to_string();
+    let addr = agent.addr.clone();
     // Up to 1,100 idle connections, never sending a byte: as many as the
     // kernel takes (the agent accepts 64; the rest wait in its queue).
     let sock: std::net::SocketAddr = addr.parse().unwrap();
@@ -781,7 +780,7 @@ fn idle_connections_cannot_take_the_descriptors_a_pass_needs() {
     // Well over what the agent serves at once: the cap is what is tested.
     assert!(idle.len() >= 150, "only {} connections", idle.len());
     std::thread::sleep(std::time::Duration::from_secs(1));
-    let open = fds(child.id());
+    let open = fds(agent.child.id());
     assert!(
         open < 64 + 46,
         "the agent holds {open} descriptors with {} connections at its door",
@@ -791,8 +790,6 @@ fn idle_connections_cannot_take_the_descriptors_a_pass_needs() {
     n.write_intention("f.toml", &module("two"));
     n.wait_logs(&m, "two");
     drop(idle);
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 #[test]

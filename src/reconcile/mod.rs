@@ -299,6 +299,11 @@ impl Reconciler {
             let Some(held) = self.retries.held_back(module, &d.digest, now) else {
                 return true;
             };
+            // A container that is simply gone (removed by hand) is made
+            // again at once; only a create the engine refused waits.
+            if matches!(step, Step::Create { .. }) && held.last_error.is_none() {
+                return true;
+            }
             let mut r =
                 ModuleReport::new(module.as_str(), Action::BackingOff, Some(d.digest.clone()));
             r.container = container.cloned();
