@@ -68,6 +68,29 @@ sorted=($(printf '%s\n' "${rss[@]}" | sort -n))
 median_kib="${sorted[2]}"
 max_kib="${sorted[5]}"
 cpu_s="$(awk -v a="$t0" -v b="$t1" -v hz="$hz" 'BEGIN { printf "%.2f", (b - a) / hz }')"
+
+# Wear: 10,000 API requests and 1,000 rewrites of an intention file (its
+# bytes change, a comment line, its intention not: parsed again, no
+# recreate), then RSS and descriptors again.
+addr="$(cat "$work/data/api-addr")"
+python3 - "$addr" <<'PY'
+import http.client, sys
+host, port = sys.argv[1].rsplit(":", 1)
+paths = ["/v1/status", "/healthz", "/metrics", "/v1/events?limit=50"]
+for k in range(10000):
+    c = http.client.HTTPConnection(host, int(port), timeout=30)
+    c.request("GET", paths[k % len(paths)])
+    r = c.getresponse(); r.read(); c.close()
+    assert r.status == 200, r.status
+PY
+cp "$work/i/m1.toml" "$work/m1.orig"
+for k in $(seq 1 1000); do
+    { cat "$work/m1.orig"; echo "# rewrite $k"; } >"$work/i/.m1.tmp"
+    mv "$work/i/.m1.tmp" "$work/i/m1.toml"
+done
+sleep 15
+worn_kib="$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")"
+worn_fds="$(ls "/proc/$pid/fd" | wc -l)"
 size() { stat -c %s "$1"; }
 mib() { awk -v b="$1" 'BEGIN { printf "%.2f MiB", b / 1048576 }'; }
 
@@ -77,3 +100,5 @@ printf '| stripped binary, aarch64-unknown-linux-musl | %s | 4 MiB |\n' "$(mib "
 printf '| stripped binary, x86_64-unknown-linux-musl | %s | - |\n' "$(mib "$(size dist/stead-x86_64-unknown-linux-musl)")"
 printf '| idle RSS, %s modules (median of 6 samples, 10 s apart) | %s (max %s) | 8 MiB |\n' "$MODULES" "$(mib $((median_kib * 1024)))" "$(mib $((max_kib * 1024)))"
 printf '| CPU time per idle minute, %s modules, 10 s heartbeat | %s s | - |\n' "$MODULES" "$cpu_s"
+printf '| RSS after 10,000 API requests and 1,000 intention rewrites, %s modules | %s | 8 MiB |\n' "$MODULES" "$(mib $((worn_kib * 1024)))"
+printf '| open descriptors then | %s | 1,024 |\n' "$worn_fds"

@@ -257,27 +257,7 @@ impl Agent {
 
     /// (status, body) of a GET.
     fn get(&self, path: &str) -> (u16, String) {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(&self.addr).unwrap();
-        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-            .unwrap();
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        let status = out
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let body = out
-            .split_once("\r\n\r\n")
-            .map_or("", |(_, b)| b)
-            .to_string();
-        (status, body)
+        http_get(&self.addr, path)
     }
 }
 
@@ -317,6 +297,31 @@ impl Drop for Agent {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// (status, body) of a GET to `addr`.
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let status = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    (status, body)
 }
 
 /// A tmpfs of its own, unmounted when dropped.
@@ -926,4 +931,96 @@ fn two_agents_with_one_node_id_are_told_apart_and_said() {
     });
     let (_, events) = agent.get("/v1/events?limit=1000");
     assert!(events.contains("must not share a node id"), "{events}");
+}
+
+/// A memory cgroup (v1) of its own with a limit, removed when dropped.
+struct MemoryCgroup(std::path::PathBuf);
+
+impl MemoryCgroup {
+    fn new(name: &str, limit: &str) -> MemoryCgroup {
+        let dir = std::path::Path::new("/sys/fs/cgroup/memory").join(name);
+        std::fs::create_dir_all(&dir).expect("a memory cgroup (the tests run as root)");
+        std::fs::write(dir.join("memory.limit_in_bytes"), limit).unwrap();
+        MemoryCgroup(dir)
+    }
+
+    fn add(&self, pid: u32) {
+        std::fs::write(self.0.join("cgroup.procs"), pid.to_string()).unwrap();
+    }
+
+    fn oom_kills(&self) -> u64 {
+        std::fs::read_to_string(self.0.join("memory.oom_control"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("oom_kill "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn under_the_unit_s_memory_limit_large_input_and_many_readers_are_survived() {
+    let n = Node::new("memmax");
+    // Ten modules of 200 KiB each (under the file limit).
+    for k in 0..10 {
+        let m = n.module(&format!("m{k}"));
+        n.write_intention(
+            &format!("m{k}.toml"),
+            &format!(
+                "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n[[files]]\npath = \"/big.txt\"\ncontent = \"{}\"\n",
+                idle_after("true"),
+                "x".repeat(200 << 10)
+            ),
+        );
+    }
+    let cg = MemoryCgroup::new(&format!("stead-test-{}", std::process::id()), "64M");
+    let agent = Agent::start(&n);
+    cg.add(agent.child.id());
+    n.wait_for(60, "every module running", || {
+        (0..10).all(|k| n.container(&n.module(&format!("m{k}"))).is_some())
+    });
+    // A file over the limit, a body over the limit, eight readers at once.
+    let mut huge = format!(
+        "name = \"{}\"\nimage = \"{IMAGE_1}\"\n[settings]\n",
+        n.module("huge")
+    );
+    for k in 0..50_000 {
+        huge.push_str(&format!("k{k} = {k}\n"));
+    }
+    n.write_intention("huge.toml", &huge);
+    let (code, _) = agent.patch(
+        &n,
+        &format!("/v1/intentions/{}/settings", n.module("m0")),
+        &format!("{{\"a\": \"{}\"}}", "y".repeat(824 << 10)),
+    );
+    assert_eq!(code, 413);
+    let readers: Vec<_> = (0..8)
+        .map(|_| {
+            let addr = agent.addr.clone();
+            std::thread::spawn(move || {
+                let mut sizes = Vec::new();
+                for _ in 0..3 {
+                    let (code, body) = http_get(&addr, "/v1/intentions");
+                    assert_eq!(code, 200);
+                    sizes.push(body.len());
+                }
+                sizes
+            })
+        })
+        .collect();
+    for r in readers {
+        for size in r.join().unwrap() {
+            assert!(size > 10 * (200 << 10), "a whole answer: {size} bytes");
+        }
+    }
+    assert_eq!(agent.get("/healthz").0, 200, "the agent lives");
+    assert_eq!(cg.oom_kills(), 0, "no OOM kill under 64M");
+    let kib = rss_kib(agent.child.id());
+    assert!(kib < 64 * 1024, "{kib} KiB");
 }

@@ -59,7 +59,7 @@ pub struct ApiState {
 }
 
 /// How many whole-intention reads are served at once.
-pub const HEAVY_READS: usize = 2;
+pub const HEAVY_READS: usize = 1;
 
 type Resp = Response<Full<Bytes>>;
 
