@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Chaos (a benchmark-like script, not a test): N random setting changes over
 # a few minutes while the agent is SIGKILLed and its Docker Engine restarted
-# at random, against a second Docker Engine of the script's own (its own
-# --data-root, --exec-root, socket and pidfile, no bridge, no iptables:
-# nothing else on the machine is disturbed). At the end it checks:
+# at random, against a second Docker Engine of the script's own: its own
+# --data-root, --exec-root, socket and pidfile, in a network namespace of its
+# own (so its bridge and rules never touch the host's engine). At the end it
+# checks:
 #   - creates == changes: the engine's own events count one container
 #     created per module and per change, whatever the kills;
 #   - one container per module;
@@ -27,14 +28,17 @@ work="$(mktemp -d /tmp/stead-chaos.XXXXXX)"
 sock="$work/docker.sock"
 D=(docker -H "unix://$sock")
 node="chaos-$$"
+ns="stead-chaos-$$"
+ip netns add "$ns"
+ip -n "$ns" link set lo up
 agent_pid=""
 engine_pid=""
 events_pid=""
 
 start_engine() {
-    dockerd --data-root "$work/docker" --exec-root "$work/exec" --host "unix://$sock" \
-        --pidfile "$work/docker.pid" --bridge none --iptables=false --ip-masq=false \
-        --ip-forward=false >"$work/dockerd.log" 2>&1 &
+    nsenter --net="/run/netns/$ns" dockerd --data-root "$work/docker" --exec-root "$work/exec" \
+        --host "unix://$sock" --pidfile "$work/docker.pid" --iptables=false --ip-masq=false \
+        >"$work/dockerd.log" 2>&1 &
     engine_pid=$!
     for _ in $(seq 1 100); do "${D[@]}" info >/dev/null 2>&1 && break; sleep 0.2; done
     "${D[@]}" info >/dev/null 2>&1 || die "the second engine did not start: $(tail -5 "$work/dockerd.log")"
@@ -59,6 +63,7 @@ cleanup() {
     "${D[@]}" ps -aq 2>/dev/null | xargs -r "${D[@]}" rm -f >/dev/null 2>&1 || true
     stop_engine
     umount "$work/exec"/*/* 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true
     rm -rf "$work" 2>/dev/null || true
 }
 trap cleanup EXIT
