@@ -250,8 +250,21 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => client_command(config, |c| events(c, since, follow)),
         Command::Check { config } => {
             let config = load_config(config)?;
-            let (lines, rejected) = reconcile::check::check(&config.intentions_dir)
-                .with_context(|| format!("cannot read {}", config.intentions_dir.display()))?;
+            let (lines, rejected) = match reconcile::check::check(&config.intentions_dir) {
+                Ok(x) => x,
+                // Nothing stated yet (a fresh install): nothing to refuse.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    eprintln!(
+                        "stead: the intentions directory {} does not exist: nothing to check",
+                        config.intentions_dir.display()
+                    );
+                    return Ok(ExitCode::SUCCESS);
+                }
+                Err(e) => {
+                    return Err(anyhow::Error::new(e)
+                        .context(format!("cannot read {}", config.intentions_dir.display())));
+                }
+            };
             let mut clean = rejected.is_empty();
             for r in &rejected {
                 println!("rejected  {}", r.error);
