@@ -32,6 +32,6 @@ scripts/package.sh
 say "cargo test"
 log="$(mktemp /tmp/stead-test.XXXXXX)"
 trap 'rm -f "$log"' EXIT
-cargo test --locked -- --include-ignored 2>&1 | tee "$log"
+cargo test --locked --no-fail-fast -- --include-ignored 2>&1 | tee "$log"
 # One closing line for the whole run: the sum of every test binary's result.
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f; exit (f > 0 || p == 0) }' "$log"

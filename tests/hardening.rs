@@ -918,13 +918,14 @@ fn two_agents_with_one_node_id_are_told_apart_and_said() {
         );
     let other_cfg = n.dir.path().join("other.toml");
     std::fs::write(&other_cfg, cfg).unwrap();
-    let o = n
+    // Its pass may fail halfway: the two undo each other's work, which is
+    // the point. What it made is enough for the first to see it.
+    let _ = n
         .stead()
         .args(["run", "--once", "--config"])
         .arg(&other_cfg)
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     n.wait_for(30, "the first agent to say so", || {
         let (code, body) = agent.get("/readyz");
         code == 503 && body.contains("another agent")
