@@ -867,8 +867,10 @@ fn the_engine_s_events_are_seen_at_once_whatever_the_heartbeat() {
     let started = std::time::Instant::now();
     n.wait_for(20, "converged", || state(&m).contains("\"converged\""));
     let took = started.elapsed();
+    // Without the settle wake-up this takes the ten-minute heartbeat; the
+    // bound leaves room for a loaded machine.
     assert!(
-        took < std::time::Duration::from_millis(3000 + 1800),
+        took < std::time::Duration::from_millis(3000 + 3000),
         "converged {took:?} after it was seen starting (window 3 s)"
     );
     // Always exiting: crash-looping, from the die events.
