@@ -266,6 +266,27 @@ fn report_policy_leaves_the_container_and_names_the_inputs() {
     );
 }
 
+/// One pass that aborts at `point` (`STEAD_CRASH_AT`), as a kill -9 would.
+fn crash_at(n: &Node, point: &str) {
+    let o = n
+        .stead()
+        .args(["run", "--once", "--config"])
+        .arg(n.config())
+        .env("STEAD_CRASH_AT", point)
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success(),
+        "{point}: the agent did not die there: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&format!("STEAD_CRASH_AT={point}")),
+        "{point}"
+    );
+}
+
 #[test]
 fn a_crash_between_any_two_engine_calls_of_a_recreate_converges_once() {
     let n = Node::new("crashpt");
@@ -290,23 +311,7 @@ fn a_crash_between_any_two_engine_calls_of_a_recreate_converges_once() {
             "c.toml",
             &config_module(&m, &format!("v{k}"), "d", "recreate"),
         );
-        let o = n
-            .stead()
-            .args(["run", "--once", "--config"])
-            .arg(n.config())
-            .env("STEAD_CRASH_AT", point)
-            .output()
-            .unwrap();
-        assert!(
-            !o.status.success(),
-            "{point}: the agent did not die there: {}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        assert!(
-            String::from_utf8_lossy(&o.stderr).contains(&format!("STEAD_CRASH_AT={point}")),
-            "{point}"
-        );
+        crash_at(&n, point);
         let out = n.once_ok();
         assert!(
             out.lines().any(|l| l.starts_with(&m) && l.contains(expect)),
@@ -334,14 +339,7 @@ fn a_crash_between_any_two_engine_calls_of_a_recreate_converges_once() {
             &format!("{short}.toml"),
             &config_module(&c, "f", "d", "recreate"),
         );
-        let o = n
-            .stead()
-            .args(["run", "--once", "--config"])
-            .arg(n.config())
-            .env("STEAD_CRASH_AT", point)
-            .output()
-            .unwrap();
-        assert!(!o.status.success(), "{point}");
+        crash_at(&n, point);
         let out = n.once_ok();
         assert!(
             out.lines().any(|l| l.starts_with(&c) && l.contains(expect)),
@@ -583,14 +581,7 @@ fn start_first_starts_the_new_container_before_the_old_one_stops() {
     for (k, point) in points.iter().enumerate() {
         let v = format!("v{}", k + 2);
         n.write_intention("sf.toml", &text(&v));
-        let o = n
-            .stead()
-            .args(["run", "--once", "--config"])
-            .arg(n.config())
-            .env("STEAD_CRASH_AT", point)
-            .output()
-            .unwrap();
-        assert!(!o.status.success(), "{point}");
+        crash_at(&n, point);
         n.once_ok();
         n.wait_logs(&m, &format!("\"url\": \"{v}\""));
         assert!(n.once_ok().contains("unchanged"), "{point}");

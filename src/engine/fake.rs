@@ -31,6 +31,19 @@ impl Fake {
             .push((what.into(), tokio::time::Instant::now()));
     }
 
+    /// Changes the container `id`, if there is one.
+    fn with(&self, id: &str, f: impl Fn(&mut Observed)) {
+        for c in self
+            .containers
+            .lock()
+            .unwrap()
+            .iter_mut()
+            .filter(|c| c.id == id)
+        {
+            f(c);
+        }
+    }
+
     /// When each action of `kind` happened, in seconds from `t0`.
     pub fn times(&self, kind: &str, t0: tokio::time::Instant) -> Vec<u64> {
         self.actions
@@ -102,21 +115,16 @@ impl Engine for Fake {
         self.act("start");
         // Unless healthy, it dies at once, though its policy would have it
         // running.
-        for c in self
-            .containers
-            .lock()
-            .unwrap()
-            .iter_mut()
-            .filter(|c| c.id == id)
-        {
-            if self.healthy {
+        let healthy = self.healthy;
+        self.with(id, |c| {
+            if healthy {
                 c.state = ContainerState::Running;
                 c.status = "Up About an hour".into();
             } else {
                 c.state = ContainerState::Exited;
                 c.status = "Exited (1) Less than a second ago".into();
             }
-        }
+        });
         Ok(())
     }
     async fn watch(&self, _: &str, _: impl Fn() + Send + Sync + 'static) -> EngineError {
@@ -124,29 +132,15 @@ impl Engine for Fake {
     }
     async fn stop(&self, id: &str) -> Result<(), EngineError> {
         self.act("stop");
-        for c in self
-            .containers
-            .lock()
-            .unwrap()
-            .iter_mut()
-            .filter(|c| c.id == id)
-        {
+        self.with(id, |c| {
             c.state = ContainerState::Exited;
             c.status = "Exited (0) Less than a second ago".into();
-        }
+        });
         Ok(())
     }
     async fn rename(&self, id: &str, name: &str) -> Result<(), EngineError> {
         self.act("rename");
-        for c in self
-            .containers
-            .lock()
-            .unwrap()
-            .iter_mut()
-            .filter(|c| c.id == id)
-        {
-            c.names = vec![name.to_string()];
-        }
+        self.with(id, |c| c.names = vec![name.to_string()]);
         Ok(())
     }
     async fn remove(&self, id: &str) -> Result<(), EngineError> {
