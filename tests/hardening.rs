@@ -8,6 +8,14 @@ use std::process::Command;
 
 use common::*;
 
+/// A module that prints `say` and idles, with `extra` lines.
+fn idle_module(name: &str, image: &str, say: &str, extra: &str) -> String {
+    format!(
+        "name = \"{name}\"\nimage = \"{image}\"\ncommand = [\"sh\", \"-c\", {:?}]\n{extra}\n",
+        idle_after(&format!("echo {say}"))
+    )
+}
+
 fn mkfifo(p: &std::path::Path) {
     assert!(Command::new("mkfifo").arg(p).status().unwrap().success());
 }
@@ -662,12 +670,7 @@ fn a_pull_that_never_ends_holds_only_its_module() {
         .with_config("settle_window = \"1s\"");
     let slow = n.module("slow");
     let quick = n.module("quick");
-    let module = |name: &str, image: &str, say: &str| {
-        format!(
-            "name = \"{name}\"\nimage = \"{image}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
-            idle_after(&format!("echo {say}"))
-        )
-    };
+    let module = |name: &str, image: &str, say: &str| idle_module(name, image, say, "");
     n.write_intention(
         "slow.toml",
         &module(&slow, &format!("127.0.0.1:{port}/slow:1"), "x"),
@@ -696,9 +699,11 @@ fn a_replacement_that_cannot_start_leaves_the_old_container_serving() {
     let n = Node::new("keepold");
     let m = n.module("k");
     let module = |say: &str, ports: &str| {
-        format!(
-            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\nrestart = \"unless-stopped\"\n{ports}\n",
-            idle_after(&format!("echo {say}"))
+        idle_module(
+            &m,
+            IMAGE_1,
+            say,
+            &format!("restart = \"unless-stopped\"\n{ports}"),
         )
     };
     n.write_intention("k.toml", &module("one", ""));
@@ -760,12 +765,7 @@ fn rss_kib(pid: u32) -> u64 {
 fn idle_connections_cannot_take_the_descriptors_a_pass_needs() {
     let n = Node::new("fds").with_heartbeat("1s");
     let m = n.module("f");
-    let module = |say: &str| {
-        format!(
-            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
-            idle_after(&format!("echo {say}"))
-        )
-    };
+    let module = |say: &str| idle_module(&m, IMAGE_1, say, "");
     n.write_intention("f.toml", &module("one"));
     // The unit's own limit.
     let agent = Agent::start_under(&n, &["prlimit", "--nofile=1024:1024"]);
@@ -897,12 +897,7 @@ fn the_engine_s_events_are_seen_at_once_whatever_the_heartbeat() {
 fn two_agents_with_one_node_id_are_told_apart_and_said() {
     let n = Node::new("twoagents").with_heartbeat("1s");
     let m = n.module("t");
-    let module = |say: &str| {
-        format!(
-            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
-            idle_after(&format!("echo {say}"))
-        )
-    };
+    let module = |say: &str| idle_module(&m, IMAGE_1, say, "");
     n.write_intention("t.toml", &module("first"));
     let agent = Agent::start(&n);
     n.wait_logs(&m, "first");

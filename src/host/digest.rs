@@ -316,13 +316,7 @@ mod tests {
         assert!(e.to_string().contains("a character device"), "{e}");
         let d = tempfile::tempdir().unwrap();
         let fifo = d.path().join("p");
-        assert!(
-            std::process::Command::new("mkfifo")
-                .arg(&fifo)
-                .status()
-                .unwrap()
-                .success()
-        );
+        crate::host::files::mkfifo(&fifo);
         let e = fd.digest_path(&fifo).unwrap_err();
         assert!(e.to_string().contains("a FIFO"), "{e}");
         // Inside a directory, a FIFO is hashed by its name and mode only.

@@ -107,6 +107,18 @@ pub fn replace_atomic(path: &Path, content: &[u8], mode: u32) -> std::io::Result
     Ok(())
 }
 
+/// Makes a FIFO, for tests of inputs that are not regular files.
+#[cfg(test)]
+pub fn mkfifo(path: &Path) {
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,13 +134,7 @@ mod tests {
         let e = read_regular(Path::new("/dev/zero"), 1 << 20).unwrap_err();
         assert!(e.to_string().contains("a character device"), "{e}");
         let fifo = d.path().join("p");
-        assert!(
-            std::process::Command::new("mkfifo")
-                .arg(&fifo)
-                .status()
-                .unwrap()
-                .success()
-        );
+        mkfifo(&fifo);
         // No writer: a blocking open would wait for ever.
         let e = read_regular(&fifo, 1 << 20).unwrap_err();
         assert!(e.to_string().contains("a FIFO"), "{e}");

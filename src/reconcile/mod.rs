@@ -241,13 +241,16 @@ impl Reconciler {
         // before any is written here). A module whose file cannot be written
         // (a full disk) is held before anything touches its container.
         let mut resolved = resolved;
+        // The bytes are moved out, not copied: from here on only the paths
+        // are needed.
         let files: Vec<(ModuleName, PathBuf, Vec<u8>)> = resolved
             .desired
-            .values()
+            .values_mut()
             .flat_map(|d| {
+                let name = d.name.clone();
                 d.files
-                    .iter()
-                    .map(|(p, f)| (d.name.clone(), p.clone(), f.content.clone()))
+                    .iter_mut()
+                    .map(move |(p, f)| (name.clone(), p.clone(), std::mem::take(&mut f.content)))
             })
             .collect();
         let unwritten: BTreeMap<ModuleName, String> = blocking(move || {
