@@ -16,6 +16,7 @@ use crate::engine::{Engine, EngineError};
 use crate::host::systemd::Notifier;
 use crate::host::watch::WatchSet;
 use crate::reconcile::{PassError, PassReport, Reconciler};
+use crate::status::lives::LifeBook;
 use crate::status::{EngineStatus, NodeStatus};
 use crate::store::{EventKind, Store, StoreError};
 
@@ -125,11 +126,37 @@ impl Connect for DockerSocket {
 /// by hand, one that died or changed health is seen at once, whatever the
 /// heartbeat). A stream that ends is opened again with backoff, and the
 /// loop woken: what happened meanwhile is seen by the pass's list.
-async fn follow_events<E: Engine>(engine: E, node: String, wake: Arc<Notify>) {
+async fn follow_events<E: Engine>(
+    engine: E,
+    node: String,
+    book: Arc<Mutex<LifeBook>>,
+    wake: Arc<Notify>,
+) {
+    /// Stopped (the engine was lost) or not, what the book holds stands
+    /// only as inspects give it again.
+    struct Closes(Arc<Mutex<LifeBook>>);
+    impl Drop for Closes {
+        fn drop(&mut self) {
+            if let Ok(mut b) = self.0.lock() {
+                b.closed();
+            }
+        }
+    }
+    let _closes = Closes(book.clone());
     let mut backoff = engine_backoff(Duration::from_secs(1), Duration::from_secs(30));
     loop {
-        let w = wake.clone();
-        let ended = engine.watch(&node, move || w.notify_one()).await;
+        let since_ns = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        book.lock().expect("life book lock").opened(since_ns);
+        let (b, w) = (book.clone(), wake.clone());
+        let ended = engine
+            .watch(&node, since_ns, move |ev| {
+                b.lock().expect("life book lock").apply(ev);
+                w.notify_one();
+            })
+            .await;
+        book.lock().expect("life book lock").closed();
         tracing::debug!("engine events: {ended}; following them again");
         tokio::time::sleep(backoff.next().unwrap_or(Duration::from_secs(30))).await;
         wake.notify_one();
@@ -416,6 +443,7 @@ impl<C: Connect> Agent<C> {
                         _events = Some(AbortOnDrop(tokio::spawn(follow_events(
                             e.clone(),
                             self.config.node_id.to_string(),
+                            self.reconciler.life_book(),
                             self.wake.clone(),
                         ))));
                         engine = Some(e);

@@ -874,10 +874,18 @@ fn the_engine_s_events_are_seen_at_once_whatever_the_heartbeat() {
         took < std::time::Duration::from_millis(3000 + 3000),
         "converged {took:?} after it was seen starting (window 3 s)"
     );
-    // Always exiting: crash-looping, from the die events.
+    // Always exiting: crash-looping, counted from the events: each
+    // container is inspected at most once (when it was made in the second
+    // the event stream began), not on every pass while it restarts.
     n.wait_for(30, "crash-looping", || {
         state(&flaky).contains("\"crash-looping\"")
     });
+    let metrics = agent.get("/metrics").1;
+    let inspects: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("stead_engine_api_calls_total{op=\"inspect\"} "))
+        .map_or(0, |v| v.trim().parse().unwrap());
+    assert!(inspects <= 2, "{inspects} inspects:\n{metrics}");
     // Removed by hand: made again.
     let first = n.container_id(&m);
     docker_ok(&["rm", "-f", &first]);

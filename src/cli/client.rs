@@ -203,8 +203,8 @@ mod tests {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(1_795_968_438), "2026-11-29T16:07:18Z");
         assert_eq!(
-            crate::engine::docker::parse_engine_time(&rfc3339(951_827_696)),
-            951_827_696
+            crate::engine::docker::parse_engine_time_ns(&rfc3339(951_827_696)),
+            951_827_696 * 1_000_000_000
         );
     }
 }

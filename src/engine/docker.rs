@@ -16,7 +16,9 @@ use bollard::query_parameters::{
 };
 use futures_util::StreamExt;
 
-use crate::engine::{ContainerState, Engine, EngineError, Image, Life, Observed};
+use crate::engine::{
+    ContainerEvent, ContainerState, Engine, EngineError, EventAction, Image, Life, Observed,
+};
 use crate::model::intention::RestartPolicy;
 use crate::model::labels::Labels;
 use crate::model::spec::ContainerSpec;
@@ -47,9 +49,9 @@ impl From<bollard::errors::Error> for EngineError {
 }
 
 /// Parses an RFC 3339 time as the engine writes it
-/// (`2026-11-29T16:07:18.013585123Z`) to seconds since the epoch. The engine's
-/// zero time (`0001-01-01T00:00:00Z`) and anything unreadable give 0.
-pub fn parse_engine_time(s: &str) -> i64 {
+/// (`2026-11-29T16:07:18.013585123Z`) to nanoseconds since the epoch. The
+/// engine's zero time (`0001-01-01T00:00:00Z`) and anything unreadable give 0.
+pub fn parse_engine_time_ns(s: &str) -> i64 {
     let parse = || -> Option<i64> {
         let (date, time) = s.split_once('T')?;
         let mut d = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
@@ -58,7 +60,11 @@ pub fn parse_engine_time(s: &str) -> i64 {
             Some(i) => (&time[..i], &time[i..]),
             None => (time, "Z"),
         };
-        let clock = clock.split('.').next()?;
+        let (clock, fraction) = clock.split_once('.').unwrap_or((clock, ""));
+        if fraction.len() > 9 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let nanos: i64 = format!("{fraction:0<9}").parse().ok()?;
         let mut c = clock.splitn(3, ':').map(|p| p.parse::<i64>().ok());
         let (hh, mm, ss) = (c.next()??, c.next()??, c.next()??);
         let off = if offset == "Z" {
@@ -76,9 +82,35 @@ pub fn parse_engine_time(s: &str) -> i64 {
         let doy = (153 * mp + 2) / 5 + day - 1;
         let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
         let days = era * 146_097 + doe - 719_468;
-        Some(days * 86_400 + hh * 3600 + mm * 60 + ss - off)
+        let secs = days * 86_400 + hh * 3600 + mm * 60 + ss - off;
+        secs.checked_mul(1_000_000_000)?.checked_add(nanos)
     };
     parse().filter(|t| *t > 0).unwrap_or(0)
+}
+
+/// Reads one event of the engine's stream; `None` for one without a
+/// container id.
+fn container_event(msg: &bollard::models::EventMessage) -> Option<ContainerEvent> {
+    let actor = msg.actor.as_ref()?;
+    let id = actor.id.clone().filter(|i| !i.is_empty())?;
+    let at_ns = msg
+        .time_nano
+        .or_else(|| msg.time.and_then(|t| t.checked_mul(1_000_000_000)))
+        .unwrap_or(0);
+    let action = match msg.action.as_deref() {
+        Some("start") => EventAction::Start,
+        Some("die") => EventAction::Die(
+            actor
+                .attributes
+                .as_ref()
+                .and_then(|a| a.get("exitCode"))
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0),
+        ),
+        Some("destroy") => EventAction::Destroy,
+        _ => EventAction::Other,
+    };
+    Some(ContainerEvent { id, action, at_ns })
 }
 
 /// The Docker Engine API over a unix socket.
@@ -266,8 +298,8 @@ impl Engine for DockerEngine {
             let state = c.state.unwrap_or_default();
             Ok(Life {
                 restart_count: c.restart_count.unwrap_or(0).clamp(0, i64::from(u32::MAX)) as u32,
-                started_at: state.started_at.as_deref().map_or(0, parse_engine_time),
-                finished_at: state.finished_at.as_deref().map_or(0, parse_engine_time),
+                started_ns: state.started_at.as_deref().map_or(0, parse_engine_time_ns),
+                finished_ns: state.finished_at.as_deref().map_or(0, parse_engine_time_ns),
                 exit_code: state.exit_code.unwrap_or(0),
             })
         })
@@ -329,7 +361,12 @@ impl Engine for DockerEngine {
         .await
     }
 
-    async fn watch(&self, node: &str, on_event: impl Fn() + Send + Sync + 'static) -> EngineError {
+    async fn watch(
+        &self,
+        node: &str,
+        since_ns: i64,
+        on_event: impl Fn(ContainerEvent) + Send + Sync + 'static,
+    ) -> EngineError {
         let mut filters: HashMap<&str, Vec<&str>> = HashMap::new();
         filters.insert("type", vec!["container"]);
         let label = format!("stead.managed-by={node}");
@@ -347,13 +384,25 @@ impl Engine for DockerEngine {
                 "unpause",
             ],
         );
-        let opts = EventsOptionsBuilder::new().filters(&filters).build();
+        let since = format!(
+            "{}.{:09}",
+            since_ns.div_euclid(1_000_000_000),
+            since_ns.rem_euclid(1_000_000_000)
+        );
+        let opts = EventsOptionsBuilder::new()
+            .since(&since)
+            .filters(&filters)
+            .build();
         let mut stream = self.docker.events(Some(opts));
         while let Some(item) = stream.next().await {
-            if let Err(e) = item {
-                return e.into();
+            match item {
+                Ok(msg) => {
+                    if let Some(ev) = container_event(&msg) {
+                        on_event(ev);
+                    }
+                }
+                Err(e) => return e.into(),
             }
-            on_event();
         }
         EngineError::Unreachable("the engine's event stream ended".into())
     }
@@ -423,17 +472,48 @@ mod tests {
     use super::*;
 
     #[test]
+    fn events_parse_once() {
+        let msg: bollard::models::EventMessage = serde_json::from_str(
+            r#"{"Type":"container","Action":"die","Actor":{"ID":"abc","Attributes":{"exitCode":"3","stead.module":"m"}},"time":1795968438,"timeNano":1795968438013585123}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            container_event(&msg),
+            Some(ContainerEvent {
+                id: "abc".into(),
+                action: EventAction::Die(3),
+                at_ns: 1_795_968_438_013_585_123
+            })
+        );
+        let msg: bollard::models::EventMessage = serde_json::from_str(
+            r#"{"Type":"container","Action":"health_status: healthy","Actor":{"ID":"abc"},"time":10}"#,
+        )
+        .unwrap();
+        let ev = container_event(&msg).unwrap();
+        assert_eq!((ev.action, ev.at_ns), (EventAction::Other, 10_000_000_000));
+        let msg: bollard::models::EventMessage =
+            serde_json::from_str(r#"{"Action":"start","Actor":{"ID":""}}"#).unwrap();
+        assert_eq!(container_event(&msg), None);
+    }
+
+    #[test]
     fn engine_times_parse() {
-        assert_eq!(parse_engine_time("1970-01-01T00:00:10Z"), 10);
+        let s = 1_000_000_000;
+        assert_eq!(parse_engine_time_ns("1970-01-01T00:00:10Z"), 10 * s);
         assert_eq!(
-            parse_engine_time("2026-11-29T16:07:18.013585123Z"),
-            1_795_968_438
+            parse_engine_time_ns("2026-11-29T16:07:18.013585123Z"),
+            1_795_968_438 * s + 13_585_123
         );
         assert_eq!(
-            parse_engine_time("2026-11-29T17:07:18+01:00"),
-            1_795_968_438
+            parse_engine_time_ns("2026-11-29T16:07:18.5Z"),
+            1_795_968_438 * s + 500_000_000
         );
-        assert_eq!(parse_engine_time("0001-01-01T00:00:00Z"), 0);
-        assert_eq!(parse_engine_time("garbage"), 0);
+        assert_eq!(
+            parse_engine_time_ns("2026-11-29T17:07:18+01:00"),
+            1_795_968_438 * s
+        );
+        assert_eq!(parse_engine_time_ns("0001-01-01T00:00:00Z"), 0);
+        assert_eq!(parse_engine_time_ns("garbage"), 0);
+        assert_eq!(parse_engine_time_ns("2026-11-29T16:07:18.x1Z"), 0);
     }
 }

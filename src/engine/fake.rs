@@ -78,8 +78,8 @@ impl Engine for Fake {
     async fn inspect(&self, _: &str) -> Result<Life, EngineError> {
         Ok(Life {
             restart_count: 0,
-            started_at: 0,
-            finished_at: 0,
+            started_ns: 0,
+            finished_ns: 0,
             exit_code: 1,
         })
     }
@@ -127,7 +127,12 @@ impl Engine for Fake {
         });
         Ok(())
     }
-    async fn watch(&self, _: &str, _: impl Fn() + Send + Sync + 'static) -> EngineError {
+    async fn watch(
+        &self,
+        _: &str,
+        _: i64,
+        _: impl Fn(crate::engine::ContainerEvent) + Send + Sync + 'static,
+    ) -> EngineError {
         std::future::pending().await
     }
     async fn stop(&self, id: &str) -> Result<(), EngineError> {

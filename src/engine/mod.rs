@@ -59,16 +59,42 @@ impl EngineError {
 
 /// What an inspect says of a container's life, for settling and crash-loop
 /// detection.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Life {
     /// How many times the engine restarted it.
     pub restart_count: u32,
-    /// When it last started, seconds since the epoch (0: never).
-    pub started_at: i64,
-    /// When it last stopped, seconds since the epoch (0: never).
-    pub finished_at: i64,
+    /// When it last started, nanoseconds since the epoch (0: never).
+    pub started_ns: i64,
+    /// When it last stopped, nanoseconds since the epoch (0: never).
+    pub finished_ns: i64,
     /// Its last exit code.
     pub exit_code: i64,
+}
+
+/// One event of a container this node manages, parsed once from the
+/// engine's event stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContainerEvent {
+    /// The container.
+    pub id: String,
+    /// What happened.
+    pub action: EventAction,
+    /// When, nanoseconds since the epoch.
+    pub at_ns: i64,
+}
+
+/// What happened to a container, as far as its life is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventAction {
+    /// It started (created, restarted by its policy, or started by hand).
+    Start,
+    /// Its process ended with this exit code.
+    Die(i64),
+    /// It was removed.
+    Destroy,
+    /// Anything else (stopped, paused, out of memory, health): a reason to
+    /// look again, nothing to count.
+    Other,
 }
 
 /// What the reconciler asks of a container engine. A handle is cheap to
@@ -93,12 +119,14 @@ pub trait Engine: Clone + Send + Sync + 'static {
     fn start(&self, id: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
     /// Follows the engine's events for the containers `node` manages (a
     /// container started, stopped, died, removed, ran out of memory, or
-    /// changed health), calling `on_event` for each, until the stream ends;
-    /// returns why it ended.
+    /// changed health) from `since_ns` on (the engine replays what happened
+    /// since, so subscribing leaves no gap), calling `on_event` for each,
+    /// until the stream ends; returns why it ended.
     fn watch(
         &self,
         node: &str,
-        on_event: impl Fn() + Send + Sync + 'static,
+        since_ns: i64,
+        on_event: impl Fn(ContainerEvent) + Send + Sync + 'static,
     ) -> impl Future<Output = EngineError> + Send;
     /// Stops a container (with a grace period); one already stopped is not
     /// an error.

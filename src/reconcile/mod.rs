@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 
-use crate::engine::{ContainerState, Engine, EngineError, Life};
+use crate::engine::{Engine, EngineError};
 use crate::host::blocking::run as blocking;
 use crate::host::digest::FileDigester;
 use crate::intake::dir::{FileRejected, IntentionsDir, SyncError};
@@ -34,6 +34,7 @@ use crate::model::names::{ModuleName, NodeId};
 use crate::status::Board;
 use crate::status::counted::Counted;
 use crate::status::judge::Living;
+use crate::status::lives::LifeBook;
 use crate::status::metrics::Metrics;
 use crate::store::{EventKind, Store, StoreError};
 
@@ -72,7 +73,9 @@ pub struct Reconciler {
     tuning: Tuning,
     digester: Arc<Mutex<FileDigester>>,
     said: BTreeMap<String, String>,
-    lives: HashMap<String, (ContainerState, Life)>,
+    /// What is known of each container's life, fed by the engine's events
+    /// while the agent follows them.
+    lives: Arc<Mutex<LifeBook>>,
     baselines: HashMap<String, u32>,
     retries: retry::Retries,
     pulls: resolve::Pulls,
@@ -101,7 +104,7 @@ impl Reconciler {
             tuning,
             digester: Arc::new(Mutex::new(FileDigester::new())),
             said: BTreeMap::new(),
-            lives: HashMap::new(),
+            lives: Arc::default(),
             baselines: HashMap::new(),
             retries: retry::Retries::default(),
             pulls: resolve::Pulls::default(),
@@ -126,6 +129,12 @@ impl Reconciler {
     /// Every module's status, as of the last pass.
     pub fn board(&self) -> Arc<Mutex<Board>> {
         self.board.clone()
+    }
+
+    /// What it knows of each container's life, for the event follower to
+    /// keep up to date.
+    pub fn life_book(&self) -> Arc<Mutex<LifeBook>> {
+        self.lives.clone()
     }
 
     /// The counters.

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::engine::{ContainerState, Engine, EngineError, Life, Observed};
+use crate::engine::{ContainerState, Engine, EngineError, Observed};
 use crate::intake::dir::FileRejected;
 use crate::model::names::{ModuleName, NodeId};
 use crate::model::spec::Desired;
@@ -16,8 +16,11 @@ use crate::reconcile::Reconciler;
 use crate::reconcile::execute::applied_record;
 use crate::reconcile::report::{Action, ModuleReport};
 use crate::status::judge::{self, Living};
+use crate::status::lives::Answer;
 use crate::status::{LastAction, ModuleState, ModuleStatus};
 use crate::store::{AppliedRecord, ApplyState, Entry, ObservedRecord, now};
+
+const NANOS: i64 = 1_000_000_000;
 
 /// How a module's container is living, as judged this pass.
 #[derive(Clone, Copy, Debug)]
@@ -32,8 +35,10 @@ pub struct Lived {
 
 impl Reconciler {
     /// Judges how each managed container is living. A container running for
-    /// the settle window is judged from the list alone; others are inspected
-    /// (once per state for a stopped one), so a quiet pass makes no inspect.
+    /// the settle window is judged from the list alone; others from the
+    /// engine's events while they are followed (an inspect only for a
+    /// container older than the stream), or else inspected (once per state
+    /// for a stopped one). A quiet pass makes no inspect.
     pub(super) async fn observe_lives<E: Engine>(
         &mut self,
         engine: &E,
@@ -52,31 +57,33 @@ impl Reconciler {
             } else {
                 None
             };
-            let need = match o.state {
-                ContainerState::Running => up.is_none_or(|u| u < self.tuning.settle.window),
-                ContainerState::Created => false,
-                // Being restarted by the engine: its count moves while its
-                // state reads the same.
-                ContainerState::Restarting => true,
-                // Stopped: nothing moves until its state does.
-                state => self.lives.get(&o.id).is_none_or(|(s, _)| *s != state),
-            };
-            if need {
-                match engine.inspect(&o.id).await {
-                    Ok(life) => {
-                        self.lives.insert(o.id.clone(), (o.state, life));
-                    }
+            let young = up.is_none_or(|u| u < self.tuning.settle.window);
+            let answer = self
+                .lives
+                .lock()
+                .expect("life book lock")
+                .answer(&o.id, o.state, o.created, young);
+            let life = match answer {
+                Answer::Life(l) => Some(l),
+                Answer::Unknown => None,
+                Answer::Inspect => match engine.inspect(&o.id).await {
+                    Ok(l) => Some(
+                        self.lives
+                            .lock()
+                            .expect("life book lock")
+                            .seed(&o.id, o.state, l),
+                    ),
                     Err(e) if e.is_unreachable() => return Err(e),
                     // Gone since the list: judged from the list alone.
-                    Err(_) => {}
-                }
-            }
-            let life: Option<&Life> = self.lives.get(&o.id).map(|(_, l)| l);
+                    Err(_) => None,
+                },
+            };
+            let life = life.as_ref();
             let baseline = self.baselines.get(&o.id).copied().unwrap_or(0);
             let living = judge::judge(o.state, up, life, baseline, now, self.tuning.settle);
             let up_for = up.or_else(|| {
                 life.filter(|_| o.state == ContainerState::Running)
-                    .map(|l| Duration::from_secs((now - l.started_at).max(0) as u64))
+                    .map(|l| Duration::from_secs((now - l.started_ns / NANOS).max(0) as u64))
             });
             if living == Living::Settled {
                 if let Some(l) = life {
@@ -98,7 +105,10 @@ impl Reconciler {
                 },
             );
         }
-        self.lives.retain(|id, _| seen.contains(id));
+        self.lives
+            .lock()
+            .expect("life book lock")
+            .retain(|id| seen.contains(id));
         self.baselines.retain(|id, _| seen.contains(id));
         Ok(out)
     }

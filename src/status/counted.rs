@@ -43,9 +43,14 @@ impl<E: Engine> Engine for Counted<E> {
         self.metrics.call("start");
         self.engine.start(id).await
     }
-    async fn watch(&self, node: &str, on_event: impl Fn() + Send + Sync + 'static) -> EngineError {
+    async fn watch(
+        &self,
+        node: &str,
+        since_ns: i64,
+        on_event: impl Fn(crate::engine::ContainerEvent) + Send + Sync + 'static,
+    ) -> EngineError {
         self.metrics.call("events");
-        self.engine.watch(node, on_event).await
+        self.engine.watch(node, since_ns, on_event).await
     }
     async fn stop(&self, id: &str) -> Result<(), EngineError> {
         self.metrics.call("stop");

@@ -45,8 +45,11 @@ pub fn judge(
     let looping = restarts >= s.crash_restarts;
     match state {
         ContainerState::Running | ContainerState::Paused => {
-            let up = up_for
-                .or_else(|| life.map(|l| Duration::from_secs((now - l.started_at).max(0) as u64)));
+            let up = up_for.or_else(|| {
+                life.map(
+                    |l| Duration::from_secs((now - l.started_ns / 1_000_000_000).max(0) as u64),
+                )
+            });
             if up.is_some_and(|u| u >= s.window) {
                 Living::Settled
             } else if looping {
@@ -137,8 +140,8 @@ mod tests {
         };
         let life = |restarts: u32, started: i64, code: i64| Life {
             restart_count: restarts,
-            started_at: started,
-            finished_at: 0,
+            started_ns: started * 1_000_000_000,
+            finished_ns: 0,
             exit_code: code,
         };
         let now = 1000;

@@ -16,6 +16,7 @@ use crate::model::spec::Moved;
 
 pub mod counted;
 pub mod judge;
+pub mod lives;
 pub mod metrics;
 
 /// A module's state.

@@ -1,0 +1,323 @@
+//! What the engine's events say of each managed container's life: when it
+//! last started and stopped, how it exited, how many times it has been
+//! started again. Fed by the event stream while it is open, so a container
+//! settling or crash-looping is judged without inspecting it; while the
+//! stream is closed (or for `run --once`) the book keeps what inspects said,
+//! each valid until the container's state moves.
+
+use std::collections::HashMap;
+
+use crate::engine::{ContainerEvent, ContainerState, EventAction, Life};
+
+/// Events kept for a container the book has not yet got a starting point
+/// for; older ones are dropped (they can only make a count low by one
+/// more, and an inspect follows within a pass).
+const PENDING_CAP: usize = 64;
+
+/// What is known of one container.
+#[derive(Clone, Debug)]
+enum Tracked {
+    /// Events seen before its life was known: replayed onto the inspect
+    /// that gives it.
+    Unseeded(Vec<ContainerEvent>),
+    /// Its life; `seen` is the state it had when an inspect said so (it
+    /// stands for a closed stream only while the state stays).
+    Known { life: Life, seen: ContainerState },
+}
+
+/// The lives of the containers this node manages.
+#[derive(Debug, Default)]
+pub struct LifeBook {
+    /// When the open event stream began, nanoseconds since the epoch;
+    /// `None` while no stream is open.
+    open_since_ns: Option<i64>,
+    tracked: HashMap<String, Tracked>,
+}
+
+/// What the book can say of a container, or that it needs an inspect.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Its life, as far as it is known.
+    Life(Life),
+    /// Nothing is known and nothing needs to be: judged from the list.
+    Unknown,
+    /// Inspect it, then [`LifeBook::seed`].
+    Inspect,
+}
+
+impl LifeBook {
+    /// A stream of events from `since_ns` on is being opened: what was kept
+    /// is forgotten (events may have been missed while none was open).
+    pub fn opened(&mut self, since_ns: i64) {
+        self.open_since_ns = Some(since_ns);
+        self.tracked.clear();
+    }
+
+    /// The stream ended: lives stand only as inspects give them again.
+    pub fn closed(&mut self) {
+        self.open_since_ns = None;
+        self.tracked.clear();
+    }
+
+    /// Whether an event stream is open.
+    pub fn is_open(&self) -> bool {
+        self.open_since_ns.is_some()
+    }
+
+    /// Applies one event.
+    pub fn apply(&mut self, ev: ContainerEvent) {
+        if self.open_since_ns.is_none() {
+            return;
+        }
+        if ev.action == EventAction::Destroy {
+            self.tracked.remove(&ev.id);
+            return;
+        }
+        match self
+            .tracked
+            .entry(ev.id.clone())
+            .or_insert_with(|| Tracked::Unseeded(Vec::new()))
+        {
+            Tracked::Unseeded(pending) => {
+                if pending.len() == PENDING_CAP {
+                    pending.remove(0);
+                }
+                pending.push(ev);
+            }
+            Tracked::Known { life, .. } => advance(life, &ev),
+        }
+    }
+
+    /// What the book says of container `id`, now in `state`, created at
+    /// `created` (seconds since the epoch); `young` when it is running and
+    /// not yet up for the settle window.
+    pub fn answer(&mut self, id: &str, state: ContainerState, created: i64, young: bool) -> Answer {
+        let known = match self.tracked.get(id) {
+            Some(Tracked::Known { life, seen }) => Some((life.clone(), *seen)),
+            _ => None,
+        };
+        let Some(since) = self.open_since_ns else {
+            // No stream: an inspect stands only while nothing can move.
+            let stale = match state {
+                ContainerState::Running => young,
+                ContainerState::Created => false,
+                // Being restarted by the engine: its count moves while its
+                // state reads the same.
+                ContainerState::Restarting => true,
+                // Stopped: nothing moves until its state does.
+                _ => known.as_ref().is_none_or(|(_, seen)| *seen != state),
+            };
+            return match known {
+                _ if stale => Answer::Inspect,
+                Some((life, _)) => Answer::Life(life),
+                None => Answer::Unknown,
+            };
+        };
+        if let Some((life, _)) = known {
+            return Answer::Life(life);
+        }
+        // Created in a later second than the stream began (the list says
+        // whole seconds): every start and death of it was seen.
+        if created > since.div_euclid(1_000_000_000) {
+            return Answer::Life(self.seed(id, state, Life::default()));
+        }
+        // Up for its window: its life does not matter until it moves (its
+        // events meanwhile are kept for when it does).
+        if state == ContainerState::Running && !young {
+            return Answer::Unknown;
+        }
+        Answer::Inspect
+    }
+
+    /// Records what an inspect said of container `id` in `state`; events
+    /// that came while it was asked are laid over it.
+    pub fn seed(&mut self, id: &str, state: ContainerState, inspected: Life) -> Life {
+        let mut life = inspected;
+        if let Some(Tracked::Unseeded(events)) = self.tracked.get(id) {
+            for ev in events {
+                advance(&mut life, ev);
+            }
+        }
+        self.tracked.insert(
+            id.to_string(),
+            Tracked::Known {
+                life: life.clone(),
+                seen: state,
+            },
+        );
+        life
+    }
+
+    /// Forgets every container but those in `ids`.
+    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        self.tracked.retain(|id, _| keep(id));
+    }
+}
+
+/// Moves a life on by one event; an event it already holds (no later than
+/// the start or stop it records) changes nothing.
+fn advance(life: &mut Life, ev: &ContainerEvent) {
+    match ev.action {
+        EventAction::Start if ev.at_ns > life.started_ns => {
+            if life.started_ns > 0 {
+                life.restart_count = life.restart_count.saturating_add(1);
+            }
+            life.started_ns = ev.at_ns;
+        }
+        EventAction::Die(code) if ev.at_ns > life.finished_ns => {
+            life.finished_ns = ev.at_ns;
+            life.exit_code = code;
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000_000;
+
+    fn ev(id: &str, action: EventAction, at_s: i64) -> ContainerEvent {
+        ContainerEvent {
+            id: id.into(),
+            action,
+            at_ns: at_s * S,
+        }
+    }
+
+    fn life(restarts: u32, started: i64, finished: i64, code: i64) -> Life {
+        Life {
+            restart_count: restarts,
+            started_ns: started * S,
+            finished_ns: finished * S,
+            exit_code: code,
+        }
+    }
+
+    #[test]
+    fn a_container_born_under_an_open_stream_is_never_inspected() {
+        let mut b = LifeBook::default();
+        b.opened(100 * S);
+        b.apply(ev("c", EventAction::Start, 103));
+        b.apply(ev("c", EventAction::Die(3), 104));
+        b.apply(ev("c", EventAction::Start, 105));
+        assert_eq!(
+            b.answer("c", ContainerState::Running, 101, true),
+            Answer::Life(life(1, 105, 104, 3))
+        );
+        // Later events move the life on.
+        b.apply(ev("c", EventAction::Die(3), 106));
+        b.apply(ev("c", EventAction::Start, 107));
+        b.apply(ev("c", EventAction::Other, 108));
+        assert_eq!(
+            b.answer("c", ContainerState::Running, 102, true),
+            Answer::Life(life(2, 107, 106, 3))
+        );
+        // Never started yet.
+        assert_eq!(
+            b.answer("d", ContainerState::Created, 102, false),
+            Answer::Life(Life::default())
+        );
+    }
+
+    #[test]
+    fn an_older_container_is_inspected_once_and_replayed_events_count_once() {
+        let mut b = LifeBook::default();
+        b.opened(100 * S);
+        // Created in the stream's first second: it may have started before.
+        assert_eq!(
+            b.answer("c", ContainerState::Running, 100, true),
+            Answer::Inspect
+        );
+        // Settled: not needed.
+        assert_eq!(
+            b.answer("c", ContainerState::Running, 100, false),
+            Answer::Unknown
+        );
+        // Events from the replay, some of them already in the inspect.
+        b.apply(ev("c", EventAction::Start, 90));
+        b.apply(ev("c", EventAction::Die(1), 110));
+        b.apply(ev("c", EventAction::Start, 111));
+        let seeded = b.seed("c", ContainerState::Running, life(4, 90, 80, 1));
+        assert_eq!(seeded, life(5, 111, 110, 1));
+        assert_eq!(
+            b.answer("c", ContainerState::Exited, 50, false),
+            Answer::Life(life(5, 111, 110, 1))
+        );
+        b.apply(ev("c", EventAction::Destroy, 120));
+        assert_eq!(
+            b.answer("c", ContainerState::Running, 50, true),
+            Answer::Inspect
+        );
+    }
+
+    #[test]
+    fn without_a_stream_an_inspect_stands_while_nothing_can_move() {
+        let mut b = LifeBook::default();
+        assert!(!b.is_open());
+        let c = "c";
+        // Stopped: inspected once per state.
+        assert_eq!(
+            b.answer(c, ContainerState::Exited, 0, false),
+            Answer::Inspect
+        );
+        b.seed(c, ContainerState::Exited, life(0, 1, 2, 1));
+        // Events without a stream are not counted.
+        b.apply(ev(c, EventAction::Start, 3));
+        assert_eq!(
+            b.answer(c, ContainerState::Exited, 0, false),
+            Answer::Life(life(0, 1, 2, 1))
+        );
+        assert_eq!(b.answer(c, ContainerState::Dead, 0, false), Answer::Inspect);
+        // Running and young, or being restarted: inspected every time.
+        assert_eq!(
+            b.answer(c, ContainerState::Running, 0, true),
+            Answer::Inspect
+        );
+        assert_eq!(
+            b.answer(c, ContainerState::Restarting, 0, false),
+            Answer::Inspect
+        );
+        // Settled: what was known stands.
+        assert_eq!(
+            b.answer(c, ContainerState::Running, 0, false),
+            Answer::Life(life(0, 1, 2, 1))
+        );
+        assert_eq!(
+            b.answer("d", ContainerState::Running, 0, false),
+            Answer::Unknown
+        );
+        assert_eq!(
+            b.answer("d", ContainerState::Created, 0, false),
+            Answer::Unknown
+        );
+    }
+
+    #[test]
+    fn opening_or_closing_the_stream_forgets() {
+        let mut b = LifeBook::default();
+        b.opened(100 * S);
+        b.seed("c", ContainerState::Running, life(1, 1, 1, 0));
+        b.closed();
+        assert_eq!(
+            b.answer("c", ContainerState::Running, 0, true),
+            Answer::Inspect
+        );
+        b.seed("c", ContainerState::Running, life(1, 1, 1, 0));
+        b.opened(200 * S);
+        assert_eq!(
+            b.answer("c", ContainerState::Running, 0, true),
+            Answer::Inspect
+        );
+        for k in 0..100 {
+            b.apply(ev("c", EventAction::Start, 300 + k));
+        }
+        // The pending list is bounded; the newest are kept.
+        assert_eq!(
+            b.seed("c", ContainerState::Running, life(0, 1, 0, 0))
+                .restart_count,
+            64
+        );
+    }
+}
