@@ -180,18 +180,51 @@ fn a_vanished_intentions_directory_holds_and_an_empty_one_removes() {
 
 #[test]
 fn an_empty_store_file_is_refused_and_a_discarded_store_restarts_nothing() {
-    let n = Node::new("emptystore");
-    let ms: Vec<String> = ["a", "b"].iter().map(|s| n.module(s)).collect();
-    for m in &ms {
-        n.write_intention(
-            &format!("{m}.toml"),
-            &format!(
-                "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n[config]\npath = \"/c.json\"\nformat = \"json\"\ndefaults = {{ a = 1 }}\n",
-                idle_after("true")
-            ),
-        );
+    let n = Node::new("emptystore").with_heartbeat("1s");
+    let ms: Vec<String> = ["a", "b", "api"].iter().map(|s| n.module(s)).collect();
+    let with_config = |m: &str| {
+        format!(
+            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n[config]\npath = \"/c.json\"\nformat = \"json\"\ndefaults = {{ a = 1 }}\n",
+            idle_after("true")
+        )
+    };
+    for m in &ms[..2] {
+        n.write_intention(&format!("{m}.toml"), &with_config(m));
     }
-    n.once_ok();
+    // One module stated through the API, and settings layered over a file
+    // module: neither is in any file.
+    {
+        let agent = Agent::start(&n);
+        let api = serde_json::json!({
+            "name": ms[2], "image": IMAGE_1,
+            "command": ["sh", "-c", idle_after("true")],
+            "env": { "SAID": "through the API" },
+        });
+        let (code, body) = agent.send(
+            &n,
+            "PUT",
+            &format!("/v1/intentions/{}", ms[2]),
+            &api.to_string(),
+        );
+        assert_eq!(code, 201, "{body}");
+        let (code, body) = agent.send(
+            &n,
+            "PATCH",
+            &format!("/v1/intentions/{}/settings", ms[1]),
+            r#"{"a": 2}"#,
+        );
+        assert_eq!(code, 200, "{body}");
+        n.wait_for(60, "every module running as stated", || {
+            ms.iter().all(|m| {
+                n.container(m)
+                    .is_some_and(|(_, state, _)| state == "running")
+                    && agent
+                        .get(&format!("/v1/modules/{m}"))
+                        .1
+                        .contains("\"converged\"")
+            })
+        });
+    }
     let ids: Vec<String> = ms.iter().map(|m| n.container_id(m)).collect();
     let since = unix_now();
     let store = n.data().join("stead.redb");
@@ -207,8 +240,9 @@ fn an_empty_store_file_is_refused_and_a_discarded_store_restarts_nothing() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("is an empty file, not a store"), "{err}");
     assert_eq!(std::fs::metadata(&store).unwrap().len(), 0, "left as it is");
-    // Moved aside, as the message says: every container is adopted from its
-    // labels, none restarted.
+    // Moved aside, as the message says: the files are read again, what was
+    // stated through the API is taken back from the containers' labels, and
+    // no container is restarted.
     std::fs::remove_file(&store).unwrap();
     let out = n.once_ok();
     for (m, id) in ms.iter().zip(&ids) {
@@ -220,6 +254,28 @@ fn an_empty_store_file_is_refused_and_a_discarded_store_restarts_nothing() {
         assert_eq!(&n.container_id(m), id);
         assert_eq!(n.creates_since(m, since), 0);
     }
+    let said = event_texts(&n);
+    assert_eq!(
+        said.matches("taken back from the container's labels")
+            .count(),
+        2,
+        "{said}"
+    );
+    // And they are the API's again: stated, and layered.
+    let agent = Agent::start(&n);
+    let (_, intention) = agent.get(&format!("/v1/intentions/{}", ms[2]));
+    let intention: serde_json::Value = serde_json::from_str(&intention).unwrap();
+    assert_eq!(intention["source"]["kind"], "api", "{intention}");
+    assert_eq!(intention["intention"]["env"]["SAID"], "through the API");
+    let (_, layered) = agent.get(&format!("/v1/intentions/{}", ms[1]));
+    let layered: serde_json::Value = serde_json::from_str(&layered).unwrap();
+    assert_eq!(layered["settings_overlay"]["a"], 2, "{layered}");
+    // A rebuild happens once: deleting the API module now removes it.
+    let (code, body) = agent.send(&n, "DELETE", &format!("/v1/intentions/{}", ms[2]), "");
+    assert_eq!(code, 200, "{body}");
+    n.wait_for(30, "the deleted module's container removed", || {
+        n.container(&ms[2]).is_none()
+    });
 }
 
 /// The agent as a process, its log in a file (a pipe nobody reads would
@@ -272,6 +328,11 @@ impl Agent {
 impl Agent {
     /// (status, body) of an authorised PATCH.
     fn patch(&self, n: &Node, path: &str, body: &str) -> (u16, String) {
+        self.send(n, "PATCH", path, body)
+    }
+
+    /// (status, body) of an authorised request.
+    fn send(&self, n: &Node, method: &str, path: &str, body: &str) -> (u16, String) {
         use std::io::{Read, Write};
         let token = std::fs::read_to_string(n.data().join("api-token")).unwrap();
         let mut s = std::net::TcpStream::connect(&self.addr).unwrap();
@@ -281,7 +342,7 @@ impl Agent {
         // body it refuses; its answer is still there to read.
         let _ = write!(
             s,
-            "PATCH {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             token.trim(),
             body.len()
         );

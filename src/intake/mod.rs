@@ -9,6 +9,7 @@ use crate::store::Source;
 
 pub mod api;
 pub mod dir;
+pub mod labels;
 
 /// Why a source may not write a module.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -16,6 +16,14 @@ pub const DIGEST: &str = "stead.digest";
 /// Label: the agent (one store, one id) that created this container, so an
 /// agent can tell when another one shares its node id.
 pub const AGENT: &str = "stead.agent";
+/// Label: what was stated locally for this module beyond the intention
+/// files (an API module's whole intention, or the settings layered over a
+/// file module), as JSON, so a store that was discarded can be rebuilt
+/// from the containers without restarting them.
+pub const STATED: &str = "stead.stated";
+/// The largest [`STATED`] label written; a larger statement is not carried
+/// (the engine lists every label on every pass).
+pub const STATED_MAX: usize = 64 * 1024;
 /// Label prefix: one digest per input, `stead.input.<input name>`.
 pub const INPUT_PREFIX: &str = "stead.input.";
 
@@ -35,6 +43,9 @@ pub struct Labels {
     pub agent: Option<String>,
     /// The digest of each input it was created from.
     pub inputs: BTreeMap<InputName, Digest>,
+    /// What was stated for its module beyond the files (JSON), when it
+    /// says; read only when a new store is rebuilt.
+    pub stated: Option<String>,
 }
 
 impl Labels {
@@ -47,6 +58,7 @@ impl Labels {
                 .get(DIGEST)
                 .and_then(|d| Digest::try_from(d.as_str()).ok()),
             agent: map.get(AGENT).cloned(),
+            stated: map.get(STATED).cloned(),
             inputs: map
                 .iter()
                 .filter_map(|(k, v)| {

@@ -81,6 +81,9 @@ pub struct Reconciler {
     pulls: resolve::Pulls,
     /// This agent's id (from its store), read at the first pass.
     agent: Option<String>,
+    /// Whether a new store was rebuilt from the containers' labels (or was
+    /// found not to need it).
+    rebuilt: bool,
     /// When this agent started, seconds since the epoch.
     started_at: i64,
     /// When another agent with this node id was last seen, and what.
@@ -109,6 +112,7 @@ impl Reconciler {
             retries: retry::Retries::default(),
             pulls: resolve::Pulls::default(),
             agent: None,
+            rebuilt: false,
             started_at: crate::store::now() as i64,
             other_seen: None,
             board: Arc::new(Mutex::new(Board::new())),
@@ -169,6 +173,39 @@ impl Reconciler {
         Ok(())
     }
 
+    /// On a new store, takes back what the containers' labels say was
+    /// stated through the API, before anything is judged: a store discarded
+    /// on purpose (or lost) restarts no container that still matches.
+    /// Returns the entries as they are after it, when it took any back.
+    async fn rebuild<E: Engine>(
+        &mut self,
+        engine: &E,
+        store: &Arc<Store>,
+    ) -> Result<Option<BTreeMap<ModuleName, crate::store::Entry>>, PassError> {
+        if !store.blocking(|s| s.rebuild_pending()).await? {
+            return Ok(None);
+        }
+        let observed = engine.list_containers().await?;
+        let found: Vec<(ModuleName, String, String)> = observed
+            .iter()
+            .filter_map(|o| {
+                let module = ModuleName::try_from(observe::at_its_name(&self.node, o)?).ok()?;
+                Some((module, o.id.clone(), o.labels.stated.clone()?))
+            })
+            .collect();
+        let taken = store
+            .blocking(move |s| crate::intake::labels::rebuild(s, &found))
+            .await?;
+        tracing::info!(
+            "the store is new: {} modules taken back from their containers' labels",
+            taken.len()
+        );
+        if taken.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(store.blocking(|s| s.entries()).await?))
+    }
+
     /// Runs one pass against the engine.
     pub async fn pass<E: Engine>(
         &mut self,
@@ -183,7 +220,7 @@ impl Reconciler {
         let now = tokio::time::Instant::now();
 
         // Intake: the directory into the store, every entry read once.
-        let (entries, intake) = {
+        let (mut entries, intake) = {
             let (dir, s) = (self.intentions.clone(), store.clone());
             blocking(move || -> Result<_, StoreError> {
                 let mut entries = s.entries()?;
@@ -211,6 +248,13 @@ impl Reconciler {
             }
             Err(SyncError::Store(e)) => return Err(e.into()),
         };
+
+        if !self.rebuilt {
+            if let Some(e) = self.rebuild(engine, store).await? {
+                entries = e;
+            }
+            self.rebuilt = true;
+        }
 
         // Resolve: against the host (blocking), then the engine's images.
         let (entries, (host, watched_inputs)) = {

@@ -224,7 +224,7 @@ impl Reconciler {
 
 /// The module of a container this node manages at the module's own name
 /// (not a successor under way, not one renamed by hand).
-fn at_its_name<'a>(node: &NodeId, o: &'a Observed) -> Option<&'a str> {
+pub(super) fn at_its_name<'a>(node: &NodeId, o: &'a Observed) -> Option<&'a str> {
     let module = o.module_of(node)?;
     let name = ModuleName::try_from(module).ok()?;
     o.names.contains(&name.container_name()).then_some(module)

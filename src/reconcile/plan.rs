@@ -350,6 +350,7 @@ mod tests {
             digest: Some(d(digest)),
             agent: None,
             inputs,
+            stated: None,
         };
         Observed {
             id: id.into(),

@@ -108,6 +108,8 @@ pub struct HostResolved {
     pub intention: Intention,
     /// Its inputs, or why it is held.
     pub inputs: Result<Inputs, String>,
+    /// What was stated for it beyond the files, for its container's label.
+    pub stated: Option<String>,
 }
 
 /// Resolves every stored module against the host (blocking I/O): one
@@ -140,6 +142,7 @@ pub fn against_host(
             name: name.clone(),
             intention: i,
             inputs,
+            stated: crate::intake::labels::render(entry),
         });
     }
     (out, watched)
@@ -291,6 +294,7 @@ pub async fn against_engine<E: Engine>(
         name,
         intention: i,
         inputs,
+        stated,
     } in host
     {
         let inputs = match inputs {
@@ -352,6 +356,11 @@ pub async fn against_engine<E: Engine>(
         d.spec
             .labels
             .insert(crate::model::labels::AGENT.to_string(), agent.to_string());
+        if let Some(stated) = stated {
+            d.spec
+                .labels
+                .insert(crate::model::labels::STATED.to_string(), stated);
+        }
         out.wants.push(Want::Run(Target {
             name: name.clone(),
             digest: d.digest.clone(),

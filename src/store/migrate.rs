@@ -53,7 +53,12 @@ pub fn bring_up_to_date(db: &Database, path: &Path) -> Result<(), StoreError> {
                 tracing::info!("store {}: migrated to schema version {at}", path.display());
             }
         }
-        None => {}
+        // A new store: the modules stated through the API, if containers
+        // say so, are taken back from their labels at the first pass.
+        None => {
+            let mut meta = tx.open_table(META).map_err(io("open"))?;
+            meta.insert(crate::store::REBUILD, 1).map_err(io("open"))?;
+        }
     }
     for def in [INTENTIONS, APPLIED, OBSERVED, OVERLAYS] {
         tx.open_table(def).map_err(io("open"))?;

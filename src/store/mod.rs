@@ -52,6 +52,9 @@ pub fn clip(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
 }
 
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// Meta key, present on a store created new and until its first pass has
+/// taken back what the containers' labels say was stated.
+pub(crate) const REBUILD: &str = "rebuild";
 pub(crate) const INTENTIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("intentions");
 pub(crate) const APPLIED: TableDefinition<&str, &[u8]> = TableDefinition::new("applied");
 pub(crate) const OBSERVED: TableDefinition<&str, &[u8]> = TableDefinition::new("observed");
@@ -83,6 +86,16 @@ impl Entry {
             i
         })
     }
+}
+
+/// What a container's labels say was stated for its module, to be taken
+/// back into a new store.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Restated {
+    /// A module stated through the API, whole.
+    Api(Box<Intention>),
+    /// Settings layered over a module's intention.
+    Overlay(Overlay),
 }
 
 /// A store operation that failed.
@@ -481,6 +494,51 @@ impl Store {
         };
         tx.commit().map_err(self.io("agent id"))?;
         Ok(id)
+    }
+
+    /// Whether the store is new and not yet rebuilt from the containers.
+    pub fn rebuild_pending(&self) -> Result<bool, StoreError> {
+        let tx = self.db()?.begin_read().map_err(self.io("read"))?;
+        let meta = tx.open_table(META).map_err(self.io("read"))?;
+        Ok(meta.get(REBUILD).map_err(self.io("read"))?.is_some())
+    }
+
+    /// Takes back what the containers say was stated, in one transaction
+    /// that also ends the rebuild: an API module only where no source
+    /// states the module now, an overlay only over an intention without
+    /// one. Returns the modules taken back.
+    pub fn rebuild(&self, found: &[(ModuleName, Restated)]) -> Result<Vec<ModuleName>, StoreError> {
+        let tx = self.db()?.begin_write().map_err(self.io("rebuild"))?;
+        let mut taken = Vec::new();
+        {
+            let mut it = tx.open_table(INTENTIONS).map_err(self.io("rebuild"))?;
+            let mut ot = tx.open_table(OVERLAYS).map_err(self.io("rebuild"))?;
+            for (name, what) in found {
+                let key = name.as_str();
+                let stated = it.get(key).map_err(self.io("rebuild"))?.is_some();
+                let layered = ot.get(key).map_err(self.io("rebuild"))?.is_some();
+                match what {
+                    Restated::Api(i) if !stated => {
+                        let r = IntentionRecord::new(Source::Api, 1, (**i).clone());
+                        let bytes =
+                            records::encode(records::INTENTIONS, &records::intention_record(&r));
+                        it.insert(key, bytes.as_slice())
+                            .map_err(self.io("rebuild"))?;
+                    }
+                    Restated::Overlay(o) if stated && !layered && !o.is_empty() => {
+                        let bytes = records::encode(records::OVERLAYS, &records::overlay(o));
+                        ot.insert(key, bytes.as_slice())
+                            .map_err(self.io("rebuild"))?;
+                    }
+                    _ => continue,
+                }
+                taken.push(name.clone());
+            }
+            let mut meta = tx.open_table(META).map_err(self.io("rebuild"))?;
+            meta.remove(REBUILD).map_err(self.io("rebuild"))?;
+        }
+        tx.commit().map_err(self.io("rebuild"))?;
+        Ok(taken)
     }
 
     /// The schema version the store holds.
