@@ -144,11 +144,24 @@ for m in $(seq 1 "$MODULES"); do
     [ "$count" -eq 1 ] || { say "m$m: $count containers"; fail=1; }
     creates_total=$((creates_total + creates))
 done
-# The store: every applied record names the running container and digest.
+# The store, read as the agent left it: every module's applied record is
+# applied (no action left half-way) and names the container that runs and
+# the digest it carries, and so does its observed record.
+cargo build --release --locked --example store-dump >&2
+target/release/examples/store-dump "$work/data/stead.redb" >"$work/store.txt"
+for m in $(seq 1 "$MODULES"); do
+    running=$("${D[@]}" ps --no-trunc --filter "label=stead.module=m$m" --filter status=running \
+        --format '{{.ID}} {{.Label "stead.digest"}}' | head -1)
+    id=${running%% *} digest=${running#* }
+    want="m$m applied $digest $id $id $digest"
+    got=$(awk -v m="m$m" '$1 == m' "$work/store.txt")
+    [ "$got" = "$want" ] || { say "m$m: the store says '$got', the engine '$want'"; fail=1; }
+done
+# And a pass after it all has nothing to do.
 "$STEAD" run --once --config "$work/stead.toml" >"$work/once.txt" 2>&1 || true
 if grep -v ' unchanged ' "$work/once.txt" | grep -q .; then
     say "a pass after the chaos still had work: $(cat "$work/once.txt")"; fail=1
 fi
 echo "chaos: $CHANGES changes, $kills agent kills, $restarts engine restarts, $creates_total creates"
 [ "$fail" -eq 0 ] || die "chaos found a fault (work dir kept: $work)"
-echo "chaos: creates == changes, one container per module, a last pass with nothing to do"
+echo "chaos: creates == changes, one container per module, the store names what runs, a last pass with nothing to do"
