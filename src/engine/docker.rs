@@ -301,6 +301,7 @@ impl Engine for DockerEngine {
                 started_ns: state.started_at.as_deref().map_or(0, parse_engine_time_ns),
                 finished_ns: state.finished_at.as_deref().map_or(0, parse_engine_time_ns),
                 exit_code: state.exit_code.unwrap_or(0),
+                restarting: state.restarting.unwrap_or(false),
             })
         })
         .await

@@ -81,6 +81,7 @@ impl Engine for Fake {
             started_ns: 0,
             finished_ns: 0,
             exit_code: 1,
+            restarting: false,
         })
     }
     async fn pull(&self, _: &str) -> Result<(), EngineError> {

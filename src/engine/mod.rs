@@ -69,6 +69,9 @@ pub struct Life {
     pub finished_ns: i64,
     /// Its last exit code.
     pub exit_code: i64,
+    /// The engine is about to start it again (its restart count already
+    /// says so).
+    pub restarting: bool,
 }
 
 /// One event of a container this node manages, parsed once from the

@@ -143,6 +143,7 @@ mod tests {
             started_ns: started * 1_000_000_000,
             finished_ns: 0,
             exit_code: code,
+            restarting: false,
         };
         let now = 1000;
         type Case = (

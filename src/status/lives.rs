@@ -22,7 +22,14 @@ enum Tracked {
     Unseeded(Vec<ContainerEvent>),
     /// Its life; `seen` is the state it had when an inspect said so (it
     /// stands for a closed stream only while the state stays).
-    Known { life: Life, seen: ContainerState },
+    Known {
+        life: Life,
+        seen: ContainerState,
+        /// The next start is already in the restart count: the engine
+        /// counts a restart when it schedules it, so an inspect while it
+        /// is restarting includes the start still to come.
+        counted: bool,
+    },
 }
 
 /// The lives of the containers this node manages.
@@ -66,6 +73,7 @@ impl LifeBook {
 
     /// Applies one event.
     pub fn apply(&mut self, ev: ContainerEvent) {
+        tracing::debug!(?ev, "life event");
         if self.open_since_ns.is_none() {
             return;
         }
@@ -84,7 +92,7 @@ impl LifeBook {
                 }
                 pending.push(ev);
             }
-            Tracked::Known { life, .. } => advance(life, &ev),
+            Tracked::Known { life, counted, .. } => advance(life, counted, &ev),
         }
     }
 
@@ -93,7 +101,7 @@ impl LifeBook {
     /// not yet up for the settle window.
     pub fn answer(&mut self, id: &str, state: ContainerState, created: i64, young: bool) -> Answer {
         let known = match self.tracked.get(id) {
-            Some(Tracked::Known { life, seen }) => Some((life.clone(), *seen)),
+            Some(Tracked::Known { life, seen, .. }) => Some((life.clone(), *seen)),
             _ => None,
         };
         let Some(since) = self.open_since_ns else {
@@ -119,7 +127,8 @@ impl LifeBook {
         // Created in a later second than the stream began (the list says
         // whole seconds): every start and death of it was seen.
         if created > since.div_euclid(1_000_000_000) {
-            return Answer::Life(self.seed(id, state, Life::default()));
+            tracing::debug!(id, ?state, "life born");
+            return Answer::Life(self.known(id, state, Life::default(), false));
         }
         // Up for its window: its life does not matter until it moves (its
         // events meanwhile are kept for when it does).
@@ -132,10 +141,18 @@ impl LifeBook {
     /// Records what an inspect said of container `id` in `state`; events
     /// that came while it was asked are laid over it.
     pub fn seed(&mut self, id: &str, state: ContainerState, inspected: Life) -> Life {
-        let mut life = inspected;
+        tracing::debug!(id, ?state, ?inspected, "life seeded");
+        let counted = inspected.restarting || state == ContainerState::Restarting;
+        self.known(id, state, inspected, counted)
+    }
+
+    /// Records a container's life from `life` on, with the events kept for
+    /// it laid over.
+    fn known(&mut self, id: &str, state: ContainerState, life: Life, counted: bool) -> Life {
+        let (mut life, mut counted) = (life, counted);
         if let Some(Tracked::Unseeded(events)) = self.tracked.get(id) {
             for ev in events {
-                advance(&mut life, ev);
+                advance(&mut life, &mut counted, ev);
             }
         }
         self.tracked.insert(
@@ -143,6 +160,7 @@ impl LifeBook {
             Tracked::Known {
                 life: life.clone(),
                 seen: state,
+                counted,
             },
         );
         life
@@ -154,12 +172,18 @@ impl LifeBook {
     }
 }
 
-/// Moves a life on by one event; an event it already holds (no later than
-/// the start or stop it records) changes nothing.
-fn advance(life: &mut Life, ev: &ContainerEvent) {
+/// Moves a life on by one event; an event it already holds changes nothing.
+/// The engine stamps an event a little after the time an inspect gives for
+/// the same start or death, so times alone cannot tell them apart: a start
+/// is new only after a death that followed the last start, and later than
+/// that death.
+fn advance(life: &mut Life, counted: &mut bool, ev: &ContainerEvent) {
     match ev.action {
-        EventAction::Start if ev.at_ns > life.started_ns => {
-            if life.started_ns > 0 {
+        EventAction::Start
+            if life.finished_ns >= life.started_ns
+                && ev.at_ns > life.started_ns.max(life.finished_ns) =>
+        {
+            if life.started_ns > 0 && !std::mem::take(counted) {
                 life.restart_count = life.restart_count.saturating_add(1);
             }
             life.started_ns = ev.at_ns;
@@ -192,6 +216,7 @@ mod tests {
             started_ns: started * S,
             finished_ns: finished * S,
             exit_code: code,
+            restarting: false,
         }
     }
 
@@ -253,6 +278,74 @@ mod tests {
     }
 
     #[test]
+    fn the_events_of_an_inspected_start_or_death_count_once() {
+        let mut b = LifeBook::default();
+        b.opened(100 * S);
+        // Running: started at 90.0; its start event is stamped a moment later.
+        let running = Life {
+            restart_count: 2,
+            started_ns: 90 * S,
+            finished_ns: 80 * S,
+            exit_code: 1,
+            restarting: false,
+        };
+        b.seed("r", ContainerState::Running, running.clone());
+        b.apply(ContainerEvent {
+            id: "r".into(),
+            action: EventAction::Start,
+            at_ns: 90 * S + 3_000,
+        });
+        assert_eq!(
+            b.answer("r", ContainerState::Running, 0, true),
+            Answer::Life(running)
+        );
+        // Stopped after a start: both events replayed after the inspect.
+        let stopped = life(0, 90, 95, 1);
+        b.seed("s", ContainerState::Exited, stopped.clone());
+        b.apply(ev("s", EventAction::Start, 90));
+        b.apply(ContainerEvent {
+            id: "s".into(),
+            action: EventAction::Start,
+            at_ns: 90 * S + 3_000,
+        });
+        b.apply(ContainerEvent {
+            id: "s".into(),
+            action: EventAction::Die(1),
+            at_ns: 95 * S + 2_000,
+        });
+        assert_eq!(
+            b.answer("s", ContainerState::Exited, 0, false).clone(),
+            Answer::Life(Life {
+                finished_ns: 95 * S + 2_000,
+                ..stopped
+            })
+        );
+        // Then started again: one restart.
+        b.apply(ev("s", EventAction::Start, 97));
+        // Inspected while the engine restarts it (whatever the list said):
+        // the count already holds the start to come.
+        b.seed(
+            "t",
+            ContainerState::Running,
+            Life {
+                restarting: true,
+                ..life(1, 90, 95, 1)
+            },
+        );
+        b.apply(ev("t", EventAction::Start, 96));
+        b.apply(ev("t", EventAction::Die(1), 97));
+        b.apply(ev("t", EventAction::Start, 98));
+        let Answer::Life(t) = b.answer("t", ContainerState::Running, 0, true) else {
+            panic!()
+        };
+        assert_eq!((t.restart_count, t.started_ns), (2, 98 * S));
+        let Answer::Life(l) = b.answer("s", ContainerState::Running, 0, true) else {
+            panic!()
+        };
+        assert_eq!((l.restart_count, l.started_ns), (1, 97 * S));
+    }
+
+    #[test]
     fn without_a_stream_an_inspect_stands_while_nothing_can_move() {
         let mut b = LifeBook::default();
         assert!(!b.is_open());
@@ -310,14 +403,13 @@ mod tests {
             b.answer("c", ContainerState::Running, 0, true),
             Answer::Inspect
         );
-        for k in 0..100 {
-            b.apply(ev("c", EventAction::Start, 300 + k));
+        for k in 0..50 {
+            b.apply(ev("c", EventAction::Die(1), 300 + 2 * k));
+            b.apply(ev("c", EventAction::Start, 301 + 2 * k));
         }
-        // The pending list is bounded; the newest are kept.
-        assert_eq!(
-            b.seed("c", ContainerState::Running, life(0, 1, 0, 0))
-                .restart_count,
-            64
-        );
+        // The pending list is bounded; the newest are kept (32 deaths and
+        // restarts of the 50).
+        let l = b.seed("c", ContainerState::Running, life(0, 1, 0, 0));
+        assert_eq!((l.restart_count, l.started_ns), (32, 399 * S));
     }
 }

@@ -351,8 +351,11 @@ impl std::ops::Deref for Db<'_> {
     }
 }
 
-/// Bytes of page cache: a device has little memory, and the records are few.
-const CACHE_BYTES: usize = 2 * 1024 * 1024;
+/// Bytes of redb's own page cache. A device has little memory: pages beyond
+/// it are read again through the kernel's page cache (measured at 200
+/// modules: 0.7 MiB less resident than with 2 MiB, CPU per idle minute the
+/// same within noise).
+const CACHE_BYTES: usize = 64 * 1024;
 
 impl Store {
     /// Opens (or creates) the store file and brings an older schema up to
