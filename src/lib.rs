@@ -18,6 +18,8 @@ pub mod host;
 pub mod intake;
 pub mod model;
 pub mod reconcile;
+pub mod registry;
+pub mod reload;
 pub mod status;
 pub mod store;
 

@@ -7,5 +7,7 @@ pub mod config;
 pub mod intention;
 pub mod labels;
 pub mod names;
+pub mod reference;
 pub mod spec;
 pub mod value;
+pub mod version;

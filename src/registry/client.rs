@@ -1,0 +1,716 @@
+//! The Distribution API, as much as a reload needs: a repository's tags
+//! (following `Link` pagination, with caps on pages and bytes), a
+//! manifest's digest by `HEAD` (with the OCI and Docker media types; a GET
+//! and a hash when the registry does not say), and an image's config for
+//! this machine's platform (its labels and health check), read before any
+//! layer is pulled. Auth: the `/v2/` challenge, bearer tokens per
+//! repository (asked with Basic credentials when there are any), or Basic.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use sha2::{Digest as _, Sha256};
+
+use crate::model::reference::Reference;
+use crate::registry::auth::{Challenge, Credentials};
+use crate::registry::error::{Object, RegistryError};
+use crate::registry::http::{Answer, Http, Transport};
+
+/// Manifest media types asked for, index types first. Distribution 2.8
+/// answers a HEAD without the OCI types with 404 for an OCI image.
+pub const MANIFEST_TYPES: [&str; 4] = [
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+];
+
+/// The time one registry call may take.
+const CALL_LIMIT: Duration = Duration::from_secs(30);
+/// The largest manifest or index read.
+const MAX_MANIFEST: usize = 4 * 1024 * 1024;
+/// The largest image config read.
+const MAX_CONFIG: usize = 4 * 1024 * 1024;
+/// The largest tag-list page read, and all pages together.
+const MAX_TAGS_PAGE: usize = 4 * 1024 * 1024;
+const MAX_TAGS_TOTAL: usize = 16 * 1024 * 1024;
+/// Tag-list pages followed.
+const MAX_TAGS_PAGES: usize = 100;
+/// Tags asked for per page.
+const TAGS_PAGE: usize = 1000;
+
+/// A manifest's identity, from a `HEAD` (or a GET when the registry does
+/// not say its digest).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManifestHead {
+    /// Its digest, `sha256:…`.
+    pub digest: String,
+    /// Its media type.
+    pub media_type: String,
+}
+
+/// What an image's config says that a reload needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImageConfig {
+    /// The config's digest: the image ID the engine gives it.
+    pub id: String,
+    /// Its labels.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Whether it declares a health check.
+    pub healthcheck: bool,
+}
+
+/// A platform, as an index lists them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Platform {
+    /// `linux`.
+    pub os: String,
+    /// `amd64`, `arm64`, `arm`.
+    pub architecture: String,
+    /// `v7` for 32-bit ARM.
+    pub variant: Option<String>,
+}
+
+impl Platform {
+    /// This machine's.
+    pub fn this() -> Platform {
+        let (architecture, variant) = match std::env::consts::ARCH {
+            "x86_64" => ("amd64", None),
+            "aarch64" => ("arm64", None),
+            "arm" => ("arm", Some("v7")),
+            other => (other, None),
+        };
+        Platform {
+            os: "linux".into(),
+            architecture: architecture.into(),
+            variant: variant.map(str::to_string),
+        }
+    }
+}
+
+impl std::fmt::Display for Platform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.os, self.architecture)?;
+        if let Some(v) = &self.variant {
+            write!(f, "/{v}")?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scheme {
+    Https,
+    Http,
+}
+
+#[derive(Default)]
+struct Known {
+    /// Per registry: the scheme it answers on and its challenge.
+    registries: HashMap<String, (Scheme, Option<Challenge>)>,
+    /// Bearer tokens per registry and repository, with when they expire.
+    tokens: HashMap<(String, String), (String, Instant)>,
+}
+
+/// A client for the registries a node's modules come from.
+pub struct Registries {
+    http: Http,
+    credentials: Credentials,
+    /// Registries reached over plain HTTP when they do not speak TLS (the
+    /// configured ones, and any on loopback, as the engine does).
+    insecure: Vec<String>,
+    known: Mutex<Known>,
+}
+
+impl Registries {
+    /// A client with this HTTP stack and these credentials.
+    pub fn new(http: Http, credentials: Credentials, insecure: Vec<String>) -> Registries {
+        Registries {
+            http,
+            credentials,
+            insecure,
+            known: Mutex::new(Known::default()),
+        }
+    }
+
+    /// The credentials, for the engine's pull.
+    pub fn credentials(&self) -> &Credentials {
+        &self.credentials
+    }
+
+    /// Every tag of the repository, following the registry's pages.
+    pub async fn tags(&self, r: &Reference) -> Result<Vec<String>, RegistryError> {
+        let mut tags = Vec::new();
+        let mut total = 0;
+        let mut next = format!("/v2/{}/tags/list?n={TAGS_PAGE}", r.repository);
+        for _ in 0..MAX_TAGS_PAGES {
+            let a = self
+                .call(r, Method::GET, &next, &[], Object::Tags, MAX_TAGS_PAGE)
+                .await?;
+            total += a.body.len();
+            if total > MAX_TAGS_TOTAL {
+                return Err(malformed(r, Object::Tags, "more tags than 16 MiB of them"));
+            }
+            #[derive(serde::Deserialize)]
+            struct Page {
+                #[serde(default)]
+                tags: Option<Vec<String>>,
+            }
+            let page: Page = serde_json::from_slice(&a.body)
+                .map_err(|e| malformed(r, Object::Tags, &e.to_string()))?;
+            tags.extend(page.tags.unwrap_or_default());
+            match a
+                .headers
+                .get(http::header::LINK)
+                .and_then(|l| l.to_str().ok())
+                .and_then(next_link)
+            {
+                Some(link) => next = link,
+                None => return Ok(tags),
+            }
+        }
+        Err(malformed(
+            r,
+            Object::Tags,
+            &format!("more than {MAX_TAGS_PAGES} pages of tags"),
+        ))
+    }
+
+    /// The digest of the manifest (or index) a tag names, by `HEAD`; by a
+    /// GET and a hash when the registry does not say it.
+    pub async fn head(&self, r: &Reference) -> Result<ManifestHead, RegistryError> {
+        let at = r
+            .digest
+            .clone()
+            .or_else(|| r.tag.clone())
+            .unwrap_or_else(|| "latest".into());
+        let path = format!("/v2/{}/manifests/{at}", r.repository);
+        let accept = MANIFEST_TYPES.join(", ");
+        let a = self
+            .call(
+                r,
+                Method::HEAD,
+                &path,
+                &[("accept", &accept)],
+                Object::Manifest,
+                0,
+            )
+            .await?;
+        let media_type = header(&a.headers, "content-type");
+        if let Some(d) = a
+            .headers
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+            .filter(|d| is_digest(d))
+        {
+            return Ok(ManifestHead {
+                digest: d.to_string(),
+                media_type,
+            });
+        }
+        let a = self
+            .call(
+                r,
+                Method::GET,
+                &path,
+                &[("accept", &accept)],
+                Object::Manifest,
+                MAX_MANIFEST,
+            )
+            .await?;
+        Ok(ManifestHead {
+            digest: sha256(&a.body),
+            media_type: header(&a.headers, "content-type"),
+        })
+    }
+
+    /// The config of the image a manifest digest names, for `platform`
+    /// when it is an index: manifests and config are read (and checked
+    /// against their digests), no layer is.
+    pub async fn config(
+        &self,
+        r: &Reference,
+        digest: &str,
+        platform: &Platform,
+    ) -> Result<ImageConfig, RegistryError> {
+        let accept = MANIFEST_TYPES.join(", ");
+        let mut digest = digest.to_string();
+        // An index, then the manifest it names for this platform.
+        for _ in 0..2 {
+            let path = format!("/v2/{}/manifests/{digest}", r.repository);
+            let a = self
+                .call(
+                    r,
+                    Method::GET,
+                    &path,
+                    &[("accept", &accept)],
+                    Object::Manifest,
+                    MAX_MANIFEST,
+                )
+                .await?;
+            check_digest(r, Object::Manifest, &digest, &a.body)?;
+            let doc: Manifest = serde_json::from_slice(&a.body)
+                .map_err(|e| malformed(r, Object::Manifest, &e.to_string()))?;
+            if let Some(list) = doc.manifests {
+                let found = list.iter().find(|m| {
+                    m.platform.as_ref().is_some_and(|p| {
+                        p.os == platform.os
+                            && p.architecture == platform.architecture
+                            && (platform.variant.is_none()
+                                || p.variant.is_none()
+                                || p.variant == platform.variant)
+                    })
+                });
+                match found {
+                    Some(m) => {
+                        digest = m.digest.clone();
+                        continue;
+                    }
+                    None => {
+                        let offered: Vec<String> = list
+                            .iter()
+                            .filter_map(|m| m.platform.as_ref())
+                            .map(|p| format!("{}/{}", p.os, p.architecture))
+                            .collect();
+                        return Err(RegistryError::NoPlatform {
+                            registry: r.registry.clone(),
+                            what: r.to_string(),
+                            platform: platform.to_string(),
+                            offered: offered.join(", "),
+                        });
+                    }
+                }
+            }
+            let config = doc
+                .config
+                .ok_or_else(|| malformed(r, Object::Manifest, "no config"))?;
+            let path = format!("/v2/{}/blobs/{}", r.repository, config.digest);
+            let a = self
+                .call(r, Method::GET, &path, &[], Object::Blob, MAX_CONFIG)
+                .await?;
+            check_digest(r, Object::Blob, &config.digest, &a.body)?;
+            let c: ConfigDoc = serde_json::from_slice(&a.body)
+                .map_err(|e| malformed(r, Object::Blob, &e.to_string()))?;
+            let inner = c.config.unwrap_or_default();
+            return Ok(ImageConfig {
+                id: config.digest,
+                labels: inner.labels.unwrap_or_default(),
+                healthcheck: inner
+                    .healthcheck
+                    .is_some_and(|h| h.test.first().is_some_and(|t| t != "NONE")),
+            });
+        }
+        Err(malformed(r, Object::Manifest, "an index within an index"))
+    }
+
+    /// One call to a registry, authorised as its challenge asks.
+    async fn call(
+        &self,
+        r: &Reference,
+        method: Method,
+        path_and_query: &str,
+        extra: &[(&str, &str)],
+        object: Object,
+        max_body: usize,
+    ) -> Result<Answer, RegistryError> {
+        let (scheme, challenge) = self.probe(r).await?;
+        let what = r.to_string();
+        let mut retried = false;
+        loop {
+            let mut headers = HeaderMap::new();
+            for (k, v) in extra {
+                if let (Ok(k), Ok(v)) = (http::HeaderName::try_from(*k), HeaderValue::try_from(*v))
+                {
+                    headers.insert(k, v);
+                }
+            }
+            match &challenge {
+                Some(Challenge::Basic) => {
+                    if let Some(l) = self.credentials.for_registry(&r.registry) {
+                        headers.insert(http::header::AUTHORIZATION, value(&l.basic()));
+                    }
+                }
+                Some(Challenge::Bearer { realm, service }) => {
+                    let token = self.token(r, realm, service.as_deref()).await?;
+                    headers.insert(
+                        http::header::AUTHORIZATION,
+                        value(&format!("Bearer {token}")),
+                    );
+                }
+                None => {}
+            }
+            let uri = self.uri(r, scheme, path_and_query)?;
+            let a = self
+                .http
+                .send(method.clone(), uri, &headers, CALL_LIMIT, max_body)
+                .await
+                .map_err(|t| transport(r, &what, object, t))?;
+            match a.status {
+                s if s.is_success() => return Ok(a),
+                StatusCode::UNAUTHORIZED if !retried && challenge.is_some() => {
+                    // A token may have expired early: ask for a new one once.
+                    self.known
+                        .lock()
+                        .expect("registry lock")
+                        .tokens
+                        .remove(&(r.registry.clone(), r.repository.clone()));
+                    retried = true;
+                }
+                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                    return Err(RegistryError::Credentials {
+                        registry: r.registry.clone(),
+                        object,
+                        what,
+                        status: a.status.as_u16(),
+                    });
+                }
+                s => {
+                    return Err(RegistryError::Status {
+                        registry: r.registry.clone(),
+                        object,
+                        what,
+                        status: s.as_u16(),
+                        retry_after: retry_after(&a.headers),
+                    });
+                }
+            }
+        }
+    }
+
+    /// The scheme a registry answers on and its challenge, from `GET /v2/`
+    /// (asked once, then kept).
+    async fn probe(&self, r: &Reference) -> Result<(Scheme, Option<Challenge>), RegistryError> {
+        if let Some(k) = self
+            .known
+            .lock()
+            .expect("registry lock")
+            .registries
+            .get(&r.registry)
+        {
+            return Ok(k.clone());
+        }
+        let host = r.api_host().to_string();
+        let plain_allowed = self.insecure.iter().any(|i| i == &r.registry) || is_loopback(&host);
+        let mut scheme = Scheme::Https;
+        let a = loop {
+            let uri = self.uri(r, scheme, "/v2/")?;
+            match self
+                .http
+                .send(Method::GET, uri, &HeaderMap::new(), CALL_LIMIT, 64 * 1024)
+                .await
+            {
+                Ok(a) => break a,
+                Err(Transport::Tls(_)) if plain_allowed && scheme == Scheme::Https => {
+                    scheme = Scheme::Http;
+                }
+                Err(t) => return Err(transport(r, "/v2/", Object::Ping, t)),
+            }
+        };
+        let challenge = match a.status {
+            s if s.is_success() => None,
+            StatusCode::UNAUTHORIZED => {
+                let h = header(&a.headers, "www-authenticate");
+                Some(Challenge::parse(&h).ok_or_else(|| {
+                    malformed(r, Object::Ping, "an auth challenge it cannot read")
+                })?)
+            }
+            s => {
+                return Err(RegistryError::Status {
+                    registry: r.registry.clone(),
+                    object: Object::Ping,
+                    what: "/v2/".into(),
+                    status: s.as_u16(),
+                    retry_after: retry_after(&a.headers),
+                });
+            }
+        };
+        self.known
+            .lock()
+            .expect("registry lock")
+            .registries
+            .insert(r.registry.clone(), (scheme, challenge.clone()));
+        Ok((scheme, challenge))
+    }
+
+    /// A pull token for the repository, from the challenge's realm.
+    async fn token(
+        &self,
+        r: &Reference,
+        realm: &str,
+        service: Option<&str>,
+    ) -> Result<String, RegistryError> {
+        let key = (r.registry.clone(), r.repository.clone());
+        if let Some((t, until)) = self.known.lock().expect("registry lock").tokens.get(&key) {
+            if Instant::now() < *until {
+                return Ok(t.clone());
+            }
+        }
+        let mut url = format!(
+            "{realm}{}scope=repository:{}:pull",
+            if realm.contains('?') { '&' } else { '?' },
+            r.repository
+        );
+        if let Some(s) = service {
+            url.push_str("&service=");
+            url.push_str(&encode(s));
+        }
+        let uri: Uri = url
+            .parse()
+            .map_err(|_| malformed(r, Object::Token, "a token realm that is not a URL"))?;
+        let mut headers = HeaderMap::new();
+        if let Some(l) = self.credentials.for_registry(&r.registry) {
+            headers.insert(http::header::AUTHORIZATION, value(&l.basic()));
+        }
+        let what = r.to_string();
+        let a = self
+            .http
+            .send(Method::GET, uri, &headers, CALL_LIMIT, 1024 * 1024)
+            .await
+            .map_err(|t| transport(r, &what, Object::Token, t))?;
+        match a.status {
+            s if s.is_success() => {}
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                return Err(RegistryError::Credentials {
+                    registry: r.registry.clone(),
+                    object: Object::Token,
+                    what,
+                    status: a.status.as_u16(),
+                });
+            }
+            s => {
+                return Err(RegistryError::Status {
+                    registry: r.registry.clone(),
+                    object: Object::Token,
+                    what,
+                    status: s.as_u16(),
+                    retry_after: retry_after(&a.headers),
+                });
+            }
+        }
+        #[derive(serde::Deserialize)]
+        struct Token {
+            token: Option<String>,
+            access_token: Option<String>,
+            expires_in: Option<u64>,
+        }
+        let t: Token = serde_json::from_slice(&a.body)
+            .map_err(|e| malformed(r, Object::Token, &e.to_string()))?;
+        let token = t
+            .token
+            .or(t.access_token)
+            .ok_or_else(|| malformed(r, Object::Token, "no token in the answer"))?;
+        // Kept a little less long than it lives.
+        let life = Duration::from_secs(t.expires_in.unwrap_or(60).clamp(10, 3600) - 5);
+        self.known
+            .lock()
+            .expect("registry lock")
+            .tokens
+            .insert(key, (token.clone(), Instant::now() + life));
+        Ok(token)
+    }
+
+    fn uri(&self, r: &Reference, scheme: Scheme, path: &str) -> Result<Uri, RegistryError> {
+        let s = match scheme {
+            Scheme::Https => "https",
+            Scheme::Http => "http",
+        };
+        format!("{s}://{}{path}", r.api_host())
+            .parse()
+            .map_err(|_| RegistryError::Reference(format!("{r}: not a registry address")))
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Manifest {
+    manifests: Option<Vec<Descriptor>>,
+    config: Option<Descriptor>,
+}
+
+#[derive(serde::Deserialize)]
+struct Descriptor {
+    digest: String,
+    platform: Option<PlatformDoc>,
+}
+
+#[derive(serde::Deserialize)]
+struct PlatformDoc {
+    os: String,
+    architecture: String,
+    variant: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct ConfigDoc {
+    config: Option<ConfigInner>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct ConfigInner {
+    #[serde(rename = "Labels")]
+    labels: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(rename = "Healthcheck")]
+    healthcheck: Option<HealthDoc>,
+}
+
+#[derive(serde::Deserialize)]
+struct HealthDoc {
+    #[serde(rename = "Test", default)]
+    test: Vec<String>,
+}
+
+fn value(s: &str) -> HeaderValue {
+    HeaderValue::try_from(s).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+fn header(h: &HeaderMap, name: &str) -> String {
+    h.get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn is_digest(d: &str) -> bool {
+    d.strip_prefix("sha256:")
+        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// `sha256:<hex>` of some bytes.
+pub fn sha256(bytes: &[u8]) -> String {
+    let d = Sha256::digest(bytes);
+    let mut s = String::with_capacity(71);
+    s.push_str("sha256:");
+    for b in d {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+fn check_digest(
+    r: &Reference,
+    object: Object,
+    digest: &str,
+    body: &[u8],
+) -> Result<(), RegistryError> {
+    let got = sha256(body);
+    if got != digest {
+        return Err(RegistryError::DigestMismatch {
+            registry: r.registry.clone(),
+            object,
+            what: digest.to_string(),
+            got,
+        });
+    }
+    Ok(())
+}
+
+fn malformed(r: &Reference, object: Object, message: &str) -> RegistryError {
+    RegistryError::Malformed {
+        registry: r.registry.clone(),
+        object,
+        what: r.to_string(),
+        message: message.to_string(),
+    }
+}
+
+fn transport(r: &Reference, what: &str, object: Object, t: Transport) -> RegistryError {
+    let registry = r.registry.clone();
+    match t {
+        Transport::Timeout => RegistryError::Timeout {
+            registry,
+            what: format!("{} {what}", object.as_str()),
+            limit: CALL_LIMIT,
+        },
+        Transport::Connect(message) => RegistryError::Connect { registry, message },
+        Transport::Tls(message) => RegistryError::Tls { registry, message },
+        Transport::TooLarge(n) => RegistryError::Malformed {
+            registry,
+            object,
+            what: what.to_string(),
+            message: format!("larger than {n} bytes"),
+        },
+    }
+}
+
+/// `Retry-After` in seconds (an HTTP date is read as no delay asked).
+fn retry_after(h: &HeaderMap) -> Option<Duration> {
+    h.get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(|s| Duration::from_secs(s.min(24 * 3600)))
+}
+
+/// The next page's path from a `Link: </v2/…?last=x&n=100>; rel="next"`.
+fn next_link(link: &str) -> Option<String> {
+    link.split(',').find_map(|part| {
+        let (target, params) = part.split_once(';')?;
+        if !params.replace(' ', "").contains("rel=\"next\"") && !params.contains("rel=next") {
+            return None;
+        }
+        let t = target.trim().strip_prefix('<')?.strip_suffix('>')?;
+        // Only paths on the same registry are followed.
+        t.starts_with("/v2/").then(|| t.to_string())
+    })
+}
+
+fn is_loopback(host: &str) -> bool {
+    let h = host.rsplit_once(':').map_or(host, |(h, p)| {
+        if p.bytes().all(|b| b.is_ascii_digit()) {
+            h
+        } else {
+            host
+        }
+    });
+    h == "localhost"
+        || h.parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+        || h.trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::Ipv6Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Percent-encodes a query value.
+fn encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_and_hosts() {
+        assert_eq!(
+            next_link(r#"</v2/a/tags/list?last=x&n=2>; rel="next""#).as_deref(),
+            Some("/v2/a/tags/list?last=x&n=2")
+        );
+        assert_eq!(next_link(r#"<https://elsewhere/v2/a>; rel="next""#), None);
+        assert_eq!(next_link(r#"</v2/a/tags/list?n=2>; rel="prev""#), None);
+        assert!(is_loopback("127.0.0.1:5000"));
+        assert!(is_loopback("localhost:5000"));
+        assert!(is_loopback("[::1]:5000"));
+        assert!(!is_loopback("registry.example:5000"));
+        assert_eq!(encode("registry.docker.io"), "registry.docker.io");
+        assert_eq!(encode("a b/c"), "a%20b%2Fc");
+        let mut h = HeaderMap::new();
+        h.insert(http::header::RETRY_AFTER, HeaderValue::from_static("90"));
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(90)));
+        assert_eq!(
+            sha256(b""),
+            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+}

@@ -1,0 +1,247 @@
+//! HTTP(S) to registries on the hyper stack the agent already has: rustls
+//! (ring) for TLS, trusting the system's CA bundle plus an optional extra CA
+//! file; a time limit on every call and a cap on every body; redirects
+//! followed a few times (blobs are often served from elsewhere), without
+//! the credentials once the host changes.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+/// Where the system keeps its CA bundle (Debian, Alpine, Fedora, OpenSUSE).
+const SYSTEM_BUNDLES: [&str; 4] = [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/ssl/cert.pem",
+];
+
+/// Redirects followed before giving up.
+const MAX_REDIRECTS: usize = 5;
+
+/// A failure below HTTP: the call never got an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// No answer within the limit.
+    Timeout,
+    /// The connection failed or broke.
+    Connect(String),
+    /// TLS failed: the certificate is not trusted, or the peer does not
+    /// speak TLS.
+    Tls(String),
+    /// The body was larger than its cap.
+    TooLarge(usize),
+}
+
+/// An answer: its status, headers and (capped) body, and the URI that gave
+/// it after redirects.
+#[derive(Debug)]
+pub struct Answer {
+    /// The status.
+    pub status: StatusCode,
+    /// The headers.
+    pub headers: HeaderMap,
+    /// The body (empty for a HEAD).
+    pub body: Bytes,
+}
+
+/// The HTTP client for registries; cheap to clone.
+#[derive(Clone)]
+pub struct Http {
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>,
+}
+
+impl Http {
+    /// A client trusting the system's CA bundle and, when given, the
+    /// certificates in `extra_ca` (PEM). The error names the file at fault.
+    pub fn new(extra_ca: Option<&Path>) -> Result<Http, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        let mut read = |path: &Path, required: bool| -> Result<(), String> {
+            use rustls::pki_types::CertificateDer;
+            use rustls::pki_types::pem::PemObject;
+            let bytes = match std::fs::read(path) {
+                Ok(b) => b,
+                Err(e) if !required && e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            };
+            let mut found = 0;
+            for cert in CertificateDer::pem_slice_iter(&bytes) {
+                let cert =
+                    cert.map_err(|e| format!("{}: not PEM certificates: {e}", path.display()))?;
+                // A bundle may hold a certificate rustls cannot use; the
+                // others still count.
+                if roots.add(cert).is_ok() {
+                    found += 1;
+                }
+            }
+            if required && found == 0 {
+                return Err(format!("{}: no usable certificate", path.display()));
+            }
+            Ok(())
+        };
+        for b in SYSTEM_BUNDLES {
+            read(Path::new(b), false)?;
+        }
+        if let Some(p) = extra_ca {
+            read(p, true)?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(Duration::from_secs(10)));
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .pool_max_idle_per_host(2)
+            .build(https);
+        Ok(Http { client })
+    }
+
+    /// Sends one request (following redirects; `Authorization` only to the
+    /// host first asked), and reads at most `max_body` bytes of the answer,
+    /// all within `limit`.
+    pub async fn send(
+        &self,
+        method: Method,
+        uri: Uri,
+        headers: &HeaderMap,
+        limit: Duration,
+        max_body: usize,
+    ) -> Result<Answer, Transport> {
+        tokio::time::timeout(limit, self.follow(method, uri, headers, max_body))
+            .await
+            .unwrap_or(Err(Transport::Timeout))
+    }
+
+    async fn follow(
+        &self,
+        method: Method,
+        mut uri: Uri,
+        headers: &HeaderMap,
+        max_body: usize,
+    ) -> Result<Answer, Transport> {
+        let first_host = uri.authority().cloned();
+        for _ in 0..=MAX_REDIRECTS {
+            let mut req = Request::builder().method(method.clone()).uri(uri.clone());
+            for (k, v) in headers {
+                if k == http::header::AUTHORIZATION && uri.authority() != first_host.as_ref() {
+                    continue;
+                }
+                req = req.header(k, v);
+            }
+            let req = req
+                .body(Empty::new())
+                .map_err(|e| Transport::Connect(e.to_string()))?;
+            let resp = self.client.request(req).await.map_err(transport)?;
+            let status = resp.status();
+            if status.is_redirection() {
+                if let Some(next) = resp
+                    .headers()
+                    .get(http::header::LOCATION)
+                    .and_then(|l| l.to_str().ok())
+                    .and_then(|l| resolve(&uri, l))
+                {
+                    uri = next;
+                    continue;
+                }
+            }
+            let (parts, body) = resp.into_parts();
+            let body = if method == Method::HEAD {
+                Bytes::new()
+            } else {
+                match Limited::new(body, max_body).collect().await {
+                    Ok(b) => b.to_bytes(),
+                    Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                        return Err(Transport::TooLarge(max_body));
+                    }
+                    Err(e) => return Err(Transport::Connect(e.to_string())),
+                }
+            };
+            return Ok(Answer {
+                status,
+                headers: parts.headers,
+                body,
+            });
+        }
+        Err(Transport::Connect(format!(
+            "more than {MAX_REDIRECTS} redirects"
+        )))
+    }
+}
+
+/// A redirect's target, absolute or relative to `base`.
+fn resolve(base: &Uri, location: &str) -> Option<Uri> {
+    if let Ok(u) = location.parse::<Uri>() {
+        if u.scheme().is_some() {
+            return Some(u);
+        }
+    }
+    if !location.starts_with('/') {
+        return None;
+    }
+    Uri::builder()
+        .scheme(base.scheme()?.clone())
+        .authority(base.authority()?.clone())
+        .path_and_query(location)
+        .build()
+        .ok()
+}
+
+/// Tells a TLS failure from any other failure to connect, by the chain of
+/// causes hyper gives.
+fn transport(e: hyper_util::client::legacy::Error) -> Transport {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    let mut words = Vec::new();
+    while let Some(s) = source {
+        if let Some(tls) = s.downcast_ref::<rustls::Error>() {
+            return Transport::Tls(tls.to_string());
+        }
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            if let Some(tls) = io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+                return Transport::Tls(tls.to_string());
+            }
+            if io.kind() == std::io::ErrorKind::InvalidData {
+                return Transport::Tls(io.to_string());
+            }
+        }
+        words.push(s.to_string());
+        source = s.source();
+    }
+    words.dedup();
+    Transport::Connect(words.join(": "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirects_resolve_against_where_they_came_from() {
+        let base: Uri = "http://127.0.0.1:5000/v2/a/blobs/sha256:x".parse().unwrap();
+        assert_eq!(
+            resolve(&base, "/storage/x?sig=1").unwrap().to_string(),
+            "http://127.0.0.1:5000/storage/x?sig=1"
+        );
+        assert_eq!(
+            resolve(&base, "https://cdn.example/x").unwrap().to_string(),
+            "https://cdn.example/x"
+        );
+        assert_eq!(resolve(&base, "relative"), None);
+    }
+}
