@@ -26,6 +26,11 @@ cargo clippy --all-targets --locked -- -D warnings
 command -v qemu-aarch64-static >/dev/null 2>&1 || apt_install qemu-user-static
 command -v readelf >/dev/null 2>&1 || apt_install binutils
 command -v systemd-analyze >/dev/null 2>&1 || apt_install systemd
+# The registry tests: a real OCI registry (Distribution) on loopback, one
+# plain and one with TLS from a test CA and htpasswd (bcrypt) auth.
+command -v docker-registry >/dev/null 2>&1 || apt_install docker-registry
+command -v htpasswd >/dev/null 2>&1 || apt_install apache2-utils
+command -v openssl >/dev/null 2>&1 || apt_install openssl
 scripts/release.sh
 scripts/package.sh
 

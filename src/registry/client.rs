@@ -210,16 +210,7 @@ impl Registries {
                 media_type,
             });
         }
-        let a = self
-            .call(
-                r,
-                Method::GET,
-                &path,
-                &[("accept", &accept)],
-                Object::Manifest,
-                MAX_MANIFEST,
-            )
-            .await?;
+        let a = self.manifest(r, &at).await?;
         Ok(ManifestHead {
             digest: sha256(&a.body),
             media_type: header(&a.headers, "content-type"),
@@ -235,21 +226,10 @@ impl Registries {
         digest: &str,
         platform: &Platform,
     ) -> Result<ImageConfig, RegistryError> {
-        let accept = MANIFEST_TYPES.join(", ");
         let mut digest = digest.to_string();
         // An index, then the manifest it names for this platform.
         for _ in 0..2 {
-            let path = format!("/v2/{}/manifests/{digest}", r.repository);
-            let a = self
-                .call(
-                    r,
-                    Method::GET,
-                    &path,
-                    &[("accept", &accept)],
-                    Object::Manifest,
-                    MAX_MANIFEST,
-                )
-                .await?;
+            let a = self.manifest(r, &digest).await?;
             check_digest(r, Object::Manifest, &digest, &a.body)?;
             let doc: Manifest = serde_json::from_slice(&a.body)
                 .map_err(|e| malformed(r, Object::Manifest, &e.to_string()))?;
@@ -303,6 +283,21 @@ impl Registries {
             });
         }
         Err(malformed(r, Object::Manifest, "an index within an index"))
+    }
+
+    /// GETs a manifest (or index) by tag or digest.
+    async fn manifest(&self, r: &Reference, at: &str) -> Result<Answer, RegistryError> {
+        let path = format!("/v2/{}/manifests/{at}", r.repository);
+        let accept = MANIFEST_TYPES.join(", ");
+        self.call(
+            r,
+            Method::GET,
+            &path,
+            &[("accept", &accept)],
+            Object::Manifest,
+            MAX_MANIFEST,
+        )
+        .await
     }
 
     /// One call to a registry, authorised as its challenge asks.
@@ -402,7 +397,9 @@ impl Registries {
                 .await
             {
                 Ok(a) => break a,
-                Err(Transport::Tls(_)) if plain_allowed && scheme == Scheme::Https => {
+                // Only a peer that does not speak TLS at all; a certificate
+                // that is not trusted is never bypassed.
+                Err(Transport::NotTls(_)) if plain_allowed && scheme == Scheme::Https => {
                     scheme = Scheme::Http;
                 }
                 Err(t) => return Err(transport(r, "/v2/", Object::Ping, t)),
@@ -623,7 +620,9 @@ fn transport(r: &Reference, what: &str, object: Object, t: Transport) -> Registr
             limit: CALL_LIMIT,
         },
         Transport::Connect(message) => RegistryError::Connect { registry, message },
-        Transport::Tls(message) => RegistryError::Tls { registry, message },
+        Transport::Tls(message) | Transport::NotTls(message) => {
+            RegistryError::Tls { registry, message }
+        }
         Transport::TooLarge(n) => RegistryError::Malformed {
             registry,
             object,

@@ -33,9 +33,10 @@ pub enum Transport {
     Timeout,
     /// The connection failed or broke.
     Connect(String),
-    /// TLS failed: the certificate is not trusted, or the peer does not
-    /// speak TLS.
+    /// TLS failed: the certificate is not trusted, or the handshake broke.
     Tls(String),
+    /// The peer does not speak TLS at all (a plain-HTTP server).
+    NotTls(String),
     /// The body was larger than its cap.
     TooLarge(usize),
 }
@@ -204,22 +205,33 @@ fn resolve(base: &Uri, location: &str) -> Option<Uri> {
 }
 
 /// Tells a TLS failure from any other failure to connect, by the chain of
-/// causes hyper gives.
+/// causes hyper gives (an I/O error's own `source` skips the error it
+/// wraps, so wrapped I/O errors are opened one by one).
 fn transport(e: hyper_util::client::legacy::Error) -> Transport {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    fn tls_in(mut e: &(dyn std::error::Error + 'static)) -> Option<Transport> {
+        for _ in 0..16 {
+            if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+                return Some(match tls {
+                    rustls::Error::InvalidMessage(_) => Transport::NotTls(tls.to_string()),
+                    _ => Transport::Tls(tls.to_string()),
+                });
+            }
+            e = match e.downcast_ref::<std::io::Error>() {
+                Some(io) => match io.get_ref() {
+                    Some(inner) => inner,
+                    None => return None,
+                },
+                None => e.source()?,
+            };
+        }
+        None
+    }
+    if let Some(t) = tls_in(&e) {
+        return t;
+    }
     let mut words = Vec::new();
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
     while let Some(s) = source {
-        if let Some(tls) = s.downcast_ref::<rustls::Error>() {
-            return Transport::Tls(tls.to_string());
-        }
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            if let Some(tls) = io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
-                return Transport::Tls(tls.to_string());
-            }
-            if io.kind() == std::io::ErrorKind::InvalidData {
-                return Transport::Tls(io.to_string());
-            }
-        }
         words.push(s.to_string());
         source = s.source();
     }

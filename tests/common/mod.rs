@@ -4,6 +4,8 @@
 //! socket that can be started late and stopped mid-run.
 #![allow(dead_code)]
 
+pub mod registry;
+
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};

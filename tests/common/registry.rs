@@ -1,0 +1,253 @@
+//! Real OCI registries for tests: Debian's `docker-registry` (Distribution)
+//! on loopback, plain HTTP, or with TLS from a test CA made here and
+//! htpasswd (bcrypt) auth; two of them may share one storage directory, so
+//! images pushed to the plain one (the engine pushes to loopback without
+//! TLS) are served by the TLS one too. Versioned images are made from the
+//! test image with `docker commit --change LABEL …`.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{IMAGE_1, docker_ok};
+
+/// A registry process; killed on drop.
+pub struct Registry {
+    child: Child,
+    /// `127.0.0.1:<port>`.
+    pub addr: String,
+    /// Its storage directory.
+    pub storage: PathBuf,
+    /// Its log.
+    pub log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// TLS material for a registry: a CA, and a server certificate for
+/// 127.0.0.1 signed by it.
+pub struct Tls {
+    /// The CA certificate (PEM), for clients to trust.
+    pub ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Tls {
+    /// Makes a CA and a server certificate with openssl.
+    pub fn new() -> Tls {
+        let dir = tempfile::tempdir().unwrap();
+        let p = |n: &str| dir.path().join(n);
+        let run = |args: &[&str]| {
+            let o = Command::new("openssl").args(args).output().unwrap();
+            assert!(
+                o.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        };
+        let s = |p: &PathBuf| p.display().to_string();
+        run(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=stead test CA",
+            "-keyout",
+            &s(&p("ca.key")),
+            "-out",
+            &s(&p("ca.pem")),
+        ]);
+        run(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            &s(&p("server.key")),
+            "-out",
+            &s(&p("server.csr")),
+        ]);
+        std::fs::write(
+            p("ext"),
+            "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+        )
+        .unwrap();
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            &s(&p("server.csr")),
+            "-CA",
+            &s(&p("ca.pem")),
+            "-CAkey",
+            &s(&p("ca.key")),
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            &s(&p("ext")),
+            "-out",
+            &s(&p("server.pem")),
+        ]);
+        Tls {
+            ca: p("ca.pem"),
+            cert: p("server.pem"),
+            key: p("server.key"),
+            _dir: dir,
+        }
+    }
+}
+
+/// A free loopback port (bound and released: the registry takes it next).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Registry {
+    /// A plain-HTTP registry with its own storage.
+    pub fn plain() -> Registry {
+        Registry::start(None, None, None)
+    }
+
+    /// A registry over TLS with htpasswd auth for `user:password`, serving
+    /// `storage` (another registry's).
+    pub fn tls_with_auth(tls: &Tls, storage: &Path, user: &str, password: &str) -> Registry {
+        Registry::start(Some(tls), Some(storage), Some((user, password)))
+    }
+
+    fn start(tls: Option<&Tls>, storage: Option<&Path>, auth: Option<(&str, &str)>) -> Registry {
+        let o = Command::new("docker-registry").arg("--version").output();
+        assert!(
+            o.is_ok_and(|o| o.status.success()),
+            "docker-registry is needed (scripts/test.sh installs it)"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let storage = storage.map_or_else(|| dir.path().join("storage"), Path::to_path_buf);
+        std::fs::create_dir_all(&storage).unwrap();
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        let mut config = format!(
+            "version: 0.1\nlog:\n  level: info\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {addr}\n",
+            storage.display()
+        );
+        if let Some(t) = tls {
+            config.push_str(&format!(
+                "  tls:\n    certificate: {}\n    key: {}\n",
+                t.cert.display(),
+                t.key.display()
+            ));
+        }
+        if let Some((user, password)) = auth {
+            let o = Command::new("htpasswd")
+                .args(["-Bbn", user, password])
+                .output()
+                .expect("htpasswd runs (apache2-utils)");
+            assert!(o.status.success());
+            let file = dir.path().join("htpasswd");
+            std::fs::write(&file, &o.stdout).unwrap();
+            config.push_str(&format!(
+                "auth:\n  htpasswd:\n    realm: stead-test\n    path: {}\n",
+                file.display()
+            ));
+        }
+        let cfg = dir.path().join("config.yml");
+        std::fs::write(&cfg, config).unwrap();
+        let log = dir.path().join("registry.log");
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let end = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(
+                Instant::now() < end,
+                "the registry on {addr} never listened: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Registry {
+            child,
+            addr,
+            storage,
+            log,
+            _dir: dir,
+        }
+    }
+
+    /// Pushes a new image to `repo:tag` here: the test image with these
+    /// labels (each push of new labels is a new image); returns its image
+    /// ID and its manifest digest.
+    pub fn push(&self, repo: &str, tag: &str, labels: &[(&str, &str)]) -> (String, String) {
+        let target = format!("{}/{repo}:{tag}", self.addr);
+        let tmp = docker_ok(&["create", IMAGE_1, "true"]);
+        let mut args = vec!["commit".to_string()];
+        // A label that differs per push, so every push is its own image.
+        args.push("--change".into());
+        args.push(format!("LABEL org.example.pushed={repo}:{tag}"));
+        for (k, v) in labels {
+            args.push("--change".into());
+            args.push(format!("LABEL {k}={v}"));
+        }
+        args.push(tmp.clone());
+        args.push(target.clone());
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        docker_ok(&a);
+        docker_ok(&["rm", &tmp]);
+        docker_ok(&["push", &target]);
+        let id = docker_ok(&["image", "inspect", "--format", "{{.Id}}", &target]);
+        let digests = docker_ok(&[
+            "image",
+            "inspect",
+            "--format",
+            "{{range .RepoDigests}}{{println .}}{{end}}",
+            &target,
+        ]);
+        let prefix = format!("{}/{repo}@", self.addr);
+        let digest = digests
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .expect("pushed image has a digest here")
+            .to_string();
+        (id, digest)
+    }
+
+    /// The requests the registry logged (method and path), in order.
+    pub fn requests(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let method = l
+                    .split("http.request.method=")
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?;
+                let uri = l.split("http.request.uri=\"").nth(1)?.split('"').next()?;
+                Some(format!("{method} {uri}"))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
