@@ -217,10 +217,7 @@ fn transport(e: hyper_util::client::legacy::Error) -> Transport {
                 });
             }
             e = match e.downcast_ref::<std::io::Error>() {
-                Some(io) => match io.get_ref() {
-                    Some(inner) => inner,
-                    None => return None,
-                },
+                Some(io) => io.get_ref()?,
                 None => e.source()?,
             };
         }
