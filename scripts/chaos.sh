@@ -36,6 +36,7 @@ engine_pid=""
 events_pid=""
 
 start_engine() {
+    since="$(date +%s.%N)"
     nsenter --net="/run/netns/$ns" dockerd --data-root "$work/docker" --exec-root "$work/exec" \
         --host "unix://$sock" --pidfile "$work/docker.pid" --iptables=false --ip-masq=false \
         >"$work/dockerd.log" 2>&1 &
@@ -43,8 +44,9 @@ start_engine() {
     for _ in $(seq 1 100); do "${D[@]}" info >/dev/null 2>&1 && break; sleep 0.2; done
     "${D[@]}" info >/dev/null 2>&1 || die "the second engine did not start: $(tail -5 "$work/dockerd.log")"
     # The engine's events, kept across its restarts (its own log of them is
-    # in memory only).
-    "${D[@]}" events --filter type=container --filter "label=stead.managed-by=$node" \
+    # in memory only); from the engine's start, so an event before the
+    # recorder has subscribed is replayed, not missed.
+    "${D[@]}" events --since "$since" --filter type=container --filter "label=stead.managed-by=$node" \
         --format '{{.Action}} {{index .Actor.Attributes "stead.module"}} {{.Actor.ID}}' >>"$work/events" 2>/dev/null &
     events_pid=$!
 }
@@ -64,7 +66,7 @@ cleanup() {
     stop_engine
     umount "$work/exec"/*/* 2>/dev/null || true
     ip netns del "$ns" 2>/dev/null || true
-    rm -rf "$work" 2>/dev/null || true
+    [ "${keep:-0}" = 1 ] || rm -rf "$work" 2>/dev/null || true
 }
 trap cleanup EXIT
 
@@ -163,5 +165,5 @@ if grep -v ' unchanged ' "$work/once.txt" | grep -q .; then
     say "a pass after the chaos still had work: $(cat "$work/once.txt")"; fail=1
 fi
 echo "chaos: $CHANGES changes, $kills agent kills, $restarts engine restarts, $creates_total creates"
-[ "$fail" -eq 0 ] || die "chaos found a fault (work dir kept: $work)"
+[ "$fail" -eq 0 ] || { keep=1; die "chaos found a fault (work dir kept: $work)"; }
 echo "chaos: creates == changes, one container per module, the store names what runs, a last pass with nothing to do"
