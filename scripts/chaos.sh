@@ -51,9 +51,12 @@ start_engine() {
     events_pid=$!
 }
 stop_engine() {
-    kill "$events_pid" 2>/dev/null || true
+    # The engine first: a create the killed agent had already asked for
+    # still lands, and its event reaches the recorder before the stream ends.
     kill "$engine_pid" 2>/dev/null || true
     wait "$engine_pid" 2>/dev/null || true
+    kill "$events_pid" 2>/dev/null || true
+    wait "$events_pid" 2>/dev/null || true
 }
 start_agent() {
     STEAD_LOG=warn "$STEAD" run --config "$work/stead.toml" 2>>"$work/agent.log" &

@@ -88,40 +88,7 @@ struct ConfigDoc {
     api_token: Option<String>,
 }
 
-/// Parses `250ms`, `10s`, `5m`, `1h` (a bare number is seconds).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = s
-        .find(|c: char| !c.is_ascii_digit())
-        .map_or((s, "s"), |i| (&s[..i], &s[i..]));
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 500ms, 10s, 5m, 1h"))?;
-    let ms_per_unit: u64 = match unit {
-        "ms" => 1,
-        "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        _ => {
-            return Err(format!(
-                "invalid duration {s:?}: unit must be ms, s, m or h"
-            ));
-        }
-    };
-    let d = n
-        .checked_mul(ms_per_unit)
-        .map(Duration::from_millis)
-        .filter(|d| *d <= MAX_DURATION)
-        .ok_or_else(|| format!("invalid duration {s:?}: must be at most 30 days"))?;
-    if d.is_zero() {
-        return Err(format!("invalid duration {s:?}: must be more than zero"));
-    }
-    Ok(d)
-}
-
-/// The longest duration any setting takes: time arithmetic on it never
-/// overflows.
-pub const MAX_DURATION: Duration = Duration::from_secs(30 * 86_400);
+pub use crate::model::duration::{MAX_DURATION, parse_duration};
 
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")

@@ -5,12 +5,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::model::config::{self, ConfigFile, ConfigFormat};
+use crate::model::duration::{format_duration, parse_duration};
 use crate::model::names::{AbsPath, EnvName, ModuleName, SettingKey};
+use crate::model::reference::Reference;
 use crate::model::value::Value;
+use crate::model::version::{Range, TagVersion};
 
 /// The restart policy handed to the engine.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +76,50 @@ impl UpdateOrder {
         }
     }
 }
+
+/// Which lane updates a module's image from its registry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lane {
+    /// Only a reload request updates it.
+    #[default]
+    Manual,
+    /// The agent looks every `interval` and files a reload request when a
+    /// newer compatible version is published.
+    Auto,
+    /// The auto lane declines it by name; an explicit request still lands.
+    Pinned,
+}
+
+impl Lane {
+    /// Its name in intention files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lane::Manual => "manual",
+            Lane::Auto => "auto",
+            Lane::Pinned => "pinned",
+        }
+    }
+}
+
+/// How a module's image is updated from its registry (`[update]`). Not an
+/// input of the container: changing it recreates nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpdatePolicy {
+    /// The lane.
+    pub lane: Lane,
+    /// The compatible versions.
+    pub range: Range,
+    /// How often the auto lane looks (jittered).
+    pub interval: Duration,
+    /// How long a new version must hold before its reload is done.
+    pub health_window: Duration,
+}
+
+/// The auto lane's default interval.
+pub const DEFAULT_UPDATE_INTERVAL: Duration = Duration::from_secs(6 * 3600);
+/// The default health window.
+pub const DEFAULT_HEALTH_WINDOW: Duration = Duration::from_secs(120);
 
 /// A port protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -210,6 +258,8 @@ pub struct Intention {
     pub on_drift: DriftPolicy,
     /// In which order a recreate swaps the containers.
     pub update_order: UpdateOrder,
+    /// How its image is updated from its registry, when it is.
+    pub update: Option<UpdatePolicy>,
     /// Ports, sorted.
     pub ports: Vec<PortSpec>,
     /// The mergeable config file.
@@ -253,6 +303,8 @@ struct IntentionDoc {
     #[serde(default)]
     update_order: UpdateOrder,
     #[serde(default)]
+    update: Option<UpdateDoc>,
+    #[serde(default)]
     ports: Vec<String>,
     #[serde(default)]
     config: Option<ConfigDoc>,
@@ -271,6 +323,18 @@ struct ConfigDoc {
     format: ConfigFormat,
     #[serde(default)]
     defaults: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdateDoc {
+    #[serde(default)]
+    lane: Lane,
+    range: String,
+    #[serde(default)]
+    interval: Option<String>,
+    #[serde(default)]
+    health_window: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -395,6 +459,17 @@ impl Intention {
         );
         if self.update_order != UpdateOrder::default() {
             doc.insert("update_order".into(), J::from(self.update_order.as_str()));
+        }
+        if let Some(u) = &self.update {
+            doc.insert(
+                "update".into(),
+                json!({
+                    "lane": u.lane.as_str(),
+                    "range": u.range.as_str(),
+                    "interval": format_duration(u.interval),
+                    "health_window": format_duration(u.health_window),
+                }),
+            );
         }
         if !self.ports.is_empty() {
             doc.insert(
@@ -669,6 +744,10 @@ impl IntentionDoc {
                 ));
             }
         }
+        let update = match self.update {
+            None => None,
+            Some(u) => Some(check_update(&image, u)?),
+        };
         let intention = Intention {
             name,
             image,
@@ -678,6 +757,7 @@ impl IntentionDoc {
             restart: self.restart,
             on_drift: self.on_drift,
             update_order: self.update_order,
+            update,
             ports,
             config,
             settings,
@@ -693,6 +773,50 @@ impl IntentionDoc {
     }
 }
 
+/// Checks an `[update]` section against the intention's image: the image
+/// must name a registry repository at a tag that is a version.
+fn check_update(image: &str, u: UpdateDoc) -> Result<UpdatePolicy, (String, String)> {
+    let r = Reference::parse(image).map_err(|m| ("image".to_string(), m))?;
+    let tag = r.tag.as_deref().unwrap_or("");
+    if r.digest.is_some() || TagVersion::parse(tag).is_none() {
+        return Err((
+            "update".into(),
+            format!(
+                "a module updated from its registry names its image at a version tag ([v]MAJOR.MINOR.PATCH[-suffix]); {tag:?} is not one"
+            ),
+        ));
+    }
+    let range = Range::parse(&u.range).map_err(|m| ("update.range".to_string(), m))?;
+    let duration = |field: &str, v: Option<String>, default: Duration, min: Duration| {
+        let d = match v {
+            None => default,
+            Some(s) => parse_duration(&s).map_err(|m| (field.to_string(), m))?,
+        };
+        if d < min {
+            return Err((
+                field.to_string(),
+                format!("at least {}", format_duration(min)),
+            ));
+        }
+        Ok(d)
+    };
+    Ok(UpdatePolicy {
+        lane: u.lane,
+        range,
+        interval: duration(
+            "update.interval",
+            u.interval,
+            DEFAULT_UPDATE_INTERVAL,
+            Duration::from_secs(60),
+        )?,
+        health_window: duration(
+            "update.health_window",
+            u.health_window,
+            DEFAULT_HEALTH_WINDOW,
+            Duration::from_secs(1),
+        )?,
+    })
+}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -756,6 +880,36 @@ read_only = true
                 "name = \"a\"\nimage = \"x\"\nrestart = \"sometimes\"",
                 "restart",
                 "unknown variant",
+            ),
+            (
+                "name = \"a\"\nimage = \"r.io/x\"\n[update]\nrange = \"^1\"",
+                "update",
+                "\"latest\" is not one",
+            ),
+            (
+                "name = \"a\"\nimage = \"r.io/x:20240101\"\n[update]\nrange = \"^1\"",
+                "update",
+                "version tag",
+            ),
+            (
+                "name = \"a\"\nimage = \"r.io/x:1.2.0\"\n[update]\nrange = \"one\"",
+                "update.range",
+                "invalid range",
+            ),
+            (
+                "name = \"a\"\nimage = \"r.io/x:1.2.0\"\n[update]\nrange = \"^1\"\ninterval = \"10s\"",
+                "update.interval",
+                "at least 1m",
+            ),
+            (
+                "name = \"a\"\nimage = \"r.io/x:1.2.0\"\n[update]\nrange = \"^1\"\nlane = \"sometimes\"",
+                "update.lane",
+                "unknown variant",
+            ),
+            (
+                "name = \"a\"\nimage = \"r.io/x:1.2.0\"\n[update]\nlane = \"auto\"",
+                "update",
+                "missing field `range`",
             ),
             (
                 "name = \"a\"\nimage = \"x\"\n[config]\npath = \"/a\"\nformat = \"yaml\"",
@@ -887,6 +1041,17 @@ read_only = true
         let i = parse(EXAMPLE).unwrap();
         let j = i.to_json().to_string();
         assert_eq!(Intention::parse(&j, DocFormat::Json, "api").unwrap(), i);
+        let u = parse(
+            "name = \"a\"\nimage = \"r.io/acme/x:v1.2.0-alpine\"\n[update]\nlane = \"pinned\"\nrange = \">=1.2, <2\"\n",
+        )
+        .unwrap();
+        let p = u.update.as_ref().unwrap();
+        assert_eq!(
+            (p.lane, p.interval, p.health_window),
+            (Lane::Pinned, DEFAULT_UPDATE_INTERVAL, DEFAULT_HEALTH_WINDOW)
+        );
+        let j = u.to_json().to_string();
+        assert_eq!(Intention::parse(&j, DocFormat::Json, "api").unwrap(), u);
     }
 
     #[test]

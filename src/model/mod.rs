@@ -4,6 +4,7 @@
 
 pub mod compose;
 pub mod config;
+pub mod duration;
 pub mod intention;
 pub mod labels;
 pub mod names;

@@ -290,6 +290,21 @@ mod tests {
     }
 
     #[test]
+    fn how_an_image_is_updated_is_not_an_input() {
+        use crate::model::intention::DocFormat;
+        let base = "name = \"a\"\nimage = \"r.io/x:1.2.0\"\n";
+        let plain = Intention::parse(base, DocFormat::Toml, "t").unwrap();
+        let updated = Intention::parse(
+            &format!("{base}[update]\nlane = \"auto\"\nrange = \"^1\"\n"),
+            DocFormat::Toml,
+            "t",
+        )
+        .unwrap();
+        assert_ne!(plain, updated);
+        assert_eq!(own_input_digests(&plain), own_input_digests(&updated));
+    }
+
+    #[test]
     fn image_ids_normalise() {
         let hex = Digest::of(b"i").hex().to_string();
         assert_eq!(

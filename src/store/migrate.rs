@@ -8,7 +8,7 @@ use std::path::Path;
 
 use redb::{Database, ReadableTable, WriteTransaction};
 
-use crate::store::records::{self, v1, v2, v3};
+use crate::store::records::{self, v1, v2, v3, v4};
 use crate::store::{
     APPLIED, EVENTS, INTENTIONS, META, OBSERVED, OVERLAYS, SCHEMA_VERSION, StoreError, io,
 };
@@ -41,6 +41,7 @@ pub fn bring_up_to_date(db: &Database, path: &Path) -> Result<(), StoreError> {
                 match at {
                     1 => v1_to_v2(&tx)?,
                     2 => v2_to_v3(&tx)?,
+                    3 => v3_to_v4(&tx)?,
                     other => {
                         return Err(StoreError::Corrupt {
                             table: "meta",
@@ -84,6 +85,14 @@ fn v1_to_v2(tx: &WriteTransaction) -> Result<(), StoreError> {
 fn v2_to_v3(tx: &WriteTransaction) -> Result<(), StoreError> {
     rewrite_intentions(tx, 2, 3, |r: v2::IntentionRecord| {
         v3::IntentionRecord::from(r)
+    })
+}
+
+/// Schema 3 → 4: intentions gain their `[update]` section (none, for every
+/// record written before modules were updated from registries).
+fn v3_to_v4(tx: &WriteTransaction) -> Result<(), StoreError> {
+    rewrite_intentions(tx, 3, 4, |r: v3::IntentionRecord| {
+        v4::IntentionRecord::from(r)
     })
 }
 

@@ -31,7 +31,7 @@ pub mod records;
 /// The store's schema version: which record version each table holds.
 /// Version 1 is 0.1.0's; version 2 adds the plane revision to intentions;
 /// version 3 their update order.
-pub const SCHEMA_VERSION: u64 = 3;
+pub const SCHEMA_VERSION: u64 = 4;
 /// How many events the log keeps.
 pub const EVENT_LOG_CAPACITY: u64 = 1000;
 /// The longest event text kept, in bytes: with [`EVENT_LOG_CAPACITY`], the
@@ -909,7 +909,7 @@ mod tests {
         let e = Store::open(&p).unwrap().intentions().unwrap_err();
         assert!(e.to_string().contains("intentions/m"), "{e}");
         assert!(
-            e.to_string().contains("record version 9, expected 3"),
+            e.to_string().contains("record version 9, expected 4"),
             "{e}"
         );
     }
@@ -924,6 +924,7 @@ mod tests {
             revision: 7,
             intention: records::intention_record(&IntentionRecord::new(Source::Api, 7, i.clone()))
                 .intention
+                .base
                 .base,
         };
         put_raw(&p, "m", &records::encode(1, &old), Some(1));
@@ -946,17 +947,17 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("s.redb");
         let i = intention();
-        let v3 = records::intention_record(&IntentionRecord {
+        let v4 = records::intention_record(&IntentionRecord {
             source: Source::Plane,
             revision: 4,
             plane_revision: Some(99),
             intention: i.clone(),
         });
         let v2 = records::v2::IntentionRecord {
-            source: v3.source,
-            revision: v3.revision,
-            intention: v3.intention.base,
-            plane_revision: v3.plane_revision,
+            source: v4.source,
+            revision: v4.revision,
+            intention: v4.intention.base.base,
+            plane_revision: v4.plane_revision,
         };
         put_raw(&p, "m", &records::encode(2, &v2), Some(2));
         let s = Store::open(&p).unwrap();
@@ -964,6 +965,54 @@ mod tests {
         let r = &s.intentions().unwrap()[&i.name];
         assert_eq!((r.revision, r.plane_revision), (4, Some(99)));
         assert_eq!(r.intention, i, "stop-first, as every recreate was");
+    }
+
+    #[test]
+    fn a_version_3_store_is_migrated_without_an_update_section() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s.redb");
+        let mut i = intention();
+        i.update_order = crate::model::intention::UpdateOrder::StartFirst;
+        let v3 = records::v3::IntentionRecord {
+            source: records::v1::Source::Api,
+            revision: 2,
+            intention: records::intention_record(&IntentionRecord::new(Source::Api, 2, i.clone()))
+                .intention
+                .base,
+            plane_revision: None,
+        };
+        put_raw(&p, "m", &records::encode(3, &v3), Some(3));
+        let s = Store::open(&p).unwrap();
+        assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+        let r = &s.intentions().unwrap()[&i.name];
+        assert_eq!(r.intention, i);
+        assert_eq!(r.intention.update, None);
+    }
+
+    #[test]
+    fn an_update_section_is_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(&d.path().join("s.redb")).unwrap();
+        let i = Intention::parse(
+            "name = \"m\"\nimage = \"127.0.0.1:5000/acme/sensor:1.4.2\"\n[update]\nlane = \"auto\"\nrange = \"^1.4\"\ninterval = \"90m\"\nhealth_window = \"30s\"\n",
+            crate::model::intention::DocFormat::Toml,
+            "t",
+        )
+        .unwrap();
+        s.put_intention(&IntentionRecord::new(Source::Api, 1, i.clone()))
+            .unwrap();
+        let back = &s.intentions().unwrap()[&i.name].intention;
+        assert_eq!(back, &i);
+        let u = back.update.as_ref().unwrap();
+        assert_eq!(
+            (
+                u.lane.as_str(),
+                u.range.as_str(),
+                u.interval.as_secs(),
+                u.health_window.as_secs()
+            ),
+            ("auto", "^1.4", 5400, 30)
+        );
     }
 
     #[test]

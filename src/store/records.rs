@@ -4,9 +4,9 @@
 //! does not describe its fields, so a record type is never changed in place:
 //! a new field is a new version, with a migration in `migrate.rs`).
 //!
-//! - `intentions`: version 3 ([`v3::IntentionRecord`]: version 2 with the
-//!   intention's update order); version 2 added the revision a central
-//!   plane stamps to version 1.
+//! - `intentions`: version 4 ([`v4::IntentionRecord`]: version 3 with the
+//!   intention's `[update]` section); version 3 added the update order,
+//!   version 2 the revision a central plane stamps to version 1.
 //! - `overlays`, `applied`, `observed`, `events`: version 1.
 //!
 //! Converting a record to its domain type checks it again (names, digests,
@@ -20,18 +20,19 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::config::{ConfigFile, ConfigFormat};
 use crate::model::intention::{
-    Access, DriftPolicy, Intention, LiteralFile, Mount, PortSpec, Protocol, RestartPolicy,
-    UpdateOrder,
+    Access, DriftPolicy, Intention, Lane, LiteralFile, Mount, PortSpec, Protocol, RestartPolicy,
+    UpdateOrder, UpdatePolicy,
 };
 use crate::model::names::{AbsPath, Digest, EnvName, InputName, ModuleName, SettingKey};
 use crate::model::spec::{BindMount, ContainerSpec};
 use crate::model::value::Value;
+use crate::model::version::Range;
 use crate::store::{
     AppliedRecord, ApplyState, Event, EventKind, IntentionRecord, ObservedRecord, Overlay, Source,
 };
 
 /// Record version of the `intentions` table.
-pub const INTENTIONS: u8 = 3;
+pub const INTENTIONS: u8 = 4;
 /// Record version of the `overlays` table.
 pub const OVERLAYS: u8 = 1;
 /// Record version of the `applied` table.
@@ -302,6 +303,57 @@ pub mod v3 {
     }
 }
 
+/// The records of store schema 4: the intention gains its `[update]`
+/// section (how its image is updated from its registry).
+pub mod v4 {
+    use super::*;
+
+    #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+    pub enum Lane {
+        Manual,
+        Auto,
+        Pinned,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct Update {
+        pub lane: Lane,
+        pub range: String,
+        pub interval_ms: u64,
+        pub health_window_ms: u64,
+    }
+
+    /// Version 3's intention, then the new field.
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct Intention {
+        pub base: v3::Intention,
+        pub update: Option<Update>,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct IntentionRecord {
+        pub source: v1::Source,
+        pub revision: u64,
+        pub intention: Intention,
+        pub plane_revision: Option<u64>,
+    }
+
+    impl From<v3::IntentionRecord> for IntentionRecord {
+        fn from(r: v3::IntentionRecord) -> Self {
+            IntentionRecord {
+                source: r.source,
+                revision: r.revision,
+                intention: Intention {
+                    base: r.intention,
+                    // No module was updated from a registry before.
+                    update: None,
+                },
+                plane_revision: r.plane_revision,
+            }
+        }
+    }
+}
+
 // Domain → record.
 
 fn value(v: &Value) -> v1::Value {
@@ -403,16 +455,28 @@ fn source(s: &Source) -> v1::Source {
 }
 
 /// The record of a stored intention.
-pub fn intention_record(r: &IntentionRecord) -> v3::IntentionRecord {
-    v3::IntentionRecord {
+pub fn intention_record(r: &IntentionRecord) -> v4::IntentionRecord {
+    v4::IntentionRecord {
         source: source(&r.source),
         revision: r.revision,
-        intention: v3::Intention {
-            base: intention(&r.intention),
-            update_order: match r.intention.update_order {
-                UpdateOrder::StopFirst => v3::UpdateOrder::StopFirst,
-                UpdateOrder::StartFirst => v3::UpdateOrder::StartFirst,
+        intention: v4::Intention {
+            base: v3::Intention {
+                base: intention(&r.intention),
+                update_order: match r.intention.update_order {
+                    UpdateOrder::StopFirst => v3::UpdateOrder::StopFirst,
+                    UpdateOrder::StartFirst => v3::UpdateOrder::StartFirst,
+                },
             },
+            update: r.intention.update.as_ref().map(|u| v4::Update {
+                lane: match u.lane {
+                    Lane::Manual => v4::Lane::Manual,
+                    Lane::Auto => v4::Lane::Auto,
+                    Lane::Pinned => v4::Lane::Pinned,
+                },
+                range: u.range.as_str().to_string(),
+                interval_ms: u.interval.as_millis() as u64,
+                health_window_ms: u.health_window.as_millis() as u64,
+            }),
         },
         plane_revision: r.plane_revision,
     }
@@ -535,7 +599,21 @@ fn from_port(p: v1::PortSpec) -> PortSpec {
     }
 }
 
-fn from_intention(i: v3::Intention) -> Result<Intention, String> {
+fn from_intention(i: v4::Intention) -> Result<Intention, String> {
+    let update = match i.update {
+        None => None,
+        Some(u) => Some(UpdatePolicy {
+            lane: match u.lane {
+                v4::Lane::Manual => Lane::Manual,
+                v4::Lane::Auto => Lane::Auto,
+                v4::Lane::Pinned => Lane::Pinned,
+            },
+            range: Range::parse(&u.range)?,
+            interval: std::time::Duration::from_millis(u.interval_ms),
+            health_window: std::time::Duration::from_millis(u.health_window_ms),
+        }),
+    };
+    let i = i.base;
     let update_order = match i.update_order {
         v3::UpdateOrder::StopFirst => UpdateOrder::StopFirst,
         v3::UpdateOrder::StartFirst => UpdateOrder::StartFirst,
@@ -543,6 +621,7 @@ fn from_intention(i: v3::Intention) -> Result<Intention, String> {
     let i = i.base;
     Ok(Intention {
         update_order,
+        update,
         name: checked::<ModuleName>(i.name)?,
         image: i.image,
         command: i.command,
@@ -607,7 +686,7 @@ fn from_intention(i: v3::Intention) -> Result<Intention, String> {
 }
 
 /// A stored intention from its record.
-pub fn from_intention_record(r: v3::IntentionRecord) -> Result<IntentionRecord, String> {
+pub fn from_intention_record(r: v4::IntentionRecord) -> Result<IntentionRecord, String> {
     Ok(IntentionRecord {
         source: match r.source {
             v1::Source::File(p) => Source::File(p),
