@@ -9,6 +9,7 @@ pub mod intention;
 pub mod labels;
 pub mod names;
 pub mod reference;
+pub mod reload;
 pub mod spec;
 pub mod value;
 pub mod version;

@@ -10,7 +10,8 @@ use redb::{Database, ReadableTable, WriteTransaction};
 
 use crate::store::records::{self, v1, v2, v3, v4};
 use crate::store::{
-    APPLIED, EVENTS, INTENTIONS, META, OBSERVED, OVERLAYS, SCHEMA_VERSION, StoreError, io,
+    APPLIED, EVENTS, INTENTIONS, META, OBSERVED, OVERLAYS, RELOADS, SCHEMA_VERSION, StoreError,
+    UPDATES, io,
 };
 
 /// Creates the tables of a new store, or migrates an older one, and
@@ -61,10 +62,11 @@ pub fn bring_up_to_date(db: &Database, path: &Path) -> Result<(), StoreError> {
             meta.insert(crate::store::REBUILD, 1).map_err(io("open"))?;
         }
     }
-    for def in [INTENTIONS, APPLIED, OBSERVED, OVERLAYS] {
+    for def in [INTENTIONS, APPLIED, OBSERVED, OVERLAYS, UPDATES] {
         tx.open_table(def).map_err(io("open"))?;
     }
     tx.open_table(EVENTS).map_err(io("open"))?;
+    tx.open_table(RELOADS).map_err(io("open"))?;
     tx.open_table(META)
         .map_err(io("open"))?
         .insert("schema", SCHEMA_VERSION)

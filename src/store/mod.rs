@@ -27,6 +27,7 @@ use crate::model::value::Value;
 
 pub mod migrate;
 pub mod records;
+pub mod reloads;
 
 /// The store's schema version: which record version each table holds.
 /// Version 1 is 0.1.0's; version 2 adds the plane revision to intentions;
@@ -60,6 +61,8 @@ pub(crate) const APPLIED: TableDefinition<&str, &[u8]> = TableDefinition::new("a
 pub(crate) const OBSERVED: TableDefinition<&str, &[u8]> = TableDefinition::new("observed");
 pub(crate) const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("events");
 pub(crate) const OVERLAYS: TableDefinition<&str, &[u8]> = TableDefinition::new("overlays");
+pub(crate) const RELOADS: TableDefinition<u64, &[u8]> = TableDefinition::new("reloads");
+pub(crate) const UPDATES: TableDefinition<&str, &[u8]> = TableDefinition::new("updates");
 
 /// Settings layered over a module's intention through the API, whichever
 /// source the intention came from.

@@ -8,6 +8,9 @@
 //!   intention's `[update]` section); version 3 added the update order,
 //!   version 2 the revision a central plane stamps to version 1.
 //! - `overlays`, `applied`, `observed`, `events`: version 1.
+//! - `reloads` (reload requests) and `updates` (per module: the version a
+//!   reload landed, digests the auto lane skips): version 1, since schema 4
+//!   ([`v4::ReloadRecord`], [`v4::UpdateRecord`]).
 //!
 //! Converting a record to its domain type checks it again (names, digests,
 //! paths): a record that does not check is reported as unreadable, never
@@ -41,6 +44,10 @@ pub const APPLIED: u8 = 1;
 pub const OBSERVED: u8 = 1;
 /// Record version of the `events` table.
 pub const EVENTS: u8 = 1;
+/// Record version of the `reloads` table.
+pub const RELOADS: u8 = 1;
+/// Record version of the `updates` table.
+pub const UPDATES: u8 = 1;
 
 /// Encodes a record behind its version byte.
 pub fn encode<T: Serialize>(version: u8, v: &T) -> Vec<u8> {
@@ -351,6 +358,89 @@ pub mod v4 {
                 plane_revision: r.plane_revision,
             }
         }
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+    pub enum ReloadStatus {
+        Requested,
+        Landing,
+        Activating,
+        Done,
+        Failed,
+        Faulted,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+    pub enum Activation {
+        Restart,
+        NotNeeded,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct ItemRecord {
+        pub module: String,
+        pub running_version: Option<String>,
+        pub running_image: Option<String>,
+        pub found_version: Option<String>,
+        pub found_floor: Option<String>,
+        pub registry: Option<String>,
+        pub target_version: Option<String>,
+        pub target_digest: Option<String>,
+        pub target_image: Option<String>,
+        pub healthcheck: bool,
+        pub landed: bool,
+        pub decision: String,
+        pub failure: Option<String>,
+        pub transient: bool,
+        pub running_target_since: Option<u64>,
+        pub restarts_at_start: Option<u32>,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct LogRecord {
+        pub at: u64,
+        pub attempt: u32,
+        pub text: String,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct ReloadRecord {
+        pub id: u64,
+        pub written_by: u64,
+        pub module: Option<String>,
+        pub reason: String,
+        pub requested_by: String,
+        pub requested_at: u64,
+        pub status: ReloadStatus,
+        pub attempt: u32,
+        pub faulted_at: Option<u64>,
+        pub not_before: Option<u64>,
+        pub items: Vec<ItemRecord>,
+        pub activation: Option<Activation>,
+        pub activation_detail: Option<String>,
+        pub restart_requested_at: Option<u64>,
+        pub failure: Option<String>,
+        pub finished_at: Option<u64>,
+        pub log: Vec<LogRecord>,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct LandedRecord {
+        pub version: String,
+        pub digest: String,
+        pub image_id: String,
+        pub reference: String,
+        pub request: u64,
+        pub from_image: String,
+        pub from_range: String,
+        pub previous_image: Option<String>,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct UpdateRecord {
+        pub landed: Option<LandedRecord>,
+        pub skipped: Vec<String>,
+        pub last_look: u64,
     }
 }
 
