@@ -16,6 +16,7 @@ use crate::engine::{Engine, EngineError};
 use crate::host::systemd::Notifier;
 use crate::host::watch::WatchSet;
 use crate::reconcile::{PassError, PassReport, Reconciler};
+use crate::reload::executor::Executor;
 use crate::status::lives::LifeBook;
 use crate::status::{EngineStatus, NodeStatus};
 use crate::store::{EventKind, Store, StoreError};
@@ -163,6 +164,31 @@ async fn follow_events<E: Engine>(
     }
 }
 
+/// Moves reload requests on: at once when woken (a request filed, a pass
+/// done), every two seconds while one is open, every minute otherwise.
+/// Stopped (between any two steps) when the engine is lost: every step is
+/// in the store, so the next run resumes it.
+async fn run_reloads<E: Engine>(engine: E, executor: Arc<Executor>, wake: Arc<Notify>) {
+    loop {
+        let open = match executor.run(&engine, crate::store::now()).await {
+            Ok(open) => open,
+            Err(e) => {
+                tracing::warn!("reloads: {e}");
+                true
+            }
+        };
+        let wait = if open {
+            Duration::from_secs(2)
+        } else {
+            Duration::from_secs(60)
+        };
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = wake.notified() => {}
+        }
+    }
+}
+
 /// The backoff between attempts to reach the engine: exponential from
 /// `min`, jittered, and capped at `max` (the jitter stays within the cap).
 pub fn engine_backoff(min: Duration, max: Duration) -> impl Iterator<Item = Duration> {
@@ -188,6 +214,10 @@ pub struct Agent<C: Connect> {
     pub wake: Arc<Notify>,
     /// The node's status.
     pub status: Arc<Mutex<NodeStatus>>,
+    /// Wakes the reload executor (a request filed, a pass done).
+    pub reload_wake: Arc<Notify>,
+    /// The reload executor, once the store has said this agent's id.
+    executor: Option<Arc<Executor>>,
 }
 
 impl<C: Connect> Agent<C> {
@@ -227,6 +257,8 @@ impl<C: Connect> Agent<C> {
             reconciler,
             wake,
             status: Arc::new(Mutex::new(NodeStatus::default())),
+            reload_wake: Arc::new(Notify::new()),
+            executor: None,
         })
     }
 
@@ -366,6 +398,30 @@ impl<C: Connect> Agent<C> {
             source,
         })?;
         let token = ensure_token(&self.config)?;
+        let agent = self
+            .store
+            .blocking(|s| s.agent_id())
+            .await
+            .map_err(RunError::Store)?;
+        if let Some(path) = &self.config.registry_auth {
+            // Read again at every reload attempt; a bad file is said now.
+            match crate::registry::auth::Credentials::load(path) {
+                Ok(c) => self.reconciler.set_credentials(Arc::new(c)),
+                Err(e) => tracing::error!("registry credentials: {e}"),
+            }
+        }
+        self.executor = Some(Arc::new(Executor::new(
+            self.store.clone(),
+            self.reconciler.board(),
+            self.wake.clone(),
+            crate::reload::executor::Settings {
+                registry_auth: self.config.registry_auth.clone(),
+                registry_ca: self.config.registry_ca.clone(),
+                insecure_registries: self.config.insecure_registries.clone(),
+                retry_interval: self.config.reload_retry_interval,
+            },
+            agent,
+        )));
         let api = Arc::new(ApiState {
             node_id: self.config.node_id.clone(),
             store: self.store.clone(),
@@ -376,6 +432,8 @@ impl<C: Connect> Agent<C> {
             token,
             heartbeat: self.config.heartbeat,
             heavy_reads: tokio::sync::Semaphore::new(api::HEAVY_READS),
+            agent,
+            reload_wake: self.reload_wake.clone(),
         });
         let _server = AbortOnDrop(tokio::spawn(api::serve(listener, api)));
         tracing::info!("API listening on http://{addr}");
@@ -430,6 +488,8 @@ impl<C: Connect> Agent<C> {
         let mut engine: Option<C::Engine> = None;
         // Follows the engine's events while it is reachable.
         let mut _events: Option<AbortOnDrop> = None;
+        // Moves reload requests on while the engine is reachable.
+        let mut _reloads: Option<AbortOnDrop> = None;
         let mut next_in: Option<Duration> = None;
         let mut backoff = engine_backoff(self.config.backoff_min, self.config.backoff_max);
         loop {
@@ -446,6 +506,13 @@ impl<C: Connect> Agent<C> {
                             self.reconciler.life_book(),
                             self.wake.clone(),
                         ))));
+                        if let Some(x) = &self.executor {
+                            _reloads = Some(AbortOnDrop(tokio::spawn(run_reloads(
+                                e.clone(),
+                                x.clone(),
+                                self.reload_wake.clone(),
+                            ))));
+                        }
                         engine = Some(e);
                         backoff = engine_backoff(self.config.backoff_min, self.config.backoff_max);
                         self.set_engine(EngineStatus::Reachable);
@@ -502,6 +569,7 @@ impl<C: Connect> Agent<C> {
                 Err(PassError::Engine(err)) if err.is_unreachable() => {
                     engine = None;
                     _events = None;
+                    _reloads = None;
                     self.set_engine(EngineStatus::Waiting {
                         since: SystemTime::now(),
                         error: err.to_string(),
@@ -510,6 +578,8 @@ impl<C: Connect> Agent<C> {
                 }
                 Err(err) => self.pass_failed(&err.to_string()),
             }
+            // What the pass saw is what a reload measures.
+            self.reload_wake.notify_one();
             // The heartbeat, or sooner when a container's settle window ends
             // (so it reads converged when it is) or a back-off does.
             let next = next_in.map_or(self.config.heartbeat, |s| s.min(self.config.heartbeat));

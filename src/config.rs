@@ -67,6 +67,15 @@ pub struct Config {
     /// The API's bearer token, when configured (otherwise one is generated
     /// into the data directory on first start).
     pub api_token: Option<String>,
+    /// Registry logins, in Docker's `config.json` form.
+    pub registry_auth: Option<PathBuf>,
+    /// A CA bundle (PEM) trusted for registries besides the system's.
+    pub registry_ca: Option<PathBuf>,
+    /// Registries reached over plain HTTP when they do not speak TLS
+    /// (besides those on loopback).
+    pub insecure_registries: Vec<String>,
+    /// The base of a faulted reload's backoff.
+    pub reload_retry_interval: Duration,
 }
 
 #[derive(Deserialize, Default)]
@@ -86,6 +95,11 @@ struct ConfigDoc {
     crash_backoff_reset: Option<String>,
     api_listen: Option<String>,
     api_token: Option<String>,
+    registry_auth: Option<PathBuf>,
+    registry_ca: Option<PathBuf>,
+    #[serde(default)]
+    insecure_registries: Vec<String>,
+    reload_retry_interval: Option<String>,
 }
 
 pub use crate::model::duration::{MAX_DURATION, parse_duration};
@@ -177,6 +191,14 @@ impl Config {
             tuning: Tuning::default(),
             api_listen: SocketAddr::from(([127, 0, 0, 1], DEFAULT_API_PORT)),
             api_token: None,
+            registry_auth: doc.registry_auth.map(abs),
+            registry_ca: doc.registry_ca.map(abs),
+            insecure_registries: doc.insecure_registries,
+            reload_retry_interval: dur(
+                "reload_retry_interval",
+                doc.reload_retry_interval,
+                Duration::from_secs(60),
+            )?,
         };
         let api_listen: SocketAddr = match doc.api_listen.as_deref() {
             None => SocketAddr::from(([127, 0, 0, 1], DEFAULT_API_PORT)),

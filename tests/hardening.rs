@@ -6,6 +6,7 @@ mod common;
 
 use std::process::Command;
 
+use common::agent::{Agent, http_get};
 use common::*;
 
 /// A module that prints `say` and idles, with `extra` lines.
@@ -276,122 +277,6 @@ fn an_empty_store_file_is_refused_and_a_discarded_store_restarts_nothing() {
     n.wait_for(30, "the deleted module's container removed", || {
         n.container(&ms[2]).is_none()
     });
-}
-
-/// The agent as a process, its log in a file (a pipe nobody reads would
-/// stall it), and raw HTTP to its API.
-struct Agent {
-    child: std::process::Child,
-    addr: String,
-}
-
-impl Agent {
-    fn start(n: &Node) -> Agent {
-        Agent::start_under(n, &[])
-    }
-
-    /// The agent run by a wrapper command (`prlimit …`), when one is given.
-    fn start_under(n: &Node, wrapper: &[&str]) -> Agent {
-        let addr_file = n.data().join("api-addr");
-        let _ = std::fs::remove_file(&addr_file);
-        let log = std::fs::File::create(n.dir.path().join("agent.log")).unwrap();
-        let mut cmd = match wrapper.split_first() {
-            Some((first, rest)) => {
-                let mut c = Command::new(first);
-                c.args(rest).arg(env!("CARGO_BIN_EXE_stead"));
-                c
-            }
-            None => Command::new(env!("CARGO_BIN_EXE_stead")),
-        };
-        let child = cmd
-            .env("STEAD_LOG", "info")
-            .args(["run", "--config"])
-            .arg(n.config())
-            .stdout(std::process::Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        n.wait_for(20, "the API to listen", || addr_file.exists());
-        let addr = std::fs::read_to_string(&addr_file)
-            .unwrap()
-            .trim()
-            .to_string();
-        Agent { child, addr }
-    }
-
-    /// (status, body) of a GET.
-    fn get(&self, path: &str) -> (u16, String) {
-        http_get(&self.addr, path)
-    }
-}
-
-impl Agent {
-    /// (status, body) of an authorised PATCH.
-    fn patch(&self, n: &Node, path: &str, body: &str) -> (u16, String) {
-        self.send(n, "PATCH", path, body)
-    }
-
-    /// (status, body) of an authorised request.
-    fn send(&self, n: &Node, method: &str, path: &str, body: &str) -> (u16, String) {
-        use std::io::{Read, Write};
-        let token = std::fs::read_to_string(n.data().join("api-token")).unwrap();
-        let mut s = std::net::TcpStream::connect(&self.addr).unwrap();
-        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-            .unwrap();
-        // The agent may answer (413) and close before it has read all of a
-        // body it refuses; its answer is still there to read.
-        let _ = write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            token.trim(),
-            body.len()
-        );
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        let status = out
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        (
-            status,
-            out.split_once("\r\n\r\n")
-                .map_or("", |(_, b)| b)
-                .to_string(),
-        )
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// (status, body) of a GET to `addr`.
-fn http_get(addr: &str, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
-        .unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    let status = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = out
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_string();
-    (status, body)
 }
 
 /// A tmpfs of its own, unmounted when dropped.

@@ -42,6 +42,26 @@ pub enum ApiError {
     Store(#[from] StoreError),
 }
 
+impl From<crate::reload::file::FileError> for ApiError {
+    fn from(e: crate::reload::file::FileError) -> Self {
+        use crate::model::reload::RequestError;
+        use crate::reload::file::FileError;
+        match e {
+            FileError::NoModule(_) => ApiError::NotFound(e.to_string()),
+            FileError::NoUpdate(_) => ApiError::Invalid {
+                field: "module".into(),
+                message: e.to_string(),
+            },
+            FileError::Invalid(RequestError::Invalid { field, message }) => ApiError::Invalid {
+                field: field.into(),
+                message,
+            },
+            FileError::Invalid(other) => ApiError::Conflict(other.to_string()),
+            FileError::Store(s) => ApiError::Store(s),
+        }
+    }
+}
+
 impl ApiError {
     /// The HTTP status of each error.
     pub fn status(&self) -> StatusCode {

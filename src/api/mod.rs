@@ -56,6 +56,10 @@ pub struct ApiState {
     /// Reads that copy every intention (up to a quarter megabyte each)
     /// wait their turn here: their memory stays bounded whoever asks.
     pub heavy_reads: tokio::sync::Semaphore,
+    /// This agent's id, stamped on the reload requests it files.
+    pub agent: u64,
+    /// Wakes the reload executor.
+    pub reload_wake: Arc<Notify>,
 }
 
 /// How many whole-intention reads are served at once.
@@ -165,7 +169,16 @@ async fn route(state: &ApiState, req: Request<Incoming>) -> Result<Resp, ApiErro
             let body = read_body(req).await?;
             patch_settings(state, name, &body).await
         }
+        (["v1", "reloads"], &Method::POST) => {
+            authorize(state, &req)?;
+            let body = read_body(req).await?;
+            file_reload(state, &body).await
+        }
+        (["v1", "reloads"], &Method::GET) => list_reloads(state).await,
+        (["v1", "reloads", id], &Method::GET) => get_reload(state, id).await,
         (["healthz" | "readyz" | "metrics"], _)
+        | (["v1", "reloads"], _)
+        | (["v1", "reloads", _], _)
         | (["v1", "status" | "events" | "intentions"], _)
         | (["v1", "modules" | "intentions", _], _)
         | (["v1", "intentions", _, "settings"], _) => Err(ApiError::MethodNotAllowed),
@@ -329,10 +342,17 @@ async fn module(state: &ApiState, name: &str) -> Result<Resp, ApiError> {
             ModuleStatus::pending(name.as_str())
         }
     };
-    Ok(json_response(
-        StatusCode::OK,
-        &serde_json::to_value(status).expect("status serialises"),
-    ))
+    let mut body = serde_json::to_value(status).expect("status serialises");
+    // What reloads landed for it, and the digests its auto lane skips.
+    let n = name.clone();
+    let update = state
+        .store
+        .blocking(move |s| s.updates().map(|mut u| u.remove(&n)))
+        .await?;
+    if let Some(u) = update {
+        body["update"] = serde_json::to_value(u).expect("update state serialises");
+    }
+    Ok(json_response(StatusCode::OK, &body))
 }
 
 async fn events(state: &ApiState, query: &str) -> Result<Resp, ApiError> {
@@ -453,6 +473,55 @@ async fn put_intention(state: &ApiState, name: ModuleName, body: &[u8]) -> Resul
         status,
         &json!({ "name": name.as_str(), "revision": out.revision, "changed": out.changed }),
     ))
+}
+
+async fn file_reload(state: &ApiState, body: &[u8]) -> Result<Resp, ApiError> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        #[serde(default)]
+        module: Option<String>,
+        #[serde(default)]
+        reason: Option<String>,
+        #[serde(default)]
+        requested_by: Option<String>,
+    }
+    let b: Body = serde_json::from_slice(body)
+        .map_err(|e| ApiError::BadRequest(format!("malformed JSON: {e}")))?;
+    let module = b.module.as_deref().map(module_name).transpose()?;
+    let reason = b.reason.unwrap_or_default();
+    let by = b.requested_by.unwrap_or_else(|| "api".into());
+    let agent = state.agent;
+    let r = state
+        .store
+        .blocking(move |s| {
+            crate::reload::file::file(s, agent, module.as_ref(), &reason, &by, crate::store::now())
+        })
+        .await?;
+    state.reload_wake.notify_one();
+    let url = format!("/v1/reloads/{}", r.id);
+    Ok(json_response(
+        StatusCode::ACCEPTED,
+        &json!({ "id": r.id, "url": url, "status": r.status }),
+    ))
+}
+
+async fn list_reloads(state: &ApiState) -> Result<Resp, ApiError> {
+    let all = state.store.blocking(|s| s.reloads()).await?;
+    Ok(json_response(StatusCode::OK, &json!({ "reloads": all })))
+}
+
+async fn get_reload(state: &ApiState, id: &str) -> Result<Resp, ApiError> {
+    let id: u64 = id
+        .parse()
+        .map_err(|_| ApiError::BadRequest(format!("{id:?} is not a request id")))?;
+    match state.store.blocking(move |s| s.reload(id)).await? {
+        Some(r) => Ok(json_response(
+            StatusCode::OK,
+            &serde_json::to_value(&r).expect("serialises"),
+        )),
+        None => Err(ApiError::NotFound(format!("no reload request {id}"))),
+    }
 }
 
 async fn delete_intention(state: &ApiState, name: ModuleName) -> Result<Resp, ApiError> {

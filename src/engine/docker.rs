@@ -18,6 +18,7 @@ use futures_util::StreamExt;
 
 use crate::engine::{
     ContainerEvent, ContainerState, Engine, EngineError, EventAction, Image, Life, Observed,
+    PullAuth,
 };
 use crate::model::intention::RestartPolicy;
 use crate::model::labels::Labels;
@@ -307,12 +308,18 @@ impl Engine for DockerEngine {
         .await
     }
 
-    async fn pull(&self, reference: &str) -> Result<(), EngineError> {
+    async fn pull(&self, reference: &str, auth: Option<PullAuth>) -> Result<(), EngineError> {
         let pull = async {
             let opts = CreateImageOptionsBuilder::new()
                 .from_image(reference)
                 .build();
-            let mut stream = self.docker.create_image(Some(opts), None, None);
+            let creds = auth.map(|a| bollard::auth::DockerCredentials {
+                username: Some(a.username),
+                password: Some(a.password),
+                serveraddress: Some(a.server),
+                ..Default::default()
+            });
+            let mut stream = self.docker.create_image(Some(opts), None, creds);
             while let Some(item) = stream.next().await {
                 let info = item?;
                 if let Some(e) = info.error_detail.and_then(|d| d.message) {
@@ -426,12 +433,25 @@ impl Engine for DockerEngine {
     }
 
     async fn rename(&self, id: &str, name: &str) -> Result<(), EngineError> {
-        within(limits::ACT, "rename", async {
-            let opts = RenameContainerOptionsBuilder::new().name(name).build();
-            self.docker.rename_container(id, opts).await?;
-            Ok(())
-        })
-        .await
+        let once = || {
+            within(limits::ACT, "rename", async {
+                let opts = RenameContainerOptionsBuilder::new().name(name).build();
+                self.docker.rename_container(id, opts).await?;
+                Ok(())
+            })
+        };
+        match once().await {
+            // Between two runs of a container its restart policy restarts,
+            // it has no network sandbox and the engine cannot rename it:
+            // stopped, renamed, and started again (it keeps failing the same
+            // way, and is judged by that).
+            Err(EngineError::NotFound(m)) if m.contains("sandbox") => {
+                self.stop(id).await?;
+                once().await?;
+                self.start(id).await
+            }
+            other => other,
+        }
     }
 
     async fn remove(&self, id: &str) -> Result<(), EngineError> {

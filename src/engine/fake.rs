@@ -84,7 +84,7 @@ impl Engine for Fake {
             restarting: false,
         })
     }
-    async fn pull(&self, _: &str) -> Result<(), EngineError> {
+    async fn pull(&self, _: &str, _: Option<crate::engine::PullAuth>) -> Result<(), EngineError> {
         self.act("pull");
         Err(EngineError::NotFound(
             "no such image in any registry".into(),

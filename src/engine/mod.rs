@@ -74,6 +74,23 @@ pub struct Life {
     pub restarting: bool,
 }
 
+/// A registry login for the engine's pull (its `X-Registry-Auth`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct PullAuth {
+    /// The user.
+    pub username: String,
+    /// The password or token.
+    pub password: String,
+    /// The registry.
+    pub server: String,
+}
+
+impl std::fmt::Debug for PullAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PullAuth({:?} at {:?})", self.username, self.server)
+    }
+}
+
 /// One event of a container this node manages, parsed once from the
 /// engine's event stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -111,8 +128,13 @@ pub trait Engine: Clone + Send + Sync + 'static {
     fn list_images(&self) -> impl Future<Output = Result<Vec<Image>, EngineError>> + Send;
     /// Reads a container's restart count and start and stop times.
     fn inspect(&self, id: &str) -> impl Future<Output = Result<Life, EngineError>> + Send;
-    /// Pulls an image reference from its registry.
-    fn pull(&self, reference: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
+    /// Pulls an image reference from its registry, with a login for it
+    /// when there is one.
+    fn pull(
+        &self,
+        reference: &str,
+        auth: Option<PullAuth>,
+    ) -> impl Future<Output = Result<(), EngineError>> + Send;
     /// Creates a container; returns its ID.
     fn create(
         &self,

@@ -77,6 +77,21 @@ pub struct Observed {
 }
 
 impl Observed {
+    /// Its health, as the status line says it (`Up 5 minutes (healthy)`):
+    /// `starting`, `healthy` or `unhealthy`; `None` without a health check.
+    pub fn health(&self) -> Option<&'static str> {
+        let s = &self.status;
+        if s.contains("(health: starting)") {
+            Some("starting")
+        } else if s.contains("(unhealthy)") {
+            Some("unhealthy")
+        } else if s.contains("(healthy)") {
+            Some("healthy")
+        } else {
+            None
+        }
+    }
+
     /// The module it runs, when `node` manages it.
     pub fn module_of(&self, node: &NodeId) -> Option<&str> {
         if self.labels.managed_by(node) {

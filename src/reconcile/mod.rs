@@ -135,6 +135,11 @@ impl Reconciler {
         self.board.clone()
     }
 
+    /// Registry logins for the engine's pulls (the credentials file).
+    pub fn set_credentials(&mut self, c: Arc<crate::registry::auth::Credentials>) {
+        self.pulls.credentials = Some(c);
+    }
+
     /// What it knows of each container's life, for the event follower to
     /// keep up to date.
     pub fn life_book(&self) -> Arc<Mutex<LifeBook>> {
@@ -256,12 +261,19 @@ impl Reconciler {
             self.rebuilt = true;
         }
 
+        // What reloads landed: a module's desired image until the next
+        // reload or an edit of its image or range.
+        let updates = store.blocking(|s| s.updates()).await?;
+
         // Resolve: against the host (blocking), then the engine's images.
         let (entries, (host, watched_inputs)) = {
             let digester = self.digester.clone();
             blocking(move || {
-                let r =
-                    resolve::against_host(&entries, &mut digester.lock().expect("digester lock"));
+                let r = resolve::against_host(
+                    &entries,
+                    &updates,
+                    &mut digester.lock().expect("digester lock"),
+                );
                 (entries, r)
             })
             .await

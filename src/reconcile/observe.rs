@@ -134,6 +134,8 @@ impl Reconciler {
             });
             st.running_digest = running.and_then(|o| o.labels.digest.clone());
             st.container_id = running.map(|o| o.id.clone());
+            st.image_id = running.map(|o| o.image_id.clone());
+            st.health = running.and_then(|o| o.health()).map(str::to_string);
             let living = livings.get(n);
             st.restart_count = living.and_then(|l| l.restarts);
             if let Some(r) = reports.iter().find(|r| r.module == n) {

@@ -21,6 +21,7 @@ use crate::model::compose;
 use crate::model::config::RenderError;
 use crate::model::intention::{Access, Intention};
 use crate::model::names::{ModuleName, NodeId};
+use crate::model::reload::UpdateState;
 use crate::model::spec::{self, Desired, Inputs};
 use crate::reconcile::plan::{Target, Want};
 use crate::reconcile::retry::{Retries, Tuning};
@@ -117,12 +118,22 @@ pub struct HostResolved {
 /// paths the modules read, for the file watcher.
 pub fn against_host(
     entries: &BTreeMap<ModuleName, Entry>,
+    updates: &BTreeMap<ModuleName, UpdateState>,
     digester: &mut FileDigester,
 ) -> (Vec<HostResolved>, BTreeSet<PathBuf>) {
     let mut out = Vec::with_capacity(entries.len());
     let mut watched = BTreeSet::new();
     for (name, entry) in entries {
-        let Some(i) = entry.effective() else { continue };
+        let Some(mut i) = entry.effective() else {
+            continue;
+        };
+        if let (Some(u), Some(landed)) =
+            (&i.update, updates.get(name).and_then(|s| s.landed.as_ref()))
+        {
+            if landed.stands_for(&i.image, u.range.as_str()) {
+                i.image = landed.reference.clone();
+            }
+        }
         watched.extend(i.env_files.iter().map(|p| p.to_path_buf()));
         watched.extend(
             i.mounts
@@ -160,6 +171,8 @@ pub struct Pulls {
     pub wait: bool,
     /// Woken when a pull ends, for a pass to take its image.
     pub wake: Option<Arc<Notify>>,
+    /// Registry logins, for the engine's pulls.
+    pub credentials: Option<Arc<crate::registry::auth::Credentials>>,
 }
 
 impl Pulls {
@@ -193,11 +206,13 @@ impl Pulls {
         brought
     }
 
-    /// Starts pulling `image`.
+    /// Starts pulling `image` (with the login for its registry, when the
+    /// credentials file has one).
     fn start<E: Engine>(&mut self, engine: &E, image: &str) {
         let (engine, reference, wake) = (engine.clone(), image.to_string(), self.wake.clone());
+        let auth = self.credentials.as_ref().and_then(|c| c.pull_auth(image));
         let task = tokio::spawn(async move {
-            let outcome = engine.pull(&reference).await;
+            let outcome = engine.pull(&reference, auth).await;
             let at = Instant::now();
             if let Some(w) = wake {
                 w.notify_one();

@@ -96,11 +96,16 @@ impl Credentials {
         self.by_registry.get(&registry_key(registry))
     }
 
-    /// The engine's `X-Registry-Auth` for a registry: base64url of
-    /// `{"username","password","serveraddress"}`, when there is a login.
-    pub fn engine_auth(&self, registry: &str) -> Option<(String, String, String)> {
-        self.for_registry(registry)
-            .map(|l| (l.username.clone(), l.password.clone(), registry.to_string()))
+    /// The engine's login for pulling `reference`, when the file has one
+    /// for its registry.
+    pub fn pull_auth(&self, reference: &str) -> Option<crate::engine::PullAuth> {
+        let r = crate::model::reference::Reference::parse(reference).ok()?;
+        self.for_registry(&r.registry)
+            .map(|l| crate::engine::PullAuth {
+                username: l.username.clone(),
+                password: l.password.clone(),
+                server: r.registry.clone(),
+            })
     }
 }
 

@@ -4,3 +4,5 @@
 //! in one place ([`classify`]).
 
 pub mod classify;
+pub mod executor;
+pub mod file;

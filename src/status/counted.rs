@@ -31,9 +31,13 @@ impl<E: Engine> Engine for Counted<E> {
         self.metrics.call("inspect");
         self.engine.inspect(id).await
     }
-    async fn pull(&self, reference: &str) -> Result<(), EngineError> {
+    async fn pull(
+        &self,
+        reference: &str,
+        auth: Option<crate::engine::PullAuth>,
+    ) -> Result<(), EngineError> {
         self.metrics.call("pull");
-        self.engine.pull(reference).await
+        self.engine.pull(reference, auth).await
     }
     async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
         self.metrics.call("create");

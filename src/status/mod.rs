@@ -97,6 +97,11 @@ pub struct ModuleStatus {
     pub running_digest: Option<Digest>,
     /// Its container.
     pub container_id: Option<String>,
+    /// The image ID its container runs.
+    pub image_id: Option<String>,
+    /// Its container's health, when its image has a health check
+    /// (`starting`, `healthy`, `unhealthy`).
+    pub health: Option<String>,
     /// How many times the engine restarted the container, when known.
     pub restart_count: Option<u32>,
     /// The inputs that differ between the container and what they say now.
@@ -119,6 +124,8 @@ impl ModuleStatus {
             desired_digest: None,
             running_digest: None,
             container_id: None,
+            image_id: None,
+            health: None,
             restart_count: None,
             inputs_differ: vec![],
             last_action: None,

@@ -4,6 +4,7 @@
 //! socket that can be started late and stopped mid-run.
 #![allow(dead_code)]
 
+pub mod agent;
 pub mod registry;
 
 use std::io::{Read, Write};

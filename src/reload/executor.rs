@@ -1,0 +1,647 @@
+//! The executor: moves every open reload request one step at a time, each
+//! step written to the request before it acts, so an agent killed anywhere
+//! resumes where it was.
+//!
+//! - requested → landing: the attempt begins (only a request this agent
+//!   wrote is acted on).
+//! - landing: per module, the newest compatible version is resolved (tags,
+//!   a HEAD for its digest, the image config for its floor, read before any
+//!   layer), then pulled by digest. A floor above this agent declines.
+//! - activating: `restart_requested_at` is stamped FIRST; then the landed
+//!   version becomes the module's desired image and the standing comparison
+//!   makes its one recreate. What runs is measured: done once the container
+//!   runs the landed image ID and held for the health window; a new version
+//!   that crash-loops or turns unhealthy is rolled back (its digest skipped
+//!   by the auto lane from then on).
+//! - faulted: re-armed when its backoff is due.
+//!
+//! Every failure is classified in one place ([`crate::reload::classify`]).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::engine::Engine;
+use crate::model::intention::Intention;
+use crate::model::names::ModuleName;
+use crate::model::reference::Reference;
+use crate::model::reload::{Activation, Item, Landed, Request, Status, UpdateState};
+use crate::model::version::{TagVersion, candidates};
+use crate::registry::auth::Credentials;
+use crate::registry::client::{Platform, Registries};
+use crate::registry::http::Http;
+use crate::reload::classify::{Failure, Verdict, classify};
+use crate::status::{Board, ModuleState};
+use crate::store::{Store, StoreError};
+
+/// The label an image declares the oldest agent able to run it with.
+pub const FLOOR_LABEL: &str = "io.stead.min-agent-version";
+
+/// Who the auto lane files its requests as.
+pub const AUTO_UPDATE: &str = "auto-update";
+
+/// A failure point for tests (`STEAD_CRASH_AT=reload:<point>`): the agent
+/// aborts there, as a SIGKILL would.
+fn crash_point(point: &str) {
+    if let Ok(at) = std::env::var("STEAD_CRASH_AT") {
+        if at.strip_prefix("reload:") == Some(point) {
+            tracing::error!("STEAD_CRASH_AT={at}: aborting");
+            std::process::abort();
+        }
+    }
+}
+
+/// What the executor needs that the config says.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The registry credentials file.
+    pub registry_auth: Option<std::path::PathBuf>,
+    /// An extra CA bundle for registries.
+    pub registry_ca: Option<std::path::PathBuf>,
+    /// Registries that may be reached over plain HTTP.
+    pub insecure_registries: Vec<String>,
+    /// The base of a faulted request's backoff.
+    pub retry_interval: Duration,
+}
+
+/// The executor.
+pub struct Executor {
+    store: Arc<Store>,
+    board: Arc<Mutex<Board>>,
+    /// Woken when a landed version is to be acted on by a pass.
+    wake_pass: Arc<Notify>,
+    settings: Settings,
+    agent: u64,
+    version: semver::Version,
+    platform: Platform,
+}
+
+impl Executor {
+    /// An executor over this store, reading what runs from this board.
+    pub fn new(
+        store: Arc<Store>,
+        board: Arc<Mutex<Board>>,
+        wake_pass: Arc<Notify>,
+        settings: Settings,
+        agent: u64,
+    ) -> Executor {
+        Executor {
+            store,
+            board,
+            wake_pass,
+            settings,
+            agent,
+            version: semver::Version::parse(env!("CARGO_PKG_VERSION"))
+                .expect("the package version is semver"),
+            platform: Platform::this(),
+        }
+    }
+
+    /// Moves every open request as far as it goes now. Says whether any
+    /// request is still open (the caller looks again soon).
+    pub async fn run<E: Engine>(&self, engine: &E, now: u64) -> Result<bool, StoreError> {
+        let requests = self.blocking(|s| s.reloads()).await?;
+        let mut open = false;
+        for mut r in requests {
+            if r.status.is_final() {
+                continue;
+            }
+            if let Err(e) = r.check_ours(self.agent) {
+                tracing::warn!("{e}");
+                continue;
+            }
+            // Step until it rests.
+            for _ in 0..8 {
+                let before = r.clone();
+                self.step(engine, &mut r, now).await?;
+                if r == before {
+                    break;
+                }
+            }
+            open |= !r.status.is_final();
+        }
+        Ok(open)
+    }
+
+    async fn step<E: Engine>(
+        &self,
+        engine: &E,
+        r: &mut Request,
+        now: u64,
+    ) -> Result<(), StoreError> {
+        match r.status {
+            Status::Requested => {
+                r.advance(Status::Landing, now)
+                    .expect("requested → landing");
+                self.put(r).await?;
+                crash_point("after-landing-begins");
+            }
+            Status::Landing => self.land(engine, r, now).await?,
+            Status::Activating => self.activate(r, now).await?,
+            Status::Faulted => {
+                let interval = self.settings.retry_interval.as_secs().max(1);
+                if r.due_at(interval).is_some_and(|due| due <= now) {
+                    r.rearm(now).expect("faulted → requested");
+                    self.put(r).await?;
+                }
+            }
+            Status::Done | Status::Failed => {}
+        }
+        Ok(())
+    }
+
+    /// Resolves and pulls every module of the request, one write per step.
+    async fn land<E: Engine>(
+        &self,
+        engine: &E,
+        r: &mut Request,
+        now: u64,
+    ) -> Result<(), StoreError> {
+        let (entries, updates) = self.modules().await?;
+        if r.items.is_empty() {
+            r.items = self.items_for(r, &entries, &updates);
+            if r.items.is_empty() {
+                r.activation = Some(Activation::NotNeeded);
+                r.activation_detail = Some("no module has an [update] section".into());
+                r.advance(Status::Done, now).expect("landing → done");
+                return self.put(r).await;
+            }
+            r.note(now, format!("{} module(s) to look at", r.items.len()));
+            self.put(r).await?;
+        }
+        // The longest delay a registry asked for in this run.
+        let mut asked: Option<Duration> = None;
+        let registries = match self.registries() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                for item in r
+                    .items
+                    .iter_mut()
+                    .filter(|i| i.failure.is_none() && !i.landed)
+                {
+                    fail(item, &Failure::Internal(e.clone()));
+                }
+                None
+            }
+        };
+        if let Some(registries) = registries {
+            for k in 0..r.items.len() {
+                let item = &r.items[k];
+                if item.failure.is_some() || item.landed {
+                    continue;
+                }
+                let Some(i) = ModuleName::try_from(item.module.as_str())
+                    .ok()
+                    .and_then(|m| entries.get(&m))
+                else {
+                    let item = &mut r.items[k];
+                    item.failure = Some(format!("no module {:?} any more", item.module));
+                    continue;
+                };
+                let i = i.clone();
+                if r.items[k].target_digest.is_none() {
+                    let skipped = updates
+                        .get(&i.name)
+                        .map(|u| u.skipped.clone())
+                        .unwrap_or_default();
+                    let auto = r.requested_by == AUTO_UPDATE;
+                    let resolved = self
+                        .resolve(
+                            &registries,
+                            &i,
+                            &mut r.items[k],
+                            if auto { &skipped } else { &[] },
+                        )
+                        .await;
+                    if let Err(f) = resolved {
+                        asked = asked.max(fail(&mut r.items[k], &f));
+                    }
+                    let line = format!("{}: {}", r.items[k].module, r.items[k].decision);
+                    r.note(now, line);
+                    self.put(r).await?;
+                    crash_point("after-resolve");
+                    continue;
+                }
+                // Pull by digest.
+                let reference = Reference::parse(&i.image)
+                    .map(|rf| {
+                        rf.with_digest(r.items[k].target_digest.as_deref().unwrap_or(""))
+                            .to_string()
+                    })
+                    .unwrap_or_default();
+                let auth = registries.credentials().pull_auth(&reference);
+                match engine.pull(&reference, auth).await {
+                    Ok(()) => {
+                        let item = &mut r.items[k];
+                        item.landed = true;
+                        let line = format!("{}: landed {reference}", item.module);
+                        r.note(now, line);
+                    }
+                    Err(e) => asked = asked.max(fail(&mut r.items[k], &Failure::engine(&e))),
+                }
+                self.put(r).await?;
+                crash_point("after-pull");
+            }
+        }
+        if r.items.iter().any(|i| i.failure.is_none() && !i.landed) {
+            return Ok(());
+        }
+        if let Some(status) = r.outcome_of_failures() {
+            let names: Vec<String> = r
+                .items
+                .iter()
+                .filter_map(|i| i.failure.as_ref().map(|f| format!("{}: {f}", i.module)))
+                .collect();
+            r.failure = Some(names.join("; "));
+            if status == Status::Faulted {
+                r.not_before = asked.map(|d| now + d.as_secs());
+            }
+            r.advance(status, now).expect("landing → failed or faulted");
+            return self.put(r).await;
+        }
+        if r.items.iter().all(|i| !needs_activation(i)) {
+            r.activation = Some(Activation::NotNeeded);
+            r.activation_detail =
+                Some("every module already runs its newest compatible version".into());
+            r.advance(Status::Done, now).expect("landing → done");
+        } else {
+            r.activation = Some(Activation::Restart);
+            r.activation_detail = Some(
+                "one restart per module: its container is recreated from the landed image".into(),
+            );
+            r.advance(Status::Activating, now)
+                .expect("landing → activating");
+        }
+        self.put(r).await
+    }
+
+    /// Finds what `item` is to run: the newest compatible tag, its digest
+    /// and its config (floor, health check, image ID), without a layer.
+    async fn resolve(
+        &self,
+        registries: &Registries,
+        i: &Intention,
+        item: &mut Item,
+        skipped: &[String],
+    ) -> Result<(), Failure> {
+        let Some(u) = &i.update else {
+            return Err(Failure::Internal(format!(
+                "{} has no [update] section",
+                i.name
+            )));
+        };
+        let base = Reference::parse(&i.image)
+            .map_err(|m| Failure::Registry(crate::registry::error::RegistryError::Reference(m)))?;
+        let running = item
+            .running_version
+            .as_deref()
+            .and_then(TagVersion::parse)
+            .or_else(|| base.tag.as_deref().and_then(TagVersion::parse))
+            .ok_or_else(|| Failure::Internal(format!("{} runs no version tag", i.name)))?;
+        let tags = registries.tags(&base).await?;
+        let found = candidates(tags.iter().map(String::as_str), &u.range, &running);
+        // The newest not skipped (a digest is known only by asking).
+        let mut picked = None;
+        for c in found.iter().take(8) {
+            let head = registries.head(&base.with_tag(&c.tag)).await?;
+            if skipped.contains(&head.digest) {
+                continue;
+            }
+            picked = Some((c.clone(), head));
+            break;
+        }
+        let Some((version, head)) = picked else {
+            item.decision = format!("nothing within {} is published", u.range);
+            item.landed = true;
+            item.target_image = item.running_image.clone();
+            return Ok(());
+        };
+        let config = registries
+            .config(&base, &head.digest, &self.platform)
+            .await?;
+        item.found_version = Some(version.tag.clone());
+        item.found_floor = config.labels.get(FLOOR_LABEL).cloned();
+        item.healthcheck = config.healthcheck;
+        if let Some(floor) = &item.found_floor {
+            let needs = semver::Version::parse(floor.trim_start_matches('v'));
+            let above = match &needs {
+                Ok(f) => f > &self.version,
+                // An unreadable floor is a floor this agent cannot meet.
+                Err(_) => true,
+            };
+            if above {
+                item.decision = format!(
+                    "declined — {} needs stead >= {floor}; running {}",
+                    version.tag, self.version
+                );
+                return Err(Failure::Floor {
+                    version: version.tag,
+                    floor: floor.clone(),
+                    running: self.version.to_string(),
+                });
+            }
+        }
+        item.target_version = Some(version.tag.clone());
+        item.target_digest = Some(head.digest.clone());
+        item.target_image = Some(config.id.clone());
+        if item.running_image.as_deref() == Some(config.id.as_str()) {
+            item.decision = format!("up to date: runs {}", version.tag);
+            item.landed = true;
+        } else {
+            item.decision = format!(
+                "update {} → {}",
+                item.running_version.as_deref().unwrap_or("?"),
+                version.tag
+            );
+        }
+        Ok(())
+    }
+
+    /// Activates the landed versions (the one restart) and measures them.
+    async fn activate(&self, r: &mut Request, now: u64) -> Result<(), StoreError> {
+        if r.restart_requested_at.is_none() {
+            // The stamp first: a resumed executor does not ask again.
+            r.restart_requested_at = Some(now);
+            r.note(
+                now,
+                "restart requested: the landed versions become the desired images",
+            );
+            self.put(r).await?;
+            crash_point("after-restart-stamp");
+        }
+        let (entries, _) = self.modules().await?;
+        // Idempotent: the landed record says the target; the standing
+        // comparison recreates once, whoever asks how often.
+        for item in r.items.iter().filter(|i| needs_activation(i)) {
+            let Ok(m) = ModuleName::try_from(item.module.as_str()) else {
+                continue;
+            };
+            let Some(i) = entries.get(&m) else { continue };
+            let landed = Landed {
+                version: item.target_version.clone().unwrap_or_default(),
+                digest: item.target_digest.clone().unwrap_or_default(),
+                image_id: item.target_image.clone().unwrap_or_default(),
+                reference: Reference::parse(&i.image)
+                    .map(|rf| {
+                        rf.with_digest(item.target_digest.as_deref().unwrap_or(""))
+                            .to_string()
+                    })
+                    .unwrap_or_default(),
+                request: r.id,
+                from_image: i.image.clone(),
+                from_range: i
+                    .update
+                    .as_ref()
+                    .map(|u| u.range.as_str().to_string())
+                    .unwrap_or_default(),
+                previous_image: item.running_image.clone(),
+            };
+            let changed = self
+                .blocking(move |s| {
+                    s.modify_update(&m, |u| {
+                        if u.landed.as_ref() == Some(&landed) {
+                            false
+                        } else {
+                            u.landed = Some(landed);
+                            true
+                        }
+                    })
+                })
+                .await?;
+            if changed {
+                self.wake_pass.notify_one();
+            }
+        }
+        crash_point("after-landed-written");
+        // Measure what runs.
+        let board = self.board.lock().expect("board lock").clone();
+        let mut changed = false;
+        let mut rolled_back = Vec::new();
+        for item in r.items.iter_mut().filter(|i| needs_activation(i)) {
+            let Some(st) = board.get(&item.module) else {
+                continue;
+            };
+            let window = ModuleName::try_from(item.module.as_str())
+                .ok()
+                .and_then(|m| entries.get(&m))
+                .and_then(|i| i.update.as_ref())
+                .map_or(Duration::from_secs(120), |u| u.health_window);
+            if st.image_id != item.target_image {
+                continue;
+            }
+            if item.running_target_since.is_none() {
+                item.running_target_since = Some(now);
+                item.restarts_at_start = st.restart_count;
+                changed = true;
+            }
+            let restarted = st.restart_count.unwrap_or(0) > item.restarts_at_start.unwrap_or(0);
+            let bad = st.state == ModuleState::CrashLooping
+                || st.state == ModuleState::Failed
+                || st.health.as_deref() == Some("unhealthy")
+                || restarted;
+            if bad {
+                let why = if st.health.as_deref() == Some("unhealthy") {
+                    "turned unhealthy"
+                } else {
+                    "kept restarting"
+                };
+                item.failure = Some(format!(
+                    "{} {why}; rolled back to {}",
+                    item.target_version.as_deref().unwrap_or("?"),
+                    item.running_version
+                        .as_deref()
+                        .unwrap_or("the previous image")
+                ));
+                item.transient = false;
+                rolled_back.push(item.clone());
+                changed = true;
+                continue;
+            }
+            let held =
+                now.saturating_sub(item.running_target_since.unwrap_or(now)) >= window.as_secs();
+            let healthy = !item.healthcheck || st.health.as_deref() == Some("healthy");
+            if held && healthy && item.decision != "held" {
+                item.decision = "held".into();
+                changed = true;
+            }
+        }
+        for item in &rolled_back {
+            if let Err(e) = self.roll_back(item).await {
+                r.failure = Some(format!("the rollback of {} failed: {e}", item.module));
+                r.advance(Status::Faulted, now)
+                    .expect("activating → faulted");
+                return self.put(r).await;
+            }
+            self.wake_pass.notify_one();
+        }
+        if !rolled_back.is_empty() {
+            let names: Vec<String> = rolled_back
+                .iter()
+                .filter_map(|i| i.failure.clone().map(|f| format!("{}: {f}", i.module)))
+                .collect();
+            r.failure = Some(names.join("; "));
+            r.advance(Status::Failed, now).expect("activating → failed");
+            return self.put(r).await;
+        }
+        if r.items
+            .iter()
+            .filter(|i| needs_activation(i))
+            .all(|i| i.decision == "held")
+        {
+            r.advance(Status::Done, now).expect("activating → done");
+            changed = true;
+        }
+        if changed {
+            self.put(r).await?;
+        }
+        Ok(())
+    }
+
+    /// Puts the module back on the image it ran before, and skips the
+    /// digest that failed from then on (for the auto lane).
+    async fn roll_back(&self, item: &Item) -> Result<(), StoreError> {
+        let m = ModuleName::try_from(item.module.as_str()).map_err(|e| StoreError::Corrupt {
+            table: "reloads",
+            key: item.module.clone(),
+            message: e.0,
+        })?;
+        let item = item.clone();
+        self.blocking(move |s| {
+            s.modify_update(&m, |u| {
+                if let Some(d) = &item.target_digest {
+                    if !u.skipped.contains(d) {
+                        u.skipped.push(d.clone());
+                    }
+                }
+                let Some(landed) = u.landed.as_mut() else {
+                    return;
+                };
+                match &item.running_image {
+                    Some(previous) => {
+                        landed.version = item.running_version.clone().unwrap_or_default();
+                        landed.digest = String::new();
+                        landed.image_id = previous.clone();
+                        landed.reference = previous.clone();
+                        landed.previous_image = None;
+                    }
+                    None => u.landed = None,
+                }
+            })
+        })
+        .await
+    }
+
+    /// The items of a request: the module it names, or every module with an
+    /// `[update]` section.
+    fn items_for(
+        &self,
+        r: &Request,
+        entries: &BTreeMap<ModuleName, Intention>,
+        updates: &BTreeMap<ModuleName, UpdateState>,
+    ) -> Vec<Item> {
+        let board = self.board.lock().expect("board lock").clone();
+        let mut out = Vec::new();
+        for (name, i) in entries {
+            if r.module.as_deref().is_some_and(|m| m != name.as_str()) {
+                continue;
+            }
+            let mut item = Item {
+                module: name.to_string(),
+                ..Item::default()
+            };
+            let Some(u) = &i.update else {
+                if r.module.is_some() {
+                    item.failure = Some(format!("{name} has no [update] section"));
+                    out.push(item);
+                }
+                continue;
+            };
+            let landed = updates
+                .get(name)
+                .and_then(|s| s.landed.as_ref())
+                .filter(|l| l.stands_for(&i.image, u.range.as_str()));
+            item.running_version = match landed {
+                Some(l) => Some(l.version.clone()),
+                None => Reference::parse(&i.image).ok().and_then(|r| r.tag),
+            };
+            item.running_image = board.get(name.as_str()).and_then(|s| s.image_id.clone());
+            item.registry = Reference::parse(&i.image).ok().map(|r| r.registry);
+            item.decision = "looking".into();
+            out.push(item);
+        }
+        if out.is_empty() {
+            if let Some(m) = &r.module {
+                out.push(Item {
+                    module: m.clone(),
+                    failure: Some(format!("no module {m:?}")),
+                    ..Item::default()
+                });
+            }
+        }
+        out
+    }
+
+    /// Every module's effective intention, and every update state.
+    async fn modules(
+        &self,
+    ) -> Result<
+        (
+            BTreeMap<ModuleName, Intention>,
+            BTreeMap<ModuleName, UpdateState>,
+        ),
+        StoreError,
+    > {
+        self.blocking(|s| {
+            let entries = s
+                .entries()?
+                .into_iter()
+                .filter_map(|(k, e)| e.effective().map(|i| (k, i)))
+                .collect();
+            Ok((entries, s.updates()?))
+        })
+        .await
+    }
+
+    /// The registry client for one attempt: the credentials file is read
+    /// fresh (it may have been rotated).
+    fn registries(&self) -> Result<Registries, String> {
+        let credentials = match &self.settings.registry_auth {
+            Some(p) => Credentials::load(p)?,
+            None => Credentials::default(),
+        };
+        let http = Http::new(self.settings.registry_ca.as_deref())?;
+        Ok(Registries::new(
+            http,
+            credentials,
+            self.settings.insecure_registries.clone(),
+        ))
+    }
+
+    async fn put(&self, r: &Request) -> Result<(), StoreError> {
+        let r = r.clone();
+        self.blocking(move |s| s.put_reload(&r)).await
+    }
+
+    async fn blocking<T: Send + 'static>(&self, f: impl FnOnce(&Store) -> T + Send + 'static) -> T {
+        self.store.blocking(f).await
+    }
+}
+
+/// Whether an item's module is to be recreated from its landed image.
+fn needs_activation(i: &Item) -> bool {
+    i.failure.is_none() && i.landed && i.target_image.is_some() && i.target_image != i.running_image
+}
+
+/// Marks an item failed, classified; returns the delay a registry asked
+/// for, if it did.
+fn fail(item: &mut Item, f: &Failure) -> Option<Duration> {
+    let verdict = classify(f);
+    item.transient = matches!(verdict, Verdict::Transient { .. });
+    item.failure = Some(f.to_string());
+    match verdict {
+        Verdict::Transient { retry_after } => retry_after,
+        Verdict::Decided => None,
+    }
+}

@@ -1,0 +1,288 @@
+//! Module reloads against the real engine and a real registry
+//! (Distribution on loopback): a request lands the newest compatible
+//! version with exactly one restart and is done only once it held; a floor
+//! above the agent declines without a layer fetched; a new version that
+//! keeps crashing is rolled back.
+
+mod common;
+
+use common::agent::Agent;
+use common::registry::Registry;
+use common::*;
+
+/// An intention updated from `image`'s repository; the process exits at
+/// once when its image says CRASH (an ENV of the image, not the intention).
+fn sensor(name: &str, image: &str, range: &str) -> String {
+    format!(
+        "name = \"{name}\"\nimage = \"{image}\"\ncommand = [\"sh\", \"-c\", {:?}]\nrestart = \"always\"\n[update]\nrange = \"{range}\"\nhealth_window = \"2s\"\n",
+        format!("[ -n \"$CRASH\" ] && exit 3; {}", idle_after("up"))
+    )
+}
+
+fn image_of(container: &str) -> String {
+    docker_ok(&["inspect", "--format", "{{.Image}}", container])
+}
+
+/// Files a reload through the API; returns its id.
+fn request(agent: &Agent, n: &Node, body: &str) -> u64 {
+    let (code, out) = agent.send(n, "POST", "/v1/reloads", body);
+    assert_eq!(code, 202, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v["id"].as_u64().unwrap()
+}
+
+/// Waits for a request to end; returns it.
+fn wait_end(agent: &Agent, n: &Node, id: u64) -> serde_json::Value {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let (_, body) = agent.get(&format!("/v1/reloads/{id}"));
+        let last: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        if matches!(last["status"].as_str(), Some("done" | "failed")) {
+            return last;
+        }
+        if std::time::Instant::now() > end {
+            let (_, module) = agent.get(&format!(
+                "/v1/modules/{}",
+                last["module"].as_str().unwrap_or("")
+            ));
+            let log = std::fs::read_to_string(n.dir.path().join("agent.log")).unwrap_or_default();
+            panic!("reload {id} did not end: {last:#}\nmodule: {module}\nlog:\n{log}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_reload_lands_the_newest_compatible_version_with_exactly_one_restart() {
+    require_engine();
+    let reg = Registry::plain();
+    let repo = "acme/sensor";
+    let (old_id, _) = reg.push(repo, "1.4.2", &[]);
+    let (new_id, _) = reg.push(repo, "1.5.0", &[]);
+    reg.push(repo, "2.0.0", &[]);
+    reg.push(repo, "latest", &[]);
+    // Landing must pull it.
+    docker_ok(&["rmi", &format!("{}/{repo}:1.5.0", reg.addr)]);
+    let n = Node::new("reload").with_heartbeat("1s");
+    let m = n.module("sensor");
+    n.write_intention(
+        "s.toml",
+        &sensor(&m, &format!("{}/{repo}:1.4.2", reg.addr), "^1.4"),
+    );
+    let agent = Agent::start(&n);
+    n.wait_for(60, "the module running 1.4.2", || {
+        n.container(&m)
+            .is_some_and(|(id, state, _)| state == "running" && image_of(&id) == old_id)
+    });
+    let since = unix_now();
+    let id = request(
+        &agent,
+        &n,
+        &format!(r#"{{"module": "{m}", "reason": "needs 1.5", "requested_by": "test"}}"#),
+    );
+    let r = wait_end(&agent, &n, id);
+    assert_eq!(r["status"], "done", "{r:#}");
+    let item = &r["items"][0];
+    assert_eq!(item["running_version"], "1.4.2", "{r:#}");
+    assert_eq!(item["found_version"], "1.5.0", "{r:#}");
+    assert_eq!(item["target_version"], "1.5.0", "{r:#}");
+    assert_eq!(item["target_image"], new_id.as_str(), "{r:#}");
+    assert_eq!(item["landed"], true);
+    assert_eq!(r["activation"], "restart");
+    assert!(r["restart_requested_at"].is_u64(), "{r:#}");
+    // What runs is the landed image, made by exactly one create.
+    let c = n.container_id(&m);
+    assert_eq!(image_of(&c), new_id);
+    assert_eq!(n.creates_since(&m, since), 1);
+    // Asked again: nothing to do, nothing restarted.
+    let since = unix_now();
+    let again = wait_end(
+        &agent,
+        &n,
+        request(
+            &agent,
+            &n,
+            &format!(r#"{{"module": "{m}", "reason": "again"}}"#),
+        ),
+    );
+    assert_eq!(again["status"], "done", "{again:#}");
+    assert_eq!(again["activation"], "not-needed", "{again:#}");
+    assert_eq!(n.creates_since(&m, since), 0);
+    // The landed version stands across an agent restart.
+    drop(agent);
+    let out = n.once_ok();
+    assert!(out.contains("unchanged"), "{out}");
+    assert_eq!(n.container_id(&m), c);
+}
+
+#[test]
+fn bad_requests_are_refused_and_change_nothing() {
+    require_engine();
+    let n = Node::new("reloadbad").with_heartbeat("1s");
+    let m = n.module("plain");
+    n.write_intention(
+        "p.toml",
+        &format!(
+            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
+            idle_after("up")
+        ),
+    );
+    let agent = Agent::start(&n);
+    for (body, code, says) in [
+        (format!(r#"{{"module": "{m}"}}"#), 422, "reason"),
+        (
+            format!(r#"{{"module": "{m}", "reason": "x"}}"#),
+            422,
+            "no [update] section",
+        ),
+        (
+            r#"{"module": "nosuch", "reason": "x"}"#.to_string(),
+            404,
+            "no module",
+        ),
+        (
+            r#"{"module": "Bad Name", "reason": "x"}"#.to_string(),
+            400,
+            "module",
+        ),
+        (
+            r#"{"reason": "x", "extra": 1}"#.to_string(),
+            400,
+            "unknown field",
+        ),
+        ("not json".to_string(), 400, "malformed"),
+    ] {
+        let (got, out) = agent.send(&n, "POST", "/v1/reloads", &body);
+        assert_eq!(got, code, "{body}: {out}");
+        assert!(out.contains(says), "{body}: {out}");
+    }
+    let (_, list) = agent.get("/v1/reloads");
+    assert_eq!(list.trim().replace([' ', '\n'], ""), r#"{"reloads":[]}"#);
+    // Writes need the token.
+    let (code, _) =
+        common::agent::http_post_unauthorised(&agent.addr, "/v1/reloads", r#"{"reason": "x"}"#);
+    assert_eq!(code, 401);
+}
+
+#[test]
+fn a_floor_above_the_agent_declines_without_a_layer_fetched() {
+    require_engine();
+    let reg = Registry::plain();
+    let repo = "acme/floored";
+    let (old_id, _) = reg.push(repo, "1.0.0", &[]);
+    let (_, _) = reg.push(repo, "1.1.0", &[("io.stead.min-agent-version", "9.0.0")]);
+    docker_ok(&["rmi", &format!("{}/{repo}:1.1.0", reg.addr)]);
+    let n = Node::new("reloadfloor").with_heartbeat("1s");
+    let m = n.module("floored");
+    n.write_intention(
+        "f.toml",
+        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+    );
+    let agent = Agent::start(&n);
+    n.wait_for(60, "running 1.0.0", || {
+        n.container(&m)
+            .is_some_and(|(id, state, _)| state == "running" && image_of(&id) == old_id)
+    });
+    let before = reg.requests().len();
+    let since = unix_now();
+    let r = wait_end(
+        &agent,
+        &n,
+        request(
+            &agent,
+            &n,
+            &format!(r#"{{"module": "{m}", "reason": "try 1.1"}}"#),
+        ),
+    );
+    assert_eq!(r["status"], "failed", "{r:#}");
+    let item = &r["items"][0];
+    let decision = item["decision"].as_str().unwrap();
+    assert!(
+        decision.starts_with("declined — 1.1.0 needs stead >= 9.0.0; running "),
+        "{r:#}"
+    );
+    assert_eq!(item["found_floor"], "9.0.0");
+    assert_eq!(item["landed"], false);
+    // Only the config blob was read: no layer.
+    let asked = reg.requests()[before..].to_vec();
+    let blobs: Vec<&String> = asked.iter().filter(|l| l.contains("/blobs/")).collect();
+    assert_eq!(blobs.len(), 1, "{asked:?}");
+    assert!(
+        docker(&["image", "inspect", &format!("{}/{repo}:1.1.0", reg.addr)])
+            .status
+            .code()
+            != Some(0)
+    );
+    // The running version keeps serving.
+    assert_eq!(image_of(&n.container_id(&m)), old_id);
+    assert_eq!(n.creates_since(&m, since), 0);
+}
+
+#[test]
+fn a_new_version_that_keeps_crashing_is_rolled_back_and_skipped() {
+    require_engine();
+    let reg = Registry::plain();
+    let repo = "acme/crashy";
+    let (old_id, _) = reg.push(repo, "1.0.0", &[]);
+    let (_, bad_digest) = {
+        // An image whose process exits at once.
+        let target = format!("{}/{repo}:1.1.0", reg.addr);
+        let tmp = docker_ok(&["create", IMAGE_1, "true"]);
+        docker_ok(&["commit", "--change", "ENV CRASH=1", &tmp, &target]);
+        docker_ok(&["rm", &tmp]);
+        docker_ok(&["push", &target]);
+        let digests = docker_ok(&[
+            "image",
+            "inspect",
+            "--format",
+            "{{range .RepoDigests}}{{println .}}{{end}}",
+            &target,
+        ]);
+        let d = digests
+            .lines()
+            .find_map(|l| l.split_once('@').map(|(_, d)| d.to_string()))
+            .unwrap();
+        (image_id(&target), d)
+    };
+    let n = Node::new("reloadcrash")
+        .with_heartbeat("1s")
+        .with_config("settle_window = \"3s\"\ncrash_loop_restarts = 2");
+    let m = n.module("crashy");
+    n.write_intention(
+        "c.toml",
+        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+    );
+    let agent = Agent::start(&n);
+    n.wait_for(60, "running 1.0.0", || {
+        n.container(&m)
+            .is_some_and(|(id, state, _)| state == "running" && image_of(&id) == old_id)
+    });
+    let r = wait_end(
+        &agent,
+        &n,
+        request(
+            &agent,
+            &n,
+            &format!(r#"{{"module": "{m}", "reason": "try 1.1"}}"#),
+        ),
+    );
+    assert_eq!(r["status"], "failed", "{r:#}");
+    let failure = r["failure"].as_str().unwrap_or_default();
+    assert!(
+        failure.contains("1.1.0") && failure.contains("rolled back to 1.0.0"),
+        "{r:#}"
+    );
+    // Back on the previous image, which was kept.
+    n.wait_for(60, "back on 1.0.0", || {
+        n.container(&m)
+            .is_some_and(|(id, state, _)| state == "running" && image_of(&id) == old_id)
+    });
+    // The auto lane skips that digest from then on.
+    let (_, module) = agent.get(&format!("/v1/modules/{m}"));
+    let module: serde_json::Value = serde_json::from_str(&module).unwrap();
+    assert_eq!(
+        module["update"]["skipped"][0],
+        bad_digest.as_str(),
+        "{module:#}"
+    );
+}
