@@ -159,8 +159,13 @@ fn bad_requests_are_refused_and_change_nothing() {
     let (_, list) = agent.get("/v1/reloads");
     assert_eq!(list.trim().replace([' ', '\n'], ""), r#"{"reloads":[]}"#);
     // Writes need the token.
-    let (code, _) =
-        common::agent::http_post_unauthorised(&agent.addr, "/v1/reloads", r#"{"reason": "x"}"#);
+    let (code, _) = common::agent::http_send(
+        &agent.addr,
+        "POST",
+        "/v1/reloads",
+        None,
+        r#"{"reason": "x"}"#,
+    );
     assert_eq!(code, 401);
 }
 
@@ -224,26 +229,8 @@ fn a_new_version_that_keeps_crashing_is_rolled_back_and_skipped() {
     let reg = Registry::plain();
     let repo = "acme/crashy";
     let (old_id, _) = reg.push(repo, "1.0.0", &[]);
-    let (_, bad_digest) = {
-        // An image whose process exits at once.
-        let target = format!("{}/{repo}:1.1.0", reg.addr);
-        let tmp = docker_ok(&["create", IMAGE_1, "true"]);
-        docker_ok(&["commit", "--change", "ENV CRASH=1", &tmp, &target]);
-        docker_ok(&["rm", &tmp]);
-        docker_ok(&["push", &target]);
-        let digests = docker_ok(&[
-            "image",
-            "inspect",
-            "--format",
-            "{{range .RepoDigests}}{{println .}}{{end}}",
-            &target,
-        ]);
-        let d = digests
-            .lines()
-            .find_map(|l| l.split_once('@').map(|(_, d)| d.to_string()))
-            .unwrap();
-        (image_id(&target), d)
-    };
+    // An image whose process exits at once.
+    let (_, bad_digest) = reg.push_changed(repo, "1.1.0", &["ENV CRASH=1"]);
     let n = Node::new("reloadcrash")
         .with_heartbeat("1s")
         .with_config("settle_window = \"3s\"\ncrash_loop_restarts = 2");

@@ -59,53 +59,49 @@ impl Agent {
 
     /// (status, body) of an authorised request.
     pub fn send(&self, n: &Node, method: &str, path: &str, body: &str) -> (u16, String) {
-        use std::io::{Read, Write};
         let token = std::fs::read_to_string(n.data().join("api-token")).unwrap();
-        let mut s = std::net::TcpStream::connect(&self.addr).unwrap();
-        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-            .unwrap();
-        // The agent may answer (413) and close before it has read all of a
-        // body it refuses; its answer is still there to read.
-        let _ = write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            token.trim(),
-            body.len()
-        );
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        let status = out
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        (
-            status,
-            out.split_once("\r\n\r\n")
-                .map_or("", |(_, b)| b)
-                .to_string(),
-        )
+        http_send(&self.addr, method, path, Some(token.trim()), body)
     }
 }
 
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// (status, body) of a request with a JSON body, with a bearer token when
+/// given.
+pub fn http_send(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> (u16, String) {
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    exchange(
+        addr,
+        &format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+        10,
+    )
 }
 
 /// (status, body) of a GET to `addr`.
 pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+    exchange(
+        addr,
+        &format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+        30,
+    )
+}
+
+/// Writes one request and reads the whole answer.
+fn exchange(addr: &str, request: &str, timeout_secs: u64) -> (u16, String) {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+    s.set_read_timeout(Some(std::time::Duration::from_secs(timeout_secs)))
         .unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
+    // The agent may answer (413) and close before it has read all of a
+    // body it refuses; its answer is still there to read.
+    let _ = s.write_all(request.as_bytes());
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
     let status = out
@@ -120,28 +116,9 @@ pub fn http_get(addr: &str, path: &str) -> (u16, String) {
     (status, body)
 }
 
-/// (status, body) of a POST without a token.
-pub fn http_post_unauthorised(addr: &str, path: &str, body: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .unwrap();
-    let _ = write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    let status = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (
-        status,
-        out.split_once("\r\n\r\n")
-            .map_or("", |(_, b)| b)
-            .to_string(),
-    )
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

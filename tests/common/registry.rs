@@ -194,15 +194,27 @@ impl Registry {
     /// labels (each push of new labels is a new image); returns its image
     /// ID and its manifest digest.
     pub fn push(&self, repo: &str, tag: &str, labels: &[(&str, &str)]) -> (String, String) {
+        let changes: Vec<String> = labels
+            .iter()
+            .map(|(k, v)| format!("LABEL {k}={v}"))
+            .collect();
+        let changes: Vec<&str> = changes.iter().map(String::as_str).collect();
+        self.push_changed(repo, tag, &changes)
+    }
+
+    /// Pushes a new image to `repo:tag` here: the test image with these
+    /// Dockerfile changes (`ENV X=1`, `LABEL k=v`); returns its image ID and
+    /// its manifest digest.
+    pub fn push_changed(&self, repo: &str, tag: &str, changes: &[&str]) -> (String, String) {
         let target = format!("{}/{repo}:{tag}", self.addr);
         let tmp = docker_ok(&["create", IMAGE_1, "true"]);
         let mut args = vec!["commit".to_string()];
         // A label that differs per push, so every push is its own image.
         args.push("--change".into());
         args.push(format!("LABEL org.example.pushed={repo}:{tag}"));
-        for (k, v) in labels {
+        for c in changes {
             args.push("--change".into());
-            args.push(format!("LABEL {k}={v}"));
+            args.push(c.to_string());
         }
         args.push(tmp.clone());
         args.push(target.clone());
