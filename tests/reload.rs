@@ -94,20 +94,40 @@ fn a_reload_lands_the_newest_compatible_version_with_exactly_one_restart() {
     let c = n.container_id(&m);
     assert_eq!(image_of(&c), new_id);
     assert_eq!(n.creates_since(&m, since), 1);
-    // Asked again: nothing to do, nothing restarted.
+    // Asked again, through the CLI, waiting: nothing to do, nothing
+    // restarted.
     let since = unix_now();
-    let again = wait_end(
-        &agent,
-        &n,
-        request(
-            &agent,
-            &n,
-            &format!(r#"{{"module": "{m}", "reason": "again"}}"#),
-        ),
+    let o = n
+        .stead()
+        .args(["reload", &m, "--reason", "again", "--wait", "--config"])
+        .arg(n.config())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
     );
-    assert_eq!(again["status"], "done", "{again:#}");
+    assert!(
+        out.contains("reload 2 requested") && out.contains("now done"),
+        "{out}"
+    );
+    let again = wait_end(&agent, &n, 2);
     assert_eq!(again["activation"], "not-needed", "{again:#}");
     assert_eq!(n.creates_since(&m, since), 0);
+    let o = n
+        .stead()
+        .args(["reloads", "--config"])
+        .arg(n.config())
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(list.lines().count(), 2, "{list}");
+    assert!(
+        list.contains("needs 1.5") && list.contains("done"),
+        "{list}"
+    );
     // The landed version stands across an agent restart.
     drop(agent);
     let out = n.once_ok();

@@ -94,6 +94,30 @@ pub enum Command {
         /// The module.
         module: String,
     },
+    /// Ask for a module (or every module with an [update] section) to be
+    /// reloaded: its newest compatible version landed, with one restart.
+    Reload {
+        /// The agent's config file (for its address and token).
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// The module; every module with an [update] section when left out.
+        module: Option<String>,
+        /// Why (required): carried into the request's log.
+        #[arg(long)]
+        reason: String,
+        /// Wait until the request is done or failed; exit 1 unless done.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// List reload requests.
+    Reloads {
+        /// The agent's config file (for its address and token).
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Keep printing as requests move.
+        #[arg(long, short)]
+        follow: bool,
+    },
     /// Print the agent's event log.
     Events {
         /// The agent's config file (for its address and token).
@@ -251,6 +275,13 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             follow,
             since,
         } => client_command(config, |c| events(c, since, follow)),
+        Command::Reload {
+            config,
+            module,
+            reason,
+            wait,
+        } => client_command(config, |c| reload(c, module, reason, wait)),
+        Command::Reloads { config, follow } => client_command(config, |c| reloads(c, follow)),
         Command::Check { config } => {
             let config = load_config(config)?;
             let (lines, rejected) = match reconcile::check::check(&config.intentions_dir) {
@@ -468,6 +499,102 @@ async fn events(c: Client, mut since: u64, follow: bool) -> Result<ExitCode, Cli
             return Ok(ExitCode::SUCCESS);
         }
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
+async fn reload(
+    c: Client,
+    module: Option<String>,
+    reason: String,
+    wait: bool,
+) -> Result<ExitCode, ClientError> {
+    let who = std::env::var("USER").unwrap_or_else(|_| "cli".into());
+    let body = serde_json::json!({ "module": module, "reason": reason, "requested_by": who });
+    let a = c.request(Method::POST, "/v1/reloads", Some(&body)).await?;
+    if a.status != 202 {
+        return Ok(report(&a, String::new));
+    }
+    let id = a.body["id"].as_u64().unwrap_or(0);
+    println!("reload {id} requested");
+    if !wait {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut printed = 0;
+    loop {
+        let a = c
+            .request(Method::GET, &format!("/v1/reloads/{id}"), None)
+            .await?;
+        if a.status != 200 {
+            return Ok(report(&a, String::new));
+        }
+        let log = a.body["log"].as_array().cloned().unwrap_or_default();
+        for l in log.iter().skip(printed) {
+            println!(
+                "{} {}",
+                client::rfc3339(l["at"].as_u64().unwrap_or(0)),
+                l["text"].as_str().unwrap_or("")
+            );
+        }
+        printed = printed.max(log.len());
+        match a.body["status"].as_str() {
+            Some("done") => return Ok(ExitCode::SUCCESS),
+            Some("failed") => {
+                eprintln!(
+                    "stead: reload {id} failed: {}",
+                    a.body["failure"].as_str().unwrap_or("")
+                );
+                return Ok(ExitCode::from(EXIT_REFUSED));
+            }
+            _ => tokio::time::sleep(std::time::Duration::from_secs(1)).await,
+        }
+    }
+}
+
+async fn reloads(c: Client, follow: bool) -> Result<ExitCode, ClientError> {
+    let mut last = String::new();
+    loop {
+        let a = c.request(Method::GET, "/v1/reloads", None).await?;
+        if a.status != 200 {
+            return Ok(report(&a, String::new));
+        }
+        let mut out = String::new();
+        for r in a.body["reloads"].as_array().into_iter().flatten() {
+            let items: Vec<String> = r["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|i| {
+                    format!(
+                        "{}: {}",
+                        i["module"].as_str().unwrap_or("?"),
+                        i["failure"]
+                            .as_str()
+                            .or(i["decision"].as_str())
+                            .unwrap_or("")
+                    )
+                })
+                .collect();
+            out.push_str(&format!(
+                "{:>4} {} {:<10} {:<24} {} — {}\n",
+                r["id"],
+                client::rfc3339(r["requested_at"].as_u64().unwrap_or(0)),
+                r["status"].as_str().unwrap_or("?"),
+                r["module"].as_str().unwrap_or("(every module)"),
+                r["reason"].as_str().unwrap_or(""),
+                items.join("; ")
+            ));
+        }
+        if out != last {
+            print!("{out}");
+            if follow {
+                println!();
+            }
+            last = out;
+        }
+        if !follow {
+            return Ok(ExitCode::SUCCESS);
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     }
 }
 
