@@ -170,7 +170,11 @@ async fn follow_events<E: Engine>(
 /// in the store, so the next run resumes it.
 async fn run_reloads<E: Engine>(engine: E, executor: Arc<Executor>, wake: Arc<Notify>) {
     loop {
-        let open = match executor.run(&engine, crate::store::now()).await {
+        let now = crate::store::now();
+        if let Err(e) = executor.auto_lane(now).await {
+            tracing::warn!("auto-update: {e}");
+        }
+        let open = match executor.run(&engine, now).await {
             Ok(open) => open,
             Err(e) => {
                 tracing::warn!("reloads: {e}");
@@ -410,7 +414,7 @@ impl<C: Connect> Agent<C> {
                 Err(e) => tracing::error!("registry credentials: {e}"),
             }
         }
-        self.executor = Some(Arc::new(Executor::new(
+        let executor = Arc::new(Executor::new(
             self.store.clone(),
             self.reconciler.board(),
             self.wake.clone(),
@@ -421,7 +425,9 @@ impl<C: Connect> Agent<C> {
                 retry_interval: self.config.reload_retry_interval,
             },
             agent,
-        )));
+        ));
+        let look_now = executor.look_now.clone();
+        self.executor = Some(executor);
         let api = Arc::new(ApiState {
             node_id: self.config.node_id.clone(),
             store: self.store.clone(),
@@ -434,6 +440,7 @@ impl<C: Connect> Agent<C> {
             heavy_reads: tokio::sync::Semaphore::new(api::HEAVY_READS),
             agent,
             reload_wake: self.reload_wake.clone(),
+            look_now,
         });
         let _server = AbortOnDrop(tokio::spawn(api::serve(listener, api)));
         tracing::info!("API listening on http://{addr}");

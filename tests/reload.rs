@@ -293,3 +293,71 @@ fn a_new_version_that_keeps_crashing_is_rolled_back_and_skipped() {
         "{module:#}"
     );
 }
+
+#[test]
+fn the_auto_lane_lands_what_is_published_and_never_picks_a_rolled_back_digest_again() {
+    require_engine();
+    let reg = Registry::plain();
+    let repo = "acme/auto";
+    let (v1, _) = reg.push(repo, "1.0.0", &[]);
+    let (v11, _) = reg.push(repo, "1.1.0", &[]);
+    let n = Node::new("reloadauto")
+        .with_heartbeat("1s")
+        .with_config("settle_window = \"3s\"\ncrash_loop_restarts = 2");
+    let m = n.module("auto");
+    n.write_intention(
+        "a.toml",
+        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1").replace(
+            "[update]\n",
+            "[update]\nlane = \"auto\"\ninterval = \"1h\"\n",
+        ),
+    );
+    let agent = Agent::start(&n);
+    // Nobody asks: the lane's first look finds 1.1.0 and files the request.
+    n.wait_for(90, "1.1.0 running, landed by the auto lane", || {
+        n.container(&m)
+            .is_some_and(|(id, state, _)| state == "running" && image_of(&id) == v11)
+    });
+    assert_ne!(v1, v11);
+    let first = wait_end(&agent, &n, 1);
+    assert_eq!(first["status"], "done", "{first:#}");
+    assert_eq!(first["requested_by"], "auto-update");
+    // A broken 1.2.0: the lane (asked to look now) lands it, it keeps
+    // crashing, it is rolled back to 1.1.0 and skipped.
+    let (_, bad) = reg.push_changed(repo, "1.2.0", &["ENV CRASH=1"]);
+    let (code, _) = agent.send(&n, "POST", "/v1/reloads/check", "");
+    assert_eq!(code, 202);
+    n.wait_for(30, "the lane to file for 1.2.0", || {
+        agent.get("/v1/reloads/2").0 == 200
+    });
+    let second = wait_end(&agent, &n, 2);
+    assert_eq!(second["status"], "failed", "{second:#}");
+    assert!(
+        second["failure"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("rolled back to 1.1.0"),
+        "{second:#}"
+    );
+    n.wait_for(60, "back on 1.1.0", || {
+        n.container(&m)
+            .is_some_and(|(id, state, _)| state == "running" && image_of(&id) == v11)
+    });
+    // Asked to look again: the lane looks (its last look moves on) and
+    // does not pick the skipped digest.
+    let update = || -> serde_json::Value {
+        let (_, module) = agent.get(&format!("/v1/modules/{m}"));
+        serde_json::from_str::<serde_json::Value>(&module).unwrap()["update"].clone()
+    };
+    assert_eq!(update()["skipped"][0], bad.as_str());
+    let looked = update()["last_look"].as_u64().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let (code, _) = agent.send(&n, "POST", "/v1/reloads/check", "");
+    assert_eq!(code, 202);
+    n.wait_for(30, "the lane to look again", || {
+        update()["last_look"].as_u64().unwrap() > looked
+    });
+    let (_, list) = agent.get("/v1/reloads");
+    let list: serde_json::Value = serde_json::from_str(&list).unwrap();
+    assert_eq!(list["reloads"].as_array().unwrap().len(), 2, "{list:#}");
+}

@@ -60,6 +60,8 @@ pub struct ApiState {
     pub agent: u64,
     /// Wakes the reload executor.
     pub reload_wake: Arc<Notify>,
+    /// Makes the auto lane look now.
+    pub look_now: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// How many whole-intention reads are served at once.
@@ -175,6 +177,17 @@ async fn route(state: &ApiState, req: Request<Incoming>) -> Result<Resp, ApiErro
             file_reload(state, &body).await
         }
         (["v1", "reloads"], &Method::GET) => list_reloads(state).await,
+        (["v1", "reloads", "check"], &Method::POST) => {
+            authorize(state, &req)?;
+            state
+                .look_now
+                .store(true, std::sync::atomic::Ordering::Release);
+            state.reload_wake.notify_one();
+            Ok(json_response(
+                StatusCode::ACCEPTED,
+                &json!({ "looking": "every module with lane = \"auto\"" }),
+            ))
+        }
         (["v1", "reloads", id], &Method::GET) => get_reload(state, id).await,
         (["healthz" | "readyz" | "metrics"], _)
         | (["v1", "reloads"], _)

@@ -76,6 +76,8 @@ pub struct Executor {
     agent: u64,
     version: semver::Version,
     platform: Platform,
+    /// Set to make the auto lane look now, whatever its intervals.
+    pub look_now: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Executor {
@@ -96,6 +98,7 @@ impl Executor {
             version: semver::Version::parse(env!("CARGO_PKG_VERSION"))
                 .expect("the package version is semver"),
             platform: Platform::this(),
+            look_now: Arc::default(),
         }
     }
 
@@ -208,12 +211,7 @@ impl Executor {
                         .unwrap_or_default();
                     let auto = r.requested_by == AUTO_UPDATE;
                     let resolved = self
-                        .resolve(
-                            &registries,
-                            &i,
-                            &mut r.items[k],
-                            if auto { &skipped } else { &[] },
-                        )
+                        .resolve(&registries, &i, &mut r.items[k], auto, &skipped)
                         .await;
                     if let Err(f) = resolved {
                         asked = asked.max(fail(&mut r.items[k], &f));
@@ -284,6 +282,7 @@ impl Executor {
         registries: &Registries,
         i: &Intention,
         item: &mut Item,
+        auto: bool,
         skipped: &[String],
     ) -> Result<(), Failure> {
         let Some(u) = &i.update else {
@@ -306,7 +305,9 @@ impl Executor {
         let mut picked = None;
         for c in found.iter().take(8) {
             let head = registries.head(&base.with_tag(&c.tag)).await?;
-            if skipped.contains(&head.digest) {
+            // The auto lane never picks again what was rolled back or
+            // declined; an explicit request is attended.
+            if auto && skipped.contains(&head.digest) {
                 continue;
             }
             picked = Some((c.clone(), head));
@@ -332,6 +333,19 @@ impl Executor {
                 Err(_) => true,
             };
             if above {
+                if auto {
+                    // Declined once is declined: the lane does not ask again.
+                    let (m, d) = (i.name.clone(), head.digest.clone());
+                    let _ = self
+                        .blocking(move |s| {
+                            s.modify_update(&m, |u| {
+                                if !u.skipped.contains(&d) {
+                                    u.skipped.push(d);
+                                }
+                            })
+                        })
+                        .await;
+                }
                 item.decision = format!(
                     "declined — {} needs stead >= {floor}; running {}",
                     version.tag, self.version
@@ -583,8 +597,18 @@ impl Executor {
         out
     }
 
+    /// The store.
+    pub(super) fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// This agent's id.
+    pub(super) fn agent(&self) -> u64 {
+        self.agent
+    }
+
     /// Every module's effective intention, and every update state.
-    async fn modules(
+    pub(super) async fn modules(
         &self,
     ) -> Result<
         (
@@ -606,7 +630,7 @@ impl Executor {
 
     /// The registry client for one attempt: the credentials file is read
     /// fresh (it may have been rotated).
-    fn registries(&self) -> Result<Registries, String> {
+    pub(super) fn registries(&self) -> Result<Registries, String> {
         let credentials = match &self.settings.registry_auth {
             Some(p) => Credentials::load(p)?,
             None => Credentials::default(),

@@ -6,3 +6,4 @@
 pub mod classify;
 pub mod executor;
 pub mod file;
+pub mod lane;
