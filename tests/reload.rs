@@ -361,3 +361,58 @@ fn the_auto_lane_lands_what_is_published_and_never_picks_a_rolled_back_digest_ag
     let list: serde_json::Value = serde_json::from_str(&list).unwrap();
     assert_eq!(list["reloads"].as_array().unwrap().len(), 2, "{list:#}");
 }
+
+#[test]
+fn an_agent_killed_at_any_step_resumes_the_request_with_one_restart() {
+    require_engine();
+    let reg = Registry::plain();
+    let repo = "acme/resume";
+    let (v0, _) = reg.push(repo, "1.0.0", &[]);
+    let n = Node::new("reloadcrashat").with_heartbeat("1s");
+    let m = n.module("resume");
+    n.write_intention(
+        "r.toml",
+        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+    );
+    {
+        let _agent = Agent::start(&n);
+        n.wait_for(60, "running 1.0.0", || {
+            n.container(&m)
+                .is_some_and(|(id, state, _)| state == "running" && image_of(&id) == v0)
+        });
+    }
+    let points = [
+        "after-landing-begins",
+        "after-resolve",
+        "after-pull",
+        "after-restart-stamp",
+        "after-landed-written",
+    ];
+    for (k, point) in points.iter().enumerate() {
+        let version = format!("1.{}.0", k + 1);
+        let (want, _) = reg.push(repo, &version, &[]);
+        docker_ok(&["rmi", &format!("{}/{repo}:{version}", reg.addr)]);
+        let since = unix_now();
+        let env = format!("STEAD_CRASH_AT=reload:{point}");
+        let mut crashing = Agent::start_under(&n, &["env", &env]);
+        let id = request(
+            &crashing,
+            &n,
+            &format!(r#"{{"module": "{m}", "reason": "to {version}"}}"#),
+        );
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while crashing.child.try_wait().unwrap().is_none() {
+            assert!(std::time::Instant::now() < end, "{point}: never reached");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        drop(crashing);
+        let agent = Agent::start(&n);
+        let r = wait_end(&agent, &n, id);
+        assert_eq!(r["status"], "done", "{point}: {r:#}");
+        n.wait_for(30, "the target running", || {
+            n.container(&m)
+                .is_some_and(|(c, state, _)| state == "running" && image_of(&c) == want)
+        });
+        assert_eq!(n.creates_since(&m, since), 1, "{point}: one create");
+    }
+}
