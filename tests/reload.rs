@@ -416,3 +416,90 @@ fn an_agent_killed_at_any_step_resumes_the_request_with_one_restart() {
         assert_eq!(n.creates_since(&m, since), 1, "{point}: one create");
     }
 }
+
+#[test]
+fn registry_faults_end_as_the_classifier_says_and_faulted_requests_land_once_cleared() {
+    use common::faults::{Fault, FaultProxy};
+    require_engine();
+    let reg = Registry::plain();
+    let proxy = FaultProxy::start(&reg.addr);
+    let repo = "acme/faulty";
+    reg.push(repo, "1.0.0", &[]);
+    // The module names its image through the proxy.
+    let image = format!("{}/{repo}:1.0.0", proxy.addr);
+    docker_ok(&["pull", &image]);
+    let n = Node::new("reloadfaults")
+        .with_heartbeat("1s")
+        .with_config("reload_retry_interval = \"1s\"");
+    let m = n.module("faulty");
+    n.write_intention("f.toml", &sensor(&m, &image, "^1"));
+    let agent = Agent::start(&n);
+    n.wait_for(60, "running 1.0.0", || {
+        n.container(&m)
+            .is_some_and(|(_, state, _)| state == "running")
+    });
+    // (method, path part, fault, ends done after a fault?, or failed saying)
+    let cases: Vec<(&str, &str, Fault, Result<(), &str>)> = vec![
+        ("HEAD", "/manifests/", Fault::Status(503, None), Ok(())),
+        ("GET", "/tags/list", Fault::Status(429, Some(2)), Ok(())),
+        ("GET", "/blobs/", Fault::Status(502, None), Ok(())),
+        (
+            "GET",
+            "/manifests/sha256:",
+            Fault::Status(504, None),
+            Ok(()),
+        ),
+        ("GET", "/tags/list", Fault::Reset, Ok(())),
+        ("HEAD", "/manifests/", Fault::Status(404, None), Err("404")),
+        (
+            "GET",
+            "/tags/list",
+            Fault::Status(403, None),
+            Err("credentials refused"),
+        ),
+        (
+            "GET",
+            "/blobs/",
+            Fault::Tamper,
+            Err("does not match its digest"),
+        ),
+    ];
+    for (k, (method, part, fault, want)) in cases.into_iter().enumerate() {
+        let version = format!("1.{}.0", k + 1);
+        reg.push(repo, &version, &[]);
+        proxy.clear();
+        proxy.inject(method, part, fault.clone(), 1);
+        let started = std::time::Instant::now();
+        let id = request(
+            &agent,
+            &n,
+            &format!(r#"{{"module": "{m}", "reason": "{version}"}}"#),
+        );
+        let r = wait_end(&agent, &n, id);
+        let case = format!("{method} {part} {fault:?}");
+        match want {
+            Ok(()) => {
+                assert_eq!(r["status"], "done", "{case}: {r:#}");
+                assert!(
+                    r["attempt"].as_u64().unwrap() >= 1,
+                    "{case}: retried: {r:#}"
+                );
+                let log = r["log"].to_string();
+                assert!(log.contains("now faulted"), "{case}: {r:#}");
+                assert_eq!(r["items"][0]["target_version"], version.as_str(), "{case}");
+                if let Fault::Status(429, Some(secs)) = fault {
+                    assert!(
+                        started.elapsed() >= std::time::Duration::from_secs(secs),
+                        "{case}: Retry-After honoured"
+                    );
+                }
+            }
+            Err(says) => {
+                assert_eq!(r["status"], "failed", "{case}: {r:#}");
+                assert_eq!(r["attempt"], 0, "{case}: never retried");
+                let failure = r["failure"].as_str().unwrap_or_default();
+                assert!(failure.contains(says), "{case}: {failure}");
+            }
+        }
+    }
+}

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod agent;
+pub mod faults;
 pub mod registry;
 
 use std::io::{Read, Write};
