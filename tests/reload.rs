@@ -503,3 +503,59 @@ fn registry_faults_end_as_the_classifier_says_and_faulted_requests_land_once_cle
         }
     }
 }
+
+#[test]
+fn a_reload_from_a_registry_with_tls_and_credentials_pulls_with_them() {
+    use common::registry::Tls;
+    require_engine();
+    let plain = Registry::plain();
+    let repo = "acme/private";
+    plain.push(repo, "1.0.0", &[]);
+    let (want, _) = plain.push(repo, "1.1.0", &[]);
+    let tls = Tls::new();
+    let reg = Registry::tls_with_auth(&tls, &plain.storage, "ci", "s3cret");
+    let n = Node::new("reloadtls").with_heartbeat("1s");
+    let auth = n.dir.path().join("registry-auth.json");
+    std::fs::write(
+        &auth,
+        format!(
+            r#"{{"auths": {{"{}": {{"username": "ci", "password": "s3cret"}}}}}}"#,
+            reg.addr
+        ),
+    )
+    .unwrap();
+    let n = n.with_config(&format!(
+        "registry_auth = {:?}\nregistry_ca = {:?}",
+        auth.display().to_string(),
+        tls.ca.display().to_string()
+    ));
+    let m = n.module("private");
+    let image = format!("{}/{repo}:1.0.0", reg.addr);
+    n.write_intention("p.toml", &sensor(&m, &image, "^1"));
+    // The agent pulls 1.0.0 itself, with the credentials.
+    let agent = Agent::start(&n);
+    n.wait_for(90, "running 1.0.0, pulled with the credentials", || {
+        n.container(&m)
+            .is_some_and(|(_, state, _)| state == "running")
+    });
+    let r = wait_end(
+        &agent,
+        &n,
+        request(
+            &agent,
+            &n,
+            &format!(r#"{{"module": "{m}", "reason": "1.1"}}"#),
+        ),
+    );
+    assert_eq!(r["status"], "done", "{r:#}");
+    assert_eq!(image_of(&n.container_id(&m)), want);
+    // The registry authorised the engine's own pulls: the credentials
+    // reached it (without them the first pull is refused, 401).
+    let log = std::fs::read_to_string(&reg.log).unwrap();
+    assert!(
+        log.lines().any(|l| l.contains("msg=\"authorized request\"")
+            && l.contains("/manifests/sha256:")
+            && l.contains("useragent=\"docker/")),
+        "{log}"
+    );
+}
