@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the release binaries dist/stead-<target>: static (musl), stripped,
 # tuned for size (see [profile.release] in Cargo.toml), linked by rust-lld
-# (.cargo/config.toml): no target C toolchain needed. Checks each is static
-# (no program interpreter) and prints its size.
+# (.cargo/config.toml). ring (rustls' cryptography) compiles a little C and
+# assembly for the target: musl-gcc for x86_64, Debian's aarch64 cross gcc
+# for aarch64 (installed when missing). Checks each binary is static (no
+# program interpreter) and prints its size.
 #
 #   scripts/release.sh                      # x86_64 and aarch64
 #   scripts/release.sh aarch64-unknown-linux-musl
@@ -22,6 +24,15 @@ installed="$(rustup target list --installed 2>/dev/null || true)"
 mkdir -p dist
 for t in "${targets[@]}"; do
     grep -qx "$t" <<<"$installed" || rustup target add "$t" >&2
+    case "$t" in
+        x86_64-unknown-linux-musl)
+            command -v musl-gcc >/dev/null 2>&1 || apt_install musl-tools
+            export CC_x86_64_unknown_linux_musl=musl-gcc ;;
+        aarch64-unknown-linux-musl)
+            { command -v aarch64-linux-gnu-gcc && [ -e /usr/aarch64-linux-gnu/include/stdint.h ]; } >/dev/null 2>&1 \
+                || apt_install gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+            export CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc ;;
+    esac
     say "building $t"
     cargo build --release --locked --target "$t" >&2
     cp "target/$t/release/stead" "dist/stead-$t"
