@@ -288,10 +288,19 @@ fn bearer_tokens_pagination_and_a_head_without_a_digest_against_a_fake() {
 }
 
 /// A raw HTTP request to a plain registry: (status, headers and body).
-fn raw(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String, Vec<u8>) {
+fn raw(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String, Vec<u8>) {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
     for (k, v) in headers {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -317,7 +326,10 @@ fn an_image_index_is_followed_to_this_platform_and_no_other() {
         &reg.addr,
         "GET",
         &format!("/v2/{repo}/manifests/{digest}"),
-        &[("Accept", "application/vnd.docker.distribution.manifest.v2+json")],
+        &[(
+            "Accept",
+            "application/vnd.docker.distribution.manifest.v2+json",
+        )],
         b"",
     );
     assert_eq!(code, 200);
@@ -335,7 +347,11 @@ fn an_image_index_is_followed_to_this_platform_and_no_other() {
         })
         .to_string()
     };
-    let other = if platform.architecture == "arm64" { "amd64" } else { "arm64" };
+    let other = if platform.architecture == "arm64" {
+        "amd64"
+    } else {
+        "arm64"
+    };
     for (tag, arch) in [("1.1.0", platform.architecture.as_str()), ("1.2.0", other)] {
         let (code, head, _) = raw(
             &reg.addr,

@@ -39,6 +39,10 @@ use crate::store::{Store, StoreError};
 /// The label an image declares the oldest agent able to run it with.
 pub const FLOOR_LABEL: &str = "io.stead.min-agent-version";
 
+/// How long an activated module may take to run its landed image before
+/// the attempt counts as faulted.
+const ACTIVATION_LIMIT: Duration = Duration::from_secs(600);
+
 /// Who the auto lane files its requests as.
 pub const AUTO_UPDATE: &str = "auto-update";
 
@@ -433,7 +437,25 @@ impl Executor {
         let board = self.board.lock().expect("board lock").clone();
         let mut changed = false;
         let mut rolled_back = Vec::new();
+        let mut stalled = Vec::new();
+        let asked_at = r.restart_requested_at.unwrap_or(now);
         for item in r.items.iter_mut().filter(|i| needs_activation(i)) {
+            let known = ModuleName::try_from(item.module.as_str())
+                .ok()
+                .is_some_and(|m| entries.contains_key(&m));
+            if !known {
+                item.failure = Some("the module was removed while it was activated".into());
+                item.transient = false;
+                changed = true;
+                continue;
+            }
+            let running_target = board
+                .get(&item.module)
+                .map(|st| st.image_id == item.target_image);
+            if running_target != Some(true) && now > asked_at + ACTIVATION_LIMIT.as_secs() {
+                stalled.push(item.module.clone());
+                continue;
+            }
             let Some(st) = board.get(&item.module) else {
                 continue;
             };
@@ -489,6 +511,31 @@ impl Executor {
                 return self.put(r).await;
             }
             self.wake_pass.notify_one();
+        }
+        if !stalled.is_empty() && rolled_back.is_empty() {
+            // Not running what was landed, long after it was asked: tried
+            // again as a new attempt (with its own one restart).
+            r.failure = Some(format!(
+                "{} not running the landed image {} min after the restart was asked",
+                stalled.join(", "),
+                ACTIVATION_LIMIT.as_secs() / 60
+            ));
+            r.advance(Status::Faulted, now)
+                .expect("activating → faulted");
+            return self.put(r).await;
+        }
+        if rolled_back.is_empty() && r.items.iter().any(|i| i.failure.is_some()) {
+            if let Some(status) = r.outcome_of_failures() {
+                let names: Vec<String> = r
+                    .items
+                    .iter()
+                    .filter_map(|i| i.failure.as_ref().map(|f| format!("{}: {f}", i.module)))
+                    .collect();
+                r.failure = Some(names.join("; "));
+                r.advance(status, now)
+                    .expect("activating → failed or faulted");
+                return self.put(r).await;
+            }
         }
         if !rolled_back.is_empty() {
             let names: Vec<String> = rolled_back
