@@ -165,30 +165,51 @@ async fn follow_events<E: Engine>(
 }
 
 /// Moves reload requests on: at once when woken (a request filed, a pass
-/// done), every two seconds while one is open, every minute otherwise.
+/// done), every two seconds while one lands or activates, when a faulted
+/// one is due, and at least every minute (for the auto lane).
 /// Stopped (between any two steps) when the engine is lost: every step is
 /// in the store, so the next run resumes it.
-async fn run_reloads<E: Engine>(engine: E, executor: Arc<Executor>, wake: Arc<Notify>) {
+async fn run_reloads<E: Engine>(
+    engine: E,
+    executor: Arc<Executor>,
+    filed: Arc<Notify>,
+    passed: Arc<Notify>,
+) {
+    // Whether a request may be open: the store is read only then (and at
+    // start), not on every pass of an idle node.
+    let mut open = true;
+    // The auto lane's first look waits for the first pass to have taken the
+    // intentions in.
+    let mut passed_once = false;
     loop {
         let now = crate::store::now();
-        if let Err(e) = executor.auto_lane(now).await {
-            tracing::warn!("auto-update: {e}");
-        }
-        let open = match executor.run(&engine, now).await {
-            Ok(open) => open,
-            Err(e) => {
-                tracing::warn!("reloads: {e}");
-                true
+        match executor.auto_lane(now).await {
+            Ok(looked) => {
+                open |= looked
+                    .iter()
+                    .any(|(_, l)| matches!(l, crate::reload::lane::Looked::Filed(..)));
             }
-        };
-        let wait = if open {
-            Duration::from_secs(2)
+            Err(e) => tracing::warn!("auto-update: {e}"),
+        }
+        let next = if open {
+            match executor.run(&engine, now).await {
+                Ok(next) => next,
+                Err(e) => {
+                    tracing::warn!("reloads: {e}");
+                    Some(Duration::from_secs(2))
+                }
+            }
         } else {
-            Duration::from_secs(60)
+            None
         };
+        open = next.is_some();
+        // The auto lane looks at least once a minute.
+        let wait = next.map_or(Duration::from_secs(60), |n| n.min(Duration::from_secs(60)));
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
-            () = wake.notified() => {}
+            () = filed.notified() => open = true,
+            // What a pass saw is what an activation measures.
+            () = passed.notified(), if open || !passed_once => passed_once = true,
         }
     }
 }
@@ -218,8 +239,10 @@ pub struct Agent<C: Connect> {
     pub wake: Arc<Notify>,
     /// The node's status.
     pub status: Arc<Mutex<NodeStatus>>,
-    /// Wakes the reload executor (a request filed, a pass done).
+    /// Wakes the reload executor: a request was filed.
     pub reload_wake: Arc<Notify>,
+    /// Wakes the reload executor: a pass is done.
+    pass_done: Arc<Notify>,
     /// The reload executor, once the store has said this agent's id.
     executor: Option<Arc<Executor>>,
 }
@@ -262,6 +285,7 @@ impl<C: Connect> Agent<C> {
             wake,
             status: Arc::new(Mutex::new(NodeStatus::default())),
             reload_wake: Arc::new(Notify::new()),
+            pass_done: Arc::new(Notify::new()),
             executor: None,
         })
     }
@@ -518,6 +542,7 @@ impl<C: Connect> Agent<C> {
                                 e.clone(),
                                 x.clone(),
                                 self.reload_wake.clone(),
+                                self.pass_done.clone(),
                             ))));
                         }
                         engine = Some(e);
@@ -586,7 +611,7 @@ impl<C: Connect> Agent<C> {
                 Err(err) => self.pass_failed(&err.to_string()),
             }
             // What the pass saw is what a reload measures.
-            self.reload_wake.notify_one();
+            self.pass_done.notify_one();
             // The heartbeat, or sooner when a container's settle window ends
             // (so it reads converged when it is) or a back-off does.
             let next = next_in.map_or(self.config.heartbeat, |s| s.min(self.config.heartbeat));

@@ -106,11 +106,18 @@ impl Executor {
         }
     }
 
-    /// Moves every open request as far as it goes now. Says whether any
-    /// request is still open (the caller looks again soon).
-    pub async fn run<E: Engine>(&self, engine: &E, now: u64) -> Result<bool, StoreError> {
+    /// Moves every open request as far as it goes now. Says when to look
+    /// again: soon while one is landing or activating, when the first
+    /// faulted one is due, or `None` when none is open.
+    pub async fn run<E: Engine>(
+        &self,
+        engine: &E,
+        now: u64,
+    ) -> Result<Option<Duration>, StoreError> {
         let requests = self.blocking(|s| s.reloads()).await?;
-        let mut open = false;
+        let interval = self.settings.retry_interval.as_secs().max(1);
+        let mut next: Option<Duration> = None;
+        let mut sooner = |d: Duration| next = Some(next.map_or(d, |n| n.min(d)));
         for mut r in requests {
             if r.status.is_final() {
                 continue;
@@ -127,9 +134,13 @@ impl Executor {
                     break;
                 }
             }
-            open |= !r.status.is_final();
+            match r.due_at(interval) {
+                Some(due) => sooner(Duration::from_secs(due.saturating_sub(now).max(1))),
+                None if !r.status.is_final() => sooner(Duration::from_secs(2)),
+                None => {}
+            }
         }
-        Ok(open)
+        Ok(next)
     }
 
     async fn step<E: Engine>(

@@ -33,6 +33,22 @@ impl Executor {
             .look_now
             .swap(false, std::sync::atomic::Ordering::AcqRel);
         let (entries, updates) = self.modules().await?;
+        // Only modules whose look is due; most runs end here.
+        let due: Vec<_> = entries
+            .iter()
+            .filter(|(name, i)| {
+                let Some(u) = i.update.as_ref().filter(|u| u.lane == Lane::Auto) else {
+                    return false;
+                };
+                let last = updates.get(*name).map_or(0, |s| s.last_look);
+                on_demand
+                    || last == 0
+                    || now >= last + jittered(u.interval.as_secs(), name.as_str())
+            })
+            .collect();
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
         let open: Vec<Option<String>> = self
             .store()
             .blocking(|s| s.reloads())
@@ -42,16 +58,8 @@ impl Executor {
             .map(|r| r.module)
             .collect();
         let mut out = Vec::new();
-        for (name, i) in &entries {
-            let Some(u) = &i.update else { continue };
-            if u.lane != Lane::Auto {
-                continue;
-            }
+        for (name, i) in due {
             let state = updates.get(name).cloned().unwrap_or_default();
-            let due = state.last_look + jittered(u.interval.as_secs(), name.as_str());
-            if !on_demand && state.last_look != 0 && now < due {
-                continue;
-            }
             // A request for it (or for every module) already under way.
             if open
                 .iter()
