@@ -31,6 +31,24 @@ fn request(agent: &Agent, n: &Node, body: &str) -> u64 {
     v["id"].as_u64().unwrap()
 }
 
+/// Files a reload of `module` and waits for it to end; returns it.
+fn reload(agent: &Agent, n: &Node, module: &str, reason: &str) -> serde_json::Value {
+    let id = request(
+        agent,
+        n,
+        &format!(r#"{{"module": "{module}", "reason": "{reason}"}}"#),
+    );
+    wait_end(agent, n, id)
+}
+
+/// Waits until the module's container runs this image.
+fn wait_running(n: &Node, module: &str, image: &str, what: &str) {
+    n.wait_for(90, what, || {
+        n.container(module)
+            .is_some_and(|(id, state, _)| state == "running" && image_of(&id) == image)
+    });
+}
+
 /// Waits for a request to end; returns it.
 fn wait_end(agent: &Agent, n: &Node, id: u64) -> serde_json::Value {
     let end = std::time::Instant::now() + std::time::Duration::from_secs(90);
@@ -70,10 +88,7 @@ fn a_reload_lands_the_newest_compatible_version_with_exactly_one_restart() {
         &sensor(&m, &format!("{}/{repo}:1.4.2", reg.addr), "^1.4"),
     );
     let agent = Agent::start(&n);
-    n.wait_for(60, "the module running 1.4.2", || {
-        n.container(&m)
-            .is_some_and(|(id, state, _)| state == "running" && image_of(&id) == old_id)
-    });
+    wait_running(&n, &m, &old_id, "the module running 1.4.2");
     let since = unix_now();
     let id = request(
         &agent,
@@ -204,21 +219,10 @@ fn a_floor_above_the_agent_declines_without_a_layer_fetched() {
         &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
     );
     let agent = Agent::start(&n);
-    n.wait_for(60, "running 1.0.0", || {
-        n.container(&m)
-            .is_some_and(|(id, state, _)| state == "running" && image_of(&id) == old_id)
-    });
+    wait_running(&n, &m, &old_id, "running 1.0.0");
     let before = reg.requests().len();
     let since = unix_now();
-    let r = wait_end(
-        &agent,
-        &n,
-        request(
-            &agent,
-            &n,
-            &format!(r#"{{"module": "{m}", "reason": "try 1.1"}}"#),
-        ),
-    );
+    let r = reload(&agent, &n, &m, "try 1.1");
     assert_eq!(r["status"], "failed", "{r:#}");
     let item = &r["items"][0];
     let decision = item["decision"].as_str().unwrap();
@@ -260,19 +264,8 @@ fn a_new_version_that_keeps_crashing_is_rolled_back_and_skipped() {
         &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
     );
     let agent = Agent::start(&n);
-    n.wait_for(60, "running 1.0.0", || {
-        n.container(&m)
-            .is_some_and(|(id, state, _)| state == "running" && image_of(&id) == old_id)
-    });
-    let r = wait_end(
-        &agent,
-        &n,
-        request(
-            &agent,
-            &n,
-            &format!(r#"{{"module": "{m}", "reason": "try 1.1"}}"#),
-        ),
-    );
+    wait_running(&n, &m, &old_id, "running 1.0.0");
+    let r = reload(&agent, &n, &m, "try 1.1");
     assert_eq!(r["status"], "failed", "{r:#}");
     let failure = r["failure"].as_str().unwrap_or_default();
     assert!(
@@ -280,10 +273,7 @@ fn a_new_version_that_keeps_crashing_is_rolled_back_and_skipped() {
         "{r:#}"
     );
     // Back on the previous image, which was kept.
-    n.wait_for(60, "back on 1.0.0", || {
-        n.container(&m)
-            .is_some_and(|(id, state, _)| state == "running" && image_of(&id) == old_id)
-    });
+    wait_running(&n, &m, &old_id, "back on 1.0.0");
     // The auto lane skips that digest from then on.
     let (_, module) = agent.get(&format!("/v1/modules/{m}"));
     let module: serde_json::Value = serde_json::from_str(&module).unwrap();
@@ -314,10 +304,7 @@ fn the_auto_lane_lands_what_is_published_and_never_picks_a_rolled_back_digest_ag
     );
     let agent = Agent::start(&n);
     // Nobody asks: the lane's first look finds 1.1.0 and files the request.
-    n.wait_for(90, "1.1.0 running, landed by the auto lane", || {
-        n.container(&m)
-            .is_some_and(|(id, state, _)| state == "running" && image_of(&id) == v11)
-    });
+    wait_running(&n, &m, &v11, "1.1.0 running, landed by the auto lane");
     assert_ne!(v1, v11);
     let first = wait_end(&agent, &n, 1);
     assert_eq!(first["status"], "done", "{first:#}");
@@ -339,10 +326,7 @@ fn the_auto_lane_lands_what_is_published_and_never_picks_a_rolled_back_digest_ag
             .contains("rolled back to 1.1.0"),
         "{second:#}"
     );
-    n.wait_for(60, "back on 1.1.0", || {
-        n.container(&m)
-            .is_some_and(|(id, state, _)| state == "running" && image_of(&id) == v11)
-    });
+    wait_running(&n, &m, &v11, "back on 1.1.0");
     // Asked to look again: the lane looks (its last look moves on) and
     // does not pick the skipped digest.
     let update = || -> serde_json::Value {
@@ -376,10 +360,7 @@ fn an_agent_killed_at_any_step_resumes_the_request_with_one_restart() {
     );
     {
         let _agent = Agent::start(&n);
-        n.wait_for(60, "running 1.0.0", || {
-            n.container(&m)
-                .is_some_and(|(id, state, _)| state == "running" && image_of(&id) == v0)
-        });
+        wait_running(&n, &m, &v0, "running 1.0.0");
     }
     let points = [
         "after-landing-begins",
@@ -538,15 +519,7 @@ fn a_reload_from_a_registry_with_tls_and_credentials_pulls_with_them() {
         n.container(&m)
             .is_some_and(|(_, state, _)| state == "running")
     });
-    let r = wait_end(
-        &agent,
-        &n,
-        request(
-            &agent,
-            &n,
-            &format!(r#"{{"module": "{m}", "reason": "1.1"}}"#),
-        ),
-    );
+    let r = reload(&agent, &n, &m, "1.1");
     assert_eq!(r["status"], "done", "{r:#}");
     assert_eq!(image_of(&n.container_id(&m)), want);
     // The registry authorised the engine's own pulls: the credentials
