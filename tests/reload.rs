@@ -302,10 +302,24 @@ fn the_auto_lane_lands_what_is_published_and_never_picks_a_rolled_back_digest_ag
             "[update]\nlane = \"auto\"\ninterval = \"1h\"\n",
         ),
     );
+    // A pinned module of the same repository: the lane declines it by name.
+    let pinned = n.module("pinned");
+    n.write_intention(
+        "p.toml",
+        &sensor(&pinned, &format!("{}/{repo}:1.0.0", reg.addr), "^1")
+            .replace("[update]\n", "[update]\nlane = \"pinned\"\n"),
+    );
     let agent = Agent::start(&n);
     // Nobody asks: the lane's first look finds 1.1.0 and files the request.
     wait_running(&n, &m, &v11, "1.1.0 running, landed by the auto lane");
     assert_ne!(v1, v11);
+    n.wait_for(30, "the pin to be said", || {
+        agent
+            .get("/v1/events?limit=1000")
+            .1
+            .contains("auto-update declined: the module is pinned (1.1.0 is published)")
+    });
+    assert_eq!(image_of(&n.container_id(&pinned)), v1, "the pin holds");
     let first = wait_end(&agent, &n, 1);
     assert_eq!(first["status"], "done", "{first:#}");
     assert_eq!(first["requested_by"], "auto-update");

@@ -4,8 +4,9 @@
 //! (which do not count as pulls). When its digest is new (not what runs,
 //! not skipped after a rollback or a decline), a reload request is filed as
 //! `auto-update` through the one filing function; the executor lands it as
-//! any other. `pinned` modules are declined by name; `manual` ones are
-//! left to explicit requests. `POST /v1/reloads/check` makes it look now.
+//! any other. For a `pinned` module the lane looks the same way and
+//! declines by name (an event says what is published and that the pin holds
+//! it); `manual` ones are left to explicit requests. `POST /v1/reloads/check` makes it look now.
 
 use crate::model::intention::Lane;
 use crate::model::names::ModuleName;
@@ -23,6 +24,8 @@ pub enum Looked {
     Nothing,
     /// The registry could not say; looked again at the next interval.
     Unknown(String),
+    /// This version is published, and the module is pinned: declined.
+    Declined(String),
 }
 
 impl Executor {
@@ -37,7 +40,11 @@ impl Executor {
         let due: Vec<_> = entries
             .iter()
             .filter(|(name, i)| {
-                let Some(u) = i.update.as_ref().filter(|u| u.lane == Lane::Auto) else {
+                let Some(u) = i
+                    .update
+                    .as_ref()
+                    .filter(|u| matches!(u.lane, Lane::Auto | Lane::Pinned))
+                else {
                     return false;
                 };
                 let last = updates.get(*name).map_or(0, |s| s.last_look);
@@ -81,6 +88,18 @@ impl Executor {
                 }
                 Looked::Unknown(e) => {
                     tracing::warn!(module = name.as_str(), "auto-update: cannot look: {e}")
+                }
+                Looked::Declined(v) => {
+                    let (m, text) = (
+                        name.to_string(),
+                        format!("auto-update declined: the module is pinned ({v} is published)"),
+                    );
+                    tracing::info!(module = name.as_str(), "{text}");
+                    self.store()
+                        .blocking(move |s| {
+                            s.append_event(Some(&m), crate::store::EventKind::Intention, text)
+                        })
+                        .await?;
                 }
                 Looked::Nothing => {}
             }
@@ -136,6 +155,9 @@ impl Executor {
                 || landed.is_some_and(|l| l.digest == head.digest)
             {
                 continue;
+            }
+            if u.lane == Lane::Pinned {
+                return Ok(Looked::Declined(c.tag));
             }
             let (agent, module) = (self.agent(), i.name.clone());
             let reason = format!("{} is published (within {})", c.tag, u.range);
