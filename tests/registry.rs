@@ -287,81 +287,20 @@ fn bearer_tokens_pagination_and_a_head_without_a_digest_against_a_fake() {
     });
 }
 
-/// A raw HTTP request to a plain registry: (status, headers and body).
-fn raw(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> (u16, String, Vec<u8>) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    s.write_all(head.as_bytes()).unwrap();
-    s.write_all(body).unwrap();
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).unwrap();
-    let split = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let head = String::from_utf8_lossy(&out[..split]).to_string();
-    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (status, head, out[split + 4..].to_vec())
-}
-
 #[test]
 fn an_image_index_is_followed_to_this_platform_and_no_other() {
     require_engine();
     let reg = Registry::plain();
     let repo = "acme/multi";
     let (id, digest) = reg.push(repo, "1.0.0", &[("io.stead.min-agent-version", "0.1.0")]);
-    // The pushed manifest, as bytes, to list in an index.
-    let (code, _, manifest) = raw(
-        &reg.addr,
-        "GET",
-        &format!("/v2/{repo}/manifests/{digest}"),
-        &[(
-            "Accept",
-            "application/vnd.docker.distribution.manifest.v2+json",
-        )],
-        b"",
-    );
-    assert_eq!(code, 200);
     let platform = Platform::this();
-    let index = |arch: &str| {
-        serde_json::json!({
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.oci.image.index.v1+json",
-            "manifests": [{
-                "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
-                "digest": digest,
-                "size": manifest.len(),
-                "platform": { "os": "linux", "architecture": arch }
-            }]
-        })
-        .to_string()
-    };
     let other = if platform.architecture == "arm64" {
         "amd64"
     } else {
         "arm64"
     };
-    for (tag, arch) in [("1.1.0", platform.architecture.as_str()), ("1.2.0", other)] {
-        let (code, head, _) = raw(
-            &reg.addr,
-            "PUT",
-            &format!("/v2/{repo}/manifests/{tag}"),
-            &[("Content-Type", "application/vnd.oci.image.index.v1+json")],
-            index(arch).as_bytes(),
-        );
-        assert_eq!(code, 201, "{head}");
-    }
+    reg.push_index(repo, "1.1.0", &digest, &platform.architecture);
+    reg.push_index(repo, "1.2.0", &digest, other);
     let rt = rt();
     let c = client(None, "{}");
     let r = Reference::parse(&format!("{}/{repo}:1.1.0", reg.addr)).unwrap();

@@ -546,3 +546,29 @@ fn a_reload_from_a_registry_with_tls_and_credentials_pulls_with_them() {
         "{log}"
     );
 }
+
+#[test]
+fn a_reload_of_a_tag_that_names_an_image_index_lands_this_platform_s_image() {
+    require_engine();
+    let reg = Registry::plain();
+    let repo = "acme/indexed";
+    let (v1, _) = reg.push(repo, "1.0.0", &[]);
+    // 1.1.0 exists only as an index over an image pushed under another tag.
+    let (v11, manifest) = reg.push(repo, "build-7", &[]);
+    docker_ok(&["rmi", &format!("{}/{repo}:build-7", reg.addr)]);
+    let arch = stead::registry::client::Platform::this().architecture;
+    reg.push_index(repo, "1.1.0", &manifest, &arch);
+    let n = Node::new("reloadindex").with_heartbeat("1s");
+    let m = n.module("indexed");
+    n.write_intention(
+        "i.toml",
+        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+    );
+    let agent = Agent::start(&n);
+    wait_running(&n, &m, &v1, "running 1.0.0");
+    let r = reload(&agent, &n, &m, "to the index");
+    assert_eq!(r["status"], "done", "{r:#}");
+    assert_eq!(r["items"][0]["target_version"], "1.1.0");
+    assert_eq!(r["items"][0]["target_image"], v11.as_str());
+    wait_running(&n, &m, &v11, "running the index's image");
+}

@@ -239,6 +239,41 @@ impl Registry {
         (id, digest)
     }
 
+    /// Tags `repo:tag` here as an OCI image index listing one manifest (by
+    /// its digest) for `linux/<arch>`.
+    pub fn push_index(&self, repo: &str, tag: &str, manifest_digest: &str, arch: &str) {
+        let (code, _, manifest) = raw(
+            &self.addr,
+            "GET",
+            &format!("/v2/{repo}/manifests/{manifest_digest}"),
+            &[(
+                "Accept",
+                "application/vnd.docker.distribution.manifest.v2+json",
+            )],
+            b"",
+        );
+        assert_eq!(code, 200);
+        let index = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [{
+                "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                "digest": manifest_digest,
+                "size": manifest.len(),
+                "platform": { "os": "linux", "architecture": arch }
+            }]
+        })
+        .to_string();
+        let (code, head, _) = raw(
+            &self.addr,
+            "PUT",
+            &format!("/v2/{repo}/manifests/{tag}"),
+            &[("Content-Type", "application/vnd.oci.image.index.v1+json")],
+            index.as_bytes(),
+        );
+        assert_eq!(code, 201, "{head}");
+    }
+
     /// The requests the registry logged (method and path), in order.
     pub fn requests(&self) -> Vec<String> {
         std::fs::read_to_string(&self.log)
@@ -262,4 +297,32 @@ impl Drop for Registry {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A raw HTTP request to a plain registry: (status, headers and body).
+pub fn raw(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let split = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&out[..split]).to_string();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, head, out[split + 4..].to_vec())
 }
