@@ -572,3 +572,49 @@ fn a_reload_of_a_tag_that_names_an_image_index_lands_this_platform_s_image() {
     assert_eq!(r["items"][0]["target_image"], v11.as_str());
     wait_running(&n, &m, &v11, "running the index's image");
 }
+
+#[test]
+fn one_request_reloads_every_module_with_an_update_section() {
+    require_engine();
+    let reg = Registry::plain();
+    let n = Node::new("reloadall").with_heartbeat("1s");
+    let mut modules = Vec::new();
+    for name in ["a", "b"] {
+        let repo = format!("acme/all-{name}");
+        let (old, _) = reg.push(&repo, "2.0.0", &[]);
+        let (new, _) = reg.push(&repo, "2.3.1", &[]);
+        let m = n.module(name);
+        n.write_intention(
+            &format!("{name}.toml"),
+            &sensor(&m, &format!("{}/{repo}:2.0.0", reg.addr), "^2"),
+        );
+        modules.push((m, old, new));
+    }
+    // A module without an [update] section is not part of it.
+    let plain = n.module("plain");
+    n.write_intention(
+        "plain.toml",
+        &format!(
+            "name = \"{plain}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
+            idle_after("up")
+        ),
+    );
+    let agent = Agent::start(&n);
+    for (m, old, _) in &modules {
+        wait_running(&n, m, old, "running 2.0.0");
+    }
+    let plain_id = n.container_id(&plain);
+    let since = unix_now();
+    let r = wait_end(
+        &agent,
+        &n,
+        request(&agent, &n, r#"{"module": null, "reason": "fleet refresh"}"#),
+    );
+    assert_eq!(r["status"], "done", "{r:#}");
+    assert_eq!(r["items"].as_array().unwrap().len(), 2, "{r:#}");
+    for (m, _, new) in &modules {
+        wait_running(&n, m, new, "running 2.3.1");
+        assert_eq!(n.creates_since(m, since), 1, "{m}: one restart");
+    }
+    assert_eq!(n.container_id(&plain), plain_id, "untouched");
+}
