@@ -618,3 +618,38 @@ fn one_request_reloads_every_module_with_an_update_section() {
     }
     assert_eq!(n.container_id(&plain), plain_id, "untouched");
 }
+
+#[test]
+fn with_a_health_check_done_waits_for_healthy_and_unhealthy_rolls_back() {
+    require_engine();
+    let reg = Registry::plain();
+    let repo = "acme/checked";
+    let check = "HEALTHCHECK --interval=1s --timeout=2s --retries=2 CMD [ -z \"$SICK\" ]";
+    let (v1, _) = reg.push(repo, "1.0.0", &[]);
+    let (healthy, _) = reg.push_changed(repo, "1.1.0", &[check]);
+    let n = Node::new("reloadhealth").with_heartbeat("1s");
+    let m = n.module("checked");
+    n.write_intention(
+        "c.toml",
+        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+    );
+    let agent = Agent::start(&n);
+    wait_running(&n, &m, &v1, "running 1.0.0");
+    let r = reload(&agent, &n, &m, "to 1.1.0");
+    assert_eq!(r["status"], "done", "{r:#}");
+    assert_eq!(r["items"][0]["healthcheck"], true, "{r:#}");
+    let c = n.container_id(&m);
+    assert_eq!(image_of(&c), healthy);
+    let health = docker_ok(&["inspect", "--format", "{{.State.Health.Status}}", &c]);
+    assert_eq!(health, "healthy", "done only once healthy");
+    // A version that runs but turns unhealthy: rolled back.
+    let (_, _) = reg.push_changed(repo, "1.2.0", &[check, "ENV SICK=1"]);
+    let r = reload(&agent, &n, &m, "to 1.2.0");
+    assert_eq!(r["status"], "failed", "{r:#}");
+    let failure = r["failure"].as_str().unwrap_or_default();
+    assert!(
+        failure.contains("1.2.0 turned unhealthy; rolled back to 1.1.0"),
+        "{r:#}"
+    );
+    wait_running(&n, &m, &healthy, "back on 1.1.0");
+}
