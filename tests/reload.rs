@@ -445,6 +445,13 @@ fn registry_faults_end_as_the_classifier_says_and_faulted_requests_land_once_cle
             Ok(()),
         ),
         ("GET", "/tags/list", Fault::Reset, Ok(())),
+        // No answer: the client's 30 s limit ends the call.
+        (
+            "GET",
+            "/tags/list",
+            Fault::Hang(std::time::Duration::from_secs(40)),
+            Ok(()),
+        ),
         ("HEAD", "/manifests/", Fault::Status(404, None), Err("404")),
         (
             "GET",
@@ -652,4 +659,46 @@ fn with_a_health_check_done_waits_for_healthy_and_unhealthy_rolls_back() {
         "{r:#}"
     );
     wait_running(&n, &m, &healthy, "back on 1.1.0");
+}
+
+#[test]
+fn a_request_this_agent_did_not_write_is_refused_and_nothing_lands() {
+    require_engine();
+    let reg = Registry::plain();
+    let repo = "acme/forged";
+    let (v1, _) = reg.push(repo, "1.0.0", &[]);
+    reg.push(repo, "1.1.0", &[]);
+    let n = Node::new("reloadforged").with_heartbeat("1s");
+    let m = n.module("forged");
+    n.write_intention(
+        "f.toml",
+        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+    );
+    {
+        let _agent = Agent::start(&n);
+        wait_running(&n, &m, &v1, "running 1.0.0");
+    }
+    // Written into the store by something other than this agent's filing.
+    {
+        let store = stead::store::Store::open(&n.data().join("stead.redb")).unwrap();
+        let ours = store.agent_id().unwrap();
+        let module = stead::model::names::ModuleName::try_from(m.as_str()).unwrap();
+        store
+            .file_reload(|id| {
+                stead::model::reload::Request::new(id, ours ^ 1, Some(&module), "forged", "x", 0)
+            })
+            .unwrap()
+            .unwrap();
+    }
+    let agent = Agent::start(&n);
+    n.wait_for(30, "the refusal to be said", || {
+        std::fs::read_to_string(n.dir.path().join("agent.log"))
+            .unwrap_or_default()
+            .contains("request 1 was not written by this agent; refused, nothing landed")
+    });
+    let (_, r) = agent.get("/v1/reloads/1");
+    let r: serde_json::Value = serde_json::from_str(&r).unwrap();
+    assert_eq!(r["status"], "requested", "{r:#}");
+    assert_eq!(r["items"].as_array().unwrap().len(), 0, "{r:#}");
+    assert_eq!(image_of(&n.container_id(&m)), v1);
 }

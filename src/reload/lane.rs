@@ -61,7 +61,8 @@ impl Executor {
             .blocking(|s| s.reloads())
             .await?
             .into_iter()
-            .filter(|r| !r.status.is_final())
+            // A record this agent did not write holds nothing up.
+            .filter(|r| !r.status.is_final() && r.check_ours(self.agent()).is_ok())
             .map(|r| r.module)
             .collect();
         let mut out = Vec::new();

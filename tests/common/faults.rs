@@ -16,6 +16,8 @@ pub enum Fault {
     Status(u16, Option<u64>),
     /// Closes the connection with a reset.
     Reset,
+    /// Reads the request and never answers (for this long).
+    Hang(Duration),
     /// Forwards, and flips a byte of the body.
     Tamper,
 }
@@ -126,6 +128,10 @@ fn serve(
         Some(Fault::Reset) => {
             let sock = socket2_reset(client);
             drop(sock);
+        }
+        Some(Fault::Hang(d)) => {
+            std::thread::sleep(d);
+            drop(client);
         }
         Some(Fault::Tamper) | None => {
             let tamper = matches!(fault, Some(Fault::Tamper));
