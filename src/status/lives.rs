@@ -122,7 +122,7 @@ impl LifeBook {
             };
         };
         if let Some((life, _)) = known {
-            return Answer::Life(life);
+            return Answer::Life(self.as_engine_counts(id, state, life));
         }
         // Created in a later second than the stream began (the list says
         // whole seconds): every start and death of it was seen.
@@ -136,6 +136,24 @@ impl LifeBook {
             return Answer::Unknown;
         }
         Answer::Inspect
+    }
+
+    /// A life as the engine counts restarts: while the engine is restarting
+    /// a container that died after its last start, the restart it has
+    /// scheduled already counts (as an inspect would say).
+    fn as_engine_counts(&self, id: &str, state: ContainerState, mut life: Life) -> Life {
+        let counted = matches!(
+            self.tracked.get(id),
+            Some(Tracked::Known { counted: true, .. })
+        );
+        if state == ContainerState::Restarting
+            && !counted
+            && life.started_ns > 0
+            && life.finished_ns >= life.started_ns
+        {
+            life.restart_count = life.restart_count.saturating_add(1);
+        }
+        life
     }
 
     /// Records what an inspect said of container `id` in `state`; events
@@ -239,6 +257,18 @@ mod tests {
             b.answer("c", ContainerState::Running, 102, true),
             Answer::Life(life(2, 107, 106, 3))
         );
+        // Died and being restarted by the engine: the restart it scheduled
+        // counts at once, and once only.
+        b.apply(ev("c", EventAction::Die(3), 109));
+        let Answer::Life(l) = b.answer("c", ContainerState::Restarting, 101, true) else {
+            panic!()
+        };
+        assert_eq!(l.restart_count, 3);
+        b.apply(ev("c", EventAction::Start, 110));
+        let Answer::Life(l) = b.answer("c", ContainerState::Running, 101, true) else {
+            panic!()
+        };
+        assert_eq!(l.restart_count, 3);
         // Never started yet.
         assert_eq!(
             b.answer("d", ContainerState::Created, 102, false),
