@@ -519,8 +519,11 @@ fn passes_failing_against_an_engine_that_answers_errors_are_not_healthy() {
         !metrics.contains("stead_pass_failures_total 0"),
         "{metrics}"
     );
-    let (_, events) = agent.get("/v1/events?limit=1000");
-    assert!(events.contains("pass failed"), "{events}");
+    // The event is written off the loop's thread, a moment after the
+    // status says it.
+    n.wait_for(10, "the failure in the event log", || {
+        agent.get("/v1/events?limit=1000").1.contains("pass failed")
+    });
 
     faulty.set_failing(false);
     n.wait_for(30, "ready again", || agent.get("/readyz").0 == 200);
