@@ -382,6 +382,16 @@ impl Request {
         Ok(())
     }
 
+    /// Every failing item, named: `module: why; …`.
+    pub fn failures(&self) -> String {
+        let names: Vec<String> = self
+            .items
+            .iter()
+            .filter_map(|i| i.failure.as_ref().map(|f| format!("{}: {f}", i.module)))
+            .collect();
+        names.join("; ")
+    }
+
     /// What a request with several modules comes to when items failed:
     /// faulted when ANY failing item is transient (its answer is still
     /// unknown), failed otherwise.

@@ -262,12 +262,7 @@ impl Executor {
             return Ok(());
         }
         if let Some(status) = r.outcome_of_failures() {
-            let names: Vec<String> = r
-                .items
-                .iter()
-                .filter_map(|i| i.failure.as_ref().map(|f| format!("{}: {f}", i.module)))
-                .collect();
-            r.failure = Some(names.join("; "));
+            r.failure = Some(r.failures());
             if status == Status::Faulted {
                 r.not_before = asked.map(|d| now + d.as_secs());
             }
@@ -537,12 +532,7 @@ impl Executor {
         }
         if rolled_back.is_empty() && r.items.iter().any(|i| i.failure.is_some()) {
             if let Some(status) = r.outcome_of_failures() {
-                let names: Vec<String> = r
-                    .items
-                    .iter()
-                    .filter_map(|i| i.failure.as_ref().map(|f| format!("{}: {f}", i.module)))
-                    .collect();
-                r.failure = Some(names.join("; "));
+                r.failure = Some(r.failures());
                 r.advance(status, now)
                     .expect("activating → failed or faulted");
                 return self.put(r).await;
