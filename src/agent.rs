@@ -59,6 +59,10 @@ pub enum RunError {
     Pass(#[from] PassError),
 }
 
+/// How long the plane's poller waits for the first pass before it polls
+/// anyway (the engine may be away for long; the plane is still heard).
+const FIRST_PASS_LIMIT: Duration = Duration::from_secs(30);
+
 /// Aborts a task when dropped, so the agent's helpers end with it.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -243,6 +247,9 @@ pub struct Agent<C: Connect> {
     pub reload_wake: Arc<Notify>,
     /// Wakes the reload executor: a pass is done.
     pass_done: Arc<Notify>,
+    /// How many passes completed: the plane's poller waits for the first,
+    /// the reporter looks again after each.
+    passes: tokio::sync::watch::Sender<u64>,
     /// The reload executor, once the store has said this agent's id.
     executor: Option<Arc<Executor>>,
 }
@@ -286,6 +293,7 @@ impl<C: Connect> Agent<C> {
             status: Arc::new(Mutex::new(NodeStatus::default())),
             reload_wake: Arc::new(Notify::new()),
             pass_done: Arc::new(Notify::new()),
+            passes: tokio::sync::watch::Sender::new(0),
             executor: None,
         })
     }
@@ -452,6 +460,7 @@ impl<C: Connect> Agent<C> {
         ));
         let look_now = executor.look_now.clone();
         self.executor = Some(executor);
+        let (plane, _plane_tasks) = self.start_plane(agent).await;
         let api = Arc::new(ApiState {
             node_id: self.config.node_id.clone(),
             store: self.store.clone(),
@@ -465,6 +474,7 @@ impl<C: Connect> Agent<C> {
             agent,
             reload_wake: self.reload_wake.clone(),
             look_now,
+            plane,
         });
         let _server = AbortOnDrop(tokio::spawn(api::serve(listener, api)));
         tracing::info!("API listening on http://{addr}");
@@ -480,6 +490,62 @@ impl<C: Connect> Agent<C> {
         let result = self.main_loop(&notifier, &watch_tx, &mut shutdown).await;
         notifier.stopping();
         result
+    }
+
+    /// Starts polling the central plane and reporting to it, when one is
+    /// configured. A plane that cannot be set up (its CA file) is said and
+    /// left: the node runs what it holds.
+    async fn start_plane(&self, _agent: u64) -> (Option<api::PlaneHandle>, Vec<AbortOnDrop>) {
+        let Some(pc) = self.config.plane.clone() else {
+            return (None, vec![]);
+        };
+        let report_wake = Arc::new(Notify::new());
+        let syncer = match crate::plane::sync::Syncer::new(
+            self.config.node_id.clone(),
+            pc,
+            self.store.clone(),
+            self.wake.clone(),
+            report_wake.clone(),
+        ) {
+            Ok(s) => Arc::new(s),
+            Err(e) => {
+                tracing::error!("central plane: {e}; not polled");
+                return (None, vec![]);
+            }
+        };
+        let epoch = match self.store.blocking(|s| s.next_report_epoch()).await {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::error!("central plane: {e}; reports start their count again");
+                0
+            }
+        };
+        let (nudge, nudges) = tokio::sync::mpsc::channel(16);
+        let poll = AbortOnDrop(tokio::spawn(crate::plane::sync::run(
+            syncer.clone(),
+            nudges,
+            self.passes.subscribe(),
+            FIRST_PASS_LIMIT,
+        )));
+        let reporter = crate::plane::report::Reporter {
+            node: self.config.node_id.clone(),
+            store: self.store.clone(),
+            board: self.reconciler.board(),
+            status: self.status.clone(),
+            http: syncer.http(),
+            syncer: syncer.clone(),
+            epoch,
+        };
+        let report = AbortOnDrop(tokio::spawn(crate::plane::report::run(
+            reporter,
+            self.passes.subscribe(),
+            report_wake,
+        )));
+        let handle = api::PlaneHandle {
+            status: syncer.status.clone(),
+            nudge,
+        };
+        (Some(handle), vec![poll, report])
     }
 
     /// Sleeps up to `d`, waking early for `wake` (when `wakeable`) or
@@ -612,6 +678,7 @@ impl<C: Connect> Agent<C> {
             }
             // What the pass saw is what a reload measures.
             self.pass_done.notify_one();
+            self.passes.send_modify(|n| *n += 1);
             // The heartbeat, or sooner when a container's settle window ends
             // (so it reads converged when it is) or a back-off does.
             let next = next_in.map_or(self.config.heartbeat, |s| s.min(self.config.heartbeat));

@@ -76,6 +76,54 @@ pub struct Config {
     pub insecure_registries: Vec<String>,
     /// The base of a faulted reload's backoff.
     pub reload_retry_interval: Duration,
+    /// The central plane, when this node has one.
+    pub plane: Option<PlaneConfig>,
+}
+
+/// Where the central plane is and which keys it signs with.
+#[derive(Clone, Debug)]
+pub struct PlaneConfig {
+    /// The plane's base URL: the document is `<url>/nodes/<node_id>/desired.json`.
+    pub url: http::Uri,
+    /// The keys a document must be signed by (one of them; two during a
+    /// rotation).
+    pub trusted_keys: Vec<crate::plane::envelope::PublicKey>,
+    /// A CA bundle (PEM) trusted for the plane besides the system's.
+    pub ca: Option<PathBuf>,
+    /// How often to poll until a document says otherwise.
+    pub poll_interval: Duration,
+}
+
+impl PlaneConfig {
+    /// The URL of this node's document.
+    pub fn document_url(&self, node: &NodeId) -> String {
+        format!(
+            "{}/nodes/{}/desired.json",
+            self.url.to_string().trim_end_matches('/'),
+            node.as_str()
+        )
+    }
+
+    /// Where reports go when the document does not say.
+    pub fn default_report_url(&self, node: &NodeId) -> String {
+        format!(
+            "{}/nodes/{}/status.json",
+            self.url.to_string().trim_end_matches('/'),
+            node.as_str()
+        )
+    }
+}
+
+/// The most keys trusted at once.
+pub const MAX_TRUSTED_KEYS: usize = 8;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlaneDoc {
+    url: String,
+    trusted_keys: Vec<String>,
+    ca: Option<PathBuf>,
+    poll_interval: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -100,6 +148,7 @@ struct ConfigDoc {
     #[serde(default)]
     insecure_registries: Vec<String>,
     reload_retry_interval: Option<String>,
+    plane: Option<PlaneDoc>,
 }
 
 pub use crate::model::duration::{MAX_DURATION, parse_duration};
@@ -199,6 +248,7 @@ impl Config {
                 doc.reload_retry_interval,
                 Duration::from_secs(60),
             )?,
+            plane: None,
         };
         let api_listen: SocketAddr = match doc.api_listen.as_deref() {
             None => SocketAddr::from(([127, 0, 0, 1], DEFAULT_API_PORT)),
@@ -246,10 +296,60 @@ impl Config {
                 d.crash_backoff_reset,
             )?,
         };
+        let plane = match doc.plane {
+            None => None,
+            Some(pd) => {
+                let url: http::Uri = pd
+                    .url
+                    .parse()
+                    .ok()
+                    .filter(|u: &http::Uri| {
+                        matches!(u.scheme_str(), Some("http" | "https"))
+                            && u.host().is_some()
+                            && u.query().is_none()
+                    })
+                    .ok_or_else(|| {
+                        invalid(
+                            "plane.url",
+                            format!("{:?} is not an http:// or https:// base URL", pd.url),
+                        )
+                    })?;
+                if pd.trusted_keys.is_empty() {
+                    return Err(invalid(
+                        "plane.trusted_keys",
+                        "names no key: a document is trusted only when signed by one".into(),
+                    ));
+                }
+                if pd.trusted_keys.len() > MAX_TRUSTED_KEYS {
+                    return Err(invalid(
+                        "plane.trusted_keys",
+                        format!("at most {MAX_TRUSTED_KEYS} keys"),
+                    ));
+                }
+                let mut trusted_keys = Vec::new();
+                for (i, k) in pd.trusted_keys.iter().enumerate() {
+                    let key = crate::plane::envelope::PublicKey::parse(k)
+                        .map_err(|e| invalid(&format!("plane.trusted_keys[{i}]"), e.to_string()))?;
+                    trusted_keys.push(key);
+                }
+                let poll_interval = dur(
+                    "plane.poll_interval",
+                    pd.poll_interval,
+                    Duration::from_secs(15 * 60),
+                )?;
+                Some(PlaneConfig {
+                    url,
+                    trusted_keys,
+                    ca: pd.ca.map(abs),
+                    poll_interval,
+                })
+            }
+        };
         let cfg = Config {
             tuning,
             api_listen,
             api_token: doc.api_token,
+            plane,
             ..cfg
         };
         if cfg.tuning.crash_backoff_min > cfg.tuning.crash_backoff_max {

@@ -17,11 +17,29 @@ pub mod engine;
 pub mod host;
 pub mod intake;
 pub mod model;
+pub mod net;
+pub mod plane;
 pub mod reconcile;
 pub mod registry;
 pub mod reload;
 pub mod status;
 pub mod store;
+
+/// When this binary was built (its commit's time), seconds since the
+/// epoch: no clock reading is taken to be earlier.
+pub const BUILD_TIME: u64 = const_u64(env!("STEAD_BUILD_TIME"));
+
+const fn const_u64(s: &str) -> u64 {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut n: u64 = 0;
+    while i < b.len() {
+        assert!(b[i].is_ascii_digit(), "STEAD_BUILD_TIME is not a number");
+        n = n * 10 + (b[i] - b'0') as u64;
+        i += 1;
+    }
+    n
+}
 
 /// The version line: version, commit and target.
 pub const VERSION: &str = concat!(

@@ -12,10 +12,10 @@ use common::registry::{Registry, Tls};
 use common::require_engine;
 use stead::model::reference::Reference;
 use stead::model::version::{Range, TagVersion, candidates};
+use stead::net::http::Http;
 use stead::registry::auth::Credentials;
 use stead::registry::client::{Platform, Registries};
 use stead::registry::error::RegistryError;
-use stead::registry::http::Http;
 use stead::reload::classify::{Failure, Verdict, classify};
 
 fn rt() -> tokio::runtime::Runtime {

@@ -29,6 +29,9 @@ use crate::status::{Board, EngineStatus, ModuleStatus, NodeStatus};
 use crate::store::{Entry, Source, Store};
 
 mod error;
+pub mod plane;
+
+pub use plane::PlaneHandle;
 
 pub use error::ApiError;
 
@@ -62,6 +65,8 @@ pub struct ApiState {
     pub reload_wake: Arc<Notify>,
     /// Makes the auto lane look now.
     pub look_now: Arc<std::sync::atomic::AtomicBool>,
+    /// The central plane's poller, when one is configured.
+    pub plane: Option<PlaneHandle>,
 }
 
 /// How many whole-intention reads are served at once.
@@ -189,6 +194,16 @@ async fn route(state: &ApiState, req: Request<Incoming>) -> Result<Resp, ApiErro
             ))
         }
         (["v1", "reloads", id], &Method::GET) => get_reload(state, id).await,
+        (["v1", "plane"], &Method::GET) => Ok(json_response(
+            StatusCode::OK,
+            &plane::plane_json(state.plane.as_ref()),
+        )),
+        (["v1", "plane", "sync"], &Method::POST) => {
+            authorize(state, &req)?;
+            let (status, body) = plane::sync(state.plane.as_ref()).await?;
+            Ok(json_response(status, &body))
+        }
+        (["v1", "plane"], _) | (["v1", "plane", "sync"], _) => Err(ApiError::MethodNotAllowed),
         (["healthz" | "readyz" | "metrics"], _)
         | (["v1", "reloads"], _)
         | (["v1", "reloads", _], _)
@@ -328,6 +343,7 @@ pub fn status_json(state: &ApiState) -> J {
             "other_agent": node.other_agent,
             "next_pass_at": next_pass,
         },
+        "plane": plane::plane_json(state.plane.as_ref()),
         "modules": board.values().collect::<Vec<&ModuleStatus>>(),
     })
 }

@@ -118,6 +118,13 @@ pub enum Command {
         #[arg(long, short)]
         follow: bool,
     },
+    /// Fetch the central plane's document now (a nudge: the plane stays
+    /// the one source of truth) and say what came of it.
+    Sync {
+        /// The agent's config file (for its address and token).
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
     /// Print the agent's event log.
     Events {
         /// The agent's config file (for its address and token).
@@ -282,6 +289,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             wait,
         } => client_command(config, |c| reload(c, module, reason, wait)),
         Command::Reloads { config, follow } => client_command(config, |c| reloads(c, follow)),
+        Command::Sync { config } => client_command(config, sync),
         Command::Check { config } => {
             let config = load_config(config)?;
             let (lines, rejected) = match reconcile::check::check(&config.intentions_dir) {
@@ -399,6 +407,32 @@ fn patch_settings(
     })
 }
 
+async fn sync(c: Client) -> Result<ExitCode, ClientError> {
+    let a = c.request(Method::POST, "/v1/plane/sync", None).await?;
+    if a.status != 200 && a.status != 202 {
+        return Ok(report(&a, String::new));
+    }
+    let b = &a.body;
+    let outcome = b["outcome"].as_str().unwrap_or("?");
+    let line = match outcome {
+        "adopted" => format!("adopted revision {}", b["revision"]),
+        "same" => format!("revision {} held: the same document", b["revision"]),
+        "not-modified" => "not modified: the document held is the plane's".into(),
+        "refused" => format!(
+            "refused ({}): {}",
+            b["class"].as_str().unwrap_or("?"),
+            b["detail"].as_str().unwrap_or("")
+        ),
+        "failed" => format!("failed: {}", b["error"].as_str().unwrap_or("")),
+        _ => "a poll is under way; see stead status".into(),
+    };
+    println!("{line}");
+    Ok(match outcome {
+        "refused" | "failed" => ExitCode::from(1),
+        _ => ExitCode::SUCCESS,
+    })
+}
+
 async fn status(c: Client, json: bool) -> Result<ExitCode, ClientError> {
     let a = c.request(Method::GET, "/v1/status", None).await?;
     if a.status != 200 {
@@ -433,6 +467,31 @@ async fn status(c: Client, json: bool) -> Result<ExitCode, ClientError> {
         "node {}  engine {engine}  last pass {last}",
         n["id"].as_str().unwrap_or("?")
     );
+    let p = &a.body["plane"];
+    if p["configured"] == true {
+        let held = match p["held"]["revision"].as_u64() {
+            Some(r) if p["held"]["expired"] == true => format!("revision {r} (expired; still run)"),
+            Some(r) => format!("revision {r}"),
+            None => "no document yet".into(),
+        };
+        let contact = p["last_contact"]
+            .as_u64()
+            .map_or("never".to_string(), client::rfc3339);
+        let mut note = String::new();
+        if let Some(r) = p["refusal"]["class"].as_str() {
+            note.push_str(&format!(
+                "; refused revision {}: {r}",
+                p["refusal"]["revision"]
+            ));
+        }
+        if let Some(e) = p["error"].as_str() {
+            note.push_str(&format!("; {e}"));
+        }
+        if let Some(c) = p["clock"].as_str().filter(|c| *c != "ok") {
+            note.push_str(&format!("; clock {c}"));
+        }
+        println!("plane {held}  last contact {contact}{note}");
+    }
     println!(
         "{:<24} {:<14} {:>8}  {:<19}  {:<12}  NOTE",
         "MODULE", "STATE", "RESTARTS", "DIGEST", "CONTAINER"

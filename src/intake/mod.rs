@@ -1,5 +1,5 @@
 //! Where desired state comes from: the intentions directory ([`dir`]), the
-//! local HTTP API ([`api`]) and, later, the central plane; and the one rule
+//! local HTTP API ([`api`]) and the central plane ([`plane`]); and the one rule
 //! that says which of them may state, replace or delete a module
 //! ([`may_write`]). Every write of an intention goes through here, as one
 //! store transaction per module.
@@ -10,6 +10,7 @@ use crate::store::Source;
 pub mod api;
 pub mod dir;
 pub mod labels;
+pub mod plane;
 
 /// Why a source may not write a module.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

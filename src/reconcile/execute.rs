@@ -174,7 +174,7 @@ pub async fn execute<E: Engine>(
             let promoted = async {
                 engine.start(&container).await?;
                 engine.rename(&container, &d.spec.name).await?;
-                crash_point("recreate:after-rename");
+                crate::host::crash_point("recreate:after-rename");
                 Ok::<_, EngineError>(())
             };
             match promoted.await {
@@ -283,14 +283,14 @@ async fn replace<E: Engine>(
                 .map_err(|e| ("create failed; the old container runs on", e.into()))?
         }
     };
-    crash_point("recreate:after-create");
+    crate::host::crash_point("recreate:after-create");
     match d.update_order {
         UpdateOrder::StopFirst => {
             if let Err(e) = engine.stop(old).await {
                 let _ = engine.remove(&new).await;
                 return Err(("stopping the old container failed; it runs on", e.into()));
             }
-            crash_point("recreate:after-stop");
+            crate::host::crash_point("recreate:after-stop");
             if let Err(e) = engine.start(&new).await {
                 // The old one serves again; the new one goes (the next
                 // attempt makes it again, after the retry policy's wait).
@@ -298,7 +298,7 @@ async fn replace<E: Engine>(
                 let _ = engine.remove(&new).await;
                 return Err(("start failed; the old container runs again", e.into()));
             }
-            crash_point("recreate:after-start");
+            crate::host::crash_point("recreate:after-start");
         }
         UpdateOrder::StartFirst => {
             // The new one starts while the old one serves: no gap.
@@ -306,24 +306,24 @@ async fn replace<E: Engine>(
                 let _ = engine.remove(&new).await;
                 return Err(("start failed; the old container runs on", e.into()));
             }
-            crash_point("recreate:after-start");
+            crate::host::crash_point("recreate:after-start");
             engine
                 .stop(old)
                 .await
                 .map_err(|e| ("stopping the old container failed", e.into()))?;
-            crash_point("recreate:after-stop");
+            crate::host::crash_point("recreate:after-stop");
         }
     }
     engine
         .remove(old)
         .await
         .map_err(|e| ("removing the old container failed", e.into()))?;
-    crash_point("recreate:after-remove");
+    crate::host::crash_point("recreate:after-remove");
     engine
         .rename(&new, &d.spec.name)
         .await
         .map_err(|e| ("renaming the new container failed", e.into()))?;
-    crash_point("recreate:after-rename");
+    crate::host::crash_point("recreate:after-rename");
     applied(store, d, &new).await;
     Ok(new)
 }
@@ -361,26 +361,11 @@ async fn create_and_start<E: Engine>(
 ) -> Result<String, ActError> {
     check_files(d)?;
     let id = engine.create(&d.spec).await?;
-    crash_point("create:after-create");
+    crate::host::crash_point("create:after-create");
     engine.start(&id).await?;
-    crash_point("create:after-start");
+    crate::host::crash_point("create:after-start");
     applied(store, d, &id).await;
     Ok(id)
-}
-
-/// Dies on the spot, as a kill -9 would, when `STEAD_CRASH_AT` names this
-/// point: lets the crash-safety tests stop the agent between two engine
-/// calls of a recreate, deterministically, against the real engine.
-fn crash_point(point: &str) {
-    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    if AT
-        .get_or_init(|| std::env::var("STEAD_CRASH_AT").ok())
-        .as_deref()
-        == Some(point)
-    {
-        eprintln!("STEAD_CRASH_AT={point}: aborting");
-        std::process::abort();
-    }
 }
 
 async fn log_event(store: &Arc<Store>, module: &str, kind: EventKind, detail: String) {

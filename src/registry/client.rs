@@ -14,9 +14,9 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use sha2::{Digest as _, Sha256};
 
 use crate::model::reference::Reference;
+use crate::net::http::{Answer, Http, Transport};
 use crate::registry::auth::{Challenge, Credentials};
 use crate::registry::error::{Object, RegistryError};
-use crate::registry::http::{Answer, Http, Transport};
 
 /// Manifest media types asked for, index types first. Distribution 2.8
 /// answers a HEAD without the OCI types with 404 for an OCI image.

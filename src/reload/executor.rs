@@ -29,9 +29,9 @@ use crate::model::names::ModuleName;
 use crate::model::reference::Reference;
 use crate::model::reload::{Activation, Item, Landed, Request, Status, UpdateState};
 use crate::model::version::{TagVersion, candidates};
+use crate::net::http::Http;
 use crate::registry::auth::Credentials;
 use crate::registry::client::{Platform, Registries};
-use crate::registry::http::Http;
 use crate::reload::classify::{Failure, Verdict, classify};
 use crate::status::{Board, ModuleState};
 use crate::store::{Store, StoreError};
@@ -46,15 +46,9 @@ const ACTIVATION_LIMIT: Duration = Duration::from_secs(600);
 /// Who the auto lane files its requests as.
 pub const AUTO_UPDATE: &str = "auto-update";
 
-/// A failure point for tests (`STEAD_CRASH_AT=reload:<point>`): the agent
-/// aborts there, as a SIGKILL would.
+/// A failure point for tests (`STEAD_CRASH_AT=reload:<point>`).
 fn crash_point(point: &str) {
-    if let Ok(at) = std::env::var("STEAD_CRASH_AT") {
-        if at.strip_prefix("reload:") == Some(point) {
-            tracing::error!("STEAD_CRASH_AT={at}: aborting");
-            std::process::abort();
-        }
-    }
+    crate::host::crash_point(&format!("reload:{point}"));
 }
 
 /// What the executor needs that the config says.

@@ -10,8 +10,8 @@ use redb::{Database, ReadableTable, WriteTransaction};
 
 use crate::store::records::{self, v1, v2, v3, v4};
 use crate::store::{
-    APPLIED, EVENTS, INTENTIONS, META, OBSERVED, OVERLAYS, RELOADS, SCHEMA_VERSION, StoreError,
-    UPDATES, io,
+    APPLIED, EVENTS, INTENTIONS, META, OBSERVED, OVERLAYS, PLANE, RELOADS, SCHEMA_VERSION,
+    StoreError, UPDATES, io,
 };
 
 /// Creates the tables of a new store, or migrates an older one, and
@@ -43,6 +43,9 @@ pub fn bring_up_to_date(db: &Database, path: &Path) -> Result<(), StoreError> {
                     1 => v1_to_v2(&tx)?,
                     2 => v2_to_v3(&tx)?,
                     3 => v3_to_v4(&tx)?,
+                    // Schema 5 adds the `plane` table, made below; no
+                    // record changes.
+                    4 => {}
                     other => {
                         return Err(StoreError::Corrupt {
                             table: "meta",
@@ -62,7 +65,7 @@ pub fn bring_up_to_date(db: &Database, path: &Path) -> Result<(), StoreError> {
             meta.insert(crate::store::REBUILD, 1).map_err(io("open"))?;
         }
     }
-    for def in [INTENTIONS, APPLIED, OBSERVED, OVERLAYS, UPDATES] {
+    for def in [INTENTIONS, APPLIED, OBSERVED, OVERLAYS, UPDATES, PLANE] {
         tx.open_table(def).map_err(io("open"))?;
     }
     tx.open_table(EVENTS).map_err(io("open"))?;

@@ -6,8 +6,8 @@
 //! is its own durable transaction: a kill -9 loses nothing that was
 //! reported done.
 //!
-//! Room is left for the records that come later (reload requests, the
-//! plane's revision and ETag): each is a table of its own.
+//! Reload requests and update states ([`reloads`]) and what the node holds
+//! of the central plane ([`plane`]) are tables of their own.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -26,13 +26,15 @@ use crate::model::spec::ContainerSpec;
 use crate::model::value::Value;
 
 pub mod migrate;
+pub mod plane;
 pub mod records;
 pub mod reloads;
 
 /// The store's schema version: which record version each table holds.
 /// Version 1 is 0.1.0's; version 2 adds the plane revision to intentions;
-/// version 3 their update order.
-pub const SCHEMA_VERSION: u64 = 4;
+/// version 3 their update order; version 4 reload requests and update
+/// states; version 5 the central plane's held document.
+pub const SCHEMA_VERSION: u64 = 5;
 /// How many events the log keeps.
 pub const EVENT_LOG_CAPACITY: u64 = 1000;
 /// The longest event text kept, in bytes: with [`EVENT_LOG_CAPACITY`], the
@@ -63,6 +65,7 @@ pub(crate) const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("eve
 pub(crate) const OVERLAYS: TableDefinition<&str, &[u8]> = TableDefinition::new("overlays");
 pub(crate) const RELOADS: TableDefinition<u64, &[u8]> = TableDefinition::new("reloads");
 pub(crate) const UPDATES: TableDefinition<&str, &[u8]> = TableDefinition::new("updates");
+pub(crate) const PLANE: TableDefinition<&str, &[u8]> = TableDefinition::new("plane");
 
 /// Settings layered over a module's intention through the API, whichever
 /// source the intention came from.
@@ -492,7 +495,7 @@ impl Store {
             match found {
                 Some(id) => id,
                 None => {
-                    let id = random_u64();
+                    let id = crate::host::random_u64();
                     meta.insert("agent", id).map_err(self.io("agent id"))?;
                     id
                 }
@@ -785,27 +788,6 @@ impl Store {
         }
         Ok(out)
     }
-}
-
-/// Eight random bytes from the system.
-fn random_u64() -> u64 {
-    let mut b = [0u8; 8];
-    let read = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b));
-    if read.is_err() {
-        // No /dev/urandom: the time and the process, which differ between
-        // two agents started on one node.
-        let t = now_nanos() ^ (u64::from(std::process::id()) << 32);
-        b = t.to_le_bytes();
-    }
-    u64::from_le_bytes(b)
-}
-
-fn now_nanos() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
 }
 
 /// The schema a store holds, read without writing (`None`: a new file).

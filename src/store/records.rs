@@ -11,6 +11,9 @@
 //! - `reloads` (reload requests) and `updates` (per module: the version a
 //!   reload landed, digests the auto lane skips): version 1, since schema 4
 //!   ([`v4::ReloadRecord`], [`v4::UpdateRecord`]).
+//! - `plane` (the central plane's held document, key `held`, and the last
+//!   contact, key `contact`): version 1, since schema 5
+//!   ([`v5::PlaneRecord`]).
 //!
 //! Converting a record to its domain type checks it again (names, digests,
 //! paths): a record that does not check is reported as unreadable, never
@@ -48,6 +51,8 @@ pub const EVENTS: u8 = 1;
 pub const RELOADS: u8 = 1;
 /// Record version of the `updates` table.
 pub const UPDATES: u8 = 1;
+/// Record version of the `plane` table.
+pub const PLANE: u8 = 1;
 
 /// Encodes a record behind its version byte.
 pub fn encode<T: Serialize>(version: u8, v: &T) -> Vec<u8> {
@@ -441,6 +446,47 @@ pub mod v4 {
         pub landed: Option<LandedRecord>,
         pub skipped: Vec<String>,
         pub last_look: u64,
+    }
+}
+
+/// Records new in schema 5.
+pub mod v5 {
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub enum PlaneRecord {
+        Held(HeldRecord),
+        Contact(ContactRecord),
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct HeldRecord {
+        pub url: String,
+        pub revision: u64,
+        pub payload_digest: String,
+        pub envelope: Vec<u8>,
+        pub etag: Option<String>,
+        pub issued_at: u64,
+        pub expires: u64,
+        pub newest_issued_at: u64,
+        pub accepted_at: u64,
+        pub key_id: String,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct RefusalRecord {
+        pub class: String,
+        pub detail: String,
+        pub revision: Option<u64>,
+        pub at: u64,
+    }
+
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct ContactRecord {
+        pub at: Option<u64>,
+        pub refusal: Option<RefusalRecord>,
+        pub error: Option<String>,
+        pub plane_date: Option<u64>,
     }
 }
 

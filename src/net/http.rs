@@ -1,8 +1,8 @@
-//! HTTP(S) to registries on the hyper stack the agent already has: rustls
-//! (ring) for TLS, trusting the system's CA bundle plus an optional extra CA
-//! file; a time limit on every call and a cap on every body; redirects
-//! followed a few times (blobs are often served from elsewhere), without
-//! the credentials once the host changes.
+//! HTTP(S) on the hyper stack the agent already has: rustls (ring) for
+//! TLS, trusting the system's CA bundle plus an optional extra CA file; a
+//! time limit on every call and a cap on every body; redirects followed a
+//! few times (registry blobs are often served from elsewhere), without the
+//! credentials once the host changes.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, StatusCode, Uri};
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -53,10 +53,10 @@ pub struct Answer {
     pub body: Bytes,
 }
 
-/// The HTTP client for registries; cheap to clone.
+/// The HTTP client; cheap to clone.
 #[derive(Clone)]
 pub struct Http {
-    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Empty<Bytes>>,
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 impl Http {
@@ -125,7 +125,21 @@ impl Http {
         limit: Duration,
         max_body: usize,
     ) -> Result<Answer, Transport> {
-        tokio::time::timeout(limit, self.follow(method, uri, headers, max_body))
+        self.send_body(method, uri, headers, Bytes::new(), limit, max_body)
+            .await
+    }
+
+    /// [`Http::send`] with a request body (a PUT).
+    pub async fn send_body(
+        &self,
+        method: Method,
+        uri: Uri,
+        headers: &HeaderMap,
+        body: Bytes,
+        limit: Duration,
+        max_body: usize,
+    ) -> Result<Answer, Transport> {
+        tokio::time::timeout(limit, self.follow(method, uri, headers, body, max_body))
             .await
             .unwrap_or(Err(Transport::Timeout))
     }
@@ -135,6 +149,7 @@ impl Http {
         method: Method,
         mut uri: Uri,
         headers: &HeaderMap,
+        body: Bytes,
         max_body: usize,
     ) -> Result<Answer, Transport> {
         let first_host = uri.authority().cloned();
@@ -147,7 +162,7 @@ impl Http {
                 req = req.header(k, v);
             }
             let req = req
-                .body(Empty::new())
+                .body(Full::new(body.clone()))
                 .map_err(|e| Transport::Connect(e.to_string()))?;
             let resp = self.client.request(req).await.map_err(transport)?;
             let status = resp.status();

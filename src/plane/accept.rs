@@ -1,0 +1,487 @@
+//! Whether a fetched document is adopted: every check, in its order, as
+//! one pure function of the bytes, this node, its trusted keys, what it
+//! holds and its clock ([`judge`]). The signature is verified over the
+//! envelope before a byte of the payload is parsed; the revision floor and
+//! the freshness rule depend on nothing the transport says.
+
+use serde::Deserialize;
+
+use crate::model::names::{Digest, NodeId};
+use crate::plane::document::Desired;
+use crate::plane::envelope::{self, Envelope, PublicKey};
+use crate::plane::time::parse_rfc3339;
+use crate::store::plane::Held;
+
+/// The largest document taken, in bytes.
+pub const MAX_DOCUMENT: usize = 1 << 20;
+
+/// How far the system clock may be from a time the agent knows has passed
+/// before it says the clock is wrong.
+pub const CLOCK_TOLERANCE: u64 = 300;
+
+/// The times the agent's "now" is made of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Clock {
+    /// The system clock, seconds since the epoch.
+    pub system: u64,
+    /// When the running binary was built: no "now" is earlier.
+    pub build: u64,
+}
+
+impl Clock {
+    /// The clock as it reads now.
+    pub fn read() -> Clock {
+        Clock {
+            system: crate::store::now(),
+            build: crate::BUILD_TIME,
+        }
+    }
+
+    /// Now, as far as the agent can tell: never earlier than its build nor
+    /// than the newest document it ever accepted (a device that boots with
+    /// its clock in 1970 is not in 1970).
+    pub fn now(&self, held: Option<&Held>) -> u64 {
+        self.system
+            .max(self.build)
+            .max(held.map_or(0, |h| h.newest_issued_at))
+    }
+}
+
+/// What the clock looks like, for the status and the reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClockStatus {
+    /// Nothing says it is wrong.
+    Ok,
+    /// Earlier than a time known to have passed (the build, a document's
+    /// issue, the plane's own clock), by this many seconds.
+    Behind(u64),
+    /// Later than the plane's clock by this many seconds.
+    Ahead(u64),
+}
+
+impl ClockStatus {
+    /// Judges the system clock against what is known to have passed and,
+    /// when the plane answered with a `Date`, against the plane's clock
+    /// (only ever reported, never trusted for a decision: it is not signed).
+    pub fn of(clock: Clock, held: Option<&Held>, plane_date: Option<u64>) -> ClockStatus {
+        let floor = clock.now(held).max(plane_date.unwrap_or(0));
+        if floor > clock.system + CLOCK_TOLERANCE {
+            return ClockStatus::Behind(floor - clock.system);
+        }
+        match plane_date {
+            Some(d) if clock.system > d + CLOCK_TOLERANCE => ClockStatus::Ahead(clock.system - d),
+            _ => ClockStatus::Ok,
+        }
+    }
+
+    /// `ok`, `behind` or `ahead`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClockStatus::Ok => "ok",
+            ClockStatus::Behind(_) => "behind",
+            ClockStatus::Ahead(_) => "ahead",
+        }
+    }
+}
+
+/// Why a document is not adopted: a stable class and a sentence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused {
+    /// `too-large`, `malformed`, `payload-type`, `unsigned`,
+    /// `bad-signature`, `unknown-key`, `other-node`, `invalid`, `rollback`,
+    /// `equivocation`, `stale-or-clock`.
+    pub class: &'static str,
+    /// What is wrong.
+    pub detail: String,
+    /// The document's revision, when it could be read.
+    pub revision: Option<u64>,
+}
+
+/// What to do with a document.
+#[derive(Debug)]
+pub enum Verdict {
+    /// A new revision, every check passed: adopt it.
+    Adopt(Box<Accepted>),
+    /// The revision held, the same payload: nothing to do.
+    Same,
+    /// Not adopted.
+    Refused(Refused),
+}
+
+/// A document that passed every check.
+#[derive(Debug)]
+pub struct Accepted {
+    /// What it says.
+    pub desired: Desired,
+    /// The digest of its payload.
+    pub payload_digest: Digest,
+    /// The trusted key that signed it.
+    pub key_id: String,
+}
+
+/// The few fields read before the modules are: enough to say whose it is,
+/// which revision, and whether it is fresh.
+#[derive(Deserialize)]
+struct Header {
+    node: String,
+    revision: u64,
+    issued_at: String,
+    expires: String,
+}
+
+/// Judges a fetched document, in this order: its size; its envelope; its
+/// signature, by a trusted key, over the pre-authentication encoding; its
+/// node; its revision against the one held (lower: rollback; equal: the
+/// same payload or an equivocation); its freshness against the agent's
+/// "now"; and then every module in it, all or nothing.
+pub fn judge(
+    body: &[u8],
+    node: &NodeId,
+    trusted: &[PublicKey],
+    held: Option<&Held>,
+    clock: Clock,
+) -> Verdict {
+    let refuse = |class: &'static str, detail: String, revision: Option<u64>| {
+        Verdict::Refused(Refused {
+            class,
+            detail,
+            revision,
+        })
+    };
+    if body.len() > MAX_DOCUMENT {
+        return refuse(
+            "too-large",
+            format!(
+                "the document is {} bytes, over the {MAX_DOCUMENT}-byte limit",
+                body.len()
+            ),
+            None,
+        );
+    }
+    let env = match Envelope::parse(body) {
+        Ok(e) => e,
+        Err(e) => return refuse("malformed", format!("not a signed envelope: {e}"), None),
+    };
+    let key = match envelope::verify(&env, trusted) {
+        Ok(k) => k,
+        Err(e) => return refuse(e.class(), e.to_string(), None),
+    };
+    // Signed by a trusted key: the payload may be read now.
+    let header: Header = match serde_json::from_slice(&env.payload) {
+        Ok(h) => h,
+        Err(e) => return refuse("invalid", format!("the payload: {e}"), None),
+    };
+    let revision = Some(header.revision);
+    if header.node != node.as_str() {
+        return refuse(
+            "other-node",
+            format!(
+                "the document is for node {:?}, this node is {:?}",
+                header.node,
+                node.as_str()
+            ),
+            revision,
+        );
+    }
+    let payload_digest = Digest::of(&env.payload);
+    if let Some(h) = held {
+        if header.revision < h.revision {
+            return refuse(
+                "rollback",
+                format!(
+                    "revision {} is older than revision {} held (a stale copy, or a replay)",
+                    header.revision, h.revision
+                ),
+                revision,
+            );
+        }
+        if header.revision == h.revision {
+            if payload_digest == h.payload_digest {
+                return Verdict::Same;
+            }
+            return refuse(
+                "equivocation",
+                format!(
+                    "revision {} is held with another payload ({}; this one is {})",
+                    h.revision, h.payload_digest, payload_digest
+                ),
+                revision,
+            );
+        }
+    }
+    let expires = match parse_rfc3339(&header.expires) {
+        Ok(t) => t,
+        Err(e) => return refuse("invalid", format!("expires: {e}"), revision),
+    };
+    let now = clock.now(held);
+    if expires <= now {
+        let clock_note = if clock.system < now {
+            format!(
+                " (the system clock reads {}, behind what is known to have passed)",
+                crate::plane::time::format_rfc3339(clock.system)
+            )
+        } else {
+            String::new()
+        };
+        return refuse(
+            "stale-or-clock",
+            format!(
+                "the document expired at {} and it is {}{clock_note}; what runs keeps running",
+                header.expires,
+                crate::plane::time::format_rfc3339(now)
+            ),
+            revision,
+        );
+    }
+    if let Err(e) = parse_rfc3339(&header.issued_at) {
+        return refuse("invalid", format!("issued_at: {e}"), revision);
+    }
+    match Desired::parse(&env.payload) {
+        Ok(desired) => Verdict::Adopt(Box::new(Accepted {
+            desired,
+            payload_digest,
+            key_id: key.id().to_string(),
+        })),
+        Err(e) => refuse("invalid", e.to_string(), revision),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plane::envelope::{PAYLOAD_TYPE, SecretKey};
+    use crate::plane::time::format_rfc3339;
+
+    const DAY: u64 = 86_400;
+    /// 2026-11-01T00:00:00Z.
+    const T0: u64 = 1_793_491_200;
+
+    fn node() -> NodeId {
+        NodeId::try_from("edge-1").unwrap()
+    }
+
+    fn payload(node: &str, revision: u64, issued: u64, expires: u64, image: &str) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({
+            "node": node,
+            "revision": revision,
+            "issued_at": format_rfc3339(issued),
+            "expires": format_rfc3339(expires),
+            "modules": [{"name": "web", "image": image}],
+        }))
+        .unwrap()
+    }
+
+    fn held(key: &SecretKey, revision: u64, payload: &[u8], newest: u64) -> Held {
+        Held {
+            url: "http://plane/nodes/edge-1/desired.json".into(),
+            revision,
+            payload_digest: Digest::of(payload),
+            envelope: key.sign(PAYLOAD_TYPE, payload).to_json(),
+            etag: None,
+            issued_at: newest,
+            expires: newest + 30 * DAY,
+            newest_issued_at: newest,
+            accepted_at: newest,
+            key_id: key.public().id().to_string(),
+        }
+    }
+
+    /// The verdict in a word: `adopt r<revision>`, `same`, or the class.
+    fn word(v: &Verdict) -> String {
+        match v {
+            Verdict::Adopt(a) => format!("adopt r{}", a.desired.revision),
+            Verdict::Same => "same".into(),
+            Verdict::Refused(r) => r.class.to_string(),
+        }
+    }
+
+    #[test]
+    fn every_check_in_its_order() {
+        let key = SecretKey::generate().unwrap();
+        let other = SecretKey::generate().unwrap();
+        let trusted = [key.public()];
+        let clock = Clock {
+            system: T0,
+            build: T0 - 100 * DAY,
+        };
+        let p5 = payload("edge-1", 5, T0 - DAY, T0 + 30 * DAY, "a:1");
+        let h5 = held(&key, 5, &p5, T0 - DAY);
+        let signed = |p: &[u8]| key.sign(PAYLOAD_TYPE, p).to_json();
+        let mut tampered = signed(&p5);
+        // Flip one base64 character of the payload.
+        let at = tampered
+            .windows(10)
+            .position(|w| w == b"\"payload\":")
+            .unwrap()
+            + 14;
+        tampered[at] = if tampered[at] == b'A' { b'B' } else { b'A' };
+        let mut huge = signed(&p5);
+        huge.resize(MAX_DOCUMENT + 1, b' ');
+        type Case<'a> = (&'a str, Vec<u8>, Option<&'a Held>, Clock, &'a str);
+        let cases: Vec<Case> = vec![
+            ("first document", signed(&p5), None, clock, "adopt r5"),
+            ("a newer revision", signed(&payload("edge-1", 6, T0, T0 + DAY, "a:2")), Some(&h5), clock, "adopt r6"),
+            ("the same payload again", signed(&p5), Some(&h5), clock, "same"),
+            ("the same payload re-signed by an untrusted key", {
+                other.sign(PAYLOAD_TYPE, &p5).to_json()
+            }, Some(&h5), clock, "unknown-key"),
+            ("over the size limit", huge, None, clock, "too-large"),
+            ("truncated", signed(&p5)[..40].to_vec(), None, clock, "malformed"),
+            ("not JSON", b"<html>".to_vec(), None, clock, "malformed"),
+            ("tampered payload", tampered, None, clock, "bad-signature"),
+            ("an unknown key", other.sign(PAYLOAD_TYPE, &p5).to_json(), None, clock, "unknown-key"),
+            ("another payload type", key.sign("text/plain", &p5).to_json(), None, clock, "payload-type"),
+            ("for another node", signed(&payload("edge-2", 9, T0, T0 + DAY, "a:1")), Some(&h5), clock, "other-node"),
+            ("an older revision", signed(&payload("edge-1", 4, T0, T0 + DAY, "a:1")), Some(&h5), clock, "rollback"),
+            ("the same revision, another payload", signed(&payload("edge-1", 5, T0, T0 + DAY, "b:1")), Some(&h5), clock, "equivocation"),
+            ("expired", signed(&payload("edge-1", 6, T0 - 10 * DAY, T0 - DAY, "a:1")), Some(&h5), clock, "stale-or-clock"),
+            ("expires exactly now", signed(&payload("edge-1", 6, T0 - DAY, T0, "a:1")), Some(&h5), clock, "stale-or-clock"),
+            (
+                "a clock in 1970: now is the build time",
+                signed(&payload("edge-1", 1, T0 - 200 * DAY, T0 - 99 * DAY, "a:1")),
+                None,
+                Clock { system: 0, build: T0 - 100 * DAY },
+                "adopt r1",
+            ),
+            (
+                "a clock in 1970 with a document held: now is its issue",
+                signed(&payload("edge-1", 6, T0 - 3 * DAY, T0 - 2 * DAY, "a:1")),
+                Some(&h5),
+                Clock { system: 0, build: T0 - 100 * DAY },
+                "stale-or-clock",
+            ),
+            (
+                "a clock far in the future: every document is expired",
+                signed(&payload("edge-1", 6, T0, T0 + 30 * DAY, "a:1")),
+                Some(&h5),
+                Clock { system: T0 + 3650 * DAY, build: T0 - 100 * DAY },
+                "stale-or-clock",
+            ),
+            (
+                "an invalid module",
+                signed(&serde_json::to_vec(&serde_json::json!({
+                    "node": "edge-1", "revision": 6,
+                    "issued_at": format_rfc3339(T0), "expires": format_rfc3339(T0 + DAY),
+                    "modules": [{"name": "web", "image": "a:1"}, {"name": "Bad Name", "image": "a:1"}],
+                })).unwrap()),
+                Some(&h5),
+                clock,
+                "invalid",
+            ),
+            (
+                "a rollback is refused before its modules are read",
+                signed(&serde_json::to_vec(&serde_json::json!({
+                    "node": "edge-1", "revision": 2,
+                    "issued_at": format_rfc3339(T0), "expires": format_rfc3339(T0 + DAY),
+                    "modules": [{"name": "Bad Name"}],
+                })).unwrap()),
+                Some(&h5),
+                clock,
+                "rollback",
+            ),
+        ];
+        let mut failed = Vec::new();
+        for (what, body, held, clock, want) in cases {
+            let got = word(&judge(&body, &node(), &trusted, held, clock));
+            if got != want {
+                failed.push(format!("{what}: got {got}, want {want}"));
+            }
+        }
+        assert!(failed.is_empty(), "{}", failed.join("\n"));
+    }
+
+    #[test]
+    fn two_trusted_keys_during_a_rotation() {
+        let old = SecretKey::generate().unwrap();
+        let new = SecretKey::generate().unwrap();
+        let clock = Clock {
+            system: T0,
+            build: 0,
+        };
+        let p = payload("edge-1", 1, T0, T0 + DAY, "a:1");
+        let both = [old.public(), new.public()];
+        for k in [&old, &new] {
+            let v = judge(
+                &k.sign(PAYLOAD_TYPE, &p).to_json(),
+                &node(),
+                &both,
+                None,
+                clock,
+            );
+            assert_eq!(word(&v), "adopt r1");
+        }
+        // The old key removed: its documents are refused, the new key's taken.
+        let only_new = [new.public()];
+        let v = judge(
+            &old.sign(PAYLOAD_TYPE, &p).to_json(),
+            &node(),
+            &only_new,
+            None,
+            clock,
+        );
+        assert_eq!(word(&v), "unknown-key");
+        let v = judge(
+            &new.sign(PAYLOAD_TYPE, &p).to_json(),
+            &node(),
+            &only_new,
+            None,
+            clock,
+        );
+        match v {
+            Verdict::Adopt(a) => assert_eq!(a.key_id, new.public().id().to_string()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn refusals_say_what_is_wrong() {
+        let key = SecretKey::generate().unwrap();
+        let clock = Clock {
+            system: T0,
+            build: 0,
+        };
+        let p5 = payload("edge-1", 5, T0 - DAY, T0 + DAY, "a:1");
+        let h5 = held(&key, 5, &p5, T0 - DAY);
+        let body = key
+            .sign(PAYLOAD_TYPE, &payload("edge-1", 3, T0, T0 + DAY, "a:1"))
+            .to_json();
+        let Verdict::Refused(r) = judge(&body, &node(), &[key.public()], Some(&h5), clock) else {
+            panic!("not refused")
+        };
+        assert_eq!(r.revision, Some(3));
+        assert!(
+            r.detail.contains("revision 3 is older than revision 5"),
+            "{}",
+            r.detail
+        );
+        let body = key
+            .sign(
+                PAYLOAD_TYPE,
+                &payload("edge-1", 6, T0 - 9 * DAY, T0 - 8 * DAY, "a:1"),
+            )
+            .to_json();
+        let Verdict::Refused(r) = judge(&body, &node(), &[key.public()], Some(&h5), clock) else {
+            panic!("not refused")
+        };
+        assert!(r.detail.contains("what runs keeps running"), "{}", r.detail);
+    }
+
+    #[test]
+    fn the_clock_status() {
+        let c = |system| Clock { system, build: T0 };
+        assert_eq!(ClockStatus::of(c(T0 + 10), None, None), ClockStatus::Ok);
+        assert_eq!(ClockStatus::of(c(0), None, None), ClockStatus::Behind(T0));
+        assert_eq!(
+            ClockStatus::of(c(T0 + DAY), None, Some(T0 + DAY + 60)),
+            ClockStatus::Ok
+        );
+        assert_eq!(
+            ClockStatus::of(c(T0 + 10 * DAY), None, Some(T0 + DAY)),
+            ClockStatus::Ahead(9 * DAY)
+        );
+        assert_eq!(
+            ClockStatus::of(c(T0 + DAY), None, Some(T0 + 2 * DAY)),
+            ClockStatus::Behind(DAY)
+        );
+    }
+}

@@ -1,0 +1,295 @@
+//! The node's status, PUT to the plane ([`run`]): the whole status each
+//! time (a PUT to one URL is idempotent, and the newest status carries all
+//! an older one did), sent when it changed, at most once per
+//! [`MIN_SPACING`], and in any case after boot (jittered) and every
+//! [`FULL_EVERY`]. A report that cannot be delivered is kept and retried
+//! with backoff, superseded only by a newer one; the count of failed
+//! attempts travels in the next report that arrives. Reporting runs beside
+//! the passes and never holds one up.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method};
+use serde_json::{Value as J, json};
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use crate::model::names::{Digest, ModuleName, NodeId};
+use crate::model::reload::{Request, UpdateState};
+use crate::net::http::Http;
+use crate::plane::sync::{PlaneStatus, Syncer};
+use crate::plane::time::format_rfc3339;
+use crate::status::{Board, EngineStatus, NodeStatus};
+use crate::store::Store;
+
+/// The least time between two reports.
+pub const MIN_SPACING: Duration = Duration::from_secs(10);
+/// A report is sent at least this often, changed or not.
+pub const FULL_EVERY: Duration = Duration::from_secs(24 * 3600);
+/// The longest wait between attempts to deliver a report.
+const RETRY_MAX: Duration = Duration::from_secs(300);
+/// The longest a PUT may take.
+const PUT_LIMIT: Duration = Duration::from_secs(30);
+
+/// What a report is made of.
+pub struct Parts<'a> {
+    /// This node.
+    pub node: &'a NodeId,
+    /// The plane's state.
+    pub plane: &'a PlaneStatus,
+    /// The node's status.
+    pub status: &'a NodeStatus,
+    /// Every module's status.
+    pub board: &'a Board,
+    /// Each module's update state.
+    pub updates: &'a BTreeMap<ModuleName, UpdateState>,
+    /// Reload requests, newest last.
+    pub reloads: &'a [Request],
+}
+
+/// The part of a report that says what changed: everything but the
+/// sequence number and the times that move on every poll.
+pub fn stable(p: &Parts) -> J {
+    let engine = match &p.status.engine {
+        EngineStatus::Unknown => "unknown",
+        EngineStatus::Reachable => "reachable",
+        EngineStatus::Waiting { .. } => "waiting",
+    };
+    let held = p.plane.held.as_ref().map(|h| {
+        json!({
+            "revision": h.revision,
+            "issued_at": format_rfc3339(h.issued_at),
+            "expires": format_rfc3339(h.expires),
+            "accepted_at": format_rfc3339(h.accepted_at),
+            "key_id": h.key_id,
+        })
+    });
+    let refusal = p.plane.contact.refusal.as_ref().map(|r| {
+        json!({"class": r.class, "detail": r.detail, "revision": r.revision, "at": format_rfc3339(r.at)})
+    });
+    let mut modules = serde_json::Map::new();
+    for (name, m) in p.board {
+        let mut o = json!({
+            "state": m.state.as_str(),
+            "desired_digest": m.desired_digest,
+            "running_digest": m.running_digest,
+            "image_id": m.image_id,
+            "restart_count": m.restart_count,
+            "health": m.health,
+            "last_error": m.last_error.as_ref().map(|e| json!({"class": m.state.as_str(), "message": e})),
+        });
+        let key = ModuleName::try_from(name.as_str()).ok();
+        let landed = key
+            .as_ref()
+            .and_then(|k| p.updates.get(k))
+            .and_then(|u| u.landed.as_ref());
+        let request = p
+            .reloads
+            .iter()
+            .rev()
+            .find(|r| r.items.iter().any(|i| i.module == *name));
+        if landed.is_some() || request.is_some() {
+            o["reload"] = json!({
+                "landed": landed.map(|l| json!({"version": l.version, "digest": l.digest})),
+                "request": request.map(|r| json!({
+                    "id": r.id,
+                    "status": r.status.as_str(),
+                    "failure": r.failure,
+                })),
+            });
+        }
+        modules.insert(name.clone(), o);
+    }
+    json!({
+        "node": p.node.as_str(),
+        "agent_version": crate::VERSION,
+        "engine": engine,
+        "passing": p.status.failing.is_none(),
+        "plane": {
+            "url": p.plane.url,
+            "held": held,
+            "refusal": refusal,
+            "error": p.plane.contact.error,
+            "conflicts": p.plane.conflicts.iter().map(|(m, e)| json!({"module": m, "error": e})).collect::<Vec<_>>(),
+        },
+        "clock": p.plane.clock.map(|c| c.as_str()).unwrap_or("unknown"),
+        "modules": modules,
+    })
+}
+
+/// A whole report: the stable part with the sequence number and times.
+pub fn full(mut stable: J, seq: u64, now: u64, p: &PlaneStatus, undelivered: u32) -> J {
+    stable["seq"] = json!(seq);
+    stable["sent_at"] = json!(format_rfc3339(now));
+    stable["undelivered"] = json!(undelivered);
+    stable["plane"]["last_contact"] = json!(p.contact.at.map(format_rfc3339));
+    let clock = json!({
+        "status": stable["clock"].clone(),
+        "system": format_rfc3339(now),
+        "plane_date": p.contact.plane_date.map(format_rfc3339),
+    });
+    stable["clock"] = clock;
+    stable
+}
+
+/// Where the reporter reads what it reports.
+pub struct Reporter {
+    /// This node.
+    pub node: NodeId,
+    /// The store (update states and reloads).
+    pub store: Arc<Store>,
+    /// Every module's status.
+    pub board: Arc<Mutex<Board>>,
+    /// The node's status.
+    pub status: Arc<Mutex<NodeStatus>>,
+    /// The poller: the plane's state and where reports go.
+    pub syncer: Arc<Syncer>,
+    /// The HTTP client.
+    pub http: Http,
+    /// This run's epoch: sequence numbers are `epoch << 32 | n`, so they
+    /// grow across restarts.
+    pub epoch: u64,
+}
+
+impl Reporter {
+    async fn build(&self, seq: u64, undelivered: u32) -> (Digest, J) {
+        let (updates, reloads) = self
+            .store
+            .blocking(|s| {
+                (
+                    s.updates().unwrap_or_default(),
+                    s.reloads().unwrap_or_default(),
+                )
+            })
+            .await;
+        let plane = self
+            .syncer
+            .status
+            .lock()
+            .expect("plane status lock")
+            .clone();
+        let status = self.status.lock().expect("status lock").clone();
+        let board = self.board.lock().expect("board lock").clone();
+        let s = stable(&Parts {
+            node: &self.node,
+            plane: &plane,
+            status: &status,
+            board: &board,
+            updates: &updates,
+            reloads: &reloads,
+        });
+        let digest = Digest::canonical("stead.report", &s);
+        let now = crate::store::now();
+        (digest, full(s, seq, now, &plane, undelivered))
+    }
+
+    async fn put(&self, url: &str, body: Vec<u8>) -> Result<(), String> {
+        let uri: http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        match self
+            .http
+            .send_body(
+                Method::PUT,
+                uri,
+                &headers,
+                Bytes::from(body),
+                PUT_LIMIT,
+                64 * 1024,
+            )
+            .await
+        {
+            Ok(a) if a.status.is_success() => Ok(()),
+            Ok(a) => Err(format!("PUT {url}: HTTP {}", a.status)),
+            Err(t) => Err(format!("PUT {url}: {t:?}")),
+        }
+    }
+}
+
+/// Reports for as long as the agent runs: woken by passes and by the
+/// poller, sending what changed, spaced and retried as the module says.
+pub async fn run(r: Reporter, mut passes: watch::Receiver<u64>, wake: Arc<Notify>) {
+    let mut n: u64 = 0;
+    let mut last_sent: Option<Digest> = None;
+    let mut last_attempt: Option<Instant> = None;
+    let mut failures: u32 = 0;
+    let mut retry_at: Option<Instant> = None;
+    // The first report after boot is jittered within the poll's jitter, so
+    // a fleet rebooted at once does not report at once.
+    let jitter = r.syncer.poll().jitter;
+    let mut full_due = Instant::now()
+        + Duration::from_millis(crate::host::random_u64() % (jitter.as_millis() as u64 + 1));
+    loop {
+        let now = Instant::now();
+        let (digest, _) = r.build(0, failures).await;
+        let changed = last_sent.as_ref() != Some(&digest);
+        // Before the boot report is due, changes wait for it; while a
+        // report waits to be delivered, its retry decides.
+        let boot_wait = last_sent.is_none() && now < full_due;
+        let due = match retry_at {
+            Some(t) => now >= t,
+            None => changed || now >= full_due,
+        };
+        let mut wake_at = boot_wait.then_some(full_due);
+        if due && !boot_wait {
+            let spaced = last_attempt.map_or(now, |t| t + MIN_SPACING);
+            if now < spaced {
+                wake_at = Some(spaced);
+            } else {
+                n += 1;
+                let seq = (r.epoch << 32) | (n & 0xffff_ffff);
+                let (digest, body) = r.build(seq, failures).await;
+                let url = r.syncer.report_url();
+                last_attempt = Some(Instant::now());
+                let bytes = serde_json::to_vec(&body).expect("a report serialises");
+                match r.put(&url, bytes).await {
+                    Ok(()) => {
+                        last_sent = Some(digest);
+                        failures = 0;
+                        retry_at = None;
+                        full_due = Instant::now() + FULL_EVERY;
+                        let mut st = r.syncer.status.lock().expect("plane status lock");
+                        st.reports.last_sent_at = Some(crate::store::now());
+                        st.reports.last_seq = Some(seq);
+                        st.reports.pending = false;
+                        st.reports.error = None;
+                    }
+                    Err(e) => {
+                        failures = failures.saturating_add(1);
+                        let exp = MIN_SPACING
+                            .saturating_mul(1 << failures.min(10))
+                            .min(RETRY_MAX);
+                        let wait = exp / 2
+                            + Duration::from_millis(
+                                crate::host::random_u64() % (exp.as_millis() as u64 / 2 + 1),
+                            );
+                        retry_at = Some(Instant::now() + wait.max(MIN_SPACING));
+                        if failures == 1 {
+                            tracing::warn!("plane report: {e}; kept, and sent again later");
+                        }
+                        let mut st = r.syncer.status.lock().expect("plane status lock");
+                        st.reports.pending = true;
+                        st.reports.error = Some(e);
+                    }
+                }
+                continue;
+            }
+        }
+        let until = [wake_at, retry_at, Some(full_due)]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(full_due);
+        tokio::select! {
+            () = tokio::time::sleep_until(until) => {}
+            r = passes.changed() => if r.is_err() { return },
+            () = wake.notified() => {}
+        }
+    }
+}

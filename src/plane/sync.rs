@@ -1,0 +1,687 @@
+//! Polling the plane: one conditional GET of this node's document per
+//! cycle ([`Syncer::poll_once`]), judged ([`crate::plane::accept`]) and, when
+//! adopted, written with its intentions in one transaction before the pass
+//! is woken. The loop ([`run`]) waits for the first pass (the node runs
+//! what it holds before it touches the network), then polls every interval
+//! with jitter; after a failure it backs off (`min(interval, 15 s × 2^n)`,
+//! full jitter, at least what a `Retry-After` asks) and never stops. A
+//! nudge (`POST /v1/plane/sync`, `stead sync`) polls at once.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
+
+use crate::config::PlaneConfig;
+use crate::model::names::NodeId;
+use crate::net::http::{Http, Transport};
+use crate::plane::accept::{self, Clock, ClockStatus, MAX_DOCUMENT, Verdict};
+use crate::plane::document::{Desired, Poll};
+use crate::plane::envelope::Envelope;
+use crate::store::Store;
+use crate::store::plane::{Contact, Held, Refusal};
+
+/// The longest a fetch may take.
+const FETCH_LIMIT: Duration = Duration::from_secs(30);
+/// The first back-off after a failure; it doubles up to the poll interval.
+const BACKOFF_BASE: Duration = Duration::from_secs(15);
+/// The longest wait a `Retry-After` is followed for.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
+
+/// What one poll did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// 304: the document held is still the plane's.
+    NotModified,
+    /// A new revision was adopted.
+    Adopted {
+        /// Its revision.
+        revision: u64,
+    },
+    /// The document served is the one held (a new ETag, the same payload).
+    Same {
+        /// Its revision.
+        revision: u64,
+    },
+    /// The document served was not adopted.
+    Refused(Refusal),
+    /// No usable answer.
+    Failed {
+        /// Why.
+        error: String,
+        /// How long the plane asked to be left alone.
+        retry_after: Option<Duration>,
+    },
+}
+
+impl Outcome {
+    /// A word for the API and the log.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Outcome::NotModified => "not-modified",
+            Outcome::Adopted { .. } => "adopted",
+            Outcome::Same { .. } => "same",
+            Outcome::Refused(_) => "refused",
+            Outcome::Failed { .. } => "failed",
+        }
+    }
+}
+
+/// The plane as the status and the reports tell it.
+#[derive(Clone, Debug, Default)]
+pub struct PlaneStatus {
+    /// The document's URL.
+    pub url: String,
+    /// The document held: revision, times, key (not its bytes).
+    pub held: Option<HeldSummary>,
+    /// The last contact.
+    pub contact: Contact,
+    /// The clock, as judged at the last poll.
+    pub clock: Option<ClockStatus>,
+    /// Modules the held document names that another source owns.
+    pub conflicts: Vec<(String, String)>,
+    /// When the next poll is due, seconds since the epoch.
+    pub next_poll_at: Option<u64>,
+    /// Where reports go, and how the last went.
+    pub reports: ReportStatus,
+}
+
+/// The held document, without its bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldSummary {
+    /// Its revision.
+    pub revision: u64,
+    /// When the plane issued it.
+    pub issued_at: u64,
+    /// When it expires (an expired document keeps running what it says).
+    pub expires: u64,
+    /// When this node adopted it.
+    pub accepted_at: u64,
+    /// The key that signed it.
+    pub key_id: String,
+}
+
+impl From<&Held> for HeldSummary {
+    fn from(h: &Held) -> Self {
+        HeldSummary {
+            revision: h.revision,
+            issued_at: h.issued_at,
+            expires: h.expires,
+            accepted_at: h.accepted_at,
+            key_id: h.key_id.clone(),
+        }
+    }
+}
+
+/// How reporting goes.
+#[derive(Clone, Debug, Default)]
+pub struct ReportStatus {
+    /// Where reports are PUT.
+    pub url: String,
+    /// When the last report was delivered, seconds since the epoch.
+    pub last_sent_at: Option<u64>,
+    /// Its sequence number.
+    pub last_seq: Option<u64>,
+    /// A report waits to be delivered (the last attempt failed).
+    pub pending: bool,
+    /// Why the last attempt failed, while reports fail.
+    pub error: Option<String>,
+}
+
+/// A request to poll now, answered with what the poll did.
+pub type Nudge = oneshot::Sender<Outcome>;
+
+/// What the poller shares with the agent.
+pub struct Syncer {
+    node: NodeId,
+    config: PlaneConfig,
+    url: String,
+    http: Http,
+    store: Arc<Store>,
+    /// Wakes the agent for a pass (a document was adopted).
+    wake: Arc<Notify>,
+    /// Wakes the reporter (the plane's state changed).
+    report_wake: Arc<Notify>,
+    /// The plane's state, for the API and the reports.
+    pub status: Arc<Mutex<PlaneStatus>>,
+    /// The held document's poll settings and report URL.
+    current: Mutex<Option<(Poll, Option<String>)>>,
+}
+
+impl Syncer {
+    /// A poller for this node's document; the error names a CA file that
+    /// cannot be used.
+    pub fn new(
+        node: NodeId,
+        config: PlaneConfig,
+        store: Arc<Store>,
+        wake: Arc<Notify>,
+        report_wake: Arc<Notify>,
+    ) -> Result<Syncer, String> {
+        let http = Http::new(config.ca.as_deref())?;
+        let url = config.document_url(&node);
+        let status = PlaneStatus {
+            url: url.clone(),
+            reports: ReportStatus {
+                url: config.default_report_url(&node),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        Ok(Syncer {
+            node,
+            config,
+            url,
+            http,
+            store,
+            wake,
+            report_wake,
+            status: Arc::new(Mutex::new(status)),
+            current: Mutex::new(None),
+        })
+    }
+
+    /// The HTTP client (the reporter shares it).
+    pub fn http(&self) -> Http {
+        self.http.clone()
+    }
+
+    /// Reads what the store holds into the status, and takes the held
+    /// document's modules again (one another source may have released).
+    pub async fn load(&self) -> Result<(), crate::store::StoreError> {
+        let (held, contact) = self.store.blocking(|s| s.plane()).await?;
+        if let Some(h) = &held {
+            self.take_again(h).await;
+        }
+        let mut st = self.status.lock().expect("plane status lock");
+        st.held = held.as_ref().map(HeldSummary::from);
+        st.contact = contact;
+        Ok(())
+    }
+
+    /// The poll interval and jitter in force.
+    pub fn poll(&self) -> Poll {
+        self.current
+            .lock()
+            .expect("plane lock")
+            .as_ref()
+            .map(|(p, _)| *p)
+            .unwrap_or(Poll {
+                interval: self.config.poll_interval,
+                jitter: self.config.poll_interval / 10,
+            })
+    }
+
+    /// Where reports go: the held document's `report`, or the default.
+    pub fn report_url(&self) -> String {
+        self.current
+            .lock()
+            .expect("plane lock")
+            .as_ref()
+            .and_then(|(_, r)| r.clone())
+            .unwrap_or_else(|| self.config.default_report_url(&self.node))
+    }
+
+    /// Takes the held document's modules again and remembers its settings.
+    async fn take_again(&self, held: &Held) {
+        let desired = Envelope::parse(&held.envelope)
+            .map_err(|e| e.to_string())
+            .and_then(|e| Desired::parse(&e.payload).map_err(|e| e.to_string()));
+        let desired = match desired {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::error!("the held plane document cannot be read again: {e}");
+                return;
+            }
+        };
+        self.remember(&desired);
+        let revision = held.revision;
+        let modules = desired.modules;
+        match self
+            .store
+            .blocking(move |s| crate::intake::plane::adopt(s, None, None, &modules, revision))
+            .await
+        {
+            Ok(a) => {
+                if a.changed() {
+                    self.wake.notify_one();
+                }
+                self.set_conflicts(&a);
+            }
+            Err(e) => tracing::error!("plane: cannot take the held document again: {e}"),
+        }
+    }
+
+    fn remember(&self, d: &Desired) {
+        *self.current.lock().expect("plane lock") = Some((d.poll, d.report.clone()));
+        self.status.lock().expect("plane status lock").reports.url = self.report_url();
+    }
+
+    fn set_conflicts(&self, a: &crate::intake::plane::Adoption) {
+        self.status.lock().expect("plane status lock").conflicts = a
+            .conflicts
+            .iter()
+            .map(|(n, e)| (n.to_string(), e.to_string()))
+            .collect();
+    }
+
+    /// One poll: a conditional GET, the judgement, and what it leads to.
+    pub async fn poll_once(&self) -> Outcome {
+        let outcome = self.fetch_and_judge().await;
+        match &outcome {
+            Outcome::Adopted { revision } => {
+                tracing::info!(revision, "plane: adopted revision {revision}")
+            }
+            Outcome::Refused(r) => tracing::warn!(
+                class = r.class.as_str(),
+                "plane: document not adopted: {}",
+                r.detail
+            ),
+            Outcome::Failed { error, .. } => tracing::warn!("plane: {error}"),
+            Outcome::NotModified | Outcome::Same { .. } => {}
+        }
+        self.report_wake.notify_one();
+        outcome
+    }
+
+    async fn fetch_and_judge(&self) -> Outcome {
+        let (held, mut contact) = match self.store.blocking(|s| s.plane()).await {
+            Ok(p) => p,
+            Err(e) => {
+                return Outcome::Failed {
+                    error: format!("the store: {e}"),
+                    retry_after: None,
+                };
+            }
+        };
+        let uri: http::Uri = match self.url.parse() {
+            Ok(u) => u,
+            Err(e) => {
+                return Outcome::Failed {
+                    error: format!("{}: {e}", self.url),
+                    retry_after: None,
+                };
+            }
+        };
+        let mut headers = HeaderMap::new();
+        if let Some(etag) = held
+            .as_ref()
+            .filter(|h| h.url == self.url)
+            .and_then(|h| h.etag.as_deref())
+            .and_then(|e| HeaderValue::from_str(e).ok())
+        {
+            headers.insert(http::header::IF_NONE_MATCH, etag);
+        }
+        let answer = self
+            .http
+            .send(Method::GET, uri, &headers, FETCH_LIMIT, MAX_DOCUMENT)
+            .await;
+        let now = crate::store::now();
+        let answer = match answer {
+            Ok(a) => a,
+            Err(Transport::TooLarge(_)) => {
+                contact.at = Some(now);
+                contact.error = None;
+                let r = Refusal {
+                    class: "too-large".into(),
+                    detail: format!("the document is over the {MAX_DOCUMENT}-byte limit"),
+                    revision: None,
+                    at: now,
+                };
+                contact.refusal = Some(r.clone());
+                self.record(held.as_ref(), None, &contact).await;
+                return Outcome::Refused(r);
+            }
+            Err(t) => {
+                let error = format!("cannot fetch {}: {}", self.url, describe(&t));
+                contact.error = Some(error.clone());
+                self.record(held.as_ref(), None, &contact).await;
+                return Outcome::Failed {
+                    error,
+                    retry_after: None,
+                };
+            }
+        };
+        contact.at = Some(now);
+        contact.plane_date = answer
+            .headers
+            .get(http::header::DATE)
+            .and_then(|d| d.to_str().ok())
+            .and_then(parse_http_date);
+        let etag = answer
+            .headers
+            .get(http::header::ETAG)
+            .and_then(|e| e.to_str().ok())
+            .map(str::to_string);
+        match answer.status {
+            StatusCode::NOT_MODIFIED if held.is_some() => {
+                contact.error = None;
+                self.record(held.as_ref(), None, &contact).await;
+                Outcome::NotModified
+            }
+            StatusCode::OK => {
+                contact.error = None;
+                self.judged(held, contact, &answer.body, etag, now).await
+            }
+            s => {
+                let retry_after = if matches!(
+                    s,
+                    StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+                ) {
+                    answer
+                        .headers
+                        .get(http::header::RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| parse_retry_after(v, now))
+                } else {
+                    None
+                };
+                let error = if s == StatusCode::NOT_FOUND {
+                    format!("no document for this node at {} (HTTP 404)", self.url)
+                } else {
+                    format!("{}: HTTP {s}", self.url)
+                };
+                contact.error = Some(error.clone());
+                self.record(held.as_ref(), None, &contact).await;
+                Outcome::Failed { error, retry_after }
+            }
+        }
+    }
+
+    async fn judged(
+        &self,
+        held: Option<Held>,
+        mut contact: Contact,
+        body: &[u8],
+        etag: Option<String>,
+        now: u64,
+    ) -> Outcome {
+        let clock = Clock::read();
+        let verdict = accept::judge(
+            body,
+            &self.node,
+            &self.config.trusted_keys,
+            held.as_ref(),
+            clock,
+        );
+        self.status.lock().expect("plane status lock").clock =
+            Some(ClockStatus::of(clock, held.as_ref(), contact.plane_date));
+        match verdict {
+            Verdict::Same => {
+                // `judge` says Same only of a document held.
+                let Some(mut h) = held else {
+                    return Outcome::Failed {
+                        error: "the same document, with none held".into(),
+                        retry_after: None,
+                    };
+                };
+                contact.refusal = None;
+                let new_etag = h.etag != etag;
+                h.etag = etag;
+                self.record(Some(&h), new_etag.then_some(&h), &contact)
+                    .await;
+                Outcome::Same {
+                    revision: h.revision,
+                }
+            }
+            Verdict::Refused(r) => {
+                let r = Refusal {
+                    class: r.class.to_string(),
+                    detail: r.detail,
+                    revision: r.revision,
+                    at: now,
+                };
+                contact.refusal = Some(r.clone());
+                self.record(held.as_ref(), None, &contact).await;
+                Outcome::Refused(r)
+            }
+            Verdict::Adopt(a) => {
+                let d = a.desired;
+                let new = Held {
+                    url: self.url.clone(),
+                    revision: d.revision,
+                    payload_digest: a.payload_digest,
+                    envelope: body.to_vec(),
+                    etag,
+                    issued_at: d.issued_at,
+                    expires: d.expires,
+                    newest_issued_at: held
+                        .as_ref()
+                        .map_or(0, |h| h.newest_issued_at)
+                        .max(d.issued_at),
+                    accepted_at: now,
+                    key_id: a.key_id,
+                };
+                contact.refusal = None;
+                crate::host::crash_point("plane:after-verify");
+                let revision = d.revision;
+                let modules = d.modules.clone();
+                let (h2, c2) = (new.clone(), contact.clone());
+                let adopted = self
+                    .store
+                    .blocking(move |s| {
+                        crate::intake::plane::adopt(s, Some(&h2), Some(&c2), &modules, revision)
+                    })
+                    .await;
+                match adopted {
+                    Ok(adoption) => {
+                        crate::host::crash_point("plane:after-adopt");
+                        self.remember(&d);
+                        self.set_conflicts(&adoption);
+                        {
+                            let mut st = self.status.lock().expect("plane status lock");
+                            st.held = Some(HeldSummary::from(&new));
+                            st.contact = contact;
+                        }
+                        self.wake.notify_one();
+                        Outcome::Adopted { revision }
+                    }
+                    Err(e) => Outcome::Failed {
+                        error: format!("cannot store revision {revision}: {e}"),
+                        retry_after: None,
+                    },
+                }
+            }
+        }
+    }
+
+    /// Stores the contact (and the held document when `write_held`), and
+    /// shows both.
+    async fn record(&self, held: Option<&Held>, write_held: Option<&Held>, contact: &Contact) {
+        let (h, c) = (write_held.cloned(), contact.clone());
+        if let Err(e) = self
+            .store
+            .blocking(move |s| s.plane_contact(h.as_ref(), &c))
+            .await
+        {
+            tracing::error!("plane: cannot record the contact: {e}");
+        }
+        let mut st = self.status.lock().expect("plane status lock");
+        st.held = held.map(HeldSummary::from);
+        st.contact = contact.clone();
+    }
+}
+
+fn describe(t: &Transport) -> String {
+    match t {
+        Transport::Timeout => format!("no answer within {}s", FETCH_LIMIT.as_secs()),
+        Transport::Connect(m) => m.clone(),
+        Transport::Tls(m) => format!("TLS: {m}"),
+        Transport::NotTls(m) => format!("the server does not speak TLS: {m}"),
+        Transport::TooLarge(n) => format!("the answer is over {n} bytes"),
+    }
+}
+
+/// `Retry-After`: seconds, or an HTTP date.
+fn parse_retry_after(v: &str, now: u64) -> Option<Duration> {
+    let v = v.trim();
+    let secs = match v.parse::<u64>() {
+        Ok(s) => s,
+        Err(_) => parse_http_date(v)?.saturating_sub(now),
+    };
+    Some(Duration::from_secs(secs).min(MAX_RETRY_AFTER))
+}
+
+/// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form every
+/// current server sends.
+pub fn parse_http_date(s: &str) -> Option<u64> {
+    let mut it = s.split_whitespace();
+    let _weekday = it.next()?;
+    let day: u32 = it.next()?.parse().ok()?;
+    let month = match it.next()? {
+        "Jan" => 1,
+        "Feb" => 2,
+        "Mar" => 3,
+        "Apr" => 4,
+        "May" => 5,
+        "Jun" => 6,
+        "Jul" => 7,
+        "Aug" => 8,
+        "Sep" => 9,
+        "Oct" => 10,
+        "Nov" => 11,
+        "Dec" => 12,
+        _ => return None,
+    };
+    let year: u32 = it.next()?.parse().ok()?;
+    let time = it.next()?;
+    if it.next()? != "GMT" {
+        return None;
+    }
+    crate::plane::time::parse_rfc3339(&format!("{year:04}-{month:02}-{day:02}T{time}Z")).ok()
+}
+
+/// The wait after `failures` failures in a row: `min(interval, 15 s ×
+/// 2^(failures-1))` with full jitter, at least a second, and at least what
+/// the plane asked.
+pub fn backoff(
+    failures: u32,
+    interval: Duration,
+    retry_after: Option<Duration>,
+    r: u64,
+) -> Duration {
+    let exp = BACKOFF_BASE.saturating_mul(1u32 << failures.saturating_sub(1).min(20));
+    let cap = exp.min(interval).max(Duration::from_secs(1));
+    let jittered =
+        Duration::from_millis(r % (cap.as_millis() as u64 + 1)).max(Duration::from_secs(1));
+    jittered.max(retry_after.unwrap_or_default())
+}
+
+/// The wait after a poll that got an answer: the interval plus up to the
+/// jitter.
+pub fn steady(poll: Poll, r: u64) -> Duration {
+    poll.interval + Duration::from_millis(r % (poll.jitter.as_millis() as u64 + 1))
+}
+
+/// Polls for as long as the agent runs. Waits first for the first pass
+/// (at most `first_pass_limit`), so the node runs what it holds before it
+/// touches the network.
+pub async fn run(
+    syncer: Arc<Syncer>,
+    mut nudges: mpsc::Receiver<Nudge>,
+    mut passes: watch::Receiver<u64>,
+    first_pass_limit: Duration,
+) {
+    if let Err(e) = syncer.load().await {
+        tracing::error!("plane: cannot read what the store holds: {e}");
+    }
+    let _ = tokio::time::timeout(first_pass_limit, passes.wait_for(|n| *n >= 1)).await;
+    let mut failures = 0u32;
+    let mut waiting: Vec<Nudge> = Vec::new();
+    loop {
+        let outcome = syncer.poll_once().await;
+        for w in waiting.drain(..) {
+            let _ = w.send(outcome.clone());
+        }
+        let poll = syncer.poll();
+        let r = crate::host::random_u64();
+        let wait = match &outcome {
+            Outcome::Failed { retry_after, .. } => {
+                failures = failures.saturating_add(1);
+                backoff(failures, poll.interval, *retry_after, r)
+            }
+            _ => {
+                failures = 0;
+                steady(poll, r)
+            }
+        };
+        syncer
+            .status
+            .lock()
+            .expect("plane status lock")
+            .next_poll_at = Some(crate::store::now() + wait.as_secs());
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            Some(n) = nudges.recv() => {
+                waiting.push(n);
+                // Every nudge that came meanwhile is answered by one poll.
+                while let Ok(n) = nudges.try_recv() {
+                    waiting.push(n);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_dates_and_retry_after() {
+        assert_eq!(
+            parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(784111777)
+        );
+        assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 UTC"), None);
+        assert_eq!(parse_http_date("yesterday"), None);
+        assert_eq!(parse_retry_after("5", 0), Some(Duration::from_secs(5)));
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:50:37 GMT", 784111777),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(parse_retry_after("999999999", 0), Some(MAX_RETRY_AFTER));
+        assert_eq!(parse_retry_after("soon", 0), None);
+    }
+
+    #[test]
+    fn backoff_doubles_from_15s_up_to_the_interval_with_full_jitter() {
+        let interval = Duration::from_secs(900);
+        // The largest draw gives the cap itself.
+        let cap = |n| backoff(n, interval, None, u64::MAX - u64::MAX % 1_000_000_001);
+        let max_draw = |n: u32| {
+            let c = BACKOFF_BASE.saturating_mul(1 << (n - 1)).min(interval);
+            backoff(n, interval, None, c.as_millis() as u64)
+        };
+        assert_eq!(max_draw(1), Duration::from_secs(15));
+        assert_eq!(max_draw(2), Duration::from_secs(30));
+        assert_eq!(max_draw(3), Duration::from_secs(60));
+        assert_eq!(max_draw(7), Duration::from_secs(900));
+        assert_eq!(max_draw(30), Duration::from_secs(900));
+        for n in 1..40 {
+            let d = cap(n);
+            assert!(d >= Duration::from_secs(1) && d <= interval, "{n}: {d:?}");
+        }
+        // A draw of 0 waits the floor; Retry-After wins over a shorter draw.
+        assert_eq!(backoff(3, interval, None, 0), Duration::from_secs(1));
+        assert_eq!(
+            backoff(1, interval, Some(Duration::from_secs(120)), 0),
+            Duration::from_secs(120)
+        );
+        // A short interval caps the back-off.
+        let short = Duration::from_secs(5);
+        assert!(backoff(9, short, None, 4_999) <= short);
+    }
+
+    #[test]
+    fn a_steady_wait_is_the_interval_plus_up_to_the_jitter() {
+        let p = Poll {
+            interval: Duration::from_secs(60),
+            jitter: Duration::from_secs(6),
+        };
+        assert_eq!(steady(p, 0), Duration::from_secs(60));
+        assert_eq!(steady(p, 6_000), Duration::from_secs(66));
+        assert!((0..1000).all(|r| steady(p, r * 7919) <= Duration::from_secs(66)));
+    }
+}

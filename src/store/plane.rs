@@ -1,0 +1,298 @@
+//! What the node holds of the central plane (`plane` table): the last
+//! document it accepted, byte for byte, with its revision, ETag and times
+//! ([`Held`]), and what the last contact with the plane said ([`Contact`]).
+//! A document is adopted in ONE transaction with the intentions it states
+//! ([`Store::adopt_plane`]): a crash leaves either the old document and its
+//! intentions or the new ones, never a mix.
+
+use std::collections::BTreeMap;
+
+use redb::{ReadableDatabase, ReadableTable};
+
+use crate::model::names::{Digest, ModuleName};
+use crate::store::records::{self, v5};
+use crate::store::{Entry, INTENTIONS, META, OVERLAYS, Overlay, PLANE, Store, StoreError};
+
+const HELD: &str = "held";
+const CONTACT: &str = "contact";
+
+/// The document the node accepted last.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    /// Where it was fetched from.
+    pub url: String,
+    /// Its revision: the floor below which nothing is accepted.
+    pub revision: u64,
+    /// The digest of its payload: the same revision with another payload is
+    /// an equivocation.
+    pub payload_digest: Digest,
+    /// The envelope as fetched.
+    pub envelope: Vec<u8>,
+    /// The ETag it was served with, for the next conditional GET.
+    pub etag: Option<String>,
+    /// When the plane issued it, seconds since the epoch.
+    pub issued_at: u64,
+    /// When it expires.
+    pub expires: u64,
+    /// The newest `issued_at` of every document ever accepted: the agent's
+    /// clock is never taken to be earlier than this.
+    pub newest_issued_at: u64,
+    /// When this node accepted it.
+    pub accepted_at: u64,
+    /// The key that signed it.
+    pub key_id: String,
+}
+
+/// Why the last document fetched was not adopted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// A short stable word (`rollback`, `equivocation`, `stale-or-clock`,
+    /// `bad-signature`, …).
+    pub class: String,
+    /// What was wrong, in a sentence.
+    pub detail: String,
+    /// The revision the document said, when it could be read.
+    pub revision: Option<u64>,
+    /// When.
+    pub at: u64,
+}
+
+/// What the last contact with the plane said.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Contact {
+    /// When the plane last answered (any HTTP answer), seconds since the epoch.
+    pub at: Option<u64>,
+    /// The last refusal, until a document is adopted again or the same one
+    /// is served.
+    pub refusal: Option<Refusal>,
+    /// The last failure to get an answer (or an answer that was an error),
+    /// while it holds.
+    pub error: Option<String>,
+    /// The plane's clock (its `Date` header) at the last answer.
+    pub plane_date: Option<u64>,
+}
+
+impl Store {
+    /// The next epoch of report sequence numbers: one more than the last
+    /// run's, kept, so a report's `seq` grows across restarts.
+    pub fn next_report_epoch(&self) -> Result<u64, StoreError> {
+        let tx = self.db()?.begin_write().map_err(self.io("report epoch"))?;
+        let epoch = {
+            let mut meta = tx.open_table(META).map_err(self.io("report epoch"))?;
+            let e = meta
+                .get("report_epoch")
+                .map_err(self.io("report epoch"))?
+                .map_or(0, |v| v.value())
+                + 1;
+            meta.insert("report_epoch", e)
+                .map_err(self.io("report epoch"))?;
+            e
+        };
+        tx.commit().map_err(self.io("report epoch"))?;
+        Ok(epoch)
+    }
+
+    /// The held document and the last contact.
+    pub fn plane(&self) -> Result<(Option<Held>, Contact), StoreError> {
+        let tx = self.db()?.begin_read().map_err(self.io("read plane"))?;
+        let t = tx.open_table(PLANE).map_err(self.io("read plane"))?;
+        let held = match t.get(HELD).map_err(self.io("read plane"))? {
+            Some(v) => Some(decode_held(v.value())?),
+            None => None,
+        };
+        let contact = match t.get(CONTACT).map_err(self.io("read plane"))? {
+            Some(v) => decode_contact(v.value())?,
+            None => Contact::default(),
+        };
+        Ok((held, contact))
+    }
+
+    /// Records a contact that adopted nothing (and, when given, the held
+    /// document again: a new ETag for the same payload).
+    pub fn plane_contact(&self, held: Option<&Held>, contact: &Contact) -> Result<(), StoreError> {
+        let tx = self.db()?.begin_write().map_err(self.io("write plane"))?;
+        {
+            let mut t = tx.open_table(PLANE).map_err(self.io("write plane"))?;
+            if let Some(h) = held {
+                t.insert(HELD, encode_held(h).as_slice())
+                    .map_err(self.io("write plane"))?;
+            }
+            t.insert(CONTACT, encode_contact(contact).as_slice())
+                .map_err(self.io("write plane"))?;
+        }
+        tx.commit().map_err(self.io("write plane"))
+    }
+
+    /// Adopts a document: reads every module's entry, lets `f` bring them
+    /// in line with it, and writes what changed, the document and the
+    /// contact, all in one transaction. With `held` `None` only the
+    /// entries are written (the held document taken again, for a module
+    /// another source released).
+    pub fn adopt_plane<T>(
+        &self,
+        held: Option<&Held>,
+        contact: Option<&Contact>,
+        f: impl FnOnce(&mut BTreeMap<ModuleName, Entry>) -> T,
+    ) -> Result<T, StoreError> {
+        let tx = self.db()?.begin_write().map_err(self.io("adopt plane"))?;
+        let out;
+        let mut changed = false;
+        {
+            let mut it = tx.open_table(INTENTIONS).map_err(self.io("adopt plane"))?;
+            let mut ot = tx.open_table(OVERLAYS).map_err(self.io("adopt plane"))?;
+            let mut before = BTreeMap::new();
+            for row in it.iter().map_err(self.io("adopt plane"))? {
+                let (k, v) = row.map_err(self.io("adopt plane"))?;
+                let name = ModuleName::try_from(k.value()).map_err(|e| StoreError::Corrupt {
+                    table: "intentions",
+                    key: k.value().to_string(),
+                    message: e.to_string(),
+                })?;
+                let record = super::decode_intention(k.value(), v.value())?;
+                let overlay = match ot.get(k.value()).map_err(self.io("adopt plane"))? {
+                    Some(o) => super::decode_overlay(k.value(), o.value())?,
+                    None => Overlay::new(),
+                };
+                before.insert(
+                    name,
+                    Entry {
+                        record: Some(record),
+                        overlay,
+                    },
+                );
+            }
+            let mut after = before.clone();
+            out = f(&mut after);
+            let names: std::collections::BTreeSet<&ModuleName> =
+                before.keys().chain(after.keys()).collect();
+            for name in names {
+                let (b, a) = (before.get(name), after.get(name));
+                if b == a {
+                    continue;
+                }
+                changed = true;
+                let key = name.as_str();
+                match a.and_then(|e| e.record.as_ref()) {
+                    Some(r) => {
+                        let bytes =
+                            records::encode(records::INTENTIONS, &records::intention_record(r));
+                        it.insert(key, bytes.as_slice())
+                            .map_err(self.io("adopt plane"))?;
+                    }
+                    None => {
+                        it.remove(key).map_err(self.io("adopt plane"))?;
+                    }
+                }
+                match a.filter(|e| e.record.is_some() && !e.overlay.is_empty()) {
+                    Some(e) => {
+                        let bytes =
+                            records::encode(records::OVERLAYS, &records::overlay(&e.overlay));
+                        ot.insert(key, bytes.as_slice())
+                            .map_err(self.io("adopt plane"))?;
+                    }
+                    None => {
+                        ot.remove(key).map_err(self.io("adopt plane"))?;
+                    }
+                }
+            }
+            if held.is_some() || contact.is_some() {
+                changed = true;
+                let mut t = tx.open_table(PLANE).map_err(self.io("adopt plane"))?;
+                if let Some(h) = held {
+                    t.insert(HELD, encode_held(h).as_slice())
+                        .map_err(self.io("adopt plane"))?;
+                }
+                if let Some(c) = contact {
+                    t.insert(CONTACT, encode_contact(c).as_slice())
+                        .map_err(self.io("adopt plane"))?;
+                }
+            }
+        }
+        if changed {
+            crate::host::crash_point("plane:before-commit");
+            tx.commit().map_err(self.io("adopt plane"))?;
+        } else {
+            tx.abort().map_err(self.io("adopt plane"))?;
+        }
+        Ok(out)
+    }
+}
+
+fn encode_held(h: &Held) -> Vec<u8> {
+    records::encode(
+        records::PLANE,
+        &v5::PlaneRecord::Held(v5::HeldRecord {
+            url: h.url.clone(),
+            revision: h.revision,
+            payload_digest: h.payload_digest.to_string(),
+            envelope: h.envelope.clone(),
+            etag: h.etag.clone(),
+            issued_at: h.issued_at,
+            expires: h.expires,
+            newest_issued_at: h.newest_issued_at,
+            accepted_at: h.accepted_at,
+            key_id: h.key_id.clone(),
+        }),
+    )
+}
+
+fn encode_contact(c: &Contact) -> Vec<u8> {
+    records::encode(
+        records::PLANE,
+        &v5::PlaneRecord::Contact(v5::ContactRecord {
+            at: c.at,
+            refusal: c.refusal.as_ref().map(|r| v5::RefusalRecord {
+                class: r.class.clone(),
+                detail: r.detail.clone(),
+                revision: r.revision,
+                at: r.at,
+            }),
+            error: c.error.clone(),
+            plane_date: c.plane_date,
+        }),
+    )
+}
+
+fn corrupt(key: &str) -> impl FnOnce(String) -> StoreError + '_ {
+    move |message| StoreError::Corrupt {
+        table: "plane",
+        key: key.to_string(),
+        message,
+    }
+}
+
+fn decode_held(bytes: &[u8]) -> Result<Held, StoreError> {
+    match records::decode(records::PLANE, bytes).map_err(corrupt(HELD))? {
+        v5::PlaneRecord::Held(h) => Ok(Held {
+            payload_digest: Digest::try_from(h.payload_digest.as_str())
+                .map_err(|e| corrupt(HELD)(e.to_string()))?,
+            url: h.url,
+            revision: h.revision,
+            envelope: h.envelope,
+            etag: h.etag,
+            issued_at: h.issued_at,
+            expires: h.expires,
+            newest_issued_at: h.newest_issued_at,
+            accepted_at: h.accepted_at,
+            key_id: h.key_id,
+        }),
+        v5::PlaneRecord::Contact(_) => Err(corrupt(HELD)("a contact record".into())),
+    }
+}
+
+fn decode_contact(bytes: &[u8]) -> Result<Contact, StoreError> {
+    match records::decode(records::PLANE, bytes).map_err(corrupt(CONTACT))? {
+        v5::PlaneRecord::Contact(c) => Ok(Contact {
+            at: c.at,
+            refusal: c.refusal.map(|r| Refusal {
+                class: r.class,
+                detail: r.detail,
+                revision: r.revision,
+                at: r.at,
+            }),
+            error: c.error,
+            plane_date: c.plane_date,
+        }),
+        v5::PlaneRecord::Held(_) => Err(corrupt(CONTACT)("a held document".into())),
+    }
+}
