@@ -18,9 +18,41 @@ impl Agent {
 
     /// The agent run by a wrapper command (`prlimit …`), when one is given.
     pub fn start_under(n: &Node, wrapper: &[&str]) -> Agent {
+        Agent::start_with(n, wrapper, &[])
+    }
+
+    /// The agent with more environment (`STEAD_CRASH_AT`, libfaketime's).
+    pub fn start_env(n: &Node, env: &[(String, String)]) -> Agent {
+        Agent::start_with(n, &[], env)
+    }
+
+    /// The agent started with a wrapper and more environment; returns once
+    /// its API listens.
+    pub fn start_with(n: &Node, wrapper: &[&str], env: &[(String, String)]) -> Agent {
+        let child = Agent::spawn_with(n, wrapper, env);
+        let addr_file = n.data().join("api-addr");
+        n.wait_for(20, "the API to listen", || addr_file.exists());
+        let addr = std::fs::read_to_string(&addr_file)
+            .unwrap()
+            .trim()
+            .to_string();
+        Agent { child, addr }
+    }
+
+    /// The agent as a process with more environment, not waited for (it
+    /// may abort at a crash point before its API listens).
+    pub fn spawn_with(
+        n: &Node,
+        wrapper: &[&str],
+        env: &[(String, String)],
+    ) -> std::process::Child {
         let addr_file = n.data().join("api-addr");
         let _ = std::fs::remove_file(&addr_file);
-        let log = std::fs::File::create(n.dir.path().join("agent.log")).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(n.dir.path().join("agent.log"))
+            .unwrap();
         let mut cmd = match wrapper.split_first() {
             Some((first, rest)) => {
                 let mut c = Command::new(first);
@@ -29,20 +61,19 @@ impl Agent {
             }
             None => Command::new(env!("CARGO_BIN_EXE_stead")),
         };
-        let child = cmd
-            .env("STEAD_LOG", "info")
+        cmd.env("STEAD_LOG", "info")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .args(["run", "--config"])
             .arg(n.config())
             .stdout(std::process::Stdio::null())
             .stderr(log)
             .spawn()
-            .unwrap();
-        n.wait_for(20, "the API to listen", || addr_file.exists());
-        let addr = std::fs::read_to_string(&addr_file)
             .unwrap()
-            .trim()
-            .to_string();
-        Agent { child, addr }
+    }
+
+    /// The agent's log so far (across restarts).
+    pub fn log(n: &Node) -> String {
+        std::fs::read_to_string(n.dir.path().join("agent.log")).unwrap_or_default()
     }
 
     /// (status, body) of a GET.
