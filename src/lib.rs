@@ -17,6 +17,7 @@ pub mod engine;
 pub mod host;
 pub mod intake;
 pub mod model;
+pub mod plane;
 pub mod reconcile;
 pub mod registry;
 pub mod reload;

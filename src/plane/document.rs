@@ -1,0 +1,729 @@
+//! The desired-state document of the central plane: for one node, at one
+//! revision, every module it is to run (each an intention document), how
+//! often to look for the next revision and where to report. A document is
+//! checked all or nothing: one bad field anywhere refuses the whole of it,
+//! named by its place (`modules[3] (web): image`), so a node never runs half
+//! of a revision. [`stamp`] turns an operator's payload into a document
+//! ready to sign.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::model::duration::parse_duration;
+use crate::model::intention::Intention;
+use crate::model::names::{ModuleName, NodeId};
+use crate::plane::time::{format_rfc3339, parse_rfc3339};
+
+/// The most modules a document may name.
+pub const MAX_MODULES: usize = 1000;
+/// How often a node looks for a new revision when the document does not say.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(15 * 60);
+/// The shortest poll interval a document may ask for.
+pub const MIN_POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// The longest poll interval a document may ask for.
+pub const MAX_POLL_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+
+/// A checked desired-state document.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Desired {
+    /// The node it is for.
+    pub node: NodeId,
+    /// Its revision, at least 1; a node takes only a newer one.
+    pub revision: u64,
+    /// When it was signed, in unix seconds.
+    pub issued_at: u64,
+    /// When it stops being good, in unix seconds; after `issued_at`.
+    pub expires: u64,
+    /// How often to look for the next revision.
+    pub poll: Poll,
+    /// Where to report the node's status (an absolute http or https URL).
+    pub report: Option<String>,
+    /// Every module the node is to run, by name.
+    pub modules: BTreeMap<ModuleName, Intention>,
+}
+
+/// How often a node looks for the next revision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Poll {
+    /// Between two looks; 1 s to 24 h, 15 min by default.
+    pub interval: Duration,
+    /// At most this much is added to or taken from each interval, so that
+    /// nodes do not all look at once; at most `interval`, a tenth of it by
+    /// default.
+    pub jitter: Duration,
+}
+
+impl Default for Poll {
+    fn default() -> Poll {
+        Poll {
+            interval: DEFAULT_POLL_INTERVAL,
+            jitter: DEFAULT_POLL_INTERVAL / 10,
+        }
+    }
+}
+
+/// A document that was refused: the field at fault and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct DocumentError {
+    /// `revision`, `poll.jitter`, `modules[3] (web): image`, …, or
+    /// `(document)` when the document is not JSON of the right shape.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl DocumentError {
+    fn new(field: impl Into<String>, message: impl Into<String>) -> DocumentError {
+        DocumentError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The field at fault.
+    pub fn field(&self) -> &str {
+        &self.field
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DesiredDoc {
+    node: String,
+    revision: u64,
+    issued_at: String,
+    expires: String,
+    #[serde(default)]
+    poll: Option<PollDoc>,
+    #[serde(default)]
+    report: Option<String>,
+    modules: Vec<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PollDoc {
+    #[serde(default)]
+    interval: Option<String>,
+    #[serde(default)]
+    jitter: Option<String>,
+}
+
+impl Desired {
+    /// Parses and checks a document's payload (JSON). Any error refuses the
+    /// whole document.
+    pub fn parse(payload: &[u8]) -> Result<Desired, DocumentError> {
+        // serde would also read a struct from a JSON array of its fields.
+        if !starts_an_object(payload) {
+            return Err(DocumentError::new("(document)", "must be a JSON object"));
+        }
+        let mut de = serde_json::Deserializer::from_slice(payload);
+        let doc: DesiredDoc = serde_path_to_error::deserialize(&mut de)
+            .map_err(|e| DocumentError::new(json_field(e.path()), e.inner().to_string()))?;
+        de.end()
+            .map_err(|e| DocumentError::new("(document)", e.to_string()))?;
+        let node = NodeId::try_from(doc.node).map_err(|e| DocumentError::new("node", e.0))?;
+        if doc.revision == 0 {
+            return Err(DocumentError::new("revision", "must be at least 1"));
+        }
+        let issued_at =
+            parse_rfc3339(&doc.issued_at).map_err(|e| DocumentError::new("issued_at", e))?;
+        let expires = parse_rfc3339(&doc.expires).map_err(|e| DocumentError::new("expires", e))?;
+        if expires <= issued_at {
+            return Err(DocumentError::new(
+                "expires",
+                format!(
+                    "{} is not after issued_at {}",
+                    format_rfc3339(expires),
+                    format_rfc3339(issued_at)
+                ),
+            ));
+        }
+        let poll = doc.poll.map_or(Ok(Poll::default()), check_poll)?;
+        if let Some(r) = &doc.report {
+            check_report_url(r).map_err(|m| DocumentError::new("report", m))?;
+        }
+        if doc.modules.len() > MAX_MODULES {
+            return Err(DocumentError::new(
+                "modules",
+                format!(
+                    "{} modules, more than the {MAX_MODULES} a document may name",
+                    doc.modules.len()
+                ),
+            ));
+        }
+        let mut modules = BTreeMap::new();
+        let mut seen: BTreeMap<ModuleName, usize> = BTreeMap::new();
+        for (i, m) in doc.modules.iter().enumerate() {
+            let intention = check_module(i, m)?;
+            if let Some(first) = seen.insert(intention.name.clone(), i) {
+                return Err(DocumentError::new(
+                    format!("modules[{i}] ({})", intention.name),
+                    format!(
+                        "a second module named {} (the first is modules[{first}])",
+                        intention.name
+                    ),
+                ));
+            }
+            modules.insert(intention.name.clone(), intention);
+        }
+        Ok(Desired {
+            node,
+            revision: doc.revision,
+            issued_at,
+            expires,
+            poll,
+            report: doc.report,
+            modules,
+        })
+    }
+}
+
+/// The field a JSON error is at, `(document)` for the whole or where it
+/// cannot be said.
+pub(crate) fn json_field(path: &serde_path_to_error::Path) -> String {
+    let path = path.to_string();
+    if path == "." || path.starts_with('?') {
+        "(document)".into()
+    } else {
+        path
+    }
+}
+
+/// Whether JSON text starts with `{` (after white space).
+pub(crate) fn starts_an_object(json: &[u8]) -> bool {
+    json.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+}
+
+fn check_poll(p: PollDoc) -> Result<Poll, DocumentError> {
+    let interval = match &p.interval {
+        None => DEFAULT_POLL_INTERVAL,
+        Some(s) => parse_duration(s).map_err(|e| DocumentError::new("poll.interval", e))?,
+    };
+    if !(MIN_POLL_INTERVAL..=MAX_POLL_INTERVAL).contains(&interval) {
+        return Err(DocumentError::new(
+            "poll.interval",
+            "must be between 1s and 24h",
+        ));
+    }
+    let jitter = match &p.jitter {
+        None => interval / 10,
+        Some(s) => parse_duration(s).map_err(|e| DocumentError::new("poll.jitter", e))?,
+    };
+    if jitter > interval {
+        return Err(DocumentError::new(
+            "poll.jitter",
+            "must be at most poll.interval",
+        ));
+    }
+    Ok(Poll { interval, jitter })
+}
+
+/// An absolute `http://` or `https://` URL with a host.
+fn check_report_url(s: &str) -> Result<(), String> {
+    let uri: http::Uri = s
+        .parse()
+        .map_err(|e| format!("not a URL ({e}): must be an absolute http:// or https:// URL"))?;
+    let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
+    let host_ok = uri.host().is_some_and(|h| !h.is_empty());
+    if scheme_ok && host_ok {
+        Ok(())
+    } else {
+        Err("must be an absolute http:// or https:// URL with a host".into())
+    }
+}
+
+/// Checks `modules[i]`; its errors name it by index, and by name when it
+/// has a valid one.
+fn check_module(i: usize, m: &serde_json::Value) -> Result<Intention, DocumentError> {
+    let place = match m
+        .get("name")
+        .and_then(|n| n.as_str())
+        .and_then(|n| ModuleName::try_from(n).ok())
+    {
+        Some(name) => format!("modules[{i}] ({name})"),
+        None => format!("modules[{i}]"),
+    };
+    if !m.is_object() {
+        return Err(DocumentError::new(
+            place,
+            "must be an object (an intention document)",
+        ));
+    }
+    let bytes = serde_json::to_vec(m).expect("a JSON value serialises");
+    Intention::parse_json(&bytes, &format!("module {i}")).map_err(|e| {
+        if e.field == "(file)" {
+            DocumentError::new(place, e.message)
+        } else {
+            DocumentError::new(format!("{place}: {}", e.field), e.message)
+        }
+    })
+}
+
+/// Makes an operator's payload (a JSON object) into a document for `node`:
+/// sets `node`, `revision` and `issued_at`, and `expires` (to
+/// `expires_default`) only when the payload has none; keeps everything
+/// else. The result is checked as [`Desired::parse`] checks it, and
+/// returned as compact JSON, ready to sign. A payload that names another
+/// node is refused.
+pub fn stamp(
+    payload: &[u8],
+    node: &NodeId,
+    revision: u64,
+    issued_at: u64,
+    expires_default: u64,
+) -> Result<Vec<u8>, DocumentError> {
+    let mut doc: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(payload)
+        .map_err(|e| {
+            DocumentError::new(
+                "(document)",
+                format!("the payload must be a JSON object: {e}"),
+            )
+        })?;
+    match doc.get("node") {
+        None => {}
+        Some(n) if n.as_str() == Some(node.as_str()) => {}
+        Some(n) => {
+            let shown: String = n.to_string().chars().take(80).collect();
+            return Err(DocumentError::new(
+                "node",
+                format!("the payload is for node {shown}, not {node}"),
+            ));
+        }
+    }
+    doc.insert("node".into(), node.as_str().into());
+    doc.insert("revision".into(), revision.into());
+    doc.insert("issued_at".into(), format_rfc3339(issued_at).into());
+    doc.entry("expires")
+        .or_insert_with(|| format_rfc3339(expires_default).into());
+    let bytes = serde_json::to_vec(&doc).expect("a JSON object serialises");
+    Desired::parse(&bytes)?;
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value as J, json};
+
+    fn doc() -> J {
+        json!({
+            "node": "edge-0042",
+            "revision": 17,
+            "issued_at": "2026-11-30T10:00:00Z",
+            "expires": "2026-12-30T10:00:00Z",
+            "poll": {"interval": "15m", "jitter": "1m"},
+            "report": "https://plane.example/nodes/edge-0042/status.json",
+            "modules": [
+                {"name": "web", "image": "nginx:1.27", "ports": ["8080:80"]},
+                {"name": "sensor", "image": "stead-test/busybox:1", "env": {"MODE": "prod"}},
+            ]
+        })
+    }
+
+    fn parse(v: &J) -> Result<Desired, DocumentError> {
+        Desired::parse(v.to_string().as_bytes())
+    }
+
+    fn with(f: impl FnOnce(&mut J)) -> J {
+        let mut v = doc();
+        f(&mut v);
+        v
+    }
+
+    fn without(field: &str) -> J {
+        with(|v| {
+            v.as_object_mut().unwrap().remove(field);
+        })
+    }
+
+    #[test]
+    fn a_document_parses_whole() {
+        let d = parse(&doc()).unwrap();
+        assert_eq!(d.node.as_str(), "edge-0042");
+        assert_eq!(d.revision, 17);
+        assert_eq!(d.issued_at, parse_rfc3339("2026-11-30T10:00:00Z").unwrap());
+        assert_eq!(d.expires - d.issued_at, 30 * 86_400);
+        assert_eq!(
+            d.poll,
+            Poll {
+                interval: Duration::from_secs(900),
+                jitter: Duration::from_secs(60)
+            }
+        );
+        assert_eq!(
+            d.report.as_deref(),
+            Some("https://plane.example/nodes/edge-0042/status.json")
+        );
+        let names: Vec<&str> = d.modules.keys().map(|n| n.as_str()).collect();
+        assert_eq!(names, ["sensor", "web"]);
+        assert_eq!(
+            d.modules[&ModuleName::try_from("web").unwrap()].image,
+            "nginx:1.27"
+        );
+        // An intention reads back from its own JSON form inside a document.
+        let web = &d.modules[&ModuleName::try_from("web").unwrap()];
+        let again = parse(&with(|v| v["modules"] = json!([web.to_json()]))).unwrap();
+        assert_eq!(&again.modules[&web.name], web);
+    }
+
+    #[test]
+    fn absent_fields_take_their_defaults() {
+        let d = parse(&without("poll")).unwrap();
+        assert_eq!(d.poll, Poll::default());
+        assert_eq!(d.poll.interval, Duration::from_secs(15 * 60));
+        assert_eq!(d.poll.jitter, Duration::from_secs(90));
+        let d = parse(&with(|v| v["poll"] = json!({"interval": "10m"}))).unwrap();
+        assert_eq!(
+            d.poll.jitter,
+            Duration::from_secs(60),
+            "a tenth of the interval"
+        );
+        let d = parse(&with(|v| v["poll"] = json!({"jitter": "5s"}))).unwrap();
+        assert_eq!(d.poll.interval, DEFAULT_POLL_INTERVAL);
+        assert_eq!(d.poll.jitter, Duration::from_secs(5));
+        let d = parse(&with(|v| v["poll"] = json!({}))).unwrap();
+        assert_eq!(d.poll, Poll::default());
+        assert_eq!(parse(&without("report")).unwrap().report, None);
+        assert_eq!(
+            parse(&with(|v| v["report"] = J::Null)).unwrap().report,
+            None
+        );
+        let d = parse(&with(|v| v["modules"] = json!([]))).unwrap();
+        assert!(d.modules.is_empty());
+        let d = parse(&with(|v| {
+            v["poll"] = json!({"interval": "24h", "jitter": "24h"})
+        }))
+        .unwrap();
+        assert_eq!(d.poll.jitter, d.poll.interval);
+        assert!(parse(&with(|v| v["poll"] = json!({"interval": "1s"}))).is_ok());
+        assert!(parse(&with(|v| v["report"] = "http://10.0.0.1:8080/s".into())).is_ok());
+    }
+
+    #[test]
+    fn every_refusal_names_its_field() {
+        let many: Vec<J> = (0..=MAX_MODULES)
+            .map(|i| json!({"name": format!("m{i}"), "image": "x:1"}))
+            .collect();
+        for (what, v, field, message) in [
+            (
+                "not JSON",
+                J::String("{".into()),
+                "(document)",
+                "must be a JSON object",
+            ),
+            ("an array", json!([]), "(document)", "must be a JSON object"),
+            (
+                "an array of the fields",
+                json!([
+                    "edge-0042",
+                    17,
+                    "2026-11-30T10:00:00Z",
+                    "2026-12-30T10:00:00Z",
+                    null,
+                    null,
+                    []
+                ]),
+                "(document)",
+                "must be a JSON object",
+            ),
+            (
+                "an unknown field",
+                with(|v| v["extra"] = 1.into()),
+                "extra",
+                "unknown field `extra`",
+            ),
+            (
+                "no node",
+                without("node"),
+                "(document)",
+                "missing field `node`",
+            ),
+            (
+                "no revision",
+                without("revision"),
+                "(document)",
+                "missing field `revision`",
+            ),
+            (
+                "no issued_at",
+                without("issued_at"),
+                "(document)",
+                "missing field `issued_at`",
+            ),
+            (
+                "no expires",
+                without("expires"),
+                "(document)",
+                "missing field `expires`",
+            ),
+            (
+                "no modules",
+                without("modules"),
+                "(document)",
+                "missing field `modules`",
+            ),
+            (
+                "a bad node",
+                with(|v| v["node"] = "-x".into()),
+                "node",
+                "invalid node id",
+            ),
+            (
+                "revision 0",
+                with(|v| v["revision"] = 0.into()),
+                "revision",
+                "at least 1",
+            ),
+            (
+                "a negative revision",
+                with(|v| v["revision"] = (-1).into()),
+                "revision",
+                "invalid value",
+            ),
+            (
+                "a string revision",
+                with(|v| v["revision"] = "1".into()),
+                "revision",
+                "invalid type",
+            ),
+            (
+                "a bad issued_at",
+                with(|v| v["issued_at"] = "yesterday".into()),
+                "issued_at",
+                "invalid timestamp",
+            ),
+            (
+                "a bad expires",
+                with(|v| v["expires"] = "2026-02-30T00:00:00Z".into()),
+                "expires",
+                "has no day 30",
+            ),
+            (
+                "expires at issue",
+                with(|v| v["expires"] = v["issued_at"].clone()),
+                "expires",
+                "is not after issued_at",
+            ),
+            (
+                "expires before issue",
+                with(|v| v["expires"] = "2026-11-30T09:59:59Z".into()),
+                "expires",
+                "is not after issued_at",
+            ),
+            (
+                "a bad interval",
+                with(|v| v["poll"]["interval"] = "soon".into()),
+                "poll.interval",
+                "invalid duration",
+            ),
+            (
+                "an interval under 1s",
+                with(|v| v["poll"]["interval"] = "999ms".into()),
+                "poll.interval",
+                "between 1s and 24h",
+            ),
+            (
+                "an interval over 24h",
+                with(|v| v["poll"]["interval"] = "25h".into()),
+                "poll.interval",
+                "between 1s and 24h",
+            ),
+            (
+                "a jitter over the interval",
+                with(|v| v["poll"]["jitter"] = "16m".into()),
+                "poll.jitter",
+                "at most poll.interval",
+            ),
+            (
+                "a zero jitter",
+                with(|v| v["poll"]["jitter"] = "0s".into()),
+                "poll.jitter",
+                "more than zero",
+            ),
+            (
+                "an unknown poll field",
+                with(|v| v["poll"]["every"] = "1m".into()),
+                "poll.every",
+                "unknown field `every`",
+            ),
+            (
+                "a relative report URL",
+                with(|v| v["report"] = "/status".into()),
+                "report",
+                "absolute",
+            ),
+            (
+                "a report URL of another scheme",
+                with(|v| v["report"] = "ftp://plane.example/s".into()),
+                "report",
+                "absolute http",
+            ),
+            (
+                "a report URL that is not one",
+                with(|v| v["report"] = "http://a b".into()),
+                "report",
+                "not a URL",
+            ),
+            (
+                "a report that is not a string",
+                with(|v| v["report"] = 1.into()),
+                "report",
+                "invalid type",
+            ),
+            (
+                "modules not a list",
+                with(|v| v["modules"] = json!({})),
+                "modules",
+                "invalid type",
+            ),
+            (
+                "too many modules",
+                with(|v| v["modules"] = J::Array(many.clone())),
+                "modules",
+                "1001 modules",
+            ),
+            (
+                "a module that is not an object",
+                with(|v| v["modules"][1] = "web".into()),
+                "modules[1]",
+                "must be an object",
+            ),
+            (
+                "a module without a name",
+                with(|v| {
+                    v["modules"][1].as_object_mut().unwrap().remove("name");
+                }),
+                "modules[1]",
+                "missing field `name`",
+            ),
+            (
+                "a module with a bad name",
+                with(|v| v["modules"][1]["name"] = "Web".into()),
+                "modules[1]: name",
+                "invalid module name",
+            ),
+            (
+                "a module without an image",
+                with(|v| {
+                    v["modules"][0].as_object_mut().unwrap().remove("image");
+                }),
+                "modules[0] (web)",
+                "missing field `image`",
+            ),
+            (
+                "a module with a bad port",
+                with(|v| v["modules"][0]["ports"] = json!(["x"])),
+                "modules[0] (web): ports[0]",
+                "invalid port",
+            ),
+            (
+                "a module with an unknown field",
+                with(|v| v["modules"][1]["colour"] = "red".into()),
+                "modules[1] (sensor): colour",
+                "unknown field",
+            ),
+            (
+                "two modules of one name",
+                with(|v| v["modules"][1]["name"] = "web".into()),
+                "modules[1] (web)",
+                "a second module named web (the first is modules[0])",
+            ),
+        ] {
+            let e = parse(&v).unwrap_err();
+            assert_eq!(e.field(), field, "{what}: {e}");
+            assert!(e.message.contains(message), "{what}: {e}");
+            assert!(
+                e.to_string().starts_with(&format!("{field}: ")),
+                "{what}: {e}"
+            );
+        }
+        assert!(
+            parse(&with(
+                |v| v["modules"] = J::Array(many[..MAX_MODULES].to_vec())
+            ))
+            .is_ok()
+        );
+        let e = Desired::parse(format!("{} {{}}", doc()).as_bytes()).unwrap_err();
+        assert_eq!(e.field(), "(document)", "{e}");
+    }
+
+    #[test]
+    fn stamping_sets_what_the_signer_knows_and_keeps_the_rest() {
+        let node = NodeId::try_from("edge-0042").unwrap();
+        let at = parse_rfc3339("2026-12-01T00:00:00Z").unwrap();
+        let payload = with(|v| {
+            let o = v.as_object_mut().unwrap();
+            for f in ["node", "revision", "issued_at", "expires"] {
+                o.remove(f);
+            }
+        });
+        let out = stamp(payload.to_string().as_bytes(), &node, 42, at, at + 3600).unwrap();
+        let d = Desired::parse(&out).unwrap();
+        assert_eq!(
+            (d.node.as_str(), d.revision, d.issued_at, d.expires),
+            ("edge-0042", 42, at, at + 3600)
+        );
+        assert_eq!(d.poll.jitter, Duration::from_secs(60));
+        assert_eq!(d.modules.len(), 2);
+        let v: J = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["issued_at"], "2026-12-01T00:00:00Z");
+        assert!(!out.contains(&b'\n'), "compact");
+        // An expires of the payload's own is kept; the same node is fine;
+        // revision and issued_at are the signer's.
+        let payload = with(|v| v["expires"] = "2027-01-01T00:00:00Z".into());
+        let out = stamp(payload.to_string().as_bytes(), &node, 43, at, at + 3600).unwrap();
+        let d = Desired::parse(&out).unwrap();
+        assert_eq!(d.expires, parse_rfc3339("2027-01-01T00:00:00Z").unwrap());
+        assert_eq!((d.revision, d.issued_at), (43, at));
+        for (what, payload, field, message) in [
+            (
+                "another node",
+                with(|v| v["node"] = "edge-0043".into()),
+                "node",
+                "for node \"edge-0043\", not edge-0042",
+            ),
+            (
+                "a node that is not a string",
+                with(|v| v["node"] = 7.into()),
+                "node",
+                "for node 7",
+            ),
+            (
+                "not an object",
+                json!([1]),
+                "(document)",
+                "must be a JSON object",
+            ),
+            (
+                "an expires before now",
+                with(|v| v["expires"] = "2026-11-30T00:00:00Z".into()),
+                "expires",
+                "not after issued_at",
+            ),
+            (
+                "a bad module",
+                with(|v| v["modules"][0]["image"] = 1.into()),
+                "modules[0] (web): image",
+                "invalid type",
+            ),
+            (
+                "an unknown field",
+                with(|v| v["extra"] = true.into()),
+                "extra",
+                "unknown field",
+            ),
+        ] {
+            let e = stamp(payload.to_string().as_bytes(), &node, 1, at, at + 3600).unwrap_err();
+            assert_eq!(e.field(), field, "{what}: {e}");
+            assert!(e.message.contains(message), "{what}: {e}");
+        }
+        let e = stamp(b"not json", &node, 1, at, at + 1).unwrap_err();
+        assert_eq!(e.field(), "(document)");
+        let e = stamp(b"{}", &node, 0, at, at + 1).unwrap_err();
+        assert_eq!(e.field(), "(document)", "modules is still required: {e}");
+    }
+}

@@ -1,0 +1,764 @@
+//! The signature around a plane document: a DSSE envelope (Dead Simple
+//! Signing Envelope, v1) with Ed25519 signatures, the keys that make and
+//! check them, and [`verify`], which says whether a document was signed by a
+//! key this node trusts. A key is known by its [`KeyId`], derived from the
+//! public key itself, so a node's config lists only public keys.
+//!
+//! A signature covers the pre-authentication encoding ([`pae`]) of the
+//! payload type and the payload bytes exactly as carried: nothing is
+//! canonicalised, and the payload is parsed only after it verified.
+
+use std::fmt;
+use std::io::{self, Read as _};
+use std::path::Path;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE};
+use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
+use serde::{Deserialize, Serialize};
+
+use crate::model::names::Digest;
+use crate::plane::document::{json_field, starts_an_object};
+
+/// The payload type of a stead desired-state document.
+pub const PAYLOAD_TYPE: &str = "application/vnd.stead.desired.v1+json";
+
+/// The most signatures an envelope may carry.
+pub const MAX_SIGNATURES: usize = 16;
+
+/// The DSSE v1 pre-authentication encoding, the bytes a signature covers:
+/// `"DSSEv1" SP LEN(type) SP type SP LEN(body) SP body`, each LEN the byte
+/// length in ASCII decimal.
+pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload_type.len() + payload.len() + 32);
+    out.extend_from_slice(b"DSSEv1 ");
+    out.extend_from_slice(payload_type.len().to_string().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(payload_type.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(payload.len().to_string().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(payload);
+    out
+}
+
+/// A DSSE envelope: a payload, its type, and signatures over both.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Envelope {
+    /// What the payload is ([`PAYLOAD_TYPE`] for stead's documents).
+    pub payload_type: String,
+    /// The payload, as signed.
+    pub payload: Vec<u8>,
+    /// The signatures; any one by a trusted key is enough.
+    pub signatures: Vec<Signature>,
+}
+
+/// One signature of an envelope.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Signature {
+    /// The signer's key id as the envelope states it: a hint, not trusted.
+    pub keyid: String,
+    /// The signature bytes (64 for Ed25519).
+    pub sig: Vec<u8>,
+}
+
+/// An envelope that could not be read: which field, what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("envelope: {field}: {message}")]
+pub struct EnvelopeError {
+    /// The field at fault (`payload`, `signatures[1].sig`, …), or
+    /// `(document)` when the envelope is not JSON of the right shape.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+#[derive(Deserialize, Serialize)]
+struct EnvelopeDoc {
+    #[serde(rename = "payloadType")]
+    payload_type: String,
+    payload: String,
+    signatures: Vec<SignatureDoc>,
+}
+
+#[derive(Deserialize, Serialize)]
+struct SignatureDoc {
+    keyid: String,
+    sig: String,
+}
+
+impl Envelope {
+    /// Reads an envelope's JSON: `payload` and each `sig` in base64
+    /// (standard, or the URL-safe alphabet DSSE also allows), at most
+    /// [`MAX_SIGNATURES`] signatures. Fields other than these are ignored.
+    pub fn parse(bytes: &[u8]) -> Result<Envelope, EnvelopeError> {
+        let err = |field: &str, message: String| EnvelopeError {
+            field: field.to_string(),
+            message,
+        };
+        // serde would also read a struct from a JSON array of its fields.
+        if !starts_an_object(bytes) {
+            return Err(err("(document)", "must be a JSON object".into()));
+        }
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let doc: EnvelopeDoc = serde_path_to_error::deserialize(&mut de)
+            .map_err(|e| err(&json_field(e.path()), e.inner().to_string()))?;
+        de.end().map_err(|e| err("(document)", e.to_string()))?;
+        if doc.signatures.len() > MAX_SIGNATURES {
+            return Err(err(
+                "signatures",
+                format!(
+                    "{} signatures, more than the {MAX_SIGNATURES} an envelope may carry",
+                    doc.signatures.len()
+                ),
+            ));
+        }
+        let payload = decode_base64(&doc.payload).map_err(|m| err("payload", m))?;
+        let signatures = doc
+            .signatures
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let sig =
+                    decode_base64(&s.sig).map_err(|m| err(&format!("signatures[{i}].sig"), m))?;
+                Ok(Signature {
+                    keyid: s.keyid,
+                    sig,
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Envelope {
+            payload_type: doc.payload_type,
+            payload,
+            signatures,
+        })
+    }
+
+    /// The envelope's JSON (indented, ending in a newline), base64 in the
+    /// standard alphabet.
+    pub fn to_json(&self) -> Vec<u8> {
+        let doc = EnvelopeDoc {
+            payload_type: self.payload_type.clone(),
+            payload: STANDARD.encode(&self.payload),
+            signatures: self
+                .signatures
+                .iter()
+                .map(|s| SignatureDoc {
+                    keyid: s.keyid.clone(),
+                    sig: STANDARD.encode(&s.sig),
+                })
+                .collect(),
+        };
+        let mut out = serde_json::to_vec_pretty(&doc).expect("an envelope serialises");
+        out.push(b'\n');
+        out
+    }
+}
+
+/// Decodes base64 in the standard alphabet or the URL-safe one, padded.
+fn decode_base64(s: &str) -> Result<Vec<u8>, String> {
+    STANDARD
+        .decode(s)
+        .or_else(|e| URL_SAFE.decode(s).map_err(|_| e))
+        .map_err(|e| format!("not base64: {e}"))
+}
+
+/// A key's id: the first 16 hex digits of the sha256 of its 32 public key
+/// bytes. Derived, never chosen, so it is the same wherever the key is.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KeyId(String);
+
+impl KeyId {
+    /// The 16 lowercase hex digits.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<&str> for KeyId {
+    type Error = String;
+    fn try_from(s: &str) -> Result<KeyId, String> {
+        if s.len() == 16 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            Ok(KeyId(s.to_string()))
+        } else {
+            Err(format!(
+                "invalid key id {:?}: must be 16 lowercase hex digits",
+                s.chars().take(40).collect::<String>()
+            ))
+        }
+    }
+}
+
+impl fmt::Display for KeyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why a key (or a key file) was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// The text is not a key.
+    #[error("not an Ed25519 {what} key: {message}")]
+    Malformed {
+        /// `public` or `secret`.
+        what: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// A key file could not be read.
+    #[error("cannot read key file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// A key file's content is not a key.
+    #[error("key file {path}: {source}")]
+    File {
+        /// The file.
+        path: String,
+        /// What is wrong with its content.
+        #[source]
+        source: Box<KeyError>,
+    },
+}
+
+/// The 32 key bytes of base64 text (surrounding white space dropped).
+fn key_bytes(s: &str, what: &'static str) -> Result<[u8; 32], KeyError> {
+    let malformed = |message: String| KeyError::Malformed { what, message };
+    let bytes = STANDARD
+        .decode(s.trim())
+        .map_err(|e| malformed(format!("not standard base64: {e}")))?;
+    <[u8; 32]>::try_from(bytes.as_slice())
+        .map_err(|_| malformed(format!("{} bytes where a key has 32", bytes.len())))
+}
+
+/// A public key that signatures are checked with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PublicKey(VerifyingKey);
+
+impl PublicKey {
+    /// Reads a public key from the standard base64 of its 32 bytes.
+    pub fn parse(s: &str) -> Result<PublicKey, KeyError> {
+        let bytes = key_bytes(s, "public")?;
+        VerifyingKey::from_bytes(&bytes)
+            .map(PublicKey)
+            .map_err(|_| KeyError::Malformed {
+                what: "public",
+                message: "the 32 bytes are not a point on the curve".into(),
+            })
+    }
+
+    /// The standard base64 of the key's 32 bytes, as [`PublicKey::parse`] reads it.
+    pub fn to_base64(&self) -> String {
+        STANDARD.encode(self.0.as_bytes())
+    }
+
+    /// The key's id.
+    pub fn id(&self) -> KeyId {
+        KeyId(Digest::of(self.0.as_bytes()).hex()[..16].to_string())
+    }
+}
+
+/// A secret key that signs documents. Its bytes are never printed.
+pub struct SecretKey(SigningKey);
+
+impl fmt::Debug for SecretKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SecretKey")
+            .field("id", &self.public().id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SecretKey {
+    /// A new key from 32 bytes of `/dev/urandom`.
+    pub fn generate() -> io::Result<SecretKey> {
+        let mut seed = [0u8; 32];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut seed)?;
+        Ok(SecretKey(SigningKey::from_bytes(&seed)))
+    }
+
+    /// Reads a key file: the standard base64 of the 32-byte seed.
+    pub fn from_file(path: &Path) -> Result<SecretKey, KeyError> {
+        let shown = path.display().to_string();
+        // A key file is a line; a larger file is not one.
+        let bytes =
+            crate::host::files::read_regular(path, 4096).map_err(|source| KeyError::Read {
+                path: shown.clone(),
+                source,
+            })?;
+        let text = String::from_utf8_lossy(&bytes);
+        let seed = key_bytes(&text, "secret").map_err(|e| KeyError::File {
+            path: shown,
+            source: Box::new(e),
+        })?;
+        Ok(SecretKey(SigningKey::from_bytes(&seed)))
+    }
+
+    /// Writes the key file (base64 of the seed and a newline), mode 0600,
+    /// atomically: a reader sees the old file or the whole new one.
+    pub fn write_file(&self, path: &Path) -> io::Result<()> {
+        let text = format!("{}\n", STANDARD.encode(self.0.as_bytes()));
+        crate::host::files::replace_atomic(path, text.as_bytes(), 0o600)
+    }
+
+    /// The public half.
+    pub fn public(&self) -> PublicKey {
+        PublicKey(self.0.verifying_key())
+    }
+
+    /// An envelope of the payload with this key's one signature over
+    /// [`pae`] of the type and payload.
+    pub fn sign(&self, payload_type: &str, payload: &[u8]) -> Envelope {
+        let sig = self.0.sign(&pae(payload_type, payload));
+        Envelope {
+            payload_type: payload_type.to_string(),
+            payload: payload.to_vec(),
+            signatures: vec![Signature {
+                keyid: self.public().id().to_string(),
+                sig: sig.to_bytes().to_vec(),
+            }],
+        }
+    }
+}
+
+/// Why an envelope was not accepted as a stead document from a trusted key.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    /// Not a stead desired-state document.
+    #[error("the payload type is {0:?}, not {PAYLOAD_TYPE:?}: not a stead desired-state document")]
+    PayloadType(String),
+    /// No signature at all.
+    #[error("the document carries no signature")]
+    Unsigned,
+    /// A trusted key's signature that does not verify.
+    #[error(
+        "the signature by trusted key {keyid} does not verify: the document was changed after it was signed, or the signature is damaged"
+    )]
+    BadSignature {
+        /// The trusted key it names.
+        keyid: KeyId,
+    },
+    /// Signed, but by no trusted key.
+    #[error("signed only by keys this node does not trust ({})", .keyids.join(", "))]
+    UnknownKey {
+        /// The key ids the signatures name (each cut to 64 characters).
+        keyids: Vec<String>,
+    },
+}
+
+impl VerifyError {
+    /// A short stable word for reports: `payload-type`, `unsigned`,
+    /// `bad-signature` or `unknown-key`.
+    pub fn class(&self) -> &'static str {
+        match self {
+            VerifyError::PayloadType(_) => "payload-type",
+            VerifyError::Unsigned => "unsigned",
+            VerifyError::BadSignature { .. } => "bad-signature",
+            VerifyError::UnknownKey { .. } => "unknown-key",
+        }
+    }
+}
+
+/// Checks that an envelope holds a stead document signed by one of the
+/// `trusted` keys, and returns that key. A signature is matched to a key by
+/// its key id and verified strictly (no malleable signatures, no weak keys)
+/// over [`pae`]; one good signature by a trusted key is enough, so during a
+/// key rotation a document signed by the old key, the new one or both
+/// verifies on a node that trusts both.
+pub fn verify<'k>(env: &Envelope, trusted: &'k [PublicKey]) -> Result<&'k PublicKey, VerifyError> {
+    if env.payload_type != PAYLOAD_TYPE {
+        return Err(VerifyError::PayloadType(
+            env.payload_type.chars().take(100).collect(),
+        ));
+    }
+    if env.signatures.is_empty() {
+        return Err(VerifyError::Unsigned);
+    }
+    let message = pae(&env.payload_type, &env.payload);
+    let ids: Vec<KeyId> = trusted.iter().map(PublicKey::id).collect();
+    let mut bad = None;
+    for s in &env.signatures {
+        let Some(i) = ids.iter().position(|id| id.as_str() == s.keyid) else {
+            continue;
+        };
+        let good = <[u8; 64]>::try_from(s.sig.as_slice()).is_ok_and(|bytes| {
+            trusted[i]
+                .0
+                .verify_strict(&message, &ed25519_dalek::Signature::from_bytes(&bytes))
+                .is_ok()
+        });
+        if good {
+            return Ok(&trusted[i]);
+        }
+        bad.get_or_insert_with(|| ids[i].clone());
+    }
+    match bad {
+        Some(keyid) => Err(VerifyError::BadSignature { keyid }),
+        None => Err(VerifyError::UnknownKey {
+            keyids: env
+                .signatures
+                .iter()
+                .map(|s| s.keyid.chars().take(64).collect())
+                .collect(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(seed: u8) -> SecretKey {
+        SecretKey(SigningKey::from_bytes(&[seed; 32]))
+    }
+
+    #[test]
+    fn pae_matches_the_dsse_vector() {
+        assert_eq!(
+            pae("http://example.com/HelloWorld", b"hello world"),
+            b"DSSEv1 29 http://example.com/HelloWorld 11 hello world"
+        );
+        assert_eq!(pae("", b""), b"DSSEv1 0  0 ");
+    }
+
+    #[test]
+    fn an_envelope_reads_back_what_it_wrote() {
+        let env = key(1).sign(PAYLOAD_TYPE, b"{\"node\":\"n\"}\n\xff");
+        let json = env.to_json();
+        assert!(json.ends_with(b"\n"));
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(v["payloadType"], PAYLOAD_TYPE);
+        assert_eq!(v["payload"], STANDARD.encode(&env.payload));
+        assert_eq!(v["signatures"][0]["keyid"], key(1).public().id().as_str());
+        assert_eq!(Envelope::parse(&json).unwrap(), env);
+        // The URL-safe alphabet DSSE allows reads the same.
+        let mut v = v;
+        v["payload"] = URL_SAFE.encode(&env.payload).into();
+        assert_eq!(Envelope::parse(v.to_string().as_bytes()).unwrap(), env);
+        // Fields of other tools are left alone.
+        v["extra"] = 1.into();
+        assert!(Envelope::parse(v.to_string().as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn malformed_envelopes_are_refused_naming_the_field() {
+        let sig = serde_json::json!({"keyid": "k", "sig": STANDARD.encode([0u8; 64])});
+        let ok = serde_json::json!({"payloadType": PAYLOAD_TYPE, "payload": "e30=", "signatures": [sig]});
+        let with = |f: &dyn Fn(&mut serde_json::Value)| {
+            let mut v = ok.clone();
+            f(&mut v);
+            v.to_string()
+        };
+        assert!(Envelope::parse(ok.to_string().as_bytes()).is_ok());
+        for (text, field, message) in [
+            (
+                "not json".to_string(),
+                "(document)",
+                "must be a JSON object",
+            ),
+            ("{".to_string(), "(document)", "EOF"),
+            ("[]".into(), "(document)", "must be a JSON object"),
+            (
+                format!("[{PAYLOAD_TYPE:?}, \"e30=\", []]"),
+                "(document)",
+                "must be a JSON object",
+            ),
+            (format!("{ok} {{}}"), "(document)", "trailing"),
+            (
+                with(&|v| {
+                    v.as_object_mut().unwrap().remove("payloadType");
+                }),
+                "(document)",
+                "missing field `payloadType`",
+            ),
+            (
+                with(&|v| {
+                    v.as_object_mut().unwrap().remove("payload");
+                }),
+                "(document)",
+                "missing field `payload`",
+            ),
+            (
+                with(&|v| {
+                    v.as_object_mut().unwrap().remove("signatures");
+                }),
+                "(document)",
+                "missing field `signatures`",
+            ),
+            (
+                with(&|v| v["payload"] = 7.into()),
+                "payload",
+                "invalid type",
+            ),
+            (
+                with(&|v| v["payload"] = "e30".into()),
+                "payload",
+                "not base64",
+            ),
+            (
+                with(&|v| v["payload"] = "!!!!".into()),
+                "payload",
+                "not base64",
+            ),
+            (
+                with(&|v| v["signatures"][0]["sig"] = "a b".into()),
+                "signatures[0].sig",
+                "not base64",
+            ),
+            (
+                with(&|v| {
+                    v["signatures"][0].as_object_mut().unwrap().remove("keyid");
+                }),
+                "signatures[0]",
+                "missing field `keyid`",
+            ),
+            (
+                with(&|v| v["signatures"] = vec![sig.clone(); MAX_SIGNATURES + 1].into()),
+                "signatures",
+                "17 signatures",
+            ),
+        ] {
+            let e = Envelope::parse(text.as_bytes()).unwrap_err();
+            assert_eq!(e.field, field, "{text}: {e}");
+            assert!(e.message.contains(message), "{text}: {e}");
+        }
+        let many = with(&|v| v["signatures"] = vec![sig.clone(); MAX_SIGNATURES].into());
+        assert!(Envelope::parse(many.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn keys_read_back_and_have_stable_ids() {
+        let k = key(7).public();
+        assert_eq!(PublicKey::parse(&k.to_base64()).unwrap(), k);
+        assert_eq!(
+            PublicKey::parse(&format!("  {}\n", k.to_base64())).unwrap(),
+            k
+        );
+        let id = k.id();
+        assert_eq!(id.as_str().len(), 16);
+        assert_eq!(KeyId::try_from(id.as_str()).unwrap(), id);
+        let full = Digest::of(k.0.as_bytes());
+        assert!(full.hex().starts_with(id.as_str()));
+        assert_ne!(key(8).public().id(), id);
+        // The RFC 8032 test 1 key, for a fixed point.
+        let rfc = PublicKey::parse("11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=").unwrap();
+        assert_eq!(rfc.id().as_str(), "21fe31dfa154a261");
+        for bad in ["", "AAAA", "not base64!", &STANDARD.encode([0u8; 33])] {
+            assert!(
+                matches!(PublicKey::parse(bad), Err(KeyError::Malformed { .. })),
+                "{bad}"
+            );
+        }
+        for bad in ["0123456789abcde", "0123456789ABCDEF", "0123456789abcdefa"] {
+            assert!(KeyId::try_from(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_secret_key_file_is_private_and_reads_back() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("plane.key");
+        let k = SecretKey::generate().unwrap();
+        k.write_file(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.ends_with('\n') && text.len() == 45, "{text:?}");
+        let back = SecretKey::from_file(&path).unwrap();
+        assert_eq!(back.public(), k.public());
+        assert_ne!(SecretKey::generate().unwrap().public(), k.public());
+        let debug = format!("{k:?}");
+        assert!(!debug.contains(text.trim()), "{debug}");
+        assert!(debug.contains(k.public().id().as_str()), "{debug}");
+        std::fs::write(&path, "short\n").unwrap();
+        let e = SecretKey::from_file(&path).unwrap_err();
+        assert!(
+            e.to_string().contains("plane.key") && e.to_string().contains("secret key"),
+            "{e}"
+        );
+        let e = SecretKey::from_file(&d.path().join("none")).unwrap_err();
+        assert!(matches!(e, KeyError::Read { .. }), "{e}");
+    }
+
+    #[test]
+    fn verification_takes_one_good_signature_by_a_trusted_key() {
+        let (old, new, other) = (key(1), key(2), key(3));
+        let payload = b"{\"node\":\"edge-0042\"}";
+        let by = |keys: &[&SecretKey]| Envelope {
+            signatures: keys
+                .iter()
+                .flat_map(|k| k.sign(PAYLOAD_TYPE, payload).signatures)
+                .collect(),
+            ..old.sign(PAYLOAD_TYPE, payload)
+        };
+        let tampered = |mut e: Envelope, f: &dyn Fn(&mut Envelope)| {
+            f(&mut e);
+            e
+        };
+        let ids = |keys: &[&SecretKey]| -> Vec<String> {
+            keys.iter().map(|k| k.public().id().to_string()).collect()
+        };
+        let both: &[PublicKey] = &[old.public(), new.public()];
+        let only_old: &[PublicKey] = &[old.public()];
+        let only_new: &[PublicKey] = &[new.public()];
+        let none: &[PublicKey] = &[];
+        let bad = |k: &SecretKey| {
+            Err(VerifyError::BadSignature {
+                keyid: k.public().id(),
+            })
+        };
+        for (what, env, trusted, expected) in [
+            ("good", by(&[&old]), only_old, Ok(old.public())),
+            (
+                "tampered payload",
+                tampered(by(&[&old]), &|e| e.payload[3] ^= 1),
+                only_old,
+                bad(&old),
+            ),
+            (
+                "tampered signature",
+                tampered(by(&[&old]), &|e| e.signatures[0].sig[10] ^= 1),
+                only_old,
+                bad(&old),
+            ),
+            (
+                "a signature of the wrong length",
+                tampered(by(&[&old]), &|e| e.signatures[0].sig.truncate(63)),
+                only_old,
+                bad(&old),
+            ),
+            (
+                "another payload type",
+                tampered(by(&[&old]), &|e| e.payload_type = "text/plain".into()),
+                only_old,
+                Err(VerifyError::PayloadType("text/plain".into())),
+            ),
+            (
+                "signed under another payload type",
+                tampered(old.sign("text/plain", payload), &|e| {
+                    e.payload_type = PAYLOAD_TYPE.into()
+                }),
+                only_old,
+                bad(&old),
+            ),
+            (
+                "unsigned",
+                tampered(by(&[&old]), &|e| e.signatures.clear()),
+                only_old,
+                Err(VerifyError::Unsigned),
+            ),
+            (
+                "an unknown key",
+                by(&[&other]),
+                only_old,
+                Err(VerifyError::UnknownKey {
+                    keyids: ids(&[&other]),
+                }),
+            ),
+            (
+                "a key id that lies",
+                tampered(by(&[&other]), &|e| {
+                    e.signatures[0].keyid = old.public().id().to_string()
+                }),
+                only_old,
+                bad(&old),
+            ),
+            ("rotation: old only", by(&[&old]), both, Ok(old.public())),
+            ("rotation: new only", by(&[&new]), both, Ok(new.public())),
+            ("rotation: both", by(&[&old, &new]), both, Ok(old.public())),
+            (
+                "rotation: both, in the other order",
+                by(&[&new, &old]),
+                both,
+                Ok(new.public()),
+            ),
+            (
+                "old removed: signed by both",
+                by(&[&old, &new]),
+                only_new,
+                Ok(new.public()),
+            ),
+            (
+                "old removed: signed by old",
+                by(&[&old]),
+                only_new,
+                Err(VerifyError::UnknownKey {
+                    keyids: ids(&[&old]),
+                }),
+            ),
+            (
+                "one bad, one good",
+                tampered(by(&[&old, &new]), &|e| e.signatures[0].sig[0] ^= 1),
+                both,
+                Ok(new.public()),
+            ),
+            (
+                "an unknown key and a bad trusted one",
+                tampered(by(&[&other, &new]), &|e| e.signatures[1].sig[0] ^= 1),
+                both,
+                bad(&new),
+            ),
+            (
+                "no trusted keys",
+                by(&[&old]),
+                none,
+                Err(VerifyError::UnknownKey {
+                    keyids: ids(&[&old]),
+                }),
+            ),
+        ] {
+            assert_eq!(verify(&env, trusted).cloned(), expected, "{what}");
+            // Through JSON and back, the same.
+            let back = Envelope::parse(&env.to_json()).unwrap();
+            assert_eq!(verify(&back, trusted).cloned(), expected, "{what} (JSON)");
+        }
+    }
+
+    #[test]
+    fn refusals_say_what_is_wrong_and_have_a_class() {
+        let k = key(1).public().id();
+        for (e, class, says) in [
+            (
+                VerifyError::PayloadType("text/plain".into()),
+                "payload-type",
+                "\"text/plain\"",
+            ),
+            (VerifyError::Unsigned, "unsigned", "no signature"),
+            (
+                VerifyError::BadSignature { keyid: k.clone() },
+                "bad-signature",
+                k.as_str(),
+            ),
+            (
+                VerifyError::UnknownKey {
+                    keyids: vec!["a".into(), "b".into()],
+                },
+                "unknown-key",
+                "does not trust (a, b)",
+            ),
+        ] {
+            assert_eq!(e.class(), class);
+            assert!(e.to_string().contains(says), "{e}");
+        }
+        let long = Envelope {
+            payload_type: "x".repeat(10_000),
+            payload: vec![],
+            signatures: vec![Signature {
+                keyid: "y".repeat(10_000),
+                sig: vec![],
+            }],
+        };
+        assert!(verify(&long, &[]).unwrap_err().to_string().len() < 300);
+        let long = Envelope {
+            payload_type: PAYLOAD_TYPE.into(),
+            ..long
+        };
+        assert!(verify(&long, &[]).unwrap_err().to_string().len() < 300);
+    }
+}
