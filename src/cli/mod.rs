@@ -18,6 +18,7 @@ use crate::reconcile::{self, Action};
 use client::{Answer, Client, ClientError};
 
 pub mod client;
+pub mod plane;
 
 /// stead keeps this node's containers true to what they were told to run.
 #[derive(Parser, Debug)]
@@ -136,6 +137,12 @@ pub enum Command {
         /// Start after this sequence number.
         #[arg(long, default_value_t = 0)]
         since: u64,
+    },
+    /// Publish desired state for the central plane: keys, signing, verifying.
+    Plane {
+        /// What to do.
+        #[command(subcommand)]
+        command: plane::PlaneCommand,
     },
 }
 
@@ -290,6 +297,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => client_command(config, |c| reload(c, module, reason, wait)),
         Command::Reloads { config, follow } => client_command(config, |c| reloads(c, follow)),
         Command::Sync { config } => client_command(config, sync),
+        Command::Plane { command } => plane::run(command),
         Command::Check { config } => {
             let config = load_config(config)?;
             let (lines, rejected) = match reconcile::check::check(&config.intentions_dir) {

@@ -255,12 +255,29 @@ fn check_module(i: usize, m: &serde_json::Value) -> Result<Intention, DocumentEr
     }
     let bytes = serde_json::to_vec(m).expect("a JSON value serialises");
     Intention::parse_json(&bytes, &format!("module {i}")).map_err(|e| {
+        let message = without_position(&e.message);
         if e.field == "(file)" {
-            DocumentError::new(place, e.message)
+            DocumentError::new(place, message)
         } else {
-            DocumentError::new(format!("{place}: {}", e.field), e.message)
+            DocumentError::new(format!("{place}: {}", e.field), message)
         }
     })
+}
+
+/// A JSON error message without its ` at line L column C`: for a module, the
+/// position is in the module written out again, not in the document.
+fn without_position(message: &str) -> &str {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match message.rsplit_once(" at line ") {
+        Some((before, at))
+            if at
+                .split_once(" column ")
+                .is_some_and(|(l, c)| digits(l) && digits(c)) =>
+        {
+            before
+        }
+        _ => message,
+    }
 }
 
 /// Makes an operator's payload (a JSON object) into a document for `node`:
@@ -649,6 +666,27 @@ mod tests {
         );
         let e = Desired::parse(format!("{} {{}}", doc()).as_bytes()).unwrap_err();
         assert_eq!(e.field(), "(document)", "{e}");
+    }
+
+    #[test]
+    fn module_errors_carry_no_position_of_the_module_written_out_again() {
+        for (m, out) in [
+            (
+                "missing field `image` at line 1 column 14",
+                "missing field `image`",
+            ),
+            ("invalid type at line 12 column 3", "invalid type"),
+            ("says at line 1", "says at line 1"),
+            ("at line x column 1", "at line x column 1"),
+            ("", ""),
+        ] {
+            assert_eq!(without_position(m), out, "{m}");
+        }
+        let e = parse(&with(|v| {
+            v["modules"][0].as_object_mut().unwrap().remove("image");
+        }))
+        .unwrap_err();
+        assert_eq!(e.to_string(), "modules[0] (web): missing field `image`");
     }
 
     #[test]

@@ -303,7 +303,8 @@ impl SecretKey {
     /// atomically: a reader sees the old file or the whole new one.
     pub fn write_file(&self, path: &Path) -> io::Result<()> {
         let text = format!("{}\n", STANDARD.encode(self.0.as_bytes()));
-        crate::host::files::replace_atomic(path, text.as_bytes(), 0o600)
+        // Absolute: a bare file name has an empty parent directory.
+        crate::host::files::replace_atomic(&std::path::absolute(path)?, text.as_bytes(), 0o600)
     }
 
     /// The public half.
@@ -314,14 +315,27 @@ impl SecretKey {
     /// An envelope of the payload with this key's one signature over
     /// [`pae`] of the type and payload.
     pub fn sign(&self, payload_type: &str, payload: &[u8]) -> Envelope {
-        let sig = self.0.sign(&pae(payload_type, payload));
-        Envelope {
+        let mut envelope = Envelope {
             payload_type: payload_type.to_string(),
             payload: payload.to_vec(),
-            signatures: vec![Signature {
-                keyid: self.public().id().to_string(),
+            signatures: Vec::new(),
+        };
+        envelope.countersign(self);
+        envelope
+    }
+}
+
+impl Envelope {
+    /// Adds `key`'s signature over [`pae`] of the envelope's type and
+    /// payload, unless it already carries one naming that key.
+    pub fn countersign(&mut self, key: &SecretKey) {
+        let keyid = key.public().id();
+        if self.signatures.iter().all(|s| s.keyid != keyid.as_str()) {
+            let sig = key.0.sign(&pae(&self.payload_type, &self.payload));
+            self.signatures.push(Signature {
+                keyid: keyid.to_string(),
                 sig: sig.to_bytes().to_vec(),
-            }],
+            });
         }
     }
 }
@@ -590,12 +604,12 @@ mod tests {
     fn verification_takes_one_good_signature_by_a_trusted_key() {
         let (old, new, other) = (key(1), key(2), key(3));
         let payload = b"{\"node\":\"edge-0042\"}";
-        let by = |keys: &[&SecretKey]| Envelope {
-            signatures: keys
-                .iter()
-                .flat_map(|k| k.sign(PAYLOAD_TYPE, payload).signatures)
-                .collect(),
-            ..old.sign(PAYLOAD_TYPE, payload)
+        let by = |keys: &[&SecretKey]| {
+            let mut e = keys[0].sign(PAYLOAD_TYPE, payload);
+            for k in &keys[1..] {
+                e.countersign(k);
+            }
+            e
         };
         let tampered = |mut e: Envelope, f: &dyn Fn(&mut Envelope)| {
             f(&mut e);
@@ -717,6 +731,20 @@ mod tests {
             // Through JSON and back, the same.
             let back = Envelope::parse(&env.to_json()).unwrap();
             assert_eq!(verify(&back, trusted).cloned(), expected, "{what} (JSON)");
+        }
+    }
+
+    #[test]
+    fn a_key_countersigns_once() {
+        let (a, b) = (key(1), key(2));
+        let mut e = a.sign(PAYLOAD_TYPE, b"{}");
+        e.countersign(&b);
+        e.countersign(&a);
+        e.countersign(&b);
+        let ids: Vec<&str> = e.signatures.iter().map(|s| s.keyid.as_str()).collect();
+        assert_eq!(ids, [a.public().id().as_str(), b.public().id().as_str()]);
+        for k in [a.public(), b.public()] {
+            assert_eq!(verify(&e, std::slice::from_ref(&k)), Ok(&k));
         }
     }
 

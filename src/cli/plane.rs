@@ -1,0 +1,387 @@
+//! `stead plane`: the publisher's side of the central plane, offline and
+//! without an agent: make a signing key pair (`keygen`), sign a desired-state
+//! payload for one node (`sign`), and check a signed document as a node
+//! would (`verify`).
+
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Subcommand;
+
+use super::EXIT_REFUSED;
+use crate::model::names::NodeId;
+use crate::plane::document::{Desired, stamp};
+use crate::plane::envelope::{Envelope, PAYLOAD_TYPE, PublicKey, SecretKey, verify};
+use crate::plane::time::format_rfc3339;
+
+/// The longest a signed document may be good for.
+pub const MAX_LIFETIME: Duration = Duration::from_secs(3650 * 86_400);
+
+/// The `stead plane` subcommands.
+#[derive(Subcommand, Debug)]
+pub enum PlaneCommand {
+    /// Make a signing key pair: PATH (the secret key, mode 0600) and
+    /// PATH.pub (the public key, for the devices' trusted_keys).
+    Keygen {
+        /// Where to write the secret key; the public key goes to PATH.pub.
+        #[arg(long, value_name = "PATH")]
+        out: PathBuf,
+        /// Replace key files that already exist.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Sign a desired-state payload (JSON, from stdin or --in) for one node;
+    /// the signed document goes to stdout (or --out). Sets node, revision
+    /// and issued_at (now); sets expires only when the payload has none.
+    Sign {
+        /// The secret key file. Give it twice to sign with two keys (during
+        /// a rotation): the document carries a signature by each.
+        #[arg(long = "key", value_name = "PATH", required = true)]
+        keys: Vec<PathBuf>,
+        /// The node the document is for.
+        #[arg(long, value_name = "NODE", value_parser = parse_node)]
+        node: NodeId,
+        /// The revision (at least 1). By default the current unix time in
+        /// seconds, so documents signed at least a second apart have
+        /// increasing revisions, and a node takes the newer.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        revision: Option<u64>,
+        /// How long the document is good for when the payload has no
+        /// expires: 30d, 12h, 90m, 3600s (at most 3650d).
+        #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = parse_lifetime)]
+        expires_in: Duration,
+        /// Read the payload from FILE instead of stdin.
+        #[arg(long = "in", value_name = "FILE")]
+        input: Option<PathBuf>,
+        /// Write the signed document to FILE (atomically) instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Check a signed document (from stdin or --in) as a node would: signed
+    /// by a trusted key, a valid payload, not expired (and, with --node, for
+    /// that node). Prints what it holds and which key signed it.
+    Verify {
+        /// A trusted public key: a .pub file, or the key's base64. Give it
+        /// twice for two keys (during a rotation).
+        #[arg(long = "key", value_name = "PUB", required = true)]
+        keys: Vec<String>,
+        /// Refuse a document for any other node.
+        #[arg(long, value_name = "NODE", value_parser = parse_node)]
+        node: Option<NodeId>,
+        /// Read the document from FILE instead of stdin.
+        #[arg(long = "in", value_name = "FILE")]
+        input: Option<PathBuf>,
+    },
+}
+
+fn parse_node(s: &str) -> Result<NodeId, String> {
+    NodeId::try_from(s).map_err(|e| e.0)
+}
+
+/// Parses how long a signed document is good for: a number and a unit,
+/// `s`, `m`, `h` or `d` (a bare number is seconds), from 1 s to 3650 days.
+pub fn parse_lifetime(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, unit) = t
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((t, "s"), |i| t.split_at(i));
+    let secs_per_unit = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("invalid duration {t:?}: unit must be s, m, h or d")),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(secs_per_unit))
+        .map(Duration::from_secs)
+        .filter(|d| !d.is_zero() && *d <= MAX_LIFETIME)
+        .ok_or_else(|| {
+            format!("invalid duration {t:?}: expected e.g. 30d or 12h, from 1s to 3650d")
+        })
+}
+
+/// Runs a `stead plane` subcommand.
+pub fn run(command: PlaneCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        PlaneCommand::Keygen { out, force } => keygen(&out, force),
+        PlaneCommand::Sign {
+            keys,
+            node,
+            revision,
+            expires_in,
+            input,
+            out,
+        } => sign(
+            &keys,
+            &node,
+            revision,
+            expires_in,
+            input.as_deref(),
+            out.as_deref(),
+        ),
+        PlaneCommand::Verify { keys, node, input } => {
+            verify_document(&keys, node.as_ref(), input.as_deref())
+        }
+    }
+}
+
+fn sign(
+    keys: &[PathBuf],
+    node: &NodeId,
+    revision: Option<u64>,
+    expires_in: Duration,
+    input: Option<&Path>,
+    out: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
+    let keys = keys
+        .iter()
+        .map(|k| SecretKey::from_file(k))
+        .collect::<Result<Vec<_>, _>>()?;
+    let payload = read_input(input)?;
+    let now = unix_now();
+    let revision = revision.unwrap_or(now);
+    let expires = now.saturating_add(expires_in.as_secs());
+    let stamped = match stamp(&payload, node, revision, now, expires) {
+        Ok(s) => s,
+        Err(e) => return Ok(refused(format_args!("the payload is refused: {e}"))),
+    };
+    let (first, more) = keys.split_first().expect("clap requires a --key");
+    let mut envelope = first.sign(PAYLOAD_TYPE, &stamped);
+    for k in more {
+        envelope.countersign(k);
+    }
+    let json = envelope.to_json();
+    match out {
+        Some(path) => write_file(path, &json, 0o644)?,
+        None => std::io::stdout()
+            .write_all(&json)
+            .context("cannot write the signed document to stdout")?,
+    }
+    let d = Desired::parse(&stamped).expect("stamp checked it");
+    let ids: Vec<&str> = envelope
+        .signatures
+        .iter()
+        .map(|s| s.keyid.as_str())
+        .collect();
+    eprintln!("signed {} with key {}", summary(&d), ids.join(", "));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify_document(
+    keys: &[String],
+    node: Option<&NodeId>,
+    input: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
+    let trusted = keys
+        .iter()
+        .map(|k| read_public_key(k))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let bytes = read_input(input)?;
+    let envelope = match Envelope::parse(&bytes) {
+        Ok(e) => e,
+        Err(e) => return Ok(refused(format_args!("{e}"))),
+    };
+    let signer = match verify(&envelope, &trusted) {
+        Ok(k) => k,
+        Err(e) => return Ok(refused(format_args!("refused ({}): {e}", e.class()))),
+    };
+    // Read only once its signature verified.
+    let d = match Desired::parse(&envelope.payload) {
+        Ok(d) => d,
+        Err(e) => {
+            return Ok(refused(format_args!(
+                "signed by key {}, but the document is refused: {e}",
+                signer.id()
+            )));
+        }
+    };
+    println!("{}", summary(&d));
+    println!("signed by key {}", signer.id());
+    if let Some(node) = node.filter(|n| **n != d.node) {
+        return Ok(refused(format_args!(
+            "the document is for node {}, not {node}",
+            d.node
+        )));
+    }
+    if d.expires <= unix_now() {
+        return Ok(refused(format_args!(
+            "the document expired at {}",
+            format_rfc3339(d.expires)
+        )));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn keygen(out: &Path, force: bool) -> anyhow::Result<ExitCode> {
+    let mut public_path = out.as_os_str().to_owned();
+    public_path.push(".pub");
+    let public_path = PathBuf::from(public_path);
+    if !force {
+        for p in [out, &public_path] {
+            if p.symlink_metadata().is_ok() {
+                return Ok(refused(format_args!(
+                    "{} already exists; give --force to replace it",
+                    p.display()
+                )));
+            }
+        }
+    }
+    let key = SecretKey::generate().context("cannot read /dev/urandom")?;
+    let public = key.public();
+    key.write_file(out)
+        .with_context(|| format!("cannot write {}", out.display()))?;
+    write_file(
+        &public_path,
+        format!("{}\n", public.to_base64()).as_bytes(),
+        0o644,
+    )?;
+    println!("key id {}", public.id());
+    println!(
+        "secret key: {} (mode 0600; keep it where documents are signed, never on a device)",
+        out.display()
+    );
+    println!("public key: {}", public_path.display());
+    println!("every device that takes documents signed by this key needs, in its stead.toml:");
+    println!("[plane]");
+    println!("trusted_keys = [\"{}\"]", public.to_base64());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `node N revision R issued_at … expires … modules: a, b`.
+fn summary(d: &Desired) -> String {
+    let modules: Vec<&str> = d.modules.keys().map(|m| m.as_str()).collect();
+    format!(
+        "node {} revision {} issued_at {} expires {} modules: {}",
+        d.node,
+        d.revision,
+        format_rfc3339(d.issued_at),
+        format_rfc3339(d.expires),
+        if modules.is_empty() {
+            "(none)".to_string()
+        } else {
+            modules.join(", ")
+        }
+    )
+}
+
+/// A public key from a `.pub` file, or from its base64 given directly.
+fn read_public_key(arg: &str) -> anyhow::Result<PublicKey> {
+    let path = Path::new(arg);
+    if path.symlink_metadata().is_ok() {
+        let bytes = crate::host::files::read_regular(path, 4096)
+            .with_context(|| format!("cannot read public key file {arg}"))?;
+        let text = String::from_utf8_lossy(&bytes);
+        return PublicKey::parse(&text).with_context(|| format!("public key file {arg}"));
+    }
+    PublicKey::parse(arg)
+        .with_context(|| format!("--key {arg:?} is neither a file nor a public key"))
+}
+
+fn read_input(file: Option<&Path>) -> anyhow::Result<Vec<u8>> {
+    match file {
+        Some(path) => {
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+        }
+        None => {
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .context("cannot read stdin")?;
+            Ok(bytes)
+        }
+    }
+}
+
+/// Writes a file atomically; a bare file name is in the current directory.
+fn write_file(path: &Path, bytes: &[u8], mode: u32) -> anyhow::Result<()> {
+    crate::host::files::replace_atomic(&std::path::absolute(path)?, bytes, mode)
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Says why an input was refused; the exit code for it.
+fn refused(why: std::fmt::Arguments) -> ExitCode {
+    eprintln!("stead: {why}");
+    ExitCode::from(EXIT_REFUSED)
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifetimes() {
+        for (s, secs) in [
+            ("30d", 30 * 86_400),
+            ("3650d", 3650 * 86_400),
+            ("12h", 12 * 3600),
+            ("90m", 5400),
+            ("3600s", 3600),
+            ("1", 1),
+            (" 2d ", 2 * 86_400),
+            ("87600h", 3650 * 86_400),
+        ] {
+            assert_eq!(parse_lifetime(s), Ok(Duration::from_secs(secs)), "{s}");
+        }
+        for (s, why) in [
+            ("", "from 1s to 3650d"),
+            ("0d", "from 1s to 3650d"),
+            ("3651d", "from 1s to 3650d"),
+            ("87601h", "from 1s to 3650d"),
+            ("99999999999999999999d", "from 1s to 3650d"),
+            ("d", "from 1s to 3650d"),
+            ("1w", "unit must be s, m, h or d"),
+            ("500ms", "unit must be s, m, h or d"),
+            ("-1d", "unit must be s, m, h or d"),
+        ] {
+            let e = parse_lifetime(s).unwrap_err();
+            assert!(e.contains(why), "{s}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_summary_names_the_node_revision_times_and_modules() {
+        let payload = serde_json::json!({
+            "node": "edge-0042", "revision": 17,
+            "issued_at": "2026-11-30T10:00:00Z", "expires": "2026-12-30T10:00:00Z",
+            "modules": [{"name": "web", "image": "nginx:1"}, {"name": "db", "image": "pg:16"}]
+        });
+        let d = Desired::parse(payload.to_string().as_bytes()).unwrap();
+        assert_eq!(
+            summary(&d),
+            "node edge-0042 revision 17 issued_at 2026-11-30T10:00:00Z \
+             expires 2026-12-30T10:00:00Z modules: db, web"
+        );
+        let mut d = d;
+        d.modules.clear();
+        assert!(summary(&d).ends_with("modules: (none)"));
+    }
+
+    #[test]
+    fn a_public_key_is_a_file_or_its_base64() {
+        let d = tempfile::tempdir().unwrap();
+        let key = SecretKey::generate().unwrap().public();
+        let file = d.path().join("k.pub");
+        std::fs::write(&file, format!("{}\n", key.to_base64())).unwrap();
+        assert_eq!(read_public_key(file.to_str().unwrap()).unwrap(), key);
+        assert_eq!(read_public_key(&key.to_base64()).unwrap(), key);
+        let e = read_public_key("/no/such/key.pub").unwrap_err();
+        assert!(
+            format!("{e:#}").contains("neither a file nor a public key"),
+            "{e:#}"
+        );
+        std::fs::write(&file, "garbage\n").unwrap();
+        let e = read_public_key(file.to_str().unwrap()).unwrap_err();
+        assert!(format!("{e:#}").contains("public key file"), "{e:#}");
+    }
+}
