@@ -13,3 +13,19 @@ apt_install() {
     if [ "$rc" -ne 0 ]; then tail -n 30 "$log" >&2; rm -f "$log"; die "apt-get install $* failed"; fi
     rm -f "$log"
 }
+
+# apt_install, with no service started by the packages' maintainer scripts
+# (nginx's would start the system nginx on port 80): a policy-rc.d denies
+# every start while it installs, unless one is already in place (Docker
+# images ship one).
+apt_install_no_start() {
+    local added="" rc=0
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\n# stead scripts/lib.sh: no service starts while it installs\nexit 101\n' >/usr/sbin/policy-rc.d
+        chmod 755 /usr/sbin/policy-rc.d
+        added=1
+    fi
+    (apt_install "$@") || rc=$?
+    [ -z "$added" ] || rm -f /usr/sbin/policy-rc.d
+    [ "$rc" -eq 0 ] || exit "$rc"
+}

@@ -31,6 +31,15 @@ command -v systemd-analyze >/dev/null 2>&1 || apt_install systemd
 command -v docker-registry >/dev/null 2>&1 || apt_install docker-registry
 command -v htpasswd >/dev/null 2>&1 || apt_install apache2-utils
 command -v openssl >/dev/null 2>&1 || apt_install openssl
+# The central-plane tests: nginx on loopback (static files with ETags, and
+# DAV PUT for reports), started by each test (tests/common/plane.rs); the
+# system service the package brings is neither started nor enabled.
+# libfaketime moves an agent's wall clock to 1970 or 2100.
+if [ ! -x /usr/sbin/nginx ]; then
+    apt_install_no_start nginx
+    if command -v systemctl >/dev/null 2>&1; then systemctl disable nginx.service >/dev/null 2>&1 || true; fi
+fi
+command -v faketime >/dev/null 2>&1 || apt_install faketime
 scripts/release.sh
 scripts/package.sh
 

@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod faults;
+pub mod plane;
 pub mod registry;
 
 use std::io::{Read, Write};
