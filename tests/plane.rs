@@ -94,7 +94,8 @@ fn held_revision(p: &J) -> Option<u64> {
 /// Waits until the module's container runs and printed `V=<v>`.
 fn wait_v(n: &Node, m: &str, v: &str) {
     n.wait_for(60, &format!("{m} to print V={v}"), || {
-        n.container(m).is_some_and(|(_, s, _)| s == "running") && n.logs(m).contains(&format!("V={v}"))
+        n.container(m).is_some_and(|(_, s, _)| s == "running")
+            && n.logs(m).contains(&format!("V={v}"))
     });
 }
 
@@ -112,7 +113,12 @@ fn a_new_revision_is_adopted_with_one_recreate_and_then_the_plane_answers_304() 
     // The plane answers 304 to every poll while nothing changes.
     let first = plane.count("GET", "desired.json", 304);
     plane.wait_count("GET", "desired.json", 304, first + 3, 30);
-    assert_eq!(plane.count("GET", "desired.json", 200), 1, "{:#?}", plane.requests());
+    assert_eq!(
+        plane.count("GET", "desired.json", 200),
+        1,
+        "{:#?}",
+        plane.requests()
+    );
 
     let since = unix_now();
     let before = n.container_id(&m);
@@ -123,7 +129,12 @@ fn a_new_revision_is_adopted_with_one_recreate_and_then_the_plane_answers_304() 
     let at = plane.count("GET", "desired.json", 304);
     plane.wait_count("GET", "desired.json", 304, at + 3, 30);
     assert_ne!(n.container_id(&m), before);
-    assert_eq!(n.creates_since(&m, since), 1, "{:?}", n.events_since(&m, since));
+    assert_eq!(
+        n.creates_since(&m, since),
+        1,
+        "{:?}",
+        n.events_since(&m, since)
+    );
 
     // The same bytes published again: a new ETag, the same revision. One
     // 200, nothing recreated, and 304s again with the new ETag.
@@ -179,10 +190,21 @@ fn documents_that_fail_a_check_change_nothing_and_are_reported_by_class() {
     let since = unix_now();
 
     let mut tampered = sign(&key, &payload(&n, 3, vec![module(&m, "three")]));
-    let at = tampered.windows(10).position(|w| w == b"\"payload\":").unwrap() + 20;
+    let at = tampered
+        .windows(10)
+        .position(|w| w == b"\"payload\":")
+        .unwrap()
+        + 20;
     tampered[at] = if tampered[at] == b'A' { b'B' } else { b'A' };
     refused(&plane, &n, &agent, &m, &tampered, "bad-signature");
-    refused(&plane, &n, &agent, &m, &sign(&stranger, &payload(&n, 3, vec![module(&m, "three")])), "unknown-key");
+    refused(
+        &plane,
+        &n,
+        &agent,
+        &m,
+        &sign(&stranger, &payload(&n, 3, vec![module(&m, "three")])),
+        "unknown-key",
+    );
     let mut other = payload(&n, 3, vec![module(&m, "three")]);
     other["node"] = json!("some-other-node");
     refused(&plane, &n, &agent, &m, &sign(&key, &other), "other-node");
@@ -190,13 +212,34 @@ fn documents_that_fail_a_check_change_nothing_and_are_reported_by_class() {
     refused(&plane, &n, &agent, &m, &r1, "rollback");
     let mut equivocal = r2_payload.clone();
     equivocal["modules"] = json!([module(&m, "not-two")]);
-    refused(&plane, &n, &agent, &m, &sign(&key, &equivocal), "equivocation");
+    refused(
+        &plane,
+        &n,
+        &agent,
+        &m,
+        &sign(&key, &equivocal),
+        "equivocation",
+    );
     let mut expired = payload(&n, 3, vec![module(&m, "three")]);
     expired["issued_at"] = json!(format_rfc3339(now() - 10 * DAY));
     expired["expires"] = json!(format_rfc3339(now() - DAY));
-    refused(&plane, &n, &agent, &m, &sign(&key, &expired), "stale-or-clock");
+    refused(
+        &plane,
+        &n,
+        &agent,
+        &m,
+        &sign(&key, &expired),
+        "stale-or-clock",
+    );
     let whole = sign(&key, &payload(&n, 3, vec![module(&m, "three")]));
-    refused(&plane, &n, &agent, &m, &whole[..whole.len() / 2], "malformed");
+    refused(
+        &plane,
+        &n,
+        &agent,
+        &m,
+        &whole[..whole.len() / 2],
+        "malformed",
+    );
     let mut huge = whole.clone();
     huge.truncate(whole.len() - 2);
     huge.extend(std::iter::repeat_n(b' ', 1 << 20));
@@ -236,7 +279,9 @@ fn a_plane_away_for_the_whole_test_harms_nothing_even_across_a_restart() {
     plane.stop();
     let since = unix_now();
     let id = n.container_id(&m);
-    wait_plane(&n, &agent, "the plane's absence", |p| p["error"].is_string());
+    wait_plane(&n, &agent, "the plane's absence", |p| {
+        p["error"].is_string()
+    });
     // The agent is killed and started again while the plane is away: it
     // runs what it holds.
     agent.child.kill().unwrap();
@@ -257,7 +302,9 @@ fn a_plane_away_for_the_whole_test_harms_nothing_even_across_a_restart() {
     // The plane comes back: 304, no recreate.
     let since = unix_now();
     plane.restart();
-    wait_plane(&n, &agent, "the plane back", |p| p["error"].is_null() && p["last_contact"].is_u64());
+    wait_plane(&n, &agent, "the plane back", |p| {
+        p["error"].is_null() && p["last_contact"].is_u64()
+    });
     plane.wait_count("GET", "desired.json", 304, 1, 30);
     assert_eq!(n.creates_since(&m, since), 0);
 }
@@ -288,7 +335,12 @@ fn a_kill_between_fetch_and_adoption_adopts_once_after_the_restart() {
     wait_plane(&n, &agent, "revision 2", |p| held_revision(p) == Some(2));
     let at = plane.count("GET", "desired.json", 304);
     plane.wait_count("GET", "desired.json", 304, at + 3, 30);
-    assert_eq!(n.creates_since(&m, since), 1, "{:?}", n.events_since(&m, since));
+    assert_eq!(
+        n.creates_since(&m, since),
+        1,
+        "{:?}",
+        n.events_since(&m, since)
+    );
 }
 
 #[test]
@@ -317,10 +369,18 @@ fn keys_rotate_with_an_overlap_and_the_old_key_is_then_refused() {
         ))
     };
     let agent = Agent::start(&n);
-    plane.publish(&n.id, &sign(&old, &payload(&n, 3, vec![module(&m, "three")])));
-    wait_plane(&n, &agent, "the old key refused", |p| p["refusal"]["class"] == "unknown-key");
+    plane.publish(
+        &n.id,
+        &sign(&old, &payload(&n, 3, vec![module(&m, "three")])),
+    );
+    wait_plane(&n, &agent, "the old key refused", |p| {
+        p["refusal"]["class"] == "unknown-key"
+    });
     assert!(n.logs(&m).contains("V=two") && !n.logs(&m).contains("V=three"));
-    plane.publish(&n.id, &sign(&new, &payload(&n, 3, vec![module(&m, "three")])));
+    plane.publish(
+        &n.id,
+        &sign(&new, &payload(&n, 3, vec![module(&m, "three")])),
+    );
     wait_v(&n, &m, "three");
 }
 
@@ -384,11 +444,20 @@ fn a_nudge_fetches_at_once() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(stdout.trim(), "adopted revision 2");
     wait_v(&n, &m, "two");
     // Again: nothing new.
-    let out = n.stead().args(["sync", "--config"]).arg(n.config()).output().unwrap();
+    let out = n
+        .stead()
+        .args(["sync", "--config"])
+        .arg(n.config())
+        .output()
+        .unwrap();
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         "not modified: the document held is the plane's"
@@ -396,7 +465,12 @@ fn a_nudge_fetches_at_once() {
     // A nudge needs the token.
     let (code, _) = common::agent::http_send(&agent.addr, "POST", "/v1/plane/sync", None, "");
     assert_eq!(code, 401);
-    assert_eq!(plane.count("GET", "desired.json", 200), 2, "{:#?}", plane.requests());
+    assert_eq!(
+        plane.count("GET", "desired.json", 200),
+        2,
+        "{:#?}",
+        plane.requests()
+    );
 }
 
 #[test]
@@ -454,13 +528,21 @@ fn reports_kept_while_the_endpoint_is_down_arrive_later_and_stay_spaced() {
     wait_v(&n, &m, "one");
     // Churn while reports fail: new revisions every two seconds.
     for r in 2..=6 {
-        plane.publish(&n.id, &sign(&key, &payload(&n, r, vec![module(&m, &format!("v{r}"))])));
+        plane.publish(
+            &n.id,
+            &sign(&key, &payload(&n, r, vec![module(&m, &format!("v{r}"))])),
+        );
         std::thread::sleep(Duration::from_secs(2));
     }
     wait_v(&n, &m, "v6");
     plane.wait_count("PUT", "status.json", 503, 1, 30);
-    let p = wait_plane(&n, &agent, "a report pending", |p| p["reports"]["pending"] == true);
-    assert!(p["reports"]["error"].as_str().unwrap().contains("503"), "{p:#}");
+    let p = wait_plane(&n, &agent, "a report pending", |p| {
+        p["reports"]["pending"] == true
+    });
+    assert!(
+        p["reports"]["error"].as_str().unwrap().contains("503"),
+        "{p:#}"
+    );
     assert!(plane.report(&n.id).is_none());
     plane.set_report_fault(None);
     n.wait_for(120, "the kept report to arrive", || {
@@ -469,7 +551,10 @@ fn reports_kept_while_the_endpoint_is_down_arrive_later_and_stay_spaced() {
         })
     });
     let r = plane.report_json(&n.id).unwrap();
-    assert!(r["undelivered"].as_u64().unwrap() >= 1 || r["seq"].as_u64().unwrap() > 1, "{r:#}");
+    assert!(
+        r["undelivered"].as_u64().unwrap() >= 1 || r["seq"].as_u64().unwrap() > 1,
+        "{r:#}"
+    );
     assert_eq!(r["node"], n.id.as_str());
     assert!(r["modules"][&m]["desired_digest"].is_string(), "{r:#}");
     assert!(r["modules"][&m]["image_id"].is_string(), "{r:#}");
@@ -490,5 +575,69 @@ fn reports_kept_while_the_endpoint_is_down_arrive_later_and_stay_spaced() {
         plane
             .report_json(&n.id)
             .is_some_and(|r| r["seq"].as_u64().unwrap() > seq)
+    });
+}
+
+#[test]
+fn one_owner_per_module_and_the_plane_takes_a_module_once_it_is_let_go() {
+    let key = SecretKey::generate().unwrap();
+    let plane = Plane::start();
+    let n = node("plane-owner", &plane, &[&key]);
+    let (api_m, file_m, plane_m) = (n.module("api"), n.module("file"), n.module("plane"));
+    let agent = Agent::start(&n);
+    let (code, body) = agent.send(
+        &n,
+        "PUT",
+        &format!("/v1/intentions/{api_m}"),
+        &module(&api_m, "local").to_string(),
+    );
+    assert_eq!(code, 201, "{body}");
+    wait_v(&n, &api_m, "local");
+    plane.publish(
+        &n.id,
+        &sign(
+            &key,
+            &payload(&n, 1, vec![module(&api_m, "plane"), module(&plane_m, "p")]),
+        ),
+    );
+    let p = wait_plane(&n, &agent, "revision 1 with a conflict", |p| {
+        held_revision(p) == Some(1) && p["conflicts"][0]["module"] == api_m.as_str()
+    });
+    assert!(
+        p["conflicts"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("stated through the API"),
+        "{p:#}"
+    );
+    wait_v(&n, &plane_m, "p");
+    assert!(n.logs(&api_m).contains("V=local"));
+    // Neither the API nor a file may take a plane module.
+    let (code, body) = agent.send(&n, "DELETE", &format!("/v1/intentions/{plane_m}"), "");
+    assert_eq!(code, 409, "{body}");
+    assert!(body.contains("central plane"), "{body}");
+    n.write_intention(
+        "f.toml",
+        &format!("name = \"{plane_m}\"\nimage = \"{IMAGE_1}\"\n"),
+    );
+    n.write_intention(
+        "g.toml",
+        &format!(
+            "name = \"{file_m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
+            idle_after("echo V=file")
+        ),
+    );
+    n.wait_for(60, "the file naming a plane module refused", || {
+        let (_, events) = agent.get("/v1/events?limit=1000");
+        events.contains("f.toml") && events.contains("stated by the central plane")
+    });
+    wait_v(&n, &file_m, "file");
+    assert!(n.logs(&plane_m).contains("V=p"));
+    // The API lets go of its module: the plane takes it at the next poll.
+    let (code, body) = agent.send(&n, "DELETE", &format!("/v1/intentions/{api_m}"), "");
+    assert_eq!(code, 200, "{body}");
+    wait_v(&n, &api_m, "plane");
+    wait_plane(&n, &agent, "no conflict left", |p| {
+        p["conflicts"] == json!([])
     });
 }

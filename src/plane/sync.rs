@@ -269,6 +269,20 @@ impl Syncer {
     /// One poll: a conditional GET, the judgement, and what it leads to.
     pub async fn poll_once(&self) -> Outcome {
         let outcome = self.fetch_and_judge().await;
+        // A module the held document names but another source owned may
+        // have been let go of since: take it at the next contact.
+        if matches!(outcome, Outcome::NotModified | Outcome::Same { .. })
+            && !self
+                .status
+                .lock()
+                .expect("plane status lock")
+                .conflicts
+                .is_empty()
+        {
+            if let Ok((Some(h), _)) = self.store.blocking(|s| s.plane()).await {
+                self.take_again(&h).await;
+            }
+        }
         match &outcome {
             Outcome::Adopted { revision } => {
                 tracing::info!(revision, "plane: adopted revision {revision}")

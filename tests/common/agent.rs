@@ -41,11 +41,7 @@ impl Agent {
 
     /// The agent as a process with more environment, not waited for (it
     /// may abort at a crash point before its API listens).
-    pub fn spawn_with(
-        n: &Node,
-        wrapper: &[&str],
-        env: &[(String, String)],
-    ) -> std::process::Child {
+    pub fn spawn_with(n: &Node, wrapper: &[&str], env: &[(String, String)]) -> std::process::Child {
         let addr_file = n.data().join("api-addr");
         let _ = std::fs::remove_file(&addr_file);
         let log = std::fs::OpenOptions::new()
