@@ -506,6 +506,7 @@ impl<C: Connect> Agent<C> {
             self.store.clone(),
             self.wake.clone(),
             report_wake.clone(),
+            self.reconciler.metrics(),
         ) {
             Ok(s) => Arc::new(s),
             Err(e) => {

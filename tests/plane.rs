@@ -151,6 +151,21 @@ fn a_new_revision_is_adopted_with_one_recreate_and_then_the_plane_answers_304() 
     assert_eq!(held_revision(&p), Some(2));
     assert!(p["refusal"].is_null(), "{p:#}");
 
+    let (_, metrics) = agent.get("/metrics");
+    assert!(metrics.contains("stead_plane_revision 2\n"), "{metrics}");
+    assert!(
+        metrics.contains("stead_plane_polls_total{outcome=\"adopted\"} 2\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("stead_plane_polls_total{outcome=\"same\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("stead_plane_polls_total{outcome=\"not-modified\"}"),
+        "{metrics}"
+    );
+
     // A module the document no longer names is removed.
     plane.publish(&n.id, &sign(&key, &payload(&n, 3, vec![])));
     n.wait_for(60, "the module to be removed", || n.container(&m).is_none());

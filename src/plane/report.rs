@@ -250,6 +250,7 @@ pub async fn run(r: Reporter, mut passes: watch::Receiver<u64>, wake: Arc<Notify
                 let bytes = serde_json::to_vec(&body).expect("a report serialises");
                 match r.put(&url, bytes).await {
                     Ok(()) => {
+                        r.syncer.metrics.plane_report("delivered");
                         last_sent = Some(digest);
                         failures = 0;
                         retry_at = None;
@@ -261,6 +262,7 @@ pub async fn run(r: Reporter, mut passes: watch::Receiver<u64>, wake: Arc<Notify
                         st.reports.error = None;
                     }
                     Err(e) => {
+                        r.syncer.metrics.plane_report("failed");
                         failures = failures.saturating_add(1);
                         let exp = MIN_SPACING
                             .saturating_mul(1 << failures.min(10))

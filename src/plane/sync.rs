@@ -147,6 +147,8 @@ pub struct Syncer {
     pub status: Arc<Mutex<PlaneStatus>>,
     /// The held document's poll settings and report URL.
     current: Mutex<Option<(Poll, Option<String>)>>,
+    /// The counters.
+    pub metrics: Arc<crate::status::metrics::Metrics>,
 }
 
 impl Syncer {
@@ -158,6 +160,7 @@ impl Syncer {
         store: Arc<Store>,
         wake: Arc<Notify>,
         report_wake: Arc<Notify>,
+        metrics: Arc<crate::status::metrics::Metrics>,
     ) -> Result<Syncer, String> {
         let http = Http::new(config.ca.as_deref())?;
         let url = config.document_url(&node);
@@ -179,6 +182,7 @@ impl Syncer {
             report_wake,
             status: Arc::new(Mutex::new(status)),
             current: Mutex::new(None),
+            metrics,
         })
     }
 
@@ -294,6 +298,10 @@ impl Syncer {
             ),
             Outcome::Failed { error, .. } => tracing::warn!("plane: {error}"),
             Outcome::NotModified | Outcome::Same { .. } => {}
+        }
+        self.metrics.plane_poll(outcome.as_str());
+        if let Some(h) = &self.status.lock().expect("plane status lock").held {
+            self.metrics.plane_revision(h.revision);
         }
         self.report_wake.notify_one();
         outcome

@@ -1,7 +1,8 @@
 //! Counters the agent keeps and serves in the Prometheus text format: passes
 //! and their duration, modules by state, recreates by the kind of input that
 //! moved, engine reachability and engine API calls (counted by
-//! [`crate::status::counted::Counted`]).
+//! [`crate::status::counted::Counted`]); with a central plane, its polls by
+//! outcome, the revision held and reports by result.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -21,6 +22,9 @@ pub struct Metrics {
     last_pass_ok: AtomicU64,
     calls: Mutex<BTreeMap<&'static str, u64>>,
     recreates: Mutex<BTreeMap<String, u64>>,
+    plane_polls: Mutex<BTreeMap<&'static str, u64>>,
+    plane_reports: Mutex<BTreeMap<&'static str, u64>>,
+    plane_revision: AtomicU64,
 }
 
 impl Metrics {
@@ -57,6 +61,32 @@ impl Metrics {
         for k in kinds {
             *r.entry(k.to_string()).or_default() += 1;
         }
+    }
+
+    /// Counts a poll of the plane by its outcome (`not-modified`,
+    /// `adopted`, `same`, `refused`, `failed`).
+    pub fn plane_poll(&self, outcome: &'static str) {
+        *self
+            .plane_polls
+            .lock()
+            .expect("metrics lock")
+            .entry(outcome)
+            .or_default() += 1;
+    }
+
+    /// Records the revision of the plane's document held.
+    pub fn plane_revision(&self, revision: u64) {
+        self.plane_revision.store(revision, Ordering::Relaxed);
+    }
+
+    /// Counts an attempt to deliver a report (`delivered`, `failed`).
+    pub fn plane_report(&self, result: &'static str) {
+        *self
+            .plane_reports
+            .lock()
+            .expect("metrics lock")
+            .entry(result)
+            .or_default() += 1;
     }
 
     /// Counts one engine call of this kind.
@@ -128,6 +158,28 @@ impl Metrics {
         );
         for (op, n) in self.calls() {
             let _ = writeln!(o, "stead_engine_api_calls_total{{op=\"{op}\"}} {n}");
+        }
+        let polls = self.plane_polls.lock().expect("metrics lock").clone();
+        if !polls.is_empty() {
+            let _ = writeln!(
+                o,
+                "# HELP stead_plane_polls_total Polls of the central plane, by outcome.\n# TYPE stead_plane_polls_total counter"
+            );
+            for (k, n) in polls {
+                let _ = writeln!(o, "stead_plane_polls_total{{outcome=\"{k}\"}} {n}");
+            }
+            let _ = writeln!(
+                o,
+                "# HELP stead_plane_revision The revision of the plane's document held (0: none).\n# TYPE stead_plane_revision gauge\nstead_plane_revision {}",
+                self.plane_revision.load(Ordering::Relaxed)
+            );
+            let _ = writeln!(
+                o,
+                "# HELP stead_plane_reports_total Reports to the plane, by result.\n# TYPE stead_plane_reports_total counter"
+            );
+            for (k, n) in self.plane_reports.lock().expect("metrics lock").iter() {
+                let _ = writeln!(o, "stead_plane_reports_total{{result=\"{k}\"}} {n}");
+            }
         }
         o
     }
