@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use bollard::Docker;
 use bollard::models::{
-    ContainerCreateBody, HostConfig, Mount, MountType, PortBinding, RestartPolicy as EngineRestart,
+    ContainerCreateBody, DeviceMapping, HealthConfig, HostConfig, HostConfigLogConfig, Mount,
+    MountType, PortBinding, ResourcesUlimits, RestartPolicy as EngineRestart,
     RestartPolicyNameEnum,
 };
 use bollard::query_parameters::{
@@ -22,6 +23,7 @@ use crate::engine::{
 };
 use crate::model::intention::RestartPolicy;
 use crate::model::labels::Labels;
+use crate::model::runtime::NetworkMode;
 use crate::model::spec::ContainerSpec;
 
 impl From<bollard::errors::Error> for EngineError {
@@ -129,8 +131,12 @@ mod limits {
     use std::time::Duration;
     /// A ping, a list, an inspect.
     pub const QUICK: Duration = Duration::from_secs(30);
-    /// A create, a start, a stop and remove (the stop's grace included).
+    /// A create, a start, a rename.
     pub const ACT: Duration = Duration::from_secs(60);
+    /// A stop or a remove: an act and the longest grace a container may
+    /// have to stop ([`crate::model::runtime::MAX_STOP_GRACE`]).
+    pub const STOP: Duration =
+        Duration::from_secs(60 + crate::model::runtime::MAX_STOP_GRACE.as_secs());
     /// A whole image pull.
     pub const PULL: Duration = Duration::from_secs(900);
 }
@@ -146,8 +152,6 @@ async fn within<T>(
         .await
         .unwrap_or_else(|_| Err(EngineError::no_answer(op, limit)))
 }
-/// Seconds a container gets to stop before it is killed.
-const STOP_GRACE_SECS: i32 = 10;
 
 impl DockerEngine {
     /// Connects to the engine at a unix socket path (with or without
@@ -206,9 +210,34 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
             ..Default::default()
         })
         .collect();
+    let r = &spec.runtime;
+    let ns = |d: std::time::Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
+    let some_vec = |v: Vec<String>| (!v.is_empty()).then_some(v);
     ContainerCreateBody {
         image: Some(spec.image_id.clone()),
         cmd: spec.command.clone(),
+        // An empty entrypoint clears the image's: the engine's spelling.
+        entrypoint: r.entrypoint.as_ref().map(|e| {
+            if e.is_empty() {
+                vec![String::new()]
+            } else {
+                e.clone()
+            }
+        }),
+        working_dir: r.working_dir.as_ref().map(ToString::to_string),
+        user: r.user.clone(),
+        stop_signal: r.stop_signal.clone(),
+        stop_timeout: r
+            .stop_grace_period
+            .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
+        healthcheck: r.healthcheck.as_ref().map(|h| HealthConfig {
+            test: Some(h.test.clone()),
+            interval: h.interval.map(ns),
+            timeout: h.timeout.map(ns),
+            retries: h.retries.map(i64::from),
+            start_period: h.start_period.map(ns),
+            ..Default::default()
+        }),
         env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
         labels: Some(
             spec.labels
@@ -223,6 +252,66 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
             restart_policy: Some(EngineRestart {
                 name: Some(restart_policy(spec.restart)),
                 maximum_retry_count: None,
+            }),
+            devices: (!r.devices.is_empty()).then(|| {
+                r.devices
+                    .iter()
+                    .map(|d| DeviceMapping {
+                        path_on_host: Some(d.host.to_string()),
+                        path_in_container: Some(d.container.to_string()),
+                        cgroup_permissions: Some(d.permissions.clone()),
+                    })
+                    .collect()
+            }),
+            device_cgroup_rules: some_vec(r.device_cgroup_rules.clone()),
+            privileged: r.privileged.then_some(true),
+            cap_add: some_vec(r.cap_add.iter().cloned().collect()),
+            cap_drop: some_vec(r.cap_drop.iter().cloned().collect()),
+            network_mode: (r.network_mode != NetworkMode::Bridge)
+                .then(|| r.network_mode.as_str().to_string()),
+            extra_hosts: some_vec(
+                r.extra_hosts
+                    .iter()
+                    .map(|(h, ip)| format!("{h}:{ip}"))
+                    .collect(),
+            ),
+            dns: some_vec(r.dns.iter().map(ToString::to_string).collect()),
+            tmpfs: (!r.tmpfs.is_empty()).then(|| {
+                r.tmpfs
+                    .iter()
+                    .map(|(p, o)| (p.to_string(), o.clone()))
+                    .collect()
+            }),
+            readonly_rootfs: r.read_only.then_some(true),
+            memory: r.mem_limit.map(|m| i64::try_from(m).unwrap_or(i64::MAX)),
+            memory_swap: r.memswap_limit,
+            nano_cpus: r.nano_cpus.map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+            pids_limit: r.pids_limit,
+            ulimits: (!r.ulimits.is_empty()).then(|| {
+                r.ulimits
+                    .iter()
+                    .map(|(name, u)| ResourcesUlimits {
+                        name: Some(name.clone()),
+                        soft: Some(u.soft),
+                        hard: Some(u.hard),
+                    })
+                    .collect()
+            }),
+            sysctls: (!r.sysctls.is_empty()).then(|| {
+                r.sysctls
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            }),
+            init: r.init.then_some(true),
+            log_config: r.logging.as_ref().map(|l| HostConfigLogConfig {
+                typ: Some(l.driver.clone()),
+                config: Some(
+                    l.options
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                ),
             }),
             ..Default::default()
         }),
@@ -416,10 +505,10 @@ impl Engine for DockerEngine {
     }
 
     async fn stop(&self, id: &str) -> Result<(), EngineError> {
-        within(limits::ACT, "stop", async {
-            let stop = StopContainerOptionsBuilder::new()
-                .t(STOP_GRACE_SECS)
-                .build();
+        within(limits::STOP, "stop", async {
+            // No `t`: the engine gives the container the grace it was
+            // created with (`stop_grace_period`, or its default 10 s).
+            let stop = StopContainerOptionsBuilder::new().build();
             match self.docker.stop_container(id, Some(stop)).await {
                 // 304: already stopped.
                 Ok(())
@@ -455,10 +544,8 @@ impl Engine for DockerEngine {
     }
 
     async fn remove(&self, id: &str) -> Result<(), EngineError> {
-        within(limits::ACT, "remove", async {
-            let stop = StopContainerOptionsBuilder::new()
-                .t(STOP_GRACE_SECS)
-                .build();
+        within(limits::STOP, "remove", async {
+            let stop = StopContainerOptionsBuilder::new().build();
             match self.docker.stop_container(id, Some(stop)).await {
                 Ok(()) => {}
                 Err(bollard::errors::Error::DockerResponseServerError {

@@ -13,6 +13,7 @@ use crate::model::config::{self, ConfigFile, ConfigFormat};
 use crate::model::duration::{format_duration, parse_duration};
 use crate::model::names::{AbsPath, EnvName, ModuleName, SettingKey};
 use crate::model::reference::Reference;
+use crate::model::runtime::{self, Runtime, RuntimeDoc};
 use crate::model::value::Value;
 use crate::model::version::{Range, TagVersion};
 
@@ -270,6 +271,8 @@ pub struct Intention {
     pub files: Vec<LiteralFile>,
     /// Host bind mounts.
     pub mounts: Vec<Mount>,
+    /// Everything else the container is created with.
+    pub runtime: Runtime,
 }
 
 /// An intention that was refused: which file (or request), which field, why.
@@ -314,6 +317,57 @@ struct IntentionDoc {
     files: Vec<FileDoc>,
     #[serde(default)]
     mounts: Vec<MountDoc>,
+    // What the container needs beyond the above ([`Runtime`]).
+    #[serde(default)]
+    entrypoint: Option<runtime::StringOrList>,
+    #[serde(default)]
+    working_dir: Option<String>,
+    #[serde(default)]
+    user: Option<String>,
+    #[serde(default)]
+    labels: Option<runtime::ListOrMap>,
+    #[serde(default)]
+    devices: Vec<String>,
+    #[serde(default)]
+    device_cgroup_rules: Vec<String>,
+    #[serde(default)]
+    privileged: bool,
+    #[serde(default)]
+    cap_add: Vec<String>,
+    #[serde(default)]
+    cap_drop: Vec<String>,
+    #[serde(default)]
+    network_mode: Option<String>,
+    #[serde(default)]
+    extra_hosts: Option<runtime::ListOrMap>,
+    #[serde(default)]
+    dns: Option<runtime::StringOrList>,
+    #[serde(default)]
+    tmpfs: Option<runtime::StringOrList>,
+    #[serde(default)]
+    read_only: bool,
+    #[serde(default)]
+    mem_limit: Option<runtime::Bytes>,
+    #[serde(default)]
+    memswap_limit: Option<runtime::Bytes>,
+    #[serde(default)]
+    cpus: Option<runtime::Cpus>,
+    #[serde(default)]
+    pids_limit: Option<i64>,
+    #[serde(default)]
+    ulimits: BTreeMap<String, runtime::UlimitDoc>,
+    #[serde(default)]
+    sysctls: Option<runtime::ListOrMap>,
+    #[serde(default)]
+    init: bool,
+    #[serde(default)]
+    stop_signal: Option<String>,
+    #[serde(default)]
+    stop_grace_period: Option<String>,
+    #[serde(default)]
+    healthcheck: Option<runtime::HealthcheckDoc>,
+    #[serde(default)]
+    logging: Option<runtime::LoggingDoc>,
 }
 
 #[derive(Deserialize)]
@@ -522,6 +576,7 @@ impl Intention {
                 ),
             );
         }
+        self.runtime.write_json(&mut doc);
         J::Object(doc)
     }
 }
@@ -748,6 +803,46 @@ impl IntentionDoc {
             None => None,
             Some(u) => Some(check_update(&image, u)?),
         };
+        let runtime = RuntimeDoc {
+            entrypoint: self.entrypoint,
+            working_dir: self.working_dir,
+            user: self.user,
+            labels: self.labels,
+            devices: self.devices,
+            device_cgroup_rules: self.device_cgroup_rules,
+            privileged: self.privileged,
+            cap_add: self.cap_add,
+            cap_drop: self.cap_drop,
+            network_mode: self.network_mode,
+            extra_hosts: self.extra_hosts,
+            dns: self.dns,
+            tmpfs: self.tmpfs,
+            read_only: self.read_only,
+            mem_limit: self.mem_limit,
+            memswap_limit: self.memswap_limit,
+            cpus: self.cpus,
+            pids_limit: self.pids_limit,
+            ulimits: self.ulimits,
+            sysctls: self.sysctls,
+            init: self.init,
+            stop_signal: self.stop_signal,
+            stop_grace_period: self.stop_grace_period,
+            healthcheck: self.healthcheck,
+            logging: self.logging,
+        }
+        .check()?;
+        for (i, t) in runtime.tmpfs.keys().enumerate() {
+            claim(t, format!("tmpfs[{i}]"))?;
+        }
+        if runtime.network_mode != runtime::NetworkMode::Bridge && !ports.is_empty() {
+            return Err((
+                "ports".into(),
+                format!(
+                    "a container with network_mode = {:?} publishes no ports (with host, it listens on the host's own)",
+                    runtime.network_mode.as_str()
+                ),
+            ));
+        }
         let intention = Intention {
             name,
             image,
@@ -763,6 +858,7 @@ impl IntentionDoc {
             settings,
             files,
             mounts,
+            runtime,
         };
         // A setting that cannot be merged or rendered is bad input now, not a
         // failure at the next pass.

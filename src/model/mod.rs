@@ -1,5 +1,6 @@
 //! The pure model: checked names and values, the intention schema and its
-//! checks, config composition, the container spec and its labels. Nothing
+//! checks, what a module needs from its container beyond its image
+//! ([`runtime`]), config composition, the container spec and its labels. Nothing
 //! here does I/O; everything here is table-tested.
 
 pub mod compose;
@@ -10,6 +11,7 @@ pub mod labels;
 pub mod names;
 pub mod reference;
 pub mod reload;
+pub mod runtime;
 pub mod spec;
 pub mod value;
 pub mod version;

@@ -217,10 +217,12 @@ impl SettingKey {
 string_newtype!(
     /// The name of one input a container is created from: `image`, `command`,
     /// `env`, `ports`, `restart`, or `config:<path>`, `file:<path>`,
-    /// `env_file:<host path>`, `mount:<target>`.
+    /// `env_file:<host path>`, `mount:<target>`, or one of the runtime
+    /// fields ([`crate::model::runtime::FIELDS`]).
     InputName,
     |s| {
         let ok = matches!(s, "image" | "command" | "env" | "ports" | "restart")
+            || crate::model::runtime::FIELDS.contains(&s)
             || ["config:/", "file:/", "env_file:/", "mount:/"]
                 .iter()
                 .any(|p| s.starts_with(p));

@@ -18,6 +18,7 @@ use crate::model::intention::{
 };
 use crate::model::labels::Labels;
 use crate::model::names::{AbsPath, Digest, EnvName, InputName, ModuleName, NodeId};
+use crate::model::runtime::Runtime;
 
 /// A bind mount as handed to the engine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,8 +48,10 @@ pub struct ContainerSpec {
     pub mounts: Vec<BindMount>,
     /// The engine's restart policy.
     pub restart: RestartPolicy,
-    /// The labels, including the digests.
+    /// The labels: the agent's (node, module, digests) and the user's.
     pub labels: BTreeMap<String, String>,
+    /// Everything else it is created with.
+    pub runtime: Runtime,
 }
 
 /// A module's inputs resolved against the host, short of the image ID.
@@ -112,6 +115,9 @@ pub fn own_input_digests(i: &Intention) -> BTreeMap<InputName, Digest> {
         input("restart".into()),
         Digest::canonical("restart", i.restart.as_str()),
     );
+    // Only the runtime fields that are set: a container made before they
+    // existed keeps its digest.
+    digests.extend(i.runtime.digests());
     digests
 }
 
@@ -180,7 +186,11 @@ pub fn desired(
     let mut digests = inputs.digests;
     digests.insert(input("image".into()), image_id.clone());
     let digest = Digest::canonical("stead-spec-v1", &digests);
-    let labels = Labels::to_map(node, &i.name, &digest, &digests);
+    let mut labels = Labels::to_map(node, &i.name, &digest, &digests);
+    // The user's own (never `stead.*`, which the intention refuses).
+    for (k, v) in &i.runtime.labels {
+        labels.entry(k.clone()).or_insert_with(|| v.clone());
+    }
 
     let mut mounts = Vec::new();
     let mut files = Vec::new();
@@ -210,6 +220,7 @@ pub fn desired(
         mounts,
         restart: i.restart,
         labels,
+        runtime: i.runtime.clone(),
     };
     Desired {
         name: i.name.clone(),

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use redb::{Database, ReadableTable, WriteTransaction};
 
-use crate::store::records::{self, v1, v2, v3, v4};
+use crate::store::records::{self, v1, v2, v3, v4, v6};
 use crate::store::{
     APPLIED, EVENTS, INTENTIONS, META, OBSERVED, OVERLAYS, PLANE, RELOADS, SCHEMA_VERSION,
     StoreError, UPDATES, io,
@@ -46,6 +46,7 @@ pub fn bring_up_to_date(db: &Database, path: &Path) -> Result<(), StoreError> {
                     // Schema 5 adds the `plane` table, made below; no
                     // record changes.
                     4 => {}
+                    5 => v5_to_v6(&tx)?,
                     other => {
                         return Err(StoreError::Corrupt {
                             table: "meta",
@@ -98,6 +99,14 @@ fn v2_to_v3(tx: &WriteTransaction) -> Result<(), StoreError> {
 fn v3_to_v4(tx: &WriteTransaction) -> Result<(), StoreError> {
     rewrite_intentions(tx, 3, 4, |r: v3::IntentionRecord| {
         v4::IntentionRecord::from(r)
+    })
+}
+
+/// Schema 5 → 6: intentions gain the runtime fields (none, for every
+/// record written before a module could ask for them).
+fn v5_to_v6(tx: &WriteTransaction) -> Result<(), StoreError> {
+    rewrite_intentions(tx, 4, 5, |r: v4::IntentionRecord| {
+        v6::IntentionRecord::from(r)
     })
 }
 

@@ -33,8 +33,9 @@ pub mod reloads;
 /// The store's schema version: which record version each table holds.
 /// Version 1 is 0.1.0's; version 2 adds the plane revision to intentions;
 /// version 3 their update order; version 4 reload requests and update
-/// states; version 5 the central plane's held document.
-pub const SCHEMA_VERSION: u64 = 5;
+/// states; version 5 the central plane's held document; version 6 the
+/// runtime fields of intentions.
+pub const SCHEMA_VERSION: u64 = 6;
 /// How many events the log keeps.
 pub const EVENT_LOG_CAPACITY: u64 = 1000;
 /// The longest event text kept, in bytes: with [`EVENT_LOG_CAPACITY`], the
@@ -894,7 +895,7 @@ mod tests {
         let e = Store::open(&p).unwrap().intentions().unwrap_err();
         assert!(e.to_string().contains("intentions/m"), "{e}");
         assert!(
-            e.to_string().contains("record version 9, expected 4"),
+            e.to_string().contains("record version 9, expected 5"),
             "{e}"
         );
     }
@@ -907,10 +908,14 @@ mod tests {
         let old = records::v1::IntentionRecord {
             source: records::v1::Source::Api,
             revision: 7,
-            intention: records::intention_record(&IntentionRecord::new(Source::Api, 7, i.clone()))
-                .intention
-                .base
-                .base,
+            intention: records::intention_record_v4(&IntentionRecord::new(
+                Source::Api,
+                7,
+                i.clone(),
+            ))
+            .intention
+            .base
+            .base,
         };
         put_raw(&p, "m", &records::encode(1, &old), Some(1));
         let s = Store::open(&p).unwrap();
@@ -932,7 +937,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("s.redb");
         let i = intention();
-        let v4 = records::intention_record(&IntentionRecord {
+        let v4 = records::intention_record_v4(&IntentionRecord {
             source: Source::Plane,
             revision: 4,
             plane_revision: Some(99),
@@ -961,9 +966,13 @@ mod tests {
         let v3 = records::v3::IntentionRecord {
             source: records::v1::Source::Api,
             revision: 2,
-            intention: records::intention_record(&IntentionRecord::new(Source::Api, 2, i.clone()))
-                .intention
-                .base,
+            intention: records::intention_record_v4(&IntentionRecord::new(
+                Source::Api,
+                2,
+                i.clone(),
+            ))
+            .intention
+            .base,
             plane_revision: None,
         };
         put_raw(&p, "m", &records::encode(3, &v3), Some(3));
@@ -972,6 +981,35 @@ mod tests {
         let r = &s.intentions().unwrap()[&i.name];
         assert_eq!(r.intention, i);
         assert_eq!(r.intention.update, None);
+    }
+
+    #[test]
+    fn the_runtime_fields_are_kept_and_a_version_5_store_reads_without_them() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s.redb");
+        let s = Store::open(&p).unwrap();
+        let i = Intention::parse(
+            "name = \"m\"\nimage = \"busybox:1\"\nuser = \"1000\"\nmem_limit = \"64m\"\ndevices = [\"/dev/ttyUSB0\"]\n[healthcheck]\ntest = \"true\"\n",
+            crate::model::intention::DocFormat::Toml,
+            "t",
+        )
+        .unwrap();
+        assert_ne!(i.runtime, Default::default());
+        s.put_intention(&IntentionRecord::new(Source::Api, 1, i.clone()))
+            .unwrap();
+        assert_eq!(s.intentions().unwrap()[&i.name].intention, i);
+        drop(s);
+        // A store written before the runtime fields: schema 5, record
+        // version 4; migrated, every field unset.
+        let p5 = d.path().join("s5.redb");
+        let mut plain = intention();
+        plain.runtime = Default::default();
+        let v4 = records::intention_record_v4(&IntentionRecord::new(Source::Api, 3, plain.clone()));
+        put_raw(&p5, "m", &records::encode(4, &v4), Some(5));
+        let s = Store::open(&p5).unwrap();
+        assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+        let r = &s.intentions().unwrap()[&plain.name];
+        assert_eq!((r.revision, &r.intention), (3, &plain));
     }
 
     #[test]

@@ -4,9 +4,12 @@
 //! does not describe its fields, so a record type is never changed in place:
 //! a new field is a new version, with a migration in `migrate.rs`).
 //!
-//! - `intentions`: version 4 ([`v4::IntentionRecord`]: version 3 with the
-//!   intention's `[update]` section); version 3 added the update order,
-//!   version 2 the revision a central plane stamps to version 1.
+//! - `intentions`: version 5 ([`v6::IntentionRecord`], since schema 6:
+//!   version 4 with the runtime fields, kept as the intention document's
+//!   own JSON for them and checked again on the way out); version 4
+//!   ([`v4::IntentionRecord`]) added the intention's `[update]` section,
+//!   version 3 the update order, version 2 the revision a central plane
+//!   stamps to version 1.
 //! - `overlays`, `applied`, `observed`, `events`: version 1.
 //! - `reloads` (reload requests) and `updates` (per module: the version a
 //!   reload landed, digests the auto lane skips): version 1, since schema 4
@@ -38,7 +41,7 @@ use crate::store::{
 };
 
 /// Record version of the `intentions` table.
-pub const INTENTIONS: u8 = 4;
+pub const INTENTIONS: u8 = 5;
 /// Record version of the `overlays` table.
 pub const OVERLAYS: u8 = 1;
 /// Record version of the `applied` table.
@@ -490,6 +493,32 @@ pub mod v5 {
     }
 }
 
+/// Records new in schema 6.
+pub mod v6 {
+    use serde::{Deserialize, Serialize};
+
+    use super::v4;
+
+    /// An intention with what its container needs beyond version 4's
+    /// fields: the runtime fields as a JSON object in the intention
+    /// document's own form (`None`: every one unset).
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct IntentionRecord {
+        pub base: v4::IntentionRecord,
+        pub runtime: Option<String>,
+    }
+
+    impl From<v4::IntentionRecord> for IntentionRecord {
+        fn from(base: v4::IntentionRecord) -> Self {
+            // Nothing beyond version 4's fields was asked of a container.
+            IntentionRecord {
+                base,
+                runtime: None,
+            }
+        }
+    }
+}
+
 // Domain → record.
 
 fn value(v: &Value) -> v1::Value {
@@ -591,7 +620,20 @@ fn source(s: &Source) -> v1::Source {
 }
 
 /// The record of a stored intention.
-pub fn intention_record(r: &IntentionRecord) -> v4::IntentionRecord {
+pub fn intention_record(r: &IntentionRecord) -> v6::IntentionRecord {
+    let runtime = (r.intention.runtime != crate::model::runtime::Runtime::default()).then(|| {
+        let mut m = serde_json::Map::new();
+        r.intention.runtime.write_json(&mut m);
+        serde_json::Value::Object(m).to_string()
+    });
+    v6::IntentionRecord {
+        base: intention_record_v4(r),
+        runtime,
+    }
+}
+
+/// The version 4 record of a stored intention (without its runtime fields).
+pub fn intention_record_v4(r: &IntentionRecord) -> v4::IntentionRecord {
     v4::IntentionRecord {
         source: source(&r.source),
         revision: r.revision,
@@ -758,6 +800,8 @@ fn from_intention(i: v4::Intention) -> Result<Intention, String> {
     Ok(Intention {
         update_order,
         update,
+        // Laid on by the version 5 record, when it has any.
+        runtime: Default::default(),
         name: checked::<ModuleName>(i.name)?,
         image: i.image,
         command: i.command,
@@ -822,7 +866,31 @@ fn from_intention(i: v4::Intention) -> Result<Intention, String> {
 }
 
 /// A stored intention from its record.
-pub fn from_intention_record(r: v4::IntentionRecord) -> Result<IntentionRecord, String> {
+pub fn from_intention_record(r: v6::IntentionRecord) -> Result<IntentionRecord, String> {
+    let mut rec = from_intention_record_v4(r.base)?;
+    if let Some(fields) = r.runtime {
+        // The runtime fields are checked as a document's are: laid over
+        // the rest of the intention written out, and parsed whole.
+        let serde_json::Value::Object(more) =
+            serde_json::from_str(&fields).map_err(|e| format!("runtime fields: {e}"))?
+        else {
+            return Err("runtime fields: not a JSON object".into());
+        };
+        let mut doc = match rec.intention.to_json() {
+            serde_json::Value::Object(d) => d,
+            _ => unreachable!("an intention writes an object"),
+        };
+        doc.extend(more);
+        rec.intention = Intention::parse_json(
+            serde_json::Value::Object(doc).to_string().as_bytes(),
+            "stored intention",
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    Ok(rec)
+}
+
+fn from_intention_record_v4(r: v4::IntentionRecord) -> Result<IntentionRecord, String> {
     Ok(IntentionRecord {
         source: match r.source {
             v1::Source::File(p) => Source::File(p),
@@ -873,6 +941,9 @@ pub fn from_applied(a: v1::AppliedRecord) -> Result<AppliedRecord, String> {
                 .collect(),
             restart: from_restart(a.spec.restart),
             labels: a.spec.labels,
+            // The applied record keeps the digest of every runtime field
+            // in its inputs, not the fields themselves.
+            runtime: Default::default(),
         },
         container_id: a.container_id,
         at: a.at,

@@ -1,0 +1,1403 @@
+//! What a module needs from its container beyond its image, command, env,
+//! ports and files: the entrypoint, the user, devices, capabilities, the
+//! network mode, limits, the health check, logging and the rest, with
+//! Compose's names and meanings ([`Runtime`]). Each field is checked with an
+//! error naming it, normalised so that every spelling of one setting (and
+//! the engine's own default, for unset) is one value, and is an input of
+//! the spec digest of its own ([`Runtime::digests`]): only a field that is
+//! set is an input, so a container made before the field existed keeps its
+//! digest.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::duration::parse_duration;
+use crate::model::names::{AbsPath, Digest, InputName};
+
+/// The inputs a runtime field may be: each is the field's name.
+pub const FIELDS: [&str; 25] = [
+    "entrypoint",
+    "working_dir",
+    "user",
+    "labels",
+    "devices",
+    "device_cgroup_rules",
+    "privileged",
+    "cap_add",
+    "cap_drop",
+    "network_mode",
+    "extra_hosts",
+    "dns",
+    "tmpfs",
+    "read_only",
+    "mem_limit",
+    "memswap_limit",
+    "cpus",
+    "pids_limit",
+    "ulimits",
+    "sysctls",
+    "init",
+    "stop_signal",
+    "stop_grace_period",
+    "healthcheck",
+    "logging",
+];
+
+/// The grace period the engine gives a container to stop when none is set.
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(10);
+/// The longest grace period a module may ask for.
+pub const MAX_STOP_GRACE: Duration = Duration::from_secs(300);
+
+/// A host device handed to the container.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Device {
+    /// The device on the host.
+    pub host: AbsPath,
+    /// Where the container sees it.
+    pub container: AbsPath,
+    /// Its cgroup permissions, some of `rwm` in that order.
+    pub permissions: String,
+}
+
+/// How the container is networked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkMode {
+    /// The engine's default bridge.
+    #[default]
+    Bridge,
+    /// The host's network stack.
+    Host,
+    /// A loopback interface only.
+    None,
+}
+
+impl NetworkMode {
+    /// The engine's name for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkMode::Bridge => "bridge",
+            NetworkMode::Host => "host",
+            NetworkMode::None => "none",
+        }
+    }
+}
+
+/// A resource limit: soft and hard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Ulimit {
+    /// The soft limit.
+    pub soft: i64,
+    /// The hard limit.
+    pub hard: i64,
+}
+
+/// A health check, or the image's disabled.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Healthcheck {
+    /// `["CMD", …]`, `["CMD-SHELL", "…"]`, or `["NONE"]` (disabled).
+    pub test: Vec<String>,
+    /// Between probes (unset: the engine's 30 s).
+    pub interval: Option<Duration>,
+    /// How long a probe may take (unset: 30 s).
+    pub timeout: Option<Duration>,
+    /// Failures in a row that make it unhealthy (unset: 3).
+    pub retries: Option<u32>,
+    /// Failures during this time after a start do not count (unset: 0).
+    pub start_period: Option<Duration>,
+}
+
+/// Where the container's output goes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Logging {
+    /// The engine's log driver (`local`, `json-file`, `journald`, …).
+    pub driver: String,
+    /// Its options.
+    pub options: BTreeMap<String, String>,
+}
+
+/// Everything else the container is created with, checked and normalised.
+/// `Default` is every field unset: the engine's defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Runtime {
+    /// Replaces the image's entrypoint (`Some([])` clears it).
+    pub entrypoint: Option<Vec<String>>,
+    /// The working directory.
+    pub working_dir: Option<AbsPath>,
+    /// `user`, `uid`, `user:group` or `uid:gid`.
+    pub user: Option<String>,
+    /// The user's own labels (`stead.*` is reserved).
+    pub labels: BTreeMap<String, String>,
+    /// Host devices, by where the container sees them.
+    pub devices: Vec<Device>,
+    /// Device cgroup rules (`c 188:* rwm`), sorted.
+    pub device_cgroup_rules: Vec<String>,
+    /// Every capability and device.
+    pub privileged: bool,
+    /// Capabilities added, without `CAP_`, upper case.
+    pub cap_add: BTreeSet<String>,
+    /// Capabilities dropped.
+    pub cap_drop: BTreeSet<String>,
+    /// The network mode.
+    pub network_mode: NetworkMode,
+    /// Extra `/etc/hosts` entries: host name → address.
+    pub extra_hosts: BTreeMap<String, IpAddr>,
+    /// DNS servers, in order.
+    pub dns: Vec<IpAddr>,
+    /// tmpfs mounts: where → options (empty: none).
+    pub tmpfs: BTreeMap<AbsPath, String>,
+    /// A read-only root filesystem.
+    pub read_only: bool,
+    /// Memory limit, bytes.
+    pub mem_limit: Option<u64>,
+    /// Memory plus swap limit, bytes (`-1`: unlimited swap).
+    pub memswap_limit: Option<i64>,
+    /// CPUs, in billionths.
+    pub nano_cpus: Option<u64>,
+    /// The most processes.
+    pub pids_limit: Option<i64>,
+    /// Resource limits by name.
+    pub ulimits: BTreeMap<String, Ulimit>,
+    /// Namespaced kernel parameters.
+    pub sysctls: BTreeMap<String, String>,
+    /// An init process as PID 1 that reaps zombies and forwards signals.
+    pub init: bool,
+    /// The signal that stops it (`SIGTERM` unset).
+    pub stop_signal: Option<String>,
+    /// How long a stop waits before killing (10 s unset).
+    pub stop_grace_period: Option<Duration>,
+    /// The health check (unset: the image's).
+    pub healthcheck: Option<Healthcheck>,
+    /// Where its output goes (unset: the agent's default, not an input).
+    pub logging: Option<Logging>,
+}
+
+/// A field's check failed: the field (with its index or key) and why.
+pub type FieldError = (String, String);
+
+/// A number of bytes: `536870912`, `512m`, `1g`, `512MiB`, …
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Bytes {
+    /// A plain number.
+    Number(i64),
+    /// With a unit.
+    Text(String),
+}
+
+/// One resource limit: both the same, or soft and hard.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum UlimitDoc {
+    /// Soft and hard the same.
+    Single(i64),
+    /// Each.
+    Pair {
+        /// The soft limit.
+        soft: i64,
+        /// The hard limit.
+        hard: i64,
+    },
+}
+
+/// A list of `KEY=VALUE` (or `host:ip`) strings, or a table.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum ListOrMap {
+    /// `["a=1", "b=2"]`.
+    List(Vec<String>),
+    /// `{a = "1", b = 2}`.
+    Map(BTreeMap<String, serde_json::Value>),
+}
+
+/// A command as a string (run by a shell) or a list.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum StringOrList {
+    /// A string.
+    String(String),
+    /// A list.
+    List(Vec<String>),
+}
+
+/// A CPU count, as a number or a string.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Cpus {
+    /// `0.5`.
+    Number(f64),
+    /// `"0.5"`.
+    Text(String),
+}
+
+/// A health check as written.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthcheckDoc {
+    #[serde(default)]
+    test: Option<StringOrList>,
+    #[serde(default)]
+    interval: Option<String>,
+    #[serde(default)]
+    timeout: Option<String>,
+    #[serde(default)]
+    retries: Option<u32>,
+    #[serde(default)]
+    start_period: Option<String>,
+    #[serde(default)]
+    disable: bool,
+}
+
+/// Logging as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoggingDoc {
+    driver: String,
+    #[serde(default)]
+    options: BTreeMap<String, serde_json::Value>,
+}
+
+/// The fields as an intention document holds them (each optional).
+#[derive(Clone, Debug, Default)]
+pub struct RuntimeDoc {
+    pub(crate) entrypoint: Option<StringOrList>,
+    pub(crate) working_dir: Option<String>,
+    pub(crate) user: Option<String>,
+    pub(crate) labels: Option<ListOrMap>,
+    pub(crate) devices: Vec<String>,
+    pub(crate) device_cgroup_rules: Vec<String>,
+    pub(crate) privileged: bool,
+    pub(crate) cap_add: Vec<String>,
+    pub(crate) cap_drop: Vec<String>,
+    pub(crate) network_mode: Option<String>,
+    pub(crate) extra_hosts: Option<ListOrMap>,
+    pub(crate) dns: Option<StringOrList>,
+    pub(crate) tmpfs: Option<StringOrList>,
+    pub(crate) read_only: bool,
+    pub(crate) mem_limit: Option<Bytes>,
+    pub(crate) memswap_limit: Option<Bytes>,
+    pub(crate) cpus: Option<Cpus>,
+    pub(crate) pids_limit: Option<i64>,
+    pub(crate) ulimits: BTreeMap<String, UlimitDoc>,
+    pub(crate) sysctls: Option<ListOrMap>,
+    pub(crate) init: bool,
+    pub(crate) stop_signal: Option<String>,
+    pub(crate) stop_grace_period: Option<String>,
+    pub(crate) healthcheck: Option<HealthcheckDoc>,
+    pub(crate) logging: Option<LoggingDoc>,
+}
+
+/// The resource limits the engine knows.
+const ULIMITS: [&str; 15] = [
+    "core",
+    "cpu",
+    "data",
+    "fsize",
+    "locks",
+    "memlock",
+    "msgqueue",
+    "nice",
+    "nofile",
+    "nproc",
+    "rss",
+    "rtprio",
+    "rttime",
+    "sigpending",
+    "stack",
+];
+
+/// Signal names by number (Linux).
+const SIGNALS: [&str; 31] = [
+    "SIGHUP",
+    "SIGINT",
+    "SIGQUIT",
+    "SIGILL",
+    "SIGTRAP",
+    "SIGABRT",
+    "SIGBUS",
+    "SIGFPE",
+    "SIGKILL",
+    "SIGUSR1",
+    "SIGSEGV",
+    "SIGUSR2",
+    "SIGPIPE",
+    "SIGALRM",
+    "SIGTERM",
+    "SIGSTKFLT",
+    "SIGCHLD",
+    "SIGCONT",
+    "SIGSTOP",
+    "SIGTSTP",
+    "SIGTTIN",
+    "SIGTTOU",
+    "SIGURG",
+    "SIGXCPU",
+    "SIGXFSZ",
+    "SIGVTALRM",
+    "SIGPROF",
+    "SIGWINCH",
+    "SIGIO",
+    "SIGPWR",
+    "SIGSYS",
+];
+
+/// A signal's canonical name: `SIGHUP` for `HUP`, `sighup` or `1`.
+pub fn signal_name(s: &str) -> Result<String, String> {
+    let t = s.trim();
+    if let Ok(n) = t.parse::<usize>() {
+        return match n {
+            1..=31 => Ok(SIGNALS[n - 1].to_string()),
+            34..=64 => Ok(format!("SIGRTMIN+{}", n - 34)),
+            _ => Err(format!("{s:?} is not a signal number")),
+        };
+    }
+    let up = t.to_ascii_uppercase();
+    let name = if up.starts_with("SIG") {
+        up
+    } else {
+        format!("SIG{up}")
+    };
+    if SIGNALS.contains(&name.as_str()) {
+        Ok(name)
+    } else {
+        Err(format!("{s:?} is not a signal name"))
+    }
+}
+
+/// Bytes from a number or a string with a unit (`b`, `k`, `m`, `g`, with
+/// or without `b`/`ib`; powers of 1024, as the engine takes them).
+pub fn parse_bytes(b: &Bytes) -> Result<i64, String> {
+    let text = match b {
+        Bytes::Number(n) => return Ok(*n),
+        Bytes::Text(t) => t.trim().to_ascii_lowercase(),
+    };
+    if text == "-1" {
+        return Ok(-1);
+    }
+    let split = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(text.len());
+    let (num, unit) = text.split_at(split);
+    let unit = unit.trim();
+    let mult: u64 = match unit {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return Err(format!("{text:?}: unknown unit {unit:?} (b, k, m, g, t)")),
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of bytes"))?;
+    let v = (n * mult as f64).round();
+    if !(0.0..=(i64::MAX as f64)).contains(&v) {
+        return Err(format!("{text:?} is out of range"));
+    }
+    Ok(v as i64)
+}
+
+fn json_scalar(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        serde_json::Value::Bool(b) => Some(b.to_string()),
+        serde_json::Value::Null => Some(String::new()),
+        _ => None,
+    }
+}
+
+/// `KEY=VALUE` pairs from a list (split at `sep`) or a table.
+fn pairs(field: &str, v: ListOrMap, sep: &[char]) -> Result<Vec<(String, String)>, FieldError> {
+    match v {
+        ListOrMap::List(l) => l
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| {
+                s.split_once(sep)
+                    .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                    .ok_or_else(|| {
+                        (
+                            format!("{field}[{i}]"),
+                            format!("{s:?} is not KEY{}VALUE", sep[0]),
+                        )
+                    })
+            })
+            .collect(),
+        ListOrMap::Map(m) => m
+            .into_iter()
+            .map(|(k, v)| {
+                json_scalar(&v).map(|s| (k.clone(), s)).ok_or_else(|| {
+                    (
+                        format!("{field}.{k}"),
+                        "must be a string or a number".into(),
+                    )
+                })
+            })
+            .collect(),
+    }
+}
+
+fn no_nul(field: &str, s: &str) -> Result<(), FieldError> {
+    if s.contains('\0') {
+        Err((field.into(), "contains a NUL byte".into()))
+    } else {
+        Ok(())
+    }
+}
+
+fn capability(field: &str, s: &str) -> Result<String, FieldError> {
+    let up = s.trim().to_ascii_uppercase();
+    let c = up.strip_prefix("CAP_").unwrap_or(&up).to_string();
+    if !c.is_empty() && c.chars().all(|ch| ch.is_ascii_uppercase() || ch == '_') {
+        Ok(c)
+    } else {
+        Err((field.into(), format!("{s:?} is not a capability name")))
+    }
+}
+
+fn duration(field: &str, s: &Option<String>) -> Result<Option<Duration>, FieldError> {
+    s.as_ref()
+        .map(|s| parse_duration(s).map_err(|m| (field.to_string(), m)))
+        .transpose()
+}
+
+impl RuntimeDoc {
+    /// Checks and normalises every field.
+    pub fn check(self) -> Result<Runtime, FieldError> {
+        let entrypoint = match self.entrypoint {
+            None => None,
+            Some(StringOrList::List(l)) => Some(l),
+            // A string is run by a shell, as the engine's shell form does.
+            Some(StringOrList::String(s)) if s.is_empty() => Some(vec![]),
+            Some(StringOrList::String(s)) => Some(vec!["/bin/sh".into(), "-c".into(), s]),
+        };
+        let mut r = Runtime {
+            entrypoint,
+            ..Runtime::default()
+        };
+        for (i, a) in r.entrypoint.iter().flatten().enumerate() {
+            no_nul(&format!("entrypoint[{i}]"), a)?;
+        }
+        r.working_dir = self
+            .working_dir
+            .map(|w| {
+                // `/srv/` is `/srv`, as the engine takes it.
+                let t = if w.len() > 1 {
+                    w.trim_end_matches('/')
+                } else {
+                    &w
+                };
+                AbsPath::try_from(t).map_err(|e| ("working_dir".to_string(), e.0))
+            })
+            .transpose()?;
+        r.user = match self.user.map(|u| u.trim().to_string()) {
+            None => None,
+            Some(u) if u.is_empty() => None,
+            Some(u)
+                if u.contains(char::is_whitespace)
+                    || u.contains('\0')
+                    || u.matches(':').count() > 1 =>
+            {
+                return Err((
+                    "user".into(),
+                    format!("{u:?} is not user, uid, user:group or uid:gid"),
+                ));
+            }
+            Some(u) => Some(u),
+        };
+        if let Some(l) = self.labels {
+            for (k, v) in pairs("labels", l, &['='])? {
+                if k.is_empty() || k.contains(char::is_whitespace) {
+                    return Err((
+                        format!("labels.{k}"),
+                        "a label needs a name without spaces".into(),
+                    ));
+                }
+                if k.to_ascii_lowercase().starts_with("stead.") {
+                    return Err((
+                        format!("labels.{k}"),
+                        "labels stead.* are the agent's own".into(),
+                    ));
+                }
+                no_nul(&format!("labels.{k}"), &v)?;
+                r.labels.insert(k, v);
+            }
+        }
+        let mut seen = BTreeSet::new();
+        for (i, d) in self.devices.iter().enumerate() {
+            let field = format!("devices[{i}]");
+            let mut parts = d.split(':');
+            let host = parts.next().unwrap_or("");
+            let container = parts.next().filter(|c| !c.is_empty()).unwrap_or(host);
+            let perms = parts.next().unwrap_or("rwm");
+            if parts.next().is_some()
+                || perms.is_empty()
+                || !perms.chars().all(|c| "rwm".contains(c))
+            {
+                return Err((
+                    field,
+                    format!("{d:?} is not HOST[:CONTAINER[:PERMISSIONS]] with permissions of rwm"),
+                ));
+            }
+            let host = AbsPath::try_from(host).map_err(|e| (field.clone(), e.0))?;
+            let container = AbsPath::try_from(container).map_err(|e| (field.clone(), e.0))?;
+            if !seen.insert(container.clone()) {
+                return Err((field, format!("{container} is given twice")));
+            }
+            let permissions = "rwm".chars().filter(|c| perms.contains(*c)).collect();
+            r.devices.push(Device {
+                host,
+                container,
+                permissions,
+            });
+        }
+        r.devices.sort_by(|a, b| a.container.cmp(&b.container));
+        for (i, rule) in self.device_cgroup_rules.iter().enumerate() {
+            let words: Vec<&str> = rule.split_whitespace().collect();
+            let ok = words.len() == 3
+                && matches!(words[0], "a" | "b" | "c")
+                && words[1].split_once(':').is_some_and(|(maj, min)| {
+                    let part = |p: &str| p == "*" || p.parse::<u32>().is_ok();
+                    part(maj) && part(min)
+                })
+                && !words[2].is_empty()
+                && words[2].chars().all(|c| "rwm".contains(c));
+            if !ok {
+                return Err((
+                    format!("device_cgroup_rules[{i}]"),
+                    format!(
+                        "{rule:?} is not TYPE MAJOR:MINOR PERMISSIONS (such as \"c 188:* rwm\")"
+                    ),
+                ));
+            }
+            r.device_cgroup_rules.push(words.join(" "));
+        }
+        r.device_cgroup_rules.sort();
+        r.device_cgroup_rules.dedup();
+        r.privileged = self.privileged;
+        for (i, c) in self.cap_add.iter().enumerate() {
+            r.cap_add.insert(capability(&format!("cap_add[{i}]"), c)?);
+        }
+        for (i, c) in self.cap_drop.iter().enumerate() {
+            r.cap_drop.insert(capability(&format!("cap_drop[{i}]"), c)?);
+        }
+        r.network_mode = match self.network_mode.as_deref().map(str::trim) {
+            None | Some("bridge" | "default") => NetworkMode::Bridge,
+            Some("host") => NetworkMode::Host,
+            Some("none") => NetworkMode::None,
+            Some(other) => {
+                return Err((
+                    "network_mode".into(),
+                    format!("{other:?}: use bridge, host or none"),
+                ));
+            }
+        };
+        if let Some(h) = self.extra_hosts {
+            // Compose writes `host:ip` (an IPv6 address holds colons too)
+            // or `host=ip`.
+            let list = match h {
+                ListOrMap::List(l) => ListOrMap::List(
+                    l.into_iter()
+                        .map(|s| match s.split_once('=') {
+                            Some(_) => s,
+                            None => s.replacen(':', "=", 1),
+                        })
+                        .collect(),
+                ),
+                m => m,
+            };
+            for (host, ip) in pairs("extra_hosts", list, &['='])? {
+                let field = format!("extra_hosts.{host}");
+                if host.is_empty() || host.contains(char::is_whitespace) {
+                    return Err((field, "a host name without spaces".into()));
+                }
+                let ip: IpAddr = ip
+                    .trim_matches(|c| c == '[' || c == ']')
+                    .parse()
+                    .map_err(|_| (field.clone(), format!("{ip:?} is not an IP address")))?;
+                if r.extra_hosts
+                    .insert(host, ip)
+                    .is_some_and(|prev| prev != ip)
+                {
+                    return Err((field, "given twice with different addresses".into()));
+                }
+            }
+        }
+        let dns = match self.dns {
+            None => vec![],
+            Some(StringOrList::String(s)) => vec![s],
+            Some(StringOrList::List(l)) => l,
+        };
+        for (i, d) in dns.iter().enumerate() {
+            r.dns.push(
+                d.trim()
+                    .parse()
+                    .map_err(|_| (format!("dns[{i}]"), format!("{d:?} is not an IP address")))?,
+            );
+        }
+        let tmpfs = match self.tmpfs {
+            None => vec![],
+            Some(StringOrList::String(s)) => vec![s],
+            Some(StringOrList::List(l)) => l,
+        };
+        for (i, t) in tmpfs.iter().enumerate() {
+            let field = format!("tmpfs[{i}]");
+            let (target, opts) = t.split_once(':').unwrap_or((t, ""));
+            let target = AbsPath::try_from(target).map_err(|e| (field.clone(), e.0))?;
+            let mut opts: Vec<&str> = opts
+                .split(',')
+                .map(str::trim)
+                .filter(|o| !o.is_empty())
+                .collect();
+            opts.sort();
+            opts.dedup();
+            if r.tmpfs.insert(target.clone(), opts.join(",")).is_some() {
+                return Err((field, format!("{target} is given twice")));
+            }
+        }
+        r.read_only = self.read_only;
+        r.mem_limit = match self.mem_limit.as_ref().map(parse_bytes).transpose() {
+            Err(m) => return Err(("mem_limit".into(), m)),
+            Ok(None | Some(0)) => None,
+            Ok(Some(n)) if n < 0 => {
+                return Err(("mem_limit".into(), "must not be negative".into()));
+            }
+            Ok(Some(n)) if n < 6 << 20 => {
+                return Err(("mem_limit".into(), "the engine takes at least 6 MiB".into()));
+            }
+            Ok(Some(n)) => Some(n as u64),
+        };
+        r.memswap_limit = match self.memswap_limit.as_ref().map(parse_bytes).transpose() {
+            Err(m) => return Err(("memswap_limit".into(), m)),
+            Ok(None | Some(0)) => None,
+            Ok(Some(n)) if n < -1 => {
+                return Err((
+                    "memswap_limit".into(),
+                    "must be -1 (unlimited) or a size".into(),
+                ));
+            }
+            Ok(Some(n)) => {
+                if n > 0 && r.mem_limit.is_none_or(|m| (n as u64) < m) {
+                    return Err((
+                        "memswap_limit".into(),
+                        "needs mem_limit, and must not be less than it".into(),
+                    ));
+                }
+                Some(n)
+            }
+        };
+        r.nano_cpus = match self.cpus {
+            None => None,
+            Some(c) => {
+                let n = match c {
+                    Cpus::Number(n) => n,
+                    Cpus::Text(t) => t
+                        .trim()
+                        .parse()
+                        .map_err(|_| ("cpus".to_string(), format!("{t:?} is not a number")))?,
+                };
+                if !(0.0..=1024.0).contains(&n) {
+                    return Err(("cpus".into(), format!("{n} is not between 0 and 1024")));
+                }
+                let nanos = (n * 1e9).round() as u64;
+                (nanos > 0).then_some(nanos)
+            }
+        };
+        r.pids_limit = self.pids_limit.filter(|n| *n > 0);
+        for (name, u) in self.ulimits {
+            let field = format!("ulimits.{name}");
+            if !ULIMITS.contains(&name.as_str()) {
+                return Err((
+                    field,
+                    format!("unknown resource; one of {}", ULIMITS.join(", ")),
+                ));
+            }
+            let (soft, hard) = match u {
+                UlimitDoc::Single(n) => (n, n),
+                UlimitDoc::Pair { soft, hard } => (soft, hard),
+            };
+            if soft > hard && hard >= 0 {
+                return Err((field, "soft is above hard".into()));
+            }
+            r.ulimits.insert(name, Ulimit { soft, hard });
+        }
+        if let Some(s) = self.sysctls {
+            for (k, v) in pairs("sysctls", s, &['='])? {
+                let field = format!("sysctls.{k}");
+                if k.is_empty()
+                    || !k
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c))
+                {
+                    return Err((field, "not a kernel parameter name".into()));
+                }
+                no_nul(&field, &v)?;
+                // `net/ipv4/ip_forward` and `net.ipv4.ip_forward` are one.
+                r.sysctls.insert(k.replace('/', "."), v);
+            }
+        }
+        r.init = self.init;
+        r.stop_signal = match self.stop_signal {
+            None => None,
+            Some(s) => Some(signal_name(&s).map_err(|m| ("stop_signal".to_string(), m))?)
+                .filter(|s| s != "SIGTERM"),
+        };
+        r.stop_grace_period = duration("stop_grace_period", &self.stop_grace_period)?
+            .filter(|d| *d != DEFAULT_STOP_GRACE);
+        if let Some(d) = r.stop_grace_period {
+            if d > MAX_STOP_GRACE || d.subsec_nanos() != 0 {
+                return Err((
+                    "stop_grace_period".into(),
+                    "whole seconds, at most 5m".into(),
+                ));
+            }
+        }
+        r.healthcheck = match self.healthcheck {
+            None => None,
+            Some(h) if h.disable => Some(Healthcheck {
+                test: vec!["NONE".into()],
+                interval: None,
+                timeout: None,
+                retries: None,
+                start_period: None,
+            }),
+            Some(h) => {
+                let test = match h.test {
+                    None => {
+                        return Err((
+                            "healthcheck.test".into(),
+                            "a health check needs a test (or disable = true)".into(),
+                        ));
+                    }
+                    Some(StringOrList::String(s)) => vec!["CMD-SHELL".into(), s],
+                    Some(StringOrList::List(l)) => match l.first().map(String::as_str) {
+                        Some("CMD" | "CMD-SHELL") if l.len() > 1 => l,
+                        Some("NONE") if l.len() == 1 => l,
+                        _ => {
+                            return Err((
+                                "healthcheck.test".into(),
+                                "a list starts with CMD or CMD-SHELL and has a command (or is [\"NONE\"])".into(),
+                            ));
+                        }
+                    },
+                };
+                for (i, a) in test.iter().enumerate() {
+                    no_nul(&format!("healthcheck.test[{i}]"), a)?;
+                }
+                let none = test == ["NONE"];
+                let d = |field, s: &Option<String>, default: Duration| {
+                    duration(field, s).map(|d| d.filter(|d| *d != default && !none))
+                };
+                Some(Healthcheck {
+                    interval: d("healthcheck.interval", &h.interval, Duration::from_secs(30))?,
+                    timeout: d("healthcheck.timeout", &h.timeout, Duration::from_secs(30))?,
+                    retries: h.retries.filter(|r| *r != 3 && !none),
+                    start_period: d("healthcheck.start_period", &h.start_period, Duration::ZERO)?,
+                    test,
+                })
+            }
+        };
+        r.logging = match self.logging {
+            None => None,
+            Some(l) => {
+                let driver = l.driver.trim().to_string();
+                if driver.is_empty()
+                    || !driver
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c))
+                {
+                    return Err((
+                        "logging.driver".into(),
+                        format!("{driver:?} is not a log driver name"),
+                    ));
+                }
+                let mut options = BTreeMap::new();
+                for (k, v) in l.options {
+                    let s = json_scalar(&v).ok_or_else(|| {
+                        (
+                            format!("logging.options.{k}"),
+                            "must be a string or a number".to_string(),
+                        )
+                    })?;
+                    options.insert(k, s);
+                }
+                Some(Logging { driver, options })
+            }
+        };
+        Ok(r)
+    }
+}
+
+impl Runtime {
+    /// One input per field that is set, named by the field, with the digest
+    /// of its normalised value.
+    pub fn digests(&self) -> BTreeMap<InputName, Digest> {
+        let mut out = BTreeMap::new();
+        let mut put = |field: &str, d: Digest| {
+            out.insert(
+                InputName::try_from(field).expect("runtime fields are input names"),
+                d,
+            );
+        };
+        let r = self;
+        if let Some(e) = &r.entrypoint {
+            put("entrypoint", Digest::canonical("entrypoint", e));
+        }
+        if let Some(w) = &r.working_dir {
+            put("working_dir", Digest::canonical("working_dir", w.as_str()));
+        }
+        if let Some(u) = &r.user {
+            put("user", Digest::canonical("user", u));
+        }
+        if !r.labels.is_empty() {
+            put("labels", Digest::canonical("labels", &r.labels));
+        }
+        if !r.devices.is_empty() {
+            put("devices", Digest::canonical("devices", &r.devices));
+        }
+        if !r.device_cgroup_rules.is_empty() {
+            put(
+                "device_cgroup_rules",
+                Digest::canonical("device_cgroup_rules", &r.device_cgroup_rules),
+            );
+        }
+        if r.privileged {
+            put("privileged", Digest::canonical("privileged", &true));
+        }
+        if !r.cap_add.is_empty() {
+            put("cap_add", Digest::canonical("cap_add", &r.cap_add));
+        }
+        if !r.cap_drop.is_empty() {
+            put("cap_drop", Digest::canonical("cap_drop", &r.cap_drop));
+        }
+        if r.network_mode != NetworkMode::Bridge {
+            put(
+                "network_mode",
+                Digest::canonical("network_mode", r.network_mode.as_str()),
+            );
+        }
+        if !r.extra_hosts.is_empty() {
+            put(
+                "extra_hosts",
+                Digest::canonical("extra_hosts", &r.extra_hosts),
+            );
+        }
+        if !r.dns.is_empty() {
+            put("dns", Digest::canonical("dns", &r.dns));
+        }
+        if !r.tmpfs.is_empty() {
+            put("tmpfs", Digest::canonical("tmpfs", &r.tmpfs));
+        }
+        if r.read_only {
+            put("read_only", Digest::canonical("read_only", &true));
+        }
+        if let Some(m) = r.mem_limit {
+            put("mem_limit", Digest::canonical("mem_limit", &m));
+        }
+        if let Some(m) = r.memswap_limit {
+            put("memswap_limit", Digest::canonical("memswap_limit", &m));
+        }
+        if let Some(c) = r.nano_cpus {
+            put("cpus", Digest::canonical("cpus", &c));
+        }
+        if let Some(p) = r.pids_limit {
+            put("pids_limit", Digest::canonical("pids_limit", &p));
+        }
+        if !r.ulimits.is_empty() {
+            put("ulimits", Digest::canonical("ulimits", &r.ulimits));
+        }
+        if !r.sysctls.is_empty() {
+            put("sysctls", Digest::canonical("sysctls", &r.sysctls));
+        }
+        if r.init {
+            put("init", Digest::canonical("init", &true));
+        }
+        if let Some(s) = &r.stop_signal {
+            put("stop_signal", Digest::canonical("stop_signal", s));
+        }
+        if let Some(d) = r.stop_grace_period {
+            put(
+                "stop_grace_period",
+                Digest::canonical("stop_grace_period", &d.as_millis()),
+            );
+        }
+        if let Some(h) = &r.healthcheck {
+            put("healthcheck", Digest::canonical("healthcheck", h));
+        }
+        if let Some(l) = &r.logging {
+            put("logging", Digest::canonical("logging", l));
+        }
+        out
+    }
+
+    /// How long a stop of this container waits before it kills.
+    pub fn stop_grace(&self) -> Duration {
+        self.stop_grace_period.unwrap_or(DEFAULT_STOP_GRACE)
+    }
+}
+
+impl Runtime {
+    /// Writes every set field into an intention document, in a form that
+    /// parses back to the same runtime.
+    pub fn write_json(&self, doc: &mut serde_json::Map<String, serde_json::Value>) {
+        use crate::model::duration::format_duration;
+        use serde_json::{Value as J, json};
+        let r = self;
+        let mut put = |k: &str, v: J| {
+            doc.insert(k.to_string(), v);
+        };
+        if let Some(e) = &r.entrypoint {
+            put("entrypoint", json!(e));
+        }
+        if let Some(w) = &r.working_dir {
+            put("working_dir", json!(w.as_str()));
+        }
+        if let Some(u) = &r.user {
+            put("user", json!(u));
+        }
+        if !r.labels.is_empty() {
+            put("labels", json!(r.labels));
+        }
+        if !r.devices.is_empty() {
+            let d: Vec<String> = r
+                .devices
+                .iter()
+                .map(|d| format!("{}:{}:{}", d.host, d.container, d.permissions))
+                .collect();
+            put("devices", json!(d));
+        }
+        if !r.device_cgroup_rules.is_empty() {
+            put("device_cgroup_rules", json!(r.device_cgroup_rules));
+        }
+        if r.privileged {
+            put("privileged", J::Bool(true));
+        }
+        if !r.cap_add.is_empty() {
+            put("cap_add", json!(r.cap_add));
+        }
+        if !r.cap_drop.is_empty() {
+            put("cap_drop", json!(r.cap_drop));
+        }
+        if r.network_mode != NetworkMode::Bridge {
+            put("network_mode", json!(r.network_mode.as_str()));
+        }
+        if !r.extra_hosts.is_empty() {
+            let h: BTreeMap<&String, String> = r
+                .extra_hosts
+                .iter()
+                .map(|(k, v)| (k, v.to_string()))
+                .collect();
+            put("extra_hosts", json!(h));
+        }
+        if !r.dns.is_empty() {
+            let d: Vec<String> = r.dns.iter().map(ToString::to_string).collect();
+            put("dns", json!(d));
+        }
+        if !r.tmpfs.is_empty() {
+            let t: Vec<String> = r
+                .tmpfs
+                .iter()
+                .map(|(p, o)| {
+                    if o.is_empty() {
+                        p.to_string()
+                    } else {
+                        format!("{p}:{o}")
+                    }
+                })
+                .collect();
+            put("tmpfs", json!(t));
+        }
+        if r.read_only {
+            put("read_only", J::Bool(true));
+        }
+        if let Some(m) = r.mem_limit {
+            put("mem_limit", json!(m));
+        }
+        if let Some(m) = r.memswap_limit {
+            put("memswap_limit", json!(m));
+        }
+        if let Some(c) = r.nano_cpus {
+            put("cpus", json!(c as f64 / 1e9));
+        }
+        if let Some(p) = r.pids_limit {
+            put("pids_limit", json!(p));
+        }
+        if !r.ulimits.is_empty() {
+            let u: BTreeMap<&String, J> = r
+                .ulimits
+                .iter()
+                .map(|(k, u)| (k, json!({"soft": u.soft, "hard": u.hard})))
+                .collect();
+            put("ulimits", json!(u));
+        }
+        if !r.sysctls.is_empty() {
+            put("sysctls", json!(r.sysctls));
+        }
+        if r.init {
+            put("init", J::Bool(true));
+        }
+        if let Some(s) = &r.stop_signal {
+            put("stop_signal", json!(s));
+        }
+        if let Some(d) = r.stop_grace_period {
+            put("stop_grace_period", json!(format_duration(d)));
+        }
+        if let Some(h) = &r.healthcheck {
+            let mut o = serde_json::Map::new();
+            o.insert("test".into(), json!(h.test));
+            for (k, d) in [
+                ("interval", h.interval),
+                ("timeout", h.timeout),
+                ("start_period", h.start_period),
+            ] {
+                if let Some(d) = d {
+                    o.insert(k.into(), json!(format_duration(d)));
+                }
+            }
+            if let Some(r) = h.retries {
+                o.insert("retries".into(), json!(r));
+            }
+            put("healthcheck", J::Object(o));
+        }
+        if let Some(l) = &r.logging {
+            put("logging", json!({"driver": l.driver, "options": l.options}));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use crate::model::intention::{DocFormat, Intention};
+    use crate::model::names::{Digest, InputName};
+
+    const BASE: &str = "name = \"m\"\nimage = \"busybox:1\"\n";
+
+    fn parse(extra: &str) -> Result<Intention, String> {
+        Intention::parse(&format!("{BASE}{extra}"), DocFormat::Toml, "t.toml")
+            .map_err(|e| e.to_string())
+    }
+
+    fn digests(extra: &str) -> BTreeMap<InputName, Digest> {
+        parse(extra)
+            .unwrap_or_else(|e| panic!("{extra}: {e}"))
+            .runtime
+            .digests()
+    }
+
+    /// Every field: set, it is an input of its own that a change moves;
+    /// each spelling in a group is one value; the engine's default is unset.
+    #[test]
+    fn every_field_is_an_input_and_every_spelling_of_one_value_is_one_digest() {
+        // (field, spellings of one value, another value)
+        let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+            (
+                "entrypoint",
+                vec![
+                    "entrypoint = [\"/bin/sh\", \"-c\", \"x\"]",
+                    "entrypoint = \"x\"",
+                ],
+                "entrypoint = [\"/init\"]",
+            ),
+            (
+                "working_dir",
+                vec!["working_dir = \"/srv\"", "working_dir = \"/srv/\""],
+                "working_dir = \"/opt\"",
+            ),
+            (
+                "user",
+                vec!["user = \"1000:1000\"", "user = \" 1000:1000 \""],
+                "user = \"1000\"",
+            ),
+            (
+                "labels",
+                vec![
+                    "labels = {a = \"1\", b = \"x\"}",
+                    "labels = [\"b=x\", \"a=1\"]",
+                    "labels = {a = 1, b = \"x\"}",
+                ],
+                "labels = {a = \"2\"}",
+            ),
+            (
+                "devices",
+                vec![
+                    "devices = [\"/dev/ttyUSB0\"]",
+                    "devices = [\"/dev/ttyUSB0:/dev/ttyUSB0\"]",
+                    "devices = [\"/dev/ttyUSB0:/dev/ttyUSB0:mwr\"]",
+                ],
+                "devices = [\"/dev/ttyUSB0:/dev/ttyUSB0:r\"]",
+            ),
+            (
+                "device_cgroup_rules",
+                vec![
+                    "device_cgroup_rules = [\"c 188:* rwm\", \"c 189:* rwm\"]",
+                    "device_cgroup_rules = [\"c  189:*  rwm\", \"c 188:* rwm\", \"c 188:* rwm\"]",
+                ],
+                "device_cgroup_rules = [\"c 188:* r\"]",
+            ),
+            ("privileged", vec!["privileged = true"], "user = \"0\""),
+            (
+                "cap_add",
+                vec![
+                    "cap_add = [\"NET_ADMIN\", \"SYS_TIME\"]",
+                    "cap_add = [\"cap_sys_time\", \"CAP_NET_ADMIN\", \"NET_ADMIN\"]",
+                ],
+                "cap_add = [\"NET_ADMIN\"]",
+            ),
+            (
+                "cap_drop",
+                vec!["cap_drop = [\"ALL\"]", "cap_drop = [\"all\"]"],
+                "cap_drop = [\"NET_RAW\"]",
+            ),
+            (
+                "network_mode",
+                vec!["network_mode = \"host\""],
+                "network_mode = \"none\"",
+            ),
+            (
+                "extra_hosts",
+                vec![
+                    "extra_hosts = [\"db:10.0.0.2\", \"gw:fe80::1\"]",
+                    "extra_hosts = {gw = \"fe80:0::1\", db = \"10.0.0.2\"}",
+                    "extra_hosts = [\"gw=fe80::1\", \"db=10.0.0.2\"]",
+                ],
+                "extra_hosts = [\"db:10.0.0.3\"]",
+            ),
+            (
+                "dns",
+                vec!["dns = [\"1.1.1.1\"]", "dns = \"1.1.1.1\""],
+                "dns = [\"9.9.9.9\"]",
+            ),
+            (
+                "tmpfs",
+                vec![
+                    "tmpfs = [\"/run:size=64m,mode=1777\"]",
+                    "tmpfs = \"/run:mode=1777,size=64m\"",
+                ],
+                "tmpfs = [\"/run\"]",
+            ),
+            ("read_only", vec!["read_only = true"], "init = true"),
+            (
+                "mem_limit",
+                vec![
+                    "mem_limit = \"512m\"",
+                    "mem_limit = \"512MiB\"",
+                    "mem_limit = 536870912",
+                    "mem_limit = \"0.5g\"",
+                ],
+                "mem_limit = \"256m\"",
+            ),
+            (
+                "memswap_limit",
+                vec![
+                    "mem_limit = \"256m\"\nmemswap_limit = \"1g\"",
+                    "mem_limit = \"256m\"\nmemswap_limit = 1073741824",
+                ],
+                "mem_limit = \"256m\"\nmemswap_limit = -1",
+            ),
+            (
+                "cpus",
+                vec!["cpus = 0.5", "cpus = \"0.5\"", "cpus = \".50\""],
+                "cpus = 1.5",
+            ),
+            ("pids_limit", vec!["pids_limit = 100"], "pids_limit = 200"),
+            (
+                "ulimits",
+                vec![
+                    "ulimits = {nofile = 1024}",
+                    "ulimits = {nofile = {soft = 1024, hard = 1024}}",
+                ],
+                "ulimits = {nofile = {soft = 1024, hard = 4096}}",
+            ),
+            (
+                "sysctls",
+                vec![
+                    "sysctls = {\"net.ipv4.ip_forward\" = \"1\"}",
+                    "sysctls = [\"net/ipv4/ip_forward=1\"]",
+                    "sysctls = {\"net.ipv4.ip_forward\" = 1}",
+                ],
+                "sysctls = {\"net.ipv4.ip_forward\" = \"0\"}",
+            ),
+            ("init", vec!["init = true"], "read_only = true"),
+            (
+                "stop_signal",
+                vec![
+                    "stop_signal = \"SIGINT\"",
+                    "stop_signal = \"int\"",
+                    "stop_signal = \"2\"",
+                ],
+                "stop_signal = \"SIGQUIT\"",
+            ),
+            (
+                "stop_grace_period",
+                vec![
+                    "stop_grace_period = \"30s\"",
+                    "stop_grace_period = \"30000ms\"",
+                ],
+                "stop_grace_period = \"1m\"",
+            ),
+            (
+                "healthcheck",
+                vec![
+                    "[healthcheck]\ntest = \"wget -q -O- localhost\"",
+                    "[healthcheck]\ntest = [\"CMD-SHELL\", \"wget -q -O- localhost\"]\ninterval = \"30s\"\nretries = 3",
+                ],
+                "[healthcheck]\ntest = \"true\"",
+            ),
+            (
+                "logging",
+                vec![
+                    "[logging]\ndriver = \"local\"\noptions = {max-size = \"10m\"}",
+                    "[logging]\ndriver = \" local\"\noptions = {max-size = \"10m\"}",
+                ],
+                "[logging]\ndriver = \"local\"\noptions = {max-size = \"20m\"}",
+            ),
+        ];
+        let none = digests("");
+        assert!(none.is_empty(), "{none:?}");
+        let mut seen = std::collections::BTreeSet::new();
+        for (field, same, other) in cases {
+            seen.insert(field);
+            let key = InputName::try_from(field).unwrap();
+            let first = digests(same[0]);
+            let d = first
+                .get(&key)
+                .unwrap_or_else(|| panic!("{field}: {:?} is not an input", same[0]))
+                .clone();
+            for s in &same[1..] {
+                assert_eq!(
+                    digests(s).get(&key),
+                    Some(&d),
+                    "{field}: {s:?} differs from {:?}",
+                    same[0]
+                );
+            }
+            assert_ne!(
+                digests(other).get(&key),
+                Some(&d),
+                "{field}: {other:?} does not move it"
+            );
+            // Written back, it parses to the same runtime.
+            let i = parse(same[0]).unwrap();
+            let back = Intention::parse_json(i.to_json().to_string().as_bytes(), "back").unwrap();
+            assert_eq!(back.runtime, i.runtime, "{field}: {}", i.to_json());
+        }
+        assert_eq!(seen.len(), super::FIELDS.len(), "a field without a case");
+    }
+
+    #[test]
+    fn the_engine_s_defaults_are_unset() {
+        for d in [
+            "privileged = false",
+            "read_only = false",
+            "init = false",
+            "network_mode = \"bridge\"",
+            "stop_signal = \"SIGTERM\"",
+            "stop_signal = \"15\"",
+            "stop_grace_period = \"10s\"",
+            "mem_limit = 0",
+            "pids_limit = -1",
+            "pids_limit = 0",
+            "cpus = 0",
+            "user = \"\"",
+            "labels = {}",
+            "devices = []",
+        ] {
+            assert!(digests(d).is_empty(), "{d}: {:?}", digests(d));
+        }
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        for (extra, field, needle) in [
+            (
+                "labels = {\"stead.module\" = \"x\"}",
+                "labels.stead.module",
+                "the agent's own",
+            ),
+            ("devices = [\"dev/tty\"]", "devices[0]", "absolute"),
+            (
+                "devices = [\"/dev/a:/dev/b:rwx\"]",
+                "devices[0]",
+                "permissions",
+            ),
+            (
+                "devices = [\"/dev/a\", \"/dev/b:/dev/a\"]",
+                "devices[1]",
+                "twice",
+            ),
+            (
+                "device_cgroup_rules = [\"x 1:2 rwm\"]",
+                "device_cgroup_rules[0]",
+                "TYPE MAJOR:MINOR",
+            ),
+            ("cap_add = [\"net admin\"]", "cap_add[0]", "capability"),
+            (
+                "network_mode = \"container:db\"",
+                "network_mode",
+                "bridge, host or none",
+            ),
+            ("extra_hosts = [\"db\"]", "extra_hosts[0]", "KEY=VALUE"),
+            (
+                "extra_hosts = [\"db:nope\"]",
+                "extra_hosts.db",
+                "IP address",
+            ),
+            ("dns = [\"x\"]", "dns[0]", "IP address"),
+            ("tmpfs = [\"run\"]", "tmpfs[0]", "absolute"),
+            ("mem_limit = \"12q\"", "mem_limit", "unknown unit"),
+            ("mem_limit = \"1k\"", "mem_limit", "at least 6 MiB"),
+            ("memswap_limit = \"1g\"", "memswap_limit", "needs mem_limit"),
+            ("cpus = -1", "cpus", "between 0"),
+            (
+                "ulimits = {files = 10}",
+                "ulimits.files",
+                "unknown resource",
+            ),
+            (
+                "ulimits = {nofile = {soft = 10, hard = 5}}",
+                "ulimits.nofile",
+                "soft is above hard",
+            ),
+            ("sysctls = [\"kernel.x\"]", "sysctls[0]", "KEY=VALUE"),
+            ("stop_signal = \"SIGNOPE\"", "stop_signal", "not a signal"),
+            (
+                "stop_grace_period = \"soon\"",
+                "stop_grace_period",
+                "duration",
+            ),
+            (
+                "[healthcheck]\ninterval = \"5s\"",
+                "healthcheck.test",
+                "needs a test",
+            ),
+            (
+                "[healthcheck]\ntest = [\"curl\"]",
+                "healthcheck.test",
+                "starts with CMD",
+            ),
+            (
+                "[logging]\ndriver = \"a b\"",
+                "logging.driver",
+                "log driver",
+            ),
+            (
+                "mounts = [{source = \"/a\", target = \"/run\"}]\ntmpfs = [\"/run\"]",
+                "tmpfs[0]",
+                "already used",
+            ),
+            ("privileged = \"yes\"", "privileged", "invalid type"),
+        ] {
+            let e = parse(extra).unwrap_err();
+            assert!(
+                e.contains(&format!(": {field}: ")) && e.contains(needle),
+                "{extra}: {e}"
+            );
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! What a module asks of its container beyond its image, against the real
+//! engine: every runtime field lands on the container the engine creates
+//! (read back with `docker inspect`), and a change of one field recreates
+//! it once, naming the field.
+
+mod common;
+
+use common::agent::Agent;
+use common::*;
+use serde_json::Value as J;
+
+fn inspect(id: &str) -> J {
+    let out = docker_ok(&["inspect", "--format", "{{json .}}", id]);
+    serde_json::from_str(&out).unwrap()
+}
+
+fn module(name: &str, mem: &str) -> String {
+    format!(
+        r#"name = "{name}"
+image = "{IMAGE_1}"
+entrypoint = ["/bin/sh", "-c"]
+command = [{cmd:?}]
+restart = "always"
+working_dir = "/tmp"
+user = "1000:1000"
+labels = {{"com.example.role" = "sensor"}}
+devices = ["/dev/zero:/dev/myzero:r"]
+device_cgroup_rules = ["c 188:* rwm"]
+cap_add = ["net_admin"]
+cap_drop = ["CAP_MKNOD"]
+extra_hosts = ["db:10.0.0.2"]
+dns = ["10.0.0.53"]
+tmpfs = ["/run:size=16m"]
+read_only = true
+mem_limit = "{mem}"
+cpus = 0.5
+pids_limit = 50
+ulimits = {{nofile = {{soft = 1024, hard = 2048}}}}
+sysctls = {{"net.ipv4.ip_forward" = "1"}}
+init = true
+stop_signal = "INT"
+stop_grace_period = "3s"
+
+[healthcheck]
+test = "true"
+interval = "1s"
+retries = 2
+
+[logging]
+driver = "json-file"
+options = {{max-size = "1m", max-file = "2"}}
+"#,
+        cmd = idle_after("echo up")
+    )
+}
+
+#[test]
+fn every_runtime_field_lands_on_the_container_and_a_change_recreates_it_once() {
+    let n = Node::new("runtime");
+    let m = n.module("rt");
+    n.write_intention("rt.toml", &module(&m, "64m"));
+    let agent = Agent::start(&n);
+    n.wait_for(60, "the module running", || {
+        n.container(&m).is_some_and(|(_, s, _)| s == "running")
+    });
+    let id = n.container_id(&m);
+    let c = inspect(&id);
+    let cfg = &c["Config"];
+    let host = &c["HostConfig"];
+    assert_eq!(cfg["Entrypoint"], serde_json::json!(["/bin/sh", "-c"]));
+    assert_eq!(cfg["WorkingDir"], "/tmp");
+    assert_eq!(cfg["User"], "1000:1000");
+    assert_eq!(cfg["Labels"]["com.example.role"], "sensor");
+    assert_eq!(cfg["Labels"]["stead.module"], m.as_str());
+    assert_eq!(cfg["StopSignal"], "SIGINT");
+    assert_eq!(cfg["StopTimeout"], 3);
+    assert_eq!(
+        cfg["Healthcheck"]["Test"],
+        serde_json::json!(["CMD-SHELL", "true"])
+    );
+    assert_eq!(cfg["Healthcheck"]["Interval"], 1_000_000_000u64);
+    assert_eq!(cfg["Healthcheck"]["Retries"], 2);
+    assert_eq!(
+        host["Devices"],
+        serde_json::json!([{"PathOnHost": "/dev/zero", "PathInContainer": "/dev/myzero", "CgroupPermissions": "r"}])
+    );
+    assert_eq!(
+        host["DeviceCgroupRules"],
+        serde_json::json!(["c 188:* rwm"])
+    );
+    assert_eq!(host["CapAdd"], serde_json::json!(["NET_ADMIN"]));
+    assert_eq!(host["CapDrop"], serde_json::json!(["MKNOD"]));
+    assert_eq!(host["ExtraHosts"], serde_json::json!(["db:10.0.0.2"]));
+    assert_eq!(host["Dns"], serde_json::json!(["10.0.0.53"]));
+    assert_eq!(host["Tmpfs"]["/run"], "size=16m");
+    assert_eq!(host["ReadonlyRootfs"], true);
+    assert_eq!(host["Memory"], 64u64 << 20);
+    assert_eq!(host["NanoCpus"], 500_000_000u64);
+    assert_eq!(host["PidsLimit"], 50);
+    assert_eq!(
+        host["Ulimits"],
+        serde_json::json!([{"Name": "nofile", "Soft": 1024, "Hard": 2048}])
+    );
+    assert_eq!(host["Sysctls"]["net.ipv4.ip_forward"], "1");
+    assert_eq!(host["Init"], true);
+    assert_eq!(host["LogConfig"]["Type"], "json-file");
+    assert_eq!(host["LogConfig"]["Config"]["max-size"], "1m");
+    // The container runs as asked: its user, its read-only root, the device.
+    let exec = |cmd: &str| docker_ok(&["exec", &id, "sh", "-c", cmd]);
+    assert_eq!(exec("id -u"), "1000");
+    assert!(docker(&["exec", &id, "sh", "-c", "touch /x"]).status.code() != Some(0));
+    assert_eq!(exec("ls /dev/myzero"), "/dev/myzero");
+    // Healthy by its check.
+    n.wait_for(30, "healthy", || {
+        inspect(&id)["State"]["Health"]["Status"] == "healthy"
+    });
+
+    // One field changes: one recreate, the field named.
+    let since = unix_now();
+    n.write_intention("rt.toml", &module(&m, "96m"));
+    n.wait_for(60, "the new limit", || {
+        n.container(&m).is_some_and(|(i, s, _)| {
+            i != id && s == "running" && inspect(&i)["HostConfig"]["Memory"] == 96u64 << 20
+        })
+    });
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(
+        n.creates_since(&m, since),
+        1,
+        "{:?}",
+        n.events_since(&m, since)
+    );
+    let (_, events) = agent.get("/v1/events?limit=1000");
+    assert!(events.contains("mem_limit"), "{events}");
+}
+
+#[test]
+fn host_networking_and_a_stop_grace_period_are_the_container_s() {
+    let n = Node::new("runtime-net");
+    let m = n.module("hostnet");
+    n.write_intention(
+        "h.toml",
+        &format!(
+            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\nnetwork_mode = \"host\"\nstop_grace_period = \"2s\"\ncommand = [\"sh\", \"-c\", \"trap '' TERM; echo up; while true; do sleep 1; done\"]\n"
+        ),
+    );
+    let _agent = Agent::start(&n);
+    n.wait_for(60, "the module running", || {
+        n.container(&m).is_some_and(|(_, s, _)| s == "running")
+    });
+    let id = n.container_id(&m);
+    assert_eq!(inspect(&id)["HostConfig"]["NetworkMode"], "host");
+    // A process that ignores SIGTERM is killed after its own grace period
+    // when the agent removes the module, not after the engine's 10 s.
+    let started = std::time::Instant::now();
+    n.remove_intention("h.toml");
+    n.wait_for(30, "the module removed", || n.container(&m).is_none());
+    let took = started.elapsed();
+    assert!(took >= std::time::Duration::from_secs(2), "{took:?}");
+    assert!(took < std::time::Duration::from_secs(9), "{took:?}");
+}
