@@ -284,6 +284,7 @@ impl<C: Connect> Agent<C> {
         );
         let wake = Arc::new(Notify::new());
         reconciler.wake_on_pulls(wake.clone());
+        reconciler.set_default_logging(config.logging.clone());
         Ok(Agent {
             config,
             store,

@@ -78,6 +78,8 @@ pub struct Config {
     pub reload_retry_interval: Duration,
     /// The central plane, when this node has one.
     pub plane: Option<PlaneConfig>,
+    /// Where the output of a module without its own `logging` goes.
+    pub logging: crate::model::runtime::Logging,
 }
 
 /// Where the central plane is and which keys it signs with.
@@ -119,6 +121,22 @@ pub const MAX_TRUSTED_KEYS: usize = 8;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct LoggingDoc {
+    driver: Option<String>,
+    max_size: Option<String>,
+    max_file: Option<u32>,
+}
+
+/// The log driver of a module without its own: the engine's `local`
+/// driver, rotated, so that no module fills a device's flash.
+pub const DEFAULT_LOG_DRIVER: &str = "local";
+/// Its file size before rotation.
+pub const DEFAULT_LOG_MAX_SIZE: &str = "10m";
+/// Its files kept.
+pub const DEFAULT_LOG_MAX_FILE: u32 = 3;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct PlaneDoc {
     url: String,
     trusted_keys: Vec<String>,
@@ -149,6 +167,7 @@ struct ConfigDoc {
     insecure_registries: Vec<String>,
     reload_retry_interval: Option<String>,
     plane: Option<PlaneDoc>,
+    logging: Option<LoggingDoc>,
 }
 
 pub use crate::model::duration::{MAX_DURATION, parse_duration};
@@ -249,6 +268,10 @@ impl Config {
                 Duration::from_secs(60),
             )?,
             plane: None,
+            logging: crate::model::runtime::Logging {
+                driver: String::new(),
+                options: Default::default(),
+            },
         };
         let api_listen: SocketAddr = match doc.api_listen.as_deref() {
             None => SocketAddr::from(([127, 0, 0, 1], DEFAULT_API_PORT)),
@@ -345,11 +368,60 @@ impl Config {
                 })
             }
         };
+        let logging = {
+            let l = doc.logging.unwrap_or(LoggingDoc {
+                driver: None,
+                max_size: None,
+                max_file: None,
+            });
+            let driver = l.driver.unwrap_or_else(|| DEFAULT_LOG_DRIVER.into());
+            if driver.is_empty()
+                || !driver
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c))
+            {
+                return Err(invalid(
+                    "logging.driver",
+                    format!("{driver:?} is not a log driver name"),
+                ));
+            }
+            let mut options = std::collections::BTreeMap::new();
+            // Rotation is what the local and json-file drivers take.
+            if matches!(driver.as_str(), "local" | "json-file") {
+                let size = l.max_size.unwrap_or_else(|| DEFAULT_LOG_MAX_SIZE.into());
+                crate::model::runtime::parse_bytes(&crate::model::runtime::Bytes::Text(
+                    size.clone(),
+                ))
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| {
+                    invalid(
+                        "logging.max_size",
+                        format!("{size:?} is not a size such as 10m"),
+                    )
+                })?;
+                let files = l.max_file.unwrap_or(DEFAULT_LOG_MAX_FILE);
+                if files == 0 {
+                    return Err(invalid("logging.max_file", "at least 1".into()));
+                }
+                options.insert("max-size".to_string(), size);
+                options.insert("max-file".to_string(), files.to_string());
+            } else if l.max_size.is_some() || l.max_file.is_some() {
+                return Err(invalid(
+                    "logging.driver",
+                    format!(
+                        "{driver:?} does not rotate files: max_size and max_file are for local and json-file"
+                    ),
+                ));
+            }
+            crate::model::runtime::Logging { driver, options }
+        };
         let cfg = Config {
             tuning,
             api_listen,
             api_token: doc.api_token,
             plane,
+            logging,
             ..cfg
         };
         if cfg.tuning.crash_backoff_min > cfg.tuning.crash_backoff_max {
@@ -423,6 +495,29 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("docker_socket"), "{e}");
+    }
+
+    #[test]
+    fn the_default_logging_rotates_and_bad_keys_are_named() {
+        let c = Config::parse("", Path::new("c.toml")).unwrap();
+        assert_eq!(c.logging.driver, "local");
+        assert_eq!(c.logging.options["max-size"], "10m");
+        assert_eq!(c.logging.options["max-file"], "3");
+        let c = Config::parse("[logging]\ndriver = \"journald\"", Path::new("c.toml")).unwrap();
+        assert_eq!(c.logging.driver, "journald");
+        assert!(c.logging.options.is_empty());
+        for (text, needle) in [
+            ("[logging]\nmax_size = \"big\"", "logging.max_size"),
+            ("[logging]\nmax_file = 0", "logging.max_file"),
+            (
+                "[logging]\ndriver = \"journald\"\nmax_file = 2",
+                "does not rotate",
+            ),
+            ("[logging]\ndriver = \"a b\"", "logging.driver"),
+        ] {
+            let e = Config::parse(text, Path::new("c.toml")).unwrap_err();
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+        }
     }
 
     #[test]

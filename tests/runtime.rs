@@ -149,7 +149,12 @@ fn host_networking_and_a_stop_grace_period_are_the_container_s() {
         n.container(&m).is_some_and(|(_, s, _)| s == "running")
     });
     let id = n.container_id(&m);
-    assert_eq!(inspect(&id)["HostConfig"]["NetworkMode"], "host");
+    let c = inspect(&id);
+    assert_eq!(c["HostConfig"]["NetworkMode"], "host");
+    // Without its own logging: the agent's default, rotated.
+    assert_eq!(c["HostConfig"]["LogConfig"]["Type"], "local");
+    assert_eq!(c["HostConfig"]["LogConfig"]["Config"]["max-size"], "10m");
+    assert_eq!(c["HostConfig"]["LogConfig"]["Config"]["max-file"], "3");
     // A process that ignores SIGTERM is killed after its own grace period
     // when the agent removes the module, not after the engine's 10 s.
     let started = std::time::Instant::now();
@@ -158,4 +163,29 @@ fn host_networking_and_a_stop_grace_period_are_the_container_s() {
     let took = started.elapsed();
     assert!(took >= std::time::Duration::from_secs(2), "{took:?}");
     assert!(took < std::time::Duration::from_secs(9), "{took:?}");
+}
+
+#[test]
+fn the_default_logging_is_the_node_s_and_not_an_input() {
+    let n = Node::new("runtime-log")
+        .with_config("[logging]\ndriver = \"json-file\"\nmax_size = \"1m\"\nmax_file = 2");
+    let m = n.module("log");
+    n.write_intention(
+        "l.toml",
+        &format!(
+            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
+            idle_after("echo up")
+        ),
+    );
+    let _agent = Agent::start(&n);
+    n.wait_for(60, "the module running", || {
+        n.container(&m).is_some_and(|(_, s, _)| s == "running")
+    });
+    let id = n.container_id(&m);
+    let c = inspect(&id);
+    assert_eq!(c["HostConfig"]["LogConfig"]["Type"], "json-file");
+    assert_eq!(c["HostConfig"]["LogConfig"]["Config"]["max-size"], "1m");
+    assert_eq!(c["HostConfig"]["LogConfig"]["Config"]["max-file"], "2");
+    let labels = c["Config"]["Labels"].as_object().unwrap();
+    assert!(!labels.contains_key("stead.input.logging"), "{labels:?}");
 }

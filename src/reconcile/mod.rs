@@ -90,6 +90,8 @@ pub struct Reconciler {
     other_seen: Option<(tokio::time::Instant, String)>,
     board: Arc<Mutex<Board>>,
     metrics: Arc<Metrics>,
+    /// Where the output of a module without its own `logging` goes.
+    default_logging: Option<crate::model::runtime::Logging>,
 }
 
 impl Reconciler {
@@ -117,7 +119,13 @@ impl Reconciler {
             other_seen: None,
             board: Arc::new(Mutex::new(Board::new())),
             metrics: Arc::new(Metrics::default()),
+            default_logging: None,
         }
+    }
+
+    /// Where the output of a module without its own `logging` goes.
+    pub fn set_default_logging(&mut self, logging: crate::model::runtime::Logging) {
+        self.default_logging = Some(logging);
     }
 
     /// Image pulls run in the background and wake `wake` when they end.
@@ -294,6 +302,7 @@ impl Reconciler {
                 pulls: &mut self.pulls,
                 tuning: &self.tuning,
                 agent: &agent,
+                default_logging: self.default_logging.as_ref(),
             },
             host,
             &self.node,

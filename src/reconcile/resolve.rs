@@ -261,6 +261,9 @@ pub struct EngineSide<'a, E> {
     pub tuning: &'a Tuning,
     /// This agent's id, for the label its containers carry.
     pub agent: &'a str,
+    /// Where the output of a module without its own `logging` goes (not an
+    /// input: a change applies at each module's next create).
+    pub default_logging: Option<&'a crate::model::runtime::Logging>,
 }
 
 /// Completes each module's target with its image ID. An image the engine
@@ -280,6 +283,7 @@ pub async fn against_engine<E: Engine>(
         pulls,
         tuning,
         agent,
+        default_logging,
     } = side;
     pulls.collect(retries, tuning);
     let mut images: Vec<Image> = engine.list_images().await?;
@@ -368,6 +372,9 @@ pub async fn against_engine<E: Engine>(
             }
         };
         let mut d = spec::desired(&i, inputs, &image_id, node, files_dir);
+        if d.spec.runtime.logging.is_none() {
+            d.spec.runtime.logging = default_logging.cloned();
+        }
         d.spec
             .labels
             .insert(crate::model::labels::AGENT.to_string(), agent.to_string());
