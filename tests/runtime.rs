@@ -189,3 +189,48 @@ fn the_default_logging_is_the_node_s_and_not_an_input() {
     let labels = c["Config"]["Labels"].as_object().unwrap();
     assert!(!labels.contains_key("stead.input.logging"), "{labels:?}");
 }
+
+#[test]
+fn a_failing_health_check_reads_unhealthy_with_the_probe_s_words_and_healthy_converges() {
+    let n = Node::new("runtime-health").with_config("settle_window = \"1s\"");
+    let m = n.module("hc");
+    n.write_intention(
+        "hc.toml",
+        &format!(
+            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n[healthcheck]\ntest = \"cat /tmp/ok || (echo not ready yet; exit 1)\"\ninterval = \"1s\"\nretries = 1\n",
+            idle_after("echo up")
+        ),
+    );
+    let agent = Agent::start(&n);
+    let module =
+        || -> J { serde_json::from_str(&agent.get(&format!("/v1/modules/{m}")).1).unwrap() };
+    n.wait_for(60, "unhealthy", || module()["state"] == "unhealthy");
+    let s = module();
+    assert!(
+        s["health_output"]
+            .as_str()
+            .unwrap()
+            .contains("not ready yet"),
+        "{s:#}"
+    );
+    assert!(
+        s["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("health check fails"),
+        "{s:#}"
+    );
+    let (_, metrics) = agent.get("/metrics");
+    assert!(
+        metrics.contains("stead_modules{state=\"unhealthy\"} 1"),
+        "{metrics}"
+    );
+    // Made healthy by hand: converged, no recreate.
+    let id = n.container_id(&m);
+    docker_ok(&["exec", &id, "touch", "/tmp/ok"]);
+    n.wait_for(60, "converged once healthy", || {
+        module()["state"] == "converged"
+    });
+    assert_eq!(n.container_id(&m), id);
+    assert_eq!(module()["health"], "healthy");
+}

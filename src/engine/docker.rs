@@ -392,6 +392,13 @@ impl Engine for DockerEngine {
                 finished_ns: state.finished_at.as_deref().map_or(0, parse_engine_time_ns),
                 exit_code: state.exit_code.unwrap_or(0),
                 restarting: state.restarting.unwrap_or(false),
+                health_output: state
+                    .health
+                    .filter(|h| h.status == Some(bollard::models::HealthStatusEnum::UNHEALTHY))
+                    .and_then(|h| h.log)
+                    .and_then(|log| log.into_iter().last())
+                    .and_then(|probe| probe.output)
+                    .map(|o| crate::store::clip(o.trim(), 512).into_owned()),
             })
         })
         .await

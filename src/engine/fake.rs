@@ -82,6 +82,7 @@ impl Engine for Fake {
             finished_ns: 0,
             exit_code: 1,
             restarting: false,
+            health_output: None,
         })
     }
     async fn pull(&self, _: &str, _: Option<crate::engine::PullAuth>) -> Result<(), EngineError> {

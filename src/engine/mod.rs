@@ -72,6 +72,9 @@ pub struct Life {
     /// The engine is about to start it again (its restart count already
     /// says so).
     pub restarting: bool,
+    /// What its health check's last probe printed, while it is unhealthy
+    /// (clipped).
+    pub health_output: Option<String>,
 }
 
 /// A registry login for the engine's pull (its `X-Registry-Auth`).

@@ -23,10 +23,12 @@ use crate::store::{AppliedRecord, ApplyState, Entry, ObservedRecord, now};
 const NANOS: i64 = 1_000_000_000;
 
 /// How a module's container is living, as judged this pass.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Lived {
     /// The judgement.
     pub living: Living,
+    /// What the last probe printed, when its health check fails.
+    pub probe: Option<String>,
     /// Its restart count, when an inspect said.
     pub restarts: Option<u32>,
     /// How long it has been up, when known.
@@ -96,9 +98,24 @@ impl Reconciler {
                     }
                 }
             }
+            // Unhealthy: what the probe says is read (one inspect a pass,
+            // while it lasts).
+            let probe = if o.health() == Some("unhealthy") {
+                match life.and_then(|l| l.health_output.clone()) {
+                    Some(p) => Some(p),
+                    None => match engine.inspect(&o.id).await {
+                        Ok(l) => l.health_output,
+                        Err(e) if e.is_unreachable() => return Err(e),
+                        Err(_) => None,
+                    },
+                }
+            } else {
+                None
+            };
             out.insert(
                 module.to_string(),
                 Lived {
+                    probe,
                     living,
                     restarts: life.map(|l| l.restart_count),
                     up_for,
@@ -193,6 +210,24 @@ impl Reconciler {
                     Action::Pulling => ModuleState::Pending,
                     Action::Removed => continue,
                     Action::Unchanged | Action::Waiting => match living.map(|l| l.living) {
+                        // Up, and its health check says it is not well:
+                        // whatever its uptime, it is not converged.
+                        Some(Living::Settled | Living::Starting | Living::Settling)
+                            if st.health.as_deref() == Some("unhealthy") =>
+                        {
+                            st.health_output = living.and_then(|l| l.probe.clone());
+                            st.last_error = Some(format!(
+                                "its health check fails{}",
+                                st.health_output
+                                    .as_deref()
+                                    .map_or(String::new(), |o| format!(": {o}"))
+                            ));
+                            ModuleState::Unhealthy
+                        }
+                        // Converged only once its health check says healthy.
+                        Some(Living::Settled) if st.health.as_deref() == Some("starting") => {
+                            ModuleState::Starting
+                        }
                         Some(Living::Settled) => ModuleState::Converged,
                         Some(Living::Starting) | None => ModuleState::Starting,
                         Some(Living::Settling) => ModuleState::Settling,

@@ -144,6 +144,7 @@ mod tests {
             finished_ns: 0,
             exit_code: code,
             restarting: false,
+            health_output: None,
         };
         let now = 1000;
         type Case = (

@@ -235,6 +235,7 @@ mod tests {
             finished_ns: finished * S,
             exit_code: code,
             restarting: false,
+            health_output: None,
         }
     }
 
@@ -318,6 +319,7 @@ mod tests {
             finished_ns: 80 * S,
             exit_code: 1,
             restarting: false,
+            health_output: None,
         };
         b.seed("r", ContainerState::Running, running.clone());
         b.apply(ContainerEvent {
@@ -359,6 +361,7 @@ mod tests {
             ContainerState::Running,
             Life {
                 restarting: true,
+                health_output: None,
                 ..life(1, 90, 95, 1)
             },
         );

@@ -1,7 +1,7 @@
 //! What the agent says of the node and of each module: the engine's
 //! reachability and the last pass ([`NodeStatus`]); each module's state
 //! (converged, pending, drifted, recreating, starting, settling,
-//! crash-looping, conflict, failed), its digests, its container and what was
+//! crash-looping, unhealthy, conflict, failed), its digests, its container and what was
 //! last done ([`ModuleStatus`]). The settle and crash-loop judgement
 //! ([`judge`]) is a pure function of what the engine reports; [`metrics`]
 //! serves the counters.
@@ -39,6 +39,8 @@ pub enum ModuleState {
     Settling,
     /// Keeps restarting.
     CrashLooping,
+    /// Running, and its health check fails.
+    Unhealthy,
     /// A container this node does not manage holds its name.
     Conflict,
     /// An action failed, an input is missing, or it exited with an error.
@@ -47,7 +49,7 @@ pub enum ModuleState {
 
 impl ModuleState {
     /// Every state, for metrics.
-    pub const ALL: [ModuleState; 9] = [
+    pub const ALL: [ModuleState; 10] = [
         ModuleState::Converged,
         ModuleState::Pending,
         ModuleState::Drifted,
@@ -55,6 +57,7 @@ impl ModuleState {
         ModuleState::Starting,
         ModuleState::Settling,
         ModuleState::CrashLooping,
+        ModuleState::Unhealthy,
         ModuleState::Conflict,
         ModuleState::Failed,
     ];
@@ -69,6 +72,7 @@ impl ModuleState {
             ModuleState::Starting => "starting",
             ModuleState::Settling => "settling",
             ModuleState::CrashLooping => "crash-looping",
+            ModuleState::Unhealthy => "unhealthy",
             ModuleState::Conflict => "conflict",
             ModuleState::Failed => "failed",
         }
@@ -99,9 +103,11 @@ pub struct ModuleStatus {
     pub container_id: Option<String>,
     /// The image ID its container runs.
     pub image_id: Option<String>,
-    /// Its container's health, when its image has a health check
-    /// (`starting`, `healthy`, `unhealthy`).
+    /// Its container's health, when it has a health check (`starting`,
+    /// `healthy`, `unhealthy`).
     pub health: Option<String>,
+    /// What the last probe printed, while it is unhealthy.
+    pub health_output: Option<String>,
     /// How many times the engine restarted the container, when known.
     pub restart_count: Option<u32>,
     /// The inputs that differ between the container and what they say now.
@@ -126,6 +132,7 @@ impl ModuleStatus {
             container_id: None,
             image_id: None,
             health: None,
+            health_output: None,
             restart_count: None,
             inputs_differ: vec![],
             last_action: None,
