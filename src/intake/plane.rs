@@ -96,7 +96,7 @@ pub fn bring_in_line(
 /// taken again (a module another source released since).
 pub fn adopt(
     store: &Store,
-    held: Option<&Held>,
+    held: Option<(&Held, &[u8])>,
     contact: Option<&Contact>,
     modules: &BTreeMap<ModuleName, Intention>,
     revision: u64,

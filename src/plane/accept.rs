@@ -276,7 +276,6 @@ mod tests {
             url: "http://plane/nodes/edge-1/desired.json".into(),
             revision,
             payload_digest: Digest::of(payload),
-            envelope: key.sign(PAYLOAD_TYPE, payload).to_json(),
             etag: None,
             issued_at: newest,
             expires: newest + 30 * DAY,

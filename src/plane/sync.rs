@@ -129,6 +129,24 @@ pub struct ReportStatus {
     pub error: Option<String>,
 }
 
+/// The store's plane records as the poller last wrote or read them.
+#[derive(Default)]
+struct Memory {
+    held: Option<Held>,
+    contact: Contact,
+    /// The contact last written, and when (a poll that says nothing new
+    /// is written at most hourly: an fsync per poll is wear for nothing).
+    persisted: Option<(Contact, tokio::time::Instant)>,
+}
+
+/// How often a contact that says nothing new is written all the same.
+const CONTACT_REFRESH: Duration = Duration::from_secs(3600);
+
+/// Whether two contacts say the same but for their times.
+fn same_but_times(a: &Contact, b: &Contact) -> bool {
+    a.refusal == b.refusal && a.error == b.error
+}
+
 /// A request to poll now, answered with what the poll did.
 pub type Nudge = oneshot::Sender<Outcome>;
 
@@ -147,6 +165,9 @@ pub struct Syncer {
     pub status: Arc<Mutex<PlaneStatus>>,
     /// The held document's poll settings and report URL.
     current: Mutex<Option<(Poll, Option<String>)>>,
+    /// What the store holds (the held document's record and the last
+    /// contact), read once at start: a poll reads no store.
+    memory: Mutex<Memory>,
     /// The counters.
     pub metrics: Arc<crate::status::metrics::Metrics>,
 }
@@ -182,6 +203,7 @@ impl Syncer {
             report_wake,
             status: Arc::new(Mutex::new(status)),
             current: Mutex::new(None),
+            memory: Mutex::new(Memory::default()),
             metrics,
         })
     }
@@ -198,9 +220,15 @@ impl Syncer {
         if let Some(h) = &held {
             self.take_again(h).await;
         }
-        let mut st = self.status.lock().expect("plane status lock");
-        st.held = held.as_ref().map(HeldSummary::from);
-        st.contact = contact;
+        {
+            let mut st = self.status.lock().expect("plane status lock");
+            st.held = held.as_ref().map(HeldSummary::from);
+            st.contact = contact.clone();
+        }
+        let mut m = self.memory.lock().expect("plane memory lock");
+        m.held = held;
+        m.persisted = Some((contact.clone(), tokio::time::Instant::now()));
+        m.contact = contact;
         Ok(())
     }
 
@@ -229,9 +257,13 @@ impl Syncer {
 
     /// Takes the held document's modules again and remembers its settings.
     async fn take_again(&self, held: &Held) {
-        let desired = Envelope::parse(&held.envelope)
-            .map_err(|e| e.to_string())
-            .and_then(|e| Desired::parse(&e.payload).map_err(|e| e.to_string()));
+        let desired = match self.store.blocking(|s| s.plane_envelope()).await {
+            Ok(Some(bytes)) => Envelope::parse(&bytes)
+                .map_err(|e| e.to_string())
+                .and_then(|e| Desired::parse(&e.payload).map_err(|e| e.to_string())),
+            Ok(None) => Err("its bytes are not in the store".to_string()),
+            Err(e) => Err(e.to_string()),
+        };
         let desired = match desired {
             Ok(d) => d,
             Err(e) => {
@@ -283,7 +315,8 @@ impl Syncer {
                 .conflicts
                 .is_empty()
         {
-            if let Ok((Some(h), _)) = self.store.blocking(|s| s.plane()).await {
+            let held = self.memory.lock().expect("plane memory lock").held.clone();
+            if let Some(h) = held {
                 self.take_again(&h).await;
             }
         }
@@ -308,14 +341,9 @@ impl Syncer {
     }
 
     async fn fetch_and_judge(&self) -> Outcome {
-        let (held, mut contact) = match self.store.blocking(|s| s.plane()).await {
-            Ok(p) => p,
-            Err(e) => {
-                return Outcome::Failed {
-                    error: format!("the store: {e}"),
-                    retry_after: None,
-                };
-            }
+        let (held, mut contact) = {
+            let m = self.memory.lock().expect("plane memory lock");
+            (m.held.clone(), m.contact.clone())
         };
         let uri: http::Uri = match self.url.parse() {
             Ok(u) => u,
@@ -464,7 +492,6 @@ impl Syncer {
                     url: self.url.clone(),
                     revision: d.revision,
                     payload_digest: a.payload_digest,
-                    envelope: body.to_vec(),
                     etag,
                     issued_at: d.issued_at,
                     expires: d.expires,
@@ -479,11 +506,17 @@ impl Syncer {
                 crate::host::crash_point("plane:after-verify");
                 let revision = d.revision;
                 let modules = d.modules.clone();
-                let (h2, c2) = (new.clone(), contact.clone());
+                let (h2, c2, bytes) = (new.clone(), contact.clone(), body.to_vec());
                 let adopted = self
                     .store
                     .blocking(move |s| {
-                        crate::intake::plane::adopt(s, Some(&h2), Some(&c2), &modules, revision)
+                        crate::intake::plane::adopt(
+                            s,
+                            Some((&h2, &bytes)),
+                            Some(&c2),
+                            &modules,
+                            revision,
+                        )
                     })
                     .await;
                 match adopted {
@@ -494,8 +527,12 @@ impl Syncer {
                         {
                             let mut st = self.status.lock().expect("plane status lock");
                             st.held = Some(HeldSummary::from(&new));
-                            st.contact = contact;
+                            st.contact = contact.clone();
                         }
+                        let mut m = self.memory.lock().expect("plane memory lock");
+                        m.held = Some(new);
+                        m.persisted = Some((contact.clone(), tokio::time::Instant::now()));
+                        m.contact = contact;
                         self.wake.notify_one();
                         Outcome::Adopted { revision }
                     }
@@ -508,16 +545,35 @@ impl Syncer {
         }
     }
 
-    /// Stores the contact (and the held document when `write_held`), and
-    /// shows both.
+    /// Keeps the contact (and the held document's record when
+    /// `write_held`), and shows both. The store is written when the held
+    /// record changed, when the contact says something new, or hourly.
     async fn record(&self, held: Option<&Held>, write_held: Option<&Held>, contact: &Contact) {
-        let (h, c) = (write_held.cloned(), contact.clone());
-        if let Err(e) = self
-            .store
-            .blocking(move |s| s.plane_contact(h.as_ref(), &c))
-            .await
-        {
-            tracing::error!("plane: cannot record the contact: {e}");
+        let now = tokio::time::Instant::now();
+        let write = {
+            let mut m = self.memory.lock().expect("plane memory lock");
+            if let Some(h) = write_held {
+                m.held = Some(h.clone());
+            }
+            m.contact = contact.clone();
+            write_held.is_some()
+                || m.persisted.as_ref().is_none_or(|(c, at)| {
+                    !same_but_times(c, contact) || now.duration_since(*at) >= CONTACT_REFRESH
+                })
+        };
+        if write {
+            let (h, c) = (write_held.cloned(), contact.clone());
+            match self
+                .store
+                .blocking(move |s| s.plane_contact(h.as_ref(), &c))
+                .await
+            {
+                Ok(()) => {
+                    self.memory.lock().expect("plane memory lock").persisted =
+                        Some((contact.clone(), now));
+                }
+                Err(e) => tracing::error!("plane: cannot record the contact: {e}"),
+            }
         }
         let mut st = self.status.lock().expect("plane status lock");
         st.held = held.map(HeldSummary::from);

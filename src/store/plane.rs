@@ -1,6 +1,7 @@
 //! What the node holds of the central plane (`plane` table): the last
-//! document it accepted, byte for byte, with its revision, ETag and times
-//! ([`Held`]), and what the last contact with the plane said ([`Contact`]).
+//! document it accepted, byte for byte (key `envelope`, read only when its
+//! modules are taken again), with its revision, ETag and times ([`Held`]),
+//! and what the last contact with the plane said ([`Contact`]).
 //! A document is adopted in ONE transaction with the intentions it states
 //! ([`Store::adopt_plane`]): a crash leaves either the old document and its
 //! intentions or the new ones, never a mix.
@@ -14,6 +15,7 @@ use crate::store::records::{self, v5};
 use crate::store::{Entry, INTENTIONS, META, OVERLAYS, Overlay, PLANE, Store, StoreError};
 
 const HELD: &str = "held";
+const ENVELOPE: &str = "envelope";
 const CONTACT: &str = "contact";
 
 /// The document the node accepted last.
@@ -26,8 +28,6 @@ pub struct Held {
     /// The digest of its payload: the same revision with another payload is
     /// an equivocation.
     pub payload_digest: Digest,
-    /// The envelope as fetched.
-    pub envelope: Vec<u8>,
     /// The ETag it was served with, for the next conditional GET.
     pub etag: Option<String>,
     /// When the plane issued it, seconds since the epoch.
@@ -107,8 +107,23 @@ impl Store {
         Ok((held, contact))
     }
 
+    /// The held document's bytes, as fetched.
+    pub fn plane_envelope(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        let tx = self.db()?.begin_read().map_err(self.io("read plane"))?;
+        let t = tx.open_table(PLANE).map_err(self.io("read plane"))?;
+        match t.get(ENVELOPE).map_err(self.io("read plane"))? {
+            None => Ok(None),
+            Some(v) => {
+                match records::decode(records::PLANE, v.value()).map_err(corrupt(ENVELOPE))? {
+                    v5::PlaneRecord::Envelope(bytes) => Ok(Some(bytes)),
+                    _ => Err(corrupt(ENVELOPE)("not an envelope record".into())),
+                }
+            }
+        }
+    }
+
     /// Records a contact that adopted nothing (and, when given, the held
-    /// document again: a new ETag for the same payload).
+    /// document's record again: a new ETag for the same payload).
     pub fn plane_contact(&self, held: Option<&Held>, contact: &Contact) -> Result<(), StoreError> {
         let tx = self.db()?.begin_write().map_err(self.io("write plane"))?;
         {
@@ -130,7 +145,7 @@ impl Store {
     /// another source released).
     pub fn adopt_plane<T>(
         &self,
-        held: Option<&Held>,
+        held: Option<(&Held, &[u8])>,
         contact: Option<&Contact>,
         f: impl FnOnce(&mut BTreeMap<ModuleName, Entry>) -> T,
     ) -> Result<T, StoreError> {
@@ -198,8 +213,14 @@ impl Store {
             if held.is_some() || contact.is_some() {
                 changed = true;
                 let mut t = tx.open_table(PLANE).map_err(self.io("adopt plane"))?;
-                if let Some(h) = held {
+                if let Some((h, envelope)) = held {
                     t.insert(HELD, encode_held(h).as_slice())
+                        .map_err(self.io("adopt plane"))?;
+                    let bytes = records::encode(
+                        records::PLANE,
+                        &v5::PlaneRecord::Envelope(envelope.to_vec()),
+                    );
+                    t.insert(ENVELOPE, bytes.as_slice())
                         .map_err(self.io("adopt plane"))?;
                 }
                 if let Some(c) = contact {
@@ -225,7 +246,6 @@ fn encode_held(h: &Held) -> Vec<u8> {
             url: h.url.clone(),
             revision: h.revision,
             payload_digest: h.payload_digest.to_string(),
-            envelope: h.envelope.clone(),
             etag: h.etag.clone(),
             issued_at: h.issued_at,
             expires: h.expires,
@@ -268,7 +288,6 @@ fn decode_held(bytes: &[u8]) -> Result<Held, StoreError> {
                 .map_err(|e| corrupt(HELD)(e.to_string()))?,
             url: h.url,
             revision: h.revision,
-            envelope: h.envelope,
             etag: h.etag,
             issued_at: h.issued_at,
             expires: h.expires,
@@ -276,7 +295,7 @@ fn decode_held(bytes: &[u8]) -> Result<Held, StoreError> {
             accepted_at: h.accepted_at,
             key_id: h.key_id,
         }),
-        v5::PlaneRecord::Contact(_) => Err(corrupt(HELD)("a contact record".into())),
+        _ => Err(corrupt(HELD)("not a held document's record".into())),
     }
 }
 
@@ -293,6 +312,6 @@ fn decode_contact(bytes: &[u8]) -> Result<Contact, StoreError> {
             error: c.error,
             plane_date: c.plane_date,
         }),
-        v5::PlaneRecord::Held(_) => Err(corrupt(CONTACT)("a held document".into())),
+        _ => Err(corrupt(CONTACT)("not a contact record".into())),
     }
 }

@@ -14,8 +14,9 @@
 //! - `reloads` (reload requests) and `updates` (per module: the version a
 //!   reload landed, digests the auto lane skips): version 1, since schema 4
 //!   ([`v4::ReloadRecord`], [`v4::UpdateRecord`]).
-//! - `plane` (the central plane's held document, key `held`, and the last
-//!   contact, key `contact`): version 1, since schema 5
+//! - `plane` (the central plane's held document: its record, key `held`,
+//!   and its bytes, key `envelope`; the last contact, key `contact`):
+//!   version 1, since schema 5
 //!   ([`v5::PlaneRecord`]).
 //!
 //! Converting a record to its domain type checks it again (names, digests,
@@ -460,6 +461,7 @@ pub mod v5 {
     pub enum PlaneRecord {
         Held(HeldRecord),
         Contact(ContactRecord),
+        Envelope(Vec<u8>),
     }
 
     #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -467,7 +469,6 @@ pub mod v5 {
         pub url: String,
         pub revision: u64,
         pub payload_digest: String,
-        pub envelope: Vec<u8>,
         pub etag: Option<String>,
         pub issued_at: u64,
         pub expires: u64,
