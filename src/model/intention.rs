@@ -317,57 +317,58 @@ struct IntentionDoc {
     files: Vec<FileDoc>,
     #[serde(default)]
     mounts: Vec<MountDoc>,
-    // What the container needs beyond the above ([`Runtime`]).
+    // What the container needs beyond the above ([`Runtime`]): each
+    // read as a JSON value and taken apart by `RuntimeDoc::check`.
     #[serde(default)]
-    entrypoint: Option<runtime::StringOrList>,
+    entrypoint: Option<serde_json::Value>,
     #[serde(default)]
-    working_dir: Option<String>,
+    working_dir: Option<serde_json::Value>,
     #[serde(default)]
-    user: Option<String>,
+    user: Option<serde_json::Value>,
     #[serde(default)]
-    labels: Option<runtime::ListOrMap>,
+    labels: Option<serde_json::Value>,
     #[serde(default)]
-    devices: Vec<String>,
+    devices: Option<serde_json::Value>,
     #[serde(default)]
-    device_cgroup_rules: Vec<String>,
+    device_cgroup_rules: Option<serde_json::Value>,
     #[serde(default)]
-    privileged: bool,
+    privileged: Option<serde_json::Value>,
     #[serde(default)]
-    cap_add: Vec<String>,
+    cap_add: Option<serde_json::Value>,
     #[serde(default)]
-    cap_drop: Vec<String>,
+    cap_drop: Option<serde_json::Value>,
     #[serde(default)]
-    network_mode: Option<String>,
+    network_mode: Option<serde_json::Value>,
     #[serde(default)]
-    extra_hosts: Option<runtime::ListOrMap>,
+    extra_hosts: Option<serde_json::Value>,
     #[serde(default)]
-    dns: Option<runtime::StringOrList>,
+    dns: Option<serde_json::Value>,
     #[serde(default)]
-    tmpfs: Option<runtime::StringOrList>,
+    tmpfs: Option<serde_json::Value>,
     #[serde(default)]
-    read_only: bool,
+    read_only: Option<serde_json::Value>,
     #[serde(default)]
-    mem_limit: Option<runtime::Bytes>,
+    mem_limit: Option<serde_json::Value>,
     #[serde(default)]
-    memswap_limit: Option<runtime::Bytes>,
+    memswap_limit: Option<serde_json::Value>,
     #[serde(default)]
-    cpus: Option<runtime::Cpus>,
+    cpus: Option<serde_json::Value>,
     #[serde(default)]
-    pids_limit: Option<i64>,
+    pids_limit: Option<serde_json::Value>,
     #[serde(default)]
-    ulimits: BTreeMap<String, runtime::UlimitDoc>,
+    ulimits: Option<serde_json::Value>,
     #[serde(default)]
-    sysctls: Option<runtime::ListOrMap>,
+    sysctls: Option<serde_json::Value>,
     #[serde(default)]
-    init: bool,
+    init: Option<serde_json::Value>,
     #[serde(default)]
-    stop_signal: Option<String>,
+    stop_signal: Option<serde_json::Value>,
     #[serde(default)]
-    stop_grace_period: Option<String>,
+    stop_grace_period: Option<serde_json::Value>,
     #[serde(default)]
-    healthcheck: Option<runtime::HealthcheckDoc>,
+    healthcheck: Option<serde_json::Value>,
     #[serde(default)]
-    logging: Option<runtime::LoggingDoc>,
+    logging: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::model::duration::parse_duration;
 use crate::model::names::{AbsPath, Digest, InputName};
@@ -179,8 +179,7 @@ pub struct Runtime {
 pub type FieldError = (String, String);
 
 /// A number of bytes: `536870912`, `512m`, `1g`, `512MiB`, …
-#[derive(Clone, Debug, Deserialize)]
-#[serde(untagged)]
+#[derive(Clone, Debug)]
 pub enum Bytes {
     /// A plain number.
     Number(i64),
@@ -189,105 +188,158 @@ pub enum Bytes {
 }
 
 /// One resource limit: both the same, or soft and hard.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(untagged)]
-pub enum UlimitDoc {
-    /// Soft and hard the same.
+#[derive(Clone, Debug)]
+enum UlimitDoc {
     Single(i64),
-    /// Each.
-    Pair {
-        /// The soft limit.
-        soft: i64,
-        /// The hard limit.
-        hard: i64,
-    },
+    Pair { soft: i64, hard: i64 },
 }
 
 /// A list of `KEY=VALUE` (or `host:ip`) strings, or a table.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(untagged)]
-pub enum ListOrMap {
-    /// `["a=1", "b=2"]`.
+#[derive(Clone, Debug)]
+enum ListOrMap {
     List(Vec<String>),
-    /// `{a = "1", b = 2}`.
     Map(BTreeMap<String, serde_json::Value>),
 }
 
 /// A command as a string (run by a shell) or a list.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(untagged)]
-pub enum StringOrList {
-    /// A string.
+#[derive(Clone, Debug)]
+enum StringOrList {
     String(String),
-    /// A list.
     List(Vec<String>),
 }
 
-/// A CPU count, as a number or a string.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(untagged)]
-pub enum Cpus {
-    /// `0.5`.
-    Number(f64),
-    /// `"0.5"`.
-    Text(String),
-}
-
 /// A health check as written.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HealthcheckDoc {
-    #[serde(default)]
+struct HealthcheckDoc {
     test: Option<StringOrList>,
-    #[serde(default)]
     interval: Option<String>,
-    #[serde(default)]
     timeout: Option<String>,
-    #[serde(default)]
     retries: Option<u32>,
-    #[serde(default)]
     start_period: Option<String>,
-    #[serde(default)]
     disable: bool,
 }
 
-/// Logging as written.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LoggingDoc {
-    driver: String,
-    #[serde(default)]
-    options: BTreeMap<String, serde_json::Value>,
-}
-
-/// The fields as an intention document holds them (each optional).
+/// The runtime fields as an intention document holds them: each read as a
+/// JSON value (TOML's too), and taken apart by [`RuntimeDoc::check`], so
+/// that no field adds a deserializer of its own to the binary.
 #[derive(Clone, Debug, Default)]
 pub struct RuntimeDoc {
-    pub(crate) entrypoint: Option<StringOrList>,
-    pub(crate) working_dir: Option<String>,
-    pub(crate) user: Option<String>,
-    pub(crate) labels: Option<ListOrMap>,
-    pub(crate) devices: Vec<String>,
-    pub(crate) device_cgroup_rules: Vec<String>,
-    pub(crate) privileged: bool,
-    pub(crate) cap_add: Vec<String>,
-    pub(crate) cap_drop: Vec<String>,
-    pub(crate) network_mode: Option<String>,
-    pub(crate) extra_hosts: Option<ListOrMap>,
-    pub(crate) dns: Option<StringOrList>,
-    pub(crate) tmpfs: Option<StringOrList>,
-    pub(crate) read_only: bool,
-    pub(crate) mem_limit: Option<Bytes>,
-    pub(crate) memswap_limit: Option<Bytes>,
-    pub(crate) cpus: Option<Cpus>,
-    pub(crate) pids_limit: Option<i64>,
-    pub(crate) ulimits: BTreeMap<String, UlimitDoc>,
-    pub(crate) sysctls: Option<ListOrMap>,
-    pub(crate) init: bool,
-    pub(crate) stop_signal: Option<String>,
-    pub(crate) stop_grace_period: Option<String>,
-    pub(crate) healthcheck: Option<HealthcheckDoc>,
-    pub(crate) logging: Option<LoggingDoc>,
+    pub(crate) entrypoint: Option<J>,
+    pub(crate) working_dir: Option<J>,
+    pub(crate) user: Option<J>,
+    pub(crate) labels: Option<J>,
+    pub(crate) devices: Option<J>,
+    pub(crate) device_cgroup_rules: Option<J>,
+    pub(crate) privileged: Option<J>,
+    pub(crate) cap_add: Option<J>,
+    pub(crate) cap_drop: Option<J>,
+    pub(crate) network_mode: Option<J>,
+    pub(crate) extra_hosts: Option<J>,
+    pub(crate) dns: Option<J>,
+    pub(crate) tmpfs: Option<J>,
+    pub(crate) read_only: Option<J>,
+    pub(crate) mem_limit: Option<J>,
+    pub(crate) memswap_limit: Option<J>,
+    pub(crate) cpus: Option<J>,
+    pub(crate) pids_limit: Option<J>,
+    pub(crate) ulimits: Option<J>,
+    pub(crate) sysctls: Option<J>,
+    pub(crate) init: Option<J>,
+    pub(crate) stop_signal: Option<J>,
+    pub(crate) stop_grace_period: Option<J>,
+    pub(crate) healthcheck: Option<J>,
+    pub(crate) logging: Option<J>,
+}
+
+type J = serde_json::Value;
+
+fn wrong(field: &str, what: &str) -> FieldError {
+    (field.to_string(), format!("must be {what}"))
+}
+
+fn string(field: &str, v: Option<J>) -> Result<Option<String>, FieldError> {
+    match v {
+        None | Some(J::Null) => Ok(None),
+        Some(J::String(s)) => Ok(Some(s)),
+        Some(_) => Err(wrong(field, "a string")),
+    }
+}
+
+fn boolean(field: &str, v: Option<J>) -> Result<bool, FieldError> {
+    match v {
+        None | Some(J::Null) => Ok(false),
+        Some(J::Bool(b)) => Ok(b),
+        Some(_) => Err(wrong(field, "true or false")),
+    }
+}
+
+fn integer(field: &str, v: Option<J>) -> Result<Option<i64>, FieldError> {
+    match v {
+        None | Some(J::Null) => Ok(None),
+        Some(J::Number(n)) => n
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| wrong(field, "a whole number")),
+        Some(_) => Err(wrong(field, "a whole number")),
+    }
+}
+
+fn strings(field: &str, v: Option<J>) -> Result<Vec<String>, FieldError> {
+    match v {
+        None | Some(J::Null) => Ok(vec![]),
+        Some(J::Array(a)) => a
+            .into_iter()
+            .enumerate()
+            .map(|(i, x)| match x {
+                J::String(s) => Ok(s),
+                _ => Err(wrong(&format!("{field}[{i}]"), "a string")),
+            })
+            .collect(),
+        Some(_) => Err(wrong(field, "a list of strings")),
+    }
+}
+
+fn string_or_list(field: &str, v: Option<J>) -> Result<Option<StringOrList>, FieldError> {
+    match v {
+        None | Some(J::Null) => Ok(None),
+        Some(J::String(s)) => Ok(Some(StringOrList::String(s))),
+        Some(a @ J::Array(_)) => Ok(Some(StringOrList::List(strings(field, Some(a))?))),
+        Some(_) => Err(wrong(field, "a string or a list of strings")),
+    }
+}
+
+fn list_or_map(field: &str, v: Option<J>) -> Result<Option<ListOrMap>, FieldError> {
+    match v {
+        None | Some(J::Null) => Ok(None),
+        Some(J::Object(m)) => Ok(Some(ListOrMap::Map(m.into_iter().collect()))),
+        Some(a @ J::Array(_)) => Ok(Some(ListOrMap::List(strings(field, Some(a))?))),
+        Some(_) => Err(wrong(field, "a table or a list of strings")),
+    }
+}
+
+fn bytes_doc(field: &str, v: Option<J>) -> Result<Option<Bytes>, FieldError> {
+    match v {
+        None | Some(J::Null) => Ok(None),
+        Some(J::String(s)) => Ok(Some(Bytes::Text(s))),
+        Some(J::Number(n)) => n
+            .as_i64()
+            .map(|n| Some(Bytes::Number(n)))
+            .ok_or_else(|| wrong(field, "a whole number of bytes")),
+        Some(_) => Err(wrong(field, "a size, such as \"512m\"")),
+    }
+}
+
+/// A table's entries, refusing keys it does not know.
+fn table(field: &str, v: J, known: &[&str]) -> Result<serde_json::Map<String, J>, FieldError> {
+    let J::Object(m) = v else {
+        return Err(wrong(field, "a table"));
+    };
+    if let Some(k) = m.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err((
+            format!("{field}.{k}"),
+            format!("unknown field; one of {}", known.join(", ")),
+        ));
+    }
+    Ok(m)
 }
 
 /// The resource limits the engine knows.
@@ -468,7 +520,7 @@ fn duration(field: &str, s: &Option<String>) -> Result<Option<Duration>, FieldEr
 impl RuntimeDoc {
     /// Checks and normalises every field.
     pub fn check(self) -> Result<Runtime, FieldError> {
-        let entrypoint = match self.entrypoint {
+        let entrypoint = match string_or_list("entrypoint", self.entrypoint)? {
             None => None,
             Some(StringOrList::List(l)) => Some(l),
             // A string is run by a shell, as the engine's shell form does.
@@ -482,8 +534,7 @@ impl RuntimeDoc {
         for (i, a) in r.entrypoint.iter().flatten().enumerate() {
             no_nul(&format!("entrypoint[{i}]"), a)?;
         }
-        r.working_dir = self
-            .working_dir
+        r.working_dir = string("working_dir", self.working_dir)?
             .map(|w| {
                 // `/srv/` is `/srv`, as the engine takes it.
                 let t = if w.len() > 1 {
@@ -494,7 +545,7 @@ impl RuntimeDoc {
                 AbsPath::try_from(t).map_err(|e| ("working_dir".to_string(), e.0))
             })
             .transpose()?;
-        r.user = match self.user.map(|u| u.trim().to_string()) {
+        r.user = match string("user", self.user)?.map(|u| u.trim().to_string()) {
             None => None,
             Some(u) if u.is_empty() => None,
             Some(u)
@@ -509,7 +560,7 @@ impl RuntimeDoc {
             }
             Some(u) => Some(u),
         };
-        if let Some(l) = self.labels {
+        if let Some(l) = list_or_map("labels", self.labels)? {
             for (k, v) in pairs("labels", l, &['='])? {
                 if k.is_empty() || k.contains(char::is_whitespace) {
                     return Err((
@@ -528,7 +579,7 @@ impl RuntimeDoc {
             }
         }
         let mut seen = BTreeSet::new();
-        for (i, d) in self.devices.iter().enumerate() {
+        for (i, d) in strings("devices", self.devices)?.iter().enumerate() {
             let field = format!("devices[{i}]");
             let mut parts = d.split(':');
             let host = parts.next().unwrap_or("");
@@ -556,7 +607,10 @@ impl RuntimeDoc {
             });
         }
         r.devices.sort_by(|a, b| a.container.cmp(&b.container));
-        for (i, rule) in self.device_cgroup_rules.iter().enumerate() {
+        for (i, rule) in strings("device_cgroup_rules", self.device_cgroup_rules)?
+            .iter()
+            .enumerate()
+        {
             let words: Vec<&str> = rule.split_whitespace().collect();
             let ok = words.len() == 3
                 && matches!(words[0], "a" | "b" | "c")
@@ -578,14 +632,17 @@ impl RuntimeDoc {
         }
         r.device_cgroup_rules.sort();
         r.device_cgroup_rules.dedup();
-        r.privileged = self.privileged;
-        for (i, c) in self.cap_add.iter().enumerate() {
+        r.privileged = boolean("privileged", self.privileged)?;
+        for (i, c) in strings("cap_add", self.cap_add)?.iter().enumerate() {
             r.cap_add.insert(capability(&format!("cap_add[{i}]"), c)?);
         }
-        for (i, c) in self.cap_drop.iter().enumerate() {
+        for (i, c) in strings("cap_drop", self.cap_drop)?.iter().enumerate() {
             r.cap_drop.insert(capability(&format!("cap_drop[{i}]"), c)?);
         }
-        r.network_mode = match self.network_mode.as_deref().map(str::trim) {
+        r.network_mode = match string("network_mode", self.network_mode)?
+            .as_deref()
+            .map(str::trim)
+        {
             None | Some("bridge" | "default") => NetworkMode::Bridge,
             Some("host") => NetworkMode::Host,
             Some("none") => NetworkMode::None,
@@ -596,7 +653,7 @@ impl RuntimeDoc {
                 ));
             }
         };
-        if let Some(h) = self.extra_hosts {
+        if let Some(h) = list_or_map("extra_hosts", self.extra_hosts)? {
             // Compose writes `host:ip` (an IPv6 address holds colons too)
             // or `host=ip`.
             let list = match h {
@@ -627,7 +684,7 @@ impl RuntimeDoc {
                 }
             }
         }
-        let dns = match self.dns {
+        let dns = match string_or_list("dns", self.dns)? {
             None => vec![],
             Some(StringOrList::String(s)) => vec![s],
             Some(StringOrList::List(l)) => l,
@@ -639,7 +696,7 @@ impl RuntimeDoc {
                     .map_err(|_| (format!("dns[{i}]"), format!("{d:?} is not an IP address")))?,
             );
         }
-        let tmpfs = match self.tmpfs {
+        let tmpfs = match string_or_list("tmpfs", self.tmpfs)? {
             None => vec![],
             Some(StringOrList::String(s)) => vec![s],
             Some(StringOrList::List(l)) => l,
@@ -659,8 +716,12 @@ impl RuntimeDoc {
                 return Err((field, format!("{target} is given twice")));
             }
         }
-        r.read_only = self.read_only;
-        r.mem_limit = match self.mem_limit.as_ref().map(parse_bytes).transpose() {
+        r.read_only = boolean("read_only", self.read_only)?;
+        r.mem_limit = match bytes_doc("mem_limit", self.mem_limit)?
+            .as_ref()
+            .map(parse_bytes)
+            .transpose()
+        {
             Err(m) => return Err(("mem_limit".into(), m)),
             Ok(None | Some(0)) => None,
             Ok(Some(n)) if n < 0 => {
@@ -671,7 +732,11 @@ impl RuntimeDoc {
             }
             Ok(Some(n)) => Some(n as u64),
         };
-        r.memswap_limit = match self.memswap_limit.as_ref().map(parse_bytes).transpose() {
+        r.memswap_limit = match bytes_doc("memswap_limit", self.memswap_limit)?
+            .as_ref()
+            .map(parse_bytes)
+            .transpose()
+        {
             Err(m) => return Err(("memswap_limit".into(), m)),
             Ok(None | Some(0)) => None,
             Ok(Some(n)) if n < -1 => {
@@ -691,14 +756,15 @@ impl RuntimeDoc {
             }
         };
         r.nano_cpus = match self.cpus {
-            None => None,
+            None | Some(J::Null) => None,
             Some(c) => {
-                let n = match c {
-                    Cpus::Number(n) => n,
-                    Cpus::Text(t) => t
+                let n: f64 = match c {
+                    J::Number(n) => n.as_f64().unwrap_or(f64::NAN),
+                    J::String(t) => t
                         .trim()
                         .parse()
                         .map_err(|_| ("cpus".to_string(), format!("{t:?} is not a number")))?,
+                    _ => return Err(wrong("cpus", "a number")),
                 };
                 if !(0.0..=1024.0).contains(&n) {
                     return Err(("cpus".into(), format!("{n} is not between 0 and 1024")));
@@ -707,9 +773,29 @@ impl RuntimeDoc {
                 (nanos > 0).then_some(nanos)
             }
         };
-        r.pids_limit = self.pids_limit.filter(|n| *n > 0);
-        for (name, u) in self.ulimits {
+        r.pids_limit = integer("pids_limit", self.pids_limit)?.filter(|n| *n > 0);
+        let ulimits = match self.ulimits {
+            None | Some(J::Null) => serde_json::Map::new(),
+            Some(J::Object(m)) => m,
+            Some(_) => return Err(wrong("ulimits", "a table")),
+        };
+        for (name, u) in ulimits {
             let field = format!("ulimits.{name}");
+            let u = match u {
+                J::Number(_) => UlimitDoc::Single(integer(&field, Some(u))?.unwrap_or(0)),
+                J::Object(_) => {
+                    let mut t = table(&field, u, &["soft", "hard"])?;
+                    let mut get = |k: &str| {
+                        integer(&format!("{field}.{k}"), t.remove(k))?
+                            .ok_or_else(|| (format!("{field}.{k}"), "is missing".to_string()))
+                    };
+                    UlimitDoc::Pair {
+                        soft: get("soft")?,
+                        hard: get("hard")?,
+                    }
+                }
+                _ => return Err(wrong(&field, "a number or {soft, hard}")),
+            };
             if !ULIMITS.contains(&name.as_str()) {
                 return Err((
                     field,
@@ -725,7 +811,7 @@ impl RuntimeDoc {
             }
             r.ulimits.insert(name, Ulimit { soft, hard });
         }
-        if let Some(s) = self.sysctls {
+        if let Some(s) = list_or_map("sysctls", self.sysctls)? {
             for (k, v) in pairs("sysctls", s, &['='])? {
                 let field = format!("sysctls.{k}");
                 if k.is_empty()
@@ -740,14 +826,17 @@ impl RuntimeDoc {
                 r.sysctls.insert(k.replace('/', "."), v);
             }
         }
-        r.init = self.init;
-        r.stop_signal = match self.stop_signal {
+        r.init = boolean("init", self.init)?;
+        r.stop_signal = match string("stop_signal", self.stop_signal)? {
             None => None,
             Some(s) => Some(signal_name(&s).map_err(|m| ("stop_signal".to_string(), m))?)
                 .filter(|s| s != "SIGTERM"),
         };
-        r.stop_grace_period = duration("stop_grace_period", &self.stop_grace_period)?
-            .filter(|d| *d != DEFAULT_STOP_GRACE);
+        r.stop_grace_period = duration(
+            "stop_grace_period",
+            &string("stop_grace_period", self.stop_grace_period)?,
+        )?
+        .filter(|d| *d != DEFAULT_STOP_GRACE);
         if let Some(d) = r.stop_grace_period {
             if d > MAX_STOP_GRACE || d.subsec_nanos() != 0 {
                 return Err((
@@ -756,7 +845,38 @@ impl RuntimeDoc {
                 ));
             }
         }
-        r.healthcheck = match self.healthcheck {
+        let health = match self.healthcheck {
+            None | Some(J::Null) => None,
+            Some(v) => {
+                let mut t = table(
+                    "healthcheck",
+                    v,
+                    &[
+                        "test",
+                        "interval",
+                        "timeout",
+                        "retries",
+                        "start_period",
+                        "disable",
+                    ],
+                )?;
+                let retries = match integer("healthcheck.retries", t.remove("retries"))? {
+                    Some(n) if !(0..=i64::from(u32::MAX)).contains(&n) => {
+                        return Err(wrong("healthcheck.retries", "a count"));
+                    }
+                    n => n.map(|n| n as u32),
+                };
+                Some(HealthcheckDoc {
+                    test: string_or_list("healthcheck.test", t.remove("test"))?,
+                    interval: string("healthcheck.interval", t.remove("interval"))?,
+                    timeout: string("healthcheck.timeout", t.remove("timeout"))?,
+                    retries,
+                    start_period: string("healthcheck.start_period", t.remove("start_period"))?,
+                    disable: boolean("healthcheck.disable", t.remove("disable"))?,
+                })
+            }
+        };
+        r.healthcheck = match health {
             None => None,
             Some(h) if h.disable => Some(Healthcheck {
                 test: vec!["NONE".into()],
@@ -802,9 +922,18 @@ impl RuntimeDoc {
             }
         };
         r.logging = match self.logging {
-            None => None,
-            Some(l) => {
-                let driver = l.driver.trim().to_string();
+            None | Some(J::Null) => None,
+            Some(v) => {
+                let mut t = table("logging", v, &["driver", "options"])?;
+                let driver = string("logging.driver", t.remove("driver"))?
+                    .ok_or_else(|| ("logging.driver".to_string(), "is missing".to_string()))?
+                    .trim()
+                    .to_string();
+                let opts = match t.remove("options") {
+                    None | Some(J::Null) => serde_json::Map::new(),
+                    Some(J::Object(m)) => m,
+                    Some(_) => return Err(wrong("logging.options", "a table")),
+                };
                 if driver.is_empty()
                     || !driver
                         .chars()
@@ -816,7 +945,7 @@ impl RuntimeDoc {
                     ));
                 }
                 let mut options = BTreeMap::new();
-                for (k, v) in l.options {
+                for (k, v) in opts {
                     let s = json_scalar(&v).ok_or_else(|| {
                         (
                             format!("logging.options.{k}"),
@@ -1391,7 +1520,20 @@ mod tests {
                 "tmpfs[0]",
                 "already used",
             ),
-            ("privileged = \"yes\"", "privileged", "invalid type"),
+            ("privileged = \"yes\"", "privileged", "true or false"),
+            ("cpus = [1]", "cpus", "a number"),
+            (
+                "ulimits = {nofile = {soft = 1}}",
+                "ulimits.nofile.hard",
+                "missing",
+            ),
+            (
+                "[healthcheck]\ntest = \"true\"\nevery = \"1s\"",
+                "healthcheck.every",
+                "unknown field",
+            ),
+            ("[logging]\noptions = {}", "logging.driver", "missing"),
+            ("devices = \"/dev/x\"", "devices", "a list of strings"),
         ] {
             let e = parse(extra).unwrap_err();
             assert!(
