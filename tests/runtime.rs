@@ -234,3 +234,46 @@ fn a_failing_health_check_reads_unhealthy_with_the_probe_s_words_and_healthy_con
     assert_eq!(n.container_id(&m), id);
     assert_eq!(module()["health"], "healthy");
 }
+
+#[test]
+fn named_volumes_are_kept_and_user_networks_resolve_module_names_and_go_when_unused() {
+    let n = Node::new("runtime-volnet");
+    let (a, b) = (n.module("web"), n.module("client"));
+    let net = format!("{}-net", n.id);
+    let vol = format!("{}-data", n.id);
+    n.write_intention(
+        "a.toml",
+        &format!(
+            "name = \"{a}\"\nimage = \"{IMAGE_1}\"\nvolumes = [\"{vol}:/data\"]\nnetworks = [\"{net}\"]\ncommand = [\"sh\", \"-c\", \"echo hello-from-the-volume > /data/index.html; exec httpd -f -p 8080 -h /data\"]\n"
+        ),
+    );
+    n.write_intention(
+        "b.toml",
+        &format!(
+            "name = \"{b}\"\nimage = \"{IMAGE_1}\"\nnetworks = [\"{net}\"]\ncommand = [\"sh\", \"-c\", {:?}]\n",
+            format!("until wget -q -O- http://{a}:8080/; do sleep 0.5; done; {}", idle_after("echo fetched"))
+        ),
+    );
+    let _agent = Agent::start(&n);
+    n.wait_logs(&b, "hello-from-the-volume");
+    let label = |kind: &str, name: &str| {
+        docker_ok(&[
+            kind,
+            "inspect",
+            "--format",
+            "{{index .Labels \"stead.managed-by\"}}",
+            name,
+        ])
+    };
+    assert_eq!(label("volume", &vol), n.id);
+    assert_eq!(label("network", &net), n.id);
+    // Both modules go: the network goes with its last container, the
+    // volume (state) stays.
+    n.remove_intention("a.toml");
+    n.remove_intention("b.toml");
+    n.wait_for(60, "the network removed", || {
+        docker(&["network", "inspect", &net]).status.code() != Some(0)
+    });
+    assert_eq!(label("volume", &vol), n.id);
+    docker_ok(&["volume", "rm", &vol]);
+}

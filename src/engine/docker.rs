@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use bollard::Docker;
 use bollard::models::{
-    ContainerCreateBody, DeviceMapping, HealthConfig, HostConfig, HostConfigLogConfig, Mount,
-    MountType, PortBinding, ResourcesUlimits, RestartPolicy as EngineRestart,
-    RestartPolicyNameEnum,
+    ContainerCreateBody, DeviceMapping, EndpointSettings, HealthConfig, HostConfig,
+    HostConfigLogConfig, Mount, MountType, PortBinding, ResourcesUlimits,
+    RestartPolicy as EngineRestart, RestartPolicyNameEnum,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, EventsOptionsBuilder,
@@ -120,6 +120,9 @@ fn container_event(msg: &bollard::models::EventMessage) -> Option<ContainerEvent
 #[derive(Clone)]
 pub struct DockerEngine {
     docker: Docker,
+    /// Held while a network is looked for and made: an engine before API
+    /// 1.44 makes a second network of the same name when two creates race.
+    networks: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Seconds an engine call may take before the engine counts as away.
@@ -154,6 +157,93 @@ async fn within<T>(
 }
 
 impl DockerEngine {
+    /// Makes a user-defined network, labelled as this node's, unless it
+    /// exists.
+    async fn ensure_network(
+        &self,
+        name: &str,
+        labels: &HashMap<String, String>,
+    ) -> Result<(), EngineError> {
+        let _one_at_a_time = self.networks.lock().await;
+        match self.docker.inspect_network(name, None).await {
+            Ok(_) => return Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        match self
+            .docker
+            .create_network(bollard::models::NetworkCreateRequest {
+                name: name.to_string(),
+                driver: Some("bridge".into()),
+                labels: Some(labels.clone()),
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(_) => Ok(()),
+            // Made by someone else meanwhile.
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409, ..
+            }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Removes a network this node made once no container is in it; any
+    /// failure leaves it for the next removal.
+    async fn remove_network_if_unused(&self, name: &str, node: &str) {
+        let Ok(n) = self.docker.inspect_network(name, None).await else {
+            return;
+        };
+        let ours = n
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(crate::model::labels::MANAGED_BY))
+            .is_some_and(|m| m == node);
+        if ours && n.containers.as_ref().is_none_or(|c| c.is_empty()) {
+            if let Err(e) = self.docker.remove_network(name).await {
+                tracing::debug!("network {name} not removed: {e}");
+            } else {
+                tracing::info!("network {name} removed: no container of this node is in it");
+            }
+        }
+    }
+
+    /// Stops (with its grace) and removes a container; one already gone is
+    /// not an error.
+    async fn remove_container(&self, id: &str) -> Result<(), EngineError> {
+        within(limits::STOP, "remove", async {
+            let stop = StopContainerOptionsBuilder::new().build();
+            match self.docker.stop_container(id, Some(stop)).await {
+                Ok(()) => {}
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 304 | 404,
+                    ..
+                }) => {}
+                Err(e) => {
+                    let e = EngineError::from(e);
+                    if e.is_unreachable() {
+                        return Err(e);
+                    }
+                }
+            }
+            let rm = RemoveContainerOptionsBuilder::new()
+                .force(true)
+                .v(false)
+                .build();
+            match self.docker.remove_container(id, Some(rm)).await {
+                Ok(()) => Ok(()),
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                }) => Ok(()),
+                Err(e) => Err(e.into()),
+            }
+        })
+        .await
+    }
+
     /// Connects to the engine at a unix socket path (with or without
     /// `unix://`) and agrees on an API version with it.
     pub async fn connect(socket: &str) -> Result<DockerEngine, EngineError> {
@@ -166,7 +256,10 @@ impl DockerEngine {
         let docker =
             Docker::connect_with_unix(path, CALL_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)?;
         let docker = docker.negotiate_version().await?;
-        Ok(DockerEngine { docker })
+        Ok(DockerEngine {
+            docker,
+            networks: Default::default(),
+        })
     }
 }
 
@@ -199,6 +292,7 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
                 });
         }
     }
+    let r = &spec.runtime;
     let mounts = spec
         .mounts
         .iter()
@@ -209,11 +303,35 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
             read_only: Some(m.read_only),
             ..Default::default()
         })
+        .chain(r.volumes.iter().map(|v| Mount {
+            target: Some(v.target.to_string()),
+            source: Some(v.name.clone()),
+            typ: Some(MountType::VOLUME),
+            read_only: Some(v.read_only),
+            ..Default::default()
+        }))
         .collect();
-    let r = &spec.runtime;
+    // The first network at create (the engine takes one there); the others
+    // are joined before the container starts. In each, the module's name
+    // resolves to it.
+    let alias = spec.labels.get(crate::model::labels::MODULE).cloned();
+    let first_network = r.networks.iter().next();
     let ns = |d: std::time::Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
     let some_vec = |v: Vec<String>| (!v.is_empty()).then_some(v);
     ContainerCreateBody {
+        networking_config: first_network.map(|n| bollard::models::NetworkingConfig {
+            endpoints_config: Some(
+                [(
+                    n.clone(),
+                    EndpointSettings {
+                        aliases: alias.clone().map(|a| vec![a]),
+                        ..Default::default()
+                    },
+                )]
+                .into_iter()
+                .collect(),
+            ),
+        }),
         image: Some(spec.image_id.clone()),
         cmd: spec.command.clone(),
         // An empty entrypoint clears the image's: the engine's spelling.
@@ -267,8 +385,9 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
             privileged: r.privileged.then_some(true),
             cap_add: some_vec(r.cap_add.iter().cloned().collect()),
             cap_drop: some_vec(r.cap_drop.iter().cloned().collect()),
-            network_mode: (r.network_mode != NetworkMode::Bridge)
-                .then(|| r.network_mode.as_str().to_string()),
+            network_mode: first_network.cloned().or_else(|| {
+                (r.network_mode != NetworkMode::Bridge).then(|| r.network_mode.as_str().to_string())
+            }),
             extra_hosts: some_vec(
                 r.extra_hosts
                     .iter()
@@ -439,6 +558,26 @@ impl Engine for DockerEngine {
 
     async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
         within(limits::ACT, "create", async {
+            let ours: HashMap<String, String> = spec
+                .labels
+                .get(crate::model::labels::MANAGED_BY)
+                .map(|n| (crate::model::labels::MANAGED_BY.to_string(), n.clone()))
+                .into_iter()
+                .collect();
+            for v in &spec.runtime.volumes {
+                // Idempotent: a volume that exists (its content is state)
+                // is used as it is.
+                self.docker
+                    .create_volume(bollard::models::VolumeCreateRequest {
+                        name: Some(v.name.clone()),
+                        labels: Some(ours.clone()),
+                        ..Default::default()
+                    })
+                    .await?;
+            }
+            for n in &spec.runtime.networks {
+                self.ensure_network(n, &ours).await?;
+            }
             let opts = CreateContainerOptionsBuilder::new()
                 .name(&spec.name)
                 .build();
@@ -446,6 +585,27 @@ impl Engine for DockerEngine {
                 .docker
                 .create_container(Some(opts), create_body(spec))
                 .await?;
+            let alias = spec.labels.get(crate::model::labels::MODULE).cloned();
+            for n in spec.runtime.networks.iter().skip(1) {
+                let joined = self
+                    .docker
+                    .connect_network(
+                        n,
+                        bollard::models::NetworkConnectRequest {
+                            container: r.id.clone(),
+                            endpoint_config: Some(EndpointSettings {
+                                aliases: alias.clone().map(|a| vec![a]),
+                                ..Default::default()
+                            }),
+                        },
+                    )
+                    .await;
+                if let Err(e) = joined {
+                    // Not left half made.
+                    let _ = self.remove(&r.id).await;
+                    return Err(e.into());
+                }
+            }
             Ok(r.id)
         })
         .await
@@ -551,34 +711,38 @@ impl Engine for DockerEngine {
     }
 
     async fn remove(&self, id: &str) -> Result<(), EngineError> {
-        within(limits::STOP, "remove", async {
-            let stop = StopContainerOptionsBuilder::new().build();
-            match self.docker.stop_container(id, Some(stop)).await {
-                Ok(()) => {}
-                Err(bollard::errors::Error::DockerResponseServerError {
-                    status_code: 304 | 404,
-                    ..
-                }) => {}
-                Err(e) => {
-                    let e = EngineError::from(e);
-                    if e.is_unreachable() {
-                        return Err(e);
-                    }
+        // The networks it joined, to remove those of this node's that no
+        // container uses any more.
+        let look = within(limits::QUICK, "inspect", async {
+            Ok(self.docker.inspect_container(id, None).await?)
+        });
+        let joined: Vec<(String, String)> = match look.await {
+            Ok(c) => {
+                let node = c
+                    .config
+                    .and_then(|c| c.labels)
+                    .and_then(|l| l.get(crate::model::labels::MANAGED_BY).cloned());
+                let nets = c
+                    .network_settings
+                    .and_then(|n| n.networks)
+                    .map(|n| n.into_keys().collect::<Vec<_>>())
+                    .unwrap_or_default();
+                match node {
+                    Some(node) => nets
+                        .into_iter()
+                        .filter(|n| !matches!(n.as_str(), "bridge" | "host" | "none"))
+                        .map(|n| (n, node.clone()))
+                        .collect(),
+                    None => vec![],
                 }
             }
-            let rm = RemoveContainerOptionsBuilder::new()
-                .force(true)
-                .v(false)
-                .build();
-            match self.docker.remove_container(id, Some(rm)).await {
-                Ok(()) => Ok(()),
-                Err(bollard::errors::Error::DockerResponseServerError {
-                    status_code: 404, ..
-                }) => Ok(()),
-                Err(e) => Err(e.into()),
-            }
-        })
-        .await
+            Err(_) => vec![],
+        };
+        self.remove_container(id).await?;
+        for (net, node) in joined {
+            self.remove_network_if_unused(&net, &node).await;
+        }
+        Ok(())
     }
 }
 

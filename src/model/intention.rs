@@ -369,6 +369,10 @@ struct IntentionDoc {
     healthcheck: Option<serde_json::Value>,
     #[serde(default)]
     logging: Option<serde_json::Value>,
+    #[serde(default)]
+    volumes: Option<serde_json::Value>,
+    #[serde(default)]
+    networks: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -830,10 +834,15 @@ impl IntentionDoc {
             stop_grace_period: self.stop_grace_period,
             healthcheck: self.healthcheck,
             logging: self.logging,
+            volumes: self.volumes,
+            networks: self.networks,
         }
         .check()?;
         for (i, t) in runtime.tmpfs.keys().enumerate() {
             claim(t, format!("tmpfs[{i}]"))?;
+        }
+        for (i, v) in runtime.volumes.iter().enumerate() {
+            claim(&v.target, format!("volumes[{i}]"))?;
         }
         if runtime.network_mode != runtime::NetworkMode::Bridge && !ports.is_empty() {
             return Err((

@@ -18,7 +18,7 @@ use crate::model::duration::parse_duration;
 use crate::model::names::{AbsPath, Digest, InputName};
 
 /// The inputs a runtime field may be: each is the field's name.
-pub const FIELDS: [&str; 25] = [
+pub const FIELDS: [&str; 27] = [
     "entrypoint",
     "working_dir",
     "user",
@@ -44,6 +44,8 @@ pub const FIELDS: [&str; 25] = [
     "stop_grace_period",
     "healthcheck",
     "logging",
+    "volumes",
+    "networks",
 ];
 
 /// The grace period the engine gives a container to stop when none is set.
@@ -84,6 +86,19 @@ impl NetworkMode {
             NetworkMode::None => "none",
         }
     }
+}
+
+/// A named volume the engine keeps: made (and labelled as this node's) by
+/// the agent when missing, never removed with a container. Its content is
+/// state, not an input: only its name, where it is mounted and how.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Volume {
+    /// Its name on the engine.
+    pub name: String,
+    /// Where the container sees it.
+    pub target: AbsPath,
+    /// Mounted read-only.
+    pub read_only: bool,
 }
 
 /// A resource limit: soft and hard.
@@ -173,6 +188,12 @@ pub struct Runtime {
     pub healthcheck: Option<Healthcheck>,
     /// Where its output goes (unset: the agent's default, not an input).
     pub logging: Option<Logging>,
+    /// Named volumes, by where they are mounted.
+    pub volumes: Vec<Volume>,
+    /// User-defined networks it joins (made and labelled by the agent,
+    /// removed once no container of this node uses them); in each, the
+    /// module's name resolves to it.
+    pub networks: BTreeSet<String>,
 }
 
 /// A field's check failed: the field (with its index or key) and why.
@@ -248,6 +269,8 @@ pub struct RuntimeDoc {
     pub(crate) stop_grace_period: Option<J>,
     pub(crate) healthcheck: Option<J>,
     pub(crate) logging: Option<J>,
+    pub(crate) volumes: Option<J>,
+    pub(crate) networks: Option<J>,
 }
 
 type J = serde_json::Value;
@@ -325,6 +348,23 @@ fn bytes_doc(field: &str, v: Option<J>) -> Result<Option<Bytes>, FieldError> {
             .map(|n| Some(Bytes::Number(n)))
             .ok_or_else(|| wrong(field, "a whole number of bytes")),
         Some(_) => Err(wrong(field, "a size, such as \"512m\"")),
+    }
+}
+
+/// A name the engine takes for a volume or a network.
+fn engine_name(field: &str, s: &str) -> Result<String, FieldError> {
+    let ok = !s.is_empty()
+        && s.len() <= 64
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err((
+            field.to_string(),
+            format!("{s:?} is not a name: [A-Za-z0-9][A-Za-z0-9_.-], at most 64"),
+        ))
     }
 }
 
@@ -957,6 +997,83 @@ impl RuntimeDoc {
                 Some(Logging { driver, options })
             }
         };
+        let volumes = match self.volumes {
+            None | Some(J::Null) => vec![],
+            Some(J::Array(a)) => a,
+            Some(_) => return Err(wrong("volumes", "a list")),
+        };
+        let mut targets = BTreeSet::new();
+        for (i, v) in volumes.into_iter().enumerate() {
+            let field = format!("volumes[{i}]");
+            let (name, target, read_only) = match v {
+                J::String(s) => {
+                    let mut parts = s.split(':');
+                    let name = parts.next().unwrap_or("").to_string();
+                    let target = parts.next().unwrap_or("").to_string();
+                    let ro = match parts.next() {
+                        None | Some("rw") => false,
+                        Some("ro") => true,
+                        Some(o) => {
+                            return Err((field, format!("{o:?}: the mode is ro or rw")));
+                        }
+                    };
+                    if parts.next().is_some() {
+                        return Err((field, format!("{s:?} is not NAME:TARGET[:ro]")));
+                    }
+                    (name, target, ro)
+                }
+                v @ J::Object(_) => {
+                    let mut t = table(&field, v, &["name", "target", "read_only"])?;
+                    (
+                        string(&format!("{field}.name"), t.remove("name"))?.unwrap_or_default(),
+                        string(&format!("{field}.target"), t.remove("target"))?.unwrap_or_default(),
+                        boolean(&format!("{field}.read_only"), t.remove("read_only"))?,
+                    )
+                }
+                _ => {
+                    return Err(wrong(
+                        &field,
+                        "NAME:TARGET[:ro] or {name, target, read_only}",
+                    ));
+                }
+            };
+            if name.starts_with(['/', '.', '~']) {
+                return Err((
+                    field,
+                    format!("{name:?} is a host path: a bind mount is a `mounts` entry"),
+                ));
+            }
+            let name = engine_name(&field, &name)?;
+            let target = AbsPath::try_from(target).map_err(|e| (field.clone(), e.0))?;
+            if !targets.insert(target.clone()) {
+                return Err((field, format!("{target} is given twice")));
+            }
+            r.volumes.push(Volume {
+                name,
+                target,
+                read_only,
+            });
+        }
+        r.volumes.sort_by(|a, b| a.target.cmp(&b.target));
+        for (i, n) in strings("networks", self.networks)?.iter().enumerate() {
+            let field = format!("networks[{i}]");
+            if matches!(n.as_str(), "bridge" | "host" | "none" | "default") {
+                return Err((
+                    field,
+                    format!("{n:?} is the engine's own: use network_mode"),
+                ));
+            }
+            r.networks.insert(engine_name(&field, n)?);
+        }
+        if !r.networks.is_empty() && r.network_mode != NetworkMode::Bridge {
+            return Err((
+                "networks".into(),
+                format!(
+                    "a container with network_mode = {:?} joins no network",
+                    r.network_mode.as_str()
+                ),
+            ));
+        }
         Ok(r)
     }
 }
@@ -1059,6 +1176,12 @@ impl Runtime {
         }
         if let Some(l) = &r.logging {
             put("logging", Digest::canonical("logging", l));
+        }
+        if !r.volumes.is_empty() {
+            put("volumes", Digest::canonical("volumes", &r.volumes));
+        }
+        if !r.networks.is_empty() {
+            put("networks", Digest::canonical("networks", &r.networks));
         }
         out
     }
@@ -1195,6 +1318,17 @@ impl Runtime {
         if let Some(l) = &r.logging {
             put("logging", json!({"driver": l.driver, "options": l.options}));
         }
+        if !r.volumes.is_empty() {
+            let v: Vec<J> = r
+                .volumes
+                .iter()
+                .map(|v| json!({"name": v.name, "target": v.target.as_str(), "read_only": v.read_only}))
+                .collect();
+            put("volumes", J::Array(v));
+        }
+        if !r.networks.is_empty() {
+            put("networks", json!(r.networks));
+        }
     }
 }
 
@@ -1224,7 +1358,7 @@ mod tests {
     #[test]
     fn every_field_is_an_input_and_every_spelling_of_one_value_is_one_digest() {
         // (field, spellings of one value, another value)
-        let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+        let mut cases: Vec<(&str, Vec<&str>, &str)> = vec![
             (
                 "entrypoint",
                 vec![
@@ -1387,6 +1521,23 @@ mod tests {
                 "[logging]\ndriver = \"local\"\noptions = {max-size = \"20m\"}",
             ),
         ];
+        cases.push((
+            "volumes",
+            vec![
+                "volumes = [\"data:/var/lib/x\"]",
+                "volumes = [\"data:/var/lib/x:rw\"]",
+                "volumes = [{name = \"data\", target = \"/var/lib/x\"}]",
+            ],
+            "volumes = [\"data:/var/lib/x:ro\"]",
+        ));
+        cases.push((
+            "networks",
+            vec![
+                "networks = [\"back\", \"front\"]",
+                "networks = [\"front\", \"back\", \"back\"]",
+            ],
+            "networks = [\"back\"]",
+        ));
         let none = digests("");
         assert!(none.is_empty(), "{none:?}");
         let mut seen = std::collections::BTreeSet::new();
@@ -1522,6 +1673,29 @@ mod tests {
             ),
             ("privileged = \"yes\"", "privileged", "true or false"),
             ("cpus = [1]", "cpus", "a number"),
+            (
+                "volumes = [\"./data:/x\"]",
+                "volumes[0]",
+                "a `mounts` entry",
+            ),
+            (
+                "volumes = [\"data:/x\", \"logs:/x\"]",
+                "volumes[1]",
+                "twice",
+            ),
+            ("volumes = [\"data:/x:rx\"]", "volumes[0]", "ro or rw"),
+            ("networks = [\"host\"]", "networks[0]", "network_mode"),
+            ("networks = [\"a b\"]", "networks[0]", "not a name"),
+            (
+                "network_mode = \"host\"\nnetworks = [\"back\"]",
+                "networks",
+                "joins no network",
+            ),
+            (
+                "mounts = [{source = \"/a\", target = \"/x\"}]\nvolumes = [\"d:/x\"]",
+                "volumes[0]",
+                "already used",
+            ),
             (
                 "ulimits = {nofile = {soft = 1}}",
                 "ulimits.nofile.hard",
