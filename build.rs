@@ -33,6 +33,16 @@ fn main() {
         "cargo:rustc-env=STEAD_TARGET={}",
         std::env::var("TARGET").unwrap_or_default()
     );
+    // The static release binaries (musl, linked by rust-lld) drop their
+    // unwind tables: the release profile aborts on panic, nothing unwinds.
+    let target = std::env::var("TARGET").unwrap_or_default();
+    if target.contains("-linux-musl") && std::env::var("PROFILE").as_deref() == Ok("release") {
+        let script = std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default())
+            .join("packaging/discard-unwind.ld");
+        println!("cargo:rustc-link-arg-bins=--no-eh-frame-hdr");
+        println!("cargo:rustc-link-arg-bins={}", script.display());
+        println!("cargo:rerun-if-changed=packaging/discard-unwind.ld");
+    }
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/refs/heads");
 }
