@@ -208,3 +208,44 @@ fn a_store_of_a_newer_schema_is_refused_naming_both_versions_and_left_untouched(
     assert!(stderr.contains("newer than this agent's"), "{stderr}");
     assert!(std::fs::read(&p).unwrap() == before, "nothing was written");
 }
+
+/// An intention 0.3.0 could state digests the same here: a container made
+/// by 0.3.0 is not recreated by an upgrade (fields added since are inputs
+/// only when set). `check-0.3.0.txt` is what 0.3.0's `stead check` printed
+/// for `web.toml`.
+#[test]
+fn an_intention_of_0_3_0_digests_the_same_so_an_upgrade_recreates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let intentions = dir.path().join("i");
+    std::fs::create_dir_all(&intentions).unwrap();
+    std::fs::copy(
+        fixture("digest-0.3.0/web.toml"),
+        intentions.join("web.toml"),
+    )
+    .unwrap();
+    let config = dir.path().join("stead.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "node_id = \"golden\"\nintentions_dir = {:?}\ndata_dir = {:?}\n",
+            intentions,
+            dir.path().join("d")
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stead"))
+        .args(["check", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = std::fs::read_to_string(fixture("digest-0.3.0/check-0.3.0.txt")).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim_end(),
+        want.trim_end()
+    );
+}
