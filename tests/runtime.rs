@@ -277,3 +277,51 @@ fn named_volumes_are_kept_and_user_networks_resolve_module_names_and_go_when_unu
     assert_eq!(label("volume", &vol), n.id);
     docker_ok(&["volume", "rm", &vol]);
 }
+
+#[test]
+fn a_module_in_another_s_network_stack_waits_for_it_and_follows_its_replacement_once() {
+    let n = Node::new("runtime-netns");
+    let (vpn, app) = (n.module("vpn"), n.module("app"));
+    let vpn_intention = |v: &str| {
+        format!(
+            "name = \"{vpn}\"\nimage = \"{IMAGE_1}\"\nenv = {{V = \"{v}\"}}\ncommand = [\"sh\", \"-c\", \"mkdir -p /www; echo stack-of-$V > /www/index.html; exec httpd -f -p 127.0.0.1:8080 -h /www\"]\n"
+        )
+    };
+    // The module that joins is stated first: it waits for the other.
+    n.write_intention(
+        "app.toml",
+        &format!(
+            "name = \"{app}\"\nimage = \"{IMAGE_1}\"\nnetwork_mode = \"container:{vpn}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
+            format!("until wget -q -O- http://127.0.0.1:8080/; do sleep 0.5; done; {}", idle_after("echo"))
+        ),
+    );
+    let agent = Agent::start(&n);
+    n.wait_for(30, "the module to wait", || {
+        agent
+            .get(&format!("/v1/modules/{app}"))
+            .1
+            .contains(&format!("waits for module {vpn}"))
+    });
+    n.write_intention("vpn.toml", &vpn_intention("one"));
+    n.wait_logs(&app, "stack-of-one");
+    let id = n.container_id(&app);
+    let vpn_id = n.container_id(&vpn);
+    assert_eq!(
+        inspect(&id)["HostConfig"]["NetworkMode"],
+        format!("container:{vpn_id}")
+    );
+    // The stack's module is replaced: the joined one follows, once.
+    let since = unix_now();
+    n.write_intention("vpn.toml", &vpn_intention("two"));
+    n.wait_for(60, "the joined module made again", || {
+        n.container(&app).is_some_and(|(i, _, _)| i != id) && n.logs(&app).contains("stack-of-two")
+    });
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(
+        n.creates_since(&app, since),
+        1,
+        "{:?}",
+        n.events_since(&app, since)
+    );
+    assert_eq!(n.creates_since(&vpn, since), 1);
+}

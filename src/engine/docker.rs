@@ -385,8 +385,14 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
             privileged: r.privileged.then_some(true),
             cap_add: some_vec(r.cap_add.iter().cloned().collect()),
             cap_drop: some_vec(r.cap_drop.iter().cloned().collect()),
-            network_mode: first_network.cloned().or_else(|| {
-                (r.network_mode != NetworkMode::Bridge).then(|| r.network_mode.as_str().to_string())
+            network_mode: first_network.cloned().or_else(|| match &r.network_mode {
+                NetworkMode::Bridge => None,
+                // The container it joins, by ID: found running by the pass.
+                NetworkMode::Container(_) => spec
+                    .network_container
+                    .as_ref()
+                    .map(|id| format!("container:{id}")),
+                other => Some(other.spelled()),
             }),
             extra_hosts: some_vec(
                 r.extra_hosts

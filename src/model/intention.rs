@@ -848,9 +848,15 @@ impl IntentionDoc {
             return Err((
                 "ports".into(),
                 format!(
-                    "a container with network_mode = {:?} publishes no ports (with host, it listens on the host's own)",
-                    runtime.network_mode.as_str()
+                    "a container with network_mode = {:?} publishes no ports (with host, it listens on the host's own; in another's, that one publishes them)",
+                    runtime.network_mode.spelled()
                 ),
+            ));
+        }
+        if runtime.network_mode == runtime::NetworkMode::Container(name.clone()) {
+            return Err((
+                "network_mode".into(),
+                "a module cannot join its own network stack".into(),
             ));
         }
         let intention = Intention {

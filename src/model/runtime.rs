@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::model::duration::parse_duration;
-use crate::model::names::{AbsPath, Digest, InputName};
+use crate::model::names::{AbsPath, Digest, InputName, ModuleName};
 
 /// The inputs a runtime field may be: each is the field's name.
 pub const FIELDS: [&str; 27] = [
@@ -65,7 +65,7 @@ pub struct Device {
 }
 
 /// How the container is networked.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum NetworkMode {
     /// The engine's default bridge.
@@ -75,15 +75,20 @@ pub enum NetworkMode {
     Host,
     /// A loopback interface only.
     None,
+    /// Another module's container's network stack (a sidecar's): made
+    /// once that container runs, and made again whenever it is replaced.
+    Container(ModuleName),
 }
 
 impl NetworkMode {
-    /// The engine's name for it.
-    pub fn as_str(self) -> &'static str {
+    /// As an intention writes it: `bridge`, `host`, `none`,
+    /// `container:<module>`.
+    pub fn spelled(&self) -> String {
         match self {
-            NetworkMode::Bridge => "bridge",
-            NetworkMode::Host => "host",
-            NetworkMode::None => "none",
+            NetworkMode::Bridge => "bridge".into(),
+            NetworkMode::Host => "host".into(),
+            NetworkMode::None => "none".into(),
+            NetworkMode::Container(m) => format!("container:{m}"),
         }
     }
 }
@@ -686,12 +691,20 @@ impl RuntimeDoc {
             None | Some("bridge" | "default") => NetworkMode::Bridge,
             Some("host") => NetworkMode::Host,
             Some("none") => NetworkMode::None,
-            Some(other) => {
-                return Err((
-                    "network_mode".into(),
-                    format!("{other:?}: use bridge, host or none"),
-                ));
-            }
+            Some(other) => match other.strip_prefix("container:") {
+                Some(m) => NetworkMode::Container(ModuleName::try_from(m).map_err(|e| {
+                    (
+                        "network_mode".to_string(),
+                        format!("container:<module>: {}", e.0),
+                    )
+                })?),
+                None => {
+                    return Err((
+                        "network_mode".into(),
+                        format!("{other:?}: use bridge, host, none or container:<module>"),
+                    ));
+                }
+            },
         };
         if let Some(h) = list_or_map("extra_hosts", self.extra_hosts)? {
             // Compose writes `host:ip` (an IPv6 address holds colons too)
@@ -1070,8 +1083,17 @@ impl RuntimeDoc {
                 "networks".into(),
                 format!(
                     "a container with network_mode = {:?} joins no network",
-                    r.network_mode.as_str()
+                    r.network_mode.spelled()
                 ),
+            ));
+        }
+        if matches!(r.network_mode, NetworkMode::Container(_))
+            && (!r.dns.is_empty() || !r.extra_hosts.is_empty())
+        {
+            return Err((
+                "network_mode".into(),
+                "a container in another's network stack takes that one's dns and extra_hosts"
+                    .into(),
             ));
         }
         Ok(r)
@@ -1123,7 +1145,7 @@ impl Runtime {
         if r.network_mode != NetworkMode::Bridge {
             put(
                 "network_mode",
-                Digest::canonical("network_mode", r.network_mode.as_str()),
+                Digest::canonical("network_mode", &r.network_mode.spelled()),
             );
         }
         if !r.extra_hosts.is_empty() {
@@ -1235,7 +1257,7 @@ impl Runtime {
             put("cap_drop", json!(r.cap_drop));
         }
         if r.network_mode != NetworkMode::Bridge {
-            put("network_mode", json!(r.network_mode.as_str()));
+            put("network_mode", json!(r.network_mode.spelled()));
         }
         if !r.extra_hosts.is_empty() {
             let h: BTreeMap<&String, String> = r

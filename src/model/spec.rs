@@ -52,6 +52,9 @@ pub struct ContainerSpec {
     pub labels: BTreeMap<String, String>,
     /// Everything else it is created with.
     pub runtime: Runtime,
+    /// With `network_mode = "container:<module>"`: that module's container,
+    /// as the pass found it running.
+    pub network_container: Option<String>,
 }
 
 /// A module's inputs resolved against the host, short of the image ID.
@@ -221,6 +224,7 @@ pub fn desired(
         restart: i.restart,
         labels,
         runtime: i.runtime.clone(),
+        network_container: None,
     };
     Desired {
         name: i.name.clone(),
@@ -231,6 +235,24 @@ pub fn desired(
         inputs: digests,
         spec,
         files,
+    }
+}
+
+impl Desired {
+    /// Sets one input's digest (known only once the engine answered: the
+    /// container whose network stack it joins), and the spec digest and
+    /// labels with it.
+    pub fn set_input(&mut self, input: InputName, digest: Digest) {
+        self.spec.labels.insert(
+            format!("{}{input}", crate::model::labels::INPUT_PREFIX),
+            digest.to_string(),
+        );
+        self.inputs.insert(input, digest);
+        self.digest = Digest::canonical("stead-spec-v1", &self.inputs);
+        self.spec.labels.insert(
+            crate::model::labels::DIGEST.to_string(),
+            self.digest.to_string(),
+        );
     }
 }
 

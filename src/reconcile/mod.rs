@@ -128,6 +128,64 @@ impl Reconciler {
         self.default_logging = Some(logging);
     }
 
+    /// Completes each module in another's network stack with that module's
+    /// container, as the engine lists it: its ID is an input (the stack
+    /// goes with the container, so a replaced one means this one is made
+    /// again, once), and until it runs the module waits.
+    fn join_network_stacks(
+        &self,
+        resolved: &mut resolve::Resolved,
+        observed: &[crate::engine::Observed],
+    ) {
+        use crate::model::runtime::NetworkMode;
+        let mut waits = Vec::new();
+        for (name, d) in resolved.desired.iter_mut() {
+            let NetworkMode::Container(target) = &d.spec.runtime.network_mode else {
+                continue;
+            };
+            let running = observed.iter().find(|o| {
+                observe::at_its_name(&self.node, o) == Some(target.as_str())
+                    && o.state == crate::engine::ContainerState::Running
+            });
+            let Some(o) = running else {
+                waits.push((
+                    name.clone(),
+                    format!(
+                        "waits for module {target}'s container to run (network_mode = \"container:{target}\")"
+                    ),
+                ));
+                continue;
+            };
+            d.spec.network_container = Some(o.id.clone());
+            d.set_input(
+                crate::model::spec::input("network_mode".into()),
+                crate::model::names::Digest::canonical(
+                    "network_mode",
+                    &(d.spec.runtime.network_mode.spelled(), &o.id),
+                ),
+            );
+            for w in resolved.wants.iter_mut() {
+                if let plan::Want::Run(t) = w {
+                    if t.name == *name {
+                        t.digest = d.digest.clone();
+                        t.inputs = d.inputs.clone();
+                    }
+                }
+            }
+        }
+        for (name, reason) in waits {
+            resolved.desired.remove(&name);
+            for w in resolved.wants.iter_mut() {
+                if matches!(w, plan::Want::Run(t) if t.name == name) {
+                    *w = plan::Want::Hold {
+                        name: name.clone(),
+                        reason: reason.clone(),
+                    };
+                }
+            }
+        }
+    }
+
     /// Image pulls run in the background and wake `wake` when they end.
     pub fn wake_on_pulls(&mut self, wake: Arc<tokio::sync::Notify>) {
         self.pulls.wake = Some(wake);
@@ -353,6 +411,7 @@ impl Reconciler {
 
         // Observe and plan.
         let observed = engine.list_containers().await?;
+        self.join_network_stacks(&mut resolved, &observed);
         let other_agent = self.other_agent(store, &agent, &observed).await?;
         let livings = self.observe_lives(engine, &observed).await?;
         let mut steps = plan::plan(&self.node, &resolved.wants, &observed);

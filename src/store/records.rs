@@ -945,6 +945,7 @@ pub fn from_applied(a: v1::AppliedRecord) -> Result<AppliedRecord, String> {
             // The applied record keeps the digest of every runtime field
             // in its inputs, not the fields themselves.
             runtime: Default::default(),
+            network_container: None,
         },
         container_id: a.container_id,
         at: a.at,
