@@ -1640,10 +1640,21 @@ mod tests {
             ),
             ("cap_add = [\"net admin\"]", "cap_add[0]", "capability"),
             (
-                "network_mode = \"container:db\"",
+                "network_mode = \"pod:db\"",
                 "network_mode",
-                "bridge, host or none",
+                "container:<module>",
             ),
+            (
+                "network_mode = \"container:Bad\"",
+                "network_mode",
+                "container:<module>",
+            ),
+            (
+                "network_mode = \"container:vpn\"\ndns = [\"1.1.1.1\"]",
+                "network_mode",
+                "dns",
+            ),
+            ("network_mode = \"container:m\"", "network_mode", "its own"),
             ("extra_hosts = [\"db\"]", "extra_hosts[0]", "KEY=VALUE"),
             (
                 "extra_hosts = [\"db:nope\"]",
