@@ -325,3 +325,58 @@ fn a_module_in_another_s_network_stack_waits_for_it_and_follows_its_replacement_
     );
     assert_eq!(n.creates_since(&vpn, since), 1);
 }
+
+#[test]
+fn a_config_with_a_reload_signal_is_swapped_in_place_and_signalled_with_no_recreate() {
+    let n = Node::new("runtime-live");
+    let m = n.module("live");
+    // Prints its config at start and on every SIGHUP.
+    let script = "show() { echo \"conf=$(cat /etc/app/live/conf.json) motd=$(cat /etc/app/live/motd)\"; }; trap show HUP; show; while true; do sleep 1 & wait; done";
+    let intention = |v: &str, motd: &str| {
+        format!(
+            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {script:?}]\nrestart = \"always\"\n[config]\npath = \"/etc/app/live/conf.json\"\nformat = \"json\"\nreload = \"signal:SIGHUP\"\ndefaults = {{v = \"{v}\"}}\n[[files]]\npath = \"/etc/app/live/motd\"\ncontent = \"{motd}\"\n"
+        )
+    };
+    n.write_intention("live.toml", &intention("one", "hello"));
+    let agent = Agent::start(&n);
+    n.wait_logs(&m, "\"v\": \"one\"");
+    assert!(n.logs(&m).contains("motd=hello"), "{}", n.logs(&m));
+    let id = n.container_id(&m);
+    let since = unix_now();
+    // Both live files change: swapped, signalled, the same container.
+    n.write_intention("live.toml", &intention("two", "bye"));
+    n.wait_for(30, "the new config read live", || {
+        let l = n.logs(&m);
+        l.contains("\"v\": \"two\"") && l.contains("motd=bye")
+    });
+    assert_eq!(n.container_id(&m), id);
+    assert_eq!(
+        n.creates_since(&m, since),
+        0,
+        "{:?}",
+        n.events_since(&m, since)
+    );
+    let (_, events) = agent.get("/v1/events?limit=1000");
+    assert!(events.contains("config reloaded live: SIGHUP"), "{events}");
+    let (_, status) = agent.get(&format!("/v1/modules/{m}"));
+    assert!(status.contains("reloaded-live"), "{status}");
+    // Nothing changes: no signal again.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let (_, metrics) = agent.get("/metrics");
+    assert!(
+        metrics.contains("stead_engine_api_calls_total{op=\"signal\"} 1\n"),
+        "{metrics}"
+    );
+    // What is not a live file (the command) still recreates, once.
+    let since = unix_now();
+    n.write_intention(
+        "live.toml",
+        &intention("two", "bye").replace("restart = \"always\"", "restart = \"unless-stopped\""),
+    );
+    n.wait_for(60, "the recreate", || {
+        n.container(&m)
+            .is_some_and(|(i, s, _)| i != id && s == "running")
+    });
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(n.creates_since(&m, since), 1);
+}

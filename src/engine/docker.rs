@@ -694,6 +694,16 @@ impl Engine for DockerEngine {
         .await
     }
 
+    async fn signal(&self, id: &str, signal: &str) -> Result<(), EngineError> {
+        within(limits::ACT, "signal", async {
+            let opts = bollard::query_parameters::KillContainerOptionsBuilder::new()
+                .signal(signal)
+                .build();
+            Ok(self.docker.kill_container(id, Some(opts)).await?)
+        })
+        .await
+    }
+
     async fn rename(&self, id: &str, name: &str) -> Result<(), EngineError> {
         let once = || {
             within(limits::ACT, "rename", async {

@@ -145,6 +145,10 @@ impl Engine for Fake {
         });
         Ok(())
     }
+    async fn signal(&self, _: &str, _: &str) -> Result<(), EngineError> {
+        self.act("signal");
+        Ok(())
+    }
     async fn rename(&self, id: &str, name: &str) -> Result<(), EngineError> {
         self.act("rename");
         self.with(id, |c| c.names = vec![name.to_string()]);

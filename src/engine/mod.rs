@@ -161,6 +161,12 @@ pub trait Engine: Clone + Send + Sync + 'static {
     fn stop(&self, id: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
     /// Gives a container a new name.
     fn rename(&self, id: &str, name: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
+    /// Sends a running container's process a signal (`SIGHUP`).
+    fn signal(
+        &self,
+        id: &str,
+        signal: &str,
+    ) -> impl Future<Output = Result<(), EngineError>> + Send;
     /// Stops (with a grace period) and removes a container; one already gone
     /// is not an error.
     fn remove(&self, id: &str) -> impl Future<Output = Result<(), EngineError>> + Send;

@@ -7,6 +7,7 @@
 pub mod blocking;
 pub mod digest;
 pub mod files;
+pub mod live;
 pub mod systemd;
 pub mod watch;
 

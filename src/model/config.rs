@@ -41,6 +41,10 @@ pub struct ConfigFile {
     pub format: ConfigFormat,
     /// The module's defaults, a table.
     pub defaults: BTreeMap<String, Value>,
+    /// The signal that makes the module read its config and literal files
+    /// again (`SIGHUP`): a change of only those is swapped in place and
+    /// signalled, not a recreate.
+    pub reload: Option<String>,
 }
 
 /// Why a config could not be composed.
@@ -193,6 +197,7 @@ mod tests {
             path: AbsPath::try_from("/c").unwrap(),
             format,
             defaults,
+            reload: None,
         }
     }
 

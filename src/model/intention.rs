@@ -382,6 +382,8 @@ struct ConfigDoc {
     format: ConfigFormat,
     #[serde(default)]
     defaults: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    reload: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -543,10 +545,12 @@ impl Intention {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.to_json()))
                 .collect();
-            doc.insert(
-                "config".into(),
-                json!({ "path": c.path.as_str(), "format": format, "defaults": defaults }),
-            );
+            let mut cfg =
+                json!({ "path": c.path.as_str(), "format": format, "defaults": defaults });
+            if let Some(r) = &c.reload {
+                cfg["reload"] = json!(format!("signal:{r}"));
+            }
+            doc.insert("config".into(), cfg);
         }
         if !self.settings.is_empty() {
             doc.insert(
@@ -738,10 +742,28 @@ impl IntentionDoc {
                     Ok(_) => unreachable!("an object converts to a table"),
                     Err(m) => return Err(("config.defaults".into(), m)),
                 };
+                let reload = match c.reload {
+                    None => None,
+                    Some(r) => match r.strip_prefix("signal:") {
+                        Some(sig) => Some(
+                            runtime::signal_name(sig)
+                                .map_err(|m| ("config.reload".to_string(), m))?,
+                        ),
+                        None => {
+                            return Err((
+                                "config.reload".into(),
+                                format!(
+                                    "{r:?}: the module's way to reload, \"signal:<SIGNAL>\" (such as \"signal:SIGHUP\")"
+                                ),
+                            ));
+                        }
+                    },
+                };
                 Some(ConfigFile {
                     path,
                     format: c.format,
                     defaults,
+                    reload,
                 })
             }
         };
@@ -1177,5 +1199,33 @@ read_only = true
         );
         assert!(PortSpec::parse("80/icmp").is_err());
         assert!(PortSpec::parse("foo:1:2").is_err());
+    }
+
+    #[test]
+    fn a_config_reload_is_a_signal_and_reads_back() {
+        let base = "name = \"m\"\nimage = \"x:1\"\n[config]\npath = \"/etc/m/c.json\"\nformat = \"json\"\n";
+        let i = Intention::parse(
+            &format!("{base}reload = \"signal:hup\"\n"),
+            DocFormat::Toml,
+            "t",
+        )
+        .unwrap();
+        assert_eq!(i.config.as_ref().unwrap().reload.as_deref(), Some("SIGHUP"));
+        let back = Intention::parse_json(i.to_json().to_string().as_bytes(), "back").unwrap();
+        assert_eq!(back, i);
+        let e = Intention::parse(
+            &format!("{base}reload = \"exec:nginx -s reload\"\n"),
+            DocFormat::Toml,
+            "t",
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "config.reload");
+        let e = Intention::parse(
+            &format!("{base}reload = \"signal:NOPE\"\n"),
+            DocFormat::Toml,
+            "t",
+        )
+        .unwrap_err();
+        assert!(e.message.contains("not a signal"), "{e}");
     }
 }

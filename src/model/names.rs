@@ -221,7 +221,7 @@ string_newtype!(
     /// fields ([`crate::model::runtime::FIELDS`]).
     InputName,
     |s| {
-        let ok = matches!(s, "image" | "command" | "env" | "ports" | "restart")
+        let ok = matches!(s, "image" | "command" | "env" | "ports" | "restart" | "live")
             || crate::model::runtime::FIELDS.contains(&s)
             || ["config:/", "file:/", "env_file:/", "mount:/"]
                 .iter()

@@ -96,6 +96,34 @@ pub struct Desired {
     pub spec: ContainerSpec,
     /// Composed files to write before creating: host path and content.
     pub files: Vec<(PathBuf, ComposedFile)>,
+    /// With `[config] reload`: the config and literal files, swapped in
+    /// place and signalled rather than recreated.
+    pub live: Option<Live>,
+}
+
+/// A module's live files: mounted as directories whose content is swapped
+/// atomically (a new directory, then one symlink renamed), so a reader
+/// never sees half a file, and then the module is signalled.
+#[derive(Clone, Debug)]
+pub struct Live {
+    /// The signal (`SIGHUP`).
+    pub signal: String,
+    /// Each directory mounted, with its files.
+    pub dirs: Vec<LiveDir>,
+    /// The digest of every live file's path and content: what a container
+    /// holds once it was signalled (or made) with them.
+    pub digest: Digest,
+}
+
+/// One directory of live files.
+#[derive(Clone, Debug)]
+pub struct LiveDir {
+    /// Where it is on the host.
+    pub host: PathBuf,
+    /// Where the container sees it.
+    pub target: AbsPath,
+    /// Its files: name and content.
+    pub files: Vec<(String, Vec<u8>)>,
 }
 
 /// The name of an input built from a checked path or a fixed word.
@@ -187,6 +215,60 @@ pub fn desired(
     files_dir: &Path,
 ) -> Desired {
     let mut digests = inputs.digests;
+    let reload = i.config.as_ref().and_then(|c| c.reload.clone());
+    let mut inputs = Inputs {
+        digests: BTreeMap::new(),
+        env: inputs.env,
+        files: inputs.files,
+    };
+    let mut live = None;
+    if let Some(signal) = reload {
+        // The label covers where the live files are and how the module is
+        // told, not their content: that is delivered in place.
+        digests
+            .retain(|k, _| !(k.as_str().starts_with("config:") || k.as_str().starts_with("file:")));
+        let targets: Vec<&str> = inputs.files.iter().map(|f| f.target.as_str()).collect();
+        digests.insert(
+            input("live".into()),
+            Digest::canonical("live", &(signal.as_str(), &targets)),
+        );
+        let content: Vec<(&str, &str)> = inputs
+            .files
+            .iter()
+            .map(|f| (f.target.as_str(), f.digest.as_str()))
+            .collect();
+        let content_digest = Digest::canonical("live-content", &content);
+        let root = files_dir
+            .parent()
+            .unwrap_or(files_dir)
+            .join("live")
+            .join(i.name.as_str());
+        let mut dirs: BTreeMap<AbsPath, Vec<(String, Vec<u8>)>> = BTreeMap::new();
+        for f in std::mem::take(&mut inputs.files) {
+            let path = f.target.as_path();
+            let parent = path
+                .parent()
+                .and_then(|p| AbsPath::try_from(p.to_string_lossy().as_ref()).ok())
+                .expect("a file's path has a parent");
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .expect("a file's path has a name");
+            dirs.entry(parent).or_default().push((name, f.content));
+        }
+        live = Some(Live {
+            signal,
+            digest: content_digest,
+            dirs: dirs
+                .into_iter()
+                .map(|(target, files)| LiveDir {
+                    host: root.join(&Digest::of(target.as_str().as_bytes()).hex()[..16]),
+                    target,
+                    files,
+                })
+                .collect(),
+        });
+    }
     digests.insert(input("image".into()), image_id.clone());
     let digest = Digest::canonical("stead-spec-v1", &digests);
     let mut labels = Labels::to_map(node, &i.name, &digest, &digests);
@@ -205,6 +287,13 @@ pub fn desired(
             read_only: true,
         });
         files.push((host, f));
+    }
+    for d in live.iter().flat_map(|l| l.dirs.iter()) {
+        mounts.push(BindMount {
+            source: d.host.to_string_lossy().into_owned(),
+            target: d.target.to_string(),
+            read_only: true,
+        });
     }
     for m in &i.mounts {
         mounts.push(BindMount {
@@ -235,6 +324,7 @@ pub fn desired(
         inputs: digests,
         spec,
         files,
+        live,
     }
 }
 

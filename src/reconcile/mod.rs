@@ -128,6 +128,71 @@ impl Reconciler {
         self.default_logging = Some(logging);
     }
 
+    /// Tells each running container with live files that their set
+    /// changed: the signal once per new set, recorded after it was sent (a
+    /// crash in between sends it again: a second reload, never a missed
+    /// one). A container made this pass read the set it was made with.
+    async fn deliver_live<E: Engine>(
+        &mut self,
+        engine: &E,
+        store: &Arc<Store>,
+        desired: &BTreeMap<ModuleName, crate::model::spec::Desired>,
+        observed: &[crate::engine::Observed],
+        modules: &[ModuleReport],
+    ) -> Result<Vec<ModuleName>, PassError> {
+        let mut reloaded = Vec::new();
+        for (name, d) in desired {
+            let Some(live) = &d.live else { continue };
+            let report = modules.iter().find(|r| r.module == name.as_str());
+            let made = report.filter(|r| matches!(r.action, Action::Created | Action::Recreated));
+            let container = match made.and_then(|r| r.container.clone()) {
+                Some(c) => c,
+                None => {
+                    let running = observed.iter().find(|o| {
+                        observe::at_its_name(&self.node, o) == Some(name.as_str())
+                            && o.state == crate::engine::ContainerState::Running
+                            && o.labels.digest.as_ref() == Some(&d.digest)
+                    });
+                    match running {
+                        Some(o) => o.id.clone(),
+                        None => continue,
+                    }
+                }
+            };
+            let n = name.clone();
+            let held = store.blocking(move |s| s.live(&n)).await?;
+            if held.as_ref() == Some(&(container.clone(), live.digest.clone())) {
+                continue;
+            }
+            if made.is_none() {
+                if let Err(e) = engine.signal(&container, &live.signal).await {
+                    if e.is_unreachable() {
+                        return Err(e.into());
+                    }
+                    tracing::warn!(
+                        module = name.as_str(),
+                        "cannot signal the new live files: {e}"
+                    );
+                    continue;
+                }
+                let detail = format!(
+                    "config reloaded live: {} sent for live files {}",
+                    live.signal,
+                    live.digest.short()
+                );
+                tracing::info!(module = name.as_str(), "{detail}");
+                let m = name.to_string();
+                store
+                    .blocking(move |s| s.append_event(Some(&m), EventKind::Intention, detail))
+                    .await?;
+                reloaded.push(name.clone());
+            }
+            let (n, c, dg) = (name.clone(), container, live.digest.clone());
+            store.blocking(move |s| s.put_live(&n, &c, &dg)).await?;
+        }
+        Ok(reloaded)
+    }
+
     /// Completes each module in another's network stack with that module's
     /// container, as the engine lists it: its ID is an input (the stack
     /// goes with the container, so a replaced one means this one is made
@@ -397,6 +462,38 @@ impl Reconciler {
             failed
         })
         .await;
+        // Live files are swapped in place (a running container sees the new
+        // set at once; it is told below).
+        let live: Vec<(ModuleName, Vec<crate::model::spec::LiveDir>, String)> = resolved
+            .desired
+            .values()
+            .filter_map(|d| {
+                d.live
+                    .as_ref()
+                    .map(|l| (d.name.clone(), l.dirs.clone(), l.digest.hex().to_string()))
+            })
+            .collect();
+        let mut unwritten = unwritten;
+        if !live.is_empty() {
+            let failed: Vec<(ModuleName, String)> = blocking(move || {
+                let mut failed = Vec::new();
+                for (module, dirs, hex) in live {
+                    for d in dirs {
+                        if let Err(e) = crate::host::live::write(&d.host, &d.files, &hex) {
+                            failed.push((
+                                module.clone(),
+                                format!("cannot write {}: {e}", d.host.display()),
+                            ));
+                        }
+                    }
+                }
+                failed
+            })
+            .await;
+            for (m, why) in failed {
+                unwritten.entry(m).or_insert(why);
+            }
+        }
         for (module, why) in unwritten {
             resolved.desired.remove(&module);
             for w in resolved.wants.iter_mut() {
@@ -480,6 +577,9 @@ impl Reconciler {
             modules.push(r);
         }
         modules.sort_by(|a, b| a.module.cmp(&b.module));
+        let reloaded = self
+            .deliver_live(engine, store, &resolved.desired, &observed, &modules)
+            .await?;
 
         // Record.
         for m in &modules {
@@ -497,6 +597,17 @@ impl Reconciler {
         }
         self.say_outcomes(store, &modules).await?;
         self.update_board(&entries, &modules, &observed, &livings, &rejected);
+        if !reloaded.is_empty() {
+            let mut board = self.board.lock().expect("board lock");
+            for m in &reloaded {
+                if let Some(st) = board.get_mut(m.as_str()) {
+                    st.last_action = Some(crate::status::LastAction {
+                        action: "reloaded-live".into(),
+                        at: crate::store::now(),
+                    });
+                }
+            }
+        }
         let node = self.node.clone();
         let (files_dir, digester) = (self.files_dir.clone(), self.digester.clone());
         let mut keep: BTreeSet<PathBuf> = observed

@@ -60,6 +60,10 @@ impl<E: Engine> Engine for Counted<E> {
         self.metrics.call("stop");
         self.engine.stop(id).await
     }
+    async fn signal(&self, id: &str, signal: &str) -> Result<(), EngineError> {
+        self.metrics.call("signal");
+        self.engine.signal(id, signal).await
+    }
     async fn rename(&self, id: &str, name: &str) -> Result<(), EngineError> {
         self.metrics.call("rename");
         self.engine.rename(id, name).await

@@ -10,7 +10,7 @@ use redb::{Database, ReadableTable, WriteTransaction};
 
 use crate::store::records::{self, v1, v2, v3, v4, v6};
 use crate::store::{
-    APPLIED, EVENTS, INTENTIONS, META, OBSERVED, OVERLAYS, PLANE, RELOADS, SCHEMA_VERSION,
+    APPLIED, EVENTS, INTENTIONS, LIVE, META, OBSERVED, OVERLAYS, PLANE, RELOADS, SCHEMA_VERSION,
     StoreError, UPDATES, io,
 };
 
@@ -66,7 +66,9 @@ pub fn bring_up_to_date(db: &Database, path: &Path) -> Result<(), StoreError> {
             meta.insert(crate::store::REBUILD, 1).map_err(io("open"))?;
         }
     }
-    for def in [INTENTIONS, APPLIED, OBSERVED, OVERLAYS, UPDATES, PLANE] {
+    for def in [
+        INTENTIONS, APPLIED, OBSERVED, OVERLAYS, UPDATES, PLANE, LIVE,
+    ] {
         tx.open_table(def).map_err(io("open"))?;
     }
     tx.open_table(EVENTS).map_err(io("open"))?;

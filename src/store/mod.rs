@@ -67,6 +67,9 @@ pub(crate) const OVERLAYS: TableDefinition<&str, &[u8]> = TableDefinition::new("
 pub(crate) const RELOADS: TableDefinition<u64, &[u8]> = TableDefinition::new("reloads");
 pub(crate) const UPDATES: TableDefinition<&str, &[u8]> = TableDefinition::new("updates");
 pub(crate) const PLANE: TableDefinition<&str, &[u8]> = TableDefinition::new("plane");
+/// Per module with live files: the container and the live content it was
+/// last signalled (or made) with.
+pub(crate) const LIVE: TableDefinition<&str, &[u8]> = TableDefinition::new("live");
 
 /// Settings layered over a module's intention through the API, whichever
 /// source the intention came from.
@@ -774,6 +777,38 @@ impl Store {
         Ok(ev)
     }
 
+    /// The container a module's live files were last delivered to, and
+    /// their digest.
+    pub fn live(&self, name: &ModuleName) -> Result<Option<(String, Digest)>, StoreError> {
+        let tx = self.db()?.begin_read().map_err(self.io("read live"))?;
+        let t = tx.open_table(LIVE).map_err(self.io("read live"))?;
+        let Some(v) = t.get(name.as_str()).map_err(self.io("read live"))? else {
+            return Ok(None);
+        };
+        let r: records::v6::LiveRecord =
+            records::decode(records::LIVE, v.value()).map_err(corrupt("live", name.as_str()))?;
+        let d = Digest::try_from(r.digest.as_str())
+            .map_err(|e| corrupt("live", name.as_str())(e.to_string()))?;
+        Ok(Some((r.container, d)))
+    }
+
+    /// Records that a module's container holds these live files.
+    pub fn put_live(
+        &self,
+        name: &ModuleName,
+        container: &str,
+        digest: &Digest,
+    ) -> Result<(), StoreError> {
+        let bytes = records::encode(
+            records::LIVE,
+            &records::v6::LiveRecord {
+                container: container.to_string(),
+                digest: digest.to_string(),
+            },
+        );
+        self.put(LIVE, name.as_str(), &bytes)
+    }
+
     /// Events with a sequence number above `since`, oldest first, at most `limit`.
     pub fn events_since(&self, since: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
         let tx = self.db()?.begin_read().map_err(self.io("read events"))?;
@@ -995,9 +1030,19 @@ mod tests {
         )
         .unwrap();
         assert_ne!(i.runtime, Default::default());
+        assert!(i.config.is_none());
         s.put_intention(&IntentionRecord::new(Source::Api, 1, i.clone()))
             .unwrap();
         assert_eq!(s.intentions().unwrap()[&i.name].intention, i);
+        let live = Intention::parse(
+            "name = \"l\"\nimage = \"busybox:1\"\n[config]\npath = \"/etc/l/c.json\"\nformat = \"json\"\nreload = \"signal:SIGHUP\"\n",
+            crate::model::intention::DocFormat::Toml,
+            "t",
+        )
+        .unwrap();
+        s.put_intention(&IntentionRecord::new(Source::Api, 1, live.clone()))
+            .unwrap();
+        assert_eq!(s.intentions().unwrap()[&live.name].intention, live);
         drop(s);
         // A store written before the runtime fields: schema 5, record
         // version 4; migrated, every field unset.

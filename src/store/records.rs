@@ -57,6 +57,8 @@ pub const RELOADS: u8 = 1;
 pub const UPDATES: u8 = 1;
 /// Record version of the `plane` table.
 pub const PLANE: u8 = 1;
+/// Record version of the `live` table.
+pub const LIVE: u8 = 1;
 
 /// Encodes a record behind its version byte.
 pub fn encode<T: Serialize>(version: u8, v: &T) -> Vec<u8> {
@@ -507,6 +509,15 @@ pub mod v6 {
     pub struct IntentionRecord {
         pub base: v4::IntentionRecord,
         pub runtime: Option<String>,
+        /// The config's reload signal (`SIGHUP`).
+        pub config_reload: Option<String>,
+    }
+
+    /// The container a module's live files were last delivered to.
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct LiveRecord {
+        pub container: String,
+        pub digest: String,
     }
 
     impl From<v4::IntentionRecord> for IntentionRecord {
@@ -515,6 +526,7 @@ pub mod v6 {
             IntentionRecord {
                 base,
                 runtime: None,
+                config_reload: None,
             }
         }
     }
@@ -630,6 +642,7 @@ pub fn intention_record(r: &IntentionRecord) -> v6::IntentionRecord {
     v6::IntentionRecord {
         base: intention_record_v4(r),
         runtime,
+        config_reload: r.intention.config.as_ref().and_then(|c| c.reload.clone()),
     }
 }
 
@@ -826,6 +839,7 @@ fn from_intention(i: v4::Intention) -> Result<Intention, String> {
             None => None,
             Some(c) => Some(ConfigFile {
                 path: checked::<AbsPath>(c.path)?,
+                reload: None,
                 format: match c.format {
                     v1::ConfigFormat::Json => ConfigFormat::Json,
                     v1::ConfigFormat::Toml => ConfigFormat::Toml,
@@ -869,6 +883,13 @@ fn from_intention(i: v4::Intention) -> Result<Intention, String> {
 /// A stored intention from its record.
 pub fn from_intention_record(r: v6::IntentionRecord) -> Result<IntentionRecord, String> {
     let mut rec = from_intention_record_v4(r.base)?;
+    if let Some(sig) = r.config_reload {
+        let sig = crate::model::runtime::signal_name(&sig)?;
+        match rec.intention.config.as_mut() {
+            Some(c) => c.reload = Some(sig),
+            None => return Err("a reload signal without a config".into()),
+        }
+    }
     if let Some(fields) = r.runtime {
         // The runtime fields are checked as a document's are: laid over
         // the rest of the intention written out, and parsed whole.
