@@ -82,7 +82,7 @@ impl ModuleState {
 /// The last thing the agent did to a module.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct LastAction {
-    /// created, started, recreated, removed, drift-reported.
+    /// created, started, recreated, removed, drift-reported, reloaded-live.
     pub action: String,
     /// When, seconds since the epoch.
     pub at: u64,
