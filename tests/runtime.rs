@@ -380,3 +380,42 @@ fn a_config_with_a_reload_signal_is_swapped_in_place_and_signalled_with_no_recre
     std::thread::sleep(std::time::Duration::from_secs(2));
     assert_eq!(n.creates_since(&m, since), 1);
 }
+
+#[test]
+fn a_kill_between_the_swap_and_the_signal_signals_after_the_restart() {
+    let n = Node::new("runtime-livekill");
+    let m = n.module("live");
+    let script = "trap 'echo conf=$(cat /etc/app/live/conf.env)' HUP; echo conf=$(cat /etc/app/live/conf.env); while true; do sleep 1 & wait; done";
+    let intention = |v: &str| {
+        format!(
+            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {script:?}]\n[config]\npath = \"/etc/app/live/conf.env\"\nformat = \"env\"\nreload = \"signal:HUP\"\ndefaults = {{V = \"{v}\"}}\n"
+        )
+    };
+    n.write_intention("live.toml", &intention("one"));
+    let agent = Agent::start(&n);
+    n.wait_logs(&m, "conf=V=one");
+    drop(agent);
+    let id = n.container_id(&m);
+    let since = unix_now();
+    n.write_intention("live.toml", &intention("two"));
+    let mut child = Agent::spawn_with(
+        &n,
+        &[],
+        &[("STEAD_CRASH_AT".into(), "live:before-signal".into())],
+    );
+    assert!(
+        !child.wait().unwrap().success(),
+        "the agent did not stop there"
+    );
+    // Swapped, not told: the process has not read the new set yet.
+    assert!(!n.logs(&m).contains("conf=V=two"), "{}", n.logs(&m));
+    let _agent = Agent::start(&n);
+    n.wait_logs(&m, "conf=V=two");
+    assert_eq!(n.container_id(&m), id);
+    assert_eq!(
+        n.creates_since(&m, since),
+        0,
+        "{:?}",
+        n.events_since(&m, since)
+    );
+}

@@ -165,6 +165,7 @@ impl Reconciler {
                 continue;
             }
             if made.is_none() {
+                crate::host::crash_point("live:before-signal");
                 if let Err(e) = engine.signal(&container, &live.signal).await {
                     if e.is_unreachable() {
                         return Err(e.into());
