@@ -98,10 +98,9 @@ pub fn run(file: &Path, out: Option<&Path>, force: bool) -> ExitCode {
         eprintln!("{summary}; every key was carried");
         ExitCode::SUCCESS
     } else {
-        summary.push_str(&format!(
-            "; {} keys were not carried (listed above)",
-            imported.unmapped.len()
-        ));
+        let k = imported.unmapped.len();
+        let keys = if k == 1 { "key was" } else { "keys were" };
+        summary.push_str(&format!("; {k} {keys} not carried (listed above)"));
         eprintln!("{summary}");
         ExitCode::from(EXIT_UNMAPPED)
     }

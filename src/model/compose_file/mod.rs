@@ -440,6 +440,16 @@ struct FileOut {
     content: String,
 }
 
+/// A host directory of the system's own (kernel, devices, run time,
+/// engine state), which a read-only mount would hash as an input.
+fn is_system_tree(path: &str) -> bool {
+    [
+        "/sys", "/proc", "/dev", "/run", "/var/run", "/var/lib", "/var/log",
+    ]
+    .iter()
+    .any(|t| path == *t || path.starts_with(&format!("{t}/")))
+}
+
 /// Why each Compose service key stead does not carry is not carried.
 fn unmapped_why(key: &str) -> &'static str {
     match key {
@@ -784,6 +794,23 @@ impl Ctx<'_> {
                     read_only,
                 } => {
                     let source = self.host_path(&format!("{at}.source"), &source)?;
+                    if source == "/" {
+                        self.unmapped(
+                            service,
+                            &at,
+                            "stead mounts no host root: a mount source names a path below /",
+                        );
+                        continue;
+                    }
+                    if read_only && is_system_tree(&source) {
+                        self.note(
+                            service,
+                            &at,
+                            &format!(
+                                "a read-only mount is an input of the container, its content hashed on every pass: {source} is the system's own, large or always changing, and may hold the module (over 100,000 entries) or recreate it whenever it moves"
+                            ),
+                        );
+                    }
                     let missing = (self.read)(Path::new(&source))
                         .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
                     if missing {
@@ -1888,6 +1915,10 @@ secrets:
                 "network_mode: host\nports: ['80:80']",
                 "s: ports: a container with network_mode host publishes no ports",
             ),
+            (
+                "volumes: ['/:/host:ro']",
+                "s: volumes[0]: stead mounts no host root",
+            ),
         ];
         for (body, want) in cases {
             let i = service(body).unwrap_or_else(|e| panic!("{body}: {e}"));
@@ -1954,6 +1985,10 @@ secrets:
             (
                 "volumes: ['./html:/h:cached']",
                 "s: volumes[0]: cached: a macOS option",
+            ),
+            (
+                "volumes: ['/sys:/sys:ro']",
+                "s: volumes[0]: a read-only mount is an input of the container, its content hashed on every pass: /sys is the system's own",
             ),
             (
                 "depends_on: [db]",
