@@ -140,9 +140,10 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         since: u64,
     },
-    /// Make intention files from a Compose file, one per service. Keys that
-    /// cannot be carried are listed on stderr (exit 3); a file that cannot
-    /// be imported writes nothing (exit 2).
+    /// Make intention files from a Compose file, one per service.
+    ///
+    /// Keys that cannot be carried are listed on stderr (exit 3); a file
+    /// that cannot be imported writes nothing (exit 2). See docs/import.md.
     Import {
         /// Write `<module>.toml` files into this directory (made when
         /// missing) instead of printing them.
