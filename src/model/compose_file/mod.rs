@@ -669,16 +669,19 @@ impl Ctx<'_> {
         out.pids_limit = pids.and_then(|p| p.as_i64());
         out.tmpfs = tmpfs;
         if let Some(mode) = out.network_mode.as_deref() {
-            if matches!(mode, "host" | "none") && !ports.is_empty() {
-                self.unmapped(
-                    service,
-                    "ports",
-                    &format!(
-                        "a container with network_mode {mode} publishes no ports (the engine discards them too)"
-                    ),
-                );
-                ports.clear();
-                exposed.clear();
+            if matches!(mode, "host" | "none") {
+                for (key, list) in [("ports", &mut ports), ("expose", &mut exposed)] {
+                    if !list.is_empty() {
+                        self.unmapped(
+                            service,
+                            key,
+                            &format!(
+                                "a container with network_mode {mode} publishes and exposes no ports (the engine discards them too)"
+                            ),
+                        );
+                        list.clear();
+                    }
+                }
             }
             if !networks.is_empty() {
                 return fail(
@@ -1919,7 +1922,7 @@ secrets:
             ),
             (
                 "network_mode: host\nports: ['80:80']",
-                "s: ports: a container with network_mode host publishes no ports",
+                "s: ports: a container with network_mode host publishes and exposes no ports",
             ),
             (
                 "volumes: ['/:/host:ro']",
@@ -1932,6 +1935,10 @@ secrets:
             (
                 "extra_hosts: {gw: host-gateway}",
                 "s: extra_hosts.gw: host-gateway",
+            ),
+            (
+                "network_mode: none\nexpose: ['80']",
+                "s: expose: a container with network_mode none publishes and exposes no ports",
             ),
         ];
         for (body, want) in cases {
