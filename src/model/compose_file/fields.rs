@@ -16,6 +16,7 @@ use crate::model::duration::format_duration;
 /// A failure: the key (with its place) and why.
 pub(super) type Fail = (String, String);
 
+/// A failure of `key`, as a `Result`.
 pub(super) fn fail<T>(key: &str, why: impl Into<String>) -> Result<T, Fail> {
     Err((key.to_string(), why.into()))
 }
@@ -90,6 +91,7 @@ pub(super) fn int_of(key: &str, v: &J) -> Result<i64, Fail> {
     .or_else(|()| fail(key, "must be a whole number"))
 }
 
+/// A list.
 pub(super) fn list<'v>(key: &str, v: &'v J) -> Result<&'v Vec<J>, Fail> {
     match v {
         J::Array(a) => Ok(a),
@@ -106,6 +108,7 @@ pub(super) fn list_or_one(key: &str, v: &J) -> Result<Vec<J>, Fail> {
     }
 }
 
+/// A list of scalars, as strings.
 pub(super) fn strings(key: &str, v: &J) -> Result<Vec<String>, Fail> {
     list(key, v)?
         .iter()
@@ -114,6 +117,7 @@ pub(super) fn strings(key: &str, v: &J) -> Result<Vec<String>, Fail> {
         .collect()
 }
 
+/// A list of scalars, or one, as strings.
 pub(super) fn strings_or_one(key: &str, v: &J) -> Result<Vec<String>, Fail> {
     list_or_one(key, v)?
         .iter()
@@ -248,6 +252,7 @@ pub(super) fn extra_hosts(key: &str, v: &J) -> Result<(Vec<String>, Vec<Fail>), 
     Ok((out, reports))
 }
 
+/// `ulimits`: a number (soft and hard) or `{soft, hard}` by resource.
 pub(super) fn ulimits(key: &str, v: &J) -> Result<BTreeMap<String, J>, Fail> {
     let J::Object(m) = v else {
         return fail(key, "must be a mapping");
@@ -358,6 +363,7 @@ pub(super) fn port_range(key: &str, s: &str) -> Result<(u16, u16), Fail> {
     }
 }
 
+/// A port protocol: tcp (the default), udp or sctp.
 pub(super) fn protocol(key: &str, p: &str) -> Result<&'static str, Fail> {
     match p {
         "tcp" | "" => Ok("tcp"),
@@ -697,6 +703,117 @@ pub(super) fn volume_entry(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ports_expand_to_the_intention_s_entries() {
+        // (entry, entries, whether a host port the engine picks was said)
+        let cases: &[(J, &[&str], bool)] = &[
+            (J::from("8080:80"), &["8080:80/tcp"], false),
+            (J::from("80"), &["80/tcp"], true),
+            (J::from(80), &["80/tcp"], true),
+            (J::from("127.0.0.1::80/udp"), &["80/udp"], true),
+            (
+                J::from("0.0.0.0:53:53/sctp"),
+                &["0.0.0.0:53:53/sctp"],
+                false,
+            ),
+            (J::from("[::1]:53:53/udp"), &["[::1]:53:53/udp"], false),
+            (
+                J::from("127.0.0.1:9000-9001:90-91"),
+                &["127.0.0.1:9000:90/tcp", "127.0.0.1:9001:91/tcp"],
+                false,
+            ),
+            (J::from("7000-7001"), &["7000/tcp", "7001/tcp"], true),
+            (
+                serde_json::json!({"target": 80, "published": "8080-8081", "host_ip": "::1"}),
+                &[],
+                false,
+            ),
+            (
+                serde_json::json!({"target": 80, "published": 8080, "host_ip": "::1"}),
+                &["[::1]:8080:80/tcp"],
+                false,
+            ),
+            (
+                serde_json::json!({"target": "53", "protocol": "udp"}),
+                &["53/udp"],
+                true,
+            ),
+        ];
+        for (entry, want, random) in cases {
+            match port_entry("ports[0]", entry) {
+                Ok((got, reports)) => {
+                    assert_eq!(&got, want, "{entry}");
+                    assert_eq!(!reports.is_empty(), *random, "{entry}: {reports:?}");
+                }
+                Err((k, why)) => {
+                    assert!(want.is_empty(), "{entry}: {k}: {why}");
+                    assert!(why.contains("differ in length"), "{entry}: {why}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn volumes_are_told_apart_as_compose_tells_them() {
+        let kind = |v: &J| match volume_entry("v", v).unwrap().0 {
+            VolumeSpec::Bind {
+                source,
+                target,
+                read_only,
+            } => format!("bind {source} {target} {read_only}"),
+            VolumeSpec::Named {
+                key,
+                target,
+                read_only,
+            } => format!("volume {key} {target} {read_only}"),
+            VolumeSpec::Anonymous { target, read_only } => {
+                format!("anonymous {target} {read_only}")
+            }
+            VolumeSpec::Tmpfs(t) => format!("tmpfs {t}"),
+        };
+        for (entry, want) in [
+            (J::from("/srv:/srv"), "bind /srv /srv false"),
+            (J::from("./a:/a:ro"), "bind ./a /a true"),
+            (J::from("../a:/a:rw"), "bind ../a /a false"),
+            (J::from("~/a:/a"), "bind ~/a /a false"),
+            (J::from(".:/a"), "bind . /a false"),
+            (J::from("data:/a:ro"), "volume data /a true"),
+            (J::from("/a"), "anonymous /a false"),
+            (
+                serde_json::json!({"type": "volume", "source": "", "target": "/a", "read_only": true}),
+                "anonymous /a true",
+            ),
+            (
+                serde_json::json!({"type": "tmpfs", "target": "/t", "read_only": true}),
+                "tmpfs /t:ro",
+            ),
+            (
+                serde_json::json!({"source": "d", "target": "/a"}),
+                "volume d /a false",
+            ),
+        ] {
+            assert_eq!(kind(&entry), want, "{entry}");
+        }
+    }
+
+    #[test]
+    fn restart_policies_read_as_compose_s() {
+        for (v, want, dropped) in [
+            (J::from("no"), "no", false),
+            (J::Bool(false), "no", false),
+            (J::from("always"), "always", false),
+            (J::from("on-failure"), "on-failure", false),
+            (J::from("on-failure:3"), "on-failure", true),
+            (J::from("unless-stopped"), "unless-stopped", false),
+        ] {
+            let (policy, why) = restart("restart", &v).unwrap();
+            assert_eq!((policy, why.is_some()), (want, dropped), "{v}");
+        }
+        for v in ["sometimes", "on-failure:x", "always:1"] {
+            assert!(restart("restart", &J::from(v)).is_err(), "{v}");
+        }
+    }
 
     #[test]
     fn compose_durations_become_stead_s() {

@@ -265,6 +265,7 @@ pub fn module_name(service: &str) -> Result<ModuleName, String> {
     })
 }
 
+/// What is said of a variable used unset.
 fn unset_why(var: &str) -> String {
     format!("the variable {var} is not set: an empty string, as Compose reads it")
 }
@@ -316,6 +317,8 @@ struct Top {
     secrets: Map<String, J>,
 }
 
+/// One import under way: where relative paths start, the environment,
+/// the declarations, and what is written and said.
 struct Ctx<'a> {
     base_dir: PathBuf,
     /// The importer's environment over `.env`.
@@ -479,6 +482,7 @@ fn unmapped_why(key: &str) -> &'static str {
 }
 
 impl Ctx<'_> {
+    /// A key not carried.
     fn unmapped(&mut self, service: &str, key: &str, why: &str) {
         self.out.unmapped.push(Report {
             service: service.into(),
@@ -487,6 +491,7 @@ impl Ctx<'_> {
         });
     }
 
+    /// A key carried in a way worth saying.
     fn note(&mut self, service: &str, key: &str, why: &str) {
         self.out.notes.push(Report {
             service: service.into(),
@@ -502,6 +507,7 @@ impl Ctx<'_> {
         }
     }
 
+    /// A file-level note, once per key and reason.
     fn note_once(&mut self, service: &str, key: &str, why: &str) {
         if self.said.insert((format!("n:{service}:{key}"), why.into())) {
             self.note(service, key, why);
@@ -1238,6 +1244,7 @@ impl Ctx<'_> {
         }
     }
 
+    /// `healthcheck`, its durations written as stead writes them.
     fn healthcheck(&mut self, service: &str, k: &str, v: &J) -> Result<Option<HealthOut>, Fail> {
         let J::Object(m) = v else {
             return fail(k, "must be a mapping");
@@ -1296,6 +1303,7 @@ impl Ctx<'_> {
         Ok(Some(h))
     }
 
+    /// `logging`: the driver and its options.
     fn logging(&mut self, service: &str, k: &str, v: &J) -> Result<LoggingOut, Fail> {
         let J::Object(m) = v else {
             return fail(k, "must be a mapping");
@@ -1382,6 +1390,7 @@ impl Ctx<'_> {
         Ok((mem, cpus, pids))
     }
 
+    /// `depends_on`: not carried; without conditions only a note.
     fn depends_on(&mut self, service: &str, v: &J) -> Result<(), Fail> {
         let plain = match v {
             J::Array(_) => true,

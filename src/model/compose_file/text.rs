@@ -179,6 +179,7 @@ pub fn dotenv(
     Ok(out)
 }
 
+/// A double-quoted `.env` value's escapes.
 fn unescape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars();

@@ -29,6 +29,7 @@ pub struct YamlError {
     pub message: String,
 }
 
+/// An error at the start of `span`.
 fn err(span: &Span, message: impl Into<String>) -> YamlError {
     YamlError {
         line: span.start.line(),
