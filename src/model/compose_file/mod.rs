@@ -817,7 +817,15 @@ impl Ctx<'_> {
                         );
                         continue;
                     }
-                    if read_only && is_system_tree(&source) {
+                    if read_only && source.ends_with(".sock") {
+                        self.note(
+                            service,
+                            &at,
+                            &format!(
+                                "{source} looks like a socket: stead holds a module whose read-only mount is a socket, device or FIFO (it hashes read-only mounts as inputs); `ro` does not stop a client from using a socket, so mount it read-write"
+                            ),
+                        );
+                    } else if read_only && is_system_tree(&source) {
                         self.note(
                             service,
                             &at,
@@ -2019,6 +2027,10 @@ secrets:
             (
                 "volumes: ['/sys:/sys:ro']",
                 "s: volumes[0]: a read-only mount is an input of the container, its content hashed on every pass: /sys is the system's own",
+            ),
+            (
+                "volumes: ['/var/run/docker.sock:/var/run/docker.sock:ro']",
+                "s: volumes[0]: /var/run/docker.sock looks like a socket",
             ),
             (
                 "depends_on: [db]",
