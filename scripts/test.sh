@@ -40,6 +40,8 @@ if [ ! -x /usr/sbin/nginx ]; then
     if command -v systemctl >/dev/null 2>&1; then systemctl disable nginx.service >/dev/null 2>&1 || true; fi
 fi
 command -v faketime >/dev/null 2>&1 || apt_install faketime
+# tests/import.rs runs a Compose file with docker-compose beside the agent.
+command -v docker-compose >/dev/null 2>&1 || apt_install docker-compose
 scripts/release.sh
 scripts/package.sh
 

@@ -1,6 +1,7 @@
 //! The command line: `stead run` (the agent, or one pass with `--once`),
-//! `stead check` (validate intentions and print their digests offline), and
-//! the client commands that talk to a running agent's API ([`client`]).
+//! `stead check` (validate intentions and print their digests offline),
+//! `stead import` (intentions from a Compose file, [`import`]), and the
+//! client commands that talk to a running agent's API ([`client`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,6 +19,7 @@ use crate::reconcile::{self, Action};
 use client::{Answer, Client, ClientError};
 
 pub mod client;
+pub mod import;
 pub mod plane;
 
 /// stead keeps this node's containers true to what they were told to run.
@@ -137,6 +139,21 @@ pub enum Command {
         /// Start after this sequence number.
         #[arg(long, default_value_t = 0)]
         since: u64,
+    },
+    /// Make intention files from a Compose file, one per service.
+    ///
+    /// Keys that cannot be carried are listed on stderr (exit 3); a file
+    /// that cannot be imported writes nothing (exit 2). See docs/import.md.
+    Import {
+        /// Write `<module>.toml` files into this directory (made when
+        /// missing) instead of printing them.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Overwrite intention files that exist.
+        #[arg(long)]
+        force: bool,
+        /// The Compose file.
+        file: PathBuf,
     },
     /// Publish desired state for the central plane: keys, signing, verifying.
     Plane {
@@ -298,6 +315,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Reloads { config, follow } => client_command(config, |c| reloads(c, follow)),
         Command::Sync { config } => client_command(config, sync),
         Command::Plane { command } => plane::run(command),
+        Command::Import { out, force, file } => Ok(import::run(&file, out.as_deref(), force)),
         Command::Check { config } => {
             let config = load_config(config)?;
             let (lines, rejected) = match reconcile::check::check(&config.intentions_dir) {

@@ -1,9 +1,11 @@
 //! The pure model: checked names and values, the intention schema and its
 //! checks, what a module needs from its container beyond its image
-//! ([`runtime`]), config composition, the container spec and its labels. Nothing
+//! ([`runtime`]), config composition, the container spec and its labels, and
+//! the mapping of a Compose file to intentions ([`compose_file`]). Nothing
 //! here does I/O; everything here is table-tested.
 
 pub mod compose;
+pub mod compose_file;
 pub mod config;
 pub mod duration;
 pub mod intention;

@@ -1,0 +1,139 @@
+//! `stead import`: a Compose file made into intention files, one per
+//! service, written into a directory or printed, with every key that is
+//! not carried listed on stderr. The mapping is
+//! [`crate::model::compose_file`]; this reads the Compose file, the files
+//! it names and the environment, and writes. docs/import.md is the user's
+//! page.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use crate::intake::dir::MAX_INTENTION_BYTES;
+use crate::model::compose_file::{self, ImportError, Imported};
+
+/// Exit code: written, but some keys were not carried.
+pub const EXIT_UNMAPPED: u8 = 3;
+/// Exit code: refused (a bad Compose file or field, a file in the way);
+/// nothing written.
+pub const EXIT_IMPORT_REFUSED: u8 = 2;
+
+/// The largest Compose file read.
+const MAX_COMPOSE_BYTES: u64 = 4 << 20;
+/// The largest file a Compose file names that is read (a config's file,
+/// an env file, `.env`): composed files and env files are held to 1 MiB.
+const MAX_NAMED_BYTES: u64 = 1 << 20;
+
+/// Runs `stead import [--out DIR] [--force] FILE`.
+pub fn run(file: &Path, out: Option<&Path>, force: bool) -> ExitCode {
+    let refuse = |what: String| {
+        eprintln!("stead: import refused, nothing written: {what}");
+        ExitCode::from(EXIT_IMPORT_REFUSED)
+    };
+    let imported = match import_file(file) {
+        Ok(i) => i,
+        Err(e) => return refuse(e),
+    };
+    if let Some(f) = imported
+        .files
+        .iter()
+        .find(|f| f.toml.len() as u64 > MAX_INTENTION_BYTES)
+    {
+        return refuse(format!(
+            "{}: the intention is {} bytes, over the agent's limit of {MAX_INTENTION_BYTES} (a config's content is written into it: mount a large file instead)",
+            f.service,
+            f.toml.len()
+        ));
+    }
+    let written = match out {
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            for (i, f) in imported.files.iter().enumerate() {
+                let sep = if i == 0 { "" } else { "\n" };
+                if write!(stdout, "{sep}# {}\n{}", f.file_name, f.toml).is_err() {
+                    return ExitCode::from(1);
+                }
+            }
+            None
+        }
+        Some(dir) => {
+            let paths: Vec<PathBuf> = imported
+                .files
+                .iter()
+                .map(|f| dir.join(&f.file_name))
+                .collect();
+            if !force {
+                let existing: Vec<String> = paths
+                    .iter()
+                    .filter(|p| p.symlink_metadata().is_ok())
+                    .map(|p| p.display().to_string())
+                    .collect();
+                if !existing.is_empty() {
+                    return refuse(format!(
+                        "{} exist (--force overwrites)",
+                        existing.join(", ")
+                    ));
+                }
+            }
+            if let Err(e) = write_all(dir, &imported, &paths) {
+                eprintln!("stead: {e}");
+                return ExitCode::from(1);
+            }
+            Some(dir)
+        }
+    };
+    for r in &imported.unmapped {
+        eprintln!("{r}");
+    }
+    for r in &imported.notes {
+        eprintln!("note: {r}");
+    }
+    let n = imported.files.len();
+    let mut summary = match written {
+        Some(dir) => format!("stead: wrote {n} intention files to {}", dir.display()),
+        None => format!("stead: printed {n} intention files"),
+    };
+    if imported.unmapped.is_empty() {
+        eprintln!("{summary}; every key was carried");
+        ExitCode::SUCCESS
+    } else {
+        let k = imported.unmapped.len();
+        let keys = if k == 1 { "key was" } else { "keys were" };
+        summary.push_str(&format!("; {k} {keys} not carried (listed above)"));
+        eprintln!("{summary}");
+        ExitCode::from(EXIT_UNMAPPED)
+    }
+}
+
+/// Reads and maps the Compose file; the error is said whole.
+fn import_file(file: &Path) -> Result<Imported, String> {
+    let bytes = crate::host::files::read_regular(file, MAX_COMPOSE_BYTES)
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let text =
+        String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8 text", file.display()))?;
+    let abs = std::path::absolute(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let base_dir = abs.parent().unwrap_or(Path::new("/"));
+    let env: BTreeMap<String, String> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    let read = |p: &Path| crate::host::files::read_regular(p, MAX_NAMED_BYTES);
+    compose_file::import(&text, base_dir, &env, &read)
+        .map_err(|e: ImportError| format!("{}: {e}", file.display()))
+}
+
+/// Writes every file (a temporary name, then renamed: an agent watching
+/// the directory never reads half a file).
+fn write_all(dir: &Path, imported: &Imported, paths: &[PathBuf]) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+    for (f, path) in imported.files.iter().zip(paths) {
+        let tmp = dir.join(format!(".{}.stead-import", f.file_name));
+        std::fs::write(&tmp, &f.toml)
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .map_err(|e| {
+                let _ = std::fs::remove_file(&tmp);
+                format!("cannot write {}: {e}", path.display())
+            })?;
+    }
+    Ok(())
+}

@@ -1,0 +1,2384 @@
+//! `stead import`'s mapping: a Compose file (the Compose Specification,
+//! and the version 2 and 3 file formats people have; `version:` is
+//! ignored) read into one intention file per service, in TOML ([`import`]).
+//! Every key is carried into the intention, or reported by service and key
+//! with the reason it is not ([`Imported::unmapped`]), or refused with the
+//! reason nothing is written ([`ImportError`]); nothing is dropped
+//! silently. Every intention written parses back with [`Intention::parse`].
+//!
+//! Pure: the files the mapping reads (the `.env` file next to the Compose
+//! file, a config's `file:`, an env file it looks at) come through a
+//! closure, and the environment is handed in; writing is the command
+//! line's business (`cli::import`). docs/import.md is the user's table of
+//! what maps to what.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::{Map, Value as J};
+
+use crate::model::intention::{DocFormat, Intention};
+use crate::model::names::ModuleName;
+
+mod fields;
+pub mod text;
+pub mod yaml;
+
+use fields::*;
+
+/// The "service" of a report or refusal about the file as a whole (its
+/// YAML, a top-level declaration).
+pub const FILE: &str = "(file)";
+
+/// Something said about one key of a service (or of the file): not
+/// carried, or carried in a way worth saying.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// The service, or [`FILE`].
+    pub service: String,
+    /// The key, with its place: `ports[1]`, `deploy.replicas`,
+    /// `networks.front.aliases`.
+    pub key: String,
+    /// Why.
+    pub why: String,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}: {}", self.service, self.key, self.why)
+    }
+}
+
+/// The Compose file cannot be imported: which service (or [`FILE`]),
+/// which key, why. Nothing is written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{service}: {key}: {why}")]
+pub struct ImportError {
+    /// The service, or [`FILE`].
+    pub service: String,
+    /// The key at fault.
+    pub key: String,
+    /// What is wrong.
+    pub why: String,
+}
+
+/// One service's intention.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportedFile {
+    /// The Compose service.
+    pub service: String,
+    /// The module it became: the service's name lower-cased, `_` as `-`.
+    pub module: ModuleName,
+    /// `<module>.toml`.
+    pub file_name: String,
+    /// The intention document.
+    pub toml: String,
+}
+
+/// What a Compose file became.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Imported {
+    /// One intention per service imported, by module name.
+    pub files: Vec<ImportedFile>,
+    /// Keys that are not carried into any intention (the command exits 3).
+    pub unmapped: Vec<Report>,
+    /// Keys carried in a way worth saying: a value taken from the
+    /// importer's environment, a name given to an anonymous volume, an
+    /// order that the modules do not need.
+    pub notes: Vec<Report>,
+}
+
+/// Reads a file the Compose file names (whole).
+pub type ReadFile<'a> = &'a dyn Fn(&Path) -> std::io::Result<Vec<u8>>;
+
+/// Maps a Compose file to intentions. `base_dir` is the Compose file's
+/// directory (absolute): relative paths resolve against it and its `.env`
+/// is read from there. `env` is the importer's environment (it wins over
+/// `.env`, as for Compose). `read` reads `.env`, configs' files and env
+/// files (to check them); a missing `.env` is none.
+pub fn import(
+    yaml_text: &str,
+    base_dir: &Path,
+    env: &BTreeMap<String, String>,
+    read: ReadFile<'_>,
+) -> Result<Imported, ImportError> {
+    let file_err = |key: &str, why: String| ImportError {
+        service: FILE.into(),
+        key: key.into(),
+        why,
+    };
+    let doc = yaml::load(yaml_text).map_err(|e| file_err("(yaml)", e.to_string()))?;
+    let J::Object(mut doc) = doc else {
+        return Err(file_err(
+            "(yaml)",
+            "a Compose file is a mapping with `services:`".into(),
+        ));
+    };
+    let mut cx = Ctx {
+        base_dir: normal(base_dir),
+        env: env.clone(),
+        read,
+        top: Top::default(),
+        out: Imported::default(),
+        said: BTreeSet::new(),
+    };
+    // The `.env` file next to the Compose file; the environment wins.
+    match read(&base_dir.join(".env")) {
+        Ok(bytes) => {
+            let text =
+                String::from_utf8(bytes).map_err(|_| file_err(".env", "not UTF-8 text".into()))?;
+            let lookup = |k: &str| env.get(k).cloned();
+            for (k, v) in text::dotenv(&text, &lookup).map_err(|m| file_err(".env", m))? {
+                cx.env.entry(k).or_insert(v);
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(file_err(".env", format!("cannot read it: {e}"))),
+    }
+
+    for key in doc.keys() {
+        match key.as_str() {
+            "version" | "name" | "services" | "volumes" | "networks" | "configs" | "secrets" => {}
+            k if k.starts_with("x-") => {}
+            "include" => cx.unmapped(
+                FILE,
+                "include",
+                "the included files are not read: import each of them",
+            ),
+            "models" => cx.unmapped(FILE, "models", "stead runs containers only"),
+            k => cx.unmapped(FILE, k, "not a top-level key of the Compose Specification"),
+        }
+    }
+    let services = match doc.remove("services") {
+        Some(J::Object(s)) => s,
+        Some(J::Null) | None => {
+            return Err(file_err(
+                "services",
+                "no services (the version 1 file format, services at the top level, is not read)"
+                    .into(),
+            ));
+        }
+        Some(_) => return Err(file_err("services", "must be a mapping".into())),
+    };
+    for (section, slot) in [
+        ("volumes", &mut cx.top.volumes),
+        ("networks", &mut cx.top.networks),
+        ("configs", &mut cx.top.configs),
+        ("secrets", &mut cx.top.secrets),
+    ] {
+        match doc.remove(section) {
+            None | Some(J::Null) => {}
+            Some(J::Object(m)) => *slot = m,
+            Some(_) => return Err(file_err(section, "must be a mapping".into())),
+        }
+    }
+    // Interpolated where Compose interpolates: the services and the
+    // top-level declarations (not `x-` fragments on their own).
+    let env = cx.env.clone();
+    let lookup = |k: &str| env.get(k).cloned();
+    let mut unset = Vec::new();
+    for (section, decls) in [
+        ("volumes", &mut cx.top.volumes),
+        ("networks", &mut cx.top.networks),
+        ("configs", &mut cx.top.configs),
+        ("secrets", &mut cx.top.secrets),
+    ] {
+        for (name, v) in decls.iter_mut() {
+            interpolate_tree(v, &format!("{section}.{name}"), &lookup, &mut unset)
+                .map_err(|(k, m)| file_err(&k, m))?;
+        }
+    }
+    for (key, var) in unset.drain(..) {
+        cx.note_once(FILE, &key, &unset_why(&var));
+    }
+
+    let mut modules: BTreeMap<String, String> = BTreeMap::new();
+    let mut on_default_network = 0;
+    for (service, mut def) in services {
+        let serr = |key: &str, why: String| ImportError {
+            service: service.clone(),
+            key: key.into(),
+            why,
+        };
+        interpolate_tree(&mut def, "", &lookup, &mut unset).map_err(|(k, m)| serr(&k, m))?;
+        for (key, var) in unset.drain(..) {
+            cx.note_once(&service, &key, &unset_why(&var));
+        }
+        let module = module_name(&service).map_err(|m| serr("(name)", m))?;
+        if let Some(other) = modules.insert(module.to_string(), service.clone()) {
+            return Err(serr(
+                "(name)",
+                format!("it becomes module {module}, as service {other} does"),
+            ));
+        }
+        let J::Object(def) = def else {
+            return Err(serr("(service)", "must be a mapping".into()));
+        };
+        let Some(out) = cx
+            .service(&service, &module, def)
+            .map_err(|(k, m)| serr(&k, m))?
+        else {
+            continue;
+        };
+        if out.networks.is_empty() && out.network_mode.is_none() {
+            on_default_network += 1;
+        }
+        let mut toml =
+            format!("# Imported by `stead import` from the Compose service {service:?}.\n");
+        toml.push_str(
+            &toml::to_string(&out)
+                .map_err(|e| serr("(intention)", format!("cannot be written as TOML: {e}")))?,
+        );
+        let file_name = format!("{module}.toml");
+        // Every file written is one the agent takes: a refusal here is a
+        // value stead does not take, named by the intention's field.
+        Intention::parse(&toml, DocFormat::Toml, &file_name).map_err(|e| {
+            serr(
+                &e.field,
+                format!("{} (as the intention reads it)", e.message),
+            )
+        })?;
+        cx.out.files.push(ImportedFile {
+            service: service.clone(),
+            module,
+            file_name,
+            toml,
+        });
+    }
+    if on_default_network > 1 {
+        cx.note_once(
+            FILE,
+            "networks",
+            "Compose puts services without `networks` on one project network where they find each other by name; these modules are on the engine's bridge, where they do not: give the modules that talk to each other a common `networks` entry",
+        );
+    }
+    Ok(cx.out)
+}
+
+/// The module a service becomes: lower-cased, `_` as `-`.
+pub fn module_name(service: &str) -> Result<ModuleName, String> {
+    let name = service.to_ascii_lowercase().replace('_', "-");
+    ModuleName::try_from(name.as_str()).map_err(|e| {
+        format!("the service name cannot be made a module name (lower-cased, _ as -): {e}")
+    })
+}
+
+/// What is said of a variable used unset.
+fn unset_why(var: &str) -> String {
+    format!("the variable {var} is not set: an empty string, as Compose reads it")
+}
+
+/// Interpolates every string under `v` (not keys); `path` names where.
+fn interpolate_tree(
+    v: &mut J,
+    path: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+    unset: &mut Vec<(String, String)>,
+) -> Result<(), Fail> {
+    let join = |k: &str| {
+        if path.is_empty() {
+            k.to_string()
+        } else {
+            format!("{path}.{k}")
+        }
+    };
+    match v {
+        J::String(s) if s.contains('$') => {
+            let mut vars = Vec::new();
+            *s = text::interpolate(s, lookup, &mut vars).map_err(|m| (path.to_string(), m))?;
+            unset.extend(vars.into_iter().map(|var| (path.to_string(), var)));
+        }
+        J::Array(a) => {
+            for (i, x) in a.iter_mut().enumerate() {
+                interpolate_tree(x, &format!("{path}[{i}]"), lookup, unset)?;
+            }
+        }
+        J::Object(m) => {
+            for (k, x) in m.iter_mut() {
+                // `x-` fragments are Compose's to ignore, and so ours.
+                if !k.starts_with("x-") {
+                    interpolate_tree(x, &join(k), lookup, unset)?;
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The top-level declarations services refer to.
+#[derive(Default)]
+struct Top {
+    volumes: Map<String, J>,
+    networks: Map<String, J>,
+    configs: Map<String, J>,
+    secrets: Map<String, J>,
+}
+
+/// One import under way: where relative paths start, the environment,
+/// the declarations, and what is written and said.
+struct Ctx<'a> {
+    base_dir: PathBuf,
+    /// The importer's environment over `.env`.
+    env: BTreeMap<String, String>,
+    read: ReadFile<'a>,
+    top: Top,
+    out: Imported,
+    /// File-level reports already made (a declaration used twice is
+    /// reported once).
+    said: BTreeSet<(String, String)>,
+}
+
+/// One intention as written: the intention schema's fields, in this order
+/// (TOML puts the tables last).
+#[derive(Serialize, Default)]
+struct Out {
+    name: String,
+    image: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    entrypoint: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    command: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    restart: Option<&'static str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    env_files: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    ports: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    working_dir: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    privileged: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    read_only: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    init: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    network_mode: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    networks: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    cap_add: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    cap_drop: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    devices: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    device_cgroup_rules: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    dns: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    extra_hosts: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tmpfs: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mem_limit: Option<J>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memswap_limit: Option<J>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpus: Option<J>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pids_limit: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stop_signal: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stop_grace_period: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    volumes: Vec<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    env: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    labels: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    sysctls: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    ulimits: BTreeMap<String, J>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    healthcheck: Option<HealthOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    logging: Option<LoggingOut>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    mounts: Vec<MountOut>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    files: Vec<FileOut>,
+}
+
+#[derive(Serialize, Default)]
+struct HealthOut {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    test: Option<J>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interval: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timeout: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retries: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    start_period: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    disable: Option<bool>,
+}
+
+#[derive(Serialize)]
+struct LoggingOut {
+    driver: String,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    options: BTreeMap<String, String>,
+}
+
+#[derive(Serialize)]
+struct MountOut {
+    source: String,
+    target: String,
+    read_only: bool,
+}
+
+#[derive(Serialize)]
+struct FileOut {
+    path: String,
+    content: String,
+}
+
+/// A host directory of the system's own (kernel, devices, run time,
+/// engine state), which a read-only mount would hash as an input.
+fn is_system_tree(path: &str) -> bool {
+    [
+        "/sys", "/proc", "/dev", "/run", "/var/run", "/var/lib", "/var/log",
+    ]
+    .iter()
+    .any(|t| path == *t || path.starts_with(&format!("{t}/")))
+}
+
+/// Why each Compose service key stead does not carry is not carried.
+fn unmapped_why(key: &str) -> &'static str {
+    match key {
+        "extends" => "the service it extends is not merged in: write its keys out",
+        "profiles" => "imported as if its profile were active: stead runs every module it is given",
+        "links" | "external_links" => {
+            "legacy links: modules in a common `networks` entry find each other by name"
+        }
+        "pid" | "ipc" | "uts" | "userns_mode" | "cgroup" => {
+            "stead shares no namespace between containers or with the host beyond network_mode"
+        }
+        "scale" => "a module is one container",
+        "hostname" | "domainname" => "stead has no such field: the container's host name is its id",
+        "container_name" => "the agent names its containers (stead-<module>)",
+        "stdin_open" | "tty" | "attach" => "a module runs without a terminal",
+        "security_opt" | "cgroup_parent" | "oom_kill_disable" | "oom_score_adj" | "shm_size"
+        | "mac_address" | "cpu_shares" | "cpu_quota" | "cpu_period" | "cpu_count"
+        | "cpu_percent" | "cpu_rt_period" | "cpu_rt_runtime" | "cpuset" | "mem_reservation"
+        | "mem_swappiness" | "blkio_config" | "storage_opt" | "group_add" | "dns_search"
+        | "dns_opt" | "isolation" | "runtime" | "platform" | "gpus" | "volumes_from"
+        | "credential_spec" | "annotations" | "label_file" | "pull_policy" | "post_start"
+        | "pre_stop" | "develop" | "use_api_socket" | "provider" | "models" => {
+            "stead has no such field"
+        }
+        _ => "not a service key of the Compose Specification",
+    }
+}
+
+impl Ctx<'_> {
+    /// A key not carried.
+    fn unmapped(&mut self, service: &str, key: &str, why: &str) {
+        self.out.unmapped.push(Report {
+            service: service.into(),
+            key: key.into(),
+            why: why.into(),
+        });
+    }
+
+    /// A key carried in a way worth saying.
+    fn note(&mut self, service: &str, key: &str, why: &str) {
+        self.out.notes.push(Report {
+            service: service.into(),
+            key: key.into(),
+            why: why.into(),
+        });
+    }
+
+    /// A file-level report, once per key and reason.
+    fn unmapped_once(&mut self, service: &str, key: &str, why: &str) {
+        if self.said.insert((format!("u:{service}:{key}"), why.into())) {
+            self.unmapped(service, key, why);
+        }
+    }
+
+    /// A file-level note, once per key and reason.
+    fn note_once(&mut self, service: &str, key: &str, why: &str) {
+        if self.said.insert((format!("n:{service}:{key}"), why.into())) {
+            self.note(service, key, why);
+        }
+    }
+
+    /// One service's intention; `None` when it cannot be one (reported).
+    fn service(
+        &mut self,
+        service: &str,
+        module: &ModuleName,
+        mut def: Map<String, J>,
+    ) -> Result<Option<Out>, Fail> {
+        let mut out = Out {
+            name: module.to_string(),
+            ..Out::default()
+        };
+        let build = def.remove("build");
+        match def.remove("image") {
+            Some(J::String(image)) => {
+                out.image = image;
+                if build.is_some() {
+                    self.unmapped(
+                        service,
+                        "build",
+                        "stead runs images: the image named in `image` is run, not built",
+                    );
+                }
+            }
+            Some(_) => return fail("image", "must be a string"),
+            None if build.is_some() => {
+                self.unmapped(
+                    service,
+                    "build",
+                    "no image: stead runs images; build it, name it in `image`, and import again: the service is not imported",
+                );
+                return Ok(None);
+            }
+            None => return fail("image", "a service needs an image"),
+        }
+        let mut tmpfs: Vec<String> = Vec::new();
+        // The service's own limits, and those under `deploy`.
+        let (mut mem_limit, mut cpus, mut pids) = (None, None, None);
+        let mut deploy_limits = (None, None, None);
+        let mut networks: Vec<String> = Vec::new();
+        // Ports, then `expose` (a published port needs no exposing).
+        let mut ports: Vec<String> = Vec::new();
+        let mut exposed: Vec<String> = Vec::new();
+        for (key, v) in def {
+            let k = key.as_str();
+            if v.is_null() {
+                continue;
+            }
+            match k {
+                k if k.starts_with("x-") => {}
+                "command" => out.command = Some(command(k, &v)?),
+                "entrypoint" => out.entrypoint = Some(command(k, &v)?),
+                "environment" => self.environment(service, &v, &mut out.env)?,
+                "env_file" => self.env_files(service, &v, &mut out.env_files)?,
+                "ports" => {
+                    for (i, p) in list(k, &v)?.iter().enumerate() {
+                        let at = format!("{k}[{i}]");
+                        let (specs, random) = port_entry(&at, p)?;
+                        for (field, why) in random {
+                            self.unmapped(service, &field, &why);
+                        }
+                        ports.extend(specs);
+                    }
+                }
+                "expose" => {
+                    for (i, p) in list(k, &v)?.iter().enumerate() {
+                        exposed.extend(expose_entry(&format!("{k}[{i}]"), p)?);
+                    }
+                }
+                "restart" => {
+                    let (policy, dropped) = restart(k, &v)?;
+                    out.restart = Some(policy);
+                    if let Some(why) = dropped {
+                        self.unmapped(service, k, &why);
+                    }
+                }
+                "volumes" => self.volumes(service, module, &v, &mut out, &mut tmpfs)?,
+                "tmpfs" => tmpfs.extend(strings_or_one(k, &v)?),
+                "configs" => {
+                    for (i, e) in list(k, &v)?.iter().enumerate() {
+                        self.config(service, &format!("{k}[{i}]"), e, &mut out)?;
+                    }
+                }
+                "secrets" => {
+                    for (i, e) in list(k, &v)?.iter().enumerate() {
+                        self.secret(service, &format!("{k}[{i}]"), e, &mut out)?;
+                    }
+                }
+                "working_dir" => out.working_dir = Some(scalar(k, &v)?),
+                "user" => out.user = Some(scalar(k, &v)?),
+                "labels" => {
+                    for (name, value) in pairs(k, &v, '=')? {
+                        out.labels.insert(name, value.unwrap_or_default());
+                    }
+                }
+                "devices" => {
+                    for (i, d) in list(k, &v)?.iter().enumerate() {
+                        out.devices.push(device(&format!("{k}[{i}]"), d)?);
+                    }
+                }
+                "device_cgroup_rules" => out.device_cgroup_rules = strings(k, &v)?,
+                "privileged" => out.privileged = Some(bool_of(k, &v)?),
+                "read_only" => out.read_only = Some(bool_of(k, &v)?),
+                "init" => out.init = Some(bool_of(k, &v)?),
+                "cap_add" => out.cap_add = strings(k, &v)?,
+                "cap_drop" => out.cap_drop = strings(k, &v)?,
+                "network_mode" => out.network_mode = Some(network_mode(k, &v)?),
+                "networks" => networks = self.networks(service, module, &v)?,
+                "extra_hosts" => {
+                    let (hosts, left_out) = extra_hosts(k, &v)?;
+                    out.extra_hosts = hosts;
+                    for (at, why) in left_out {
+                        self.unmapped(service, &at, &why);
+                    }
+                }
+                "dns" => out.dns = strings_or_one(k, &v)?,
+                "mem_limit" => mem_limit = Some(v),
+                "memswap_limit" => out.memswap_limit = Some(v),
+                "cpus" => cpus = Some(v),
+                "pids_limit" => pids = Some(J::from(int_of(k, &v)?)),
+                "ulimits" => out.ulimits = ulimits(k, &v)?,
+                "sysctls" => {
+                    for (name, value) in pairs(k, &v, '=')? {
+                        out.sysctls.insert(name, value.unwrap_or_default());
+                    }
+                }
+                "stop_signal" => out.stop_signal = Some(scalar(k, &v)?),
+                "stop_grace_period" => {
+                    out.stop_grace_period =
+                        Some(compose_duration(k, &v)?.unwrap_or_else(|| "0s".to_string()));
+                }
+                "healthcheck" => out.healthcheck = self.healthcheck(service, k, &v)?,
+                "logging" => out.logging = Some(self.logging(service, k, &v)?),
+                "deploy" => deploy_limits = self.deploy(service, &v)?,
+                "depends_on" => self.depends_on(service, &v)?,
+                other => self.unmapped(service, other, unmapped_why(other)),
+            }
+        }
+        // The service's own keys win; a different value under `deploy` is
+        // reported.
+        let (dm, dc, dp) = deploy_limits;
+        for (own, under_deploy, name, own_name) in [
+            (&mut mem_limit, dm, "memory", "mem_limit"),
+            (&mut cpus, dc, "cpus", "cpus"),
+            (&mut pids, dp.map(J::from), "pids", "pids_limit"),
+        ] {
+            match (&own, under_deploy) {
+                (_, None) => {}
+                (None, d) => *own = d,
+                (Some(o), Some(d)) if *o == d => {}
+                (Some(_), Some(_)) => self.unmapped(
+                    service,
+                    &format!("deploy.resources.limits.{name}"),
+                    &format!("{own_name} is also set: it is used"),
+                ),
+            }
+        }
+        out.mem_limit = mem_limit;
+        out.cpus = cpus;
+        out.pids_limit = pids.and_then(|p| p.as_i64());
+        out.tmpfs = tmpfs;
+        if let Some(mode) = out.network_mode.as_deref() {
+            if matches!(mode, "host" | "none") {
+                for (key, list) in [("ports", &mut ports), ("expose", &mut exposed)] {
+                    if !list.is_empty() {
+                        self.unmapped(
+                            service,
+                            key,
+                            &format!(
+                                "a container with network_mode {mode} publishes and exposes no ports (the engine discards them too)"
+                            ),
+                        );
+                        list.clear();
+                    }
+                }
+            }
+            if !networks.is_empty() {
+                return fail(
+                    "networks",
+                    "network_mode and networks cannot be combined (Compose refuses them too)",
+                );
+            }
+        }
+        if networks.is_empty() && out.network_mode.is_none() {
+            // Compose's `default` network, when the file names it.
+            if let Some(n) = self.network_name("networks.default", "default")? {
+                networks.push(n);
+            }
+        }
+        out.networks = networks;
+        let published: BTreeSet<String> = ports.iter().map(|p| container_side(p)).collect();
+        for e in exposed {
+            if !published.contains(&e) && !ports.contains(&e) {
+                ports.push(e);
+            }
+        }
+        out.ports = ports;
+        Ok(Some(out))
+    }
+
+    /// `environment`: a key without a value takes the importer's value
+    /// now (Compose reads the shell's at each `up`), said so.
+    fn environment(
+        &mut self,
+        service: &str,
+        v: &J,
+        env: &mut BTreeMap<String, String>,
+    ) -> Result<(), Fail> {
+        for (name, value) in pairs("environment", v, '=')? {
+            let value = match value {
+                Some(value) => Some(value),
+                None => {
+                    let from_env = self.env.get(&name).cloned();
+                    let why = if from_env.is_some() {
+                        "no value: taken from the importer's environment now and written into the intention (Compose reads it from the shell at each `up`)"
+                    } else {
+                        "no value, and not set in the importer's environment: left out, as Compose leaves it out"
+                    };
+                    self.note(service, &format!("environment.{name}"), why);
+                    from_env
+                }
+            };
+            if let Some(value) = value {
+                env.insert(name, value);
+            }
+        }
+        Ok(())
+    }
+
+    /// `env_file`: paths (or `{path, required, format}`), made absolute,
+    /// each looked at as the agent will read it.
+    fn env_files(&mut self, service: &str, v: &J, paths: &mut Vec<String>) -> Result<(), Fail> {
+        for (i, e) in list_or_one("env_file", v)?.iter().enumerate() {
+            let at = format!("env_file[{i}]");
+            let path = match e {
+                J::String(s) => s.clone(),
+                J::Object(m) => {
+                    for (f, fv) in m {
+                        let fat = format!("{at}.{f}");
+                        match f.as_str() {
+                            "path" => {}
+                            "required" if bool_of(&fat, fv)? => {}
+                            "required" => self.unmapped(
+                                service,
+                                &fat,
+                                "stead holds a module whose env file is missing",
+                            ),
+                            "format" => {
+                                self.unmapped(service, &fat, "stead reads KEY=VALUE lines only")
+                            }
+                            _ => self.unmapped(service, &fat, "not a key of env_file"),
+                        }
+                    }
+                    match m.get("path") {
+                        Some(J::String(s)) => s.clone(),
+                        _ => return fail(&at, "needs a path"),
+                    }
+                }
+                _ => return fail(&at, "must be a path or {path, required}"),
+            };
+            let path = self.host_path(&at, &path)?;
+            self.check_env_file(service, &at, &path);
+            paths.push(path);
+        }
+        Ok(())
+    }
+
+    /// `volumes`: bind mounts, named volumes (an anonymous one is given
+    /// a name) and tmpfs mounts.
+    fn volumes(
+        &mut self,
+        service: &str,
+        module: &ModuleName,
+        v: &J,
+        out: &mut Out,
+        tmpfs: &mut Vec<String>,
+    ) -> Result<(), Fail> {
+        let mut anonymous = 0;
+        for (i, e) in list("volumes", v)?.iter().enumerate() {
+            let at = format!("volumes[{i}]");
+            let (m, reports) = volume_entry(&at, e)?;
+            for (field, why, carried) in reports {
+                if carried {
+                    self.note(service, &field, &why);
+                } else {
+                    self.unmapped(service, &field, &why);
+                }
+            }
+            let ro = |read_only: bool| if read_only { ":ro" } else { "" };
+            match m {
+                VolumeSpec::Bind {
+                    source,
+                    target,
+                    read_only,
+                } => {
+                    let source = self.host_path(&format!("{at}.source"), &source)?;
+                    if source == "/" {
+                        self.unmapped(
+                            service,
+                            &at,
+                            "stead mounts no host root: a mount source names a path below /",
+                        );
+                        continue;
+                    }
+                    if read_only && source.ends_with(".sock") {
+                        self.note(
+                            service,
+                            &at,
+                            &format!(
+                                "{source} looks like a socket: stead holds a module whose read-only mount is a socket, device or FIFO (it hashes read-only mounts as inputs); `ro` does not stop a client from using a socket, so mount it read-write"
+                            ),
+                        );
+                    } else if read_only && is_system_tree(&source) {
+                        self.note(
+                            service,
+                            &at,
+                            &format!(
+                                "a read-only mount is an input of the container, its content hashed on every pass: {source} is the system's own, large or always changing, and may hold the module (over 100,000 entries) or recreate it whenever it moves"
+                            ),
+                        );
+                    }
+                    let missing = (self.read)(Path::new(&source))
+                        .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+                    if missing {
+                        self.note(
+                            service,
+                            &at,
+                            &format!(
+                                "{source} does not exist now: Compose makes a missing directory, stead does not (the module is held, or its container cannot be made, until it exists)"
+                            ),
+                        );
+                    }
+                    out.mounts.push(MountOut {
+                        source,
+                        target,
+                        read_only,
+                    });
+                }
+                VolumeSpec::Named {
+                    key,
+                    target,
+                    read_only,
+                } => {
+                    let name = self.volume_name(&at, &key)?;
+                    out.volumes
+                        .push(format!("{name}:{target}{}", ro(read_only)));
+                }
+                VolumeSpec::Anonymous { target, read_only } => {
+                    anonymous += 1;
+                    let name = format!("{module}-{anonymous}");
+                    self.note(
+                        service,
+                        &at,
+                        &format!(
+                            "an anonymous volume: made the named volume {name:?} (kept, as Compose keeps it across recreates)"
+                        ),
+                    );
+                    out.volumes
+                        .push(format!("{name}:{target}{}", ro(read_only)));
+                }
+                VolumeSpec::Tmpfs(t) => tmpfs.push(t),
+            }
+        }
+        Ok(())
+    }
+
+    /// A host path of the Compose file: `~` is the importer's home, a
+    /// relative path is under the Compose file's directory.
+    fn host_path(&self, key: &str, p: &str) -> Result<String, Fail> {
+        let p = if p == "~" || p.starts_with("~/") {
+            let Some(home) = self.env.get("HOME") else {
+                return fail(key, "~ needs HOME set");
+            };
+            format!("{home}{}", &p[1..])
+        } else if p.starts_with('~') {
+            return fail(
+                key,
+                format!("{p:?}: ~user paths are not read; write the path"),
+            );
+        } else {
+            p.to_string()
+        };
+        Ok(normal(&self.base_dir.join(p)).display().to_string())
+    }
+
+    /// Looks at an env file as the agent will read it.
+    fn check_env_file(&mut self, service: &str, key: &str, path: &str) {
+        match (self.read)(Path::new(path)) {
+            Err(_) => self.note(
+                service,
+                key,
+                &format!(
+                    "{path} cannot be read now: the agent holds the module until it can"
+                ),
+            ),
+            Ok(bytes) => match crate::model::spec::parse_env_file(&bytes) {
+                Err(m) => self.unmapped(
+                    service,
+                    key,
+                    &format!(
+                        "{path}: {m}: stead reads KEY=VALUE lines only, and holds the module until the file is fixed"
+                    ),
+                ),
+                Ok(vars) => {
+                    let quoted = vars.iter().any(|(_, v)| {
+                        v.len() >= 2
+                            && ((v.starts_with('"') && v.ends_with('"'))
+                                || (v.starts_with('\'') && v.ends_with('\'')))
+                    });
+                    if quoted {
+                        self.note(
+                            service,
+                            key,
+                            &format!(
+                                "{path} has quoted values: Compose takes the quotes off, stead keeps them (it takes each value to the end of its line)"
+                            ),
+                        );
+                    }
+                }
+            },
+        }
+    }
+
+    /// The engine name of a named volume, from the top-level declaration.
+    fn volume_name(&mut self, key: &str, name: &str) -> Result<String, Fail> {
+        let Some(decl) = self.top.volumes.get(name).cloned() else {
+            return fail(
+                key,
+                format!(
+                    "the volume {name:?} is not declared under the top-level volumes (Compose refuses it too)"
+                ),
+            );
+        };
+        let decl = match decl {
+            J::Null => Map::new(),
+            J::Object(m) => m,
+            _ => return Err((format!("volumes.{name}"), "must be a mapping".into())),
+        };
+        let mut engine_name = None;
+        let mut external = false;
+        for (f, v) in &decl {
+            let at = format!("volumes.{name}.{f}");
+            match f.as_str() {
+                "name" => engine_name = Some(scalar(&at, v)?),
+                "external" => match v {
+                    J::Object(m) => {
+                        external = true;
+                        if let Some(n) = m.get("name") {
+                            engine_name = Some(scalar(&at, n)?);
+                        }
+                    }
+                    v => external = bool_of(&at, v)?,
+                },
+                "driver" if matches!(v.as_str(), Some("local")) => {}
+                "driver" | "driver_opts" => self.unmapped_once(
+                    FILE,
+                    &at,
+                    "the agent makes volumes with the engine's local driver and no options",
+                ),
+                "labels" => self.unmapped_once(
+                    FILE,
+                    &at,
+                    "the agent labels the volumes it makes as its own",
+                ),
+                k if k.starts_with("x-") => {}
+                _ => self.unmapped_once(FILE, &at, "not a key of a volume"),
+            }
+        }
+        if engine_name.is_none() && !external {
+            self.note_once(
+                FILE,
+                &format!("volumes.{name}"),
+                &format!(
+                    "the engine volume is named {name:?}; Compose names it <project>_{name}: to keep a Compose project's data, set `name:` to that volume's name"
+                ),
+            );
+        }
+        Ok(engine_name.unwrap_or_else(|| name.to_string()))
+    }
+
+    /// The engine networks a service joins.
+    fn networks(&mut self, service: &str, module: &ModuleName, v: &J) -> Result<Vec<String>, Fail> {
+        let entries: Vec<(String, J)> = match v {
+            J::Array(a) => a
+                .iter()
+                .enumerate()
+                .map(|(i, n)| Ok((scalar(&format!("networks[{i}]"), n)?, J::Null)))
+                .collect::<Result<_, Fail>>()?,
+            J::Object(m) => m.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            _ => return fail("networks", "must be a list or a mapping"),
+        };
+        let mut out = Vec::new();
+        for (name, opts) in entries {
+            let at = format!("networks.{name}");
+            if let J::Object(o) = &opts {
+                for k in o.keys() {
+                    let why = match k.as_str() {
+                        "aliases" => "other modules find it by its module name only",
+                        "ipv4_address" | "ipv6_address" | "link_local_ips" => {
+                            "the engine gives the address"
+                        }
+                        _ => "stead joins networks with no endpoint settings",
+                    };
+                    self.unmapped(service, &format!("{at}.{k}"), why);
+                }
+            } else if !opts.is_null() {
+                return fail(&at, "must be a mapping or empty");
+            }
+            match self.network_name(&at, &name)? {
+                Some(n) => out.push(n),
+                None => self.note(
+                    service,
+                    &at,
+                    "Compose's project network is not made: the module is on the engine's bridge, as every module is without `networks`",
+                ),
+            }
+        }
+        if !out.is_empty() && module.as_str() != service {
+            self.note(
+                service,
+                "networks",
+                &format!("other modules find it as {module}, its module name, not as {service}"),
+            );
+        }
+        Ok(out)
+    }
+
+    /// The engine name of a network, from its top-level declaration;
+    /// `None` for Compose's `default` network left as Compose makes it.
+    fn network_name(&mut self, at: &str, name: &str) -> Result<Option<String>, Fail> {
+        let decl = match self.top.networks.get(name).cloned() {
+            Some(J::Object(m)) => m,
+            Some(J::Null) => Map::new(),
+            Some(_) => return Err((format!("networks.{name}"), "must be a mapping".into())),
+            None if name == "default" => return Ok(None),
+            None => {
+                return fail(
+                    at,
+                    format!(
+                        "the network {name:?} is not declared under the top-level networks (Compose refuses it too)"
+                    ),
+                );
+            }
+        };
+        {
+            let mut engine_name = name.to_string();
+            for (f, fv) in &decl {
+                let fat = format!("networks.{name}.{f}");
+                match f.as_str() {
+                    "name" => engine_name = scalar(&fat, fv)?,
+                    "external" => {
+                        if let J::Object(m) = fv {
+                            if let Some(n) = m.get("name") {
+                                engine_name = scalar(&fat, n)?;
+                            }
+                        } else {
+                            bool_of(&fat, fv)?;
+                        }
+                    }
+                    "driver" if matches!(fv.as_str(), Some("bridge")) => {}
+                    "driver" | "driver_opts" | "ipam" | "internal" | "attachable"
+                    | "enable_ipv6" | "enable_ipv4" => {
+                        self.unmapped_once(FILE, &fat, "the agent makes plain bridge networks")
+                    }
+                    "labels" => self.unmapped_once(
+                        FILE,
+                        &fat,
+                        "the agent labels the networks it makes as its own",
+                    ),
+                    k if k.starts_with("x-") => {}
+                    _ => self.unmapped_once(FILE, &fat, "not a key of a network"),
+                }
+            }
+            if name == "default" && engine_name == "default" {
+                return Ok(None);
+            }
+            Ok(Some(engine_name))
+        }
+    }
+
+    /// A config: its content is written into the intention (a file the
+    /// container sees, whose content is an input of the container).
+    fn config(&mut self, service: &str, at: &str, e: &J, out: &mut Out) -> Result<(), Fail> {
+        let (source, target) = self.reference(service, at, e)?;
+        let target = match target {
+            None => format!("/{source}"),
+            Some(t) if t.starts_with('/') => t,
+            Some(t) => {
+                return fail(
+                    &format!("{at}.target"),
+                    format!("{t:?} must be an absolute path"),
+                );
+            }
+        };
+        let decl = match self.top.configs.get(&source).cloned() {
+            Some(J::Object(m)) => m,
+            _ => {
+                return fail(
+                    at,
+                    format!(
+                        "the config {source:?} is not declared under the top-level configs (Compose refuses it too)"
+                    ),
+                );
+            }
+        };
+        let dat = format!("configs.{source}");
+        let content: Vec<u8> = if let Some(f) = decl.get("file") {
+            let path = self.host_path(&format!("{dat}.file"), &scalar(&dat, f)?)?;
+            (self.read)(Path::new(&path))
+                .map_err(|e| (format!("{dat}.file"), format!("cannot read {path}: {e}")))?
+        } else if let Some(c) = decl.get("content") {
+            scalar(&format!("{dat}.content"), c)?.into_bytes()
+        } else if let Some(var) = decl.get("environment") {
+            let var = scalar(&format!("{dat}.environment"), var)?;
+            match self.env.get(&var) {
+                Some(v) => v.clone().into_bytes(),
+                None => {
+                    return fail(
+                        &format!("{dat}.environment"),
+                        format!("the variable {var} is not set"),
+                    );
+                }
+            }
+        } else {
+            self.unmapped(
+                service,
+                at,
+                &format!(
+                    "the config {source:?} is external or has no file, content or environment: nothing to write"
+                ),
+            );
+            return Ok(());
+        };
+        for f in decl.keys() {
+            if !matches!(f.as_str(), "file" | "content" | "environment" | "name")
+                && !f.starts_with("x-")
+            {
+                self.unmapped_once(FILE, &format!("{dat}.{f}"), "not carried");
+            }
+        }
+        match String::from_utf8(content) {
+            Ok(content) => out.files.push(FileOut {
+                path: target,
+                content,
+            }),
+            Err(_) => {
+                let Some(J::String(f)) = decl.get("file") else {
+                    return fail(&dat, "is not UTF-8 text");
+                };
+                self.note(
+                    service,
+                    at,
+                    "not UTF-8 text: bind-mounted read-only from its file (its content is still an input) rather than written into the intention",
+                );
+                out.mounts.push(MountOut {
+                    source: self.host_path(&dat, f)?,
+                    target,
+                    read_only: true,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A secret from a file: bind-mounted read-only at /run/secrets/<name>
+    /// as Compose does (its content is an input; it is not copied into the
+    /// intention).
+    fn secret(&mut self, service: &str, at: &str, e: &J, out: &mut Out) -> Result<(), Fail> {
+        let (source, target) = self.reference(service, at, e)?;
+        let target = match target {
+            None => format!("/run/secrets/{source}"),
+            Some(t) if t.starts_with('/') => t,
+            Some(t) => format!("/run/secrets/{t}"),
+        };
+        let decl = match self.top.secrets.get(&source).cloned() {
+            Some(J::Object(m)) => m,
+            _ => {
+                return fail(
+                    at,
+                    format!(
+                        "the secret {source:?} is not declared under the top-level secrets (Compose refuses it too)"
+                    ),
+                );
+            }
+        };
+        let dat = format!("secrets.{source}");
+        let Some(file) = decl.get("file") else {
+            self.unmapped(
+                service,
+                at,
+                &format!(
+                    "the secret {source:?} is not from a file (external or from the environment): stead would have to write it into the intention; put it in a file"
+                ),
+            );
+            return Ok(());
+        };
+        let source = self.host_path(&format!("{dat}.file"), &scalar(&dat, file)?)?;
+        out.mounts.push(MountOut {
+            source,
+            target,
+            read_only: true,
+        });
+        Ok(())
+    }
+
+    /// A config or secret reference: the name, and the target when given
+    /// (uid, gid and mode are reported).
+    fn reference(
+        &mut self,
+        service: &str,
+        at: &str,
+        e: &J,
+    ) -> Result<(String, Option<String>), Fail> {
+        match e {
+            J::String(s) => Ok((s.clone(), None)),
+            J::Object(m) => {
+                let source = match m.get("source") {
+                    Some(s) => scalar(&format!("{at}.source"), s)?,
+                    None => return fail(at, "needs a source"),
+                };
+                let mut target = None;
+                for (k, v) in m {
+                    match k.as_str() {
+                        "source" => {}
+                        "target" => target = Some(scalar(&format!("{at}.target"), v)?),
+                        "uid" | "gid" | "mode" => self.unmapped(
+                            service,
+                            &format!("{at}.{k}"),
+                            "stead's files are read-only and readable by every user",
+                        ),
+                        _ => self.unmapped(service, &format!("{at}.{k}"), "not carried"),
+                    }
+                }
+                Ok((source, target))
+            }
+            _ => fail(at, "must be a name or {source, target}"),
+        }
+    }
+
+    /// `healthcheck`, its durations written as stead writes them.
+    fn healthcheck(&mut self, service: &str, k: &str, v: &J) -> Result<Option<HealthOut>, Fail> {
+        let J::Object(m) = v else {
+            return fail(k, "must be a mapping");
+        };
+        let mut h = HealthOut::default();
+        for (f, fv) in m {
+            let at = format!("{k}.{f}");
+            match f.as_str() {
+                "test" => {
+                    h.test = Some(match fv {
+                        J::String(_) => fv.clone(),
+                        J::Array(_) => J::from(strings(&at, fv)?),
+                        _ => return fail(&at, "must be a string or a list"),
+                    })
+                }
+                "interval" => h.interval = compose_duration(&at, fv)?,
+                "timeout" => h.timeout = compose_duration(&at, fv)?,
+                "start_period" => h.start_period = compose_duration(&at, fv)?,
+                "retries" => h.retries = Some(int_of(&at, fv)?),
+                "disable" => {
+                    if bool_of(&at, fv)? {
+                        h.disable = Some(true);
+                    }
+                }
+                "start_interval" => self.unmapped(
+                    service,
+                    &at,
+                    "stead has no such field (the engine's 5 s applies)",
+                ),
+                _ => self.unmapped(service, &at, "not a key of healthcheck"),
+            }
+        }
+        if h.disable == Some(true) {
+            // Compose ignores the rest of a disabled check.
+            return Ok(Some(HealthOut {
+                disable: Some(true),
+                ..HealthOut::default()
+            }));
+        }
+        if h.test.is_none() {
+            // The image's own check with other timings: stead takes a
+            // check whole.
+            if h.interval.is_some()
+                || h.timeout.is_some()
+                || h.retries.is_some()
+                || h.start_period.is_some()
+            {
+                self.unmapped(
+                    service,
+                    k,
+                    "no test (the image's check, with other timings): stead takes a check whole; write its test to carry it",
+                );
+            }
+            return Ok(None);
+        }
+        Ok(Some(h))
+    }
+
+    /// `logging`: the driver and its options.
+    fn logging(&mut self, service: &str, k: &str, v: &J) -> Result<LoggingOut, Fail> {
+        let J::Object(m) = v else {
+            return fail(k, "must be a mapping");
+        };
+        let mut driver = None;
+        let mut options = BTreeMap::new();
+        for (f, fv) in m {
+            let at = format!("{k}.{f}");
+            match f.as_str() {
+                "driver" => driver = Some(scalar(&at, fv)?),
+                "options" => {
+                    for (name, value) in pairs(&at, fv, '=')? {
+                        if let Some(value) = value {
+                            options.insert(name, value);
+                        }
+                    }
+                }
+                _ => self.unmapped(service, &at, "not a key of logging"),
+            }
+        }
+        let driver = match driver {
+            Some(d) => d,
+            None => {
+                self.note(
+                    service,
+                    "logging.driver",
+                    "not set: json-file, the engine's default driver, is written (stead's own default is the node's)",
+                );
+                "json-file".to_string()
+            }
+        };
+        Ok(LoggingOut { driver, options })
+    }
+
+    /// `deploy`: the resource limits (memory, cpus, pids); the rest is
+    /// reported.
+    #[allow(clippy::type_complexity)]
+    fn deploy(
+        &mut self,
+        service: &str,
+        v: &J,
+    ) -> Result<(Option<J>, Option<J>, Option<i64>), Fail> {
+        let J::Object(d) = v else {
+            return fail("deploy", "must be a mapping");
+        };
+        let (mut mem, mut cpus, mut pids) = (None, None, None);
+        for (k, dv) in d {
+            let at = format!("deploy.{k}");
+            match k.as_str() {
+                "resources" => {
+                    let J::Object(r) = dv else {
+                        return fail(&at, "must be a mapping");
+                    };
+                    for (rk, rv) in r {
+                        let rat = format!("{at}.{rk}");
+                        if rk != "limits" {
+                            self.unmapped(service, &rat, "stead sets limits only");
+                            continue;
+                        }
+                        let J::Object(l) = rv else {
+                            return fail(&rat, "must be a mapping");
+                        };
+                        for (lk, lv) in l {
+                            let lat = format!("{rat}.{lk}");
+                            match lk.as_str() {
+                                "memory" => mem = Some(lv.clone()),
+                                "cpus" => cpus = Some(lv.clone()),
+                                "pids" => pids = Some(int_of(&lat, lv)?),
+                                _ => self.unmapped(service, &lat, "stead has no such limit"),
+                            }
+                        }
+                    }
+                }
+                "replicas" => self.unmapped(service, &at, "a module is one container"),
+                "restart_policy" => self.unmapped(service, &at, "not carried: use `restart`"),
+                k if k.starts_with("x-") => {}
+                _ => self.unmapped(
+                    service,
+                    &at,
+                    "a swarm setting: one node's agent has no use for it",
+                ),
+            }
+        }
+        Ok((mem, cpus, pids))
+    }
+
+    /// `depends_on`: not carried; without conditions only a note.
+    fn depends_on(&mut self, service: &str, v: &J) -> Result<(), Fail> {
+        let plain = match v {
+            J::Array(_) => true,
+            J::Object(m) => m.values().all(|c| match c {
+                J::Null => true,
+                J::Object(o) => o
+                    .iter()
+                    .all(|(k, v)| k == "condition" && v.as_str() == Some("service_started")),
+                _ => false,
+            }),
+            _ => return fail("depends_on", "must be a list or a mapping"),
+        };
+        if plain {
+            self.note(
+                service,
+                "depends_on",
+                "not carried: every module is started on its own and waits for what it needs in-process",
+            );
+        } else {
+            self.unmapped(
+                service,
+                "depends_on",
+                "its conditions (healthy, completed) are not carried: every module is started on its own and must wait for what it needs in-process",
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The Compose file's directory in these tests.
+    const BASE: &str = "/srv/app";
+
+    /// A host of a few files: `.env` only when `dotenv` is given.
+    fn read_with(dotenv: Option<&'static str>) -> impl Fn(&Path) -> std::io::Result<Vec<u8>> {
+        move |p: &Path| {
+            let found: Option<&[u8]> = match p.to_str().unwrap() {
+                "/srv/app/.env" => dotenv.map(str::as_bytes),
+                "/srv/app/nginx.conf" => Some(b"server { listen 80; }\n"),
+                "/srv/app/logo.bin" => Some(&[0xff, 0xfe, 0x00]),
+                "/srv/app/app.env" => Some(b"A=1\n"),
+                "/srv/app/quoted.env" => Some(b"A=\"1\"\n"),
+                "/srv/app/broken.env" => Some(b"export A=1\n"),
+                "/srv/app/db_password.txt" => Some(b"hunter2\n"),
+                "/srv/app/html" | "/srv/app/data" | "/home/u/x" | "/etc/ssl" => {
+                    return Err(std::io::Error::other("a directory"));
+                }
+                _ => None,
+            };
+            found
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+        }
+    }
+
+    fn env() -> BTreeMap<String, String> {
+        [
+            ("HOME", "/home/u"),
+            ("SET", "v"),
+            ("PORT", "8080"),
+            ("SECRET", "s3"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+
+    fn run(yaml: &str) -> Result<Imported, ImportError> {
+        import(yaml, Path::new(BASE), &env(), &read_with(None))
+    }
+
+    /// The declarations every service snippet may use.
+    const TOP: &str = r#"volumes:
+  data: {}
+  named: {name: real-name}
+  ext: {external: true, name: outside}
+  old: {external: {name: legacy}}
+networks:
+  back: {}
+  front: {name: front-net}
+configs:
+  nginx: {file: ./nginx.conf}
+  inline: {content: "a=${SET}\n"}
+  fromenv: {environment: SECRET}
+  logo: {file: ./logo.bin}
+  ext: {external: true}
+secrets:
+  db_password: {file: ./db_password.txt}
+  token: {environment: SECRET}
+"#;
+
+    /// One service `s` (image `img:1`) with these lines (indented as
+    /// service keys), and the top-level declarations.
+    fn service(body: &str) -> Result<Imported, ImportError> {
+        let body: String = body.lines().map(|l| format!("    {l}\n")).collect();
+        run(&format!("services:\n  s:\n    image: img:1\n{body}{TOP}"))
+    }
+
+    /// The one intention's document, as JSON.
+    fn doc(i: &Imported) -> J {
+        assert_eq!(i.files.len(), 1, "{i:?}");
+        toml::from_str(&i.files[0].toml).unwrap()
+    }
+
+    fn lines(r: &[Report]) -> Vec<String> {
+        r.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn every_field_maps_to_its_intention_field() {
+        let cases: Vec<(&str, &str, J)> = vec![
+            ("command: echo hi", "command", json!(["echo", "hi"])),
+            (
+                "command: sh -c 'echo \"a b\"; exit 1'",
+                "command",
+                json!(["sh", "-c", "echo \"a b\"; exit 1"]),
+            ),
+            (
+                "command: [sh, -c, 'x y']",
+                "command",
+                json!(["sh", "-c", "x y"]),
+            ),
+            ("command: [sleep, 10]", "command", json!(["sleep", "10"])),
+            (
+                "entrypoint: /bin/sh -c",
+                "entrypoint",
+                json!(["/bin/sh", "-c"]),
+            ),
+            ("entrypoint: ''", "entrypoint", json!([])),
+            ("entrypoint: [/init]", "entrypoint", json!(["/init"])),
+            (
+                "environment: [A=1, B=x=y, C=, HOME]",
+                "env",
+                json!({"A": "1", "B": "x=y", "C": "", "HOME": "/home/u"}),
+            ),
+            (
+                "environment: {A: 1, B: true, C: '', SET: ~, NOPE: ~}",
+                "env",
+                json!({"A": "1", "B": "true", "C": "", "SET": "v"}),
+            ),
+            (
+                "env_file: ./app.env",
+                "env_files",
+                json!(["/srv/app/app.env"]),
+            ),
+            (
+                "env_file: [app.env, ../shared/x.env, /etc/y.env]",
+                "env_files",
+                json!(["/srv/app/app.env", "/srv/shared/x.env", "/etc/y.env"]),
+            ),
+            (
+                "env_file: [{path: ./app.env, required: true}]",
+                "env_files",
+                json!(["/srv/app/app.env"]),
+            ),
+            ("ports: ['8080:80']", "ports", json!(["8080:80/tcp"])),
+            (
+                "ports: ['127.0.0.1:8080:80/udp', '[::1]:53:53/udp']",
+                "ports",
+                json!(["127.0.0.1:8080:80/udp", "[::1]:53:53/udp"]),
+            ),
+            (
+                "ports: ['9000-9001:9000-9001']",
+                "ports",
+                json!(["9000:9000/tcp", "9001:9001/tcp"]),
+            ),
+            (
+                "ports: [{target: 80, published: 8080, host_ip: 127.0.0.1, protocol: udp, mode: host}]",
+                "ports",
+                json!(["127.0.0.1:8080:80/udp"]),
+            ),
+            (
+                "ports: [{target: 80, published: '8080'}]",
+                "ports",
+                json!(["8080:80/tcp"]),
+            ),
+            ("ports: ['${PORT}:80']", "ports", json!(["8080:80/tcp"])),
+            (
+                "expose: ['80', 90/udp, 8000-8001]\nports: ['8080:80']",
+                "ports",
+                json!(["8080:80/tcp", "90/udp", "8000/tcp", "8001/tcp"]),
+            ),
+            ("restart: 'no'", "restart", json!("no")),
+            ("restart: no", "restart", json!("no")),
+            ("restart: always", "restart", json!("always")),
+            ("restart: on-failure", "restart", json!("on-failure")),
+            ("restart: on-failure:5", "restart", json!("on-failure")),
+            (
+                "restart: unless-stopped",
+                "restart",
+                json!("unless-stopped"),
+            ),
+            (
+                "volumes: ['./html:/usr/share/nginx/html:ro', '../data:/data', '~/x:/x:rw', '/etc/ssl:/ssl:ro,z']",
+                "mounts",
+                json!([
+                    {"source": "/srv/app/html", "target": "/usr/share/nginx/html", "read_only": true},
+                    {"source": "/srv/data", "target": "/data", "read_only": false},
+                    {"source": "/home/u/x", "target": "/x", "read_only": false},
+                    {"source": "/etc/ssl", "target": "/ssl", "read_only": true},
+                ]),
+            ),
+            (
+                "volumes: ['.:/src']",
+                "mounts",
+                json!([{"source": "/srv/app", "target": "/src", "read_only": false}]),
+            ),
+            (
+                "volumes: ['data:/var/lib/x', 'named:/n:ro', 'ext:/e', 'old:/o', /anon]",
+                "volumes",
+                json!([
+                    "data:/var/lib/x",
+                    "real-name:/n:ro",
+                    "outside:/e",
+                    "legacy:/o",
+                    "s-1:/anon"
+                ]),
+            ),
+            (
+                "volumes:\n  - {type: bind, source: ./html, target: /h, read_only: true}\n  - {type: volume, source: data, target: /d}\n  - {type: volume, target: /a}",
+                "mounts",
+                json!([{"source": "/srv/app/html", "target": "/h", "read_only": true}]),
+            ),
+            (
+                "volumes:\n  - {type: volume, source: data, target: /d}\n  - {type: volume, target: /a}",
+                "volumes",
+                json!(["data:/d", "s-1:/a"]),
+            ),
+            (
+                "volumes: [{type: tmpfs, target: /cache, tmpfs: {size: 64m, mode: 1777}}]\ntmpfs: /run",
+                "tmpfs",
+                json!(["/run", "/cache:mode=1777,size=64m"]),
+            ),
+            (
+                "tmpfs: ['/run:size=16m', /tmp]",
+                "tmpfs",
+                json!(["/run:size=16m", "/tmp"]),
+            ),
+            (
+                "configs: [nginx, {source: inline, target: /etc/a.conf}, {source: fromenv, target: /s}]",
+                "files",
+                json!([
+                    {"path": "/nginx", "content": "server { listen 80; }\n"},
+                    {"path": "/etc/a.conf", "content": "a=v\n"},
+                    {"path": "/s", "content": "s3"},
+                ]),
+            ),
+            (
+                "configs: [{source: logo, target: /logo.bin}]",
+                "mounts",
+                json!([{"source": "/srv/app/logo.bin", "target": "/logo.bin", "read_only": true}]),
+            ),
+            (
+                "secrets: [db_password, {source: db_password, target: pw}, {source: db_password, target: /etc/pw}]",
+                "mounts",
+                json!([
+                    {"source": "/srv/app/db_password.txt", "target": "/run/secrets/db_password", "read_only": true},
+                    {"source": "/srv/app/db_password.txt", "target": "/run/secrets/pw", "read_only": true},
+                    {"source": "/srv/app/db_password.txt", "target": "/etc/pw", "read_only": true},
+                ]),
+            ),
+            ("working_dir: /srv", "working_dir", json!("/srv")),
+            ("user: 1000", "user", json!("1000")),
+            ("user: '1000:1000'", "user", json!("1000:1000")),
+            (
+                "labels: [a=1, b, c=x=y]",
+                "labels",
+                json!({"a": "1", "b": "", "c": "x=y"}),
+            ),
+            ("labels: {a: 1, b: ~}", "labels", json!({"a": "1", "b": ""})),
+            (
+                "devices: ['/dev/ttyUSB0', {source: /dev/a, target: /dev/b, permissions: r}]",
+                "devices",
+                json!(["/dev/ttyUSB0", "/dev/a:/dev/b:r"]),
+            ),
+            (
+                "device_cgroup_rules: ['c 188:* rmw']",
+                "device_cgroup_rules",
+                json!(["c 188:* rmw"]),
+            ),
+            ("privileged: true", "privileged", json!(true)),
+            ("privileged: 'yes'", "privileged", json!(true)),
+            ("cap_add: [NET_ADMIN]", "cap_add", json!(["NET_ADMIN"])),
+            ("cap_drop: [ALL]", "cap_drop", json!(["ALL"])),
+            ("network_mode: host", "network_mode", json!("host")),
+            ("network_mode: none", "network_mode", json!("none")),
+            (
+                "networks: [back, front]",
+                "networks",
+                json!(["back", "front-net"]),
+            ),
+            (
+                "networks: {back: {aliases: [x]}, front: ~}",
+                "networks",
+                json!(["back", "front-net"]),
+            ),
+            (
+                "extra_hosts: ['db:10.0.0.2', 'gw=fe80::1']",
+                "extra_hosts",
+                json!(["db:10.0.0.2", "gw=fe80::1"]),
+            ),
+            (
+                "extra_hosts: {db: 10.0.0.2}",
+                "extra_hosts",
+                json!(["db=10.0.0.2"]),
+            ),
+            ("dns: 1.1.1.1", "dns", json!(["1.1.1.1"])),
+            (
+                "dns: [1.1.1.1, 9.9.9.9]",
+                "dns",
+                json!(["1.1.1.1", "9.9.9.9"]),
+            ),
+            ("read_only: true", "read_only", json!(true)),
+            ("mem_limit: 512m", "mem_limit", json!("512m")),
+            ("mem_limit: 536870912", "mem_limit", json!(536870912)),
+            (
+                "mem_limit: 256m\nmemswap_limit: 1g",
+                "memswap_limit",
+                json!("1g"),
+            ),
+            ("cpus: 0.5", "cpus", json!(0.5)),
+            ("cpus: '1.5'", "cpus", json!("1.5")),
+            ("pids_limit: 100", "pids_limit", json!(100)),
+            (
+                "ulimits: {nofile: {soft: 1024, hard: 2048}, nproc: 65535}",
+                "ulimits",
+                json!({"nofile": {"soft": 1024, "hard": 2048}, "nproc": 65535}),
+            ),
+            (
+                "sysctls: [net.core.somaxconn=1024]",
+                "sysctls",
+                json!({"net.core.somaxconn": "1024"}),
+            ),
+            (
+                "sysctls: {net.ipv4.ip_forward: 1}",
+                "sysctls",
+                json!({"net.ipv4.ip_forward": "1"}),
+            ),
+            ("init: true", "init", json!(true)),
+            ("stop_signal: SIGINT", "stop_signal", json!("SIGINT")),
+            (
+                "stop_grace_period: 1m30s",
+                "stop_grace_period",
+                json!("90s"),
+            ),
+            ("stop_grace_period: 30s", "stop_grace_period", json!("30s")),
+            (
+                "healthcheck:\n  test: curl -f http://localhost\n  interval: 1m30s\n  timeout: 1.5s\n  retries: 3\n  start_period: 0s",
+                "healthcheck",
+                json!({"test": "curl -f http://localhost", "interval": "90s", "timeout": "1500ms", "retries": 3}),
+            ),
+            (
+                "healthcheck: {test: [CMD, curl, -f, 'http://x'], interval: 500ms}",
+                "healthcheck",
+                json!({"test": ["CMD", "curl", "-f", "http://x"], "interval": "500ms"}),
+            ),
+            (
+                "healthcheck: {disable: true, test: [CMD, x]}",
+                "healthcheck",
+                json!({"disable": true}),
+            ),
+            (
+                "logging: {driver: json-file, options: {max-size: 10m, max-file: 3}}",
+                "logging",
+                json!({"driver": "json-file", "options": {"max-size": "10m", "max-file": "3"}}),
+            ),
+            (
+                "deploy: {resources: {limits: {memory: 50M, cpus: '0.50', pids: 20}}}",
+                "mem_limit",
+                json!("50M"),
+            ),
+            (
+                "deploy: {resources: {limits: {memory: 50M, cpus: '0.50', pids: 20}}}",
+                "cpus",
+                json!("0.50"),
+            ),
+            (
+                "deploy: {resources: {limits: {memory: 50M, cpus: '0.50', pids: 20}}}",
+                "pids_limit",
+                json!(20),
+            ),
+            (
+                "mem_limit: 64m\ndeploy: {resources: {limits: {memory: 50M}}}",
+                "mem_limit",
+                json!("64m"),
+            ),
+            (
+                "environment: ['A=$$HOME ${SET}']",
+                "env",
+                json!({"A": "$HOME v"}),
+            ),
+            (
+                "environment: ['A=${NOPE:-dflt}', 'B=${NOPE}']",
+                "env",
+                json!({"A": "dflt", "B": ""}),
+            ),
+        ];
+        for (body, field, want) in cases {
+            let i = service(body).unwrap_or_else(|e| panic!("{body}: {e}"));
+            let d = doc(&i);
+            assert_eq!(d[field], want, "{body}:\n{}", i.files[0].toml);
+            assert_eq!(d["name"], "s");
+            assert_eq!(d["image"], "img:1");
+        }
+    }
+
+    #[test]
+    fn what_is_not_carried_is_listed_by_service_and_key() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "container_name: web",
+                "s: container_name: the agent names its containers",
+            ),
+            ("build: .", "s: build: stead runs images"),
+            (
+                "restart: on-failure:3",
+                "s: restart: the retry count 3 is dropped",
+            ),
+            (
+                "ports: ['3000']",
+                "s: ports[0]: published on a host port the engine picks",
+            ),
+            (
+                "ports: ['127.0.0.1::3000']",
+                "s: ports[0]: published on a host port",
+            ),
+            (
+                "ports: [{target: 80}]",
+                "s: ports[0]: published on a host port",
+            ),
+            (
+                "ports: [{target: 80, published: 80, name: web}]",
+                "s: ports[0].name: not carried",
+            ),
+            (
+                "deploy: {replicas: 2}",
+                "s: deploy.replicas: a module is one container",
+            ),
+            (
+                "deploy: {restart_policy: {condition: any}}",
+                "s: deploy.restart_policy: not carried",
+            ),
+            (
+                "deploy: {placement: {}}",
+                "s: deploy.placement: a swarm setting",
+            ),
+            (
+                "deploy: {resources: {reservations: {memory: 1g}}}",
+                "s: deploy.resources.reservations: stead sets limits only",
+            ),
+            (
+                "deploy: {resources: {limits: {devices: []}}}",
+                "s: deploy.resources.limits.devices: stead has no such limit",
+            ),
+            (
+                "mem_limit: 64m\ndeploy: {resources: {limits: {memory: 50M}}}",
+                "s: deploy.resources.limits.memory: mem_limit is also set",
+            ),
+            (
+                "depends_on: {db: {condition: service_healthy}}",
+                "s: depends_on: its conditions (healthy, completed) are not carried",
+            ),
+            (
+                "extends: {service: base}",
+                "s: extends: the service it extends is not merged in",
+            ),
+            (
+                "profiles: [debug]",
+                "s: profiles: imported as if its profile were active",
+            ),
+            ("links: [db]", "s: links: legacy links"),
+            ("external_links: [db]", "s: external_links: legacy links"),
+            ("pid: host", "s: pid: stead shares no namespace"),
+            ("ipc: host", "s: ipc: stead shares no namespace"),
+            ("scale: 3", "s: scale: a module is one container"),
+            ("hostname: web", "s: hostname: stead has no such field"),
+            (
+                "domainname: example.org",
+                "s: domainname: stead has no such field",
+            ),
+            ("shm_size: 1g", "s: shm_size: stead has no such field"),
+            (
+                "security_opt: [no-new-privileges]",
+                "s: security_opt: stead has no such field",
+            ),
+            (
+                "stdin_open: true",
+                "s: stdin_open: a module runs without a terminal",
+            ),
+            (
+                "bogus: 1",
+                "s: bogus: not a service key of the Compose Specification",
+            ),
+            (
+                "networks: {back: {aliases: [x]}}",
+                "s: networks.back.aliases: other modules find it by its module name only",
+            ),
+            (
+                "networks: {back: {ipv4_address: 172.20.0.5}}",
+                "s: networks.back.ipv4_address: the engine gives the address",
+            ),
+            (
+                "volumes: ['/etc/ssl:/ssl:z']",
+                "s: volumes[0]: the mode z is not carried",
+            ),
+            (
+                "volumes: [{type: bind, source: ./html, target: /h, bind: {propagation: shared}}]",
+                "s: volumes[0].bind.propagation: not carried",
+            ),
+            (
+                "healthcheck: {test: 'true', start_interval: 1s}",
+                "s: healthcheck.start_interval: stead has no such field",
+            ),
+            ("healthcheck: {interval: 5s}", "s: healthcheck: no test"),
+            (
+                "configs: [{source: nginx, target: /n, mode: 0440}]",
+                "s: configs[0].mode: stead's files are read-only",
+            ),
+            (
+                "configs: [ext]",
+                "s: configs[0]: the config \"ext\" is external",
+            ),
+            (
+                "secrets: [token]",
+                "s: secrets[0]: the secret \"token\" is not from a file",
+            ),
+            (
+                "env_file: [{path: app.env, required: false}]",
+                "s: env_file[0].required: stead holds a module whose env file is missing",
+            ),
+            (
+                "env_file: broken.env",
+                "s: env_file[0]: /srv/app/broken.env: line 1",
+            ),
+            (
+                "network_mode: host\nports: ['80:80']",
+                "s: ports: a container with network_mode host publishes and exposes no ports",
+            ),
+            (
+                "volumes: ['/:/host:ro']",
+                "s: volumes[0]: stead mounts no host root",
+            ),
+            (
+                "extra_hosts: ['host.docker.internal:host-gateway', 'db:10.0.0.2']",
+                "s: extra_hosts[0]: host-gateway (the engine's address for the host) is not carried",
+            ),
+            (
+                "extra_hosts: {gw: host-gateway}",
+                "s: extra_hosts.gw: host-gateway",
+            ),
+            (
+                "network_mode: none\nexpose: ['80']",
+                "s: expose: a container with network_mode none publishes and exposes no ports",
+            ),
+        ];
+        for (body, want) in cases {
+            let i = service(body).unwrap_or_else(|e| panic!("{body}: {e}"));
+            let got = lines(&i.unmapped);
+            assert!(got.iter().any(|l| l.starts_with(want)), "{body}: {got:#?}");
+        }
+        // File-level: top-level keys and declarations.
+        for (yaml, want) in [
+            (
+                "include: [other.yml]\nservices: {s: {image: x}}",
+                "(file): include: the included files are not read",
+            ),
+            (
+                "services: {s: {image: x}}\nsecretz: {}",
+                "(file): secretz: not a top-level key",
+            ),
+            (
+                "services: {s: {image: x, volumes: ['d:/d']}}\nvolumes: {d: {driver: nfs}}",
+                "(file): volumes.d.driver: the agent makes volumes with the engine's local driver",
+            ),
+            (
+                "services: {s: {image: x, networks: [n]}}\nnetworks: {n: {ipam: {}}}",
+                "(file): networks.n.ipam: the agent makes plain bridge networks",
+            ),
+        ] {
+            let i = run(yaml).unwrap();
+            let got = lines(&i.unmapped);
+            assert!(got.iter().any(|l| l.starts_with(want)), "{yaml}: {got:#?}");
+        }
+        // A service built from source is not imported; the others are.
+        let i = run("services: {a: {build: .}, b: {image: x}}").unwrap();
+        assert_eq!(i.files.len(), 1);
+        assert_eq!(i.files[0].service, "b");
+        // Nothing unmapped when everything maps; `x-` keys and `version`
+        // are Compose's own to ignore.
+        let i = run("version: '3.8'\nx-common: &c {restart: always}\nservices:\n  s:\n    <<: *c\n    image: x\n    x-note: hi\n").unwrap();
+        assert!(i.unmapped.is_empty(), "{:?}", i.unmapped);
+        assert_eq!(doc(&i)["restart"], "always");
+    }
+
+    #[test]
+    fn what_is_carried_differently_is_noted() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "environment: [HOME]",
+                "s: environment.HOME: no value: taken from the importer's environment",
+            ),
+            (
+                "environment: [NOPE]",
+                "s: environment.NOPE: no value, and not set",
+            ),
+            (
+                "volumes: [/anon]",
+                "s: volumes[0]: an anonymous volume: made the named volume \"s-1\"",
+            ),
+            (
+                "volumes: ['data:/d']",
+                "(file): volumes.data: the engine volume is named \"data\"; Compose names it <project>_data",
+            ),
+            (
+                "volumes: ['./nope:/n']",
+                "s: volumes[0]: /srv/app/nope does not exist now",
+            ),
+            (
+                "volumes: ['./html:/h:cached']",
+                "s: volumes[0]: cached: a macOS option",
+            ),
+            (
+                "volumes: ['/sys:/sys:ro']",
+                "s: volumes[0]: a read-only mount is an input of the container, its content hashed on every pass: /sys is the system's own",
+            ),
+            (
+                "volumes: ['/var/run/docker.sock:/var/run/docker.sock:ro']",
+                "s: volumes[0]: /var/run/docker.sock looks like a socket",
+            ),
+            (
+                "depends_on: [db]",
+                "s: depends_on: not carried: every module is started on its own",
+            ),
+            (
+                "depends_on: {db: {condition: service_started}}",
+                "s: depends_on: not carried",
+            ),
+            (
+                "networks: [default]",
+                "s: networks.default: Compose's project network is not made",
+            ),
+            (
+                "command: echo ${NOPE}",
+                "s: command: the variable NOPE is not set",
+            ),
+            (
+                "configs: [{source: logo, target: /l}]",
+                "s: configs[0]: not UTF-8 text",
+            ),
+            (
+                "env_file: quoted.env",
+                "s: env_file[0]: /srv/app/quoted.env has quoted values",
+            ),
+            (
+                "env_file: missing.env",
+                "s: env_file[0]: /srv/app/missing.env cannot be read now",
+            ),
+            (
+                "logging: {options: {max-size: 1m}}",
+                "s: logging.driver: not set: json-file",
+            ),
+        ];
+        for (body, want) in cases {
+            let i = service(body).unwrap_or_else(|e| panic!("{body}: {e}"));
+            let got = lines(&i.notes);
+            assert!(got.iter().any(|l| l.starts_with(want)), "{body}: {got:#?}");
+            // A note is no loss: none of these is listed as not carried,
+            // but for the ones that are both.
+        }
+        // Services that Compose puts on one network, that find each other
+        // by name there, are told so once.
+        let i = run("services: {a: {image: x}, b: {image: x}}").unwrap();
+        let got = lines(&i.notes);
+        assert_eq!(got.len(), 1, "{got:#?}");
+        assert!(got[0].starts_with(
+            "(file): networks: Compose puts services without `networks` on one project network"
+        ));
+        // A service whose module name differs is found by the module name.
+        let i = run("services: {my_app: {image: x, networks: [n]}}\nnetworks: {n: {}}").unwrap();
+        assert!(
+            lines(&i.notes)
+                .iter()
+                .any(|l| l.starts_with("my_app: networks: other modules find it as my-app"))
+        );
+        // Compose's `default` network made explicit is joined by every
+        // service without networks.
+        let i =
+            run("services: {a: {image: x}}\nnetworks: {default: {external: true, name: proxy}}")
+                .unwrap();
+        assert_eq!(doc(&i)["networks"], json!(["proxy"]));
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_imported_is_refused_naming_the_service_and_key() {
+        let svc = |body: &str| {
+            let body: String = body.lines().map(|l| format!("    {l}\n")).collect();
+            format!("services:\n  s:\n    image: img:1\n{body}{TOP}")
+        };
+        let cases: Vec<(String, &str, &str, &str)> = vec![
+            ("a: [1\n".into(), FILE, "(yaml)", "line 2"),
+            ("- a\n".into(), FILE, "(yaml)", "a mapping with `services:`"),
+            (
+                "web:\n  image: x\n".into(),
+                FILE,
+                "services",
+                "version 1 file format",
+            ),
+            (
+                "services: [a]\n".into(),
+                FILE,
+                "services",
+                "must be a mapping",
+            ),
+            (
+                "services: {my.app: {image: x}}\n".into(),
+                "my.app",
+                "(name)",
+                "cannot be made a module name",
+            ),
+            (
+                "services: {a_b: {image: x}, a-b: {image: x}}\n".into(),
+                "a_b",
+                "(name)",
+                "as service a-b does",
+            ),
+            (
+                "services: {s: {command: x}}\n".into(),
+                "s",
+                "image",
+                "needs an image",
+            ),
+            (
+                "services: {s: {image: [x]}}\n".into(),
+                "s",
+                "image",
+                "must be a string",
+            ),
+            (
+                svc("network_mode: service:db"),
+                "s",
+                "network_mode",
+                "another's network namespace",
+            ),
+            (
+                svc("network_mode: container:abc"),
+                "s",
+                "network_mode",
+                "another's network namespace",
+            ),
+            (
+                svc("network_mode: mynet"),
+                "s",
+                "network_mode",
+                "with `networks`",
+            ),
+            (
+                svc("network_mode: host\nnetworks: [back]"),
+                "s",
+                "networks",
+                "cannot be combined",
+            ),
+            (svc("ports: ['80-81:90']"), "s", "ports[0]", "ranges differ"),
+            (svc("ports: ['x:80']"), "s", "ports[0]", "not a port number"),
+            (
+                svc("ports: ['1.2.3:80:80']"),
+                "s",
+                "ports[0]",
+                "not an IP address",
+            ),
+            (
+                svc("ports: ['80/icmp']"),
+                "s",
+                "ports[0]",
+                "tcp, udp or sctp",
+            ),
+            (
+                svc("ports: ['::1:80:80']"),
+                "s",
+                "ports[0]",
+                "IPv6 address goes in brackets",
+            ),
+            (
+                svc("ports: ['8080:80', '8080:81']"),
+                "s",
+                "ports[1]",
+                "already published",
+            ),
+            (
+                svc("volumes: ['nodecl:/x']"),
+                "s",
+                "volumes[0]",
+                "not declared",
+            ),
+            (
+                svc("volumes: ['a:b:c:d']"),
+                "s",
+                "volumes[0]",
+                "not SOURCE:TARGET",
+            ),
+            (
+                svc("volumes: ['./x:/x:rx']"),
+                "s",
+                "volumes[0]",
+                "not a volume mode",
+            ),
+            (
+                svc("volumes: ['~bob/x:/x']"),
+                "s",
+                "volumes[0].source",
+                "~user",
+            ),
+            (
+                svc("volumes: [{type: npipe, source: x, target: /x}]"),
+                "s",
+                "volumes[0].type",
+                "bind, volume and tmpfs only",
+            ),
+            (
+                svc("volumes: ['data:relative']"),
+                "s",
+                "volumes[0]",
+                "absolute",
+            ),
+            (
+                svc("volumes: ['/data:ro']"),
+                "s",
+                "volumes[0]",
+                "the target \"ro\" must be an absolute path",
+            ),
+            (
+                svc("networks: [nodecl]"),
+                "s",
+                "networks.nodecl",
+                "not declared",
+            ),
+            (svc("configs: [nodecl]"), "s", "configs[0]", "not declared"),
+            (
+                svc("configs: [{source: nginx, target: rel}]"),
+                "s",
+                "configs[0].target",
+                "absolute",
+            ),
+            (svc("secrets: [nodecl]"), "s", "secrets[0]", "not declared"),
+            (
+                svc("command: echo ${NEED:?set NEED}"),
+                "s",
+                "command",
+                "required variable NEED is missing a value: set NEED",
+            ),
+            (svc("command: echo $ x"), "s", "command", "write $$"),
+            (
+                svc("command: echo 'open"),
+                "s",
+                "command",
+                "no closing quotation",
+            ),
+            (svc("restart: sometimes"), "s", "restart", "not no, always"),
+            (svc("mem_limit: 1k"), "s", "mem_limit", "at least 6 MiB"),
+            (
+                svc("environment: [my-var=1]"),
+                "s",
+                "env.my-var",
+                "invalid environment variable name",
+            ),
+            (
+                svc("stop_grace_period: 1500ms"),
+                "s",
+                "stop_grace_period",
+                "whole seconds",
+            ),
+            (
+                svc("stop_grace_period: 10m"),
+                "s",
+                "stop_grace_period",
+                "at most 5m",
+            ),
+            (
+                svc("healthcheck: {test: 'true', interval: 1us}"),
+                "s",
+                "healthcheck.interval",
+                "whole number of milliseconds",
+            ),
+            (
+                svc("healthcheck: {test: 'true', interval: soon}"),
+                "s",
+                "healthcheck.interval",
+                "not a duration",
+            ),
+            (
+                svc("labels: {stead.module: x}"),
+                "s",
+                "labels.stead.module",
+                "the agent's own",
+            ),
+            (svc("cap_add: NET_ADMIN"), "s", "cap_add", "must be a list"),
+            (svc("privileged: maybe"), "s", "privileged", "true or false"),
+            (svc("pids_limit: lots"), "s", "pids_limit", "whole number"),
+            (
+                svc("ulimits: {nofile: {soft: 1}}"),
+                "s",
+                "ulimits.nofile.hard",
+                "is missing",
+            ),
+            (
+                "services: {s: {image: x, configs: [c]}}\nconfigs: {c: {file: ./nope.conf}}\n"
+                    .into(),
+                "s",
+                "configs.c.file",
+                "cannot read /srv/app/nope.conf",
+            ),
+            (
+                "services: {s: {image: x}}\nvolumes: {d: {name: '${NEED?}'}}\n".into(),
+                FILE,
+                "volumes.d.name",
+                "required variable NEED",
+            ),
+        ];
+        for (yaml, service, key, needle) in cases {
+            let e = run(&yaml).unwrap_err();
+            assert_eq!(
+                (e.service.as_str(), e.key.as_str()),
+                (service, key),
+                "{yaml}: {e}"
+            );
+            assert!(e.why.contains(needle), "{yaml}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_dotenv_file_next_to_the_compose_file_is_read_and_the_environment_wins() {
+        let yaml = "services:\n  s:\n    image: img:${TAG}\n    environment: ['A=${FROM_DOTENV}', 'B=${SET}']\n";
+        let i = import(
+            yaml,
+            Path::new(BASE),
+            &env(),
+            &read_with(Some("TAG=1.2\nFROM_DOTENV=d\nSET=from-dotenv\n")),
+        )
+        .unwrap();
+        let d = doc(&i);
+        assert_eq!(d["image"], "img:1.2");
+        assert_eq!(d["env"], json!({"A": "d", "B": "v"}));
+        let e = import(yaml, Path::new(BASE), &env(), &read_with(Some("1=x\n"))).unwrap_err();
+        assert_eq!((e.service.as_str(), e.key.as_str()), (FILE, ".env"));
+    }
+
+    #[test]
+    fn every_intention_written_parses_back_with_its_runtime_fields() {
+        let i = service(
+            "command: sleep 1\nports: ['127.0.0.1:8080:80']\nmem_limit: 64m\ncpus: 0.5\npids_limit: 50\nulimits: {nofile: 1024}\nsysctls: [net.ipv4.ip_forward=1]\ncap_add: [NET_ADMIN]\ninit: true\nstop_signal: INT\nstop_grace_period: 3s\nhealthcheck: {test: 'true', interval: 1s, retries: 2}\nlogging: {driver: json-file, options: {max-size: 1m}}\nvolumes: ['data:/data', './html:/html:ro']\nconfigs: [nginx]\nuser: '1000'\nworking_dir: /tmp\nread_only: true\ntmpfs: /run\nextra_hosts: ['db:10.0.0.2']\ndns: 10.0.0.53\ndevices: [/dev/zero]\nlabels: {a: b}",
+        )
+        .unwrap();
+        let f = &i.files[0];
+        assert_eq!(
+            (f.service.as_str(), f.module.as_str(), f.file_name.as_str()),
+            ("s", "s", "s.toml")
+        );
+        let it = Intention::parse(&f.toml, DocFormat::Toml, "s.toml").unwrap();
+        let r = &it.runtime;
+        assert_eq!(it.command, Some(vec!["sleep".to_string(), "1".to_string()]));
+        assert_eq!(r.mem_limit, Some(64 << 20));
+        assert_eq!(r.nano_cpus, Some(500_000_000));
+        assert_eq!(r.pids_limit, Some(50));
+        assert_eq!(r.stop_signal.as_deref(), Some("SIGINT"));
+        assert_eq!(r.stop_grace_period, Some(std::time::Duration::from_secs(3)));
+        assert_eq!(r.healthcheck.as_ref().unwrap().test, ["CMD-SHELL", "true"]);
+        assert_eq!(r.volumes[0].name, "data");
+        assert_eq!(it.files[0].content, "server { listen 80; }\n");
+        assert_eq!(it.mounts[0].source.as_str(), "/srv/app/html");
+        assert!(
+            f.toml
+                .starts_with("# Imported by `stead import` from the Compose service \"s\".\n")
+        );
+        // Service names become module names.
+        let i = run("services: {Web_App: {image: x}}").unwrap();
+        assert_eq!(i.files[0].module.as_str(), "web-app");
+        assert_eq!(i.files[0].file_name, "web-app.toml");
+        assert_eq!(doc(&i)["name"], "web-app");
+    }
+}
