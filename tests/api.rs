@@ -772,9 +772,12 @@ fn the_api_answers_while_a_pass_hashes_a_large_mount() {
         took.len() >= 3,
         "the pass was over before it could be watched: {took:?}"
     );
+    // An API held up by the pass would wait out the hash (seconds, in a
+    // debug build); an answer on a loaded 2-core machine can take a few
+    // hundred milliseconds.
     let slowest = took.iter().max().unwrap();
     assert!(
-        *slowest < Duration::from_millis(100),
+        *slowest < Duration::from_millis(1000),
         "/healthz took {slowest:?} while the pass hashed ({} asks)",
         took.len()
     );
