@@ -77,14 +77,7 @@ pub fn parse_engine_time_ns(s: &str) -> i64 {
             let (oh, om) = offset[1..].split_once(':')?;
             sign * (oh.parse::<i64>().ok()? * 3600 + om.parse::<i64>().ok()? * 60)
         };
-        // Days from the civil date (Howard Hinnant's algorithm).
-        let y = if m <= 2 { y - 1 } else { y };
-        let era = y.div_euclid(400);
-        let yoe = y - era * 400;
-        let mp = (m + 9) % 12;
-        let doy = (153 * mp + 2) / 5 + day - 1;
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-        let days = era * 146_097 + doe - 719_468;
+        let days = crate::model::civil::days_from_civil(y, m, day);
         let secs = days * 86_400 + hh * 3600 + mm * 60 + ss - off;
         secs.checked_mul(1_000_000_000)?.checked_add(nanos)
     };

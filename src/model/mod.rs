@@ -4,6 +4,7 @@
 //! the mapping of a Compose file to intentions ([`compose_file`]). Nothing
 //! here does I/O; everything here is table-tested.
 
+pub mod civil;
 pub mod compose;
 pub mod compose_file;
 pub mod config;
