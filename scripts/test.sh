@@ -49,5 +49,13 @@ say "cargo test"
 log="$(mktemp /tmp/stead-test.XXXXXX)"
 trap 'rm -f "$log"' EXIT
 cargo test --locked --no-fail-fast -- --include-ignored 2>&1 | tee "$log"
+# The engine suites again, against Podman's Docker-compatible service: the
+# differences the engine layer handles, and the tests that name the others
+# (docs/operations.md, "On Podman").
+podman_socket="$(scripts/podman.sh)"
+say "cargo test (the engine suites on Podman, $podman_socket)"
+STEAD_TEST_ENGINE_SOCKET="$podman_socket" cargo test --locked --no-fail-fast \
+    --test engine --test runtime --test hardening --test waiting --test api --test cli \
+    -- --include-ignored 2>&1 | tee -a "$log"
 # One closing line for the whole run: the sum of every test binary's result.
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f; exit (f > 0 || p == 0) }' "$log"

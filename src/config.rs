@@ -79,7 +79,7 @@ pub struct Config {
     /// The central plane, when this node has one.
     pub plane: Option<PlaneConfig>,
     /// Where the output of a module without its own `logging` goes.
-    pub logging: crate::model::runtime::Logging,
+    pub logging: crate::model::runtime::NodeLogging,
 }
 
 /// Where the central plane is and which keys it signs with.
@@ -127,13 +127,10 @@ struct LoggingDoc {
     max_file: Option<u32>,
 }
 
-/// The log driver of a module without its own: the engine's `local`
-/// driver, rotated, so that no module fills a device's flash.
-pub const DEFAULT_LOG_DRIVER: &str = "local";
-/// Its file size before rotation.
+/// A module without its own logging writes rotating files, in the engine's
+/// driver for them (`local` on the Docker Engine), so that no module fills
+/// a device's flash. The file size before rotation:
 pub const DEFAULT_LOG_MAX_SIZE: &str = "10m";
-/// Its files kept.
-pub const DEFAULT_LOG_MAX_FILE: u32 = 3;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -268,9 +265,10 @@ impl Config {
                 Duration::from_secs(60),
             )?,
             plane: None,
-            logging: crate::model::runtime::Logging {
-                driver: String::new(),
-                options: Default::default(),
+            logging: crate::model::runtime::NodeLogging::Rotate {
+                driver: None,
+                max_size: DEFAULT_LOG_MAX_SIZE.into(),
+                max_file: None,
             },
         };
         let api_listen: SocketAddr = match doc.api_listen.as_deref() {
@@ -374,20 +372,24 @@ impl Config {
                 max_size: None,
                 max_file: None,
             });
-            let driver = l.driver.unwrap_or_else(|| DEFAULT_LOG_DRIVER.into());
-            if driver.is_empty()
-                || !driver
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c))
+            let driver = l.driver;
+            if let Some(driver) = &driver
+                && (driver.is_empty()
+                    || !driver
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c)))
             {
                 return Err(invalid(
                     "logging.driver",
                     format!("{driver:?} is not a log driver name"),
                 ));
             }
-            let mut options = std::collections::BTreeMap::new();
-            // Rotation is what the local and json-file drivers take.
-            if matches!(driver.as_str(), "local" | "json-file") {
+            // Rotation is what the local and json-file drivers take, and the
+            // engine's own choice when no driver is named.
+            if driver
+                .as_deref()
+                .is_none_or(|d| matches!(d, "local" | "json-file"))
+            {
                 let size = l.max_size.unwrap_or_else(|| DEFAULT_LOG_MAX_SIZE.into());
                 crate::model::runtime::parse_bytes(&crate::model::runtime::Bytes::Text(
                     size.clone(),
@@ -400,21 +402,28 @@ impl Config {
                         format!("{size:?} is not a size such as 10m"),
                     )
                 })?;
-                let files = l.max_file.unwrap_or(DEFAULT_LOG_MAX_FILE);
-                if files == 0 {
+                if l.max_file == Some(0) {
                     return Err(invalid("logging.max_file", "at least 1".into()));
                 }
-                options.insert("max-size".to_string(), size);
-                options.insert("max-file".to_string(), files.to_string());
+                crate::model::runtime::NodeLogging::Rotate {
+                    driver,
+                    max_size: size,
+                    max_file: l.max_file,
+                }
             } else if l.max_size.is_some() || l.max_file.is_some() {
                 return Err(invalid(
                     "logging.driver",
                     format!(
-                        "{driver:?} does not rotate files: max_size and max_file are for local and json-file"
+                        "{:?} does not rotate files: max_size and max_file are for local and json-file",
+                        driver.unwrap_or_default()
                     ),
                 ));
+            } else {
+                crate::model::runtime::NodeLogging::Driver(crate::model::runtime::Logging {
+                    driver: driver.unwrap_or_default(),
+                    options: Default::default(),
+                })
             }
-            crate::model::runtime::Logging { driver, options }
         };
         let cfg = Config {
             tuning,
@@ -499,13 +508,41 @@ mod tests {
 
     #[test]
     fn the_default_logging_rotates_and_bad_keys_are_named() {
+        use crate::engine::Flavour;
         let c = Config::parse("", Path::new("c.toml")).unwrap();
-        assert_eq!(c.logging.driver, "local");
-        assert_eq!(c.logging.options["max-size"], "10m");
-        assert_eq!(c.logging.options["max-file"], "3");
+        let docker = Flavour::Docker.node_logging(&c.logging);
+        assert_eq!(docker.driver, "local");
+        assert_eq!(docker.options["max-size"], "10m");
+        assert_eq!(docker.options["max-file"], "3");
+        // Podman has no `local` driver and keeps one file per container.
+        let podman = Flavour::Podman("4.3.1".into()).node_logging(&c.logging);
+        assert_eq!(podman.driver, "json-file");
+        assert_eq!(podman.options["max-size"], "10m");
+        assert!(!podman.options.contains_key("max-file"));
+        // A driver named is every engine's.
+        let c = Config::parse(
+            "[logging]\ndriver = \"local\"\nmax_size = \"1m\"",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        let l = Flavour::Podman("4.3.1".into()).node_logging(&c.logging);
+        assert_eq!(l.driver, "local");
+        assert_eq!(l.options["max-size"], "1m");
+        // Podman keeps one file: max-file is passed only when named (and
+        // refused at create there).
+        assert!(!l.options.contains_key("max-file"));
+        let c = Config::parse("[logging]\nmax_file = 2", Path::new("c.toml")).unwrap();
+        let l = Flavour::Podman("4.3.1".into()).node_logging(&c.logging);
+        assert_eq!(l.options["max-file"], "2");
+        let l = Flavour::Docker.node_logging(&c.logging);
+        assert_eq!(
+            (l.driver.as_str(), l.options["max-file"].as_str()),
+            ("local", "2")
+        );
         let c = Config::parse("[logging]\ndriver = \"journald\"", Path::new("c.toml")).unwrap();
-        assert_eq!(c.logging.driver, "journald");
-        assert!(c.logging.options.is_empty());
+        let l = Flavour::Docker.node_logging(&c.logging);
+        assert_eq!(l.driver, "journald");
+        assert!(l.options.is_empty());
         for (text, needle) in [
             ("[logging]\nmax_size = \"big\"", "logging.max_size"),
             ("[logging]\nmax_file = 0", "logging.max_file"),

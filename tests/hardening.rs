@@ -208,6 +208,10 @@ fn an_empty_store_file_is_refused_and_a_discarded_store_restarts_nothing() {
             &api.to_string(),
         );
         assert_eq!(code, 201, "{body}");
+        // Known once the first pass has read the files.
+        n.wait_for(30, "the file module known", || {
+            agent.get(&format!("/v1/modules/{}", ms[1])).0 == 200
+        });
         let (code, body) = agent.send(
             &n,
             "PATCH",
@@ -388,7 +392,7 @@ impl Faulty {
                 let Ok(client) = client else { return };
                 c.lock().unwrap().push(client.try_clone().unwrap());
                 if !f.load(Ordering::SeqCst) {
-                    let upstream = UnixStream::connect(ENGINE_SOCKET).unwrap();
+                    let upstream = UnixStream::connect(engine_socket()).unwrap();
                     c.lock().unwrap().push(upstream.try_clone().unwrap());
                     let (mut cr, mut uw) =
                         (client.try_clone().unwrap(), upstream.try_clone().unwrap());

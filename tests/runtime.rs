@@ -15,6 +15,16 @@ fn inspect(id: &str) -> J {
 }
 
 fn module(name: &str, mem: &str) -> String {
+    // Podman's Docker-compatible API drops device cgroup rules and keeps
+    // one log file: the agent refuses both there (tested below).
+    let (rules, log_files) = if on_podman() {
+        ("", "")
+    } else {
+        (
+            "device_cgroup_rules = [\"c 188:* rwm\"]\n",
+            ", max-file = \"2\"",
+        )
+    };
     format!(
         r#"name = "{name}"
 image = "{IMAGE_1}"
@@ -25,8 +35,7 @@ working_dir = "/tmp"
 user = "1000:1000"
 labels = {{"com.example.role" = "sensor"}}
 devices = ["/dev/zero:/dev/myzero:r"]
-device_cgroup_rules = ["c 188:* rwm"]
-cap_add = ["net_admin"]
+{rules}cap_add = ["net_admin"]
 cap_drop = ["CAP_MKNOD"]
 extra_hosts = ["db:10.0.0.2"]
 dns = ["10.0.0.53"]
@@ -35,7 +44,7 @@ read_only = true
 mem_limit = "{mem}"
 cpus = 0.5
 pids_limit = 50
-ulimits = {{nofile = {{soft = 1024, hard = 2048}}}}
+ulimits = {{nofile = {{soft = 1024, hard = 2048}}, nproc = 4096}}
 sysctls = {{"net.ipv4.ip_forward" = "1"}}
 init = true
 stop_signal = "INT"
@@ -48,7 +57,7 @@ retries = 2
 
 [logging]
 driver = "json-file"
-options = {{max-size = "1m", max-file = "2"}}
+options = {{max-size = "1m"{log_files}}}
 "#,
         cmd = idle_after("echo up")
     )
@@ -60,6 +69,7 @@ fn every_runtime_field_lands_on_the_container_and_a_change_recreates_it_once() {
     let m = n.module("rt");
     n.write_intention("rt.toml", &module(&m, "64m"));
     let agent = Agent::start(&n);
+    let _timer = HealthTimer::start(&n.id);
     n.wait_for(60, "the module running", || {
         n.container(&m).is_some_and(|(_, s, _)| s == "running")
     });
@@ -72,7 +82,8 @@ fn every_runtime_field_lands_on_the_container_and_a_change_recreates_it_once() {
     assert_eq!(cfg["User"], "1000:1000");
     assert_eq!(cfg["Labels"]["com.example.role"], "sensor");
     assert_eq!(cfg["Labels"]["stead.module"], m.as_str());
-    assert_eq!(cfg["StopSignal"], "SIGINT");
+    // Podman's inspect says the signal's number.
+    assert_eq!(cfg["StopSignal"], if on_podman() { "2" } else { "SIGINT" });
     assert_eq!(cfg["StopTimeout"], 3);
     assert_eq!(
         cfg["Healthcheck"]["Test"],
@@ -80,36 +91,62 @@ fn every_runtime_field_lands_on_the_container_and_a_change_recreates_it_once() {
     );
     assert_eq!(cfg["Healthcheck"]["Interval"], 1_000_000_000u64);
     assert_eq!(cfg["Healthcheck"]["Retries"], 2);
+    // Podman applies the permissions and does not say them.
     assert_eq!(
         host["Devices"],
-        serde_json::json!([{"PathOnHost": "/dev/zero", "PathInContainer": "/dev/myzero", "CgroupPermissions": "r"}])
+        serde_json::json!([{"PathOnHost": "/dev/zero", "PathInContainer": "/dev/myzero", "CgroupPermissions": if on_podman() { "" } else { "r" }}])
     );
-    assert_eq!(
-        host["DeviceCgroupRules"],
-        serde_json::json!(["c 188:* rwm"])
-    );
+    if !on_podman() {
+        assert_eq!(
+            host["DeviceCgroupRules"],
+            serde_json::json!(["c 188:* rwm"])
+        );
+    }
     assert_eq!(host["CapAdd"], serde_json::json!(["NET_ADMIN"]));
     assert_eq!(host["CapDrop"], serde_json::json!(["MKNOD"]));
     assert_eq!(host["ExtraHosts"], serde_json::json!(["db:10.0.0.2"]));
     assert_eq!(host["Dns"], serde_json::json!(["10.0.0.53"]));
-    assert_eq!(host["Tmpfs"]["/run"], "size=16m");
+    // Podman adds its mount options.
+    assert!(
+        host["Tmpfs"]["/run"]
+            .as_str()
+            .unwrap()
+            .starts_with("size=16m"),
+        "{host:#}"
+    );
     assert_eq!(host["ReadonlyRootfs"], true);
     assert_eq!(host["Memory"], 64u64 << 20);
     assert_eq!(host["NanoCpus"], 500_000_000u64);
     assert_eq!(host["PidsLimit"], 50);
-    assert_eq!(
-        host["Ulimits"],
-        serde_json::json!([{"Name": "nofile", "Soft": 1024, "Hard": 2048}])
-    );
-    assert_eq!(host["Sysctls"]["net.ipv4.ip_forward"], "1");
+    // Podman names limits as the kernel does.
+    let ulimits = if on_podman() {
+        serde_json::json!([{"Name": "RLIMIT_NOFILE", "Soft": 1024, "Hard": 2048}, {"Name": "RLIMIT_NPROC", "Soft": 4096, "Hard": 4096}])
+    } else {
+        serde_json::json!([{"Name": "nofile", "Soft": 1024, "Hard": 2048}, {"Name": "nproc", "Soft": 4096, "Hard": 4096}])
+    };
+    assert_eq!(host["Ulimits"], ulimits);
     assert_eq!(host["Init"], true);
     assert_eq!(host["LogConfig"]["Type"], "json-file");
-    assert_eq!(host["LogConfig"]["Config"]["max-size"], "1m");
+    if on_podman() {
+        assert_eq!(
+            podman_inspect(&id)[0]["HostConfig"]["LogConfig"]["Size"],
+            "1MB"
+        );
+    } else {
+        assert_eq!(host["Sysctls"]["net.ipv4.ip_forward"], "1");
+        assert_eq!(host["LogConfig"]["Config"]["max-size"], "1m");
+    }
     // The container runs as asked: its user, its read-only root, the device.
     let exec = |cmd: &str| docker_ok(&["exec", &id, "sh", "-c", cmd]);
     assert_eq!(exec("id -u"), "1000");
     assert!(docker(&["exec", &id, "sh", "-c", "touch /x"]).status.code() != Some(0));
     assert_eq!(exec("ls /dev/myzero"), "/dev/myzero");
+    assert_eq!(exec("cat /proc/sys/net/ipv4/ip_forward"), "1");
+    // The container's own process (an exec may be given other limits).
+    assert_eq!(
+        exec("grep 'open files' /proc/1/limits | tr -s ' ' | cut -d' ' -f4,5"),
+        "1024 2048"
+    );
     // Healthy by its check.
     n.wait_for(30, "healthy", || {
         inspect(&id)["State"]["Health"]["Status"] == "healthy"
@@ -134,6 +171,49 @@ fn every_runtime_field_lands_on_the_container_and_a_change_recreates_it_once() {
     assert!(events.contains("mem_limit"), "{events}");
 }
 
+/// What Podman's Docker-compatible API would take and not apply is refused
+/// there before the engine is asked, naming the field; the Docker Engine
+/// makes the same modules.
+#[test]
+fn a_field_the_engine_does_not_apply_is_refused_at_create_naming_it() {
+    let n = Node::new("runtime-unsupported");
+    let (rules, files) = (n.module("rules"), n.module("files"));
+    let idle = idle_after("echo up");
+    n.write_intention(
+        "rules.toml",
+        &format!(
+            "name = \"{rules}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {idle:?}]\ndevice_cgroup_rules = [\"c 188:* rwm\"]\n"
+        ),
+    );
+    n.write_intention(
+        "files.toml",
+        &format!(
+            "name = \"{files}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {idle:?}]\n[logging]\ndriver = \"json-file\"\noptions = {{max-size = \"1m\", max-file = \"2\"}}\n"
+        ),
+    );
+    let agent = Agent::start(&n);
+    let module =
+        |m: &str| -> J { serde_json::from_str(&agent.get(&format!("/v1/modules/{m}")).1).unwrap() };
+    if on_podman() {
+        for (m, field) in [(&rules, "device_cgroup_rules"), (&files, "\"max-file\"")] {
+            n.wait_for(30, "the module failed", || module(m)["state"] == "failed");
+            let s = module(m);
+            let e = s["last_error"].as_str().unwrap();
+            assert!(
+                e.contains("Podman") && e.contains("does not support") && e.contains(field),
+                "{s:#}"
+            );
+            assert!(n.container(m).is_none());
+        }
+    } else {
+        for m in [&rules, &files] {
+            n.wait_for(60, "the module running", || {
+                n.container(m).is_some_and(|(_, s, _)| s == "running")
+            });
+        }
+    }
+}
+
 #[test]
 fn host_networking_and_a_stop_grace_period_are_the_container_s() {
     let n = Node::new("runtime-net");
@@ -151,10 +231,17 @@ fn host_networking_and_a_stop_grace_period_are_the_container_s() {
     let id = n.container_id(&m);
     let c = inspect(&id);
     assert_eq!(c["HostConfig"]["NetworkMode"], "host");
-    // Without its own logging: the agent's default, rotated.
-    assert_eq!(c["HostConfig"]["LogConfig"]["Type"], "local");
-    assert_eq!(c["HostConfig"]["LogConfig"]["Config"]["max-size"], "10m");
-    assert_eq!(c["HostConfig"]["LogConfig"]["Config"]["max-file"], "3");
+    // Without its own logging: the agent's default, rotated: Podman has
+    // no `local` driver and keeps one file.
+    if on_podman() {
+        assert_eq!(c["HostConfig"]["LogConfig"]["Type"], "json-file");
+        let p = podman_inspect(&id);
+        assert_eq!(p[0]["HostConfig"]["LogConfig"]["Size"], "10MB");
+    } else {
+        assert_eq!(c["HostConfig"]["LogConfig"]["Type"], "local");
+        assert_eq!(c["HostConfig"]["LogConfig"]["Config"]["max-size"], "10m");
+        assert_eq!(c["HostConfig"]["LogConfig"]["Config"]["max-file"], "3");
+    }
     // A process that ignores SIGTERM is killed after its own grace period
     // when the agent removes the module, not after the engine's 10 s.
     let started = std::time::Instant::now();
@@ -167,8 +254,11 @@ fn host_networking_and_a_stop_grace_period_are_the_container_s() {
 
 #[test]
 fn the_default_logging_is_the_node_s_and_not_an_input() {
-    let n = Node::new("runtime-log")
-        .with_config("[logging]\ndriver = \"json-file\"\nmax_size = \"1m\"\nmax_file = 2");
+    // Podman keeps one file per container: max_file is not for it.
+    let files = if on_podman() { "" } else { "\nmax_file = 2" };
+    let n = Node::new("runtime-log").with_config(&format!(
+        "[logging]\ndriver = \"json-file\"\nmax_size = \"1m\"{files}"
+    ));
     let m = n.module("log");
     n.write_intention(
         "l.toml",
@@ -184,8 +274,15 @@ fn the_default_logging_is_the_node_s_and_not_an_input() {
     let id = n.container_id(&m);
     let c = inspect(&id);
     assert_eq!(c["HostConfig"]["LogConfig"]["Type"], "json-file");
-    assert_eq!(c["HostConfig"]["LogConfig"]["Config"]["max-size"], "1m");
-    assert_eq!(c["HostConfig"]["LogConfig"]["Config"]["max-file"], "2");
+    if on_podman() {
+        assert_eq!(
+            podman_inspect(&id)[0]["HostConfig"]["LogConfig"]["Size"],
+            "1MB"
+        );
+    } else {
+        assert_eq!(c["HostConfig"]["LogConfig"]["Config"]["max-size"], "1m");
+        assert_eq!(c["HostConfig"]["LogConfig"]["Config"]["max-file"], "2");
+    }
     let labels = c["Config"]["Labels"].as_object().unwrap();
     assert!(!labels.contains_key("stead.input.logging"), "{labels:?}");
 }
@@ -202,6 +299,7 @@ fn a_failing_health_check_reads_unhealthy_with_the_probe_s_words_and_healthy_con
         ),
     );
     let agent = Agent::start(&n);
+    let _timer = HealthTimer::start(&n.id);
     let module =
         || -> J { serde_json::from_str(&agent.get(&format!("/v1/modules/{m}")).1).unwrap() };
     n.wait_for(60, "unhealthy", || module()["state"] == "unhealthy");

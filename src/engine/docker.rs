@@ -2,7 +2,7 @@
 //! over a unix socket, with bollard. The engine's answers are parsed here,
 //! once, into typed observations.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use bollard::Docker;
 use bollard::models::{
@@ -12,14 +12,14 @@ use bollard::models::{
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, EventsOptionsBuilder,
-    ListContainersOptionsBuilder, ListImagesOptionsBuilder, RemoveContainerOptionsBuilder,
-    RenameContainerOptionsBuilder, StopContainerOptionsBuilder,
+    ListImagesOptionsBuilder, RemoveContainerOptionsBuilder, RenameContainerOptionsBuilder,
+    StopContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
 
 use crate::engine::{
-    ContainerEvent, ContainerState, Engine, EngineError, EventAction, Image, Life, Observed,
-    PullAuth,
+    ContainerEvent, ContainerState, Engine, EngineError, EventAction, Flavour, Image, Life,
+    Observed, PullAuth,
 };
 use crate::model::intention::RestartPolicy;
 use crate::model::labels::Labels;
@@ -46,6 +46,12 @@ impl From<bollard::errors::Error> for EngineError {
                 message,
             },
             B::JsonDataError { message, .. } => EngineError::Refused { status: 0, message },
+            // An error inside a streamed answer (Podman's failed pull): the
+            // engine answered, as the Docker Engine's error lines do.
+            B::DockerStreamError { error } => EngineError::Refused {
+                status: 0,
+                message: error,
+            },
             other => EngineError::Unreachable(other.to_string()),
         }
     }
@@ -99,11 +105,13 @@ fn container_event(msg: &bollard::models::EventMessage) -> Option<ContainerEvent
             actor
                 .attributes
                 .as_ref()
-                .and_then(|a| a.get("exitCode"))
+                // Podman's name for it.
+                .and_then(|a| a.get("exitCode").or_else(|| a.get("containerExitCode")))
                 .and_then(|c| c.parse().ok())
                 .unwrap_or(0),
         ),
-        Some("destroy") => EventAction::Destroy,
+        // Podman's word for it.
+        Some("destroy" | "remove") => EventAction::Destroy,
         _ => EventAction::Other,
     };
     Some(ContainerEvent { id, action, at_ns })
@@ -116,6 +124,9 @@ pub struct DockerEngine {
     /// Held while a network is looked for and made: an engine before API
     /// 1.44 makes a second network of the same name when two creates race.
     networks: std::sync::Arc<tokio::sync::Mutex<()>>,
+    flavour: Flavour,
+    /// The socket, for the calls read without bollard ([`super::raw`]).
+    socket: std::sync::Arc<std::path::Path>,
 }
 
 /// Seconds an engine call may take before the engine counts as away.
@@ -222,19 +233,99 @@ impl DockerEngine {
                     }
                 }
             }
-            let rm = RemoveContainerOptionsBuilder::new()
-                .force(true)
-                .v(false)
-                .build();
-            match self.docker.remove_container(id, Some(rm)).await {
+            let rm = || {
+                RemoveContainerOptionsBuilder::new()
+                    .force(true)
+                    .v(false)
+                    .build()
+            };
+            match self.docker.remove_container(id, Some(rm())).await {
                 Ok(()) => Ok(()),
                 Err(bollard::errors::Error::DockerResponseServerError {
                     status_code: 404, ..
                 }) => Ok(()),
+                // Podman keeps a container while another is in its network
+                // stack (the Docker Engine removes it and the other's stack
+                // dies with it): the other goes first when it is this
+                // node's, and its module makes it again against the new
+                // container.
+                Err(bollard::errors::Error::DockerResponseServerError { message, .. })
+                    if message.contains("dependent containers") =>
+                {
+                    for dependent in self.sharing_the_stack_of(id).await? {
+                        Box::pin(self.remove_container(&dependent)).await?;
+                    }
+                    match self.docker.remove_container(id, Some(rm())).await {
+                        Err(bollard::errors::Error::DockerResponseServerError {
+                            status_code: 404,
+                            ..
+                        }) => Ok(()),
+                        other => Ok(other?),
+                    }
+                }
                 Err(e) => Err(e.into()),
             }
         })
         .await
+    }
+
+    /// Every container, with the engine's list filters when given.
+    async fn list(&self, filters: Option<&str>) -> Result<Vec<super::raw::Listed>, EngineError> {
+        let version = self.docker.client_version().to_string();
+        super::raw::containers(&self.socket, &version, filters).await
+    }
+
+    /// Each container's health in the words of the Docker Engine's status
+    /// line (`(healthy)`), which Podman's list leaves out: one filtered list
+    /// per health state.
+    async fn podman_health(&self) -> Result<HashMap<String, &'static str>, EngineError> {
+        let mut health = HashMap::new();
+        for (state, words) in [
+            ("starting", "(health: starting)"),
+            ("healthy", "(healthy)"),
+            ("unhealthy", "(unhealthy)"),
+        ] {
+            let filter = format!("{{\"health\":[\"{state}\"]}}");
+            for c in self.list(Some(&filter)).await? {
+                health.insert(c.id, words);
+            }
+        }
+        Ok(health)
+    }
+
+    /// The containers in `id`'s network stack, when all of them are the
+    /// same node's as `id`; else which one is not.
+    async fn sharing_the_stack_of(&self, id: &str) -> Result<Vec<String>, EngineError> {
+        let owner = |labels: Option<HashMap<String, String>>| {
+            labels.and_then(|mut l| l.remove(crate::model::labels::MANAGED_BY))
+        };
+        let c = self.docker.inspect_container(id, None).await?;
+        let node = owner(c.config.and_then(|c| c.labels));
+        let name = c.name.unwrap_or_default();
+        let joins = [
+            format!("container:{}", c.id.unwrap_or_default()),
+            format!("container:{}", name.trim_start_matches('/')),
+        ];
+        // The list does not say (on Podman) what stack a container is in:
+        // each is looked at.
+        let mut ids = Vec::new();
+        for other in self.list(None).await? {
+            let other_id = other.id;
+            let Ok(o) = self.docker.inspect_container(&other_id, None).await else {
+                continue;
+            };
+            let mode = o.host_config.and_then(|h| h.network_mode);
+            if !mode.is_some_and(|m| joins.contains(&m)) {
+                continue;
+            }
+            if node.is_none() || owner(o.config.and_then(|c| c.labels)) != node {
+                return Err(EngineError::Conflict(format!(
+                    "container {other_id} is in the network stack of {id} and is not this node's: remove it first"
+                )));
+            }
+            ids.push(other_id);
+        }
+        Ok(ids)
     }
 
     /// Connects to the engine at a unix socket path (with or without
@@ -246,14 +337,87 @@ impl DockerEngine {
                 "socket {path} does not exist"
             )));
         }
-        let docker =
-            Docker::connect_with_unix(path, CALL_TIMEOUT_SECS, bollard::API_DEFAULT_VERSION)?;
-        let docker = docker.negotiate_version().await?;
+        // One call says both the API version to speak (the engine's, up to
+        // bollard's) and which engine this is.
+        let socket = std::path::Path::new(path);
+        let version = super::raw::version(socket).await?;
+        let theirs = version.api_version.split_once('.').and_then(|(a, b)| {
+            Some(bollard::ClientVersion {
+                major_version: a.parse().ok()?,
+                minor_version: b.parse().ok()?,
+            })
+        });
+        let ours = bollard::API_DEFAULT_VERSION;
+        let speak = match theirs {
+            Some(t)
+                if (t.major_version, t.minor_version)
+                    < (ours.major_version, ours.minor_version) =>
+            {
+                t
+            }
+            _ => *ours,
+        };
+        let docker = Docker::connect_with_unix(path, CALL_TIMEOUT_SECS, &speak)?;
+        let flavour = version
+            .components
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.name.starts_with("Podman"))
+            .map_or(Flavour::Docker, |c| Flavour::Podman(c.version));
         Ok(DockerEngine {
             docker,
             networks: Default::default(),
+            flavour,
+            socket: std::path::Path::new(path).into(),
         })
     }
+}
+
+/// The log drivers Podman has.
+const PODMAN_LOG_DRIVERS: [&str; 5] = ["json-file", "k8s-file", "journald", "none", "passthrough"];
+
+/// What of a spec Podman's Docker-compatible service (4.x) would accept and
+/// not apply, named: refused before the call rather than dropped.
+fn podman_refuses(spec: &ContainerSpec) -> Option<String> {
+    let r = &spec.runtime;
+    if !r.device_cgroup_rules.is_empty() {
+        return Some(
+            "device_cgroup_rules (its Docker-compatible API drops them): name the devices in `devices`"
+                .into(),
+        );
+    }
+    let l = r.logging.as_ref()?;
+    if !PODMAN_LOG_DRIVERS.contains(&l.driver.as_str()) {
+        return Some(format!(
+            "the log driver {:?} (logging.driver: it has {})",
+            l.driver,
+            PODMAN_LOG_DRIVERS.join(", ")
+        ));
+    }
+    l.options
+        .keys()
+        .find(|k| !matches!(k.as_str(), "max-size" | "tag" | "path"))
+        .map(|k| {
+            format!(
+                "the log option {k:?} (logging.options: it takes max-size, tag and path, and keeps one file per container)"
+            )
+        })
+}
+
+/// Podman names an image it loaded or built without a registry
+/// `localhost/<name>`, where the Docker Engine names it `<name>`: on
+/// Podman such an image also answers to `<name>`, so an intention names it
+/// as it would on Docker.
+fn podman_names(podman: bool, names: Vec<String>) -> Vec<String> {
+    if !podman {
+        return names;
+    }
+    let short: Vec<String> = names
+        .iter()
+        .filter_map(|n| n.strip_prefix("localhost/"))
+        .map(str::to_string)
+        .collect();
+    names.into_iter().chain(short).collect()
 }
 
 fn restart_policy(p: RestartPolicy) -> RestartPolicyNameEnum {
@@ -438,6 +602,10 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
 }
 
 impl Engine for DockerEngine {
+    fn flavour(&self) -> Flavour {
+        self.flavour.clone()
+    }
+
     async fn ping(&self) -> Result<(), EngineError> {
         within(limits::QUICK, "ping", async {
             self.docker.ping().await?;
@@ -448,28 +616,30 @@ impl Engine for DockerEngine {
 
     async fn list_containers(&self) -> Result<Vec<Observed>, EngineError> {
         within(limits::QUICK, "list containers", async {
-            let opts = ListContainersOptionsBuilder::new().all(true).build();
-            let list = self.docker.list_containers(Some(opts)).await?;
+            let list = self.list(None).await?;
+            let health = match self.flavour {
+                Flavour::Docker => HashMap::new(),
+                Flavour::Podman(_) => self.podman_health().await?,
+            };
             Ok(list
                 .into_iter()
                 .map(|c| Observed {
-                    id: c.id.unwrap_or_default(),
+                    status: {
+                        let status = c.status.unwrap_or_default();
+                        match health.get(&c.id) {
+                            Some(h) => format!("{status} {h}"),
+                            None => status,
+                        }
+                    },
+                    id: c.id,
                     names: c
                         .names
                         .unwrap_or_default()
                         .into_iter()
                         .map(|n| n.trim_start_matches('/').to_string())
                         .collect(),
-                    labels: Labels::parse(
-                        &c.labels
-                            .unwrap_or_default()
-                            .into_iter()
-                            .collect::<BTreeMap<_, _>>(),
-                    ),
-                    state: ContainerState::parse(
-                        &c.state.map(|s| s.to_string()).unwrap_or_default(),
-                    ),
-                    status: c.status.unwrap_or_default(),
+                    labels: Labels::parse(&c.labels.unwrap_or_default()),
+                    state: ContainerState::parse(c.state.as_deref().unwrap_or_default()),
                     image_id: c.image_id.unwrap_or_default(),
                     created: c.created.unwrap_or_default(),
                     mount_sources: c
@@ -488,12 +658,13 @@ impl Engine for DockerEngine {
         within(limits::QUICK, "list images", async {
             let opts = ListImagesOptionsBuilder::new().all(false).build();
             let list = self.docker.list_images(Some(opts)).await?;
+            let podman = matches!(self.flavour, Flavour::Podman(_));
             Ok(list
                 .into_iter()
                 .map(|i| Image {
                     id: i.id,
-                    tags: i.repo_tags,
-                    digests: i.repo_digests,
+                    tags: podman_names(podman, i.repo_tags),
+                    digests: podman_names(podman, i.repo_digests),
                 })
                 .collect())
         })
@@ -556,6 +727,14 @@ impl Engine for DockerEngine {
     }
 
     async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
+        if let Flavour::Podman(_) = &self.flavour
+            && let Some(what) = podman_refuses(spec)
+        {
+            return Err(EngineError::Unsupported {
+                engine: self.flavour.to_string(),
+                what,
+            });
+        }
         within(limits::ACT, "create", async {
             let ours: HashMap<String, String> = spec
                 .labels
@@ -634,13 +813,19 @@ impl Engine for DockerEngine {
         filters.insert("type", vec!["container"]);
         let label = format!("stead.managed-by={node}");
         filters.insert("label", vec![label.as_str()]);
+        // Podman filters by its own names for two of them (and says
+        // `die` and `remove` in the events).
+        let (die, destroy) = match self.flavour {
+            Flavour::Docker => ("die", "destroy"),
+            Flavour::Podman(_) => ("died", "remove"),
+        };
         filters.insert(
             "event",
             vec![
                 "start",
-                "die",
+                die,
                 "stop",
-                "destroy",
+                destroy,
                 "oom",
                 "health_status",
                 "pause",
@@ -758,6 +943,85 @@ impl Engine for DockerEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn on_podman_an_image_without_a_registry_answers_to_its_docker_name() {
+        let names = vec![
+            "localhost/stead-test/busybox:1".to_string(),
+            "registry.example:5000/app:2".to_string(),
+        ];
+        assert_eq!(podman_names(false, names.clone()), names);
+        let images = vec![Image {
+            id: "sha256:aa".into(),
+            tags: podman_names(true, names),
+            digests: podman_names(true, vec!["localhost/app@sha256:dd".into()]),
+        }];
+        use crate::engine::image::find_image;
+        for r in [
+            "stead-test/busybox:1",
+            "localhost/stead-test/busybox:1",
+            "registry.example:5000/app:2",
+            "app@sha256:dd",
+        ] {
+            assert!(find_image(&images, r).is_some(), "{r}");
+        }
+        assert!(find_image(&images, "app:2").is_none());
+    }
+
+    #[test]
+    fn what_podman_would_drop_is_named() {
+        let spec = |rt: crate::model::runtime::Runtime| ContainerSpec {
+            name: "stead-m".into(),
+            image_id: "sha256:aa".into(),
+            command: None,
+            env: vec![],
+            ports: vec![],
+            mounts: vec![],
+            restart: RestartPolicy::No,
+            labels: BTreeMap::new(),
+            runtime: rt,
+            network_container: None,
+        };
+        let logging = |driver: &str, options: &[(&str, &str)]| crate::model::runtime::Runtime {
+            logging: Some(crate::model::runtime::Logging {
+                driver: driver.into(),
+                options: options
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            }),
+            ..Default::default()
+        };
+        assert_eq!(podman_refuses(&spec(Default::default())), None);
+        for ok in [
+            logging("json-file", &[("max-size", "10m")]),
+            logging("journald", &[("tag", "m")]),
+            logging("none", &[]),
+        ] {
+            assert_eq!(podman_refuses(&spec(ok.clone())), None, "{ok:?}");
+        }
+        let rules = crate::model::runtime::Runtime {
+            device_cgroup_rules: vec!["c 188:* rwm".into()],
+            ..Default::default()
+        };
+        for (rt, needle) in [
+            (rules, "device_cgroup_rules"),
+            (logging("local", &[]), "\"local\""),
+            (logging("json-file", &[("max-file", "3")]), "\"max-file\""),
+        ] {
+            let what = podman_refuses(&spec(rt)).unwrap();
+            assert!(what.contains(needle), "{what}");
+        }
+        let e = EngineError::Unsupported {
+            engine: Flavour::Podman("4.3.1".into()).to_string(),
+            what: "the log driver \"local\"".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "Podman 4.3.1 does not support the log driver \"local\""
+        );
+    }
 
     #[test]
     fn events_parse_once() {
@@ -779,6 +1043,12 @@ mod tests {
         .unwrap();
         let ev = container_event(&msg).unwrap();
         assert_eq!((ev.action, ev.at_ns), (EventAction::Other, 10_000_000_000));
+        // Podman's die event names the code otherwise.
+        let msg: bollard::models::EventMessage = serde_json::from_str(
+            r#"{"Type":"container","Action":"die","Actor":{"ID":"abc","Attributes":{"containerExitCode":"3"}},"time":1,"timeNano":1000000001}"#,
+        )
+        .unwrap();
+        assert_eq!(container_event(&msg).unwrap().action, EventAction::Die(3));
         let msg: bollard::models::EventMessage =
             serde_json::from_str(r#"{"Action":"start","Actor":{"ID":""}}"#).unwrap();
         assert_eq!(container_event(&msg), None);

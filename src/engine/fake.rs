@@ -62,6 +62,9 @@ pub fn image_id() -> Digest {
 }
 
 impl Engine for Fake {
+    fn flavour(&self) -> crate::engine::Flavour {
+        crate::engine::Flavour::Docker
+    }
     async fn ping(&self) -> Result<(), EngineError> {
         Ok(())
     }

@@ -10,6 +10,7 @@ pub mod docker;
 pub mod fake;
 pub mod image;
 pub mod observed;
+pub mod raw;
 
 pub use image::Image;
 pub use observed::{ContainerState, Observed};
@@ -34,6 +35,16 @@ pub enum EngineError {
     /// itself answers.
     #[error("{0}")]
     TimedOut(String),
+    /// The engine in use cannot do what a spec asks (a field, a log
+    /// driver): refused before the engine is asked, so nothing is dropped
+    /// silently.
+    #[error("{engine} does not support {what}")]
+    Unsupported {
+        /// The engine, as `Podman 4.3.1`.
+        engine: String,
+        /// What it cannot do, naming the field.
+        what: String,
+    },
     /// The engine refused the request.
     #[error("engine refused ({status}): {message}")]
     Refused {
@@ -120,9 +131,71 @@ pub enum EventAction {
     Other,
 }
 
+/// Which engine answers on the socket. The Docker Engine API is the one
+/// spoken; Podman's compatible service differs in ways this layer handles
+/// (image names, log drivers, fields it does not take).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Flavour {
+    /// The Docker Engine.
+    #[default]
+    Docker,
+    /// Podman's Docker-compatible service, with its version.
+    Podman(String),
+}
+
+/// The log files kept per container where stead.toml does not say.
+pub const DOCKER_LOG_FILES: u32 = 3;
+
+impl Flavour {
+    /// The node's logging on this engine, for modules without their own.
+    /// Rotating files are the `local` driver on the Docker Engine, with 3
+    /// files unless told; on Podman (which has no `local`) `json-file`, its
+    /// own k8s-file format, which keeps one file per container: `max-file`
+    /// is passed only when stead.toml names it (and Podman refuses it).
+    pub fn node_logging(
+        &self,
+        l: &crate::model::runtime::NodeLogging,
+    ) -> crate::model::runtime::Logging {
+        use crate::model::runtime::NodeLogging;
+        match l {
+            NodeLogging::Rotate {
+                driver,
+                max_size,
+                max_file,
+            } => {
+                let mut options = std::collections::BTreeMap::new();
+                options.insert("max-size".to_string(), max_size.clone());
+                let (own, files) = match self {
+                    Flavour::Docker => ("local", Some(max_file.unwrap_or(DOCKER_LOG_FILES))),
+                    Flavour::Podman(_) => ("json-file", *max_file),
+                };
+                if let Some(n) = files {
+                    options.insert("max-file".to_string(), n.to_string());
+                }
+                crate::model::runtime::Logging {
+                    driver: driver.clone().unwrap_or_else(|| own.to_string()),
+                    options,
+                }
+            }
+            NodeLogging::Driver(l) => l.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for Flavour {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Flavour::Docker => f.write_str("the Docker Engine"),
+            Flavour::Podman(v) => write!(f, "Podman {v}"),
+        }
+    }
+}
+
 /// What the reconciler asks of a container engine. A handle is cheap to
 /// clone, so a long call (a pull) can run apart from the pass.
 pub trait Engine: Clone + Send + Sync + 'static {
+    /// Which engine this is (learnt when connecting).
+    fn flavour(&self) -> Flavour;
     /// Checks the engine answers.
     fn ping(&self) -> impl Future<Output = Result<(), EngineError>> + Send;
     /// Every container, running or not, managed or not: one call.

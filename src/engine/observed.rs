@@ -29,12 +29,14 @@ impl ContainerState {
     /// Parses the engine's state word.
     pub fn parse(s: &str) -> ContainerState {
         match s {
-            "created" => ContainerState::Created,
+            // Podman's words: made and not started; ended (and, with a
+            // restart policy, about to start again).
+            "created" | "configured" => ContainerState::Created,
             "running" => ContainerState::Running,
             "paused" => ContainerState::Paused,
             "restarting" => ContainerState::Restarting,
             "removing" => ContainerState::Removing,
-            "exited" => ContainerState::Exited,
+            "exited" | "stopped" => ContainerState::Exited,
             "dead" => ContainerState::Dead,
             _ => ContainerState::Unknown,
         }

@@ -139,6 +139,25 @@ pub struct Logging {
     pub options: BTreeMap<String, String>,
 }
 
+/// The node's logging for modules without their own (`[logging]` in
+/// stead.toml): not an input, so changing it recreates nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodeLogging {
+    /// Rotating files: in the driver named (`local` or `json-file`), else
+    /// the engine's own for them (the engine layer picks it).
+    Rotate {
+        /// The driver named in stead.toml, if one was.
+        driver: Option<String>,
+        /// The size at which a file is rotated (`10m`).
+        max_size: String,
+        /// How many files are kept, if stead.toml says (the engine layer
+        /// has the default, where its engine keeps more than one).
+        max_file: Option<u32>,
+    },
+    /// Another driver the operator named (no options).
+    Driver(Logging),
+}
+
 /// Everything else the container is created with, checked and normalised.
 /// `Default` is every field unset: the engine's defaults.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

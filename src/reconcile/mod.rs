@@ -91,7 +91,7 @@ pub struct Reconciler {
     board: Arc<Mutex<Board>>,
     metrics: Arc<Metrics>,
     /// Where the output of a module without its own `logging` goes.
-    default_logging: Option<crate::model::runtime::Logging>,
+    default_logging: Option<crate::model::runtime::NodeLogging>,
 }
 
 impl Reconciler {
@@ -124,7 +124,7 @@ impl Reconciler {
     }
 
     /// Where the output of a module without its own `logging` goes.
-    pub fn set_default_logging(&mut self, logging: crate::model::runtime::Logging) {
+    pub fn set_default_logging(&mut self, logging: crate::model::runtime::NodeLogging) {
         self.default_logging = Some(logging);
     }
 
@@ -419,6 +419,11 @@ impl Reconciler {
                 a
             }
         };
+        // The node's logging in this engine's words.
+        let default_logging = self
+            .default_logging
+            .as_ref()
+            .map(|l| engine.flavour().node_logging(l));
         let resolved = resolve::against_engine(
             resolve::EngineSide {
                 engine,
@@ -426,7 +431,7 @@ impl Reconciler {
                 pulls: &mut self.pulls,
                 tuning: &self.tuning,
                 agent: &agent,
-                default_logging: self.default_logging.as_ref(),
+                default_logging: default_logging.as_ref(),
             },
             host,
             &self.node,

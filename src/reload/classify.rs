@@ -72,6 +72,7 @@ impl Failure {
             EngineError::NotFound(_) => EngineFailure::Answered(404),
             EngineError::Conflict(_) => EngineFailure::Answered(409),
             EngineError::Refused { status, .. } => EngineFailure::Answered(*status),
+            EngineError::Unsupported { .. } => EngineFailure::Answered(400),
         };
         Failure::Engine(e.to_string(), kind)
     }

@@ -15,6 +15,10 @@ pub struct Counted<E> {
 }
 
 impl<E: Engine> Engine for Counted<E> {
+    fn flavour(&self) -> crate::engine::Flavour {
+        self.engine.flavour()
+    }
+
     async fn ping(&self) -> Result<(), EngineError> {
         self.metrics.call("ping");
         self.engine.ping().await

@@ -19,17 +19,106 @@ use std::time::{Duration, Instant};
 
 pub const IMAGE_1: &str = "stead-test/busybox:1";
 pub const IMAGE_2: &str = "stead-test/busybox:2";
-pub const ENGINE_SOCKET: &str = "/var/run/docker.sock";
+
+/// The engine's socket the tests run against: the Docker Engine's, or
+/// another Docker-compatible one named by `STEAD_TEST_ENGINE_SOCKET` (the
+/// test command runs the engine suites against Podman's that way). The
+/// harness's own `docker` CLI calls go to the same socket.
+pub fn engine_socket() -> String {
+    std::env::var("STEAD_TEST_ENGINE_SOCKET").unwrap_or_else(|_| "/var/run/docker.sock".into())
+}
+
+/// Whether the tests run against Podman's socket (for the differences a
+/// test names).
+pub fn on_podman() -> bool {
+    static PODMAN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PODMAN.get_or_init(|| {
+        docker(&[
+            "version",
+            "--format",
+            "{{range .Server.Components}}{{.Name}} {{end}}",
+        ])
+        .stdout
+        .windows(6)
+        .any(|w| w == b"Podman")
+    })
+}
+
+/// Podman runs a container's health check from a systemd timer; where its
+/// service runs without systemd (this test machine) no check ever runs.
+/// While held, this plays the timer: every second, `podman healthcheck run`
+/// for each running container of the node that has a check. Nothing on the
+/// Docker Engine, or where systemd runs.
+pub struct HealthTimer {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl HealthTimer {
+    pub fn start(node: &str) -> HealthTimer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let needed = on_podman() && !Path::new("/run/systemd/system").exists();
+        let thread = needed.then(|| {
+            let (stop, node) = (stop.clone(), node.to_string());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let ids = docker(&[
+                        "ps",
+                        "-q",
+                        "--no-trunc",
+                        "--filter",
+                        &format!("label=stead.managed-by={node}"),
+                    ]);
+                    for id in String::from_utf8_lossy(&ids.stdout).split_whitespace() {
+                        let _ = podman(&["healthcheck", "run", id]);
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            })
+        });
+        HealthTimer { stop, thread }
+    }
+}
+
+impl Drop for HealthTimer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Podman's CLI, with the containers.conf its service runs with
+/// (scripts/podman.sh writes it beside the socket): with another, a
+/// command's own events could rotate the events log under the service.
+pub fn podman(args: &[&str]) -> Output {
+    let mut c = Command::new("podman");
+    let socket = engine_socket();
+    let conf = Path::new(&socket).with_file_name("containers.conf");
+    if conf.exists() {
+        c.env("CONTAINERS_CONF", conf);
+    }
+    c.args(args).output().expect("podman runs")
+}
+
+/// Podman's own view of a container (what its Docker-compatible inspect
+/// leaves out, such as the log file's size limit).
+pub fn podman_inspect(id: &str) -> serde_json::Value {
+    let o = podman(&["inspect", "--format", "{{json .}}", id]);
+    assert!(o.status.success(), "podman inspect {id} failed");
+    serde_json::from_slice(&o.stdout).unwrap()
+}
 
 /// Fails (never skips) when no engine answers.
 pub fn require_engine() {
-    let ok = Command::new("docker")
-        .args(["info", "--format", "{{.ServerVersion}}"])
-        .output()
-        .map(|o| o.status.success());
+    let socket = engine_socket();
+    let ok = docker(&["info", "--format", "{{.ServerVersion}}"])
+        .status
+        .success();
     assert!(
-        matches!(ok, Ok(true)),
-        "no Docker Engine answers on {ENGINE_SOCKET}: engine tests need one (scripts/engine.sh starts it)"
+        ok,
+        "no engine answers on {socket}: engine tests need one (scripts/engine.sh starts the Docker Engine, scripts/podman.sh Podman's service)"
     );
     let img = docker(&["image", "inspect", "--format", "{{.Id}}", IMAGE_1]);
     assert!(
@@ -40,6 +129,7 @@ pub fn require_engine() {
 
 pub fn docker(args: &[&str]) -> Output {
     Command::new("docker")
+        .env("DOCKER_HOST", format!("unix://{}", engine_socket()))
         .args(args)
         .output()
         .expect("docker CLI runs")
@@ -94,7 +184,7 @@ impl Node {
         let n = Node {
             id,
             dir,
-            socket: ENGINE_SOCKET.into(),
+            socket: engine_socket(),
             heartbeat: "1h".into(),
             extra: String::new(),
         };
@@ -255,10 +345,10 @@ impl Node {
             &format!("{:.3}", unix_now() + 0.5),
             "--filter",
             "type=container",
+            // One label: Podman takes several as either, the Docker Engine
+            // as both (a module's name is this node's alone).
             "--filter",
             &format!("label=stead.module={module}"),
-            "--filter",
-            &format!("label=stead.managed-by={}", self.id),
             "--format",
             "{{.Action}}",
         ]);
@@ -339,7 +429,7 @@ impl Proxy {
                 match listener.accept() {
                     Ok((client, _)) => {
                         client.set_nonblocking(false).unwrap();
-                        let upstream = UnixStream::connect(ENGINE_SOCKET).unwrap();
+                        let upstream = UnixStream::connect(engine_socket()).unwrap();
                         c.lock().unwrap().push(client.try_clone().unwrap());
                         c.lock().unwrap().push(upstream.try_clone().unwrap());
                         let (mut cr, mut uw) =
