@@ -177,7 +177,7 @@ fn every_runtime_field_lands_on_the_container_and_a_change_recreates_it_once() {
 #[test]
 fn a_field_the_engine_does_not_apply_is_refused_at_create_naming_it() {
     let n = Node::new("runtime-unsupported");
-    let (rules, files) = (n.module("rules"), n.module("files"));
+    let (rules, files, gw) = (n.module("rules"), n.module("files"), n.module("gw"));
     let idle = idle_after("echo up");
     n.write_intention(
         "rules.toml",
@@ -191,11 +191,21 @@ fn a_field_the_engine_does_not_apply_is_refused_at_create_naming_it() {
             "name = \"{files}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {idle:?}]\n[logging]\ndriver = \"json-file\"\noptions = {{max-size = \"1m\", max-file = \"2\"}}\n"
         ),
     );
+    n.write_intention(
+        "gw.toml",
+        &format!(
+            "name = \"{gw}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {idle:?}]\nextra_hosts = [\"the-host:host-gateway\"]\n"
+        ),
+    );
     let agent = Agent::start(&n);
     let module =
         |m: &str| -> J { serde_json::from_str(&agent.get(&format!("/v1/modules/{m}")).1).unwrap() };
     if on_podman() {
-        for (m, field) in [(&rules, "device_cgroup_rules"), (&files, "\"max-file\"")] {
+        for (m, field) in [
+            (&rules, "device_cgroup_rules"),
+            (&files, "\"max-file\""),
+            (&gw, "extra_hosts.the-host"),
+        ] {
             n.wait_for(30, "the module failed", || module(m)["state"] == "failed");
             let s = module(m);
             let e = s["last_error"].as_str().unwrap();
@@ -206,11 +216,19 @@ fn a_field_the_engine_does_not_apply_is_refused_at_create_naming_it() {
             assert!(n.container(m).is_none());
         }
     } else {
-        for m in [&rules, &files] {
+        for m in [&rules, &files, &gw] {
             n.wait_for(60, "the module running", || {
                 n.container(m).is_some_and(|(_, s, _)| s == "running")
             });
         }
+        // The host's address as the container reaches it.
+        let hosts = docker_ok(&["exec", &n.container_id(&gw), "cat", "/etc/hosts"]);
+        let address = hosts
+            .lines()
+            .find(|l| l.ends_with("the-host"))
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or_default();
+        assert!(address.parse::<std::net::IpAddr>().is_ok(), "{hosts}");
     }
 }
 

@@ -386,6 +386,15 @@ fn podman_refuses(spec: &ContainerSpec) -> Option<String> {
                 .into(),
         );
     }
+    if let Some(host) = r
+        .extra_hosts
+        .iter()
+        .find_map(|(h, a)| (a == crate::model::runtime::HOST_GATEWAY).then_some(h))
+    {
+        return Some(format!(
+            "extra_hosts.{host} = \"host-gateway\" (it writes the words into /etc/hosts): name the address"
+        ));
+    }
     let l = r.logging.as_ref()?;
     if !PODMAN_LOG_DRIVERS.contains(&l.driver.as_str()) {
         return Some(format!(
@@ -1005,7 +1014,14 @@ mod tests {
             device_cgroup_rules: vec!["c 188:* rwm".into()],
             ..Default::default()
         };
+        let gateway = crate::model::runtime::Runtime {
+            extra_hosts: [("gw".to_string(), "host-gateway".to_string())]
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        };
         for (rt, needle) in [
+            (gateway, "extra_hosts.gw"),
             (rules, "device_cgroup_rules"),
             (logging("local", &[]), "\"local\""),
             (logging("json-file", &[("max-file", "3")]), "\"max-file\""),

@@ -4,28 +4,73 @@
 
 use std::time::Duration;
 
-/// Parses `250ms`, `10s`, `5m`, `1h` (a bare number is seconds).
+/// Parses `250ms`, `10s`, `5m`, `1h`, or several as Go and Compose write
+/// them (`1m30s`, `1.5s`, `1h30m`); a bare number is seconds. Whole
+/// milliseconds, more than zero, at most [`MAX_DURATION`].
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let (num, unit) = s
-        .find(|c: char| !c.is_ascii_digit())
-        .map_or((s, "s"), |i| (&s[..i], &s[i..]));
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 500ms, 10s, 5m, 1h"))?;
-    let ms_per_unit: u64 = match unit {
-        "ms" => 1,
-        "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        _ => {
-            return Err(format!(
-                "invalid duration {s:?}: unit must be ms, s, m or h"
-            ));
+    let bad = |why: &str| format!("invalid duration {s:?}: {why}");
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return within(s, s.parse::<u64>().ok().and_then(|n| n.checked_mul(1000)));
+    }
+    let mut rest = s;
+    let mut total: u128 = 0;
+    if rest.is_empty() {
+        return Err(bad("expected e.g. 500ms, 10s, 5m, 1h or 1m30s"));
+    }
+    while !rest.is_empty() {
+        let n = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(|| bad("a number needs a unit (ms, s, m or h) after the first"))?;
+        let (num, after) = rest.split_at(n);
+        let u = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let (unit, next) = after.split_at(u);
+        let ms_per_unit: u128 = match unit {
+            "ms" => 1,
+            "s" => 1000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            _ => return Err(bad("unit must be ms, s, m or h")),
+        };
+        let (whole, fraction) = num.split_once('.').unwrap_or((num, ""));
+        if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
+            return Err(bad("expected e.g. 500ms, 10s, 5m, 1h or 1m30s"));
         }
-    };
-    let d = n
-        .checked_mul(ms_per_unit)
+        let whole: u128 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().map_err(|_| bad("must be at most 30 days"))?
+        };
+        // The fraction in whole milliseconds, exactly.
+        let digits = fraction.len().min(30) as u32;
+        let frac: u128 = if fraction.is_empty() {
+            0
+        } else {
+            fraction
+                .get(..digits as usize)
+                .and_then(|f| f.parse().ok())
+                .ok_or_else(|| bad("expected e.g. 500ms, 10s, 5m, 1h or 1m30s"))?
+        };
+        let scaled = frac * ms_per_unit;
+        let ten = 10u128.pow(digits);
+        if scaled % ten != 0 {
+            return Err(bad("must be whole milliseconds"));
+        }
+        total = whole
+            .checked_mul(ms_per_unit)
+            .and_then(|w| w.checked_add(scaled / ten))
+            .and_then(|w| w.checked_add(total))
+            .ok_or_else(|| bad("must be at most 30 days"))?;
+        rest = next;
+    }
+    within(s, u64::try_from(total).ok())
+}
+
+/// A parsed number of milliseconds, checked against the bounds.
+fn within(s: &str, ms: Option<u64>) -> Result<Duration, String> {
+    let d = ms
         .map(Duration::from_millis)
         .filter(|d| *d <= MAX_DURATION)
         .ok_or_else(|| format!("invalid duration {s:?}: must be at most 30 days"))?;
@@ -65,5 +110,39 @@ mod tests {
         }
         assert_eq!(format_duration(Duration::from_secs(90)), "90s");
         assert_eq!(format_duration(Duration::from_secs(7200)), "2h");
+    }
+
+    #[test]
+    fn several_units_and_fractions_as_compose_writes_them() {
+        let ms = Duration::from_millis;
+        for (s, d) in [
+            ("1m30s", ms(90_000)),
+            ("1h30m", ms(5_400_000)),
+            ("1h2m3s4ms", ms(3_723_004)),
+            ("1.5s", ms(1500)),
+            ("0.25m", ms(15_000)),
+            (".5s", ms(500)),
+            ("2m0s", ms(120_000)),
+            ("90", ms(90_000)),
+            (" 10s ", ms(10_000)),
+        ] {
+            assert_eq!(parse_duration(s), Ok(d), "{s}");
+        }
+        for (s, why) in [
+            ("", "expected"),
+            ("0s", "more than zero"),
+            ("0m0s", "more than zero"),
+            ("1.0005s", "whole milliseconds"),
+            ("1d", "unit must be"),
+            ("10us", "unit must be"),
+            ("1m30", "needs a unit"),
+            ("1..5s", "expected"),
+            ("s", "expected"),
+            ("721h", "at most 30 days"),
+            ("99999999999999999999999999999h", "at most 30 days"),
+        ] {
+            let e = parse_duration(s).unwrap_err();
+            assert!(e.contains(why), "{s}: {e}");
+        }
     }
 }

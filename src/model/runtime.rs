@@ -158,6 +158,10 @@ pub enum NodeLogging {
     Driver(Logging),
 }
 
+/// In `extra_hosts`, the host's address as the container reaches it (the
+/// engine's gateway), as Docker and Compose spell it.
+pub const HOST_GATEWAY: &str = "host-gateway";
+
 /// Everything else the container is created with, checked and normalised.
 /// `Default` is every field unset: the engine's defaults.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -182,8 +186,9 @@ pub struct Runtime {
     pub cap_drop: BTreeSet<String>,
     /// The network mode.
     pub network_mode: NetworkMode,
-    /// Extra `/etc/hosts` entries: host name → address.
-    pub extra_hosts: BTreeMap<String, IpAddr>,
+    /// Extra `/etc/hosts` entries: host name → an IP address (as the
+    /// address prints: one spelling each) or [`HOST_GATEWAY`].
+    pub extra_hosts: BTreeMap<String, String>,
     /// DNS servers, in order.
     pub dns: Vec<IpAddr>,
     /// tmpfs mounts: where → options (empty: none).
@@ -744,12 +749,21 @@ impl RuntimeDoc {
                 if host.is_empty() || host.contains(char::is_whitespace) {
                     return Err((field, "a host name without spaces".into()));
                 }
-                let ip: IpAddr = ip
-                    .trim_matches(|c| c == '[' || c == ']')
-                    .parse()
-                    .map_err(|_| (field.clone(), format!("{ip:?} is not an IP address")))?;
+                let ip = if ip == HOST_GATEWAY {
+                    ip
+                } else {
+                    ip.trim_matches(|c| c == '[' || c == ']')
+                        .parse::<IpAddr>()
+                        .map_err(|_| {
+                            (
+                                field.clone(),
+                                format!("{ip:?} is not an IP address or {HOST_GATEWAY}"),
+                            )
+                        })?
+                        .to_string()
+                };
                 if r.extra_hosts
-                    .insert(host, ip)
+                    .insert(host, ip.clone())
                     .is_some_and(|prev| prev != ip)
                 {
                     return Err((field, "given twice with different addresses".into()));
@@ -1279,12 +1293,7 @@ impl Runtime {
             put("network_mode", json!(r.network_mode.spelled()));
         }
         if !r.extra_hosts.is_empty() {
-            let h: BTreeMap<&String, String> = r
-                .extra_hosts
-                .iter()
-                .map(|(k, v)| (k, v.to_string()))
-                .collect();
-            put("extra_hosts", json!(h));
+            put("extra_hosts", json!(r.extra_hosts));
         }
         if !r.dns.is_empty() {
             let d: Vec<String> = r.dns.iter().map(ToString::to_string).collect();
@@ -1609,6 +1618,26 @@ mod tests {
             assert_eq!(back.runtime, i.runtime, "{field}: {}", i.to_json());
         }
         assert_eq!(seen.len(), super::FIELDS.len(), "a field without a case");
+    }
+
+    #[test]
+    fn extra_hosts_take_the_host_gateway_and_addresses_digest_as_before() {
+        let gw = digests("extra_hosts = [\"host.docker.internal:host-gateway\"]");
+        let ip = digests("extra_hosts = [\"host.docker.internal:172.17.0.1\"]");
+        let name = InputName::try_from("extra_hosts").unwrap();
+        assert_ne!(gw[&name], ip[&name]);
+        // Addresses were kept as IP values before host-gateway: the same
+        // digest now (no recreate on upgrade).
+        let before: BTreeMap<String, std::net::IpAddr> = [
+            ("db".to_string(), "10.0.0.2".parse().unwrap()),
+            ("gw".to_string(), "fe80::1".parse().unwrap()),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(
+            digests("extra_hosts = {gw = \"fe80:0::1\", db = \"10.0.0.2\"}")[&name],
+            Digest::canonical("extra_hosts", &before)
+        );
     }
 
     #[test]

@@ -216,40 +216,21 @@ pub(super) fn device(key: &str, v: &J) -> Result<String, Fail> {
     }
 }
 
-/// `/etc/hosts` entries: a list kept as written, a mapping as `host=ip`;
-/// an entry for the engine's `host-gateway` is left out and said (stead
-/// takes addresses only).
-#[allow(clippy::type_complexity)]
-pub(super) fn extra_hosts(key: &str, v: &J) -> Result<(Vec<String>, Vec<Fail>), Fail> {
-    let entries: Vec<(String, String)> = match v {
+/// `/etc/hosts` entries: a list kept as written, a mapping as `host=ip`
+/// (`host-gateway` as Compose has it).
+pub(super) fn extra_hosts(key: &str, v: &J) -> Result<Vec<String>, Fail> {
+    match v {
         J::Array(a) => a
             .iter()
             .enumerate()
-            .map(|(i, x)| Ok((format!("{key}[{i}]"), scalar(&format!("{key}[{i}]"), x)?)))
-            .collect::<Result<_, Fail>>()?,
+            .map(|(i, x)| scalar(&format!("{key}[{i}]"), x))
+            .collect(),
         J::Object(m) => m
             .iter()
-            .map(|(h, ip)| {
-                let at = format!("{key}.{h}");
-                Ok((at.clone(), format!("{h}={}", scalar(&at, ip)?)))
-            })
-            .collect::<Result<_, Fail>>()?,
-        _ => return fail(key, "must be a list or a mapping"),
-    };
-    let mut out = Vec::new();
-    let mut reports = Vec::new();
-    for (at, entry) in entries {
-        let address = entry.split_once(['=', ':']).map_or("", |(_, a)| a);
-        if address == "host-gateway" {
-            reports.push((
-                at,
-                "host-gateway (the engine's address for the host) is not carried: stead takes addresses; write the host's".to_string(),
-            ));
-        } else {
-            out.push(entry);
-        }
+            .map(|(h, ip)| Ok(format!("{h}={}", scalar(&format!("{key}.{h}"), ip)?)))
+            .collect(),
+        _ => fail(key, "must be a list or a mapping"),
     }
-    Ok((out, reports))
 }
 
 /// `ulimits`: a number (soft and hard) or `{soft, hard}` by resource.

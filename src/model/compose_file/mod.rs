@@ -621,13 +621,7 @@ impl Ctx<'_> {
                 "cap_drop" => out.cap_drop = strings(k, &v)?,
                 "network_mode" => out.network_mode = Some(network_mode(k, &v)?),
                 "networks" => networks = self.networks(service, module, &v)?,
-                "extra_hosts" => {
-                    let (hosts, left_out) = extra_hosts(k, &v)?;
-                    out.extra_hosts = hosts;
-                    for (at, why) in left_out {
-                        self.unmapped(service, &at, &why);
-                    }
-                }
+                "extra_hosts" => out.extra_hosts = extra_hosts(k, &v)?,
                 "dns" => out.dns = strings_or_one(k, &v)?,
                 "mem_limit" => mem_limit = Some(v),
                 "memswap_limit" => out.memswap_limit = Some(v),
@@ -1709,6 +1703,11 @@ secrets:
                 "extra_hosts",
                 json!(["db=10.0.0.2"]),
             ),
+            (
+                "extra_hosts: ['host.docker.internal:host-gateway', 'db:10.0.0.2']",
+                "extra_hosts",
+                json!(["host.docker.internal:host-gateway", "db:10.0.0.2"]),
+            ),
             ("dns: 1.1.1.1", "dns", json!(["1.1.1.1"])),
             (
                 "dns: [1.1.1.1, 9.9.9.9]",
@@ -1944,14 +1943,6 @@ secrets:
             (
                 "volumes: ['/:/host:ro']",
                 "s: volumes[0]: stead mounts no host root",
-            ),
-            (
-                "extra_hosts: ['host.docker.internal:host-gateway', 'db:10.0.0.2']",
-                "s: extra_hosts[0]: host-gateway (the engine's address for the host) is not carried",
-            ),
-            (
-                "extra_hosts: {gw: host-gateway}",
-                "s: extra_hosts.gw: host-gateway",
             ),
             (
                 "network_mode: none\nexpose: ['80']",
