@@ -357,10 +357,12 @@ fn named_volumes_are_kept_and_user_networks_resolve_module_names_and_go_when_unu
     let (a, b) = (n.module("web"), n.module("client"));
     let net = format!("{}-net", n.id);
     let vol = format!("{}-data", n.id);
+    // A read-write mount whose source is missing: made, as Compose does.
+    let missing = n.dir.path().join("host/not/yet");
     n.write_intention(
         "a.toml",
         &format!(
-            "name = \"{a}\"\nimage = \"{IMAGE_1}\"\nvolumes = [\"{vol}:/data\"]\nnetworks = [\"{net}\"]\ncommand = [\"sh\", \"-c\", \"echo hello-from-the-volume > /data/index.html; exec httpd -f -p 8080 -h /data\"]\n"
+            "name = \"{a}\"\nimage = \"{IMAGE_1}\"\nvolumes = [\"{vol}:/data\"]\nnetworks = [\"{net}\"]\ncommand = [\"sh\", \"-c\", \"echo made > /made/here; echo hello-from-the-volume > /data/index.html; exec httpd -f -p 8080 -h /data\"]\n[[mounts]]\nsource = {missing:?}\ntarget = \"/made\"\n"
         ),
     );
     n.write_intention(
@@ -372,6 +374,10 @@ fn named_volumes_are_kept_and_user_networks_resolve_module_names_and_go_when_unu
     );
     let _agent = Agent::start(&n);
     n.wait_logs(&b, "hello-from-the-volume");
+    assert_eq!(
+        std::fs::read_to_string(missing.join("here")).unwrap(),
+        "made\n"
+    );
     let label = |kind: &str, name: &str| {
         docker_ok(&[
             kind,

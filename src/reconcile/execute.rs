@@ -328,7 +328,10 @@ async fn replace<E: Engine>(
     Ok(new)
 }
 
-/// Every composed file the container mounts is on the host.
+/// Every composed file the container mounts is on the host, and every
+/// read-write mount's source: one that is missing is made, an empty
+/// directory, as the Docker Engine's `-v` and Compose do (a read-only
+/// mount's source is an input, read before this).
 fn check_files(d: &Desired) -> Result<(), ActError> {
     for (host, _) in &d.files {
         if !host.exists() {
@@ -336,6 +339,22 @@ fn check_files(d: &Desired) -> Result<(), ActError> {
                 "composed file {} is missing",
                 host.display()
             )));
+        }
+    }
+    for m in d.spec.mounts.iter().filter(|m| !m.read_only) {
+        let source = std::path::Path::new(&m.source);
+        if std::fs::symlink_metadata(source).is_err() {
+            std::fs::create_dir_all(source).map_err(|e| {
+                ActError::Host(format!(
+                    "cannot make the missing mount source {}: {e}",
+                    m.source
+                ))
+            })?;
+            tracing::info!(
+                module = d.name.as_str(),
+                "made the missing mount source {} (an empty directory)",
+                m.source
+            );
         }
     }
     Ok(())

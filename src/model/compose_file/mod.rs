@@ -830,12 +830,13 @@ impl Ctx<'_> {
                     }
                     let missing = (self.read)(Path::new(&source))
                         .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
-                    if missing {
+                    // A read-write one is made, as Compose makes it.
+                    if missing && read_only {
                         self.note(
                             service,
                             &at,
                             &format!(
-                                "{source} does not exist now: Compose makes a missing directory, stead does not (the module is held, or its container cannot be made, until it exists)"
+                                "{source} does not exist now: a read-only mount is an input, and the module is held until it exists"
                             ),
                         );
                     }
@@ -2008,8 +2009,8 @@ secrets:
                 "(file): volumes.data: the engine volume is named \"data\"; Compose names it <project>_data",
             ),
             (
-                "volumes: ['./nope:/n']",
-                "s: volumes[0]: /srv/app/nope does not exist now",
+                "volumes: ['./nope:/n:ro']",
+                "s: volumes[0]: /srv/app/nope does not exist now: a read-only mount is an input",
             ),
             (
                 "volumes: ['./html:/h:cached']",
