@@ -541,3 +541,62 @@ fn a_kill_between_the_swap_and_the_signal_signals_after_the_restart() {
         n.events_since(&m, since)
     );
 }
+
+/// A read-only mount with `input = false` is a view of the host's state:
+/// mounted read-only, read live by the module, never hashed by the agent
+/// (a socket is fine), and a change there recreates nothing.
+#[test]
+fn a_read_only_view_of_host_state_is_mounted_and_is_not_an_input() {
+    let n = Node::new("runtime-view");
+    let m = n.module("view");
+    std::fs::create_dir_all(n.host("state")).unwrap();
+    let now = n.write_host("state/now", "one");
+    let dir = now.parent().unwrap().to_path_buf();
+    let socket = engine_socket();
+    n.write_intention(
+        "v.toml",
+        &format!(
+            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {idle:?}]\n[[mounts]]\nsource = {dir:?}\ntarget = \"/host/state\"\nread_only = true\ninput = false\n[[mounts]]\nsource = {socket:?}\ntarget = \"/engine.sock\"\nread_only = true\ninput = false\n",
+            idle = idle_after("echo up")
+        ),
+    );
+    let out = n.once_ok();
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(&m) && l.contains("created")),
+        "{out}"
+    );
+    let id = n.container_id(&m);
+    std::fs::write(&now, "two").unwrap();
+    let out = n.once_ok();
+    assert!(out.contains("unchanged"), "{out}");
+    assert_eq!(n.container_id(&m), id);
+    n.wait_for(20, "the container running", || {
+        n.container(&m).is_some_and(|(_, s, _)| s == "running")
+    });
+    assert_eq!(docker_ok(&["exec", &id, "cat", "/host/state/now"]), "two");
+    assert!(
+        docker(&["exec", &id, "sh", "-c", "echo x > /host/state/now"])
+            .status
+            .code()
+            != Some(0),
+        "read-only"
+    );
+    let c = inspect(&id);
+    let mounts = c["Mounts"].as_array().unwrap();
+    for target in ["/host/state", "/engine.sock"] {
+        let mount = mounts
+            .iter()
+            .find(|x| x["Destination"] == target)
+            .unwrap_or_else(|| panic!("{target}: {mounts:?}"));
+        assert_eq!(mount["RW"], false, "{mount}");
+    }
+    // Its source and mode are an input, named as any mount is.
+    assert!(
+        c["Config"]["Labels"]
+            .as_object()
+            .unwrap()
+            .contains_key("stead.input.mount:/host/state"),
+        "{c:#}"
+    );
+}

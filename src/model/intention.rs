@@ -220,13 +220,25 @@ pub struct LiteralFile {
     pub content: String,
 }
 
-/// Whether a bind mount is an input (read-only) or state (read-write).
+/// Whether a bind mount is an input (read-only) or state (read-write, or
+/// a read-only view of the host's state).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
     /// Read-only: an input, hashed by content.
     ReadOnly,
     /// Read-write: state, identified by its path only.
     ReadWrite,
+    /// Read-only and not an input (`input = false`): a view of the host's
+    /// own state the module reads live (`/proc`, `/sys`, a socket), never
+    /// read by the agent; identified by its path only.
+    ReadOnlyView,
+}
+
+impl Access {
+    /// Whether the container may not write it.
+    pub fn read_only(self) -> bool {
+        self != Access::ReadWrite
+    }
 }
 
 /// A bind mount of a host path.
@@ -412,6 +424,7 @@ struct MountDoc {
     target: String,
     #[serde(default)]
     read_only: bool,
+    input: Option<bool>,
 }
 
 /// The document format of an intention.
@@ -580,7 +593,13 @@ impl Intention {
                 J::Array(
                     self.mounts
                         .iter()
-                        .map(|m| json!({ "source": m.source.as_str(), "target": m.target.as_str(), "read_only": m.access == Access::ReadOnly }))
+                        .map(|m| {
+                            let mut o = json!({ "source": m.source.as_str(), "target": m.target.as_str(), "read_only": m.access.read_only() });
+                            if m.access == Access::ReadOnlyView {
+                                o["input"] = J::Bool(false);
+                            }
+                            o
+                        })
                         .collect(),
                 ),
             );
@@ -788,10 +807,16 @@ impl IntentionDoc {
             let source = AbsPath::try_from(m.source).map_err(f(&format!("mounts[{i}].source")))?;
             let target = AbsPath::try_from(m.target).map_err(f(&format!("mounts[{i}].target")))?;
             claim(&target, format!("mounts[{i}].target"))?;
-            let access = if m.read_only {
-                Access::ReadOnly
-            } else {
-                Access::ReadWrite
+            let access = match (m.read_only, m.input) {
+                (true, None | Some(true)) => Access::ReadOnly,
+                (true, Some(false)) => Access::ReadOnlyView,
+                (false, None) => Access::ReadWrite,
+                (false, Some(_)) => {
+                    return Err((
+                        format!("mounts[{i}].input"),
+                        "only a read-only mount is an input (a read-write one is state): input is for read_only = true".into(),
+                    ));
+                }
             };
             mounts.push(Mount {
                 source,
@@ -995,6 +1020,27 @@ read_only = true
         assert_eq!(i.ports[0].host, Some(("127.0.0.1".into(), 18080)));
         assert_eq!(i.mounts[0].access, Access::ReadOnly);
         assert_eq!(i.settings.len(), 1);
+    }
+
+    #[test]
+    fn a_read_only_mount_that_is_not_an_input() {
+        let base = "name = \"m\"\nimage = \"busybox:1\"\n[[mounts]]\nsource = \"/proc\"\ntarget = \"/host/proc\"\n";
+        let p =
+            |extra: &str| Intention::parse(&format!("{base}{extra}"), DocFormat::Toml, "t.toml");
+        assert_eq!(
+            p("read_only = true\ninput = false\n").unwrap().mounts[0].access,
+            Access::ReadOnlyView
+        );
+        assert_eq!(
+            p("read_only = true\ninput = true\n").unwrap().mounts[0].access,
+            Access::ReadOnly
+        );
+        let e = p("input = false\n").unwrap_err().to_string();
+        assert!(e.contains("mounts[0].input"), "{e}");
+        // Written out and read back, the same.
+        let i = p("read_only = true\ninput = false\n").unwrap();
+        let back = Intention::parse_json(i.to_json().to_string().as_bytes(), "t").unwrap();
+        assert_eq!(back, i);
     }
 
     #[test]

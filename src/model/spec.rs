@@ -163,12 +163,14 @@ pub fn mount_input(target: &AbsPath) -> InputName {
 }
 
 /// The digest of a mount: a read-only mount is an input, named by its
-/// source and content; a read-write mount is state, named by its source.
+/// source and content; a read-write mount is state, named by its source; a
+/// read-only view of host state is named by its source and its mode.
 pub fn mount_digest(source: &AbsPath, access: Access, content: Option<&Digest>) -> Digest {
     match (access, content) {
         (Access::ReadOnly, Some(c)) => {
             Digest::canonical("mount-ro", &(source.as_str(), c.as_str()))
         }
+        (Access::ReadOnlyView, _) => Digest::canonical("mount-ro-view", source.as_str()),
         _ => Digest::canonical("mount-rw", source.as_str()),
     }
 }
@@ -299,7 +301,7 @@ pub fn desired(
         mounts.push(BindMount {
             source: m.source.to_string(),
             target: m.target.to_string(),
-            read_only: m.access == Access::ReadOnly,
+            read_only: m.access.read_only(),
         });
     }
 

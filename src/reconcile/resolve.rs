@@ -87,7 +87,7 @@ pub fn resolve_inputs(i: &Intention, digester: &mut FileDigester) -> Result<Inpu
                         }
                     })?)
                 }
-                Access::ReadWrite => None,
+                Access::ReadWrite | Access::ReadOnlyView => None,
             };
         digests.insert(
             name,

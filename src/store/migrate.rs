@@ -8,7 +8,7 @@ use std::path::Path;
 
 use redb::{Database, ReadableTable, WriteTransaction};
 
-use crate::store::records::{self, v1, v2, v3, v4, v6};
+use crate::store::records::{self, v1, v2, v3, v4, v6, v7};
 use crate::store::{
     APPLIED, EVENTS, INTENTIONS, LIVE, META, OBSERVED, OVERLAYS, PLANE, RELOADS, SCHEMA_VERSION,
     StoreError, UPDATES, io,
@@ -47,6 +47,7 @@ pub fn bring_up_to_date(db: &Database, path: &Path) -> Result<(), StoreError> {
                     // record changes.
                     4 => {}
                     5 => v5_to_v6(&tx)?,
+                    6 => v6_to_v7(&tx)?,
                     other => {
                         return Err(StoreError::Corrupt {
                             table: "meta",
@@ -109,6 +110,14 @@ fn v3_to_v4(tx: &WriteTransaction) -> Result<(), StoreError> {
 fn v5_to_v6(tx: &WriteTransaction) -> Result<(), StoreError> {
     rewrite_intentions(tx, 4, 5, |r: v4::IntentionRecord| {
         v6::IntentionRecord::from(r)
+    })
+}
+
+/// Schema 6 → 7: intentions say which read-only mounts are not inputs
+/// (none, for every record written before a mount could say so).
+fn v6_to_v7(tx: &WriteTransaction) -> Result<(), StoreError> {
+    rewrite_intentions(tx, 5, 6, |r: v6::IntentionRecord| {
+        v7::IntentionRecord::from(r)
     })
 }
 

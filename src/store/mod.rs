@@ -35,7 +35,7 @@ pub mod reloads;
 /// version 3 their update order; version 4 reload requests and update
 /// states; version 5 the central plane's held document; version 6 the
 /// runtime fields of intentions.
-pub const SCHEMA_VERSION: u64 = 6;
+pub const SCHEMA_VERSION: u64 = 7;
 /// How many events the log keeps.
 pub const EVENT_LOG_CAPACITY: u64 = 1000;
 /// The longest event text kept, in bytes: with [`EVENT_LOG_CAPACITY`], the
@@ -930,7 +930,7 @@ mod tests {
         let e = Store::open(&p).unwrap().intentions().unwrap_err();
         assert!(e.to_string().contains("intentions/m"), "{e}");
         assert!(
-            e.to_string().contains("record version 9, expected 5"),
+            e.to_string().contains("record version 9, expected 6"),
             "{e}"
         );
     }
@@ -1055,6 +1055,49 @@ mod tests {
         assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
         let r = &s.intentions().unwrap()[&plain.name];
         assert_eq!((r.revision, &r.intention), (3, &plain));
+    }
+
+    #[test]
+    fn a_mount_that_is_not_an_input_is_kept_and_a_version_6_store_reads_every_one_as_input() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s.redb");
+        let s = Store::open(&p).unwrap();
+        let i = Intention::parse(
+            "name = \"m\"\nimage = \"busybox:1\"\n[[mounts]]\nsource = \"/srv/a\"\ntarget = \"/a\"\nread_only = true\n[[mounts]]\nsource = \"/proc\"\ntarget = \"/host/proc\"\nread_only = true\ninput = false\n[[mounts]]\nsource = \"/srv/b\"\ntarget = \"/b\"\n",
+            crate::model::intention::DocFormat::Toml,
+            "t",
+        )
+        .unwrap();
+        use crate::model::intention::Access;
+        let modes: Vec<Access> = i.mounts.iter().map(|m| m.access).collect();
+        assert_eq!(
+            modes,
+            [Access::ReadOnly, Access::ReadOnlyView, Access::ReadWrite]
+        );
+        s.put_intention(&IntentionRecord::new(Source::Api, 1, i.clone()))
+            .unwrap();
+        assert_eq!(s.intentions().unwrap()[&i.name].intention, i);
+        drop(s);
+        // A store written before: schema 6, record version 5; migrated,
+        // every read-only mount an input as it was.
+        let p6 = d.path().join("s6.redb");
+        let mut was = i.clone();
+        was.mounts[1].access = Access::ReadOnly;
+        let v6 = records::intention_record_v6(&IntentionRecord::new(Source::Api, 4, was.clone()));
+        put_raw(&p6, "m", &records::encode(5, &v6), Some(6));
+        let s = Store::open(&p6).unwrap();
+        assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+        let r = &s.intentions().unwrap()[&was.name];
+        assert_eq!((r.revision, &r.intention), (4, &was));
+        // A record naming a read-write mount as a view does not check.
+        let bad = records::v7::IntentionRecord {
+            base: v6,
+            views: vec![2],
+        };
+        drop(s);
+        put_raw(&p6, "m", &records::encode(6, &bad), None);
+        let e = Store::open(&p6).unwrap().intentions().unwrap_err();
+        assert!(e.to_string().contains("mounts[2]"), "{e}");
     }
 
     #[test]

@@ -4,9 +4,11 @@
 //! does not describe its fields, so a record type is never changed in place:
 //! a new field is a new version, with a migration in `migrate.rs`).
 //!
-//! - `intentions`: version 5 ([`v6::IntentionRecord`], since schema 6:
-//!   version 4 with the runtime fields, kept as the intention document's
-//!   own JSON for them and checked again on the way out); version 4
+//! - `intentions`: version 6 ([`v7::IntentionRecord`], since schema 7:
+//!   version 5 with the read-only mounts that are not inputs, by index);
+//!   version 5 ([`v6::IntentionRecord`], since schema 6: version 4 with the
+//!   runtime fields, kept as the intention document's own JSON for them and
+//!   checked again on the way out); version 4
 //!   ([`v4::IntentionRecord`]) added the intention's `[update]` section,
 //!   version 3 the update order, version 2 the revision a central plane
 //!   stamps to version 1.
@@ -42,7 +44,7 @@ use crate::store::{
 };
 
 /// Record version of the `intentions` table.
-pub const INTENTIONS: u8 = 5;
+pub const INTENTIONS: u8 = 6;
 /// Record version of the `overlays` table.
 pub const OVERLAYS: u8 = 1;
 /// Record version of the `applied` table.
@@ -532,6 +534,31 @@ pub mod v6 {
     }
 }
 
+pub mod v7 {
+    use serde::{Deserialize, Serialize};
+
+    use super::v6;
+
+    /// An intention with its read-only mounts that are not inputs
+    /// (`input = false`): their indices in `mounts`, which version 6 keeps
+    /// as read-only.
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct IntentionRecord {
+        pub base: v6::IntentionRecord,
+        pub views: Vec<u32>,
+    }
+
+    impl From<v6::IntentionRecord> for IntentionRecord {
+        fn from(base: v6::IntentionRecord) -> Self {
+            // Every read-only mount was an input.
+            IntentionRecord {
+                base,
+                views: Vec::new(),
+            }
+        }
+    }
+}
+
 // Domain → record.
 
 fn value(v: &Value) -> v1::Value {
@@ -615,8 +642,9 @@ fn intention(i: &Intention) -> v1::Intention {
             .map(|m| v1::Mount {
                 source: m.source.to_string(),
                 target: m.target.to_string(),
+                // A view is read-only here; version 7 names it.
                 access: match m.access {
-                    Access::ReadOnly => v1::Access::ReadOnly,
+                    Access::ReadOnly | Access::ReadOnlyView => v1::Access::ReadOnly,
                     Access::ReadWrite => v1::Access::ReadWrite,
                 },
             })
@@ -633,7 +661,23 @@ fn source(s: &Source) -> v1::Source {
 }
 
 /// The record of a stored intention.
-pub fn intention_record(r: &IntentionRecord) -> v6::IntentionRecord {
+pub fn intention_record(r: &IntentionRecord) -> v7::IntentionRecord {
+    v7::IntentionRecord {
+        base: intention_record_v6(r),
+        views: r
+            .intention
+            .mounts
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.access == Access::ReadOnlyView)
+            .map(|(i, _)| i as u32)
+            .collect(),
+    }
+}
+
+/// The version 6 record of a stored intention (every read-only mount an
+/// input).
+pub fn intention_record_v6(r: &IntentionRecord) -> v6::IntentionRecord {
     let runtime = (r.intention.runtime != crate::model::runtime::Runtime::default()).then(|| {
         let mut m = serde_json::Map::new();
         r.intention.runtime.write_json(&mut m);
@@ -881,7 +925,18 @@ fn from_intention(i: v4::Intention) -> Result<Intention, String> {
 }
 
 /// A stored intention from its record.
-pub fn from_intention_record(r: v6::IntentionRecord) -> Result<IntentionRecord, String> {
+pub fn from_intention_record(r: v7::IntentionRecord) -> Result<IntentionRecord, String> {
+    let mut rec = from_intention_record_v6(r.base)?;
+    for i in r.views {
+        match rec.intention.mounts.get_mut(i as usize) {
+            Some(m) if m.access == Access::ReadOnly => m.access = Access::ReadOnlyView,
+            _ => return Err(format!("mounts[{i}] is not a read-only mount")),
+        }
+    }
+    Ok(rec)
+}
+
+fn from_intention_record_v6(r: v6::IntentionRecord) -> Result<IntentionRecord, String> {
     let mut rec = from_intention_record_v4(r.base)?;
     if let Some(sig) = r.config_reload {
         let sig = crate::model::runtime::signal_name(&sig)?;

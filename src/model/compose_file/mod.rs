@@ -435,6 +435,9 @@ struct MountOut {
     source: String,
     target: String,
     read_only: bool,
+    /// `false` for a read-only view of the host's state (not an input).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input: Option<bool>,
 }
 
 #[derive(Serialize)]
@@ -811,20 +814,15 @@ impl Ctx<'_> {
                         );
                         continue;
                     }
-                    if read_only && source.ends_with(".sock") {
+                    // The host's live state is read by the module, not an
+                    // input of its container.
+                    let view = read_only && (source.ends_with(".sock") || is_system_tree(&source));
+                    if view {
                         self.note(
                             service,
                             &at,
                             &format!(
-                                "{source} looks like a socket: stead holds a module whose read-only mount is a socket, device or FIFO (it hashes read-only mounts as inputs); `ro` does not stop a client from using a socket, so mount it read-write"
-                            ),
-                        );
-                    } else if read_only && is_system_tree(&source) {
-                        self.note(
-                            service,
-                            &at,
-                            &format!(
-                                "a read-only mount is an input of the container, its content hashed on every pass: {source} is the system's own, large or always changing, and may hold the module (over 100,000 entries) or recreate it whenever it moves"
+                                "{source} is the host's live state (the system's own, or a socket): carried with input = false, so the agent does not hash it and a change there recreates nothing"
                             ),
                         );
                     }
@@ -844,6 +842,7 @@ impl Ctx<'_> {
                         source,
                         target,
                         read_only,
+                        input: view.then_some(false),
                     });
                 }
                 VolumeSpec::Named {
@@ -1166,6 +1165,7 @@ impl Ctx<'_> {
                     source: self.host_path(&dat, f)?,
                     target,
                     read_only: true,
+                    input: None,
                 });
             }
         }
@@ -1209,6 +1209,7 @@ impl Ctx<'_> {
             source,
             target,
             read_only: true,
+            input: None,
         });
         Ok(())
     }
@@ -1604,6 +1605,15 @@ secrets:
                 "volumes: ['.:/src']",
                 "mounts",
                 json!([{"source": "/srv/app", "target": "/src", "read_only": false}]),
+            ),
+            (
+                "volumes: ['/proc:/host/proc:ro', '/run/docker.sock:/run/docker.sock:ro', '/proc:/p']",
+                "mounts",
+                json!([
+                    {"source": "/proc", "target": "/host/proc", "read_only": true, "input": false},
+                    {"source": "/run/docker.sock", "target": "/run/docker.sock", "read_only": true, "input": false},
+                    {"source": "/proc", "target": "/p", "read_only": false},
+                ]),
             ),
             (
                 "volumes: ['data:/var/lib/x', 'named:/n:ro', 'ext:/e', 'old:/o', /anon]",
@@ -2018,11 +2028,11 @@ secrets:
             ),
             (
                 "volumes: ['/sys:/sys:ro']",
-                "s: volumes[0]: a read-only mount is an input of the container, its content hashed on every pass: /sys is the system's own",
+                "s: volumes[0]: /sys is the host's live state (the system's own, or a socket): carried with input = false",
             ),
             (
                 "volumes: ['/var/run/docker.sock:/var/run/docker.sock:ro']",
-                "s: volumes[0]: /var/run/docker.sock looks like a socket",
+                "s: volumes[0]: /var/run/docker.sock is the host's live state",
             ),
             (
                 "depends_on: [db]",
