@@ -160,7 +160,13 @@ impl LifeBook {
     /// that came while it was asked are laid over it.
     pub fn seed(&mut self, id: &str, state: ContainerState, inspected: Life) -> Life {
         tracing::debug!(id, ?state, ?inspected, "life seeded");
-        let counted = inspected.restarting || state == ContainerState::Restarting;
+        // The engine counts a restart when it schedules it: the start to
+        // come is counted already while the container is dead after its
+        // last start. A list that said `restarting` may be older than the
+        // inspect: once started again, that start is in the count and in
+        // `started_ns`, and the next one is new.
+        let counted = (inspected.restarting || state == ContainerState::Restarting)
+            && inspected.finished_ns >= inspected.started_ns;
         self.known(id, state, inspected, counted)
     }
 
@@ -372,6 +378,17 @@ mod tests {
             panic!()
         };
         assert_eq!((t.restart_count, t.started_ns), (2, 98 * S));
+        // Listed as being restarted, inspected once it ran again (started
+        // after its death; the count holds that start): the next start is
+        // a new restart.
+        b.seed("u", ContainerState::Restarting, life(1, 96, 95, 1));
+        b.apply(ev("u", EventAction::Start, 96));
+        b.apply(ev("u", EventAction::Die(1), 97));
+        b.apply(ev("u", EventAction::Start, 98));
+        let Answer::Life(u) = b.answer("u", ContainerState::Running, 0, true) else {
+            panic!()
+        };
+        assert_eq!((u.restart_count, u.started_ns), (2, 98 * S));
         let Answer::Life(l) = b.answer("s", ContainerState::Running, 0, true) else {
             panic!()
         };
