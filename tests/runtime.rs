@@ -8,6 +8,7 @@ mod common;
 use common::agent::Agent;
 use common::*;
 use serde_json::Value as J;
+use std::process::Command;
 
 fn inspect(id: &str) -> J {
     let out = docker_ok(&["inspect", "--format", "{{json .}}", id]);
@@ -501,6 +502,13 @@ fn a_config_with_a_reload_signal_is_swapped_in_place_and_signalled_with_no_recre
     });
     std::thread::sleep(std::time::Duration::from_secs(2));
     assert_eq!(n.creates_since(&m, since), 1);
+    // The module goes: its live files go with its container.
+    let live = n.data().join("live").join(&m);
+    assert!(live.exists(), "{}", live.display());
+    n.remove_intention("live.toml");
+    n.wait_for(60, "the live files removed", || {
+        n.container(&m).is_none() && !live.exists()
+    });
 }
 
 #[test]
@@ -599,4 +607,79 @@ fn a_read_only_view_of_host_state_is_mounted_and_is_not_an_input() {
             .contains_key("stead.input.mount:/host/state"),
         "{c:#}"
     );
+}
+
+/// A health check without a test is the image's own, with the timings the
+/// intention gives (as Compose takes it).
+#[test]
+fn a_health_check_without_a_test_is_the_image_s_with_other_timings() {
+    let n = Node::new("runtime-imagecheck");
+    let m = n.module("own");
+    // An image whose own check passes once /tmp/ok exists, probed every
+    // 30 s by itself.
+    let image = format!("stead-test/health-{}:1", n.id.to_lowercase());
+    let change = "HEALTHCHECK --interval=30s CMD cat /tmp/ok";
+    if on_podman() {
+        // Podman 4.3 commits no HEALTHCHECK: the Docker Engine makes the
+        // image and Podman loads it.
+        let made = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "set -e; export DOCKER_HOST=unix:///var/run/docker.sock; c=$(docker create {IMAGE_1} true); docker commit --change '{change}' $c {image} >/dev/null; docker rm $c >/dev/null; docker save {image} | CONTAINERS_CONF={conf} podman load >/dev/null; docker rmi {image} >/dev/null",
+                conf = std::path::Path::new(&engine_socket()).with_file_name("containers.conf").display()
+            ))
+            .output()
+            .unwrap();
+        assert!(
+            made.status.success(),
+            "{}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+    } else {
+        let base = docker_ok(&["create", IMAGE_1, "true"]);
+        docker_ok(&["commit", "--change", change, &base, &image]);
+        docker_ok(&["rm", &base]);
+    }
+    n.write_intention(
+        "own.toml",
+        &format!(
+            "name = \"{m}\"\nimage = \"{image}\"\ncommand = [\"sh\", \"-c\", {:?}]\n[healthcheck]\ninterval = \"1s\"\nretries = 1\n",
+            idle_after("echo up")
+        ),
+    );
+    let agent = Agent::start(&n);
+    let _timer = HealthTimer::start(&n.id);
+    let module =
+        || -> J { serde_json::from_str(&agent.get(&format!("/v1/modules/{m}")).1).unwrap() };
+    if on_podman() {
+        // Podman keeps the image's check whole (its timings too): refused.
+        n.wait_for(30, "the module failed", || module()["state"] == "failed");
+        let s = module();
+        let e = s["last_error"].as_str().unwrap();
+        assert!(
+            e.contains("does not support") && e.contains("healthcheck.test"),
+            "{s:#}"
+        );
+        drop(agent);
+        drop(n);
+        let _ = podman(&["rmi", &image]);
+        return;
+    }
+    // Within seconds, not the image's 30: the intention's interval.
+    n.wait_for(20, "unhealthy", || module()["state"] == "unhealthy");
+    let id = n.container_id(&m);
+    let check = &inspect(&id)["Config"]["Healthcheck"];
+    assert_eq!(
+        check["Test"],
+        serde_json::json!(["CMD-SHELL", "cat /tmp/ok"]),
+        "{check}"
+    );
+    assert_eq!(check["Interval"], 1_000_000_000u64, "{check}");
+    docker_ok(&["exec", &id, "touch", "/tmp/ok"]);
+    n.wait_for(30, "converged once healthy", || {
+        module()["state"] == "converged"
+    });
+    drop(agent);
+    drop(n);
+    let _ = docker(&["rmi", &image]);
 }

@@ -3,7 +3,11 @@
 //! record in it as the 0.1.0 code read it back (`scripts/store-fixture.sh`
 //! made both). This binary must migrate the store on open and read every
 //! record back intact, and then refuse a store newer than itself without
-//! writing to it.
+//! writing to it. `store-0.4.0.redb` was written by release 0.4.0 (schema 6:
+//! runtime fields, a live record) running the intentions beside it
+//! (`scripts/store-fixture-0.4.0.sh`); it too must read back as this version
+//! parses the same files, and `stead check` must print what 0.4.0 printed
+//! for them (an upgrade recreates nothing).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -216,20 +220,25 @@ fn a_store_of_a_newer_schema_is_refused_naming_both_versions_and_left_untouched(
 #[test]
 fn an_intention_of_0_3_0_digests_the_same_so_an_upgrade_recreates_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let intentions = dir.path().join("i");
-    std::fs::create_dir_all(&intentions).unwrap();
     std::fs::copy(
         fixture("digest-0.3.0/web.toml"),
-        intentions.join("web.toml"),
+        dir.path().join("web.toml"),
     )
     .unwrap();
-    let config = dir.path().join("stead.toml");
+    let want = std::fs::read_to_string(fixture("digest-0.3.0/check-0.3.0.txt")).unwrap();
+    assert_eq!(check_intentions(dir.path()), want.trim_end());
+}
+
+/// `stead check` over `dir`'s intentions, offline.
+fn check_intentions(dir: &Path) -> String {
+    let d = tempfile::tempdir().unwrap();
+    let config = d.path().join("stead.toml");
     std::fs::write(
         &config,
         format!(
             "node_id = \"golden\"\nintentions_dir = {:?}\ndata_dir = {:?}\n",
-            intentions,
-            dir.path().join("d")
+            dir,
+            d.path().join("d")
         ),
     )
     .unwrap();
@@ -243,9 +252,63 @@ fn an_intention_of_0_3_0_digests_the_same_so_an_upgrade_recreates_nothing() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let want = std::fs::read_to_string(fixture("digest-0.3.0/check-0.3.0.txt")).unwrap();
+    String::from_utf8_lossy(&out.stdout).trim_end().to_string()
+}
+
+/// What 0.4.0 printed for intentions of every runtime field, a live
+/// config and a plain module (`scripts/store-fixture-0.4.0.sh`): the same
+/// digests now, so an upgrade from 0.4.0 recreates nothing.
+#[test]
+fn intentions_of_0_4_0_digest_the_same_so_an_upgrade_recreates_nothing() {
+    let want = std::fs::read_to_string(fixture("store-0.4.0/check-0.4.0.txt")).unwrap();
+    assert!(
+        want.contains("extra_hosts") && want.contains("healthcheck"),
+        "{want}"
+    );
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim_end(),
+        check_intentions(&fixture("store-0.4.0/intentions")),
         want.trim_end()
     );
+}
+
+/// The store 0.4.0 wrote running those intentions against the engine
+/// (schema 6, with runtime fields and a live record): migrated on open,
+/// every intention reads back as this version parses the same file, the
+/// applied and live records stand.
+#[test]
+fn a_store_written_by_0_4_0_is_migrated_and_reads_back_intact() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("stead.redb");
+    std::fs::copy(fixture("store-0.4.0.redb"), &p).unwrap();
+    let store = Store::open(&p).unwrap();
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    let stored = store.intentions().unwrap();
+    let dir = fixture("store-0.4.0/intentions");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 3);
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let want = stead::model::intention::Intention::parse(
+            &text,
+            stead::model::intention::DocFormat::Toml,
+            &f.display().to_string(),
+        )
+        .unwrap();
+        let got = &stored[&want.name];
+        assert!(matches!(got.source, Source::File(_)), "{:?}", got.source);
+        assert_eq!(got.intention, want, "{}", f.display());
+    }
+    let applied = store.all_applied().unwrap();
+    for m in ["rt", "live", "web"] {
+        let a = &applied[m];
+        assert_eq!(a.state, ApplyState::Applied, "{m}");
+        assert!(a.container_id.is_some(), "{m}");
+    }
+    let live = stead::model::names::ModuleName::try_from("live").unwrap();
+    let (container, _) = store.live(&live).unwrap().expect("a live record");
+    assert_eq!(Some(&container), applied["live"].container_id.as_ref());
 }

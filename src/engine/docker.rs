@@ -395,6 +395,12 @@ fn podman_refuses(spec: &ContainerSpec) -> Option<String> {
             "extra_hosts.{host} = \"host-gateway\" (it writes the words into /etc/hosts): name the address"
         ));
     }
+    if r.healthcheck.as_ref().is_some_and(|h| h.test.is_empty()) {
+        return Some(
+            "a health check without a test (healthcheck.test: it keeps the image's check whole, without these timings): write the test"
+                .into(),
+        );
+    }
     let l = r.logging.as_ref()?;
     if !PODMAN_LOG_DRIVERS.contains(&l.driver.as_str()) {
         return Some(format!(
@@ -515,7 +521,8 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
             .stop_grace_period
             .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
         healthcheck: r.healthcheck.as_ref().map(|h| HealthConfig {
-            test: Some(h.test.clone()),
+            // Empty: the image's own test (the engine keeps it).
+            test: (!h.test.is_empty()).then(|| h.test.clone()),
             interval: h.interval.map(ns),
             timeout: h.timeout.map(ns),
             retries: h.retries.map(i64::from),
@@ -1020,7 +1027,18 @@ mod tests {
                 .collect(),
             ..Default::default()
         };
+        let image_s_check = crate::model::runtime::Runtime {
+            healthcheck: Some(crate::model::runtime::Healthcheck {
+                test: vec![],
+                interval: Some(std::time::Duration::from_secs(5)),
+                timeout: None,
+                retries: None,
+                start_period: None,
+            }),
+            ..Default::default()
+        };
         for (rt, needle) in [
+            (image_s_check, "healthcheck.test"),
             (gateway, "extra_hosts.gw"),
             (rules, "device_cgroup_rules"),
             (logging("local", &[]), "\"local\""),

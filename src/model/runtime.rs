@@ -118,7 +118,8 @@ pub struct Ulimit {
 /// A health check, or the image's disabled.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Healthcheck {
-    /// `["CMD", …]`, `["CMD-SHELL", "…"]`, or `["NONE"]` (disabled).
+    /// `["CMD", …]`, `["CMD-SHELL", "…"]`, `["NONE"]` (disabled), or
+    /// empty: the image's own test, with these timings.
     pub test: Vec<String>,
     /// Between probes (unset: the engine's 30 s).
     pub interval: Option<Duration>,
@@ -973,12 +974,9 @@ impl RuntimeDoc {
             }),
             Some(h) => {
                 let test = match h.test {
-                    None => {
-                        return Err((
-                            "healthcheck.test".into(),
-                            "a health check needs a test (or disable = true)".into(),
-                        ));
-                    }
+                    // The image's own test, with other timings (as
+                    // Compose and the engine take it).
+                    None => vec![],
                     Some(StringOrList::String(s)) => vec!["CMD-SHELL".into(), s],
                     Some(StringOrList::List(l)) => match l.first().map(String::as_str) {
                         Some("CMD" | "CMD-SHELL") if l.len() > 1 => l,
@@ -998,13 +996,20 @@ impl RuntimeDoc {
                 let d = |field, s: &Option<String>, default: Duration| {
                     duration(field, s).map(|d| d.filter(|d| *d != default && !none))
                 };
-                Some(Healthcheck {
+                let check = Healthcheck {
                     interval: d("healthcheck.interval", &h.interval, Duration::from_secs(30))?,
                     timeout: d("healthcheck.timeout", &h.timeout, Duration::from_secs(30))?,
                     retries: h.retries.filter(|r| *r != 3 && !none),
                     start_period: d("healthcheck.start_period", &h.start_period, Duration::ZERO)?,
                     test,
-                })
+                };
+                // The image's check with the engine's timings: unset.
+                let image_s_own = check.test.is_empty()
+                    && check.interval.is_none()
+                    && check.timeout.is_none()
+                    && check.retries.is_none()
+                    && check.start_period.is_none();
+                (!image_s_own).then_some(check)
             }
         };
         r.logging = match self.logging {
@@ -1350,7 +1355,9 @@ impl Runtime {
         }
         if let Some(h) = &r.healthcheck {
             let mut o = serde_json::Map::new();
-            o.insert("test".into(), json!(h.test));
+            if !h.test.is_empty() {
+                o.insert("test".into(), json!(h.test));
+            }
             for (k, d) in [
                 ("interval", h.interval),
                 ("timeout", h.timeout),
@@ -1621,6 +1628,32 @@ mod tests {
     }
 
     #[test]
+    fn a_health_check_without_a_test_is_the_image_s_with_other_timings() {
+        let i = parse("[healthcheck]\ninterval = \"5s\"\nretries = 5").unwrap();
+        let h = i.runtime.healthcheck.as_ref().unwrap();
+        assert!(h.test.is_empty());
+        assert_eq!(h.interval, Some(std::time::Duration::from_secs(5)));
+        assert_eq!(h.retries, Some(5));
+        let name = InputName::try_from("healthcheck").unwrap();
+        assert_ne!(
+            digests("[healthcheck]\ninterval = \"5s\"")[&name],
+            digests("[healthcheck]\ninterval = \"6s\"")[&name]
+        );
+        // The image's check with the engine's timings is no check of ours.
+        for same in [
+            "[healthcheck]",
+            "[healthcheck]\ninterval = \"30s\"\nretries = 3",
+        ] {
+            assert!(parse(same).unwrap().runtime.healthcheck.is_none(), "{same}");
+        }
+        // Written out and read back, the same.
+        let back =
+            crate::model::intention::Intention::parse_json(i.to_json().to_string().as_bytes(), "t")
+                .unwrap();
+        assert_eq!(back, i);
+    }
+
+    #[test]
     fn extra_hosts_take_the_host_gateway_and_addresses_digest_as_before() {
         let gw = digests("extra_hosts = [\"host.docker.internal:host-gateway\"]");
         let ip = digests("extra_hosts = [\"host.docker.internal:172.17.0.1\"]");
@@ -1731,11 +1764,6 @@ mod tests {
                 "stop_grace_period = \"soon\"",
                 "stop_grace_period",
                 "duration",
-            ),
-            (
-                "[healthcheck]\ninterval = \"5s\"",
-                "healthcheck.test",
-                "needs a test",
             ),
             (
                 "[healthcheck]\ntest = [\"curl\"]",

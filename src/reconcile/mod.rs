@@ -623,6 +623,7 @@ impl Reconciler {
         for d in resolved.desired.values() {
             keep.extend(d.files.iter().map(|(p, _)| p.clone()));
         }
+        let wanted: BTreeSet<String> = resolved.desired.keys().map(|n| n.to_string()).collect();
         let desired = resolved.desired;
         store
             .blocking(move |s| -> Result<(), StoreError> {
@@ -638,6 +639,7 @@ impl Reconciler {
                     s.put_applied(name, rec)?;
                 }
                 observe::collect_garbage(&files_dir, &keep);
+                observe::collect_live(&files_dir, &wanted, &keep);
                 digester.lock().expect("digester lock").forget_unseen();
                 Ok(())
             })

@@ -322,6 +322,29 @@ pub fn records_to_write(
     (obs, applied)
 }
 
+/// Removes the live directories (`<data_dir>/live/<module>`, beside
+/// `files_dir`) of modules that are not desired and that no listed
+/// container mounts from.
+pub fn collect_live(files_dir: &Path, wanted: &BTreeSet<String>, keep: &BTreeSet<PathBuf>) {
+    let Some(root) = files_dir.parent().map(|d| d.join("live")) else {
+        return;
+    };
+    let Ok(modules) = std::fs::read_dir(&root) else {
+        return;
+    };
+    for m in modules.flatten() {
+        let dir = m.path();
+        let name = m.file_name().to_string_lossy().into_owned();
+        if wanted.contains(&name) || keep.iter().any(|k| k.starts_with(&dir)) {
+            continue;
+        }
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => tracing::info!("removed the live files of module {name}, gone"),
+            Err(e) => tracing::warn!("cannot remove the live files {}: {e}", dir.display()),
+        }
+    }
+}
+
 /// Removes composed files that neither a desired module nor any listed
 /// container uses.
 pub fn collect_garbage(files_dir: &Path, keep: &BTreeSet<PathBuf>) {

@@ -1288,20 +1288,13 @@ impl Ctx<'_> {
                 ..HealthOut::default()
             }));
         }
-        if h.test.is_none() {
-            // The image's own check with other timings: stead takes a
-            // check whole.
-            if h.interval.is_some()
-                || h.timeout.is_some()
-                || h.retries.is_some()
-                || h.start_period.is_some()
-            {
-                self.unmapped(
-                    service,
-                    k,
-                    "no test (the image's check, with other timings): stead takes a check whole; write its test to carry it",
-                );
-            }
+        if h.test.is_none()
+            && h.interval.is_none()
+            && h.timeout.is_none()
+            && h.retries.is_none()
+            && h.start_period.is_none()
+        {
+            // The image's own check, as it is.
             return Ok(None);
         }
         Ok(Some(h))
@@ -1775,6 +1768,11 @@ secrets:
                 json!({"disable": true}),
             ),
             (
+                "healthcheck: {interval: 5s, retries: 5}",
+                "healthcheck",
+                json!({"interval": "5s", "retries": 5}),
+            ),
+            (
                 "logging: {driver: json-file, options: {max-size: 10m, max-file: 3}}",
                 "logging",
                 json!({"driver": "json-file", "options": {"max-size": "10m", "max-file": "3"}}),
@@ -1926,7 +1924,6 @@ secrets:
                 "healthcheck: {test: 'true', start_interval: 1s}",
                 "s: healthcheck.start_interval: stead has no such field",
             ),
-            ("healthcheck: {interval: 5s}", "s: healthcheck: no test"),
             (
                 "configs: [{source: nginx, target: /n, mode: 0440}]",
                 "s: configs[0].mode: stead's files are read-only",
