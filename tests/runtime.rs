@@ -564,7 +564,7 @@ fn a_read_only_view_of_host_state_is_mounted_and_is_not_an_input() {
     n.write_intention(
         "v.toml",
         &format!(
-            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {idle:?}]\n[[mounts]]\nsource = {dir:?}\ntarget = \"/host/state\"\nread_only = true\ninput = false\n[[mounts]]\nsource = {socket:?}\ntarget = \"/engine.sock\"\nread_only = true\ninput = false\n",
+            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {idle:?}]\n[[mounts]]\nsource = {dir:?}\ntarget = \"/host/state\"\nread_only = true\ninput = false\n[[mounts]]\nsource = {socket:?}\ntarget = \"/engine.sock\"\nread_only = true\ninput = false\n[[mounts]]\nsource = \"/\"\ntarget = \"/hostroot\"\nread_only = true\ninput = false\n",
             idle = idle_after("echo up")
         ),
     );
@@ -592,7 +592,12 @@ fn a_read_only_view_of_host_state_is_mounted_and_is_not_an_input() {
     );
     let c = inspect(&id);
     let mounts = c["Mounts"].as_array().unwrap();
-    for target in ["/host/state", "/engine.sock"] {
+    // The host's root, whole.
+    assert_eq!(
+        docker_ok(&["exec", &id, "cat", &format!("/hostroot{}", now.display())]),
+        "two"
+    );
+    for target in ["/host/state", "/engine.sock", "/hostroot"] {
         let mount = mounts
             .iter()
             .find(|x| x["Destination"] == target)

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::config::{self, ConfigFile, ConfigFormat};
 use crate::model::duration::{format_duration, parse_duration};
-use crate::model::names::{AbsPath, EnvName, ModuleName, SettingKey};
+use crate::model::names::{AbsPath, EnvName, HostPath, ModuleName, SettingKey};
 use crate::model::reference::Reference;
 use crate::model::runtime::{self, Runtime, RuntimeDoc};
 use crate::model::value::Value;
@@ -244,8 +244,8 @@ impl Access {
 /// A bind mount of a host path.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mount {
-    /// The host path.
-    pub source: AbsPath,
+    /// The host path (the root itself only as a view).
+    pub source: HostPath,
     /// Where the container sees it.
     pub target: AbsPath,
     /// Read-only or read-write.
@@ -804,7 +804,7 @@ impl IntentionDoc {
         }
         let mut mounts = Vec::new();
         for (i, m) in self.mounts.into_iter().enumerate() {
-            let source = AbsPath::try_from(m.source).map_err(f(&format!("mounts[{i}].source")))?;
+            let source = HostPath::try_from(m.source).map_err(f(&format!("mounts[{i}].source")))?;
             let target = AbsPath::try_from(m.target).map_err(f(&format!("mounts[{i}].target")))?;
             claim(&target, format!("mounts[{i}].target"))?;
             let access = match (m.read_only, m.input) {
@@ -818,6 +818,12 @@ impl IntentionDoc {
                     ));
                 }
             };
+            if source.as_str() == "/" && access != Access::ReadOnlyView {
+                return Err((
+                    format!("mounts[{i}].source"),
+                    "the host's root is mounted only as a view: read_only = true and input = false (as an input it would be read whole on every pass)".into(),
+                ));
+            }
             mounts.push(Mount {
                 source,
                 target,
@@ -1037,6 +1043,30 @@ read_only = true
         );
         let e = p("input = false\n").unwrap_err().to_string();
         assert!(e.contains("mounts[0].input"), "{e}");
+        // The host's root: only as a view.
+        let root = |extra: &str| {
+            Intention::parse(
+                &format!(
+                    "name = \"m\"\nimage = \"busybox:1\"\n[[mounts]]\nsource = \"/\"\ntarget = \"/host\"\n{extra}"
+                ),
+                DocFormat::Toml,
+                "t.toml",
+            )
+        };
+        assert_eq!(
+            root("read_only = true\ninput = false\n").unwrap().mounts[0]
+                .source
+                .as_str(),
+            "/"
+        );
+        for refused in ["read_only = true\n", ""] {
+            let e = root(refused).unwrap_err().to_string();
+            assert!(
+                e.contains("mounts[0].source") && e.contains("view"),
+                "{refused}: {e}"
+            );
+        }
+        assert!(p("").is_ok());
         // Written out and read back, the same.
         let i = p("read_only = true\ninput = false\n").unwrap();
         let back = Intention::parse_json(i.to_json().to_string().as_bytes(), "t").unwrap();

@@ -278,6 +278,30 @@ string_newtype!(
     }
 );
 
+string_newtype!(
+    /// A host path a bind mount takes from: an [`AbsPath`], or the host's
+    /// root itself (`/`, for a read-only view of the whole host).
+    HostPath,
+    |s| {
+        if s == "/" {
+            return Ok(());
+        }
+        AbsPath::try_from(s).map(|_| ()).map_err(|e| e.0)
+    }
+);
+
+impl HostPath {
+    /// The path as a `Path`.
+    pub fn as_path(&self) -> &Path {
+        Path::new(&self.0)
+    }
+
+    /// The path as an owned `PathBuf`.
+    pub fn to_path_buf(&self) -> PathBuf {
+        PathBuf::from(&self.0)
+    }
+}
+
 impl AbsPath {
     /// The path as a `Path`.
     pub fn as_path(&self) -> &Path {

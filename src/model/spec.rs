@@ -17,7 +17,7 @@ use crate::model::intention::{
     Access, DriftPolicy, Intention, PortSpec, RestartPolicy, UpdateOrder,
 };
 use crate::model::labels::Labels;
-use crate::model::names::{AbsPath, Digest, EnvName, InputName, ModuleName, NodeId};
+use crate::model::names::{AbsPath, Digest, EnvName, HostPath, InputName, ModuleName, NodeId};
 use crate::model::runtime::Runtime;
 
 /// A bind mount as handed to the engine.
@@ -165,7 +165,7 @@ pub fn mount_input(target: &AbsPath) -> InputName {
 /// The digest of a mount: a read-only mount is an input, named by its
 /// source and content; a read-write mount is state, named by its source; a
 /// read-only view of host state is named by its source and its mode.
-pub fn mount_digest(source: &AbsPath, access: Access, content: Option<&Digest>) -> Digest {
+pub fn mount_digest(source: &HostPath, access: Access, content: Option<&Digest>) -> Digest {
     match (access, content) {
         (Access::ReadOnly, Some(c)) => {
             Digest::canonical("mount-ro", &(source.as_str(), c.as_str()))

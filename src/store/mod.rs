@@ -1063,7 +1063,7 @@ mod tests {
         let p = d.path().join("s.redb");
         let s = Store::open(&p).unwrap();
         let i = Intention::parse(
-            "name = \"m\"\nimage = \"busybox:1\"\n[[mounts]]\nsource = \"/srv/a\"\ntarget = \"/a\"\nread_only = true\n[[mounts]]\nsource = \"/proc\"\ntarget = \"/host/proc\"\nread_only = true\ninput = false\n[[mounts]]\nsource = \"/srv/b\"\ntarget = \"/b\"\n",
+            "name = \"m\"\nimage = \"busybox:1\"\nuser = \"65534\"\n[[mounts]]\nsource = \"/srv/a\"\ntarget = \"/a\"\nread_only = true\n[[mounts]]\nsource = \"/\"\ntarget = \"/host\"\nread_only = true\ninput = false\n[[mounts]]\nsource = \"/srv/b\"\ntarget = \"/b\"\n",
             crate::model::intention::DocFormat::Toml,
             "t",
         )
@@ -1082,6 +1082,7 @@ mod tests {
         // every read-only mount an input as it was.
         let p6 = d.path().join("s6.redb");
         let mut was = i.clone();
+        was.mounts[1].source = crate::model::names::HostPath::try_from("/proc").unwrap();
         was.mounts[1].access = Access::ReadOnly;
         let v6 = records::intention_record_v6(&IntentionRecord::new(Source::Api, 4, was.clone()));
         put_raw(&p6, "m", &records::encode(5, &v6), Some(6));

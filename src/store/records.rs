@@ -35,7 +35,7 @@ use crate::model::intention::{
     Access, DriftPolicy, Intention, Lane, LiteralFile, Mount, PortSpec, Protocol, RestartPolicy,
     UpdateOrder, UpdatePolicy,
 };
-use crate::model::names::{AbsPath, Digest, EnvName, InputName, ModuleName, SettingKey};
+use crate::model::names::{AbsPath, Digest, EnvName, HostPath, InputName, ModuleName, SettingKey};
 use crate::model::spec::{BindMount, ContainerSpec};
 use crate::model::value::Value;
 use crate::model::version::Range;
@@ -912,7 +912,7 @@ fn from_intention(i: v4::Intention) -> Result<Intention, String> {
             .into_iter()
             .map(|m| {
                 Ok(Mount {
-                    source: checked::<AbsPath>(m.source)?,
+                    source: checked::<HostPath>(m.source)?,
                     target: checked::<AbsPath>(m.target)?,
                     access: match m.access {
                         v1::Access::ReadOnly => Access::ReadOnly,
@@ -926,18 +926,22 @@ fn from_intention(i: v4::Intention) -> Result<Intention, String> {
 
 /// A stored intention from its record.
 pub fn from_intention_record(r: v7::IntentionRecord) -> Result<IntentionRecord, String> {
-    let mut rec = from_intention_record_v6(r.base)?;
-    for i in r.views {
+    from_intention_record_v6(r.base, &r.views)
+}
+
+/// A version 6 record, with the read-only mounts at `views` made views
+/// first (the runtime fields check the whole intention again).
+fn from_intention_record_v6(
+    r: v6::IntentionRecord,
+    views: &[u32],
+) -> Result<IntentionRecord, String> {
+    let mut rec = from_intention_record_v4(r.base)?;
+    for &i in views {
         match rec.intention.mounts.get_mut(i as usize) {
             Some(m) if m.access == Access::ReadOnly => m.access = Access::ReadOnlyView,
             _ => return Err(format!("mounts[{i}] is not a read-only mount")),
         }
     }
-    Ok(rec)
-}
-
-fn from_intention_record_v6(r: v6::IntentionRecord) -> Result<IntentionRecord, String> {
-    let mut rec = from_intention_record_v4(r.base)?;
     if let Some(sig) = r.config_reload {
         let sig = crate::model::runtime::signal_name(&sig)?;
         match rec.intention.config.as_mut() {

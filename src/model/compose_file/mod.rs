@@ -806,17 +806,18 @@ impl Ctx<'_> {
                     read_only,
                 } => {
                     let source = self.host_path(&format!("{at}.source"), &source)?;
-                    if source == "/" {
+                    if source == "/" && !read_only {
                         self.unmapped(
                             service,
                             &at,
-                            "stead mounts no host root: a mount source names a path below /",
+                            "stead mounts the host's root only read-only, as a view (input = false)",
                         );
                         continue;
                     }
                     // The host's live state is read by the module, not an
                     // input of its container.
-                    let view = read_only && (source.ends_with(".sock") || is_system_tree(&source));
+                    let view = read_only
+                        && (source == "/" || source.ends_with(".sock") || is_system_tree(&source));
                     if view {
                         self.note(
                             service,
@@ -1609,6 +1610,11 @@ secrets:
                 ]),
             ),
             (
+                "volumes: ['/:/host:ro,rslave']",
+                "mounts",
+                json!([{"source": "/", "target": "/host", "read_only": true, "input": false}]),
+            ),
+            (
                 "volumes: ['data:/var/lib/x', 'named:/n:ro', 'ext:/e', 'old:/o', /anon]",
                 "volumes",
                 json!([
@@ -1949,8 +1955,8 @@ secrets:
                 "s: ports: a container with network_mode host publishes and exposes no ports",
             ),
             (
-                "volumes: ['/:/host:ro']",
-                "s: volumes[0]: stead mounts no host root",
+                "volumes: ['/:/host']",
+                "s: volumes[0]: stead mounts the host's root only read-only",
             ),
             (
                 "network_mode: none\nexpose: ['80']",
