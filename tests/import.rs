@@ -82,7 +82,6 @@ fn every_fixture_imports_listing_what_is_not_carried_and_every_file_parses() {
             &["cadvisor", "grafana", "node-exporter", "prometheus"],
             &[
                 "cadvisor: deploy.resources.reservations",
-                "cadvisor: volumes[0]",
                 "grafana: container_name",
                 "node-exporter: pid",
                 "node-exporter: volumes[0]",
