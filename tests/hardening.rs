@@ -844,7 +844,12 @@ fn the_engine_s_events_are_seen_at_once_whatever_the_heartbeat() {
         .lines()
         .find_map(|l| l.strip_prefix("stead_engine_api_calls_total{op=\"inspect\"} "))
         .map_or(0, |v| v.trim().parse().unwrap());
-    assert!(inspects <= 2, "{inspects} inspects:\n{metrics}");
+    // Podman's event stream may end under the agent (its file events
+    // logger; docs/operations.md): each new stream inspects again, so the
+    // bound is the Docker Engine's.
+    if !on_podman() {
+        assert!(inspects <= 2, "{inspects} inspects:\n{metrics}");
+    }
     // Removed by hand: made again.
     let first = n.container_id(&m);
     docker_ok(&["rm", "-f", &first]);
