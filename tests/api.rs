@@ -309,6 +309,20 @@ fn bad_requests_get_their_status_and_change_nothing() {
             "colour",
         ),
         (
+            "a live file the engine cannot mount",
+            Some(&r.token),
+            Method::PUT,
+            path.clone(),
+            {
+                let mut g = good.clone();
+                g["config"] =
+                    json!({"path": "/app.json", "format": "json", "reload": "signal:SIGHUP"});
+                g.to_string().into_bytes()
+            },
+            422,
+            "/app.json is directly under /",
+        ),
+        (
             "path traversal in a file path",
             Some(&r.token),
             Method::PUT,

@@ -109,6 +109,19 @@ fn check_prints_digests_without_an_engine_and_refuses_bad_files() {
         text.lines().any(|l| l.starts_with("a ")),
         "the good module is still checked: {text}"
     );
+
+    // A live file directly under / (0.5.0 accepted it and aborted on it).
+    let live = "name = \"l\"\nimage = \"x:1\"\n[config]\npath = \"/app.json\"\nformat = \"json\"\nreload = \"signal:SIGHUP\"\n";
+    let (d, out) = check_dir(&[("l.toml", live)]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!out.status.success(), "{text}");
+    let file = d.path().join("i/l.toml").display().to_string();
+    assert!(
+        text.contains(&format!(
+            "{file}: config.path: /app.json is directly under /"
+        )),
+        "{text}"
+    );
 }
 
 #[test]

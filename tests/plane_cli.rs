@@ -271,6 +271,20 @@ fn keygen_sign_verify_and_every_refusal() {
         ),
         "modules[1] (sensor): ports[0]: invalid port",
     );
+    // A live file the engine could not mount (0.5.0 signed it, and every
+    // node that adopted it aborted on each pass) is refused at signing.
+    let live = payload_with(|p| {
+        p["modules"][1]["config"] =
+            json!({"path": "/app.json", "format": "json", "reload": "signal:SIGHUP"})
+    });
+    refused(
+        &stead(
+            dir,
+            &["plane", "sign", "--key", "plane.key", "--node", "edge-0042"],
+            &live,
+        ),
+        "modules[1] (sensor): config.path: /app.json is directly under /",
+    );
     // A missing key file is said.
     let o = stead(
         dir,

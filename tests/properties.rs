@@ -24,6 +24,7 @@ fn digest(text: &str) -> Digest {
         &NodeId::try_from("n").unwrap(),
         Path::new("/data/files"),
     )
+    .expect("a checked intention makes a spec")
     .digest
 }
 

@@ -912,6 +912,9 @@ impl IntentionDoc {
                 "a module cannot join its own network stack".into(),
             ));
         }
+        if config.as_ref().is_some_and(|c| c.reload.is_some()) {
+            check_live_layout(config.as_ref(), &files, &mounts, &runtime)?;
+        }
         let intention = Intention {
             name,
             image,
@@ -936,6 +939,95 @@ impl IntentionDoc {
             .map_err(|e| (e.field, e.message))?;
         Ok(intention)
     }
+}
+
+/// Directories the engine itself mounts into (`/etc/hosts`, `/dev/shm`,
+/// `/proc`, ...): a read-only directory mounted over one of them fails the
+/// container's start.
+const ENGINE_DIRS: [&str; 4] = ["/etc", "/dev", "/proc", "/sys"];
+
+/// A module that reloads live gets its config and literal files through
+/// their directories, each mounted whole and read-only (so one rename
+/// swaps them): every such directory must be one the engine can mount and
+/// that nothing else mounts into. Each layout refused here would pass as a
+/// document and then fail at create, on every pass.
+fn check_live_layout(
+    config: Option<&ConfigFile>,
+    files: &[LiteralFile],
+    mounts: &[Mount],
+    runtime: &Runtime,
+) -> Result<(), (String, String)> {
+    let live = config
+        .map(|c| ("config.path".to_string(), &c.path))
+        .into_iter()
+        .chain(
+            files
+                .iter()
+                .enumerate()
+                .map(|(i, f)| (format!("files[{i}].path"), &f.path)),
+        );
+    let mut dirs: Vec<(String, AbsPath)> = Vec::new();
+    for (field, path) in live {
+        let Some((dir, _)) = path.split_parent() else {
+            return Err((
+                field,
+                format!(
+                    "{path} is directly under /: a live file's directory is mounted whole, and / cannot be; put it in a directory of its own (such as /config{path})"
+                ),
+            ));
+        };
+        if ENGINE_DIRS.contains(&dir.as_str()) {
+            return Err((
+                field,
+                format!(
+                    "{path} is directly in {dir}: a live file's directory is mounted whole, and the engine mounts its own files into {dir}; put it in a directory of its own (such as {dir}/app)"
+                ),
+            ));
+        }
+        if !dirs.iter().any(|(_, d)| *d == dir) {
+            dirs.push((field, dir));
+        }
+    }
+    let inside = |t: &AbsPath, d: &AbsPath| t.as_path().starts_with(d.as_path());
+    for (field, dir) in &dirs {
+        if let Some((other, d)) = dirs.iter().find(|(_, d)| d != dir && inside(dir, d)) {
+            return Err((
+                field.clone(),
+                format!(
+                    "its directory {dir} is inside {d}, the live directory of {other}: a live directory is mounted read-only, so nothing can be mounted inside it"
+                ),
+            ));
+        }
+    }
+    let others = mounts
+        .iter()
+        .enumerate()
+        .map(|(j, m)| (format!("mounts[{j}].target"), &m.target))
+        .chain(
+            runtime
+                .tmpfs
+                .keys()
+                .enumerate()
+                .map(|(j, t)| (format!("tmpfs[{j}]"), t)),
+        )
+        .chain(
+            runtime
+                .volumes
+                .iter()
+                .enumerate()
+                .map(|(j, v)| (format!("volumes[{j}]"), &v.target)),
+        );
+    for (field, target) in others {
+        if let Some((live, dir)) = dirs.iter().find(|(_, d)| inside(target, d)) {
+            return Err((
+                field,
+                format!(
+                    "{target} is inside {dir}, the live directory of {live}: a live directory is mounted read-only, so nothing can be mounted inside it"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Checks an `[update]` section against the intention's image: the image
@@ -1303,5 +1395,89 @@ read_only = true
         )
         .unwrap_err();
         assert!(e.message.contains("not a signal"), "{e}");
+    }
+
+    #[test]
+    fn a_live_layout_the_engine_cannot_mount_is_refused_naming_the_field() {
+        let live = |config: &str, rest: &str| {
+            let text = format!(
+                "name = \"m\"\nimage = \"x:1\"\ntmpfs = [\"/run/t\"]\n{rest}[config]\npath = \"{config}\"\nformat = \"json\"\nreload = \"signal:SIGHUP\"\n"
+            );
+            Intention::parse(&text, DocFormat::Toml, "t").map(|_| ())
+        };
+        let file = |p: &str| format!("[[files]]\npath = \"{p}\"\ncontent = \"x\"\n");
+        let mount = |t: &str| format!("[[mounts]]\nsource = \"/srv/d\"\ntarget = \"{t}\"\n");
+        for (config, rest, field, says) in [
+            (
+                "/app.json",
+                String::new(),
+                "config.path",
+                "directly under /",
+            ),
+            (
+                "/etc/app.json",
+                String::new(),
+                "config.path",
+                "directly in /etc",
+            ),
+            (
+                "/dev/app.json",
+                String::new(),
+                "config.path",
+                "directly in /dev",
+            ),
+            (
+                "/app/c.json",
+                file("/banner.txt"),
+                "files[0].path",
+                "directly under /",
+            ),
+            (
+                "/srv/app/c.json",
+                file("/srv/app"),
+                "config.path",
+                "inside /srv, the live",
+            ),
+            (
+                "/app/c.json",
+                file("/app/sub/b.txt"),
+                "files[0].path",
+                "inside /app, the live",
+            ),
+            (
+                "/app/c.json",
+                mount("/app/data"),
+                "mounts[0].target",
+                "inside /app, the live",
+            ),
+            (
+                "/run/t/c.json",
+                String::new(),
+                "tmpfs[0]",
+                "inside /run/t, the live",
+            ),
+            (
+                "/app/c.json",
+                "volumes = [\"v:/app/v\"]\n".into(),
+                "volumes[0]",
+                "inside /app",
+            ),
+        ] {
+            let e = live(config, &rest).unwrap_err();
+            assert_eq!(e.field, field, "{config} {rest}: {e}");
+            assert!(e.message.contains(says), "{config} {rest}: {e}");
+        }
+        // What the engine can mount: a directory of its own, files beside
+        // each other, mounts elsewhere, the same layout without a reload.
+        for (config, rest) in [
+            ("/etc/app/c.json", file("/etc/app/banner.txt")),
+            ("/app/c.json", file("/srv/b.txt") + &mount("/data")),
+            ("/app/c.json", mount("/application")),
+        ] {
+            assert!(live(config, &rest).is_ok(), "{config} {rest}");
+        }
+        let plain =
+            "name = \"m\"\nimage = \"x:1\"\n[config]\npath = \"/app.json\"\nformat = \"json\"\n";
+        assert!(Intention::parse(plain, DocFormat::Toml, "t").is_ok());
     }
 }

@@ -308,6 +308,15 @@ impl AbsPath {
         Path::new(&self.0)
     }
 
+    /// The directory it is in and its name; `None` for a path directly
+    /// under the root, whose directory is no `AbsPath`.
+    pub fn split_parent(&self) -> Option<(AbsPath, &str)> {
+        let (dir, name) = self.0.rsplit_once('/')?;
+        // A checked path is normalised: its parts are themselves checked
+        // paths, but the root itself is not one.
+        AbsPath::try_from(dir).ok().map(|d| (d, name))
+    }
+
     /// The path as an owned `PathBuf`.
     pub fn to_path_buf(&self) -> PathBuf {
         PathBuf::from(&self.0)
@@ -317,6 +326,21 @@ impl AbsPath {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_splits_into_its_directory_and_name() {
+        let p = |s: &str| AbsPath::try_from(s).unwrap();
+        let split = |s: &str| {
+            p(s).split_parent()
+                .map(|(d, n)| (d.to_string(), n.to_string()))
+        };
+        assert_eq!(
+            split("/etc/app/c.json"),
+            Some(("/etc/app".into(), "c.json".into()))
+        );
+        assert_eq!(split("/etc/c.json"), Some(("/etc".into(), "c.json".into())));
+        assert_eq!(split("/app.json"), None);
+    }
 
     #[test]
     fn module_names() {

@@ -215,7 +215,7 @@ pub fn desired(
     image_id: &Digest,
     node: &NodeId,
     files_dir: &Path,
-) -> Desired {
+) -> Result<Desired, String> {
     let mut digests = inputs.digests;
     let reload = i.config.as_ref().and_then(|c| c.reload.clone());
     let mut inputs = Inputs {
@@ -247,15 +247,15 @@ pub fn desired(
             .join(i.name.as_str());
         let mut dirs: BTreeMap<AbsPath, Vec<(String, Vec<u8>)>> = BTreeMap::new();
         for f in std::mem::take(&mut inputs.files) {
-            let path = f.target.as_path();
-            let parent = path
-                .parent()
-                .and_then(|p| AbsPath::try_from(p.to_string_lossy().as_ref()).ok())
-                .expect("a file's path has a parent");
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .expect("a file's path has a name");
+            // The intention's check refuses such a path; one read from an
+            // older store must still not take the agent down.
+            let Some((parent, name)) = f.target.split_parent() else {
+                return Err(format!(
+                    "{}: a live file directly under / cannot be mounted by its directory",
+                    f.target
+                ));
+            };
+            let name = name.to_string();
             dirs.entry(parent).or_default().push((name, f.content));
         }
         live = Some(Live {
@@ -317,7 +317,7 @@ pub fn desired(
         runtime: i.runtime.clone(),
         network_container: None,
     };
-    Desired {
+    Ok(Desired {
         name: i.name.clone(),
         on_drift: i.on_drift,
         update_order: i.update_order,
@@ -327,7 +327,7 @@ pub fn desired(
         spec,
         files,
         live,
-    }
+    })
 }
 
 impl Desired {

@@ -371,7 +371,13 @@ pub async fn against_engine<E: Engine>(
                 continue;
             }
         };
-        let mut d = spec::desired(&i, inputs, &image_id, node, files_dir);
+        let mut d = match spec::desired(&i, inputs, &image_id, node, files_dir) {
+            Ok(d) => d,
+            Err(reason) => {
+                out.wants.push(Want::Hold { name, reason });
+                continue;
+            }
+        };
         if d.spec.runtime.logging.is_none() {
             d.spec.runtime.logging = default_logging.cloned();
         }
@@ -416,6 +422,7 @@ mod tests {
             &NodeId::try_from("n1").unwrap(),
             Path::new("/data/files"),
         )
+        .unwrap()
     }
 
     #[test]
