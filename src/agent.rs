@@ -435,6 +435,7 @@ impl<C: Connect> Agent<C> {
             source,
         })?;
         let token = ensure_token(&self.config)?;
+        self.start_guard().await;
         let agent = self
             .store
             .blocking(|s| s.agent_id())
@@ -490,7 +491,67 @@ impl<C: Connect> Agent<C> {
         notifier.ready();
         let result = self.main_loop(&notifier, &watch_tx, &mut shutdown).await;
         notifier.stopping();
+        // A stop during the first pass is no death.
+        if let Err(e) = self
+            .store
+            .blocking(|s| s.change_guard(|g| g.open = None))
+            .await
+        {
+            tracing::warn!("crash guard: {e}");
+        }
         result
+    }
+
+    /// Folds in a death the last run left (counted by the crash guard), and
+    /// takes what the guard holds: what the agent died on a few times in a
+    /// row is neither run nor removed until it changes.
+    async fn start_guard(&mut self) {
+        use crate::model::guard::Start;
+        use crate::store::guard::{all_key, entry_key, from_plane};
+        let note = crate::host::panic::take_note(&self.config.panic_path());
+        let boot = crate::host::boot_id();
+        let now = crate::store::now();
+        let folded = self
+            .store
+            .blocking(move |s| -> Result<_, StoreError> {
+                let entries = s.entries()?;
+                let start = Start {
+                    boot: &boot,
+                    now,
+                    panic: note.map(|(m, at)| {
+                        (
+                            m.and_then(|m| crate::model::names::ModuleName::try_from(m).ok()),
+                            at,
+                        )
+                    }),
+                    from_plane: &|m| entries.get(m).is_some_and(from_plane),
+                    module_key: &|m| entries.get(m).map(entry_key),
+                    all_key: all_key(&entries),
+                };
+                s.change_guard(|g| (g.on_start(&start), g.clone()))
+            })
+            .await;
+        match folded {
+            Ok((held, guard)) => {
+                if guard.crashes > 0 {
+                    tracing::warn!(
+                        "crash guard: the last {} starts died before their first pass completed",
+                        guard.crashes
+                    );
+                }
+                for what in held {
+                    let msg = format!(
+                        "quarantined {what}: the agent died {} times in a row acting on it; held, neither run nor removed, until it changes",
+                        crate::model::guard::CRASHES
+                    );
+                    tracing::error!("{msg}");
+                    self.say_engine(msg);
+                }
+                self.status.lock().expect("status lock").quarantine = guard.quarantine.clone();
+                self.reconciler.set_quarantine(guard.quarantine);
+            }
+            Err(e) => tracing::error!("crash guard: {e}; nothing is held"),
+        }
     }
 
     /// Starts polling the central plane and reporting to it, when one is
@@ -591,6 +652,7 @@ impl<C: Connect> Agent<C> {
         let mut _reloads: Option<AbortOnDrop> = None;
         let mut next_in: Option<Duration> = None;
         let mut backoff = engine_backoff(self.config.backoff_min, self.config.backoff_max);
+        let mut first_pass = true;
         loop {
             let Some(e) = &engine else {
                 let attempt = tokio::select! {
@@ -632,10 +694,54 @@ impl<C: Connect> Agent<C> {
                 }
                 continue;
             };
+            // Everything held by the crash guard: no pass runs (the API
+            // and the plane's poller still do) until an intention changes.
+            match self.reconciler.hold_everything(&self.store).await {
+                Ok(true) => {
+                    self.status.lock().expect("status lock").quarantine =
+                        self.reconciler.quarantine().clone();
+                    if !self
+                        .idle(self.config.heartbeat, true, notifier, shutdown)
+                        .await
+                    {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                Ok(false) => {}
+                Err(e) => self.pass_failed(&e.to_string()),
+            }
+            // The first pass of a start is what the crash guard watches:
+            // what it acts on is stored before it acts.
+            if first_pass {
+                let boot = crate::host::boot_id();
+                let begun = self
+                    .store
+                    .blocking(move |s| -> Result<(), StoreError> {
+                        let plane = s.plane()?.0.map(|h| h.revision);
+                        s.change_guard(|g| g.begin(&boot, plane))
+                    })
+                    .await;
+                if let Err(e) = begun {
+                    tracing::warn!("crash guard: {e}");
+                }
+            }
             let result = tokio::select! {
                 r = self.reconciler.pass(e, &self.store) => r,
                 () = shutdown.as_mut() => return Ok(()),
             };
+            if first_pass {
+                first_pass = false;
+                if let Err(e) = self
+                    .store
+                    .blocking(|s| s.change_guard(|g| g.passed()))
+                    .await
+                {
+                    tracing::warn!("crash guard: {e}");
+                }
+            }
+            self.status.lock().expect("status lock").quarantine =
+                self.reconciler.quarantine().clone();
             match result {
                 Ok(report) => {
                     let recovered = {

@@ -467,6 +467,12 @@ impl Config {
     pub fn files_dir(&self) -> PathBuf {
         self.data_dir.join("files")
     }
+
+    /// Where a panicking agent notes what it was acting on, for the crash
+    /// guard at the next start.
+    pub fn panic_path(&self) -> PathBuf {
+        self.data_dir.join("panic")
+    }
 }
 
 #[cfg(test)]

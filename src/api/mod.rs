@@ -286,6 +286,10 @@ async fn readyz(state: &ApiState) -> Resp {
     };
     let reason = match reason {
         Some(r) => Some(r),
+        None if !node.quarantine.is_empty() => Some(format!(
+            "quarantined by the crash guard: {}",
+            node.quarantine.summary()
+        )),
         None => state
             .store
             .blocking(|s| s.check())
@@ -342,6 +346,7 @@ pub fn status_json(state: &ApiState) -> J {
             "failing": node.failing.as_ref().map(|(since, error)| json!({ "since": secs(*since), "error": error })),
             "other_agent": node.other_agent,
             "next_pass_at": next_pass,
+            "quarantine": crate::status::quarantine_json(&node.quarantine),
         },
         "plane": plane::plane_json(state.plane.as_ref()),
         "modules": board.values().collect::<Vec<&ModuleStatus>>(),

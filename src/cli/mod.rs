@@ -209,6 +209,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Run { config, once } => {
             let config = load_config(config)?;
+            // A panic anywhere ends the agent (as the release build's
+            // panic = "abort" does) and notes what it was acting on.
+            crate::host::panic::install(config.panic_path());
             let connector = DockerSocket(config.docker_socket.clone());
             let mut agent = Agent::open(config, connector)?;
             let rt = runtime()?;

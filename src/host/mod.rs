@@ -8,6 +8,7 @@ pub mod blocking;
 pub mod digest;
 pub mod files;
 pub mod live;
+pub mod panic;
 pub mod systemd;
 pub mod watch;
 
@@ -16,15 +17,38 @@ pub mod watch;
 /// …): lets the crash-safety tests stop the agent between two steps,
 /// deterministically, against the real parts.
 pub fn crash_point(point: &str) {
-    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    if AT
-        .get_or_init(|| std::env::var("STEAD_CRASH_AT").ok())
-        .as_deref()
-        == Some(point)
-    {
+    if crash_at().as_deref() == Some(point) {
         eprintln!("STEAD_CRASH_AT={point}: aborting");
         std::process::abort();
     }
+}
+
+/// Panics on the spot when `STEAD_CRASH_AT` names this point: lets the
+/// crash guard's tests make a pass panic as an unknown bug would (the panic
+/// hook notes what the agent was acting on, then aborts).
+pub fn panic_point(point: &str) {
+    if crash_at().as_deref() == Some(point) {
+        panic!("STEAD_CRASH_AT={point}: panicking");
+    }
+}
+
+/// Whether any failure point is armed (so a point named per module is
+/// only spelled out in tests).
+pub fn crash_points_armed() -> bool {
+    crash_at().is_some()
+}
+
+fn crash_at() -> &'static Option<String> {
+    static AT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    AT.get_or_init(|| std::env::var("STEAD_CRASH_AT").ok())
+}
+
+/// This boot of the machine (the kernel's boot id): a death across two
+/// boots was a power cut or a reboot, not a crash.
+pub fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// Eight random bytes from the system.

@@ -9,6 +9,7 @@ pub mod compose;
 pub mod compose_file;
 pub mod config;
 pub mod duration;
+pub mod guard;
 pub mod intention;
 pub mod labels;
 pub mod names;

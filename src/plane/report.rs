@@ -108,6 +108,7 @@ pub fn stable(p: &Parts) -> J {
         "agent_version": crate::VERSION,
         "engine": engine,
         "passing": p.status.failing.is_none(),
+        "quarantine": crate::status::quarantine_json(&p.status.quarantine),
         "plane": {
             "url": p.plane.url,
             "held": held,

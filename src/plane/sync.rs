@@ -412,7 +412,7 @@ impl Syncer {
             }
             StatusCode::OK => {
                 contact.error = None;
-                self.judged(held, contact, &answer.body, etag, now).await
+                self.guarded(held, contact, &answer.body, etag, now).await
             }
             s => {
                 let retry_after = if matches!(
@@ -437,6 +437,61 @@ impl Syncer {
                 Outcome::Failed { error, retry_after }
             }
         }
+    }
+
+    /// Judges a document under the crash guard: its digest is stored
+    /// before it is judged and cleared after it was (and adopted), and one
+    /// the agent died judging a few times in a row is not judged again.
+    async fn guarded(
+        &self,
+        held: Option<Held>,
+        mut contact: Contact,
+        body: &[u8],
+        etag: Option<String>,
+        now: u64,
+    ) -> Outcome {
+        let digest = crate::model::names::Digest::of(body);
+        let (d, boot) = (digest.clone(), crate::host::boot_id());
+        let begun = self
+            .store
+            .blocking(move |s| {
+                s.change_guard(|g| {
+                    let quarantined = g.quarantine.holds_document(&d);
+                    if !quarantined {
+                        g.judging = Some((d, boot));
+                    }
+                    quarantined
+                })
+            })
+            .await;
+        match begun {
+            Ok(true) => {
+                let r = Refusal {
+                    class: "quarantined".into(),
+                    detail: format!(
+                        "the agent died {} times in a row judging this document ({}); it is not judged again: publish another",
+                        crate::model::guard::CRASHES,
+                        digest.short()
+                    ),
+                    revision: None,
+                    at: now,
+                };
+                contact.refusal = Some(r.clone());
+                self.record(held.as_ref(), None, &contact).await;
+                return Outcome::Refused(r);
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!("crash guard: {e}"),
+        }
+        let outcome = self.judged(held, contact, body, etag, now).await;
+        if let Err(e) = self
+            .store
+            .blocking(|s| s.change_guard(|g| g.judging = None))
+            .await
+        {
+            tracing::warn!("crash guard: {e}");
+        }
+        outcome
     }
 
     async fn judged(

@@ -409,5 +409,5 @@ pub fn join_moved(moved: &[crate::model::spec::Moved]) -> String {
 
 /// The first 12 characters of a container ID.
 pub fn short_id(id: Option<&str>) -> &str {
-    id.map_or("-", |i| &i[..i.len().min(12)])
+    id.map_or("-", |i| i.get(..12).unwrap_or(i))
 }

@@ -92,6 +92,8 @@ pub struct Reconciler {
     metrics: Arc<Metrics>,
     /// Where the output of a module without its own `logging` goes.
     default_logging: Option<crate::model::runtime::NodeLogging>,
+    /// What the crash guard holds (the store keeps it; lifted here).
+    quarantine: crate::model::guard::Quarantine,
 }
 
 impl Reconciler {
@@ -120,7 +122,85 @@ impl Reconciler {
             board: Arc::new(Mutex::new(Board::new())),
             metrics: Arc::new(Metrics::default()),
             default_logging: None,
+            quarantine: Default::default(),
         }
+    }
+
+    /// What the crash guard holds, as the agent read it at start.
+    pub fn set_quarantine(&mut self, q: crate::model::guard::Quarantine) {
+        self.quarantine = q;
+    }
+
+    /// What the crash guard holds now.
+    pub fn quarantine(&self) -> &crate::model::guard::Quarantine {
+        &self.quarantine
+    }
+
+    /// Lets go of what changed since the crash guard held it (said, and
+    /// kept), and says why each module it still holds is held.
+    async fn quarantined(
+        &mut self,
+        store: &Arc<Store>,
+        entries: &BTreeMap<ModuleName, crate::store::Entry>,
+    ) -> Result<BTreeMap<ModuleName, String>, StoreError> {
+        use crate::store::guard::{all_key, entry_key, from_plane};
+        if self.quarantine.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let plane = match &self.quarantine.revision {
+            Some(_) => store.blocking(|s| s.plane()).await?.0.map(|h| h.revision),
+            None => None,
+        };
+        let all = all_key(entries);
+        let lifted =
+            self.quarantine
+                .lift(plane, &|m: &ModuleName| entries.get(m).map(entry_key), &all);
+        if !lifted.is_empty() {
+            let q = self.quarantine.clone();
+            store
+                .blocking(move |s| s.change_guard(|g| g.quarantine = q))
+                .await?;
+            let detail = format!(
+                "quarantine lifted: {} changed; acting on it again",
+                lifted.join(", ")
+            );
+            tracing::warn!("{detail}");
+            store
+                .blocking(move |s| s.append_event(None, EventKind::Intention, detail))
+                .await?;
+        }
+        Ok(entries
+            .iter()
+            .filter_map(|(n, e)| {
+                self.quarantine
+                    .holds(n, from_plane(e))
+                    .map(|r| (n.clone(), r))
+            })
+            .collect())
+    }
+
+    /// While everything is held no pass runs: lifts the hold once any
+    /// intention changed, else shows every module as held. Returns whether
+    /// everything is still held.
+    pub async fn hold_everything(&mut self, store: &Arc<Store>) -> Result<bool, StoreError> {
+        if self.quarantine.everything.is_none() {
+            return Ok(false);
+        }
+        let entries = store.blocking(|s| s.entries()).await?;
+        let held = self.quarantined(store, &entries).await?;
+        if self.quarantine.everything.is_none() {
+            return Ok(false);
+        }
+        let mut board = self.board.lock().expect("board lock");
+        board.retain(|n, _| held.keys().any(|h| h.as_str() == n));
+        for (name, reason) in held {
+            let st = board
+                .entry(name.to_string())
+                .or_insert_with(|| crate::status::ModuleStatus::pending(name.as_str()));
+            st.state = crate::status::ModuleState::Quarantined;
+            st.last_error = Some(reason);
+        }
+        Ok(true)
     }
 
     /// Where the output of a module without its own `logging` goes.
@@ -393,6 +473,10 @@ impl Reconciler {
             self.rebuilt = true;
         }
 
+        // What the crash guard holds is not resolved: that may be where
+        // the agent died.
+        let held = self.quarantined(store, &entries).await?;
+
         // What reloads landed: a module's desired image until the next
         // reload or an edit of its image or range.
         let updates = store.blocking(|s| s.updates()).await?;
@@ -400,12 +484,19 @@ impl Reconciler {
         // Resolve: against the host (blocking), then the engine's images.
         let (entries, (host, watched_inputs)) = {
             let digester = self.digester.clone();
+            let skip: BTreeSet<ModuleName> = held.keys().cloned().collect();
             blocking(move || {
-                let r = resolve::against_host(
-                    &entries,
-                    &updates,
-                    &mut digester.lock().expect("digester lock"),
-                );
+                let mut digester = digester.lock().expect("digester lock");
+                let r = if skip.is_empty() {
+                    resolve::against_host(&entries, &updates, &mut digester)
+                } else {
+                    let some: BTreeMap<ModuleName, crate::store::Entry> = entries
+                        .iter()
+                        .filter(|(n, _)| !skip.contains(*n))
+                        .map(|(n, e)| (n.clone(), e.clone()))
+                        .collect();
+                    resolve::against_host(&some, &updates, &mut digester)
+                };
                 (entries, r)
             })
             .await
@@ -424,7 +515,7 @@ impl Reconciler {
             .default_logging
             .as_ref()
             .map(|l| engine.flavour().node_logging(l));
-        let resolved = resolve::against_engine(
+        let mut resolved = resolve::against_engine(
             resolve::EngineSide {
                 engine,
                 retries: &mut self.retries,
@@ -439,11 +530,16 @@ impl Reconciler {
             now,
         )
         .await?;
+        for (name, reason) in &held {
+            resolved.wants.push(plan::Want::Hold {
+                name: name.clone(),
+                reason: reason.clone(),
+            });
+        }
 
         // Prepare: every composed file is written (all rendered above,
         // before any is written here). A module whose file cannot be written
         // (a full disk) is held before anything touches its container.
-        let mut resolved = resolved;
         // The bytes are moved out, not copied: from here on only the paths
         // are needed.
         let files: Vec<(ModuleName, PathBuf, Vec<u8>)> = resolved
@@ -566,12 +662,23 @@ impl Reconciler {
 
         // Execute.
         let results: Vec<Result<ModuleReport, EngineError>> = futures_util::stream::iter(steps)
-            .map(|step| execute::execute(engine, store, &resolved.desired, step))
+            .map(|step| {
+                // Noted, so that a panic here names the module to the crash
+                // guard.
+                let module = step.module().unwrap_or_default().to_string();
+                crate::host::panic::acting_on_async(
+                    module,
+                    execute::execute(engine, store, &resolved.desired, step),
+                )
+            })
             .buffer_unordered(PARALLEL_ACTIONS)
             .collect()
             .await;
         for r in results {
             let mut r = r?;
+            if held.keys().any(|h| h.as_str() == r.module) {
+                r.action = Action::Quarantined;
+            }
             if r.action == Action::Held {
                 if let Ok(m) = ModuleName::try_from(r.module.as_str()) {
                     r.retry_in = resolved
@@ -753,7 +860,7 @@ impl Reconciler {
                         m.module
                     ),
                 ),
-                Action::Held | Action::Failed => {
+                Action::Held | Action::Failed | Action::Quarantined => {
                     (EventKind::Error, m.error.clone().unwrap_or_default())
                 }
                 // Waiting out a back-off is not news: the failure it waits

@@ -206,6 +206,7 @@ impl Reconciler {
                         }
                     }
                     Action::Held | Action::Failed => ModuleState::Failed,
+                    Action::Quarantined => ModuleState::Quarantined,
                     // Not acted on until its image is there.
                     Action::Pulling => ModuleState::Pending,
                     Action::Removed => continue,

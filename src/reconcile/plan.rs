@@ -156,6 +156,25 @@ pub enum Step {
     },
 }
 
+impl Step {
+    /// The module it acts on, when it names one.
+    pub fn module(&self) -> Option<&str> {
+        match self {
+            Step::Keep { module, .. }
+            | Step::Create { module }
+            | Step::Start { module, .. }
+            | Step::Recreate { module, .. }
+            | Step::Promote { module, .. }
+            | Step::ReportDrift { module, .. }
+            | Step::Wait { module, .. }
+            | Step::Hold { module, .. }
+            | Step::Pulling { module, .. }
+            | Step::Conflict { module, .. } => Some(module.as_str()),
+            Step::Remove { module, .. } => module.as_deref(),
+        }
+    }
+}
+
 /// The steps for one pass, in module order, removals last.
 pub type Plan = Vec<Step>;
 

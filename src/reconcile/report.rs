@@ -26,6 +26,8 @@ pub enum Action {
     Drifted,
     /// Its target cannot be computed now; the container is left alone.
     Held,
+    /// The crash guard holds it: neither run nor removed.
+    Quarantined,
     /// A container not managed here holds its name.
     Conflict,
     /// The engine is busy with the container.
@@ -49,6 +51,7 @@ impl Action {
             Action::Removed => "removed",
             Action::Drifted => "drifted",
             Action::Held => "held",
+            Action::Quarantined => "quarantined",
             Action::Conflict => "conflict",
             Action::Waiting => "waiting",
             Action::Pulling => "pulling",

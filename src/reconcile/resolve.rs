@@ -124,6 +124,14 @@ pub fn against_host(
     let mut out = Vec::with_capacity(entries.len());
     let mut watched = BTreeSet::new();
     for (name, entry) in entries {
+        // Noted, so that a panic here names the module to the crash guard.
+        let _acting = crate::host::panic::Acting::new(name.as_str());
+        if crate::host::crash_points_armed() {
+            crate::host::panic_point(&format!("resolve:module:{name}"));
+            if let Some(r) = entry.record.as_ref().and_then(|r| r.plane_revision) {
+                crate::host::panic_point(&format!("resolve:plane-revision:{r}"));
+            }
+        }
         let Some(mut i) = entry.effective() else {
             continue;
         };
@@ -316,6 +324,7 @@ pub async fn against_engine<E: Engine>(
         stated,
     } in host
     {
+        let _acting = crate::host::panic::Acting::new(name.as_str());
         let inputs = match inputs {
             Ok(inputs) => inputs,
             Err(reason) => {

@@ -1,7 +1,7 @@
 //! What the agent says of the node and of each module: the engine's
 //! reachability and the last pass ([`NodeStatus`]); each module's state
 //! (converged, pending, drifted, recreating, starting, settling,
-//! crash-looping, unhealthy, conflict, failed), its digests, its container and what was
+//! crash-looping, unhealthy, conflict, failed, quarantined), its digests, its container and what was
 //! last done ([`ModuleStatus`]). The settle and crash-loop judgement
 //! ([`judge`]) is a pure function of what the engine reports; [`metrics`]
 //! serves the counters.
@@ -45,11 +45,14 @@ pub enum ModuleState {
     Conflict,
     /// An action failed, an input is missing, or it exited with an error.
     Failed,
+    /// Held by the crash guard: the agent died acting on it, a few times in
+    /// a row; neither run nor removed until it changes.
+    Quarantined,
 }
 
 impl ModuleState {
     /// Every state, for metrics.
-    pub const ALL: [ModuleState; 10] = [
+    pub const ALL: [ModuleState; 11] = [
         ModuleState::Converged,
         ModuleState::Pending,
         ModuleState::Drifted,
@@ -60,6 +63,7 @@ impl ModuleState {
         ModuleState::Unhealthy,
         ModuleState::Conflict,
         ModuleState::Failed,
+        ModuleState::Quarantined,
     ];
 
     /// Its name in the API.
@@ -75,6 +79,7 @@ impl ModuleState {
             ModuleState::Unhealthy => "unhealthy",
             ModuleState::Conflict => "conflict",
             ModuleState::Failed => "failed",
+            ModuleState::Quarantined => "quarantined",
         }
     }
 }
@@ -176,6 +181,8 @@ pub struct NodeStatus {
     pub failing: Option<(SystemTime, String)>,
     /// Another agent shares this node id (what the last pass saw).
     pub other_agent: Option<String>,
+    /// What the crash guard holds.
+    pub quarantine: crate::model::guard::Quarantine,
 }
 
 impl Default for NodeStatus {
@@ -186,6 +193,36 @@ impl Default for NodeStatus {
             passes: 0,
             failing: None,
             other_agent: None,
+            quarantine: Default::default(),
         }
     }
+}
+
+/// What the crash guard holds, as the API and the plane's reports say it
+/// (`null` when nothing is).
+pub fn quarantine_json(q: &crate::model::guard::Quarantine) -> serde_json::Value {
+    use serde_json::json;
+    if q.is_empty() {
+        return serde_json::Value::Null;
+    }
+    let hold = |h: &crate::model::guard::Hold| json!({ "crashes": h.crashes, "since": h.since, "cause": h.cause });
+    json!({
+        "summary": q.summary(),
+        "modules": q.modules.iter().map(|(m, h)| {
+            let mut o = hold(h);
+            o["module"] = json!(m.as_str());
+            o
+        }).collect::<Vec<_>>(),
+        "revision": q.revision.as_ref().map(|(r, h)| {
+            let mut o = hold(h);
+            o["revision"] = json!(r);
+            o
+        }),
+        "everything": q.everything.as_ref().map(hold),
+        "document": q.document.as_ref().map(|(d, h)| {
+            let mut o = hold(h);
+            o["digest"] = json!(d.as_str());
+            o
+        }),
+    })
 }

@@ -10,8 +10,8 @@ use redb::{Database, ReadableTable, WriteTransaction};
 
 use crate::store::records::{self, v1, v2, v3, v4, v6, v7};
 use crate::store::{
-    APPLIED, EVENTS, INTENTIONS, LIVE, META, OBSERVED, OVERLAYS, PLANE, RELOADS, SCHEMA_VERSION,
-    StoreError, UPDATES, io,
+    APPLIED, EVENTS, GUARD, INTENTIONS, LIVE, META, OBSERVED, OVERLAYS, PLANE, RELOADS,
+    SCHEMA_VERSION, StoreError, UPDATES, io,
 };
 
 /// Creates the tables of a new store, or migrates an older one, and
@@ -68,7 +68,7 @@ pub fn bring_up_to_date(db: &Database, path: &Path) -> Result<(), StoreError> {
         }
     }
     for def in [
-        INTENTIONS, APPLIED, OBSERVED, OVERLAYS, UPDATES, PLANE, LIVE,
+        INTENTIONS, APPLIED, OBSERVED, OVERLAYS, UPDATES, PLANE, LIVE, GUARD,
     ] {
         tx.open_table(def).map_err(io("open"))?;
     }

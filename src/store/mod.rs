@@ -25,6 +25,7 @@ use crate::model::names::{Digest, InputName, ModuleName, SettingKey};
 use crate::model::spec::ContainerSpec;
 use crate::model::value::Value;
 
+pub mod guard;
 pub mod migrate;
 pub mod plane;
 pub mod records;
@@ -70,6 +71,9 @@ pub(crate) const PLANE: TableDefinition<&str, &[u8]> = TableDefinition::new("pla
 /// Per module with live files: the container and the live content it was
 /// last signalled (or made) with.
 pub(crate) const LIVE: TableDefinition<&str, &[u8]> = TableDefinition::new("live");
+/// The crash guard (one record, key `guard`): added without a schema
+/// change, since an agent that does not know the table never reads it.
+pub(crate) const GUARD: TableDefinition<&str, &[u8]> = TableDefinition::new("guard");
 
 /// Settings layered over a module's intention through the API, whichever
 /// source the intention came from.
