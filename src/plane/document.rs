@@ -129,6 +129,16 @@ impl Desired {
         if doc.revision == 0 {
             return Err(DocumentError::new("revision", "must be at least 1"));
         }
+        if doc.revision > crate::plane::accept::MAX_REVISION {
+            return Err(DocumentError::new(
+                "revision",
+                format!(
+                    "{} is over the largest a document may carry, 2^53 = {}",
+                    doc.revision,
+                    crate::plane::accept::MAX_REVISION
+                ),
+            ));
+        }
         let issued_at =
             parse_rfc3339(&doc.issued_at).map_err(|e| DocumentError::new("issued_at", e))?;
         let expires = parse_rfc3339(&doc.expires).map_err(|e| DocumentError::new("expires", e))?;
@@ -500,6 +510,18 @@ mod tests {
                 with(|v| v["revision"] = (-1).into()),
                 "revision",
                 "invalid value",
+            ),
+            (
+                "a revision over 2^53",
+                with(|v| v["revision"] = 9_007_199_254_740_993u64.into()),
+                "revision",
+                "over the largest a document may carry, 2^53 = 9007199254740992",
+            ),
+            (
+                "a revision of 2^64 - 1",
+                with(|v| v["revision"] = u64::MAX.into()),
+                "revision",
+                "over the largest",
             ),
             (
                 "a string revision",

@@ -495,10 +495,7 @@ impl Syncer {
                     etag,
                     issued_at: d.issued_at,
                     expires: d.expires,
-                    newest_issued_at: held
-                        .as_ref()
-                        .map_or(0, |h| h.newest_issued_at)
-                        .max(d.issued_at),
+                    newest_issued_at: a.newest_issued_at,
                     accepted_at: now,
                     key_id: a.key_id,
                 };
