@@ -120,6 +120,9 @@ impl Desired {
         if !starts_an_object(payload) {
             return Err(DocumentError::new("(document)", "must be a JSON object"));
         }
+        // A module is read as a JSON value first, which would keep the last
+        // of a repeated key: the whole payload is checked before.
+        no_repeated_keys(payload)?;
         let mut de = serde_json::Deserializer::from_slice(payload);
         let doc: DesiredDoc = serde_path_to_error::deserialize(&mut de)
             .map_err(|e| DocumentError::new(json_field(e.path()), e.inner().to_string()))?;
@@ -201,6 +204,19 @@ pub(crate) fn json_field(path: &serde_path_to_error::Path) -> String {
     } else {
         path
     }
+}
+
+/// [`crate::model::json::no_repeated_keys`], its error named as a
+/// document's.
+fn no_repeated_keys(payload: &[u8]) -> Result<(), DocumentError> {
+    crate::model::json::no_repeated_keys(payload).map_err(|r| {
+        let field = if r.path == "." {
+            "(document)".into()
+        } else {
+            r.path
+        };
+        DocumentError::new(field, r.message)
+    })
 }
 
 /// Whether JSON text starts with `{` (after white space).
@@ -303,6 +319,7 @@ pub fn stamp(
     issued_at: u64,
     expires_default: u64,
 ) -> Result<Vec<u8>, DocumentError> {
+    no_repeated_keys(payload)?;
     let mut doc: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(payload)
         .map_err(|e| {
             DocumentError::new(
@@ -688,6 +705,46 @@ mod tests {
         );
         let e = Desired::parse(format!("{} {{}}", doc()).as_bytes()).unwrap_err();
         assert_eq!(e.field(), "(document)", "{e}");
+    }
+
+    #[test]
+    fn a_key_given_twice_anywhere_refuses_the_document_and_its_stamping() {
+        let node = NodeId::try_from("edge-0042").unwrap();
+        let head = r#""node": "edge-0042", "revision": 1, "issued_at": "2026-11-30T10:00:00Z", "expires": "2026-12-30T10:00:00Z""#;
+        for (what, rest, field) in [
+            (
+                "an image twice in a module",
+                r#""modules": [{"name": "web", "image": "a:1", "image": "b:1"}]"#,
+                "modules[0]",
+            ),
+            (
+                "an env key twice",
+                r#""modules": [{"name": "web", "image": "a:1", "env": {"A": "1", "A": "2"}}]"#,
+                "modules[0].env",
+            ),
+            (
+                "a setting twice",
+                r#""modules": [{"name": "web", "image": "a:1", "settings": {"k": 1, "k": 2}}]"#,
+                "modules[0].settings",
+            ),
+            (
+                "a label twice",
+                r#""modules": [{"name": "web", "image": "a:1", "labels": {"l": "1", "l": "2"}}]"#,
+                "modules[0].labels",
+            ),
+            (
+                "the modules twice",
+                r#""modules": [], "modules": [{"name": "web", "image": "a:1"}]"#,
+                "(document)",
+            ),
+        ] {
+            let text = format!("{{{head}, {rest}}}");
+            let e = Desired::parse(text.as_bytes()).unwrap_err();
+            assert_eq!(e.field(), field, "{what}: {e}");
+            assert!(e.message.contains("is given twice"), "{what}: {e}");
+            let e = stamp(text.as_bytes(), &node, 2, 0, 1).unwrap_err();
+            assert_eq!(e.field(), field, "{what} (stamp): {e}");
+        }
     }
 
     #[test]
