@@ -428,3 +428,45 @@ fn sign_refuses_what_no_node_would_take_and_signs_the_largest_that_fits() {
     ));
     refused(&sign(&padded(11 + largest - stamped)), "can be at most");
 }
+
+/// Documents signed by securesystemslib's DSSE (made by
+/// `scripts/dsse-fixture.py`, which says how): its own key id, or none at
+/// all, both verify against the trusted key.
+#[test]
+fn documents_signed_by_securesystemslib_verify_with_its_key_id_or_none() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dsse");
+    let public = fixtures.join("securesystemslib.pub");
+    for doc in ["securesystemslib.json", "securesystemslib-nokeyid.json"] {
+        let out = ok(&stead(
+            &fixtures,
+            &[
+                "plane",
+                "verify",
+                "--key",
+                public.to_str().unwrap(),
+                "--node",
+                "edge-1",
+                "--in",
+                doc,
+            ],
+            b"",
+        ));
+        assert!(out.contains("node edge-1 revision 1"), "{doc}: {out}");
+    }
+    // Another key is still refused.
+    let d = tempfile::tempdir().unwrap();
+    keygen(d.path(), "other");
+    let o = stead(
+        &fixtures,
+        &[
+            "plane",
+            "verify",
+            "--key",
+            d.path().join("other.pub").to_str().unwrap(),
+            "--in",
+            "securesystemslib-nokeyid.json",
+        ],
+        b"",
+    );
+    refused(&o, "unknown-key");
+}
