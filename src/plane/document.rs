@@ -248,8 +248,10 @@ fn check_poll(p: PollDoc) -> Result<Poll, DocumentError> {
     Ok(Poll { interval, jitter })
 }
 
-/// An absolute `http://` or `https://` URL with a host.
+/// An absolute `http://` or `https://` URL with a host, and no user name
+/// or password.
 fn check_report_url(s: &str) -> Result<(), String> {
+    crate::net::check_no_userinfo(s)?;
     let uri: http::Uri = s
         .parse()
         .map_err(|e| format!("not a URL ({e}): must be an absolute http:// or https:// URL"))?;
@@ -623,6 +625,12 @@ mod tests {
                 with(|v| v["report"] = "http://a b".into()),
                 "report",
                 "not a URL",
+            ),
+            (
+                "a report URL with a password",
+                with(|v| v["report"] = "https://node:s3cret@plane.example/s".into()),
+                "report",
+                "must not carry a user name or password",
             ),
             (
                 "a report that is not a string",
