@@ -32,6 +32,11 @@
 //! - Its access-log line is written after the answer is sent: a client can
 //!   see the answer before the line; `wait_count` waits for it.
 //!
+//! `set_redirect` (desired.json) and `set_report_redirect` (status.json)
+//! answer a redirect until cleared; `set_etags(false)` turns ETags off
+//! (`Last-Modified` and `If-Modified-Since` only, as some hosts do); the
+//! access log has each request's `If-Modified-Since`.
+//!
 //! Faults: `set_fault` (desired.json) and `set_report_fault` (status.json)
 //! hold until cleared, for every request, as real nginx answers. For "the
 //! next N requests" use `faults::FaultProxy` in front (`FaultProxy::start(
