@@ -116,6 +116,19 @@ fn a_key_removed_from_the_config_stops_its_document_being_the_floor_and_what_run
                     .is_some_and(|w| w.contains("no key trusted now"))
         })
     });
+    let o = n
+        .stead()
+        .args(["status", "--config"])
+        .arg(n.config())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains(&format!(
+            "plane revision {MAX_REVISION} (still run, but no longer the floor: no key trusted now"
+        )),
+        "{out}"
+    );
     // What runs keeps running.
     assert_eq!(n.container_id(&m), id);
     assert_eq!(n.creates_since(&m, since), 0);
