@@ -165,7 +165,7 @@ fn sign(
             json.len(),
             stamped.len(),
             envelope.signatures.len(),
-            largest_payload(json.len() - base64_len(stamped.len()))
+            largest_payload(json.len().saturating_sub(base64_len(stamped.len())))
         )));
     }
     match out {
