@@ -241,6 +241,14 @@ impl Config {
                 format!("{docker_socket:?}: only unix sockets are supported"),
             ));
         }
+        for (i, r) in doc.insecure_registries.iter().enumerate() {
+            if r.contains('@') {
+                return Err(invalid(
+                    &format!("insecure_registries[{i}]"),
+                    "must be a host[:port], without a user name or password".into(),
+                ));
+            }
+        }
         let cfg = Config {
             node_id,
             data_dir: abs(doc
@@ -320,6 +328,7 @@ impl Config {
         let plane = match doc.plane {
             None => None,
             Some(pd) => {
+                crate::net::check_no_userinfo(&pd.url).map_err(|m| invalid("plane.url", m))?;
                 let url: http::Uri = pd
                     .url
                     .parse()
@@ -332,7 +341,10 @@ impl Config {
                     .ok_or_else(|| {
                         invalid(
                             "plane.url",
-                            format!("{:?} is not an http:// or https:// base URL", pd.url),
+                            format!(
+                                "{:?} is not an http:// or https:// base URL",
+                                crate::net::without_userinfo(&pd.url)
+                            ),
                         )
                     })?;
                 if pd.trusted_keys.is_empty() {
@@ -561,6 +573,37 @@ mod tests {
             let e = Config::parse(text, Path::new("c.toml")).unwrap_err();
             assert!(e.to_string().contains(needle), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn no_url_in_the_config_carries_a_password() {
+        let key = crate::plane::envelope::SecretKey::generate()
+            .unwrap()
+            .public()
+            .to_base64();
+        let plane = |url: &str| format!("[plane]\nurl = {url:?}\ntrusted_keys = [{key:?}]\n");
+        assert!(Config::parse(&plane("https://plane.example/base"), Path::new("c.toml")).is_ok());
+        for (text, field) in [
+            (
+                plane("https://fleet:s3cret@plane.example/base"),
+                "plane.url",
+            ),
+            (plane("https://fleet@plane.example"), "plane.url"),
+            (plane("http://fleet:s3cret@plane.example?x=1"), "plane.url"),
+            (
+                "insecure_registries = [\"r:5000\", \"me:s3cret@r:5000\"]".into(),
+                "insecure_registries[1]",
+            ),
+        ] {
+            let e = Config::parse(&text, Path::new("c.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(field) && e.contains("password"), "{text}: {e}");
+            assert!(!e.contains("s3cret"), "{text}: {e}");
+        }
+        // A URL refused for another reason is not shown with its password.
+        let e = Config::parse(&plane("ftp://s3cret@h"), Path::new("c.toml")).unwrap_err();
+        assert!(!e.to_string().contains("s3cret"), "{e}");
     }
 
     #[test]

@@ -7,20 +7,15 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::agent::Agent;
+use common::desired::*;
 use common::plane::{Plane, faketime_env};
 use common::*;
 use serde_json::{Value as J, json};
-use stead::plane::envelope::{PAYLOAD_TYPE, SecretKey};
+use stead::plane::envelope::SecretKey;
 use stead::plane::time::format_rfc3339;
-
-const DAY: u64 = 86_400;
-
-fn now() -> u64 {
-    unix_now() as u64
-}
 
 /// A node polling `plane` every second, trusting `keys`.
 fn node(tag: &str, plane: &Plane, keys: &[&SecretKey]) -> Node {
@@ -35,68 +30,8 @@ fn node(tag: &str, plane: &Plane, keys: &[&SecretKey]) -> Node {
     ))
 }
 
-/// A module that prints `V` and idles.
-fn module(name: &str, v: &str) -> J {
-    json!({
-        "name": name,
-        "image": IMAGE_1,
-        "command": ["sh", "-c", idle_after("echo V=$V")],
-        "env": {"V": v},
-        "restart": "always",
-    })
-}
-
-/// A payload for `n` at `revision`, issued now, expiring in 30 days,
-/// polled every second.
-fn payload(n: &Node, revision: u64, modules: Vec<J>) -> J {
-    json!({
-        "node": n.id,
-        "revision": revision,
-        "issued_at": format_rfc3339(now()),
-        "expires": format_rfc3339(now() + 30 * DAY),
-        "poll": {"interval": "1s", "jitter": "100ms"},
-        "modules": modules,
-    })
-}
-
-fn sign(key: &SecretKey, payload: &J) -> Vec<u8> {
-    key.sign(PAYLOAD_TYPE, &serde_json::to_vec(payload).unwrap())
-        .to_json()
-}
-
-fn plane_state(agent: &Agent) -> J {
-    let (code, body) = agent.get("/v1/plane");
-    assert_eq!(code, 200, "{body}");
-    serde_json::from_str(&body).unwrap()
-}
-
-/// Waits until `/v1/plane` satisfies `f`; returns it.
-fn wait_plane(n: &Node, agent: &Agent, what: &str, f: impl Fn(&J) -> bool) -> J {
-    let end = Instant::now() + Duration::from_secs(60);
-    loop {
-        let p = plane_state(agent);
-        if f(&p) {
-            return p;
-        }
-        assert!(
-            Instant::now() < end,
-            "timed out waiting for {what}; the plane status: {p:#}\nagent log:\n{}",
-            Agent::log(n)
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn held_revision(p: &J) -> Option<u64> {
     p["held"]["revision"].as_u64()
-}
-
-/// Waits until the module's container runs and printed `V=<v>`.
-fn wait_v(n: &Node, m: &str, v: &str) {
-    n.wait_for(60, &format!("{m} to print V={v}"), || {
-        n.container(m).is_some_and(|(_, s, _)| s == "running")
-            && n.logs(m).contains(&format!("V={v}"))
-    });
 }
 
 #[test]

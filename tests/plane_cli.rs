@@ -399,3 +399,88 @@ fn base64_encode(b: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(b)
 }
+
+#[test]
+fn sign_refuses_what_no_node_would_take_and_signs_the_largest_that_fits() {
+    use base64::Engine as _;
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    keygen(dir, "k");
+    let padded =
+        |n: usize| payload_with(|p| p["modules"][1]["env"] = json!({"PAD": "x".repeat(n)}));
+    let args: Vec<&str> = "plane sign --key k --node edge-1 --revision 7"
+        .split(' ')
+        .collect();
+    let sign = |p: &[u8]| stead(dir, &args, p);
+    // 800,000 bytes of payload: a 1,066,668-byte envelope, over 1 MiB.
+    let o = sign(&padded(800_000));
+    refused(&o, "over the 1048576 bytes (1 MiB) a node takes");
+    assert!(o.stdout.is_empty());
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    let largest: usize = err
+        .split("can be at most ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no limit in: {err}"));
+    assert!((780_000..790_000).contains(&largest), "{err}");
+    // The stamped payload grows byte for byte with the padding.
+    let small = ok(&sign(&padded(10)));
+    let env: J = serde_json::from_str(&small).unwrap();
+    let stamped = base64::engine::general_purpose::STANDARD
+        .decode(env["payload"].as_str().unwrap())
+        .unwrap()
+        .len();
+    let fits = padded(10 + largest - stamped);
+    let signed = ok(&sign(&fits));
+    assert!(signed.len() <= 1 << 20, "{}", signed.len());
+    std::fs::write(dir.join("largest.json"), &signed).unwrap();
+    ok(&stead(
+        dir,
+        &["plane", "verify", "--key", "k.pub", "--in", "largest.json"],
+        b"",
+    ));
+    refused(&sign(&padded(11 + largest - stamped)), "can be at most");
+}
+
+/// Documents signed by securesystemslib's DSSE (made by
+/// `scripts/dsse-fixture.py`, which says how): its own key id, or none at
+/// all, both verify against the trusted key.
+#[test]
+fn documents_signed_by_securesystemslib_verify_with_its_key_id_or_none() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/dsse");
+    let public = fixtures.join("securesystemslib.pub");
+    for doc in ["securesystemslib.json", "securesystemslib-nokeyid.json"] {
+        let out = ok(&stead(
+            &fixtures,
+            &[
+                "plane",
+                "verify",
+                "--key",
+                public.to_str().unwrap(),
+                "--node",
+                "edge-1",
+                "--in",
+                doc,
+            ],
+            b"",
+        ));
+        assert!(out.contains("node edge-1 revision 1"), "{doc}: {out}");
+    }
+    // Another key is still refused.
+    let d = tempfile::tempdir().unwrap();
+    keygen(d.path(), "other");
+    let o = stead(
+        &fixtures,
+        &[
+            "plane",
+            "verify",
+            "--key",
+            d.path().join("other.pub").to_str().unwrap(),
+            "--in",
+            "securesystemslib-nokeyid.json",
+        ],
+        b"",
+    );
+    refused(&o, "unknown-key");
+}

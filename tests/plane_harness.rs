@@ -392,3 +392,44 @@ fn faketime_env_fakes_the_wall_clock_and_keeps_monotonic_waits() {
         assert!(field("waited_ms") >= 300, "{at}: {line}");
     }
 }
+
+#[test]
+fn without_etags_nginx_answers_if_modified_since_and_redirects_are_answered_as_set() {
+    let mut plane = Plane::start();
+    plane.publish(NODE, br#"{"revision":1}"#);
+    plane.set_etags(false);
+    let r = get(&plane, DESIRED, &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("etag"), None);
+    let since = r.header("last-modified").unwrap().to_string();
+    let r = get(&plane, DESIRED, &[("If-Modified-Since", &since)]);
+    assert_eq!((r.status, r.body.len()), (304, 0));
+    // A publish moves the mtime on: a new Last-Modified, a 200.
+    plane.publish(NODE, br#"{"revision":2}"#);
+    let r = get(&plane, DESIRED, &[("If-Modified-Since", &since)]);
+    assert_eq!(r.status, 200);
+    assert_ne!(r.header("last-modified"), Some(since.as_str()));
+    plane.wait_count("GET", DESIRED, 304, 1, 5);
+    let cond = plane
+        .requests()
+        .into_iter()
+        .find(|r| r.status == 304)
+        .unwrap();
+    assert_eq!(cond.if_modified_since.as_deref(), Some(since.as_str()));
+    assert_eq!(cond.if_none_match, None);
+
+    plane.set_redirect(Some((302, "http://127.0.0.1:1/elsewhere.json".into())));
+    let r = get(&plane, DESIRED, &[]);
+    assert_eq!(r.status, 302);
+    assert_eq!(
+        r.header("location"),
+        Some("http://127.0.0.1:1/elsewhere.json")
+    );
+    plane.set_report_redirect(Some((307, "http://127.0.0.1:1/s.json".into())));
+    let r = http(&plane.addr(), "PUT", STATUS, &[], b"{}").unwrap();
+    assert_eq!(r.status, 307);
+    assert!(plane.report(NODE).is_none());
+    plane.set_redirect(None);
+    plane.set_report_redirect(None);
+    assert_eq!(get(&plane, DESIRED, &[]).status, 200);
+}

@@ -572,6 +572,14 @@ async fn delete_intention(state: &ApiState, name: ModuleName) -> Result<Resp, Ap
 }
 
 async fn patch_settings(state: &ApiState, name: ModuleName, body: &[u8]) -> Result<Resp, ApiError> {
+    crate::model::json::no_repeated_keys(body).map_err(|r| ApiError::Invalid {
+        field: if r.path == "." {
+            "(body)".into()
+        } else {
+            r.path
+        },
+        message: r.message,
+    })?;
     let J::Object(map) = serde_json::from_slice(body)
         .map_err(|e| ApiError::BadRequest(format!("malformed JSON: {e}")))?
     else {

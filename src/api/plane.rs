@@ -42,6 +42,8 @@ pub fn plane_json(plane: Option<&PlaneHandle>) -> J {
             "expired": h.expires <= crate::plane::accept::Clock::read().now(None),
             "accepted_at": h.accepted_at,
             "key_id": h.key_id,
+            "floor": h.revoked.is_none(),
+            "revoked": h.revoked,
         })),
         "last_contact": t(s.contact.at),
         "error": s.contact.error,

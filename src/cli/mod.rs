@@ -499,6 +499,10 @@ async fn status(c: Client, json: bool) -> Result<ExitCode, ClientError> {
     let p = &a.body["plane"];
     if p["configured"] == true {
         let held = match p["held"]["revision"].as_u64() {
+            Some(r) if p["held"]["floor"] == false => format!(
+                "revision {r} (still run, but no longer the floor: {})",
+                p["held"]["revoked"].as_str().unwrap_or("?")
+            ),
             Some(r) if p["held"]["expired"] == true => format!("revision {r} (expired; still run)"),
             Some(r) => format!("revision {r}"),
             None => "no document yet".into(),

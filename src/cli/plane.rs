@@ -13,6 +13,7 @@ use clap::Subcommand;
 
 use super::EXIT_REFUSED;
 use crate::model::names::NodeId;
+use crate::plane::accept::MAX_DOCUMENT;
 use crate::plane::document::{Desired, stamp};
 use crate::plane::envelope::{Envelope, PAYLOAD_TYPE, PublicKey, SecretKey, verify};
 use crate::plane::time::format_rfc3339;
@@ -44,10 +45,10 @@ pub enum PlaneCommand {
         /// The node the document is for.
         #[arg(long, value_name = "NODE", value_parser = parse_node)]
         node: NodeId,
-        /// The revision (at least 1). By default the current unix time in
+        /// The revision (1 to 2^53). By default the current unix time in
         /// seconds, so documents signed at least a second apart have
         /// increasing revisions, and a node takes the newer.
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=crate::plane::accept::MAX_REVISION))]
         revision: Option<u64>,
         /// How long the document is good for when the payload has no
         /// expires: 30d, 12h, 90m, 3600s (at most 3650d).
@@ -156,6 +157,17 @@ fn sign(
         envelope.countersign(k);
     }
     let json = envelope.to_json();
+    if json.len() > MAX_DOCUMENT {
+        return Ok(refused(format_args!(
+            "the signed document would be {} bytes, over the {MAX_DOCUMENT} bytes (1 MiB) a node takes; \
+             the payload is {} bytes once stamped, and with {} signature(s) it can be at most {} \
+             (the envelope carries it in base64, a third larger)",
+            json.len(),
+            stamped.len(),
+            envelope.signatures.len(),
+            largest_payload(json.len().saturating_sub(base64_len(stamped.len())))
+        )));
+    }
     match out {
         Some(path) => write_file(path, &json, 0o644)?,
         None => std::io::stdout()
@@ -252,6 +264,17 @@ fn keygen(out: &Path, force: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The length of the standard, padded base64 of `n` bytes.
+fn base64_len(n: usize) -> usize {
+    n.div_ceil(3) * 4
+}
+
+/// The largest payload whose envelope fits [`MAX_DOCUMENT`], given the
+/// envelope's bytes besides the payload's base64.
+fn largest_payload(overhead: usize) -> usize {
+    MAX_DOCUMENT.saturating_sub(overhead) / 4 * 3
+}
+
 /// `node N revision R issued_at … expires … modules: a, b`.
 fn summary(d: &Desired) -> String {
     let modules: Vec<&str> = d.modules.keys().map(|m| m.as_str()).collect();
@@ -346,6 +369,26 @@ mod tests {
         ] {
             let e = parse_lifetime(s).unwrap_err();
             assert!(e.contains(why), "{s}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_largest_payload_fills_the_envelope_to_the_byte() {
+        for (n, b64) in [(0, 0), (1, 4), (2, 4), (3, 4), (4, 8), (786_432, 1_048_576)] {
+            assert_eq!(base64_len(n), b64, "{n}");
+        }
+        let key = SecretKey::generate().unwrap();
+        for signers in 1..=2 {
+            let mut e = key.sign(PAYLOAD_TYPE, b"");
+            for _ in 1..signers {
+                e.signatures.push(e.signatures[0].clone());
+            }
+            let overhead = e.to_json().len();
+            let max = largest_payload(overhead);
+            e.payload = vec![b'x'; max];
+            assert!(e.to_json().len() <= MAX_DOCUMENT, "{signers}");
+            e.payload.extend_from_slice(b"xxx");
+            assert!(e.to_json().len() > MAX_DOCUMENT, "{signers}");
         }
     }
 

@@ -483,6 +483,16 @@ impl Intention {
             field,
             message,
         };
+        crate::model::json::no_repeated_keys(bytes).map_err(|r| {
+            err(
+                if r.path == "." {
+                    "(file)".into()
+                } else {
+                    r.path
+                },
+                r.message,
+            )
+        })?;
         let mut de = serde_json::Deserializer::from_slice(bytes);
         let doc: IntentionDoc = serde_path_to_error::deserialize(&mut de).map_err(|e| {
             err(
@@ -1118,6 +1128,35 @@ read_only = true
         assert_eq!(i.ports[0].host, Some(("127.0.0.1".into(), 18080)));
         assert_eq!(i.mounts[0].access, Access::ReadOnly);
         assert_eq!(i.settings.len(), 1);
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused_in_json_as_toml_refuses_it() {
+        for (json, toml, field) in [
+            (
+                r#"{"name": "m", "image": "a:1", "image": "b:1"}"#,
+                "name = \"m\"\nimage = \"a:1\"\nimage = \"b:1\"\n",
+                "(file)",
+            ),
+            (
+                r#"{"name": "m", "image": "a:1", "env": {"A": "1", "A": "2"}}"#,
+                "name = \"m\"\nimage = \"a:1\"\n[env]\nA = \"1\"\nA = \"2\"\n",
+                "env",
+            ),
+            (
+                r#"{"name": "m", "image": "a:1", "settings": {"k": {"x": 1, "x": 2}}}"#,
+                "name = \"m\"\nimage = \"a:1\"\n[settings.k]\nx = 1\nx = 2\n",
+                "settings.k",
+            ),
+        ] {
+            let e = Intention::parse(json, DocFormat::Json, "m.json").unwrap_err();
+            assert_eq!(e.field, field, "{json}: {e}");
+            assert!(e.message.contains("is given twice"), "{json}: {e}");
+            assert!(
+                Intention::parse(toml, DocFormat::Toml, "m.toml").is_err(),
+                "{toml}"
+            );
+        }
     }
 
     #[test]

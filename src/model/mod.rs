@@ -1,6 +1,7 @@
 //! The pure model: checked names and values, the intention schema and its
 //! checks, what a module needs from its container beyond its image
-//! ([`runtime`]), config composition, the container spec and its labels, and
+//! ([`runtime`]), config composition, the one rule for JSON documents ([`json`]: no key
+//! twice), the container spec and its labels, and
 //! the mapping of a Compose file to intentions ([`compose_file`]). Nothing
 //! here does I/O; everything here is table-tested.
 
@@ -11,6 +12,7 @@ pub mod config;
 pub mod duration;
 pub mod guard;
 pub mod intention;
+pub mod json;
 pub mod labels;
 pub mod names;
 pub mod reference;

@@ -2,7 +2,8 @@
 //! TLS, trusting the system's CA bundle plus an optional extra CA file; a
 //! time limit on every call and a cap on every body; redirects followed a
 //! few times (registry blobs are often served from elsewhere), without the
-//! credentials once the host changes.
+//! credentials once the host changes, and only those the caller's
+//! [`Redirects`] policy allows.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -53,10 +54,47 @@ pub struct Answer {
     pub body: Bytes,
 }
 
+/// Which redirects a client follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Redirects {
+    /// Any (registries: blobs are often served from a CDN).
+    Any,
+    /// Only to the same scheme, host and port (the plane's GETs: a
+    /// document is fetched from where the node was told, and a redirect
+    /// elsewhere would make the node a probe of other hosts).
+    SameOrigin,
+    /// None: a 3xx is the answer (the plane's report PUTs, whose body must
+    /// not travel anywhere else).
+    Never,
+}
+
+impl Redirects {
+    /// Whether a redirect from `from` to `to` is followed.
+    pub fn allows(self, from: &Uri, to: &Uri) -> bool {
+        match self {
+            Redirects::Any => true,
+            Redirects::Never => false,
+            Redirects::SameOrigin => origin(from) == origin(to),
+        }
+    }
+}
+
+/// A URI's scheme, host and port (the scheme's default when none is given).
+fn origin(u: &Uri) -> Option<(&str, &str, u16)> {
+    let scheme = u.scheme_str()?;
+    let default = match scheme {
+        "https" => 443,
+        "http" => 80,
+        _ => return None,
+    };
+    Some((scheme, u.host()?, u.port_u16().unwrap_or(default)))
+}
+
 /// The HTTP client; cheap to clone.
 #[derive(Clone)]
 pub struct Http {
     client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    redirects: Redirects,
 }
 
 impl Http {
@@ -111,7 +149,19 @@ impl Http {
             .pool_idle_timeout(Duration::from_secs(30))
             .pool_max_idle_per_host(2)
             .build(https);
-        Ok(Http { client })
+        Ok(Http {
+            client,
+            redirects: Redirects::Any,
+        })
+    }
+
+    /// The same client (sharing its connections), following only the
+    /// redirects `policy` allows: a redirect it does not is the answer.
+    pub fn with_redirects(&self, policy: Redirects) -> Http {
+        Http {
+            client: self.client.clone(),
+            redirects: policy,
+        }
     }
 
     /// Sends one request (following redirects; `Authorization` only to the
@@ -172,6 +222,7 @@ impl Http {
                     .get(http::header::LOCATION)
                     .and_then(|l| l.to_str().ok())
                     .and_then(|l| resolve(&uri, l))
+                    .filter(|next| self.redirects.allows(&uri, next))
                 {
                     uri = next;
                     continue;
@@ -267,5 +318,31 @@ mod tests {
             "https://cdn.example/x"
         );
         assert_eq!(resolve(&base, "relative"), None);
+    }
+
+    #[test]
+    fn which_redirects_each_policy_follows() {
+        let u = |s: &str| s.parse::<Uri>().unwrap();
+        let from = u("http://plane.example/nodes/n/desired.json");
+        for (to, any, same, never) in [
+            ("http://plane.example/other.json", true, true, false),
+            ("http://plane.example:80/other.json", true, true, false),
+            ("http://PLANE.example/x", true, false, false),
+            ("http://plane.example:8080/x", true, false, false),
+            ("https://plane.example/x", true, false, false),
+            ("http://127.0.0.1/x", true, false, false),
+            ("http://cdn.example/x", true, false, false),
+        ] {
+            let to = u(to);
+            for (policy, want) in [
+                (Redirects::Any, any),
+                (Redirects::SameOrigin, same),
+                (Redirects::Never, never),
+            ] {
+                assert_eq!(policy.allows(&from, &to), want, "{policy:?} {to}");
+            }
+        }
+        let tls = u("https://plane.example/a");
+        assert!(Redirects::SameOrigin.allows(&tls, &u("https://plane.example:443/b")));
     }
 }

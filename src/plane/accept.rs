@@ -19,6 +19,16 @@ pub const MAX_DOCUMENT: usize = 1 << 20;
 /// before it says the clock is wrong.
 pub const CLOCK_TOLERANCE: u64 = 300;
 
+/// The largest revision a document may carry: 2^53, the largest integer
+/// every JSON reader keeps exact. A revision is a floor for good, so one
+/// near 2^64 would leave no room above it.
+pub const MAX_REVISION: u64 = 1 << 53;
+
+/// How far ahead of every clock the node has (the system clock, its build,
+/// the newest document it accepted) a document's `issued_at` may be: a
+/// document further ahead is wrong, and the node's "now" never moves on it.
+pub const MAX_SKEW: u64 = 24 * 3600;
+
 /// The times the agent's "now" is made of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Clock {
@@ -88,8 +98,9 @@ impl ClockStatus {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refused {
     /// `too-large`, `malformed`, `payload-type`, `unsigned`,
-    /// `bad-signature`, `unknown-key`, `other-node`, `invalid`, `rollback`,
-    /// `equivocation`, `stale-or-clock`.
+    /// `bad-signature`, `unknown-key`, `other-node`, `invalid`,
+    /// `revision-too-large`, `rollback`, `equivocation`, `issued-in-future`,
+    /// `stale-or-clock`.
     pub class: &'static str,
     /// What is wrong.
     pub detail: String,
@@ -117,6 +128,10 @@ pub struct Accepted {
     pub payload_digest: Digest,
     /// The trusted key that signed it.
     pub key_id: String,
+    /// The newest `issued_at` to keep as the floor of "now": the held one,
+    /// or this document's, never more than [`MAX_SKEW`] ahead of the
+    /// node's clocks.
+    pub newest_issued_at: u64,
 }
 
 /// The few fields read before the modules are: enough to say whose it is,
@@ -183,6 +198,16 @@ pub fn judge(
             revision,
         );
     }
+    if header.revision > MAX_REVISION {
+        return refuse(
+            "revision-too-large",
+            format!(
+                "revision {} is over the largest a document may carry, 2^53 = {MAX_REVISION}",
+                header.revision
+            ),
+            revision,
+        );
+    }
     let payload_digest = Digest::of(&env.payload);
     if let Some(h) = held {
         if header.revision < h.revision {
@@ -209,6 +234,34 @@ pub fn judge(
             );
         }
     }
+    let issued_at = match parse_rfc3339(&header.issued_at) {
+        Ok(t) => t,
+        Err(e) => return refuse("invalid", format!("issued_at: {e}"), revision),
+    };
+    // The latest time the node knows has come; a document issued further
+    // ahead of it than the skew is wrong, unless the system clock itself
+    // reads behind what is known (then nothing tells how far it is off,
+    // and the document is taken, "now" moving at most the skew).
+    let known = clock
+        .system
+        .max(clock.build)
+        .max(held.map_or(0, |h| h.newest_issued_at));
+    let ceiling = known.saturating_add(MAX_SKEW);
+    let system_behind = clock.system.saturating_add(CLOCK_TOLERANCE) < known;
+    if issued_at > ceiling && !system_behind {
+        return refuse(
+            "issued-in-future",
+            format!(
+                "issued_at {} is more than {}h ahead of every clock this node has \
+                 (the system clock reads {}): the document is wrong, not the clock; \
+                 what runs keeps running",
+                crate::plane::time::format_rfc3339(issued_at),
+                MAX_SKEW / 3600,
+                crate::plane::time::format_rfc3339(clock.system)
+            ),
+            revision,
+        );
+    }
     let expires = match parse_rfc3339(&header.expires) {
         Ok(t) => t,
         Err(e) => return refuse("invalid", format!("expires: {e}"), revision),
@@ -233,17 +286,40 @@ pub fn judge(
             revision,
         );
     }
-    if let Err(e) = parse_rfc3339(&header.issued_at) {
-        return refuse("invalid", format!("issued_at: {e}"), revision);
-    }
     match Desired::parse(&env.payload) {
         Ok(desired) => Verdict::Adopt(Box::new(Accepted {
             desired,
             payload_digest,
             key_id: key.id().to_string(),
+            newest_issued_at: held
+                .map_or(0, |h| h.newest_issued_at)
+                .max(issued_at.min(ceiling)),
         })),
         Err(e) => refuse("invalid", e.to_string(), revision),
     }
+}
+
+/// Whether the document held still stands as the floor, judged again with
+/// the keys trusted now (at start, so after every change of the keys): it
+/// must be a stead document signed by one of them, at a revision within
+/// [`MAX_REVISION`]. When it does not stand, what it stated keeps running,
+/// but any signed document for this node may replace it, whatever its
+/// revision. The error says why, in a sentence.
+pub fn still_stands(envelope: &[u8], held: &Held, trusted: &[PublicKey]) -> Result<(), String> {
+    let env = Envelope::parse(envelope).map_err(|e| format!("it cannot be read again: {e}"))?;
+    if let Err(e) = envelope::verify(&env, trusted) {
+        return Err(format!(
+            "no key trusted now signed it (it was signed by key {}): {e}",
+            held.key_id.chars().take(64).collect::<String>()
+        ));
+    }
+    if held.revision > MAX_REVISION {
+        return Err(format!(
+            "its revision {} is over the largest a document may carry, 2^53 = {MAX_REVISION}",
+            held.revision
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -356,6 +432,19 @@ mod tests {
                 Clock { system: T0 + 3650 * DAY, build: T0 - 100 * DAY },
                 "stale-or-clock",
             ),
+            ("revision 2^53, the largest", signed(&payload("edge-1", MAX_REVISION, T0, T0 + DAY, "a:1")), Some(&h5), clock, "adopt r9007199254740992"),
+            ("revision 2^53 + 1", signed(&payload("edge-1", MAX_REVISION + 1, T0, T0 + DAY, "a:1")), Some(&h5), clock, "revision-too-large"),
+            ("revision 2^64 - 1", signed(&payload("edge-1", u64::MAX, T0, T0 + DAY, "a:1")), None, clock, "revision-too-large"),
+            ("issued 23 h ahead of the clock", signed(&payload("edge-1", 6, T0 + 23 * 3600, T0 + 30 * DAY, "a:1")), Some(&h5), clock, "adopt r6"),
+            ("issued 25 h ahead of the clock", signed(&payload("edge-1", 6, T0 + 25 * 3600, T0 + 30 * DAY, "a:1")), Some(&h5), clock, "issued-in-future"),
+            ("issued in 2100", signed(&payload("edge-1", 6, T0 + 27_000 * DAY, T0 + 28_000 * DAY, "a:1")), None, clock, "issued-in-future"),
+            (
+                "issued far ahead, the clock behind the build: taken",
+                signed(&payload("edge-1", 6, T0 + 10 * DAY, T0 + 40 * DAY, "a:1")),
+                Some(&h5),
+                Clock { system: 0, build: T0 - 100 * DAY },
+                "adopt r6",
+            ),
             (
                 "an invalid module",
                 signed(&serde_json::to_vec(&serde_json::json!({
@@ -387,6 +476,136 @@ mod tests {
             }
         }
         assert!(failed.is_empty(), "{}", failed.join("\n"));
+    }
+
+    #[test]
+    fn now_moves_on_an_issue_at_most_the_skew_ahead_of_every_clock() {
+        let key = SecretKey::generate().unwrap();
+        let trusted = [key.public()];
+        let newest = |p: &[u8], held: Option<&Held>, clock: Clock| match judge(
+            &key.sign(PAYLOAD_TYPE, p).to_json(),
+            &node(),
+            &trusted,
+            held,
+            clock,
+        ) {
+            Verdict::Adopt(a) => a.newest_issued_at,
+            other => panic!("{other:?}"),
+        };
+        let ok = Clock {
+            system: T0,
+            build: T0 - 100 * DAY,
+        };
+        let behind = Clock {
+            system: 0,
+            build: T0,
+        };
+        let p1 = payload("edge-1", 1, T0 - DAY, T0 + DAY, "a:1");
+        let h1 = held(&key, 1, &p1, T0 - DAY);
+        for (what, issued, held, clock, want) in [
+            ("an issue in the past", T0 - 2 * DAY, None, ok, T0 - 2 * DAY),
+            (
+                "an issue older than the held one",
+                T0 - 2 * DAY,
+                Some(&h1),
+                ok,
+                T0 - DAY,
+            ),
+            (
+                "an issue 23 h ahead",
+                T0 + 23 * 3600,
+                Some(&h1),
+                ok,
+                T0 + 23 * 3600,
+            ),
+            (
+                "a clock behind the build, an issue far ahead",
+                T0 + 30 * DAY,
+                None,
+                behind,
+                T0 + MAX_SKEW,
+            ),
+            (
+                "a clock behind the held issue, an issue far ahead",
+                T0 + 30 * DAY,
+                Some(&held(&key, 1, &p1, T0 + DAY)),
+                behind,
+                T0 + DAY + MAX_SKEW,
+            ),
+        ] {
+            let p = payload("edge-1", 2, issued, issued + 60 * DAY, "a:1");
+            assert_eq!(newest(&p, held, clock), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_held_document_stands_only_while_a_trusted_key_signed_it() {
+        let (old, new) = (
+            SecretKey::generate().unwrap(),
+            SecretKey::generate().unwrap(),
+        );
+        let p = payload("edge-1", 7, T0, T0 + DAY, "a:1");
+        let body = old.sign(PAYLOAD_TYPE, &p).to_json();
+        let h = held(&old, 7, &p, T0);
+        let mut both = old.sign(PAYLOAD_TYPE, &p);
+        both.countersign(&new);
+        let huge = Held {
+            revision: u64::MAX,
+            ..h.clone()
+        };
+        for (what, bytes, held, trusted, says) in [
+            (
+                "its key still trusted",
+                body.clone(),
+                &h,
+                vec![old.public()],
+                None,
+            ),
+            (
+                "signed by both, the old key removed",
+                both.to_json(),
+                &h,
+                vec![new.public()],
+                None,
+            ),
+            (
+                "its key removed",
+                body.clone(),
+                &h,
+                vec![new.public()],
+                Some("no key trusted now signed it"),
+            ),
+            (
+                "no key at all",
+                body.clone(),
+                &h,
+                vec![],
+                Some("no key trusted now signed it"),
+            ),
+            (
+                "its bytes damaged",
+                body[..30].to_vec(),
+                &h,
+                vec![old.public()],
+                Some("cannot be read again"),
+            ),
+            (
+                "a revision over 2^53 (taken by 0.5.0)",
+                body.clone(),
+                &huge,
+                vec![old.public()],
+                Some("over the largest"),
+            ),
+        ] {
+            let got = still_stands(&bytes, held, &trusted);
+            match says {
+                None => assert_eq!(got, Ok(()), "{what}"),
+                Some(s) => {
+                    let e = got.unwrap_err();
+                    assert!(e.contains(s), "{what}: {e}");
+                }
+            }
+        }
     }
 
     #[test]

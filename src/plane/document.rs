@@ -120,6 +120,9 @@ impl Desired {
         if !starts_an_object(payload) {
             return Err(DocumentError::new("(document)", "must be a JSON object"));
         }
+        // A module is read as a JSON value first, which would keep the last
+        // of a repeated key: the whole payload is checked before.
+        no_repeated_keys(payload)?;
         let mut de = serde_json::Deserializer::from_slice(payload);
         let doc: DesiredDoc = serde_path_to_error::deserialize(&mut de)
             .map_err(|e| DocumentError::new(json_field(e.path()), e.inner().to_string()))?;
@@ -128,6 +131,16 @@ impl Desired {
         let node = NodeId::try_from(doc.node).map_err(|e| DocumentError::new("node", e.0))?;
         if doc.revision == 0 {
             return Err(DocumentError::new("revision", "must be at least 1"));
+        }
+        if doc.revision > crate::plane::accept::MAX_REVISION {
+            return Err(DocumentError::new(
+                "revision",
+                format!(
+                    "{} is over the largest a document may carry, 2^53 = {}",
+                    doc.revision,
+                    crate::plane::accept::MAX_REVISION
+                ),
+            ));
         }
         let issued_at =
             parse_rfc3339(&doc.issued_at).map_err(|e| DocumentError::new("issued_at", e))?;
@@ -193,6 +206,19 @@ pub(crate) fn json_field(path: &serde_path_to_error::Path) -> String {
     }
 }
 
+/// [`crate::model::json::no_repeated_keys`], its error named as a
+/// document's.
+fn no_repeated_keys(payload: &[u8]) -> Result<(), DocumentError> {
+    crate::model::json::no_repeated_keys(payload).map_err(|r| {
+        let field = if r.path == "." {
+            "(document)".into()
+        } else {
+            r.path
+        };
+        DocumentError::new(field, r.message)
+    })
+}
+
 /// Whether JSON text starts with `{` (after white space).
 pub(crate) fn starts_an_object(json: &[u8]) -> bool {
     json.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
@@ -222,8 +248,10 @@ fn check_poll(p: PollDoc) -> Result<Poll, DocumentError> {
     Ok(Poll { interval, jitter })
 }
 
-/// An absolute `http://` or `https://` URL with a host.
+/// An absolute `http://` or `https://` URL with a host, and no user name
+/// or password.
 fn check_report_url(s: &str) -> Result<(), String> {
+    crate::net::check_no_userinfo(s)?;
     let uri: http::Uri = s
         .parse()
         .map_err(|e| format!("not a URL ({e}): must be an absolute http:// or https:// URL"))?;
@@ -293,6 +321,7 @@ pub fn stamp(
     issued_at: u64,
     expires_default: u64,
 ) -> Result<Vec<u8>, DocumentError> {
+    no_repeated_keys(payload)?;
     let mut doc: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(payload)
         .map_err(|e| {
             DocumentError::new(
@@ -502,6 +531,18 @@ mod tests {
                 "invalid value",
             ),
             (
+                "a revision over 2^53",
+                with(|v| v["revision"] = 9_007_199_254_740_993u64.into()),
+                "revision",
+                "over the largest a document may carry, 2^53 = 9007199254740992",
+            ),
+            (
+                "a revision of 2^64 - 1",
+                with(|v| v["revision"] = u64::MAX.into()),
+                "revision",
+                "over the largest",
+            ),
+            (
                 "a string revision",
                 with(|v| v["revision"] = "1".into()),
                 "revision",
@@ -586,6 +627,12 @@ mod tests {
                 "not a URL",
             ),
             (
+                "a report URL with a password",
+                with(|v| v["report"] = "https://node:s3cret@plane.example/s".into()),
+                "report",
+                "must not carry a user name or password",
+            ),
+            (
                 "a report that is not a string",
                 with(|v| v["report"] = 1.into()),
                 "report",
@@ -666,6 +713,46 @@ mod tests {
         );
         let e = Desired::parse(format!("{} {{}}", doc()).as_bytes()).unwrap_err();
         assert_eq!(e.field(), "(document)", "{e}");
+    }
+
+    #[test]
+    fn a_key_given_twice_anywhere_refuses_the_document_and_its_stamping() {
+        let node = NodeId::try_from("edge-0042").unwrap();
+        let head = r#""node": "edge-0042", "revision": 1, "issued_at": "2026-11-30T10:00:00Z", "expires": "2026-12-30T10:00:00Z""#;
+        for (what, rest, field) in [
+            (
+                "an image twice in a module",
+                r#""modules": [{"name": "web", "image": "a:1", "image": "b:1"}]"#,
+                "modules[0]",
+            ),
+            (
+                "an env key twice",
+                r#""modules": [{"name": "web", "image": "a:1", "env": {"A": "1", "A": "2"}}]"#,
+                "modules[0].env",
+            ),
+            (
+                "a setting twice",
+                r#""modules": [{"name": "web", "image": "a:1", "settings": {"k": 1, "k": 2}}]"#,
+                "modules[0].settings",
+            ),
+            (
+                "a label twice",
+                r#""modules": [{"name": "web", "image": "a:1", "labels": {"l": "1", "l": "2"}}]"#,
+                "modules[0].labels",
+            ),
+            (
+                "the modules twice",
+                r#""modules": [], "modules": [{"name": "web", "image": "a:1"}]"#,
+                "(document)",
+            ),
+        ] {
+            let text = format!("{{{head}, {rest}}}");
+            let e = Desired::parse(text.as_bytes()).unwrap_err();
+            assert_eq!(e.field(), field, "{what}: {e}");
+            assert!(e.message.contains("is given twice"), "{what}: {e}");
+            let e = stamp(text.as_bytes(), &node, 2, 0, 1).unwrap_err();
+            assert_eq!(e.field(), field, "{what} (stamp): {e}");
+        }
     }
 
     #[test]

@@ -26,6 +26,12 @@ pub const PAYLOAD_TYPE: &str = "application/vnd.stead.desired.v1+json";
 /// The most signatures an envelope may carry.
 pub const MAX_SIGNATURES: usize = 16;
 
+/// The most verifications an envelope's signatures that name no trusted key
+/// (no `keyid`, an empty one, or another tool's) are given in all, each
+/// tried against every trusted key in turn: a bound on the work one
+/// document can ask for.
+pub const MAX_TRIALS: usize = 32;
+
 /// The DSSE v1 pre-authentication encoding, the bytes a signature covers:
 /// `"DSSEv1" SP LEN(type) SP type SP LEN(body) SP body`, each LEN the byte
 /// length in ASCII decimal.
@@ -56,7 +62,8 @@ pub struct Envelope {
 /// One signature of an envelope.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Signature {
-    /// The signer's key id as the envelope states it: a hint, not trusted.
+    /// The signer's key id as the envelope states it: a hint, not trusted;
+    /// empty when the envelope gives none (DSSE makes it optional).
     pub keyid: String,
     /// The signature bytes (64 for Ed25519).
     pub sig: Vec<u8>,
@@ -83,6 +90,7 @@ struct EnvelopeDoc {
 
 #[derive(Deserialize, Serialize)]
 struct SignatureDoc {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     keyid: String,
     sig: String,
 }
@@ -379,8 +387,11 @@ impl VerifyError {
 }
 
 /// Checks that an envelope holds a stead document signed by one of the
-/// `trusted` keys, and returns that key. A signature is matched to a key by
-/// its key id and verified strictly (no malleable signatures, no weak keys)
+/// `trusted` keys, and returns that key. A signature whose key id names a
+/// trusted key is verified with that key; one that names none (no `keyid`,
+/// an empty one, or another tool's id for the key: DSSE makes it a hint) is
+/// tried against each trusted key, [`MAX_TRIALS`] verifications at most in
+/// all. Each is verified strictly (no malleable signatures, no weak keys)
 /// over [`pae`]; one good signature by a trusted key is enough, so during a
 /// key rotation a document signed by the old key, the new one or both
 /// verifies on a node that trusts both.
@@ -395,21 +406,40 @@ pub fn verify<'k>(env: &Envelope, trusted: &'k [PublicKey]) -> Result<&'k Public
     }
     let message = pae(&env.payload_type, &env.payload);
     let ids: Vec<KeyId> = trusted.iter().map(PublicKey::id).collect();
-    let mut bad = None;
-    for s in &env.signatures {
-        let Some(i) = ids.iter().position(|id| id.as_str() == s.keyid) else {
-            continue;
-        };
-        let good = <[u8; 64]>::try_from(s.sig.as_slice()).is_ok_and(|bytes| {
-            trusted[i]
-                .0
+    let good = |s: &Signature, key: &PublicKey| {
+        <[u8; 64]>::try_from(s.sig.as_slice()).is_ok_and(|bytes| {
+            key.0
                 .verify_strict(&message, &ed25519_dalek::Signature::from_bytes(&bytes))
                 .is_ok()
-        });
-        if good {
+        })
+    };
+    let mut bad = None;
+    let mut unnamed = Vec::new();
+    for s in &env.signatures {
+        let Some(i) = ids.iter().position(|id| id.as_str() == s.keyid) else {
+            unnamed.push(s);
+            continue;
+        };
+        if good(s, &trusted[i]) {
             return Ok(&trusted[i]);
         }
         bad.get_or_insert_with(|| ids[i].clone());
+    }
+    // A signature that names a trusted key and fails is a damaged one;
+    // the others may be by any key.
+    if bad.is_none() {
+        let mut trials = 0;
+        for s in unnamed {
+            for key in trusted {
+                if trials == MAX_TRIALS {
+                    break;
+                }
+                trials += 1;
+                if good(s, key) {
+                    return Ok(key);
+                }
+            }
+        }
     }
     match bad {
         Some(keyid) => Err(VerifyError::BadSignature { keyid }),
@@ -417,7 +447,10 @@ pub fn verify<'k>(env: &Envelope, trusted: &'k [PublicKey]) -> Result<&'k Public
             keyids: env
                 .signatures
                 .iter()
-                .map(|s| s.keyid.chars().take(64).collect())
+                .map(|s| match s.keyid.as_str() {
+                    "" => "(no key id)".to_string(),
+                    id => id.chars().take(64).collect(),
+                })
                 .collect(),
         }),
     }
@@ -525,13 +558,6 @@ mod tests {
                 "not base64",
             ),
             (
-                with(&|v| {
-                    v["signatures"][0].as_object_mut().unwrap().remove("keyid");
-                }),
-                "signatures[0]",
-                "missing field `keyid`",
-            ),
-            (
                 with(&|v| v["signatures"] = vec![sig.clone(); MAX_SIGNATURES + 1].into()),
                 "signatures",
                 "17 signatures",
@@ -543,6 +569,14 @@ mod tests {
         }
         let many = with(&|v| v["signatures"] = vec![sig.clone(); MAX_SIGNATURES].into());
         assert!(Envelope::parse(many.as_bytes()).is_ok());
+        // DSSE makes the key id optional: none reads as an empty one.
+        let keyless = with(&|v| {
+            v["signatures"][0].as_object_mut().unwrap().remove("keyid");
+        });
+        assert_eq!(
+            Envelope::parse(keyless.as_bytes()).unwrap().signatures[0].keyid,
+            ""
+        );
     }
 
     #[test]
@@ -719,6 +753,43 @@ mod tests {
                 bad(&new),
             ),
             (
+                "no key id (DSSE's is optional)",
+                tampered(by(&[&old]), &|e| e.signatures[0].keyid.clear()),
+                only_old,
+                Ok(old.public()),
+            ),
+            (
+                "no key id, the second trusted key",
+                tampered(by(&[&new]), &|e| e.signatures[0].keyid.clear()),
+                both,
+                Ok(new.public()),
+            ),
+            (
+                "another tool's key id for a trusted key",
+                tampered(by(&[&old]), &|e| e.signatures[0].keyid = "a".repeat(64)),
+                only_old,
+                Ok(old.public()),
+            ),
+            (
+                "no key id, an untrusted key",
+                tampered(by(&[&other]), &|e| e.signatures[0].keyid.clear()),
+                both,
+                Err(VerifyError::UnknownKey {
+                    keyids: vec!["(no key id)".into()],
+                }),
+            ),
+            (
+                "no key id, a tampered payload",
+                tampered(by(&[&old]), &|e| {
+                    e.signatures[0].keyid.clear();
+                    e.payload[3] ^= 1;
+                }),
+                only_old,
+                Err(VerifyError::UnknownKey {
+                    keyids: vec!["(no key id)".into()],
+                }),
+            ),
+            (
                 "no trusted keys",
                 by(&[&old]),
                 none,
@@ -732,6 +803,34 @@ mod tests {
             let back = Envelope::parse(&env.to_json()).unwrap();
             assert_eq!(verify(&back, trusted).cloned(), expected, "{what} (JSON)");
         }
+    }
+
+    #[test]
+    fn signatures_without_a_usable_key_id_are_tried_a_bounded_number_of_times() {
+        let keys: Vec<SecretKey> = (1..=8).map(key).collect();
+        let trusted: Vec<PublicKey> = keys.iter().map(SecretKey::public).collect();
+        let payload = b"{}";
+        // Four strangers' signatures before the last trusted key's, none
+        // naming its key: 4 × 8 trials, then the good one is the 33rd.
+        let mut e = key(20).sign(PAYLOAD_TYPE, payload);
+        for s in 21..24 {
+            e.countersign(&key(s));
+        }
+        e.countersign(&keys[7]);
+        for s in &mut e.signatures {
+            s.keyid.clear();
+        }
+        assert!(matches!(
+            verify(&e, &trusted),
+            Err(VerifyError::UnknownKey { .. })
+        ));
+        // One stranger fewer: found within the bound.
+        e.signatures.remove(0);
+        assert_eq!(verify(&e, &trusted), Ok(&trusted[7]));
+        // Without a key id it is written without one, and read back so.
+        let json = String::from_utf8(e.to_json()).unwrap();
+        assert!(!json.contains("keyid"), "{json}");
+        assert_eq!(Envelope::parse(json.as_bytes()).unwrap(), e);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use crate::model::names::{Digest, ModuleName, NodeId};
 use crate::model::reload::{Request, UpdateState};
-use crate::net::http::Http;
+use crate::net::http::{Http, Redirects};
 use crate::plane::sync::{PlaneStatus, Syncer};
 use crate::plane::time::format_rfc3339;
 use crate::status::{Board, EngineStatus, NodeStatus};
@@ -65,6 +65,8 @@ pub fn stable(p: &Parts) -> J {
             "expires": format_rfc3339(h.expires),
             "accepted_at": format_rfc3339(h.accepted_at),
             "key_id": h.key_id,
+            "floor": h.revoked.is_none(),
+            "revoked": h.revoked,
         })
     });
     let refusal = p.plane.contact.refusal.as_ref().map(|r| {
@@ -194,8 +196,11 @@ impl Reporter {
             http::header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        // The report goes where the document or the config says, nowhere
+        // a redirect would send it.
         match self
             .http
+            .with_redirects(Redirects::Never)
             .send_body(
                 Method::PUT,
                 uri,
@@ -207,6 +212,10 @@ impl Reporter {
             .await
         {
             Ok(a) if a.status.is_success() => Ok(()),
+            Ok(a) if a.status.is_redirection() => Err(format!(
+                "PUT {url}: HTTP {}, a redirect, not followed (a report is PUT only where it is sent)",
+                a.status
+            )),
             Ok(a) => Err(format!("PUT {url}: HTTP {}", a.status)),
             Err(t) => Err(format!("PUT {url}: {t:?}")),
         }

@@ -15,7 +15,7 @@ use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use crate::config::PlaneConfig;
 use crate::model::names::NodeId;
-use crate::net::http::{Http, Transport};
+use crate::net::http::{Http, Redirects, Transport};
 use crate::plane::accept::{self, Clock, ClockStatus, MAX_DOCUMENT, Verdict};
 use crate::plane::document::{Desired, Poll};
 use crate::plane::envelope::Envelope;
@@ -100,6 +100,10 @@ pub struct HeldSummary {
     pub accepted_at: u64,
     /// The key that signed it.
     pub key_id: String,
+    /// Why it no longer stands as the revision floor (no key trusted now
+    /// signed it), when so: what it stated keeps running until a document
+    /// signed by a trusted key replaces it, whatever that one's revision.
+    pub revoked: Option<String>,
 }
 
 impl From<&Held> for HeldSummary {
@@ -110,6 +114,7 @@ impl From<&Held> for HeldSummary {
             expires: h.expires,
             accepted_at: h.accepted_at,
             key_id: h.key_id.clone(),
+            revoked: None,
         }
     }
 }
@@ -133,6 +138,13 @@ pub struct ReportStatus {
 #[derive(Default)]
 struct Memory {
     held: Option<Held>,
+    /// Why `held` no longer stands as the floor, judged at start with the
+    /// keys trusted now; cleared when a document is adopted.
+    revoked: Option<String>,
+    /// The `Last-Modified` the held document was last served with, for a
+    /// host that sends no ETag (kept for this run only: the first poll
+    /// after a start is a whole fetch there).
+    last_modified: Option<String>,
     contact: Contact,
     /// The contact last written, and when (a poll that says nothing new
     /// is written at most hourly: an fsync per poll is wear for nothing).
@@ -183,7 +195,7 @@ impl Syncer {
         report_wake: Arc<Notify>,
         metrics: Arc<crate::status::metrics::Metrics>,
     ) -> Result<Syncer, String> {
-        let http = Http::new(config.ca.as_deref())?;
+        let http = Http::new(config.ca.as_deref())?.with_redirects(Redirects::SameOrigin);
         let url = config.document_url(&node);
         let status = PlaneStatus {
             url: url.clone(),
@@ -215,18 +227,42 @@ impl Syncer {
 
     /// Reads what the store holds into the status, and takes the held
     /// document's modules again (one another source may have released).
+    /// The held document is judged again with the keys trusted now: one
+    /// that no longer stands keeps running but is no floor (any document a
+    /// trusted key signed may replace it), and its poll settings and report
+    /// URL are not followed.
     pub async fn load(&self) -> Result<(), crate::store::StoreError> {
         let (held, contact) = self.store.blocking(|s| s.plane()).await?;
+        let mut revoked = None;
         if let Some(h) = &held {
-            self.take_again(h).await;
+            let bytes = match self.store.blocking(|s| s.plane_envelope()).await {
+                Ok(Some(bytes)) => Ok(bytes),
+                Ok(None) => Err("its bytes are not in the store".to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            revoked = match &bytes {
+                Ok(b) => accept::still_stands(b, h, &self.config.trusted_keys).err(),
+                Err(e) => Some(format!("it cannot be read again: {e}")),
+            };
+            if let Some(why) = &revoked {
+                tracing::warn!(
+                    revision = h.revision,
+                    "plane: the held revision {} is no longer the floor: {why}; what it states keeps running until a document signed by a trusted key arrives",
+                    h.revision
+                );
+            }
+            if let Ok(b) = bytes {
+                self.take_again_from(h, &b, revoked.is_none()).await;
+            }
         }
         {
             let mut st = self.status.lock().expect("plane status lock");
-            st.held = held.as_ref().map(HeldSummary::from);
+            st.held = held.as_ref().map(|h| summary(h, revoked.as_ref()));
             st.contact = contact.clone();
         }
         let mut m = self.memory.lock().expect("plane memory lock");
         m.held = held;
+        m.revoked = revoked;
         m.persisted = Some((contact.clone(), tokio::time::Instant::now()));
         m.contact = contact;
         Ok(())
@@ -257,13 +293,21 @@ impl Syncer {
 
     /// Takes the held document's modules again and remembers its settings.
     async fn take_again(&self, held: &Held) {
-        let desired = match self.store.blocking(|s| s.plane_envelope()).await {
-            Ok(Some(bytes)) => Envelope::parse(&bytes)
-                .map_err(|e| e.to_string())
-                .and_then(|e| Desired::parse(&e.payload).map_err(|e| e.to_string())),
-            Ok(None) => Err("its bytes are not in the store".to_string()),
-            Err(e) => Err(e.to_string()),
-        };
+        match self.store.blocking(|s| s.plane_envelope()).await {
+            Ok(Some(bytes)) => self.take_again_from(held, &bytes, true).await,
+            Ok(None) => tracing::error!(
+                "the held plane document cannot be read again: its bytes are not in the store"
+            ),
+            Err(e) => tracing::error!("the held plane document cannot be read again: {e}"),
+        }
+    }
+
+    /// Takes the modules of the held document (its bytes, `envelope`)
+    /// again, and, when `follow`, its poll settings and report URL.
+    async fn take_again_from(&self, held: &Held, envelope: &[u8], follow: bool) {
+        let desired = Envelope::parse(envelope)
+            .map_err(|e| e.to_string())
+            .and_then(|e| Desired::parse(&e.payload).map_err(|e| e.to_string()));
         let desired = match desired {
             Ok(d) => d,
             Err(e) => {
@@ -271,7 +315,9 @@ impl Syncer {
                 return;
             }
         };
-        self.remember(&desired);
+        if follow {
+            self.remember(&desired);
+        }
         let revision = held.revision;
         let modules = desired.modules;
         match self
@@ -341,10 +387,18 @@ impl Syncer {
     }
 
     async fn fetch_and_judge(&self) -> Outcome {
-        let (held, mut contact) = {
+        let (held, revoked, last_modified, mut contact) = {
             let m = self.memory.lock().expect("plane memory lock");
-            (m.held.clone(), m.contact.clone())
+            (
+                m.held.clone(),
+                m.revoked.is_some(),
+                m.last_modified.clone(),
+                m.contact.clone(),
+            )
         };
+        // What the judgement stands on: the held document, unless it no
+        // longer stands (then nothing is asked conditionally either).
+        let held = held.filter(|_| !revoked);
         let uri: http::Uri = match self.url.parse() {
             Ok(u) => u,
             Err(e) => {
@@ -355,13 +409,18 @@ impl Syncer {
             }
         };
         let mut headers = HeaderMap::new();
-        if let Some(etag) = held
-            .as_ref()
-            .filter(|h| h.url == self.url)
+        let same_url = held.as_ref().filter(|h| h.url == self.url);
+        if let Some(etag) = same_url
             .and_then(|h| h.etag.as_deref())
             .and_then(|e| HeaderValue::from_str(e).ok())
         {
             headers.insert(http::header::IF_NONE_MATCH, etag);
+        } else if let Some(since) = same_url
+            .and(last_modified.as_deref())
+            .and_then(|l| HeaderValue::from_str(l).ok())
+        {
+            // A host without ETags: its Last-Modified, as it sent it.
+            headers.insert(http::header::IF_MODIFIED_SINCE, since);
         }
         let answer = self
             .http
@@ -380,13 +439,13 @@ impl Syncer {
                     at: now,
                 };
                 contact.refusal = Some(r.clone());
-                self.record(held.as_ref(), None, &contact).await;
+                self.record(None, &contact).await;
                 return Outcome::Refused(r);
             }
             Err(t) => {
                 let error = format!("cannot fetch {}: {}", self.url, describe(&t));
                 contact.error = Some(error.clone());
-                self.record(held.as_ref(), None, &contact).await;
+                self.record(None, &contact).await;
                 return Outcome::Failed {
                     error,
                     retry_after: None,
@@ -399,20 +458,25 @@ impl Syncer {
             .get(http::header::DATE)
             .and_then(|d| d.to_str().ok())
             .and_then(parse_http_date);
-        let etag = answer
-            .headers
-            .get(http::header::ETAG)
-            .and_then(|e| e.to_str().ok())
-            .map(str::to_string);
+        let header = |name| {
+            answer
+                .headers
+                .get(name)
+                .and_then(|e: &HeaderValue| e.to_str().ok())
+                .map(str::to_string)
+        };
+        let etag = header(http::header::ETAG);
+        let last_modified = header(http::header::LAST_MODIFIED);
         match answer.status {
             StatusCode::NOT_MODIFIED if held.is_some() => {
                 contact.error = None;
-                self.record(held.as_ref(), None, &contact).await;
+                self.record(None, &contact).await;
                 Outcome::NotModified
             }
             StatusCode::OK => {
                 contact.error = None;
-                self.guarded(held, contact, &answer.body, etag, now).await
+                self.guarded(held, contact, &answer.body, (etag, last_modified), now)
+                    .await
             }
             s => {
                 let retry_after = if matches!(
@@ -429,11 +493,17 @@ impl Syncer {
                 };
                 let error = if s == StatusCode::NOT_FOUND {
                     format!("no document for this node at {} (HTTP 404)", self.url)
+                } else if s.is_redirection() {
+                    format!(
+                        "{}: HTTP {s}, a redirect to another scheme, host or port, not followed \
+                         (the document is fetched only from the plane's own origin)",
+                        self.url
+                    )
                 } else {
                     format!("{}: HTTP {s}", self.url)
                 };
                 contact.error = Some(error.clone());
-                self.record(held.as_ref(), None, &contact).await;
+                self.record(None, &contact).await;
                 Outcome::Failed { error, retry_after }
             }
         }
@@ -447,7 +517,7 @@ impl Syncer {
         held: Option<Held>,
         mut contact: Contact,
         body: &[u8],
-        etag: Option<String>,
+        validators: (Option<String>, Option<String>),
         now: u64,
     ) -> Outcome {
         let digest = crate::model::names::Digest::of(body);
@@ -477,13 +547,13 @@ impl Syncer {
                     at: now,
                 };
                 contact.refusal = Some(r.clone());
-                self.record(held.as_ref(), None, &contact).await;
+                self.record(None, &contact).await;
                 return Outcome::Refused(r);
             }
             Ok(false) => {}
             Err(e) => tracing::warn!("crash guard: {e}"),
         }
-        let outcome = self.judged(held, contact, body, etag, now).await;
+        let outcome = self.judged(held, contact, body, validators, now).await;
         if let Err(e) = self
             .store
             .blocking(|s| s.change_guard(|g| g.judging = None))
@@ -499,7 +569,7 @@ impl Syncer {
         held: Option<Held>,
         mut contact: Contact,
         body: &[u8],
-        etag: Option<String>,
+        (etag, last_modified): (Option<String>, Option<String>),
         now: u64,
     ) -> Outcome {
         let clock = Clock::read();
@@ -524,8 +594,8 @@ impl Syncer {
                 contact.refusal = None;
                 let new_etag = h.etag != etag;
                 h.etag = etag;
-                self.record(Some(&h), new_etag.then_some(&h), &contact)
-                    .await;
+                self.memory.lock().expect("plane memory lock").last_modified = last_modified;
+                self.record(new_etag.then_some(&h), &contact).await;
                 Outcome::Same {
                     revision: h.revision,
                 }
@@ -538,7 +608,7 @@ impl Syncer {
                     at: now,
                 };
                 contact.refusal = Some(r.clone());
-                self.record(held.as_ref(), None, &contact).await;
+                self.record(None, &contact).await;
                 Outcome::Refused(r)
             }
             Verdict::Adopt(a) => {
@@ -550,10 +620,7 @@ impl Syncer {
                     etag,
                     issued_at: d.issued_at,
                     expires: d.expires,
-                    newest_issued_at: held
-                        .as_ref()
-                        .map_or(0, |h| h.newest_issued_at)
-                        .max(d.issued_at),
+                    newest_issued_at: a.newest_issued_at,
                     accepted_at: now,
                     key_id: a.key_id,
                 };
@@ -586,6 +653,8 @@ impl Syncer {
                         }
                         let mut m = self.memory.lock().expect("plane memory lock");
                         m.held = Some(new);
+                        m.revoked = None;
+                        m.last_modified = last_modified;
                         m.persisted = Some((contact.clone(), tokio::time::Instant::now()));
                         m.contact = contact;
                         self.wake.notify_one();
@@ -603,18 +672,22 @@ impl Syncer {
     /// Keeps the contact (and the held document's record when
     /// `write_held`), and shows both. The store is written when the held
     /// record changed, when the contact says something new, or hourly.
-    async fn record(&self, held: Option<&Held>, write_held: Option<&Held>, contact: &Contact) {
+    async fn record(&self, write_held: Option<&Held>, contact: &Contact) {
         let now = tokio::time::Instant::now();
-        let write = {
+        let (write, shown) = {
             let mut m = self.memory.lock().expect("plane memory lock");
             if let Some(h) = write_held {
                 m.held = Some(h.clone());
             }
             m.contact = contact.clone();
-            write_held.is_some()
+            let write = write_held.is_some()
                 || m.persisted.as_ref().is_none_or(|(c, at)| {
                     !same_but_times(c, contact) || now.duration_since(*at) >= CONTACT_REFRESH
-                })
+                });
+            (
+                write,
+                m.held.as_ref().map(|h| summary(h, m.revoked.as_ref())),
+            )
         };
         if write {
             let (h, c) = (write_held.cloned(), contact.clone());
@@ -631,8 +704,17 @@ impl Syncer {
             }
         }
         let mut st = self.status.lock().expect("plane status lock");
-        st.held = held.map(HeldSummary::from);
+        st.held = shown;
         st.contact = contact.clone();
+    }
+}
+
+/// The held document as the status tells it, with why it no longer stands
+/// as the floor, when so.
+fn summary(h: &Held, revoked: Option<&String>) -> HeldSummary {
+    HeldSummary {
+        revoked: revoked.cloned(),
+        ..HeldSummary::from(h)
     }
 }
 

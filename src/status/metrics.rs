@@ -2,7 +2,8 @@
 //! and their duration, modules by state, recreates by the kind of input that
 //! moved, engine reachability and engine API calls (counted by
 //! [`crate::status::counted::Counted`]); with a central plane, its polls by
-//! outcome, the revision held and reports by result.
+//! outcome, the revision held and reports by result; and the build itself
+//! (`stead_build_info`: version, commit, target).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -107,6 +108,13 @@ impl Metrics {
     /// The Prometheus text exposition.
     pub fn render(&self, board: &Board) -> String {
         let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "# HELP stead_build_info The running binary: its version, commit and target (always 1).\n# TYPE stead_build_info gauge\nstead_build_info{{version=\"{}\",commit=\"{}\",target=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION"),
+            env!("STEAD_GIT_COMMIT"),
+            env!("STEAD_TARGET")
+        );
         let passes = self.passes.load(Ordering::Relaxed);
         let _ = writeln!(
             o,
@@ -182,5 +190,32 @@ impl Metrics {
             }
         }
         o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_build_is_a_metric_of_its_own() {
+        let text = Metrics::default().render(&Board::default());
+        let line = format!(
+            "stead_build_info{{version=\"{}\",commit=\"{}\",target=\"{}\"}} 1\n",
+            env!("CARGO_PKG_VERSION"),
+            env!("STEAD_GIT_COMMIT"),
+            env!("STEAD_TARGET")
+        );
+        assert!(text.starts_with(&format!(
+            "# HELP stead_build_info The running binary: its version, commit and target (always 1).\n# TYPE stead_build_info gauge\n{line}"
+        )), "{text}");
+        // The same three as `stead --version` says.
+        assert!(crate::VERSION.starts_with(env!("CARGO_PKG_VERSION")));
+        assert!(crate::VERSION.contains(env!("STEAD_GIT_COMMIT")));
+        assert!(crate::VERSION.contains(env!("STEAD_TARGET")));
+        // Label values Prometheus can read unescaped.
+        for v in [env!("STEAD_GIT_COMMIT"), env!("STEAD_TARGET")] {
+            assert!(!v.is_empty() && !v.contains(['"', '\\', '\n']), "{v:?}");
+        }
     }
 }

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod agent;
+pub mod desired;
 pub mod faults;
 pub mod plane;
 pub mod registry;

@@ -32,6 +32,11 @@
 //! - Its access-log line is written after the answer is sent: a client can
 //!   see the answer before the line; `wait_count` waits for it.
 //!
+//! `set_redirect` (desired.json) and `set_report_redirect` (status.json)
+//! answer a redirect until cleared; `set_etags(false)` turns ETags off
+//! (`Last-Modified` and `If-Modified-Since` only, as some hosts do); the
+//! access log has each request's `If-Modified-Since`.
+//!
 //! Faults: `set_fault` (desired.json) and `set_report_fault` (status.json)
 //! hold until cleared, for every request, as real nginx answers. For "the
 //! next N requests" use `faults::FaultProxy` in front (`FaultProxy::start(
@@ -76,6 +81,8 @@ pub struct Request {
     pub if_none_match: Option<String>,
     /// The ETag answered, if any.
     pub etag: Option<String>,
+    /// The request's `If-Modified-Since`, if any.
+    pub if_modified_since: Option<String>,
 }
 
 /// nginx as the central plane; stopped on drop.
@@ -87,6 +94,13 @@ pub struct Plane {
     generation: u64,
     fault_desired: Option<FaultAnswer>,
     fault_status: Option<FaultAnswer>,
+    /// Redirects answered for desired.json and status.json: a status and
+    /// the `Location`.
+    redirect_desired: Option<(u16, String)>,
+    redirect_status: Option<(u16, String)>,
+    /// Whether nginx sends ETags (off: only `Last-Modified`, as some
+    /// hosts do).
+    etags: bool,
     /// The last mtime `publish` gave a file (seconds since the epoch).
     last_mtime: AtomicI64,
 }
@@ -120,6 +134,9 @@ impl Plane {
             generation: 0,
             fault_desired: None,
             fault_status: None,
+            redirect_desired: None,
+            redirect_status: None,
+            etags: true,
             last_mtime: AtomicI64::new(0),
         };
         // Another process may take the free port before nginx binds it.
@@ -290,6 +307,29 @@ impl Plane {
         self.reload();
     }
 
+    /// Answers every request to any desired.json with a redirect
+    /// (`Some((302, location))`), or serves the files again (`None`).
+    /// Reloads nginx like `set_fault`.
+    pub fn set_redirect(&mut self, redirect: Option<(u16, String)>) {
+        self.redirect_desired = redirect;
+        self.reload();
+    }
+
+    /// Answers every request to any status.json with a redirect, or takes
+    /// reports again (`None`). Reloads nginx like `set_fault`.
+    pub fn set_report_redirect(&mut self, redirect: Option<(u16, String)>) {
+        self.redirect_status = redirect;
+        self.reload();
+    }
+
+    /// Sends ETags (`true`, nginx's default) or only `Last-Modified`
+    /// (`etag off`, as Python's http.server and some CDNs). Reloads nginx
+    /// like `set_fault`.
+    pub fn set_etags(&mut self, on: bool) {
+        self.etags = on;
+        self.reload();
+    }
+
     /// Stops nginx: once this returns, connections to its port are
     /// refused. Idempotent.
     pub fn stop(&mut self) {
@@ -370,6 +410,10 @@ impl Plane {
                 format!("{retry}return {code};")
             }
         };
+        let redirect = |r: &Option<(u16, String)>| match r {
+            None => String::new(),
+            Some((code, to)) => format!("return {code} \"{to}\";"),
+        };
         format!(
             r#"# Written by tests/common/plane.rs; regenerated on every reload.
 # Workers run as root: the tests do, and everything is in a root-only tempdir.
@@ -392,22 +436,23 @@ http {{
     client_max_body_size 1m;
     # Tab-separated; values escaped (\xHH) as nginx does by default, "-" when empty.
     # No buffer: each line is written as its request ends.
-    log_format plane "$msec\t$request_method\t$request_uri\t$status\t$body_bytes_sent\t$request_time\t$http_if_none_match\t$sent_http_etag";
+    log_format plane "$msec\t$request_method\t$request_uri\t$status\t$body_bytes_sent\t$request_time\t$http_if_none_match\t$sent_http_etag\t$http_if_modified_since";
     access_log "{d}/access.log" plane;
     server {{
         listen 127.0.0.1:{port};
         root "{root}";
+        etag {etag};
         # Which nginx and which config answers (readiness, reloads).
         location = /__plane {{
             access_log off;
             return 200 "stead-plane {token} {generation}";
         }}
         location ~ ^/nodes/[^/]+/desired\.json$ {{
-            {fault_desired}
+            {fault_desired}{redirect_desired}
             limit_except GET {{ deny all; }}
         }}
         location ~ ^/nodes/[^/]+/status\.json$ {{
-            {fault_status}
+            {fault_status}{redirect_status}
             dav_methods PUT;
             create_full_put_path on;
             dav_access user:rw group:r all:r;
@@ -424,6 +469,9 @@ http {{
             generation = self.generation,
             fault_desired = fault(self.fault_desired),
             fault_status = fault(self.fault_status),
+            redirect_desired = redirect(&self.redirect_desired),
+            redirect_status = redirect(&self.redirect_status),
+            etag = if self.etags { "on" } else { "off" },
         )
     }
 
@@ -516,7 +564,7 @@ impl Drop for Plane {
 fn parse_line(line: &str) -> Option<Request> {
     let f: Vec<String> = line.split('\t').map(unescape).collect();
     let opt = |s: &String| (s != "-").then(|| s.clone());
-    let [at, method, path, status, bytes, rt, inm, etag] = f.as_slice() else {
+    let [at, method, path, status, bytes, rt, inm, etag, ims] = f.as_slice() else {
         return None;
     };
     Some(Request {
@@ -528,6 +576,7 @@ fn parse_line(line: &str) -> Option<Request> {
         request_time: rt.parse().ok()?,
         if_none_match: opt(inm),
         etag: opt(etag),
+        if_modified_since: opt(ims),
     })
 }
 

@@ -1,0 +1,83 @@
+//! Signed desired-state documents for the plane tests (tests/plane.rs,
+//! tests/plane_trust.rs): a module that prints `V`, a payload for a node,
+//! its signature, and waits on what the agent says of the plane.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value as J, json};
+use stead::plane::envelope::{PAYLOAD_TYPE, SecretKey};
+use stead::plane::time::format_rfc3339;
+
+use super::agent::Agent;
+use super::{IMAGE_1, Node, idle_after, unix_now};
+
+pub const DAY: u64 = 86_400;
+
+pub fn now() -> u64 {
+    unix_now() as u64
+}
+
+/// A module that prints `V` and idles.
+pub fn module(name: &str, v: &str) -> J {
+    json!({
+        "name": name,
+        "image": IMAGE_1,
+        "command": ["sh", "-c", idle_after("echo V=$V")],
+        "env": {"V": v},
+        "restart": "always",
+    })
+}
+
+/// A payload for `n` at `revision`, issued now, expiring in 30 days,
+/// polled every second.
+pub fn payload(n: &Node, revision: u64, modules: Vec<J>) -> J {
+    json!({
+        "node": n.id,
+        "revision": revision,
+        "issued_at": format_rfc3339(now()),
+        "expires": format_rfc3339(now() + 30 * DAY),
+        "poll": {"interval": "1s", "jitter": "100ms"},
+        "modules": modules,
+    })
+}
+
+pub fn sign(key: &SecretKey, payload: &J) -> Vec<u8> {
+    key.sign(PAYLOAD_TYPE, &serde_json::to_vec(payload).unwrap())
+        .to_json()
+}
+
+pub fn plane_state(agent: &Agent) -> J {
+    let (code, body) = agent.get("/v1/plane");
+    assert_eq!(code, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// Waits until `/v1/plane` satisfies `f`; returns it.
+pub fn wait_plane(n: &Node, agent: &Agent, what: &str, f: impl Fn(&J) -> bool) -> J {
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        let p = plane_state(agent);
+        if f(&p) {
+            return p;
+        }
+        assert!(
+            Instant::now() < end,
+            "timed out waiting for {what}; the plane status: {p:#}\nagent log:\n{}",
+            Agent::log(n)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until the module's container runs and printed `V=<v>`.
+pub fn wait_v(n: &Node, m: &str, v: &str) {
+    n.wait_for(60, &format!("{m} to print V={v}"), || {
+        n.container(m).is_some_and(|(_, s, _)| s == "running")
+            && n.logs(m).contains(&format!("V={v}"))
+    });
+}
+
+/// The payload's signature by `key`, over its bytes as given.
+pub fn sign_bytes(key: &SecretKey, payload: &[u8]) -> Vec<u8> {
+    key.sign(PAYLOAD_TYPE, payload).to_json()
+}

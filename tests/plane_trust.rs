@@ -1,0 +1,322 @@
+//! Trust and time from the central plane, against the real parts (Debian's
+//! nginx on loopback, the real agent, engine and store): a key removed from
+//! the config stops its document being the floor, revisions are bounded, a
+//! document issued in the future is blamed (not the clock), a key given
+//! twice is refused, a signature without a key id verifies, redirects go
+//! only where they may, and a host without ETags is polled with
+//! `If-Modified-Since`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::agent::Agent;
+use common::desired::*;
+use common::plane::Plane;
+use common::*;
+use serde_json::{Value as J, json};
+use stead::plane::envelope::SecretKey;
+
+const MAX_REVISION: u64 = 1 << 53;
+
+fn config(plane: &Plane, keys: &[&SecretKey]) -> String {
+    let keys: Vec<String> = keys
+        .iter()
+        .map(|k| format!("{:?}", k.public().to_base64()))
+        .collect();
+    format!(
+        "[plane]\nurl = {:?}\ntrusted_keys = [{}]\npoll_interval = \"1s\"",
+        plane.base(),
+        keys.join(", ")
+    )
+}
+
+/// Publishes `body`; waits for the agent to refuse it as `class`.
+fn refused(plane: &Plane, n: &Node, agent: &Agent, body: &[u8], class: &str) -> J {
+    let before = wait_plane(n, agent, "a status", |_| true)["refusal"]["at"]
+        .as_u64()
+        .unwrap_or(0);
+    // A refusal of the same class a moment ago would read as this one.
+    std::thread::sleep(Duration::from_millis(1100));
+    plane.publish(&n.id, body);
+    wait_plane(n, agent, &format!("a refusal: {class}"), |p| {
+        p["refusal"]["class"] == class && p["refusal"]["at"].as_u64().unwrap_or(0) > before
+    })
+}
+
+#[test]
+fn a_key_removed_from_the_config_stops_its_document_being_the_floor_and_what_runs_keeps_running() {
+    let leaked = SecretKey::generate().unwrap();
+    let good = SecretKey::generate().unwrap();
+    let plane = Plane::start();
+    let n = Node::new("trust-revoke").with_config(&config(&plane, &[&leaked, &good]));
+    let m = n.module("web");
+    // A leaked key signs the highest revision there is: with 0.5.0 the node
+    // took nothing else ever again.
+    let leaked_doc = sign(
+        &leaked,
+        &payload(&n, MAX_REVISION, vec![module(&m, "leaked")]),
+    );
+    plane.publish(&n.id, &leaked_doc);
+    let agent = Agent::start(&n);
+    wait_v(&n, &m, "leaked");
+    wait_plane(&n, &agent, "the top revision", |p| {
+        p["held"]["revision"] == MAX_REVISION && p["held"]["floor"] == true
+    });
+    // Over the bound: refused, named.
+    let p = refused(
+        &plane,
+        &n,
+        &agent,
+        &sign(&good, &payload(&n, MAX_REVISION + 1, vec![module(&m, "x")])),
+        "revision-too-large",
+    );
+    assert!(
+        p["refusal"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("2^53 = 9007199254740992"),
+        "{p:#}"
+    );
+    let (_, metrics) = agent.get("/metrics");
+    assert!(
+        metrics.contains(&format!(
+            "stead_build_info{{version=\"{}\",commit=\"",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{metrics}"
+    );
+    drop(agent);
+
+    // The leaked key is removed from the device; the plane still serves
+    // the leaked document.
+    plane.publish(&n.id, &leaked_doc);
+    let id = n.container_id(&m);
+    let since = unix_now();
+    let mut n = n;
+    n.extra = String::new();
+    let n = n.with_config(&config(&plane, &[&good]));
+    let agent = Agent::start(&n);
+    let p = wait_plane(&n, &agent, "the held document revoked", |p| {
+        p["held"]["floor"] == false
+    });
+    assert_eq!(p["held"]["revision"], MAX_REVISION, "{p:#}");
+    assert_eq!(p["held"]["key_id"], leaked.public().id().to_string());
+    let why = p["held"]["revoked"].as_str().unwrap();
+    assert!(why.contains("no key trusted now signed it"), "{p:#}");
+    // The leaked document is refused, not answered 304.
+    wait_plane(&n, &agent, "the leaked document refused", |p| {
+        p["refusal"]["class"] == "unknown-key"
+    });
+    n.wait_for(60, "a report saying the floor is gone", || {
+        plane.report_json(&n.id).is_some_and(|r| {
+            r["plane"]["held"]["floor"] == false
+                && r["plane"]["held"]["revoked"]
+                    .as_str()
+                    .is_some_and(|w| w.contains("no key trusted now"))
+        })
+    });
+    let o = n
+        .stead()
+        .args(["status", "--config"])
+        .arg(n.config())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains(&format!(
+            "plane revision {MAX_REVISION} (still run, but no longer the floor: no key trusted now"
+        )),
+        "{out}"
+    );
+    // What runs keeps running.
+    assert_eq!(n.container_id(&m), id);
+    assert_eq!(n.creates_since(&m, since), 0);
+    assert!(Agent::log(&n).contains("is no longer the floor"));
+
+    // A document the trusted key signed, at a low revision, is taken.
+    plane.publish(
+        &n.id,
+        &sign(&good, &payload(&n, 5, vec![module(&m, "five")])),
+    );
+    wait_v(&n, &m, "five");
+    let p = wait_plane(&n, &agent, "revision 5 as the floor", |p| {
+        p["held"]["revision"] == 5 && p["held"]["floor"] == true
+    });
+    assert!(p["held"]["revoked"].is_null(), "{p:#}");
+    assert_eq!(n.creates_since(&m, since), 1);
+    // And it is the floor now, across a restart too.
+    drop(agent);
+    let agent = Agent::start(&n);
+    wait_plane(&n, &agent, "revision 5 after a restart", |p| {
+        p["held"]["revision"] == 5 && p["held"]["floor"] == true
+    });
+    refused(
+        &plane,
+        &n,
+        &agent,
+        &sign(&good, &payload(&n, 4, vec![module(&m, "four")])),
+        "rollback",
+    );
+}
+
+#[test]
+fn a_document_issued_in_the_future_is_blamed_keys_given_twice_are_refused_and_a_keyless_signature_verifies()
+ {
+    let key = SecretKey::generate().unwrap();
+    let plane = Plane::start();
+    let n = Node::new("trust-time").with_config(&config(&plane, &[&key]));
+    let m = n.module("web");
+    plane.publish(&n.id, &sign(&key, &payload(&n, 1, vec![module(&m, "one")])));
+    let agent = Agent::start(&n);
+    wait_v(&n, &m, "one");
+    wait_plane(&n, &agent, "revision 1", |p| p["held"]["revision"] == 1);
+    let id = n.container_id(&m);
+
+    // A trusted key's document issued in 2100: refused as wrong, the clock
+    // not blamed, and "now" not moved (an honest document is taken next).
+    let mut future = payload(&n, 2, vec![module(&m, "future")]);
+    future["issued_at"] = json!("2100-01-01T00:00:00Z");
+    future["expires"] = json!("2100-02-01T00:00:00Z");
+    let p = refused(&plane, &n, &agent, &sign(&key, &future), "issued-in-future");
+    assert_eq!(p["clock"], "ok", "{p:#}");
+    assert!(
+        p["refusal"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("the document is wrong, not the clock"),
+        "{p:#}"
+    );
+
+    // A key given twice inside a module: refused, naming where.
+    let text = serde_json::to_string(&payload(&n, 3, vec![module(&m, "first")])).unwrap();
+    let twice = text.replace("\"V\":\"first\"", "\"V\":\"first\",\"V\":\"second\"");
+    assert_ne!(text, twice);
+    let p = refused(
+        &plane,
+        &n,
+        &agent,
+        &sign_bytes(&key, twice.as_bytes()),
+        "invalid",
+    );
+    let detail = p["refusal"]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("modules[0].env") && detail.contains("\"V\" is given twice"),
+        "{p:#}"
+    );
+    assert_eq!(n.container_id(&m), id);
+
+    // The same for what the API is given.
+    let api = n.module("api");
+    let body = format!(r#"{{"name": "{api}", "image": "{IMAGE_1}", "image": "{IMAGE_2}"}}"#);
+    let (code, answer) = agent.send(&n, "PUT", &format!("/v1/intentions/{api}"), &body);
+    assert_eq!(code, 422, "{answer}");
+    assert!(answer.contains("\\\"image\\\" is given twice"), "{answer}");
+    let (code, answer) = agent.patch(
+        &n,
+        &format!("/v1/intentions/{m}/settings"),
+        r#"{"a": 1, "a": 2}"#,
+    );
+    assert_eq!(code, 422, "{answer}");
+    assert!(answer.contains("\\\"a\\\" is given twice"), "{answer}");
+
+    // A signature without a key id (DSSE makes it optional) verifies, and
+    // the honest document is taken: "now" did not move to 2100.
+    let mut doc: J =
+        serde_json::from_slice(&sign(&key, &payload(&n, 4, vec![module(&m, "four")]))).unwrap();
+    doc["signatures"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("keyid");
+    plane.publish(&n.id, doc.to_string().as_bytes());
+    wait_v(&n, &m, "four");
+    let p = wait_plane(&n, &agent, "revision 4", |p| p["held"]["revision"] == 4);
+    assert_eq!(p["held"]["key_id"], key.public().id().to_string());
+    assert!(p["refusal"].is_null(), "{p:#}");
+}
+
+#[test]
+fn redirects_go_only_to_the_same_origin_and_a_host_without_etags_is_asked_if_modified_since() {
+    let key = SecretKey::generate().unwrap();
+    let mut plane = Plane::start();
+    let elsewhere = Plane::start();
+    let n = Node::new("trust-redirect").with_config(&config(&plane, &[&key]));
+    plane.publish(&n.id, &sign(&key, &payload(&n, 1, vec![])));
+    let agent = Agent::start(&n);
+    wait_plane(&n, &agent, "revision 1", |p| p["held"]["revision"] == 1);
+    n.wait_for(60, "a first report", || plane.report(&n.id).is_some());
+
+    // The plane redirects to another port: not followed, said, and the
+    // other host is never asked.
+    elsewhere.publish(&n.id, &sign(&key, &payload(&n, 2, vec![])));
+    plane.set_redirect(Some((302, elsewhere.desired_url(&n.id))));
+    let p = wait_plane(&n, &agent, "the redirect refused", |p| {
+        p["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("302") && e.contains("not followed"))
+    });
+    assert_eq!(p["held"]["revision"], 1, "{p:#}");
+    assert_eq!(elsewhere.count("GET", "desired.json", 200), 0);
+    // A redirect on the same origin is followed.
+    plane.publish_raw_path(
+        &format!("mirror/{}.json", n.id),
+        &sign(&key, &payload(&n, 3, vec![])),
+    );
+    plane.set_redirect(Some((
+        302,
+        format!("{}/mirror/{}.json", plane.base(), n.id),
+    )));
+    wait_plane(
+        &n,
+        &agent,
+        "revision 3 through a same-origin redirect",
+        |p| p["held"]["revision"] == 3 && p["error"].is_null(),
+    );
+    plane.set_redirect(None);
+
+    // A report redirected (307, with its body) anywhere is not followed.
+    plane.set_report_redirect(Some((307, elsewhere.status_url(&n.id))));
+    plane.publish(&n.id, &sign(&key, &payload(&n, 4, vec![])));
+    let p = wait_plane(&n, &agent, "the report redirect refused", |p| {
+        p["reports"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("307") && e.contains("not followed"))
+    });
+    assert_eq!(p["reports"]["pending"], true, "{p:#}");
+    assert_eq!(
+        elsewhere
+            .requests()
+            .iter()
+            .filter(|r| r.method == "PUT")
+            .count(),
+        0
+    );
+    plane.set_report_redirect(None);
+
+    // A host that sends no ETag: polled with If-Modified-Since, answered
+    // 304 with no body.
+    plane.set_etags(false);
+    plane.publish(&n.id, &sign(&key, &payload(&n, 5, vec![])));
+    wait_plane(&n, &agent, "revision 5 from a host without ETags", |p| {
+        p["held"]["revision"] == 5
+    });
+    let from = plane.requests().len();
+    let at = plane.count("GET", "desired.json", 304);
+    plane.wait_count("GET", "desired.json", 304, at + 3, 30);
+    let polls: Vec<_> = plane.requests()[from..]
+        .iter()
+        .filter(|r| r.method == "GET" && r.path.contains("desired.json"))
+        .cloned()
+        .collect();
+    assert!(
+        polls.iter().all(|r| r.status == 304
+            && r.bytes == 0
+            && r.etag.is_none()
+            && r.if_none_match.is_none()
+            && r.if_modified_since.is_some()),
+        "{polls:#?}"
+    );
+    // A new document there is still seen.
+    plane.publish(&n.id, &sign(&key, &payload(&n, 6, vec![])));
+    wait_plane(&n, &agent, "revision 6", |p| p["held"]["revision"] == 6);
+}
