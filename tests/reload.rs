@@ -702,3 +702,65 @@ fn a_request_this_agent_did_not_write_is_refused_and_nothing_lands() {
     assert_eq!(r["items"].as_array().unwrap().len(), 0, "{r:#}");
     assert_eq!(image_of(&n.container_id(&m)), v1);
 }
+
+#[test]
+fn a_landed_version_the_engine_cannot_start_is_rolled_back_as_failed_once() {
+    require_engine();
+    let reg = Registry::plain();
+    let repo = "acme/unstartable";
+    let (old_id, _) = reg.push(repo, "1.0.0", &[]);
+    // An image whose container the engine refuses to start: its user does
+    // not exist.
+    let (_, bad_digest) = reg.push_changed(repo, "1.1.0", &["USER nosuchuser"]);
+    let n = Node::new("reloadnostart")
+        .with_heartbeat("1s")
+        .with_config("reload_retry_interval = \"1s\"");
+    let m = n.module("unstartable");
+    n.write_intention(
+        "u.toml",
+        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+    );
+    let agent = Agent::start(&n);
+    wait_running(&n, &m, &old_id, "running 1.0.0");
+    let since = unix_now();
+    let r = reload(&agent, &n, &m, "try 1.1");
+    assert_eq!(r["status"], "failed", "{r:#}");
+    assert_eq!(r["attempt"], 0, "decided, never retried: {r:#}");
+    let failure = r["failure"].as_str().unwrap_or_default();
+    assert!(
+        failure.contains("1.1.0 could not start")
+            && failure.contains("nosuchuser")
+            && failure.contains("rolled back to 1.0.0"),
+        "{r:#}"
+    );
+    // The previous version serves, and nothing is tried again: one create
+    // of the new version, the old container stopped once.
+    wait_running(&n, &m, &old_id, "back on 1.0.0");
+    std::thread::sleep(std::time::Duration::from_secs(8));
+    assert_eq!(
+        n.creates_since(&m, since),
+        1,
+        "{:?}",
+        n.events_since(&m, since)
+    );
+    let stops = n
+        .events_since(&m, since)
+        .iter()
+        .filter(|a| *a == "stop")
+        .count();
+    assert!(stops <= 1, "{:?}", n.events_since(&m, since));
+    let (_, module) = agent.get(&format!("/v1/modules/{m}"));
+    let module: serde_json::Value = serde_json::from_str(&module).unwrap();
+    assert!(
+        matches!(
+            module["state"].as_str(),
+            Some("starting" | "settling" | "converged")
+        ),
+        "{module:#}"
+    );
+    assert_eq!(
+        module["update"]["skipped"][0],
+        bad_digest.as_str(),
+        "{module:#}"
+    );
+}

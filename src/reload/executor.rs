@@ -33,7 +33,7 @@ use crate::net::http::Http;
 use crate::registry::auth::Credentials;
 use crate::registry::client::{Platform, Registries};
 use crate::reload::classify::{Failure, Verdict, classify};
-use crate::status::{Board, ModuleState};
+use crate::status::{Board, ModuleState, ModuleStatus};
 use crate::store::{Store, StoreError};
 
 /// The label an image declares the oldest agent able to run it with.
@@ -449,15 +449,21 @@ impl Executor {
                 changed = true;
                 continue;
             }
-            let running_target = board
-                .get(&item.module)
-                .map(|st| st.image_id == item.target_image);
-            if running_target != Some(true) && now > asked_at + ACTIVATION_LIMIT.as_secs() {
-                stalled.push(item.module.clone());
-                continue;
-            }
-            let Some(st) = board.get(&item.module) else {
-                continue;
+            let st = match measure(item, board.get(&item.module), now, asked_at) {
+                Measure::Runs(st) => st,
+                Measure::Wait => continue,
+                Measure::Stalled => {
+                    stalled.push(item.module.clone());
+                    continue;
+                }
+                Measure::NeverRan(why) => {
+                    // A decided answer: the engine was asked for the new
+                    // version and it does not run. Asking again stops the
+                    // running service again for nothing.
+                    rolled_back.push(rolls_back(item, &why));
+                    changed = true;
+                    continue;
+                }
             };
             let window = ModuleName::try_from(item.module.as_str())
                 .ok()
@@ -483,15 +489,7 @@ impl Executor {
                 } else {
                     "kept restarting"
                 };
-                item.failure = Some(format!(
-                    "{} {why}; rolled back to {}",
-                    item.target_version.as_deref().unwrap_or("?"),
-                    item.running_version
-                        .as_deref()
-                        .unwrap_or("the previous image")
-                ));
-                item.transient = false;
-                rolled_back.push(item.clone());
+                rolled_back.push(rolls_back(item, why));
                 changed = true;
                 continue;
             }
@@ -695,6 +693,63 @@ impl Executor {
     }
 }
 
+/// Marks an item failed as rolled back, naming both versions (a decided
+/// answer); returns it for the rollback.
+fn rolls_back(item: &mut Item, why: &str) -> Item {
+    item.failure = Some(format!(
+        "{} {why}; rolled back to {}",
+        item.target_version.as_deref().unwrap_or("?"),
+        item.running_version
+            .as_deref()
+            .unwrap_or("the previous image")
+    ));
+    item.transient = false;
+    item.clone()
+}
+
+/// What the board says of a module being activated.
+#[derive(Debug, PartialEq)]
+enum Measure<'a> {
+    /// Its container runs the target: judged on how it lives.
+    Runs(&'a ModuleStatus),
+    /// Not yet: no pass has acted on the target.
+    Wait,
+    /// Not running the target long after the restart was asked, and no
+    /// pass wanted it (the engine away, its inputs failing): may clear.
+    Stalled,
+    /// A pass wanted the target and the engine did not make it run (a
+    /// refused create or start, or never running within the limit): why.
+    NeverRan(String),
+}
+
+/// Measures one item against its module's status (pure).
+fn measure<'a>(item: &Item, st: Option<&'a ModuleStatus>, now: u64, asked_at: u64) -> Measure<'a> {
+    let late = now > asked_at.saturating_add(ACTIVATION_LIMIT.as_secs());
+    let Some(st) = st else {
+        return if late {
+            Measure::Stalled
+        } else {
+            Measure::Wait
+        };
+    };
+    if st.image_id.is_some() && st.image_id == item.target_image {
+        return Measure::Runs(st);
+    }
+    let wanted = st.desired_image.is_some() && st.desired_image == item.target_image;
+    if wanted && st.state == ModuleState::Failed {
+        let why = st.last_error.as_deref().unwrap_or("the engine refused it");
+        return Measure::NeverRan(format!("could not start: {}", crate::store::clip(why, 400)));
+    }
+    match (late, wanted) {
+        (false, _) => Measure::Wait,
+        (true, true) => Measure::NeverRan(format!(
+            "never ran in the {} min after the restart was asked",
+            ACTIVATION_LIMIT.as_secs() / 60
+        )),
+        (true, false) => Measure::Stalled,
+    }
+}
+
 /// Whether an item's module is to be recreated from its landed image.
 fn needs_activation(i: &Item) -> bool {
     i.failure.is_none() && i.landed && i.target_image.is_some() && i.target_image != i.running_image
@@ -709,5 +764,86 @@ fn fail(item: &mut Item, f: &Failure) -> Option<Duration> {
     match verdict {
         Verdict::Transient { retry_after } => retry_after,
         Verdict::Decided => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(state: ModuleState, image: &str, desired: &str) -> ModuleStatus {
+        let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        ModuleStatus {
+            state,
+            image_id: some(image),
+            desired_image: some(desired),
+            last_error: Some("start failed: unable to find user nobody2".into()),
+            ..ModuleStatus::pending("m")
+        }
+    }
+
+    #[test]
+    fn a_target_that_was_wanted_and_does_not_run_is_a_decided_answer() {
+        use ModuleState::*;
+        let item = Item {
+            target_image: Some("new".into()),
+            ..Item::default()
+        };
+        let late = 1000 + ACTIVATION_LIMIT.as_secs() + 1;
+        let runs = st(Starting, "new", "new");
+        let cases: Vec<(&str, Option<ModuleStatus>, u64, &str)> = vec![
+            ("runs the target", Some(runs.clone()), 1001, "runs"),
+            ("no status yet", None, 1001, "wait"),
+            ("no status, late", None, late, "stalled"),
+            (
+                "a pass before the target",
+                Some(st(Failed, "old", "old")),
+                1001,
+                "wait",
+            ),
+            (
+                "the target refused",
+                Some(st(Failed, "old", "new")),
+                1001,
+                "never ran",
+            ),
+            (
+                "recreating",
+                Some(st(Recreating, "old", "new")),
+                1001,
+                "wait",
+            ),
+            (
+                "wanted, late",
+                Some(st(Converged, "old", "new")),
+                late,
+                "never ran",
+            ),
+            (
+                "not wanted, late",
+                Some(st(Pending, "old", "")),
+                late,
+                "stalled",
+            ),
+            (
+                "no container, refused",
+                Some(st(Failed, "", "new")),
+                1001,
+                "never ran",
+            ),
+        ];
+        for (case, status, now, want) in cases {
+            let got = match measure(&item, status.as_ref(), now, 1000) {
+                Measure::Runs(_) => "runs",
+                Measure::Wait => "wait",
+                Measure::Stalled => "stalled",
+                Measure::NeverRan(_) => "never ran",
+            };
+            assert_eq!(got, want, "{case}");
+        }
+        match measure(&item, Some(&st(Failed, "old", "new")), 1001, 1000) {
+            Measure::NeverRan(why) => assert!(why.contains("unable to find user"), "{why}"),
+            other => panic!("{other:?}"),
+        }
     }
 }
