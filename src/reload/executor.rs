@@ -43,8 +43,7 @@ pub const FLOOR_LABEL: &str = "io.stead.min-agent-version";
 /// the attempt counts as faulted.
 const ACTIVATION_LIMIT: Duration = Duration::from_secs(600);
 
-/// Who the auto lane files its requests as.
-pub const AUTO_UPDATE: &str = "auto-update";
+pub use crate::model::reload::AUTO_UPDATE;
 
 /// A failure point for tests (`STEAD_CRASH_AT=reload:<point>`).
 fn crash_point(point: &str) {
@@ -143,6 +142,24 @@ impl Executor {
         r: &mut Request,
         now: u64,
     ) -> Result<(), StoreError> {
+        if matches!(
+            r.status,
+            Status::Landing | Status::Activating | Status::Faulted
+        ) {
+            let (entries, _) = self.modules().await?;
+            let current = |m: &str| {
+                let i = entries.get(&ModuleName::try_from(m).ok()?)?;
+                let u = i.update.as_ref()?;
+                Some((i.image.clone(), u.range.as_str().to_string()))
+            };
+            if r.supersede(current, now) {
+                if r.status == Status::Faulted {
+                    // Not re-armed against an intention edited since.
+                    r.end_failed(r.failures(), now).expect("faulted → failed");
+                }
+                self.put(r).await?;
+            }
+        }
         match r.status {
             Status::Requested => {
                 r.advance(Status::Landing, now)
@@ -327,6 +344,7 @@ impl Executor {
             .config(&base, &head.digest, &self.platform)
             .await?;
         item.found_version = Some(version.tag.clone());
+        item.found_digest = Some(head.digest.clone());
         item.found_floor = config.labels.get(FLOOR_LABEL).cloned();
         item.healthcheck = config.healthcheck;
         if let Some(floor) = &item.found_floor {
@@ -337,19 +355,9 @@ impl Executor {
                 Err(_) => true,
             };
             if above {
-                if auto {
-                    // Declined once is declined: the lane does not ask again.
-                    let (m, d) = (i.name.clone(), head.digest.clone());
-                    let _ = self
-                        .blocking(move |s| {
-                            s.modify_update(&m, |u| {
-                                if !u.skipped.contains(&d) {
-                                    u.skipped.push(d);
-                                }
-                            })
-                        })
-                        .await;
-                }
+                // Declined once is declined for this agent: the failed
+                // request keeps the lane from asking again until the
+                // agent, the image or the range changes.
                 item.decision = format!(
                     "declined — {} needs stead >= {floor}; running {}",
                     version.tag, self.version
@@ -416,18 +424,8 @@ impl Executor {
                     .unwrap_or_default(),
                 previous_image: item.running_image.clone(),
             };
-            let changed = self
-                .blocking(move |s| {
-                    s.modify_update(&m, |u| {
-                        if u.landed.as_ref() == Some(&landed) {
-                            false
-                        } else {
-                            u.landed = Some(landed);
-                            true
-                        }
-                    })
-                })
-                .await?;
+            let id = r.id;
+            let changed = self.blocking(move |s| s.land_for(id, &m, landed)).await?;
             if changed {
                 self.wake_pass.notify_one();
             }
@@ -620,6 +618,8 @@ impl Executor {
                 Some(l) => Some(l.version.clone()),
                 None => Reference::parse(&i.image).ok().and_then(|r| r.tag),
             };
+            item.image = i.image.clone();
+            item.range = u.range.as_str().to_string();
             item.running_image = board.get(name.as_str()).and_then(|s| s.image_id.clone());
             item.registry = Reference::parse(&i.image).ok().map(|r| r.registry);
             item.decision = "looking".into();
@@ -683,9 +683,14 @@ impl Executor {
         ))
     }
 
-    async fn put(&self, r: &Request) -> Result<(), StoreError> {
-        let r = r.clone();
-        self.blocking(move |s| s.put_reload(&r)).await
+    /// Writes the request; when it was ended meanwhile (cancelled through
+    /// the API), takes what is stored instead, so nothing more is done.
+    async fn put(&self, r: &mut Request) -> Result<(), StoreError> {
+        let mine = r.clone();
+        if let Some(stored) = self.blocking(move |s| s.put_reload(&mine)).await? {
+            *r = stored;
+        }
+        Ok(())
     }
 
     async fn blocking<T: Send + 'static>(&self, f: impl FnOnce(&Store) -> T + Send + 'static) -> T {
