@@ -915,3 +915,113 @@ fn wait_returns_on_faulted_one_request_per_module_and_reserved_requesters_are_re
     let (_, list) = agent.get("/v1/reloads");
     assert!(!list.contains("\"auto-update\""), "{list}");
 }
+
+#[test]
+fn the_auto_lane_does_not_refile_a_failed_digest_until_its_range_changes_and_floors_are_semver() {
+    require_engine();
+    let reg = Registry::plain();
+    let repo = "acme/floorlane";
+    let (v1, _) = reg.push(repo, "1.0.0", &[]);
+    reg.push(repo, "1.1.0", &[("io.stead.min-agent-version", "9.0.0")]);
+    let n = Node::new("reloadfloorlane").with_heartbeat("1s");
+    let m = n.module("floorlane");
+    let intention = |range: &str| {
+        sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), range).replace(
+            "[update]\n",
+            "[update]\nlane = \"auto\"\ninterval = \"1h\"\n",
+        )
+    };
+    n.write_intention("f.toml", &intention("^1"));
+    let agent = Agent::start(&n);
+    wait_running(&n, &m, &v1, "running 1.0.0");
+    // The lane's first look files for 1.1.0, which is declined by its floor.
+    n.wait_for(30, "the lane to file", || {
+        agent.get("/v1/reloads/1").0 == 200
+    });
+    let first = wait_end(&agent, &n, 1);
+    assert_eq!(first["status"], "failed", "{first:#}");
+    let update = || -> serde_json::Value {
+        let (_, module) = agent.get(&format!("/v1/modules/{m}"));
+        serde_json::from_str::<serde_json::Value>(&module).unwrap()["update"].clone()
+    };
+    n.wait_for(10, "the failed digest to be kept", || {
+        update()["failed"][0]["version"] == "1.1.0"
+    });
+    assert_eq!(update()["failed"][0]["range"], "^1");
+    // Asked to look again, the lane looks and files nothing.
+    let look_again = || {
+        let looked = update()["last_look"].as_u64().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        assert_eq!(agent.send(&n, "POST", "/v1/reloads/check", "").0, 202);
+        n.wait_for(30, "the lane to look again", || {
+            update()["last_look"].as_u64().unwrap() > looked
+        });
+    };
+    look_again();
+    assert_eq!(agent.get("/v1/reloads/2").0, 404, "not filed again");
+    // Another range: tried again (and declined again).
+    n.write_intention("f.toml", &intention("^1.0"));
+    n.wait_for(30, "the new range to be taken", || {
+        agent.get(&format!("/v1/intentions/{m}")).1.contains("^1.0")
+    });
+    look_again();
+    n.wait_for(30, "the lane to file again", || {
+        agent.get("/v1/reloads/2").0 == 200
+    });
+    assert_eq!(wait_end(&agent, &n, 2)["status"], "failed");
+    // A floor with build metadata equal to this agent's version is met;
+    // an empty floor is ignored, with an event.
+    let agent_version = env!("CARGO_PKG_VERSION");
+    let (v12, _) = reg.push(
+        repo,
+        "1.2.0",
+        &[(
+            "io.stead.min-agent-version",
+            &format!("{agent_version}+build.7"),
+        )],
+    );
+    look_again();
+    n.wait_for(30, "the lane to file for 1.2.0", || {
+        agent.get("/v1/reloads/3").0 == 200
+    });
+    let third = wait_end(&agent, &n, 3);
+    assert_eq!(third["status"], "done", "{third:#}");
+    wait_running(&n, &m, &v12, "1.2.0 landed");
+    let (v13, _) = reg.push(repo, "1.3.0", &[("io.stead.min-agent-version", "\"\"")]);
+    look_again();
+    n.wait_for(30, "the lane to file for 1.3.0", || {
+        agent.get("/v1/reloads/4").0 == 200
+    });
+    let fourth = wait_end(&agent, &n, 4);
+    assert_eq!(fourth["status"], "done", "{fourth:#}");
+    wait_running(&n, &m, &v13, "1.3.0 landed");
+    assert!(
+        agent
+            .get("/v1/events?limit=1000")
+            .1
+            .contains("declares an empty io.stead.min-agent-version; ignored"),
+    );
+}
+
+#[test]
+fn a_huge_floor_label_is_clipped_before_it_reaches_the_store() {
+    require_engine();
+    let reg = Registry::plain();
+    let repo = "acme/hugefloor";
+    let (v1, _) = reg.push(repo, "1.0.0", &[]);
+    let huge = "9".repeat(60_000);
+    reg.push(repo, "1.1.0", &[("io.stead.min-agent-version", &huge)]);
+    let n = Node::new("reloadhugefloor").with_heartbeat("1s");
+    let m = n.module("hugefloor");
+    n.write_intention(
+        "h.toml",
+        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+    );
+    let agent = Agent::start(&n);
+    wait_running(&n, &m, &v1, "running 1.0.0");
+    let r = reload(&agent, &n, &m, "try 1.1");
+    assert_eq!(r["status"], "failed", "{r:#}");
+    let (_, body) = agent.get("/v1/reloads/1");
+    assert!(body.len() < 16 * 1024, "{} bytes", body.len());
+    assert!(body.contains("bytes cut"), "{body}");
+}

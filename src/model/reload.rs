@@ -271,6 +271,9 @@ impl Landed {
     }
 }
 
+/// This agent's version: a failed auto-update is tried again by a newer one.
+pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// Who the auto lane files its requests as (refused from the API).
 pub const AUTO_UPDATE: &str = "auto-update";
 

@@ -43,7 +43,7 @@ pub const FLOOR_LABEL: &str = "io.stead.min-agent-version";
 /// the attempt counts as faulted.
 const ACTIVATION_LIMIT: Duration = Duration::from_secs(600);
 
-pub use crate::model::reload::AUTO_UPDATE;
+pub use crate::model::reload::{AGENT_VERSION, AUTO_UPDATE};
 
 /// A failure point for tests (`STEAD_CRASH_AT=reload:<point>`).
 fn crash_point(point: &str) {
@@ -231,9 +231,21 @@ impl Executor {
                 };
                 let i = i.clone();
                 if r.items[k].target_digest.is_none() {
-                    let skipped = updates
+                    let range = i.update.as_ref().map(|u| u.range.as_str().to_string());
+                    let skipped: Vec<String> = updates
                         .get(&i.name)
-                        .map(|u| u.skipped.clone())
+                        .map(|u| {
+                            let failed = u.failed.iter().filter(|f| {
+                                u.failed_under(
+                                    &f.digest,
+                                    &i.image,
+                                    range.as_deref().unwrap_or(""),
+                                    AGENT_VERSION,
+                                )
+                            });
+                            let failed = failed.map(|f| f.digest.clone());
+                            u.skipped.iter().cloned().chain(failed).collect()
+                        })
                         .unwrap_or_default();
                     let auto = r.requested_by == AUTO_UPDATE;
                     let resolved = self
@@ -345,16 +357,30 @@ impl Executor {
             .await?;
         item.found_version = Some(version.tag.clone());
         item.found_digest = Some(head.digest.clone());
-        item.found_floor = config.labels.get(FLOOR_LABEL).cloned();
+        // A registry's text: clipped before it reaches the store.
+        item.found_floor = config
+            .labels
+            .get(FLOOR_LABEL)
+            .map(|f| crate::store::clip(f, MAX_FLOOR).into_owned());
         item.healthcheck = config.healthcheck;
-        if let Some(floor) = &item.found_floor {
-            let needs = semver::Version::parse(floor.trim_start_matches('v'));
-            let above = match &needs {
-                Ok(f) => f > &self.version,
-                // An unreadable floor is a floor this agent cannot meet.
-                Err(_) => true,
-            };
-            if above {
+        if let Some(floor) = item.found_floor.clone() {
+            let verdict = floor_verdict(&floor, &self.version);
+            if verdict == FloorVerdict::Empty {
+                item.found_floor = None;
+                let (m, text) = (
+                    i.name.to_string(),
+                    format!(
+                        "{}: {} declares an empty {FLOOR_LABEL}; ignored",
+                        i.name, version.tag
+                    ),
+                );
+                self.blocking(move |s| {
+                    s.append_event(Some(&m), crate::store::EventKind::Intention, text)
+                })
+                .await
+                .map_err(|e| Failure::Internal(e.to_string()))?;
+            }
+            if verdict == FloorVerdict::Above {
                 // Declined once is declined for this agent: the failed
                 // request keeps the lane from asking again until the
                 // agent, the image or the range changes.
@@ -712,6 +738,37 @@ fn rolls_back(item: &mut Item, why: &str) -> Item {
     item.clone()
 }
 
+/// The longest floor label kept (a version is far shorter; a longer one
+/// is unreadable, and said clipped).
+const MAX_FLOOR: usize = 128;
+
+/// What an image's floor label says for this agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FloorVerdict {
+    /// Met: not above this agent.
+    Met,
+    /// Above this agent, or unreadable (a floor it cannot know it meets).
+    Above,
+    /// Empty: no floor (ignored, with an event).
+    Empty,
+}
+
+/// Compares a floor with this agent's version as SemVer says: a leading
+/// `v` is allowed, build metadata is ignored (pure).
+fn floor_verdict(floor: &str, running: &semver::Version) -> FloorVerdict {
+    let floor = floor.trim();
+    if floor.is_empty() {
+        return FloorVerdict::Empty;
+    }
+    match semver::Version::parse(floor.strip_prefix('v').unwrap_or(floor)) {
+        // Precedence, as SemVer orders versions: build metadata ignored
+        // (`Version`'s own `Ord` counts it).
+        Ok(f) if f.cmp_precedence(running) == std::cmp::Ordering::Greater => FloorVerdict::Above,
+        Ok(_) => FloorVerdict::Met,
+        Err(_) => FloorVerdict::Above,
+    }
+}
+
 /// What the board says of a module being activated.
 #[derive(Debug, PartialEq)]
 enum Measure<'a> {
@@ -765,7 +822,9 @@ fn needs_activation(i: &Item) -> bool {
 fn fail(item: &mut Item, f: &Failure) -> Option<Duration> {
     let verdict = classify(f);
     item.transient = matches!(verdict, Verdict::Transient { .. });
-    item.failure = Some(f.to_string());
+    // A registry's words (platforms listed, labels): clipped as events are.
+    item.failure =
+        Some(crate::store::clip(&f.to_string(), crate::store::MAX_EVENT_DETAIL).into_owned());
     match verdict {
         Verdict::Transient { retry_after } => retry_after,
         Verdict::Decided => None,
@@ -784,6 +843,28 @@ mod tests {
             desired_image: some(desired),
             last_error: Some("start failed: unable to find user nobody2".into()),
             ..ModuleStatus::pending("m")
+        }
+    }
+
+    #[test]
+    fn floors_compare_as_semver_says() {
+        let running = semver::Version::parse("0.5.0").unwrap();
+        use FloorVerdict::*;
+        for (floor, want) in [
+            ("0.5.0", Met),
+            ("0.4.9", Met),
+            ("v0.5.0", Met),
+            ("0.5.0+build.7", Met),
+            ("0.5.0-rc.1", Met),
+            ("0.5.1", Above),
+            ("0.6.0+build", Above),
+            ("1.0.0", Above),
+            ("", Empty),
+            ("  ", Empty),
+            ("not a version", Above),
+            ("0.5", Above),
+        ] {
+            assert_eq!(floor_verdict(floor, &running), want, "{floor:?}");
         }
     }
 

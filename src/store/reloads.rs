@@ -314,7 +314,7 @@ impl Store {
 /// Records the digests a failed auto-update request failed on, in the
 /// modules' update states (in the caller's transaction).
 fn remember_failed(tx: &redb::WriteTransaction, r: &Request) -> Result<(), redb::Error> {
-    let failed = r.failed_digests(env!("CARGO_PKG_VERSION"));
+    let failed = r.failed_digests(crate::model::reload::AGENT_VERSION);
     if failed.is_empty() {
         return Ok(());
     }
