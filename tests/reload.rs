@@ -761,6 +761,13 @@ fn a_landed_version_the_engine_cannot_start_is_rolled_back_as_failed_once() {
         .filter(|a| *a == "stop")
         .count();
     assert!(stops <= 1, "{:?}", n.events_since(&m, since));
+    // Counted by status.
+    let (_, metrics) = agent.get("/metrics");
+    assert!(
+        metrics.contains("stead_reloads{status=\"failed\"} 1")
+            && metrics.contains("stead_reloads{status=\"activating\"} 0"),
+        "{metrics}"
+    );
     let (_, module) = agent.get(&format!("/v1/modules/{m}"));
     let module: serde_json::Value = serde_json::from_str(&module).unwrap();
     assert!(

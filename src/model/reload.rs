@@ -39,6 +39,16 @@ pub enum Status {
 }
 
 impl Status {
+    /// Every status, for metrics.
+    pub const ALL: [Status; 6] = [
+        Status::Requested,
+        Status::Landing,
+        Status::Activating,
+        Status::Done,
+        Status::Failed,
+        Status::Faulted,
+    ];
+
     /// Its name.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -75,6 +75,8 @@ pub struct Executor {
     platform: Platform,
     /// Set to make the auto lane look now, whatever its intervals.
     pub look_now: Arc<std::sync::atomic::AtomicBool>,
+    /// Where the requests by status are counted.
+    metrics: Option<Arc<crate::status::metrics::Metrics>>,
 }
 
 impl Executor {
@@ -96,7 +98,14 @@ impl Executor {
                 .expect("the package version is semver"),
             platform: Platform::this(),
             look_now: Arc::default(),
+            metrics: None,
         }
+    }
+
+    /// Counts the requests by status into these metrics after each run.
+    pub fn with_metrics(mut self, metrics: Arc<crate::status::metrics::Metrics>) -> Executor {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Moves every open request as far as it goes now. Says when to look
@@ -111,12 +120,15 @@ impl Executor {
         let interval = self.settings.retry_interval.as_secs().max(1);
         let mut next: Option<Duration> = None;
         let mut sooner = |d: Duration| next = Some(next.map_or(d, |n| n.min(d)));
+        let mut statuses = Vec::with_capacity(requests.len());
         for mut r in requests {
             if r.status.is_final() {
+                statuses.push(r.status);
                 continue;
             }
             if let Err(e) = r.check_ours(self.agent) {
                 tracing::warn!("{e}");
+                statuses.push(r.status);
                 continue;
             }
             // Step until it rests.
@@ -132,6 +144,10 @@ impl Executor {
                 None if !r.status.is_final() => sooner(Duration::from_secs(2)),
                 None => {}
             }
+            statuses.push(r.status);
+        }
+        if let Some(m) = &self.metrics {
+            m.reloads(statuses);
         }
         Ok(next)
     }
