@@ -448,18 +448,21 @@ impl<C: Connect> Agent<C> {
                 Err(e) => tracing::error!("registry credentials: {e}"),
             }
         }
-        let executor = Arc::new(Executor::new(
-            self.store.clone(),
-            self.reconciler.board(),
-            self.wake.clone(),
-            crate::reload::executor::Settings {
-                registry_auth: self.config.registry_auth.clone(),
-                registry_ca: self.config.registry_ca.clone(),
-                insecure_registries: self.config.insecure_registries.clone(),
-                retry_interval: self.config.reload_retry_interval,
-            },
-            agent,
-        ));
+        let executor = Arc::new(
+            Executor::new(
+                self.store.clone(),
+                self.reconciler.board(),
+                self.wake.clone(),
+                crate::reload::executor::Settings {
+                    registry_auth: self.config.registry_auth.clone(),
+                    registry_ca: self.config.registry_ca.clone(),
+                    insecure_registries: self.config.insecure_registries.clone(),
+                    retry_interval: self.config.reload_retry_interval,
+                },
+                agent,
+            )
+            .with_metrics(self.reconciler.metrics()),
+        );
         let look_now = executor.look_now.clone();
         self.executor = Some(executor);
         let (plane, _plane_tasks) = self.start_plane(agent).await;

@@ -320,3 +320,77 @@ fn an_image_index_is_followed_to_this_platform_and_no_other() {
     assert!(matches!(e, RegistryError::NoPlatform { .. }), "{e}");
     assert_eq!(classify(&Failure::Registry(e)), Verdict::Decided);
 }
+
+/// A raw HTTP server on loopback: each connection's request head is kept,
+/// and answered by `answer(path)` (status line and headers, then a body).
+fn raw_server(
+    answer: impl Fn(&str) -> (String, String) + Send + 'static,
+) -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let heads: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let kept = heads.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut head = String::new();
+            while r.read_line(&mut head).is_ok_and(|n| n > 2) {}
+            let path = head.split(' ').nth(1).unwrap_or("").to_string();
+            kept.lock().unwrap().push(head);
+            let (status, body) = answer(&path);
+            let _ = write!(
+                &s,
+                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (addr, heads)
+}
+
+#[test]
+fn credentials_stay_behind_when_a_redirect_leaves_the_host_and_a_redirect_loop_is_decided() {
+    let tags = r#"{"name":"acme/x","tags":["1.0.0"]}"#.to_string();
+    let (other, other_heads) = raw_server(move |_| ("200 OK".into(), tags.clone()));
+    let (addr, heads) = raw_server(move |path| {
+        if path == "/v2/" {
+            (
+                "401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"r\"".into(),
+                String::new(),
+            )
+        } else if path.contains("/loop/") {
+            (
+                format!("307 Temporary Redirect\r\nLocation: {path}"),
+                String::new(),
+            )
+        } else {
+            (
+                format!("307 Temporary Redirect\r\nLocation: http://{other}{path}"),
+                String::new(),
+            )
+        }
+    });
+    let creds = format!(r#"{{"auths": {{"{addr}": {{"auth": "dTpzZWNyZXQ="}}}}}}"#);
+    let c = client(None, &creds);
+    let rt = rt();
+    let r = Reference::parse(&format!("{addr}/acme/x:1.0.0")).unwrap();
+    let got = rt.block_on(c.tags(&r)).unwrap();
+    assert_eq!(got, vec!["1.0.0".to_string()]);
+    let asked = heads.lock().unwrap().join("\n---\n");
+    assert!(
+        asked.to_ascii_lowercase().contains("authorization: basic"),
+        "{asked}"
+    );
+    let followed = other_heads.lock().unwrap().join("\n---\n");
+    assert!(followed.contains("/tags/list"), "{followed}");
+    assert!(
+        !followed.to_ascii_lowercase().contains("authorization"),
+        "the credentials followed the redirect to another host: {followed}"
+    );
+    // A redirect loop: a definite answer, never retried.
+    let r = Reference::parse(&format!("{addr}/loop/x:1.0.0")).unwrap();
+    let e = rt.block_on(c.tags(&r)).unwrap_err();
+    assert!(e.to_string().contains("redirects"), "{e}");
+    assert_eq!(classify(&Failure::Registry(e)), Verdict::Decided);
+}

@@ -412,27 +412,39 @@ fn an_agent_killed_at_any_step_resumes_the_request_with_one_restart() {
     }
 }
 
-#[test]
-fn registry_faults_end_as_the_classifier_says_and_faulted_requests_land_once_cleared() {
-    use common::faults::{Fault, FaultProxy};
+/// A registry with `repo:1.0.0`, a fault proxy in front of it, and a node
+/// whose module runs that image through the proxy, faulted requests
+/// retried after `retry`.
+fn behind_a_fault_proxy(
+    node: &str,
+    repo: &str,
+    retry: &str,
+) -> (Registry, common::faults::FaultProxy, Node, String, Agent) {
     require_engine();
     let reg = Registry::plain();
-    let proxy = FaultProxy::start(&reg.addr);
-    let repo = "acme/faulty";
+    let proxy = common::faults::FaultProxy::start(&reg.addr);
     reg.push(repo, "1.0.0", &[]);
     // The module names its image through the proxy.
     let image = format!("{}/{repo}:1.0.0", proxy.addr);
     docker_ok(&["pull", &image]);
-    let n = Node::new("reloadfaults")
+    let n = Node::new(node)
         .with_heartbeat("1s")
-        .with_config("reload_retry_interval = \"1s\"");
-    let m = n.module("faulty");
+        .with_config(&format!("reload_retry_interval = \"{retry}\""));
+    let m = n.module(repo.rsplit('/').next().unwrap_or(repo));
     n.write_intention("f.toml", &sensor(&m, &image, "^1"));
     let agent = Agent::start(&n);
     n.wait_for(60, "running 1.0.0", || {
         n.container(&m)
             .is_some_and(|(_, state, _)| state == "running")
     });
+    (reg, proxy, n, m, agent)
+}
+
+#[test]
+fn registry_faults_end_as_the_classifier_says_and_faulted_requests_land_once_cleared() {
+    use common::faults::Fault;
+    let (reg, proxy, n, m, agent) = behind_a_fault_proxy("reloadfaults", "acme/faulty", "1s");
+    let repo = "acme/faulty";
     // (method, path part, fault, ends done after a fault?, or failed saying)
     let cases: Vec<(&str, &str, Fault, Result<(), &str>)> = vec![
         ("HEAD", "/manifests/", Fault::Status(503, None), Ok(())),
@@ -701,4 +713,322 @@ fn a_request_this_agent_did_not_write_is_refused_and_nothing_lands() {
     assert_eq!(r["status"], "requested", "{r:#}");
     assert_eq!(r["items"].as_array().unwrap().len(), 0, "{r:#}");
     assert_eq!(image_of(&n.container_id(&m)), v1);
+}
+
+#[test]
+fn a_landed_version_the_engine_cannot_start_is_rolled_back_as_failed_once() {
+    require_engine();
+    let reg = Registry::plain();
+    let repo = "acme/unstartable";
+    let (old_id, _) = reg.push(repo, "1.0.0", &[]);
+    // An image whose container the engine refuses to start: its user does
+    // not exist.
+    let (_, bad_digest) = reg.push_changed(repo, "1.1.0", &["USER nosuchuser"]);
+    let n = Node::new("reloadnostart")
+        .with_heartbeat("1s")
+        .with_config("reload_retry_interval = \"1s\"");
+    let m = n.module("unstartable");
+    n.write_intention(
+        "u.toml",
+        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+    );
+    let agent = Agent::start(&n);
+    wait_running(&n, &m, &old_id, "running 1.0.0");
+    let since = unix_now();
+    let r = reload(&agent, &n, &m, "try 1.1");
+    assert_eq!(r["status"], "failed", "{r:#}");
+    assert_eq!(r["attempt"], 0, "decided, never retried: {r:#}");
+    let failure = r["failure"].as_str().unwrap_or_default();
+    assert!(
+        failure.contains("1.1.0 could not start")
+            && failure.contains("nosuchuser")
+            && failure.contains("rolled back to 1.0.0"),
+        "{r:#}"
+    );
+    // The previous version serves, and nothing is tried again: one create
+    // of the new version, the old container stopped once.
+    wait_running(&n, &m, &old_id, "back on 1.0.0");
+    std::thread::sleep(std::time::Duration::from_secs(8));
+    assert_eq!(
+        n.creates_since(&m, since),
+        1,
+        "{:?}",
+        n.events_since(&m, since)
+    );
+    let stops = n
+        .events_since(&m, since)
+        .iter()
+        .filter(|a| *a == "stop")
+        .count();
+    assert!(stops <= 1, "{:?}", n.events_since(&m, since));
+    // Counted by status.
+    let (_, metrics) = agent.get("/metrics");
+    assert!(
+        metrics.contains("stead_reloads{status=\"failed\"} 1")
+            && metrics.contains("stead_reloads{status=\"activating\"} 0"),
+        "{metrics}"
+    );
+    let (_, module) = agent.get(&format!("/v1/modules/{m}"));
+    let module: serde_json::Value = serde_json::from_str(&module).unwrap();
+    assert!(
+        matches!(
+            module["state"].as_str(),
+            Some("starting" | "settling" | "converged")
+        ),
+        "{module:#}"
+    );
+    assert_eq!(
+        module["update"]["skipped"][0],
+        bad_digest.as_str(),
+        "{module:#}"
+    );
+}
+
+/// Waits until a request reaches `status`; returns it.
+fn wait_status(agent: &Agent, n: &Node, id: u64, status: &str) -> serde_json::Value {
+    let mut last = serde_json::Value::Null;
+    n.wait_for(90, &format!("reload {id} {status}"), || {
+        last = serde_json::from_str(&agent.get(&format!("/v1/reloads/{id}")).1).unwrap_or_default();
+        last["status"] == status
+    });
+    last
+}
+
+#[test]
+fn an_edit_of_the_image_supersedes_an_open_request_and_a_cancel_puts_back_what_ran() {
+    require_engine();
+    let reg = Registry::plain();
+    let repo = "acme/edited";
+    let (v100, _) = reg.push(repo, "1.0.0", &[]);
+    let (v101, _) = reg.push(repo, "1.0.1", &[]);
+    let (v110, _) = reg.push(repo, "1.1.0", &[]);
+    let n = Node::new("reloadedit").with_heartbeat("1s");
+    let m = n.module("edited");
+    let intention = |tag: &str| {
+        // Held for an hour: the request stays activating while the test acts.
+        sensor(&m, &format!("{}/{repo}:{tag}", reg.addr), "^1")
+            .replace("health_window = \"2s\"", "health_window = \"1h\"")
+    };
+    n.write_intention("e.toml", &intention("1.0.0"));
+    let agent = Agent::start(&n);
+    wait_running(&n, &m, &v100, "running 1.0.0");
+
+    // A cancel while activating: the module goes back to what it ran.
+    let id = request(
+        &agent,
+        &n,
+        &format!(r#"{{"module": "{m}", "reason": "try 1.1"}}"#),
+    );
+    wait_status(&agent, &n, id, "activating");
+    wait_running(&n, &m, &v110, "1.1.0 landed");
+    let o = n
+        .stead()
+        .args(["reload", "--cancel", &id.to_string(), "--config"])
+        .arg(n.config())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains(&format!("reload {id}: cancelled by")), "{out}");
+    let r = wait_status(&agent, &n, id, "failed");
+    assert!(
+        r["failure"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("cancelled by"),
+        "{r:#}"
+    );
+    wait_running(&n, &m, &v100, "back on 1.0.0 after the cancel");
+    // An ended request cannot be cancelled again; an unknown one is not found.
+    assert_eq!(
+        agent.send(&n, "DELETE", &format!("/v1/reloads/{id}"), "").0,
+        409
+    );
+    assert_eq!(agent.send(&n, "DELETE", "/v1/reloads/999", "").0, 404);
+    assert_eq!(agent.get(&format!("/v1/reloads/{id}")).0, 200);
+
+    // An edit of the image while a request is activating supersedes it:
+    // the edit is what runs, never overwritten by the request.
+    let id = request(
+        &agent,
+        &n,
+        &format!(r#"{{"module": "{m}", "reason": "again"}}"#),
+    );
+    wait_status(&agent, &n, id, "activating");
+    wait_running(&n, &m, &v110, "1.1.0 landed again");
+    n.write_intention("e.toml", &intention("1.0.1"));
+    let r = wait_status(&agent, &n, id, "failed");
+    let failure = r["failure"].as_str().unwrap_or_default();
+    assert!(
+        failure.contains("superseded: its image was edited") && failure.contains(":1.0.1"),
+        "{r:#}"
+    );
+    wait_running(&n, &m, &v101, "the edited image running");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(image_of(&n.container_id(&m)), v101, "the edit stands");
+}
+
+#[test]
+fn wait_returns_on_faulted_one_request_per_module_and_reserved_requesters_are_refused() {
+    use common::faults::Fault;
+    let (_reg, proxy, n, m, agent) = behind_a_fault_proxy("reloadwait", "acme/waited", "1h");
+    proxy.inject("GET", "/tags/list", Fault::Status(503, None), 1000);
+    // --wait returns on faulted, with the reason and its own exit code.
+    let o = n
+        .stead()
+        .args(["reload", &m, "--reason", "try", "--wait", "--config"])
+        .arg(n.config())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("reload 1 faulted") && err.contains("503"),
+        "{err}"
+    );
+    // One open request per module: another is refused, naming the open one.
+    let (code, body) = agent.send(
+        &n,
+        "POST",
+        "/v1/reloads",
+        &format!(r#"{{"module": "{m}", "reason": "again"}}"#),
+    );
+    assert_eq!(code, 409, "{body}");
+    assert!(body.contains("open reload request 1"), "{body}");
+    let (code, body) = agent.send(&n, "POST", "/v1/reloads", r#"{"reason": "every module"}"#);
+    assert_eq!(code, 409, "{body}");
+    // The agent's own requester name is refused from the API.
+    assert_eq!(agent.send(&n, "DELETE", "/v1/reloads/1", "").0, 200);
+    let (code, body) = agent.send(
+        &n,
+        "POST",
+        "/v1/reloads",
+        &format!(r#"{{"module": "{m}", "reason": "x", "requested_by": "auto-update"}}"#),
+    );
+    assert_eq!(code, 422, "{body}");
+    assert!(body.contains("requested_by"), "{body}");
+    // Once the open one ended, a new one is taken.
+    let (code, body) = agent.send(
+        &n,
+        "POST",
+        "/v1/reloads",
+        &format!(r#"{{"module": "{m}", "reason": "now"}}"#),
+    );
+    assert_eq!(code, 202, "{body}");
+    let (_, list) = agent.get("/v1/reloads");
+    assert!(!list.contains("\"auto-update\""), "{list}");
+}
+
+#[test]
+fn the_auto_lane_does_not_refile_a_failed_digest_until_its_range_changes_and_floors_are_semver() {
+    require_engine();
+    let reg = Registry::plain();
+    let repo = "acme/floorlane";
+    let (v1, _) = reg.push(repo, "1.0.0", &[]);
+    reg.push(repo, "1.1.0", &[("io.stead.min-agent-version", "9.0.0")]);
+    let n = Node::new("reloadfloorlane").with_heartbeat("1s");
+    let m = n.module("floorlane");
+    let intention = |range: &str| {
+        sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), range).replace(
+            "[update]\n",
+            "[update]\nlane = \"auto\"\ninterval = \"1h\"\n",
+        )
+    };
+    n.write_intention("f.toml", &intention("^1"));
+    let agent = Agent::start(&n);
+    wait_running(&n, &m, &v1, "running 1.0.0");
+    // The lane's first look files for 1.1.0, which is declined by its floor.
+    n.wait_for(30, "the lane to file", || {
+        agent.get("/v1/reloads/1").0 == 200
+    });
+    let first = wait_end(&agent, &n, 1);
+    assert_eq!(first["status"], "failed", "{first:#}");
+    let update = || -> serde_json::Value {
+        let (_, module) = agent.get(&format!("/v1/modules/{m}"));
+        serde_json::from_str::<serde_json::Value>(&module).unwrap()["update"].clone()
+    };
+    n.wait_for(10, "the failed digest to be kept", || {
+        update()["failed"][0]["version"] == "1.1.0"
+    });
+    assert_eq!(update()["failed"][0]["range"], "^1");
+    // Asked to look again, the lane looks and files nothing.
+    let look_again = || {
+        let looked = update()["last_look"].as_u64().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        assert_eq!(agent.send(&n, "POST", "/v1/reloads/check", "").0, 202);
+        n.wait_for(30, "the lane to look again", || {
+            update()["last_look"].as_u64().unwrap() > looked
+        });
+    };
+    look_again();
+    assert_eq!(agent.get("/v1/reloads/2").0, 404, "not filed again");
+    // Another range: tried again (and declined again).
+    n.write_intention("f.toml", &intention("^1.0"));
+    n.wait_for(30, "the new range to be taken", || {
+        agent.get(&format!("/v1/intentions/{m}")).1.contains("^1.0")
+    });
+    look_again();
+    n.wait_for(30, "the lane to file again", || {
+        agent.get("/v1/reloads/2").0 == 200
+    });
+    assert_eq!(wait_end(&agent, &n, 2)["status"], "failed");
+    // A floor with build metadata equal to this agent's version is met;
+    // an empty floor is ignored, with an event.
+    let agent_version = env!("CARGO_PKG_VERSION");
+    let (v12, _) = reg.push(
+        repo,
+        "1.2.0",
+        &[(
+            "io.stead.min-agent-version",
+            &format!("{agent_version}+build.7"),
+        )],
+    );
+    look_again();
+    n.wait_for(30, "the lane to file for 1.2.0", || {
+        agent.get("/v1/reloads/3").0 == 200
+    });
+    let third = wait_end(&agent, &n, 3);
+    assert_eq!(third["status"], "done", "{third:#}");
+    wait_running(&n, &m, &v12, "1.2.0 landed");
+    let (v13, _) = reg.push(repo, "1.3.0", &[("io.stead.min-agent-version", "\"\"")]);
+    look_again();
+    n.wait_for(30, "the lane to file for 1.3.0", || {
+        agent.get("/v1/reloads/4").0 == 200
+    });
+    let fourth = wait_end(&agent, &n, 4);
+    assert_eq!(fourth["status"], "done", "{fourth:#}");
+    wait_running(&n, &m, &v13, "1.3.0 landed");
+    assert!(
+        agent
+            .get("/v1/events?limit=1000")
+            .1
+            .contains("declares an empty io.stead.min-agent-version; ignored"),
+    );
+}
+
+#[test]
+fn a_huge_floor_label_is_clipped_before_it_reaches_the_store() {
+    require_engine();
+    let reg = Registry::plain();
+    let repo = "acme/hugefloor";
+    let (v1, _) = reg.push(repo, "1.0.0", &[]);
+    let huge = "9".repeat(60_000);
+    reg.push(repo, "1.1.0", &[("io.stead.min-agent-version", &huge)]);
+    let n = Node::new("reloadhugefloor").with_heartbeat("1s");
+    let m = n.module("hugefloor");
+    n.write_intention(
+        "h.toml",
+        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+    );
+    let agent = Agent::start(&n);
+    wait_running(&n, &m, &v1, "running 1.0.0");
+    let r = reload(&agent, &n, &m, "try 1.1");
+    assert_eq!(r["status"], "failed", "{r:#}");
+    let (_, body) = agent.get("/v1/reloads/1");
+    assert!(body.len() < 16 * 1024, "{} bytes", body.len());
+    assert!(body.contains("bytes cut"), "{body}");
 }

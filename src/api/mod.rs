@@ -194,6 +194,10 @@ async fn route(state: &ApiState, req: Request<Incoming>) -> Result<Resp, ApiErro
             ))
         }
         (["v1", "reloads", id], &Method::GET) => get_reload(state, id).await,
+        (["v1", "reloads", id], &Method::DELETE) => {
+            authorize(state, &req)?;
+            cancel_reload(state, id, req.uri().query().unwrap_or("")).await
+        }
         (["v1", "plane"], &Method::GET) => Ok(json_response(
             StatusCode::OK,
             &plane::plane_json(state.plane.as_ref()),
@@ -525,6 +529,15 @@ async fn file_reload(state: &ApiState, body: &[u8]) -> Result<Resp, ApiError> {
     let module = b.module.as_deref().map(module_name).transpose()?;
     let reason = b.reason.unwrap_or_default();
     let by = b.requested_by.unwrap_or_else(|| "api".into());
+    if by.trim() == crate::model::reload::AUTO_UPDATE {
+        return Err(ApiError::Invalid {
+            field: "requested_by".into(),
+            message: format!(
+                "{:?} is the agent's own (its auto lane); name who asks",
+                crate::model::reload::AUTO_UPDATE
+            ),
+        });
+    }
     let agent = state.agent;
     let r = state
         .store
@@ -545,10 +558,65 @@ async fn list_reloads(state: &ApiState) -> Result<Resp, ApiError> {
     Ok(json_response(StatusCode::OK, &json!({ "reloads": all })))
 }
 
+/// Cancels an open request: it ends `failed` ("cancelled by …"), and a
+/// version it landed is set aside (the module goes back to what it ran).
+async fn cancel_reload(state: &ApiState, id: &str, query: &str) -> Result<Resp, ApiError> {
+    let id = reload_id(id)?;
+    let mut by = "the API".to_string();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=').unwrap_or((pair, "")) {
+            ("by", v) => {
+                let fine = |c: char| c.is_ascii_alphanumeric() || "._@-".contains(c);
+                if v.is_empty() || v.len() > 64 || !v.chars().all(fine) {
+                    return Err(ApiError::Invalid {
+                        field: "by".into(),
+                        message: "1 to 64 letters, digits, '.', '_', '@' or '-'".into(),
+                    });
+                }
+                by = v.to_string();
+            }
+            (other, _) => {
+                return Err(ApiError::BadRequest(format!(
+                    "unknown query parameter {:?}",
+                    crate::store::clip(other, 64)
+                )));
+            }
+        }
+    }
+    let why = format!("cancelled by {by}");
+    let out = state
+        .store
+        .blocking(move |s| s.end_reload(id, why, crate::store::now()))
+        .await?;
+    use crate::model::reload::RequestError;
+    let r = match out {
+        Ok(r) => r,
+        Err(RequestError::Invalid { .. }) => {
+            return Err(ApiError::NotFound(format!("no reload request {id}")));
+        }
+        Err(e) => return Err(ApiError::Conflict(e.to_string())),
+    };
+    tracing::info!(id, "reload {}", r.failure.as_deref().unwrap_or("cancelled"));
+    // The pass puts back what the module ran; the executor lets it go.
+    state.wake.notify_one();
+    state.reload_wake.notify_one();
+    Ok(json_response(
+        StatusCode::OK,
+        &serde_json::to_value(&r).expect("serialises"),
+    ))
+}
+
+fn reload_id(id: &str) -> Result<u64, ApiError> {
+    id.parse().map_err(|_| {
+        ApiError::BadRequest(format!(
+            "{:?} is not a request id",
+            crate::store::clip(id, 64)
+        ))
+    })
+}
+
 async fn get_reload(state: &ApiState, id: &str) -> Result<Resp, ApiError> {
-    let id: u64 = id
-        .parse()
-        .map_err(|_| ApiError::BadRequest(format!("{id:?} is not a request id")))?;
+    let id = reload_id(id)?;
     match state.store.blocking(move |s| s.reload(id)).await? {
         Some(r) => Ok(json_response(
             StatusCode::OK,

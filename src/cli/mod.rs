@@ -106,11 +106,16 @@ pub enum Command {
         /// The module; every module with an [update] section when left out.
         module: Option<String>,
         /// Why (required): carried into the request's log.
-        #[arg(long)]
-        reason: String,
-        /// Wait until the request is done or failed; exit 1 unless done.
+        #[arg(long, required_unless_present = "cancel")]
+        reason: Option<String>,
+        /// Wait until the request is done, failed or faulted; exit non-zero
+        /// unless done.
         #[arg(long)]
         wait: bool,
+        /// Cancel this open request instead: it ends failed, and the module
+        /// goes back to what it ran before it.
+        #[arg(long, value_name = "ID", conflicts_with_all = ["module", "wait", "reason"])]
+        cancel: Option<u64>,
     },
     /// List reload requests.
     Reloads {
@@ -167,6 +172,9 @@ pub enum Command {
 pub const EXIT_REFUSED: u8 = 1;
 /// Exit code: no agent answers.
 pub const EXIT_UNREACHABLE: u8 = 2;
+/// Exit code of `stead reload --wait`: the request faulted (the agent
+/// retries it; the answer is not known yet).
+pub const EXIT_FAULTED: u8 = 3;
 
 fn load_config(path: Option<PathBuf>) -> anyhow::Result<Config> {
     let explicit = path.is_some();
@@ -314,7 +322,13 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             module,
             reason,
             wait,
-        } => client_command(config, |c| reload(c, module, reason, wait)),
+            cancel,
+        } => client_command(config, |c| async move {
+            match cancel {
+                Some(id) => cancel_reload(c, id).await,
+                None => reload(c, module, reason.unwrap_or_default(), wait).await,
+            }
+        }),
         Command::Reloads { config, follow } => client_command(config, |c| reloads(c, follow)),
         Command::Sync { config } => client_command(config, sync),
         Command::Plane { command } => plane::run(command),
@@ -637,9 +651,36 @@ async fn reload(
                 );
                 return Ok(ExitCode::from(EXIT_REFUSED));
             }
+            // Retried by the agent with backoff; the caller is told now.
+            Some("faulted") => {
+                eprintln!(
+                    "stead: reload {id} faulted (the agent retries it with backoff): {}",
+                    a.body["failure"].as_str().unwrap_or("")
+                );
+                return Ok(ExitCode::from(EXIT_FAULTED));
+            }
             _ => tokio::time::sleep(std::time::Duration::from_secs(1)).await,
         }
     }
+}
+
+async fn cancel_reload(c: Client, id: u64) -> Result<ExitCode, ClientError> {
+    let who: String = std::env::var("USER")
+        .unwrap_or_else(|_| "cli".into())
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || "._@-".contains(*c))
+        .take(64)
+        .collect();
+    let who = if who.is_empty() { "cli".into() } else { who };
+    let a = c
+        .request(Method::DELETE, &format!("/v1/reloads/{id}?by={who}"), None)
+        .await?;
+    Ok(report(&a, || {
+        format!(
+            "reload {id}: {}",
+            a.body["failure"].as_str().unwrap_or("cancelled")
+        )
+    }))
 }
 
 async fn reloads(c: Client, follow: bool) -> Result<ExitCode, ClientError> {

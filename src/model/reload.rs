@@ -9,6 +9,7 @@
 //!                 ├──────────┴──→ failed   (a decided answer; final)
 //!                 └──────────┴──→ faulted  (may clear; re-armed to requested)
 //! landing → done (nothing to activate)
+//! requested | faulted → failed (cancelled, or superseded by an edit)
 //! ```
 
 use std::fmt;
@@ -38,6 +39,16 @@ pub enum Status {
 }
 
 impl Status {
+    /// Every status, for metrics.
+    pub const ALL: [Status; 6] = [
+        Status::Requested,
+        Status::Landing,
+        Status::Activating,
+        Status::Done,
+        Status::Failed,
+        Status::Faulted,
+    ];
+
     /// Its name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -64,6 +75,8 @@ impl Status {
                 | (Landing, Activating | Done | Failed | Faulted)
                 | (Activating, Done | Failed | Faulted)
                 | (Faulted, Requested)
+                // Cancelled, or superseded by an edit, before it ended.
+                | (Requested | Faulted, Failed)
         )
     }
 }
@@ -89,6 +102,13 @@ pub enum Activation {
 pub struct Item {
     /// The module.
     pub module: String,
+    /// The intention's `image` it was resolved against (empty: not known).
+    /// An edit of it supersedes the request.
+    pub image: String,
+    /// The intention's `update.range` it was resolved against.
+    pub range: String,
+    /// The digest of the version found.
+    pub found_digest: Option<String>,
     /// The version (tag) it ran when the attempt began, and its image ID.
     pub running_version: Option<String>,
     /// The image ID it ran.
@@ -208,6 +228,49 @@ pub struct UpdateState {
     pub skipped: Vec<String>,
     /// When the auto lane last looked, seconds since the epoch.
     pub last_look: u64,
+    /// Digests whose auto-update request failed (newest last, at most
+    /// [`MAX_FAILED`]): not filed again while the image, the range and the
+    /// agent's version are what they failed under.
+    pub failed: Vec<FailedDigest>,
+}
+
+/// A digest whose auto-update request failed, and what it failed under.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FailedDigest {
+    /// The manifest digest.
+    pub digest: String,
+    /// Its version (tag).
+    pub version: String,
+    /// The intention's `image` then.
+    pub image: String,
+    /// The intention's `update.range` then.
+    pub range: String,
+    /// The agent's version then.
+    pub agent: String,
+    /// The request that failed.
+    pub request: u64,
+}
+
+/// Failed digests kept per module.
+pub const MAX_FAILED: usize = 16;
+
+impl UpdateState {
+    /// Whether the auto lane is to leave `digest` alone for this image,
+    /// range and agent version (it failed under them).
+    pub fn failed_under(&self, digest: &str, image: &str, range: &str, agent: &str) -> bool {
+        self.failed
+            .iter()
+            .any(|f| f.digest == digest && f.image == image && f.range == range && f.agent == agent)
+    }
+
+    /// Remembers a failed digest (once; the oldest go first).
+    pub fn remember_failed(&mut self, f: FailedDigest) {
+        self.failed.retain(|o| o.digest != f.digest);
+        if self.failed.len() >= MAX_FAILED {
+            self.failed.remove(0);
+        }
+        self.failed.push(f);
+    }
 }
 
 impl Landed {
@@ -218,8 +281,16 @@ impl Landed {
     }
 }
 
+/// This agent's version: a failed auto-update is tried again by a newer one.
+pub const AGENT_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Who the auto lane files its requests as (refused from the API).
+pub const AUTO_UPDATE: &str = "auto-update";
+
 /// The largest reason or requester accepted.
 pub const MAX_TEXT: usize = 512;
+/// Open requests at most, over every module.
+pub const MAX_OPEN: usize = 32;
 /// Log lines kept per request (the oldest go first).
 pub const MAX_LOG: usize = 200;
 
@@ -244,12 +315,51 @@ pub enum RequestError {
         /// Where it was to go.
         to: Status,
     },
+    /// A request for the module (or for every module) is open: one at a
+    /// time per module.
+    #[error(
+        "{module} has an open reload request {id} ({status}); wait for it to end, or cancel it (DELETE /v1/reloads/{id})"
+    )]
+    Open {
+        /// The open request.
+        id: u64,
+        /// Its status.
+        status: Status,
+        /// What it is for.
+        module: String,
+    },
+    /// Too many requests are open.
+    #[error("{MAX_OPEN} reload requests are open; wait for one to end, or cancel one")]
+    TooMany,
     /// The record was not written by this agent.
     #[error("request {id} was not written by this agent; refused, nothing landed")]
     NotOurs {
         /// The request.
         id: u64,
     },
+}
+
+/// Whether a request for `module` (`None`: every module with an `[update]`
+/// section) may be filed beside the `open` ones (this agent's, not
+/// ended): one open request per module, [`MAX_OPEN`] at most.
+pub fn may_file(module: Option<&str>, open: &[&Request]) -> Result<(), RequestError> {
+    if let Some(o) = open
+        .iter()
+        .find(|o| module.is_none() || o.module.is_none() || o.module.as_deref() == module)
+    {
+        return Err(RequestError::Open {
+            id: o.id,
+            status: o.status,
+            module: match (module, o.module.as_deref()) {
+                (Some(m), _) | (None, Some(m)) => m.to_string(),
+                (None, None) => "every module".into(),
+            },
+        });
+    }
+    if open.len() >= MAX_OPEN {
+        return Err(RequestError::TooMany);
+    }
+    Ok(())
 }
 
 impl Request {
@@ -382,6 +492,93 @@ impl Request {
         Ok(())
     }
 
+    /// Marks every item whose module's `image` or `update.range` was
+    /// edited since it was resolved as failed, superseded (a decided
+    /// answer: the edit is what the module runs now, never overwritten by
+    /// this request). `now` gives a module's current image and range (none:
+    /// no such module, or no `[update]` section). Says whether one was.
+    pub fn supersede(&mut self, now: impl Fn(&str) -> Option<(String, String)>, at: u64) -> bool {
+        let mut any = false;
+        let mut lines = Vec::new();
+        for item in self.items.iter_mut() {
+            if item.image.is_empty() || item.failure.is_some() {
+                continue;
+            }
+            let (image, range) = now(&item.module).unwrap_or_default();
+            if image == item.image && range == item.range {
+                continue;
+            }
+            let what = if image != item.image {
+                format!(
+                    "image was edited ({} → {})",
+                    item.image,
+                    none_if_empty(&image)
+                )
+            } else {
+                format!(
+                    "update.range was edited ({} → {})",
+                    item.range,
+                    none_if_empty(&range)
+                )
+            };
+            let text = format!("superseded: its {what}");
+            lines.push(format!("{}: {text}", item.module));
+            item.failure = Some(text);
+            item.transient = false;
+            any = true;
+        }
+        for l in lines {
+            self.note(at, l);
+        }
+        any
+    }
+
+    /// Ends an open request as failed with this reason (cancelled, or every
+    /// item superseded while it was faulted).
+    pub fn end_failed(&mut self, why: String, at: u64) -> Result<(), RequestError> {
+        if self.status.is_final() {
+            return Err(RequestError::Transition {
+                id: self.id,
+                from: self.status,
+                to: Status::Failed,
+            });
+        }
+        self.advance(Status::Failed, at)?;
+        self.failure = Some(why);
+        Ok(())
+    }
+
+    /// The digests an auto-update request failed on, by module, under this
+    /// agent version: what the auto lane leaves alone from then on (empty
+    /// for any other request, or one not failed).
+    pub fn failed_digests(&self, agent: &str) -> Vec<(String, FailedDigest)> {
+        if self.requested_by != AUTO_UPDATE || self.status != Status::Failed {
+            return Vec::new();
+        }
+        self.items
+            .iter()
+            .filter(|i| i.failure.is_some() && !i.transient)
+            .filter_map(|i| {
+                let digest = i.target_digest.clone().or_else(|| i.found_digest.clone())?;
+                Some((
+                    i.module.clone(),
+                    FailedDigest {
+                        digest,
+                        version: i
+                            .target_version
+                            .clone()
+                            .or_else(|| i.found_version.clone())
+                            .unwrap_or_default(),
+                        image: i.image.clone(),
+                        range: i.range.clone(),
+                        agent: agent.to_string(),
+                        request: self.id,
+                    },
+                ))
+            })
+            .collect()
+    }
+
     /// Every failing item, named: `module: why; …`.
     pub fn failures(&self) -> String {
         let names: Vec<String> = self
@@ -405,6 +602,10 @@ impl Request {
             Some(Status::Failed)
         }
     }
+}
+
+fn none_if_empty(s: &str) -> &str {
+    if s.is_empty() { "none" } else { s }
 }
 
 #[cfg(test)]
@@ -443,9 +644,10 @@ mod tests {
     }
 
     #[test]
-    fn requested_may_only_begin_landing() {
+    fn requested_may_only_begin_landing_or_end_failed() {
         let mut r = req();
-        for to in [Activating, Done, Failed, Faulted, Requested] {
+        assert!(r.clone().advance(Failed, 1).is_ok(), "cancelled");
+        for to in [Activating, Done, Faulted, Requested] {
             assert!(r.clone().advance(to, 1).is_err(), "{to}");
         }
         r.advance(Landing, 1).unwrap();
@@ -557,5 +759,123 @@ mod tests {
             r.note(k, "x");
         }
         assert_eq!(r.log.len(), MAX_LOG);
+    }
+
+    #[test]
+    fn an_edit_of_image_or_range_supersedes_the_item() {
+        let item = |image: &str, range: &str| Item {
+            module: "m".into(),
+            image: image.into(),
+            range: range.into(),
+            ..Item::default()
+        };
+        type Case = (
+            &'static str,
+            Item,
+            Option<(&'static str, &'static str)>,
+            Option<&'static str>,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "unchanged",
+                item("r/x:1", "^1"),
+                Some(("r/x:1", "^1")),
+                None,
+            ),
+            ("not known", item("", ""), Some(("r/x:2", "^2")), None),
+            (
+                "image",
+                item("r/x:1", "^1"),
+                Some(("r/x:2", "^1")),
+                Some("superseded: its image was edited (r/x:1 → r/x:2)"),
+            ),
+            (
+                "range",
+                item("r/x:1", "^1"),
+                Some(("r/x:1", "^2")),
+                Some("superseded: its update.range was edited (^1 → ^2)"),
+            ),
+            (
+                "section gone",
+                item("r/x:1", "^1"),
+                None,
+                Some("superseded: its image was edited (r/x:1 → none)"),
+            ),
+        ];
+        for (case, it, now, want) in cases {
+            let mut r = req();
+            r.items = vec![it];
+            let now = now.map(|(a, b)| (a.to_string(), b.to_string()));
+            let any = r.supersede(|_| now.clone(), 5);
+            assert_eq!(any, want.is_some(), "{case}");
+            assert_eq!(r.items[0].failure.as_deref(), want, "{case}");
+        }
+    }
+
+    #[test]
+    fn an_open_request_may_be_ended_failed_and_a_final_one_not() {
+        for steps in [
+            &[][..],
+            &[Landing][..],
+            &[Landing, Activating][..],
+            &[Landing, Faulted][..],
+        ] {
+            let mut r = req();
+            for s in steps {
+                r.advance(*s, 1).unwrap();
+            }
+            r.end_failed("cancelled by ops".into(), 2).unwrap();
+            assert_eq!(
+                (r.status, r.failure.as_deref()),
+                (Failed, Some("cancelled by ops"))
+            );
+            assert!(r.end_failed("again".into(), 3).is_err(), "{steps:?}");
+        }
+    }
+
+    #[test]
+    fn one_open_request_per_module_and_a_cap_overall() {
+        let open = |id: u64, module: Option<&str>| {
+            let mut r = req();
+            r.id = id;
+            r.module = module.map(str::to_string);
+            r
+        };
+        let (a, every) = (open(1, Some("a")), open(2, None));
+        type Case<'a> = (
+            &'static str,
+            Option<&'static str>,
+            Vec<&'a Request>,
+            Option<u64>,
+        );
+        let cases: Vec<Case> = vec![
+            ("none open", Some("a"), vec![], None),
+            ("another module", Some("b"), vec![&a], None),
+            ("the same module", Some("a"), vec![&a], Some(1)),
+            ("every module open", Some("b"), vec![&every], Some(2)),
+            ("every module asked", None, vec![&a], Some(1)),
+        ];
+        for (case, module, open, want) in cases {
+            let got = match may_file(module, &open) {
+                Ok(()) => None,
+                Err(RequestError::Open { id, .. }) => Some(id),
+                Err(e) => panic!("{case}: {e}"),
+            };
+            assert_eq!(got, want, "{case}");
+        }
+        let many: Vec<Request> = (0..MAX_OPEN as u64)
+            .map(|k| {
+                let mut r = open(k, None);
+                r.module = Some(format!("m{k}"));
+                r
+            })
+            .collect();
+        let many: Vec<&Request> = many.iter().collect();
+        assert_eq!(may_file(Some("new"), &many), Err(RequestError::TooMany));
+        let e = may_file(Some("a"), &[&a]).unwrap_err().to_string();
+        assert!(
+            e.contains("open reload request 1") && e.contains("DELETE /v1/reloads/1"),
+            "{e}"
+        );
     }
 }

@@ -40,6 +40,9 @@ pub enum Transport {
     NotTls(String),
     /// The body was larger than its cap.
     TooLarge(usize),
+    /// Redirects that do not end (a loop, or more than the limit): a
+    /// definite answer.
+    Redirects(String),
 }
 
 /// An answer: its status, headers and (capped) body, and the URI that gave
@@ -202,11 +205,15 @@ impl Http {
         body: Bytes,
         max_body: usize,
     ) -> Result<Answer, Transport> {
-        let first_host = uri.authority().cloned();
+        let first = uri.clone();
+        // Once a redirect leaves the first scheme and host, the credentials
+        // stay behind for good (also if a later one comes back).
+        let mut authorized = true;
         for _ in 0..=MAX_REDIRECTS {
+            authorized &= same_origin(&first, &uri);
             let mut req = Request::builder().method(method.clone()).uri(uri.clone());
             for (k, v) in headers {
-                if k == http::header::AUTHORIZATION && uri.authority() != first_host.as_ref() {
+                if k == http::header::AUTHORIZATION && !authorized {
                     continue;
                 }
                 req = req.header(k, v);
@@ -246,10 +253,24 @@ impl Http {
                 body,
             });
         }
-        Err(Transport::Connect(format!(
-            "more than {MAX_REDIRECTS} redirects"
+        Err(Transport::Redirects(format!(
+            "more than {MAX_REDIRECTS} redirects (last to {})",
+            crate::store::clip(&uri.to_string(), 256)
         )))
     }
+}
+
+/// Whether two URIs have the same scheme and host (and port): where
+/// credentials may follow a redirect.
+fn same_origin(a: &Uri, b: &Uri) -> bool {
+    let port = |u: &Uri| {
+        u.port_u16().or(match u.scheme_str() {
+            Some("https") => Some(443),
+            Some("http") => Some(80),
+            _ => None,
+        })
+    };
+    a.scheme() == b.scheme() && a.host() == b.host() && port(a) == port(b)
 }
 
 /// A redirect's target, absolute or relative to `base`.
@@ -305,6 +326,25 @@ fn transport(e: hyper_util::client::legacy::Error) -> Transport {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_follow_a_redirect_only_to_the_same_scheme_and_host() {
+        let u = |s: &str| s.parse::<Uri>().unwrap();
+        for (a, b, same) in [
+            ("https://r.example/v2/", "https://r.example/other", true),
+            ("https://r.example/v2/", "https://r.example:443/x", true),
+            ("https://r.example/v2/", "http://r.example/x", false),
+            ("https://r.example/v2/", "https://r.example:8443/x", false),
+            ("https://r.example/v2/", "https://cdn.example/x", false),
+            (
+                "http://127.0.0.1:5000/v2/",
+                "http://127.0.0.1:5001/v2/",
+                false,
+            ),
+        ] {
+            assert_eq!(same_origin(&u(a), &u(b)), same, "{a} → {b}");
+        }
+    }
 
     #[test]
     fn redirects_resolve_against_where_they_came_from() {

@@ -725,6 +725,7 @@ fn describe(t: &Transport) -> String {
         Transport::Tls(m) => format!("TLS: {m}"),
         Transport::NotTls(m) => format!("the server does not speak TLS: {m}"),
         Transport::TooLarge(n) => format!("the answer is over {n} bytes"),
+        Transport::Redirects(m) => m.clone(),
     }
 }
 

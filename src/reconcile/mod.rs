@@ -710,6 +710,15 @@ impl Reconciler {
         }
         self.say_outcomes(store, &modules).await?;
         self.update_board(&entries, &modules, &observed, &livings, &rejected);
+        {
+            // What each module was to run, for the reload executor's measure.
+            let mut board = self.board.lock().expect("board lock");
+            for (m, d) in &resolved.desired {
+                if let Some(st) = board.get_mut(m.as_str()) {
+                    st.desired_image = Some(d.spec.image_id.clone());
+                }
+            }
+        }
         if !reloaded.is_empty() {
             let mut board = self.board.lock().expect("board lock");
             for m in &reloaded {

@@ -629,6 +629,13 @@ fn transport(r: &Reference, what: &str, object: Object, t: Transport) -> Registr
             what: what.to_string(),
             message: format!("larger than {n} bytes"),
         },
+        // A definite answer: asking again loops again.
+        Transport::Redirects(message) => RegistryError::Malformed {
+            registry,
+            object,
+            what: what.to_string(),
+            message,
+        },
     }
 }
 

@@ -33,7 +33,7 @@ use crate::net::http::Http;
 use crate::registry::auth::Credentials;
 use crate::registry::client::{Platform, Registries};
 use crate::reload::classify::{Failure, Verdict, classify};
-use crate::status::{Board, ModuleState};
+use crate::status::{Board, ModuleState, ModuleStatus};
 use crate::store::{Store, StoreError};
 
 /// The label an image declares the oldest agent able to run it with.
@@ -43,8 +43,7 @@ pub const FLOOR_LABEL: &str = "io.stead.min-agent-version";
 /// the attempt counts as faulted.
 const ACTIVATION_LIMIT: Duration = Duration::from_secs(600);
 
-/// Who the auto lane files its requests as.
-pub const AUTO_UPDATE: &str = "auto-update";
+pub use crate::model::reload::{AGENT_VERSION, AUTO_UPDATE};
 
 /// A failure point for tests (`STEAD_CRASH_AT=reload:<point>`).
 fn crash_point(point: &str) {
@@ -76,6 +75,8 @@ pub struct Executor {
     platform: Platform,
     /// Set to make the auto lane look now, whatever its intervals.
     pub look_now: Arc<std::sync::atomic::AtomicBool>,
+    /// Where the requests by status are counted.
+    metrics: Option<Arc<crate::status::metrics::Metrics>>,
 }
 
 impl Executor {
@@ -97,7 +98,14 @@ impl Executor {
                 .expect("the package version is semver"),
             platform: Platform::this(),
             look_now: Arc::default(),
+            metrics: None,
         }
+    }
+
+    /// Counts the requests by status into these metrics after each run.
+    pub fn with_metrics(mut self, metrics: Arc<crate::status::metrics::Metrics>) -> Executor {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Moves every open request as far as it goes now. Says when to look
@@ -112,12 +120,15 @@ impl Executor {
         let interval = self.settings.retry_interval.as_secs().max(1);
         let mut next: Option<Duration> = None;
         let mut sooner = |d: Duration| next = Some(next.map_or(d, |n| n.min(d)));
+        let mut statuses = Vec::with_capacity(requests.len());
         for mut r in requests {
             if r.status.is_final() {
+                statuses.push(r.status);
                 continue;
             }
             if let Err(e) = r.check_ours(self.agent) {
                 tracing::warn!("{e}");
+                statuses.push(r.status);
                 continue;
             }
             // Step until it rests.
@@ -133,6 +144,10 @@ impl Executor {
                 None if !r.status.is_final() => sooner(Duration::from_secs(2)),
                 None => {}
             }
+            statuses.push(r.status);
+        }
+        if let Some(m) = &self.metrics {
+            m.reloads(statuses);
         }
         Ok(next)
     }
@@ -143,6 +158,24 @@ impl Executor {
         r: &mut Request,
         now: u64,
     ) -> Result<(), StoreError> {
+        if matches!(
+            r.status,
+            Status::Landing | Status::Activating | Status::Faulted
+        ) {
+            let (entries, _) = self.modules().await?;
+            let current = |m: &str| {
+                let i = entries.get(&ModuleName::try_from(m).ok()?)?;
+                let u = i.update.as_ref()?;
+                Some((i.image.clone(), u.range.as_str().to_string()))
+            };
+            if r.supersede(current, now) {
+                if r.status == Status::Faulted {
+                    // Not re-armed against an intention edited since.
+                    r.end_failed(r.failures(), now).expect("faulted → failed");
+                }
+                self.put(r).await?;
+            }
+        }
         match r.status {
             Status::Requested => {
                 r.advance(Status::Landing, now)
@@ -214,9 +247,21 @@ impl Executor {
                 };
                 let i = i.clone();
                 if r.items[k].target_digest.is_none() {
-                    let skipped = updates
+                    let range = i.update.as_ref().map(|u| u.range.as_str().to_string());
+                    let skipped: Vec<String> = updates
                         .get(&i.name)
-                        .map(|u| u.skipped.clone())
+                        .map(|u| {
+                            let failed = u.failed.iter().filter(|f| {
+                                u.failed_under(
+                                    &f.digest,
+                                    &i.image,
+                                    range.as_deref().unwrap_or(""),
+                                    AGENT_VERSION,
+                                )
+                            });
+                            let failed = failed.map(|f| f.digest.clone());
+                            u.skipped.iter().cloned().chain(failed).collect()
+                        })
                         .unwrap_or_default();
                     let auto = r.requested_by == AUTO_UPDATE;
                     let resolved = self
@@ -327,29 +372,34 @@ impl Executor {
             .config(&base, &head.digest, &self.platform)
             .await?;
         item.found_version = Some(version.tag.clone());
-        item.found_floor = config.labels.get(FLOOR_LABEL).cloned();
+        item.found_digest = Some(head.digest.clone());
+        // A registry's text: clipped before it reaches the store.
+        item.found_floor = config
+            .labels
+            .get(FLOOR_LABEL)
+            .map(|f| crate::store::clip(f, MAX_FLOOR).into_owned());
         item.healthcheck = config.healthcheck;
-        if let Some(floor) = &item.found_floor {
-            let needs = semver::Version::parse(floor.trim_start_matches('v'));
-            let above = match &needs {
-                Ok(f) => f > &self.version,
-                // An unreadable floor is a floor this agent cannot meet.
-                Err(_) => true,
-            };
-            if above {
-                if auto {
-                    // Declined once is declined: the lane does not ask again.
-                    let (m, d) = (i.name.clone(), head.digest.clone());
-                    let _ = self
-                        .blocking(move |s| {
-                            s.modify_update(&m, |u| {
-                                if !u.skipped.contains(&d) {
-                                    u.skipped.push(d);
-                                }
-                            })
-                        })
-                        .await;
-                }
+        if let Some(floor) = item.found_floor.clone() {
+            let verdict = floor_verdict(&floor, &self.version);
+            if verdict == FloorVerdict::Empty {
+                item.found_floor = None;
+                let (m, text) = (
+                    i.name.to_string(),
+                    format!(
+                        "{}: {} declares an empty {FLOOR_LABEL}; ignored",
+                        i.name, version.tag
+                    ),
+                );
+                self.blocking(move |s| {
+                    s.append_event(Some(&m), crate::store::EventKind::Intention, text)
+                })
+                .await
+                .map_err(|e| Failure::Internal(e.to_string()))?;
+            }
+            if verdict == FloorVerdict::Above {
+                // Declined once is declined for this agent: the failed
+                // request keeps the lane from asking again until the
+                // agent, the image or the range changes.
                 item.decision = format!(
                     "declined — {} needs stead >= {floor}; running {}",
                     version.tag, self.version
@@ -416,18 +466,8 @@ impl Executor {
                     .unwrap_or_default(),
                 previous_image: item.running_image.clone(),
             };
-            let changed = self
-                .blocking(move |s| {
-                    s.modify_update(&m, |u| {
-                        if u.landed.as_ref() == Some(&landed) {
-                            false
-                        } else {
-                            u.landed = Some(landed);
-                            true
-                        }
-                    })
-                })
-                .await?;
+            let id = r.id;
+            let changed = self.blocking(move |s| s.land_for(id, &m, landed)).await?;
             if changed {
                 self.wake_pass.notify_one();
             }
@@ -449,15 +489,21 @@ impl Executor {
                 changed = true;
                 continue;
             }
-            let running_target = board
-                .get(&item.module)
-                .map(|st| st.image_id == item.target_image);
-            if running_target != Some(true) && now > asked_at + ACTIVATION_LIMIT.as_secs() {
-                stalled.push(item.module.clone());
-                continue;
-            }
-            let Some(st) = board.get(&item.module) else {
-                continue;
+            let st = match measure(item, board.get(&item.module), now, asked_at) {
+                Measure::Runs(st) => st,
+                Measure::Wait => continue,
+                Measure::Stalled => {
+                    stalled.push(item.module.clone());
+                    continue;
+                }
+                Measure::NeverRan(why) => {
+                    // A decided answer: the engine was asked for the new
+                    // version and it does not run. Asking again stops the
+                    // running service again for nothing.
+                    rolled_back.push(rolls_back(item, &why));
+                    changed = true;
+                    continue;
+                }
             };
             let window = ModuleName::try_from(item.module.as_str())
                 .ok()
@@ -483,15 +529,7 @@ impl Executor {
                 } else {
                     "kept restarting"
                 };
-                item.failure = Some(format!(
-                    "{} {why}; rolled back to {}",
-                    item.target_version.as_deref().unwrap_or("?"),
-                    item.running_version
-                        .as_deref()
-                        .unwrap_or("the previous image")
-                ));
-                item.transient = false;
-                rolled_back.push(item.clone());
+                rolled_back.push(rolls_back(item, why));
                 changed = true;
                 continue;
             }
@@ -622,6 +660,8 @@ impl Executor {
                 Some(l) => Some(l.version.clone()),
                 None => Reference::parse(&i.image).ok().and_then(|r| r.tag),
             };
+            item.image = i.image.clone();
+            item.range = u.range.as_str().to_string();
             item.running_image = board.get(name.as_str()).and_then(|s| s.image_id.clone());
             item.registry = Reference::parse(&i.image).ok().map(|r| r.registry);
             item.decision = "looking".into();
@@ -685,13 +725,106 @@ impl Executor {
         ))
     }
 
-    async fn put(&self, r: &Request) -> Result<(), StoreError> {
-        let r = r.clone();
-        self.blocking(move |s| s.put_reload(&r)).await
+    /// Writes the request; when it was ended meanwhile (cancelled through
+    /// the API), takes what is stored instead, so nothing more is done.
+    async fn put(&self, r: &mut Request) -> Result<(), StoreError> {
+        let mine = r.clone();
+        if let Some(stored) = self.blocking(move |s| s.put_reload(&mine)).await? {
+            *r = stored;
+        }
+        Ok(())
     }
 
     async fn blocking<T: Send + 'static>(&self, f: impl FnOnce(&Store) -> T + Send + 'static) -> T {
         self.store.blocking(f).await
+    }
+}
+
+/// Marks an item failed as rolled back, naming both versions (a decided
+/// answer); returns it for the rollback.
+fn rolls_back(item: &mut Item, why: &str) -> Item {
+    item.failure = Some(format!(
+        "{} {why}; rolled back to {}",
+        item.target_version.as_deref().unwrap_or("?"),
+        item.running_version
+            .as_deref()
+            .unwrap_or("the previous image")
+    ));
+    item.transient = false;
+    item.clone()
+}
+
+/// The longest floor label kept (a version is far shorter; a longer one
+/// is unreadable, and said clipped).
+const MAX_FLOOR: usize = 128;
+
+/// What an image's floor label says for this agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FloorVerdict {
+    /// Met: not above this agent.
+    Met,
+    /// Above this agent, or unreadable (a floor it cannot know it meets).
+    Above,
+    /// Empty: no floor (ignored, with an event).
+    Empty,
+}
+
+/// Compares a floor with this agent's version as SemVer says: a leading
+/// `v` is allowed, build metadata is ignored (pure).
+fn floor_verdict(floor: &str, running: &semver::Version) -> FloorVerdict {
+    let floor = floor.trim();
+    if floor.is_empty() {
+        return FloorVerdict::Empty;
+    }
+    match semver::Version::parse(floor.strip_prefix('v').unwrap_or(floor)) {
+        // Precedence, as SemVer orders versions: build metadata ignored
+        // (`Version`'s own `Ord` counts it).
+        Ok(f) if f.cmp_precedence(running) == std::cmp::Ordering::Greater => FloorVerdict::Above,
+        Ok(_) => FloorVerdict::Met,
+        Err(_) => FloorVerdict::Above,
+    }
+}
+
+/// What the board says of a module being activated.
+#[derive(Debug, PartialEq)]
+enum Measure<'a> {
+    /// Its container runs the target: judged on how it lives.
+    Runs(&'a ModuleStatus),
+    /// Not yet: no pass has acted on the target.
+    Wait,
+    /// Not running the target long after the restart was asked, and no
+    /// pass wanted it (the engine away, its inputs failing): may clear.
+    Stalled,
+    /// A pass wanted the target and the engine did not make it run (a
+    /// refused create or start, or never running within the limit): why.
+    NeverRan(String),
+}
+
+/// Measures one item against its module's status (pure).
+fn measure<'a>(item: &Item, st: Option<&'a ModuleStatus>, now: u64, asked_at: u64) -> Measure<'a> {
+    let late = now > asked_at.saturating_add(ACTIVATION_LIMIT.as_secs());
+    let Some(st) = st else {
+        return if late {
+            Measure::Stalled
+        } else {
+            Measure::Wait
+        };
+    };
+    if st.image_id.is_some() && st.image_id == item.target_image {
+        return Measure::Runs(st);
+    }
+    let wanted = st.desired_image.is_some() && st.desired_image == item.target_image;
+    if wanted && st.state == ModuleState::Failed {
+        let why = st.last_error.as_deref().unwrap_or("the engine refused it");
+        return Measure::NeverRan(format!("could not start: {}", crate::store::clip(why, 400)));
+    }
+    match (late, wanted) {
+        (false, _) => Measure::Wait,
+        (true, true) => Measure::NeverRan(format!(
+            "never ran in the {} min after the restart was asked",
+            ACTIVATION_LIMIT.as_secs() / 60
+        )),
+        (true, false) => Measure::Stalled,
     }
 }
 
@@ -705,9 +838,114 @@ fn needs_activation(i: &Item) -> bool {
 fn fail(item: &mut Item, f: &Failure) -> Option<Duration> {
     let verdict = classify(f);
     item.transient = matches!(verdict, Verdict::Transient { .. });
-    item.failure = Some(f.to_string());
+    // A registry's words (platforms listed, labels): clipped as events are.
+    item.failure =
+        Some(crate::store::clip(&f.to_string(), crate::store::MAX_EVENT_DETAIL).into_owned());
     match verdict {
         Verdict::Transient { retry_after } => retry_after,
         Verdict::Decided => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(state: ModuleState, image: &str, desired: &str) -> ModuleStatus {
+        let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        ModuleStatus {
+            state,
+            image_id: some(image),
+            desired_image: some(desired),
+            last_error: Some("start failed: unable to find user nobody2".into()),
+            ..ModuleStatus::pending("m")
+        }
+    }
+
+    #[test]
+    fn floors_compare_as_semver_says() {
+        let running = semver::Version::parse("0.5.0").unwrap();
+        use FloorVerdict::*;
+        for (floor, want) in [
+            ("0.5.0", Met),
+            ("0.4.9", Met),
+            ("v0.5.0", Met),
+            ("0.5.0+build.7", Met),
+            ("0.5.0-rc.1", Met),
+            ("0.5.1", Above),
+            ("0.6.0+build", Above),
+            ("1.0.0", Above),
+            ("", Empty),
+            ("  ", Empty),
+            ("not a version", Above),
+            ("0.5", Above),
+        ] {
+            assert_eq!(floor_verdict(floor, &running), want, "{floor:?}");
+        }
+    }
+
+    #[test]
+    fn a_target_that_was_wanted_and_does_not_run_is_a_decided_answer() {
+        use ModuleState::*;
+        let item = Item {
+            target_image: Some("new".into()),
+            ..Item::default()
+        };
+        let late = 1000 + ACTIVATION_LIMIT.as_secs() + 1;
+        let runs = st(Starting, "new", "new");
+        let cases: Vec<(&str, Option<ModuleStatus>, u64, &str)> = vec![
+            ("runs the target", Some(runs.clone()), 1001, "runs"),
+            ("no status yet", None, 1001, "wait"),
+            ("no status, late", None, late, "stalled"),
+            (
+                "a pass before the target",
+                Some(st(Failed, "old", "old")),
+                1001,
+                "wait",
+            ),
+            (
+                "the target refused",
+                Some(st(Failed, "old", "new")),
+                1001,
+                "never ran",
+            ),
+            (
+                "recreating",
+                Some(st(Recreating, "old", "new")),
+                1001,
+                "wait",
+            ),
+            (
+                "wanted, late",
+                Some(st(Converged, "old", "new")),
+                late,
+                "never ran",
+            ),
+            (
+                "not wanted, late",
+                Some(st(Pending, "old", "")),
+                late,
+                "stalled",
+            ),
+            (
+                "no container, refused",
+                Some(st(Failed, "", "new")),
+                1001,
+                "never ran",
+            ),
+        ];
+        for (case, status, now, want) in cases {
+            let got = match measure(&item, status.as_ref(), now, 1000) {
+                Measure::Runs(_) => "runs",
+                Measure::Wait => "wait",
+                Measure::Stalled => "stalled",
+                Measure::NeverRan(_) => "never ran",
+            };
+            assert_eq!(got, want, "{case}");
+        }
+        match measure(&item, Some(&st(Failed, "old", "new")), 1001, 1000) {
+            Measure::NeverRan(why) => assert!(why.contains("unable to find user"), "{why}"),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! nothing else.
 
 use crate::model::names::ModuleName;
-use crate::model::reload::{Request, RequestError};
+use crate::model::reload::{Request, RequestError, may_file};
 use crate::store::{Store, StoreError};
 
 /// Why a request was not filed. Nothing was written.
@@ -45,8 +45,16 @@ pub fn file(
             return Err(FileError::NoUpdate(m.to_string()));
         }
     }
-    let r =
-        store.file_reload(|id| Request::new(id, agent, module, reason, requested_by, now))??;
+    let r = store.file_reload_beside(|id, open| {
+        // A record this agent did not write holds nothing up: it is never
+        // acted on.
+        let ours: Vec<&Request> = open
+            .iter()
+            .filter(|o| o.check_ours(agent).is_ok())
+            .collect();
+        may_file(module.map(ModuleName::as_str), &ours)?;
+        Request::new(id, agent, module, reason, requested_by, now)
+    })??;
     tracing::info!(
         id = r.id,
         module = r.module.as_deref().unwrap_or("(every module)"),

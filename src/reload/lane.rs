@@ -12,7 +12,7 @@ use crate::model::intention::Lane;
 use crate::model::names::ModuleName;
 use crate::model::reference::Reference;
 use crate::model::version::{TagVersion, candidates};
-use crate::reload::executor::{AUTO_UPDATE, Executor};
+use crate::reload::executor::{AGENT_VERSION, AUTO_UPDATE, Executor};
 use crate::store::StoreError;
 
 /// What the lane did for one module.
@@ -152,8 +152,11 @@ impl Executor {
                 Ok(h) => h,
                 Err(e) => return Ok(Looked::Unknown(e.to_string())),
             };
+            // Rolled back, what runs, or failed under this very image,
+            // range and agent: not asked again.
             if state.skipped.contains(&head.digest)
                 || landed.is_some_and(|l| l.digest == head.digest)
+                || state.failed_under(&head.digest, &i.image, u.range.as_str(), AGENT_VERSION)
             {
                 continue;
             }

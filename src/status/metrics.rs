@@ -2,8 +2,9 @@
 //! and their duration, modules by state, recreates by the kind of input that
 //! moved, engine reachability and engine API calls (counted by
 //! [`crate::status::counted::Counted`]); with a central plane, its polls by
-//! outcome, the revision held and reports by result; and the build itself
-//! (`stead_build_info`: version, commit, target).
+//! outcome, the revision held and reports by result; reload requests by
+//! status; and the build itself (`stead_build_info`: version, commit,
+//! target).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -26,6 +27,7 @@ pub struct Metrics {
     plane_polls: Mutex<BTreeMap<&'static str, u64>>,
     plane_reports: Mutex<BTreeMap<&'static str, u64>>,
     plane_revision: AtomicU64,
+    reloads: Mutex<Option<BTreeMap<&'static str, u64>>>,
 }
 
 impl Metrics {
@@ -100,6 +102,19 @@ impl Metrics {
             .or_default() += 1;
     }
 
+    /// Records the reload requests kept, by status (after each run of the
+    /// executor).
+    pub fn reloads(&self, statuses: impl IntoIterator<Item = crate::model::reload::Status>) {
+        let mut by: BTreeMap<&'static str, u64> = crate::model::reload::Status::ALL
+            .iter()
+            .map(|s| (s.as_str(), 0))
+            .collect();
+        for s in statuses {
+            *by.entry(s.as_str()).or_default() += 1;
+        }
+        *self.reloads.lock().expect("metrics lock") = Some(by);
+    }
+
     /// How many engine calls of each kind were made.
     pub fn calls(&self) -> BTreeMap<&'static str, u64> {
         self.calls.lock().expect("metrics lock").clone()
@@ -166,6 +181,15 @@ impl Metrics {
         );
         for (op, n) in self.calls() {
             let _ = writeln!(o, "stead_engine_api_calls_total{{op=\"{op}\"}} {n}");
+        }
+        if let Some(by) = self.reloads.lock().expect("metrics lock").as_ref() {
+            let _ = writeln!(
+                o,
+                "# HELP stead_reloads Reload requests kept, by status.\n# TYPE stead_reloads gauge"
+            );
+            for (k, n) in by {
+                let _ = writeln!(o, "stead_reloads{{status=\"{k}\"}} {n}");
+            }
         }
         let polls = self.plane_polls.lock().expect("metrics lock").clone();
         if !polls.is_empty() {

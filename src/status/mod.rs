@@ -124,6 +124,11 @@ pub struct ModuleStatus {
     /// When the agent acts on it again, seconds since the epoch, while it
     /// waits out a back-off (failed creates and pulls, crash loops).
     pub next_attempt_at: Option<u64>,
+    /// The image ID the last pass wanted it to run (a reload measures a
+    /// landed version against it: a pass that wanted the target and could
+    /// not make it run is a decided answer).
+    #[serde(skip)]
+    pub desired_image: Option<String>,
 }
 
 impl ModuleStatus {
@@ -143,6 +148,7 @@ impl ModuleStatus {
             last_action: None,
             last_error: None,
             next_attempt_at: None,
+            desired_image: None,
         }
     }
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use redb::{Database, ReadableTable, WriteTransaction};
 
-use crate::store::records::{self, v1, v2, v3, v4, v6, v7};
+use crate::store::records::{self, v1, v2, v3, v4, v6, v7, v8};
 use crate::store::{
     APPLIED, EVENTS, GUARD, INTENTIONS, LIVE, META, OBSERVED, OVERLAYS, PLANE, RELOADS,
     SCHEMA_VERSION, StoreError, UPDATES, io,
@@ -48,6 +48,7 @@ pub fn bring_up_to_date(db: &Database, path: &Path) -> Result<(), StoreError> {
                     4 => {}
                     5 => v5_to_v6(&tx)?,
                     6 => v6_to_v7(&tx)?,
+                    7 => v7_to_v8(&tx)?,
                     other => {
                         return Err(StoreError::Corrupt {
                             table: "meta",
@@ -119,6 +120,47 @@ fn v6_to_v7(tx: &WriteTransaction) -> Result<(), StoreError> {
     rewrite_intentions(tx, 5, 6, |r: v6::IntentionRecord| {
         v7::IntentionRecord::from(r)
     })
+}
+
+/// Schema 7 → 8: reload items say the image and range they were resolved
+/// against (not known, for every request before), and update states the
+/// digests whose auto-update failed (none).
+fn v7_to_v8(tx: &WriteTransaction) -> Result<(), StoreError> {
+    let mut t = tx.open_table(RELOADS).map_err(io("migrate"))?;
+    let mut rewritten = Vec::new();
+    for row in t.iter().map_err(io("migrate"))? {
+        let (k, v) = row.map_err(io("migrate"))?;
+        let old: v4::ReloadRecord =
+            records::decode(1, v.value()).map_err(|message| StoreError::Corrupt {
+                table: "reloads",
+                key: k.value().to_string(),
+                message,
+            })?;
+        rewritten.push((k.value(), records::encode(2, &v8::ReloadRecord::from(old))));
+    }
+    for (k, bytes) in rewritten {
+        t.insert(k, bytes.as_slice()).map_err(io("migrate"))?;
+    }
+    let mut t = tx.open_table(UPDATES).map_err(io("migrate"))?;
+    let mut rewritten = Vec::new();
+    for row in t.iter().map_err(io("migrate"))? {
+        let (k, v) = row.map_err(io("migrate"))?;
+        let old: v4::UpdateRecord =
+            records::decode(1, v.value()).map_err(|message| StoreError::Corrupt {
+                table: "updates",
+                key: k.value().to_string(),
+                message,
+            })?;
+        rewritten.push((
+            k.value().to_string(),
+            records::encode(2, &v8::UpdateRecord::from(old)),
+        ));
+    }
+    for (k, bytes) in rewritten {
+        t.insert(k.as_str(), bytes.as_slice())
+            .map_err(io("migrate"))?;
+    }
+    Ok(())
 }
 
 /// Rewrites every intention record from one record version to the next.

@@ -35,8 +35,10 @@ pub mod reloads;
 /// Version 1 is 0.1.0's; version 2 adds the plane revision to intentions;
 /// version 3 their update order; version 4 reload requests and update
 /// states; version 5 the central plane's held document; version 6 the
-/// runtime fields of intentions.
-pub const SCHEMA_VERSION: u64 = 7;
+/// runtime fields of intentions; version 7 their views; version 8 what
+/// each reload item was resolved against and the failed auto-update
+/// digests.
+pub const SCHEMA_VERSION: u64 = 8;
 /// How many events the log keeps.
 pub const EVENT_LOG_CAPACITY: u64 = 1000;
 /// The longest event text kept, in bytes: with [`EVENT_LOG_CAPACITY`], the

@@ -14,8 +14,12 @@
 //!   stamps to version 1.
 //! - `overlays`, `applied`, `observed`, `events`: version 1.
 //! - `reloads` (reload requests) and `updates` (per module: the version a
-//!   reload landed, digests the auto lane skips): version 1, since schema 4
-//!   ([`v4::ReloadRecord`], [`v4::UpdateRecord`]).
+//!   reload landed, digests the auto lane skips): version 2, since schema 8
+//!   ([`v8::ReloadRecord`]: each item also says the image and range it was
+//!   resolved against and the digest found; [`v8::UpdateRecord`]: the
+//!   digests whose auto-update request failed, with what they failed
+//!   under); version 1 since schema 4 ([`v4::ReloadRecord`],
+//!   [`v4::UpdateRecord`]).
 //! - `plane` (the central plane's held document: its record, key `held`,
 //!   and its bytes, key `envelope`; the last contact, key `contact`):
 //!   version 1, since schema 5
@@ -57,9 +61,9 @@ pub const OBSERVED: u8 = 1;
 /// Record version of the `events` table.
 pub const EVENTS: u8 = 1;
 /// Record version of the `reloads` table.
-pub const RELOADS: u8 = 1;
+pub const RELOADS: u8 = 2;
 /// Record version of the `updates` table.
-pub const UPDATES: u8 = 1;
+pub const UPDATES: u8 = 2;
 /// Record version of the `plane` table.
 pub const PLANE: u8 = 1;
 /// Record version of the `live` table.
@@ -559,6 +563,67 @@ pub mod v7 {
             IntentionRecord {
                 base,
                 views: Vec::new(),
+            }
+        }
+    }
+}
+
+/// Records new in schema 8.
+pub mod v8 {
+    use serde::{Deserialize, Serialize};
+
+    use super::v4;
+
+    /// What an item adds to version 1's: the intention's `image` and
+    /// `update.range` it was resolved against (empty: not known, a request
+    /// from before schema 8), and the digest of the version found.
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+    pub struct ItemExtra {
+        pub image: String,
+        pub range: String,
+        pub found_digest: Option<String>,
+    }
+
+    /// A request: version 1's, and each item's extra fields, by index (an
+    /// item without one reads as not known).
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct ReloadRecord {
+        pub base: v4::ReloadRecord,
+        pub items: Vec<ItemExtra>,
+    }
+
+    impl From<v4::ReloadRecord> for ReloadRecord {
+        fn from(base: v4::ReloadRecord) -> Self {
+            ReloadRecord {
+                base,
+                items: Vec::new(),
+            }
+        }
+    }
+
+    /// A digest whose auto-update request failed, and what it failed under.
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct FailedRecord {
+        pub digest: String,
+        pub version: String,
+        pub image: String,
+        pub range: String,
+        pub agent: String,
+        pub request: u64,
+    }
+
+    /// A module's update state: version 1's and the failed digests.
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct UpdateRecord {
+        pub base: v4::UpdateRecord,
+        pub failed: Vec<FailedRecord>,
+    }
+
+    impl From<v4::UpdateRecord> for UpdateRecord {
+        fn from(base: v4::UpdateRecord) -> Self {
+            UpdateRecord {
+                base,
+                failed: Vec::new(),
             }
         }
     }

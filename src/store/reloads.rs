@@ -8,12 +8,31 @@ use std::collections::BTreeMap;
 use redb::{ReadableDatabase, ReadableTable};
 
 use crate::model::names::ModuleName;
-use crate::model::reload::{Activation, Item, Landed, LogLine, Request, Status, UpdateState};
-use crate::store::records::{self, v4};
+use crate::model::reload::{
+    Activation, FailedDigest, Item, Landed, LogLine, Request, RequestError, Status, UpdateState,
+};
+use crate::store::records::{self, v4, v8};
 use crate::store::{META, RELOADS, Store, StoreError, UPDATES};
 
 /// Finished (done or failed) requests kept.
 pub const KEEP_FINISHED: usize = 100;
+/// The bytes of finished requests kept (their records), at most.
+pub const KEEP_FINISHED_BYTES: usize = 2 << 20;
+
+/// The oldest finished requests (id, record size; oldest first) to drop so
+/// that at most [`KEEP_FINISHED`] and [`KEEP_FINISHED_BYTES`] stay.
+fn to_drop(finished: &[(u64, usize)]) -> Vec<u64> {
+    let mut bytes = 0usize;
+    let mut keep_from = finished.len();
+    for (kept, (k, (_, size))) in finished.iter().enumerate().rev().enumerate() {
+        if kept == KEEP_FINISHED || bytes + size > KEEP_FINISHED_BYTES {
+            break;
+        }
+        bytes += size;
+        keep_from = k;
+    }
+    finished[..keep_from].iter().map(|(id, _)| *id).collect()
+}
 
 impl Store {
     /// Files a new request made by `make` with the next id, in one
@@ -23,6 +42,16 @@ impl Store {
         &self,
         make: impl FnOnce(u64) -> Result<Request, E>,
     ) -> Result<Result<Request, E>, StoreError> {
+        self.file_reload_beside(|id, _| make(id))
+    }
+
+    /// [`Store::file_reload`], with `make` also given every open request
+    /// (in the same transaction, so two filings never both pass a check
+    /// made on them).
+    pub fn file_reload_beside<E>(
+        &self,
+        make: impl FnOnce(u64, &[Request]) -> Result<Request, E>,
+    ) -> Result<Result<Request, E>, StoreError> {
         let tx = self.db()?.begin_write().map_err(self.io("file reload"))?;
         let out = {
             let mut meta = tx.open_table(META).map_err(self.io("file reload"))?;
@@ -31,7 +60,18 @@ impl Store {
                 .map_err(self.io("file reload"))?
                 .map_or(0, |v| v.value())
                 + 1;
-            let r = match make(id) {
+            let mut open = Vec::new();
+            {
+                let t = tx.open_table(RELOADS).map_err(self.io("file reload"))?;
+                for row in t.iter().map_err(self.io("file reload"))? {
+                    let (k, v) = row.map_err(self.io("file reload"))?;
+                    let rec = decode(k.value(), v.value())?;
+                    if !rec.status.is_final() {
+                        open.push(rec);
+                    }
+                }
+            }
+            let r = match make(id, &open) {
                 Ok(r) => r,
                 Err(e) => {
                     drop(meta);
@@ -45,19 +85,18 @@ impl Store {
             let bytes = records::encode(records::RELOADS, &record(&r));
             t.insert(id, bytes.as_slice())
                 .map_err(self.io("file reload"))?;
-            // Drop the oldest finished requests beyond what is kept.
+            // Drop the oldest finished requests beyond what is kept, by
+            // count and by bytes.
             let mut finished = Vec::new();
             for row in t.iter().map_err(self.io("file reload"))? {
                 let (k, v) = row.map_err(self.io("file reload"))?;
                 let rec = decode(k.value(), v.value())?;
                 if rec.status.is_final() {
-                    finished.push(k.value());
+                    finished.push((k.value(), v.value().len()));
                 }
             }
-            if finished.len() > KEEP_FINISHED {
-                for id in &finished[..finished.len() - KEEP_FINISHED] {
-                    t.remove(*id).map_err(self.io("file reload"))?;
-                }
+            for id in to_drop(&finished) {
+                t.remove(id).map_err(self.io("file reload"))?;
             }
             r
         };
@@ -65,16 +104,133 @@ impl Store {
         Ok(Ok(out))
     }
 
-    /// Writes a request as it is now.
-    pub fn put_reload(&self, r: &Request) -> Result<(), StoreError> {
+    /// Writes a request as it is now, unless the stored one has ended
+    /// (cancelled meanwhile): then nothing is written and the stored one is
+    /// returned. A request that ends failed as `auto-update` also records
+    /// its digests in the modules' update states, in the same transaction.
+    pub fn put_reload(&self, r: &Request) -> Result<Option<Request>, StoreError> {
         let tx = self.db()?.begin_write().map_err(self.io("write reload"))?;
         {
             let mut t = tx.open_table(RELOADS).map_err(self.io("write reload"))?;
+            let stored = match t.get(r.id).map_err(self.io("write reload"))? {
+                Some(v) => Some(decode(r.id, v.value())?),
+                None => None,
+            };
+            if let Some(stored) = stored.filter(|s| s.status.is_final()) {
+                drop(t);
+                tx.abort().map_err(self.io("write reload"))?;
+                return Ok((stored != *r).then_some(stored));
+            }
             let bytes = records::encode(records::RELOADS, &record(r));
             t.insert(r.id, bytes.as_slice())
                 .map_err(self.io("write reload"))?;
         }
-        tx.commit().map_err(self.io("write reload"))
+        remember_failed(&tx, r).map_err(self.io("write reload"))?;
+        tx.commit().map_err(self.io("write reload"))?;
+        Ok(None)
+    }
+
+    /// Ends an open request as failed, `why` (a cancel), in one
+    /// transaction; a version it landed is set aside (the module goes back
+    /// to what it ran before). Returns it, or why not.
+    pub fn end_reload(
+        &self,
+        id: u64,
+        why: String,
+        now: u64,
+    ) -> Result<Result<Request, RequestError>, StoreError> {
+        let tx = self.db()?.begin_write().map_err(self.io("end reload"))?;
+        let out = {
+            let mut t = tx.open_table(RELOADS).map_err(self.io("end reload"))?;
+            let Some(mut r) = t
+                .get(id)
+                .map_err(self.io("end reload"))?
+                .map(|v| decode(id, v.value()))
+                .transpose()?
+            else {
+                drop(t);
+                tx.abort().map_err(self.io("end reload"))?;
+                return Ok(Err(RequestError::Invalid {
+                    field: "id",
+                    message: format!("no reload request {id}"),
+                }));
+            };
+            if let Err(e) = r.end_failed(why, now) {
+                drop(t);
+                tx.abort().map_err(self.io("end reload"))?;
+                return Ok(Err(e));
+            }
+            let bytes = records::encode(records::RELOADS, &record(&r));
+            t.insert(id, bytes.as_slice())
+                .map_err(self.io("end reload"))?;
+            let mut u = tx.open_table(UPDATES).map_err(self.io("end reload"))?;
+            for item in &r.items {
+                let key = item.module.as_str();
+                let Some(v) = u.get(key).map_err(self.io("end reload"))? else {
+                    continue;
+                };
+                let mut state = decode_update(key, v.value())?;
+                drop(v);
+                // Only what this request landed is set aside.
+                if state.landed.as_ref().is_some_and(|l| l.request == id) {
+                    let landed = state.landed.take();
+                    // Back to what it ran before this request.
+                    if let (Some(l), Some(previous)) = (landed, item.running_image.clone()) {
+                        state.landed = Some(Landed {
+                            version: item.running_version.clone().unwrap_or_default(),
+                            digest: String::new(),
+                            image_id: previous.clone(),
+                            reference: previous,
+                            previous_image: None,
+                            ..l
+                        });
+                    }
+                    let bytes = records::encode(records::UPDATES, &update_record(&state));
+                    u.insert(key, bytes.as_slice())
+                        .map_err(self.io("end reload"))?;
+                }
+            }
+            drop(u);
+            remember_failed(&tx, &r).map_err(self.io("end reload"))?;
+            r
+        };
+        tx.commit().map_err(self.io("end reload"))?;
+        Ok(Ok(out))
+    }
+
+    /// Writes `landed` as a module's landed version only while request
+    /// `id` is open (a cancelled request lands nothing), in one
+    /// transaction. Says whether it changed anything.
+    pub fn land_for(&self, id: u64, name: &ModuleName, landed: Landed) -> Result<bool, StoreError> {
+        let tx = self.db()?.begin_write().map_err(self.io("write update"))?;
+        let changed = {
+            let t = tx.open_table(RELOADS).map_err(self.io("write update"))?;
+            let open = match t.get(id).map_err(self.io("write update"))? {
+                Some(v) => !decode(id, v.value())?.status.is_final(),
+                None => false,
+            };
+            drop(t);
+            let mut u = tx.open_table(UPDATES).map_err(self.io("write update"))?;
+            let mut state = match u.get(name.as_str()).map_err(self.io("write update"))? {
+                Some(v) => decode_update(name.as_str(), v.value())?,
+                None => UpdateState::default(),
+            };
+            if !open || state.landed.as_ref() == Some(&landed) {
+                false
+            } else {
+                state.landed = Some(landed);
+                let bytes = records::encode(records::UPDATES, &update_record(&state));
+                u.insert(name.as_str(), bytes.as_slice())
+                    .map_err(self.io("write update"))?;
+                true
+            }
+        };
+        if changed {
+            tx.commit().map_err(self.io("write update"))?;
+        } else {
+            tx.abort().map_err(self.io("write update"))?;
+        }
+        Ok(changed)
     }
 
     /// Every request kept, oldest first.
@@ -112,7 +268,7 @@ impl Store {
                 key: key.to_string(),
                 message: e.0,
             })?;
-            let rec: v4::UpdateRecord =
+            let rec: v8::UpdateRecord =
                 records::decode(records::UPDATES, v.value()).map_err(|message| {
                     StoreError::Corrupt {
                         table: "updates",
@@ -155,8 +311,42 @@ impl Store {
     }
 }
 
+/// Records the digests a failed auto-update request failed on, in the
+/// modules' update states (in the caller's transaction).
+fn remember_failed(tx: &redb::WriteTransaction, r: &Request) -> Result<(), redb::Error> {
+    let failed = r.failed_digests(crate::model::reload::AGENT_VERSION);
+    if failed.is_empty() {
+        return Ok(());
+    }
+    let mut u = tx.open_table(UPDATES)?;
+    for (module, f) in failed {
+        let mut state = match u.get(module.as_str())? {
+            // An unreadable state is left as it is (its reader names it).
+            Some(v) => match decode_update(&module, v.value()) {
+                Ok(s) => s,
+                Err(_) => continue,
+            },
+            None => UpdateState::default(),
+        };
+        state.remember_failed(f);
+        let bytes = records::encode(records::UPDATES, &update_record(&state));
+        u.insert(module.as_str(), bytes.as_slice())?;
+    }
+    Ok(())
+}
+
+fn decode_update(key: &str, bytes: &[u8]) -> Result<UpdateState, StoreError> {
+    let rec: v8::UpdateRecord =
+        records::decode(records::UPDATES, bytes).map_err(|message| StoreError::Corrupt {
+            table: "updates",
+            key: key.to_string(),
+            message,
+        })?;
+    Ok(from_update(rec))
+}
+
 fn decode(id: u64, bytes: &[u8]) -> Result<Request, StoreError> {
-    let rec: v4::ReloadRecord =
+    let rec: v8::ReloadRecord =
         records::decode(records::RELOADS, bytes).map_err(|message| StoreError::Corrupt {
             table: "reloads",
             key: id.to_string(),
@@ -187,8 +377,8 @@ fn from_status(s: v4::ReloadStatus) -> Status {
     }
 }
 
-fn record(r: &Request) -> v4::ReloadRecord {
-    v4::ReloadRecord {
+fn record(r: &Request) -> v8::ReloadRecord {
+    let base = v4::ReloadRecord {
         id: r.id,
         written_by: r.written_by,
         module: r.module.clone(),
@@ -238,10 +428,24 @@ fn record(r: &Request) -> v4::ReloadRecord {
                 text: l.text.clone(),
             })
             .collect(),
+    };
+    v8::ReloadRecord {
+        base,
+        items: r
+            .items
+            .iter()
+            .map(|i| v8::ItemExtra {
+                image: i.image.clone(),
+                range: i.range.clone(),
+                found_digest: i.found_digest.clone(),
+            })
+            .collect(),
     }
 }
 
-fn from_record(r: v4::ReloadRecord) -> Request {
+fn from_record(rec: v8::ReloadRecord) -> Request {
+    let mut extras = rec.items.into_iter();
+    let r = rec.base;
     Request {
         id: r.id,
         written_by: r.written_by,
@@ -256,8 +460,15 @@ fn from_record(r: v4::ReloadRecord) -> Request {
         items: r
             .items
             .into_iter()
-            .map(|i| Item {
+            .map(|i| {
+                let extra = extras.next().unwrap_or_default();
+                (i, extra)
+            })
+            .map(|(i, extra)| Item {
                 module: i.module,
+                image: extra.image,
+                range: extra.range,
+                found_digest: extra.found_digest,
                 running_version: i.running_version,
                 running_image: i.running_image,
                 found_version: i.found_version,
@@ -295,8 +506,8 @@ fn from_record(r: v4::ReloadRecord) -> Request {
     }
 }
 
-fn update_record(u: &UpdateState) -> v4::UpdateRecord {
-    v4::UpdateRecord {
+fn update_record(u: &UpdateState) -> v8::UpdateRecord {
+    let base = v4::UpdateRecord {
         landed: u.landed.as_ref().map(|l| v4::LandedRecord {
             version: l.version.clone(),
             digest: l.digest.clone(),
@@ -309,10 +520,26 @@ fn update_record(u: &UpdateState) -> v4::UpdateRecord {
         }),
         skipped: u.skipped.clone(),
         last_look: u.last_look,
+    };
+    v8::UpdateRecord {
+        base,
+        failed: u
+            .failed
+            .iter()
+            .map(|f| v8::FailedRecord {
+                digest: f.digest.clone(),
+                version: f.version.clone(),
+                image: f.image.clone(),
+                range: f.range.clone(),
+                agent: f.agent.clone(),
+                request: f.request,
+            })
+            .collect(),
     }
 }
 
-fn from_update(u: v4::UpdateRecord) -> UpdateState {
+fn from_update(rec: v8::UpdateRecord) -> UpdateState {
+    let u = rec.base;
     UpdateState {
         landed: u.landed.map(|l| Landed {
             version: l.version,
@@ -326,6 +553,18 @@ fn from_update(u: v4::UpdateRecord) -> UpdateState {
         }),
         skipped: u.skipped,
         last_look: u.last_look,
+        failed: rec
+            .failed
+            .into_iter()
+            .map(|f| FailedDigest {
+                digest: f.digest,
+                version: f.version,
+                image: f.image,
+                range: f.range,
+                agent: f.agent,
+                request: f.request,
+            })
+            .collect(),
     }
 }
 
@@ -346,6 +585,9 @@ mod tests {
         r.advance(Status::Landing, 101).unwrap();
         r.items.push(Item {
             module: "sensor".into(),
+            image: "r/x:1.4.2".into(),
+            range: "^1.4".into(),
+            found_digest: Some("sha256:f".into()),
             target_version: Some("1.5.0".into()),
             failure: Some("503".into()),
             transient: true,
@@ -389,9 +631,29 @@ mod tests {
             u.landed = Some(landed.clone());
             u.skipped.push("sha256:d".into());
             u.last_look = 5;
+            u.remember_failed(FailedDigest {
+                digest: "sha256:e".into(),
+                version: "1.6.0".into(),
+                image: "r/x:1.4.2".into(),
+                range: "^1.4".into(),
+                agent: "0.5.0".into(),
+                request: 2,
+            });
         })
         .unwrap();
         let u = &s.updates().unwrap()[&m];
+        assert!(u.failed_under("sha256:e", "r/x:1.4.2", "^1.4", "0.5.0"));
+        for (digest, image, range, agent) in [
+            ("sha256:x", "r/x:1.4.2", "^1.4", "0.5.0"),
+            ("sha256:e", "r/x:1.4.3", "^1.4", "0.5.0"),
+            ("sha256:e", "r/x:1.4.2", "^1", "0.5.0"),
+            ("sha256:e", "r/x:1.4.2", "^1.4", "0.6.0"),
+        ] {
+            assert!(
+                !u.failed_under(digest, image, range, agent),
+                "{digest} {image} {range} {agent}"
+            );
+        }
         assert_eq!(u.landed.as_ref(), Some(&landed));
         assert_eq!((u.skipped.len(), u.last_look), (1, 5));
     }
@@ -422,5 +684,91 @@ mod tests {
             KEEP_FINISHED
         );
         assert_eq!(all[0], open, "an open request is never dropped");
+    }
+
+    #[test]
+    fn a_schema_7_store_s_requests_and_update_states_are_migrated() {
+        use redb::Database;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s.redb");
+        drop(Store::open(&p).unwrap());
+        let m = ModuleName::try_from("sensor").unwrap();
+        let r = Request::new(4, 9, Some(&m), "why", "ops", 100).unwrap();
+        // What schema 7 wrote: version 1 records.
+        let mut old = record(&r).base;
+        old.items.push(v4::ItemRecord {
+            module: "sensor".into(),
+            running_version: Some("1.0.0".into()),
+            running_image: None,
+            found_version: None,
+            found_floor: None,
+            registry: None,
+            target_version: None,
+            target_digest: None,
+            target_image: None,
+            healthcheck: false,
+            landed: false,
+            decision: "looking".into(),
+            failure: None,
+            transient: false,
+            running_target_since: None,
+            restarts_at_start: None,
+        });
+        let update = v4::UpdateRecord {
+            landed: None,
+            skipped: vec!["sha256:d".into()],
+            last_look: 7,
+        };
+        {
+            let db = Database::create(&p).unwrap();
+            let tx = db.begin_write().unwrap();
+            tx.open_table(RELOADS)
+                .unwrap()
+                .insert(4, records::encode(1, &old).as_slice())
+                .unwrap();
+            tx.open_table(UPDATES)
+                .unwrap()
+                .insert("sensor", records::encode(1, &update).as_slice())
+                .unwrap();
+            tx.open_table(META).unwrap().insert("schema", 7).unwrap();
+            tx.commit().unwrap();
+        }
+        let s = Store::open(&p).unwrap();
+        assert_eq!(s.schema_version().unwrap(), crate::store::SCHEMA_VERSION);
+        let back = s.reload(4).unwrap().unwrap();
+        assert_eq!(back.items.len(), 1);
+        assert_eq!(back.items[0].running_version.as_deref(), Some("1.0.0"));
+        assert_eq!(
+            (back.items[0].image.as_str(), back.items[0].range.as_str()),
+            ("", "")
+        );
+        let u = &s.updates().unwrap()[&m];
+        assert_eq!((u.skipped.len(), u.last_look, u.failed.len()), (1, 7, 0));
+    }
+
+    #[test]
+    fn finished_requests_are_kept_by_count_and_by_bytes() {
+        let many = |n: u64, size: usize| (1..=n).map(|id| (id, size)).collect::<Vec<_>>();
+        type Case = (&'static str, Vec<(u64, usize)>, usize);
+        let cases: Vec<Case> = vec![
+            ("few and small", many(5, 100), 0),
+            ("over the count", many(KEEP_FINISHED as u64 + 5, 100), 5),
+            ("over the bytes", many(10, KEEP_FINISHED_BYTES / 4), 6),
+            (
+                "one over the bytes alone",
+                vec![(1, KEEP_FINISHED_BYTES + 1)],
+                1,
+            ),
+            ("none", vec![], 0),
+        ];
+        for (case, finished, dropped) in cases {
+            let d = to_drop(&finished);
+            assert_eq!(d.len(), dropped, "{case}");
+            // The oldest go.
+            assert!(
+                d.iter().enumerate().all(|(k, id)| *id == k as u64 + 1),
+                "{case}"
+            );
+        }
     }
 }
