@@ -92,6 +92,9 @@ pub struct Reconciler {
     metrics: Arc<Metrics>,
     /// Where the output of a module without its own `logging` goes.
     default_logging: Option<crate::model::runtime::NodeLogging>,
+    /// The device-local key that seals the `stead.stated` label; without
+    /// one, no container carries a statement.
+    stated_key: Option<crate::model::seal::LocalKey>,
 }
 
 impl Reconciler {
@@ -120,7 +123,13 @@ impl Reconciler {
             board: Arc::new(Mutex::new(Board::new())),
             metrics: Arc::new(Metrics::default()),
             default_logging: None,
+            stated_key: None,
         }
+    }
+
+    /// Seals what containers carry for a store rebuild with this key.
+    pub fn seal_stated_with(&mut self, key: crate::model::seal::LocalKey) {
+        self.stated_key = Some(key);
     }
 
     /// Where the output of a module without its own `logging` goes.
@@ -322,6 +331,10 @@ impl Reconciler {
         if !store.blocking(|s| s.rebuild_pending()).await? {
             return Ok(None);
         }
+        // Without a key, sealed labels cannot be read: the mark stays.
+        let Some(key) = self.stated_key.clone() else {
+            return Ok(None);
+        };
         let observed = engine.list_containers().await?;
         let found: Vec<(ModuleName, String, String)> = observed
             .iter()
@@ -331,7 +344,7 @@ impl Reconciler {
             })
             .collect();
         let taken = store
-            .blocking(move |s| crate::intake::labels::rebuild(s, &found))
+            .blocking(move |s| crate::intake::labels::rebuild(s, &found, &key))
             .await?;
         tracing::info!(
             "the store is new: {} modules taken back from their containers' labels",
@@ -400,11 +413,13 @@ impl Reconciler {
         // Resolve: against the host (blocking), then the engine's images.
         let (entries, (host, watched_inputs)) = {
             let digester = self.digester.clone();
+            let key = self.stated_key.clone();
             blocking(move || {
                 let r = resolve::against_host(
                     &entries,
                     &updates,
                     &mut digester.lock().expect("digester lock"),
+                    key.as_ref(),
                 );
                 (entries, r)
             })
