@@ -75,6 +75,18 @@ pub struct ImportedFile {
     pub file_name: String,
     /// The intention document.
     pub toml: String,
+    /// What was copied into it from outside the Compose file (a config's
+    /// file or variable): it is written readable by its owner only.
+    pub copied: Vec<Copied>,
+}
+
+/// Content copied into an intention from outside the Compose file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Copied {
+    /// A config's `file:` (absolute, as the Compose file names it).
+    File(PathBuf),
+    /// A config's `environment:` variable.
+    Variable(String),
 }
 
 /// What a Compose file became.
@@ -98,11 +110,14 @@ pub type ReadFile<'a> = &'a dyn Fn(&Path) -> std::io::Result<Vec<u8>>;
 /// is read from there. `env` is the importer's environment (it wins over
 /// `.env`, as for Compose). `read` reads `.env`, configs' files and env
 /// files (to check them); a missing `.env` is none.
+/// A config's `file:` outside `base_dir`'s tree is refused unless
+/// `allow_outside` (its content would be copied into the intention).
 pub fn import(
     yaml_text: &str,
     base_dir: &Path,
     env: &BTreeMap<String, String>,
     read: ReadFile<'_>,
+    allow_outside: bool,
 ) -> Result<Imported, ImportError> {
     let file_err = |key: &str, why: String| ImportError {
         service: FILE.into(),
@@ -120,6 +135,7 @@ pub fn import(
         base_dir: normal(base_dir),
         env: env.clone(),
         read,
+        allow_outside,
         top: Top::default(),
         out: Imported::default(),
         said: BTreeSet::new(),
@@ -245,6 +261,7 @@ pub fn import(
             module,
             file_name,
             toml,
+            copied: out.copied,
         });
     }
     if on_default_network > 1 {
@@ -324,6 +341,8 @@ struct Ctx<'a> {
     /// The importer's environment over `.env`.
     env: BTreeMap<String, String>,
     read: ReadFile<'a>,
+    /// Whether a config's file may be copied from outside `base_dir`.
+    allow_outside: bool,
     top: Top,
     out: Imported,
     /// File-level reports already made (a declaration used twice is
@@ -335,6 +354,9 @@ struct Ctx<'a> {
 /// (TOML puts the tables last).
 #[derive(Serialize, Default)]
 struct Out {
+    /// Not a field: what was copied into it.
+    #[serde(skip)]
+    copied: Vec<Copied>,
     name: String,
     image: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1114,14 +1136,33 @@ impl Ctx<'_> {
             }
         };
         let dat = format!("configs.{source}");
+        let mut copied = None;
         let content: Vec<u8> = if let Some(f) = decl.get("file") {
             let path = self.host_path(&format!("{dat}.file"), &scalar(&dat, f)?)?;
-            (self.read)(Path::new(&path))
-                .map_err(|e| (format!("{dat}.file"), format!("cannot read {path}: {e}")))?
+            if !self.allow_outside && !Path::new(&path).starts_with(&self.base_dir) {
+                return fail(
+                    &format!("{dat}.file"),
+                    format!(
+                        "{path} is outside the Compose file's directory ({}): its content would be copied into the intention; --allow-outside copies it anyway",
+                        self.base_dir.display()
+                    ),
+                );
+            }
+            let bytes = (self.read)(Path::new(&path))
+                .map_err(|e| (format!("{dat}.file"), format!("cannot read {path}: {e}")))?;
+            copied = Some((
+                Copied::File(PathBuf::from(&path)),
+                format!("the content of {path}"),
+            ));
+            bytes
         } else if let Some(c) = decl.get("content") {
             scalar(&format!("{dat}.content"), c)?.into_bytes()
         } else if let Some(var) = decl.get("environment") {
             let var = scalar(&format!("{dat}.environment"), var)?;
+            copied = Some((
+                Copied::Variable(var.clone()),
+                format!("the value of the variable {var}"),
+            ));
             match self.env.get(&var) {
                 Some(v) => v.clone().into_bytes(),
                 None => {
@@ -1149,10 +1190,22 @@ impl Ctx<'_> {
             }
         }
         match String::from_utf8(content) {
-            Ok(content) => out.files.push(FileOut {
-                path: target,
-                content,
-            }),
+            Ok(content) => {
+                if let Some((c, what)) = copied {
+                    self.note(
+                        service,
+                        at,
+                        &format!(
+                            "{what} is copied into the intention, which is written readable by its owner only (0600)"
+                        ),
+                    );
+                    out.copied.push(c);
+                }
+                out.files.push(FileOut {
+                    path: target,
+                    content,
+                })
+            }
             Err(_) => {
                 let Some(J::String(f)) = decl.get("file") else {
                     return fail(&dat, "is not UTF-8 text");
@@ -1461,7 +1514,7 @@ mod tests {
     }
 
     fn run(yaml: &str) -> Result<Imported, ImportError> {
-        import(yaml, Path::new(BASE), &env(), &read_with(None))
+        import(yaml, Path::new(BASE), &env(), &read_with(None), false)
     }
 
     /// The declarations every service snippet may use.
@@ -2337,6 +2390,73 @@ secrets:
     }
 
     #[test]
+    fn copied_content_is_noted_and_a_file_outside_the_tree_is_refused() {
+        let top = "configs: {n: {file: ./nginx.conf}, e: {environment: SECRET}, i: {content: x}}";
+        let i = run(&format!(
+            "services: {{s: {{image: x, configs: [n, e, i]}}, t: {{image: x, configs: [i]}}}}\n{top}"
+        ))
+        .unwrap();
+        let copied: Vec<(&str, &[Copied])> = i
+            .files
+            .iter()
+            .map(|f| (f.service.as_str(), f.copied.as_slice()))
+            .collect();
+        assert_eq!(
+            copied,
+            [
+                (
+                    "s",
+                    &[
+                        Copied::File("/srv/app/nginx.conf".into()),
+                        Copied::Variable("SECRET".into())
+                    ][..]
+                ),
+                ("t", &[][..]),
+            ]
+        );
+        let got = lines(&i.notes);
+        for want in [
+            "s: configs[0]: the content of /srv/app/nginx.conf is copied into the intention, which is written readable by its owner only (0600)",
+            "s: configs[1]: the value of the variable SECRET is copied into the intention, which is written readable by its owner only (0600)",
+        ] {
+            assert!(got.iter().any(|l| l == want), "{want}: {got:#?}");
+        }
+        // (source, refused without --allow-outside)
+        let cases = [
+            ("./nginx.conf", false),
+            ("/srv/app/nginx.conf", false),
+            ("/etc/shadow", true),
+            ("../other/key", true),
+            ("./sub/../../app-other/key", true),
+            ("~/key", true),
+        ];
+        for (source, refused) in cases {
+            let yaml = format!(
+                "services: {{s: {{image: x, configs: [c]}}}}\nconfigs: {{c: {{file: '{source}'}}}}"
+            );
+            let got = run(&yaml);
+            if refused {
+                let e = got.unwrap_err();
+                assert_eq!(
+                    (e.service.as_str(), e.key.as_str()),
+                    ("s", "configs.c.file")
+                );
+                assert!(
+                    e.why
+                        .contains("outside the Compose file's directory (/srv/app)"),
+                    "{e}"
+                );
+                assert!(e.why.contains("--allow-outside"), "{e}");
+                // Allowed, it is read (and here not found).
+                let e = import(&yaml, Path::new(BASE), &env(), &read_with(None), true).unwrap_err();
+                assert!(e.why.contains("cannot read"), "{source}: {e}");
+            } else {
+                assert!(got.is_ok(), "{source}: {got:?}");
+            }
+        }
+    }
+
+    #[test]
     fn the_dotenv_file_next_to_the_compose_file_is_read_and_the_environment_wins() {
         let yaml = "services:\n  s:\n    image: img:${TAG}\n    environment: ['A=${FROM_DOTENV}', 'B=${SET}']\n";
         let i = import(
@@ -2344,12 +2464,20 @@ secrets:
             Path::new(BASE),
             &env(),
             &read_with(Some("TAG=1.2\nFROM_DOTENV=d\nSET=from-dotenv\n")),
+            false,
         )
         .unwrap();
         let d = doc(&i);
         assert_eq!(d["image"], "img:1.2");
         assert_eq!(d["env"], json!({"A": "d", "B": "v"}));
-        let e = import(yaml, Path::new(BASE), &env(), &read_with(Some("1=x\n"))).unwrap_err();
+        let e = import(
+            yaml,
+            Path::new(BASE),
+            &env(),
+            &read_with(Some("1=x\n")),
+            false,
+        )
+        .unwrap_err();
         assert_eq!((e.service.as_str(), e.key.as_str()), (FILE, ".env"));
     }
 
