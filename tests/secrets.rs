@@ -292,3 +292,89 @@ fn a_clear_label_made_by_0_5_0_is_taken_back_without_a_recreate_and_new_ones_are
     assert!(!label.contains("sealed now"), "{label}");
     let _ = http_get(&agent.addr, "/healthz");
 }
+
+/// `stead import ARGS` in `dir`: (exit code, stderr).
+fn import(dir: &std::path::Path, args: &[&str]) -> (i32, String) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_stead"))
+        .current_dir(dir)
+        .arg("import")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn mode(p: &std::path::Path) -> u32 {
+    std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(p).unwrap().permissions()) & 0o777
+}
+
+#[test]
+fn an_import_that_copies_a_file_writes_it_private_says_so_and_stays_in_its_tree() {
+    let d = tempfile::tempdir().unwrap();
+    let app = d.path().join("app");
+    let elsewhere = d.path().join("elsewhere");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let key = app.join("key.pem");
+    std::fs::write(&key, "-----BEGIN KEY----- m4rk3r").unwrap();
+    std::fs::write(elsewhere.join("shadow"), "root:m4rk3r").unwrap();
+    std::os::unix::fs::symlink(elsewhere.join("shadow"), app.join("link.pem")).unwrap();
+    let compose = |source: &str| {
+        format!(
+            "services:\n  s:\n    image: x:1\n    configs: [{{source: k, target: /k.pem}}]\n  t:\n    image: x:1\nconfigs:\n  k: {{file: {source}}}\n"
+        )
+    };
+    std::fs::write(app.join("compose.yml"), compose("./key.pem")).unwrap();
+    // A link planted where the old importer put its temp file.
+    let out = app.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let victim = d.path().join("victim");
+    std::fs::write(&victim, "keep").unwrap();
+    std::os::unix::fs::symlink(&victim, out.join(".s.toml.stead-import")).unwrap();
+
+    let (code, err) = import(&app, &["--out", "out", "compose.yml"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!(
+            "note: s: configs[0]: the content of {} is copied into the intention, which is written readable by its owner only (0600)",
+            key.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("(1 with content copied from files or variables, written 0600: s.toml)"),
+        "{err}"
+    );
+    assert!(!err.contains("m4rk3r"), "{err}");
+    assert_eq!(mode(&out.join("s.toml")), 0o600);
+    assert_eq!(mode(&out.join("t.toml")), 0o644);
+    assert!(
+        std::fs::read_to_string(out.join("s.toml"))
+            .unwrap()
+            .contains("m4rk3r")
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+
+    // Outside the Compose file's tree, by its path or by a link: refused,
+    // nothing written, unless --allow-outside.
+    let shadow = elsewhere.join("shadow").display().to_string();
+    for source in [shadow.as_str(), "../elsewhere/shadow", "./link.pem"] {
+        std::fs::write(app.join("compose.yml"), compose(source)).unwrap();
+        let fresh = format!("out-{}", source.len());
+        let (code, err) = import(&app, &["--out", &fresh, "compose.yml"]);
+        assert_eq!(code, 2, "{source}: {err}");
+        assert!(
+            err.contains("outside the Compose file's directory"),
+            "{err}"
+        );
+        assert!(err.contains("--allow-outside"), "{err}");
+        assert!(!err.contains("m4rk3r"), "{err}");
+        assert!(!app.join(&fresh).exists(), "nothing written");
+        let (code, err) = import(&app, &["--allow-outside", "--out", &fresh, "compose.yml"]);
+        assert_eq!(code, 0, "{source}: {err}");
+        assert_eq!(mode(&app.join(&fresh).join("s.toml")), 0o600);
+    }
+}
