@@ -195,6 +195,7 @@ pub fn import(
     let env = cx.env.clone();
     let lookup = |k: &str| env.get(k).cloned();
     let mut unset = Vec::new();
+    let mut budget = text::MAX_EXPANDED;
     for (section, decls) in [
         ("volumes", &mut cx.top.volumes),
         ("networks", &mut cx.top.networks),
@@ -202,8 +203,14 @@ pub fn import(
         ("secrets", &mut cx.top.secrets),
     ] {
         for (name, v) in decls.iter_mut() {
-            interpolate_tree(v, &format!("{section}.{name}"), &lookup, &mut unset)
-                .map_err(|(k, m)| file_err(&k, m))?;
+            interpolate_tree(
+                v,
+                &format!("{section}.{name}"),
+                &lookup,
+                &mut unset,
+                &mut budget,
+            )
+            .map_err(|(k, m)| file_err(&k, m))?;
         }
     }
     for (key, var) in unset.drain(..) {
@@ -218,7 +225,8 @@ pub fn import(
             key: key.into(),
             why,
         };
-        interpolate_tree(&mut def, "", &lookup, &mut unset).map_err(|(k, m)| serr(&k, m))?;
+        interpolate_tree(&mut def, "", &lookup, &mut unset, &mut budget)
+            .map_err(|(k, m)| serr(&k, m))?;
         for (key, var) in unset.drain(..) {
             cx.note_once(&service, &key, &unset_why(&var));
         }
@@ -288,11 +296,13 @@ fn unset_why(var: &str) -> String {
 }
 
 /// Interpolates every string under `v` (not keys); `path` names where.
+/// `budget` is what the interpolated strings may still come to, in bytes.
 fn interpolate_tree(
     v: &mut J,
     path: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
     unset: &mut Vec<(String, String)>,
+    budget: &mut usize,
 ) -> Result<(), Fail> {
     let join = |k: &str| {
         if path.is_empty() {
@@ -304,19 +314,30 @@ fn interpolate_tree(
     match v {
         J::String(s) if s.contains('$') => {
             let mut vars = Vec::new();
-            *s = text::interpolate(s, lookup, &mut vars).map_err(|m| (path.to_string(), m))?;
+            *s = text::interpolate(s, lookup, &mut vars, *budget).map_err(|m| {
+                let m = if *budget < text::MAX_EXPANDED && m.contains("expand to more than") {
+                    format!(
+                        "the variables of the file expand to more than {} bytes in all",
+                        text::MAX_EXPANDED
+                    )
+                } else {
+                    m
+                };
+                (path.to_string(), m)
+            })?;
+            *budget = budget.saturating_sub(s.len());
             unset.extend(vars.into_iter().map(|var| (path.to_string(), var)));
         }
         J::Array(a) => {
             for (i, x) in a.iter_mut().enumerate() {
-                interpolate_tree(x, &format!("{path}[{i}]"), lookup, unset)?;
+                interpolate_tree(x, &format!("{path}[{i}]"), lookup, unset, budget)?;
             }
         }
         J::Object(m) => {
             for (k, x) in m.iter_mut() {
                 // `x-` fragments are Compose's to ignore, and so ours.
                 if !k.starts_with("x-") {
-                    interpolate_tree(x, &join(k), lookup, unset)?;
+                    interpolate_tree(x, &join(k), lookup, unset, budget)?;
                 }
             }
         }
@@ -2387,6 +2408,30 @@ secrets:
             );
             assert!(e.why.contains(needle), "{yaml}: {e}");
         }
+    }
+
+    #[test]
+    fn bombs_of_nesting_and_of_expansion_are_refused_by_name() {
+        let deep = format!(
+            "services: {{s: {{image: '{}x{}'}}}}",
+            "${A:-".repeat(50_000),
+            "}".repeat(50_000)
+        );
+        let e = run(&deep).unwrap_err();
+        assert_eq!((e.service.as_str(), e.key.as_str()), ("s", "image"), "{e}");
+        assert!(e.why.contains("nested deeper than 32 levels"), "{e}");
+        // One variable of 1 MiB used 20 times: within each string's
+        // bound, over the file's.
+        let mut env = env();
+        env.insert("BIG".into(), "b".repeat(1 << 20));
+        let uses: String = (0..20).map(|i| format!("'E{i}=$BIG', ")).collect();
+        let yaml = format!("services: {{s: {{image: x, environment: [{uses}]}}}}");
+        let e = import(&yaml, Path::new(BASE), &env, &read_with(None), false).unwrap_err();
+        assert!(
+            e.why
+                .contains("the variables of the file expand to more than 16777216 bytes in all"),
+            "{e}"
+        );
     }
 
     #[test]
