@@ -285,6 +285,12 @@ impl<C: Connect> Agent<C> {
         let wake = Arc::new(Notify::new());
         reconciler.wake_on_pulls(wake.clone());
         reconciler.set_default_logging(config.logging.clone());
+        let key_path = config.local_key_path();
+        let key = crate::host::keys::local_key(&key_path).map_err(|source| RunError::DataDir {
+            path: key_path.display().to_string(),
+            source,
+        })?;
+        reconciler.seal_stated_with(key);
         Ok(Agent {
             config,
             store,

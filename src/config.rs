@@ -206,10 +206,15 @@ impl Config {
                 let field = e.path().to_string();
                 invalid(
                     if field == "." { "(file)" } else { &field },
-                    e.inner().message().to_string(),
+                    crate::model::intention::without_values(e.inner().message()),
                 )
             })?,
-            Err(e) => return Err(invalid("(file)", e.message().to_string())),
+            Err(e) => {
+                return Err(invalid(
+                    "(file)",
+                    crate::model::intention::without_values(e.message()),
+                ));
+            }
         };
         let base = path
             .parent()
@@ -465,6 +470,12 @@ impl Config {
         self.data_dir.join("stead.redb")
     }
 
+    /// Where the device-local key is kept (it seals what containers'
+    /// labels carry for a store rebuild).
+    pub fn local_key_path(&self) -> PathBuf {
+        self.data_dir.join("local.key")
+    }
+
     /// Where the generated API token is kept.
     pub fn token_path(&self) -> PathBuf {
         self.data_dir.join("api-token")
@@ -522,6 +533,17 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("docker_socket"), "{e}");
+        // A value written where another kind was meant is never quoted back
+        // (the config holds the API token).
+        for text in [
+            "api_token = 31415926535897932",
+            "api_token = 3.14159265358979",
+            "node_id = 31415926535897932",
+        ] {
+            let e = Config::parse(text, Path::new("c.toml")).unwrap_err();
+            assert!(e.to_string().contains("invalid type"), "{e}");
+            assert!(!e.to_string().contains("3141592"), "{text}: {e}");
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ mod common;
 
 use std::process::Command;
 
-use common::agent::{Agent, http_get};
+use common::agent::{Agent, http_send};
 use common::*;
 
 /// A module that prints `say` and idles, with `extra` lines.
@@ -268,11 +268,12 @@ fn an_empty_store_file_is_refused_and_a_discarded_store_restarts_nothing() {
     );
     // And they are the API's again: stated, and layered.
     let agent = Agent::start(&n);
-    let (_, intention) = agent.get(&format!("/v1/intentions/{}", ms[2]));
+    // (The values are shown with the token.)
+    let (_, intention) = agent.send(&n, "GET", &format!("/v1/intentions/{}", ms[2]), "");
     let intention: serde_json::Value = serde_json::from_str(&intention).unwrap();
     assert_eq!(intention["source"]["kind"], "api", "{intention}");
     assert_eq!(intention["intention"]["env"]["SAID"], "through the API");
-    let (_, layered) = agent.get(&format!("/v1/intentions/{}", ms[1]));
+    let (_, layered) = agent.send(&n, "GET", &format!("/v1/intentions/{}", ms[1]), "");
     let layered: serde_json::Value = serde_json::from_str(&layered).unwrap();
     assert_eq!(layered["settings_overlay"]["a"], 2, "{layered}");
     // A rebuild happens once: deleting the API module now removes it.
@@ -971,13 +972,16 @@ fn under_the_unit_s_memory_limit_large_input_and_many_readers_are_survived() {
         &format!("{{\"a\": \"{}\"}}", "y".repeat(824 << 10)),
     );
     assert_eq!(code, 413);
+    // With the token: the file contents are in the answers.
+    let token = std::fs::read_to_string(n.data().join("api-token")).unwrap();
     let readers: Vec<_> = (0..8)
         .map(|_| {
             let addr = agent.addr.clone();
+            let token = token.trim().to_string();
             std::thread::spawn(move || {
                 let mut sizes = Vec::new();
                 for _ in 0..3 {
-                    let (code, body) = http_get(&addr, "/v1/intentions");
+                    let (code, body) = http_send(&addr, "GET", "/v1/intentions", Some(&token), "");
                     assert_eq!(code, 200);
                     sizes.push(body.len());
                 }

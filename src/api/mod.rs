@@ -1,7 +1,8 @@
 //! The local HTTP API (hyper, HTTP/1.1, JSON): health and readiness, the
 //! node's and each module's status, intentions (read, put, delete, settings
 //! patch), the event log and Prometheus metrics. Writes need the bearer
-//! token; bad input gets a JSON error naming the field and changes nothing.
+//! token, and so do the values of intentions that may be secrets (env,
+//! settings, file contents: hidden from a read without it); bad input gets a JSON error naming the field and changes nothing.
 //! The handlers are thin: they parse the request, hand writes to the intake
 //! (one store transaction, off the async threads) and wake the agent. Every
 //! error maps to its status in one place, [`ApiError::status`].
@@ -30,6 +31,7 @@ use crate::store::{Entry, Source, Store};
 
 mod error;
 pub mod plane;
+mod values;
 
 pub use plane::PlaneHandle;
 
@@ -158,8 +160,14 @@ async fn route(state: &ApiState, req: Request<Incoming>) -> Result<Resp, ApiErro
         (["v1", "status"], &Method::GET) => Ok(json_response(StatusCode::OK, &status_json(state))),
         (["v1", "modules", name], &Method::GET) => module(state, name).await,
         (["v1", "events"], &Method::GET) => events(state, req.uri().query().unwrap_or("")).await,
-        (["v1", "intentions"], &Method::GET) => list_intentions(state).await,
-        (["v1", "intentions", name], &Method::GET) => get_intention(state, name).await,
+        (["v1", "intentions"], &Method::GET) => {
+            let values = may_read_values(state, &req)?;
+            list_intentions(state, values).await
+        }
+        (["v1", "intentions", name], &Method::GET) => {
+            let values = may_read_values(state, &req)?;
+            get_intention(state, name, values).await
+        }
         (["v1", "intentions", name], &Method::PUT) => {
             authorize(state, &req)?;
             let name = module_name(name)?;
@@ -237,6 +245,15 @@ fn authorize(state: &ApiState, req: &Request<Incoming>) -> Result<(), ApiError> 
     } else {
         Err(ApiError::Unauthorized("wrong bearer token".into()))
     }
+}
+
+/// Whether a read may show values that may be secrets: with the token,
+/// yes; without one, no (the rest is shown); with a wrong one, refused.
+fn may_read_values(state: &ApiState, req: &Request<Incoming>) -> Result<bool, ApiError> {
+    if req.headers().get(AUTHORIZATION).is_none() {
+        return Ok(false);
+    }
+    authorize(state, req).map(|()| true)
 }
 
 async fn read_body(req: Request<Incoming>) -> Result<Bytes, ApiError> {
@@ -430,7 +447,9 @@ async fn events(state: &ApiState, query: &str) -> Result<Resp, ApiError> {
     ))
 }
 
-fn entry_json(name: &ModuleName, e: &Entry) -> Option<J> {
+/// An entry as the API shows it; without `values`, the values that may be
+/// secrets read `null` ([`values`]).
+fn entry_json(name: &ModuleName, e: &Entry, values: bool) -> Option<J> {
     let r = e.record.as_ref()?;
     let source = match &r.source {
         Source::File(p) => json!({ "kind": "file", "path": p }),
@@ -442,7 +461,7 @@ fn entry_json(name: &ModuleName, e: &Entry) -> Option<J> {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_json()))
         .collect();
-    Some(json!({
+    let mut doc = json!({
         "name": name.as_str(),
         "source": source,
         "revision": r.revision,
@@ -450,20 +469,27 @@ fn entry_json(name: &ModuleName, e: &Entry) -> Option<J> {
         "intention": r.intention.to_json(),
         "settings_overlay": overlay,
         "effective": e.effective().map(|i| i.to_json()),
-    }))
+    });
+    if !values {
+        values::hide_intention(&mut doc["intention"]);
+        values::hide_intention(&mut doc["effective"]);
+        values::hide_map(doc.get_mut("settings_overlay"));
+        doc["values_hidden"] = J::from(values::HIDDEN);
+    }
+    Some(doc)
 }
 
-async fn list_intentions(state: &ApiState) -> Result<Resp, ApiError> {
+async fn list_intentions(state: &ApiState, values: bool) -> Result<Resp, ApiError> {
     let _turn = state.heavy_reads.acquire().await.expect("never closed");
     let entries = state.store.blocking(|s| s.entries()).await?;
     let all: Vec<J> = entries
         .iter()
-        .filter_map(|(n, e)| entry_json(n, e))
+        .filter_map(|(n, e)| entry_json(n, e, values))
         .collect();
     Ok(json_response(StatusCode::OK, &json!({ "intentions": all })))
 }
 
-async fn get_intention(state: &ApiState, name: &str) -> Result<Resp, ApiError> {
+async fn get_intention(state: &ApiState, name: &str, values: bool) -> Result<Resp, ApiError> {
     let name = module_name(name)?;
     let _turn = state.heavy_reads.acquire().await.expect("never closed");
     let entries = state.store.blocking(|s| s.entries()).await?;
@@ -472,7 +498,7 @@ async fn get_intention(state: &ApiState, name: &str) -> Result<Resp, ApiError> {
         .ok_or_else(|| ApiError::NotFound(format!("no module {:?}", name.as_str())))?;
     Ok(json_response(
         StatusCode::OK,
-        &entry_json(&name, e).expect("stored entries have a record"),
+        &entry_json(&name, e, values).expect("stored entries have a record"),
     ))
 }
 

@@ -1,6 +1,10 @@
 //! `stead import`: a Compose file made into intention files, one per
 //! service, written into a directory or printed, with every key that is
-//! not carried listed on stderr. The mapping is
+//! not carried listed on stderr. An intention that carries content copied
+//! from outside the Compose file (a config's file or variable) is written
+//! readable by its owner only, and each copy is noted; a config's file
+//! outside the Compose file's directory (by its path, or by a symlink) is
+//! refused unless `--allow-outside`. The mapping is
 //! [`crate::model::compose_file`]; this reads the Compose file, the files
 //! it names and the environment, and writes. docs/import.md is the user's
 //! page.
@@ -11,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::intake::dir::MAX_INTENTION_BYTES;
-use crate::model::compose_file::{self, ImportError, Imported};
+use crate::model::compose_file::{self, Copied, ImportError, Imported};
 
 /// Exit code: written, but some keys were not carried.
 pub const EXIT_UNMAPPED: u8 = 3;
@@ -25,13 +29,18 @@ const MAX_COMPOSE_BYTES: u64 = 4 << 20;
 /// an env file, `.env`): composed files and env files are held to 1 MiB.
 const MAX_NAMED_BYTES: u64 = 1 << 20;
 
-/// Runs `stead import [--out DIR] [--force] FILE`.
-pub fn run(file: &Path, out: Option<&Path>, force: bool) -> ExitCode {
+/// The mode of an intention that carries copied content.
+const PRIVATE: u32 = 0o600;
+/// The mode of any other intention.
+const PUBLIC: u32 = 0o644;
+
+/// Runs `stead import [--out DIR] [--force] [--allow-outside] FILE`.
+pub fn run(file: &Path, out: Option<&Path>, force: bool, allow_outside: bool) -> ExitCode {
     let refuse = |what: String| {
         eprintln!("stead: import refused, nothing written: {what}");
         ExitCode::from(EXIT_IMPORT_REFUSED)
     };
-    let imported = match import_file(file) {
+    let imported = match import_file(file, allow_outside) {
         Ok(i) => i,
         Err(e) => return refuse(e),
     };
@@ -94,6 +103,24 @@ pub fn run(file: &Path, out: Option<&Path>, force: bool) -> ExitCode {
         Some(dir) => format!("stead: wrote {n} intention files to {}", dir.display()),
         None => format!("stead: printed {n} intention files"),
     };
+    let private: Vec<&str> = imported
+        .files
+        .iter()
+        .filter(|f| !f.copied.is_empty())
+        .map(|f| f.file_name.as_str())
+        .collect();
+    if !private.is_empty() {
+        let how = if written.is_some() {
+            "written 0600"
+        } else {
+            "keep them private"
+        };
+        summary.push_str(&format!(
+            " ({} with content copied from files or variables, {how}: {})",
+            private.len(),
+            private.join(", ")
+        ));
+    }
     if imported.unmapped.is_empty() {
         eprintln!("{summary}; every key was carried");
         ExitCode::SUCCESS
@@ -107,7 +134,7 @@ pub fn run(file: &Path, out: Option<&Path>, force: bool) -> ExitCode {
 }
 
 /// Reads and maps the Compose file; the error is said whole.
-fn import_file(file: &Path) -> Result<Imported, String> {
+fn import_file(file: &Path, allow_outside: bool) -> Result<Imported, String> {
     let bytes = crate::host::files::read_regular(file, MAX_COMPOSE_BYTES)
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
     let text =
@@ -118,22 +145,41 @@ fn import_file(file: &Path) -> Result<Imported, String> {
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
     let read = |p: &Path| crate::host::files::read_regular(p, MAX_NAMED_BYTES);
-    compose_file::import(&text, base_dir, &env, &read)
-        .map_err(|e: ImportError| format!("{}: {e}", file.display()))
+    let imported = compose_file::import(&text, base_dir, &env, &read, allow_outside)
+        .map_err(|e: ImportError| format!("{}: {e}", file.display()))?;
+    if !allow_outside {
+        // The path is inside (the mapping checked); its target must be too.
+        let real_base =
+            std::fs::canonicalize(base_dir).map_err(|e| format!("{}: {e}", base_dir.display()))?;
+        for f in &imported.files {
+            for c in &f.copied {
+                let Copied::File(p) = c else { continue };
+                let real = std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                if !real.starts_with(&real_base) {
+                    return Err(format!(
+                        "{}: {}: {} leads outside the Compose file's directory ({}), to {}: its content would be copied into the intention; --allow-outside copies it anyway",
+                        file.display(),
+                        f.service,
+                        p.display(),
+                        real_base.display(),
+                        real.display()
+                    ));
+                }
+            }
+        }
+    }
+    Ok(imported)
 }
 
-/// Writes every file (a temporary name, then renamed: an agent watching
-/// the directory never reads half a file).
+/// Writes every file atomically (a temp file of a random name that no
+/// link can stand in for, fsync, rename: an agent watching the directory
+/// never reads half a file), 0600 when it carries copied content.
 fn write_all(dir: &Path, imported: &Imported, paths: &[PathBuf]) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
     for (f, path) in imported.files.iter().zip(paths) {
-        let tmp = dir.join(format!(".{}.stead-import", f.file_name));
-        std::fs::write(&tmp, &f.toml)
-            .and_then(|()| std::fs::rename(&tmp, path))
-            .map_err(|e| {
-                let _ = std::fs::remove_file(&tmp);
-                format!("cannot write {}: {e}", path.display())
-            })?;
+        let mode = if f.copied.is_empty() { PUBLIC } else { PRIVATE };
+        crate::host::files::replace_atomic(path, f.toml.as_bytes(), mode)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())
 }

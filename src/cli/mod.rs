@@ -157,6 +157,10 @@ pub enum Command {
         /// Overwrite intention files that exist.
         #[arg(long)]
         force: bool,
+        /// Copy a config's file into an intention even when it is outside
+        /// the Compose file's directory.
+        #[arg(long)]
+        allow_outside: bool,
         /// The Compose file.
         file: PathBuf,
     },
@@ -332,7 +336,12 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Reloads { config, follow } => client_command(config, |c| reloads(c, follow)),
         Command::Sync { config } => client_command(config, sync),
         Command::Plane { command } => plane::run(command),
-        Command::Import { out, force, file } => Ok(import::run(&file, out.as_deref(), force)),
+        Command::Import {
+            out,
+            force,
+            allow_outside,
+            file,
+        } => Ok(import::run(&file, out.as_deref(), force, allow_outside)),
         Command::Check { config } => {
             let config = load_config(config)?;
             let (lines, rejected) = match reconcile::check::check(&config.intentions_dir) {

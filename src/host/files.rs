@@ -82,29 +82,79 @@ pub fn write_once(path: &Path, content: &[u8]) -> std::io::Result<()> {
 }
 
 /// Replaces a file atomically with the given content and mode, for files
-/// that change in place (the API token, the API address).
+/// that change in place (the API token, the API address, an imported
+/// intention).
 pub fn replace_atomic(path: &Path, content: &[u8], mode: u32) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = path.parent().expect("a file has a directory");
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(
-        ".tmp-{}-{}",
-        std::process::id(),
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("f")
-    ));
-    {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(mode)
-            .open(&tmp)?;
-        f.write_all(content)?;
-        f.sync_all()?;
+    let (dir, tmp) = write_temp(path, content, mode)?;
+    if let Err(e) = std::fs::rename(&tmp, path) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
     }
-    std::fs::rename(&tmp, path)?;
-    std::fs::File::open(dir)?.sync_all()?;
-    Ok(())
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Makes a file atomically with the given content and mode, unless one is
+/// there already (then it is left as it is, and the error's kind is
+/// `AlreadyExists`): for a file made once (a device key).
+pub fn create_atomic(path: &Path, content: &[u8], mode: u32) -> std::io::Result<()> {
+    let (dir, tmp) = write_temp(path, content, mode)?;
+    // A link fails where a name exists, which a rename would replace.
+    let linked = std::fs::hard_link(&tmp, path);
+    let _ = std::fs::remove_file(&tmp);
+    linked?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Writes `content` to a new file beside `path` under a random name that
+/// nothing else may hold (`O_CREAT|O_EXCL|O_NOFOLLOW`: a symlink planted
+/// there is not followed, a file there is not reused), fsynced. Returns the
+/// directory and the temp file's path.
+fn write_temp<'a>(
+    path: &'a Path,
+    content: &[u8],
+    mode: u32,
+) -> std::io::Result<(&'a Path, std::path::PathBuf)> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{}: not a file's path", path.display()),
+        ));
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    std::fs::create_dir_all(dir)?;
+    let name = name.to_string_lossy();
+    let mut tries = 0;
+    loop {
+        let tmp = dir.join(format!(".{name}.{:016x}.tmp", crate::host::random_u64()));
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp);
+        let mut f = match opened {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 8 => {
+                tries += 1;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        // The mode asked for, whatever the umask took from it.
+        let written = f
+            .set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))
+            .and_then(|()| f.write_all(content))
+            .and_then(|()| f.sync_all());
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        return Ok((dir, tmp));
+    }
 }
 
 /// Makes a FIFO, for tests of inputs that are not regular files.
@@ -156,5 +206,39 @@ mod tests {
         assert_eq!(names.len(), 1, "no temp file left behind: {names:?}");
         replace_atomic(&p, b"new", 0o600).unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"new");
+    }
+
+    #[test]
+    fn an_atomic_write_never_follows_a_planted_link_and_keeps_its_mode() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        let p = d.path().join("out.toml");
+        // Links planted at every name the old code would have used.
+        for n in [
+            format!(".tmp-{}-out.toml", std::process::id()),
+            ".out.toml.stead-import".to_string(),
+        ] {
+            std::os::unix::fs::symlink(&victim, d.path().join(n)).unwrap();
+        }
+        replace_atomic(&p, b"secret", 0o600).unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        assert_eq!(std::fs::read(&p).unwrap(), b"secret");
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let left = std::fs::read_dir(d.path()).unwrap().count();
+        assert_eq!(left, 4, "victim, two links, the file: no temp file left");
+        // Made once: a file there is left as it is.
+        let e = create_atomic(&p, b"other", 0o600).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&p).unwrap(), b"secret");
+        let q = d.path().join("key");
+        create_atomic(&q, b"k", 0o600).unwrap();
+        assert_eq!(std::fs::read(&q).unwrap(), b"k");
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 5);
+        // A path with no file name is refused, not a panic.
+        let e = replace_atomic(Path::new("/"), b"x", 0o600).unwrap_err();
+        assert!(e.to_string().contains("not a file's path"), "{e}");
     }
 }

@@ -18,6 +18,7 @@ pub mod names;
 pub mod reference;
 pub mod reload;
 pub mod runtime;
+pub mod seal;
 pub mod spec;
 pub mod value;
 pub mod version;

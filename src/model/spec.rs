@@ -188,13 +188,45 @@ pub fn parse_env_file(bytes: &[u8]) -> Result<Vec<(String, String)>, String> {
         let Some((k, v)) = trimmed.split_once('=') else {
             return Err(format!("line {}: expected KEY=VALUE", n + 1));
         };
-        let k = EnvName::try_from(k.trim_end()).map_err(|e| format!("line {}: {e}", n + 1))?;
+        let k = EnvName::try_from(k.trim_end()).map_err(|_| bad_env_key(n + 1, k.trim_end()))?;
         if v.contains('\0') {
             return Err(format!("line {}: the value contains a NUL byte", n + 1));
         }
         out.push((k.to_string(), v.trim_end_matches('\r').to_string()));
     }
     Ok(out)
+}
+
+/// The most of an env file's bad key an error shows.
+const KEY_SHOWN: usize = 16;
+
+/// Why a key of an env file is not a variable name, naming the line and
+/// the key's valid start (clipped), never the rest of the line: a line
+/// that is not `KEY=VALUE` may be a value (a password) on its own.
+fn bad_env_key(line: usize, key: &str) -> String {
+    let bad = key
+        .char_indices()
+        .find(|&(i, c)| !(c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit())));
+    let Some((at, c)) = bad else {
+        return format!("line {line}: no key before the =");
+    };
+    let mut shown: String = key[..at].chars().take(KEY_SHOWN).collect();
+    if at > KEY_SHOWN {
+        shown.push('…');
+    }
+    let what = match c {
+        ' ' => "a space".to_string(),
+        '\t' => "a tab".to_string(),
+        c if c.is_control() => "a control character".to_string(),
+        c if c.is_ascii() => format!("{c:?}"),
+        _ => "a non-ASCII character".to_string(),
+    };
+    let place = if at == 0 {
+        format!("starts with {what}")
+    } else {
+        format!("{shown:?} is followed by {what}")
+    };
+    format!("line {line}: the key {place}: a key is [A-Za-z_][A-Za-z0-9_]*")
 }
 
 /// Normalises an engine image ID to a digest (`sha256:` is implied when an
@@ -412,6 +444,41 @@ mod tests {
             parse_env_file(b"A=1\nB=x\0y\n").unwrap_err(),
             "line 2: the value contains a NUL byte"
         );
+    }
+
+    #[test]
+    fn a_bad_env_key_is_named_clipped_and_its_line_never_echoed() {
+        let k = ": a key is [A-Za-z_][A-Za-z0-9_]*";
+        let cases = [
+            (
+                "DB_PASS hunter2=x",
+                "the key \"DB_PASS\" is followed by a space",
+            ),
+            (
+                "export PW=hunter2",
+                "the key \"export\" is followed by a space",
+            ),
+            ("1hunter2=x", "the key starts with '1'"),
+            ("pw-hunter2=x", "the key \"pw\" is followed by '-'"),
+            (
+                "ABCDEFGHIJKLMNOPQRSThunter2 x=1",
+                "the key \"ABCDEFGHIJKLMNOP…\" is followed by a space",
+            ),
+            (
+                "pw\u{e9}hunter2=x",
+                "the key \"pw\" is followed by a non-ASCII character",
+            ),
+            (
+                "pw\x01hunter2=x",
+                "the key \"pw\" is followed by a control character",
+            ),
+        ];
+        for (line, says) in cases {
+            let e = parse_env_file(format!("A=1\n{line}\n").as_bytes()).unwrap_err();
+            assert_eq!(e, format!("line 2: {says}{k}"), "{line}");
+        }
+        let e = parse_env_file(b"A=1\n=hunter2\n").unwrap_err();
+        assert_eq!(e, "line 2: no key before the =");
     }
 
     #[test]

@@ -124,8 +124,10 @@ impl Desired {
         // of a repeated key: the whole payload is checked before.
         no_repeated_keys(payload)?;
         let mut de = serde_json::Deserializer::from_slice(payload);
-        let doc: DesiredDoc = serde_path_to_error::deserialize(&mut de)
-            .map_err(|e| DocumentError::new(json_field(e.path()), e.inner().to_string()))?;
+        let doc: DesiredDoc = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let said = crate::model::intention::without_values(&e.inner().to_string());
+            DocumentError::new(json_field(e.path()), said)
+        })?;
         de.end()
             .map_err(|e| DocumentError::new("(document)", e.to_string()))?;
         let node = NodeId::try_from(doc.node).map_err(|e| DocumentError::new("node", e.0))?;
@@ -547,6 +549,18 @@ mod tests {
                 with(|v| v["revision"] = "1".into()),
                 "revision",
                 "invalid type",
+            ),
+            (
+                "a value in the wrong place is not quoted back",
+                with(|v| v["node"] = json!({"pw": 1})),
+                "node",
+                "invalid type: map, expected a string",
+            ),
+            (
+                "a string where a number goes is not quoted back",
+                with(|v| v["revision"] = "hunter2".into()),
+                "revision",
+                "invalid type: string, expected u64",
             ),
             (
                 "a bad issued_at",

@@ -94,6 +94,9 @@ pub struct Reconciler {
     default_logging: Option<crate::model::runtime::NodeLogging>,
     /// What the crash guard holds (the store keeps it; lifted here).
     quarantine: crate::model::guard::Quarantine,
+    /// The device-local key that seals the `stead.stated` label; without
+    /// one, no container carries a statement.
+    stated_key: Option<crate::model::seal::LocalKey>,
 }
 
 impl Reconciler {
@@ -123,7 +126,13 @@ impl Reconciler {
             metrics: Arc::new(Metrics::default()),
             default_logging: None,
             quarantine: Default::default(),
+            stated_key: None,
         }
+    }
+
+    /// Seals what containers carry for a store rebuild with this key.
+    pub fn seal_stated_with(&mut self, key: crate::model::seal::LocalKey) {
+        self.stated_key = Some(key);
     }
 
     /// What the crash guard holds, as the agent read it at start.
@@ -402,6 +411,10 @@ impl Reconciler {
         if !store.blocking(|s| s.rebuild_pending()).await? {
             return Ok(None);
         }
+        // Without a key, sealed labels cannot be read: the mark stays.
+        let Some(key) = self.stated_key.clone() else {
+            return Ok(None);
+        };
         let observed = engine.list_containers().await?;
         let found: Vec<(ModuleName, String, String)> = observed
             .iter()
@@ -411,7 +424,7 @@ impl Reconciler {
             })
             .collect();
         let taken = store
-            .blocking(move |s| crate::intake::labels::rebuild(s, &found))
+            .blocking(move |s| crate::intake::labels::rebuild(s, &found, &key))
             .await?;
         tracing::info!(
             "the store is new: {} modules taken back from their containers' labels",
@@ -485,17 +498,18 @@ impl Reconciler {
         let (entries, (host, watched_inputs)) = {
             let digester = self.digester.clone();
             let skip: BTreeSet<ModuleName> = held.keys().cloned().collect();
+            let key = self.stated_key.clone();
             blocking(move || {
                 let mut digester = digester.lock().expect("digester lock");
                 let r = if skip.is_empty() {
-                    resolve::against_host(&entries, &updates, &mut digester)
+                    resolve::against_host(&entries, &updates, &mut digester, key.as_ref())
                 } else {
                     let some: BTreeMap<ModuleName, crate::store::Entry> = entries
                         .iter()
                         .filter(|(n, _)| !skip.contains(*n))
                         .map(|(n, e)| (n.clone(), e.clone()))
                         .collect();
-                    resolve::against_host(&some, &updates, &mut digester)
+                    resolve::against_host(&some, &updates, &mut digester, key.as_ref())
                 };
                 (entries, r)
             })

@@ -109,17 +109,20 @@ pub struct HostResolved {
     pub intention: Intention,
     /// Its inputs, or why it is held.
     pub inputs: Result<Inputs, String>,
-    /// What was stated for it beyond the files, for its container's label.
+    /// What was stated for it beyond the files, sealed, for its
+    /// container's label.
     pub stated: Option<String>,
 }
 
 /// Resolves every stored module against the host (blocking I/O): one
 /// composition and one read of each input per module. Also says which host
-/// paths the modules read, for the file watcher.
+/// paths the modules read, for the file watcher. What a container's label
+/// carries for a store rebuild is sealed with `key` (none without one).
 pub fn against_host(
     entries: &BTreeMap<ModuleName, Entry>,
     updates: &BTreeMap<ModuleName, UpdateState>,
     digester: &mut FileDigester,
+    key: Option<&crate::model::seal::LocalKey>,
 ) -> (Vec<HostResolved>, BTreeSet<PathBuf>) {
     let mut out = Vec::with_capacity(entries.len());
     let mut watched = BTreeSet::new();
@@ -161,7 +164,7 @@ pub fn against_host(
             name: name.clone(),
             intention: i,
             inputs,
-            stated: crate::intake::labels::render(entry),
+            stated: key.and_then(|k| crate::intake::labels::render(name, entry, k)),
         });
     }
     (out, watched)

@@ -75,6 +75,18 @@ pub struct ImportedFile {
     pub file_name: String,
     /// The intention document.
     pub toml: String,
+    /// What was copied into it from outside the Compose file (a config's
+    /// file or variable): it is written readable by its owner only.
+    pub copied: Vec<Copied>,
+}
+
+/// Content copied into an intention from outside the Compose file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Copied {
+    /// A config's `file:` (absolute, as the Compose file names it).
+    File(PathBuf),
+    /// A config's `environment:` variable.
+    Variable(String),
 }
 
 /// What a Compose file became.
@@ -98,11 +110,14 @@ pub type ReadFile<'a> = &'a dyn Fn(&Path) -> std::io::Result<Vec<u8>>;
 /// is read from there. `env` is the importer's environment (it wins over
 /// `.env`, as for Compose). `read` reads `.env`, configs' files and env
 /// files (to check them); a missing `.env` is none.
+/// A config's `file:` outside `base_dir`'s tree is refused unless
+/// `allow_outside` (its content would be copied into the intention).
 pub fn import(
     yaml_text: &str,
     base_dir: &Path,
     env: &BTreeMap<String, String>,
     read: ReadFile<'_>,
+    allow_outside: bool,
 ) -> Result<Imported, ImportError> {
     let file_err = |key: &str, why: String| ImportError {
         service: FILE.into(),
@@ -120,6 +135,7 @@ pub fn import(
         base_dir: normal(base_dir),
         env: env.clone(),
         read,
+        allow_outside,
         top: Top::default(),
         out: Imported::default(),
         said: BTreeSet::new(),
@@ -179,6 +195,7 @@ pub fn import(
     let env = cx.env.clone();
     let lookup = |k: &str| env.get(k).cloned();
     let mut unset = Vec::new();
+    let mut budget = text::MAX_EXPANDED;
     for (section, decls) in [
         ("volumes", &mut cx.top.volumes),
         ("networks", &mut cx.top.networks),
@@ -186,8 +203,14 @@ pub fn import(
         ("secrets", &mut cx.top.secrets),
     ] {
         for (name, v) in decls.iter_mut() {
-            interpolate_tree(v, &format!("{section}.{name}"), &lookup, &mut unset)
-                .map_err(|(k, m)| file_err(&k, m))?;
+            interpolate_tree(
+                v,
+                &format!("{section}.{name}"),
+                &lookup,
+                &mut unset,
+                &mut budget,
+            )
+            .map_err(|(k, m)| file_err(&k, m))?;
         }
     }
     for (key, var) in unset.drain(..) {
@@ -202,7 +225,8 @@ pub fn import(
             key: key.into(),
             why,
         };
-        interpolate_tree(&mut def, "", &lookup, &mut unset).map_err(|(k, m)| serr(&k, m))?;
+        interpolate_tree(&mut def, "", &lookup, &mut unset, &mut budget)
+            .map_err(|(k, m)| serr(&k, m))?;
         for (key, var) in unset.drain(..) {
             cx.note_once(&service, &key, &unset_why(&var));
         }
@@ -245,6 +269,7 @@ pub fn import(
             module,
             file_name,
             toml,
+            copied: out.copied,
         });
     }
     if on_default_network > 1 {
@@ -271,11 +296,13 @@ fn unset_why(var: &str) -> String {
 }
 
 /// Interpolates every string under `v` (not keys); `path` names where.
+/// `budget` is what the interpolated strings may still come to, in bytes.
 fn interpolate_tree(
     v: &mut J,
     path: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
     unset: &mut Vec<(String, String)>,
+    budget: &mut usize,
 ) -> Result<(), Fail> {
     let join = |k: &str| {
         if path.is_empty() {
@@ -287,19 +314,30 @@ fn interpolate_tree(
     match v {
         J::String(s) if s.contains('$') => {
             let mut vars = Vec::new();
-            *s = text::interpolate(s, lookup, &mut vars).map_err(|m| (path.to_string(), m))?;
+            *s = text::interpolate(s, lookup, &mut vars, *budget).map_err(|m| {
+                let m = if *budget < text::MAX_EXPANDED && m.contains("expand to more than") {
+                    format!(
+                        "the variables of the file expand to more than {} bytes in all",
+                        text::MAX_EXPANDED
+                    )
+                } else {
+                    m
+                };
+                (path.to_string(), m)
+            })?;
+            *budget = budget.saturating_sub(s.len());
             unset.extend(vars.into_iter().map(|var| (path.to_string(), var)));
         }
         J::Array(a) => {
             for (i, x) in a.iter_mut().enumerate() {
-                interpolate_tree(x, &format!("{path}[{i}]"), lookup, unset)?;
+                interpolate_tree(x, &format!("{path}[{i}]"), lookup, unset, budget)?;
             }
         }
         J::Object(m) => {
             for (k, x) in m.iter_mut() {
                 // `x-` fragments are Compose's to ignore, and so ours.
                 if !k.starts_with("x-") {
-                    interpolate_tree(x, &join(k), lookup, unset)?;
+                    interpolate_tree(x, &join(k), lookup, unset, budget)?;
                 }
             }
         }
@@ -324,6 +362,8 @@ struct Ctx<'a> {
     /// The importer's environment over `.env`.
     env: BTreeMap<String, String>,
     read: ReadFile<'a>,
+    /// Whether a config's file may be copied from outside `base_dir`.
+    allow_outside: bool,
     top: Top,
     out: Imported,
     /// File-level reports already made (a declaration used twice is
@@ -335,6 +375,9 @@ struct Ctx<'a> {
 /// (TOML puts the tables last).
 #[derive(Serialize, Default)]
 struct Out {
+    /// Not a field: what was copied into it.
+    #[serde(skip)]
+    copied: Vec<Copied>,
     name: String,
     image: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1114,14 +1157,33 @@ impl Ctx<'_> {
             }
         };
         let dat = format!("configs.{source}");
+        let mut copied = None;
         let content: Vec<u8> = if let Some(f) = decl.get("file") {
             let path = self.host_path(&format!("{dat}.file"), &scalar(&dat, f)?)?;
-            (self.read)(Path::new(&path))
-                .map_err(|e| (format!("{dat}.file"), format!("cannot read {path}: {e}")))?
+            if !self.allow_outside && !Path::new(&path).starts_with(&self.base_dir) {
+                return fail(
+                    &format!("{dat}.file"),
+                    format!(
+                        "{path} is outside the Compose file's directory ({}): its content would be copied into the intention; --allow-outside copies it anyway",
+                        self.base_dir.display()
+                    ),
+                );
+            }
+            let bytes = (self.read)(Path::new(&path))
+                .map_err(|e| (format!("{dat}.file"), format!("cannot read {path}: {e}")))?;
+            copied = Some((
+                Copied::File(PathBuf::from(&path)),
+                format!("the content of {path}"),
+            ));
+            bytes
         } else if let Some(c) = decl.get("content") {
             scalar(&format!("{dat}.content"), c)?.into_bytes()
         } else if let Some(var) = decl.get("environment") {
             let var = scalar(&format!("{dat}.environment"), var)?;
+            copied = Some((
+                Copied::Variable(var.clone()),
+                format!("the value of the variable {var}"),
+            ));
             match self.env.get(&var) {
                 Some(v) => v.clone().into_bytes(),
                 None => {
@@ -1149,10 +1211,22 @@ impl Ctx<'_> {
             }
         }
         match String::from_utf8(content) {
-            Ok(content) => out.files.push(FileOut {
-                path: target,
-                content,
-            }),
+            Ok(content) => {
+                if let Some((c, what)) = copied {
+                    self.note(
+                        service,
+                        at,
+                        &format!(
+                            "{what} is copied into the intention, which is written readable by its owner only (0600)"
+                        ),
+                    );
+                    out.copied.push(c);
+                }
+                out.files.push(FileOut {
+                    path: target,
+                    content,
+                })
+            }
             Err(_) => {
                 let Some(J::String(f)) = decl.get("file") else {
                     return fail(&dat, "is not UTF-8 text");
@@ -1461,7 +1535,7 @@ mod tests {
     }
 
     fn run(yaml: &str) -> Result<Imported, ImportError> {
-        import(yaml, Path::new(BASE), &env(), &read_with(None))
+        import(yaml, Path::new(BASE), &env(), &read_with(None), false)
     }
 
     /// The declarations every service snippet may use.
@@ -2337,6 +2411,97 @@ secrets:
     }
 
     #[test]
+    fn bombs_of_nesting_and_of_expansion_are_refused_by_name() {
+        let deep = format!(
+            "services: {{s: {{image: '{}x{}'}}}}",
+            "${A:-".repeat(50_000),
+            "}".repeat(50_000)
+        );
+        let e = run(&deep).unwrap_err();
+        assert_eq!((e.service.as_str(), e.key.as_str()), ("s", "image"), "{e}");
+        assert!(e.why.contains("nested deeper than 32 levels"), "{e}");
+        // One variable of 1 MiB used 20 times: within each string's
+        // bound, over the file's.
+        let mut env = env();
+        env.insert("BIG".into(), "b".repeat(1 << 20));
+        let uses: String = (0..20).map(|i| format!("'E{i}=$BIG', ")).collect();
+        let yaml = format!("services: {{s: {{image: x, environment: [{uses}]}}}}");
+        let e = import(&yaml, Path::new(BASE), &env, &read_with(None), false).unwrap_err();
+        assert!(
+            e.why
+                .contains("the variables of the file expand to more than 16777216 bytes in all"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn copied_content_is_noted_and_a_file_outside_the_tree_is_refused() {
+        let top = "configs: {n: {file: ./nginx.conf}, e: {environment: SECRET}, i: {content: x}}";
+        let i = run(&format!(
+            "services: {{s: {{image: x, configs: [n, e, i]}}, t: {{image: x, configs: [i]}}}}\n{top}"
+        ))
+        .unwrap();
+        let copied: Vec<(&str, &[Copied])> = i
+            .files
+            .iter()
+            .map(|f| (f.service.as_str(), f.copied.as_slice()))
+            .collect();
+        assert_eq!(
+            copied,
+            [
+                (
+                    "s",
+                    &[
+                        Copied::File("/srv/app/nginx.conf".into()),
+                        Copied::Variable("SECRET".into())
+                    ][..]
+                ),
+                ("t", &[][..]),
+            ]
+        );
+        let got = lines(&i.notes);
+        for want in [
+            "s: configs[0]: the content of /srv/app/nginx.conf is copied into the intention, which is written readable by its owner only (0600)",
+            "s: configs[1]: the value of the variable SECRET is copied into the intention, which is written readable by its owner only (0600)",
+        ] {
+            assert!(got.iter().any(|l| l == want), "{want}: {got:#?}");
+        }
+        // (source, refused without --allow-outside)
+        let cases = [
+            ("./nginx.conf", false),
+            ("/srv/app/nginx.conf", false),
+            ("/etc/shadow", true),
+            ("../other/key", true),
+            ("./sub/../../app-other/key", true),
+            ("~/key", true),
+        ];
+        for (source, refused) in cases {
+            let yaml = format!(
+                "services: {{s: {{image: x, configs: [c]}}}}\nconfigs: {{c: {{file: '{source}'}}}}"
+            );
+            let got = run(&yaml);
+            if refused {
+                let e = got.unwrap_err();
+                assert_eq!(
+                    (e.service.as_str(), e.key.as_str()),
+                    ("s", "configs.c.file")
+                );
+                assert!(
+                    e.why
+                        .contains("outside the Compose file's directory (/srv/app)"),
+                    "{e}"
+                );
+                assert!(e.why.contains("--allow-outside"), "{e}");
+                // Allowed, it is read (and here not found).
+                let e = import(&yaml, Path::new(BASE), &env(), &read_with(None), true).unwrap_err();
+                assert!(e.why.contains("cannot read"), "{source}: {e}");
+            } else {
+                assert!(got.is_ok(), "{source}: {got:?}");
+            }
+        }
+    }
+
+    #[test]
     fn the_dotenv_file_next_to_the_compose_file_is_read_and_the_environment_wins() {
         let yaml = "services:\n  s:\n    image: img:${TAG}\n    environment: ['A=${FROM_DOTENV}', 'B=${SET}']\n";
         let i = import(
@@ -2344,12 +2509,20 @@ secrets:
             Path::new(BASE),
             &env(),
             &read_with(Some("TAG=1.2\nFROM_DOTENV=d\nSET=from-dotenv\n")),
+            false,
         )
         .unwrap();
         let d = doc(&i);
         assert_eq!(d["image"], "img:1.2");
         assert_eq!(d["env"], json!({"A": "d", "B": "v"}));
-        let e = import(yaml, Path::new(BASE), &env(), &read_with(Some("1=x\n"))).unwrap_err();
+        let e = import(
+            yaml,
+            Path::new(BASE),
+            &env(),
+            &read_with(Some("1=x\n")),
+            false,
+        )
+        .unwrap_err();
         assert_eq!((e.service.as_str(), e.key.as_str()), (FILE, ".env"));
     }
 

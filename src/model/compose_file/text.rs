@@ -5,26 +5,67 @@
 //! string `command` or `entrypoint` into (Python's `shlex.split`, not a
 //! shell).
 
-/// Interpolates one string. `lookup` gives a variable's value (`None`:
-/// unset); every variable used unset, without a default, is pushed to
-/// `unset` (it reads as the empty string, as Compose reads it).
+/// The deepest nesting of `${…}` inside a default or alternative
+/// (`${A:-${B:-…}}`) that is interpolated; deeper is refused.
+pub const MAX_NESTING: usize = 32;
+/// The most bytes the interpolated strings of one Compose file may come
+/// to, all together (a variable used a million times is as many copies).
+pub const MAX_EXPANDED: usize = 16 << 20;
+
+/// Interpolates one string into at most `max_len` bytes. `lookup` gives a
+/// variable's value (`None`: unset); every variable used unset, without a
+/// default, is pushed to `unset` (it reads as the empty string, as Compose
+/// reads it).
 pub fn interpolate(
     s: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
     unset: &mut Vec<String>,
+    max_len: usize,
 ) -> Result<String, String> {
-    let mut out = String::with_capacity(s.len());
+    interpolate_at(
+        s,
+        &mut Cx {
+            lookup,
+            unset,
+            max_len,
+        },
+        0,
+    )
+}
+
+/// What every level of one interpolation shares.
+struct Cx<'a> {
+    lookup: &'a dyn Fn(&str) -> Option<String>,
+    unset: &'a mut Vec<String>,
+    max_len: usize,
+}
+
+/// `out` with `more` added, within the bound.
+fn push(out: &mut String, more: &str, max_len: usize) -> Result<(), String> {
+    if out.len() + more.len() > max_len {
+        return Err(format!("the variables expand to more than {max_len} bytes"));
+    }
+    out.push_str(more);
+    Ok(())
+}
+
+fn interpolate_at(s: &str, cx: &mut Cx<'_>, depth: usize) -> Result<String, String> {
+    let mut out = String::with_capacity(s.len().min(cx.max_len));
     let mut rest = s;
     while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
+        push(&mut out, &rest[..i], cx.max_len)?;
         let after = &rest[i + 1..];
         if let Some(r) = after.strip_prefix('$') {
-            out.push('$');
+            push(&mut out, "$", cx.max_len)?;
             rest = r;
         } else if let Some(body) = after.strip_prefix('{') {
+            if depth >= MAX_NESTING {
+                return Err(format!("${{…}} nested deeper than {MAX_NESTING} levels"));
+            }
             let end = closing_brace(body)
                 .ok_or_else(|| "an unclosed ${: write $$ for a literal $".to_string())?;
-            out.push_str(&braced(&body[..end], lookup, unset)?);
+            let v = braced(&body[..end], cx, depth)?;
+            push(&mut out, &v, cx.max_len)?;
             rest = &body[end + 1..];
         } else {
             let n = name_len(after);
@@ -33,14 +74,14 @@ pub fn interpolate(
                     "a $ not followed by a name, {…} or $: write $$ for a literal $".into(),
                 );
             }
-            match lookup(&after[..n]) {
-                Some(v) => out.push_str(&v),
-                None => unset.push(after[..n].to_string()),
+            match (cx.lookup)(&after[..n]) {
+                Some(v) => push(&mut out, &v, cx.max_len)?,
+                None => cx.unset.push(after[..n].to_string()),
             }
             rest = &after[n..];
         }
     }
-    out.push_str(rest);
+    push(&mut out, rest, cx.max_len)?;
     Ok(out)
 }
 
@@ -69,34 +110,33 @@ fn closing_brace(body: &str) -> Option<usize> {
     None
 }
 
-/// The inside of `${…}`.
-fn braced(
-    inner: &str,
-    lookup: &dyn Fn(&str) -> Option<String>,
-    unset: &mut Vec<String>,
-) -> Result<String, String> {
+/// The inside of `${…}`, at `depth` levels of nesting.
+fn braced(inner: &str, cx: &mut Cx<'_>, depth: usize) -> Result<String, String> {
     let n = name_len(inner);
     let name = &inner[..n];
     if n == 0 {
         return Err(format!(
-            "${{{inner}}}: a variable name is [A-Za-z_][A-Za-z0-9_]*"
+            "${{{}}}: a variable name is [A-Za-z_][A-Za-z0-9_]*",
+            clip(inner)
         ));
     }
     let op = &inner[n..];
-    let value = lookup(name);
+    let value = (cx.lookup)(name);
     let set_nonempty = value.as_deref().is_some_and(|v| !v.is_empty());
     // The text after the operator is itself interpolated, when used.
-    let mut word = |w: &str| interpolate(w, lookup, unset);
+    let mut word = |w: &str| interpolate_at(w, cx, depth + 1);
     let (ops, arg) = match op.char_indices().find(|(_, c)| "-?+".contains(*c)) {
         None if op.is_empty() => ("", ""),
-        None => return Err(format!("${{{inner}}}: not a variable substitution")),
+        None => {
+            return Err(format!("${{{}}}: not a variable substitution", clip(inner)));
+        }
         Some((j, c)) => (&op[..j + c.len_utf8()], &op[j + c.len_utf8()..]),
     };
     Ok(match ops {
         "" => match value {
             Some(v) => v,
             None => {
-                unset.push(name.to_string());
+                cx.unset.push(name.to_string());
                 String::new()
             }
         },
@@ -118,8 +158,18 @@ fn braced(
         ":+" => String::new(),
         "+" if value.is_some() => word(arg)?,
         "+" => String::new(),
-        _ => return Err(format!("${{{inner}}}: not a variable substitution")),
+        _ => {
+            return Err(format!("${{{}}}: not a variable substitution", clip(inner)));
+        }
     })
+}
+
+/// At most 64 characters of a piece of the file, for an error.
+fn clip(s: &str) -> String {
+    match s.char_indices().nth(64) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
 }
 
 /// A `.env` file's variables, in order: `KEY=VALUE` lines (an `export `
@@ -328,7 +378,8 @@ mod tests {
         ];
         for (text, want, want_unset) in cases {
             let mut unset = Vec::new();
-            let got = interpolate(text, &env, &mut unset).unwrap_or_else(|e| panic!("{text}: {e}"));
+            let got = interpolate(text, &env, &mut unset, 1 << 10)
+                .unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(&got, want, "{text}");
             assert_eq!(&unset, want_unset, "{text}");
         }
@@ -345,8 +396,48 @@ mod tests {
             ("${1x}", "variable name"),
             ("${SET/x/y}", "not a variable substitution"),
         ] {
-            let e = interpolate(text, &env, &mut Vec::new()).unwrap_err();
+            let e = interpolate(text, &env, &mut Vec::new(), 1 << 10).unwrap_err();
             assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn nesting_and_expansion_are_bounded() {
+        let nested =
+            |levels: usize| format!("{}x{}", "${UNSET:-".repeat(levels), "}".repeat(levels));
+        let big = |n: usize| "$PORT".repeat(n);
+        // (text, within the bound, the error)
+        let cases: Vec<(String, usize, Result<String, &str>)> = vec![
+            (nested(MAX_NESTING), 64, Ok("x".into())),
+            (
+                nested(MAX_NESTING + 1),
+                64,
+                Err("nested deeper than 32 levels"),
+            ),
+            (nested(50_000), 64, Err("nested deeper than 32 levels")),
+            (big(4), 16, Ok("8080".repeat(4))),
+            (big(5), 16, Err("expand to more than 16 bytes")),
+            (
+                "${UNSET:-$PORT$PORT$PORT}".into(),
+                8,
+                Err("more than 8 bytes"),
+            ),
+            (
+                format!("${{{}!}}", "A".repeat(100)),
+                64,
+                Err("not a variable substitution"),
+            ),
+        ];
+        for (text, max, want) in cases {
+            let got = interpolate(&text, &env, &mut Vec::new(), max);
+            match (got, want) {
+                (Ok(g), Ok(w)) => assert_eq!(g, w),
+                (Err(e), Err(w)) => {
+                    assert!(e.contains(w), "{e}");
+                    assert!(e.len() < 200, "clipped: {e}");
+                }
+                (got, want) => panic!("{got:?}, not {want:?}"),
+            }
         }
     }
 

@@ -6,8 +6,8 @@
 //! its way through); map keys are strings. Refused, with the line: a
 //! second document, a duplicate key, a key that is not a scalar, a tag
 //! other than the core schema's, an alias to an unknown anchor, nesting
-//! deeper than [`MAX_DEPTH`], more than [`MAX_NODES`] values (aliases
-//! included).
+//! deeper than [`MAX_DEPTH`], more than [`MAX_NODES`] values or
+//! [`MAX_BYTES`] of text (aliases counted as the copies they make).
 
 use saphyr_parser::{Event, Parser, ScalarStyle, Span, Tag};
 use serde_json::{Map, Number, Value as J};
@@ -16,6 +16,9 @@ use serde_json::{Map, Number, Value as J};
 pub const MAX_DEPTH: usize = 64;
 /// The most values a document may make, counting each alias's copy.
 pub const MAX_NODES: usize = 1_000_000;
+/// The most text (scalars and keys) a document may make, counting each
+/// alias's copy: a few aliases of a long string are as many copies.
+pub const MAX_BYTES: usize = 16 << 20;
 
 /// A YAML document that cannot be read: where and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -60,6 +63,7 @@ pub fn load(text: &str) -> Result<J, YamlError> {
     let mut stack: Vec<Frame> = Vec::new();
     let mut anchors: std::collections::BTreeMap<usize, J> = Default::default();
     let mut nodes = 0usize;
+    let mut bytes = 0usize;
     let mut root: Option<J> = None;
     let mut documents = 0;
     while let Some(next) = parser.next_event() {
@@ -86,13 +90,16 @@ pub fn load(text: &str) -> Result<J, YamlError> {
                     .get(&id)
                     .cloned()
                     .ok_or_else(|| err(&span, "an alias to an anchor not yet defined"))?;
-                nodes += count(&v);
+                let (n, b) = size(&v);
+                nodes += n;
+                bytes += b;
                 (v, 0, false)
             }
             Event::Scalar(text, style, anchor, tag) => {
                 let merge = style == ScalarStyle::Plain && tag.is_none() && text == "<<";
                 let v = scalar(&text, style, tag.as_deref()).map_err(|m| err(&span, m))?;
                 nodes += 1;
+                bytes += text.len();
                 (v, anchor, merge)
             }
             Event::SequenceStart(anchor, tag) | Event::MappingStart(anchor, tag) => {
@@ -149,6 +156,12 @@ pub fn load(text: &str) -> Result<J, YamlError> {
                 format!("more than {MAX_NODES} values (aliases counted as copies)"),
             ));
         }
+        if bytes > MAX_BYTES {
+            return Err(err(
+                &span,
+                format!("more than {MAX_BYTES} bytes of text (aliases counted as copies)"),
+            ));
+        }
         if anchor != 0 {
             anchors.insert(anchor, value.clone());
         }
@@ -176,12 +189,19 @@ pub fn load(text: &str) -> Result<J, YamlError> {
     Ok(root.unwrap_or(J::Null))
 }
 
-/// How many values `v` is.
-fn count(v: &J) -> usize {
+/// How many values `v` is, and how many bytes of text (keys included);
+/// a number or boolean counts as the text it was read from, near enough.
+fn size(v: &J) -> (usize, usize) {
+    let add = |(n, b): (usize, usize), (m, c): (usize, usize)| (n + m, b + c);
     match v {
-        J::Array(a) => 1 + a.iter().map(count).sum::<usize>(),
-        J::Object(m) => 1 + m.values().map(count).sum::<usize>(),
-        _ => 1,
+        J::Array(a) => a.iter().map(size).fold((1, 0), add),
+        J::Object(m) => m
+            .iter()
+            .map(|(k, v)| add((0, k.len()), size(v)))
+            .fold((1, 0), add),
+        J::String(s) => (1, s.len()),
+        J::Number(n) => (1, n.to_string().len()),
+        _ => (1, 4),
     }
 }
 
@@ -365,5 +385,24 @@ mod tests {
             ));
         }
         assert!(load(&bomb).unwrap_err().message.contains("more than"));
+        // A long string aliased a few times at each level: few values,
+        // many bytes (a 300 KB file that would make 1.6 GB).
+        let mut strings = format!("s0: &s0 {}\n", "x".repeat(100_000));
+        for i in 1..6 {
+            let p = i - 1;
+            strings.push_str(&format!(
+                "s{i}: &s{i} [*s{p}, *s{p}, *s{p}, *s{p}, *s{p}, *s{p}, *s{p}, *s{p}, *s{p}, *s{p}]\n"
+            ));
+        }
+        let e = load(&strings).unwrap_err();
+        assert!(e.message.contains("bytes of text"), "{e}");
+        assert!(e.line <= 4, "refused as soon as it is too much: {e}");
+        // Long keys count too.
+        let keys = format!(
+            "k: &k {{{}: 1}}\nl: [{}]\n",
+            "y".repeat(1 << 20),
+            "*k, ".repeat(20)
+        );
+        assert!(load(&keys).unwrap_err().message.contains("bytes of text"));
     }
 }

@@ -1,0 +1,380 @@
+//! No secret where others read: a value from a module's env, settings or
+//! files is never in a container's label, an error, an event, the log or
+//! an unauthenticated answer, against the real agent and the real Docker
+//! Engine; a store rebuilt from the containers still takes them back.
+
+mod common;
+
+use common::agent::{Agent, http_get};
+use common::*;
+
+/// Every event's text in the node's store (read from a copy: opening a
+/// store writes to it).
+fn event_texts(n: &Node) -> String {
+    let copy = n.dir.path().join("events-copy.redb");
+    std::fs::copy(n.data().join("stead.redb"), &copy).unwrap();
+    let s = stead::store::Store::open(&copy).unwrap();
+    s.events_since(0, 10_000)
+        .unwrap()
+        .iter()
+        .map(|e| format!("{} {}\n", e.module.as_deref().unwrap_or("-"), e.detail))
+        .collect()
+}
+
+/// `docker inspect` of a container, whole.
+fn inspect(id: &str) -> serde_json::Value {
+    let out = docker_ok(&["inspect", id]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v[0].clone()
+}
+
+/// Waits until the module reads `state` in the (unauthenticated) API.
+fn wait_state(n: &Node, agent: &Agent, m: &str, state: &str) {
+    n.wait_for(60, &format!("{m} {state}"), || {
+        let (_, body) = agent.get(&format!("/v1/modules/{m}"));
+        serde_json::from_str::<serde_json::Value>(&body).is_ok_and(|b| b["state"] == state)
+    });
+}
+
+#[test]
+fn no_value_of_env_settings_or_files_is_in_a_label_an_error_or_an_unauthenticated_read() {
+    let n = Node::new("secrets");
+    let marker = format!("m4rk3r{}", std::process::id());
+    let (api, file, bad) = (n.module("api"), n.module("file"), n.module("badenv"));
+    let cmd = serde_json::json!(["sh", "-c", idle_after("true")]);
+    n.write_intention(
+        "file.toml",
+        &format!(
+            "name = \"{file}\"\nimage = \"{IMAGE_1}\"\ncommand = {cmd}\n[config]\npath = \"/c.json\"\nformat = \"json\"\ndefaults = {{ a = 1 }}\n"
+        ),
+    );
+    // An env file whose second line is not KEY=VALUE: a value on its own.
+    let env_file = n.write_host("bad.env", &format!("A=1\nDB_PASS {marker}=x\n"));
+    n.write_intention(
+        "bad.toml",
+        &format!(
+            "name = \"{bad}\"\nimage = \"{IMAGE_1}\"\ncommand = {cmd}\nenv_files = [{:?}]\n",
+            env_file.display().to_string()
+        ),
+    );
+    let agent = Agent::start(&n);
+    let body = serde_json::json!({
+        "name": api, "image": IMAGE_1, "command": cmd,
+        "env": { "TOKEN": marker },
+        "config": { "path": "/c.json", "format": "json", "defaults": { "pw": "x" } },
+        "settings": { "pw": marker },
+        "files": [{ "path": "/k.txt", "content": marker }],
+    });
+    let (code, said) = agent.send(
+        &n,
+        "PUT",
+        &format!("/v1/intentions/{api}"),
+        &body.to_string(),
+    );
+    assert_eq!(code, 201, "{said}");
+    n.wait_for(30, "the file module known", || {
+        agent.get(&format!("/v1/modules/{file}")).0 == 200
+    });
+    let (code, said) = agent.patch(
+        &n,
+        &format!("/v1/intentions/{file}/settings"),
+        &serde_json::json!({ "a": marker }).to_string(),
+    );
+    assert_eq!(code, 200, "{said}");
+    wait_state(&n, &agent, &api, "converged");
+    n.wait_for(60, "the layered settings running", || {
+        n.container(&file).is_some_and(|c| c.1 == "running")
+            && agent
+                .get(&format!("/v1/modules/{file}"))
+                .1
+                .contains("\"converged\"")
+            && docker_ok(&["inspect", &n.container_id(&file)]).contains("stead.stated")
+    });
+
+    // The labels carry the statements sealed, and nothing of the inspect
+    // but the container's own environment holds a value.
+    for m in [&api, &file] {
+        let mut c = inspect(&n.container_id(m));
+        let stated = c["Config"]["Labels"]["stead.stated"].as_str().unwrap();
+        assert!(stated.starts_with("sealed1:"), "{m}: {stated}");
+        let env = c["Config"]["Env"].take();
+        let rest = c.to_string();
+        assert!(
+            !rest.contains(&marker),
+            "{m}: the inspect holds the value: {rest}"
+        );
+        if m == &api {
+            assert!(
+                env.to_string().contains(&format!("TOKEN={marker}")),
+                "{env}"
+            );
+        }
+    }
+    // The list every label reader uses.
+    let ps = docker_ok(&["ps", "-a", "--no-trunc", "--format", "{{.Labels}}"]);
+    assert!(!ps.contains(&marker), "{ps}");
+
+    // The env file's error names the file, the line and the key, not the
+    // value; everywhere it goes.
+    n.wait_for(30, "the bad env file said", || {
+        agent
+            .get(&format!("/v1/modules/{bad}"))
+            .1
+            .contains("line 2")
+    });
+    let (_, status) = agent.get(&format!("/v1/modules/{bad}"));
+    for says in [
+        "bad.env",
+        "line 2",
+        "\\\"DB_PASS\\\" is followed by a space",
+    ] {
+        assert!(status.contains(says), "{says}: {status}");
+    }
+
+    // Unauthenticated reads show no value; the token shows them.
+    for path in [
+        "/v1/status".to_string(),
+        "/v1/events?limit=1000".into(),
+        "/v1/intentions".into(),
+        format!("/v1/intentions/{api}"),
+        format!("/v1/intentions/{file}"),
+        format!("/v1/modules/{api}"),
+        format!("/v1/modules/{bad}"),
+        "/v1/plane".into(),
+        "/metrics".into(),
+    ] {
+        let (code, body) = agent.get(&path);
+        assert_eq!(code, 200, "{path}: {body}");
+        assert!(!body.contains(&marker), "{path}: {body}");
+    }
+    let (_, open) = agent.get(&format!("/v1/intentions/{api}"));
+    let open: serde_json::Value = serde_json::from_str(&open).unwrap();
+    assert!(open["values_hidden"].is_string(), "{open}");
+    assert_eq!(open["intention"]["env"]["TOKEN"], serde_json::Value::Null);
+    assert_eq!(open["intention"]["files"][0]["path"], "/k.txt");
+    assert_eq!(open["intention"]["image"], IMAGE_1, "the rest is shown");
+    let (code, _) = common::agent::http_send(
+        &agent.addr,
+        "GET",
+        &format!("/v1/intentions/{api}"),
+        Some("wrong-token-wrong-token"),
+        "",
+    );
+    assert_eq!(code, 401, "a wrong token is refused, not taken as none");
+    let (_, full) = agent.send(&n, "GET", &format!("/v1/intentions/{api}"), "");
+    let full: serde_json::Value = serde_json::from_str(&full).unwrap();
+    assert_eq!(full["intention"]["env"]["TOKEN"], marker.as_str());
+    assert_eq!(full["intention"]["settings"]["pw"], marker.as_str());
+    assert_eq!(full["intention"]["files"][0]["content"], marker.as_str());
+    assert!(full.get("values_hidden").is_none(), "{full}");
+    let (_, layered) = agent.send(&n, "GET", &format!("/v1/intentions/{file}"), "");
+    assert!(layered.contains(&marker), "{layered}");
+
+    // A store lost: the sealed labels are taken back, nothing restarts.
+    let ids = [n.container_id(&api), n.container_id(&file)];
+    drop(agent);
+    let since = unix_now();
+    std::fs::remove_file(n.data().join("stead.redb")).unwrap();
+    // (Not ok: the module with the bad env file is held.)
+    let (_, out, err) = n.once();
+    assert!(!err.contains(&marker), "{err}");
+    for (m, id) in [&api, &file].into_iter().zip(&ids) {
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(m.as_str()) && l.contains("unchanged")),
+            "{out}"
+        );
+        assert_eq!(&n.container_id(m), id);
+        assert_eq!(n.creates_since(m, since), 0);
+    }
+    let said = event_texts(&n);
+    assert_eq!(
+        said.matches("taken back from the container's labels")
+            .count(),
+        2,
+        "{said}"
+    );
+    assert!(!said.contains(&marker), "{said}");
+    let log = Agent::log(&n);
+    assert!(!log.contains(&marker), "the log holds the value: {log}");
+    let key = n.data().join("local.key");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&key).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+#[test]
+fn a_clear_label_made_by_0_5_0_is_taken_back_without_a_recreate_and_new_ones_are_sealed() {
+    let n = Node::new("clearlabel");
+    let m = n.module("old");
+    let cmd = serde_json::json!(["sh", "-c", idle_after("true")]);
+    let body = serde_json::json!({
+        "name": m, "image": IMAGE_1, "command": cmd, "env": { "SAID": "in clear" },
+    });
+    let intention = {
+        let agent = Agent::start(&n);
+        let (code, said) = agent.send(&n, "PUT", &format!("/v1/intentions/{m}"), &body.to_string());
+        assert_eq!(code, 201, "{said}");
+        wait_state(&n, &agent, &m, "converged");
+        let (_, i) = agent.send(&n, "GET", &format!("/v1/intentions/{m}"), "");
+        let i: serde_json::Value = serde_json::from_str(&i).unwrap();
+        i["intention"].clone()
+    };
+    // The container as 0.5.0 made it: the same, with the statement in
+    // clear in its label.
+    let made = inspect(&n.container_id(&m));
+    let name = made["Name"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches('/')
+        .to_string();
+    docker_ok(&["rm", "-f", &n.container_id(&m)]);
+    let mut args: Vec<String> = vec!["create".into(), "--name".into(), name];
+    for (k, v) in made["Config"]["Labels"].as_object().unwrap() {
+        if k != "stead.stated" {
+            args.extend(["--label".into(), format!("{k}={}", v.as_str().unwrap())]);
+        }
+    }
+    let clear = serde_json::json!({ "api": intention }).to_string();
+    args.extend(["--label".into(), format!("stead.stated={clear}")]);
+    for e in made["Config"]["Env"].as_array().unwrap() {
+        args.extend(["--env".into(), e.as_str().unwrap().to_string()]);
+    }
+    args.push(IMAGE_1.into());
+    for a in made["Config"]["Cmd"].as_array().unwrap() {
+        args.push(a.as_str().unwrap().to_string());
+    }
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let id = docker_ok(&refs).trim().to_string();
+    docker_ok(&["start", &id]);
+
+    let since = unix_now();
+    std::fs::remove_file(n.data().join("stead.redb")).unwrap();
+    let out = n.once_ok();
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(m.as_str()) && l.contains("unchanged")),
+        "{out}"
+    );
+    assert_eq!(n.container_id(&m), id, "not recreated for its label");
+    assert_eq!(n.creates_since(&m, since), 0);
+    let said = event_texts(&n);
+    assert!(
+        said.contains("in clear, as stead 0.5.0 wrote them"),
+        "{said}"
+    );
+
+    // It is the API's again, and its next container carries a sealed label.
+    let agent = Agent::start(&n);
+    let (_, i) = agent.send(&n, "GET", &format!("/v1/intentions/{m}"), "");
+    assert!(i.contains("in clear") && i.contains("\"api\""), "{i}");
+    let changed = serde_json::json!({
+        "name": m, "image": IMAGE_1, "command": cmd, "env": { "SAID": "sealed now" },
+    });
+    let (code, said) = agent.send(
+        &n,
+        "PUT",
+        &format!("/v1/intentions/{m}"),
+        &changed.to_string(),
+    );
+    assert_eq!(code, 200, "{said}");
+    n.wait_for(60, "the changed module recreated", || {
+        n.container(&m)
+            .is_some_and(|c| c.0 != id && c.1 == "running")
+    });
+    let label = docker_ok(&[
+        "inspect",
+        "--format",
+        "{{index .Config.Labels \"stead.stated\"}}",
+        &n.container_id(&m),
+    ]);
+    assert!(label.starts_with("sealed1:"), "{label}");
+    assert!(!label.contains("sealed now"), "{label}");
+    let _ = http_get(&agent.addr, "/healthz");
+}
+
+/// `stead import ARGS` in `dir`: (exit code, stderr).
+fn import(dir: &std::path::Path, args: &[&str]) -> (i32, String) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_stead"))
+        .current_dir(dir)
+        .arg("import")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn mode(p: &std::path::Path) -> u32 {
+    std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(p).unwrap().permissions()) & 0o777
+}
+
+#[test]
+fn an_import_that_copies_a_file_writes_it_private_says_so_and_stays_in_its_tree() {
+    let d = tempfile::tempdir().unwrap();
+    let app = d.path().join("app");
+    let elsewhere = d.path().join("elsewhere");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let key = app.join("key.pem");
+    std::fs::write(&key, "-----BEGIN KEY----- m4rk3r").unwrap();
+    std::fs::write(elsewhere.join("shadow"), "root:m4rk3r").unwrap();
+    std::os::unix::fs::symlink(elsewhere.join("shadow"), app.join("link.pem")).unwrap();
+    let compose = |source: &str| {
+        format!(
+            "services:\n  s:\n    image: x:1\n    configs: [{{source: k, target: /k.pem}}]\n  t:\n    image: x:1\nconfigs:\n  k: {{file: {source}}}\n"
+        )
+    };
+    std::fs::write(app.join("compose.yml"), compose("./key.pem")).unwrap();
+    // A link planted where the old importer put its temp file.
+    let out = app.join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let victim = d.path().join("victim");
+    std::fs::write(&victim, "keep").unwrap();
+    std::os::unix::fs::symlink(&victim, out.join(".s.toml.stead-import")).unwrap();
+
+    let (code, err) = import(&app, &["--out", "out", "compose.yml"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!(
+            "note: s: configs[0]: the content of {} is copied into the intention, which is written readable by its owner only (0600)",
+            key.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("(1 with content copied from files or variables, written 0600: s.toml)"),
+        "{err}"
+    );
+    assert!(!err.contains("m4rk3r"), "{err}");
+    assert_eq!(mode(&out.join("s.toml")), 0o600);
+    assert_eq!(mode(&out.join("t.toml")), 0o644);
+    assert!(
+        std::fs::read_to_string(out.join("s.toml"))
+            .unwrap()
+            .contains("m4rk3r")
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+
+    // Outside the Compose file's tree, by its path or by a link: refused,
+    // nothing written, unless --allow-outside.
+    let shadow = elsewhere.join("shadow").display().to_string();
+    for source in [shadow.as_str(), "../elsewhere/shadow", "./link.pem"] {
+        std::fs::write(app.join("compose.yml"), compose(source)).unwrap();
+        let fresh = format!("out-{}", source.len());
+        let (code, err) = import(&app, &["--out", &fresh, "compose.yml"]);
+        assert_eq!(code, 2, "{source}: {err}");
+        assert!(
+            err.contains("outside the Compose file's directory"),
+            "{err}"
+        );
+        assert!(err.contains("--allow-outside"), "{err}");
+        assert!(!err.contains("m4rk3r"), "{err}");
+        assert!(!app.join(&fresh).exists(), "nothing written");
+        let (code, err) = import(&app, &["--allow-outside", "--out", &fresh, "compose.yml"]);
+        assert_eq!(code, 0, "{source}: {err}");
+        assert_eq!(mode(&app.join(&fresh).join("s.toml")), 0o600);
+    }
+}
