@@ -12,15 +12,11 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::agent::Agent;
+use common::desired::{module, payload, sign, wait_v};
 use common::plane::Plane;
 use common::*;
-use serde_json::{Value as J, json};
-use stead::plane::envelope::{PAYLOAD_TYPE, SecretKey};
-use stead::plane::time::format_rfc3339;
-
-fn now() -> u64 {
-    unix_now() as u64
-}
+use serde_json::Value as J;
+use stead::plane::envelope::SecretKey;
 
 fn node(tag: &str, plane: &Plane, key: &SecretKey) -> Node {
     Node::new(tag).with_config(&format!(
@@ -30,41 +26,8 @@ fn node(tag: &str, plane: &Plane, key: &SecretKey) -> Node {
     ))
 }
 
-fn module(name: &str, v: &str) -> J {
-    json!({
-        "name": name,
-        "image": IMAGE_1,
-        "command": ["sh", "-c", idle_after("echo V=$V")],
-        "env": {"V": v},
-        "restart": "always",
-    })
-}
-
 fn signed(key: &SecretKey, n: &Node, revision: u64, modules: Vec<J>) -> Vec<u8> {
-    let p = json!({
-        "node": n.id,
-        "revision": revision,
-        "issued_at": format_rfc3339(now()),
-        "expires": format_rfc3339(now() + 30 * 86_400),
-        "poll": {"interval": "1s", "jitter": "100ms"},
-        "modules": modules,
-    });
-    key.sign(PAYLOAD_TYPE, &serde_json::to_vec(&p).unwrap())
-        .to_json()
-}
-
-fn wait_v(n: &Node, m: &str, v: &str) {
-    let end = Instant::now() + Duration::from_secs(60);
-    while !(n.container(m).is_some_and(|(_, s, _)| s == "running")
-        && n.logs(m).contains(&format!("V={v}")))
-    {
-        assert!(
-            Instant::now() < end,
-            "timed out waiting for {m} to print V={v}; agent log:\n{}",
-            Agent::log(n)
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    sign(key, &payload(n, revision, modules))
 }
 
 fn status(agent: &Agent) -> J {

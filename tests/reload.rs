@@ -163,6 +163,11 @@ fn bad_requests_are_refused_and_change_nothing() {
         ),
     );
     let agent = Agent::start(&n);
+    // The API answers before the first pass took the file in: until then
+    // the module is unknown (404), which is not what is tested here.
+    n.wait_for(30, "the module known", || {
+        agent.get(&format!("/v1/modules/{m}")).0 == 200
+    });
     for (body, code, says) in [
         (format!(r#"{{"module": "{m}"}}"#), 422, "reason"),
         (
