@@ -450,12 +450,12 @@ impl Reconciler {
         let now = tokio::time::Instant::now();
 
         // Intake: the directory into the store, every entry read once.
-        let (mut entries, intake) = {
+        let (mut entries, unreadable, intake) = {
             let (dir, s) = (self.intentions.clone(), store.clone());
             blocking(move || -> Result<_, StoreError> {
-                let mut entries = s.entries()?;
+                let (mut entries, unreadable) = s.entries_readable()?;
                 let intake = dir.lock().expect("intentions lock").sync(&s, &mut entries);
-                Ok((entries, intake))
+                Ok((entries, unreadable, intake))
             })
             .await?
         };
@@ -549,6 +549,17 @@ impl Reconciler {
                 name: name.clone(),
                 reason: reason.clone(),
             });
+        }
+        // A module whose stored intention does not read is held as it is.
+        for (name, why) in unreadable {
+            if !entries.contains_key(&name) {
+                resolved.wants.push(plan::Want::Hold {
+                    reason: format!(
+                        "its stored intention does not read ({why}); its container is left as it is until the module is stated again"
+                    ),
+                    name,
+                });
+            }
         }
 
         // Prepare: every composed file is written (all rendered above,

@@ -158,3 +158,67 @@ async fn refused_creates_and_failed_pulls_are_retried_with_backoff() {
         assert!(next > at && next <= at + 300, "{m}: {next} vs {at}");
     }
 }
+
+#[tokio::test]
+async fn a_stored_intention_that_does_not_read_holds_its_module_only() {
+    let (d, store, mut r) = node(&[("a.toml", "name = \"a\"\nimage = \"img:1\"\n")]);
+    let b = crate::model::intention::Intention::parse(
+        "name = \"b\"\nimage = \"img:1\"\n",
+        crate::model::intention::DocFormat::Toml,
+        "b",
+    )
+    .unwrap();
+    store
+        .put_intention(&crate::store::IntentionRecord::new(
+            crate::store::Source::Api,
+            1,
+            b,
+        ))
+        .unwrap();
+    let engine = Fake::default();
+    r.pass(&engine, &store).await.unwrap();
+    let made = engine.containers.lock().unwrap().len();
+    assert_eq!(made, 2);
+    // b's record no longer reads (a check a newer agent added, a damaged
+    // page): the pass goes on for a, and b's container is left alone.
+    drop(store);
+    {
+        let db = redb::Database::create(d.path().join("s.redb")).unwrap();
+        let tx = db.begin_write().unwrap();
+        tx.open_table(crate::store::INTENTIONS)
+            .unwrap()
+            .insert("b", [9u8, 9, 9].as_slice())
+            .unwrap();
+        tx.commit().unwrap();
+    }
+    let store = Arc::new(Store::open(&d.path().join("s.redb")).unwrap());
+    std::fs::write(
+        d.path().join("i/a.toml"),
+        "name = \"a\"\nimage = \"img:1\"\ncommand = [\"x\"]\n",
+    )
+    .unwrap();
+    let report = r.pass(&engine, &store).await.unwrap();
+    let action = |m: &str| {
+        report
+            .modules
+            .iter()
+            .find(|r| r.module == m)
+            .map(|r| r.action)
+    };
+    assert_eq!(action("a"), Some(Action::Recreated), "{:?}", report.modules);
+    assert_eq!(action("b"), Some(Action::Held), "{:?}", report.modules);
+    let b_report = report.modules.iter().find(|r| r.module == "b").unwrap();
+    assert!(
+        b_report
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("does not read"),
+        "{b_report:?}"
+    );
+    assert_eq!(
+        engine.containers.lock().unwrap().len(),
+        2,
+        "b's container stays"
+    );
+}

@@ -585,13 +585,32 @@ impl Store {
 
     /// Every module's intention with its overlay, by module.
     pub fn entries(&self) -> Result<BTreeMap<ModuleName, Entry>, StoreError> {
+        self.entries_readable().map(|(entries, _)| entries)
+    }
+
+    /// Every module's entry that reads, and the modules whose stored
+    /// intention does not (with why): one record that no longer checks
+    /// (an intention a newer check refuses, a damaged page) holds only its
+    /// own module, never the pass of every other.
+    pub fn entries_readable(
+        &self,
+    ) -> Result<(BTreeMap<ModuleName, Entry>, Vec<(ModuleName, String)>), StoreError> {
         let tx = self.db()?.begin_read().map_err(self.io("read"))?;
         let table = tx.open_table(INTENTIONS).map_err(self.io("read"))?;
         let overlays = tx.open_table(OVERLAYS).map_err(self.io("read"))?;
         let mut out = BTreeMap::new();
+        let mut unreadable = Vec::new();
         for row in table.iter().map_err(self.io("read"))? {
             let (k, v) = row.map_err(self.io("read"))?;
-            let record = decode_intention(k.value(), v.value())?;
+            let record = match decode_intention(k.value(), v.value()) {
+                Ok(r) => r,
+                Err(e) => {
+                    if let Ok(name) = ModuleName::try_from(k.value()) {
+                        unreadable.push((name, e.to_string()));
+                    }
+                    continue;
+                }
+            };
             let overlay = match overlays.get(k.value()).map_err(self.io("read"))? {
                 Some(o) => decode_overlay(k.value(), o.value())?,
                 None => Overlay::new(),
@@ -604,7 +623,7 @@ impl Store {
                 },
             );
         }
-        Ok(out)
+        Ok((out, unreadable))
     }
 
     /// Reads a module's entry, lets `f` change it, and writes back what
