@@ -104,6 +104,10 @@ impl Entry {
     }
 }
 
+/// Every module's entry that reads, and the modules whose stored intention
+/// does not, with why ([`Store::entries_readable`]).
+pub type Readable = (BTreeMap<ModuleName, Entry>, Vec<(ModuleName, String)>);
+
 /// What a container's labels say was stated for its module, to be taken
 /// back into a new store.
 #[derive(Clone, Debug, PartialEq)]
@@ -592,9 +596,7 @@ impl Store {
     /// intention does not (with why): one record that no longer checks
     /// (an intention a newer check refuses, a damaged page) holds only its
     /// own module, never the pass of every other.
-    pub fn entries_readable(
-        &self,
-    ) -> Result<(BTreeMap<ModuleName, Entry>, Vec<(ModuleName, String)>), StoreError> {
+    pub fn entries_readable(&self) -> Result<Readable, StoreError> {
         let tx = self.db()?.begin_read().map_err(self.io("read"))?;
         let table = tx.open_table(INTENTIONS).map_err(self.io("read"))?;
         let overlays = tx.open_table(OVERLAYS).map_err(self.io("read"))?;
