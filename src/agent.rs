@@ -286,7 +286,19 @@ impl<C: Connect> Agent<C> {
         reconciler.wake_on_pulls(wake.clone());
         reconciler.set_default_logging(config.logging.clone());
         let key_path = config.local_key_path();
-        let key = crate::host::keys::local_key(&key_path).map_err(|source| RunError::DataDir {
+        let key = match crate::host::keys::local_key(&key_path) {
+            // A damaged key must not keep the node down: it is moved aside
+            // and a new one made (what older containers' labels carry for a
+            // store rebuild can then no longer be read).
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                let aside = key_path.with_extension(format!("key.bad-{}", crate::store::now()));
+                tracing::error!("{e}; moved to {} and made anew", aside.display());
+                std::fs::rename(&key_path, &aside)
+                    .and_then(|()| crate::host::keys::local_key(&key_path))
+            }
+            other => other,
+        }
+        .map_err(|source| RunError::DataDir {
             path: key_path.display().to_string(),
             source,
         })?;

@@ -201,6 +201,22 @@ fn no_value_of_env_settings_or_files_is_in_a_label_an_error_or_an_unauthenticate
     let mode =
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&key).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600);
+
+    // A damaged key does not keep the node down: moved aside, made anew.
+    std::fs::write(&key, b"damaged").unwrap();
+    let agent = Agent::start(&n);
+    n.wait_for(30, "a pass", || agent.get("/readyz").0 == 200);
+    assert_eq!(std::fs::metadata(&key).unwrap().len(), 32);
+    let aside = std::fs::read_dir(n.data())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("local.key.bad-")
+        })
+        .count();
+    assert_eq!(aside, 1);
 }
 
 #[test]
