@@ -593,6 +593,40 @@ fn a_reload_of_a_tag_that_names_an_image_index_lands_this_platform_s_image() {
 }
 
 #[test]
+fn an_index_without_this_platform_fails_the_request_naming_the_candidate_version() {
+    require_engine();
+    let reg = Registry::plain();
+    let repo = "acme/otherarch";
+    let (v1, _) = reg.push(repo, "1.0.0", &[]);
+    let (_, manifest) = reg.push(repo, "build-8", &[]);
+    // 1.1.0 is an index for another machine only.
+    reg.push_index(repo, "1.1.0", &manifest, "s390x");
+    let n = Node::new("reloadnoplat").with_heartbeat("1s");
+    let m = n.module("otherarch");
+    n.write_intention(
+        "i.toml",
+        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+    );
+    let agent = Agent::start(&n);
+    wait_running(&n, &m, &v1, "running 1.0.0");
+    let since = unix_now();
+    let r = reload(&agent, &n, &m, "to an index for another machine");
+    assert_eq!(r["status"], "failed", "{r:#}");
+    let failure = r["items"][0]["failure"].as_str().unwrap_or_default();
+    let platform = stead::registry::client::Platform::this().to_string();
+    for says in [
+        format!("{repo}:1.1.0 has no image for {platform}"),
+        "linux/s390x".to_string(),
+    ] {
+        assert!(failure.contains(&says), "{says:?} in {failure:?}");
+    }
+    assert!(!failure.contains(&format!("{repo}:1.0.0")), "{failure}");
+    // What runs was not touched.
+    assert_eq!(image_of(&n.container_id(&m)), v1);
+    assert_eq!(n.creates_since(&m, since), 0);
+}
+
+#[test]
 fn one_request_reloads_every_module_with_an_update_section() {
     require_engine();
     let reg = Registry::plain();

@@ -368,8 +368,10 @@ impl Executor {
             item.target_image = item.running_image.clone();
             return Ok(());
         };
+        // Asked as the candidate's tag, so that what fails (no image for
+        // this platform) names the version, not the one that runs.
         let config = registries
-            .config(&base, &head.digest, &self.platform)
+            .config(&base.with_tag(&version.tag), &head.digest, &self.platform)
             .await?;
         item.found_version = Some(version.tag.clone());
         item.found_digest = Some(head.digest.clone());
