@@ -15,7 +15,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::model::reference::Reference;
 use crate::net::http::{Answer, Http, Transport};
-use crate::registry::auth::{Challenge, Credentials};
+use crate::registry::auth::{Challenge, Credentials, realm_refused};
 use crate::registry::error::{Object, RegistryError};
 
 /// Manifest media types asked for, index types first. Distribution 2.8
@@ -423,6 +423,11 @@ impl Registries {
                 });
             }
         };
+        if let Some(Challenge::Bearer { realm, .. }) = &challenge {
+            if let Some(why) = realm_refused(scheme == Scheme::Https, realm) {
+                return Err(malformed(r, Object::Ping, &why));
+            }
+        }
         self.known
             .lock()
             .expect("registry lock")
