@@ -9,6 +9,7 @@ mod common;
 use common::agent::Agent;
 use common::registry::Registry;
 use common::*;
+use std::time::Duration;
 
 /// An intention updated from `image`'s repository; the process exits at
 /// once when its image says CRASH (an ENV of the image, not the intention).
@@ -163,6 +164,10 @@ fn bad_requests_are_refused_and_change_nothing() {
         ),
     );
     let agent = Agent::start(&n);
+    // The API may answer before the first pass took the file in.
+    n.wait_for(30, "the module taken in", || {
+        agent.get(&format!("/v1/modules/{m}")).0 == 200
+    });
     for (body, code, says) in [
         (format!(r#"{{"module": "{m}"}}"#), 422, "reason"),
         (
@@ -624,6 +629,58 @@ fn an_index_without_this_platform_fails_the_request_naming_the_candidate_version
     // What runs was not touched.
     assert_eq!(image_of(&n.container_id(&m)), v1);
     assert_eq!(n.creates_since(&m, since), 0);
+}
+
+#[test]
+fn a_slow_registry_holds_only_its_own_requests() {
+    use common::faults::Fault;
+    require_engine();
+    let (slow_reg, fast_reg) = (Registry::plain(), Registry::plain());
+    let proxy = common::faults::FaultProxy::start(&slow_reg.addr);
+    let (slow_old, _) = slow_reg.push("acme/slow", "1.0.0", &[]);
+    let (slow_new, _) = slow_reg.push("acme/slow", "1.1.0", &[]);
+    let (fast_old, _) = fast_reg.push("acme/fast", "1.0.0", &[]);
+    let (fast_new, _) = fast_reg.push("acme/fast", "1.1.0", &[]);
+    let slow_image = format!("{}/acme/slow:1.0.0", proxy.addr);
+    docker_ok(&["pull", &slow_image]);
+    let n = Node::new("reloadlanes").with_heartbeat("1s");
+    let (ms, mf) = (n.module("slow"), n.module("fast"));
+    n.write_intention("s.toml", &sensor(&ms, &slow_image, "^1"));
+    let fast_image = format!("{}/acme/fast:1.0.0", fast_reg.addr);
+    n.write_intention("f.toml", &sensor(&mf, &fast_image, "^1"));
+    let agent = Agent::start(&n);
+    wait_running(&n, &ms, &slow_old, "the slow one running 1.0.0");
+    wait_running(&n, &mf, &fast_old, "the fast one running 1.0.0");
+    // From now on every request to the slow registry waits 6 s first.
+    for method in ["GET", "HEAD"] {
+        proxy.inject(method, "/v2/", Fault::Delay(Duration::from_secs(6)), 1000);
+    }
+    let body = |m: &str| format!(r#"{{"module": "{m}", "reason": "lanes"}}"#);
+    let slow = request(&agent, &n, &body(&ms));
+    n.wait_for(30, "the slow registry asked", || {
+        proxy
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("Delay"))
+    });
+    let fast = request(&agent, &n, &body(&mf));
+    let f = wait_end(&agent, &n, fast);
+    assert_eq!(f["status"], "done", "{f:#}");
+    assert_eq!(image_of(&n.container_id(&mf)), fast_new);
+    // Meanwhile the slow one is still asking its registry.
+    let (_, s) = agent.get(&format!("/v1/reloads/{slow}"));
+    let s: serde_json::Value = serde_json::from_str(&s).unwrap();
+    assert!(
+        matches!(s["status"].as_str(), Some("requested" | "landing")),
+        "{s:#}"
+    );
+    // Once its registry is quick again it lands too.
+    proxy.clear();
+    let s = wait_end(&agent, &n, slow);
+    assert_eq!(s["status"], "done", "{s:#}");
+    wait_running(&n, &ms, &slow_new, "the slow one running 1.1.0");
 }
 
 #[test]
