@@ -34,7 +34,7 @@ use crate::model::intention::Intention;
 use crate::model::names::ModuleName;
 use crate::model::reference::Reference;
 use crate::model::reload::{Activation, Item, Landed, Request, Status, UpdateState};
-use crate::model::version::{TagVersion, candidates};
+use crate::model::version::TagVersion;
 use crate::net::http::Http;
 use crate::registry::auth::Credentials;
 use crate::registry::client::{Platform, Registries};
@@ -470,8 +470,7 @@ impl Executor {
             .and_then(TagVersion::parse)
             .or_else(|| base.tag.as_deref().and_then(TagVersion::parse))
             .ok_or_else(|| Failure::Internal(format!("{} runs no version tag", i.name)))?;
-        let tags = registries.tags(&base).await?;
-        let found = candidates(tags.iter().map(String::as_str), &u.range, &running);
+        let found = registries.newest(&base, &u.range, &running, 8).await?;
         // The newest not skipped (a digest is known only by asking).
         let mut picked = None;
         for c in found.iter().take(8) {
