@@ -171,14 +171,18 @@ async fn follow_events<E: Engine>(
 /// Moves reload requests on: at once when woken (a request filed, a pass
 /// done), every two seconds while one lands or activates, when a faulted
 /// one is due, and at least every minute (for the auto lane).
-/// Stopped (between any two steps) when the engine is lost: every step is
-/// in the store, so the next run resumes it.
+/// Each registry's requests move in a lane of their own (a task), so a slow
+/// registry holds only its own. Stopped, lanes and all (between any two
+/// steps), when the engine is lost: every step is in the store, so the
+/// next run resumes it.
 async fn run_reloads<E: Engine>(
     engine: E,
     executor: Arc<Executor>,
     filed: Arc<Notify>,
     passed: Arc<Notify>,
 ) {
+    // The lanes stop with this task (the engine lost).
+    let _lanes = executor.lanes_stop();
     // Whether a request may be open: the store is read only then (and at
     // start), not on every pass of an idle node.
     let mut open = true;
@@ -212,6 +216,8 @@ async fn run_reloads<E: Engine>(
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             () = filed.notified() => open = true,
+            // A lane moved its requests: what they became is looked at.
+            () = executor.lane_done.notified() => {}
             // What a pass saw is what an activation measures.
             () = passed.notified(), if open || !passed_once => passed_once = true,
         }

@@ -708,10 +708,15 @@ fn fds(pid: u32) -> usize {
 
 /// Resident memory of a process, in KiB.
 fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// A figure of `/proc/<pid>/status` in KiB (`VmRSS:`, `VmHWM:`).
+fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap_or(0)
 }
@@ -998,4 +1003,128 @@ fn under_the_unit_s_memory_limit_large_input_and_many_readers_are_survived() {
     assert_eq!(cg.oom_kills(), 0, "no OOM kill under 64M");
     let kib = rss_kib(agent.child.id());
     assert!(kib < 64 * 1024, "{kib} KiB");
+}
+
+/// A registry on loopback that answers `/v2/` and serves one tag page of
+/// `size()` bytes (`{"tags": ["a", "a", …]}`, written as it goes), and 404
+/// for anything else (the engine's pulls too).
+fn huge_tags_registry(size: std::sync::Arc<std::sync::atomic::AtomicUsize>) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for mut c in listener.incoming().flatten() {
+            let size = size.clone();
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut b = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match c.read(&mut b) {
+                        // A TLS hello: answered as a plain server does.
+                        Ok(1) if head.is_empty() && b[0] == 0x16 => {
+                            let _ = c.write_all(b"HTTP/1.0 400 Bad Request\r\n\r\n");
+                            return;
+                        }
+                        Ok(1) => head.push(b[0]),
+                        _ => return,
+                    }
+                }
+                let head = String::from_utf8_lossy(&head).to_string();
+                let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+                let reply = |c: &mut std::net::TcpStream, code: &str, body: &str| {
+                    let _ = write!(
+                        c,
+                        "HTTP/1.1 {code}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                };
+                if path == "/v2/" {
+                    return reply(&mut c, "200 OK", "{}");
+                }
+                if !path.contains("/tags/list") {
+                    return reply(&mut c, "404 Not Found", r#"{"errors":[]}"#);
+                }
+                let (open, close) = (r#"{"name":"acme/huge","tags":["#, r#""z"]}"#);
+                let n = size.load(std::sync::atomic::Ordering::SeqCst);
+                let tags = (n - open.len() - close.len()) / 4;
+                let _ = write!(
+                    c,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{open}",
+                    open.len() + tags * 4 + close.len()
+                );
+                let chunk = r#""a","#.repeat(16 * 1024);
+                let mut left = tags;
+                while left > 0 {
+                    let k = left.min(16 * 1024);
+                    if c.write_all(&chunk.as_bytes()[..k * 4]).is_err() {
+                        return;
+                    }
+                    left -= k;
+                }
+                let _ = c.write_all(close.as_bytes());
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_huge_tag_list_is_filtered_as_it_streams_within_the_unit_s_memory_limit() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let size = std::sync::Arc::new(AtomicUsize::new(4_000_000));
+    let addr = huge_tags_registry(size.clone());
+    let n = Node::new("hugetags");
+    let m = n.module("huge");
+    n.write_intention(
+        "h.toml",
+        &format!("name = \"{m}\"\nimage = \"{addr}/acme/huge:1.0.0\"\n[update]\nrange = \"^1\"\n"),
+    );
+    let cg = MemoryCgroup::new(&format!("stead-tags-{}", std::process::id()), "64M");
+    let agent = Agent::start(&n);
+    cg.add(agent.child.id());
+    n.wait_for(30, "the module taken in", || {
+        agent.get(&format!("/v1/modules/{m}")).0 == 200
+    });
+    let before = rss_kib(agent.child.id());
+    let reload = |reason: &str| -> serde_json::Value {
+        let body = format!(r#"{{"module": "{m}", "reason": "{reason}"}}"#);
+        let (code, out) = agent.send(&n, "POST", "/v1/reloads", &body);
+        assert_eq!(code, 202, "{out}");
+        let id = serde_json::from_str::<serde_json::Value>(&out).unwrap()["id"].clone();
+        let mut last = serde_json::Value::Null;
+        n.wait_for(120, "the request ended", || {
+            let (_, body) = agent.get(&format!("/v1/reloads/{id}"));
+            last = serde_json::from_str(&body).unwrap_or_default();
+            matches!(last["status"].as_str(), Some("done" | "failed" | "faulted"))
+        });
+        last
+    };
+    // A page of a million tags (under 4 MB, what killed 0.5.0): none is a
+    // version within the range, and nothing of it is kept.
+    let r = reload("a million tags");
+    assert_eq!(r["status"], "done", "{r:#}");
+    assert_eq!(r["activation"], "not-needed", "{r:#}");
+    assert!(
+        r["items"][0]["decision"]
+            .as_str()
+            .is_some_and(|d| d.contains("nothing within ^1 is published")),
+        "{r:#}"
+    );
+    // A page past the cap: a decided answer (the same list every time).
+    size.store(40_000_000, Ordering::SeqCst);
+    let r = reload("forty megabytes of tags");
+    assert_eq!(r["status"], "failed", "{r:#}");
+    assert!(
+        r["failure"]
+            .as_str()
+            .is_some_and(|f| f.contains("more than 16 MiB of tags")),
+        "{r:#}"
+    );
+    assert_eq!(agent.get("/healthz").0, 200, "the agent lives");
+    assert_eq!(cg.oom_kills(), 0, "no OOM kill under 64M");
+    let peak = status_kib(agent.child.id(), "VmHWM:");
+    assert!(
+        peak < before + 16 * 1024,
+        "peak RSS {peak} KiB, {before} KiB before the tag lists"
+    );
 }

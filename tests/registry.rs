@@ -139,6 +139,43 @@ fn tls_and_credentials_against_a_real_registry() {
     assert_eq!(classify(&Failure::Registry(e)), Verdict::Decided);
 }
 
+#[test]
+fn a_registry_over_tls_whose_token_realm_is_plain_http_is_refused_before_credentials_go() {
+    let tls = Tls::new();
+    // The realm: a plain listener that would see the credentials.
+    let realm = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    realm.set_nonblocking(true).unwrap();
+    let realm_url = format!("http://{}/token", realm.local_addr().unwrap());
+    let reg = Registry::tls_with_token_realm(&tls, &realm_url);
+    let r = Reference::parse(&format!("{}/acme/private:1.0.0", reg.addr)).unwrap();
+    let creds = format!(
+        r#"{{"auths": {{"{}": {{"username": "ci", "password": "s3cret"}}}}}}"#,
+        reg.addr
+    );
+    let rt = rt();
+    let c = client(Some(&tls.ca), &creds);
+    for call in ["tags", "head"] {
+        let e = match call {
+            "tags" => rt.block_on(c.tags(&r)).unwrap_err(),
+            _ => rt.block_on(c.head(&r)).unwrap_err(),
+        };
+        let text = e.to_string();
+        assert!(
+            text.contains(&realm_url) && text.contains("not HTTPS") && !text.contains("s3cret"),
+            "{call}: {text}"
+        );
+        assert_eq!(classify(&Failure::Registry(e)), Verdict::Decided, "{call}");
+    }
+    // Nothing ever reached the realm.
+    match realm.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the plain realm was asked: {other:?}"),
+    }
+    // The registry did challenge with it (the refusal is the client's).
+    let log = std::fs::read_to_string(&reg.log).unwrap();
+    assert!(log.contains("/v2/"), "{log}");
+}
+
 /// A fake registry: a bearer challenge, a token service that wants Basic
 /// credentials, tags in pages of two, a HEAD that does not say its digest,
 /// and a 503 with Retry-After for one repository.

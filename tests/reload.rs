@@ -9,6 +9,7 @@ mod common;
 use common::agent::Agent;
 use common::registry::Registry;
 use common::*;
+use std::time::Duration;
 
 /// An intention updated from `image`'s repository; the process exits at
 /// once when its image says CRASH (an ENV of the image, not the intention).
@@ -595,6 +596,92 @@ fn a_reload_of_a_tag_that_names_an_image_index_lands_this_platform_s_image() {
     assert_eq!(r["items"][0]["target_version"], "1.1.0");
     assert_eq!(r["items"][0]["target_image"], v11.as_str());
     wait_running(&n, &m, &v11, "running the index's image");
+}
+
+#[test]
+fn an_index_without_this_platform_fails_the_request_naming_the_candidate_version() {
+    require_engine();
+    let reg = Registry::plain();
+    let repo = "acme/otherarch";
+    let (v1, _) = reg.push(repo, "1.0.0", &[]);
+    let (_, manifest) = reg.push(repo, "build-8", &[]);
+    // 1.1.0 is an index for another machine only.
+    reg.push_index(repo, "1.1.0", &manifest, "s390x");
+    let n = Node::new("reloadnoplat").with_heartbeat("1s");
+    let m = n.module("otherarch");
+    n.write_intention(
+        "i.toml",
+        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+    );
+    let agent = Agent::start(&n);
+    wait_running(&n, &m, &v1, "running 1.0.0");
+    let since = unix_now();
+    let r = reload(&agent, &n, &m, "to an index for another machine");
+    assert_eq!(r["status"], "failed", "{r:#}");
+    let failure = r["items"][0]["failure"].as_str().unwrap_or_default();
+    let platform = stead::registry::client::Platform::this().to_string();
+    for says in [
+        format!("{repo}:1.1.0 has no image for {platform}"),
+        "linux/s390x".to_string(),
+    ] {
+        assert!(failure.contains(&says), "{says:?} in {failure:?}");
+    }
+    assert!(!failure.contains(&format!("{repo}:1.0.0")), "{failure}");
+    // What runs was not touched.
+    assert_eq!(image_of(&n.container_id(&m)), v1);
+    assert_eq!(n.creates_since(&m, since), 0);
+}
+
+#[test]
+fn a_slow_registry_holds_only_its_own_requests() {
+    use common::faults::Fault;
+    require_engine();
+    let (slow_reg, fast_reg) = (Registry::plain(), Registry::plain());
+    let proxy = common::faults::FaultProxy::start(&slow_reg.addr);
+    let (slow_old, _) = slow_reg.push("acme/slow", "1.0.0", &[]);
+    let (slow_new, _) = slow_reg.push("acme/slow", "1.1.0", &[]);
+    let (fast_old, _) = fast_reg.push("acme/fast", "1.0.0", &[]);
+    let (fast_new, _) = fast_reg.push("acme/fast", "1.1.0", &[]);
+    let slow_image = format!("{}/acme/slow:1.0.0", proxy.addr);
+    docker_ok(&["pull", &slow_image]);
+    let n = Node::new("reloadlanes").with_heartbeat("1s");
+    let (ms, mf) = (n.module("slow"), n.module("fast"));
+    n.write_intention("s.toml", &sensor(&ms, &slow_image, "^1"));
+    let fast_image = format!("{}/acme/fast:1.0.0", fast_reg.addr);
+    n.write_intention("f.toml", &sensor(&mf, &fast_image, "^1"));
+    let agent = Agent::start(&n);
+    wait_running(&n, &ms, &slow_old, "the slow one running 1.0.0");
+    wait_running(&n, &mf, &fast_old, "the fast one running 1.0.0");
+    // From now on every request to the slow registry waits 6 s first.
+    for method in ["GET", "HEAD"] {
+        proxy.inject(method, "/v2/", Fault::Delay(Duration::from_secs(6)), 1000);
+    }
+    let body = |m: &str| format!(r#"{{"module": "{m}", "reason": "lanes"}}"#);
+    let slow = request(&agent, &n, &body(&ms));
+    n.wait_for(30, "the slow registry asked", || {
+        proxy
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("Delay"))
+    });
+    let fast = request(&agent, &n, &body(&mf));
+    let f = wait_end(&agent, &n, fast);
+    assert_eq!(f["status"], "done", "{f:#}");
+    assert_eq!(image_of(&n.container_id(&mf)), fast_new);
+    // Meanwhile the slow one is still asking its registry.
+    let (_, s) = agent.get(&format!("/v1/reloads/{slow}"));
+    let s: serde_json::Value = serde_json::from_str(&s).unwrap();
+    assert!(
+        matches!(s["status"].as_str(), Some("requested" | "landing")),
+        "{s:#}"
+    );
+    // Once its registry is quick again it lands too.
+    proxy.clear();
+    let s = wait_end(&agent, &n, slow);
+    assert_eq!(s["status"], "done", "{s:#}");
+    wait_running(&n, &ms, &slow_new, "the slow one running 1.1.0");
 }
 
 #[test]

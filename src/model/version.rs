@@ -141,9 +141,96 @@ pub fn candidates<'a>(
     out
 }
 
+/// The first `keep` of [`candidates`] over a tag list read one tag at a
+/// time, holding at most a few times `keep` tags whatever the list's
+/// length.
+pub struct Newest<'a> {
+    range: &'a Range,
+    running: &'a TagVersion,
+    keep: usize,
+    tags: Vec<String>,
+}
+
+impl<'a> Newest<'a> {
+    /// Keeps the `keep` newest candidates from `running` within `range`.
+    pub fn new(range: &'a Range, running: &'a TagVersion, keep: usize) -> Newest<'a> {
+        Newest {
+            range,
+            running,
+            keep,
+            tags: Vec::new(),
+        }
+    }
+
+    /// Takes one tag in (a tag that is no candidate is dropped at once).
+    pub fn offer(&mut self, tag: &str) {
+        if candidates([tag], self.range, self.running).is_empty() {
+            return;
+        }
+        self.tags.push(tag.to_string());
+        if self.tags.len() >= 4 * self.keep.max(1) {
+            self.tags = self.sorted().into_iter().map(|t| t.tag).collect();
+        }
+    }
+
+    /// The candidates kept, newest first.
+    pub fn finish(self) -> Vec<TagVersion> {
+        self.sorted()
+    }
+
+    fn sorted(&self) -> Vec<TagVersion> {
+        let mut out = candidates(
+            self.tags.iter().map(String::as_str),
+            self.range,
+            self.running,
+        );
+        out.truncate(self.keep);
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn newest_read_one_at_a_time_is_the_head_of_the_candidates() {
+        let many: Vec<String> = (0..200).map(|k| format!("1.{k}.0")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        for (tags, range, running, keep) in [
+            (
+                vec!["1.0.0", "1.2.0", "v1.2.0", "2.0.0", "latest"],
+                "^1",
+                "1.0.0",
+                8,
+            ),
+            (vec!["1.0.0", "1.2.0", "v1.2.0", "1.1.0"], "^1", "v1.0.0", 2),
+            (
+                vec!["1.0.0-alpine", "1.3.0-alpine", "1.4.0"],
+                "^1",
+                "1.0.0-alpine",
+                8,
+            ),
+            (vec!["a", "b", "20240101"], "^1", "1.0.0", 8),
+            (many.clone(), "^1", "1.0.0", 8),
+            (many.iter().rev().copied().collect(), "^1", "1.0.0", 3),
+            (many.clone(), "~1.5", "1.5.0", 1),
+        ] {
+            let range = Range::parse(range).unwrap();
+            let running = TagVersion::parse(running).unwrap();
+            let mut n = Newest::new(&range, &running, keep);
+            for t in &tags {
+                n.offer(t);
+            }
+            let got: Vec<String> = n.finish().into_iter().map(|t| t.tag).collect();
+            let want: Vec<String> = candidates(tags.iter().copied(), &range, &running)
+                .into_iter()
+                .take(keep)
+                .map(|t| t.tag)
+                .collect();
+            assert_eq!(got, want, "{tags:?} {keep}");
+        }
+    }
 
     #[test]
     fn tags_are_versions_only_when_strictly_so() {

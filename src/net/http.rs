@@ -57,6 +57,9 @@ pub struct Answer {
     pub body: Bytes,
 }
 
+/// Where a streamed answer's body goes, chunk by chunk.
+pub type Sink<'a> = &'a mut (dyn FnMut(&[u8]) + Send);
+
 /// Which redirects a client follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Redirects {
@@ -182,6 +185,25 @@ impl Http {
             .await
     }
 
+    /// [`Http::send`] for a large answer: a successful answer's body is
+    /// handed to `sink` as it arrives, never held whole (at most
+    /// `max_body` bytes, or [`Transport::TooLarge`]); any other answer's
+    /// body is read as [`Http::send`] reads it, up to 64 KiB.
+    pub async fn send_streamed(
+        &self,
+        method: Method,
+        uri: Uri,
+        headers: &HeaderMap,
+        limit: Duration,
+        max_body: usize,
+        sink: Sink<'_>,
+    ) -> Result<Answer, Transport> {
+        let follow = self.follow(method, uri, headers, Bytes::new(), max_body, Some(sink));
+        tokio::time::timeout(limit, follow)
+            .await
+            .unwrap_or(Err(Transport::Timeout))
+    }
+
     /// [`Http::send`] with a request body (a PUT).
     pub async fn send_body(
         &self,
@@ -192,9 +214,12 @@ impl Http {
         limit: Duration,
         max_body: usize,
     ) -> Result<Answer, Transport> {
-        tokio::time::timeout(limit, self.follow(method, uri, headers, body, max_body))
-            .await
-            .unwrap_or(Err(Transport::Timeout))
+        tokio::time::timeout(
+            limit,
+            self.follow(method, uri, headers, body, max_body, None),
+        )
+        .await
+        .unwrap_or(Err(Transport::Timeout))
     }
 
     async fn follow(
@@ -204,6 +229,7 @@ impl Http {
         headers: &HeaderMap,
         body: Bytes,
         max_body: usize,
+        mut sink: Option<Sink<'_>>,
     ) -> Result<Answer, Transport> {
         let first = uri.clone();
         // Once a redirect leaves the first scheme and host, the credentials
@@ -235,10 +261,28 @@ impl Http {
                     continue;
                 }
             }
-            let (parts, body) = resp.into_parts();
+            let (parts, mut body) = resp.into_parts();
             let body = if method == Method::HEAD {
                 Bytes::new()
+            } else if let Some(sink) = sink.as_mut().filter(|_| status.is_success()) {
+                let mut read = 0usize;
+                while let Some(frame) = body.frame().await {
+                    let frame = frame.map_err(|e| Transport::Connect(e.to_string()))?;
+                    if let Some(data) = frame.data_ref() {
+                        read = read.saturating_add(data.len());
+                        if read > max_body {
+                            return Err(Transport::TooLarge(max_body));
+                        }
+                        sink(data);
+                    }
+                }
+                Bytes::new()
             } else {
+                let max_body = if sink.is_some() {
+                    max_body.min(64 * 1024)
+                } else {
+                    max_body
+                };
                 match Limited::new(body, max_body).collect().await {
                     Ok(b) => b.to_bytes(),
                     Err(e) if e.is::<http_body_util::LengthLimitError>() => {

@@ -156,6 +156,22 @@ impl Challenge {
     }
 }
 
+/// Why a token realm is not asked, for a registry reached over TLS
+/// (`tls`) or not: a registry reached over HTTPS whose realm is not HTTPS
+/// would have its credentials sent in clear (pure). A plain-HTTP registry
+/// (loopback, `insecure_registries`) is already in clear.
+pub fn realm_refused(tls: bool, realm: &str) -> Option<String> {
+    let scheme = realm.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    match scheme.as_deref() {
+        Some("https") => None,
+        Some("http") if !tls => None,
+        _ => Some(format!(
+            "its token realm {:?} is not HTTPS, and the registry is: the credentials would leave TLS; not asked",
+            crate::store::clip(realm, 256)
+        )),
+    }
+}
+
 /// `k="v",k2=v2` (quoted values may hold commas).
 fn parse_params(s: &str) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
@@ -211,6 +227,29 @@ mod tests {
         );
         assert_eq!(Challenge::parse("Bearer service=x"), None);
         assert_eq!(Challenge::parse("Negotiate"), None);
+    }
+
+    #[test]
+    fn a_registry_over_tls_asks_only_an_https_realm() {
+        for (tls, realm, refused) in [
+            (true, "https://auth.example/token", false),
+            (true, "HTTPS://auth.example/token", false),
+            (true, "http://127.0.0.1:9/token", true),
+            (true, "HTTP://auth.example/token", true),
+            (true, "ftp://auth.example/token", true),
+            (true, "/token", true),
+            (false, "http://127.0.0.1:9/token", false),
+            (false, "https://auth.example/token", false),
+            (false, "/token", true),
+        ] {
+            assert_eq!(
+                realm_refused(tls, realm).is_some(),
+                refused,
+                "{tls} {realm}"
+            );
+        }
+        let why = realm_refused(true, "http://127.0.0.1:9/token").unwrap();
+        assert!(why.contains("http://127.0.0.1:9/token"), "{why}");
     }
 
     #[test]

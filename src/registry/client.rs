@@ -14,9 +14,11 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use sha2::{Digest as _, Sha256};
 
 use crate::model::reference::Reference;
-use crate::net::http::{Answer, Http, Transport};
-use crate::registry::auth::{Challenge, Credentials};
+use crate::model::version::{Newest, Range, TagVersion};
+use crate::net::http::{Answer, Http, Sink, Transport};
+use crate::registry::auth::{Challenge, Credentials, realm_refused};
 use crate::registry::error::{Object, RegistryError};
+use crate::registry::tags::TagScan;
 
 /// Manifest media types asked for, index types first. Distribution 2.8
 /// answers a HEAD without the OCI types with 404 for an OCI image.
@@ -33,8 +35,10 @@ const CALL_LIMIT: Duration = Duration::from_secs(30);
 const MAX_MANIFEST: usize = 4 * 1024 * 1024;
 /// The largest image config read.
 const MAX_CONFIG: usize = 4 * 1024 * 1024;
-/// The largest tag-list page read, and all pages together.
-const MAX_TAGS_PAGE: usize = 4 * 1024 * 1024;
+/// The most tag-list bytes read, all pages together. A list is read as it
+/// streams and filtered by the range as it is read (memory does not grow
+/// with it); past this it is a decided answer: asking again would read it
+/// all again.
 const MAX_TAGS_TOTAL: usize = 16 * 1024 * 1024;
 /// Tag-list pages followed.
 const MAX_TAGS_PAGES: usize = 100;
@@ -140,27 +144,64 @@ impl Registries {
         &self.credentials
     }
 
-    /// Every tag of the repository, following the registry's pages.
+    /// Every tag of the repository, following the registry's pages (held
+    /// whole: for a list known to be small; a reload uses
+    /// [`Registries::newest`]).
     pub async fn tags(&self, r: &Reference) -> Result<Vec<String>, RegistryError> {
         let mut tags = Vec::new();
-        let mut total = 0;
+        self.each_tag(r, &mut |t| tags.push(t.to_string())).await?;
+        Ok(tags)
+    }
+
+    /// The newest `keep` candidates for an update from `running` within
+    /// `range`, newest first, filtered as the tag list streams.
+    pub async fn newest(
+        &self,
+        r: &Reference,
+        range: &Range,
+        running: &TagVersion,
+        keep: usize,
+    ) -> Result<Vec<TagVersion>, RegistryError> {
+        let mut newest = Newest::new(range, running, keep);
+        self.each_tag(r, &mut |t| newest.offer(t)).await?;
+        Ok(newest.finish())
+    }
+
+    /// Hands every tag of the repository to `tag` as it is read, following
+    /// the registry's pages; no page is held whole.
+    pub async fn each_tag(
+        &self,
+        r: &Reference,
+        tag: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<(), RegistryError> {
+        let mut total = 0usize;
         let mut next = format!("/v2/{}/tags/list?n={TAGS_PAGE}", r.repository);
         for _ in 0..MAX_TAGS_PAGES {
+            let mut scan = TagScan::default();
+            let mut read = 0usize;
             let a = self
-                .call(r, Method::GET, &next, &[], Object::Tags, MAX_TAGS_PAGE)
-                .await?;
-            total += a.body.len();
-            if total > MAX_TAGS_TOTAL {
-                return Err(malformed(r, Object::Tags, "more tags than 16 MiB of them"));
-            }
-            #[derive(serde::Deserialize)]
-            struct Page {
-                #[serde(default)]
-                tags: Option<Vec<String>>,
-            }
-            let page: Page = serde_json::from_slice(&a.body)
-                .map_err(|e| malformed(r, Object::Tags, &e.to_string()))?;
-            tags.extend(page.tags.unwrap_or_default());
+                .call_with(
+                    r,
+                    Method::GET,
+                    &next,
+                    &[],
+                    Object::Tags,
+                    MAX_TAGS_TOTAL.saturating_sub(total),
+                    Some(&mut |chunk: &[u8]| {
+                        read += chunk.len();
+                        scan.feed(chunk, tag);
+                    }),
+                )
+                .await
+                .map_err(|e| match e {
+                    RegistryError::Malformed { message, .. } if message.starts_with("larger") => {
+                        malformed(r, Object::Tags, "more than 16 MiB of tags")
+                    }
+                    e => e,
+                })?;
+            total += read;
+            scan.finish()
+                .map_err(|e| malformed(r, Object::Tags, &format!("not a tag list: {e}")))?;
             match a
                 .headers
                 .get(http::header::LINK)
@@ -168,7 +209,7 @@ impl Registries {
                 .and_then(next_link)
             {
                 Some(link) => next = link,
-                None => return Ok(tags),
+                None => return Ok(()),
             }
         }
         Err(malformed(
@@ -310,6 +351,23 @@ impl Registries {
         object: Object,
         max_body: usize,
     ) -> Result<Answer, RegistryError> {
+        self.call_with(r, method, path_and_query, extra, object, max_body, None)
+            .await
+    }
+
+    /// [`Registries::call`], a successful answer's body handed to `sink`
+    /// as it streams when there is one.
+    #[allow(clippy::too_many_arguments)]
+    async fn call_with(
+        &self,
+        r: &Reference,
+        method: Method,
+        path_and_query: &str,
+        extra: &[(&str, &str)],
+        object: Object,
+        max_body: usize,
+        mut sink: Option<Sink<'_>>,
+    ) -> Result<Answer, RegistryError> {
         let (scheme, challenge) = self.probe(r).await?;
         let what = r.to_string();
         let mut retried = false;
@@ -337,11 +395,19 @@ impl Registries {
                 None => {}
             }
             let uri = self.uri(r, scheme, path_and_query)?;
-            let a = self
-                .http
-                .send(method.clone(), uri, &headers, CALL_LIMIT, max_body)
-                .await
-                .map_err(|t| transport(r, &what, object, t))?;
+            let sent = match sink.as_mut() {
+                Some(sink) => {
+                    self.http
+                        .send_streamed(method.clone(), uri, &headers, CALL_LIMIT, max_body, *sink)
+                        .await
+                }
+                None => {
+                    self.http
+                        .send(method.clone(), uri, &headers, CALL_LIMIT, max_body)
+                        .await
+                }
+            };
+            let a = sent.map_err(|t| transport(r, &what, object, t))?;
             match a.status {
                 s if s.is_success() => return Ok(a),
                 StatusCode::UNAUTHORIZED if !retried && challenge.is_some() => {
@@ -423,6 +489,11 @@ impl Registries {
                 });
             }
         };
+        if let Some(Challenge::Bearer { realm, .. }) = &challenge {
+            if let Some(why) = realm_refused(scheme == Scheme::Https, realm) {
+                return Err(malformed(r, Object::Ping, &why));
+            }
+        }
         self.known
             .lock()
             .expect("registry lock")

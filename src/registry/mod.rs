@@ -5,3 +5,4 @@
 pub mod auth;
 pub mod client;
 pub mod error;
+pub mod tags;

@@ -15,11 +15,17 @@
 //!   by the auto lane from then on).
 //! - faulted: re-armed when its backoff is due.
 //!
+//! Requests move in lanes, one per registry (a request of every module has
+//! a lane of its own): a lane is a task that steps its requests in order,
+//! so a slow registry holds only the requests for its own modules, and one
+//! module's steps never interleave. A module's resolve has a time budget
+//! of its own ([`RESOLVE_BUDGET`]); past it the request faults.
+//!
 //! Every failure is classified in one place ([`crate::reload::classify`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
@@ -28,7 +34,7 @@ use crate::model::intention::Intention;
 use crate::model::names::ModuleName;
 use crate::model::reference::Reference;
 use crate::model::reload::{Activation, Item, Landed, Request, Status, UpdateState};
-use crate::model::version::{TagVersion, candidates};
+use crate::model::version::TagVersion;
 use crate::net::http::Http;
 use crate::registry::auth::Credentials;
 use crate::registry::client::{Platform, Registries};
@@ -42,6 +48,11 @@ pub const FLOOR_LABEL: &str = "io.stead.min-agent-version";
 /// How long an activated module may take to run its landed image before
 /// the attempt counts as faulted.
 const ACTIVATION_LIMIT: Duration = Duration::from_secs(600);
+
+/// How long one module's resolve (its tag list, the HEADs of its
+/// candidates, the image config) may take at its registry before the
+/// request faults and is tried again with backoff.
+pub const RESOLVE_BUDGET: Duration = Duration::from_secs(300);
 
 pub use crate::model::reload::{AGENT_VERSION, AUTO_UPDATE};
 
@@ -77,6 +88,42 @@ pub struct Executor {
     pub look_now: Arc<std::sync::atomic::AtomicBool>,
     /// Where the requests by status are counted.
     metrics: Option<Arc<crate::status::metrics::Metrics>>,
+    /// The lanes at work, by key, with the requests each moves.
+    lanes: Mutex<BTreeMap<String, Lane>>,
+    /// Notified when a lane has moved its requests (the run that follows
+    /// sees what they became).
+    pub lane_done: Arc<Notify>,
+}
+
+/// Stops every lane when dropped (the engine was lost: what the lanes
+/// did is in the store, and the next run resumes it).
+pub struct LanesStop(Arc<Executor>);
+
+impl Drop for LanesStop {
+    fn drop(&mut self) {
+        if let Ok(mut lanes) = self.0.lanes.lock() {
+            for (_, lane) in std::mem::take(&mut *lanes) {
+                lane.task.abort();
+            }
+        }
+    }
+}
+
+/// A lane's task and the requests it was given.
+struct Lane {
+    task: tokio::task::JoinHandle<()>,
+    requests: Vec<u64>,
+}
+
+/// The lane a request moves in (pure): the registry of the image its
+/// module names; a request of every module moves in a lane of its own, as
+/// does one whose module names no registry image (nothing to wait for).
+fn lane_key(module: Option<&str>, registry: Option<&str>, id: u64) -> String {
+    match (module, registry) {
+        (None, _) => "*".into(),
+        (Some(_), Some(registry)) => format!("registry {registry}"),
+        (Some(_), None) => format!("request {id}"),
+    }
 }
 
 impl Executor {
@@ -99,6 +146,8 @@ impl Executor {
             platform: Platform::this(),
             look_now: Arc::default(),
             metrics: None,
+            lanes: Mutex::default(),
+            lane_done: Arc::default(),
         }
     }
 
@@ -108,48 +157,109 @@ impl Executor {
         self
     }
 
-    /// Moves every open request as far as it goes now. Says when to look
-    /// again: soon while one is landing or activating, when the first
-    /// faulted one is due, or `None` when none is open.
+    /// Sets every open request moving, each in its registry's lane (a
+    /// lane still at work keeps its requests). Says when to look again:
+    /// soon while one is open and not faulted, when the first faulted one
+    /// is due, or `None` when none is open.
     pub async fn run<E: Engine>(
-        &self,
+        self: &Arc<Self>,
         engine: &E,
         now: u64,
     ) -> Result<Option<Duration>, StoreError> {
         let requests = self.blocking(|s| s.reloads()).await?;
+        if let Some(m) = &self.metrics {
+            m.reloads(requests.iter().map(|r| r.status));
+        }
         let interval = self.settings.retry_interval.as_secs().max(1);
         let mut next: Option<Duration> = None;
         let mut sooner = |d: Duration| next = Some(next.map_or(d, |n| n.min(d)));
-        let mut statuses = Vec::with_capacity(requests.len());
-        for mut r in requests {
+        let mut open = Vec::new();
+        for r in requests {
             if r.status.is_final() {
-                statuses.push(r.status);
                 continue;
             }
             if let Err(e) = r.check_ours(self.agent) {
                 tracing::warn!("{e}");
-                statuses.push(r.status);
                 continue;
             }
-            // Step until it rests.
+            match r.due_at(interval) {
+                Some(due) => sooner(Duration::from_secs(due.saturating_sub(now).max(1))),
+                None => sooner(Duration::from_secs(2)),
+            }
+            open.push(r);
+        }
+        if open.is_empty() {
+            return Ok(next);
+        }
+        let (entries, _) = self.modules().await?;
+        let registry_of = |m: &str| {
+            let i = entries.get(&ModuleName::try_from(m).ok()?)?;
+            Reference::parse(&i.image).ok().map(|r| r.registry)
+        };
+        // In id order: a lane moves its requests as they were filed.
+        let mut by_lane: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        for r in &open {
+            let registry = r.module.as_deref().and_then(registry_of);
+            let key = lane_key(r.module.as_deref(), registry.as_deref(), r.id);
+            by_lane.entry(key).or_default().push(r.id);
+        }
+        let mut lanes = self.lanes.lock().expect("lanes lock");
+        lanes.retain(|_, l| !l.task.is_finished());
+        // A request a lane still moves is left to it (even if its module
+        // now names another registry).
+        let busy: BTreeSet<u64> = lanes.values().flat_map(|l| l.requests.clone()).collect();
+        for (key, ids) in by_lane {
+            if lanes.contains_key(&key) {
+                continue;
+            }
+            let ids: Vec<u64> = ids.into_iter().filter(|id| !busy.contains(id)).collect();
+            if ids.is_empty() {
+                continue;
+            }
+            let (me, engine, given) = (self.clone(), engine.clone(), ids.clone());
+            let task = tokio::spawn(async move { me.move_lane(&engine, &given, now).await });
+            lanes.insert(
+                key,
+                Lane {
+                    task,
+                    requests: ids,
+                },
+            );
+        }
+        Ok(next)
+    }
+
+    /// A guard that stops every lane when it is dropped.
+    pub fn lanes_stop(self: &Arc<Self>) -> LanesStop {
+        LanesStop(self.clone())
+    }
+
+    /// One lane's work: each of its requests stepped until it rests, in
+    /// order, each read afresh from the store first.
+    async fn move_lane<E: Engine>(&self, engine: &E, ids: &[u64], now: u64) {
+        let started = Instant::now();
+        for &id in ids {
+            let now = now.saturating_add(started.elapsed().as_secs());
+            let mut r = match self.blocking(move |s| s.reload(id)).await {
+                Ok(Some(r)) if !r.status.is_final() => r,
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::warn!("reloads: {e}");
+                    break;
+                }
+            };
             for _ in 0..8 {
                 let before = r.clone();
-                self.step(engine, &mut r, now).await?;
+                if let Err(e) = self.step(engine, &mut r, now).await {
+                    tracing::warn!("reload {id}: {e}");
+                    break;
+                }
                 if r == before {
                     break;
                 }
             }
-            match r.due_at(interval) {
-                Some(due) => sooner(Duration::from_secs(due.saturating_sub(now).max(1))),
-                None if !r.status.is_final() => sooner(Duration::from_secs(2)),
-                None => {}
-            }
-            statuses.push(r.status);
         }
-        if let Some(m) = &self.metrics {
-            m.reloads(statuses);
-        }
-        Ok(next)
+        self.lane_done.notify_one();
     }
 
     async fn step<E: Engine>(
@@ -264,9 +374,21 @@ impl Executor {
                         })
                         .unwrap_or_default();
                     let auto = r.requested_by == AUTO_UPDATE;
-                    let resolved = self
-                        .resolve(&registries, &i, &mut r.items[k], auto, &skipped)
-                        .await;
+                    let registry = r.items[k].registry.clone().unwrap_or_default();
+                    let resolved = tokio::time::timeout(
+                        RESOLVE_BUDGET,
+                        self.resolve(&registries, &i, &mut r.items[k], auto, &skipped),
+                    )
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(Failure::Registry(
+                            crate::registry::error::RegistryError::Timeout {
+                                registry,
+                                what: format!("resolving {}", i.name),
+                                limit: RESOLVE_BUDGET,
+                            },
+                        ))
+                    });
                     if let Err(f) = resolved {
                         asked = asked.max(fail(&mut r.items[k], &f));
                     }
@@ -348,8 +470,7 @@ impl Executor {
             .and_then(TagVersion::parse)
             .or_else(|| base.tag.as_deref().and_then(TagVersion::parse))
             .ok_or_else(|| Failure::Internal(format!("{} runs no version tag", i.name)))?;
-        let tags = registries.tags(&base).await?;
-        let found = candidates(tags.iter().map(String::as_str), &u.range, &running);
+        let found = registries.newest(&base, &u.range, &running, 8).await?;
         // The newest not skipped (a digest is known only by asking).
         let mut picked = None;
         for c in found.iter().take(8) {
@@ -368,8 +489,10 @@ impl Executor {
             item.target_image = item.running_image.clone();
             return Ok(());
         };
+        // Asked as the candidate's tag, so that what fails (no image for
+        // this platform) names the version, not the one that runs.
         let config = registries
-            .config(&base, &head.digest, &self.platform)
+            .config(&base.with_tag(&version.tag), &head.digest, &self.platform)
             .await?;
         item.found_version = Some(version.tag.clone());
         item.found_digest = Some(head.digest.clone());
@@ -859,6 +982,30 @@ mod tests {
             desired_image: some(desired),
             last_error: Some("start failed: unable to find user nobody2".into()),
             ..ModuleStatus::pending("m")
+        }
+    }
+
+    #[test]
+    fn requests_move_in_one_lane_per_registry() {
+        for (module, registry, id, lane) in [
+            (
+                Some("a"),
+                Some("r1.example:5000"),
+                1,
+                "registry r1.example:5000",
+            ),
+            (
+                Some("b"),
+                Some("r1.example:5000"),
+                2,
+                "registry r1.example:5000",
+            ),
+            (Some("c"), Some("docker.io"), 3, "registry docker.io"),
+            (None, Some("r1.example:5000"), 4, "*"),
+            (None, None, 5, "*"),
+            (Some("gone"), None, 6, "request 6"),
+        ] {
+            assert_eq!(lane_key(module, registry, id), lane, "{module:?}");
         }
     }
 

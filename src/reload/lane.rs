@@ -11,7 +11,7 @@
 use crate::model::intention::Lane;
 use crate::model::names::ModuleName;
 use crate::model::reference::Reference;
-use crate::model::version::{TagVersion, candidates};
+use crate::model::version::TagVersion;
 use crate::reload::executor::{AGENT_VERSION, AUTO_UPDATE, Executor};
 use crate::store::StoreError;
 
@@ -136,14 +136,11 @@ impl Executor {
         let Some(running) = running else {
             return Ok(Looked::Nothing);
         };
-        let tags = match registries.tags(&base).await {
+        let newest = match registries.newest(&base, &u.range, &running, 8).await {
             Ok(t) => t,
             Err(e) => return Ok(Looked::Unknown(e.to_string())),
         };
-        for c in candidates(tags.iter().map(String::as_str), &u.range, &running)
-            .into_iter()
-            .take(8)
-        {
+        for c in newest {
             if c.version == running.version {
                 // What runs (or its twin tag): nothing newer.
                 break;

@@ -20,6 +20,8 @@ pub enum Fault {
     Hang(Duration),
     /// Forwards, and flips a byte of the body.
     Tamper,
+    /// Forwards after this long (a slow registry).
+    Delay(Duration),
 }
 
 #[derive(Clone, Debug)]
@@ -133,7 +135,10 @@ fn serve(
             std::thread::sleep(d);
             drop(client);
         }
-        Some(Fault::Tamper) | None => {
+        Some(Fault::Tamper | Fault::Delay(_)) | None => {
+            if let Some(Fault::Delay(d)) = fault {
+                std::thread::sleep(d);
+            }
             let tamper = matches!(fault, Some(Fault::Tamper));
             let Ok(mut up) = TcpStream::connect(upstream) else {
                 return;

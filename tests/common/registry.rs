@@ -106,6 +106,16 @@ impl Tls {
     }
 }
 
+/// How a test registry authenticates.
+#[derive(Clone, Copy)]
+enum Auth<'a> {
+    None,
+    Htpasswd(&'a str, &'a str),
+    /// A bearer-token challenge naming this realm, tokens checked against
+    /// this certificate bundle.
+    Token(&'a str, &'a Path),
+}
+
 /// A free loopback port (bound and released: the registry takes it next).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -118,16 +128,22 @@ pub fn free_port() -> u16 {
 impl Registry {
     /// A plain-HTTP registry with its own storage.
     pub fn plain() -> Registry {
-        Registry::start(None, None, None)
+        Registry::start(None, None, Auth::None)
     }
 
     /// A registry over TLS with htpasswd auth for `user:password`, serving
     /// `storage` (another registry's).
     pub fn tls_with_auth(tls: &Tls, storage: &Path, user: &str, password: &str) -> Registry {
-        Registry::start(Some(tls), Some(storage), Some((user, password)))
+        Registry::start(Some(tls), Some(storage), Auth::Htpasswd(user, password))
     }
 
-    fn start(tls: Option<&Tls>, storage: Option<&Path>, auth: Option<(&str, &str)>) -> Registry {
+    /// A registry over TLS whose `/v2/` challenge asks for a bearer token
+    /// from `realm` (its tokens are never checked: no test gets one).
+    pub fn tls_with_token_realm(tls: &Tls, realm: &str) -> Registry {
+        Registry::start(Some(tls), None, Auth::Token(realm, &tls.ca))
+    }
+
+    fn start(tls: Option<&Tls>, storage: Option<&Path>, auth: Auth<'_>) -> Registry {
         let o = Command::new("docker-registry").arg("--version").output();
         assert!(
             o.is_ok_and(|o| o.status.success()),
@@ -149,7 +165,13 @@ impl Registry {
                 t.key.display()
             ));
         }
-        if let Some((user, password)) = auth {
+        if let Auth::Token(realm, bundle) = auth {
+            config.push_str(&format!(
+                "auth:\n  token:\n    realm: {realm}\n    service: stead-test\n    issuer: stead-test\n    rootcertbundle: {}\n",
+                bundle.display()
+            ));
+        }
+        if let Auth::Htpasswd(user, password) = auth {
             let o = Command::new("htpasswd")
                 .args(["-Bbn", user, password])
                 .output()
