@@ -77,6 +77,31 @@ pub struct Component {
     pub version: String,
 }
 
+/// What libpod's `GET /libpod/networks/{name}/json` says that the agent
+/// reads (Podman only).
+#[derive(Debug, Deserialize)]
+pub struct LibpodNetwork {
+    /// Whether the network's containers resolve each other's names (CNI's
+    /// dnsname plugin, or netavark's aardvark-dns).
+    #[serde(default)]
+    pub dns_enabled: bool,
+}
+
+/// What libpod's `GET /libpod/info` says that the agent reads (Podman only).
+#[derive(Debug, Deserialize)]
+pub struct LibpodInfo {
+    /// The host's part.
+    pub host: LibpodHost,
+}
+
+/// The host's part of libpod's info.
+#[derive(Debug, Deserialize)]
+pub struct LibpodHost {
+    /// `cni` or `netavark`.
+    #[serde(rename = "networkBackend", default)]
+    pub network_backend: String,
+}
+
 /// Parses the list's body.
 pub fn parse(body: &[u8]) -> Result<Vec<Listed>, EngineError> {
     serde_json::from_slice(body).map_err(|e| EngineError::Refused {
@@ -106,6 +131,32 @@ pub async fn containers(
         None => "all=1".to_string(),
     };
     parse(&get(socket, &format!("/v{version}/containers/json?{query}")).await?)
+}
+
+/// Podman's libpod `GET /v<podman>/libpod/networks/<name>/json`.
+pub async fn libpod_network(
+    socket: &Path,
+    podman: &str,
+    name: &str,
+) -> Result<LibpodNetwork, EngineError> {
+    let path = format!(
+        "/v{}/libpod/networks/{}/json",
+        percent_encode(podman),
+        percent_encode(name)
+    );
+    serde_json::from_slice(&get(socket, &path).await?).map_err(|e| EngineError::Refused {
+        status: 0,
+        message: format!("Podman's network {name} does not read: {e}"),
+    })
+}
+
+/// Podman's libpod `GET /v<podman>/libpod/info`.
+pub async fn libpod_info(socket: &Path, podman: &str) -> Result<LibpodInfo, EngineError> {
+    let path = format!("/v{}/libpod/info", percent_encode(podman));
+    serde_json::from_slice(&get(socket, &path).await?).map_err(|e| EngineError::Refused {
+        status: 0,
+        message: format!("Podman's info does not read: {e}"),
+    })
 }
 
 /// A GET on the engine's unix socket; the body of a 200.
