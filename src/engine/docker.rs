@@ -205,15 +205,23 @@ impl DockerEngine {
         let Flavour::Podman(version) = &self.flavour else {
             return Ok(());
         };
-        let network = super::raw::libpod_network(&self.socket, version, name).await?;
-        if network.dns_enabled {
-            return Ok(());
+        // Only a network that says it has no DNS is refused: an answer
+        // that does not say (before Podman 4) or does not come is no reason
+        // to hold a module back.
+        match super::raw::libpod_network(&self.socket, version, name).await {
+            Ok(n) if n.dns_enabled == Some(false) => {}
+            Ok(_) => return Ok(()),
+            Err(e) if e.is_unreachable() => return Err(e),
+            Err(e) => {
+                tracing::warn!("network {name}: whether it resolves names is not known: {e}");
+                return Ok(());
+            }
         }
         let backend = super::raw::libpod_info(&self.socket, version)
             .await
             .map(|i| i.host.network_backend)
             .unwrap_or_default();
-        let Some(what) = podman_network_without_names(name, &backend, network.dns_enabled) else {
+        let Some(what) = podman_network_without_names(name, &backend, false) else {
             return Ok(());
         };
         self.remove_network_if_unused(name, node).await;
@@ -1077,14 +1085,26 @@ mod tests {
         ] {
             let info: super::super::raw::LibpodInfo = serde_json::from_str(info).unwrap();
             let net: super::super::raw::LibpodNetwork = serde_json::from_str(network).unwrap();
-            let got =
-                podman_network_without_names("n", &info.host.network_backend, net.dns_enabled);
+            assert!(net.dns_enabled.is_some());
+            let dns = net.dns_enabled.unwrap_or(true);
+            let got = podman_network_without_names("n", &info.host.network_backend, dns);
             assert_eq!(got.is_some(), refused, "{got:?}");
             assert_eq!(
                 got.is_some_and(|w| w.contains("network backend is CNI")),
                 refused
             );
         }
+    }
+
+    /// Before Podman 4 a network reads as a CNI conflist, which does not
+    /// say: not judged.
+    #[test]
+    fn a_network_that_does_not_say_whether_it_has_dns_reads_as_unknown() {
+        let old: super::super::raw::LibpodNetwork = serde_json::from_str(
+            r#"{"cniVersion":"0.4.0","name":"n","plugins":[{"type":"bridge"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(old.dns_enabled, None);
     }
 
     #[test]

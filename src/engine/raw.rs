@@ -82,9 +82,9 @@ pub struct Component {
 #[derive(Debug, Deserialize)]
 pub struct LibpodNetwork {
     /// Whether the network's containers resolve each other's names (CNI's
-    /// dnsname plugin, or netavark's aardvark-dns).
+    /// dnsname plugin, or netavark's aardvark-dns); absent before Podman 4.
     #[serde(default)]
-    pub dns_enabled: bool,
+    pub dns_enabled: Option<bool>,
 }
 
 /// What libpod's `GET /libpod/info` says that the agent reads (Podman only).
