@@ -6,9 +6,13 @@
 # command. Nothing else is installed beforehand: whatever the test command
 # needs, it must install itself.
 #
-#   scripts/fresh-machine.sh            # up to the first cargo step: the
-#                                       # engine, the test images, both Podman
-#                                       # services, the Rust components
+#   scripts/fresh-machine.sh            # up to the first cargo step
+#                                       # (STEAD_TEST_SETUP_ONLY=1): the engine,
+#                                       # the test images, the Rust components,
+#                                       # every tool, both Podman services
+#   scripts/fresh-machine.sh --podman   # that, then the user-network tests
+#                                       # of tests/runtime.rs on both Podman
+#                                       # services (one test binary built)
 #   scripts/fresh-machine.sh --all      # the whole scripts/test.sh
 #
 # The container is privileged (it runs its own Docker Engine and Podman, as
@@ -40,7 +44,8 @@ MODE=setup
 case "${1:-}" in
     "") ;;
     --all) MODE=all ;;
-    *) die "usage: scripts/fresh-machine.sh [--all]" ;;
+    --podman) MODE=podman ;;
+    *) die "usage: scripts/fresh-machine.sh [--podman | --all]" ;;
 esac
 SUITE="${STEAD_FRESH_SUITE:-bookworm}"
 RUST="${STEAD_FRESH_RUST:-host}"
@@ -100,19 +105,20 @@ fi
 if [ "$MODE" = all ]; then
     run='scripts/test.sh'
 else
-    # What scripts/test.sh does before its first cargo step, and the Podman
-    # services it starts later (the part that failed on a fresh machine).
-    run='scripts/engine.sh
-scripts/test-images.sh >/dev/null
-if command -v rustup >/dev/null 2>&1; then
-    rustup component list --installed 2>/dev/null | grep -q "^rustfmt" || rustup component add rustfmt
-    rustup component list --installed 2>/dev/null | grep -q "^clippy" || rustup component add clippy
-fi
-scripts/podman.sh
-STEAD_PODMAN_SOCKET=/run/stead-podman-cni/podman.sock STEAD_PODMAN_NETWORK_BACKEND=cni scripts/podman.sh
-podman --remote --url unix:///run/stead-podman/podman.sock info --format "network backend: {{.Host.NetworkBackend}}"
+    # What scripts/test.sh installs and starts before its first cargo step.
+    run='STEAD_TEST_SETUP_ONLY=1 scripts/test.sh
+podman --remote --url unix:///run/stead-podman/podman.sock info --format "podman: network backend {{.Host.NetworkBackend}}"
 cargo --version
 echo "fresh-machine: setup stages passed"'
+    if [ "$MODE" = podman ]; then
+        run+='
+STEAD_TEST_ENGINE_SOCKET=/run/stead-podman/podman.sock cargo test --locked --test runtime -- \
+    named_volumes_are_kept_and_user_networks_resolve_module_names_and_go_when_unused \
+    a_user_network_that_cannot_resolve_names_is_refused_naming_the_backend
+STEAD_TEST_ENGINE_SOCKET=/run/stead-podman-cni/podman.sock cargo test --locked --test runtime -- \
+    --exact a_user_network_that_cannot_resolve_names_is_refused_naming_the_backend
+echo "fresh-machine: the user-network tests passed on both Podman services"'
+    fi
 fi
 
 # --privileged, unless the engine cannot grant every capability (a machine
