@@ -18,6 +18,9 @@ if command -v rustup >/dev/null 2>&1; then
 fi
 
 # The tools the tests use, installed before the first cargo step.
+# cargo links with cc, and build scripts (ring's) compile C: a fresh Debian
+# has no compiler.
+command -v cc >/dev/null 2>&1 || apt_install gcc libc6-dev
 # The release artefacts the dist tests check: static binaries for x86_64 and
 # aarch64 (run under qemu against the engine) and the .deb.
 command -v qemu-aarch64-static >/dev/null 2>&1 || apt_install qemu-user-static
