@@ -22,10 +22,12 @@
 #
 # Rust: the README names no way to get it and Debian 12's rustc (1.63) is
 # older than the crate's rust-version (1.85). STEAD_FRESH_RUST=host (the
-# default) lends the container this machine's rustup toolchains, read-only
-# under an overlay (the container's `rustup target add` writes only to its
-# upper layer); STEAD_FRESH_RUST=rustup installs rustup inside from
-# sh.rustup.rs instead, as a new user would (needs the internet).
+# default) lends the container this machine's rustup toolchains and cargo's
+# registry cache, read-only under overlays (what the container writes stays
+# in their upper layers), and cargo runs offline (a machine whose way out
+# is a proxy with a CA of its own cannot fetch crates from a fresh image);
+# STEAD_FRESH_RUST=rustup installs rustup inside from sh.rustup.rs
+# instead and fetches crates, as a new user would (needs the internet).
 #
 # Env:
 #   STEAD_FRESH_SUITE    the Debian release (default bookworm)
@@ -89,13 +91,17 @@ if [ "$RUST" = host ]; then
     rustup_home="${RUSTUP_HOME:-$HOME/.rustup}"
     cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
     [ -d "$rustup_home/toolchains" ] || die "no rustup toolchains in $rustup_home: use STEAD_FRESH_RUST=rustup"
+    registry="${CARGO_HOME:-$HOME/.cargo}/registry"
+    [ -d "$registry" ] || die "no cargo registry cache in $registry: use STEAD_FRESH_RUST=rustup"
     mounts+=(-v "$rustup_home:/opt/rustup-host:ro" -v "$cargo_bin:/opt/cargo-host-bin:ro"
-        -v "${vols[2]}:/opt/rustup-rw")
+        -v "$registry:/opt/registry-host:ro" -v "${vols[2]}:/opt/rustup-rw")
     # The host's toolchains under an overlay; its rustup and cargo proxies
     # after the container's own ~/.cargo/bin (cargo-deb lands there).
     rust_setup='mkdir -p /opt/rustup-rw/upper /opt/rustup-rw/work /root/.rustup
 mount -t overlay overlay -o lowerdir=/opt/rustup-host,upperdir=/opt/rustup-rw/upper,workdir=/opt/rustup-rw/work /root/.rustup
-export PATH="/root/.cargo/bin:/opt/cargo-host-bin:$PATH"'
+mkdir -p /opt/rustup-rw/reg-upper /opt/rustup-rw/reg-work /root/.cargo/registry
+mount -t overlay overlay -o lowerdir=/opt/registry-host,upperdir=/opt/rustup-rw/reg-upper,workdir=/opt/rustup-rw/reg-work /root/.cargo/registry
+export PATH="/root/.cargo/bin:/opt/cargo-host-bin:$PATH" CARGO_NET_OFFLINE=true'
 else
     rust_setup='apt-get update -qq && apt-get install -y -qq --no-install-recommends curl ca-certificates >/dev/null
 curl --proto =https --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
