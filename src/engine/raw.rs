@@ -4,7 +4,9 @@
 //! (Podman lists a container waiting for its restart as `stopped`;
 //! bollard's state enum refuses it, and with it the whole list); and the
 //! version, read once to learn both the API version and which engine this
-//! is. Only what the agent reads is taken; states stay words, for
+//! is; and, on Podman, libpod's word on whether a network resolves names
+//! and which network backend it has (the Docker-compatible API says
+//! neither). Only what the agent reads is taken; states stay words, for
 //! [`crate::engine::ContainerState::parse`].
 
 use std::collections::BTreeMap;
