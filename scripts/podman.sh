@@ -78,6 +78,14 @@ if ! command -v podman >/dev/null 2>&1 || [ ! -x /usr/libexec/podman/catatonit ]
     fi
 fi
 
+# CNI's own plugins, for a service with that backend: netavark stands in for
+# them in Debian's dependencies, so a machine with netavark may have none
+# (a network is then made and not found).
+if [ "$BACKEND" = cni ] && [ ! -x /usr/lib/cni/bridge ]; then
+    say "installing containernetworking-plugins (apt-get)..."
+    apt_install_no_start containernetworking-plugins
+fi
+
 mkdir -p "$DIR"
 printf '[containers]\ndefault_ulimits = []\n\n[engine]\nevents_logger = "file"\nevents_logfile_max_size = "64m"\n\n[network]\nnetwork_backend = "%s"\n' "$BACKEND" >"$CONF"
 export CONTAINERS_CONF="$CONF"
