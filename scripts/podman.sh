@@ -4,7 +4,16 @@
 # suites against it (STEAD_TEST_ENGINE_SOCKET); prints the socket's path.
 #
 # - Installs Debian's podman (and catatonit, Podman's init for `init = true`)
-#   when missing; no service is started by the packages.
+#   when missing, and netavark with aardvark-dns: installed without
+#   recommends, Podman 4.3 would use CNI without a DNS plugin and a user
+#   network would not resolve module names. No service is started by the
+#   packages.
+# - The service's containers.conf names `network_backend = "netavark"`: a
+#   machine where Podman ran before with CNI (it picks CNI by itself where
+#   CNI networks or containers exist) gets netavark for this service without
+#   a `podman system reset`; its CNI networks stay, unseen by this service.
+#   A service already answering on the socket with another backend (an
+#   earlier run of this script) is stopped and started again.
 # - Starts `podman system service --time=0` detached on the socket, with a
 #   containers.conf of its own: `default_ulimits = []`, as Podman's default
 #   open-files limit for containers is above the hard limit of a machine like
@@ -18,6 +27,11 @@
 # Env:
 #   STEAD_PODMAN_SOCKET   the socket (default /run/stead-podman/podman.sock)
 #   STEAD_PODMAN_TIMEOUT  seconds to wait for the service (default 60)
+#   STEAD_PODMAN_NETWORK_BACKEND  netavark (default), or cni: Podman's CNI,
+#                         which without the dnsname plugin (not installed
+#                         here) resolves no names on user networks; the test
+#                         command runs one test against such a service, on
+#                         a socket of its own
 set -euo pipefail
 
 NAME=podman.sh
@@ -26,36 +40,80 @@ NAME=podman.sh
 
 SOCKET="${STEAD_PODMAN_SOCKET:-/run/stead-podman/podman.sock}"
 TIMEOUT="${STEAD_PODMAN_TIMEOUT:-60}"
+BACKEND="${STEAD_PODMAN_NETWORK_BACKEND:-netavark}"
+case "$BACKEND" in netavark | cni) ;; *) die "STEAD_PODMAN_NETWORK_BACKEND must be netavark or cni, not '$BACKEND'" ;; esac
 DIR="$(dirname "$SOCKET")"
 CONF="$DIR/containers.conf"
 LOG="$DIR/service.log"
+PIDFILE="$DIR/service.pid"
 
 up() { DOCKER_HOST="unix://$SOCKET" docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
+# The network backend of the service answering on the socket (libpod's info).
+backend() { podman --remote --url "unix://$SOCKET" info --format '{{.Host.NetworkBackend}}' 2>/dev/null || true; }
+# The pid of the service on the socket: the one this script started (its pid
+# file), else the process running exactly the command this script starts (an
+# earlier version of it kept no pid file).
+service_pid() {
+    if [ -s "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
+        cat "$PIDFILE"
+        return
+    fi
+    local want c p
+    want="$(printf 'podman\0system\0service\0--time=0\0unix://%s\0' "$SOCKET" | od -An -tx1 | tr -d ' \n')"
+    for c in /proc/[0-9]*/cmdline; do
+        p="${c#/proc/}"
+        p="${p%/cmdline}"
+        [ "$(od -An -tx1 "$c" 2>/dev/null | tr -d ' \n')" = "$want" ] && { echo "$p"; return; }
+    done
+}
 
 [ "$(id -u)" -eq 0 ] || die "must run as root to install/start podman"
 
-if ! command -v podman >/dev/null 2>&1 || [ ! -x /usr/libexec/podman/catatonit ]; then
-    say "installing podman (apt-get)..."
-    apt_install_no_start podman catatonit
+if ! command -v podman >/dev/null 2>&1 || [ ! -x /usr/libexec/podman/catatonit ] \
+    || [ ! -x /usr/lib/podman/netavark ] || [ ! -x /usr/lib/podman/aardvark-dns ]; then
+    say "installing podman, netavark and aardvark-dns (apt-get)..."
+    apt_install_no_start podman catatonit netavark aardvark-dns
     if command -v systemctl >/dev/null 2>&1; then
         systemctl disable --now podman.socket podman.service >/dev/null 2>&1 || true
     fi
 fi
 
+# CNI's own plugins, for a service with that backend: netavark stands in for
+# them in Debian's dependencies, so a machine with netavark may have none
+# (a network is then made and not found).
+if [ "$BACKEND" = cni ] && [ ! -x /usr/lib/cni/bridge ]; then
+    say "installing containernetworking-plugins (apt-get)..."
+    apt_install_no_start containernetworking-plugins
+fi
+
 mkdir -p "$DIR"
-printf '[containers]\ndefault_ulimits = []\n\n[engine]\nevents_logger = "file"\nevents_logfile_max_size = "64m"\n' >"$CONF"
+printf '[containers]\ndefault_ulimits = []\n\n[engine]\nevents_logger = "file"\nevents_logfile_max_size = "64m"\n\n[network]\nnetwork_backend = "%s"\n' "$BACKEND" >"$CONF"
 export CONTAINERS_CONF="$CONF"
+
+if up && [ "$(backend)" != "$BACKEND" ]; then
+    pid="$(service_pid)"
+    [ -n "$pid" ] || die "the service on $SOCKET uses the network backend '$(backend)' and its process is not found: stop it"
+    say "the service on $SOCKET (pid $pid) uses the network backend '$(backend)': starting it again with $BACKEND"
+    kill "$pid"
+    for _ in $(seq 1 $((TIMEOUT * 4))); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.25
+    done
+    ! kill -0 "$pid" 2>/dev/null || die "the service on $SOCKET (pid $pid) did not stop"
+fi
 
 if ! up; then
     rm -f "$SOCKET"
     say "starting podman system service on $SOCKET (log: $LOG)"
     setsid nohup podman system service --time=0 "unix://$SOCKET" >>"$LOG" 2>&1 </dev/null &
+    echo $! >"$PIDFILE"
     for _ in $(seq 1 $((TIMEOUT * 4))); do
         up && break
         sleep 0.25
     done
     up || { tail -n 20 "$LOG" >&2; die "podman's service did not answer on $SOCKET within ${TIMEOUT}s"; }
 fi
+[ "$(backend)" = "$BACKEND" ] || die "podman's service on $SOCKET uses the network backend '$(backend)', not $BACKEND (see $LOG)"
 
 # The test images, by ID: Podman names them localhost/stead-test/busybox:N.
 need=()

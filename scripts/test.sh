@@ -17,10 +17,10 @@ if command -v rustup >/dev/null 2>&1; then
     rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
 fi
 
-say "cargo fmt --check"
-cargo fmt --check
-say "cargo clippy"
-cargo clippy --all-targets --locked -- -D warnings
+# The tools the tests use, installed before the first cargo step.
+# cargo links with cc, and build scripts (ring's) compile C: a fresh Debian
+# has no compiler.
+command -v cc >/dev/null 2>&1 || apt_install gcc libc6-dev
 # The release artefacts the dist tests check: static binaries for x86_64 and
 # aarch64 (run under qemu against the engine) and the .deb.
 command -v qemu-aarch64-static >/dev/null 2>&1 || apt_install qemu-user-static
@@ -42,6 +42,23 @@ fi
 command -v faketime >/dev/null 2>&1 || apt_install faketime
 # tests/import.rs runs a Compose file with docker-compose beside the agent.
 command -v docker-compose >/dev/null 2>&1 || apt_install docker-compose
+# Podman's Docker-compatible service, for the engine suites run again on it
+# (netavark with aardvark-dns), and one whose user networks resolve no names
+# (CNI without the dnsname plugin), each on a socket of its own.
+podman_socket="$(scripts/podman.sh)"
+podman_cni="$(STEAD_PODMAN_SOCKET=/run/stead-podman-cni/podman.sock STEAD_PODMAN_NETWORK_BACKEND=cni scripts/podman.sh)"
+# STEAD_TEST_SETUP_ONLY=1: stop here, everything installed
+# (scripts/fresh-machine.sh checks a fresh machine up to this point).
+if [ "${STEAD_TEST_SETUP_ONLY:-}" = 1 ]; then
+    say "set up; stopping before the first cargo step (STEAD_TEST_SETUP_ONLY=1)"
+    exit 0
+fi
+
+say "cargo fmt --check"
+cargo fmt --check
+say "cargo clippy"
+cargo clippy --all-targets --locked -- -D warnings
+# The release binaries and the .deb.
 scripts/release.sh
 scripts/package.sh
 
@@ -52,10 +69,15 @@ cargo test --locked --no-fail-fast -- --include-ignored 2>&1 | tee "$log"
 # The engine suites again, against Podman's Docker-compatible service: the
 # differences the engine layer handles, and the tests that name the others
 # (docs/operations.md, "On Podman").
-podman_socket="$(scripts/podman.sh)"
 say "cargo test (the engine suites on Podman, $podman_socket)"
 STEAD_TEST_ENGINE_SOCKET="$podman_socket" cargo test --locked --no-fail-fast \
     --test engine --test runtime --test hardening --test waiting --test api --test cli \
     -- --include-ignored 2>&1 | tee -a "$log"
+# A Podman whose user networks cannot resolve names (CNI without the dnsname
+# plugin, as Debian's podman installed without recommends had it): the agent
+# refuses a module on one, saying what to install.
+say "cargo test (a user network without DNS, on Podman with CNI, $podman_cni)"
+STEAD_TEST_ENGINE_SOCKET="$podman_cni" cargo test --locked --no-fail-fast --test runtime \
+    a_user_network_that_cannot_resolve_names_is_refused_naming_the_backend -- --exact 2>&1 | tee -a "$log"
 # One closing line for the whole run: the sum of every test binary's result.
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f; exit (f > 0 || p == 0) }' "$log"

@@ -688,3 +688,64 @@ fn a_health_check_without_a_test_is_the_image_s_with_other_timings() {
     drop(n);
     let _ = docker(&["rmi", &image]);
 }
+
+/// Where the engine's user networks cannot resolve names (Podman with CNI
+/// and no dnsname plugin: scripts/podman.sh starts one with
+/// `STEAD_PODMAN_NETWORK_BACKEND=cni` and the test command runs this test
+/// against it), a module on one is refused, naming the network backend and
+/// what to install, and the network is not left behind; where they can, it
+/// runs.
+#[test]
+fn a_user_network_that_cannot_resolve_names_is_refused_naming_the_backend() {
+    let n = Node::new("runtime-nodns");
+    let m = n.module("m");
+    let net = format!("{}-net", n.id);
+    let no_names = on_podman() && {
+        let o = podman(&[
+            "--remote",
+            "--url",
+            &format!("unix://{}", engine_socket()),
+            "info",
+            "--format",
+            "{{.Host.NetworkBackend}}",
+        ]);
+        assert!(o.status.success(), "podman info failed");
+        String::from_utf8_lossy(&o.stdout).trim() == "cni"
+            && !std::path::Path::new("/usr/lib/cni/dnsname").exists()
+    };
+    n.write_intention(
+        "m.toml",
+        &format!(
+            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\nnetworks = [\"{net}\"]\ncommand = [\"sh\", \"-c\", {:?}]\n",
+            idle_after("echo up")
+        ),
+    );
+    let agent = Agent::start(&n);
+    let status =
+        || -> J { serde_json::from_str(&agent.get(&format!("/v1/modules/{m}")).1).unwrap() };
+    if no_names {
+        n.wait_for(30, "the module failed", || status()["state"] == "failed");
+        let s = status();
+        let e = s["last_error"].as_str().unwrap_or_default();
+        assert!(
+            e.contains("Podman")
+                && e.contains(&format!("{net:?}"))
+                && e.contains("network backend is CNI")
+                && e.contains("netavark and aardvark-dns"),
+            "{s:#}"
+        );
+        assert!(n.container(&m).is_none());
+        // Made again at each retry, and removed again.
+        n.wait_for(30, "the network not left behind", || {
+            docker(&["network", "inspect", &net]).status.code() != Some(0)
+        });
+    } else {
+        n.wait_for(60, "the module running", || {
+            n.container(&m).is_some_and(|(_, s, _)| s == "running")
+        });
+        n.remove_intention("m.toml");
+        n.wait_for(60, "the network removed", || {
+            docker(&["network", "inspect", &net]).status.code() != Some(0)
+        });
+    }
+}

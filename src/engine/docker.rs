@@ -195,6 +195,42 @@ impl DockerEngine {
         }
     }
 
+    /// On Podman, refuses a user network whose containers cannot resolve
+    /// each other's names (CNI without its dnsname plugin), naming the
+    /// network backend and what to install: a module would otherwise wait
+    /// for a peer it never finds. One of this node's that no container is
+    /// in yet is removed, so that it is made again, with DNS, once the
+    /// plugin is there.
+    async fn check_network_names(&self, name: &str, node: &str) -> Result<(), EngineError> {
+        let Flavour::Podman(version) = &self.flavour else {
+            return Ok(());
+        };
+        // Only a network that says it has no DNS is refused: an answer
+        // that does not say (before Podman 4) or does not come is no reason
+        // to hold a module back.
+        match super::raw::libpod_network(&self.socket, version, name).await {
+            Ok(n) if n.dns_enabled == Some(false) => {}
+            Ok(_) => return Ok(()),
+            Err(e) if e.is_unreachable() => return Err(e),
+            Err(e) => {
+                tracing::warn!("network {name}: whether it resolves names is not known: {e}");
+                return Ok(());
+            }
+        }
+        let backend = super::raw::libpod_info(&self.socket, version)
+            .await
+            .map(|i| i.host.network_backend)
+            .unwrap_or_default();
+        let Some(what) = podman_network_without_names(name, &backend, false) else {
+            return Ok(());
+        };
+        self.remove_network_if_unused(name, node).await;
+        Err(EngineError::Unsupported {
+            engine: self.flavour.to_string(),
+            what,
+        })
+    }
+
     /// Removes a network this node made once no container is in it; any
     /// failure leaves it for the next removal.
     async fn remove_network_if_unused(&self, name: &str, node: &str) {
@@ -417,6 +453,26 @@ fn podman_refuses(spec: &ContainerSpec) -> Option<String> {
                 "the log option {k:?} (logging.options: it takes max-size, tag and path, and keeps one file per container)"
             )
         })
+}
+
+/// Why the modules on a Podman user network could not reach each other by
+/// name, from its network backend (libpod's `host.networkBackend`) and the
+/// network's `dns_enabled`; `None` when they can.
+fn podman_network_without_names(network: &str, backend: &str, dns_enabled: bool) -> Option<String> {
+    if dns_enabled {
+        return None;
+    }
+    Some(match backend {
+        "cni" => format!(
+            "module names on the user network {network:?}: its network backend is CNI, without the dnsname plugin; install netavark and aardvark-dns and set network_backend = \"netavark\" in [network] of the service's containers.conf (or install the CNI dnsname plugin, Debian's golang-github-containernetworking-plugin-dnsname)"
+        ),
+        "netavark" => format!(
+            "module names on the user network {network:?}: it was made with DNS disabled; remove it and it is made again with DNS"
+        ),
+        other => format!(
+            "module names on the user network {network:?}: it has no DNS (network backend {other:?})"
+        ),
+    })
 }
 
 /// Podman names an image it loaded or built without a registry
@@ -771,6 +827,9 @@ impl Engine for DockerEngine {
             }
             for n in &spec.runtime.networks {
                 self.ensure_network(n, &ours).await?;
+                if let Some(node) = ours.get(crate::model::labels::MANAGED_BY) {
+                    self.check_network_names(n, node).await?;
+                }
             }
             let opts = CreateContainerOptionsBuilder::new()
                 .name(&spec.name)
@@ -983,6 +1042,69 @@ mod tests {
             assert!(find_image(&images, r).is_some(), "{r}");
         }
         assert!(find_image(&images, "app:2").is_none());
+    }
+
+    #[test]
+    fn a_podman_user_network_without_dns_is_named_with_its_backend() {
+        let cni = "its network backend is CNI, without the dnsname plugin; install netavark and aardvark-dns";
+        let netavark = "made with DNS disabled";
+        for (backend, dns_enabled, says) in [
+            ("cni", true, None),
+            ("netavark", true, None),
+            ("cni", false, Some(cni)),
+            ("netavark", false, Some(netavark)),
+            ("", false, Some("it has no DNS (network backend \"\")")),
+        ] {
+            let got = podman_network_without_names("n", backend, dns_enabled);
+            match says {
+                None => assert_eq!(got, None, "{backend} {dns_enabled}"),
+                Some(s) => {
+                    let got = got.unwrap_or_default();
+                    assert!(got.contains(s) && got.contains("\"n\""), "{backend}: {got}");
+                }
+            }
+        }
+    }
+
+    /// libpod's answers captured from Podman 4.3.1 with CNI and no dnsname
+    /// plugin, and with netavark and aardvark-dns (how:
+    /// tests/fixtures/podman-dns/README.md), read and judged.
+    #[test]
+    fn podman_s_real_answers_are_judged() {
+        for (info, network, refused) in [
+            (
+                include_str!("../../tests/fixtures/podman-dns/cni/info.json"),
+                include_str!("../../tests/fixtures/podman-dns/cni/network.json"),
+                true,
+            ),
+            (
+                include_str!("../../tests/fixtures/podman-dns/netavark/info.json"),
+                include_str!("../../tests/fixtures/podman-dns/netavark/network.json"),
+                false,
+            ),
+        ] {
+            let info: super::super::raw::LibpodInfo = serde_json::from_str(info).unwrap();
+            let net: super::super::raw::LibpodNetwork = serde_json::from_str(network).unwrap();
+            assert!(net.dns_enabled.is_some());
+            let dns = net.dns_enabled.unwrap_or(true);
+            let got = podman_network_without_names("n", &info.host.network_backend, dns);
+            assert_eq!(got.is_some(), refused, "{got:?}");
+            assert_eq!(
+                got.is_some_and(|w| w.contains("network backend is CNI")),
+                refused
+            );
+        }
+    }
+
+    /// Before Podman 4 a network reads as a CNI conflist, which does not
+    /// say: not judged.
+    #[test]
+    fn a_network_that_does_not_say_whether_it_has_dns_reads_as_unknown() {
+        let old: super::super::raw::LibpodNetwork = serde_json::from_str(
+            r#"{"cniVersion":"0.4.0","name":"n","plugins":[{"type":"bridge"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(old.dns_enabled, None);
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! (Podman lists a container waiting for its restart as `stopped`;
 //! bollard's state enum refuses it, and with it the whole list); and the
 //! version, read once to learn both the API version and which engine this
-//! is. Only what the agent reads is taken; states stay words, for
+//! is; and, on Podman, libpod's word on whether a network resolves names
+//! and which network backend it has (the Docker-compatible API says
+//! neither). Only what the agent reads is taken; states stay words, for
 //! [`crate::engine::ContainerState::parse`].
 
 use std::collections::BTreeMap;
@@ -77,6 +79,31 @@ pub struct Component {
     pub version: String,
 }
 
+/// What libpod's `GET /libpod/networks/{name}/json` says that the agent
+/// reads (Podman only).
+#[derive(Debug, Deserialize)]
+pub struct LibpodNetwork {
+    /// Whether the network's containers resolve each other's names (CNI's
+    /// dnsname plugin, or netavark's aardvark-dns); absent before Podman 4.
+    #[serde(default)]
+    pub dns_enabled: Option<bool>,
+}
+
+/// What libpod's `GET /libpod/info` says that the agent reads (Podman only).
+#[derive(Debug, Deserialize)]
+pub struct LibpodInfo {
+    /// The host's part.
+    pub host: LibpodHost,
+}
+
+/// The host's part of libpod's info.
+#[derive(Debug, Deserialize)]
+pub struct LibpodHost {
+    /// `cni` or `netavark`.
+    #[serde(rename = "networkBackend", default)]
+    pub network_backend: String,
+}
+
 /// Parses the list's body.
 pub fn parse(body: &[u8]) -> Result<Vec<Listed>, EngineError> {
     serde_json::from_slice(body).map_err(|e| EngineError::Refused {
@@ -106,6 +133,32 @@ pub async fn containers(
         None => "all=1".to_string(),
     };
     parse(&get(socket, &format!("/v{version}/containers/json?{query}")).await?)
+}
+
+/// Podman's libpod `GET /v<podman>/libpod/networks/<name>/json`.
+pub async fn libpod_network(
+    socket: &Path,
+    podman: &str,
+    name: &str,
+) -> Result<LibpodNetwork, EngineError> {
+    let path = format!(
+        "/v{}/libpod/networks/{}/json",
+        percent_encode(podman),
+        percent_encode(name)
+    );
+    serde_json::from_slice(&get(socket, &path).await?).map_err(|e| EngineError::Refused {
+        status: 0,
+        message: format!("Podman's network {name} does not read: {e}"),
+    })
+}
+
+/// Podman's libpod `GET /v<podman>/libpod/info`.
+pub async fn libpod_info(socket: &Path, podman: &str) -> Result<LibpodInfo, EngineError> {
+    let path = format!("/v{}/libpod/info", percent_encode(podman));
+    serde_json::from_slice(&get(socket, &path).await?).map_err(|e| EngineError::Refused {
+        status: 0,
+        message: format!("Podman's info does not read: {e}"),
+    })
 }
 
 /// A GET on the engine's unix socket; the body of a 200.
