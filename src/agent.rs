@@ -63,6 +63,16 @@ pub enum RunError {
 /// anyway (the engine may be away for long; the plane is still heard).
 const FIRST_PASS_LIMIT: Duration = Duration::from_secs(30);
 
+/// How an idle wait ended.
+enum Idle {
+    /// Its time came.
+    Elapsed,
+    /// The loop was woken.
+    Woken,
+    /// The agent is stopping.
+    Shutdown,
+}
+
 /// Aborts a task when dropped, so the agent's helpers end with it.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -247,6 +257,8 @@ pub struct Agent<C: Connect> {
     pub reload_wake: Arc<Notify>,
     /// Wakes the reload executor: a pass is done.
     pass_done: Arc<Notify>,
+    /// Wakes the plane's reporter: the status changed without a pass.
+    report_wake: Arc<Notify>,
     /// How many passes completed: the plane's poller waits for the first,
     /// the reporter looks again after each.
     passes: tokio::sync::watch::Sender<u64>,
@@ -300,6 +312,7 @@ impl<C: Connect> Agent<C> {
             status: Arc::new(Mutex::new(NodeStatus::default())),
             reload_wake: Arc::new(Notify::new()),
             pass_done: Arc::new(Notify::new()),
+            report_wake: Arc::new(Notify::new()),
             passes: tokio::sync::watch::Sender::new(0),
             executor: None,
         })
@@ -342,18 +355,12 @@ impl<C: Connect> Agent<C> {
     /// store failing) is said once per distinct error, counted, and shown:
     /// readiness turns false and every module reads pending with the
     /// reason, rather than the last good pass's states.
-    fn pass_failed(&self, error: &str) {
+    async fn pass_failed(&mut self, error: &str) {
         self.reconciler.metrics().pass_outcome(false);
-        for m in self
-            .reconciler
-            .board()
-            .lock()
-            .expect("board lock")
-            .values_mut()
-        {
-            m.state = crate::status::ModuleState::Pending;
-            m.last_error = Some(format!("the last pass failed: {error}"));
-        }
+        self.reconciler
+            .no_pass(&self.store, &format!("the last pass failed: {error}"))
+            .await;
+        self.report_wake.notify_one();
         let mut s = self.status.lock().expect("status lock");
         let new = s.failing.as_ref().is_none_or(|(_, e)| e != error);
         let since = s.failing.as_ref().map_or_else(SystemTime::now, |(t, _)| *t);
@@ -380,19 +387,6 @@ impl<C: Connect> Agent<C> {
         self.reconciler
             .metrics()
             .engine_reachable(engine == EngineStatus::Reachable);
-        if let EngineStatus::Waiting { error, .. } = &engine {
-            for m in self
-                .reconciler
-                .board()
-                .lock()
-                .expect("board lock")
-                .values_mut()
-            {
-                m.state = crate::status::ModuleState::Pending;
-                m.next_attempt_at = None;
-                m.last_error = Some(format!("engine not reachable: {error}"));
-            }
-        }
         let mut s = self.status.lock().expect("status lock");
         let was_waiting = matches!(s.engine, EngineStatus::Waiting { .. });
         match &engine {
@@ -570,7 +564,7 @@ impl<C: Connect> Agent<C> {
         let Some(pc) = self.config.plane.clone() else {
             return (None, vec![]);
         };
-        let report_wake = Arc::new(Notify::new());
+        let report_wake = self.report_wake.clone();
         let syncer = match crate::plane::sync::Syncer::new(
             self.config.node_id.clone(),
             pc,
@@ -631,6 +625,21 @@ impl<C: Connect> Agent<C> {
         shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
     ) -> bool {
         let until = tokio::time::Instant::now() + d;
+        !matches!(
+            self.idle_until(until, wakeable, notifier, shutdown).await,
+            Idle::Shutdown
+        )
+    }
+
+    /// Sleeps until `until`, waking early for `wake` (when `wakeable`) or
+    /// shutdown, and pinging the watchdog on the way.
+    async fn idle_until(
+        &self,
+        until: tokio::time::Instant,
+        wakeable: bool,
+        notifier: &Notifier,
+        shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
+    ) -> Idle {
         loop {
             notifier.watchdog();
             let chunk = notifier
@@ -639,11 +648,11 @@ impl<C: Connect> Agent<C> {
             tokio::select! {
                 () = tokio::time::sleep_until(chunk) => {
                     if chunk >= until {
-                        return true;
+                        return Idle::Elapsed;
                     }
                 }
-                () = self.wake.notified(), if wakeable => return true,
-                () = shutdown.as_mut() => return false,
+                () = self.wake.notified(), if wakeable => return Idle::Woken,
+                () = shutdown.as_mut() => return Idle::Shutdown,
             }
         }
     }
@@ -689,6 +698,7 @@ impl<C: Connect> Agent<C> {
                         self.set_engine(EngineStatus::Reachable);
                     }
                     Err(err) => {
+                        let reason = format!("engine not reachable: {err}");
                         self.set_engine(EngineStatus::Waiting {
                             since: SystemTime::now(),
                             error: err.to_string(),
@@ -696,8 +706,19 @@ impl<C: Connect> Agent<C> {
                         let delay = backoff.next().unwrap_or(self.config.backoff_max);
                         tracing::debug!("next attempt to reach the engine in {delay:?}");
                         notifier.status("waiting for the container engine");
-                        if !self.idle(delay, false, notifier, shutdown).await {
-                            return Ok(());
+                        // Every module the node holds reads pending, those
+                        // stated while it waits too (a wake-up takes them
+                        // in; the engine is tried again at the backoff's
+                        // time, not sooner).
+                        let until = tokio::time::Instant::now() + delay;
+                        loop {
+                            self.reconciler.no_pass(&self.store, &reason).await;
+                            self.report_wake.notify_one();
+                            match self.idle_until(until, true, notifier, shutdown).await {
+                                Idle::Elapsed => break,
+                                Idle::Woken => {}
+                                Idle::Shutdown => return Ok(()),
+                            }
                         }
                     }
                 }
@@ -718,7 +739,7 @@ impl<C: Connect> Agent<C> {
                     continue;
                 }
                 Ok(false) => {}
-                Err(e) => self.pass_failed(&e.to_string()),
+                Err(e) => self.pass_failed(&e.to_string()).await,
             }
             // The first pass of a start is what the crash guard watches:
             // what it acts on is stored before it acts.
@@ -791,7 +812,7 @@ impl<C: Connect> Agent<C> {
                     });
                     continue;
                 }
-                Err(err) => self.pass_failed(&err.to_string()),
+                Err(err) => self.pass_failed(&err.to_string()).await,
             }
             // What the pass saw is what a reload measures.
             self.pass_done.notify_one();
