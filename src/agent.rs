@@ -63,6 +63,10 @@ pub enum RunError {
 /// anyway (the engine may be away for long; the plane is still heard).
 const FIRST_PASS_LIMIT: Duration = Duration::from_secs(30);
 
+/// The longest an attempt to reach the engine may take (its version and a
+/// ping).
+const CONNECT_LIMIT: Duration = Duration::from_secs(60);
+
 /// How an idle wait ended.
 enum Idle {
     /// Its time came.
@@ -492,6 +496,13 @@ impl<C: Connect> Agent<C> {
         // the engine is a normal state, reported in the status.
         let notifier = Notifier::from_env();
         notifier.ready();
+        // The watchdog is pinged from a task of its own, for as long as the
+        // loop makes progress: a pass waiting out long stop grace periods
+        // is not killed, a stuck loop is.
+        let _pinger = AbortOnDrop(tokio::spawn(crate::host::systemd::keep_alive(
+            notifier.clone(),
+            self.reconciler.progress(),
+        )));
         let result = self.main_loop(&notifier, &watch_tx, &mut shutdown).await;
         notifier.stopping();
         // A stop during the first pass is no death.
@@ -615,7 +626,7 @@ impl<C: Connect> Agent<C> {
     }
 
     /// Sleeps up to `d`, waking early for `wake` (when `wakeable`) or
-    /// shutdown, and pinging the watchdog on the way. Returns false on
+    /// shutdown, and saying the loop is alive on the way. Returns false on
     /// shutdown.
     async fn idle(
         &self,
@@ -632,7 +643,8 @@ impl<C: Connect> Agent<C> {
     }
 
     /// Sleeps until `until`, waking early for `wake` (when `wakeable`) or
-    /// shutdown, and pinging the watchdog on the way.
+    /// shutdown, and saying the loop is alive (for the watchdog's pinger)
+    /// on the way.
     async fn idle_until(
         &self,
         until: tokio::time::Instant,
@@ -640,8 +652,9 @@ impl<C: Connect> Agent<C> {
         notifier: &Notifier,
         shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
     ) -> Idle {
+        let progress = self.reconciler.progress();
         loop {
-            notifier.watchdog();
+            progress.beat();
             let chunk = notifier
                 .ping_interval()
                 .map_or(until, |p| until.min(tokio::time::Instant::now() + p));
@@ -673,9 +686,17 @@ impl<C: Connect> Agent<C> {
         let mut first_pass = true;
         loop {
             let Some(e) = &engine else {
-                let attempt = tokio::select! {
-                    r = self.connector.connect() => r,
-                    () = shutdown.as_mut() => return Ok(()),
+                // Within a limit of its own: an engine whose socket takes
+                // the connection and never answers is away, not a loop
+                // stuck for the watchdog.
+                let attempt = {
+                    let _call = self.reconciler.progress().call(CONNECT_LIMIT);
+                    tokio::select! {
+                        r = tokio::time::timeout(CONNECT_LIMIT, self.connector.connect()) => {
+                            r.unwrap_or_else(|_| Err(EngineError::no_answer("connect", CONNECT_LIMIT)))
+                        }
+                        () = shutdown.as_mut() => return Ok(()),
+                    }
                 };
                 match attempt {
                     Ok(e) => {

@@ -45,6 +45,7 @@ pub mod plan;
 pub mod report;
 pub mod resolve;
 pub mod retry;
+pub mod watched;
 
 pub use report::{Action, ModuleReport, PassReport};
 pub use retry::Tuning;
@@ -97,6 +98,9 @@ pub struct Reconciler {
     /// The device-local key that seals the `stead.stated` label; without
     /// one, no container carries a statement.
     stated_key: Option<crate::model::seal::LocalKey>,
+    /// The loop's progress, which each engine call of a pass marks (the
+    /// watchdog is pinged while it moves).
+    progress: Arc<crate::host::systemd::Progress>,
 }
 
 impl Reconciler {
@@ -127,7 +131,13 @@ impl Reconciler {
             default_logging: None,
             quarantine: Default::default(),
             stated_key: None,
+            progress: crate::host::systemd::Progress::new(),
         }
+    }
+
+    /// The loop's progress, as the passes mark it.
+    pub fn progress(&self) -> Arc<crate::host::systemd::Progress> {
+        self.progress.clone()
     }
 
     /// Seals what containers carry for a store rebuild with this key.
@@ -527,7 +537,10 @@ impl Reconciler {
         store: &Arc<Store>,
     ) -> Result<PassReport, PassError> {
         let engine = &Counted {
-            engine: engine.clone(),
+            engine: watched::Watched {
+                engine: engine.clone(),
+                progress: self.progress.clone(),
+            },
             metrics: self.metrics.clone(),
         };
         let started = Instant::now();
