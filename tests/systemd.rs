@@ -2,7 +2,8 @@
 //! READY=1 once the store is open and the API listens (even with no engine),
 //! WATCHDOG=1 pings for as long as the main loop makes progress (through a
 //! pass that waits out long stop grace periods, against the real engine),
-//! STOPPING=1 on SIGTERM.
+//! STOPPING=1 on SIGTERM; and what the shipped unit lets the agent read and
+//! write, in a mount namespace made as the unit's settings say.
 
 mod common;
 
@@ -172,4 +173,140 @@ fn the_watchdog_is_pinged_through_a_pass_that_waits_out_long_stop_grace_periods(
         at.len() - 2,
         ended - began
     );
+}
+
+/// What the shipped unit says of the file system, read from the unit file:
+/// `ProtectSystem=`, `ReadWritePaths=` (without the `-` of optional ones)
+/// and `ProtectHome=`.
+fn unit_file_system() -> (String, Vec<String>, String) {
+    let unit = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("systemd/stead.service"),
+    )
+    .unwrap();
+    let value = |key: &str| -> Vec<String> {
+        unit.lines()
+            .filter_map(|l| l.strip_prefix(key))
+            .flat_map(|v| v.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+            .collect()
+    };
+    let rw = value("ReadWritePaths=")
+        .into_iter()
+        .map(|p| p.trim_start_matches('-').to_string())
+        .collect();
+    (
+        value("ProtectSystem=").join(" "),
+        rw,
+        value("ProtectHome=").join(" "),
+    )
+}
+
+/// A wrapper that runs the agent in a mount namespace of its own made as the
+/// unit's settings make it: every path read-only (`ProtectSystem=strict`)
+/// but the `ReadWritePaths=` and the node's directory (the unit's state
+/// directory), and `/home`, `/root` read-only (`ProtectHome=read-only`) or
+/// hidden (`yes`).
+fn as_the_unit(state: &std::path::Path) -> Vec<String> {
+    let (system, rw, home) = unit_file_system();
+    assert_eq!(system, "strict", "the test mimics ProtectSystem=strict");
+    let mut script = String::from("set -e\n");
+    for p in rw
+        .iter()
+        .map(String::as_str)
+        .chain([state.to_str().unwrap()])
+    {
+        script.push_str(&format!(
+            "if [ -e {p:?} ]; then mount --bind {p:?} {p:?}; fi\n"
+        ));
+    }
+    script.push_str("mount -o remount,bind,ro /\n");
+    match home.as_str() {
+        "read-only" => {}
+        "yes" | "tmpfs" => script
+            .push_str("for h in /home /root; do mount -t tmpfs -o ro,mode=000 none $h; done\n"),
+        other => panic!("ProtectHome={other} is not mimicked here"),
+    }
+    script.push_str("exec \"$@\"\n");
+    [
+        "unshare",
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+/// A directory removed when the test ends.
+struct Gone(std::path::PathBuf);
+
+impl Drop for Gone {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn under_the_unit_s_file_system_home_inputs_are_read_and_missing_sources_are_made_or_refused_by_name()
+ {
+    let n = Node::new("unitfs");
+    let tag = format!("stead-unitfs-{}", std::process::id());
+    let srv = Gone(std::path::Path::new("/srv").join(&tag));
+    let opt = Gone(std::path::Path::new("/opt").join(&tag));
+    let root = Gone(std::path::Path::new("/root").join(&tag));
+    std::fs::create_dir_all(&root.0).unwrap();
+    let env_file = root.0.join("app.env");
+    std::fs::write(&env_file, "FROM_HOME=read-from-root\n").unwrap();
+
+    let (made, refused, home) = (n.module("made"), n.module("refused"), n.module("home"));
+    let idle = idle_after("echo FROM_HOME=$FROM_HOME");
+    let module = |name: &str, extra: &str| {
+        format!(
+            "name = \"{name}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {idle:?}]\n{extra}\n"
+        )
+    };
+    let mount = |source: &std::path::Path| {
+        format!(
+            "[[mounts]]\nsource = {:?}\ntarget = \"/data\"\n",
+            source.join("data").display()
+        )
+    };
+    n.write_intention("made.toml", &module(&made, &mount(&srv.0)));
+    n.write_intention("refused.toml", &module(&refused, &mount(&opt.0)));
+    n.write_intention(
+        "home.toml",
+        &module(&home, &format!("env_files = [{:?}]", env_file.display())),
+    );
+
+    let wrapper = as_the_unit(n.dir.path());
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let agent = Agent::start_under(&n, &wrapper);
+    let state = |m: &str| -> serde_json::Value {
+        serde_json::from_str(&agent.get(&format!("/v1/modules/{m}")).1).unwrap()
+    };
+
+    // Under /srv (ReadWritePaths=): made, and the container runs.
+    n.wait_logs(&made, "FROM_HOME=");
+    assert!(srv.0.join("data").is_dir(), "made on the host");
+    // An input under /root (ProtectHome=read-only): read.
+    n.wait_logs(&home, "FROM_HOME=read-from-root");
+    // Elsewhere: refused, naming the unit's setting, nothing made.
+    n.wait_for(30, "the module outside the unit's paths to fail", || {
+        state(&refused)["state"] == "failed"
+    });
+    let said = state(&refused)["last_error"].as_str().unwrap().to_string();
+    for part in [
+        "Read-only file system",
+        "ProtectSystem=strict",
+        "ReadWritePaths=",
+        "/srv",
+    ] {
+        assert!(said.contains(part), "{part:?} not in {said:?}");
+    }
+    assert!(n.container(&refused).is_none(), "nothing made for it");
+    assert!(!opt.0.exists(), "nothing made on the host");
 }
