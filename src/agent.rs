@@ -670,6 +670,23 @@ impl<C: Connect> Agent<C> {
         }
     }
 
+    /// Stores what this start is about to act on (the plane revision
+    /// held, the boot), for the crash guard: before the first pass, and
+    /// before the intentions are first taken in while no pass can run.
+    async fn begin_guard(&self) {
+        let boot = crate::host::boot_id();
+        let begun = self
+            .store
+            .blocking(move |s| -> Result<(), StoreError> {
+                let plane = s.plane()?.0.map(|h| h.revision);
+                s.change_guard(|g| g.begin(&boot, plane))
+            })
+            .await;
+        if let Err(e) = begun {
+            tracing::warn!("crash guard: {e}");
+        }
+    }
+
     async fn main_loop(
         &mut self,
         notifier: &Notifier,
@@ -684,6 +701,9 @@ impl<C: Connect> Agent<C> {
         let mut next_in: Option<Duration> = None;
         let mut backoff = engine_backoff(self.config.backoff_min, self.config.backoff_max);
         let mut first_pass = true;
+        // Whether the crash guard's mark for this start is stored: the
+        // intake while no pass can run acts on input too.
+        let mut marked = false;
         loop {
             let Some(e) = &engine else {
                 // Within a limit of its own: an engine whose socket takes
@@ -732,6 +752,10 @@ impl<C: Connect> Agent<C> {
                         // in; the engine is tried again at the backoff's
                         // time, not sooner).
                         let until = tokio::time::Instant::now() + delay;
+                        if first_pass && !marked {
+                            self.begin_guard().await;
+                            marked = true;
+                        }
                         loop {
                             self.reconciler.no_pass(&self.store, &reason).await;
                             self.report_wake.notify_one();
@@ -760,22 +784,18 @@ impl<C: Connect> Agent<C> {
                     continue;
                 }
                 Ok(false) => {}
-                Err(e) => self.pass_failed(&e.to_string()).await,
+                Err(e) => {
+                    if first_pass && !marked {
+                        self.begin_guard().await;
+                        marked = true;
+                    }
+                    self.pass_failed(&e.to_string()).await
+                }
             }
             // The first pass of a start is what the crash guard watches:
             // what it acts on is stored before it acts.
             if first_pass {
-                let boot = crate::host::boot_id();
-                let begun = self
-                    .store
-                    .blocking(move |s| -> Result<(), StoreError> {
-                        let plane = s.plane()?.0.map(|h| h.revision);
-                        s.change_guard(|g| g.begin(&boot, plane))
-                    })
-                    .await;
-                if let Err(e) = begun {
-                    tracing::warn!("crash guard: {e}");
-                }
+                self.begin_guard().await;
             }
             let result = tokio::select! {
                 r = self.reconciler.pass(e, &self.store) => r,
