@@ -63,6 +63,20 @@ pub enum RunError {
 /// anyway (the engine may be away for long; the plane is still heard).
 const FIRST_PASS_LIMIT: Duration = Duration::from_secs(30);
 
+/// The longest an attempt to reach the engine may take (its version and a
+/// ping).
+const CONNECT_LIMIT: Duration = Duration::from_secs(60);
+
+/// How an idle wait ended.
+enum Idle {
+    /// Its time came.
+    Elapsed,
+    /// The loop was woken.
+    Woken,
+    /// The agent is stopping.
+    Shutdown,
+}
+
 /// Aborts a task when dropped, so the agent's helpers end with it.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -253,6 +267,8 @@ pub struct Agent<C: Connect> {
     pub reload_wake: Arc<Notify>,
     /// Wakes the reload executor: a pass is done.
     pass_done: Arc<Notify>,
+    /// Wakes the plane's reporter: the status changed without a pass.
+    report_wake: Arc<Notify>,
     /// How many passes completed: the plane's poller waits for the first,
     /// the reporter looks again after each.
     passes: tokio::sync::watch::Sender<u64>,
@@ -318,6 +334,7 @@ impl<C: Connect> Agent<C> {
             status: Arc::new(Mutex::new(NodeStatus::default())),
             reload_wake: Arc::new(Notify::new()),
             pass_done: Arc::new(Notify::new()),
+            report_wake: Arc::new(Notify::new()),
             passes: tokio::sync::watch::Sender::new(0),
             executor: None,
         })
@@ -360,18 +377,12 @@ impl<C: Connect> Agent<C> {
     /// store failing) is said once per distinct error, counted, and shown:
     /// readiness turns false and every module reads pending with the
     /// reason, rather than the last good pass's states.
-    fn pass_failed(&self, error: &str) {
+    async fn pass_failed(&mut self, error: &str) {
         self.reconciler.metrics().pass_outcome(false);
-        for m in self
-            .reconciler
-            .board()
-            .lock()
-            .expect("board lock")
-            .values_mut()
-        {
-            m.state = crate::status::ModuleState::Pending;
-            m.last_error = Some(format!("the last pass failed: {error}"));
-        }
+        self.reconciler
+            .no_pass(&self.store, &format!("the last pass failed: {error}"))
+            .await;
+        self.report_wake.notify_one();
         let mut s = self.status.lock().expect("status lock");
         let new = s.failing.as_ref().is_none_or(|(_, e)| e != error);
         let since = s.failing.as_ref().map_or_else(SystemTime::now, |(t, _)| *t);
@@ -398,19 +409,6 @@ impl<C: Connect> Agent<C> {
         self.reconciler
             .metrics()
             .engine_reachable(engine == EngineStatus::Reachable);
-        if let EngineStatus::Waiting { error, .. } = &engine {
-            for m in self
-                .reconciler
-                .board()
-                .lock()
-                .expect("board lock")
-                .values_mut()
-            {
-                m.state = crate::status::ModuleState::Pending;
-                m.next_attempt_at = None;
-                m.last_error = Some(format!("engine not reachable: {error}"));
-            }
-        }
         let mut s = self.status.lock().expect("status lock");
         let was_waiting = matches!(s.engine, EngineStatus::Waiting { .. });
         match &engine {
@@ -516,6 +514,13 @@ impl<C: Connect> Agent<C> {
         // the engine is a normal state, reported in the status.
         let notifier = Notifier::from_env();
         notifier.ready();
+        // The watchdog is pinged from a task of its own, for as long as the
+        // loop makes progress: a pass waiting out long stop grace periods
+        // is not killed, a stuck loop is.
+        let _pinger = AbortOnDrop(tokio::spawn(crate::host::systemd::keep_alive(
+            notifier.clone(),
+            self.reconciler.progress(),
+        )));
         let result = self.main_loop(&notifier, &watch_tx, &mut shutdown).await;
         notifier.stopping();
         // A stop during the first pass is no death.
@@ -588,7 +593,7 @@ impl<C: Connect> Agent<C> {
         let Some(pc) = self.config.plane.clone() else {
             return (None, vec![]);
         };
-        let report_wake = Arc::new(Notify::new());
+        let report_wake = self.report_wake.clone();
         let syncer = match crate::plane::sync::Syncer::new(
             self.config.node_id.clone(),
             pc,
@@ -639,7 +644,7 @@ impl<C: Connect> Agent<C> {
     }
 
     /// Sleeps up to `d`, waking early for `wake` (when `wakeable`) or
-    /// shutdown, and pinging the watchdog on the way. Returns false on
+    /// shutdown, and saying the loop is alive on the way. Returns false on
     /// shutdown.
     async fn idle(
         &self,
@@ -649,20 +654,54 @@ impl<C: Connect> Agent<C> {
         shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
     ) -> bool {
         let until = tokio::time::Instant::now() + d;
+        !matches!(
+            self.idle_until(until, wakeable, notifier, shutdown).await,
+            Idle::Shutdown
+        )
+    }
+
+    /// Sleeps until `until`, waking early for `wake` (when `wakeable`) or
+    /// shutdown, and saying the loop is alive (for the watchdog's pinger)
+    /// on the way.
+    async fn idle_until(
+        &self,
+        until: tokio::time::Instant,
+        wakeable: bool,
+        notifier: &Notifier,
+        shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
+    ) -> Idle {
+        let progress = self.reconciler.progress();
         loop {
-            notifier.watchdog();
+            progress.beat();
             let chunk = notifier
                 .ping_interval()
                 .map_or(until, |p| until.min(tokio::time::Instant::now() + p));
             tokio::select! {
                 () = tokio::time::sleep_until(chunk) => {
                     if chunk >= until {
-                        return true;
+                        return Idle::Elapsed;
                     }
                 }
-                () = self.wake.notified(), if wakeable => return true,
-                () = shutdown.as_mut() => return false,
+                () = self.wake.notified(), if wakeable => return Idle::Woken,
+                () = shutdown.as_mut() => return Idle::Shutdown,
             }
+        }
+    }
+
+    /// Stores what this start is about to act on (the plane revision
+    /// held, the boot), for the crash guard: before the first pass, and
+    /// before the intentions are first taken in while no pass can run.
+    async fn begin_guard(&self) {
+        let boot = crate::host::boot_id();
+        let begun = self
+            .store
+            .blocking(move |s| -> Result<(), StoreError> {
+                let plane = s.plane()?.0.map(|h| h.revision);
+                s.change_guard(|g| g.begin(&boot, plane))
+            })
+            .await;
+        if let Err(e) = begun {
+            tracing::warn!("crash guard: {e}");
         }
     }
 
@@ -680,11 +719,22 @@ impl<C: Connect> Agent<C> {
         let mut next_in: Option<Duration> = None;
         let mut backoff = engine_backoff(self.config.backoff_min, self.config.backoff_max);
         let mut first_pass = true;
+        // Whether the crash guard's mark for this start is stored: the
+        // intake while no pass can run acts on input too.
+        let mut marked = false;
         loop {
             let Some(e) = &engine else {
-                let attempt = tokio::select! {
-                    r = self.connector.connect() => r,
-                    () = shutdown.as_mut() => return Ok(()),
+                // Within a limit of its own: an engine whose socket takes
+                // the connection and never answers is away, not a loop
+                // stuck for the watchdog.
+                let attempt = {
+                    let _call = self.reconciler.progress().call(CONNECT_LIMIT);
+                    tokio::select! {
+                        r = tokio::time::timeout(CONNECT_LIMIT, self.connector.connect()) => {
+                            r.unwrap_or_else(|_| Err(EngineError::no_answer("connect", CONNECT_LIMIT)))
+                        }
+                        () = shutdown.as_mut() => return Ok(()),
+                    }
                 };
                 match attempt {
                     Ok(e) => {
@@ -707,6 +757,7 @@ impl<C: Connect> Agent<C> {
                         self.set_engine(EngineStatus::Reachable);
                     }
                     Err(err) => {
+                        let reason = format!("engine not reachable: {err}");
                         self.set_engine(EngineStatus::Waiting {
                             since: SystemTime::now(),
                             error: err.to_string(),
@@ -714,8 +765,23 @@ impl<C: Connect> Agent<C> {
                         let delay = backoff.next().unwrap_or(self.config.backoff_max);
                         tracing::debug!("next attempt to reach the engine in {delay:?}");
                         notifier.status("waiting for the container engine");
-                        if !self.idle(delay, false, notifier, shutdown).await {
-                            return Ok(());
+                        // Every module the node holds reads pending, those
+                        // stated while it waits too (a wake-up takes them
+                        // in; the engine is tried again at the backoff's
+                        // time, not sooner).
+                        let until = tokio::time::Instant::now() + delay;
+                        if first_pass && !marked {
+                            self.begin_guard().await;
+                            marked = true;
+                        }
+                        loop {
+                            self.reconciler.no_pass(&self.store, &reason).await;
+                            self.report_wake.notify_one();
+                            match self.idle_until(until, true, notifier, shutdown).await {
+                                Idle::Elapsed => break,
+                                Idle::Woken => {}
+                                Idle::Shutdown => return Ok(()),
+                            }
                         }
                     }
                 }
@@ -736,22 +802,18 @@ impl<C: Connect> Agent<C> {
                     continue;
                 }
                 Ok(false) => {}
-                Err(e) => self.pass_failed(&e.to_string()),
+                Err(e) => {
+                    if first_pass && !marked {
+                        self.begin_guard().await;
+                        marked = true;
+                    }
+                    self.pass_failed(&e.to_string()).await
+                }
             }
             // The first pass of a start is what the crash guard watches:
             // what it acts on is stored before it acts.
             if first_pass {
-                let boot = crate::host::boot_id();
-                let begun = self
-                    .store
-                    .blocking(move |s| -> Result<(), StoreError> {
-                        let plane = s.plane()?.0.map(|h| h.revision);
-                        s.change_guard(|g| g.begin(&boot, plane))
-                    })
-                    .await;
-                if let Err(e) = begun {
-                    tracing::warn!("crash guard: {e}");
-                }
+                self.begin_guard().await;
             }
             let result = tokio::select! {
                 r = self.reconciler.pass(e, &self.store) => r,
@@ -809,7 +871,7 @@ impl<C: Connect> Agent<C> {
                     });
                     continue;
                 }
-                Err(err) => self.pass_failed(&err.to_string()),
+                Err(err) => self.pass_failed(&err.to_string()).await,
             }
             // What the pass saw is what a reload measures.
             self.pass_done.notify_one();

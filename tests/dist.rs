@@ -172,7 +172,8 @@ fn the_unit_is_type_notify_with_a_watchdog_and_hardening() {
         "ProtectSystem=strict",
         "NoNewPrivileges=yes",
         "PrivateTmp=yes",
-        "ProtectHome=yes",
+        "ProtectHome=read-only",
+        "ReadWritePaths=-/srv",
     ] {
         assert!(unit.lines().any(|l| l == line), "{line} missing");
     }

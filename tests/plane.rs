@@ -591,3 +591,89 @@ fn one_owner_per_module_and_the_plane_takes_a_module_once_it_is_let_go() {
         p["conflicts"] == json!([])
     });
 }
+
+#[test]
+fn with_the_engine_away_every_module_held_reads_pending_and_nothing_reads_passing() {
+    let key = SecretKey::generate().unwrap();
+    let plane = Plane::start();
+    let n = node("plane-away", &plane, &[&key]);
+    let (web, local, late, api) = (
+        n.module("web"),
+        n.module("local"),
+        n.module("late"),
+        n.module("api"),
+    );
+    plane.publish(
+        &n.id,
+        &sign(&key, &payload(&n, 1, vec![module(&web, "one")])),
+    );
+    let file = |name: &str| {
+        format!(
+            "name = \"{name}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
+            idle_after("true")
+        )
+    };
+    n.write_intention("local.toml", &file(&local));
+    let agent = Agent::start(&n);
+    n.wait_for(60, "a report of both modules converged, passing", || {
+        plane.report_json(&n.id).is_some_and(|r| {
+            r["passing"] == true
+                && r["modules"][&web]["state"] == "converged"
+                && r["modules"][&local]["state"] == "converged"
+        })
+    });
+    drop(agent);
+
+    // The engine away for the whole run: its socket points nowhere.
+    let nowhere = n.dir.path().join("no-engine.sock");
+    let n = n.with_socket(nowhere.to_str().unwrap());
+    let agent = Agent::start(&n);
+    // Stated while it waits: a file and the API.
+    n.write_intention("late.toml", &file(&late));
+    let body = json!({"name": api, "image": IMAGE_1}).to_string();
+    let (code, answer) = agent.send(&n, "PUT", &format!("/v1/intentions/{api}"), &body);
+    assert!(code == 200 || code == 201, "{code} {answer}");
+
+    let all = [&web, &local, &late, &api];
+    n.wait_for(30, "every module listed pending in the status", || {
+        let (_, s) = agent.get("/v1/status");
+        let s: J = serde_json::from_str(&s).unwrap();
+        let modules = s["modules"].as_array().unwrap();
+        modules.len() == all.len()
+            && all.iter().all(|m| {
+                modules.iter().any(|x| {
+                    x["name"] == m.as_str()
+                        && x["state"] == "pending"
+                        && x["last_error"]
+                            .as_str()
+                            .is_some_and(|e| e.contains("engine not reachable"))
+                })
+            })
+    });
+    let (_, s) = agent.get("/v1/status");
+    let s: J = serde_json::from_str(&s).unwrap();
+    assert_eq!(s["node"]["passing"], false, "{s:#}");
+    assert_eq!(s["node"]["engine"]["state"], "waiting", "{s:#}");
+    assert_eq!(agent.get("/readyz").0, 503);
+
+    n.wait_for(60, "a report of every module pending, not passing", || {
+        plane.report_json(&n.id).is_some_and(|r| {
+            r["engine"] == "waiting"
+                && r["passing"] == false
+                && r["modules"].as_object().unwrap().len() == all.len()
+                && all
+                    .iter()
+                    .all(|m| r["modules"][m.as_str()]["state"] == "pending")
+        })
+    });
+    let r = plane.report_json(&n.id).unwrap();
+    assert!(
+        r["modules"][&web]["last_error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("engine not reachable"),
+        "{r:#}"
+    );
+    // What the engine last ran is left as it was.
+    assert!(n.container(&web).is_some() && n.container(&local).is_some());
+}

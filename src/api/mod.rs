@@ -363,6 +363,7 @@ pub fn status_json(state: &ApiState) -> J {
             "version": crate::VERSION,
             "engine": engine,
             "passes": node.passes,
+            "passing": node.passing(),
             "last_pass": last_pass,
             "failing": node.failing.as_ref().map(|(since, error)| json!({ "since": secs(*since), "error": error })),
             "other_agent": node.other_agent,

@@ -134,7 +134,7 @@ const CALL_TIMEOUT_SECS: u64 = 3600;
 
 /// How long each kind of call may take. bollard's own limit is only a
 /// backstop: a list is not a pull.
-mod limits {
+pub mod limits {
     use std::time::Duration;
     /// A ping, a list, an inspect.
     pub const QUICK: Duration = Duration::from_secs(30);

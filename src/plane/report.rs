@@ -109,7 +109,7 @@ pub fn stable(p: &Parts) -> J {
         "node": p.node.as_str(),
         "agent_version": crate::VERSION,
         "engine": engine,
-        "passing": p.status.failing.is_none(),
+        "passing": p.status.passing(),
         "quarantine": crate::status::quarantine_json(&p.status.quarantine),
         "plane": {
             "url": p.plane.url,

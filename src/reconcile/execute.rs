@@ -344,12 +344,8 @@ fn check_files(d: &Desired) -> Result<(), ActError> {
     for m in d.spec.mounts.iter().filter(|m| !m.read_only) {
         let source = std::path::Path::new(&m.source);
         if std::fs::symlink_metadata(source).is_err() {
-            std::fs::create_dir_all(source).map_err(|e| {
-                ActError::Host(format!(
-                    "cannot make the missing mount source {}: {e}",
-                    m.source
-                ))
-            })?;
+            std::fs::create_dir_all(source)
+                .map_err(|e| ActError::Host(cannot_make(&m.source, &e)))?;
             tracing::info!(
                 module = d.name.as_str(),
                 "made the missing mount source {} (an empty directory)",
@@ -358,6 +354,19 @@ fn check_files(d: &Desired) -> Result<(), ActError> {
         }
     }
     Ok(())
+}
+
+/// Why a missing read-write mount source could not be made; on a read-only
+/// file system (the shipped unit's `ProtectSystem=strict`), what the unit
+/// lets the agent write and how to widen it.
+fn cannot_make(source: &str, e: &std::io::Error) -> String {
+    let said = format!("cannot make the missing mount source {source}: {e}");
+    if e.kind() != std::io::ErrorKind::ReadOnlyFilesystem {
+        return said;
+    }
+    format!(
+        "{said}; under the shipped systemd unit (ProtectSystem=strict) the agent makes missing sources only under /srv and /var/lib/stead (ReadWritePaths=): make it beforehand, put it under /srv, or add its parent to ReadWritePaths= in a drop-in (systemctl edit stead)"
+    )
 }
 
 /// Records that the module's container carries its target now.
@@ -410,4 +419,32 @@ pub fn join_moved(moved: &[crate::model::spec::Moved]) -> String {
 /// The first 12 characters of a container ID.
 pub fn short_id(id: Option<&str>) -> &str {
     id.map_or("-", |i| i.get(..12).unwrap_or(i))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Error, ErrorKind};
+
+    #[test]
+    fn a_source_that_cannot_be_made_names_the_unit_only_on_a_read_only_file_system() {
+        let unit = "ProtectSystem=strict";
+        for (e, names_unit) in [
+            (Error::from_raw_os_error(30), true), // EROFS
+            (Error::from(ErrorKind::ReadOnlyFilesystem), true),
+            (Error::from_raw_os_error(13), false), // EACCES
+            (Error::from_raw_os_error(28), false), // ENOSPC
+        ] {
+            let said = cannot_make("/opt/app/data", &e);
+            assert!(
+                said.starts_with("cannot make the missing mount source /opt/app/data: "),
+                "{said}"
+            );
+            assert_eq!(
+                said.contains(unit) && said.contains("ReadWritePaths="),
+                names_unit,
+                "{said}"
+            );
+        }
+    }
 }

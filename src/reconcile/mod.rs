@@ -45,11 +45,20 @@ pub mod plan;
 pub mod report;
 pub mod resolve;
 pub mod retry;
+pub mod watched;
 
 pub use report::{Action, ModuleReport, PassReport};
 pub use retry::Tuning;
 
 use plan::Step;
+
+/// Every module's entry that reads, the modules whose stored intention
+/// does not (with why), and the intention files refused.
+type Intaken = (
+    BTreeMap<ModuleName, crate::store::Entry>,
+    Vec<(ModuleName, String)>,
+    Vec<FileRejected>,
+);
 
 /// How many modules are acted on at once.
 const PARALLEL_ACTIONS: usize = 4;
@@ -97,6 +106,9 @@ pub struct Reconciler {
     /// The device-local key that seals the `stead.stated` label; without
     /// one, no container carries a statement.
     stated_key: Option<crate::model::seal::LocalKey>,
+    /// The loop's progress, which each engine call of a pass marks (the
+    /// watchdog is pinged while it moves).
+    progress: Arc<crate::host::systemd::Progress>,
 }
 
 impl Reconciler {
@@ -127,7 +139,13 @@ impl Reconciler {
             default_logging: None,
             quarantine: Default::default(),
             stated_key: None,
+            progress: crate::host::systemd::Progress::new(),
         }
+    }
+
+    /// The loop's progress, as the passes mark it.
+    pub fn progress(&self) -> Arc<crate::host::systemd::Progress> {
+        self.progress.clone()
     }
 
     /// Seals what containers carry for a store rebuild with this key.
@@ -436,21 +454,13 @@ impl Reconciler {
         Ok(Some(store.blocking(|s| s.entries()).await?))
     }
 
-    /// Runs one pass against the engine.
-    pub async fn pass<E: Engine>(
+    /// Intake: the directory into the store, every entry read once; the
+    /// files refused are said once each.
+    async fn intake(
         &mut self,
-        engine: &E,
         store: &Arc<Store>,
-    ) -> Result<PassReport, PassError> {
-        let engine = &Counted {
-            engine: engine.clone(),
-            metrics: self.metrics.clone(),
-        };
-        let started = Instant::now();
-        let now = tokio::time::Instant::now();
-
-        // Intake: the directory into the store, every entry read once.
-        let (mut entries, unreadable, intake) = {
+    ) -> Result<Intaken, PassError> {
+        let (entries, unreadable, intake) = {
             let (dir, s) = (self.intentions.clone(), store.clone());
             blocking(move || -> Result<_, StoreError> {
                 let (mut entries, unreadable) = s.entries_readable()?;
@@ -478,6 +488,74 @@ impl Reconciler {
             }
             Err(SyncError::Store(e)) => return Err(e.into()),
         };
+        Ok((entries, unreadable, rejected))
+    }
+
+    /// While no pass can run (the engine is away, the last pass failed):
+    /// takes the intentions directory in and shows every module the node
+    /// holds as pending with `reason` (or quarantined, when the crash guard
+    /// holds it), keeping what is known of its container. A store that
+    /// cannot be read leaves the modules already shown, each pending.
+    pub async fn no_pass(&mut self, store: &Arc<Store>, reason: &str) {
+        use crate::status::{ModuleState, ModuleStatus};
+        let entries = match self.intake(store).await {
+            Ok((entries, _, _)) => Some(entries),
+            Err(e) => {
+                tracing::debug!("the modules held cannot be read: {e}");
+                None
+            }
+        };
+        // What the guard holds, by name; `None` while the store is unread.
+        let held: Option<BTreeMap<String, Option<String>>> = entries.map(|es| {
+            es.iter()
+                .map(|(n, e)| {
+                    let why = self.quarantine.holds(n, crate::store::guard::from_plane(e));
+                    (n.to_string(), why)
+                })
+                .collect()
+        });
+        let mut board = self.board.lock().expect("board lock");
+        if let Some(held) = &held {
+            board.retain(|n, _| held.contains_key(n));
+            for name in held.keys() {
+                board
+                    .entry(name.clone())
+                    .or_insert_with(|| ModuleStatus::pending(name));
+            }
+        }
+        for (name, m) in board.iter_mut() {
+            m.next_attempt_at = None;
+            match held.as_ref().and_then(|h| h.get(name).cloned().flatten()) {
+                Some(why) => {
+                    m.state = ModuleState::Quarantined;
+                    m.last_error = Some(why);
+                }
+                None => {
+                    m.state = ModuleState::Pending;
+                    m.last_error = Some(reason.to_string());
+                }
+            }
+        }
+    }
+
+    /// Runs one pass against the engine.
+    pub async fn pass<E: Engine>(
+        &mut self,
+        engine: &E,
+        store: &Arc<Store>,
+    ) -> Result<PassReport, PassError> {
+        let engine = &Counted {
+            engine: watched::Watched {
+                engine: engine.clone(),
+                progress: self.progress.clone(),
+            },
+            metrics: self.metrics.clone(),
+        };
+        let started = Instant::now();
+        let now = tokio::time::Instant::now();
+
+        // Intake: the directory into the store, every entry read once.
+        let (mut entries, unreadable, rejected) = self.intake(store).await?;
 
         if !self.rebuilt {
             if let Some(e) = self.rebuild(engine, store).await? {

@@ -204,6 +204,18 @@ impl Default for NodeStatus {
     }
 }
 
+impl NodeStatus {
+    /// Whether passes run and complete: the engine answers, a pass has
+    /// completed since start, the last one did, and the crash guard does
+    /// not hold everything. False while the agent does not know.
+    pub fn passing(&self) -> bool {
+        self.engine == EngineStatus::Reachable
+            && self.passes > 0
+            && self.failing.is_none()
+            && self.quarantine.everything.is_none()
+    }
+}
+
 /// What the crash guard holds, as the API and the plane's reports say it
 /// (`null` when nothing is).
 pub fn quarantine_json(q: &crate::model::guard::Quarantine) -> serde_json::Value {
@@ -231,4 +243,45 @@ pub fn quarantine_json(q: &crate::model::guard::Quarantine) -> serde_json::Value
             o
         }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passing_only_when_passes_are_known_to_complete() {
+        let waiting = EngineStatus::Waiting {
+            since: SystemTime::UNIX_EPOCH,
+            error: "gone".into(),
+        };
+        let failing = Some((SystemTime::UNIX_EPOCH, "refused".to_string()));
+        let hold = crate::model::guard::Hold {
+            key: Digest::of(b"all"),
+            crashes: 3,
+            since: 0,
+            cause: "killed".into(),
+        };
+        let node = |engine: EngineStatus, passes, failing: Option<(SystemTime, String)>, all| {
+            let mut s = NodeStatus {
+                engine,
+                passes,
+                failing,
+                ..Default::default()
+            };
+            s.quarantine.everything = all;
+            s
+        };
+        for (status, passing) in [
+            (node(EngineStatus::Reachable, 1, None, None), true),
+            (node(EngineStatus::Unknown, 0, None, None), false),
+            (node(EngineStatus::Reachable, 0, None, None), false),
+            (node(waiting.clone(), 0, None, None), false),
+            (node(waiting, 5, None, None), false),
+            (node(EngineStatus::Reachable, 5, failing, None), false),
+            (node(EngineStatus::Reachable, 5, None, Some(hold)), false),
+        ] {
+            assert_eq!(status.passing(), passing, "{status:?}");
+        }
+    }
 }
