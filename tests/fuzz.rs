@@ -56,10 +56,25 @@ where
     S: Strategy,
     S::Value: std::fmt::Debug,
 {
+    fuzz_share(name, 1, strategy, test)
+}
+
+/// [`fuzz`] with a `1/share` of the cases in each batch (for a target
+/// whose cases are slow).
+fn fuzz_share<S>(
+    name: &'static str,
+    share: u32,
+    strategy: S,
+    test: impl Fn(S::Value) -> Result<(), TestCaseError>,
+) where
+    S: Strategy,
+    S::Value: std::fmt::Debug,
+{
     let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
     let cases = env("STEAD_FUZZ_CASES")
         .unwrap_or(1000)
         .clamp(1, u64::from(u32::MAX)) as u32;
+    let cases = (cases / share).max(1);
     let deadline = env("STEAD_FUZZ_SECS").map(|s| Instant::now() + Duration::from_secs(s));
     let started = Instant::now();
     let mut ran: u64 = 0;
@@ -1322,4 +1337,67 @@ fn compose_text_damaged_or_raw_never_panics() {
     fuzz("import-text", (text, dotenv()), |(text, dotenv)| {
         import(&text, &dotenv)
     });
+}
+
+// ---------------------------------------------------------------------
+// Depth: a document nested deep must be refused, not overflow the stack
+// (which no panic hook sees). Test threads have the 2 MiB stack the
+// agent's worker threads have.
+
+/// A value nested `depth` levels deep, in a field, in each format.
+fn deep(field: &str, depth: usize, tables: bool) -> [String; 3] {
+    let (open, close) = if tables { ("{a = ", "}") } else { ("[", "]") };
+    let toml = format!(
+        "name = \"m\"\nimage = \"x:1\"\n{field} = {}1{}\n",
+        open.repeat(depth),
+        close.repeat(depth)
+    );
+    let (open, close) = if tables {
+        ("{\"a\": ", "}")
+    } else {
+        ("[", "]")
+    };
+    let json = format!(
+        "{{\"name\": \"m\", \"image\": \"x:1\", \"{field}\": {}1{}}}",
+        open.repeat(depth),
+        close.repeat(depth)
+    );
+    let yaml = format!(
+        "services:\n  s:\n    image: x\n    {field}: {}1{}\n",
+        open.repeat(depth).replace(" =", ":"),
+        close.repeat(depth)
+    );
+    [toml, json, yaml]
+}
+
+#[test]
+fn documents_nested_deep_are_refused_without_overflowing_the_stack() {
+    let fields = prop::sample::select(vec![
+        "settings",
+        "labels",
+        "command",
+        "healthcheck",
+        "env",
+        "x",
+        "config",
+    ]);
+    let depth = prop_oneof![8 => 0usize..300, 2 => 300usize..3000, 1 => Just(50_000)];
+    fuzz_share(
+        "deep",
+        20,
+        (fields, depth, any::<bool>()),
+        |(field, depth, tables)| {
+            let [toml, json, yaml] = deep(field, depth, tables);
+            intention_text(&toml)?;
+            intention_text(&json)?;
+            if let Ok(i) = Intention::parse_json(json.as_bytes(), "PUT /v1/intentions/m") {
+                through(&i)?;
+            }
+            let payload = format!(
+                "{{\"node\": \"fuzz-node\", \"revision\": 1, \"issued_at\": \"2026-12-01T00:00:00Z\", \"expires\": \"2027-01-01T00:00:00Z\", \"modules\": [{json}]}}"
+            );
+            plane_case(payload.as_bytes(), &Wrapping::Signed, None)?;
+            import(&yaml, "")
+        },
+    );
 }
