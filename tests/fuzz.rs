@@ -24,7 +24,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
 use serde_json::{Value as J, json};
 use stead::engine::Flavour;
-use stead::engine::docker::create_body;
+use stead::engine::docker::{create_body, podman_refuses};
 use stead::host::digest::FileDigester;
 use stead::intake::labels as stated;
 use stead::model::compose_file;
@@ -248,6 +248,8 @@ fn through(i: &Intention) -> Result<(), TestCaseError> {
         }));
     }
     d.spec.network_container = Some("0123456789ab".into());
+    // On Podman, what it would drop is refused by name first.
+    let _ = podman_refuses(&d.spec);
     let body = create_body(&d.spec);
     prop_assert!(
         serde_json::to_vec(&body).is_ok(),
@@ -1398,6 +1400,51 @@ fn documents_nested_deep_are_refused_without_overflowing_the_stack() {
             );
             plane_case(payload.as_bytes(), &Wrapping::Signed, None)?;
             import(&yaml, "")
+        },
+    );
+}
+
+// ---------------------------------------------------------------------
+// Settings patches (`PATCH /v1/intentions/{name}/settings`): set or
+// removed in an API module's intention, layered over a file module's.
+
+#[test]
+fn settings_patches_never_panic_and_what_they_leave_makes_a_create_body() {
+    fixtures();
+    let patch = prop::collection::btree_map(
+        prop_oneof![4 => "[a-z]{1,4}(\\.[a-z]{1,3}){0,2}", 1 => edgy_string()],
+        setting_value(),
+        0..4,
+    );
+    fuzz(
+        "settings-patch",
+        (intention(), patch, any::<bool>()),
+        |(doc, patch, api)| {
+            let Ok(mut i) = Intention::parse_json(doc.to_string().as_bytes(), "PUT") else {
+                return Ok(());
+            };
+            for (k, v) in patch {
+                let field = stead::model::names::setting_field(&k);
+                let Ok(key) = stead::model::names::SettingKey::try_from(k.as_str()) else {
+                    continue;
+                };
+                if v.is_null() {
+                    if api {
+                        i.settings.remove(&key);
+                    }
+                    continue;
+                }
+                let Ok(v) = stead::model::value::Value::from_json(v, &field) else {
+                    continue;
+                };
+                // An overlay merges over the file's settings as the API's own
+                // change does; only who owns them differs.
+                i.settings.insert(key, v);
+            }
+            if i.check_settings().is_ok() {
+                through(&i)?;
+            }
+            Ok(())
         },
     );
 }
