@@ -1448,3 +1448,57 @@ fn settings_patches_never_panic_and_what_they_leave_makes_a_create_body() {
         },
     );
 }
+
+// ---------------------------------------------------------------------
+// A container made differently is a container with another digest: two
+// documents that differ in one field (the intention's own or any of
+// `runtime::FIELDS`), each checked, whose create bodies differ (labels
+// aside) have different spec digests, so the change is one recreate and
+// never missed (tests/properties.rs has the order rules).
+
+/// The spec digest of a checked intention and its create body without
+/// labels, when its inputs resolve.
+fn made(i: &Intention) -> Option<(Digest, J)> {
+    let inputs = resolve_inputs(&confined(i), &mut FileDigester::new()).ok()?;
+    let image = Digest::of(i.image.as_bytes());
+    let mut d = spec::desired(
+        i,
+        inputs,
+        &image,
+        &node(),
+        Path::new("/var/lib/stead/files"),
+    )
+    .ok()?;
+    d.spec.network_container = Some("0123456789ab".into());
+    let mut body = serde_json::to_value(create_body(&d.spec)).ok()?;
+    body.as_object_mut()?.remove("Labels");
+    Some((d.digest, body))
+}
+
+#[test]
+fn a_change_of_the_container_made_changes_the_spec_digest() {
+    fixtures();
+    let mut fields: Vec<&'static str> = INTENTION_FIELDS[1..14].to_vec();
+    fields.extend(stead::model::runtime::FIELDS);
+    let field = prop::sample::select(fields);
+    let cases = (intention(), field).prop_flat_map(|(doc, f)| (Just(doc), Just(f), field_value(f)));
+    fuzz("digest", cases, |(doc, field, other)| {
+        let mut changed = doc.clone();
+        changed[field] = other;
+        if field == "update" {
+            changed["image"] = s("localhost:5000/app:1.2.3");
+        }
+        let parse = |d: &J| Intention::parse_json(d.to_string().as_bytes(), "d");
+        let (Ok(a), Ok(b)) = (parse(&doc), parse(&changed)) else {
+            return Ok(());
+        };
+        let (Some((da, ba)), Some((db, bb))) = (made(&a), made(&b)) else {
+            return Ok(());
+        };
+        if ba != bb {
+            prop_assert_ne!(da, db, "{} changed the container and not its digest", field);
+            BODIES.with(|n| n.set(n.get() + 2));
+        }
+        Ok(())
+    });
+}
