@@ -414,7 +414,7 @@ const PODMAN_LOG_DRIVERS: [&str; 5] = ["json-file", "k8s-file", "journald", "non
 
 /// What of a spec Podman's Docker-compatible service (4.x) would accept and
 /// not apply, named: refused before the call rather than dropped.
-fn podman_refuses(spec: &ContainerSpec) -> Option<String> {
+pub fn podman_refuses(spec: &ContainerSpec) -> Option<String> {
     let r = &spec.runtime;
     if !r.device_cgroup_rules.is_empty() {
         return Some(

@@ -1,0 +1,1504 @@
+//! Fuzz targets: arbitrary documents driven through the whole pure path a
+//! document takes, where a panic anywhere is a failure. Intentions (TOML
+//! and JSON, as files and API bodies are read), central-plane payloads
+//! (signed here with a real key and judged by `plane::accept::judge`) and
+//! Compose files (`stead import`, YAML) go parse → check → compose → spec,
+//! digests and labels → the engine's create body, and each checked
+//! intention must also come back whole from its JSON form, from its store
+//! record and from its container's sealed label. The generators make
+//! valid-looking documents with every field (the intention's own and each
+//! of `runtime::FIELDS`), then mutate some of them, at any depth, into
+//! noise; raw noise and damaged text are fed too.
+//!
+//! Bounded in `cargo test` (`STEAD_FUZZ_CASES` cases per target, 1000 by
+//! default); `STEAD_FUZZ_SECS=<n>` runs each target for n seconds instead
+//! (scripts/fuzz.sh). A failing case is shrunk and its seed kept in
+//! tests/fuzz.proptest-regressions, replayed first on every run.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
+use serde_json::{Value as J, json};
+use stead::engine::Flavour;
+use stead::engine::docker::{create_body, podman_refuses};
+use stead::host::digest::FileDigester;
+use stead::intake::labels as stated;
+use stead::model::compose_file;
+use stead::model::intention::{Access, DocFormat, Intention};
+use stead::model::labels::Labels;
+use stead::model::names::{AbsPath, Digest, HostPath, NodeId};
+use stead::model::runtime::NodeLogging;
+use stead::model::seal::LocalKey;
+use stead::model::spec;
+use stead::plane::accept::{Clock, Verdict, judge, still_stands};
+use stead::plane::document::{Desired, stamp};
+use stead::plane::envelope::{Envelope, PAYLOAD_TYPE, SecretKey};
+use stead::reconcile::resolve::resolve_inputs;
+use stead::store::plane::Held;
+use stead::store::{Entry, IntentionRecord, Source, records};
+
+// ---------------------------------------------------------------------
+// The runner: a bounded number of cases, or a time budget.
+
+/// Where a failing case's seed is kept (relative to the package root,
+/// where `cargo test` runs).
+const REGRESSIONS: &str = "tests/fuzz.proptest-regressions";
+
+/// Runs `test` over `strategy`: `STEAD_FUZZ_CASES` cases (1000 by
+/// default), or batches of them for `STEAD_FUZZ_SECS` seconds. A failure
+/// (a panic included) is shrunk, its seed kept, and fails the test.
+fn fuzz<S>(name: &'static str, strategy: S, test: impl Fn(S::Value) -> Result<(), TestCaseError>)
+where
+    S: Strategy,
+    S::Value: std::fmt::Debug,
+{
+    fuzz_share(name, 1, strategy, test)
+}
+
+/// [`fuzz`] with a `1/share` of the cases in each batch (for a target
+/// whose cases are slow).
+fn fuzz_share<S>(
+    name: &'static str,
+    share: u32,
+    strategy: S,
+    test: impl Fn(S::Value) -> Result<(), TestCaseError>,
+) where
+    S: Strategy,
+    S::Value: std::fmt::Debug,
+{
+    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+    let cases = env("STEAD_FUZZ_CASES")
+        .unwrap_or(1000)
+        .clamp(1, u64::from(u32::MAX)) as u32;
+    let cases = (cases / share).max(1);
+    let deadline = env("STEAD_FUZZ_SECS").map(|s| Instant::now() + Duration::from_secs(s));
+    let started = Instant::now();
+    let mut ran: u64 = 0;
+    BODIES.with(|b| b.set(0));
+    loop {
+        let mut runner = TestRunner::new(Config {
+            cases,
+            failure_persistence: Some(Box::new(FileFailurePersistence::Direct(REGRESSIONS))),
+            source_file: Some(file!()),
+            test_name: Some(name),
+            max_shrink_time: 60_000,
+            ..Config::default()
+        });
+        if let Err(e) = runner.run(&strategy, &test) {
+            panic!("{name}: {e}");
+        }
+        ran += u64::from(cases);
+        if deadline.is_none_or(|d| Instant::now() >= d) {
+            break;
+        }
+    }
+    let bodies = BODIES.with(|b| b.get());
+    eprintln!(
+        "{name}: {ran} cases in {:.1?}, {bodies} create bodies made",
+        started.elapsed()
+    );
+}
+
+thread_local! {
+    /// How many create bodies this thread's target made: how deep its
+    /// cases reach.
+    static BODIES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+// ---------------------------------------------------------------------
+// The host inputs the documents may name: a directory of fixtures, so no
+// generated path reads the machine's own files.
+
+/// The fixtures' directory, made once.
+fn fixtures() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fuzz-inputs");
+        std::fs::create_dir_all(dir.join("dir/sub")).unwrap();
+        for (name, content) in [
+            ("good.env", "A=1\n# c\n\nB = two words\r\nC=\n"),
+            ("bad.env", "A=1\nnot a line\n"),
+            ("badkey.env", "1A=secret\n"),
+            ("binary.env", "\u{0}\u{1}"),
+            ("file", "content"),
+            ("dir/a", "a"),
+            ("dir/sub/b", "b"),
+        ] {
+            std::fs::write(dir.join(name), content).unwrap();
+        }
+        dir
+    })
+}
+
+/// Host paths the generated documents name.
+fn host_paths() -> Vec<String> {
+    let root = fixtures().display().to_string();
+    let mut v: Vec<String> = [
+        "good.env",
+        "bad.env",
+        "badkey.env",
+        "binary.env",
+        "file",
+        "dir",
+        "missing",
+    ]
+    .iter()
+    .map(|n| format!("{root}/{n}"))
+    .collect();
+    v.extend(["/", "/proc", "/run/docker.sock", "relative", ""].map(String::from));
+    v
+}
+
+/// The intention with every host path it would read (env files, read-only
+/// inputs) outside the fixtures replaced by a missing fixture: what is
+/// checked is the same, and nothing of the machine is read.
+fn confined(i: &Intention) -> Intention {
+    let root = fixtures();
+    let missing = root.join("missing").display().to_string();
+    let mut i = i.clone();
+    for p in &mut i.env_files {
+        if !p.as_path().starts_with(root) {
+            *p = AbsPath::try_from(missing.as_str()).unwrap();
+        }
+    }
+    for m in &mut i.mounts {
+        if m.access == Access::ReadOnly && !m.source.as_path().starts_with(root) {
+            m.source = HostPath::try_from(missing.as_str()).unwrap();
+        }
+    }
+    i
+}
+
+// ---------------------------------------------------------------------
+// The path a checked intention takes, each step's promise checked.
+
+fn node() -> NodeId {
+    NodeId::try_from("fuzz-node").unwrap()
+}
+
+fn local_key() -> LocalKey {
+    LocalKey::from_bytes([7; 32])
+}
+
+/// Drives a checked intention through everything that follows its check.
+fn through(i: &Intention) -> Result<(), TestCaseError> {
+    // Its JSON form (API answers, plane modules, the stated label) and
+    // TOML (a file written from it) read back to the same intention.
+    let doc = i.to_json();
+    let back = Intention::parse_json(doc.to_string().as_bytes(), "back.json");
+    prop_assert_eq!(back.as_ref(), Ok(i), "JSON form {}", doc);
+    if let Ok(text) = toml::to_string(&doc) {
+        let back = Intention::parse(&text, DocFormat::Toml, "back.toml");
+        prop_assert_eq!(back.as_ref(), Ok(i), "TOML form {}", text);
+    }
+    // Its store record, as the store writes and reads it.
+    let record = IntentionRecord::new(Source::Api, 1, i.clone());
+    let bytes = records::encode(records::INTENTIONS, &records::intention_record(&record));
+    let read =
+        records::decode(records::INTENTIONS, &bytes).and_then(records::from_intention_record);
+    prop_assert_eq!(read.as_ref().map(|r| &r.intention), Ok(i), "store record");
+    // The sealed label its container carries, taken back.
+    let entry = Entry {
+        record: Some(record),
+        overlay: Default::default(),
+    };
+    let key = local_key();
+    if let Some(label) = stated::render(&i.name, &entry, &key) {
+        match stated::parse(&i.name, &label, &key) {
+            Ok((stead::store::Restated::Api(again), _)) => prop_assert_eq!(&*again, i),
+            other => prop_assert!(false, "the stated label reads back as {:?}", other),
+        }
+    }
+    // Inputs (host paths confined to the fixtures: they may be missing).
+    let Ok(inputs) = resolve_inputs(&confined(i), &mut FileDigester::new()) else {
+        return Ok(());
+    };
+    let image = Digest::of(i.image.as_bytes());
+    let desired = spec::desired(
+        i,
+        inputs,
+        &image,
+        &node(),
+        Path::new("/var/lib/stead/files"),
+    );
+    // A checked intention makes a spec: a refusal here is one the check
+    // missed (a document that would be held on every pass).
+    let mut d = match desired {
+        Ok(d) => d,
+        Err(e) => {
+            return Err(TestCaseError::fail(format!(
+                "a checked intention makes no spec: {e}"
+            )));
+        }
+    };
+    let labels = Labels::parse(&d.spec.labels);
+    prop_assert!(labels.managed_by(&node()));
+    prop_assert_eq!(labels.module.as_deref(), Some(i.name.as_str()));
+    prop_assert_eq!(labels.digest.as_ref(), Some(&d.digest));
+    prop_assert_eq!(&labels.inputs, &d.inputs, "every input has its label");
+    if d.spec.runtime.logging.is_none() {
+        d.spec.runtime.logging = Some(Flavour::Docker.node_logging(&NodeLogging::Rotate {
+            driver: None,
+            max_size: "10m".into(),
+            max_file: None,
+        }));
+    }
+    d.spec.network_container = Some("0123456789ab".into());
+    // On Podman, what it would drop is refused by name first.
+    let _ = podman_refuses(&d.spec);
+    let body = create_body(&d.spec);
+    prop_assert!(
+        serde_json::to_vec(&body).is_ok(),
+        "the create body serialises"
+    );
+    BODIES.with(|b| b.set(b.get() + 1));
+    Ok(())
+}
+
+/// Parses a document both ways it may come and drives what passes on.
+fn intention_text(text: &str) -> Result<(), TestCaseError> {
+    if let Ok(i) = Intention::parse(text, DocFormat::Toml, "f.toml") {
+        through(&i)?;
+    }
+    if let Ok(i) = Intention::parse(text, DocFormat::Json, "f.json") {
+        through(&i)?;
+    }
+    Ok(())
+}
+
+/// A JSON document as a file (JSON and TOML) and as an API body.
+fn intention_doc(doc: &J) -> Result<(), TestCaseError> {
+    let json = doc.to_string();
+    if let Ok(i) = Intention::parse_json(json.as_bytes(), "PUT /v1/intentions/m") {
+        through(&i)?;
+    }
+    intention_text(&json)?;
+    if let Ok(text) = toml::to_string(doc) {
+        intention_text(&text)?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------
+// Generators.
+
+/// Strings a field may meet: paths, words the schema knows, edges.
+fn edgy_string() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => prop::sample::select(vec![
+            "", "/", "//", "/a/../b", "/a/./b", "a", "-", ".", "..", "\u{0}", "/x\u{0}", " ", "\n",
+            "signal:", "signal:SIGHUP", "signal:0", "container:", "container:web", "host", "none",
+            "bridge", "host-gateway", "1", "0", "-1", "1e400", "NaN", "0x10", "tcp", "udp",
+            "80/tcp", "0:80", "65536", "::", "[::1]:53:53/udp", "a=b", "=", "a:b:c:d", "ro", "rw",
+            "stead.digest", "stead.input.env", "stead-x", "é", "\u{202e}", "ALL", "CAP_", "1m",
+            "0s", "9999999999h", "1.5", ".5", "-0", "true", "null", "${X}", "$$",
+        ])
+        .prop_map(String::from),
+        2 => "\\PC{0,24}",
+        1 => "[ -~]{0,12}",
+        1 => (0usize..300).prop_map(|n| "a/".repeat(n)),
+        1 => (0usize..5000).prop_map(|n| "x".repeat(n)),
+    ]
+}
+
+/// Any JSON value, up to a few levels deep.
+fn noise() -> impl Strategy<Value = J> {
+    let leaf = prop_oneof![
+        Just(J::Null),
+        any::<bool>().prop_map(J::from),
+        any::<i64>().prop_map(J::from),
+        any::<u64>().prop_map(J::from),
+        prop::sample::select(vec![0.0, -0.0, 0.5, 1e300, -1e-300, 4294967296.5, f64::MAX])
+            .prop_map(J::from),
+        edgy_string().prop_map(J::from),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(J::Array),
+            prop::collection::vec((field_name(), inner), 0..4)
+                .prop_map(|kv| J::Object(kv.into_iter().collect())),
+        ]
+    })
+}
+
+/// Every field of an intention, and keys from neighbouring schemas.
+const INTENTION_FIELDS: [&str; 15] = [
+    "name",
+    "image",
+    "command",
+    "env",
+    "env_files",
+    "restart",
+    "on_drift",
+    "update_order",
+    "update",
+    "ports",
+    "config",
+    "settings",
+    "files",
+    "mounts",
+    "unknown_field",
+];
+
+/// A key an object may have: a schema's field, or any word.
+fn field_name() -> impl Strategy<Value = String> {
+    let mut known: Vec<&'static str> = INTENTION_FIELDS.to_vec();
+    known.extend(stead::model::runtime::FIELDS);
+    known.extend([
+        "path",
+        "format",
+        "defaults",
+        "reload",
+        "content",
+        "source",
+        "target",
+        "read_only",
+        "input",
+        "lane",
+        "range",
+        "interval",
+        "health_window",
+        "test",
+        "timeout",
+        "retries",
+        "start_period",
+        "disable",
+        "driver",
+        "options",
+        "soft",
+        "hard",
+        "name",
+        "nofile",
+    ]);
+    prop_oneof![
+        3 => prop::sample::select(known).prop_map(String::from),
+        1 => "[a-z_.-]{0,8}",
+    ]
+}
+
+/// A valid-looking absolute path in the container.
+fn container_path() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => "/[a-z]{1,4}(/[a-z.]{1,6}){0,2}",
+        1 => prop::sample::select(vec!["/etc/app.conf", "/etc", "/dev/x", "/c.json", "/run", "/"])
+            .prop_map(String::from),
+    ]
+}
+
+fn s(v: &str) -> J {
+    J::from(v)
+}
+
+/// One plausible value of each intention field, by name.
+fn field_value(field: &'static str) -> BoxedStrategy<J> {
+    let words = |w: Vec<&'static str>| prop::sample::select(w).prop_map(s).boxed();
+    // Mostly what the schema takes, sometimes what it does not.
+    let mostly = |good: Vec<&'static str>, bad: Vec<&'static str>| {
+        prop_oneof![16 => prop::sample::select(good).prop_map(s), 1 => prop::sample::select(bad).prop_map(s)].boxed()
+    };
+    let paths = host_paths();
+    let root = fixtures().display().to_string();
+    let host = prop_oneof![
+        8 => prop::sample::select(vec![format!("{root}/file"), format!("{root}/dir"), format!("{root}/good.env")]).prop_map(J::from),
+        1 => prop::sample::select(paths.clone()).prop_map(J::from),
+    ];
+    let env_file = prop_oneof![
+        8 => Just(J::from(format!("{root}/good.env"))),
+        1 => prop::sample::select(paths).prop_map(J::from),
+    ];
+    let duration =
+        || prop::sample::select(vec!["1s", "30s", "5m", "1h", "1500ms", "2h30m"]).prop_map(s);
+    match field {
+        "name" => prop_oneof![12 => "[a-z][a-z0-9-]{0,10}".prop_map(J::from), 1 => edgy_string().prop_map(J::from)].boxed(),
+        "image" => prop_oneof![
+            4 => words(vec!["busybox:1.2.3", "stead-test/busybox:2.0.0", "localhost:5000/app:1.2.3", "app:0.1.0-rc.1"]),
+            1 => words(vec!["busybox:1", "x", "busybox:latest"]),
+            1 => "[0-9a-f]{64}".prop_map(|h| J::from(format!("reg.local/app@sha256:{h}"))),
+        ]
+        .boxed(),
+        "command" => prop::collection::vec(edgy_string(), 0..4).prop_map(|v| json!(v)).boxed(),
+        "entrypoint" => prop_oneof![
+            prop::collection::vec(edgy_string(), 0..4).prop_map(|v| json!(v)),
+            edgy_string().prop_map(J::from),
+        ]
+        .boxed(),
+        "env" => prop::collection::btree_map("[A-Za-z_][A-Za-z0-9_]{0,6}", edgy_string(), 0..4)
+            .prop_map(|m| json!(m))
+            .boxed(),
+        "env_files" => prop::collection::vec(env_file, 0..3).prop_map(J::Array).boxed(),
+        "restart" => mostly(vec!["no", "on-failure", "always", "unless-stopped"], vec!["sometimes"]),
+        "on_drift" => mostly(vec!["recreate", "report"], vec!["ignore"]),
+        "update_order" => mostly(vec!["stop-first", "start-first"], vec!["never"]),
+        "update" => (
+            words(vec!["manual", "auto", "pinned"]),
+            mostly(vec!["^1.2", "~1", "*", ">=1, <2", "^0.1", "^2"], vec!["1.2.3", "", "^0.0.1-rc.1", "x"]),
+            prop::option::of(mostly(vec!["1m", "6h", "1h30m"], vec!["0s", "1s"])),
+            prop::option::of(duration()),
+        )
+            .prop_map(|(lane, range, interval, health)| {
+                let mut u = json!({"lane": lane, "range": range});
+                if let Some(d) = interval {
+                    u["interval"] = d;
+                }
+                if let Some(d) = health {
+                    u["health_window"] = d;
+                }
+                u
+            })
+            .boxed(),
+        "ports" => prop::collection::vec(
+            prop_oneof![
+                "[0-9]{1,5}(/tcp|/udp|/sctp)?",
+                "[0-9]{1,5}:[0-9]{1,5}(/tcp|/udp)?",
+                prop::sample::select(vec!["127.0.0.1:8080:80", "[::1]:53:53/udp", "0.0.0.0:1:1/sctp", "127.0.0.1:8080:80", "[::1]:53:53/udp", "0.0.0.0:1:1/sctp", ":80:80"])
+                    .prop_map(String::from),
+            ]
+            .prop_map(J::from),
+            0..4,
+        )
+        .prop_map(J::Array)
+        .boxed(),
+        "config" => (
+            container_path(),
+            mostly(vec!["json", "toml", "env"], vec!["yaml"]),
+            prop::collection::btree_map("[a-z]{1,4}(\\.[a-z]{1,3})?", setting_value(), 0..4),
+            prop::option::of(mostly(vec!["signal:SIGHUP", "signal:HUP", "signal:1"], vec!["SIGHUP", "signal:SIGBOGUS"])),
+        )
+            .prop_map(|(path, format, defaults, reload)| {
+                let mut c = json!({"path": path, "format": format, "defaults": defaults});
+                if let Some(r) = reload {
+                    c["reload"] = r;
+                }
+                c
+            })
+            .boxed(),
+        "settings" => prop::collection::btree_map("[a-z]{1,4}(\\.[a-z]{1,3}){0,2}", setting_value(), 0..4)
+            .prop_map(|m| json!(m))
+            .boxed(),
+        "files" => prop::collection::vec(
+            (container_path(), edgy_string()).prop_map(|(p, c)| json!({"path": p, "content": c})),
+            0..3,
+        )
+        .prop_map(J::Array)
+        .boxed(),
+        "mounts" => prop::collection::vec(
+            (host, container_path(), any::<bool>(), prop::option::of(any::<bool>())).prop_map(
+                |(source, target, ro, input)| {
+                    let mut m = json!({"source": source, "target": target, "read_only": ro});
+                    // `input` is for read-only mounts (a mutation says it
+                    // of the others).
+                    if let (true, Some(i)) = (ro, input) {
+                        m["input"] = J::Bool(i);
+                    }
+                    m
+                },
+            ),
+            0..3,
+        )
+        .prop_map(J::Array)
+        .boxed(),
+        "working_dir" => container_path().prop_map(J::from).boxed(),
+        "user" => mostly(vec!["1000", "1000:1000", "nobody", "app:app", "root", "0:0"], vec![":", "a b"]),
+        "labels" => prop_oneof![
+            prop::collection::btree_map("[a-z.]{1,12}", edgy_string(), 0..3).prop_map(|m| json!(m)),
+            prop::collection::vec("[a-z.]{1,8}=[a-z]{0,4}", 0..3).prop_map(|v| json!(v)),
+        ]
+        .boxed(),
+        "devices" => prop::collection::vec(
+            mostly(vec!["/dev/ttyUSB0", "/dev/ttyUSB0:/dev/ttyS0", "/dev/null:/dev/null:rwm", "/dev/fuse:/dev/fuse:r"], vec!["/dev/x:/dev/y:q", "dev", "/dev/a:/dev/b:rwm:x"]),
+            0..3,
+        )
+        .prop_map(J::Array)
+        .boxed(),
+        "device_cgroup_rules" => prop::collection::vec(mostly(vec!["c 188:* rwm", "b 8:0 r", "a *:* rwm"], vec!["x"]), 0..3)
+            .prop_map(J::Array)
+            .boxed(),
+        "privileged" | "read_only" | "init" => any::<bool>().prop_map(J::Bool).boxed(),
+        "cap_add" | "cap_drop" => prop::collection::vec(mostly(vec!["NET_ADMIN", "CAP_SYS_TIME", "ALL", "chown"], vec!["BOGUS"]), 0..3)
+            .prop_map(J::Array)
+            .boxed(),
+        "network_mode" => mostly(vec!["host", "none", "bridge", "container:other"], vec!["container:", "service:x"]),
+        "extra_hosts" => prop_oneof![
+            prop::collection::vec(mostly(vec!["db:10.0.0.2", "gw:fe80::1", "host.docker.internal:host-gateway"], vec!["x", "a:b"]), 0..3)
+                .prop_map(J::Array),
+            prop::collection::btree_map("[a-z]{1,6}", mostly(vec!["10.0.0.2", "fe80:0::1", "host-gateway"], vec!["nope"]), 0..3)
+                .prop_map(|m| json!(m)),
+        ]
+        .boxed(),
+        "dns" => prop::collection::vec(mostly(vec!["1.1.1.1", "::1"], vec!["10.0.0.256", "x"]), 0..3)
+            .prop_map(J::Array)
+            .boxed(),
+        "tmpfs" => prop_oneof![
+            4 => prop::collection::vec(container_path().prop_map(J::from), 0..3).prop_map(J::Array),
+            4 => mostly(vec!["/run:mode=1777,size=64m", "/tmp"], vec!["/run:"]),
+            1 => prop::collection::btree_map(container_path(), words(vec!["size=1m", ""]), 0..2).prop_map(|m| json!(m)),
+        ]
+        .boxed(),
+        "memswap_limit" => prop_oneof![
+            16 => mostly(vec!["2g", "-1"], vec!["1", "0", "1e3"]).prop_map(|v| if v == "-1" { json!(-1) } else { v }),
+            1 => any::<i64>().prop_map(J::from),
+        ]
+        .boxed(),
+        "mem_limit" => prop_oneof![
+            8 => mostly(vec!["512m", "512MiB", "0.5g", "1g", "64m", "8388608"], vec!["1", "0", "-1", "1e3", "4194304", "18446744073709551616"]),
+            1 => any::<i64>().prop_map(J::from),
+        ]
+        .boxed(),
+        "cpus" => prop_oneof![
+            4 => prop::sample::select(vec![0.5, 1.5, 2.0, 0.01]).prop_map(J::from),
+            1 => prop::sample::select(vec![0.0, -1.0, 1e-12, 1e18]).prop_map(J::from),
+            4 => mostly(vec!["0.5", ".50", "2"], vec!["x"]),
+        ]
+        .boxed(),
+        "pids_limit" => prop_oneof![1 => any::<i64>().prop_map(J::from), 4 => Just(json!(100)), 1 => Just(json!(-1))].boxed(),
+        "ulimits" => prop_oneof![
+            4 => Just(json!({"nofile": 1024})),
+            4 => (0i64..5000, 0i64..5000).prop_map(|(a, b)| json!({"nofile": {"soft": a.min(b), "hard": a.max(b)}})),
+            1 => (any::<i64>(), any::<i64>()).prop_map(|(a, b)| json!({"nofile": {"soft": a, "hard": b}})),
+            1 => Just(json!({"nproc": {"soft": 1}})),
+            1 => Just(json!({"bogus": 1})),
+        ]
+        .boxed(),
+        "sysctls" => prop_oneof![
+            Just(json!({"net.ipv4.ip_forward": "1"})),
+            Just(json!(["net/ipv4/ip_forward=1"])),
+            Just(json!({"net.ipv4.ip_forward": 1})),
+            Just(json!({"net.core.somaxconn": "1024"})),
+        ]
+        .boxed(),
+        "stop_signal" => mostly(vec!["SIGINT", "int", "2", "KILL", "SIGUSR1"], vec!["0", "65", "SIGRTMIN+3", ""]),
+        "stop_grace_period" => mostly(vec!["1s", "30s", "5m", "2000ms"], vec!["301s", "1h", "-1s", "1500ms"]),
+        "healthcheck" => (
+            prop_oneof![
+                words(vec!["true", "wget -q -O- localhost"]),
+                Just(json!(["CMD", "true"])),
+                Just(json!(["CMD-SHELL", "exit 0"])),
+                Just(json!(["NONE"])),
+                Just(J::Null),
+                Just(J::Null),
+            ],
+            prop::option::of(duration()),
+            prop::option::of(0u32..10),
+            any::<bool>(),
+        )
+            .prop_map(|(test, interval, retries, disable)| {
+                let mut h = json!({});
+                if !test.is_null() {
+                    h["test"] = test;
+                }
+                if let Some(i) = interval {
+                    h["interval"] = i.clone();
+                    h["timeout"] = i;
+                }
+                if let Some(r) = retries {
+                    h["retries"] = json!(r);
+                }
+                if disable {
+                    h["disable"] = J::Bool(true);
+                }
+                h
+            })
+            .boxed(),
+        "logging" => (
+            mostly(vec!["local", "json-file", " local", "journald", "none"], vec!["syslog", ""]),
+            prop::collection::btree_map(mostly(vec!["max-size", "max-file", "tag"], vec!["x"]).prop_map(|k| k.as_str().unwrap().to_string()), mostly(vec!["10m", "3", "t"], vec![""]), 0..3),
+        )
+            .prop_map(|(d, o)| json!({"driver": d, "options": o}))
+            .boxed(),
+        "volumes" => prop::collection::vec(
+            prop_oneof![
+                ("[a-z]{1,5}", container_path(), mostly(vec!["", ":ro", ":rw"], vec![":z"])).prop_map(|(n, t, m)| J::from(format!("{n}:{t}{}", m.as_str().unwrap()))),
+                ("[a-z]{1,5}", container_path(), any::<bool>()).prop_map(|(n, t, ro)| json!({"name": n, "target": t, "read_only": ro})),
+            ],
+            0..3,
+        )
+        .prop_map(J::Array)
+        .boxed(),
+        "networks" => prop::collection::vec(mostly(vec!["back", "front"], vec!["host", "bridge", "x y", ""]), 0..3)
+            .prop_map(J::Array)
+            .boxed(),
+        _ => noise().boxed(),
+    }
+}
+
+/// A setting's value: scalars, lists, tables.
+fn setting_value() -> impl Strategy<Value = J> {
+    let leaf = prop_oneof![
+        any::<bool>().prop_map(J::from),
+        any::<i64>().prop_map(J::from),
+        prop::sample::select(vec![0.5, -2.25, 1e300]).prop_map(J::from),
+        edgy_string().prop_map(J::from),
+        Just(J::Null),
+    ];
+    leaf.prop_recursive(2, 12, 3, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..3).prop_map(J::Array),
+            prop::collection::btree_map("[a-z]{1,3}", inner, 0..3).prop_map(|m| json!(m)),
+        ]
+    })
+}
+
+/// A valid-looking intention: a name and an image, and each other field
+/// (every one of the intention's own and of `runtime::FIELDS`) present or
+/// not.
+fn intention() -> impl Strategy<Value = J> {
+    // Each field in about one document of four: deep enough that most
+    // documents still pass the check.
+    intention_with(0.25)
+}
+
+/// [`intention`], each field present with probability `p`.
+fn intention_with(p: f64) -> impl Strategy<Value = J> {
+    let mut fields: Vec<&'static str> = INTENTION_FIELDS[2..14].to_vec();
+    fields.extend(stead::model::runtime::FIELDS);
+    let parts: Vec<BoxedStrategy<Option<(&'static str, J)>>> = fields
+        .into_iter()
+        .map(|f| prop::option::weighted(p, field_value(f).prop_map(move |v| (f, v))).boxed())
+        .collect();
+    (field_value("name"), field_value("image"), parts).prop_map(|(name, image, parts)| {
+        let mut doc = serde_json::Map::new();
+        doc.insert("name".into(), name);
+        doc.insert("image".into(), image);
+        doc.extend(parts.into_iter().flatten().map(|(k, v)| (k.to_string(), v)));
+        // What the check asks of fields together, most of the time given.
+        if doc.contains_key("memswap_limit") {
+            doc.entry("mem_limit").or_insert(s("64m"));
+        }
+        if doc.contains_key("update") {
+            doc.insert("image".into(), s("localhost:5000/app:1.2.3"));
+        }
+        J::Object(doc)
+    })
+}
+
+/// One change to a document: where (a child index at each level, taken
+/// modulo the number of children) and what.
+#[derive(Clone, Debug)]
+enum Change {
+    /// Replaced by another value.
+    Set(Vec<usize>, J),
+    /// Removed.
+    Remove(Vec<usize>),
+    /// A key added to the object there.
+    Add(Vec<usize>, String, J),
+}
+
+fn change() -> impl Strategy<Value = Change> {
+    let at = prop::collection::vec(any::<usize>(), 1..5);
+    prop_oneof![
+        3 => (at.clone(), noise()).prop_map(|(a, v)| Change::Set(a, v)),
+        1 => at.clone().prop_map(Change::Remove),
+        1 => (at, field_name(), noise()).prop_map(|(a, k, v)| Change::Add(a, k, v)),
+    ]
+}
+
+/// Applies a change: descends by the indices while there are children.
+fn apply(doc: &mut J, c: &Change) {
+    let (at, what) = match c {
+        Change::Set(a, _) | Change::Remove(a) | Change::Add(a, _, _) => (a, c),
+    };
+    let mut here = doc;
+    for (depth, i) in at.iter().enumerate() {
+        let last = depth + 1 == at.len();
+        let n = match here {
+            J::Object(m) => m.len(),
+            J::Array(v) => v.len(),
+            _ => 0,
+        };
+        if n == 0 {
+            break;
+        }
+        let k = i % n;
+        if last {
+            match (here, what) {
+                (J::Object(m), Change::Set(_, v)) => {
+                    if let Some(slot) = m.values_mut().nth(k) {
+                        *slot = v.clone();
+                    }
+                }
+                (J::Array(a), Change::Set(_, v)) => a[k] = v.clone(),
+                (J::Object(m), Change::Remove(_)) => {
+                    let key = m.keys().nth(k).cloned().unwrap_or_default();
+                    m.remove(&key);
+                }
+                (J::Array(a), Change::Remove(_)) => {
+                    a.remove(k);
+                }
+                (J::Object(m), Change::Add(_, key, v)) => {
+                    m.insert(key.clone(), v.clone());
+                }
+                _ => {}
+            }
+            return;
+        }
+        here = match here {
+            J::Object(m) => m.values_mut().nth(k).unwrap(),
+            J::Array(v) => &mut v[k],
+            _ => unreachable!(),
+        };
+    }
+}
+
+/// A document with up to three changes (one, most often).
+fn mutated(doc: impl Strategy<Value = J>) -> impl Strategy<Value = J> {
+    let changes = prop_oneof![
+        1 => prop::collection::vec(change(), 0..1),
+        2 => prop::collection::vec(change(), 1..2),
+        1 => prop::collection::vec(change(), 2..4),
+    ];
+    (doc, changes).prop_map(|(mut d, changes)| {
+        for c in &changes {
+            apply(&mut d, c);
+        }
+        d
+    })
+}
+
+/// Text with a piece of it cut out and junk put in.
+fn damaged(text: String, cut: usize, len: usize, junk: &str) -> String {
+    let at = |i: usize| {
+        (0..=i.min(text.len()))
+            .rev()
+            .find(|j| text.is_char_boundary(*j))
+            .unwrap_or(0)
+    };
+    let (a, b) = (at(cut), at(cut.saturating_add(len)));
+    format!("{}{junk}{}", &text[..a], &text[b.max(a)..])
+}
+
+// ---------------------------------------------------------------------
+// Intentions.
+
+#[test]
+fn intentions_with_every_field_mutated_never_panic_and_what_passes_makes_a_create_body() {
+    fixtures();
+    fuzz("intentions", mutated(intention()), |doc| {
+        intention_doc(&doc)
+    });
+}
+
+#[test]
+fn intention_text_damaged_or_raw_never_panics() {
+    fixtures();
+    let text = prop_oneof![
+        2 => (intention(), any::<bool>(), any::<usize>(), 0usize..8, "[\\[\\]{}\"'=,.:\\n\\\\ a-z0-9]{0,8}")
+            .prop_map(|(doc, as_toml, cut, len, junk)| {
+                let text = if as_toml {
+                    toml::to_string(&doc).unwrap_or_default()
+                } else {
+                    serde_json::to_string_pretty(&doc).unwrap_or_default()
+                };
+                let cut = if text.is_empty() { 0 } else { cut % text.len() };
+                damaged(text, cut, len, &junk)
+            }),
+        1 => "\\PC{0,300}",
+    ];
+    fuzz("intention-text", text, |t| {
+        intention_text(&t)?;
+        let _ = Intention::parse_json(t.as_bytes(), "PUT /v1/intentions/m");
+        Ok(())
+    });
+}
+
+#[test]
+fn api_bodies_of_any_bytes_never_panic() {
+    fuzz(
+        "api-bytes",
+        prop::collection::vec(any::<u8>(), 0..200),
+        |bytes| {
+            if let Ok(i) = Intention::parse_json(&bytes, "PUT /v1/intentions/m") {
+                through(&i)?;
+            }
+            Ok(())
+        },
+    );
+}
+
+// ---------------------------------------------------------------------
+// Central-plane documents, signed here and judged whole.
+
+/// The clock the documents are judged at (2026-12-01).
+const NOW: u64 = 1_796_083_200;
+
+fn rfc3339(t: i64) -> J {
+    J::from(stead::plane::time::format_rfc3339(t.max(0) as u64))
+}
+
+/// A valid-looking desired-state payload for the node.
+fn plane_payload() -> impl Strategy<Value = J> {
+    (
+        prop_oneof![16 => Just(s("fuzz-node")), 1 => edgy_string().prop_map(J::from)],
+        prop_oneof![16 => (1u64..1000).prop_map(J::from), 1 => any::<u64>().prop_map(J::from), 1 => Just(json!(1u64 << 53))],
+        prop_oneof![8 => -100_000i64..50_000, 1 => -200_000i64..200_000],
+        prop_oneof![8 => 200_000i64..10_000_000, 1 => -100_000i64..200_000],
+        prop::option::of((
+            prop_oneof![8 => Just("15m"), 8 => Just("24h"), 1 => Just("1s"), 1 => Just("25h"), 1 => Just("0s")],
+            prop::option::of(prop_oneof![8 => Just("1s"), 8 => Just("1m"), 1 => Just("0s"), 1 => Just("25h")]),
+        )),
+        prop::option::of(prop_oneof![
+            8 => Just("https://plane.example/nodes/fuzz-node/status.json"),
+            8 => Just("http://127.0.0.1:9/r"),
+            1 => Just("https://user:pw@plane.example/r"),
+            1 => Just("ftp://x/y"),
+            1 => Just("/relative"),
+        ]),
+        // Some changed (the whole document may be changed too, at any
+        // depth).
+        // (A document is taken all or nothing: fewer fields per module.)
+        prop::collection::vec(prop_oneof![3 => intention_with(0.1).boxed(), 1 => mutated(intention()).boxed()], 0..4),
+    )
+        .prop_map(|(node, revision, issued, lasts, poll, report, modules)| {
+            let issued_at = NOW as i64 + issued;
+            let mut d = json!({
+                "node": node,
+                "revision": revision,
+                "issued_at": rfc3339(issued_at),
+                "expires": rfc3339(issued_at + lasts),
+                "modules": modules,
+            });
+            if let Some((interval, jitter)) = poll {
+                d["poll"] = json!({"interval": interval});
+                if let Some(j) = jitter {
+                    d["poll"]["jitter"] = s(j);
+                }
+            }
+            if let Some(r) = report {
+                d["report"] = s(r);
+            }
+            d
+        })
+}
+
+/// How a payload reaches the node.
+#[derive(Clone, Debug)]
+enum Wrapping {
+    /// Signed by the trusted key.
+    Signed,
+    /// Signed, the signature without a key id.
+    Keyless,
+    /// Signed by a key the node does not trust.
+    Stranger,
+    /// Signed, under another payload type.
+    OtherType,
+    /// Signed, then the envelope's text damaged.
+    Damaged(usize, usize, String),
+}
+
+fn wrapping() -> impl Strategy<Value = Wrapping> {
+    prop_oneof![
+        12 => Just(Wrapping::Signed),
+        1 => Just(Wrapping::Keyless),
+        1 => Just(Wrapping::Stranger),
+        1 => Just(Wrapping::OtherType),
+        2 => (any::<usize>(), 0usize..6, "[{}\\[\\]\",:a-zA-Z0-9+/=]{0,6}").prop_map(|(c, l, j)| Wrapping::Damaged(c, l, j)),
+    ]
+}
+
+/// What the node holds before the document comes.
+fn held_before() -> impl Strategy<Value = Option<(u64, u64)>> {
+    prop::option::weighted(
+        0.3,
+        (
+            0u64..1000,
+            prop_oneof![8 => (NOW - 100_000)..NOW, 1 => 0u64..(2 * NOW)],
+        ),
+    )
+}
+
+struct Keys {
+    trusted: SecretKey,
+    stranger: SecretKey,
+}
+
+fn keys() -> &'static Keys {
+    static KEYS: OnceLock<Keys> = OnceLock::new();
+    KEYS.get_or_init(|| Keys {
+        trusted: SecretKey::generate().unwrap(),
+        stranger: SecretKey::generate().unwrap(),
+    })
+}
+
+/// Judges a payload as the node would fetch it, and drives every module
+/// of an adopted document on.
+fn plane_case(payload: &[u8], w: &Wrapping, held: Option<(u64, u64)>) -> Result<(), TestCaseError> {
+    let k = keys();
+    let env = match w {
+        Wrapping::Stranger => k.stranger.sign(PAYLOAD_TYPE, payload),
+        Wrapping::OtherType => k.trusted.sign("application/json", payload),
+        _ => k.trusted.sign(PAYLOAD_TYPE, payload),
+    };
+    let mut env = env;
+    if let Wrapping::Keyless = w {
+        for sig in &mut env.signatures {
+            sig.keyid.clear();
+        }
+    }
+    let mut body = env.to_json();
+    if let Wrapping::Damaged(cut, len, junk) = w {
+        let text = String::from_utf8(body).unwrap();
+        let cut = cut % text.len();
+        body = damaged(text, cut, *len, junk).into_bytes();
+    }
+    let trusted = [k.trusted.public()];
+    let held = held.map(|(revision, newest)| Held {
+        url: "http://127.0.0.1/desired.json".into(),
+        revision,
+        payload_digest: Digest::of(b"held"),
+        etag: None,
+        issued_at: newest,
+        expires: newest + 86_400,
+        newest_issued_at: newest,
+        accepted_at: newest,
+        key_id: k.trusted.public().id().to_string(),
+    });
+    let clock = Clock {
+        system: NOW,
+        build: NOW - 86_400,
+    };
+    let verdict = judge(&body, &node(), &trusted, held.as_ref(), clock);
+    if let Some(h) = &held {
+        let _ = still_stands(&body, h, &trusted);
+    }
+    if let Verdict::Adopt(a) = verdict {
+        prop_assert!(matches!(
+            w,
+            Wrapping::Signed | Wrapping::Keyless | Wrapping::Damaged(..)
+        ));
+        prop_assert_eq!(a.desired.node.as_str(), "fuzz-node");
+        for i in a.desired.modules.values() {
+            through(i)?;
+        }
+        // The document's modules, as JSON, read back whole.
+        let again = Desired::parse(payload);
+        prop_assert_eq!(again.as_ref().ok(), Some(&a.desired));
+    }
+    // Whatever the signature, the payload's own checks and `stead plane
+    // sign`'s stamping never panic.
+    let _ = Desired::parse(payload);
+    let _ = stamp(payload, &node(), 2, NOW, NOW + 86_400);
+    Ok(())
+}
+
+#[test]
+fn plane_documents_mutated_and_signed_never_panic_and_what_is_adopted_makes_create_bodies() {
+    fixtures();
+    keys();
+    let payload = prop_oneof![2 => plane_payload().boxed(), 1 => mutated(plane_payload()).boxed()];
+    let cases = (payload, wrapping(), held_before());
+    fuzz("plane", cases, |(payload, w, held)| {
+        plane_case(payload.to_string().as_bytes(), &w, held)
+    });
+}
+
+#[test]
+fn plane_payloads_and_envelopes_of_noise_never_panic() {
+    keys();
+    let bytes = prop_oneof![
+        noise().prop_map(|j| j.to_string().into_bytes()),
+        prop::collection::vec(any::<u8>(), 0..200),
+        "\\PC{0,200}".prop_map(String::into_bytes),
+    ];
+    fuzz(
+        "plane-noise",
+        (bytes, wrapping(), held_before()),
+        |(payload, w, held)| {
+            plane_case(&payload, &w, held)?;
+            // Noise as the envelope itself.
+            let _ = Envelope::parse(&payload);
+            let clock = Clock {
+                system: NOW,
+                build: 0,
+            };
+            let _ = judge(&payload, &node(), &[keys().trusted.public()], None, clock);
+            Ok(())
+        },
+    );
+}
+
+// ---------------------------------------------------------------------
+// Compose files (`stead import`).
+
+/// The Compose file's directory.
+const BASE: &str = "/srv/app";
+
+/// One plausible value of each Compose service key.
+fn compose_value(key: &'static str) -> BoxedStrategy<J> {
+    let words = |w: Vec<&'static str>| prop::sample::select(w).prop_map(s).boxed();
+    let list = |w: Vec<&'static str>| {
+        prop::collection::vec(prop::sample::select(w).prop_map(s), 0..3)
+            .prop_map(J::Array)
+            .boxed()
+    };
+    match key {
+        "image" => words(vec!["busybox:1", "${IMAGE:-app:1}", "reg.local/x@sha256:0", "$$x", "${NOPE:?unset}"]),
+        "build" => words(vec![".", "./ctx"]),
+        "command" => prop::collection::vec(edgy_string(), 0..4).prop_map(|v| json!(v)).boxed(),
+        "entrypoint" => prop_oneof![
+            words(vec!["echo hi", "sh -c 'echo \"a b\"; exit 1'", "'unclosed", "", "a\\ b"]),
+            prop::collection::vec(edgy_string().prop_map(J::from), 0..3).prop_map(J::Array),
+        ]
+        .boxed(),
+        "environment" => prop_oneof![
+            list(vec!["A=1", "B=x=y", "C=", "HOME", "1BAD=x", "=x"]),
+            prop::collection::btree_map("[A-Z]{1,4}", prop_oneof![edgy_string().prop_map(J::from), Just(J::Null), any::<i64>().prop_map(J::from), any::<bool>().prop_map(J::from)], 0..3).prop_map(|m| json!(m)),
+        ]
+        .boxed(),
+        "env_file" => prop_oneof![
+            words(vec!["./app.env", "missing.env", "/etc/y.env", "../up.env"]),
+            Just(json!([{"path": "./app.env", "required": false}, "app.env"])),
+        ]
+        .boxed(),
+        "ports" => prop::collection::vec(
+            prop_oneof![
+                words(vec!["8080:80", "127.0.0.1:8080:80/udp", "[::1]:53:53/udp", "9000-9001:9000-9001", "9000-9002:9000-9001", "${PORT}:80", "80", "1-65535", "x:y"]),
+                (0u32..70000, 0u32..70000).prop_map(|(t, p)| json!({"target": t, "published": p.to_string(), "protocol": "tcp", "mode": "host"})),
+            ],
+            0..3,
+        )
+        .prop_map(J::Array)
+        .boxed(),
+        "expose" => list(vec!["80", "90/udp", "8000-8001", "x"]),
+        "restart" => words(vec!["no", "always", "on-failure", "on-failure:5", "unless-stopped", "sometimes"]),
+        "volumes" => prop::collection::vec(
+            prop_oneof![
+                words(vec!["./html:/usr/share/nginx/html:ro", "../data:/data", "~/x:/x:rw", "/etc/ssl:/ssl:ro,z", ".:/src", "/proc:/host/proc:ro", "/:/host:ro,rslave", "data:/var/lib/x", "named:/n:ro", "/anon", "a:b:c:d", ":"]),
+                Just(json!({"type": "bind", "source": "./x", "target": "/x", "read_only": true})),
+                Just(json!({"type": "volume", "source": "data", "target": "/d"})),
+                Just(json!({"type": "tmpfs", "target": "/t", "tmpfs": {"size": 1000}})),
+            ],
+            0..3,
+        )
+        .prop_map(J::Array)
+        .boxed(),
+        "configs" | "secrets" => prop_oneof![
+            list(vec!["conf", "secret", "missing"]),
+            Just(json!([{"source": "conf", "target": "/etc/app.conf", "mode": 288}])),
+        ]
+        .boxed(),
+        "depends_on" => prop_oneof![list(vec!["db", "web", "self"]), Just(json!({"db": {"condition": "service_healthy"}}))].boxed(),
+        "deploy" => Just(json!({"replicas": 2, "resources": {"limits": {"memory": "64m", "cpus": "0.5"}}})).boxed(),
+        "networks" => prop_oneof![list(vec!["front", "back", "default"]), Just(json!({"front": {"aliases": ["a"]}, "back": null}))].boxed(),
+        "network_mode" => words(vec!["host", "none", "service:db", "container:x", "bridge"]),
+        "healthcheck" => Just(json!({"test": ["CMD-SHELL", "true"], "interval": "5s", "timeout": "1s", "retries": 3, "start_period": "1m"})).boxed(),
+        "logging" => Just(json!({"driver": "local", "options": {"max-size": "10m"}})).boxed(),
+        "ulimits" => prop_oneof![Just(json!({"nofile": {"soft": 1024, "hard": 2048}})), Just(json!({"nproc": 65535}))].boxed(),
+        "sysctls" => prop_oneof![Just(json!({"net.core.somaxconn": 1024})), Just(json!(["net.ipv4.ip_forward=1"]))].boxed(),
+        "extra_hosts" => prop_oneof![list(vec!["db:10.0.0.2", "host.docker.internal:host-gateway", "x"]), Just(json!({"db": "10.0.0.2"}))].boxed(),
+        "labels" => prop_oneof![list(vec!["a=b", "c"]), Just(json!({"a": "b", "n": 1}))].boxed(),
+        "tmpfs" => prop_oneof![words(vec!["/run", "/run:size=1m"]), list(vec!["/tmp", "x"])].boxed(),
+        _ => field_value(compose_to_intention(key)),
+    }
+}
+
+/// The intention field a Compose key of the same meaning maps to.
+fn compose_to_intention(key: &'static str) -> &'static str {
+    stead::model::runtime::FIELDS
+        .into_iter()
+        .find(|f| *f == key)
+        .unwrap_or("unknown_field")
+}
+
+/// The service keys generated.
+const SERVICE_KEYS: [&str; 40] = [
+    "build",
+    "command",
+    "entrypoint",
+    "environment",
+    "env_file",
+    "ports",
+    "expose",
+    "restart",
+    "volumes",
+    "configs",
+    "secrets",
+    "depends_on",
+    "deploy",
+    "networks",
+    "network_mode",
+    "healthcheck",
+    "logging",
+    "ulimits",
+    "sysctls",
+    "extra_hosts",
+    "labels",
+    "tmpfs",
+    "user",
+    "working_dir",
+    "devices",
+    "device_cgroup_rules",
+    "privileged",
+    "cap_add",
+    "cap_drop",
+    "dns",
+    "read_only",
+    "mem_limit",
+    "memswap_limit",
+    "cpus",
+    "pids_limit",
+    "init",
+    "stop_signal",
+    "stop_grace_period",
+    "container_name",
+    "profiles",
+];
+
+/// A valid-looking Compose file: services with any of the keys, and the
+/// top-level declarations they name.
+fn compose_file() -> impl Strategy<Value = J> {
+    let service = {
+        let parts: Vec<BoxedStrategy<Option<(&'static str, J)>>> = SERVICE_KEYS
+            .into_iter()
+            .map(|k| {
+                prop::option::weighted(0.15, compose_value(k).prop_map(move |v| (k, v))).boxed()
+            })
+            .collect();
+        (compose_value("image"), parts).prop_map(|(image, parts)| {
+            let mut m = serde_json::Map::new();
+            m.insert("image".into(), image);
+            m.extend(parts.into_iter().flatten().map(|(k, v)| (k.to_string(), v)));
+            J::Object(m)
+        })
+    };
+    (
+        prop::collection::btree_map(prop_oneof![4 => "[a-z][a-z0-9_]{0,6}", 1 => edgy_string()], service, 1..4),
+        any::<bool>(),
+    )
+        .prop_map(|(services, top)| {
+            let mut doc = json!({"services": services});
+            if top {
+                doc["volumes"] = json!({"data": {}, "named": {"name": "real-name"}, "ext": {"external": true}});
+                doc["networks"] = json!({"front": {}, "back": {"external": true}});
+                doc["configs"] = json!({"conf": {"file": "./conf.txt"}, "env": {"environment": "SECRET"}, "far": {"file": "/etc/shadow"}});
+                doc["secrets"] = json!({"secret": {"file": "./secret"}});
+                doc["x-common"] = json!({"restart": "always"});
+            }
+            doc
+        })
+}
+
+/// YAML text for a value, in block style, scalars in double quotes (JSON's
+/// escapes are YAML's) or plain when they read back as the same string.
+fn yaml(v: &J, indent: usize, out: &mut String) {
+    let pad = " ".repeat(indent);
+    let scalar = |v: &J| match v {
+        J::String(s)
+            if !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b)) =>
+        {
+            s.clone()
+        }
+        other => other.to_string(),
+    };
+    match v {
+        J::Object(m) if !m.is_empty() => {
+            for (k, v) in m {
+                out.push_str(&format!("{pad}{}:", J::from(k.as_str())));
+                match v {
+                    J::Object(c) if !c.is_empty() => {
+                        out.push('\n');
+                        yaml(v, indent + 2, out);
+                    }
+                    J::Array(c) if !c.is_empty() => {
+                        out.push('\n');
+                        yaml(v, indent, out);
+                    }
+                    _ => out.push_str(&format!(" {}\n", scalar(v))),
+                }
+            }
+        }
+        J::Array(a) if !a.is_empty() => {
+            for v in a {
+                match v {
+                    J::Object(c) if !c.is_empty() => {
+                        out.push_str(&format!("{pad}-\n"));
+                        yaml(v, indent + 2, out);
+                    }
+                    J::Array(c) if !c.is_empty() => {
+                        out.push_str(&format!("{pad}-\n"));
+                        yaml(v, indent + 2, out);
+                    }
+                    _ => out.push_str(&format!("{pad}- {}\n", scalar(v))),
+                }
+            }
+        }
+        other => out.push_str(&format!("{pad}{}\n", scalar(other))),
+    }
+}
+
+/// The files the Compose file may name, and the importer's environment.
+fn import(text: &str, dotenv: &str) -> Result<(), TestCaseError> {
+    let files: BTreeMap<PathBuf, Vec<u8>> = [
+        (".env", dotenv.as_bytes().to_vec()),
+        ("app.env", b"A=1\nB=2\n".to_vec()),
+        ("conf.txt", b"key = value\n".to_vec()),
+        ("secret", vec![0xff, 0xfe, b'x']),
+    ]
+    .into_iter()
+    .map(|(n, c)| (Path::new(BASE).join(n), c))
+    .collect();
+    let read = |p: &Path| -> std::io::Result<Vec<u8>> {
+        files
+            .get(p)
+            .cloned()
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+    };
+    let env: BTreeMap<String, String> =
+        [("PORT", "8080"), ("SECRET", "s3cret"), ("HOME", "/home/u")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    for allow_outside in [false, true] {
+        let Ok(imported) = compose_file::import(text, Path::new(BASE), &env, &read, allow_outside)
+        else {
+            continue;
+        };
+        for f in &imported.files {
+            // The importer promises every file it writes parses back.
+            let i = Intention::parse(&f.toml, DocFormat::Toml, &f.file_name);
+            prop_assert!(
+                i.is_ok(),
+                "an imported file does not parse: {:?}\n{}",
+                i,
+                f.toml
+            );
+            if let Ok(i) = i {
+                through(&i)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `.env` files: lines Compose reads, and some it does not.
+fn dotenv() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop_oneof![
+            prop::sample::select(vec![
+                "IMAGE=app:2",
+                "export B = two words ",
+                "C='single ${A} $x'",
+                "D=\"dq \\\"x\\\" \\n ${A}\"",
+                "E=x #c",
+                "F=${A}-${NOPE:-d}",
+                "# c",
+                "",
+                "bad line",
+                "G=\"unclosed",
+                "${"
+            ])
+            .prop_map(String::from),
+            "[A-Z]{1,3}=[ -~]{0,8}",
+        ],
+        0..5,
+    )
+    .prop_map(|l| l.join("\n"))
+}
+
+#[test]
+fn compose_files_mutated_never_panic_and_what_is_imported_makes_create_bodies() {
+    fixtures();
+    let cases = (mutated(compose_file()), any::<bool>(), dotenv());
+    fuzz("import", cases, |(doc, as_json, dotenv)| {
+        let mut text = String::new();
+        if as_json {
+            // JSON is YAML too.
+            text = doc.to_string();
+        } else {
+            yaml(&doc, 0, &mut text);
+        }
+        import(&text, &dotenv)
+    });
+}
+
+#[test]
+fn compose_text_damaged_or_raw_never_panics() {
+    fixtures();
+    let text = prop_oneof![
+        3 => (compose_file(), any::<usize>(), 0usize..8, "[-:&*<>!|{}\\[\\]\"'#$ \\n a-z0-9]{0,8}").prop_map(|(doc, cut, len, junk)| {
+            let mut text = String::new();
+            yaml(&doc, 0, &mut text);
+            let cut = cut % text.len().max(1);
+            damaged(text, cut, len, &junk)
+        }),
+        1 => prop::sample::select(vec![
+            "a: &x [1, *x]",
+            "services:\n  s: &s\n    image: x\n  t:\n    <<: *s\n    <<: *s\n",
+            "services:\n  s:\n    image: ${A:-${B:-${C}}}\n",
+            "services: !!binary x",
+            "--- a\n--- b",
+            "services:\n  s:\n    image: x\n    ports: [\"${PORT:?}:80\"]\n",
+            "x: *unknown",
+        ]).prop_map(String::from),
+        2 => "\\PC{0,200}",
+    ];
+    fuzz("import-text", (text, dotenv()), |(text, dotenv)| {
+        import(&text, &dotenv)
+    });
+}
+
+// ---------------------------------------------------------------------
+// Depth: a document nested deep must be refused, not overflow the stack
+// (which no panic hook sees). Test threads have the 2 MiB stack the
+// agent's worker threads have.
+
+/// A value nested `depth` levels deep, in a field, in each format.
+fn deep(field: &str, depth: usize, tables: bool) -> [String; 3] {
+    let (open, close) = if tables { ("{a = ", "}") } else { ("[", "]") };
+    let toml = format!(
+        "name = \"m\"\nimage = \"x:1\"\n{field} = {}1{}\n",
+        open.repeat(depth),
+        close.repeat(depth)
+    );
+    let (open, close) = if tables {
+        ("{\"a\": ", "}")
+    } else {
+        ("[", "]")
+    };
+    let json = format!(
+        "{{\"name\": \"m\", \"image\": \"x:1\", \"{field}\": {}1{}}}",
+        open.repeat(depth),
+        close.repeat(depth)
+    );
+    let yaml = format!(
+        "services:\n  s:\n    image: x\n    {field}: {}1{}\n",
+        open.repeat(depth).replace(" =", ":"),
+        close.repeat(depth)
+    );
+    [toml, json, yaml]
+}
+
+#[test]
+fn documents_nested_deep_are_refused_without_overflowing_the_stack() {
+    let fields = prop::sample::select(vec![
+        "settings",
+        "labels",
+        "command",
+        "healthcheck",
+        "env",
+        "x",
+        "config",
+    ]);
+    let depth = prop_oneof![8 => 0usize..300, 2 => 300usize..3000, 1 => Just(50_000)];
+    fuzz_share(
+        "deep",
+        20,
+        (fields, depth, any::<bool>()),
+        |(field, depth, tables)| {
+            let [toml, json, yaml] = deep(field, depth, tables);
+            intention_text(&toml)?;
+            intention_text(&json)?;
+            if let Ok(i) = Intention::parse_json(json.as_bytes(), "PUT /v1/intentions/m") {
+                through(&i)?;
+            }
+            let payload = format!(
+                "{{\"node\": \"fuzz-node\", \"revision\": 1, \"issued_at\": \"2026-12-01T00:00:00Z\", \"expires\": \"2027-01-01T00:00:00Z\", \"modules\": [{json}]}}"
+            );
+            plane_case(payload.as_bytes(), &Wrapping::Signed, None)?;
+            import(&yaml, "")
+        },
+    );
+}
+
+// ---------------------------------------------------------------------
+// Settings patches (`PATCH /v1/intentions/{name}/settings`): set or
+// removed in an API module's intention, layered over a file module's.
+
+#[test]
+fn settings_patches_never_panic_and_what_they_leave_makes_a_create_body() {
+    fixtures();
+    let patch = prop::collection::btree_map(
+        prop_oneof![4 => "[a-z]{1,4}(\\.[a-z]{1,3}){0,2}", 1 => edgy_string()],
+        setting_value(),
+        0..4,
+    );
+    fuzz(
+        "settings-patch",
+        (intention(), patch, any::<bool>()),
+        |(doc, patch, api)| {
+            let Ok(mut i) = Intention::parse_json(doc.to_string().as_bytes(), "PUT") else {
+                return Ok(());
+            };
+            for (k, v) in patch {
+                let field = stead::model::names::setting_field(&k);
+                let Ok(key) = stead::model::names::SettingKey::try_from(k.as_str()) else {
+                    continue;
+                };
+                if v.is_null() {
+                    if api {
+                        i.settings.remove(&key);
+                    }
+                    continue;
+                }
+                let Ok(v) = stead::model::value::Value::from_json(v, &field) else {
+                    continue;
+                };
+                // An overlay merges over the file's settings as the API's own
+                // change does; only who owns them differs.
+                i.settings.insert(key, v);
+            }
+            if i.check_settings().is_ok() {
+                through(&i)?;
+            }
+            Ok(())
+        },
+    );
+}
+
+// ---------------------------------------------------------------------
+// A container made differently is a container with another digest: two
+// documents that differ in one field (the intention's own or any of
+// `runtime::FIELDS`), each checked, whose create bodies differ (labels
+// aside) have different spec digests, so the change is one recreate and
+// never missed (tests/properties.rs has the order rules).
+
+/// The spec digest of a checked intention and its create body without
+/// labels, when its inputs resolve.
+fn made(i: &Intention) -> Option<(Digest, J)> {
+    let inputs = resolve_inputs(&confined(i), &mut FileDigester::new()).ok()?;
+    let image = Digest::of(i.image.as_bytes());
+    let mut d = spec::desired(
+        i,
+        inputs,
+        &image,
+        &node(),
+        Path::new("/var/lib/stead/files"),
+    )
+    .ok()?;
+    d.spec.network_container = Some("0123456789ab".into());
+    let mut body = serde_json::to_value(create_body(&d.spec)).ok()?;
+    body.as_object_mut()?.remove("Labels");
+    Some((d.digest, body))
+}
+
+#[test]
+fn a_change_of_the_container_made_changes_the_spec_digest() {
+    fixtures();
+    let mut fields: Vec<&'static str> = INTENTION_FIELDS[1..14].to_vec();
+    fields.extend(stead::model::runtime::FIELDS);
+    let field = prop::sample::select(fields);
+    let cases = (intention(), field).prop_flat_map(|(doc, f)| (Just(doc), Just(f), field_value(f)));
+    fuzz("digest", cases, |(doc, field, other)| {
+        let mut changed = doc.clone();
+        changed[field] = other;
+        if field == "update" {
+            changed["image"] = s("localhost:5000/app:1.2.3");
+        }
+        let parse = |d: &J| Intention::parse_json(d.to_string().as_bytes(), "d");
+        let (Ok(a), Ok(b)) = (parse(&doc), parse(&changed)) else {
+            return Ok(());
+        };
+        let (Some((da, ba)), Some((db, bb))) = (made(&a), made(&b)) else {
+            return Ok(());
+        };
+        if ba != bb {
+            prop_assert_ne!(da, db, "{} changed the container and not its digest", field);
+            BODIES.with(|n| n.set(n.get() + 2));
+        }
+        Ok(())
+    });
+}
