@@ -607,6 +607,25 @@ impl Store {
         Ok(out)
     }
 
+    /// One module's intention with its overlay, when it has an intention.
+    pub fn entry(&self, name: &ModuleName) -> Result<Option<Entry>, StoreError> {
+        let tx = self.db()?.begin_read().map_err(self.io("read"))?;
+        let table = tx.open_table(INTENTIONS).map_err(self.io("read"))?;
+        let overlays = tx.open_table(OVERLAYS).map_err(self.io("read"))?;
+        let Some(v) = table.get(name.as_str()).map_err(self.io("read"))? else {
+            return Ok(None);
+        };
+        let record = decode_intention(name.as_str(), v.value())?;
+        let overlay = match overlays.get(name.as_str()).map_err(self.io("read"))? {
+            Some(o) => decode_overlay(name.as_str(), o.value())?,
+            None => Overlay::new(),
+        };
+        Ok(Some(Entry {
+            record: Some(record),
+            overlay,
+        }))
+    }
+
     /// Reads a module's entry, lets `f` change it, and writes back what
     /// changed, all in one write transaction: concurrent writers (the API,
     /// the intentions directory) never interleave or lose an update. The
