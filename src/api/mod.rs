@@ -549,8 +549,8 @@ fn entry_json(name: &ModuleName, e: &Entry, values: bool) -> Option<J> {
 }
 
 /// `GET /v1/intentions`, written an intention at a time as the client
-/// reads: the entries read once, and held (with the turn) until the answer
-/// is written.
+/// reads, the entries read from the store a batch at a time (each batch
+/// as it was when read); the turn is held until the answer is written.
 async fn list_intentions(state: &ApiState, values: bool) -> Result<Resp, ApiError> {
     let turn = state
         .heavy_reads
@@ -558,22 +558,48 @@ async fn list_intentions(state: &ApiState, values: bool) -> Result<Resp, ApiErro
         .acquire_owned()
         .await
         .expect("never closed");
-    let entries = state.store.blocking(|s| s.entries()).await?;
+    // The first batch is read before answering, so a store that cannot be
+    // read is an error status, not a cut answer.
+    let first = state
+        .store
+        .blocking(|s| s.entries_after(None, STORE_BATCH))
+        .await?;
+    let store = state.store.clone();
     Ok(streamed_response(
         serde_json::Map::new(),
         "intentions",
         move |w| {
             let _turn = turn;
-            for (n, e) in &entries {
-                if let Some(doc) = entry_json(n, e, values)
-                    && !w.push(&doc)
-                {
+            let mut batch = first;
+            loop {
+                let Some((last, _)) = batch.last() else {
                     return;
+                };
+                let last = last.clone();
+                for (n, e) in &batch {
+                    if let Some(doc) = entry_json(n, e, values)
+                        && !w.push(&doc)
+                    {
+                        return;
+                    }
                 }
+                batch = match store.entries_after(Some(&last), STORE_BATCH) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        // Said in the log; the answer ends cut short (its
+                        // JSON does not parse), never as a shorter list.
+                        tracing::error!("GET /v1/intentions: {e}");
+                        w.abort();
+                        return;
+                    }
+                };
             }
         },
     ))
 }
+
+/// How many intentions are read from the store at a time for a list.
+const STORE_BATCH: usize = 32;
 
 async fn get_intention(state: &ApiState, name: &str, values: bool) -> Result<Resp, ApiError> {
     let name = module_name(name)?;

@@ -76,8 +76,19 @@ impl Writer {
         !self.gone
     }
 
+    /// Ends the answer without closing it: what was sent is not valid
+    /// JSON, so a reader cannot take a cut list for the whole.
+    pub fn abort(&mut self) {
+        self.gone = true;
+        self.buf.clear();
+        self.suffix.clear();
+    }
+
     /// Ends the array and the object, and sends what is left.
     pub fn finish(mut self) {
+        if self.gone {
+            return;
+        }
         if !self.first {
             self.buf.extend_from_slice(b"\n  ]");
         } else {
