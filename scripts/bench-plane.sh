@@ -54,17 +54,7 @@ cleanup() {
     [ -z "$driver_pid" ] || kill "$driver_pid" 2>/dev/null || true
     # The agents the driver started (it ends them itself unless it died).
     for p in $(cat "$work/agent.pids" 2>/dev/null); do kill "$p" 2>/dev/null || true; done
-    # nginx: SIGTERM to the master, which ends its worker first; SIGKILL to
-    # both if it has not within 5 s.
-    if [ -n "$nginx_pid" ] && kill -0 "$nginx_pid" 2>/dev/null; then
-        kill -TERM "$nginx_pid" 2>/dev/null || true
-        for _ in $(seq 1 50); do kill -0 "$nginx_pid" 2>/dev/null || break; sleep 0.1; done
-        if kill -0 "$nginx_pid" 2>/dev/null; then
-            for p in $(pgrep -P "$nginx_pid" || true); do kill -KILL "$p" 2>/dev/null || true; done
-            kill -KILL "$nginx_pid" 2>/dev/null || true
-        fi
-        wait "$nginx_pid" 2>/dev/null || true
-    fi
+    stop_nginx "$nginx_pid"
     rm -rf "$work"
 }
 trap cleanup EXIT

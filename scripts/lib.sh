@@ -29,3 +29,18 @@ apt_install_no_start() {
     [ -z "$added" ] || rm -f /usr/sbin/policy-rc.d
     [ "$rc" -eq 0 ] || exit "$rc"
 }
+
+# Stops the nginx whose master is $1 (nothing when empty or gone): SIGTERM
+# to the master, which ends its worker first; SIGKILL to both if it has not
+# within 5 s.
+stop_nginx() {
+    local pid="$1" p
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+        for p in $(pgrep -P "$pid" || true); do kill -KILL "$p" 2>/dev/null || true; done
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+}

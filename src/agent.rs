@@ -497,7 +497,7 @@ impl<C: Connect> Agent<C> {
             wake: self.wake.clone(),
             token,
             heartbeat: self.config.heartbeat,
-            heavy_reads: tokio::sync::Semaphore::new(api::HEAVY_READS),
+            heavy_reads: Arc::new(tokio::sync::Semaphore::new(api::HEAVY_READS)),
             agent,
             reload_wake: self.reload_wake.clone(),
             look_now,

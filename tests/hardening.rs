@@ -7,6 +7,7 @@ mod common;
 use std::process::Command;
 
 use common::agent::{Agent, http_send};
+use common::cgroup::MemoryCgroup;
 use common::*;
 
 /// A module that prints `say` and idles, with `extra` lines.
@@ -908,37 +909,6 @@ fn two_agents_with_one_node_id_are_told_apart_and_said() {
     });
     let (_, events) = agent.get("/v1/events?limit=1000");
     assert!(events.contains("must not share a node id"), "{events}");
-}
-
-/// A memory cgroup (v1) of its own with a limit, removed when dropped.
-struct MemoryCgroup(std::path::PathBuf);
-
-impl MemoryCgroup {
-    fn new(name: &str, limit: &str) -> MemoryCgroup {
-        let dir = std::path::Path::new("/sys/fs/cgroup/memory").join(name);
-        std::fs::create_dir_all(&dir).expect("a memory cgroup (the tests run as root)");
-        std::fs::write(dir.join("memory.limit_in_bytes"), limit).unwrap();
-        MemoryCgroup(dir)
-    }
-
-    fn add(&self, pid: u32) {
-        std::fs::write(self.0.join("cgroup.procs"), pid.to_string()).unwrap();
-    }
-
-    fn oom_kills(&self) -> u64 {
-        std::fs::read_to_string(self.0.join("memory.oom_control"))
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix("oom_kill "))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
-    }
-}
-
-impl Drop for MemoryCgroup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.0);
-    }
 }
 
 #[test]

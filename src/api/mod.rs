@@ -9,9 +9,11 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
+use std::ops::Bound::{Excluded, Unbounded};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
@@ -31,6 +33,7 @@ use crate::store::{Entry, Source, Store};
 
 mod error;
 pub mod plane;
+mod stream;
 mod values;
 
 pub use plane::PlaneHandle;
@@ -59,8 +62,9 @@ pub struct ApiState {
     /// The heartbeat, to say when the next pass is due.
     pub heartbeat: Duration,
     /// Reads that copy every intention (up to a quarter megabyte each)
-    /// wait their turn here: their memory stays bounded whoever asks.
-    pub heavy_reads: tokio::sync::Semaphore,
+    /// wait their turn here, until their answer is written: their memory
+    /// stays bounded whoever asks.
+    pub heavy_reads: Arc<tokio::sync::Semaphore>,
     /// This agent's id, stamped on the reload requests it files.
     pub agent: u64,
     /// Wakes the reload executor.
@@ -74,7 +78,7 @@ pub struct ApiState {
 /// How many whole-intention reads are served at once.
 pub const HEAVY_READS: usize = 1;
 
-type Resp = Response<Full<Bytes>>;
+type Resp = Response<BoxBody<Bytes, Infallible>>;
 
 fn json_response(status: StatusCode, body: &J) -> Resp {
     let mut text = serde_json::to_vec_pretty(body).expect("JSON serialises");
@@ -82,7 +86,26 @@ fn json_response(status: StatusCode, body: &J) -> Resp {
     Response::builder()
         .status(status)
         .header(CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(text)))
+        .body(Full::new(Bytes::from(text)).boxed())
+        .expect("a valid response")
+}
+
+/// A 200 whose JSON is written by `produce` on a blocking thread as the
+/// client reads it ([`stream`]): `head` with the array under `key`.
+fn streamed_response(
+    head: serde_json::Map<String, J>,
+    key: &str,
+    produce: impl FnOnce(&mut stream::Writer) + Send + 'static,
+) -> Resp {
+    let (body, mut writer) = stream::channel(head, key);
+    crate::host::blocking::detach(move || {
+        produce(&mut writer);
+        writer.finish();
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(CONTENT_TYPE, "application/json")
+        .body(body.boxed())
         .expect("a valid response")
 }
 
@@ -157,7 +180,7 @@ async fn route(state: &ApiState, req: Request<Incoming>) -> Result<Resp, ApiErro
         (["healthz"], &Method::GET) => healthz(state).await,
         (["readyz"], &Method::GET) => Ok(readyz(state).await),
         (["metrics"], &Method::GET) => Ok(metrics(state)),
-        (["v1", "status"], &Method::GET) => Ok(json_response(StatusCode::OK, &status_json(state))),
+        (["v1", "status"], &Method::GET) => Ok(status(state)),
         (["v1", "modules", name], &Method::GET) => module(state, name).await,
         (["v1", "events"], &Method::GET) => events(state, req.uri().query().unwrap_or("")).await,
         (["v1", "intentions"], &Method::GET) => {
@@ -328,11 +351,15 @@ async fn readyz(state: &ApiState) -> Resp {
 }
 
 fn metrics(state: &ApiState) -> Resp {
-    let board = state.board.lock().expect("board lock").clone();
+    // Rendered under the lock: a copy of a 1000-module board is larger
+    // than the text.
+    let text = state
+        .metrics
+        .render(&state.board.lock().expect("board lock"));
     Response::builder()
         .status(StatusCode::OK)
         .header(CONTENT_TYPE, "text/plain; version=0.0.4")
-        .body(Full::new(Bytes::from(state.metrics.render(&board))))
+        .body(Full::new(Bytes::from(text)).boxed())
         .expect("a valid response")
 }
 
@@ -342,10 +369,44 @@ fn secs(t: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
-/// The node's status and every module's, as `GET /v1/status` serves it.
-pub fn status_json(state: &ApiState) -> J {
+/// How many modules' statuses are read from the board under one lock.
+const BOARD_BATCH: usize = 32;
+
+/// `GET /v1/status`: the node's status and every module's, the modules
+/// read from the board a batch at a time as the answer is written (no copy
+/// of the whole board, no whole text); each module's status is as it was
+/// when its batch was read.
+fn status(state: &ApiState) -> Resp {
+    let board = state.board.clone();
+    streamed_response(status_head(state), "modules", move |w| {
+        let mut after: Option<String> = None;
+        loop {
+            let batch: Vec<(String, J)> = {
+                let b = board.lock().expect("board lock");
+                let rest = match &after {
+                    Some(k) => b.range::<str, _>((Excluded(k.as_str()), Unbounded)),
+                    None => b.range::<str, _>(..),
+                };
+                rest.take(BOARD_BATCH)
+                    .map(|(k, m)| (k.clone(), serde_json::to_value(m).unwrap_or(J::Null)))
+                    .collect()
+            };
+            let Some((last, _)) = batch.last() else {
+                return;
+            };
+            after = Some(last.clone());
+            for (_, m) in &batch {
+                if !w.push(m) {
+                    return;
+                }
+            }
+        }
+    })
+}
+
+/// The node's status, as `GET /v1/status` serves it beside the modules'.
+fn status_head(state: &ApiState) -> serde_json::Map<String, J> {
     let node = state.node.lock().expect("node lock").clone();
-    let board = state.board.lock().expect("board lock").clone();
     let engine = match &node.engine {
         EngineStatus::Unknown => json!({ "state": "unknown" }),
         EngineStatus::Reachable => json!({ "state": "reachable" }),
@@ -357,7 +418,7 @@ pub fn status_json(state: &ApiState) -> J {
         .last_pass
         .map(|(at, took)| json!({ "at": secs(at), "duration_ms": took.as_secs_f64() * 1000.0 }));
     let next_pass = node.last_pass.map(|(at, _)| secs(at + state.heartbeat));
-    json!({
+    let head = json!({
         "node": {
             "id": state.node_id.as_str(),
             "version": crate::VERSION,
@@ -371,8 +432,11 @@ pub fn status_json(state: &ApiState) -> J {
             "quarantine": crate::status::quarantine_json(&node.quarantine),
         },
         "plane": plane::plane_json(state.plane.as_ref()),
-        "modules": board.values().collect::<Vec<&ModuleStatus>>(),
-    })
+    });
+    match head {
+        J::Object(m) => m,
+        _ => serde_json::Map::new(),
+    }
 }
 
 async fn module(state: &ApiState, name: &str) -> Result<Resp, ApiError> {
@@ -442,10 +506,15 @@ async fn events(state: &ApiState, query: &str) -> Result<Resp, ApiError> {
         .blocking(move |s| s.events_since(since, limit))
         .await?;
     let next = evs.last().map_or(since, |e| e.seq);
-    Ok(json_response(
-        StatusCode::OK,
-        &json!({ "events": evs, "next": next }),
-    ))
+    let mut head = serde_json::Map::new();
+    head.insert("next".into(), J::from(next));
+    Ok(streamed_response(head, "events", move |w| {
+        for e in &evs {
+            if !w.push(&serde_json::to_value(e).unwrap_or(J::Null)) {
+                return;
+            }
+        }
+    }))
 }
 
 /// An entry as the API shows it; without `values`, the values that may be
@@ -480,27 +549,70 @@ fn entry_json(name: &ModuleName, e: &Entry, values: bool) -> Option<J> {
     Some(doc)
 }
 
+/// `GET /v1/intentions`, written an intention at a time as the client
+/// reads, the entries read from the store a batch at a time (each batch
+/// as it was when read); the turn is held until the answer is written.
 async fn list_intentions(state: &ApiState, values: bool) -> Result<Resp, ApiError> {
-    let _turn = state.heavy_reads.acquire().await.expect("never closed");
-    let entries = state.store.blocking(|s| s.entries()).await?;
-    let all: Vec<J> = entries
-        .iter()
-        .filter_map(|(n, e)| entry_json(n, e, values))
-        .collect();
-    Ok(json_response(StatusCode::OK, &json!({ "intentions": all })))
+    let turn = state
+        .heavy_reads
+        .clone()
+        .acquire_owned()
+        .await
+        .expect("never closed");
+    // The first batch is read before answering, so a store that cannot be
+    // read is an error status, not a cut answer.
+    let first = state
+        .store
+        .blocking(|s| s.entries_after(None, STORE_BATCH))
+        .await?;
+    let store = state.store.clone();
+    Ok(streamed_response(
+        serde_json::Map::new(),
+        "intentions",
+        move |w| {
+            let _turn = turn;
+            let mut batch = first;
+            loop {
+                let Some((last, _)) = batch.last() else {
+                    return;
+                };
+                let last = last.clone();
+                for (n, e) in &batch {
+                    if let Some(doc) = entry_json(n, e, values)
+                        && !w.push(&doc)
+                    {
+                        return;
+                    }
+                }
+                batch = match store.entries_after(Some(&last), STORE_BATCH) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        // Said in the log; the answer ends cut short (its
+                        // JSON does not parse), never as a shorter list.
+                        tracing::error!("GET /v1/intentions: {e}");
+                        w.abort();
+                        return;
+                    }
+                };
+            }
+        },
+    ))
 }
+
+/// How many intentions are read from the store at a time for a list.
+const STORE_BATCH: usize = 32;
 
 async fn get_intention(state: &ApiState, name: &str, values: bool) -> Result<Resp, ApiError> {
     let name = module_name(name)?;
     let _turn = state.heavy_reads.acquire().await.expect("never closed");
-    let entries = state.store.blocking(|s| s.entries()).await?;
-    let e = entries
-        .get(&name)
+    let n = name.clone();
+    let doc = state
+        .store
+        .blocking(move |s| s.entry(&n))
+        .await?
+        .and_then(|e| entry_json(&name, &e, values))
         .ok_or_else(|| ApiError::NotFound(format!("no module {:?}", name.as_str())))?;
-    Ok(json_response(
-        StatusCode::OK,
-        &entry_json(&name, e, values).expect("stored entries have a record"),
-    ))
+    Ok(json_response(StatusCode::OK, &doc))
 }
 
 async fn put_intention(state: &ApiState, name: ModuleName, body: &[u8]) -> Result<Resp, ApiError> {

@@ -172,8 +172,11 @@ impl Desired {
         }
         let mut modules = BTreeMap::new();
         let mut seen: BTreeMap<ModuleName, usize> = BTreeMap::new();
-        for (i, m) in doc.modules.iter().enumerate() {
-            let intention = check_module(i, m)?;
+        // Consumed as checked: a module's JSON value goes as its intention
+        // is made, so the two are not both held for the whole document.
+        for (i, m) in doc.modules.into_iter().enumerate() {
+            let intention = check_module(i, &m)?;
+            drop(m);
             if let Some(first) = seen.insert(intention.name.clone(), i) {
                 return Err(DocumentError::new(
                     format!("modules[{i}] ({})", intention.name),

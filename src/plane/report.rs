@@ -175,15 +175,19 @@ impl Reporter {
             .expect("plane status lock")
             .clone();
         let status = self.status.lock().expect("status lock").clone();
-        let board = self.board.lock().expect("board lock").clone();
-        let s = stable(&Parts {
-            node: &self.node,
-            plane: &plane,
-            status: &status,
-            board: &board,
-            updates: &updates,
-            reloads: &reloads,
-        });
+        // Built under the board's lock rather than from a copy of it: a
+        // 1000-module board is larger than what is built from it.
+        let s = {
+            let board = self.board.lock().expect("board lock");
+            stable(&Parts {
+                node: &self.node,
+                plane: &plane,
+                status: &status,
+                board: &board,
+                updates: &updates,
+                reloads: &reloads,
+            })
+        };
         let digest = Digest::canonical("stead.report", &s);
         let now = crate::store::now();
         (digest, full(s, seq, now, &plane, undelivered))

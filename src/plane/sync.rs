@@ -475,7 +475,7 @@ impl Syncer {
             }
             StatusCode::OK => {
                 contact.error = None;
-                self.guarded(held, contact, &answer.body, (etag, last_modified), now)
+                self.guarded(held, contact, answer.body, (etag, last_modified), now)
                     .await
             }
             s => {
@@ -516,11 +516,11 @@ impl Syncer {
         &self,
         held: Option<Held>,
         mut contact: Contact,
-        body: &[u8],
+        body: hyper::body::Bytes,
         validators: (Option<String>, Option<String>),
         now: u64,
     ) -> Outcome {
-        let digest = crate::model::names::Digest::of(body);
+        let digest = crate::model::names::Digest::of(&body);
         let (d, boot) = (digest.clone(), crate::host::boot_id());
         let begun = self
             .store
@@ -568,13 +568,13 @@ impl Syncer {
         &self,
         held: Option<Held>,
         mut contact: Contact,
-        body: &[u8],
+        body: hyper::body::Bytes,
         (etag, last_modified): (Option<String>, Option<String>),
         now: u64,
     ) -> Outcome {
         let clock = Clock::read();
         let verdict = accept::judge(
-            body,
+            &body,
             &self.node,
             &self.config.trusted_keys,
             held.as_ref(),
@@ -612,7 +612,7 @@ impl Syncer {
                 Outcome::Refused(r)
             }
             Verdict::Adopt(a) => {
-                let d = a.desired;
+                let mut d = a.desired;
                 let new = Held {
                     url: self.url.clone(),
                     revision: d.revision,
@@ -627,8 +627,10 @@ impl Syncer {
                 contact.refusal = None;
                 crate::host::crash_point("plane:after-verify");
                 let revision = d.revision;
-                let modules = d.modules.clone();
-                let (h2, c2, bytes) = (new.clone(), contact.clone(), body.to_vec());
+                // Moved, not copied: the parsed modules and the fetched
+                // bytes are the only copies of the document in memory.
+                let modules = std::mem::take(&mut d.modules);
+                let (h2, c2, bytes) = (new.clone(), contact.clone(), body);
                 let adopted = self
                     .store
                     .blocking(move |s| {

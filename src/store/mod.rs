@@ -628,6 +628,62 @@ impl Store {
         Ok((out, unreadable))
     }
 
+    /// At most `limit` entries, by module, after `after` (from the first
+    /// when `None`): every entry read a batch at a time, each batch in a
+    /// read transaction of its own.
+    pub fn entries_after(
+        &self,
+        after: Option<&ModuleName>,
+        limit: usize,
+    ) -> Result<Vec<(ModuleName, Entry)>, StoreError> {
+        let tx = self.db()?.begin_read().map_err(self.io("read"))?;
+        let table = tx.open_table(INTENTIONS).map_err(self.io("read"))?;
+        let overlays = tx.open_table(OVERLAYS).map_err(self.io("read"))?;
+        let start = match after {
+            Some(n) => std::ops::Bound::Excluded(n.as_str()),
+            None => std::ops::Bound::Unbounded,
+        };
+        let rows = table
+            .range::<&str>((start, std::ops::Bound::Unbounded))
+            .map_err(self.io("read"))?;
+        let mut out = Vec::new();
+        for row in rows.take(limit) {
+            let (k, v) = row.map_err(self.io("read"))?;
+            let record = decode_intention(k.value(), v.value())?;
+            let overlay = match overlays.get(k.value()).map_err(self.io("read"))? {
+                Some(o) => decode_overlay(k.value(), o.value())?,
+                None => Overlay::new(),
+            };
+            out.push((
+                record.intention.name.clone(),
+                Entry {
+                    record: Some(record),
+                    overlay,
+                },
+            ));
+        }
+        Ok(out)
+    }
+
+    /// One module's intention with its overlay, when it has an intention.
+    pub fn entry(&self, name: &ModuleName) -> Result<Option<Entry>, StoreError> {
+        let tx = self.db()?.begin_read().map_err(self.io("read"))?;
+        let table = tx.open_table(INTENTIONS).map_err(self.io("read"))?;
+        let overlays = tx.open_table(OVERLAYS).map_err(self.io("read"))?;
+        let Some(v) = table.get(name.as_str()).map_err(self.io("read"))? else {
+            return Ok(None);
+        };
+        let record = decode_intention(name.as_str(), v.value())?;
+        let overlay = match overlays.get(name.as_str()).map_err(self.io("read"))? {
+            Some(o) => decode_overlay(name.as_str(), o.value())?,
+            None => Overlay::new(),
+        };
+        Ok(Some(Entry {
+            record: Some(record),
+            overlay,
+        }))
+    }
+
     /// Reads a module's entry, lets `f` change it, and writes back what
     /// changed, all in one write transaction: concurrent writers (the API,
     /// the intentions directory) never interleave or lose an update. The
@@ -905,6 +961,32 @@ mod tests {
         let ev = s.events_since(0, 10).unwrap();
         assert_eq!(ev.len(), 1);
         assert_eq!(ev[0].detail, "hello");
+    }
+
+    #[test]
+    fn entries_read_in_batches_and_one_by_name_are_the_entries() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(&d.path().join("s.redb")).unwrap();
+        for name in ["a", "b", "c", "d", "e"] {
+            let mut i = intention();
+            i.name = ModuleName::try_from(name).unwrap();
+            s.put_intention(&IntentionRecord::new(Source::Api, 1, i))
+                .unwrap();
+        }
+        let all = s.entries().unwrap();
+        let mut batched = Vec::new();
+        let mut after: Option<ModuleName> = None;
+        loop {
+            let batch = s.entries_after(after.as_ref(), 2).unwrap();
+            let Some((last, _)) = batch.last() else { break };
+            assert!(batch.len() <= 2);
+            after = Some(last.clone());
+            batched.extend(batch);
+        }
+        assert_eq!(batched, all.clone().into_iter().collect::<Vec<_>>());
+        let b = ModuleName::try_from("b").unwrap();
+        assert_eq!(s.entry(&b).unwrap().as_ref(), all.get(&b));
+        assert_eq!(s.entry(&ModuleName::try_from("z").unwrap()).unwrap(), None);
     }
 
     #[test]

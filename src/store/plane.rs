@@ -155,7 +155,11 @@ impl Store {
         {
             let mut it = tx.open_table(INTENTIONS).map_err(self.io("adopt plane"))?;
             let mut ot = tx.open_table(OVERLAYS).map_err(self.io("adopt plane"))?;
-            let mut before = BTreeMap::new();
+            // What is stored now is kept as its bytes, and compared with
+            // what `f` leaves encoded the same way: a decoded copy of every
+            // entry (a 1000-module document's) is not held twice.
+            let mut before: BTreeMap<ModuleName, (Vec<u8>, Option<Vec<u8>>)> = BTreeMap::new();
+            let mut after = BTreeMap::new();
             for row in it.iter().map_err(self.io("adopt plane"))? {
                 let (k, v) = row.map_err(self.io("adopt plane"))?;
                 let name = ModuleName::try_from(k.value()).map_err(|e| StoreError::Corrupt {
@@ -164,11 +168,19 @@ impl Store {
                     message: e.to_string(),
                 })?;
                 let record = super::decode_intention(k.value(), v.value())?;
-                let overlay = match ot.get(k.value()).map_err(self.io("adopt plane"))? {
+                let stored_overlay = ot.get(k.value()).map_err(self.io("adopt plane"))?;
+                let overlay = match &stored_overlay {
                     Some(o) => super::decode_overlay(k.value(), o.value())?,
                     None => Overlay::new(),
                 };
                 before.insert(
+                    name.clone(),
+                    (
+                        v.value().to_vec(),
+                        stored_overlay.map(|o| o.value().to_vec()),
+                    ),
+                );
+                after.insert(
                     name,
                     Entry {
                         record: Some(record),
@@ -176,21 +188,27 @@ impl Store {
                     },
                 );
             }
-            let mut after = before.clone();
             out = f(&mut after);
             let names: std::collections::BTreeSet<&ModuleName> =
                 before.keys().chain(after.keys()).collect();
             for name in names {
-                let (b, a) = (before.get(name), after.get(name));
-                if b == a {
+                let a = after.get(name);
+                let record = a
+                    .and_then(|e| e.record.as_ref())
+                    .map(|r| records::encode(records::INTENTIONS, &records::intention_record(r)));
+                let overlay = a
+                    .filter(|e| e.record.is_some() && !e.overlay.is_empty())
+                    .map(|e| records::encode(records::OVERLAYS, &records::overlay(&e.overlay)));
+                let stored = before.get(name);
+                if stored.map(|(r, _)| r) == record.as_ref()
+                    && stored.and_then(|(_, o)| o.as_ref()) == overlay.as_ref()
+                {
                     continue;
                 }
                 changed = true;
                 let key = name.as_str();
-                match a.and_then(|e| e.record.as_ref()) {
-                    Some(r) => {
-                        let bytes =
-                            records::encode(records::INTENTIONS, &records::intention_record(r));
+                match record {
+                    Some(bytes) => {
                         it.insert(key, bytes.as_slice())
                             .map_err(self.io("adopt plane"))?;
                     }
@@ -198,10 +216,8 @@ impl Store {
                         it.remove(key).map_err(self.io("adopt plane"))?;
                     }
                 }
-                match a.filter(|e| e.record.is_some() && !e.overlay.is_empty()) {
-                    Some(e) => {
-                        let bytes =
-                            records::encode(records::OVERLAYS, &records::overlay(&e.overlay));
+                match overlay {
+                    Some(bytes) => {
                         ot.insert(key, bytes.as_slice())
                             .map_err(self.io("adopt plane"))?;
                     }

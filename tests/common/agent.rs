@@ -136,11 +136,34 @@ fn exchange(addr: &str, request: &str, timeout_secs: u64) -> (u16, String) {
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let body = out
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_string();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or(("", ""));
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("\r\ntransfer-encoding: chunked");
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
     (status, body)
+}
+
+/// A chunked body (large answers are written as they are read) decoded;
+/// what is cut short ends where it was cut.
+fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16) else {
+            break;
+        };
+        if n == 0 || after.len() < n {
+            out.push_str(after.get(..n.min(after.len())).unwrap_or(""));
+            break;
+        }
+        out.push_str(&after[..n]);
+        rest = after[n..].strip_prefix("\r\n").unwrap_or(&after[n..]);
+    }
+    out
 }
 
 impl Drop for Agent {

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod agent;
+pub mod cgroup;
 pub mod desired;
 pub mod faults;
 pub mod plane;
