@@ -456,10 +456,7 @@ impl Reconciler {
 
     /// Intake: the directory into the store, every entry read once; the
     /// files refused are said once each.
-    async fn intake(
-        &mut self,
-        store: &Arc<Store>,
-    ) -> Result<Intaken, PassError> {
+    async fn intake(&mut self, store: &Arc<Store>) -> Result<Intaken, PassError> {
         let (entries, unreadable, intake) = {
             let (dir, s) = (self.intentions.clone(), store.clone());
             blocking(move || -> Result<_, StoreError> {

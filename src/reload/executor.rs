@@ -581,12 +581,25 @@ impl Executor {
                     })
                     .unwrap_or_default(),
                 request: r.id,
-                from_image: i.image.clone(),
-                from_range: i
-                    .update
-                    .as_ref()
-                    .map(|u| u.range.as_str().to_string())
-                    .unwrap_or_default(),
+                // What the item was resolved against, not what the
+                // intention says now: an edit made since (seen here before
+                // the next step supersedes the request) must not be
+                // stamped as what this version stands for.
+                // (An item of a request filed before it said so, from an
+                // older store, is resolved against the intention as it is.)
+                from_image: if item.image.is_empty() {
+                    i.image.clone()
+                } else {
+                    item.image.clone()
+                },
+                from_range: if item.image.is_empty() {
+                    i.update
+                        .as_ref()
+                        .map(|u| u.range.as_str().to_string())
+                        .unwrap_or_default()
+                } else {
+                    item.range.clone()
+                },
                 previous_image: item.running_image.clone(),
             };
             let id = r.id;
