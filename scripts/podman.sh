@@ -105,7 +105,10 @@ fi
 if ! up; then
     rm -f "$SOCKET"
     say "starting podman system service on $SOCKET (log: $LOG)"
-    setsid nohup podman system service --time=0 "unix://$SOCKET" >>"$LOG" 2>&1 </dev/null &
+    # From /: the service's conmon processes inherit its working directory,
+    # and one that is removed later (a checkout, a temp dir) fails every
+    # container start ("Failed to get working directory").
+    env -C / setsid nohup podman system service --time=0 "unix://$SOCKET" >>"$LOG" 2>&1 </dev/null &
     echo $! >"$PIDFILE"
     for _ in $(seq 1 $((TIMEOUT * 4))); do
         up && break
