@@ -14,6 +14,9 @@
 #                                       # of tests/runtime.rs on both Podman
 #                                       # services (one test binary built)
 #   scripts/fresh-machine.sh --all      # the whole scripts/test.sh
+#   scripts/fresh-machine.sh --cargo-test ARGS...
+#                                       # the setup, then `cargo test --locked
+#                                       # ARGS` (one failure looked at alone)
 #
 # The container is privileged (it runs its own Docker Engine and Podman, as
 # the machine would); /var/lib/docker and /var/lib/containers are volumes of
@@ -43,11 +46,18 @@ NAME=fresh-machine.sh
 . scripts/lib.sh
 
 MODE=setup
+TEST_ARGS=""
 case "${1:-}" in
     "") ;;
     --all) MODE=all ;;
     --podman) MODE=podman ;;
-    *) die "usage: scripts/fresh-machine.sh [--podman | --all]" ;;
+    --cargo-test)
+        MODE=cargo-test
+        shift
+        [ "$#" -gt 0 ] || die "--cargo-test needs the arguments of cargo test"
+        TEST_ARGS="$(printf '%q ' "$@")"
+        ;;
+    *) die "usage: scripts/fresh-machine.sh [--podman | --all | --cargo-test ARGS...]" ;;
 esac
 SUITE="${STEAD_FRESH_SUITE:-bookworm}"
 RUST="${STEAD_FRESH_RUST:-host}"
@@ -124,6 +134,10 @@ STEAD_TEST_ENGINE_SOCKET=/run/stead-podman/podman.sock cargo test --locked --tes
 STEAD_TEST_ENGINE_SOCKET=/run/stead-podman-cni/podman.sock cargo test --locked --test runtime -- \
     --exact a_user_network_that_cannot_resolve_names_is_refused_naming_the_backend
 echo "fresh-machine: the user-network tests passed on both Podman services"'
+    fi
+    if [ "$MODE" = cargo-test ]; then
+        run+="
+cargo test --locked $TEST_ARGS"
     fi
 fi
 

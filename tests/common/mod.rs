@@ -382,7 +382,22 @@ impl Node {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        panic!("timed out after {secs}s waiting for {what}");
+        panic!(
+            "timed out after {secs}s waiting for {what}\n{}",
+            self.agent_log_tail(40)
+        );
+    }
+
+    /// The last `lines` lines of the agent's log (what a timeout says
+    /// about why), or a note that no agent ran.
+    pub fn agent_log_tail(&self, lines: usize) -> String {
+        let log = std::fs::read_to_string(self.dir.path().join("agent.log")).unwrap_or_default();
+        if log.is_empty() {
+            return "(no agent log)".into();
+        }
+        let all: Vec<&str> = log.lines().collect();
+        let from = all.len().saturating_sub(lines);
+        format!("--- the agent's log, last {} lines ---\n{}", all.len() - from, all[from..].join("\n"))
     }
 
     /// Waits until the module's container has printed `text`.
