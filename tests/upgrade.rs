@@ -7,7 +7,11 @@
 //! runtime fields, a live record) running the intentions beside it
 //! (`scripts/store-fixture-0.4.0.sh`); it too must read back as this version
 //! parses the same files, and `stead check` must print what 0.4.0 printed
-//! for them (an upgrade recreates nothing).
+//! for them (an upgrade recreates nothing). `store-0.5.0.redb` was written by
+//! release 0.5.0 (schema 7) against the engine, a registry and a plane
+//! (`scripts/store-fixture-0.5.0.sh`), with a record of every kind: file, API
+//! and plane intentions, an overlay, applied, observed, events, a live
+//! record, a done reload and its update state, the held plane document.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -311,4 +315,112 @@ fn a_store_written_by_0_4_0_is_migrated_and_reads_back_intact() {
     let live = stead::model::names::ModuleName::try_from("live").unwrap();
     let (container, _) = store.live(&live).unwrap().expect("a live record");
     assert_eq!(Some(&container), applied["live"].container_id.as_ref());
+}
+
+/// What 0.5.0 printed for its fixture's intentions (every runtime field, a
+/// live config, a module reloaded from a registry, a plain one): the same
+/// digests now.
+#[test]
+fn intentions_of_0_5_0_digest_the_same_so_an_upgrade_recreates_nothing() {
+    let want = std::fs::read_to_string(fixture("store-0.5.0/check-0.5.0.txt")).unwrap();
+    assert!(
+        want.contains("networks") && want.contains("volumes"),
+        "{want}"
+    );
+    assert_eq!(
+        check_intentions(&fixture("store-0.5.0/intentions")),
+        want.trim_end()
+    );
+}
+
+/// The store 0.5.0 wrote (schema 7): every kind of record reads back.
+#[test]
+fn a_store_written_by_0_5_0_reads_back_every_kind_of_record() {
+    use stead::model::intention::{DocFormat, Intention};
+    use stead::model::names::ModuleName;
+    use stead::model::reload::Status;
+
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("stead.redb");
+    std::fs::copy(fixture("store-0.5.0.redb"), &p).unwrap();
+    let store = Store::open(&p).unwrap();
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    let name = |s: &str| ModuleName::try_from(s).unwrap();
+
+    // Intentions from files, as this version parses the same files.
+    let entries = store.entries().unwrap();
+    let dir = fixture("store-0.5.0/intentions");
+    for m in ["rt", "live", "web", "app"] {
+        let f = dir.join(format!("{m}.toml"));
+        let text = std::fs::read_to_string(&f).unwrap();
+        let want = Intention::parse(&text, DocFormat::Toml, &f.display().to_string()).unwrap();
+        let got = entries[&name(m)].record.as_ref().expect(m);
+        assert!(
+            matches!(got.source, Source::File(_)),
+            "{m}: {:?}",
+            got.source
+        );
+        assert_eq!(got.intention, want, "{m}");
+    }
+
+    // The API's module: its PUT with the settings its PATCH changed.
+    let api = &entries[&name("api-mod")];
+    let mut body: J = serde_json::from_slice(
+        &std::fs::read(fixture("store-0.5.0/api/api-mod.put.json")).unwrap(),
+    )
+    .unwrap();
+    body["settings"] = json!({ "log.level": "warn", "peer.url": "http://10.0.0.2:8080" });
+    let want = Intention::parse_json(body.to_string().as_bytes(), "api-mod.put.json").unwrap();
+    let rec = api.record.as_ref().unwrap();
+    assert_eq!(rec.source, Source::Api);
+    assert_eq!(rec.revision, 2, "a PUT and a PATCH");
+    assert_eq!(api.effective().as_ref(), Some(&want));
+
+    // The plane's module and the document it came in.
+    let planed = entries[&name("planed")].record.as_ref().unwrap();
+    assert_eq!(planed.source, Source::Plane);
+    let (held, contact) = store.plane().unwrap();
+    let held = held.expect("a held document");
+    assert_eq!(held.revision, 5);
+    assert!(held.etag.is_some() && held.expires > held.issued_at);
+    assert!(
+        contact.at.is_some() && contact.refusal.is_none(),
+        "{contact:?}"
+    );
+    let envelope = store.plane_envelope().unwrap().expect("the envelope");
+    assert_eq!(
+        envelope,
+        std::fs::read(fixture("store-0.5.0/desired.json")).unwrap()
+    );
+
+    // Applied and observed for every module; the live record.
+    let applied = store.all_applied().unwrap();
+    let observed = store.all_observed().unwrap();
+    for m in ["rt", "live", "web", "app", "api-mod", "planed"] {
+        assert_eq!(applied[m].state, ApplyState::Applied, "{m}");
+        assert!(applied[m].container_id.is_some(), "{m}");
+        assert!(observed.contains_key(m), "{m}");
+    }
+    let (container, _) = store.live(&name("live")).unwrap().expect("a live record");
+    assert_eq!(Some(&container), applied["live"].container_id.as_ref());
+
+    // The reload: 1.0.0 -> 1.1.0, done; what it landed stands.
+    let reloads = store.reloads().unwrap();
+    assert_eq!(reloads.len(), 1, "{reloads:?}");
+    let r = &reloads[0];
+    assert_eq!(
+        (r.id, r.status, r.module.as_deref()),
+        (1, Status::Done, Some("app"))
+    );
+    assert_eq!(r.items[0].running_version.as_deref(), Some("1.0.0"));
+    assert_eq!(r.items[0].found_version.as_deref(), Some("1.1.0"));
+    let updates = store.updates().unwrap();
+    let landed = updates[&name("app")].landed.as_ref().expect("landed");
+    assert_eq!(landed.version, "1.1.0");
+    assert_eq!(landed.request, 1);
+
+    // The event log, whole.
+    let events = store.events_since(0, usize::MAX).unwrap();
+    assert!(events.len() > 10, "{events:?}");
+    assert!(events.windows(2).all(|w| w[0].seq < w[1].seq));
 }

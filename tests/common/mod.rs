@@ -397,7 +397,11 @@ impl Node {
         }
         let all: Vec<&str> = log.lines().collect();
         let from = all.len().saturating_sub(lines);
-        format!("--- the agent's log, last {} lines ---\n{}", all.len() - from, all[from..].join("\n"))
+        format!(
+            "--- the agent's log, last {} lines ---\n{}",
+            all.len() - from,
+            all[from..].join("\n")
+        )
     }
 
     /// Waits until the module's container has printed `text`.
