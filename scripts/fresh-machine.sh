@@ -150,8 +150,11 @@ if docker run --rm --privileged "$IMAGE" true >/dev/null 2>&1; then
     cgroups=""
 else
     have="$(sed -n 's/^CapBnd:[[:space:]]*//p' /proc/self/status)"
+    # Every device, as --privileged allows: a container's devices cgroup
+    # bounds its children's, so the engine inside could not grant a
+    # module's device_cgroup_rules otherwise.
     priv=(--cap-add ALL --security-opt seccomp=unconfined --security-opt apparmor=unconfined
-        --security-opt systempaths=unconfined)
+        --security-opt systempaths=unconfined --device-cgroup-rule 'a *:* rwm')
     # The capabilities this machine's bounding set lacks (capsh's numbering).
     for n in $(seq 0 40); do
         if ((((0x$have >> n) & 1) == 0)); then
