@@ -1,15 +1,15 @@
 //! An upgrade of stead over a store it wrote: `tests/fixtures/store-0.1.0.redb`
 //! was written by release 0.1.0 (schema 1) and `store-0.1.0.json` is every
-//! record in it as the 0.1.0 code read it back (`scripts/store-fixture.sh`
+//! record in it as the 0.1.0 code read it back (`tests/fixtures/store-0.1.0/make.sh`
 //! made both). This binary must migrate the store on open and read every
 //! record back intact, and then refuse a store newer than itself without
 //! writing to it. `store-0.4.0.redb` was written by release 0.4.0 (schema 6:
 //! runtime fields, a live record) running the intentions beside it
-//! (`scripts/store-fixture-0.4.0.sh`); it too must read back as this version
+//! (`tests/fixtures/store-0.4.0/make.sh`); it too must read back as this version
 //! parses the same files, and `stead check` must print what 0.4.0 printed
 //! for them (an upgrade recreates nothing). `store-0.5.0.redb` was written by
 //! release 0.5.0 (schema 7) against the engine, a registry and a plane
-//! (`scripts/store-fixture-0.5.0.sh`), with a record of every kind: file, API
+//! (`tests/fixtures/store-0.5.0/make.sh`), with a record of every kind: file, API
 //! and plane intentions, an overlay, applied, observed, events, a live
 //! record, a done reload and its update state, the held plane document.
 
@@ -260,7 +260,7 @@ fn check_intentions(dir: &Path) -> String {
 }
 
 /// What 0.4.0 printed for intentions of every runtime field, a live
-/// config and a plain module (`scripts/store-fixture-0.4.0.sh`): the same
+/// config and a plain module (`tests/fixtures/store-0.4.0/make.sh`): the same
 /// digests now, so an upgrade from 0.4.0 recreates nothing.
 #[test]
 fn intentions_of_0_4_0_digest_the_same_so_an_upgrade_recreates_nothing() {
