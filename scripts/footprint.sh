@@ -77,16 +77,7 @@ cpu_s="$(awk -v a="$t0" -v b="$t1" -v hz="$hz" 'BEGIN { printf "%.2f", (b - a) /
 # bytes change, a comment line, its intention not: parsed again, no
 # recreate), then RSS and descriptors again.
 addr="$(cat "$work/data/api-addr")"
-python3 - "$addr" <<'PY'
-import http.client, sys
-host, port = sys.argv[1].rsplit(":", 1)
-paths = ["/v1/status", "/healthz", "/metrics", "/v1/events?limit=50"]
-for k in range(10000):
-    c = http.client.HTTPConnection(host, int(port), timeout=30)
-    c.request("GET", paths[k % len(paths)])
-    r = c.getresponse(); r.read(); c.close()
-    assert r.status == 200, r.status
-PY
+python3 scripts/footprint/requests.py "$addr"
 cp "$work/i/m1.toml" "$work/m1.orig"
 for k in $(seq 1 1000); do
     { cat "$work/m1.orig"; echo "# rewrite $k"; } >"$work/i/.m1.tmp"
