@@ -5,18 +5,19 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::process::Child;
 use std::time::{Duration, Instant};
 
+use common::agent::Agent;
 use common::*;
 use hyper::Method;
 use serde_json::{Value as J, json};
 use stead::cli::client::{Answer, Client};
 
 /// A running agent and a client of its API.
+/// The agent is dropped (killed) before the node removes its containers.
 struct Running {
+    _agent: Agent,
     node: Node,
-    child: Child,
     addr: SocketAddr,
     token: String,
     rt: tokio::runtime::Runtime,
@@ -24,28 +25,19 @@ struct Running {
 
 impl Running {
     fn start(node: Node) -> Running {
-        let addr_file = node.data().join("api-addr");
-        let _ = std::fs::remove_file(&addr_file);
-        let child = node.spawn();
+        let agent = Agent::start(&node);
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .unwrap();
         let mut r = Running {
+            addr: agent.addr.parse().unwrap(),
+            _agent: agent,
             node,
-            child,
-            addr: "127.0.0.1:1".parse().unwrap(),
             token: String::new(),
             rt,
         };
-        r.node
-            .wait_for(20, "the API to listen", || addr_file.exists());
-        r.addr = std::fs::read_to_string(&addr_file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
         r.token = std::fs::read_to_string(r.node.data().join("api-token"))
             .unwrap()
             .trim()
@@ -96,13 +88,6 @@ impl Running {
         let mut out = String::new();
         let _ = s.read_to_string(&mut out);
         out
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -4,9 +4,9 @@
 
 mod common;
 
-use std::io::Read;
 use std::time::Duration;
 
+use common::agent::Agent;
 use common::*;
 
 fn simple(name: &str) -> String {
@@ -27,7 +27,7 @@ fn the_agent_waits_for_an_engine_that_is_absent_then_goes_away() {
     n.write_intention("w.toml", &simple(&m));
 
     // The engine's socket does not exist when the agent starts.
-    let mut agent = n.spawn();
+    let mut agent = Agent::spawn_with(&n, &[], &[]);
     std::thread::sleep(Duration::from_secs(3));
     assert!(
         agent.try_wait().unwrap().is_none(),
@@ -62,13 +62,7 @@ fn the_agent_waits_for_an_engine_that_is_absent_then_goes_away() {
 
     agent.kill().unwrap();
     agent.wait().unwrap();
-    let mut log = String::new();
-    agent
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut log)
-        .unwrap();
+    let log = Agent::log(&n);
     // Each change of state is logged once, however many retries it took.
     let away = log
         .lines()

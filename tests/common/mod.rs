@@ -14,7 +14,7 @@ pub mod registry;
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -291,17 +291,6 @@ impl Node {
         let (ok, out, err) = self.once();
         assert!(ok, "stead run --once failed:\n{out}\n{err}");
         out
-    }
-
-    /// The agent as a long-running process.
-    pub fn spawn(&self) -> Child {
-        self.stead()
-            .args(["run", "--config"])
-            .arg(self.config())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
     }
 
     /// (id, state, digest label) of the module's container, if any.
