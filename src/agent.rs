@@ -446,6 +446,8 @@ impl<C: Connect> Agent<C> {
             addr: self.config.api_listen.to_string(),
             source,
         })?;
+        // The token first: a client that finds the address finds the token.
+        let token = ensure_token(&self.config)?;
         // Where the CLI finds the API when the port was chosen by the OS.
         crate::host::files::replace_atomic(
             &self.config.api_addr_path(),
@@ -456,7 +458,6 @@ impl<C: Connect> Agent<C> {
             path: self.config.api_addr_path().display().to_string(),
             source,
         })?;
-        let token = ensure_token(&self.config)?;
         self.start_guard().await;
         let agent = self
             .store

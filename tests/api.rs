@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use common::agent::Agent;
+use common::intention::Module;
 use common::*;
 use hyper::Method;
 use serde_json::{Value as J, json};
@@ -91,21 +92,16 @@ impl Running {
     }
 }
 
-fn module_text(name: &str, policy: &str, extra: &str) -> String {
-    format!(
-        r#"name = "{name}"
-image = "{IMAGE_1}"
-command = ["sh", "-c", {cmd:?}]
-on_drift = "{policy}"
-restart = "unless-stopped"
-{extra}
-[config]
-path = "/etc/m/config.json"
-format = "json"
-defaults = {{ level = "info", database = {{ url = "" }} }}
-"#,
-        cmd = idle_after("cat /etc/m/config.json")
-    )
+fn module_text(name: &str, policy: &str, extra: &str) -> Module {
+    Module::new(name, IMAGE_1)
+        .idle("cat /etc/m/config.json")
+        .set("on_drift", &format!("{policy:?}"))
+        .set("restart", "\"unless-stopped\"")
+        .raw(extra)
+        .json_config(
+            "/etc/m/config.json",
+            "{ level = \"info\", database = { url = \"\" } }",
+        )
 }
 
 fn fast(node: Node) -> Node {
@@ -722,7 +718,7 @@ fn health_readiness_metrics_events_and_the_cli() {
     // apply and rm of a module of the API's own.
     let file = r.node.dir.path().join("apply.toml");
     let api_mod = r.node.module("viaapi");
-    std::fs::write(&file, module_text(&api_mod, "recreate", "")).unwrap();
+    std::fs::write(&file, module_text(&api_mod, "recreate", "").toml()).unwrap();
     let (code, out, err) = cli(&["apply", file.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
     r.node.wait_for(20, "the applied module's container", || {

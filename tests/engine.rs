@@ -4,26 +4,19 @@
 
 mod common;
 
+use common::intention::Module;
 use common::*;
 
-fn config_module(name: &str, setting: &str, default: &str, policy: &str) -> String {
-    format!(
-        r#"name = "{name}"
-image = "{IMAGE_1}"
-command = ["sh", "-c", {cmd:?}]
-on_drift = "{policy}"
-restart = "unless-stopped"
-
-[config]
-path = "/etc/m/config.json"
-format = "json"
-defaults = {{ poll_ms = 1000, database = {{ url = "{default}" }} }}
-
-[settings]
-"database.url" = "{setting}"
-"#,
-        cmd = idle_after("cat /etc/m/config.json")
-    )
+fn config_module(name: &str, setting: &str, default: &str, policy: &str) -> Module {
+    Module::new(name, IMAGE_1)
+        .idle("cat /etc/m/config.json")
+        .set("on_drift", &format!("{policy:?}"))
+        .set("restart", "\"unless-stopped\"")
+        .json_config(
+            "/etc/m/config.json",
+            &format!("{{ poll_ms = 1000, database = {{ url = {default:?} }} }}"),
+        )
+        .table("settings", &format!("\"database.url\" = {setting:?}"))
 }
 
 #[test]
@@ -68,6 +61,7 @@ fn seed_000_a_setting_change_recreates_once_and_the_process_sees_it() {
     // Only the defaults change (under a key no setting overrides).
     let since = unix_now();
     let text = config_module(&m, "pg://second", "pg://default", "recreate")
+        .toml()
         .replace("poll_ms = 1000", "poll_ms = 250");
     n.write_intention("sensor.toml", &text);
     let out = n.once_ok();
@@ -368,7 +362,7 @@ fn bad_input_names_file_and_field_and_changes_nothing() {
     };
     let before = stored_a();
 
-    let good_a = config_module(&a, "a2", "d", "recreate");
+    let good_a = config_module(&a, "a2", "d", "recreate").toml();
     let cases: Vec<(&str, String, &str)> = vec![
         ("bad TOML", good_a.replace("[config]", "[config"), "(file)"),
         (
@@ -534,12 +528,8 @@ fn ports_and_restart_policy_reach_the_engine() {
 fn start_first_starts_the_new_container_before_the_old_one_stops() {
     let n = Node::new("startfirst");
     let m = n.module("sf");
-    let text = |v: &str| {
-        config_module(&m, v, "d", "recreate").replace(
-            "restart = \"unless-stopped\"",
-            "restart = \"unless-stopped\"\nupdate_order = \"start-first\"",
-        )
-    };
+    let text =
+        |v: &str| config_module(&m, v, "d", "recreate").set("update_order", "\"start-first\"");
     n.write_intention("sf.toml", &text("v0"));
     n.once_ok();
     let start = unix_now();

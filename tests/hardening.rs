@@ -8,14 +8,14 @@ use std::process::Command;
 
 use common::agent::{Agent, http_send};
 use common::cgroup::MemoryCgroup;
+use common::intention::Module;
 use common::*;
 
 /// A module that prints `say` and idles, with `extra` lines.
-fn idle_module(name: &str, image: &str, say: &str, extra: &str) -> String {
-    format!(
-        "name = \"{name}\"\nimage = \"{image}\"\ncommand = [\"sh\", \"-c\", {:?}]\n{extra}\n",
-        idle_after(&format!("echo {say}"))
-    )
+fn idle_module(name: &str, image: &str, say: &str, extra: &str) -> Module {
+    Module::new(name, image)
+        .idle(&format!("echo {say}"))
+        .raw(extra)
 }
 
 fn mkfifo(p: &std::path::Path) {
@@ -885,7 +885,7 @@ fn two_agents_with_one_node_id_are_told_apart_and_said() {
     // A second agent: the same node id, a store and intentions of its own.
     let other = n.dir.path().join("other");
     std::fs::create_dir_all(other.join("intentions")).unwrap();
-    std::fs::write(other.join("intentions/t.toml"), module("second")).unwrap();
+    std::fs::write(other.join("intentions/t.toml"), module("second").toml()).unwrap();
     let cfg = std::fs::read_to_string(n.config())
         .unwrap()
         .replace("data_dir = \"data\"", "data_dir = \"other/data\"")

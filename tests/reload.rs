@@ -7,17 +7,24 @@
 mod common;
 
 use common::agent::Agent;
+use common::intention::Module;
 use common::registry::Registry;
 use common::*;
 use std::time::Duration;
 
 /// An intention updated from `image`'s repository; the process exits at
 /// once when its image says CRASH (an ENV of the image, not the intention).
-fn sensor(name: &str, image: &str, range: &str) -> String {
-    format!(
-        "name = \"{name}\"\nimage = \"{image}\"\ncommand = [\"sh\", \"-c\", {:?}]\nrestart = \"always\"\n[update]\nrange = \"{range}\"\nhealth_window = \"2s\"\n",
-        format!("[ -n \"$CRASH\" ] && exit 3; {}", idle_after("up"))
-    )
+fn sensor(name: &str, image: &str, range: &str) -> Module {
+    Module::new(name, image)
+        .sh(&format!(
+            "[ -n \"$CRASH\" ] && exit 3; {}",
+            idle_after("up")
+        ))
+        .set("restart", "\"always\"")
+        .table(
+            "update",
+            &format!("range = {range:?}\nhealth_window = \"2s\""),
+        )
 }
 
 fn image_of(container: &str) -> String {
@@ -47,6 +54,16 @@ fn wait_running(n: &Node, module: &str, image: &str, what: &str) {
     n.wait_for(90, what, || {
         n.container(module)
             .is_some_and(|(id, state, _)| state == "running" && image_of(&id) == image)
+    });
+}
+
+/// Waits until the agent's own view of the module (its last pass) says it
+/// runs `image`: what a request filed next is resolved against.
+fn wait_seen(agent: &Agent, n: &Node, module: &str, image: &str, what: &str) {
+    n.wait_for(90, what, || {
+        let (_, body) = agent.get(&format!("/v1/modules/{module}"));
+        serde_json::from_str::<serde_json::Value>(&body)
+            .is_ok_and(|m| m["image_id"] == image && m["state"] == "converged")
     });
 }
 
@@ -303,17 +320,15 @@ fn the_auto_lane_lands_what_is_published_and_never_picks_a_rolled_back_digest_ag
     let m = n.module("auto");
     n.write_intention(
         "a.toml",
-        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1").replace(
-            "[update]\n",
-            "[update]\nlane = \"auto\"\ninterval = \"1h\"\n",
-        ),
+        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1")
+            .in_table("update", "lane = \"auto\"\ninterval = \"1h\""),
     );
     // A pinned module of the same repository: the lane declines it by name.
     let pinned = n.module("pinned");
     n.write_intention(
         "p.toml",
         &sensor(&pinned, &format!("{}/{repo}:1.0.0", reg.addr), "^1")
-            .replace("[update]\n", "[update]\nlane = \"pinned\"\n"),
+            .in_table("update", "lane = \"pinned\""),
     );
     let agent = Agent::start(&n);
     // Nobody asks: the lane's first look finds 1.1.0 and files the request.
@@ -878,12 +893,20 @@ fn a_landed_version_the_engine_cannot_start_is_rolled_back_as_failed_once() {
 
 /// Waits until a request reaches `status`; returns it.
 fn wait_status(agent: &Agent, n: &Node, id: u64, status: &str) -> serde_json::Value {
-    let mut last = serde_json::Value::Null;
-    n.wait_for(90, &format!("reload {id} {status}"), || {
-        last = serde_json::from_str(&agent.get(&format!("/v1/reloads/{id}")).1).unwrap_or_default();
-        last["status"] == status
-    });
-    last
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let last: serde_json::Value =
+            serde_json::from_str(&agent.get(&format!("/v1/reloads/{id}")).1).unwrap_or_default();
+        if last["status"] == status {
+            return last;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "timed out after 90s waiting for reload {id} {status}; it reads:\n{last:#}\n{}",
+            n.agent_log_tail(20)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 #[test]
@@ -899,6 +922,7 @@ fn an_edit_of_the_image_supersedes_an_open_request_and_a_cancel_puts_back_what_r
     let intention = |tag: &str| {
         // Held for an hour: the request stays activating while the test acts.
         sensor(&m, &format!("{}/{repo}:{tag}", reg.addr), "^1")
+            .toml()
             .replace("health_window = \"2s\"", "health_window = \"1h\"")
     };
     n.write_intention("e.toml", &intention("1.0.0"));
@@ -935,6 +959,7 @@ fn an_edit_of_the_image_supersedes_an_open_request_and_a_cancel_puts_back_what_r
         "{r:#}"
     );
     wait_running(&n, &m, &v100, "back on 1.0.0 after the cancel");
+    wait_seen(&agent, &n, &m, &v100, "the agent to see 1.0.0 back");
     // An ended request cannot be cancelled again; an unknown one is not found.
     assert_eq!(
         agent.send(&n, "DELETE", &format!("/v1/reloads/{id}"), "").0,
@@ -1025,10 +1050,8 @@ fn the_auto_lane_does_not_refile_a_failed_digest_until_its_range_changes_and_flo
     let n = Node::new("reloadfloorlane").with_heartbeat("1s");
     let m = n.module("floorlane");
     let intention = |range: &str| {
-        sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), range).replace(
-            "[update]\n",
-            "[update]\nlane = \"auto\"\ninterval = \"1h\"\n",
-        )
+        sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), range)
+            .in_table("update", "lane = \"auto\"\ninterval = \"1h\"")
     };
     n.write_intention("f.toml", &intention("^1"));
     let agent = Agent::start(&n);

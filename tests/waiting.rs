@@ -7,13 +7,11 @@ mod common;
 use std::time::Duration;
 
 use common::agent::Agent;
+use common::intention::Module;
 use common::*;
 
-fn simple(name: &str) -> String {
-    format!(
-        "name = \"{name}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
-        idle_after("echo up")
-    )
+fn simple(name: &str, say: &str) -> Module {
+    Module::new(name, IMAGE_1).idle(&format!("echo {say}"))
 }
 
 #[test]
@@ -24,7 +22,7 @@ fn the_agent_waits_for_an_engine_that_is_absent_then_goes_away() {
         .with_socket(&sock.display().to_string())
         .with_heartbeat("500ms");
     let m = n.module("w");
-    n.write_intention("w.toml", &simple(&m));
+    n.write_intention("w.toml", &simple(&m, "up"));
 
     // The engine's socket does not exist when the agent starts.
     let mut agent = Agent::spawn_with(&n, &[], &[]);
@@ -47,7 +45,7 @@ fn the_agent_waits_for_an_engine_that_is_absent_then_goes_away() {
     // It goes away mid-run, and a change is made meanwhile.
     proxy.stop();
     let since = unix_now();
-    n.write_intention("w.toml", &simple(&m).replace("echo up", "echo again"));
+    n.write_intention("w.toml", simple(&m, "again"));
     std::thread::sleep(Duration::from_secs(3));
     assert!(
         agent.try_wait().unwrap().is_none(),
@@ -94,7 +92,7 @@ fn quiet_pass_requests(tag: &str, count: usize) -> Vec<String> {
     let proxy = Proxy::start(&sock);
     for k in 0..count {
         let m = n.module(&format!("m{k}"));
-        n.write_intention(&format!("{m}.toml"), &simple(&m));
+        n.write_intention(&format!("{m}.toml"), &simple(&m, "up"));
     }
     let out = n.once_ok();
     assert_eq!(out.matches("created").count(), count, "{out}");

@@ -57,7 +57,9 @@ impl Agent {
             }
             None => Command::new(env!("CARGO_BIN_EXE_stead")),
         };
-        cmd.env("STEAD_LOG", "info")
+        // STEAD_TEST_LOG=debug (or any STEAD_LOG filter) for more.
+        let level = std::env::var("STEAD_TEST_LOG").unwrap_or_else(|_| "info".into());
+        cmd.env("STEAD_LOG", level)
             .envs(env.iter().map(|(k, v)| (k, v)))
             .args(["run", "--config"])
             .arg(n.config())

@@ -8,6 +8,7 @@ pub mod agent;
 pub mod cgroup;
 pub mod desired;
 pub mod faults;
+pub mod intention;
 pub mod plane;
 pub mod registry;
 
@@ -254,10 +255,12 @@ impl Node {
         self.dir.path().join("intentions").join(file)
     }
 
-    pub fn write_intention(&self, file: &str, text: &str) {
+    /// Writes an intention file atomically: a text, or an
+    /// [`intention::Module`] being built.
+    pub fn write_intention(&self, file: &str, text: impl std::fmt::Display) {
         let p = self.intention_path(file);
         let tmp = p.with_extension("tmp");
-        std::fs::write(&tmp, text).unwrap();
+        std::fs::write(&tmp, text.to_string()).unwrap();
         std::fs::rename(&tmp, &p).unwrap();
     }
 
@@ -373,7 +376,7 @@ impl Node {
         }
         panic!(
             "timed out after {secs}s waiting for {what}\n{}",
-            self.agent_log_tail(40)
+            self.agent_log_tail(60)
         );
     }
 
