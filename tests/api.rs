@@ -113,7 +113,7 @@ fn fast(node: Node) -> Node {
 fn a_settings_patch_recreates_once_and_reports_converged() {
     let n = fast(Node::new("patch"));
     let m = n.module("p");
-    n.write_intention("p.toml", &module_text(&m, "recreate", ""));
+    n.write_intention("p.toml", module_text(&m, "recreate", ""));
     let r = Running::start(n);
     let first = r.wait_state(&m, "converged");
     let since = unix_now();
@@ -181,7 +181,7 @@ fn a_settings_patch_recreates_once_and_reports_converged() {
 fn a_report_module_shows_drifted_naming_the_config_file() {
     let n = fast(Node::new("drift"));
     let m = n.module("d");
-    n.write_intention("d.toml", &module_text(&m, "report", ""));
+    n.write_intention("d.toml", module_text(&m, "report", ""));
     let r = Running::start(n);
     let first = r.wait_state(&m, "converged");
     let a = r.call(
@@ -224,7 +224,7 @@ fn a_mounted_file_rewrite_is_acted_on_without_the_heartbeat() {
     // A new intention file is picked up the same way.
     let m2 = r.node.module("w2");
     r.node
-        .write_intention("w2.toml", &module_text(&m2, "recreate", ""));
+        .write_intention("w2.toml", module_text(&m2, "recreate", ""));
     r.node.wait_for(20, "the new module's container", || {
         r.node.container(&m2).is_some()
     });
@@ -234,7 +234,7 @@ fn a_mounted_file_rewrite_is_acted_on_without_the_heartbeat() {
 fn bad_requests_get_their_status_and_change_nothing() {
     let n = fast(Node::new("badreq"));
     let m = n.module("b");
-    n.write_intention("b.toml", &module_text(&m, "recreate", ""));
+    n.write_intention("b.toml", module_text(&m, "recreate", ""));
     let r = Running::start(n);
     r.wait_state(&m, "converged");
     // A module of the API's own, to try writes on.
@@ -490,7 +490,7 @@ fn bad_requests_get_their_status_and_change_nothing() {
 
     // A file naming the API's module is refused; the API's module stays.
     r.node
-        .write_intention("clash.toml", &module_text(&api_mod, "recreate", ""));
+        .write_intention("clash.toml", module_text(&api_mod, "recreate", ""));
     r.node.wait_for(20, "the clash to be reported", || {
         r.module(&api_mod)["last_error"]
             .as_str()
@@ -513,11 +513,11 @@ fn settling_then_converged_and_crash_looping_with_bounded_actions() {
     let settle_cmd = "n=$(cat /state/n 2>/dev/null || echo 0); n=$((n+1)); echo $n > /state/n; [ $n -le 3 ] && exit 1; echo up; trap 'exit 0' TERM; while :; do sleep 0.2; done";
     n.write_intention(
         "s.toml",
-        &format!("name = \"{settle}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {settle_cmd:?}]\nrestart = \"always\"\n[[mounts]]\nsource = {counter:?}\ntarget = \"/state\"\n"),
+        format!("name = \"{settle}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {settle_cmd:?}]\nrestart = \"always\"\n[[mounts]]\nsource = {counter:?}\ntarget = \"/state\"\n"),
     );
     n.write_intention(
         "l.toml",
-        &format!("name = \"{looping}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", \"echo boom; exit 3\"]\nrestart = \"always\"\n"),
+        format!("name = \"{looping}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", \"echo boom; exit 3\"]\nrestart = \"always\"\n"),
     );
     let start = unix_now();
     let r = Running::start(n);
@@ -557,7 +557,7 @@ fn settling_then_converged_and_crash_looping_with_bounded_actions() {
 fn concurrent_clients_are_all_answered_and_no_write_is_lost() {
     let n = Node::new("concurrent").with_heartbeat("1s");
     let m = n.module("c");
-    n.write_intention("c.toml", &module_text(&m, "report", ""));
+    n.write_intention("c.toml", module_text(&m, "report", ""));
     let r = Running::start(n);
     r.wait_state(&m, "starting");
     let clients = 64;
@@ -612,7 +612,7 @@ fn concurrent_clients_are_all_answered_and_no_write_is_lost() {
 fn health_readiness_metrics_events_and_the_cli() {
     let n = fast(Node::new("misc"));
     let m = n.module("x");
-    n.write_intention("x.toml", &module_text(&m, "recreate", ""));
+    n.write_intention("x.toml", module_text(&m, "recreate", ""));
     let r = Running::start(n);
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(r.node.data().join("api-token"))

@@ -64,7 +64,7 @@ fn the_aarch64_binary_converges_a_module_under_qemu() {
     let m = n.module("arm");
     n.write_intention(
         "arm.toml",
-        &format!(
+        format!(
             "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n[config]\npath = \"/etc/arm.json\"\nformat = \"json\"\ndefaults = {{ arch = \"aarch64\" }}\n",
             idle_after("cat /etc/arm.json")
         ),

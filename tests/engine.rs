@@ -25,7 +25,7 @@ fn seed_000_a_setting_change_recreates_once_and_the_process_sees_it() {
     let m = n.module("sensor");
     n.write_intention(
         "sensor.toml",
-        &config_module(&m, "pg://first", "pg://default", "recreate"),
+        config_module(&m, "pg://first", "pg://default", "recreate"),
     );
     let out = n.once_ok();
     assert!(
@@ -45,7 +45,7 @@ fn seed_000_a_setting_change_recreates_once_and_the_process_sees_it() {
     let since = unix_now();
     n.write_intention(
         "sensor.toml",
-        &config_module(&m, "pg://second", "pg://default", "recreate"),
+        config_module(&m, "pg://second", "pg://default", "recreate"),
     );
     let out = n.once_ok();
     assert!(
@@ -145,7 +145,7 @@ fn an_image_tag_repointed_recreates() {
     docker_ok(&["tag", IMAGE_1, &tag]);
     n.write_intention(
         "app.toml",
-        &format!(
+        format!(
             "name = \"{m}\"\nimage = \"{tag}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
             idle_after("cat /variant")
         ),
@@ -178,11 +178,11 @@ fn unmanaged_containers_are_never_touched_and_orphans_are_removed() {
     let _cleanup = Cleanup(stranger.clone());
     n.write_intention(
         "taken.toml",
-        &format!("name = \"{taken}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sleep\", \"1000\"]\n"),
+        format!("name = \"{taken}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sleep\", \"1000\"]\n"),
     );
     n.write_intention(
         "gone.toml",
-        &format!(
+        format!(
             "name = \"{gone}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
             idle_after("true")
         ),
@@ -235,10 +235,10 @@ impl Drop for Cleanup {
 fn report_policy_leaves_the_container_and_names_the_inputs() {
     let n = Node::new("report");
     let m = n.module("watch");
-    n.write_intention("w.toml", &config_module(&m, "pg://a", "d", "report"));
+    n.write_intention("w.toml", config_module(&m, "pg://a", "d", "report"));
     n.once_ok();
     let id = n.container_id(&m);
-    n.write_intention("w.toml", &config_module(&m, "pg://b", "d", "report"));
+    n.write_intention("w.toml", config_module(&m, "pg://b", "d", "report"));
     let out = n.once_ok();
     let line = out.lines().find(|l| l.starts_with(&m)).unwrap();
     assert!(
@@ -285,7 +285,7 @@ fn crash_at(n: &Node, point: &str) {
 fn a_crash_between_any_two_engine_calls_of_a_recreate_converges_once() {
     let n = Node::new("crashpt");
     let m = n.module("pt");
-    n.write_intention("c.toml", &config_module(&m, "v0", "d", "recreate"));
+    n.write_intention("c.toml", config_module(&m, "v0", "d", "recreate"));
     let start = unix_now();
     n.once_ok();
     // Every point between two engine calls of a recreate (the successor
@@ -303,7 +303,7 @@ fn a_crash_between_any_two_engine_calls_of_a_recreate_converges_once() {
         let k = k + 1;
         n.write_intention(
             "c.toml",
-            &config_module(&m, &format!("v{k}"), "d", "recreate"),
+            config_module(&m, &format!("v{k}"), "d", "recreate"),
         );
         crash_at(&n, point);
         let out = n.once_ok();
@@ -331,7 +331,7 @@ fn a_crash_between_any_two_engine_calls_of_a_recreate_converges_once() {
         let start = unix_now();
         n.write_intention(
             &format!("{short}.toml"),
-            &config_module(&c, "f", "d", "recreate"),
+            config_module(&c, "f", "d", "recreate"),
         );
         crash_at(&n, point);
         let out = n.once_ok();
@@ -348,8 +348,8 @@ fn bad_input_names_file_and_field_and_changes_nothing() {
     let n = Node::new("badinput");
     let a = n.module("a");
     let b = n.module("b");
-    n.write_intention("a.toml", &config_module(&a, "a1", "d", "recreate"));
-    n.write_intention("b.toml", &config_module(&b, "b1", "d", "recreate"));
+    n.write_intention("a.toml", config_module(&a, "a1", "d", "recreate"));
+    n.write_intention("b.toml", config_module(&b, "b1", "d", "recreate"));
     n.once_ok();
     let a_id = n.container_id(&a);
     let store_path = n.data().join("stead.redb");
@@ -439,7 +439,7 @@ fn bad_input_names_file_and_field_and_changes_nothing() {
         // b changes at the same time and must still be reconciled.
         n.write_intention(
             "b.toml",
-            &config_module(&b, &format!("b-{k}"), "d", "recreate"),
+            config_module(&b, &format!("b-{k}"), "d", "recreate"),
         );
         let (ok, out, _) = n.once();
         assert!(!ok, "{what}: a refused file is not a clean pass");
@@ -463,7 +463,7 @@ fn bad_input_names_file_and_field_and_changes_nothing() {
 
     // Two files naming the same module: neither is taken, nothing changes.
     n.write_intention("a.toml", &good_a);
-    n.write_intention("a-again.toml", &config_module(&a, "a3", "d", "recreate"));
+    n.write_intention("a-again.toml", config_module(&a, "a3", "d", "recreate"));
     let (_, out, _) = n.once();
     assert!(
         out.contains("is also defined by") || out.contains("more than one file"),
@@ -494,7 +494,7 @@ fn ports_and_restart_policy_reach_the_engine() {
         .port();
     n.write_intention(
         "web.toml",
-        &format!(
+        format!(
             "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\nports = [\"127.0.0.1:{port}:80/tcp\"]\nrestart = \"on-failure\"\nenv = {{ GREETING = \"hi\" }}\n",
             idle_after("echo $GREETING")
         ),
@@ -530,11 +530,11 @@ fn start_first_starts_the_new_container_before_the_old_one_stops() {
     let m = n.module("sf");
     let text =
         |v: &str| config_module(&m, v, "d", "recreate").set("update_order", "\"start-first\"");
-    n.write_intention("sf.toml", &text("v0"));
+    n.write_intention("sf.toml", text("v0"));
     n.once_ok();
     let start = unix_now();
     let old = n.container_id(&m);
-    n.write_intention("sf.toml", &text("v1"));
+    n.write_intention("sf.toml", text("v1"));
     assert!(n.once_ok().contains("recreated"));
     n.wait_logs(&m, "\"url\": \"v1\"");
     let new = n.container_id(&m);
@@ -570,7 +570,7 @@ fn start_first_starts_the_new_container_before_the_old_one_stops() {
     ];
     for (k, point) in points.iter().enumerate() {
         let v = format!("v{}", k + 2);
-        n.write_intention("sf.toml", &text(&v));
+        n.write_intention("sf.toml", text(&v));
         crash_at(&n, point);
         n.once_ok();
         n.wait_logs(&m, &format!("\"url\": \"{v}\""));

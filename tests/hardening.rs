@@ -63,7 +63,7 @@ fn fifos_and_devices_as_inputs_hold_only_their_module() {
             "name = \"{name}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {idle:?}]\n{extra}\n"
         )
     };
-    n.write_intention("ok.toml", &module(&ok, ""));
+    n.write_intention("ok.toml", module(&ok, ""));
     let bad = [
         (
             "fifo-env",
@@ -91,7 +91,7 @@ fn fifos_and_devices_as_inputs_hold_only_their_module() {
         ),
     ];
     for (short, extra, _, _) in &bad {
-        n.write_intention(&format!("{short}.toml"), &module(&n.module(short), extra));
+        n.write_intention(&format!("{short}.toml"), module(&n.module(short), extra));
     }
     let (clean, out) = once_within(&n, 60);
     assert!(!clean, "held modules are not a clean pass: {out}");
@@ -121,7 +121,7 @@ fn errors_never_publish_what_a_file_holds() {
     let a = n.module("a");
     n.write_intention(
         "a.toml",
-        &format!("name = \"{a}\"\nimage = \"{IMAGE_1}\"\nenv = {{ DB_PASSWORD = \"{secret}\" \n"),
+        format!("name = \"{a}\"\nimage = \"{IMAGE_1}\"\nenv = {{ DB_PASSWORD = \"{secret}\" \n"),
     );
     // A symlink out of the directory, to a file whose first line is secret.
     let outside = n.write_host("shadow", &format!("root:{secret}:19000:0:99999:7:::\n"));
@@ -149,7 +149,7 @@ fn a_vanished_intentions_directory_holds_and_an_empty_one_removes() {
     let m = n.module("v");
     n.write_intention(
         "v.toml",
-        &format!(
+        format!(
             "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
             idle_after("true")
         ),
@@ -191,7 +191,7 @@ fn an_empty_store_file_is_refused_and_a_discarded_store_restarts_nothing() {
         )
     };
     for m in &ms[..2] {
-        n.write_intention(&format!("{m}.toml"), &with_config(m));
+        n.write_intention(&format!("{m}.toml"), with_config(m));
     }
     // One module stated through the API, and settings layered over a file
     // module: neither is in any file.
@@ -324,7 +324,7 @@ fn a_full_disk_is_said_and_the_store_recovers_when_space_returns() {
             idle_after("cat /c.json")
         )
     };
-    n.write_intention("d.toml", &text("one"));
+    n.write_intention("d.toml", text("one"));
     let agent = Agent::start(&n);
     n.wait_logs(&m, "one");
     n.wait_for(20, "ready", || agent.get("/readyz").0 == 200);
@@ -332,7 +332,7 @@ fn a_full_disk_is_said_and_the_store_recovers_when_space_returns() {
     // Fill the disk, then change the intention.
     let filler = n.data().join("filler");
     let _ = std::fs::write(&filler, vec![0u8; 4 << 20]);
-    n.write_intention("d.toml", &text("two"));
+    n.write_intention("d.toml", text("two"));
     // Where the disk ran out first (the store's file, or the module's
     // composed file) decides which says it: readiness, or the module. Never
     // neither, and the running container is not touched.
@@ -495,7 +495,7 @@ fn passes_failing_against_an_engine_that_answers_errors_are_not_healthy() {
     let m = n.module("e");
     n.write_intention(
         "e.toml",
-        &format!(
+        format!(
             "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
             idle_after("true")
         ),
@@ -558,7 +558,7 @@ fn oversized_intentions_are_refused_by_size() {
     let m2 = n.module("wide");
     n.write_intention(
         "wide.toml",
-        &format!(
+        format!(
             "name = \"{m2}\"\nimage = \"{IMAGE_1}\"\n[[files]]\npath = \"/a\"\ncontent = \"{}\"\n",
             "x".repeat(200 << 10)
         ),
@@ -629,13 +629,13 @@ fn a_pull_that_never_ends_holds_only_its_module() {
     let module = |name: &str, image: &str, say: &str| idle_module(name, image, say, "");
     n.write_intention(
         "slow.toml",
-        &module(&slow, &format!("127.0.0.1:{port}/slow:1"), "x"),
+        module(&slow, &format!("127.0.0.1:{port}/slow:1"), "x"),
     );
-    n.write_intention("quick.toml", &module(&quick, IMAGE_1, "one"));
+    n.write_intention("quick.toml", module(&quick, IMAGE_1, "one"));
     let agent = Agent::start(&n);
     n.wait_logs(&quick, "one");
     // The other module's changes go through while the pull hangs.
-    n.write_intention("quick.toml", &module(&quick, IMAGE_1, "two"));
+    n.write_intention("quick.toml", module(&quick, IMAGE_1, "two"));
     n.wait_logs(&quick, "two");
     let (_, s) = agent.get(&format!("/v1/modules/{slow}"));
     assert!(
@@ -662,7 +662,7 @@ fn a_replacement_that_cannot_start_leaves_the_old_container_serving() {
             &format!("restart = \"unless-stopped\"\n{ports}"),
         )
     };
-    n.write_intention("k.toml", &module("one", ""));
+    n.write_intention("k.toml", module("one", ""));
     n.once_ok();
     n.wait_logs(&m, "one");
     let old = n.container_id(&m);
@@ -672,7 +672,7 @@ fn a_replacement_that_cannot_start_leaves_the_old_container_serving() {
     let port = taken.local_addr().unwrap().port();
     n.write_intention(
         "k.toml",
-        &module("two", &format!("ports = [\"127.0.0.1:{port}:80\"]")),
+        module("two", &format!("ports = [\"127.0.0.1:{port}:80\"]")),
     );
     let (ok, out) = once_within(&n, 120);
     assert!(!ok, "{out}");
@@ -727,7 +727,7 @@ fn idle_connections_cannot_take_the_descriptors_a_pass_needs() {
     let n = Node::new("fds").with_heartbeat("1s");
     let m = n.module("f");
     let module = |say: &str| idle_module(&m, IMAGE_1, say, "");
-    n.write_intention("f.toml", &module("one"));
+    n.write_intention("f.toml", module("one"));
     // The unit's own limit.
     let agent = Agent::start_under(&n, &["prlimit", "--nofile=1024:1024"]);
     n.wait_logs(&m, "one");
@@ -753,7 +753,7 @@ fn idle_connections_cannot_take_the_descriptors_a_pass_needs() {
         idle.len()
     );
     // A change still goes through.
-    n.write_intention("f.toml", &module("two"));
+    n.write_intention("f.toml", module("two"));
     n.wait_logs(&m, "two");
     drop(idle);
 }
@@ -768,7 +768,7 @@ fn a_watched_directory_churning_costs_no_memory() {
     // The env file's directory is watched; files come and go beside it.
     n.write_intention(
         "c.toml",
-        &format!(
+        format!(
             "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\nenv_files = [{env:?}]\n",
             idle_after("echo $A")
         ),
@@ -815,14 +815,14 @@ fn the_engine_s_events_are_seen_at_once_whatever_the_heartbeat() {
     let flaky = n.module("flaky");
     n.write_intention(
         "ev.toml",
-        &format!(
+        format!(
             "name = \"{m}\"\nimage = \"{IMAGE_1}\"\nrestart = \"unless-stopped\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
             idle_after("echo up")
         ),
     );
     n.write_intention(
         "flaky.toml",
-        &format!(
+        format!(
             "name = \"{flaky}\"\nimage = \"{IMAGE_1}\"\nrestart = \"always\"\ncommand = [\"sh\", \"-c\", \"exit 3\"]\n"
         ),
     );
@@ -878,7 +878,7 @@ fn two_agents_with_one_node_id_are_told_apart_and_said() {
     let n = Node::new("twoagents").with_heartbeat("1s");
     let m = n.module("t");
     let module = |say: &str| idle_module(&m, IMAGE_1, say, "");
-    n.write_intention("t.toml", &module("first"));
+    n.write_intention("t.toml", module("first"));
     let agent = Agent::start(&n);
     n.wait_logs(&m, "first");
     n.wait_for(20, "ready", || agent.get("/readyz").0 == 200);
@@ -919,7 +919,7 @@ fn under_the_unit_s_memory_limit_large_input_and_many_readers_are_survived() {
         let m = n.module(&format!("m{k}"));
         n.write_intention(
             &format!("m{k}.toml"),
-            &format!(
+            format!(
                 "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n[[files]]\npath = \"/big.txt\"\ncontent = \"{}\"\n",
                 idle_after("true"),
                 "x".repeat(200 << 10)
@@ -1047,7 +1047,7 @@ fn a_huge_tag_list_is_filtered_as_it_streams_within_the_unit_s_memory_limit() {
     let m = n.module("huge");
     n.write_intention(
         "h.toml",
-        &format!("name = \"{m}\"\nimage = \"{addr}/acme/huge:1.0.0\"\n[update]\nrange = \"^1\"\n"),
+        format!("name = \"{m}\"\nimage = \"{addr}/acme/huge:1.0.0\"\n[update]\nrange = \"^1\"\n"),
     );
     let cg = MemoryCgroup::new(&format!("stead-tags-{}", std::process::id()), "64M");
     let agent = Agent::start(&n);

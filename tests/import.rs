@@ -523,7 +523,7 @@ secrets:
     for (m, i) in intentions(&out) {
         n.write_intention(
             &format!("{m}.toml"),
-            &std::fs::read_to_string(out.join(format!("{m}.toml"))).unwrap(),
+            std::fs::read_to_string(out.join(format!("{m}.toml"))).unwrap(),
         );
         assert_eq!(i.image, IMAGE_1);
     }

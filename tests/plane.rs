@@ -568,11 +568,11 @@ fn one_owner_per_module_and_the_plane_takes_a_module_once_it_is_let_go() {
     assert!(body.contains("central plane"), "{body}");
     n.write_intention(
         "f.toml",
-        &format!("name = \"{plane_m}\"\nimage = \"{IMAGE_1}\"\n"),
+        format!("name = \"{plane_m}\"\nimage = \"{IMAGE_1}\"\n"),
     );
     n.write_intention(
         "g.toml",
-        &format!(
+        format!(
             "name = \"{file_m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
             idle_after("echo V=file")
         ),
@@ -613,7 +613,7 @@ fn with_the_engine_away_every_module_held_reads_pending_and_nothing_reads_passin
             idle_after("true")
         )
     };
-    n.write_intention("local.toml", &file(&local));
+    n.write_intention("local.toml", file(&local));
     let agent = Agent::start(&n);
     n.wait_for(60, "a report of both modules converged, passing", || {
         plane.report_json(&n.id).is_some_and(|r| {
@@ -629,7 +629,7 @@ fn with_the_engine_away_every_module_held_reads_pending_and_nothing_reads_passin
     let n = n.with_socket(nowhere.to_str().unwrap());
     let agent = Agent::start(&n);
     // Stated while it waits: a file and the API.
-    n.write_intention("late.toml", &file(&late));
+    n.write_intention("late.toml", file(&late));
     let body = json!({"name": api, "image": IMAGE_1}).to_string();
     let (code, answer) = agent.send(&n, "PUT", &format!("/v1/intentions/{api}"), &body);
     assert!(code == 200 || code == 201, "{code} {answer}");

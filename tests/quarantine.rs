@@ -93,7 +93,7 @@ fn a_plane_revision_the_agent_dies_on_is_held_and_the_next_one_is_taken() {
     let (web, extra, local) = (n.module("web"), n.module("extra"), n.module("local"));
     n.write_intention(
         "local.toml",
-        &format!(
+        format!(
             "name = {local:?}\nimage = {IMAGE_1:?}\ncommand = [\"sh\", \"-c\", {:?}]\n",
             idle_after("echo up")
         ),
@@ -193,8 +193,8 @@ fn a_local_module_the_agent_dies_on_is_held_across_restarts_until_it_is_edited()
             idle_after("echo V=$V")
         )
     };
-    n.write_intention("bad.toml", &text(&bad, "one"));
-    n.write_intention("good.toml", &text(&good, "one"));
+    n.write_intention("bad.toml", text(&bad, "one"));
+    n.write_intention("good.toml", text(&good, "one"));
     let (agent, died) = start_until_it_holds(&n, &format!("resolve:module:{bad}"));
     assert_eq!(died, 3, "{}", Agent::log(&n));
     n.wait_for(30, "a pass", || {
@@ -220,7 +220,7 @@ fn a_local_module_the_agent_dies_on_is_held_across_restarts_until_it_is_edited()
     });
     assert_eq!(state_of(&status(&agent), &bad), "quarantined");
     assert!(n.container(&bad).is_none());
-    n.write_intention("bad.toml", &text(&bad, "two"));
+    n.write_intention("bad.toml", text(&bad, "two"));
     wait_v(&n, &bad, "two");
     n.wait_for(30, "the quarantine lifted", || {
         status(&agent)["node"]["quarantine"].is_null()

@@ -103,7 +103,7 @@ fn a_reload_lands_the_newest_compatible_version_with_exactly_one_restart() {
     let m = n.module("sensor");
     n.write_intention(
         "s.toml",
-        &sensor(&m, &format!("{}/{repo}:1.4.2", reg.addr), "^1.4"),
+        sensor(&m, &format!("{}/{repo}:1.4.2", reg.addr), "^1.4"),
     );
     let agent = Agent::start(&n);
     wait_running(&n, &m, &old_id, "the module running 1.4.2");
@@ -175,7 +175,7 @@ fn bad_requests_are_refused_and_change_nothing() {
     let m = n.module("plain");
     n.write_intention(
         "p.toml",
-        &format!(
+        format!(
             "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
             idle_after("up")
         ),
@@ -239,7 +239,7 @@ fn a_floor_above_the_agent_declines_without_a_layer_fetched() {
     let m = n.module("floored");
     n.write_intention(
         "f.toml",
-        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+        sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
     );
     let agent = Agent::start(&n);
     wait_running(&n, &m, &old_id, "running 1.0.0");
@@ -284,7 +284,7 @@ fn a_new_version_that_keeps_crashing_is_rolled_back_and_skipped() {
     let m = n.module("crashy");
     n.write_intention(
         "c.toml",
-        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+        sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
     );
     let agent = Agent::start(&n);
     wait_running(&n, &m, &old_id, "running 1.0.0");
@@ -320,14 +320,14 @@ fn the_auto_lane_lands_what_is_published_and_never_picks_a_rolled_back_digest_ag
     let m = n.module("auto");
     n.write_intention(
         "a.toml",
-        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1")
+        sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1")
             .in_table("update", "lane = \"auto\"\ninterval = \"1h\""),
     );
     // A pinned module of the same repository: the lane declines it by name.
     let pinned = n.module("pinned");
     n.write_intention(
         "p.toml",
-        &sensor(&pinned, &format!("{}/{repo}:1.0.0", reg.addr), "^1")
+        sensor(&pinned, &format!("{}/{repo}:1.0.0", reg.addr), "^1")
             .in_table("update", "lane = \"pinned\""),
     );
     let agent = Agent::start(&n);
@@ -391,7 +391,7 @@ fn an_agent_killed_at_any_step_resumes_the_request_with_one_restart() {
     let m = n.module("resume");
     n.write_intention(
         "r.toml",
-        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+        sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
     );
     {
         let _agent = Agent::start(&n);
@@ -452,7 +452,7 @@ fn behind_a_fault_proxy(
         .with_heartbeat("1s")
         .with_config(&format!("reload_retry_interval = \"{retry}\""));
     let m = n.module(repo.rsplit('/').next().unwrap_or(repo));
-    n.write_intention("f.toml", &sensor(&m, &image, "^1"));
+    n.write_intention("f.toml", sensor(&m, &image, "^1"));
     let agent = Agent::start(&n);
     n.wait_for(60, "running 1.0.0", || {
         n.container(&m)
@@ -566,7 +566,7 @@ fn a_reload_from_a_registry_with_tls_and_credentials_pulls_with_them() {
     ));
     let m = n.module("private");
     let image = format!("{}/{repo}:1.0.0", reg.addr);
-    n.write_intention("p.toml", &sensor(&m, &image, "^1"));
+    n.write_intention("p.toml", sensor(&m, &image, "^1"));
     // The agent pulls 1.0.0 itself, with the credentials.
     let agent = Agent::start(&n);
     n.wait_for(90, "running 1.0.0, pulled with the credentials", || {
@@ -602,7 +602,7 @@ fn a_reload_of_a_tag_that_names_an_image_index_lands_this_platform_s_image() {
     let m = n.module("indexed");
     n.write_intention(
         "i.toml",
-        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+        sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
     );
     let agent = Agent::start(&n);
     wait_running(&n, &m, &v1, "running 1.0.0");
@@ -626,7 +626,7 @@ fn an_index_without_this_platform_fails_the_request_naming_the_candidate_version
     let m = n.module("otherarch");
     n.write_intention(
         "i.toml",
-        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+        sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
     );
     let agent = Agent::start(&n);
     wait_running(&n, &m, &v1, "running 1.0.0");
@@ -661,9 +661,9 @@ fn a_slow_registry_holds_only_its_own_requests() {
     docker_ok(&["pull", &slow_image]);
     let n = Node::new("reloadlanes").with_heartbeat("1s");
     let (ms, mf) = (n.module("slow"), n.module("fast"));
-    n.write_intention("s.toml", &sensor(&ms, &slow_image, "^1"));
+    n.write_intention("s.toml", sensor(&ms, &slow_image, "^1"));
     let fast_image = format!("{}/acme/fast:1.0.0", fast_reg.addr);
-    n.write_intention("f.toml", &sensor(&mf, &fast_image, "^1"));
+    n.write_intention("f.toml", sensor(&mf, &fast_image, "^1"));
     let agent = Agent::start(&n);
     wait_running(&n, &ms, &slow_old, "the slow one running 1.0.0");
     wait_running(&n, &mf, &fast_old, "the fast one running 1.0.0");
@@ -712,7 +712,7 @@ fn one_request_reloads_every_module_with_an_update_section() {
         let m = n.module(name);
         n.write_intention(
             &format!("{name}.toml"),
-            &sensor(&m, &format!("{}/{repo}:2.0.0", reg.addr), "^2"),
+            sensor(&m, &format!("{}/{repo}:2.0.0", reg.addr), "^2"),
         );
         modules.push((m, old, new));
     }
@@ -720,7 +720,7 @@ fn one_request_reloads_every_module_with_an_update_section() {
     let plain = n.module("plain");
     n.write_intention(
         "plain.toml",
-        &format!(
+        format!(
             "name = \"{plain}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
             idle_after("up")
         ),
@@ -757,7 +757,7 @@ fn with_a_health_check_done_waits_for_healthy_and_unhealthy_rolls_back() {
     let m = n.module("checked");
     n.write_intention(
         "c.toml",
-        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+        sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
     );
     let agent = Agent::start(&n);
     wait_running(&n, &m, &v1, "running 1.0.0");
@@ -791,7 +791,7 @@ fn a_request_this_agent_did_not_write_is_refused_and_nothing_lands() {
     let m = n.module("forged");
     n.write_intention(
         "f.toml",
-        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+        sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
     );
     {
         let _agent = Agent::start(&n);
@@ -837,7 +837,7 @@ fn a_landed_version_the_engine_cannot_start_is_rolled_back_as_failed_once() {
     let m = n.module("unstartable");
     n.write_intention(
         "u.toml",
-        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+        sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
     );
     let agent = Agent::start(&n);
     wait_running(&n, &m, &old_id, "running 1.0.0");
@@ -925,7 +925,7 @@ fn an_edit_of_the_image_supersedes_an_open_request_and_a_cancel_puts_back_what_r
             .toml()
             .replace("health_window = \"2s\"", "health_window = \"1h\"")
     };
-    n.write_intention("e.toml", &intention("1.0.0"));
+    n.write_intention("e.toml", intention("1.0.0"));
     let agent = Agent::start(&n);
     wait_running(&n, &m, &v100, "running 1.0.0");
 
@@ -977,7 +977,7 @@ fn an_edit_of_the_image_supersedes_an_open_request_and_a_cancel_puts_back_what_r
     );
     wait_status(&agent, &n, id, "activating");
     wait_running(&n, &m, &v110, "1.1.0 landed again");
-    n.write_intention("e.toml", &intention("1.0.1"));
+    n.write_intention("e.toml", intention("1.0.1"));
     let r = wait_status(&agent, &n, id, "failed");
     let failure = r["failure"].as_str().unwrap_or_default();
     assert!(
@@ -1053,7 +1053,7 @@ fn the_auto_lane_does_not_refile_a_failed_digest_until_its_range_changes_and_flo
         sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), range)
             .in_table("update", "lane = \"auto\"\ninterval = \"1h\"")
     };
-    n.write_intention("f.toml", &intention("^1"));
+    n.write_intention("f.toml", intention("^1"));
     let agent = Agent::start(&n);
     wait_running(&n, &m, &v1, "running 1.0.0");
     // The lane's first look files for 1.1.0, which is declined by its floor.
@@ -1082,7 +1082,7 @@ fn the_auto_lane_does_not_refile_a_failed_digest_until_its_range_changes_and_flo
     look_again();
     assert_eq!(agent.get("/v1/reloads/2").0, 404, "not filed again");
     // Another range: tried again (and declined again).
-    n.write_intention("f.toml", &intention("^1.0"));
+    n.write_intention("f.toml", intention("^1.0"));
     n.wait_for(30, "the new range to be taken", || {
         agent.get(&format!("/v1/intentions/{m}")).1.contains("^1.0")
     });
@@ -1137,7 +1137,7 @@ fn a_huge_floor_label_is_clipped_before_it_reaches_the_store() {
     let m = n.module("hugefloor");
     n.write_intention(
         "h.toml",
-        &sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
+        sensor(&m, &format!("{}/{repo}:1.0.0", reg.addr), "^1"),
     );
     let agent = Agent::start(&n);
     wait_running(&n, &m, &v1, "running 1.0.0");

@@ -68,7 +68,7 @@ options = {{max-size = "1m"{log_files}}}
 fn every_runtime_field_lands_on_the_container_and_a_change_recreates_it_once() {
     let n = Node::new("runtime");
     let m = n.module("rt");
-    n.write_intention("rt.toml", &module(&m, "64m"));
+    n.write_intention("rt.toml", module(&m, "64m"));
     let agent = Agent::start(&n);
     let _timer = HealthTimer::start(&n.id);
     n.wait_for(60, "the module running", || {
@@ -155,7 +155,7 @@ fn every_runtime_field_lands_on_the_container_and_a_change_recreates_it_once() {
 
     // One field changes: one recreate, the field named.
     let since = unix_now();
-    n.write_intention("rt.toml", &module(&m, "96m"));
+    n.write_intention("rt.toml", module(&m, "96m"));
     n.wait_for(60, "the new limit", || {
         n.container(&m).is_some_and(|(i, s, _)| {
             i != id && s == "running" && inspect(&i)["HostConfig"]["Memory"] == 96u64 << 20
@@ -182,19 +182,19 @@ fn a_field_the_engine_does_not_apply_is_refused_at_create_naming_it() {
     let idle = idle_after("echo up");
     n.write_intention(
         "rules.toml",
-        &format!(
+        format!(
             "name = \"{rules}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {idle:?}]\ndevice_cgroup_rules = [\"c 188:* rwm\"]\n"
         ),
     );
     n.write_intention(
         "files.toml",
-        &format!(
+        format!(
             "name = \"{files}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {idle:?}]\n[logging]\ndriver = \"json-file\"\noptions = {{max-size = \"1m\", max-file = \"2\"}}\n"
         ),
     );
     n.write_intention(
         "gw.toml",
-        &format!(
+        format!(
             "name = \"{gw}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {idle:?}]\nextra_hosts = [\"the-host:host-gateway\"]\n"
         ),
     );
@@ -239,7 +239,7 @@ fn host_networking_and_a_stop_grace_period_are_the_container_s() {
     let m = n.module("hostnet");
     n.write_intention(
         "h.toml",
-        &format!(
+        format!(
             "name = \"{m}\"\nimage = \"{IMAGE_1}\"\nnetwork_mode = \"host\"\nstop_grace_period = \"2s\"\ncommand = [\"sh\", \"-c\", \"trap '' TERM; echo up; while true; do sleep 1; done\"]\n"
         ),
     );
@@ -281,7 +281,7 @@ fn the_default_logging_is_the_node_s_and_not_an_input() {
     let m = n.module("log");
     n.write_intention(
         "l.toml",
-        &format!(
+        format!(
             "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
             idle_after("echo up")
         ),
@@ -312,7 +312,7 @@ fn a_failing_health_check_reads_unhealthy_with_the_probe_s_words_and_healthy_con
     let m = n.module("hc");
     n.write_intention(
         "hc.toml",
-        &format!(
+        format!(
             "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\n[healthcheck]\ntest = \"cat /tmp/ok || (echo not ready yet; exit 1)\"\ninterval = \"1s\"\nretries = 1\n",
             idle_after("echo up")
         ),
@@ -362,13 +362,13 @@ fn named_volumes_are_kept_and_user_networks_resolve_module_names_and_go_when_unu
     let missing = n.dir.path().join("host/not/yet");
     n.write_intention(
         "a.toml",
-        &format!(
+        format!(
             "name = \"{a}\"\nimage = \"{IMAGE_1}\"\nvolumes = [\"{vol}:/data\"]\nnetworks = [\"{net}\"]\ncommand = [\"sh\", \"-c\", \"echo made > /made/here; echo hello-from-the-volume > /data/index.html; exec httpd -f -p 8080 -h /data\"]\n[[mounts]]\nsource = {missing:?}\ntarget = \"/made\"\n"
         ),
     );
     n.write_intention(
         "b.toml",
-        &format!(
+        format!(
             "name = \"{b}\"\nimage = \"{IMAGE_1}\"\nnetworks = [\"{net}\"]\ncommand = [\"sh\", \"-c\", {:?}]\n",
             format!("until wget -q -O- http://{a}:8080/; do sleep 0.5; done; {}", idle_after("echo fetched"))
         ),
@@ -413,7 +413,7 @@ fn a_module_in_another_s_network_stack_waits_for_it_and_follows_its_replacement_
     // The module that joins is stated first: it waits for the other.
     n.write_intention(
         "app.toml",
-        &format!(
+        format!(
             "name = \"{app}\"\nimage = \"{IMAGE_1}\"\nnetwork_mode = \"container:{vpn}\"\ncommand = [\"sh\", \"-c\", {:?}]\n",
             format!("until wget -q -O- http://127.0.0.1:8080/; do sleep 0.5; done; {}", idle_after("echo"))
         ),
@@ -425,7 +425,7 @@ fn a_module_in_another_s_network_stack_waits_for_it_and_follows_its_replacement_
             .1
             .contains(&format!("waits for module {vpn}"))
     });
-    n.write_intention("vpn.toml", &vpn_intention("one"));
+    n.write_intention("vpn.toml", vpn_intention("one"));
     n.wait_logs(&app, "stack-of-one");
     let id = n.container_id(&app);
     let vpn_id = n.container_id(&vpn);
@@ -435,7 +435,7 @@ fn a_module_in_another_s_network_stack_waits_for_it_and_follows_its_replacement_
     );
     // The stack's module is replaced: the joined one follows, once.
     let since = unix_now();
-    n.write_intention("vpn.toml", &vpn_intention("two"));
+    n.write_intention("vpn.toml", vpn_intention("two"));
     n.wait_for(60, "the joined module made again", || {
         n.container(&app).is_some_and(|(i, _, _)| i != id) && n.logs(&app).contains("stack-of-two")
     });
@@ -460,14 +460,14 @@ fn a_config_with_a_reload_signal_is_swapped_in_place_and_signalled_with_no_recre
             "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {script:?}]\nrestart = \"always\"\n[config]\npath = \"/etc/app/live/conf.json\"\nformat = \"json\"\nreload = \"signal:SIGHUP\"\ndefaults = {{v = \"{v}\"}}\n[[files]]\npath = \"/etc/app/live/motd\"\ncontent = \"{motd}\"\n"
         )
     };
-    n.write_intention("live.toml", &intention("one", "hello"));
+    n.write_intention("live.toml", intention("one", "hello"));
     let agent = Agent::start(&n);
     n.wait_logs(&m, "\"v\": \"one\"");
     assert!(n.logs(&m).contains("motd=hello"), "{}", n.logs(&m));
     let id = n.container_id(&m);
     let since = unix_now();
     // Both live files change: swapped, signalled, the same container.
-    n.write_intention("live.toml", &intention("two", "bye"));
+    n.write_intention("live.toml", intention("two", "bye"));
     n.wait_for(30, "the new config read live", || {
         let l = n.logs(&m);
         l.contains("\"v\": \"two\"") && l.contains("motd=bye")
@@ -494,7 +494,7 @@ fn a_config_with_a_reload_signal_is_swapped_in_place_and_signalled_with_no_recre
     let since = unix_now();
     n.write_intention(
         "live.toml",
-        &intention("two", "bye").replace("restart = \"always\"", "restart = \"unless-stopped\""),
+        intention("two", "bye").replace("restart = \"always\"", "restart = \"unless-stopped\""),
     );
     n.wait_for(60, "the recreate", || {
         n.container(&m)
@@ -521,13 +521,13 @@ fn a_kill_between_the_swap_and_the_signal_signals_after_the_restart() {
             "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {script:?}]\n[config]\npath = \"/etc/app/live/conf.env\"\nformat = \"env\"\nreload = \"signal:HUP\"\ndefaults = {{V = \"{v}\"}}\n"
         )
     };
-    n.write_intention("live.toml", &intention("one"));
+    n.write_intention("live.toml", intention("one"));
     let agent = Agent::start(&n);
     n.wait_logs(&m, "conf=V=one");
     drop(agent);
     let id = n.container_id(&m);
     let since = unix_now();
-    n.write_intention("live.toml", &intention("two"));
+    n.write_intention("live.toml", intention("two"));
     let mut child = Agent::spawn_with(
         &n,
         &[],
@@ -563,7 +563,7 @@ fn a_read_only_view_of_host_state_is_mounted_and_is_not_an_input() {
     let socket = engine_socket();
     n.write_intention(
         "v.toml",
-        &format!(
+        format!(
             "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {idle:?}]\n[[mounts]]\nsource = {dir:?}\ntarget = \"/host/state\"\nread_only = true\ninput = false\n[[mounts]]\nsource = {socket:?}\ntarget = \"/engine.sock\"\nread_only = true\ninput = false\n[[mounts]]\nsource = \"/\"\ntarget = \"/hostroot\"\nread_only = true\ninput = false\n",
             idle = idle_after("echo up")
         ),
@@ -647,7 +647,7 @@ fn a_health_check_without_a_test_is_the_image_s_with_other_timings() {
     }
     n.write_intention(
         "own.toml",
-        &format!(
+        format!(
             "name = \"{m}\"\nimage = \"{image}\"\ncommand = [\"sh\", \"-c\", {:?}]\n[healthcheck]\ninterval = \"1s\"\nretries = 1\n",
             idle_after("echo up")
         ),
@@ -715,7 +715,7 @@ fn a_user_network_that_cannot_resolve_names_is_refused_naming_the_backend() {
     };
     n.write_intention(
         "m.toml",
-        &format!(
+        format!(
             "name = \"{m}\"\nimage = \"{IMAGE_1}\"\nnetworks = [\"{net}\"]\ncommand = [\"sh\", \"-c\", {:?}]\n",
             idle_after("echo up")
         ),

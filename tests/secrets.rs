@@ -44,7 +44,7 @@ fn no_value_of_env_settings_or_files_is_in_a_label_an_error_or_an_unauthenticate
     let cmd = serde_json::json!(["sh", "-c", idle_after("true")]);
     n.write_intention(
         "file.toml",
-        &format!(
+        format!(
             "name = \"{file}\"\nimage = \"{IMAGE_1}\"\ncommand = {cmd}\n[config]\npath = \"/c.json\"\nformat = \"json\"\ndefaults = {{ a = 1 }}\n"
         ),
     );
@@ -52,7 +52,7 @@ fn no_value_of_env_settings_or_files_is_in_a_label_an_error_or_an_unauthenticate
     let env_file = n.write_host("bad.env", &format!("A=1\nDB_PASS {marker}=x\n"));
     n.write_intention(
         "bad.toml",
-        &format!(
+        format!(
             "name = \"{bad}\"\nimage = \"{IMAGE_1}\"\ncommand = {cmd}\nenv_files = [{:?}]\n",
             env_file.display().to_string()
         ),

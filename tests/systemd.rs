@@ -119,7 +119,7 @@ fn the_watchdog_is_pinged_through_a_pass_that_waits_out_long_stop_grace_periods(
     for (i, m) in modules.iter().enumerate() {
         n.write_intention(
             &format!("slow{i}.toml"),
-            &format!(
+            format!(
                 "name = \"{m}\"\nimage = \"{IMAGE_1}\"\nstop_grace_period = \"60s\"\ncommand = [\"sh\", \"-c\", \"trap '' TERM; echo up; while true; do sleep 1; done\"]\n"
             ),
         );
@@ -275,11 +275,11 @@ fn under_the_unit_s_file_system_home_inputs_are_read_and_missing_sources_are_mad
             source.join("data").display()
         )
     };
-    n.write_intention("made.toml", &module(&made, &mount(&srv.0)));
-    n.write_intention("refused.toml", &module(&refused, &mount(&opt.0)));
+    n.write_intention("made.toml", module(&made, &mount(&srv.0)));
+    n.write_intention("refused.toml", module(&refused, &mount(&opt.0)));
     n.write_intention(
         "home.toml",
-        &module(&home, &format!("env_files = [{:?}]", env_file.display())),
+        module(&home, &format!("env_files = [{:?}]", env_file.display())),
     );
 
     let wrapper = as_the_unit(n.dir.path());

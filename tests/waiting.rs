@@ -22,7 +22,7 @@ fn the_agent_waits_for_an_engine_that_is_absent_then_goes_away() {
         .with_socket(&sock.display().to_string())
         .with_heartbeat("500ms");
     let m = n.module("w");
-    n.write_intention("w.toml", &simple(&m, "up"));
+    n.write_intention("w.toml", simple(&m, "up"));
 
     // The engine's socket does not exist when the agent starts.
     let mut agent = Agent::spawn_with(&n, &[], &[]);
@@ -92,7 +92,7 @@ fn quiet_pass_requests(tag: &str, count: usize) -> Vec<String> {
     let proxy = Proxy::start(&sock);
     for k in 0..count {
         let m = n.module(&format!("m{k}"));
-        n.write_intention(&format!("{m}.toml"), &simple(&m, "up"));
+        n.write_intention(&format!("{m}.toml"), simple(&m, "up"));
     }
     let out = n.once_ok();
     assert_eq!(out.matches("created").count(), count, "{out}");
