@@ -1826,3 +1826,239 @@ mod tests {
         }
     }
 }
+
+/// The digests and the JSON of runtimes as the code before the field table
+/// made them, pinned as literals: an upgrade recreates nothing.
+#[cfg(test)]
+mod pinned {
+    use crate::model::intention::{DocFormat, Intention};
+
+    /// Every field but `network_mode` (which excludes `networks`, `dns`
+    /// and `extra_hosts`).
+    const ALL: &str = r#"
+entrypoint = "x"
+working_dir = "/srv/"
+user = "1000:1000"
+labels = {a = "1", b = "x"}
+devices = ["/dev/ttyUSB0"]
+device_cgroup_rules = ["c 188:* rwm"]
+privileged = true
+cap_add = ["NET_ADMIN", "cap_sys_time"]
+cap_drop = ["ALL"]
+extra_hosts = ["db:10.0.0.2", "gw:host-gateway"]
+dns = ["1.1.1.1", "fe80::1"]
+tmpfs = ["/run:size=64m,mode=1777", "/tmp"]
+read_only = true
+mem_limit = "512m"
+memswap_limit = "1g"
+cpus = 0.5
+pids_limit = 100
+ulimits = {nofile = {soft = 1024, hard = 4096}, nproc = 64}
+sysctls = {"net.ipv4.ip_forward" = 1}
+init = true
+stop_signal = "int"
+stop_grace_period = "30s"
+volumes = ["data:/var/lib/x", "logs:/var/log/x:ro"]
+networks = ["back", "front"]
+[healthcheck]
+test = "true"
+interval = "5s"
+retries = 5
+[logging]
+driver = "local"
+options = {max-size = "10m"}
+"#;
+
+    fn runtime(extra: &str) -> crate::model::runtime::Runtime {
+        Intention::parse(
+            &format!("name = \"m\"\nimage = \"busybox:1\"\n{extra}"),
+            DocFormat::Toml,
+            "t.toml",
+        )
+        .unwrap_or_else(|e| panic!("{extra}: {e}"))
+        .runtime
+    }
+
+    fn digests(extra: &str) -> Vec<(String, String)> {
+        runtime(extra)
+            .digests()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.hex().to_string()))
+            .collect()
+    }
+
+    fn json(extra: &str) -> String {
+        let mut doc = serde_json::Map::new();
+        runtime(extra).write_json(&mut doc);
+        serde_json::Value::Object(doc).to_string()
+    }
+
+    /// The digests and the JSON the code before the field table gave.
+    #[test]
+    fn digests_and_json_are_as_before_the_table() {
+        let cases: [(&str, &[(&str, &str)], &str); 4] = [
+            (
+                ALL,
+                &[
+                    (
+                        "cap_add",
+                        "fc989123adb0302c0c7311acb9aad69db42caa938bac31a05517e457419362e0",
+                    ),
+                    (
+                        "cap_drop",
+                        "45b7d2a3c0a27e4b5c4e2d4d62a9cefc3783fa3676d2749ced0d5546ccfbb15c",
+                    ),
+                    (
+                        "cpus",
+                        "1e8b4108cbf37f625ea9d458e8e96233170908aa02a9f1615a48d5117cf4ef12",
+                    ),
+                    (
+                        "device_cgroup_rules",
+                        "13ce11a3f3d2b9b4af813434ba81a50d127195d607063b1178aeb790fa90619e",
+                    ),
+                    (
+                        "devices",
+                        "7ccce7a7259ee7a93b93577aaeb7ea4a57d92e68c33d039ae2a5aaa3648c36f1",
+                    ),
+                    (
+                        "dns",
+                        "64b163ccaf66a52842e27e55d4cf8883c1332ded468f8ce4adf39d4908c1c21a",
+                    ),
+                    (
+                        "entrypoint",
+                        "d4bf1e8a3ed6fd0c038a5f35509388bc2817969eb989831e7173a0c5c910e2ac",
+                    ),
+                    (
+                        "extra_hosts",
+                        "4dd87badd33b3b36ead2299e90ef3ebb29f82f52633f735232ef0488cb09815d",
+                    ),
+                    (
+                        "healthcheck",
+                        "c5a178bd3b3d3d97a89cb36a21ac253537bfdce79457edfde4ba1bc3ec792b52",
+                    ),
+                    (
+                        "init",
+                        "58ccbd90f30c1b6033dc2b4fec15f600fb80befae1155314eda262fe411e7fd6",
+                    ),
+                    (
+                        "labels",
+                        "e85c0db0f569bc86259666eb8e1fa334f7e5880475872e76bede41bc83272acc",
+                    ),
+                    (
+                        "logging",
+                        "3a0e987f9aeb039ce38c2a2608cf5da13456d6e162db6a2b89fe31419180557c",
+                    ),
+                    (
+                        "mem_limit",
+                        "6e24df35d94db2ad6e7c8e1281fdaa251a2e07d2fc01d8b764597c7c2389042d",
+                    ),
+                    (
+                        "memswap_limit",
+                        "5f28b9c049fbc9c09ab778ea05f2a75e4de1ca9d2573a332693b651b69c0f599",
+                    ),
+                    (
+                        "networks",
+                        "ccfab4f1fbc9edaeb5aa86cc36d6516ea322ed66a77427fdb545933df9ec7705",
+                    ),
+                    (
+                        "pids_limit",
+                        "50b701af96774c8275295d9f593a560c60e1946a2d16f550a471953b9fddf199",
+                    ),
+                    (
+                        "privileged",
+                        "30b4be968a12651876959ac8b011c0d069a60ac60bc06e0c5ab3fcd70c84b51f",
+                    ),
+                    (
+                        "read_only",
+                        "54bd1c918e1ea10e74ce513dd1107844cc33f591333a498003949fedafc0feca",
+                    ),
+                    (
+                        "stop_grace_period",
+                        "5d54429ca5cfda95f7cf0ef0b0d5c2eb18f25324d1d63bb1784cb90ff1e38180",
+                    ),
+                    (
+                        "stop_signal",
+                        "c6c32c01b4e3342b3ea1d44ceede8398910490261b6d858d5c32643479bebee4",
+                    ),
+                    (
+                        "sysctls",
+                        "2a2efd19b920d3157ca2e72b550a09a20c762fe331a718e00689c984ff1aa772",
+                    ),
+                    (
+                        "tmpfs",
+                        "5a39ed49be1952d3499ba0ff56ddf1b06911ff5e0b4540c658320a81469e235a",
+                    ),
+                    (
+                        "ulimits",
+                        "43f4c17ba0f4c76396dd59fe596124efef7e2e77e0fef8d87d238b6fb0ea00e0",
+                    ),
+                    (
+                        "user",
+                        "ee8c43bc4ee4b82d32fd88f7915e1b001fd17fd1de68d1aa6057b6a1a1919d1a",
+                    ),
+                    (
+                        "volumes",
+                        "851edc92c3948b6cc168e1f230f099f2b75d8dba30a4d5a5f0efe4e2b474bb85",
+                    ),
+                    (
+                        "working_dir",
+                        "e6dbf78548b1579cd7ab249b904b6902f9b3ce8d993cc12ae7ffc5eec1bb235e",
+                    ),
+                ],
+                r#"{"cap_add":["NET_ADMIN","SYS_TIME"],"cap_drop":["ALL"],"cpus":0.5,"device_cgroup_rules":["c 188:* rwm"],"devices":["/dev/ttyUSB0:/dev/ttyUSB0:rwm"],"dns":["1.1.1.1","fe80::1"],"entrypoint":["/bin/sh","-c","x"],"extra_hosts":{"db":"10.0.0.2","gw":"host-gateway"},"healthcheck":{"interval":"5s","retries":5,"test":["CMD-SHELL","true"]},"init":true,"labels":{"a":"1","b":"x"},"logging":{"driver":"local","options":{"max-size":"10m"}},"mem_limit":536870912,"memswap_limit":1073741824,"networks":["back","front"],"pids_limit":100,"privileged":true,"read_only":true,"stop_grace_period":"30s","stop_signal":"SIGINT","sysctls":{"net.ipv4.ip_forward":"1"},"tmpfs":["/run:mode=1777,size=64m","/tmp"],"ulimits":{"nofile":{"hard":4096,"soft":1024},"nproc":{"hard":64,"soft":64}},"user":"1000:1000","volumes":[{"name":"data","read_only":false,"target":"/var/lib/x"},{"name":"logs","read_only":true,"target":"/var/log/x"}],"working_dir":"/srv"}"#,
+            ),
+            (
+                "network_mode = \"container:db\"",
+                &[(
+                    "network_mode",
+                    "376c181c8f78874948f7f708d3579ba83f80979fdc4582f50611a96fb93c6c04",
+                )],
+                r#"{"network_mode":"container:db"}"#,
+            ),
+            (
+                "network_mode = \"host\"\nmem_limit = 67108864\n[healthcheck]\ndisable = true",
+                &[
+                    (
+                        "healthcheck",
+                        "d0ca111ccdc24466a7d69450a0652f5a3e875c81eef047391c4da86c09a28aef",
+                    ),
+                    (
+                        "mem_limit",
+                        "cf25609b4596e44efbe1623f45c3bb5ef2c295043afd4860e732abde079ff4e2",
+                    ),
+                    (
+                        "network_mode",
+                        "774ff010bb1972e1c68ac525ff572612c28b13d8e4d69e53726a1b3fc231b33a",
+                    ),
+                ],
+                r#"{"healthcheck":{"test":["NONE"]},"mem_limit":67108864,"network_mode":"host"}"#,
+            ),
+            (
+                "network_mode = \"none\"\nstop_grace_period = \"1m\"\ncpus = \"2\"",
+                &[
+                    (
+                        "cpus",
+                        "d0c42302685fa728259473e930a07420babfc29137284dc89847cd7de65e9dcf",
+                    ),
+                    (
+                        "network_mode",
+                        "eb7e199ced79c4812e77f5097546ee88035320e10794e189362e25644186e985",
+                    ),
+                    (
+                        "stop_grace_period",
+                        "3ba9d64b26c163c3a6deec1b34ad1e7a61c014a3c0d513f8b07354c63be9cb20",
+                    ),
+                ],
+                r#"{"cpus":2.0,"network_mode":"none","stop_grace_period":"1m"}"#,
+            ),
+        ];
+        for (extra, want, json_want) in cases {
+            let want: Vec<(String, String)> = want
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            assert_eq!(digests(extra), want, "{extra}");
+            assert_eq!(json(extra), json_want, "{extra}");
+        }
+    }
+}
