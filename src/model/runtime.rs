@@ -1110,7 +1110,7 @@ impl Field for ReadOnly {
 struct MemLimit;
 impl Field for MemLimit {
     type Value = Option<u64>;
-    const EXAMPLES: &'static [&'static str] = &["\"64m\"", "536870912", "\"0.5g\""];
+    const EXAMPLES: &'static [&'static str] = &["\"64m\"", "536870912", "\"256m\""];
     fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
         match bytes_of("mem_limit", v)? {
             None | Some(0) => Ok(None),
