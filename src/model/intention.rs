@@ -301,7 +301,7 @@ pub struct IntentionError {
 }
 
 /// The intention document: its own fields, then the runtime fields (one
-/// per row of [`runtime::runtime_fields`]), each read as a JSON value and
+/// per row of `runtime::runtime_fields!`), each read as a JSON value and
 /// taken apart by `RuntimeDoc::check`.
 macro_rules! intention_doc {
     ($($(#[$doc:meta])* $member:ident: $ty:ty = $name:tt $field:ident,)*) => {

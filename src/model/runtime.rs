@@ -6,7 +6,8 @@
 //! the engine's own default, for unset) is one value, and is an input of
 //! the spec digest of its own ([`Runtime::digests`]): only a field that is
 //! set is an input, so a container made before the field existed keeps its
-//! digest.
+//! digest. Each field is one row of `runtime_fields!` and one [`Field`]
+//! impl; everything that lists the fields is made from the rows.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -555,7 +556,7 @@ macro_rules! runtime_fields {
 pub(crate) use runtime_fields;
 
 /// What the rows make here.
-macro_rules! runtime {
+macro_rules! runtime_items {
     ($($(#[$doc:meta])* $member:ident: $ty:ty = $name:tt $field:ident,)*) => {
         /// The inputs a runtime field may be: each is the field's name.
         pub const FIELDS: [&str; [$($name),*].len()] = [$($name),*];
@@ -612,7 +613,7 @@ macro_rules! runtime {
             [$(($name, <$field as Field>::EXAMPLES)),*];
     };
 }
-runtime_fields!(runtime);
+runtime_fields!(runtime_items);
 
 /// A field's name as an input name.
 fn input_name(name: &str) -> InputName {

@@ -2528,6 +2528,33 @@ secrets:
         assert_eq!((e.service.as_str(), e.key.as_str()), (FILE, ".env"));
     }
 
+    /// Every row of the runtime field table is carried from the Compose
+    /// key of its name: one of the row's examples, written as a Compose
+    /// value (the JSON form is YAML), lands on the intention set. A field
+    /// added to the table without its importer line fails here, named.
+    #[test]
+    fn every_runtime_field_of_the_table_is_imported() {
+        for (name, examples) in crate::model::runtime::EXAMPLES {
+            let carried = examples.iter().any(|e| {
+                let v: toml::Table = toml::from_str(&format!("v = {e}")).unwrap();
+                let beside = if name == "mem_limit" {
+                    ""
+                } else {
+                    "mem_limit: 64m\n"
+                };
+                let body = format!(
+                    "{beside}{name}: {}",
+                    serde_json::to_string(&v["v"]).unwrap()
+                );
+                let Ok(i) = service(&body) else { return false };
+                let it = Intention::parse(&i.files[0].toml, DocFormat::Toml, "s.toml").unwrap();
+                let input = crate::model::names::InputName::try_from(name).unwrap();
+                it.runtime.digests().contains_key(&input)
+            });
+            assert!(carried, "{name}: no example of its row is imported");
+        }
+    }
+
     #[test]
     fn every_intention_written_parses_back_with_its_runtime_fields() {
         let i = service(
