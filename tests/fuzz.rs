@@ -7,7 +7,8 @@
 //! intention must also come back whole from its JSON form, from its store
 //! record and from its container's sealed label. The generators make
 //! valid-looking documents with every field (the intention's own and each
-//! of `runtime::FIELDS`), then mutate some of them, at any depth, into
+//! of `runtime::FIELDS`: one without a generator of its own here takes its
+//! row's examples, `runtime::EXAMPLES`), then mutate some of them, at any depth, into
 //! noise; raw noise and damaged text are fed too.
 //!
 //! Bounded in `cargo test` (`STEAD_FUZZ_CASES` cases per target, 1000 by
@@ -621,8 +622,25 @@ fn field_value(field: &'static str) -> BoxedStrategy<J> {
         "networks" => prop::collection::vec(mostly(vec!["back", "front"], vec!["host", "bridge", "x y", ""]), 0..3)
             .prop_map(J::Array)
             .boxed(),
-        _ => noise().boxed(),
+        // A runtime field without a generator above: its row's examples.
+        f => examples(f).unwrap_or_else(|| noise().boxed()),
     }
+}
+
+/// A runtime field's examples (from its row of the field table), as JSON,
+/// mostly, and sometimes noise; `None` for a name that is no runtime field.
+fn examples(field: &str) -> Option<BoxedStrategy<J>> {
+    let (_, examples) = stead::model::runtime::EXAMPLES
+        .into_iter()
+        .find(|(f, _)| *f == field)?;
+    let values: Vec<J> = examples
+        .iter()
+        .map(|e| {
+            let t: toml::Table = toml::from_str(&format!("v = {e}")).unwrap();
+            serde_json::to_value(&t["v"]).unwrap()
+        })
+        .collect();
+    Some(prop_oneof![8 => prop::sample::select(values), 1 => noise()].boxed())
 }
 
 /// A setting's value: scalars, lists, tables.
@@ -1103,7 +1121,7 @@ fn compose_to_intention(key: &'static str) -> &'static str {
 }
 
 /// The service keys generated.
-const SERVICE_KEYS: [&str; 40] = [
+const SERVICE_KEYS: [&str; 41] = [
     "build",
     "command",
     "entrypoint",
@@ -1137,6 +1155,7 @@ const SERVICE_KEYS: [&str; 40] = [
     "read_only",
     "mem_limit",
     "memswap_limit",
+    "shm_size",
     "cpus",
     "pids_limit",
     "init",

@@ -104,11 +104,7 @@ fn every_fixture_imports_listing_what_is_not_carried_and_every_file_parses() {
             "gitea-postgres/compose.yml",
             3,
             &["db", "server"],
-            &[
-                "db: networks.gitea.aliases",
-                "db: shm_size",
-                "server: depends_on",
-            ],
+            &["db: networks.gitea.aliases", "server: depends_on"],
         ),
     ];
     for (file, code, modules, keys) in cases {
@@ -452,6 +448,7 @@ fn a_compose_file_run_by_docker_compose_and_by_the_agent_from_its_import_makes_t
       - source: appconf
         target: /etc/app.conf
     mem_limit: 64m
+    shm_size: 32m
     cpus: 0.5
     pids_limit: 50
     ulimits:
@@ -566,6 +563,7 @@ secrets:
     let (ch, sh) = (&c["HostConfig"], &s["HostConfig"]);
     for f in [
         "Memory",
+        "ShmSize",
         "NanoCpus",
         "PidsLimit",
         "Ulimits",
@@ -586,6 +584,7 @@ secrets:
     // What they both are, so that no equality above is of two unsets.
     for (f, want) in [
         ("Memory", json!(64u64 << 20)),
+        ("ShmSize", json!(32u64 << 20)),
         ("NanoCpus", json!(500_000_000u64)),
         ("PidsLimit", json!(50)),
         (

@@ -1,7 +1,9 @@
 //! Properties of the intention parser and of the spec digest, over
 //! generated input: the parser never panics, whatever it is given; equal
 //! specs give equal digests whatever the order their maps and lists are
-//! written in; and every single-field change changes the digest.
+//! written in; and every single-field change changes the digest. Every
+//! runtime field is written, with the examples its row of the field table
+//! gives (`runtime::EXAMPLES`): a new field is covered as it is added.
 
 use std::path::Path;
 
@@ -9,6 +11,7 @@ use proptest::prelude::*;
 use stead::host::digest::FileDigester;
 use stead::model::intention::{DocFormat, Intention};
 use stead::model::names::{Digest, NodeId};
+use stead::model::runtime::{EXAMPLES, FIELDS};
 use stead::model::spec;
 use stead::reconcile::resolve::resolve_inputs;
 
@@ -40,9 +43,56 @@ struct Module {
     settings: Vec<(String, i64)>,
     files: Vec<(String, String)>,
     mounts: Vec<(String, String)>,
+    /// Runtime fields: an index into `EXAMPLES`, and one of its examples.
+    runtime: Vec<(usize, usize)>,
+}
+
+/// A runtime field's line: its name and its example `which` (modulo how
+/// many it has).
+fn runtime_line(field: usize, which: usize) -> String {
+    let (name, examples) = EXAMPLES[field];
+    format!("{name} = {}\n", examples[which % examples.len()])
+}
+
+/// The index of a runtime field in `EXAMPLES`.
+fn field_index(name: &str) -> usize {
+    EXAMPLES.iter().position(|(n, _)| *n == name).unwrap()
+}
+
+/// Runtime fields (indices into `EXAMPLES`, with an example each) as the
+/// check takes them together: `memswap_limit` with a `mem_limit` below it,
+/// and `network_mode` (never the default in the examples) without
+/// `networks`, `dns` and `extra_hosts`. Sorted by field, one each.
+fn together(mut runtime: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
+    runtime.sort();
+    runtime.dedup_by_key(|(f, _)| *f);
+    let has = |r: &[(usize, usize)], n: &str| r.iter().any(|(f, _)| *f == field_index(n));
+    if has(&runtime, "memswap_limit") && !has(&runtime, "mem_limit") {
+        runtime.push((field_index("mem_limit"), 0));
+    }
+    if has(&runtime, "network_mode") {
+        let apart = ["networks", "dns", "extra_hosts"].map(field_index);
+        runtime.retain(|(f, _)| !apart.contains(f));
+    }
+    runtime.sort();
+    runtime
 }
 
 impl Module {
+    /// With these runtime fields, as [`together`] takes them; in the
+    /// host's (or another's, or no) network it publishes no ports.
+    fn with_runtime(self, runtime: Vec<(usize, usize)>) -> Module {
+        let runtime = together(runtime);
+        let apart = runtime
+            .iter()
+            .any(|(f, _)| *f == field_index("network_mode"));
+        Module {
+            ports: if apart { vec![] } else { self.ports },
+            runtime,
+            ..self
+        }
+    }
+
     /// The TOML document, with every list and map in the order given by
     /// `order` (a permutation seed).
     fn text(&self, order: u64) -> String {
@@ -65,6 +115,9 @@ impl Module {
             .map(|p| format!("\"{p}\""))
             .collect();
         t.push_str(&format!("ports = [{}]\n", ports.join(", ")));
+        for (f, which) in shuffled(&self.runtime, order / 17) {
+            t.push_str(&runtime_line(f, which));
+        }
         t.push_str("[env]\n");
         for (k, v) in shuffled(&self.env, order / 3) {
             t.push_str(&format!("{k} = {v:?}\n"));
@@ -103,6 +156,7 @@ prop_compose! {
         settings in prop::collection::btree_map(word(), any::<i64>(), 0..4),
         files in prop::collection::btree_map(word(), "[ -~]{0,20}", 0..3),
         mounts in prop::collection::btree_set(word(), 0..3),
+        runtime in prop::collection::vec((0..FIELDS.len(), 0usize..8), 0..FIELDS.len()),
     ) -> Module {
         Module {
             command,
@@ -118,7 +172,9 @@ prop_compose! {
                 .into_iter()
                 .map(|w| (format!("/srv/{w}"), format!("/mnt/{w}")))
                 .collect(),
+            runtime: vec![],
         }
+        .with_runtime(runtime)
     }
 }
 
@@ -157,6 +213,7 @@ proptest! {
             // Names the generators never make, so nothing collides.
             1 => { changed.env.push((format!("zz_{salt}"), "v".into())); "env" }
             2 => {
+                prop_assume!(!m.runtime.iter().any(|(f, _)| *f == field_index("network_mode")));
                 let p = (1000 + salt) as u16;
                 if changed.ports.contains(&p) { changed.ports.retain(|x| *x != p) } else { changed.ports.push(p) }
                 "ports"
@@ -171,5 +228,70 @@ proptest! {
             _ => { changed.mounts.push((format!("/srv/zz{salt}"), format!("/extra-mnt/zz{salt}"))); "mounts" }
         };
         prop_assert_ne!(digest(&m.text(0)), digest(&changed.text(0)), "{} changed", what);
+    }
+
+    /// Each runtime field, set to one of its examples or to another: the
+    /// spec digest moves, and of the inputs only the field's own.
+    #[test]
+    fn every_runtime_field_change_changes_the_digest_and_its_input_alone(
+        m in module(),
+        field in 0..FIELDS.len(),
+        which in 0usize..8,
+        step in 1usize..8,
+    ) {
+        let n = EXAMPLES[field].1.len();
+        let other = which % n + 1 + (step - 1) % (n - 1);
+        let set = |which: usize| {
+            let mut r = m.runtime.clone();
+            r.retain(|(f, _)| *f != field);
+            r.push((field, which));
+            m.clone().with_runtime(r)
+        };
+        let (a, b) = (set(which % n), set(other % n));
+        // `together` may have dropped the field, for `network_mode`'s sake.
+        prop_assume!(a.runtime.iter().any(|(f, _)| *f == field));
+        prop_assert_ne!(digest(&a.text(0)), digest(&b.text(0)), "{}", FIELDS[field]);
+        let inputs = |m: &Module| {
+            let i = Intention::parse(&m.text(0), DocFormat::Toml, "p.toml").expect("a valid document");
+            i.runtime.digests()
+        };
+        let (mut ia, mut ib) = (inputs(&a), inputs(&b));
+        let name = stead::model::names::InputName::try_from(FIELDS[field]).unwrap();
+        prop_assert_ne!(ia.remove(&name), ib.remove(&name), "{}", FIELDS[field]);
+        prop_assert_eq!(ia, ib, "{} moved another input", FIELDS[field]);
+    }
+}
+
+/// Every runtime field has examples for the tests above: at least two, each
+/// valid (beside a `mem_limit`), each a value of its own.
+#[test]
+fn every_runtime_field_has_examples_of_different_values() {
+    assert_eq!(EXAMPLES.map(|(n, _)| n), FIELDS);
+    for (f, (name, examples)) in EXAMPLES.iter().enumerate() {
+        assert!(
+            examples.len() >= 2,
+            "{name}: a row needs two examples at least"
+        );
+        let mut seen = std::collections::BTreeSet::new();
+        for w in 0..examples.len() {
+            let beside = if *name == "mem_limit" {
+                ""
+            } else {
+                "mem_limit = \"64m\"\n"
+            };
+            let text = format!(
+                "name = \"m\"\nimage = \"x:1\"\n{beside}{}",
+                runtime_line(f, w)
+            );
+            let i = Intention::parse(&text, DocFormat::Toml, "p.toml")
+                .unwrap_or_else(|e| panic!("{name}: example {}: {e}", examples[w]));
+            let input = stead::model::names::InputName::try_from(*name).unwrap();
+            let d = i.runtime.digests().get(&input).cloned();
+            assert!(
+                seen.insert(d),
+                "{name}: example {} is another's value",
+                examples[w]
+            );
+        }
     }
 }

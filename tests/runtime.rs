@@ -45,6 +45,7 @@ read_only = true
 mem_limit = "{mem}"
 cpus = 0.5
 pids_limit = 50
+shm_size = "32m"
 ulimits = {{nofile = {{soft = 1024, hard = 2048}}, nproc = 4096}}
 sysctls = {{"net.ipv4.ip_forward" = "1"}}
 init = true
@@ -118,6 +119,7 @@ fn every_runtime_field_lands_on_the_container_and_a_change_recreates_it_once() {
     assert_eq!(host["ReadonlyRootfs"], true);
     assert_eq!(host["Memory"], 64u64 << 20);
     assert_eq!(host["NanoCpus"], 500_000_000u64);
+    assert_eq!(host["ShmSize"], 32u64 << 20);
     assert_eq!(host["PidsLimit"], 50);
     // Podman names limits as the kernel does.
     let ulimits = if on_podman() {

@@ -641,6 +641,7 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
             memory_swap: r.memswap_limit,
             nano_cpus: r.nano_cpus.map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
             pids_limit: r.pids_limit,
+            shm_size: r.shm_size.map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
             ulimits: (!r.ulimits.is_empty()).then(|| {
                 r.ulimits
                     .iter()

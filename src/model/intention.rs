@@ -300,92 +300,57 @@ pub struct IntentionError {
     pub message: String,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct IntentionDoc {
-    name: String,
-    image: String,
-    #[serde(default)]
-    command: Option<Vec<String>>,
-    #[serde(default)]
-    env: BTreeMap<String, String>,
-    #[serde(default)]
-    env_files: Vec<String>,
-    #[serde(default)]
-    restart: RestartPolicy,
-    #[serde(default)]
-    on_drift: DriftPolicy,
-    #[serde(default)]
-    update_order: UpdateOrder,
-    #[serde(default)]
-    update: Option<UpdateDoc>,
-    #[serde(default)]
-    ports: Vec<String>,
-    #[serde(default)]
-    config: Option<ConfigDoc>,
-    #[serde(default)]
-    settings: BTreeMap<String, serde_json::Value>,
-    #[serde(default)]
-    files: Vec<FileDoc>,
-    #[serde(default)]
-    mounts: Vec<MountDoc>,
-    // What the container needs beyond the above ([`Runtime`]): each
-    // read as a JSON value and taken apart by `RuntimeDoc::check`.
-    #[serde(default)]
-    entrypoint: Option<serde_json::Value>,
-    #[serde(default)]
-    working_dir: Option<serde_json::Value>,
-    #[serde(default)]
-    user: Option<serde_json::Value>,
-    #[serde(default)]
-    labels: Option<serde_json::Value>,
-    #[serde(default)]
-    devices: Option<serde_json::Value>,
-    #[serde(default)]
-    device_cgroup_rules: Option<serde_json::Value>,
-    #[serde(default)]
-    privileged: Option<serde_json::Value>,
-    #[serde(default)]
-    cap_add: Option<serde_json::Value>,
-    #[serde(default)]
-    cap_drop: Option<serde_json::Value>,
-    #[serde(default)]
-    network_mode: Option<serde_json::Value>,
-    #[serde(default)]
-    extra_hosts: Option<serde_json::Value>,
-    #[serde(default)]
-    dns: Option<serde_json::Value>,
-    #[serde(default)]
-    tmpfs: Option<serde_json::Value>,
-    #[serde(default)]
-    read_only: Option<serde_json::Value>,
-    #[serde(default)]
-    mem_limit: Option<serde_json::Value>,
-    #[serde(default)]
-    memswap_limit: Option<serde_json::Value>,
-    #[serde(default)]
-    cpus: Option<serde_json::Value>,
-    #[serde(default)]
-    pids_limit: Option<serde_json::Value>,
-    #[serde(default)]
-    ulimits: Option<serde_json::Value>,
-    #[serde(default)]
-    sysctls: Option<serde_json::Value>,
-    #[serde(default)]
-    init: Option<serde_json::Value>,
-    #[serde(default)]
-    stop_signal: Option<serde_json::Value>,
-    #[serde(default)]
-    stop_grace_period: Option<serde_json::Value>,
-    #[serde(default)]
-    healthcheck: Option<serde_json::Value>,
-    #[serde(default)]
-    logging: Option<serde_json::Value>,
-    #[serde(default)]
-    volumes: Option<serde_json::Value>,
-    #[serde(default)]
-    networks: Option<serde_json::Value>,
+/// The intention document: its own fields, then the runtime fields (one
+/// per row of `runtime::runtime_fields!`), each read as a JSON value and
+/// taken apart by `RuntimeDoc::check`.
+macro_rules! intention_doc {
+    ($($(#[$doc:meta])* $member:ident: $ty:ty = $name:tt $field:ident,)*) => {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct IntentionDoc {
+            name: String,
+            image: String,
+            #[serde(default)]
+            command: Option<Vec<String>>,
+            #[serde(default)]
+            env: BTreeMap<String, String>,
+            #[serde(default)]
+            env_files: Vec<String>,
+            #[serde(default)]
+            restart: RestartPolicy,
+            #[serde(default)]
+            on_drift: DriftPolicy,
+            #[serde(default)]
+            update_order: UpdateOrder,
+            #[serde(default)]
+            update: Option<UpdateDoc>,
+            #[serde(default)]
+            ports: Vec<String>,
+            #[serde(default)]
+            config: Option<ConfigDoc>,
+            #[serde(default)]
+            settings: BTreeMap<String, serde_json::Value>,
+            #[serde(default)]
+            files: Vec<FileDoc>,
+            #[serde(default)]
+            mounts: Vec<MountDoc>,
+            $(
+                #[serde(default, rename = $name)]
+                $member: Option<serde_json::Value>,
+            )*
+        }
+
+        impl IntentionDoc {
+            /// The runtime fields, taken out of the document.
+            fn runtime_doc(&mut self) -> RuntimeDoc {
+                RuntimeDoc {
+                    $($member: self.$member.take(),)*
+                }
+            }
+        }
+    };
 }
+runtime::runtime_fields!(intention_doc);
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -682,7 +647,9 @@ pub fn without_values(message: &str) -> String {
 }
 
 impl IntentionDoc {
-    fn check(self) -> Result<Intention, (String, String)> {
+    fn check(mut self) -> Result<Intention, (String, String)> {
+        // Checked below, after the intention's own fields.
+        let runtime_doc = self.runtime_doc();
         fn f(
             field: &str,
         ) -> impl FnOnce(crate::model::names::InvalidName) -> (String, String) + '_ {
@@ -871,36 +838,7 @@ impl IntentionDoc {
             None => None,
             Some(u) => Some(check_update(&image, u)?),
         };
-        let runtime = RuntimeDoc {
-            entrypoint: self.entrypoint,
-            working_dir: self.working_dir,
-            user: self.user,
-            labels: self.labels,
-            devices: self.devices,
-            device_cgroup_rules: self.device_cgroup_rules,
-            privileged: self.privileged,
-            cap_add: self.cap_add,
-            cap_drop: self.cap_drop,
-            network_mode: self.network_mode,
-            extra_hosts: self.extra_hosts,
-            dns: self.dns,
-            tmpfs: self.tmpfs,
-            read_only: self.read_only,
-            mem_limit: self.mem_limit,
-            memswap_limit: self.memswap_limit,
-            cpus: self.cpus,
-            pids_limit: self.pids_limit,
-            ulimits: self.ulimits,
-            sysctls: self.sysctls,
-            init: self.init,
-            stop_signal: self.stop_signal,
-            stop_grace_period: self.stop_grace_period,
-            healthcheck: self.healthcheck,
-            logging: self.logging,
-            volumes: self.volumes,
-            networks: self.networks,
-        }
-        .check()?;
+        let runtime = runtime_doc.check()?;
         for (i, t) in runtime.tmpfs.keys().enumerate() {
             claim(t, format!("tmpfs[{i}]"))?;
         }

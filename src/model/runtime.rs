@@ -6,7 +6,8 @@
 //! the engine's own default, for unset) is one value, and is an input of
 //! the spec digest of its own ([`Runtime::digests`]): only a field that is
 //! set is an input, so a container made before the field existed keeps its
-//! digest.
+//! digest. Each field is one row of `runtime_fields!` and one [`Field`]
+//! impl; everything that lists the fields is made from the rows.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -16,37 +17,6 @@ use serde::Serialize;
 
 use crate::model::duration::parse_duration;
 use crate::model::names::{AbsPath, Digest, InputName, ModuleName};
-
-/// The inputs a runtime field may be: each is the field's name.
-pub const FIELDS: [&str; 27] = [
-    "entrypoint",
-    "working_dir",
-    "user",
-    "labels",
-    "devices",
-    "device_cgroup_rules",
-    "privileged",
-    "cap_add",
-    "cap_drop",
-    "network_mode",
-    "extra_hosts",
-    "dns",
-    "tmpfs",
-    "read_only",
-    "mem_limit",
-    "memswap_limit",
-    "cpus",
-    "pids_limit",
-    "ulimits",
-    "sysctls",
-    "init",
-    "stop_signal",
-    "stop_grace_period",
-    "healthcheck",
-    "logging",
-    "volumes",
-    "networks",
-];
 
 /// The grace period the engine gives a container to stop when none is set.
 pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(10);
@@ -163,69 +133,6 @@ pub enum NodeLogging {
 /// engine's gateway), as Docker and Compose spell it.
 pub const HOST_GATEWAY: &str = "host-gateway";
 
-/// Everything else the container is created with, checked and normalised.
-/// `Default` is every field unset: the engine's defaults.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Runtime {
-    /// Replaces the image's entrypoint (`Some([])` clears it).
-    pub entrypoint: Option<Vec<String>>,
-    /// The working directory.
-    pub working_dir: Option<AbsPath>,
-    /// `user`, `uid`, `user:group` or `uid:gid`.
-    pub user: Option<String>,
-    /// The user's own labels (`stead.*` is reserved).
-    pub labels: BTreeMap<String, String>,
-    /// Host devices, by where the container sees them.
-    pub devices: Vec<Device>,
-    /// Device cgroup rules (`c 188:* rwm`), sorted.
-    pub device_cgroup_rules: Vec<String>,
-    /// Every capability and device.
-    pub privileged: bool,
-    /// Capabilities added, without `CAP_`, upper case.
-    pub cap_add: BTreeSet<String>,
-    /// Capabilities dropped.
-    pub cap_drop: BTreeSet<String>,
-    /// The network mode.
-    pub network_mode: NetworkMode,
-    /// Extra `/etc/hosts` entries: host name → an IP address (as the
-    /// address prints: one spelling each) or [`HOST_GATEWAY`].
-    pub extra_hosts: BTreeMap<String, String>,
-    /// DNS servers, in order.
-    pub dns: Vec<IpAddr>,
-    /// tmpfs mounts: where → options (empty: none).
-    pub tmpfs: BTreeMap<AbsPath, String>,
-    /// A read-only root filesystem.
-    pub read_only: bool,
-    /// Memory limit, bytes.
-    pub mem_limit: Option<u64>,
-    /// Memory plus swap limit, bytes (`-1`: unlimited swap).
-    pub memswap_limit: Option<i64>,
-    /// CPUs, in billionths.
-    pub nano_cpus: Option<u64>,
-    /// The most processes.
-    pub pids_limit: Option<i64>,
-    /// Resource limits by name.
-    pub ulimits: BTreeMap<String, Ulimit>,
-    /// Namespaced kernel parameters.
-    pub sysctls: BTreeMap<String, String>,
-    /// An init process as PID 1 that reaps zombies and forwards signals.
-    pub init: bool,
-    /// The signal that stops it (`SIGTERM` unset).
-    pub stop_signal: Option<String>,
-    /// How long a stop waits before killing (10 s unset).
-    pub stop_grace_period: Option<Duration>,
-    /// The health check (unset: the image's).
-    pub healthcheck: Option<Healthcheck>,
-    /// Where its output goes (unset: the agent's default, not an input).
-    pub logging: Option<Logging>,
-    /// Named volumes, by where they are mounted.
-    pub volumes: Vec<Volume>,
-    /// User-defined networks it joins (made and labelled by the agent,
-    /// removed once no container of this node uses them); in each, the
-    /// module's name resolves to it.
-    pub networks: BTreeSet<String>,
-}
-
 /// A field's check failed: the field (with its index or key) and why.
 pub type FieldError = (String, String);
 
@@ -267,40 +174,6 @@ struct HealthcheckDoc {
     retries: Option<u32>,
     start_period: Option<String>,
     disable: bool,
-}
-
-/// The runtime fields as an intention document holds them: each read as a
-/// JSON value (TOML's too), and taken apart by [`RuntimeDoc::check`], so
-/// that no field adds a deserializer of its own to the binary.
-#[derive(Clone, Debug, Default)]
-pub struct RuntimeDoc {
-    pub(crate) entrypoint: Option<J>,
-    pub(crate) working_dir: Option<J>,
-    pub(crate) user: Option<J>,
-    pub(crate) labels: Option<J>,
-    pub(crate) devices: Option<J>,
-    pub(crate) device_cgroup_rules: Option<J>,
-    pub(crate) privileged: Option<J>,
-    pub(crate) cap_add: Option<J>,
-    pub(crate) cap_drop: Option<J>,
-    pub(crate) network_mode: Option<J>,
-    pub(crate) extra_hosts: Option<J>,
-    pub(crate) dns: Option<J>,
-    pub(crate) tmpfs: Option<J>,
-    pub(crate) read_only: Option<J>,
-    pub(crate) mem_limit: Option<J>,
-    pub(crate) memswap_limit: Option<J>,
-    pub(crate) cpus: Option<J>,
-    pub(crate) pids_limit: Option<J>,
-    pub(crate) ulimits: Option<J>,
-    pub(crate) sysctls: Option<J>,
-    pub(crate) init: Option<J>,
-    pub(crate) stop_signal: Option<J>,
-    pub(crate) stop_grace_period: Option<J>,
-    pub(crate) healthcheck: Option<J>,
-    pub(crate) logging: Option<J>,
-    pub(crate) volumes: Option<J>,
-    pub(crate) networks: Option<J>,
 }
 
 type J = serde_json::Value;
@@ -587,24 +460,253 @@ fn duration(field: &str, s: &Option<String>) -> Result<Option<Duration>, FieldEr
         .transpose()
 }
 
-impl RuntimeDoc {
-    /// Checks and normalises every field.
-    pub fn check(self) -> Result<Runtime, FieldError> {
-        let entrypoint = match string_or_list("entrypoint", self.entrypoint)? {
-            None => None,
-            Some(StringOrList::List(l)) => Some(l),
+/// One runtime field: how it is checked from what a document holds, how it
+/// is an input, and how it is written back. Nothing has a default: a row
+/// whose field says not how it is an input does not compile.
+pub trait Field {
+    /// Its normalised value, a member of [`Runtime`] (`Default`: unset).
+    type Value;
+    /// Values a document may give it (TOML, one line's right-hand side),
+    /// at least two that differ: the property tests write every field
+    /// with them. With `mem_limit = "64m"` beside it, each is valid.
+    const EXAMPLES: &'static [&'static str];
+    /// Checked and normalised; `r` holds the fields above it in the table.
+    fn check(v: Option<J>, r: &Runtime) -> Result<Self::Value, FieldError>;
+    /// What its input's digest is of (the digest's domain is the field's
+    /// name), or `None` when unset: then it is no input, so a container
+    /// made before the field existed keeps its digest.
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_>;
+    /// As a document writes it (parsing back to the same value), or `None`
+    /// when unset.
+    fn json(v: &Self::Value) -> Option<J>;
+}
+
+/// The runtime fields, one row each, in the order they are checked (a
+/// check sees the fields above it) and written: its doc, its member in
+/// [`Runtime`] and type, its name (in a document, and as an input), and
+/// the type that is its [`Field`]. `$then` is the macro that makes
+/// something of the rows: [`Runtime`], [`RuntimeDoc`], [`FIELDS`], the
+/// check, the digests and the JSON here; the intention document's fields
+/// in `intention.rs`; the importer's output in `compose_file`.
+macro_rules! runtime_fields {
+    ($then:ident) => {
+        $then! {
+            /// Replaces the image's entrypoint (`Some([])` clears it).
+            entrypoint: Option<Vec<String>> = "entrypoint" Entrypoint,
+            /// The working directory.
+            working_dir: Option<AbsPath> = "working_dir" WorkingDir,
+            /// `user`, `uid`, `user:group` or `uid:gid`.
+            user: Option<String> = "user" User,
+            /// The user's own labels (`stead.*` is reserved).
+            labels: BTreeMap<String, String> = "labels" Labels,
+            /// Host devices, by where the container sees them.
+            devices: Vec<Device> = "devices" Devices,
+            /// Device cgroup rules (`c 188:* rwm`), sorted.
+            device_cgroup_rules: Vec<String> = "device_cgroup_rules" DeviceCgroupRules,
+            /// Every capability and device.
+            privileged: bool = "privileged" Privileged,
+            /// Capabilities added, without `CAP_`, upper case.
+            cap_add: BTreeSet<String> = "cap_add" CapAdd,
+            /// Capabilities dropped.
+            cap_drop: BTreeSet<String> = "cap_drop" CapDrop,
+            /// The network mode.
+            network_mode: NetworkMode = "network_mode" NetworkModeField,
+            /// Extra `/etc/hosts` entries: host name → an IP address (as the
+            /// address prints: one spelling each) or [`HOST_GATEWAY`].
+            extra_hosts: BTreeMap<String, String> = "extra_hosts" ExtraHosts,
+            /// DNS servers, in order.
+            dns: Vec<IpAddr> = "dns" Dns,
+            /// tmpfs mounts: where → options (empty: none).
+            tmpfs: BTreeMap<AbsPath, String> = "tmpfs" Tmpfs,
+            /// A read-only root filesystem.
+            read_only: bool = "read_only" ReadOnly,
+            /// Memory limit, bytes.
+            mem_limit: Option<u64> = "mem_limit" MemLimit,
+            /// Memory plus swap limit, bytes (`-1`: unlimited swap).
+            memswap_limit: Option<i64> = "memswap_limit" MemswapLimit,
+            /// CPUs, in billionths.
+            nano_cpus: Option<u64> = "cpus" Cpus,
+            /// The most processes.
+            pids_limit: Option<i64> = "pids_limit" PidsLimit,
+            /// Resource limits by name.
+            ulimits: BTreeMap<String, Ulimit> = "ulimits" Ulimits,
+            /// Namespaced kernel parameters.
+            sysctls: BTreeMap<String, String> = "sysctls" Sysctls,
+            /// An init process as PID 1 that reaps zombies and forwards signals.
+            init: bool = "init" Init,
+            /// The signal that stops it (`SIGTERM` unset).
+            stop_signal: Option<String> = "stop_signal" StopSignal,
+            /// How long a stop waits before killing (10 s unset).
+            stop_grace_period: Option<Duration> = "stop_grace_period" StopGracePeriod,
+            /// The health check (unset: the image's).
+            healthcheck: Option<Healthcheck> = "healthcheck" HealthcheckField,
+            /// Where its output goes (unset: the agent's default, not an input).
+            logging: Option<Logging> = "logging" LoggingField,
+            /// Named volumes, by where they are mounted.
+            volumes: Vec<Volume> = "volumes" Volumes,
+            /// User-defined networks it joins (made and labelled by the agent,
+            /// removed once no container of this node uses them); in each, the
+            /// module's name resolves to it.
+            networks: BTreeSet<String> = "networks" Networks,
+            /// The size of `/dev/shm`, bytes (unset: the engine's 64 MiB).
+            shm_size: Option<u64> = "shm_size" ShmSize,
+        }
+    };
+}
+pub(crate) use runtime_fields;
+
+/// What the rows make here.
+macro_rules! runtime_items {
+    ($($(#[$doc:meta])* $member:ident: $ty:ty = $name:tt $field:ident,)*) => {
+        /// The inputs a runtime field may be: each is the field's name.
+        pub const FIELDS: [&str; [$($name),*].len()] = [$($name),*];
+
+        /// Everything else the container is created with, checked and
+        /// normalised. `Default` is every field unset: the engine's defaults.
+        #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+        pub struct Runtime {
+            $($(#[$doc])* pub $member: $ty,)*
+        }
+
+        /// The runtime fields as an intention document holds them: each
+        /// read as a JSON value (TOML's too), and taken apart by
+        /// [`RuntimeDoc::check`], so that no field adds a deserializer of
+        /// its own to the binary.
+        #[derive(Clone, Debug, Default)]
+        pub struct RuntimeDoc {
+            $(pub(crate) $member: Option<J>,)*
+        }
+
+        impl RuntimeDoc {
+            /// Checks and normalises every field, in the table's order,
+            /// then what one field says of another.
+            pub fn check(self) -> Result<Runtime, FieldError> {
+                let mut r = Runtime::default();
+                $(r.$member = <$field as Field>::check(self.$member, &r)?;)*
+                across(&r)?;
+                Ok(r)
+            }
+        }
+
+        impl Runtime {
+            /// One input per field that is set, named by the field, with the
+            /// digest of its normalised value.
+            pub fn digests(&self) -> BTreeMap<InputName, Digest> {
+                let mut out = BTreeMap::new();
+                $(if let Some(v) = <$field as Field>::input(&self.$member) {
+                    out.insert(input_name($name), Digest::canonical($name, &v));
+                })*
+                out
+            }
+
+            /// Writes every set field into an intention document, in a form
+            /// that parses back to the same runtime.
+            pub fn write_json(&self, doc: &mut serde_json::Map<String, J>) {
+                $(if let Some(v) = <$field as Field>::json(&self.$member) {
+                    doc.insert($name.to_string(), v);
+                })*
+            }
+        }
+
+        /// Every field's examples, by name (for the property tests).
+        pub const EXAMPLES: [(&str, &[&str]); FIELDS.len()] =
+            [$(($name, <$field as Field>::EXAMPLES)),*];
+    };
+}
+runtime_fields!(runtime_items);
+
+/// A field's name as an input name.
+fn input_name(name: &str) -> InputName {
+    InputName::try_from(name).expect("runtime fields are input names")
+}
+
+/// A collection: unset when empty.
+trait Collection {
+    fn empty(&self) -> bool;
+}
+
+impl<T> Collection for Vec<T> {
+    fn empty(&self) -> bool {
+        self.is_empty()
+    }
+}
+
+impl<T> Collection for BTreeSet<T> {
+    fn empty(&self) -> bool {
+        self.is_empty()
+    }
+}
+
+impl<K, V> Collection for BTreeMap<K, V> {
+    fn empty(&self) -> bool {
+        self.is_empty()
+    }
+}
+
+/// A collection as an input: when it has something.
+fn nonempty<C: Collection>(c: &C) -> Option<&C> {
+    (!c.empty()).then_some(c)
+}
+
+/// A flag as an input: `true`, when set.
+fn flag(b: &bool) -> Option<&'static bool> {
+    b.then_some(&true)
+}
+
+/// A value as a document writes it, when there is one.
+fn json_of<T: Serialize>(v: Option<T>) -> Option<J> {
+    v.map(|v| serde_json::json!(v))
+}
+
+/// A list of strings given as one string or a list.
+fn one_or_list(field: &str, v: Option<J>) -> Result<Vec<String>, FieldError> {
+    Ok(match string_or_list(field, v)? {
+        None => vec![],
+        Some(StringOrList::String(s)) => vec![s],
+        Some(StringOrList::List(l)) => l,
+    })
+}
+
+/// A size in bytes, as its value checks it.
+fn bytes_of(field: &str, v: Option<J>) -> Result<Option<i64>, FieldError> {
+    bytes_doc(field, v)?
+        .as_ref()
+        .map(parse_bytes)
+        .transpose()
+        .map_err(|m| (field.to_string(), m))
+}
+
+struct Entrypoint;
+impl Field for Entrypoint {
+    type Value = Option<Vec<String>>;
+    const EXAMPLES: &'static [&'static str] = &["\"x\"", "[\"/init\"]", "[]"];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        let e = match string_or_list("entrypoint", v)? {
+            None => return Ok(None),
+            Some(StringOrList::List(l)) => l,
             // A string is run by a shell, as the engine's shell form does.
-            Some(StringOrList::String(s)) if s.is_empty() => Some(vec![]),
-            Some(StringOrList::String(s)) => Some(vec!["/bin/sh".into(), "-c".into(), s]),
+            Some(StringOrList::String(s)) if s.is_empty() => vec![],
+            Some(StringOrList::String(s)) => vec!["/bin/sh".into(), "-c".into(), s],
         };
-        let mut r = Runtime {
-            entrypoint,
-            ..Runtime::default()
-        };
-        for (i, a) in r.entrypoint.iter().flatten().enumerate() {
+        for (i, a) in e.iter().enumerate() {
             no_nul(&format!("entrypoint[{i}]"), a)?;
         }
-        r.working_dir = string("working_dir", self.working_dir)?
+        Ok(Some(e))
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        v.as_ref()
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(v.as_ref())
+    }
+}
+
+struct WorkingDir;
+impl Field for WorkingDir {
+    type Value = Option<AbsPath>;
+    const EXAMPLES: &'static [&'static str] = &["\"/srv\"", "\"/opt/\""];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        string("working_dir", v)?
             .map(|w| {
                 // `/srv/` is `/srv`, as the engine takes it.
                 let t = if w.len() > 1 {
@@ -614,42 +716,91 @@ impl RuntimeDoc {
                 };
                 AbsPath::try_from(t).map_err(|e| ("working_dir".to_string(), e.0))
             })
-            .transpose()?;
-        r.user = match string("user", self.user)?.map(|u| u.trim().to_string()) {
-            None => None,
-            Some(u) if u.is_empty() => None,
+            .transpose()
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        v.as_ref().map(AbsPath::as_str)
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(v.as_ref().map(AbsPath::as_str))
+    }
+}
+
+struct User;
+impl Field for User {
+    type Value = Option<String>;
+    const EXAMPLES: &'static [&'static str] = &["\"1000:1000\"", "\"nobody\""];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        match string("user", v)?.map(|u| u.trim().to_string()) {
+            None => Ok(None),
+            Some(u) if u.is_empty() => Ok(None),
             Some(u)
                 if u.contains(char::is_whitespace)
                     || u.contains('\0')
                     || u.matches(':').count() > 1 =>
             {
-                return Err((
+                Err((
                     "user".into(),
                     format!("{u:?} is not user, uid, user:group or uid:gid"),
+                ))
+            }
+            Some(u) => Ok(Some(u)),
+        }
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        v.as_ref()
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(v.as_ref())
+    }
+}
+
+struct Labels;
+impl Field for Labels {
+    type Value = BTreeMap<String, String>;
+    const EXAMPLES: &'static [&'static str] = &["{a = \"1\"}", "[\"a=2\", \"b=x\"]"];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        let mut labels = BTreeMap::new();
+        let Some(l) = list_or_map("labels", v)? else {
+            return Ok(labels);
+        };
+        for (k, v) in pairs("labels", l, &['='])? {
+            if k.is_empty() || k.contains(char::is_whitespace) {
+                return Err((
+                    format!("labels.{k}"),
+                    "a label needs a name without spaces".into(),
                 ));
             }
-            Some(u) => Some(u),
-        };
-        if let Some(l) = list_or_map("labels", self.labels)? {
-            for (k, v) in pairs("labels", l, &['='])? {
-                if k.is_empty() || k.contains(char::is_whitespace) {
-                    return Err((
-                        format!("labels.{k}"),
-                        "a label needs a name without spaces".into(),
-                    ));
-                }
-                if k.to_ascii_lowercase().starts_with("stead.") {
-                    return Err((
-                        format!("labels.{k}"),
-                        "labels stead.* are the agent's own".into(),
-                    ));
-                }
-                no_nul(&format!("labels.{k}"), &v)?;
-                r.labels.insert(k, v);
+            if k.to_ascii_lowercase().starts_with("stead.") {
+                return Err((
+                    format!("labels.{k}"),
+                    "labels stead.* are the agent's own".into(),
+                ));
             }
+            no_nul(&format!("labels.{k}"), &v)?;
+            labels.insert(k, v);
         }
+        Ok(labels)
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        nonempty(v)
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(nonempty(v))
+    }
+}
+
+struct Devices;
+impl Field for Devices {
+    type Value = Vec<Device>;
+    const EXAMPLES: &'static [&'static str] = &[
+        "[\"/dev/ttyUSB0\"]",
+        "[\"/dev/ttyUSB0:/dev/ttyS0:r\", \"/dev/i2c-1\"]",
+    ];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        let mut devices = Vec::new();
         let mut seen = BTreeSet::new();
-        for (i, d) in strings("devices", self.devices)?.iter().enumerate() {
+        for (i, d) in strings("devices", v)?.iter().enumerate() {
             let field = format!("devices[{i}]");
             let mut parts = d.split(':');
             let host = parts.next().unwrap_or("");
@@ -670,17 +821,34 @@ impl RuntimeDoc {
                 return Err((field, format!("{container} is given twice")));
             }
             let permissions = "rwm".chars().filter(|c| perms.contains(*c)).collect();
-            r.devices.push(Device {
+            devices.push(Device {
                 host,
                 container,
                 permissions,
             });
         }
-        r.devices.sort_by(|a, b| a.container.cmp(&b.container));
-        for (i, rule) in strings("device_cgroup_rules", self.device_cgroup_rules)?
-            .iter()
-            .enumerate()
-        {
+        devices.sort_by(|a, b| a.container.cmp(&b.container));
+        Ok(devices)
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        nonempty(v)
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(nonempty(v).map(|d| {
+            d.iter()
+                .map(|d| format!("{}:{}:{}", d.host, d.container, d.permissions))
+                .collect::<Vec<_>>()
+        }))
+    }
+}
+
+struct DeviceCgroupRules;
+impl Field for DeviceCgroupRules {
+    type Value = Vec<String>;
+    const EXAMPLES: &'static [&'static str] = &["[\"c 188:* rwm\"]", "[\"b 8:0 r\", \"a *:* m\"]"];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        let mut rules = Vec::new();
+        for (i, rule) in strings("device_cgroup_rules", v)?.iter().enumerate() {
             let words: Vec<&str> = rule.split_whitespace().collect();
             let ok = words.len() == 3
                 && matches!(words[0], "a" | "b" | "c")
@@ -698,21 +866,81 @@ impl RuntimeDoc {
                     ),
                 ));
             }
-            r.device_cgroup_rules.push(words.join(" "));
+            rules.push(words.join(" "));
         }
-        r.device_cgroup_rules.sort();
-        r.device_cgroup_rules.dedup();
-        r.privileged = boolean("privileged", self.privileged)?;
-        for (i, c) in strings("cap_add", self.cap_add)?.iter().enumerate() {
-            r.cap_add.insert(capability(&format!("cap_add[{i}]"), c)?);
-        }
-        for (i, c) in strings("cap_drop", self.cap_drop)?.iter().enumerate() {
-            r.cap_drop.insert(capability(&format!("cap_drop[{i}]"), c)?);
-        }
-        r.network_mode = match string("network_mode", self.network_mode)?
-            .as_deref()
-            .map(str::trim)
-        {
+        rules.sort();
+        rules.dedup();
+        Ok(rules)
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        nonempty(v)
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(nonempty(v))
+    }
+}
+
+struct Privileged;
+impl Field for Privileged {
+    type Value = bool;
+    const EXAMPLES: &'static [&'static str] = &["true", "false"];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        boolean("privileged", v)
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        flag(v)
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(flag(v))
+    }
+}
+
+/// Capabilities, each named as the engine names it.
+fn capabilities(field: &str, v: Option<J>) -> Result<BTreeSet<String>, FieldError> {
+    strings(field, v)?
+        .iter()
+        .enumerate()
+        .map(|(i, c)| capability(&format!("{field}[{i}]"), c))
+        .collect()
+}
+
+struct CapAdd;
+impl Field for CapAdd {
+    type Value = BTreeSet<String>;
+    const EXAMPLES: &'static [&'static str] =
+        &["[\"NET_ADMIN\"]", "[\"cap_sys_time\", \"NET_RAW\"]"];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        capabilities("cap_add", v)
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        nonempty(v)
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(nonempty(v))
+    }
+}
+
+struct CapDrop;
+impl Field for CapDrop {
+    type Value = BTreeSet<String>;
+    const EXAMPLES: &'static [&'static str] = &["[\"ALL\"]", "[\"net_raw\"]"];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        capabilities("cap_drop", v)
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        nonempty(v)
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(nonempty(v))
+    }
+}
+
+struct NetworkModeField;
+impl Field for NetworkModeField {
+    type Value = NetworkMode;
+    const EXAMPLES: &'static [&'static str] = &["\"host\"", "\"none\"", "\"container:db\""];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        Ok(match string("network_mode", v)?.as_deref().map(str::trim) {
             None | Some("bridge" | "default") => NetworkMode::Bridge,
             Some("host") => NetworkMode::Host,
             Some("none") => NetworkMode::None,
@@ -730,65 +958,107 @@ impl RuntimeDoc {
                     ));
                 }
             },
+        })
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        (*v != NetworkMode::Bridge).then(|| v.spelled())
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(Self::input(v))
+    }
+}
+
+struct ExtraHosts;
+impl Field for ExtraHosts {
+    type Value = BTreeMap<String, String>;
+    const EXAMPLES: &'static [&'static str] = &[
+        "[\"db:10.0.0.2\"]",
+        "{gw = \"fe80:0::1\", \"host.docker.internal\" = \"host-gateway\"}",
+    ];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        let mut hosts = BTreeMap::new();
+        let Some(h) = list_or_map("extra_hosts", v)? else {
+            return Ok(hosts);
         };
-        if let Some(h) = list_or_map("extra_hosts", self.extra_hosts)? {
-            // Compose writes `host:ip` (an IPv6 address holds colons too)
-            // or `host=ip`.
-            let list = match h {
-                ListOrMap::List(l) => ListOrMap::List(
-                    l.into_iter()
-                        .map(|s| match s.split_once('=') {
-                            Some(_) => s,
-                            None => s.replacen(':', "=", 1),
-                        })
-                        .collect(),
-                ),
-                m => m,
+        // Compose writes `host:ip` (an IPv6 address holds colons too) or
+        // `host=ip`.
+        let list = match h {
+            ListOrMap::List(l) => ListOrMap::List(
+                l.into_iter()
+                    .map(|s| match s.split_once('=') {
+                        Some(_) => s,
+                        None => s.replacen(':', "=", 1),
+                    })
+                    .collect(),
+            ),
+            m => m,
+        };
+        for (host, ip) in pairs("extra_hosts", list, &['='])? {
+            let field = format!("extra_hosts.{host}");
+            if host.is_empty() || host.contains(char::is_whitespace) {
+                return Err((field, "a host name without spaces".into()));
+            }
+            let ip = if ip == HOST_GATEWAY {
+                ip
+            } else {
+                ip.trim_matches(|c| c == '[' || c == ']')
+                    .parse::<IpAddr>()
+                    .map_err(|_| {
+                        (
+                            field.clone(),
+                            format!("{ip:?} is not an IP address or {HOST_GATEWAY}"),
+                        )
+                    })?
+                    .to_string()
             };
-            for (host, ip) in pairs("extra_hosts", list, &['='])? {
-                let field = format!("extra_hosts.{host}");
-                if host.is_empty() || host.contains(char::is_whitespace) {
-                    return Err((field, "a host name without spaces".into()));
-                }
-                let ip = if ip == HOST_GATEWAY {
-                    ip
-                } else {
-                    ip.trim_matches(|c| c == '[' || c == ']')
-                        .parse::<IpAddr>()
-                        .map_err(|_| {
-                            (
-                                field.clone(),
-                                format!("{ip:?} is not an IP address or {HOST_GATEWAY}"),
-                            )
-                        })?
-                        .to_string()
-                };
-                if r.extra_hosts
-                    .insert(host, ip.clone())
-                    .is_some_and(|prev| prev != ip)
-                {
-                    return Err((field, "given twice with different addresses".into()));
-                }
+            if hosts
+                .insert(host, ip.clone())
+                .is_some_and(|prev| prev != ip)
+            {
+                return Err((field, "given twice with different addresses".into()));
             }
         }
-        let dns = match string_or_list("dns", self.dns)? {
-            None => vec![],
-            Some(StringOrList::String(s)) => vec![s],
-            Some(StringOrList::List(l)) => l,
-        };
-        for (i, d) in dns.iter().enumerate() {
-            r.dns.push(
+        Ok(hosts)
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        nonempty(v)
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(nonempty(v))
+    }
+}
+
+struct Dns;
+impl Field for Dns {
+    type Value = Vec<IpAddr>;
+    const EXAMPLES: &'static [&'static str] = &["\"1.1.1.1\"", "[\"9.9.9.9\", \"fe80::1\"]"];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        one_or_list("dns", v)?
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
                 d.trim()
                     .parse()
-                    .map_err(|_| (format!("dns[{i}]"), format!("{d:?} is not an IP address")))?,
-            );
-        }
-        let tmpfs = match string_or_list("tmpfs", self.tmpfs)? {
-            None => vec![],
-            Some(StringOrList::String(s)) => vec![s],
-            Some(StringOrList::List(l)) => l,
-        };
-        for (i, t) in tmpfs.iter().enumerate() {
+                    .map_err(|_| (format!("dns[{i}]"), format!("{d:?} is not an IP address")))
+            })
+            .collect()
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        nonempty(v)
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(nonempty(v).map(|d| d.iter().map(ToString::to_string).collect::<Vec<_>>()))
+    }
+}
+
+struct Tmpfs;
+impl Field for Tmpfs {
+    type Value = BTreeMap<AbsPath, String>;
+    const EXAMPLES: &'static [&'static str] =
+        &["\"/run:size=64m,mode=1777\"", "[\"/run\", \"/var/cache\"]"];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        let mut tmpfs = BTreeMap::new();
+        for (i, t) in one_or_list("tmpfs", v)?.iter().enumerate() {
             let field = format!("tmpfs[{i}]");
             let (target, opts) = t.split_once(':').unwrap_or((t, ""));
             let target = AbsPath::try_from(target).map_err(|e| (field.clone(), e.0))?;
@@ -799,295 +1069,522 @@ impl RuntimeDoc {
                 .collect();
             opts.sort();
             opts.dedup();
-            if r.tmpfs.insert(target.clone(), opts.join(",")).is_some() {
+            if tmpfs.insert(target.clone(), opts.join(",")).is_some() {
                 return Err((field, format!("{target} is given twice")));
             }
         }
-        r.read_only = boolean("read_only", self.read_only)?;
-        r.mem_limit = match bytes_doc("mem_limit", self.mem_limit)?
-            .as_ref()
-            .map(parse_bytes)
-            .transpose()
-        {
-            Err(m) => return Err(("mem_limit".into(), m)),
-            Ok(None | Some(0)) => None,
-            Ok(Some(n)) if n < 0 => {
-                return Err(("mem_limit".into(), "must not be negative".into()));
+        Ok(tmpfs)
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        nonempty(v)
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(nonempty(v).map(|t| {
+            t.iter()
+                .map(|(p, o)| {
+                    if o.is_empty() {
+                        p.to_string()
+                    } else {
+                        format!("{p}:{o}")
+                    }
+                })
+                .collect::<Vec<_>>()
+        }))
+    }
+}
+
+struct ReadOnly;
+impl Field for ReadOnly {
+    type Value = bool;
+    const EXAMPLES: &'static [&'static str] = &["true", "false"];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        boolean("read_only", v)
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        flag(v)
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(flag(v))
+    }
+}
+
+struct MemLimit;
+impl Field for MemLimit {
+    type Value = Option<u64>;
+    const EXAMPLES: &'static [&'static str] = &["\"64m\"", "536870912", "\"256m\""];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        match bytes_of("mem_limit", v)? {
+            None | Some(0) => Ok(None),
+            Some(n) if n < 0 => Err(("mem_limit".into(), "must not be negative".into())),
+            Some(n) if n < 6 << 20 => {
+                Err(("mem_limit".into(), "the engine takes at least 6 MiB".into()))
             }
-            Ok(Some(n)) if n < 6 << 20 => {
-                return Err(("mem_limit".into(), "the engine takes at least 6 MiB".into()));
-            }
-            Ok(Some(n)) => Some(n as u64),
+            Some(n) => Ok(Some(n as u64)),
+        }
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        v.as_ref()
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(v.as_ref())
+    }
+}
+
+struct MemswapLimit;
+impl Field for MemswapLimit {
+    type Value = Option<i64>;
+    const EXAMPLES: &'static [&'static str] = &["-1", "\"1g\""];
+    fn check(v: Option<J>, r: &Runtime) -> Result<Self::Value, FieldError> {
+        match bytes_of("memswap_limit", v)? {
+            None | Some(0) => Ok(None),
+            Some(n) if n < -1 => Err((
+                "memswap_limit".into(),
+                "must be -1 (unlimited) or a size".into(),
+            )),
+            Some(n) if n > 0 && r.mem_limit.is_none_or(|m| (n as u64) < m) => Err((
+                "memswap_limit".into(),
+                "needs mem_limit, and must not be less than it".into(),
+            )),
+            Some(n) => Ok(Some(n)),
+        }
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        v.as_ref()
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(v.as_ref())
+    }
+}
+
+struct Cpus;
+impl Field for Cpus {
+    type Value = Option<u64>;
+    const EXAMPLES: &'static [&'static str] = &["0.5", "\"2\"", "1.25"];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        let n: f64 = match v {
+            None | Some(J::Null) => return Ok(None),
+            Some(J::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
+            Some(J::String(t)) => t
+                .trim()
+                .parse()
+                .map_err(|_| ("cpus".to_string(), format!("{t:?} is not a number")))?,
+            Some(_) => return Err(wrong("cpus", "a number")),
         };
-        r.memswap_limit = match bytes_doc("memswap_limit", self.memswap_limit)?
-            .as_ref()
-            .map(parse_bytes)
-            .transpose()
-        {
-            Err(m) => return Err(("memswap_limit".into(), m)),
-            Ok(None | Some(0)) => None,
-            Ok(Some(n)) if n < -1 => {
-                return Err((
-                    "memswap_limit".into(),
-                    "must be -1 (unlimited) or a size".into(),
-                ));
+        if !(0.0..=1024.0).contains(&n) {
+            return Err(("cpus".into(), format!("{n} is not between 0 and 1024")));
+        }
+        let nanos = (n * 1e9).round() as u64;
+        Ok((nanos > 0).then_some(nanos))
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        v.as_ref()
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(v.map(|c| c as f64 / 1e9))
+    }
+}
+
+struct PidsLimit;
+impl Field for PidsLimit {
+    type Value = Option<i64>;
+    const EXAMPLES: &'static [&'static str] = &["100", "4096"];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        Ok(integer("pids_limit", v)?.filter(|n| *n > 0))
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        v.as_ref()
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(v.as_ref())
+    }
+}
+
+/// One resource limit, checked.
+fn ulimit(name: &str, u: J) -> Result<Ulimit, FieldError> {
+    let field = format!("ulimits.{name}");
+    let u = match u {
+        J::Number(_) => UlimitDoc::Single(integer(&field, Some(u))?.unwrap_or(0)),
+        J::Object(_) => {
+            let mut t = table(&field, u, &["soft", "hard"])?;
+            let mut get = |k: &str| {
+                integer(&format!("{field}.{k}"), t.remove(k))?
+                    .ok_or_else(|| (format!("{field}.{k}"), "is missing".to_string()))
+            };
+            UlimitDoc::Pair {
+                soft: get("soft")?,
+                hard: get("hard")?,
             }
-            Ok(Some(n)) => {
-                if n > 0 && r.mem_limit.is_none_or(|m| (n as u64) < m) {
-                    return Err((
-                        "memswap_limit".into(),
-                        "needs mem_limit, and must not be less than it".into(),
-                    ));
-                }
-                Some(n)
-            }
-        };
-        r.nano_cpus = match self.cpus {
-            None | Some(J::Null) => None,
-            Some(c) => {
-                let n: f64 = match c {
-                    J::Number(n) => n.as_f64().unwrap_or(f64::NAN),
-                    J::String(t) => t
-                        .trim()
-                        .parse()
-                        .map_err(|_| ("cpus".to_string(), format!("{t:?} is not a number")))?,
-                    _ => return Err(wrong("cpus", "a number")),
-                };
-                if !(0.0..=1024.0).contains(&n) {
-                    return Err(("cpus".into(), format!("{n} is not between 0 and 1024")));
-                }
-                let nanos = (n * 1e9).round() as u64;
-                (nanos > 0).then_some(nanos)
-            }
-        };
-        r.pids_limit = integer("pids_limit", self.pids_limit)?.filter(|n| *n > 0);
-        let ulimits = match self.ulimits {
+        }
+        _ => return Err(wrong(&field, "a number or {soft, hard}")),
+    };
+    if !ULIMITS.contains(&name) {
+        return Err((
+            field,
+            format!("unknown resource; one of {}", ULIMITS.join(", ")),
+        ));
+    }
+    let (soft, hard) = match u {
+        UlimitDoc::Single(n) => (n, n),
+        UlimitDoc::Pair { soft, hard } => (soft, hard),
+    };
+    if soft > hard && hard >= 0 {
+        return Err((field, "soft is above hard".into()));
+    }
+    Ok(Ulimit { soft, hard })
+}
+
+struct Ulimits;
+impl Field for Ulimits {
+    type Value = BTreeMap<String, Ulimit>;
+    const EXAMPLES: &'static [&'static str] = &[
+        "{nofile = 1024}",
+        "{nofile = {soft = 1024, hard = 4096}, nproc = 64}",
+    ];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        let ulimits = match v {
             None | Some(J::Null) => serde_json::Map::new(),
             Some(J::Object(m)) => m,
             Some(_) => return Err(wrong("ulimits", "a table")),
         };
-        for (name, u) in ulimits {
-            let field = format!("ulimits.{name}");
-            let u = match u {
-                J::Number(_) => UlimitDoc::Single(integer(&field, Some(u))?.unwrap_or(0)),
-                J::Object(_) => {
-                    let mut t = table(&field, u, &["soft", "hard"])?;
-                    let mut get = |k: &str| {
-                        integer(&format!("{field}.{k}"), t.remove(k))?
-                            .ok_or_else(|| (format!("{field}.{k}"), "is missing".to_string()))
-                    };
-                    UlimitDoc::Pair {
-                        soft: get("soft")?,
-                        hard: get("hard")?,
-                    }
-                }
-                _ => return Err(wrong(&field, "a number or {soft, hard}")),
-            };
-            if !ULIMITS.contains(&name.as_str()) {
-                return Err((
-                    field,
-                    format!("unknown resource; one of {}", ULIMITS.join(", ")),
-                ));
+        ulimits
+            .into_iter()
+            .map(|(name, u)| Ok((name.clone(), ulimit(&name, u)?)))
+            .collect()
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        nonempty(v)
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(nonempty(v).map(|u| {
+            u.iter()
+                .map(|(k, u)| (k, serde_json::json!({"soft": u.soft, "hard": u.hard})))
+                .collect::<BTreeMap<_, _>>()
+        }))
+    }
+}
+
+struct Sysctls;
+impl Field for Sysctls {
+    type Value = BTreeMap<String, String>;
+    const EXAMPLES: &'static [&'static str] = &[
+        "{\"net.ipv4.ip_forward\" = \"1\"}",
+        "[\"net/ipv4/ip_forward=0\", \"net.core.somaxconn=1024\"]",
+    ];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        let mut sysctls = BTreeMap::new();
+        let Some(s) = list_or_map("sysctls", v)? else {
+            return Ok(sysctls);
+        };
+        for (k, v) in pairs("sysctls", s, &['='])? {
+            let field = format!("sysctls.{k}");
+            if k.is_empty()
+                || !k
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c))
+            {
+                return Err((field, "not a kernel parameter name".into()));
             }
-            let (soft, hard) = match u {
-                UlimitDoc::Single(n) => (n, n),
-                UlimitDoc::Pair { soft, hard } => (soft, hard),
-            };
-            if soft > hard && hard >= 0 {
-                return Err((field, "soft is above hard".into()));
-            }
-            r.ulimits.insert(name, Ulimit { soft, hard });
+            no_nul(&field, &v)?;
+            // `net/ipv4/ip_forward` and `net.ipv4.ip_forward` are one.
+            sysctls.insert(k.replace('/', "."), v);
         }
-        if let Some(s) = list_or_map("sysctls", self.sysctls)? {
-            for (k, v) in pairs("sysctls", s, &['='])? {
-                let field = format!("sysctls.{k}");
-                if k.is_empty()
-                    || !k
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c))
-                {
-                    return Err((field, "not a kernel parameter name".into()));
-                }
-                no_nul(&field, &v)?;
-                // `net/ipv4/ip_forward` and `net.ipv4.ip_forward` are one.
-                r.sysctls.insert(k.replace('/', "."), v);
-            }
-        }
-        r.init = boolean("init", self.init)?;
-        r.stop_signal = match string("stop_signal", self.stop_signal)? {
+        Ok(sysctls)
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        nonempty(v)
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(nonempty(v))
+    }
+}
+
+struct Init;
+impl Field for Init {
+    type Value = bool;
+    const EXAMPLES: &'static [&'static str] = &["true", "false"];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        boolean("init", v)
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        flag(v)
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(flag(v))
+    }
+}
+
+struct StopSignal;
+impl Field for StopSignal {
+    type Value = Option<String>;
+    const EXAMPLES: &'static [&'static str] = &["\"SIGINT\"", "\"quit\"", "\"10\""];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        Ok(match string("stop_signal", v)? {
             None => None,
             Some(s) => Some(signal_name(&s).map_err(|m| ("stop_signal".to_string(), m))?)
                 .filter(|s| s != "SIGTERM"),
-        };
-        r.stop_grace_period = duration(
-            "stop_grace_period",
-            &string("stop_grace_period", self.stop_grace_period)?,
-        )?
-        .filter(|d| *d != DEFAULT_STOP_GRACE);
-        if let Some(d) = r.stop_grace_period {
-            if d > MAX_STOP_GRACE || d.subsec_nanos() != 0 {
+        })
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        v.as_ref()
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(v.as_ref())
+    }
+}
+
+struct StopGracePeriod;
+impl Field for StopGracePeriod {
+    type Value = Option<Duration>;
+    const EXAMPLES: &'static [&'static str] = &["\"30s\"", "\"1m\"", "\"2s\""];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        let d = duration("stop_grace_period", &string("stop_grace_period", v)?)?
+            .filter(|d| *d != DEFAULT_STOP_GRACE);
+        if d.is_some_and(|d| d > MAX_STOP_GRACE || d.subsec_nanos() != 0) {
+            return Err((
+                "stop_grace_period".into(),
+                "whole seconds, at most 5m".into(),
+            ));
+        }
+        Ok(d)
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        v.map(|d| d.as_millis())
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(v.map(crate::model::duration::format_duration))
+    }
+}
+
+/// A health check as written, its keys taken apart.
+fn healthcheck_doc(v: J) -> Result<HealthcheckDoc, FieldError> {
+    let mut t = table(
+        "healthcheck",
+        v,
+        &[
+            "test",
+            "interval",
+            "timeout",
+            "retries",
+            "start_period",
+            "disable",
+        ],
+    )?;
+    let retries = match integer("healthcheck.retries", t.remove("retries"))? {
+        Some(n) if !(0..=i64::from(u32::MAX)).contains(&n) => {
+            return Err(wrong("healthcheck.retries", "a count"));
+        }
+        n => n.map(|n| n as u32),
+    };
+    Ok(HealthcheckDoc {
+        test: string_or_list("healthcheck.test", t.remove("test"))?,
+        interval: string("healthcheck.interval", t.remove("interval"))?,
+        timeout: string("healthcheck.timeout", t.remove("timeout"))?,
+        retries,
+        start_period: string("healthcheck.start_period", t.remove("start_period"))?,
+        disable: boolean("healthcheck.disable", t.remove("disable"))?,
+    })
+}
+
+/// A health check's test: a list, or a string run by a shell.
+fn healthcheck_test(test: Option<StringOrList>) -> Result<Vec<String>, FieldError> {
+    let test = match test {
+        // The image's own test, with other timings (as Compose and the
+        // engine take it).
+        None => vec![],
+        Some(StringOrList::String(s)) => vec!["CMD-SHELL".into(), s],
+        Some(StringOrList::List(l)) => match l.first().map(String::as_str) {
+            Some("CMD" | "CMD-SHELL") if l.len() > 1 => l,
+            Some("NONE") if l.len() == 1 => l,
+            _ => {
                 return Err((
-                    "stop_grace_period".into(),
-                    "whole seconds, at most 5m".into(),
+                    "healthcheck.test".into(),
+                    "a list starts with CMD or CMD-SHELL and has a command (or is [\"NONE\"])"
+                        .into(),
                 ));
             }
-        }
-        let health = match self.healthcheck {
-            None | Some(J::Null) => None,
-            Some(v) => {
-                let mut t = table(
-                    "healthcheck",
-                    v,
-                    &[
-                        "test",
-                        "interval",
-                        "timeout",
-                        "retries",
-                        "start_period",
-                        "disable",
-                    ],
-                )?;
-                let retries = match integer("healthcheck.retries", t.remove("retries"))? {
-                    Some(n) if !(0..=i64::from(u32::MAX)).contains(&n) => {
-                        return Err(wrong("healthcheck.retries", "a count"));
-                    }
-                    n => n.map(|n| n as u32),
-                };
-                Some(HealthcheckDoc {
-                    test: string_or_list("healthcheck.test", t.remove("test"))?,
-                    interval: string("healthcheck.interval", t.remove("interval"))?,
-                    timeout: string("healthcheck.timeout", t.remove("timeout"))?,
-                    retries,
-                    start_period: string("healthcheck.start_period", t.remove("start_period"))?,
-                    disable: boolean("healthcheck.disable", t.remove("disable"))?,
-                })
-            }
+        },
+    };
+    for (i, a) in test.iter().enumerate() {
+        no_nul(&format!("healthcheck.test[{i}]"), a)?;
+    }
+    Ok(test)
+}
+
+struct HealthcheckField;
+impl Field for HealthcheckField {
+    type Value = Option<Healthcheck>;
+    const EXAMPLES: &'static [&'static str] = &[
+        "{test = \"wget -q -O- localhost\"}",
+        "{test = [\"CMD\", \"true\"], interval = \"5s\", retries = 5}",
+        "{disable = true}",
+        "{interval = \"10s\"}",
+    ];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        let h = match v {
+            None | Some(J::Null) => return Ok(None),
+            Some(v) => healthcheck_doc(v)?,
         };
-        r.healthcheck = match health {
-            None => None,
-            Some(h) if h.disable => Some(Healthcheck {
+        if h.disable {
+            return Ok(Some(Healthcheck {
                 test: vec!["NONE".into()],
                 interval: None,
                 timeout: None,
                 retries: None,
                 start_period: None,
-            }),
-            Some(h) => {
-                let test = match h.test {
-                    // The image's own test, with other timings (as
-                    // Compose and the engine take it).
-                    None => vec![],
-                    Some(StringOrList::String(s)) => vec!["CMD-SHELL".into(), s],
-                    Some(StringOrList::List(l)) => match l.first().map(String::as_str) {
-                        Some("CMD" | "CMD-SHELL") if l.len() > 1 => l,
-                        Some("NONE") if l.len() == 1 => l,
-                        _ => {
-                            return Err((
-                                "healthcheck.test".into(),
-                                "a list starts with CMD or CMD-SHELL and has a command (or is [\"NONE\"])".into(),
-                            ));
-                        }
-                    },
-                };
-                for (i, a) in test.iter().enumerate() {
-                    no_nul(&format!("healthcheck.test[{i}]"), a)?;
-                }
-                let none = test == ["NONE"];
-                let d = |field, s: &Option<String>, default: Duration| {
-                    duration(field, s).map(|d| d.filter(|d| *d != default && !none))
-                };
-                let check = Healthcheck {
-                    interval: d("healthcheck.interval", &h.interval, Duration::from_secs(30))?,
-                    timeout: d("healthcheck.timeout", &h.timeout, Duration::from_secs(30))?,
-                    retries: h.retries.filter(|r| *r != 3 && !none),
-                    start_period: d("healthcheck.start_period", &h.start_period, Duration::ZERO)?,
-                    test,
-                };
-                // The image's check with the engine's timings: unset.
-                let image_s_own = check.test.is_empty()
-                    && check.interval.is_none()
-                    && check.timeout.is_none()
-                    && check.retries.is_none()
-                    && check.start_period.is_none();
-                (!image_s_own).then_some(check)
-            }
+            }));
+        }
+        let test = healthcheck_test(h.test)?;
+        let none = test == ["NONE"];
+        let d = |field, s: &Option<String>, default: Duration| {
+            duration(field, s).map(|d| d.filter(|d| *d != default && !none))
         };
-        r.logging = match self.logging {
-            None | Some(J::Null) => None,
-            Some(v) => {
-                let mut t = table("logging", v, &["driver", "options"])?;
-                let driver = string("logging.driver", t.remove("driver"))?
-                    .ok_or_else(|| ("logging.driver".to_string(), "is missing".to_string()))?
-                    .trim()
-                    .to_string();
-                let opts = match t.remove("options") {
-                    None | Some(J::Null) => serde_json::Map::new(),
-                    Some(J::Object(m)) => m,
-                    Some(_) => return Err(wrong("logging.options", "a table")),
-                };
-                if driver.is_empty()
-                    || !driver
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c))
-                {
-                    return Err((
-                        "logging.driver".into(),
-                        format!("{driver:?} is not a log driver name"),
-                    ));
-                }
-                let mut options = BTreeMap::new();
-                for (k, v) in opts {
-                    let s = json_scalar(&v).ok_or_else(|| {
-                        (
-                            format!("logging.options.{k}"),
-                            "must be a string or a number".to_string(),
-                        )
-                    })?;
-                    options.insert(k, s);
-                }
-                Some(Logging { driver, options })
-            }
+        let check = Healthcheck {
+            interval: d("healthcheck.interval", &h.interval, Duration::from_secs(30))?,
+            timeout: d("healthcheck.timeout", &h.timeout, Duration::from_secs(30))?,
+            retries: h.retries.filter(|r| *r != 3 && !none),
+            start_period: d("healthcheck.start_period", &h.start_period, Duration::ZERO)?,
+            test,
         };
-        let volumes = match self.volumes {
+        // The image's check with the engine's timings: unset.
+        let image_s_own = check.test.is_empty()
+            && check.interval.is_none()
+            && check.timeout.is_none()
+            && check.retries.is_none()
+            && check.start_period.is_none();
+        Ok((!image_s_own).then_some(check))
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        v.as_ref()
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        use crate::model::duration::format_duration;
+        let h = v.as_ref()?;
+        let mut o = serde_json::Map::new();
+        if !h.test.is_empty() {
+            o.insert("test".into(), serde_json::json!(h.test));
+        }
+        for (k, d) in [
+            ("interval", h.interval),
+            ("timeout", h.timeout),
+            ("start_period", h.start_period),
+        ] {
+            if let Some(d) = d {
+                o.insert(k.into(), serde_json::json!(format_duration(d)));
+            }
+        }
+        if let Some(r) = h.retries {
+            o.insert("retries".into(), serde_json::json!(r));
+        }
+        Some(J::Object(o))
+    }
+}
+
+struct LoggingField;
+impl Field for LoggingField {
+    type Value = Option<Logging>;
+    const EXAMPLES: &'static [&'static str] = &[
+        "{driver = \"local\", options = {max-size = \"10m\"}}",
+        "{driver = \"journald\"}",
+    ];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        let Some(v) = v.filter(|v| !v.is_null()) else {
+            return Ok(None);
+        };
+        let mut t = table("logging", v, &["driver", "options"])?;
+        let driver = string("logging.driver", t.remove("driver"))?
+            .ok_or_else(|| ("logging.driver".to_string(), "is missing".to_string()))?
+            .trim()
+            .to_string();
+        let opts = match t.remove("options") {
+            None | Some(J::Null) => serde_json::Map::new(),
+            Some(J::Object(m)) => m,
+            Some(_) => return Err(wrong("logging.options", "a table")),
+        };
+        if driver.is_empty()
+            || !driver
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.:/".contains(c))
+        {
+            return Err((
+                "logging.driver".into(),
+                format!("{driver:?} is not a log driver name"),
+            ));
+        }
+        let mut options = BTreeMap::new();
+        for (k, v) in opts {
+            let s = json_scalar(&v).ok_or_else(|| {
+                (
+                    format!("logging.options.{k}"),
+                    "must be a string or a number".to_string(),
+                )
+            })?;
+            options.insert(k, s);
+        }
+        Ok(Some(Logging { driver, options }))
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        v.as_ref()
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(
+            v.as_ref()
+                .map(|l| serde_json::json!({"driver": l.driver, "options": l.options})),
+        )
+    }
+}
+
+/// One named volume as written: its name, target and whether read-only.
+fn volume_doc(field: &str, v: J) -> Result<(String, String, bool), FieldError> {
+    match v {
+        J::String(s) => {
+            let mut parts = s.split(':');
+            let name = parts.next().unwrap_or("").to_string();
+            let target = parts.next().unwrap_or("").to_string();
+            let ro = match parts.next() {
+                None | Some("rw") => false,
+                Some("ro") => true,
+                Some(o) => {
+                    return Err((field.into(), format!("{o:?}: the mode is ro or rw")));
+                }
+            };
+            if parts.next().is_some() {
+                return Err((field.into(), format!("{s:?} is not NAME:TARGET[:ro]")));
+            }
+            Ok((name, target, ro))
+        }
+        v @ J::Object(_) => {
+            let mut t = table(field, v, &["name", "target", "read_only"])?;
+            Ok((
+                string(&format!("{field}.name"), t.remove("name"))?.unwrap_or_default(),
+                string(&format!("{field}.target"), t.remove("target"))?.unwrap_or_default(),
+                boolean(&format!("{field}.read_only"), t.remove("read_only"))?,
+            ))
+        }
+        _ => Err(wrong(
+            field,
+            "NAME:TARGET[:ro] or {name, target, read_only}",
+        )),
+    }
+}
+
+struct Volumes;
+impl Field for Volumes {
+    type Value = Vec<Volume>;
+    const EXAMPLES: &'static [&'static str] = &[
+        "[\"data:/var/lib/x\"]",
+        "[{name = \"data\", target = \"/var/lib/x\", read_only = true}, \"logs:/var/log/x\"]",
+    ];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        let volumes = match v {
             None | Some(J::Null) => vec![],
             Some(J::Array(a)) => a,
             Some(_) => return Err(wrong("volumes", "a list")),
         };
+        let mut out = Vec::new();
         let mut targets = BTreeSet::new();
         for (i, v) in volumes.into_iter().enumerate() {
             let field = format!("volumes[{i}]");
-            let (name, target, read_only) = match v {
-                J::String(s) => {
-                    let mut parts = s.split(':');
-                    let name = parts.next().unwrap_or("").to_string();
-                    let target = parts.next().unwrap_or("").to_string();
-                    let ro = match parts.next() {
-                        None | Some("rw") => false,
-                        Some("ro") => true,
-                        Some(o) => {
-                            return Err((field, format!("{o:?}: the mode is ro or rw")));
-                        }
-                    };
-                    if parts.next().is_some() {
-                        return Err((field, format!("{s:?} is not NAME:TARGET[:ro]")));
-                    }
-                    (name, target, ro)
-                }
-                v @ J::Object(_) => {
-                    let mut t = table(&field, v, &["name", "target", "read_only"])?;
-                    (
-                        string(&format!("{field}.name"), t.remove("name"))?.unwrap_or_default(),
-                        string(&format!("{field}.target"), t.remove("target"))?.unwrap_or_default(),
-                        boolean(&format!("{field}.read_only"), t.remove("read_only"))?,
-                    )
-                }
-                _ => {
-                    return Err(wrong(
-                        &field,
-                        "NAME:TARGET[:ro] or {name, target, read_only}",
-                    ));
-                }
-            };
+            let (name, target, read_only) = volume_doc(&field, v)?;
             if name.starts_with(['/', '.', '~']) {
                 return Err((
                     field,
@@ -1099,14 +1596,34 @@ impl RuntimeDoc {
             if !targets.insert(target.clone()) {
                 return Err((field, format!("{target} is given twice")));
             }
-            r.volumes.push(Volume {
+            out.push(Volume {
                 name,
                 target,
                 read_only,
             });
         }
-        r.volumes.sort_by(|a, b| a.target.cmp(&b.target));
-        for (i, n) in strings("networks", self.networks)?.iter().enumerate() {
+        out.sort_by(|a, b| a.target.cmp(&b.target));
+        Ok(out)
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        nonempty(v)
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(nonempty(v).map(|v| {
+            v.iter()
+                .map(|v| serde_json::json!({"name": v.name, "target": v.target.as_str(), "read_only": v.read_only}))
+                .collect::<Vec<_>>()
+        }))
+    }
+}
+
+struct Networks;
+impl Field for Networks {
+    type Value = BTreeSet<String>;
+    const EXAMPLES: &'static [&'static str] = &["[\"back\"]", "[\"front\", \"back\"]"];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        let mut networks = BTreeSet::new();
+        for (i, n) in strings("networks", v)?.iter().enumerate() {
             let field = format!("networks[{i}]");
             if matches!(n.as_str(), "bridge" | "host" | "none" | "default") {
                 return Err((
@@ -1114,278 +1631,63 @@ impl RuntimeDoc {
                     format!("{n:?} is the engine's own: use network_mode"),
                 ));
             }
-            r.networks.insert(engine_name(&field, n)?);
+            networks.insert(engine_name(&field, n)?);
         }
-        if !r.networks.is_empty() && r.network_mode != NetworkMode::Bridge {
-            return Err((
-                "networks".into(),
-                format!(
-                    "a container with network_mode = {:?} joins no network",
-                    r.network_mode.spelled()
-                ),
-            ));
-        }
-        if matches!(r.network_mode, NetworkMode::Container(_))
-            && (!r.dns.is_empty() || !r.extra_hosts.is_empty())
-        {
-            return Err((
-                "network_mode".into(),
-                "a container in another's network stack takes that one's dns and extra_hosts"
-                    .into(),
-            ));
-        }
-        Ok(r)
+        Ok(networks)
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        nonempty(v)
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(nonempty(v))
     }
 }
 
-impl Runtime {
-    /// One input per field that is set, named by the field, with the digest
-    /// of its normalised value.
-    pub fn digests(&self) -> BTreeMap<InputName, Digest> {
-        let mut out = BTreeMap::new();
-        let mut put = |field: &str, d: Digest| {
-            out.insert(
-                InputName::try_from(field).expect("runtime fields are input names"),
-                d,
-            );
-        };
-        let r = self;
-        if let Some(e) = &r.entrypoint {
-            put("entrypoint", Digest::canonical("entrypoint", e));
+struct ShmSize;
+impl Field for ShmSize {
+    type Value = Option<u64>;
+    const EXAMPLES: &'static [&'static str] = &["\"64m\"", "268435456", "\"1g\""];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        match bytes_of("shm_size", v)? {
+            None | Some(0) => Ok(None),
+            Some(n) if n < 0 => Err(("shm_size".into(), "must not be negative".into())),
+            Some(n) => Ok(Some(n as u64)),
         }
-        if let Some(w) = &r.working_dir {
-            put("working_dir", Digest::canonical("working_dir", w.as_str()));
-        }
-        if let Some(u) = &r.user {
-            put("user", Digest::canonical("user", u));
-        }
-        if !r.labels.is_empty() {
-            put("labels", Digest::canonical("labels", &r.labels));
-        }
-        if !r.devices.is_empty() {
-            put("devices", Digest::canonical("devices", &r.devices));
-        }
-        if !r.device_cgroup_rules.is_empty() {
-            put(
-                "device_cgroup_rules",
-                Digest::canonical("device_cgroup_rules", &r.device_cgroup_rules),
-            );
-        }
-        if r.privileged {
-            put("privileged", Digest::canonical("privileged", &true));
-        }
-        if !r.cap_add.is_empty() {
-            put("cap_add", Digest::canonical("cap_add", &r.cap_add));
-        }
-        if !r.cap_drop.is_empty() {
-            put("cap_drop", Digest::canonical("cap_drop", &r.cap_drop));
-        }
-        if r.network_mode != NetworkMode::Bridge {
-            put(
-                "network_mode",
-                Digest::canonical("network_mode", &r.network_mode.spelled()),
-            );
-        }
-        if !r.extra_hosts.is_empty() {
-            put(
-                "extra_hosts",
-                Digest::canonical("extra_hosts", &r.extra_hosts),
-            );
-        }
-        if !r.dns.is_empty() {
-            put("dns", Digest::canonical("dns", &r.dns));
-        }
-        if !r.tmpfs.is_empty() {
-            put("tmpfs", Digest::canonical("tmpfs", &r.tmpfs));
-        }
-        if r.read_only {
-            put("read_only", Digest::canonical("read_only", &true));
-        }
-        if let Some(m) = r.mem_limit {
-            put("mem_limit", Digest::canonical("mem_limit", &m));
-        }
-        if let Some(m) = r.memswap_limit {
-            put("memswap_limit", Digest::canonical("memswap_limit", &m));
-        }
-        if let Some(c) = r.nano_cpus {
-            put("cpus", Digest::canonical("cpus", &c));
-        }
-        if let Some(p) = r.pids_limit {
-            put("pids_limit", Digest::canonical("pids_limit", &p));
-        }
-        if !r.ulimits.is_empty() {
-            put("ulimits", Digest::canonical("ulimits", &r.ulimits));
-        }
-        if !r.sysctls.is_empty() {
-            put("sysctls", Digest::canonical("sysctls", &r.sysctls));
-        }
-        if r.init {
-            put("init", Digest::canonical("init", &true));
-        }
-        if let Some(s) = &r.stop_signal {
-            put("stop_signal", Digest::canonical("stop_signal", s));
-        }
-        if let Some(d) = r.stop_grace_period {
-            put(
-                "stop_grace_period",
-                Digest::canonical("stop_grace_period", &d.as_millis()),
-            );
-        }
-        if let Some(h) = &r.healthcheck {
-            put("healthcheck", Digest::canonical("healthcheck", h));
-        }
-        if let Some(l) = &r.logging {
-            put("logging", Digest::canonical("logging", l));
-        }
-        if !r.volumes.is_empty() {
-            put("volumes", Digest::canonical("volumes", &r.volumes));
-        }
-        if !r.networks.is_empty() {
-            put("networks", Digest::canonical("networks", &r.networks));
-        }
-        out
     }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        v.as_ref()
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(v.as_ref())
+    }
+}
 
+/// What one field says of another, once each is checked.
+fn across(r: &Runtime) -> Result<(), FieldError> {
+    if !r.networks.is_empty() && r.network_mode != NetworkMode::Bridge {
+        return Err((
+            "networks".into(),
+            format!(
+                "a container with network_mode = {:?} joins no network",
+                r.network_mode.spelled()
+            ),
+        ));
+    }
+    if matches!(r.network_mode, NetworkMode::Container(_))
+        && (!r.dns.is_empty() || !r.extra_hosts.is_empty())
+    {
+        return Err((
+            "network_mode".into(),
+            "a container in another's network stack takes that one's dns and extra_hosts".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl Runtime {
     /// How long a stop of this container waits before it kills.
     pub fn stop_grace(&self) -> Duration {
         self.stop_grace_period.unwrap_or(DEFAULT_STOP_GRACE)
-    }
-}
-
-impl Runtime {
-    /// Writes every set field into an intention document, in a form that
-    /// parses back to the same runtime.
-    pub fn write_json(&self, doc: &mut serde_json::Map<String, serde_json::Value>) {
-        use crate::model::duration::format_duration;
-        use serde_json::{Value as J, json};
-        let r = self;
-        let mut put = |k: &str, v: J| {
-            doc.insert(k.to_string(), v);
-        };
-        if let Some(e) = &r.entrypoint {
-            put("entrypoint", json!(e));
-        }
-        if let Some(w) = &r.working_dir {
-            put("working_dir", json!(w.as_str()));
-        }
-        if let Some(u) = &r.user {
-            put("user", json!(u));
-        }
-        if !r.labels.is_empty() {
-            put("labels", json!(r.labels));
-        }
-        if !r.devices.is_empty() {
-            let d: Vec<String> = r
-                .devices
-                .iter()
-                .map(|d| format!("{}:{}:{}", d.host, d.container, d.permissions))
-                .collect();
-            put("devices", json!(d));
-        }
-        if !r.device_cgroup_rules.is_empty() {
-            put("device_cgroup_rules", json!(r.device_cgroup_rules));
-        }
-        if r.privileged {
-            put("privileged", J::Bool(true));
-        }
-        if !r.cap_add.is_empty() {
-            put("cap_add", json!(r.cap_add));
-        }
-        if !r.cap_drop.is_empty() {
-            put("cap_drop", json!(r.cap_drop));
-        }
-        if r.network_mode != NetworkMode::Bridge {
-            put("network_mode", json!(r.network_mode.spelled()));
-        }
-        if !r.extra_hosts.is_empty() {
-            put("extra_hosts", json!(r.extra_hosts));
-        }
-        if !r.dns.is_empty() {
-            let d: Vec<String> = r.dns.iter().map(ToString::to_string).collect();
-            put("dns", json!(d));
-        }
-        if !r.tmpfs.is_empty() {
-            let t: Vec<String> = r
-                .tmpfs
-                .iter()
-                .map(|(p, o)| {
-                    if o.is_empty() {
-                        p.to_string()
-                    } else {
-                        format!("{p}:{o}")
-                    }
-                })
-                .collect();
-            put("tmpfs", json!(t));
-        }
-        if r.read_only {
-            put("read_only", J::Bool(true));
-        }
-        if let Some(m) = r.mem_limit {
-            put("mem_limit", json!(m));
-        }
-        if let Some(m) = r.memswap_limit {
-            put("memswap_limit", json!(m));
-        }
-        if let Some(c) = r.nano_cpus {
-            put("cpus", json!(c as f64 / 1e9));
-        }
-        if let Some(p) = r.pids_limit {
-            put("pids_limit", json!(p));
-        }
-        if !r.ulimits.is_empty() {
-            let u: BTreeMap<&String, J> = r
-                .ulimits
-                .iter()
-                .map(|(k, u)| (k, json!({"soft": u.soft, "hard": u.hard})))
-                .collect();
-            put("ulimits", json!(u));
-        }
-        if !r.sysctls.is_empty() {
-            put("sysctls", json!(r.sysctls));
-        }
-        if r.init {
-            put("init", J::Bool(true));
-        }
-        if let Some(s) = &r.stop_signal {
-            put("stop_signal", json!(s));
-        }
-        if let Some(d) = r.stop_grace_period {
-            put("stop_grace_period", json!(format_duration(d)));
-        }
-        if let Some(h) = &r.healthcheck {
-            let mut o = serde_json::Map::new();
-            if !h.test.is_empty() {
-                o.insert("test".into(), json!(h.test));
-            }
-            for (k, d) in [
-                ("interval", h.interval),
-                ("timeout", h.timeout),
-                ("start_period", h.start_period),
-            ] {
-                if let Some(d) = d {
-                    o.insert(k.into(), json!(format_duration(d)));
-                }
-            }
-            if let Some(r) = h.retries {
-                o.insert("retries".into(), json!(r));
-            }
-            put("healthcheck", J::Object(o));
-        }
-        if let Some(l) = &r.logging {
-            put("logging", json!({"driver": l.driver, "options": l.options}));
-        }
-        if !r.volumes.is_empty() {
-            let v: Vec<J> = r
-                .volumes
-                .iter()
-                .map(|v| json!({"name": v.name, "target": v.target.as_str(), "read_only": v.read_only}))
-                .collect();
-            put("volumes", J::Array(v));
-        }
-        if !r.networks.is_empty() {
-            put("networks", json!(r.networks));
-        }
     }
 }
 
@@ -1595,6 +1897,15 @@ mod tests {
             ],
             "networks = [\"back\"]",
         ));
+        cases.push((
+            "shm_size",
+            vec![
+                "shm_size = \"64m\"",
+                "shm_size = 67108864",
+                "shm_size = \"64MiB\"",
+            ],
+            "shm_size = \"128m\"",
+        ));
         let none = digests("");
         assert!(none.is_empty(), "{none:?}");
         let mut seen = std::collections::BTreeSet::new();
@@ -1690,6 +2001,7 @@ mod tests {
             "user = \"\"",
             "labels = {}",
             "devices = []",
+            "shm_size = 0",
         ] {
             assert!(digests(d).is_empty(), "{d}: {:?}", digests(d));
         }
@@ -1817,12 +2129,253 @@ mod tests {
             ),
             ("[logging]\noptions = {}", "logging.driver", "missing"),
             ("devices = \"/dev/x\"", "devices", "a list of strings"),
+            ("shm_size = \"64q\"", "shm_size", "unknown unit"),
+            ("shm_size = -2", "shm_size", "must not be negative"),
+            ("shm_size = true", "shm_size", "a size"),
         ] {
             let e = parse(extra).unwrap_err();
             assert!(
                 e.contains(&format!(": {field}: ")) && e.contains(needle),
                 "{extra}: {e}"
             );
+        }
+    }
+}
+
+/// The digests and the JSON of runtimes as the code before the field table
+/// made them, pinned as literals: an upgrade recreates nothing.
+#[cfg(test)]
+mod pinned {
+    use crate::model::intention::{DocFormat, Intention};
+
+    /// Every field but `network_mode` (which excludes `networks`, `dns`
+    /// and `extra_hosts`).
+    const ALL: &str = r#"
+entrypoint = "x"
+working_dir = "/srv/"
+user = "1000:1000"
+labels = {a = "1", b = "x"}
+devices = ["/dev/ttyUSB0"]
+device_cgroup_rules = ["c 188:* rwm"]
+privileged = true
+cap_add = ["NET_ADMIN", "cap_sys_time"]
+cap_drop = ["ALL"]
+extra_hosts = ["db:10.0.0.2", "gw:host-gateway"]
+dns = ["1.1.1.1", "fe80::1"]
+tmpfs = ["/run:size=64m,mode=1777", "/tmp"]
+read_only = true
+mem_limit = "512m"
+memswap_limit = "1g"
+cpus = 0.5
+pids_limit = 100
+ulimits = {nofile = {soft = 1024, hard = 4096}, nproc = 64}
+sysctls = {"net.ipv4.ip_forward" = 1}
+init = true
+stop_signal = "int"
+stop_grace_period = "30s"
+volumes = ["data:/var/lib/x", "logs:/var/log/x:ro"]
+networks = ["back", "front"]
+[healthcheck]
+test = "true"
+interval = "5s"
+retries = 5
+[logging]
+driver = "local"
+options = {max-size = "10m"}
+"#;
+
+    fn runtime(extra: &str) -> crate::model::runtime::Runtime {
+        Intention::parse(
+            &format!("name = \"m\"\nimage = \"busybox:1\"\n{extra}"),
+            DocFormat::Toml,
+            "t.toml",
+        )
+        .unwrap_or_else(|e| panic!("{extra}: {e}"))
+        .runtime
+    }
+
+    fn digests(extra: &str) -> Vec<(String, String)> {
+        runtime(extra)
+            .digests()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.hex().to_string()))
+            .collect()
+    }
+
+    fn json(extra: &str) -> String {
+        let mut doc = serde_json::Map::new();
+        runtime(extra).write_json(&mut doc);
+        serde_json::Value::Object(doc).to_string()
+    }
+
+    /// The digests and the JSON the code before the field table gave.
+    #[test]
+    fn digests_and_json_are_as_before_the_table() {
+        // (document, its inputs' digests, its JSON)
+        type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+        let cases: [Case; 4] = [
+            (
+                ALL,
+                &[
+                    (
+                        "cap_add",
+                        "fc989123adb0302c0c7311acb9aad69db42caa938bac31a05517e457419362e0",
+                    ),
+                    (
+                        "cap_drop",
+                        "45b7d2a3c0a27e4b5c4e2d4d62a9cefc3783fa3676d2749ced0d5546ccfbb15c",
+                    ),
+                    (
+                        "cpus",
+                        "1e8b4108cbf37f625ea9d458e8e96233170908aa02a9f1615a48d5117cf4ef12",
+                    ),
+                    (
+                        "device_cgroup_rules",
+                        "13ce11a3f3d2b9b4af813434ba81a50d127195d607063b1178aeb790fa90619e",
+                    ),
+                    (
+                        "devices",
+                        "7ccce7a7259ee7a93b93577aaeb7ea4a57d92e68c33d039ae2a5aaa3648c36f1",
+                    ),
+                    (
+                        "dns",
+                        "64b163ccaf66a52842e27e55d4cf8883c1332ded468f8ce4adf39d4908c1c21a",
+                    ),
+                    (
+                        "entrypoint",
+                        "d4bf1e8a3ed6fd0c038a5f35509388bc2817969eb989831e7173a0c5c910e2ac",
+                    ),
+                    (
+                        "extra_hosts",
+                        "4dd87badd33b3b36ead2299e90ef3ebb29f82f52633f735232ef0488cb09815d",
+                    ),
+                    (
+                        "healthcheck",
+                        "c5a178bd3b3d3d97a89cb36a21ac253537bfdce79457edfde4ba1bc3ec792b52",
+                    ),
+                    (
+                        "init",
+                        "58ccbd90f30c1b6033dc2b4fec15f600fb80befae1155314eda262fe411e7fd6",
+                    ),
+                    (
+                        "labels",
+                        "e85c0db0f569bc86259666eb8e1fa334f7e5880475872e76bede41bc83272acc",
+                    ),
+                    (
+                        "logging",
+                        "3a0e987f9aeb039ce38c2a2608cf5da13456d6e162db6a2b89fe31419180557c",
+                    ),
+                    (
+                        "mem_limit",
+                        "6e24df35d94db2ad6e7c8e1281fdaa251a2e07d2fc01d8b764597c7c2389042d",
+                    ),
+                    (
+                        "memswap_limit",
+                        "5f28b9c049fbc9c09ab778ea05f2a75e4de1ca9d2573a332693b651b69c0f599",
+                    ),
+                    (
+                        "networks",
+                        "ccfab4f1fbc9edaeb5aa86cc36d6516ea322ed66a77427fdb545933df9ec7705",
+                    ),
+                    (
+                        "pids_limit",
+                        "50b701af96774c8275295d9f593a560c60e1946a2d16f550a471953b9fddf199",
+                    ),
+                    (
+                        "privileged",
+                        "30b4be968a12651876959ac8b011c0d069a60ac60bc06e0c5ab3fcd70c84b51f",
+                    ),
+                    (
+                        "read_only",
+                        "54bd1c918e1ea10e74ce513dd1107844cc33f591333a498003949fedafc0feca",
+                    ),
+                    (
+                        "stop_grace_period",
+                        "5d54429ca5cfda95f7cf0ef0b0d5c2eb18f25324d1d63bb1784cb90ff1e38180",
+                    ),
+                    (
+                        "stop_signal",
+                        "c6c32c01b4e3342b3ea1d44ceede8398910490261b6d858d5c32643479bebee4",
+                    ),
+                    (
+                        "sysctls",
+                        "2a2efd19b920d3157ca2e72b550a09a20c762fe331a718e00689c984ff1aa772",
+                    ),
+                    (
+                        "tmpfs",
+                        "5a39ed49be1952d3499ba0ff56ddf1b06911ff5e0b4540c658320a81469e235a",
+                    ),
+                    (
+                        "ulimits",
+                        "43f4c17ba0f4c76396dd59fe596124efef7e2e77e0fef8d87d238b6fb0ea00e0",
+                    ),
+                    (
+                        "user",
+                        "ee8c43bc4ee4b82d32fd88f7915e1b001fd17fd1de68d1aa6057b6a1a1919d1a",
+                    ),
+                    (
+                        "volumes",
+                        "851edc92c3948b6cc168e1f230f099f2b75d8dba30a4d5a5f0efe4e2b474bb85",
+                    ),
+                    (
+                        "working_dir",
+                        "e6dbf78548b1579cd7ab249b904b6902f9b3ce8d993cc12ae7ffc5eec1bb235e",
+                    ),
+                ],
+                r#"{"cap_add":["NET_ADMIN","SYS_TIME"],"cap_drop":["ALL"],"cpus":0.5,"device_cgroup_rules":["c 188:* rwm"],"devices":["/dev/ttyUSB0:/dev/ttyUSB0:rwm"],"dns":["1.1.1.1","fe80::1"],"entrypoint":["/bin/sh","-c","x"],"extra_hosts":{"db":"10.0.0.2","gw":"host-gateway"},"healthcheck":{"interval":"5s","retries":5,"test":["CMD-SHELL","true"]},"init":true,"labels":{"a":"1","b":"x"},"logging":{"driver":"local","options":{"max-size":"10m"}},"mem_limit":536870912,"memswap_limit":1073741824,"networks":["back","front"],"pids_limit":100,"privileged":true,"read_only":true,"stop_grace_period":"30s","stop_signal":"SIGINT","sysctls":{"net.ipv4.ip_forward":"1"},"tmpfs":["/run:mode=1777,size=64m","/tmp"],"ulimits":{"nofile":{"hard":4096,"soft":1024},"nproc":{"hard":64,"soft":64}},"user":"1000:1000","volumes":[{"name":"data","read_only":false,"target":"/var/lib/x"},{"name":"logs","read_only":true,"target":"/var/log/x"}],"working_dir":"/srv"}"#,
+            ),
+            (
+                "network_mode = \"container:db\"",
+                &[(
+                    "network_mode",
+                    "376c181c8f78874948f7f708d3579ba83f80979fdc4582f50611a96fb93c6c04",
+                )],
+                r#"{"network_mode":"container:db"}"#,
+            ),
+            (
+                "network_mode = \"host\"\nmem_limit = 67108864\n[healthcheck]\ndisable = true",
+                &[
+                    (
+                        "healthcheck",
+                        "d0ca111ccdc24466a7d69450a0652f5a3e875c81eef047391c4da86c09a28aef",
+                    ),
+                    (
+                        "mem_limit",
+                        "cf25609b4596e44efbe1623f45c3bb5ef2c295043afd4860e732abde079ff4e2",
+                    ),
+                    (
+                        "network_mode",
+                        "774ff010bb1972e1c68ac525ff572612c28b13d8e4d69e53726a1b3fc231b33a",
+                    ),
+                ],
+                r#"{"healthcheck":{"test":["NONE"]},"mem_limit":67108864,"network_mode":"host"}"#,
+            ),
+            (
+                "network_mode = \"none\"\nstop_grace_period = \"1m\"\ncpus = \"2\"",
+                &[
+                    (
+                        "cpus",
+                        "d0c42302685fa728259473e930a07420babfc29137284dc89847cd7de65e9dcf",
+                    ),
+                    (
+                        "network_mode",
+                        "eb7e199ced79c4812e77f5097546ee88035320e10794e189362e25644186e985",
+                    ),
+                    (
+                        "stop_grace_period",
+                        "3ba9d64b26c163c3a6deec1b34ad1e7a61c014a3c0d513f8b07354c63be9cb20",
+                    ),
+                ],
+                r#"{"cpus":2.0,"network_mode":"none","stop_grace_period":"1m"}"#,
+            ),
+        ];
+        for (extra, want, json_want) in cases {
+            let want: Vec<(String, String)> = want
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            assert_eq!(digests(extra), want, "{extra}");
+            assert_eq!(json(extra), json_want, "{extra}");
         }
     }
 }

@@ -423,6 +423,8 @@ struct Out {
     #[serde(skip_serializing_if = "Option::is_none")]
     memswap_limit: Option<J>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    shm_size: Option<J>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     cpus: Option<J>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pids_limit: Option<i64>,
@@ -514,15 +516,13 @@ fn unmapped_why(key: &str) -> &'static str {
         "hostname" | "domainname" => "stead has no such field: the container's host name is its id",
         "container_name" => "the agent names its containers (stead-<module>)",
         "stdin_open" | "tty" | "attach" => "a module runs without a terminal",
-        "security_opt" | "cgroup_parent" | "oom_kill_disable" | "oom_score_adj" | "shm_size"
-        | "mac_address" | "cpu_shares" | "cpu_quota" | "cpu_period" | "cpu_count"
-        | "cpu_percent" | "cpu_rt_period" | "cpu_rt_runtime" | "cpuset" | "mem_reservation"
-        | "mem_swappiness" | "blkio_config" | "storage_opt" | "group_add" | "dns_search"
-        | "dns_opt" | "isolation" | "runtime" | "platform" | "gpus" | "volumes_from"
-        | "credential_spec" | "annotations" | "label_file" | "pull_policy" | "post_start"
-        | "pre_stop" | "develop" | "use_api_socket" | "provider" | "models" => {
-            "stead has no such field"
-        }
+        "security_opt" | "cgroup_parent" | "oom_kill_disable" | "oom_score_adj" | "mac_address"
+        | "cpu_shares" | "cpu_quota" | "cpu_period" | "cpu_count" | "cpu_percent"
+        | "cpu_rt_period" | "cpu_rt_runtime" | "cpuset" | "mem_reservation" | "mem_swappiness"
+        | "blkio_config" | "storage_opt" | "group_add" | "dns_search" | "dns_opt" | "isolation"
+        | "runtime" | "platform" | "gpus" | "volumes_from" | "credential_spec" | "annotations"
+        | "label_file" | "pull_policy" | "post_start" | "pre_stop" | "develop"
+        | "use_api_socket" | "provider" | "models" => "stead has no such field",
         _ => "not a service key of the Compose Specification",
     }
 }
@@ -671,6 +671,7 @@ impl Ctx<'_> {
                 "dns" => out.dns = strings_or_one(k, &v)?,
                 "mem_limit" => mem_limit = Some(v),
                 "memswap_limit" => out.memswap_limit = Some(v),
+                "shm_size" => out.shm_size = Some(v),
                 "cpus" => cpus = Some(v),
                 "pids_limit" => pids = Some(J::from(int_of(k, &v)?)),
                 "ulimits" => out.ulimits = ulimits(k, &v)?,
@@ -1806,6 +1807,8 @@ secrets:
                 "memswap_limit",
                 json!("1g"),
             ),
+            ("shm_size: 128mb", "shm_size", json!("128mb")),
+            ("shm_size: 67108864", "shm_size", json!(67108864)),
             ("cpus: 0.5", "cpus", json!(0.5)),
             ("cpus: '1.5'", "cpus", json!("1.5")),
             ("pids_limit: 100", "pids_limit", json!(100)),
@@ -1971,7 +1974,6 @@ secrets:
                 "domainname: example.org",
                 "s: domainname: stead has no such field",
             ),
-            ("shm_size: 1g", "s: shm_size: stead has no such field"),
             (
                 "security_opt: [no-new-privileges]",
                 "s: security_opt: stead has no such field",
@@ -2524,6 +2526,33 @@ secrets:
         )
         .unwrap_err();
         assert_eq!((e.service.as_str(), e.key.as_str()), (FILE, ".env"));
+    }
+
+    /// Every row of the runtime field table is carried from the Compose
+    /// key of its name: one of the row's examples, written as a Compose
+    /// value (the JSON form is YAML), lands on the intention set. A field
+    /// added to the table without its importer line fails here, named.
+    #[test]
+    fn every_runtime_field_of_the_table_is_imported() {
+        for (name, examples) in crate::model::runtime::EXAMPLES {
+            let carried = examples.iter().any(|e| {
+                let v: toml::Table = toml::from_str(&format!("v = {e}")).unwrap();
+                let beside = if name == "mem_limit" {
+                    ""
+                } else {
+                    "mem_limit: 64m\n"
+                };
+                let body = format!(
+                    "{beside}{name}: {}",
+                    serde_json::to_string(&v["v"]).unwrap()
+                );
+                let Ok(i) = service(&body) else { return false };
+                let it = Intention::parse(&i.files[0].toml, DocFormat::Toml, "s.toml").unwrap();
+                let input = crate::model::names::InputName::try_from(name).unwrap();
+                it.runtime.digests().contains_key(&input)
+            });
+            assert!(carried, "{name}: no example of its row is imported");
+        }
     }
 
     #[test]
