@@ -218,15 +218,7 @@ impl Reconciler {
         if self.quarantine.everything.is_none() {
             return Ok(false);
         }
-        let mut board = self.board.lock().expect("board lock");
-        board.retain(|n, _| held.keys().any(|h| h.as_str() == n));
-        for (name, reason) in held {
-            let st = board
-                .entry(name.to_string())
-                .or_insert_with(|| crate::status::ModuleStatus::pending(name.as_str()));
-            st.state = crate::status::ModuleState::Quarantined;
-            st.last_error = Some(reason);
-        }
+        crate::status::judge::all_held(&mut self.board.lock().expect("board lock"), held);
         Ok(true)
     }
 
@@ -494,7 +486,6 @@ impl Reconciler {
     /// holds it), keeping what is known of its container. A store that
     /// cannot be read leaves the modules already shown, each pending.
     pub async fn no_pass(&mut self, store: &Arc<Store>, reason: &str) {
-        use crate::status::{ModuleState, ModuleStatus};
         let entries = match self.intake(store).await {
             Ok((entries, _, _)) => Some(entries),
             Err(e) => {
@@ -511,28 +502,11 @@ impl Reconciler {
                 })
                 .collect()
         });
-        let mut board = self.board.lock().expect("board lock");
-        if let Some(held) = &held {
-            board.retain(|n, _| held.contains_key(n));
-            for name in held.keys() {
-                board
-                    .entry(name.clone())
-                    .or_insert_with(|| ModuleStatus::pending(name));
-            }
-        }
-        for (name, m) in board.iter_mut() {
-            m.next_attempt_at = None;
-            match held.as_ref().and_then(|h| h.get(name).cloned().flatten()) {
-                Some(why) => {
-                    m.state = ModuleState::Quarantined;
-                    m.last_error = Some(why);
-                }
-                None => {
-                    m.state = ModuleState::Pending;
-                    m.last_error = Some(reason.to_string());
-                }
-            }
-        }
+        crate::status::judge::all_pending(
+            &mut self.board.lock().expect("board lock"),
+            held.as_ref(),
+            reason,
+        );
     }
 
     /// Runs one pass against the engine.
@@ -824,7 +798,7 @@ impl Reconciler {
             for m in &reloaded {
                 if let Some(st) = board.get_mut(m.as_str()) {
                     st.last_action = Some(crate::status::LastAction {
-                        action: "reloaded-live".into(),
+                        action: crate::status::Act::ReloadedLive,
                         at: crate::store::now(),
                     });
                 }
