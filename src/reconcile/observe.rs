@@ -11,10 +11,10 @@ use std::time::Duration;
 use crate::engine::{ContainerState, Engine, EngineError, Observed};
 use crate::intake::dir::FileRejected;
 use crate::model::names::{ModuleName, NodeId};
-use crate::model::spec::Desired;
 use crate::reconcile::Reconciler;
 use crate::reconcile::execute::applied_record;
 use crate::reconcile::report::{Action, ModuleReport};
+use crate::reconcile::resolve::Resolved;
 use crate::status::judge::{self, Living};
 use crate::status::lives::Answer;
 use crate::status::{Act, LastAction, ModuleState, ModuleStatus};
@@ -249,7 +249,7 @@ pub type ToWrite = (
 pub fn records_to_write(
     node: &NodeId,
     observed: &[Observed],
-    desired: &BTreeMap<ModuleName, Desired>,
+    resolved: &Resolved,
     stored_observed: &BTreeMap<String, ObservedRecord>,
     stored_applied: &BTreeMap<String, AppliedRecord>,
 ) -> ToWrite {
@@ -271,7 +271,7 @@ pub fn records_to_write(
         }
         let Some(d) = ModuleName::try_from(module)
             .ok()
-            .and_then(|m| desired.get(&m))
+            .and_then(|m| resolved.desired(&m))
         else {
             continue;
         };
