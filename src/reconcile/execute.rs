@@ -5,7 +5,6 @@
 //! digest and does not replace it again. An engine refusal is this module's
 //! failure and is reported; only an engine that went away fails the pass.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::engine::{Engine, EngineError};
@@ -14,6 +13,7 @@ use crate::model::names::ModuleName;
 use crate::model::spec::Desired;
 use crate::reconcile::plan::Step;
 use crate::reconcile::report::{Action, ModuleReport};
+use crate::reconcile::resolve::Resolved;
 use crate::store::{AppliedRecord, ApplyState, EventKind, Store, now};
 
 /// Why an action on one module did not complete.
@@ -31,13 +31,13 @@ enum ActError {
 pub async fn execute<E: Engine>(
     engine: &E,
     store: &Arc<Store>,
-    desired: &BTreeMap<ModuleName, Desired>,
+    resolved: &Resolved,
     step: Step,
 ) -> Result<ModuleReport, EngineError> {
     let report = |module: &str, action: Action, container: Option<String>| {
         let digest = ModuleName::try_from(module)
             .ok()
-            .and_then(|m| desired.get(&m))
+            .and_then(|m| resolved.desired(&m))
             .map(|d| d.digest.clone());
         ModuleReport {
             container,
@@ -113,7 +113,9 @@ pub async fn execute<E: Engine>(
             }
         }
         Step::Create { module } => {
-            let d = &desired[&module];
+            let d = resolved
+                .desired(&module)
+                .expect("a step's module to run is desired");
             let r = report(module.as_str(), Action::Created, None);
             if let Err(e) = record_target(store, d).await {
                 return failed(r, "create failed", e);
@@ -145,7 +147,9 @@ pub async fn execute<E: Engine>(
             successor,
             moved,
         } => {
-            let d = &desired[&module];
+            let d = resolved
+                .desired(&module)
+                .expect("a step's module to run is desired");
             let mut r = report(module.as_str(), Action::Recreated, Some(container.clone()));
             r.moved = moved;
             match replace(engine, store, d, &container, successor).await {
@@ -169,7 +173,9 @@ pub async fn execute<E: Engine>(
             }
         }
         Step::Promote { module, container } => {
-            let d = &desired[&module];
+            let d = resolved
+                .desired(&module)
+                .expect("a step's module to run is desired");
             let mut r = report(module.as_str(), Action::Recreated, Some(container.clone()));
             let promoted = async {
                 engine.start(&container).await?;
@@ -202,7 +208,7 @@ pub async fn execute<E: Engine>(
             match engine.remove(&container).await {
                 Ok(()) => {
                     if let Some(m) = module.as_deref().and_then(|m| ModuleName::try_from(m).ok()) {
-                        if !desired.contains_key(&m) {
+                        if resolved.desired(&m).is_none() {
                             let gone = m.to_string();
                             if let Err(e) = store.blocking(move |s| s.forget(&gone)).await {
                                 tracing::error!(module = m.as_str(), "cannot forget records: {e}");

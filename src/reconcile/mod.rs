@@ -4,14 +4,17 @@
 //!    every module's entry, once ([`crate::intake::dir`]);
 //! 2. **resolve**: compose each module's files and digest its host inputs
 //!    (off the async threads), then find or pull its image ([`resolve`]);
-//! 3. **observe**: list the containers once and judge how each is living
+//! 3. **prepare**: write every composed and live file; a module whose
+//!    files cannot be written is held ([`prepare::write_files`]);
+//! 4. **observe**: list the containers once and judge how each is living
 //!    ([`observe`]);
-//! 4. **plan**: the pure standing comparison ([`plan`]);
-//! 5. **retry policy**: hold back what keeps failing ([`retry`]);
-//! 6. **execute**: write the composed files, carry out the steps
-//!    ([`execute`]);
-//! 7. **record**: events said once, the board, the store's records, unused
-//!    composed files removed.
+//! 5. **plan**: the pure standing comparison ([`plan`]) over one want per
+//!    module ([`resolve::Resolved`]);
+//! 6. **retry policy**: hold back what keeps failing
+//!    ([`retry::hold_back`]);
+//! 7. **execute**: only the engine steps ([`execute`]);
+//! 8. **record**: events said once, the board, the store's records, unused
+//!    composed files removed (`Reconciler::record`).
 //!
 //! A pass reads the whole world again every time; it is never told why it
 //! runs, so a pass after a crash derives the same plan as the one that was
@@ -42,6 +45,7 @@ pub mod check;
 pub mod execute;
 pub mod observe;
 pub mod plan;
+pub mod prepare;
 pub mod report;
 pub mod resolve;
 pub mod retry;
@@ -59,6 +63,17 @@ type Intaken = (
     Vec<(ModuleName, String)>,
     Vec<FileRejected>,
 );
+
+/// What a pass did and saw, for its record phase.
+struct Outcome<'a> {
+    entries: &'a BTreeMap<ModuleName, crate::store::Entry>,
+    rejected: &'a [FileRejected],
+    observed: Vec<crate::engine::Observed>,
+    livings: &'a BTreeMap<String, observe::Lived>,
+    modules: &'a [ModuleReport],
+    reloaded: Vec<ModuleName>,
+    resolved: resolve::Resolved,
+}
 
 /// How many modules are acted on at once.
 const PARALLEL_ACTIONS: usize = 4;
@@ -218,15 +233,7 @@ impl Reconciler {
         if self.quarantine.everything.is_none() {
             return Ok(false);
         }
-        let mut board = self.board.lock().expect("board lock");
-        board.retain(|n, _| held.keys().any(|h| h.as_str() == n));
-        for (name, reason) in held {
-            let st = board
-                .entry(name.to_string())
-                .or_insert_with(|| crate::status::ModuleStatus::pending(name.as_str()));
-            st.state = crate::status::ModuleState::Quarantined;
-            st.last_error = Some(reason);
-        }
+        crate::status::judge::all_held(&mut self.board.lock().expect("board lock"), held);
         Ok(true)
     }
 
@@ -243,12 +250,13 @@ impl Reconciler {
         &mut self,
         engine: &E,
         store: &Arc<Store>,
-        desired: &BTreeMap<ModuleName, crate::model::spec::Desired>,
+        resolved: &resolve::Resolved,
         observed: &[crate::engine::Observed],
         modules: &[ModuleReport],
     ) -> Result<Vec<ModuleName>, PassError> {
         let mut reloaded = Vec::new();
-        for (name, d) in desired {
+        for d in resolved.running() {
+            let name = &d.name;
             let Some(live) = &d.live else { continue };
             let report = modules.iter().find(|r| r.module == name.as_str());
             let made = report.filter(|r| matches!(r.action, Action::Created | Action::Recreated));
@@ -312,7 +320,7 @@ impl Reconciler {
     ) {
         use crate::model::runtime::NetworkMode;
         let mut waits = Vec::new();
-        for (name, d) in resolved.desired.iter_mut() {
+        for d in resolved.running_mut() {
             let NetworkMode::Container(target) = &d.spec.runtime.network_mode else {
                 continue;
             };
@@ -322,7 +330,7 @@ impl Reconciler {
             });
             let Some(o) = running else {
                 waits.push((
-                    name.clone(),
+                    d.name.clone(),
                     format!(
                         "waits for module {target}'s container to run (network_mode = \"container:{target}\")"
                     ),
@@ -337,25 +345,9 @@ impl Reconciler {
                     &(d.spec.runtime.network_mode.spelled(), &o.id),
                 ),
             );
-            for w in resolved.wants.iter_mut() {
-                if let plan::Want::Run(t) = w {
-                    if t.name == *name {
-                        t.digest = d.digest.clone();
-                        t.inputs = d.inputs.clone();
-                    }
-                }
-            }
         }
         for (name, reason) in waits {
-            resolved.desired.remove(&name);
-            for w in resolved.wants.iter_mut() {
-                if matches!(w, plan::Want::Run(t) if t.name == name) {
-                    *w = plan::Want::Hold {
-                        name: name.clone(),
-                        reason: reason.clone(),
-                    };
-                }
-            }
+            resolved.hold(&name, &reason);
         }
     }
 
@@ -494,7 +486,6 @@ impl Reconciler {
     /// holds it), keeping what is known of its container. A store that
     /// cannot be read leaves the modules already shown, each pending.
     pub async fn no_pass(&mut self, store: &Arc<Store>, reason: &str) {
-        use crate::status::{ModuleState, ModuleStatus};
         let entries = match self.intake(store).await {
             Ok((entries, _, _)) => Some(entries),
             Err(e) => {
@@ -511,28 +502,11 @@ impl Reconciler {
                 })
                 .collect()
         });
-        let mut board = self.board.lock().expect("board lock");
-        if let Some(held) = &held {
-            board.retain(|n, _| held.contains_key(n));
-            for name in held.keys() {
-                board
-                    .entry(name.clone())
-                    .or_insert_with(|| ModuleStatus::pending(name));
-            }
-        }
-        for (name, m) in board.iter_mut() {
-            m.next_attempt_at = None;
-            match held.as_ref().and_then(|h| h.get(name).cloned().flatten()) {
-                Some(why) => {
-                    m.state = ModuleState::Quarantined;
-                    m.last_error = Some(why);
-                }
-                None => {
-                    m.state = ModuleState::Pending;
-                    m.last_error = Some(reason.to_string());
-                }
-            }
-        }
+        crate::status::judge::all_pending(
+            &mut self.board.lock().expect("board lock"),
+            held.as_ref(),
+            reason,
+        );
     }
 
     /// Runs one pass against the engine.
@@ -620,246 +594,57 @@ impl Reconciler {
         )
         .await?;
         for (name, reason) in &held {
-            resolved.wants.push(plan::Want::Hold {
-                name: name.clone(),
-                reason: reason.clone(),
-            });
+            resolved.hold(name, reason);
         }
         // A module whose stored intention does not read is held as it is.
         for (name, why) in unreadable {
             if !entries.contains_key(&name) {
-                resolved.wants.push(plan::Want::Hold {
-                    reason: format!(
-                        "its stored intention does not read ({why}); its container is left as it is until the module is stated again"
-                    ),
-                    name,
-                });
+                resolved.hold(&name, &format!(
+                    "its stored intention does not read ({why}); its container is left as it is until the module is stated again"
+                ));
             }
         }
 
-        // Prepare: every composed file is written (all rendered above,
-        // before any is written here). A module whose file cannot be written
-        // (a full disk) is held before anything touches its container.
-        // The bytes are moved out, not copied: from here on only the paths
-        // are needed.
-        let files: Vec<(ModuleName, PathBuf, Vec<u8>)> = resolved
-            .desired
-            .values_mut()
-            .flat_map(|d| {
-                let name = d.name.clone();
-                d.files
-                    .iter_mut()
-                    .map(move |(p, f)| (name.clone(), p.clone(), std::mem::take(&mut f.content)))
-            })
-            .collect();
-        let unwritten: BTreeMap<ModuleName, String> = blocking(move || {
-            let mut failed = BTreeMap::new();
-            for (module, host, content) in files {
-                if let Err(e) = crate::host::files::write_once(&host, &content) {
-                    failed
-                        .entry(module)
-                        .or_insert_with(|| format!("cannot write {}: {e}", host.display()));
-                }
-            }
-            failed
-        })
-        .await;
-        // Live files are swapped in place (a running container sees the new
-        // set at once; it is told below).
-        let live: Vec<(ModuleName, Vec<crate::model::spec::LiveDir>, String)> = resolved
-            .desired
-            .values()
-            .filter_map(|d| {
-                d.live
-                    .as_ref()
-                    .map(|l| (d.name.clone(), l.dirs.clone(), l.digest.hex().to_string()))
-            })
-            .collect();
-        let mut unwritten = unwritten;
-        if !live.is_empty() {
-            let failed: Vec<(ModuleName, String)> = blocking(move || {
-                let mut failed = Vec::new();
-                for (module, dirs, hex) in live {
-                    for d in dirs {
-                        if let Err(e) = crate::host::live::write(&d.host, &d.files, &hex) {
-                            failed.push((
-                                module.clone(),
-                                format!("cannot write {}: {e}", d.host.display()),
-                            ));
-                        }
-                    }
-                }
-                failed
-            })
-            .await;
-            for (m, why) in failed {
-                unwritten.entry(m).or_insert(why);
-            }
-        }
-        for (module, why) in unwritten {
-            resolved.desired.remove(&module);
-            for w in resolved.wants.iter_mut() {
-                if matches!(w, plan::Want::Run(t) if t.name == module) {
-                    *w = plan::Want::Hold {
-                        name: module.clone(),
-                        reason: why.clone(),
-                    };
-                }
-            }
-        }
+        // Prepare: every composed and live file is written; a module whose
+        // files cannot be written is held.
+        prepare::write_files(&mut resolved).await;
 
         // Observe and plan.
         let observed = engine.list_containers().await?;
         self.join_network_stacks(&mut resolved, &observed);
         let other_agent = self.other_agent(store, &agent, &observed).await?;
         let livings = self.observe_lives(engine, &observed).await?;
-        let mut steps = plan::plan(&self.node, &resolved.wants, &observed);
+        let mut steps = plan::plan(&self.node, resolved.wants.values(), &observed);
 
         // Retry policy: acting again toward a target already tried is held
         // back; a new target is acted on at once.
-        let mut modules = Vec::new();
-        steps.retain(|step| {
-            let (module, container) = match step {
-                Step::Create { module } => (module, None),
-                Step::Start { module, container }
-                | Step::Promote { module, container }
-                | Step::Recreate {
-                    module, container, ..
-                } => (module, Some(container)),
-                _ => return true,
-            };
-            let Some(d) = resolved.desired.get(module) else {
-                return true;
-            };
-            let Some(held) = self.retries.held_back(module, &d.digest, now) else {
-                return true;
-            };
-            // A container that is simply gone (removed by hand) is made
-            // again at once; only a create the engine refused waits.
-            if matches!(step, Step::Create { .. }) && held.last_error.is_none() {
-                return true;
-            }
-            let mut r =
-                ModuleReport::new(module.as_str(), Action::BackingOff, Some(d.digest.clone()));
-            r.container = container.cloned();
-            r.refused = held.last_error.is_some();
-            r.error = Some(held.last_error.unwrap_or_else(|| "keeps failing".into()));
-            r.retry_in = Some(held.next_at.saturating_duration_since(now));
-            modules.push(r);
-            false
-        });
-        {
-            let mut board = self.board.lock().expect("board lock");
-            for step in &steps {
-                if let Step::Recreate { module, .. } | Step::Promote { module, .. } = step {
-                    board
-                        .entry(module.to_string())
-                        .or_insert_with(|| crate::status::ModuleStatus::pending(module.as_str()))
-                        .state = crate::status::ModuleState::Recreating;
-                }
-            }
-        }
+        let mut modules = retry::hold_back(&self.retries, &mut steps, &resolved, now);
 
-        // Execute.
-        let results: Vec<Result<ModuleReport, EngineError>> = futures_util::stream::iter(steps)
-            .map(|step| {
-                // Noted, so that a panic here names the module to the crash
-                // guard.
-                let module = step.module().unwrap_or_default().to_string();
-                crate::host::panic::acting_on_async(
-                    module,
-                    execute::execute(engine, store, &resolved.desired, step),
-                )
-            })
-            .buffer_unordered(PARALLEL_ACTIONS)
-            .collect()
-            .await;
-        for r in results {
-            let mut r = r?;
-            if held.keys().any(|h| h.as_str() == r.module) {
-                r.action = Action::Quarantined;
-            }
-            if r.action == Action::Held {
-                if let Ok(m) = ModuleName::try_from(r.module.as_str()) {
-                    r.retry_in = resolved
-                        .retry_at
-                        .get(&m)
-                        .map(|t| t.saturating_duration_since(now));
-                }
-            }
-            modules.push(r);
-        }
+        // Execute: the engine steps.
+        modules.extend(
+            self.execute(engine, store, steps, &resolved, &held, now)
+                .await?,
+        );
         modules.sort_by(|a, b| a.module.cmp(&b.module));
         let reloaded = self
-            .deliver_live(engine, store, &resolved.desired, &observed, &modules)
+            .deliver_live(engine, store, &resolved, &observed, &modules)
             .await?;
 
         // Record.
-        for m in &modules {
-            if m.action.is_attempt() {
-                if let (Ok(name), Some(digest)) =
-                    (ModuleName::try_from(m.module.as_str()), &m.digest)
-                {
-                    self.retries
-                        .attempted(&self.tuning, &name, digest, m.error.clone(), now);
-                }
-            }
-            if m.action == Action::Recreated {
-                self.metrics.recreated(&m.moved);
-            }
-        }
-        self.say_outcomes(store, &modules).await?;
-        self.update_board(&entries, &modules, &observed, &livings, &rejected);
-        {
-            // What each module was to run, for the reload executor's measure.
-            let mut board = self.board.lock().expect("board lock");
-            for (m, d) in &resolved.desired {
-                if let Some(st) = board.get_mut(m.as_str()) {
-                    st.desired_image = Some(d.spec.image_id.clone());
-                }
-            }
-        }
-        if !reloaded.is_empty() {
-            let mut board = self.board.lock().expect("board lock");
-            for m in &reloaded {
-                if let Some(st) = board.get_mut(m.as_str()) {
-                    st.last_action = Some(crate::status::LastAction {
-                        action: "reloaded-live".into(),
-                        at: crate::store::now(),
-                    });
-                }
-            }
-        }
-        let node = self.node.clone();
-        let (files_dir, digester) = (self.files_dir.clone(), self.digester.clone());
-        let mut keep: BTreeSet<PathBuf> = observed
-            .iter()
-            .flat_map(|o| o.mount_sources.iter().map(PathBuf::from))
-            .collect();
-        for d in resolved.desired.values() {
-            keep.extend(d.files.iter().map(|(p, _)| p.clone()));
-        }
-        let wanted: BTreeSet<String> = resolved.desired.keys().map(|n| n.to_string()).collect();
-        let desired = resolved.desired;
-        store
-            .blocking(move |s| -> Result<(), StoreError> {
-                let (obs, applied) = observe::records_to_write(
-                    &node,
-                    &observed,
-                    &desired,
-                    &s.all_observed()?,
-                    &s.all_applied()?,
-                );
-                s.put_observed(&obs)?;
-                for (name, rec) in &applied {
-                    s.put_applied(name, rec)?;
-                }
-                observe::collect_garbage(&files_dir, &keep);
-                observe::collect_live(&files_dir, &wanted, &keep);
-                digester.lock().expect("digester lock").forget_unseen();
-                Ok(())
-            })
-            .await?;
+        self.record(
+            store,
+            Outcome {
+                entries: &entries,
+                rejected: &rejected,
+                observed,
+                livings: &livings,
+                modules: &modules,
+                reloaded,
+                resolved,
+            },
+            now,
+        )
+        .await?;
         let duration = started.elapsed();
         self.metrics.pass_done(duration);
         // Up-times are read to the second: a little past the window, and
@@ -882,6 +667,148 @@ impl Reconciler {
             next_in,
             other_agent,
         })
+    }
+
+    /// The execute phase: modules about to be replaced read recreating;
+    /// the steps are carried out against the engine, a few modules at
+    /// once; each report says what the crash guard holds, and when a held
+    /// module's pull is tried again.
+    async fn execute<E: Engine>(
+        &self,
+        engine: &E,
+        store: &Arc<Store>,
+        steps: Vec<Step>,
+        resolved: &resolve::Resolved,
+        held: &BTreeMap<ModuleName, String>,
+        now: tokio::time::Instant,
+    ) -> Result<Vec<ModuleReport>, EngineError> {
+        {
+            let mut board = self.board.lock().expect("board lock");
+            for step in &steps {
+                if let Step::Recreate { module, .. } | Step::Promote { module, .. } = step {
+                    board
+                        .entry(module.to_string())
+                        .or_insert_with(|| crate::status::ModuleStatus::pending(module.as_str()))
+                        .state = crate::status::ModuleState::Recreating;
+                }
+            }
+        }
+
+        let results: Vec<Result<ModuleReport, EngineError>> = futures_util::stream::iter(steps)
+            .map(|step| {
+                // Noted, so that a panic here names the module to the crash
+                // guard.
+                let module = step.module().unwrap_or_default().to_string();
+                crate::host::panic::acting_on_async(
+                    module,
+                    execute::execute(engine, store, resolved, step),
+                )
+            })
+            .buffer_unordered(PARALLEL_ACTIONS)
+            .collect()
+            .await;
+        let mut modules = Vec::new();
+        for r in results {
+            let mut r = r?;
+            if held.keys().any(|h| h.as_str() == r.module) {
+                r.action = Action::Quarantined;
+            }
+            if r.action == Action::Held {
+                if let Ok(m) = ModuleName::try_from(r.module.as_str()) {
+                    r.retry_in = resolved
+                        .retry_at
+                        .get(&m)
+                        .map(|t| t.saturating_duration_since(now));
+                }
+            }
+            modules.push(r);
+        }
+        Ok(modules)
+    }
+
+    /// The record phase: the attempts counted by the retry policy, the
+    /// outcomes said once, the board, the store's observed and applied
+    /// records, and the composed and live files no longer used removed.
+    async fn record(
+        &mut self,
+        store: &Arc<Store>,
+        o: Outcome<'_>,
+        now: tokio::time::Instant,
+    ) -> Result<(), PassError> {
+        let Outcome {
+            entries,
+            rejected,
+            observed,
+            livings,
+            modules,
+            reloaded,
+            resolved,
+        } = o;
+        for m in modules {
+            if m.action.is_attempt() {
+                if let (Ok(name), Some(digest)) =
+                    (ModuleName::try_from(m.module.as_str()), &m.digest)
+                {
+                    self.retries
+                        .attempted(&self.tuning, &name, digest, m.error.clone(), now);
+                }
+            }
+            if m.action == Action::Recreated {
+                self.metrics.recreated(&m.moved);
+            }
+        }
+        self.say_outcomes(store, modules).await?;
+        self.update_board(entries, modules, &observed, livings, rejected);
+        {
+            // What each module was to run, for the reload executor's measure.
+            let mut board = self.board.lock().expect("board lock");
+            for d in resolved.running() {
+                if let Some(st) = board.get_mut(d.name.as_str()) {
+                    st.desired_image = Some(d.spec.image_id.clone());
+                }
+            }
+        }
+        if !reloaded.is_empty() {
+            let mut board = self.board.lock().expect("board lock");
+            for m in &reloaded {
+                if let Some(st) = board.get_mut(m.as_str()) {
+                    st.last_action = Some(crate::status::LastAction {
+                        action: crate::status::Act::ReloadedLive,
+                        at: crate::store::now(),
+                    });
+                }
+            }
+        }
+        let node = self.node.clone();
+        let (files_dir, digester) = (self.files_dir.clone(), self.digester.clone());
+        let mut keep: BTreeSet<PathBuf> = observed
+            .iter()
+            .flat_map(|o| o.mount_sources.iter().map(PathBuf::from))
+            .collect();
+        for d in resolved.running() {
+            keep.extend(d.files.iter().map(|(p, _)| p.clone()));
+        }
+        let wanted: BTreeSet<String> = resolved.running().map(|d| d.name.to_string()).collect();
+        store
+            .blocking(move |s| -> Result<(), StoreError> {
+                let (obs, applied) = observe::records_to_write(
+                    &node,
+                    &observed,
+                    &resolved,
+                    &s.all_observed()?,
+                    &s.all_applied()?,
+                );
+                s.put_observed(&obs)?;
+                for (name, rec) in &applied {
+                    s.put_applied(name, rec)?;
+                }
+                observe::collect_garbage(&files_dir, &keep);
+                observe::collect_live(&files_dir, &wanted, &keep);
+                digester.lock().expect("digester lock").forget_unseen();
+                Ok(())
+            })
+            .await?;
+        Ok(())
     }
 
     /// Another agent with this node id, seen by a container of ours it

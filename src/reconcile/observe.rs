@@ -11,16 +11,14 @@ use std::time::Duration;
 use crate::engine::{ContainerState, Engine, EngineError, Observed};
 use crate::intake::dir::FileRejected;
 use crate::model::names::{ModuleName, NodeId};
-use crate::model::spec::Desired;
 use crate::reconcile::Reconciler;
 use crate::reconcile::execute::applied_record;
 use crate::reconcile::report::{Action, ModuleReport};
+use crate::reconcile::resolve::Resolved;
 use crate::status::judge::{self, Living};
 use crate::status::lives::Answer;
-use crate::status::{LastAction, ModuleState, ModuleStatus};
+use crate::status::{Act, LastAction, ModuleState, ModuleStatus};
 use crate::store::{AppliedRecord, ApplyState, Entry, ObservedRecord, now};
-
-const NANOS: i64 = 1_000_000_000;
 
 /// How a module's container is living, as judged this pass.
 #[derive(Clone, Debug)]
@@ -83,19 +81,19 @@ impl Reconciler {
             let life = life.as_ref();
             let baseline = self.baselines.get(&o.id).copied().unwrap_or(0);
             let living = judge::judge(o.state, up, life, baseline, now, self.tuning.settle);
-            let up_for = up.or_else(|| {
-                life.filter(|_| o.state == ContainerState::Running)
-                    .map(|l| Duration::from_secs((now - l.started_ns / NANOS).max(0) as u64))
-            });
-            if living == Living::Settled {
-                if let Some(l) = life {
-                    self.baselines.insert(o.id.clone(), l.restart_count);
-                }
-                // Up long enough: past failures are forgiven.
-                if up_for.is_some_and(|u| u >= self.tuning.crash_backoff_reset) {
-                    if let Ok(m) = ModuleName::try_from(module) {
-                        self.retries.forgive(&m);
-                    }
+            let up_for = judge::up_time(o.state, up, life, now);
+            let reset = judge::settled(
+                living,
+                life.map(|l| l.restart_count),
+                up_for,
+                self.tuning.crash_backoff_reset,
+            );
+            if let Some(b) = reset.baseline {
+                self.baselines.insert(o.id.clone(), b);
+            }
+            if reset.forgive {
+                if let Ok(m) = ModuleName::try_from(module) {
+                    self.retries.forgive(&m);
                 }
             }
             // Unhealthy: what the probe says is read (one inspect a pass,
@@ -162,27 +160,22 @@ impl Reconciler {
                 }
                 st.last_error = r.error.clone();
                 st.next_attempt_at = r.retry_in.map(|d| at + d.as_secs() + 1);
-                let act = |a: &str| {
-                    Some(LastAction {
-                        action: a.to_string(),
-                        at,
-                    })
-                };
+                let act = |action: Act| Some(LastAction { action, at });
                 st.state = match r.action {
                     Action::Created => {
-                        st.last_action = act("created");
+                        st.last_action = act(Act::Created);
                         st.running_digest = r.digest.clone();
                         st.restart_count = Some(0);
                         ModuleState::Starting
                     }
                     Action::Recreated => {
-                        st.last_action = act("recreated");
+                        st.last_action = act(Act::Recreated);
                         st.running_digest = r.digest.clone();
                         st.restart_count = Some(0);
                         ModuleState::Starting
                     }
                     Action::Started => {
-                        st.last_action = act("started");
+                        st.last_action = act(Act::Started);
                         ModuleState::Starting
                     }
                     Action::Drifted => {
@@ -190,63 +183,39 @@ impl Reconciler {
                             .get(n)
                             .is_none_or(|p| p.state != ModuleState::Drifted)
                         {
-                            st.last_action = act("drift-reported");
+                            st.last_action = act(Act::DriftReported);
                         }
                         st.inputs_differ = r.moved.clone();
                         ModuleState::Drifted
                     }
                     Action::Conflict => ModuleState::Conflict,
-                    Action::BackingOff => {
-                        // A container that keeps dying is crash-looping; one
-                        // the engine refuses to create or start has failed.
-                        if st.container_id.is_some() && !r.refused {
-                            ModuleState::CrashLooping
-                        } else {
-                            ModuleState::Failed
-                        }
-                    }
+                    Action::BackingOff => judge::backing_off(st.container_id.is_some(), r.refused),
                     Action::Held | Action::Failed => ModuleState::Failed,
                     Action::Quarantined => ModuleState::Quarantined,
                     // Not acted on until its image is there.
                     Action::Pulling => ModuleState::Pending,
                     Action::Removed => continue,
-                    Action::Unchanged | Action::Waiting => match living.map(|l| l.living) {
-                        // Up, and its health check says it is not well:
-                        // whatever its uptime, it is not converged.
-                        Some(Living::Settled | Living::Starting | Living::Settling)
-                            if st.health.as_deref() == Some("unhealthy") =>
-                        {
-                            st.health_output = living.and_then(|l| l.probe.clone());
-                            st.last_error = Some(format!(
-                                "its health check fails{}",
-                                st.health_output
-                                    .as_deref()
-                                    .map_or(String::new(), |o| format!(": {o}"))
-                            ));
-                            ModuleState::Unhealthy
+                    Action::Unchanged | Action::Waiting => {
+                        let policy = entry
+                            .record
+                            .as_ref()
+                            .map(|r| r.intention.restart)
+                            .unwrap_or_default();
+                        let probe = living.and_then(|l| l.probe.as_deref());
+                        let (state, error) = judge::standing(
+                            living.map(|l| l.living),
+                            st.health.as_deref(),
+                            probe,
+                            policy.as_str(),
+                        );
+                        if state == ModuleState::Unhealthy {
+                            st.health_output = probe.map(str::to_string);
                         }
-                        // Converged only once its health check says healthy.
-                        Some(Living::Settled) if st.health.as_deref() == Some("starting") => {
-                            ModuleState::Starting
+                        if error.is_some() {
+                            st.last_error = error;
                         }
-                        Some(Living::Settled) => ModuleState::Converged,
-                        Some(Living::Starting) | None => ModuleState::Starting,
-                        Some(Living::Settling) => ModuleState::Settling,
-                        Some(Living::CrashLooping) => ModuleState::CrashLooping,
-                        Some(Living::Exited(0)) => ModuleState::Converged,
-                        Some(Living::Exited(code)) => {
-                            let policy = entry
-                                .record
-                                .as_ref()
-                                .map(|r| r.intention.restart)
-                                .unwrap_or_default();
-                            st.last_error = Some(format!(
-                                "exited with code {code} (restart policy {})",
-                                policy.as_str()
-                            ));
-                            ModuleState::Failed
-                        }
-                    },
+                        state
+                    }
                 };
             }
             if let Some(rej) = rejected.iter().find(|r| r.module.as_ref() == Some(name)) {
@@ -280,7 +249,7 @@ pub type ToWrite = (
 pub fn records_to_write(
     node: &NodeId,
     observed: &[Observed],
-    desired: &BTreeMap<ModuleName, Desired>,
+    resolved: &Resolved,
     stored_observed: &BTreeMap<String, ObservedRecord>,
     stored_applied: &BTreeMap<String, AppliedRecord>,
 ) -> ToWrite {
@@ -302,7 +271,7 @@ pub fn records_to_write(
         }
         let Some(d) = ModuleName::try_from(module)
             .ok()
-            .and_then(|m| desired.get(&m))
+            .and_then(|m| resolved.desired(&m))
         else {
             continue;
         };

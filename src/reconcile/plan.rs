@@ -9,29 +9,55 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::engine::{ContainerState, Observed};
 use crate::model::intention::{DriftPolicy, RestartPolicy};
 use crate::model::names::{Digest, InputName, ModuleName, NodeId};
-use crate::model::spec::{Moved, moved};
+use crate::model::spec::{Desired, Moved, moved};
 
-/// What the planner needs to know of a module it should run.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Target {
+/// What the planner reads of a module it should run.
+pub trait Runs {
     /// The module.
-    pub name: ModuleName,
+    fn name(&self) -> &ModuleName;
     /// The desired spec digest.
-    pub digest: Digest,
+    fn digest(&self) -> &Digest;
     /// The desired input digests.
-    pub inputs: BTreeMap<InputName, Digest>,
+    fn inputs(&self) -> &BTreeMap<InputName, Digest>;
     /// Recreate or report on drift.
-    pub on_drift: DriftPolicy,
+    fn on_drift(&self) -> DriftPolicy;
     /// The engine's restart policy, which says whether an exited container
     /// is finished or stopped.
-    pub restart: RestartPolicy,
+    fn restart(&self) -> RestartPolicy;
 }
 
-/// A module's entry in what is desired.
+/// [`Runs`] for a type with the fields of the same names.
+macro_rules! runs_by_fields {
+    ($t:ty) => {
+        impl Runs for $t {
+            fn name(&self) -> &ModuleName {
+                &self.name
+            }
+            fn digest(&self) -> &Digest {
+                &self.digest
+            }
+            fn inputs(&self) -> &BTreeMap<InputName, Digest> {
+                &self.inputs
+            }
+            fn on_drift(&self) -> DriftPolicy {
+                self.on_drift
+            }
+            fn restart(&self) -> RestartPolicy {
+                self.restart
+            }
+        }
+    };
+}
+
+// A module's desired container, as the pass plans it.
+runs_by_fields!(Desired);
+
+/// A module's entry in what is desired: `T` is what the planner reads of a
+/// module to run (a [`Desired`] in a pass).
 #[derive(Clone, Debug, PartialEq)]
-pub enum Want {
+pub enum Want<T> {
     /// Run this target.
-    Run(Target),
+    Run(T),
     /// The module exists but its target cannot be computed now (a file is
     /// missing, the image is absent): leave its container as it is.
     Hold {
@@ -50,10 +76,11 @@ pub enum Want {
     },
 }
 
-impl Want {
-    fn name(&self) -> &ModuleName {
+impl<T: Runs> Want<T> {
+    /// The module it is of.
+    pub fn name(&self) -> &ModuleName {
         match self {
-            Want::Run(t) => &t.name,
+            Want::Run(t) => t.name(),
             Want::Hold { name, .. } | Want::Pull { name, .. } => name,
         }
     }
@@ -180,7 +207,12 @@ pub type Plan = Vec<Step>;
 
 /// Computes the plan. Containers without this node's managed label are never
 /// in it, except as the conflict they cause.
-pub fn plan(node: &NodeId, wants: &[Want], observed: &[Observed]) -> Plan {
+pub fn plan<'a, T: Runs + 'a>(
+    node: &NodeId,
+    wants: impl IntoIterator<Item = &'a Want<T>>,
+    observed: &[Observed],
+) -> Plan {
+    let wants: Vec<&Want<T>> = wants.into_iter().collect();
     let mut steps = Vec::new();
     // Sorted, so that the engine's list order never shows in the plan.
     let mut ours: Vec<&Observed> = observed
@@ -190,7 +222,7 @@ pub fn plan(node: &NodeId, wants: &[Want], observed: &[Observed]) -> Plan {
     ours.sort_by(|a, b| (&a.labels.module, &a.id).cmp(&(&b.labels.module, &b.id)));
     let wanted: BTreeSet<&str> = wants.iter().map(|w| w.name().as_str()).collect();
 
-    for want in wants {
+    for &want in &wants {
         let name = want.name();
         let cname = name.container_name();
         let at_name = observed.iter().find(|o| o.names.contains(&cname));
@@ -210,12 +242,12 @@ pub fn plan(node: &NodeId, wants: &[Want], observed: &[Observed]) -> Plan {
             o.names.contains(&sname) && o.labels.module.as_deref() == Some(name.as_str())
         });
         let wanted_successor = match (want, successor) {
-            (Want::Run(t), Some(s)) if s.labels.digest.as_ref() == Some(&t.digest) => {
+            (Want::Run(t), Some(s)) if s.labels.digest.as_ref() == Some(t.digest()) => {
                 match at_name {
                     // The module's container is the target already.
-                    Some(c) if c.labels.digest.as_ref() == Some(&t.digest) => None,
+                    Some(c) if c.labels.digest.as_ref() == Some(t.digest()) => None,
                     // Reporting drift, not recreating.
-                    Some(_) if t.on_drift == DriftPolicy::Report => None,
+                    Some(_) if t.on_drift() == DriftPolicy::Report => None,
                     _ => Some(s.id.clone()),
                 }
             }
@@ -276,9 +308,9 @@ pub fn plan(node: &NodeId, wants: &[Want], observed: &[Observed]) -> Plan {
                 container,
                 state: c.state,
             });
-        } else if c.labels.digest.as_ref() != Some(&target.digest) {
-            let moved = moved(&c.labels.inputs, &target.inputs);
-            steps.push(match target.on_drift {
+        } else if c.labels.digest.as_ref() != Some(target.digest()) {
+            let moved = moved(&c.labels.inputs, target.inputs());
+            steps.push(match target.on_drift() {
                 DriftPolicy::Recreate => Step::Recreate {
                     module,
                     container,
@@ -295,7 +327,7 @@ pub fn plan(node: &NodeId, wants: &[Want], observed: &[Observed]) -> Plan {
             steps.push(match c.state {
                 ContainerState::Running => Step::Keep { module, container },
                 ContainerState::Created => Step::Start { module, container },
-                ContainerState::Exited | ContainerState::Dead => match target.restart {
+                ContainerState::Exited | ContainerState::Dead => match target.restart() {
                     // Stopped though its policy says it should run.
                     RestartPolicy::Always | RestartPolicy::UnlessStopped => {
                         Step::Start { module, container }
@@ -334,6 +366,20 @@ mod tests {
     fn node() -> NodeId {
         NodeId::try_from("n1").unwrap()
     }
+
+    /// What the planner needs to know of a module it should run.
+    #[derive(Clone, Debug, PartialEq)]
+    struct Target {
+        name: ModuleName,
+        digest: Digest,
+        inputs: BTreeMap<InputName, Digest>,
+        on_drift: DriftPolicy,
+        restart: RestartPolicy,
+    }
+
+    runs_by_fields!(Target);
+
+    type Want = super::Want<Target>;
 
     fn d(s: &str) -> Digest {
         Digest::of(s.as_bytes())

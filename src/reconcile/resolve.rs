@@ -23,7 +23,7 @@ use crate::model::intention::{Access, Intention};
 use crate::model::names::{ModuleName, NodeId};
 use crate::model::reload::UpdateState;
 use crate::model::spec::{self, Desired, Inputs};
-use crate::reconcile::plan::{Target, Want};
+use crate::reconcile::plan::Want;
 use crate::reconcile::retry::{Retries, Tuning};
 use crate::store::Entry;
 
@@ -252,12 +252,48 @@ fn settle(image: &str, (outcome, at): PullOutcome, retries: &mut Retries, tuning
 
 /// What is desired of every module: a target to run, or a hold.
 pub struct Resolved {
-    /// One per module, in module order.
-    pub wants: Vec<Want>,
-    /// The desired container of each module with a target.
-    pub desired: BTreeMap<ModuleName, Desired>,
+    /// What each module wants: its desired container, or a hold or a pull.
+    pub wants: BTreeMap<ModuleName, Want<Desired>>,
     /// When a held module's image pull is tried again, by module.
     pub retry_at: BTreeMap<ModuleName, Instant>,
+}
+
+impl Resolved {
+    /// Holds a module (its container is left as it is), saying why,
+    /// whatever it wanted before.
+    pub fn hold(&mut self, name: &ModuleName, why: &str) {
+        self.wants.insert(
+            name.clone(),
+            Want::Hold {
+                name: name.clone(),
+                reason: why.to_string(),
+            },
+        );
+    }
+
+    /// The desired container of a module to run.
+    pub fn desired(&self, name: &ModuleName) -> Option<&Desired> {
+        match self.wants.get(name) {
+            Some(Want::Run(d)) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// The desired container of each module to run, in module order.
+    pub fn running(&self) -> impl Iterator<Item = &Desired> {
+        self.wants.values().filter_map(|w| match w {
+            Want::Run(d) => Some(d),
+            _ => None,
+        })
+    }
+
+    /// The same, to complete.
+    pub fn running_mut(&mut self) -> impl Iterator<Item = &mut Desired> {
+        self.wants.values_mut().filter_map(|w| match w {
+            Want::Run(d) => Some(d),
+            _ => None,
+        })
+    }
 }
 
 /// The engine's part of resolving.
@@ -316,8 +352,7 @@ pub async fn against_engine<E: Engine>(
     }
     let mut missing = BTreeSet::new();
     let mut out = Resolved {
-        wants: Vec::with_capacity(host.len()),
-        desired: BTreeMap::new(),
+        wants: BTreeMap::new(),
         retry_at: BTreeMap::new(),
     };
     for HostResolved {
@@ -331,41 +366,38 @@ pub async fn against_engine<E: Engine>(
         let inputs = match inputs {
             Ok(inputs) => inputs,
             Err(reason) => {
-                out.wants.push(Want::Hold { name, reason });
+                out.hold(&name, &reason);
                 continue;
             }
         };
         let image_id = match find_image(&images, &i.image).map(|img| spec::image_digest(&img.id)) {
             Some(Ok(id)) => id,
             Some(Err(e)) => {
-                out.wants.push(Want::Hold {
-                    name,
-                    reason: format!("image: {e}"),
-                });
+                out.hold(&name, &format!("image: {e}"));
                 continue;
             }
             None => {
                 missing.insert(i.image.clone());
                 if let Some(h) = retries.pull_held_back(&i.image, now) {
                     out.retry_at.insert(name.clone(), h.next_at);
-                    out.wants.push(Want::Hold {
-                        name,
-                        reason: format!(
+                    out.hold(
+                        &name,
+                        &format!(
                             "image: {} is not present: the pull failed ({})",
                             i.image,
                             h.last_error.as_deref().unwrap_or("no reason given")
                         ),
-                    });
+                    );
                     continue;
                 }
                 if pulls.wait {
-                    out.wants.push(Want::Hold {
-                        name,
-                        reason: format!(
+                    out.hold(
+                        &name,
+                        &format!(
                             "image: {} is not present: the pull brought no such image",
                             i.image
                         ),
-                    });
+                    );
                     continue;
                 }
                 if !pulls.in_flight.contains_key(&i.image) {
@@ -376,17 +408,20 @@ pub async fn against_engine<E: Engine>(
                     );
                     pulls.start(engine, &i.image);
                 }
-                out.wants.push(Want::Pull {
-                    name,
-                    image: i.image.clone(),
-                });
+                out.wants.insert(
+                    name.clone(),
+                    Want::Pull {
+                        name,
+                        image: i.image.clone(),
+                    },
+                );
                 continue;
             }
         };
         let mut d = match spec::desired(&i, inputs, &image_id, node, files_dir) {
             Ok(d) => d,
             Err(reason) => {
-                out.wants.push(Want::Hold { name, reason });
+                out.hold(&name, &reason);
                 continue;
             }
         };
@@ -401,14 +436,7 @@ pub async fn against_engine<E: Engine>(
                 .labels
                 .insert(crate::model::labels::STATED.to_string(), stated);
         }
-        out.wants.push(Want::Run(Target {
-            name: name.clone(),
-            digest: d.digest.clone(),
-            inputs: d.inputs.clone(),
-            on_drift: d.on_drift,
-            restart: d.restart,
-        }));
-        out.desired.insert(name, d);
+        out.wants.insert(name, Want::Run(d));
     }
     // Backoffs of images that are no longer missing, or no longer named.
     retries.keep_pulls(&missing);

@@ -12,6 +12,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::model::names::{Digest, ModuleName};
+use crate::reconcile::plan::Step;
+use crate::reconcile::report::{Action, ModuleReport};
+use crate::reconcile::resolve::Resolved;
 use crate::status::judge::Settle;
 
 /// The windows of settling and of the crash-loop backoff.
@@ -65,6 +68,48 @@ struct Attempts<K> {
 pub struct Retries {
     repairs: HashMap<ModuleName, Attempts<Digest>>,
     pulls: HashMap<String, Attempts<()>>,
+}
+
+/// Holds back the steps that act again toward a target already tried
+/// (a create, start, promote or recreate), each reported as backing off
+/// with what it waits on; a new target is acted on at once, and so is a
+/// container that is simply gone (removed by hand): only a create the
+/// engine refused waits.
+pub fn hold_back(
+    retries: &Retries,
+    steps: &mut Vec<Step>,
+    resolved: &Resolved,
+    now: Instant,
+) -> Vec<ModuleReport> {
+    let mut held_back = Vec::new();
+    steps.retain(|step| {
+        let (module, container) = match step {
+            Step::Create { module } => (module, None),
+            Step::Start { module, container }
+            | Step::Promote { module, container }
+            | Step::Recreate {
+                module, container, ..
+            } => (module, Some(container)),
+            _ => return true,
+        };
+        let Some(d) = resolved.desired(module) else {
+            return true;
+        };
+        let Some(held) = retries.held_back(module, &d.digest, now) else {
+            return true;
+        };
+        if matches!(step, Step::Create { .. }) && held.last_error.is_none() {
+            return true;
+        }
+        let mut r = ModuleReport::new(module.as_str(), Action::BackingOff, Some(d.digest.clone()));
+        r.container = container.cloned();
+        r.refused = held.last_error.is_some();
+        r.error = Some(held.last_error.unwrap_or_else(|| "keeps failing".into()));
+        r.retry_in = Some(held.next_at.saturating_duration_since(now));
+        held_back.push(r);
+        false
+    });
+    held_back
 }
 
 /// Why a step is held back, and until when.

@@ -654,17 +654,7 @@ impl Executor {
                 item.restarts_at_start = st.restart_count;
                 changed = true;
             }
-            let restarted = st.restart_count.unwrap_or(0) > item.restarts_at_start.unwrap_or(0);
-            let bad = st.state == ModuleState::CrashLooping
-                || st.state == ModuleState::Failed
-                || st.health.as_deref() == Some("unhealthy")
-                || restarted;
-            if bad {
-                let why = if st.health.as_deref() == Some("unhealthy") {
-                    "turned unhealthy"
-                } else {
-                    "kept restarting"
-                };
+            if let Some(why) = crate::status::judge::unstable(st, item.restarts_at_start) {
                 rolled_back.push(rolls_back(item, why));
                 changed = true;
                 continue;

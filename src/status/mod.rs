@@ -2,9 +2,12 @@
 //! reachability and the last pass ([`NodeStatus`]); each module's state
 //! (converged, pending, drifted, recreating, starting, settling,
 //! crash-looping, unhealthy, conflict, failed, quarantined), its digests, its container and what was
-//! last done ([`ModuleStatus`]). The settle and crash-loop judgement
-//! ([`judge`]) is a pure function of what the engine reports; [`metrics`]
-//! serves the counters.
+//! last done ([`ModuleStatus`]). Every judgement of how a module is living
+//! is here ([`judge`]): settling and crash-looping from what the engine
+//! reports, the restart baseline and back-off forgiveness, the state a pass
+//! leaves each module in, whether a reloaded version is unstable, and the
+//! board while no pass runs; each a pure function. [`metrics`] serves the
+//! counters.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -84,11 +87,28 @@ impl ModuleState {
     }
 }
 
+/// What the agent last did to a module (its name in the API is the
+/// variant's, in kebab case).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Act {
+    /// Its container was created.
+    Created,
+    /// Its stopped container was started.
+    Started,
+    /// Its container was replaced.
+    Recreated,
+    /// Its drift was reported (once, as it began).
+    DriftReported,
+    /// Its running container was told its live files changed.
+    ReloadedLive,
+}
+
 /// The last thing the agent did to a module.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct LastAction {
-    /// created, started, recreated, removed, drift-reported, reloaded-live.
-    pub action: String,
+    /// What.
+    pub action: Act,
     /// When, seconds since the epoch.
     pub at: u64,
 }
@@ -248,6 +268,19 @@ pub fn quarantine_json(q: &crate::model::guard::Quarantine) -> serde_json::Value
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn acts_read_as_the_api_says_them() {
+        for (act, said) in [
+            (Act::Created, "created"),
+            (Act::Started, "started"),
+            (Act::Recreated, "recreated"),
+            (Act::DriftReported, "drift-reported"),
+            (Act::ReloadedLive, "reloaded-live"),
+        ] {
+            assert_eq!(serde_json::to_value(act).unwrap(), said);
+        }
+    }
 
     #[test]
     fn passing_only_when_passes_are_known_to_complete() {

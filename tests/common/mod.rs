@@ -23,6 +23,10 @@ use std::time::{Duration, Instant};
 pub const IMAGE_1: &str = "stead-test/busybox:1";
 pub const IMAGE_2: &str = "stead-test/busybox:2";
 
+/// Settling and crash loops judged quickly, and short crash back-offs (so
+/// what is held back is acted on again within a test's bounds).
+pub const QUICK_CRASH_LOOP: &str = "settle_window = \"3s\"\ncrash_loop_restarts = 3\ncrash_backoff_min = \"1s\"\ncrash_backoff_max = \"2s\"";
+
 /// The engine's socket the tests run against: the Docker Engine's, or
 /// another Docker-compatible one named by `STEAD_TEST_ENGINE_SOCKET` (the
 /// test command runs the engine suites against Podman's that way). The
@@ -272,6 +276,22 @@ impl Node {
         let mut c = Command::new(env!("CARGO_BIN_EXE_stead"));
         c.env("STEAD_LOG", "info");
         c
+    }
+
+    /// A CLI command against this node's agent (its config): (exit code,
+    /// stdout).
+    pub fn cli(&self, args: &[&str]) -> (Option<i32>, String) {
+        let o = self
+            .stead()
+            .args(args)
+            .arg("--config")
+            .arg(self.config())
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
     }
 
     /// One pass; returns (exit ok, stdout, stderr).
