@@ -35,6 +35,7 @@ mod error;
 pub mod plane;
 mod stream;
 mod values;
+pub mod views;
 
 pub use plane::PlaneHandle;
 
@@ -407,6 +408,18 @@ fn status(state: &ApiState) -> Resp {
 /// The node's status, as `GET /v1/status` serves it beside the modules'.
 fn status_head(state: &ApiState) -> serde_json::Map<String, J> {
     let node = state.node.lock().expect("node lock").clone();
+    let head = json!({
+        "node": node_json(&state.node_id, &node, state.heartbeat),
+        "plane": plane::plane_json(state.plane.as_ref()),
+    });
+    match head {
+        J::Object(m) => m,
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// The node's part of `GET /v1/status`.
+pub(crate) fn node_json(id: &NodeId, node: &NodeStatus, heartbeat: Duration) -> J {
     let engine = match &node.engine {
         EngineStatus::Unknown => json!({ "state": "unknown" }),
         EngineStatus::Reachable => json!({ "state": "reachable" }),
@@ -417,10 +430,9 @@ fn status_head(state: &ApiState) -> serde_json::Map<String, J> {
     let last_pass = node
         .last_pass
         .map(|(at, took)| json!({ "at": secs(at), "duration_ms": took.as_secs_f64() * 1000.0 }));
-    let next_pass = node.last_pass.map(|(at, _)| secs(at + state.heartbeat));
-    let head = json!({
-        "node": {
-            "id": state.node_id.as_str(),
+    let next_pass = node.last_pass.map(|(at, _)| secs(at + heartbeat));
+    json!({
+            "id": id.as_str(),
             "version": crate::VERSION,
             "engine": engine,
             "passes": node.passes,
@@ -430,13 +442,7 @@ fn status_head(state: &ApiState) -> serde_json::Map<String, J> {
             "other_agent": node.other_agent,
             "next_pass_at": next_pass,
             "quarantine": crate::status::quarantine_json(&node.quarantine),
-        },
-        "plane": plane::plane_json(state.plane.as_ref()),
-    });
-    match head {
-        J::Object(m) => m,
-        _ => serde_json::Map::new(),
-    }
+    })
 }
 
 async fn module(state: &ApiState, name: &str) -> Result<Resp, ApiError> {

@@ -86,7 +86,7 @@ pub async fn sync(plane: Option<&PlaneHandle>) -> Result<(hyper::StatusCode, J),
     }
 }
 
-fn outcome_json(o: &Outcome) -> J {
+pub(crate) fn outcome_json(o: &Outcome) -> J {
     let mut j = json!({ "outcome": o.as_str() });
     match o {
         Outcome::Adopted { revision } | Outcome::Same { revision } => {
