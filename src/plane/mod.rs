@@ -3,11 +3,14 @@
 //! PUT back. The document's envelope and keys ([`envelope`]), its payload
 //! ([`document`]) and times ([`time`]); whether a fetched document is
 //! adopted ([`accept`]); the polling loop ([`sync`]) and the reports
-//! ([`report`]).
+//! ([`report`]); a refusal's class ([`refusal`]).
 
 pub mod accept;
 pub mod document;
 pub mod envelope;
+pub mod refusal;
 pub mod report;
 pub mod sync;
 pub mod time;
+
+pub use refusal::RefusalClass;

@@ -70,7 +70,7 @@ pub fn planes() -> [PlaneStatus; 2] {
         contact: Contact {
             at: Some(1_700_000_200),
             refusal: Some(Refusal {
-                class: "rollback".into(),
+                class: crate::plane::RefusalClass::Rollback,
                 detail: "revision 8 is older".into(),
                 revision: Some(8),
                 at: 1_700_000_150,
