@@ -557,7 +557,7 @@ pub struct ReportRequest {
 }
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 
 #[cfg(test)]
 mod tests {
