@@ -672,13 +672,20 @@ async fn file_reload(state: &ApiState, body: &[u8]) -> Result<Resp, ApiError> {
     let url = format!("/v1/reloads/{}", r.id);
     Ok(json_response(
         StatusCode::ACCEPTED,
-        &json!({ "id": r.id, "url": url, "status": r.status }),
+        &to_json(views::FiledView {
+            id: r.id,
+            status: r.status,
+            url,
+        }),
     ))
 }
 
 async fn list_reloads(state: &ApiState) -> Result<Resp, ApiError> {
     let all = state.store.blocking(|s| s.reloads()).await?;
-    Ok(json_response(StatusCode::OK, &json!({ "reloads": all })))
+    Ok(json_response(
+        StatusCode::OK,
+        &to_json(views::ReloadsView { reloads: all }),
+    ))
 }
 
 /// Cancels an open request: it ends `failed` ("cancelled by …"), and a

@@ -1,7 +1,8 @@
 //! The API's wire formats as types, shared by whoever writes or reads
 //! them (as Bottlerocket's API and its client share `Settings`): the agent
 //! serialises them (`GET /v1/status` and `/v1/modules/{name}`,
-//! `GET /v1/plane`, `POST /v1/plane/sync`, the report PUT to the plane),
+//! `GET /v1/plane`, `POST /v1/plane/sync`, the event log and the reload
+//! requests, the report PUT to the plane),
 //! the CLI deserialises them and prints from their fields, so a renamed
 //! key is a compile error or a parse error naming the endpoint, never a
 //! `?` on the screen. The report shares the views of the facts it carries
@@ -554,6 +555,34 @@ pub struct ReportRequest {
     pub id: u64,
     /// Its status.
     pub status: String,
+}
+
+/// `GET /v1/events`: a page of the event log (the API writes the events
+/// one at a time).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventsView {
+    /// The events, oldest first.
+    pub events: Vec<crate::store::Event>,
+    /// The sequence number to ask after next.
+    pub next: u64,
+}
+
+/// `GET /v1/reloads`: every reload request kept.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReloadsView {
+    /// The requests, oldest first.
+    pub reloads: Vec<crate::model::reload::Request>,
+}
+
+/// `POST /v1/reloads`: the request filed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FiledView {
+    /// Its id.
+    pub id: u64,
+    /// Its status.
+    pub status: crate::model::reload::Status,
+    /// Where to follow it.
+    pub url: String,
 }
 
 #[cfg(test)]

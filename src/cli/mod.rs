@@ -13,9 +13,12 @@ use hyper::Method;
 
 use crate::VERSION;
 use crate::agent::{Agent, DockerSocket};
-use crate::api::views::{EngineView, OutcomeView, PlaneDetail, StatusView};
+use crate::api::views::{
+    EngineView, EventsView, FiledView, OutcomeView, PlaneDetail, ReloadsView, StatusView,
+};
 use crate::config::{Config, DEFAULT_CONFIG};
 use crate::model::intention::{DocFormat, Intention};
+use crate::model::reload::{Request, Status};
 use crate::reconcile::{self, Action};
 use client::{Answer, Client, ClientError};
 
@@ -600,22 +603,30 @@ async fn events(c: Client, mut since: u64, follow: bool) -> Result<ExitCode, Cli
         if a.status != 200 {
             return Ok(report(&a, String::new));
         }
-        for e in a.body["events"].as_array().into_iter().flatten() {
-            println!(
-                "{:>6} {} {:<24} {:<10} {}",
-                e["seq"],
-                client::rfc3339(e["at"].as_u64().unwrap_or(0)),
-                e["module"].as_str().unwrap_or("-"),
-                e["kind"].as_str().unwrap_or("?"),
-                e["detail"].as_str().unwrap_or("")
-            );
+        let page: EventsView = a.view("GET /v1/events")?;
+        for e in &page.events {
+            println!("{}", event_line(e));
         }
-        since = a.body["next"].as_u64().unwrap_or(since);
+        since = page.next;
         if !follow {
             return Ok(ExitCode::SUCCESS);
         }
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
+}
+
+/// What `stead events` prints for an event.
+fn event_line(e: &crate::store::Event) -> String {
+    // The kind as the API words it.
+    let kind = serde_json::to_value(e.kind).unwrap_or_default();
+    format!(
+        "{:>6} {} {:<24} {:<10} {}",
+        e.seq,
+        client::rfc3339(e.at),
+        e.module.as_deref().unwrap_or("-"),
+        kind.as_str().unwrap_or_default(),
+        e.detail
+    )
 }
 
 async fn reload(
@@ -630,7 +641,7 @@ async fn reload(
     if a.status != 202 {
         return Ok(report(&a, String::new));
     }
-    let id = a.body["id"].as_u64().unwrap_or(0);
+    let id = a.view::<FiledView>("POST /v1/reloads")?.id;
     println!("reload {id} requested");
     if !wait {
         return Ok(ExitCode::SUCCESS);
@@ -643,29 +654,22 @@ async fn reload(
         if a.status != 200 {
             return Ok(report(&a, String::new));
         }
-        let log = a.body["log"].as_array().cloned().unwrap_or_default();
-        for l in log.iter().skip(printed) {
-            println!(
-                "{} {}",
-                client::rfc3339(l["at"].as_u64().unwrap_or(0)),
-                l["text"].as_str().unwrap_or("")
-            );
+        let r: Request = a.view(&format!("GET /v1/reloads/{id}"))?;
+        for l in r.log.iter().skip(printed) {
+            println!("{} {}", client::rfc3339(l.at), l.text);
         }
-        printed = printed.max(log.len());
-        match a.body["status"].as_str() {
-            Some("done") => return Ok(ExitCode::SUCCESS),
-            Some("failed") => {
-                eprintln!(
-                    "stead: reload {id} failed: {}",
-                    a.body["failure"].as_str().unwrap_or("")
-                );
+        printed = printed.max(r.log.len());
+        let failure = r.failure.as_deref().unwrap_or("");
+        match r.status {
+            Status::Done => return Ok(ExitCode::SUCCESS),
+            Status::Failed => {
+                eprintln!("stead: reload {id} failed: {failure}");
                 return Ok(ExitCode::from(EXIT_REFUSED));
             }
             // Retried by the agent with backoff; the caller is told now.
-            Some("faulted") => {
+            Status::Faulted => {
                 eprintln!(
-                    "stead: reload {id} faulted (the agent retries it with backoff): {}",
-                    a.body["failure"].as_str().unwrap_or("")
+                    "stead: reload {id} faulted (the agent retries it with backoff): {failure}"
                 );
                 return Ok(ExitCode::from(EXIT_FAULTED));
             }
@@ -685,11 +689,14 @@ async fn cancel_reload(c: Client, id: u64) -> Result<ExitCode, ClientError> {
     let a = c
         .request(Method::DELETE, &format!("/v1/reloads/{id}?by={who}"), None)
         .await?;
+    let failure = if (200..300).contains(&a.status) {
+        a.view::<Request>(&format!("DELETE /v1/reloads/{id}"))?
+            .failure
+    } else {
+        None
+    };
     Ok(report(&a, || {
-        format!(
-            "reload {id}: {}",
-            a.body["failure"].as_str().unwrap_or("cancelled")
-        )
+        format!("reload {id}: {}", failure.as_deref().unwrap_or("cancelled"))
     }))
 }
 
@@ -700,33 +707,7 @@ async fn reloads(c: Client, follow: bool) -> Result<ExitCode, ClientError> {
         if a.status != 200 {
             return Ok(report(&a, String::new));
         }
-        let mut out = String::new();
-        for r in a.body["reloads"].as_array().into_iter().flatten() {
-            let items: Vec<String> = r["items"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|i| {
-                    format!(
-                        "{}: {}",
-                        i["module"].as_str().unwrap_or("?"),
-                        i["failure"]
-                            .as_str()
-                            .or(i["decision"].as_str())
-                            .unwrap_or("")
-                    )
-                })
-                .collect();
-            out.push_str(&format!(
-                "{:>4} {} {:<10} {:<24} {} — {}\n",
-                r["id"],
-                client::rfc3339(r["requested_at"].as_u64().unwrap_or(0)),
-                r["status"].as_str().unwrap_or("?"),
-                r["module"].as_str().unwrap_or("(every module)"),
-                r["reason"].as_str().unwrap_or(""),
-                items.join("; ")
-            ));
-        }
+        let out = reloads_text(&a.view::<ReloadsView>("GET /v1/reloads")?);
         if out != last {
             print!("{out}");
             if follow {
@@ -739,6 +720,34 @@ async fn reloads(c: Client, follow: bool) -> Result<ExitCode, ClientError> {
         }
         tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     }
+}
+
+/// What `stead reloads` prints: a line per request.
+fn reloads_text(v: &ReloadsView) -> String {
+    let mut out = String::new();
+    for r in &v.reloads {
+        let items: Vec<String> = r
+            .items
+            .iter()
+            .map(|i| {
+                format!(
+                    "{}: {}",
+                    i.module,
+                    i.failure.as_deref().unwrap_or(&i.decision)
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "{:>4} {} {:<10} {:<24} {} — {}\n",
+            r.id,
+            client::rfc3339(r.requested_at),
+            r.status.as_str(),
+            r.module.as_deref().unwrap_or("(every module)"),
+            r.reason,
+            items.join("; ")
+        ));
+    }
+    out
 }
 
 fn agent_node<C: crate::agent::Connect>(a: &Agent<C>) -> String {
@@ -803,6 +812,30 @@ web                      crash-looping         4  sha256:b60b935389f7  c0ffee   
         assert_eq!(
             sync_line(&OutcomeView::Adopted { revision: 3 }),
             "adopted revision 3"
+        );
+    }
+
+    #[test]
+    fn reloads_and_events_print_from_their_fields() {
+        let (_, mut requests) = fixtures::reloads();
+        requests[0].written_by = 0;
+        let v = ReloadsView { reloads: requests };
+        let back: ReloadsView = serde_json::from_value(serde_json::to_value(&v).unwrap()).unwrap();
+        assert_eq!(back, v);
+        assert_eq!(
+            reloads_text(&v),
+            "   5 2023-11-14T22:13:30Z failed     web                      why — web: \n"
+        );
+        let e = crate::store::Event {
+            seq: 7,
+            at: 60,
+            module: None,
+            kind: crate::store::EventKind::Created,
+            detail: "made".into(),
+        };
+        assert_eq!(
+            event_line(&e),
+            "     7 1970-01-01T00:01:00Z -                        created    made"
         );
     }
 
