@@ -30,12 +30,12 @@ use crate::model::value::Value;
 use crate::status::metrics::Metrics;
 use crate::status::{Board, EngineStatus, ModuleStatus, NodeStatus};
 use crate::store::{Entry, Source, Store};
+use crate::views;
 
 mod error;
 pub mod plane;
 mod stream;
 mod values;
-pub mod views;
 
 pub use plane::PlaneHandle;
 

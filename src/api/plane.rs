@@ -9,10 +9,10 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::api::error::ApiError;
-use crate::api::views::{
-    ConflictView, HeldView, OutcomeView, PlaneDetail, PlaneView, RefusalView, ReportsView,
-};
 use crate::plane::sync::{Nudge, Outcome, PlaneStatus};
+use crate::views::{
+    HeldView, OutcomeView, PlaneDetail, PlaneView, RefusalView, ReportsView, conflicts,
+};
 
 /// How long a nudge waits for its poll before answering that it is under way.
 const NUDGE_WAIT: Duration = Duration::from_secs(60);
@@ -74,16 +74,6 @@ pub fn plane_view(plane: Option<&PlaneHandle>) -> PlaneView {
     }
 }
 
-/// The modules the held document names that another source owns.
-pub fn conflicts(c: &[(String, String)]) -> Vec<ConflictView> {
-    c.iter()
-        .map(|(m, e)| ConflictView {
-            error: e.clone(),
-            module: m.clone(),
-        })
-        .collect()
-}
-
 /// Polls now and says what the poll did (or, past a minute, that it is
 /// under way).
 pub async fn sync(
@@ -124,5 +114,61 @@ pub fn outcome_view(o: &Outcome) -> OutcomeView {
             error: error.clone(),
             retry_after_secs: retry_after.map(|d| d.as_secs()),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::plane::Refusal;
+    use crate::views::fixtures::{OUTCOMES, PLANES, golden, same_text};
+
+    fn outcomes() -> Vec<Outcome> {
+        let refusal = |class: &str, detail: &str, revision| Refusal {
+            class: crate::plane::RefusalClass::parse(class).unwrap(),
+            detail: detail.into(),
+            revision,
+            at: 9,
+        };
+        vec![
+            Outcome::NotModified,
+            Outcome::Adopted { revision: 3 },
+            Outcome::Same { revision: 3 },
+            Outcome::Refused(refusal("rollback", "revision 2 is older", Some(2))),
+            Outcome::Refused(refusal("too-large", "too large", None)),
+            Outcome::Failed {
+                error: "HTTP 503".into(),
+                retry_after: Some(Duration::from_secs(60)),
+            },
+            Outcome::Failed {
+                error: "gone".into(),
+                retry_after: None,
+            },
+        ]
+    }
+
+    fn plane_text(p: Option<PlaneStatus>) -> String {
+        let h = p.map(|p| PlaneHandle {
+            status: Arc::new(Mutex::new(p)),
+            nudge: mpsc::channel(1).0,
+        });
+        same_text(&plane_view(h.as_ref()))
+    }
+
+    fn outcome_text(o: &Outcome) -> String {
+        same_text(&outcome_view(o))
+    }
+
+    /// `GET /v1/plane` and `POST /v1/plane/sync` as 0.5.0 wrote them (the
+    /// texts in [`crate::views::fixtures`]).
+    #[test]
+    fn the_wire_formats_are_as_they_were() {
+        let planes = crate::plane::fixtures::planes().map(Some);
+        for (p, want) in planes.into_iter().chain([None]).zip(PLANES) {
+            assert_eq!(plane_text(p), golden(want));
+        }
+        for (o, want) in outcomes().iter().zip(OUTCOMES) {
+            assert_eq!(outcome_text(o), golden(want));
+        }
     }
 }

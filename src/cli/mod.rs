@@ -13,13 +13,13 @@ use hyper::Method;
 
 use crate::VERSION;
 use crate::agent::{Agent, DockerSocket};
-use crate::api::views::{
-    EngineView, EventsView, FiledView, OutcomeView, PlaneDetail, ReloadsView, StatusView,
-};
 use crate::config::{Config, DEFAULT_CONFIG};
 use crate::model::intention::{DocFormat, Intention};
 use crate::model::reload::{Request, Status};
 use crate::reconcile::{self, Action};
+use crate::views::{
+    EngineView, EventsView, FiledView, OutcomeView, PlaneDetail, ReloadsView, StatusView,
+};
 use client::{Answer, Client, ClientError};
 
 pub mod client;
@@ -757,7 +757,7 @@ fn agent_node<C: crate::agent::Connect>(a: &Agent<C>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::views::{ModuleView, NodeView, fixtures};
+    use crate::views::{ModuleView, NodeView, fixtures};
 
     fn view(plane: Option<crate::plane::sync::PlaneStatus>) -> StatusView {
         let [n, _] = fixtures::nodes();
@@ -774,7 +774,7 @@ mod tests {
 
     #[test]
     fn the_status_table_prints_every_field_it_reads() {
-        let [full, bare] = fixtures::planes();
+        let [full, bare] = crate::plane::fixtures::planes();
         let got = status_text(&view(Some(full)));
         let want = "\
 node edge-1  engine waiting since 1970-01-01T00:01:40Z (gone)  last pass 1970-01-01T00:03:20Z (1500 ms)

@@ -16,10 +16,6 @@ use http::{HeaderMap, HeaderValue, Method};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
-use crate::api::views::{
-    EngineView, HeldView, QuarantineView, RefusalView, ReportClock, ReportError, ReportLanded,
-    ReportModule, ReportPlane, ReportReload, ReportRequest, ReportView,
-};
 use crate::model::names::{Digest, ModuleName, NodeId};
 use crate::model::reload::{Request, UpdateState};
 use crate::net::http::{Http, Redirects};
@@ -27,6 +23,10 @@ use crate::plane::sync::{PlaneStatus, Syncer};
 use crate::plane::time::format_rfc3339;
 use crate::status::{Board, NodeStatus};
 use crate::store::Store;
+use crate::views::{
+    EngineView, HeldView, QuarantineView, RefusalView, ReportClock, ReportError, ReportLanded,
+    ReportModule, ReportPlane, ReportReload, ReportRequest, ReportView, conflicts,
+};
 
 /// The least time between two reports.
 pub const MIN_SPACING: Duration = Duration::from_secs(10);
@@ -123,7 +123,7 @@ pub fn stable(p: &Parts) -> ReportView {
         node: p.node.to_string(),
         passing: p.status.passing(),
         plane: ReportPlane {
-            conflicts: crate::api::plane::conflicts(&p.plane.conflicts),
+            conflicts: conflicts(&p.plane.conflicts),
             error: p.plane.contact.error.clone(),
             held,
             last_contact: None,
@@ -323,5 +323,75 @@ pub async fn run(r: Reporter, mut passes: watch::Receiver<u64>, wake: Arc<Notify
             r = passes.changed() => if r.is_err() { return },
             () = wake.notified() => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plane::fixtures::planes;
+    use crate::views::fixtures::{self, REPORTS, golden, same_text};
+
+    fn node_id() -> NodeId {
+        NodeId::try_from("edge-1").unwrap()
+    }
+
+    type Reloads = (BTreeMap<ModuleName, UpdateState>, Vec<Request>);
+
+    fn parts<'a>(
+        n: &'a NodeStatus,
+        p: &'a PlaneStatus,
+        board: &'a Board,
+        reloads: &'a Reloads,
+        node: &'a NodeId,
+    ) -> Parts<'a> {
+        Parts {
+            node,
+            plane: p,
+            status: n,
+            board,
+            updates: &reloads.0,
+            reloads: &reloads.1,
+        }
+    }
+
+    /// A report's bytes as they are PUT (the view serialised directly).
+    fn report(n: &NodeStatus, p: &PlaneStatus) -> String {
+        let (board, reloads, node) = (fixtures::board(), fixtures::reloads(), node_id());
+        let s = stable(&parts(n, p, &board, &reloads, &node));
+        let f = full(s, 77, 1_700_000_999, p, 2);
+        let bytes = String::from_utf8(serde_json::to_vec(&f).unwrap()).unwrap();
+        // Its fields are in the order a JSON value has them (sorted).
+        assert_eq!(bytes, same_text(&f));
+        bytes
+    }
+
+    /// The report as 0.5.0 PUT it (the texts in [`crate::views::fixtures`]).
+    #[test]
+    fn the_wire_format_is_as_it_was() {
+        let cases = fixtures::nodes().into_iter().zip(planes());
+        for ((n, p), want) in cases.zip(REPORTS) {
+            assert_eq!(report(&n, &p), golden(want));
+        }
+    }
+
+    #[test]
+    fn a_report_changes_with_its_facts_not_with_its_times() {
+        let [n, _] = fixtures::nodes();
+        let [p, _] = planes();
+        let (board, reloads, node) = (fixtures::board(), fixtures::reloads(), node_id());
+        let digest = |p: &PlaneStatus, board: &Board| {
+            let s = stable(&parts(&n, p, board, &reloads, &node));
+            Digest::canonical("stead.report", &s)
+        };
+        let first = digest(&p, &board);
+        let mut later = p.clone();
+        later.contact.at = Some(1_800_000_000);
+        later.contact.plane_date = Some(1_800_000_001);
+        later.next_poll_at = Some(1_800_000_100);
+        assert_eq!(digest(&later, &board), first);
+        let mut moved = board.clone();
+        moved.get_mut("db").unwrap().state = crate::status::ModuleState::Converged;
+        assert_ne!(digest(&p, &moved), first);
     }
 }

@@ -47,7 +47,7 @@ pub struct Held {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
     /// Its class.
-    pub class: crate::plane::RefusalClass,
+    pub class: crate::model::refusal::RefusalClass,
     /// What was wrong, in a sentence.
     pub detail: String,
     /// The revision the document said, when it could be read.
@@ -323,7 +323,7 @@ fn decode_contact(bytes: &[u8]) -> Result<Contact, StoreError> {
             // it again.
             refusal: c.refusal.and_then(|r| {
                 Some(Refusal {
-                    class: crate::plane::RefusalClass::parse(&r.class)?,
+                    class: crate::model::refusal::RefusalClass::parse(&r.class)?,
                     detail: r.detail,
                     revision: r.revision,
                     at: r.at,

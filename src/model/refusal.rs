@@ -1,6 +1,7 @@
-//! Why a document is not adopted, in a class: the one list of them, named
-//! by the judgement ([`crate::plane::accept`]), the poller, the store, the
-//! API and the reports alike, and checked against the docs that list them.
+//! Why a plane document is not adopted, in a class: the one list of them,
+//! named by the plane's judgement and its poller, the store, the API and
+//! the reports alike, and checked against the docs that list them. Pure
+//! data, so every folder that names a class can reach it.
 
 use serde::{Deserialize, Serialize};
 
