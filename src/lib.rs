@@ -7,7 +7,8 @@
 //! [`model`] against the files on the [`host`], plans against what the
 //! [`engine`] shows, acts, and records what it did in the store and the
 //! [`status`]. The [`api`] and the [`cli`] only read status and hand writes
-//! to the intake.
+//! to the intake; the [`views`] are their wire formats as types, one per
+//! format, shared by the API, the CLI and the plane report.
 
 pub mod agent;
 pub mod api;
@@ -24,6 +25,7 @@ pub mod registry;
 pub mod reload;
 pub mod status;
 pub mod store;
+pub mod views;
 
 /// When this binary was built (its commit's time), seconds since the
 /// epoch: no clock reading is taken to be earlier.

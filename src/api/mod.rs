@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::ops::Bound::{Excluded, Unbounded};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
@@ -30,6 +30,7 @@ use crate::model::value::Value;
 use crate::status::metrics::Metrics;
 use crate::status::{Board, EngineStatus, ModuleStatus, NodeStatus};
 use crate::store::{Entry, Source, Store};
+use crate::views;
 
 mod error;
 pub mod plane;
@@ -79,6 +80,11 @@ pub struct ApiState {
 pub const HEAVY_READS: usize = 1;
 
 type Resp = Response<BoxBody<Bytes, Infallible>>;
+
+/// A view as the JSON value it is sent as.
+fn to_json(view: impl serde::Serialize) -> J {
+    serde_json::to_value(view).expect("a view serialises")
+}
 
 fn json_response(status: StatusCode, body: &J) -> Resp {
     let mut text = serde_json::to_vec_pretty(body).expect("JSON serialises");
@@ -231,12 +237,12 @@ async fn route(state: &ApiState, req: Request<Incoming>) -> Result<Resp, ApiErro
         }
         (["v1", "plane"], &Method::GET) => Ok(json_response(
             StatusCode::OK,
-            &plane::plane_json(state.plane.as_ref()),
+            &to_json(plane::plane_view(state.plane.as_ref())),
         )),
         (["v1", "plane", "sync"], &Method::POST) => {
             authorize(state, &req)?;
             let (status, body) = plane::sync(state.plane.as_ref()).await?;
-            Ok(json_response(status, &body))
+            Ok(json_response(status, &to_json(body)))
         }
         (["v1", "plane"], _) | (["v1", "plane", "sync"], _) => Err(ApiError::MethodNotAllowed),
         (["healthz" | "readyz" | "metrics"], _)
@@ -363,12 +369,6 @@ fn metrics(state: &ApiState) -> Resp {
         .expect("a valid response")
 }
 
-fn secs(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 /// How many modules' statuses are read from the board under one lock.
 const BOARD_BATCH: usize = 32;
 
@@ -388,7 +388,10 @@ fn status(state: &ApiState) -> Resp {
                     None => b.range::<str, _>(..),
                 };
                 rest.take(BOARD_BATCH)
-                    .map(|(k, m)| (k.clone(), serde_json::to_value(m).unwrap_or(J::Null)))
+                    .map(|(k, m)| {
+                        let view = views::ModuleView::from(m);
+                        (k.clone(), serde_json::to_value(view).unwrap_or(J::Null))
+                    })
                     .collect()
             };
             let Some((last, _)) = batch.last() else {
@@ -404,36 +407,16 @@ fn status(state: &ApiState) -> Resp {
     })
 }
 
-/// The node's status, as `GET /v1/status` serves it beside the modules'.
+/// The node's status and the plane's, as `GET /v1/status` serves them
+/// before the modules.
 fn status_head(state: &ApiState) -> serde_json::Map<String, J> {
     let node = state.node.lock().expect("node lock").clone();
-    let engine = match &node.engine {
-        EngineStatus::Unknown => json!({ "state": "unknown" }),
-        EngineStatus::Reachable => json!({ "state": "reachable" }),
-        EngineStatus::Waiting { since, error } => {
-            json!({ "state": "waiting", "since": secs(*since), "error": error })
-        }
+    let head = views::StatusView {
+        modules: Vec::new(),
+        node: views::NodeView::new(state.node_id.as_str(), &node, state.heartbeat),
+        plane: plane::plane_view(state.plane.as_ref()),
     };
-    let last_pass = node
-        .last_pass
-        .map(|(at, took)| json!({ "at": secs(at), "duration_ms": took.as_secs_f64() * 1000.0 }));
-    let next_pass = node.last_pass.map(|(at, _)| secs(at + state.heartbeat));
-    let head = json!({
-        "node": {
-            "id": state.node_id.as_str(),
-            "version": crate::VERSION,
-            "engine": engine,
-            "passes": node.passes,
-            "passing": node.passing(),
-            "last_pass": last_pass,
-            "failing": node.failing.as_ref().map(|(since, error)| json!({ "since": secs(*since), "error": error })),
-            "other_agent": node.other_agent,
-            "next_pass_at": next_pass,
-            "quarantine": crate::status::quarantine_json(&node.quarantine),
-        },
-        "plane": plane::plane_json(state.plane.as_ref()),
-    });
-    match head {
+    match serde_json::to_value(head).expect("the status serialises") {
         J::Object(m) => m,
         _ => serde_json::Map::new(),
     }
@@ -462,7 +445,8 @@ async fn module(state: &ApiState, name: &str) -> Result<Resp, ApiError> {
             ModuleStatus::pending(name.as_str())
         }
     };
-    let mut body = serde_json::to_value(status).expect("status serialises");
+    let mut body =
+        serde_json::to_value(views::ModuleView::from(&status)).expect("status serialises");
     // What reloads landed for it, and the digests its auto lane skips.
     let n = name.clone();
     let update = state
@@ -688,13 +672,20 @@ async fn file_reload(state: &ApiState, body: &[u8]) -> Result<Resp, ApiError> {
     let url = format!("/v1/reloads/{}", r.id);
     Ok(json_response(
         StatusCode::ACCEPTED,
-        &json!({ "id": r.id, "url": url, "status": r.status }),
+        &to_json(views::FiledView {
+            id: r.id,
+            status: r.status,
+            url,
+        }),
     ))
 }
 
 async fn list_reloads(state: &ApiState) -> Result<Resp, ApiError> {
     let all = state.store.blocking(|s| s.reloads()).await?;
-    Ok(json_response(StatusCode::OK, &json!({ "reloads": all })))
+    Ok(json_response(
+        StatusCode::OK,
+        &to_json(views::ReloadsView { reloads: all }),
+    ))
 }
 
 /// Cancels an open request: it ends `failed` ("cancelled by …"), and a

@@ -38,6 +38,15 @@ pub struct Answer {
 }
 
 impl Answer {
+    /// The body read as the view `V` of `endpoint`'s wire format; a field
+    /// missing or of another type is an error naming the endpoint and the
+    /// field.
+    pub fn view<V: serde::de::DeserializeOwned>(&self, endpoint: &str) -> Result<V, ClientError> {
+        serde_path_to_error::deserialize(&self.body).map_err(|e| {
+            ClientError::Protocol(format!("{endpoint}: at {}: {}", e.path(), e.inner()))
+        })
+    }
+
     /// The error message of a refusal, as the API words it.
     pub fn error_message(&self) -> String {
         let e = &self.body["error"];

@@ -15,7 +15,11 @@ use crate::VERSION;
 use crate::agent::{Agent, DockerSocket};
 use crate::config::{Config, DEFAULT_CONFIG};
 use crate::model::intention::{DocFormat, Intention};
+use crate::model::reload::{Request, Status};
 use crate::reconcile::{self, Action};
+use crate::views::{
+    EngineView, EventsView, FiledView, OutcomeView, PlaneDetail, ReloadsView, StatusView,
+};
 use client::{Answer, Client, ClientError};
 
 pub mod client;
@@ -464,25 +468,24 @@ async fn sync(c: Client) -> Result<ExitCode, ClientError> {
     if a.status != 200 && a.status != 202 {
         return Ok(report(&a, String::new));
     }
-    let b = &a.body;
-    let outcome = b["outcome"].as_str().unwrap_or("?");
-    let line = match outcome {
-        "adopted" => format!("adopted revision {}", b["revision"]),
-        "same" => format!("revision {} held: the same document", b["revision"]),
-        "not-modified" => "not modified: the document held is the plane's".into(),
-        "refused" => format!(
-            "refused ({}): {}",
-            b["class"].as_str().unwrap_or("?"),
-            b["detail"].as_str().unwrap_or("")
-        ),
-        "failed" => format!("failed: {}", b["error"].as_str().unwrap_or("")),
-        _ => "a poll is under way; see stead status".into(),
-    };
-    println!("{line}");
+    let outcome: OutcomeView = a.view("POST /v1/plane/sync")?;
+    println!("{}", sync_line(&outcome));
     Ok(match outcome {
-        "refused" | "failed" => ExitCode::from(1),
+        OutcomeView::Refused { .. } | OutcomeView::Failed { .. } => ExitCode::from(1),
         _ => ExitCode::SUCCESS,
     })
+}
+
+/// What `stead sync` prints for what the poll did.
+fn sync_line(o: &OutcomeView) -> String {
+    match o {
+        OutcomeView::Adopted { revision } => format!("adopted revision {revision}"),
+        OutcomeView::Same { revision } => format!("revision {revision} held: the same document"),
+        OutcomeView::NotModified => "not modified: the document held is the plane's".into(),
+        OutcomeView::Refused { class, detail, .. } => format!("refused ({class}): {detail}"),
+        OutcomeView::Failed { error, .. } => format!("failed: {error}"),
+        OutcomeView::UnderWay => "a poll is under way; see stead status".into(),
+    }
 }
 
 async fn status(c: Client, json: bool) -> Result<ExitCode, ClientError> {
@@ -497,94 +500,95 @@ async fn status(c: Client, json: bool) -> Result<ExitCode, ClientError> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let n = &a.body["node"];
-    let engine = match n["engine"]["state"].as_str() {
-        Some("waiting") => format!(
-            "waiting since {} ({})",
-            client::rfc3339(n["engine"]["since"].as_u64().unwrap_or(0)),
-            n["engine"]["error"].as_str().unwrap_or("")
-        ),
-        Some(s) => s.to_string(),
-        None => "?".into(),
+    let view: StatusView = a.view("GET /v1/status")?;
+    if view.plane.configured && view.plane.plane.is_none() {
+        // Say which of the plane's fields is missing.
+        let plane = Answer {
+            status: a.status,
+            body: a.body["plane"].clone(),
+        };
+        plane.view::<PlaneDetail>("GET /v1/status, plane")?;
+    }
+    print!("{}", status_text(&view));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `stead status` prints: the node, the plane (when one is
+/// configured) and a line per module.
+fn status_text(v: &StatusView) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let n = &v.node;
+    let engine = match &n.engine {
+        EngineView::Waiting { error, since } => {
+            format!("waiting since {} ({error})", client::rfc3339(*since))
+        }
+        e => e.as_str().to_string(),
     };
-    let last = match n["last_pass"]["at"].as_u64() {
-        Some(at) => format!(
-            "{} ({:.0} ms)",
-            client::rfc3339(at),
-            n["last_pass"]["duration_ms"].as_f64().unwrap_or(0.0)
-        ),
+    let last = match &n.last_pass {
+        Some(p) => format!("{} ({:.0} ms)", client::rfc3339(p.at), p.duration_ms),
         None => "none yet".into(),
     };
-    println!(
-        "node {}  engine {engine}  last pass {last}",
-        n["id"].as_str().unwrap_or("?")
-    );
-    let p = &a.body["plane"];
-    if p["configured"] == true {
-        let held = match p["held"]["revision"].as_u64() {
-            Some(r) if p["held"]["floor"] == false => format!(
-                "revision {r} (still run, but no longer the floor: {})",
-                p["held"]["revoked"].as_str().unwrap_or("?")
+    let _ = writeln!(out, "node {}  engine {engine}  last pass {last}", n.id);
+    if let Some(p) = &v.plane.plane {
+        let held = match &p.held {
+            Some(h) if !h.floor => format!(
+                "revision {} (still run, but no longer the floor: {})",
+                h.revision,
+                h.revoked.as_deref().unwrap_or("revoked")
             ),
-            Some(r) if p["held"]["expired"] == true => format!("revision {r} (expired; still run)"),
-            Some(r) => format!("revision {r}"),
+            Some(h) if h.expired == Some(true) => {
+                format!("revision {} (expired; still run)", h.revision)
+            }
+            Some(h) => format!("revision {}", h.revision),
             None => "no document yet".into(),
         };
-        let contact = p["last_contact"]
-            .as_u64()
-            .map_or("never".to_string(), client::rfc3339);
+        let contact = p.last_contact.map_or("never".to_string(), client::rfc3339);
         let mut note = String::new();
-        if let Some(r) = p["refusal"]["class"].as_str() {
-            note.push_str(&format!(
-                "; refused revision {}: {r}",
-                p["refusal"]["revision"]
-            ));
+        if let Some(r) = &p.refusal {
+            let revision = r.revision.map_or("null".to_string(), |r| r.to_string());
+            let _ = write!(note, "; refused revision {revision}: {}", r.class);
         }
-        if let Some(e) = p["error"].as_str() {
-            note.push_str(&format!("; {e}"));
+        if let Some(e) = &p.error {
+            let _ = write!(note, "; {e}");
         }
-        if let Some(c) = p["clock"].as_str().filter(|c| *c != "ok") {
-            note.push_str(&format!("; clock {c}"));
+        if let Some(c) = p.clock.as_deref().filter(|c| *c != "ok") {
+            let _ = write!(note, "; clock {c}");
         }
-        println!("plane {held}  last contact {contact}{note}");
+        let _ = writeln!(out, "plane {held}  last contact {contact}{note}");
     }
-    println!(
+    let _ = writeln!(
+        out,
         "{:<24} {:<14} {:>8}  {:<19}  {:<12}  NOTE",
         "MODULE", "STATE", "RESTARTS", "DIGEST", "CONTAINER"
     );
-    for m in a.body["modules"].as_array().into_iter().flatten() {
-        let short = |v: &serde_json::Value, n: usize| {
-            v.as_str()
-                .map_or("-".to_string(), |s| s.chars().take(n).collect())
-        };
+    for m in &v.modules {
+        let short =
+            |v: Option<&str>, n: usize| v.map_or("-".to_string(), |s| s.chars().take(n).collect());
         let mut note = String::new();
-        for d in m["inputs_differ"].as_array().into_iter().flatten() {
-            note.push_str(&format!("{} moved; ", d["input"].as_str().unwrap_or("?")));
+        for d in &m.inputs_differ {
+            let _ = write!(note, "{} moved; ", d.input);
         }
-        if let Some(e) = m["last_error"].as_str() {
+        if let Some(e) = &m.last_error {
             note.push_str(e);
-            if let Some(at) = m["next_attempt_at"].as_u64() {
-                note.push_str(&format!("; next attempt {}", client::rfc3339(at)));
+            if let Some(at) = m.next_attempt_at {
+                let _ = write!(note, "; next attempt {}", client::rfc3339(at));
             }
-        } else if let Some(act) = m["last_action"]["action"].as_str() {
-            note.push_str(&format!(
-                "{act} {}",
-                client::rfc3339(m["last_action"]["at"].as_u64().unwrap_or(0))
-            ));
+        } else if let Some(act) = &m.last_action {
+            let _ = write!(note, "{} {}", act.action, client::rfc3339(act.at));
         }
-        println!(
+        let _ = writeln!(
+            out,
             "{:<24} {:<14} {:>8}  {:<19}  {:<12}  {}",
-            m["name"].as_str().unwrap_or("?"),
-            m["state"].as_str().unwrap_or("?"),
-            m["restart_count"]
-                .as_u64()
-                .map_or("-".into(), |n| n.to_string()),
-            short(&m["desired_digest"], 19),
-            short(&m["container_id"], 12),
+            m.name,
+            m.state,
+            m.restart_count.map_or("-".into(), |n| n.to_string()),
+            short(m.desired_digest.as_ref().map(|d| d.as_str()), 19),
+            short(m.container_id.as_deref(), 12),
             note.trim_end_matches("; ")
         );
     }
-    Ok(ExitCode::SUCCESS)
+    out
 }
 
 async fn events(c: Client, mut since: u64, follow: bool) -> Result<ExitCode, ClientError> {
@@ -599,22 +603,30 @@ async fn events(c: Client, mut since: u64, follow: bool) -> Result<ExitCode, Cli
         if a.status != 200 {
             return Ok(report(&a, String::new));
         }
-        for e in a.body["events"].as_array().into_iter().flatten() {
-            println!(
-                "{:>6} {} {:<24} {:<10} {}",
-                e["seq"],
-                client::rfc3339(e["at"].as_u64().unwrap_or(0)),
-                e["module"].as_str().unwrap_or("-"),
-                e["kind"].as_str().unwrap_or("?"),
-                e["detail"].as_str().unwrap_or("")
-            );
+        let page: EventsView = a.view("GET /v1/events")?;
+        for e in &page.events {
+            println!("{}", event_line(e));
         }
-        since = a.body["next"].as_u64().unwrap_or(since);
+        since = page.next;
         if !follow {
             return Ok(ExitCode::SUCCESS);
         }
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
+}
+
+/// What `stead events` prints for an event.
+fn event_line(e: &crate::store::Event) -> String {
+    // The kind as the API words it.
+    let kind = serde_json::to_value(e.kind).unwrap_or_default();
+    format!(
+        "{:>6} {} {:<24} {:<10} {}",
+        e.seq,
+        client::rfc3339(e.at),
+        e.module.as_deref().unwrap_or("-"),
+        kind.as_str().unwrap_or_default(),
+        e.detail
+    )
 }
 
 async fn reload(
@@ -629,7 +641,7 @@ async fn reload(
     if a.status != 202 {
         return Ok(report(&a, String::new));
     }
-    let id = a.body["id"].as_u64().unwrap_or(0);
+    let id = a.view::<FiledView>("POST /v1/reloads")?.id;
     println!("reload {id} requested");
     if !wait {
         return Ok(ExitCode::SUCCESS);
@@ -642,29 +654,22 @@ async fn reload(
         if a.status != 200 {
             return Ok(report(&a, String::new));
         }
-        let log = a.body["log"].as_array().cloned().unwrap_or_default();
-        for l in log.iter().skip(printed) {
-            println!(
-                "{} {}",
-                client::rfc3339(l["at"].as_u64().unwrap_or(0)),
-                l["text"].as_str().unwrap_or("")
-            );
+        let r: Request = a.view(&format!("GET /v1/reloads/{id}"))?;
+        for l in r.log.iter().skip(printed) {
+            println!("{} {}", client::rfc3339(l.at), l.text);
         }
-        printed = printed.max(log.len());
-        match a.body["status"].as_str() {
-            Some("done") => return Ok(ExitCode::SUCCESS),
-            Some("failed") => {
-                eprintln!(
-                    "stead: reload {id} failed: {}",
-                    a.body["failure"].as_str().unwrap_or("")
-                );
+        printed = printed.max(r.log.len());
+        let failure = r.failure.as_deref().unwrap_or("");
+        match r.status {
+            Status::Done => return Ok(ExitCode::SUCCESS),
+            Status::Failed => {
+                eprintln!("stead: reload {id} failed: {failure}");
                 return Ok(ExitCode::from(EXIT_REFUSED));
             }
             // Retried by the agent with backoff; the caller is told now.
-            Some("faulted") => {
+            Status::Faulted => {
                 eprintln!(
-                    "stead: reload {id} faulted (the agent retries it with backoff): {}",
-                    a.body["failure"].as_str().unwrap_or("")
+                    "stead: reload {id} faulted (the agent retries it with backoff): {failure}"
                 );
                 return Ok(ExitCode::from(EXIT_FAULTED));
             }
@@ -684,11 +689,14 @@ async fn cancel_reload(c: Client, id: u64) -> Result<ExitCode, ClientError> {
     let a = c
         .request(Method::DELETE, &format!("/v1/reloads/{id}?by={who}"), None)
         .await?;
+    let failure = if (200..300).contains(&a.status) {
+        a.view::<Request>(&format!("DELETE /v1/reloads/{id}"))?
+            .failure
+    } else {
+        None
+    };
     Ok(report(&a, || {
-        format!(
-            "reload {id}: {}",
-            a.body["failure"].as_str().unwrap_or("cancelled")
-        )
+        format!("reload {id}: {}", failure.as_deref().unwrap_or("cancelled"))
     }))
 }
 
@@ -699,33 +707,7 @@ async fn reloads(c: Client, follow: bool) -> Result<ExitCode, ClientError> {
         if a.status != 200 {
             return Ok(report(&a, String::new));
         }
-        let mut out = String::new();
-        for r in a.body["reloads"].as_array().into_iter().flatten() {
-            let items: Vec<String> = r["items"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|i| {
-                    format!(
-                        "{}: {}",
-                        i["module"].as_str().unwrap_or("?"),
-                        i["failure"]
-                            .as_str()
-                            .or(i["decision"].as_str())
-                            .unwrap_or("")
-                    )
-                })
-                .collect();
-            out.push_str(&format!(
-                "{:>4} {} {:<10} {:<24} {} — {}\n",
-                r["id"],
-                client::rfc3339(r["requested_at"].as_u64().unwrap_or(0)),
-                r["status"].as_str().unwrap_or("?"),
-                r["module"].as_str().unwrap_or("(every module)"),
-                r["reason"].as_str().unwrap_or(""),
-                items.join("; ")
-            ));
-        }
+        let out = reloads_text(&a.view::<ReloadsView>("GET /v1/reloads")?);
         if out != last {
             print!("{out}");
             if follow {
@@ -740,6 +722,135 @@ async fn reloads(c: Client, follow: bool) -> Result<ExitCode, ClientError> {
     }
 }
 
+/// What `stead reloads` prints: a line per request.
+fn reloads_text(v: &ReloadsView) -> String {
+    let mut out = String::new();
+    for r in &v.reloads {
+        let items: Vec<String> = r
+            .items
+            .iter()
+            .map(|i| {
+                format!(
+                    "{}: {}",
+                    i.module,
+                    i.failure.as_deref().unwrap_or(&i.decision)
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "{:>4} {} {:<10} {:<24} {} — {}\n",
+            r.id,
+            client::rfc3339(r.requested_at),
+            r.status.as_str(),
+            r.module.as_deref().unwrap_or("(every module)"),
+            r.reason,
+            items.join("; ")
+        ));
+    }
+    out
+}
+
 fn agent_node<C: crate::agent::Connect>(a: &Agent<C>) -> String {
     a.node_id().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::views::{ModuleView, NodeView, fixtures};
+
+    fn view(plane: Option<crate::plane::sync::PlaneStatus>) -> StatusView {
+        let [n, _] = fixtures::nodes();
+        let h = plane.map(|p| crate::api::PlaneHandle {
+            status: std::sync::Arc::new(std::sync::Mutex::new(p)),
+            nudge: tokio::sync::mpsc::channel(1).0,
+        });
+        StatusView {
+            modules: fixtures::board().values().map(ModuleView::from).collect(),
+            node: NodeView::new("edge-1", &n, std::time::Duration::from_secs(30)),
+            plane: crate::api::plane::plane_view(h.as_ref()),
+        }
+    }
+
+    #[test]
+    fn the_status_table_prints_every_field_it_reads() {
+        let [full, bare] = crate::plane::fixtures::planes();
+        let got = status_text(&view(Some(full)));
+        let want = "\
+node edge-1  engine waiting since 1970-01-01T00:01:40Z (gone)  last pass 1970-01-01T00:03:20Z (1500 ms)
+plane revision 9 (still run, but no longer the floor: no key trusted now signed it)  last contact 2023-11-14T22:16:40Z; refused revision 8: rollback; HTTP 503; clock behind
+MODULE                   STATE          RESTARTS  DIGEST               CONTAINER     NOTE
+db                       pending               -  -                    -             
+web                      crash-looping         4  sha256:b60b935389f7  c0ffee        env moved; it keeps restarting; next attempt 2023-11-14T22:28:20Z
+";
+        assert_eq!(got, want);
+        let bare = status_text(&view(Some(bare)));
+        assert!(
+            bare.contains("plane no document yet  last contact never\n"),
+            "{bare}"
+        );
+        assert!(!status_text(&view(None)).contains("plane "));
+    }
+
+    #[test]
+    fn a_module_without_an_error_shows_its_last_action() {
+        let mut v = view(None);
+        v.modules[1].last_error = None;
+        v.modules[1].inputs_differ.clear();
+        let got = status_text(&v);
+        assert!(got.contains("  recreated 2023-11-14T22:14:10Z\n"), "{got}");
+    }
+
+    #[test]
+    fn sync_says_what_the_poll_did() {
+        let refused = OutcomeView::Refused {
+            class: crate::plane::RefusalClass::Rollback,
+            detail: "older".into(),
+            revision: Some(2),
+        };
+        assert_eq!(sync_line(&refused), "refused (rollback): older");
+        assert_eq!(
+            sync_line(&OutcomeView::Adopted { revision: 3 }),
+            "adopted revision 3"
+        );
+    }
+
+    #[test]
+    fn reloads_and_events_print_from_their_fields() {
+        let (_, mut requests) = fixtures::reloads();
+        requests[0].written_by = 0;
+        let v = ReloadsView { reloads: requests };
+        let back: ReloadsView = serde_json::from_value(serde_json::to_value(&v).unwrap()).unwrap();
+        assert_eq!(back, v);
+        assert_eq!(
+            reloads_text(&v),
+            "   5 2023-11-14T22:13:30Z failed     web                      why — web: \n"
+        );
+        let e = crate::store::Event {
+            seq: 7,
+            at: 60,
+            module: None,
+            kind: crate::store::EventKind::Created,
+            detail: "made".into(),
+        };
+        assert_eq!(
+            event_line(&e),
+            "     7 1970-01-01T00:01:00Z -                        created    made"
+        );
+    }
+
+    #[test]
+    fn a_missing_field_names_the_endpoint_and_the_field() {
+        let mut body = serde_json::to_value(view(None)).unwrap();
+        body["node"].as_object_mut().unwrap().remove("id");
+        let a = Answer { status: 200, body };
+        let e = a
+            .view::<StatusView>("GET /v1/status")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("GET /v1/status") && e.contains("node") && e.contains("`id`"),
+            "{e}"
+        );
+    }
 }

@@ -2,7 +2,8 @@
 //! checks, what a module needs from its container beyond its image
 //! ([`runtime`]), config composition, the one rule for JSON documents ([`json`]: no key
 //! twice), the container spec and its labels, and
-//! the mapping of a Compose file to intentions ([`compose_file`]). Nothing
+//! the mapping of a Compose file to intentions ([`compose_file`]), and why
+//! a plane document is not adopted, in a class ([`refusal`]). Nothing
 //! here does I/O; everything here is table-tested.
 
 pub mod civil;
@@ -16,6 +17,7 @@ pub mod json;
 pub mod labels;
 pub mod names;
 pub mod reference;
+pub mod refusal;
 pub mod reload;
 pub mod runtime;
 pub mod seal;

@@ -14,12 +14,12 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::names::ModuleName;
 
 /// Where a request is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     /// Filed; no step taken in this attempt yet.
@@ -88,7 +88,7 @@ impl fmt::Display for Status {
 }
 
 /// How the landed versions are activated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Activation {
     /// Exactly one restart per module: a recreate from the new image.
@@ -98,7 +98,7 @@ pub enum Activation {
 }
 
 /// One module of a request.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Item {
     /// The module.
     pub module: String,
@@ -143,7 +143,7 @@ pub struct Item {
 }
 
 /// One line of a request's log.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogLine {
     /// When, seconds since the epoch.
     pub at: u64,
@@ -154,7 +154,7 @@ pub struct LogLine {
 }
 
 /// A reload request.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {
     /// Its id.
     pub id: u64,
@@ -198,7 +198,7 @@ pub struct Request {
 /// What a reload landed for a module: from then on the module's desired
 /// image, until the next reload or an edit of its intention's `image` or
 /// `update.range`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Landed {
     /// The version (tag).
     pub version: String,
@@ -220,7 +220,7 @@ pub struct Landed {
 }
 
 /// A module's update state.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UpdateState {
     /// What a reload landed, if anything stands.
     pub landed: Option<Landed>,
@@ -235,7 +235,7 @@ pub struct UpdateState {
 }
 
 /// A digest whose auto-update request failed, and what it failed under.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FailedDigest {
     /// The manifest digest.
     pub digest: String,

@@ -7,6 +7,7 @@
 use serde::Deserialize;
 
 use crate::model::names::{Digest, NodeId};
+use crate::plane::RefusalClass;
 use crate::plane::document::Desired;
 use crate::plane::envelope::{self, Envelope, PublicKey};
 use crate::plane::time::parse_rfc3339;
@@ -97,11 +98,8 @@ impl ClockStatus {
 /// Why a document is not adopted: a stable class and a sentence.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refused {
-    /// `too-large`, `malformed`, `payload-type`, `unsigned`,
-    /// `bad-signature`, `unknown-key`, `other-node`, `invalid`,
-    /// `revision-too-large`, `rollback`, `equivocation`, `issued-in-future`,
-    /// `stale-or-clock`.
-    pub class: &'static str,
+    /// Its class.
+    pub class: RefusalClass,
     /// What is wrong.
     pub detail: String,
     /// The document's revision, when it could be read.
@@ -156,7 +154,7 @@ pub fn judge(
     held: Option<&Held>,
     clock: Clock,
 ) -> Verdict {
-    let refuse = |class: &'static str, detail: String, revision: Option<u64>| {
+    let refuse = |class: RefusalClass, detail: String, revision: Option<u64>| {
         Verdict::Refused(Refused {
             class,
             detail,
@@ -165,7 +163,7 @@ pub fn judge(
     };
     if body.len() > MAX_DOCUMENT {
         return refuse(
-            "too-large",
+            RefusalClass::TooLarge,
             format!(
                 "the document is {} bytes, over the {MAX_DOCUMENT}-byte limit",
                 body.len()
@@ -175,7 +173,13 @@ pub fn judge(
     }
     let env = match Envelope::parse(body) {
         Ok(e) => e,
-        Err(e) => return refuse("malformed", format!("not a signed envelope: {e}"), None),
+        Err(e) => {
+            return refuse(
+                RefusalClass::Malformed,
+                format!("not a signed envelope: {e}"),
+                None,
+            );
+        }
     };
     let key = match envelope::verify(&env, trusted) {
         Ok(k) => k,
@@ -184,12 +188,12 @@ pub fn judge(
     // Signed by a trusted key: the payload may be read now.
     let header: Header = match serde_json::from_slice(&env.payload) {
         Ok(h) => h,
-        Err(e) => return refuse("invalid", format!("the payload: {e}"), None),
+        Err(e) => return refuse(RefusalClass::Invalid, format!("the payload: {e}"), None),
     };
     let revision = Some(header.revision);
     if header.node != node.as_str() {
         return refuse(
-            "other-node",
+            RefusalClass::OtherNode,
             format!(
                 "the document is for node {:?}, this node is {:?}",
                 header.node,
@@ -200,7 +204,7 @@ pub fn judge(
     }
     if header.revision > MAX_REVISION {
         return refuse(
-            "revision-too-large",
+            RefusalClass::RevisionTooLarge,
             format!(
                 "revision {} is over the largest a document may carry, 2^53 = {MAX_REVISION}",
                 header.revision
@@ -212,7 +216,7 @@ pub fn judge(
     if let Some(h) = held {
         if header.revision < h.revision {
             return refuse(
-                "rollback",
+                RefusalClass::Rollback,
                 format!(
                     "revision {} is older than revision {} held (a stale copy, or a replay)",
                     header.revision, h.revision
@@ -225,7 +229,7 @@ pub fn judge(
                 return Verdict::Same;
             }
             return refuse(
-                "equivocation",
+                RefusalClass::Equivocation,
                 format!(
                     "revision {} is held with another payload ({}; this one is {})",
                     h.revision, h.payload_digest, payload_digest
@@ -236,7 +240,7 @@ pub fn judge(
     }
     let issued_at = match parse_rfc3339(&header.issued_at) {
         Ok(t) => t,
-        Err(e) => return refuse("invalid", format!("issued_at: {e}"), revision),
+        Err(e) => return refuse(RefusalClass::Invalid, format!("issued_at: {e}"), revision),
     };
     // The latest time the node knows has come; a document issued further
     // ahead of it than the skew is wrong, unless the system clock itself
@@ -250,7 +254,7 @@ pub fn judge(
     let system_behind = clock.system.saturating_add(CLOCK_TOLERANCE) < known;
     if issued_at > ceiling && !system_behind {
         return refuse(
-            "issued-in-future",
+            RefusalClass::IssuedInFuture,
             format!(
                 "issued_at {} is more than {}h ahead of every clock this node has \
                  (the system clock reads {}): the document is wrong, not the clock; \
@@ -264,7 +268,7 @@ pub fn judge(
     }
     let expires = match parse_rfc3339(&header.expires) {
         Ok(t) => t,
-        Err(e) => return refuse("invalid", format!("expires: {e}"), revision),
+        Err(e) => return refuse(RefusalClass::Invalid, format!("expires: {e}"), revision),
     };
     let now = clock.now(held);
     if expires <= now {
@@ -277,7 +281,7 @@ pub fn judge(
             String::new()
         };
         return refuse(
-            "stale-or-clock",
+            RefusalClass::StaleOrClock,
             format!(
                 "the document expired at {} and it is {}{clock_note}; what runs keeps running",
                 header.expires,
@@ -295,7 +299,7 @@ pub fn judge(
                 .map_or(0, |h| h.newest_issued_at)
                 .max(issued_at.min(ceiling)),
         })),
-        Err(e) => refuse("invalid", e.to_string(), revision),
+        Err(e) => refuse(RefusalClass::Invalid, e.to_string(), revision),
     }
 }
 

@@ -374,14 +374,14 @@ pub enum VerifyError {
 }
 
 impl VerifyError {
-    /// A short stable word for reports: `payload-type`, `unsigned`,
-    /// `bad-signature` or `unknown-key`.
-    pub fn class(&self) -> &'static str {
+    /// Its refusal class.
+    pub fn class(&self) -> crate::plane::RefusalClass {
+        use crate::plane::RefusalClass;
         match self {
-            VerifyError::PayloadType(_) => "payload-type",
-            VerifyError::Unsigned => "unsigned",
-            VerifyError::BadSignature { .. } => "bad-signature",
-            VerifyError::UnknownKey { .. } => "unknown-key",
+            VerifyError::PayloadType(_) => RefusalClass::PayloadType,
+            VerifyError::Unsigned => RefusalClass::Unsigned,
+            VerifyError::BadSignature { .. } => RefusalClass::BadSignature,
+            VerifyError::UnknownKey { .. } => RefusalClass::UnknownKey,
         }
     }
 }
@@ -870,7 +870,7 @@ mod tests {
                 "does not trust (a, b)",
             ),
         ] {
-            assert_eq!(e.class(), class);
+            assert_eq!(e.class().as_str(), class);
             assert!(e.to_string().contains(says), "{e}");
         }
         let long = Envelope {

@@ -3,11 +3,16 @@
 //! PUT back. The document's envelope and keys ([`envelope`]), its payload
 //! ([`document`]) and times ([`time`]); whether a fetched document is
 //! adopted ([`accept`]); the polling loop ([`sync`]) and the reports
-//! ([`report`]).
+//! ([`report`]). A refusal's class is data, in the model
+//! ([`crate::model::refusal`]), named here as [`RefusalClass`].
 
 pub mod accept;
 pub mod document;
 pub mod envelope;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod report;
 pub mod sync;
 pub mod time;
+
+pub use crate::model::refusal::RefusalClass;

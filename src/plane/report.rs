@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method};
-use serde_json::{Value as J, json};
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
@@ -22,8 +21,12 @@ use crate::model::reload::{Request, UpdateState};
 use crate::net::http::{Http, Redirects};
 use crate::plane::sync::{PlaneStatus, Syncer};
 use crate::plane::time::format_rfc3339;
-use crate::status::{Board, EngineStatus, NodeStatus};
+use crate::status::{Board, NodeStatus};
 use crate::store::Store;
+use crate::views::{
+    EngineView, HeldView, QuarantineView, RefusalView, ReportClock, ReportError, ReportLanded,
+    ReportModule, ReportPlane, ReportReload, ReportRequest, ReportView, conflicts,
+};
 
 /// The least time between two reports.
 pub const MIN_SPACING: Duration = Duration::from_secs(10);
@@ -50,39 +53,28 @@ pub struct Parts<'a> {
     pub reloads: &'a [Request],
 }
 
-/// The part of a report that says what changed: everything but the
-/// sequence number and the times that move on every poll.
-pub fn stable(p: &Parts) -> J {
-    let engine = match &p.status.engine {
-        EngineStatus::Unknown => "unknown",
-        EngineStatus::Reachable => "reachable",
-        EngineStatus::Waiting { .. } => "waiting",
-    };
-    let held = p.plane.held.as_ref().map(|h| {
-        json!({
-            "revision": h.revision,
-            "issued_at": format_rfc3339(h.issued_at),
-            "expires": format_rfc3339(h.expires),
-            "accepted_at": format_rfc3339(h.accepted_at),
-            "key_id": h.key_id,
-            "floor": h.revoked.is_none(),
-            "revoked": h.revoked,
-        })
+/// A report without the sequence number and the times that move on
+/// every poll (they read 0, empty or `null` until [`full`] sets them): the
+/// part that says what changed.
+pub fn stable(p: &Parts) -> ReportView {
+    let held = p.plane.held.as_ref().map(|h| HeldView {
+        accepted_at: format_rfc3339(h.accepted_at),
+        expired: None,
+        expires: format_rfc3339(h.expires),
+        floor: h.revoked.is_none(),
+        issued_at: format_rfc3339(h.issued_at),
+        key_id: h.key_id.clone(),
+        revision: h.revision,
+        revoked: h.revoked.clone(),
     });
-    let refusal = p.plane.contact.refusal.as_ref().map(|r| {
-        json!({"class": r.class, "detail": r.detail, "revision": r.revision, "at": format_rfc3339(r.at)})
+    let refusal = p.plane.contact.refusal.as_ref().map(|r| RefusalView {
+        at: format_rfc3339(r.at),
+        class: r.class,
+        detail: r.detail.clone(),
+        revision: r.revision,
     });
-    let mut modules = serde_json::Map::new();
+    let mut modules = BTreeMap::new();
     for (name, m) in p.board {
-        let mut o = json!({
-            "state": m.state.as_str(),
-            "desired_digest": m.desired_digest,
-            "running_digest": m.running_digest,
-            "image_id": m.image_id,
-            "restart_count": m.restart_count,
-            "health": m.health,
-            "last_error": m.last_error.as_ref().map(|e| json!({"class": m.state.as_str(), "message": e})),
-        });
         let key = ModuleName::try_from(name.as_str()).ok();
         let landed = key
             .as_ref()
@@ -93,49 +85,73 @@ pub fn stable(p: &Parts) -> J {
             .iter()
             .rev()
             .find(|r| r.items.iter().any(|i| i.module == *name));
-        if landed.is_some() || request.is_some() {
-            o["reload"] = json!({
-                "landed": landed.map(|l| json!({"version": l.version, "digest": l.digest})),
-                "request": request.map(|r| json!({
-                    "id": r.id,
-                    "status": r.status.as_str(),
-                    "failure": r.failure,
-                })),
-            });
-        }
-        modules.insert(name.clone(), o);
+        let reload = (landed.is_some() || request.is_some()).then(|| ReportReload {
+            landed: landed.map(|l| ReportLanded {
+                digest: l.digest.clone(),
+                version: l.version.clone(),
+            }),
+            request: request.map(|r| ReportRequest {
+                failure: r.failure.clone(),
+                id: r.id,
+                status: r.status.as_str().to_string(),
+            }),
+        });
+        let module = ReportModule {
+            desired_digest: m.desired_digest.clone(),
+            health: m.health.clone(),
+            image_id: m.image_id.clone(),
+            last_error: m.last_error.as_ref().map(|e| ReportError {
+                class: m.state.as_str().to_string(),
+                message: e.clone(),
+            }),
+            reload,
+            restart_count: m.restart_count,
+            running_digest: m.running_digest.clone(),
+            state: m.state.as_str().to_string(),
+        };
+        modules.insert(name.clone(), module);
     }
-    json!({
-        "node": p.node.as_str(),
-        "agent_version": crate::VERSION,
-        "engine": engine,
-        "passing": p.status.passing(),
-        "quarantine": crate::status::quarantine_json(&p.status.quarantine),
-        "plane": {
-            "url": p.plane.url,
-            "held": held,
-            "refusal": refusal,
-            "error": p.plane.contact.error,
-            "conflicts": p.plane.conflicts.iter().map(|(m, e)| json!({"module": m, "error": e})).collect::<Vec<_>>(),
+    ReportView {
+        agent_version: crate::VERSION.to_string(),
+        clock: ReportClock {
+            plane_date: None,
+            status: p.plane.clock.map_or("unknown", |c| c.as_str()).to_string(),
+            system: String::new(),
         },
-        "clock": p.plane.clock.map(|c| c.as_str()).unwrap_or("unknown"),
-        "modules": modules,
-    })
+        engine: EngineView::from(&p.status.engine).as_str().to_string(),
+        modules,
+        node: p.node.to_string(),
+        passing: p.status.passing(),
+        plane: ReportPlane {
+            conflicts: conflicts(&p.plane.conflicts),
+            error: p.plane.contact.error.clone(),
+            held,
+            last_contact: None,
+            refusal,
+            url: p.plane.url.clone(),
+        },
+        quarantine: QuarantineView::new(&p.status.quarantine),
+        sent_at: String::new(),
+        seq: 0,
+        undelivered: 0,
+    }
 }
 
 /// A whole report: the stable part with the sequence number and times.
-pub fn full(mut stable: J, seq: u64, now: u64, p: &PlaneStatus, undelivered: u32) -> J {
-    stable["seq"] = json!(seq);
-    stable["sent_at"] = json!(format_rfc3339(now));
-    stable["undelivered"] = json!(undelivered);
-    stable["plane"]["last_contact"] = json!(p.contact.at.map(format_rfc3339));
-    let clock = json!({
-        "status": stable["clock"].clone(),
-        "system": format_rfc3339(now),
-        "plane_date": p.contact.plane_date.map(format_rfc3339),
-    });
-    stable["clock"] = clock;
-    stable
+pub fn full(
+    mut report: ReportView,
+    seq: u64,
+    now: u64,
+    p: &PlaneStatus,
+    undelivered: u32,
+) -> ReportView {
+    report.seq = seq;
+    report.sent_at = format_rfc3339(now);
+    report.undelivered = undelivered;
+    report.plane.last_contact = p.contact.at.map(format_rfc3339);
+    report.clock.system = format_rfc3339(now);
+    report.clock.plane_date = p.contact.plane_date.map(format_rfc3339);
+    report
 }
 
 /// Where the reporter reads what it reports.
@@ -158,7 +174,7 @@ pub struct Reporter {
 }
 
 impl Reporter {
-    async fn build(&self, seq: u64, undelivered: u32) -> (Digest, J) {
+    async fn build(&self, seq: u64, undelivered: u32) -> (Digest, ReportView) {
         let (updates, reloads) = self
             .store
             .blocking(|s| {
@@ -307,5 +323,75 @@ pub async fn run(r: Reporter, mut passes: watch::Receiver<u64>, wake: Arc<Notify
             r = passes.changed() => if r.is_err() { return },
             () = wake.notified() => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plane::fixtures::planes;
+    use crate::views::fixtures::{self, REPORTS, golden, same_text};
+
+    fn node_id() -> NodeId {
+        NodeId::try_from("edge-1").unwrap()
+    }
+
+    type Reloads = (BTreeMap<ModuleName, UpdateState>, Vec<Request>);
+
+    fn parts<'a>(
+        n: &'a NodeStatus,
+        p: &'a PlaneStatus,
+        board: &'a Board,
+        reloads: &'a Reloads,
+        node: &'a NodeId,
+    ) -> Parts<'a> {
+        Parts {
+            node,
+            plane: p,
+            status: n,
+            board,
+            updates: &reloads.0,
+            reloads: &reloads.1,
+        }
+    }
+
+    /// A report's bytes as they are PUT (the view serialised directly).
+    fn report(n: &NodeStatus, p: &PlaneStatus) -> String {
+        let (board, reloads, node) = (fixtures::board(), fixtures::reloads(), node_id());
+        let s = stable(&parts(n, p, &board, &reloads, &node));
+        let f = full(s, 77, 1_700_000_999, p, 2);
+        let bytes = String::from_utf8(serde_json::to_vec(&f).unwrap()).unwrap();
+        // Its fields are in the order a JSON value has them (sorted).
+        assert_eq!(bytes, same_text(&f));
+        bytes
+    }
+
+    /// The report as 0.5.0 PUT it (the texts in [`crate::views::fixtures`]).
+    #[test]
+    fn the_wire_format_is_as_it_was() {
+        let cases = fixtures::nodes().into_iter().zip(planes());
+        for ((n, p), want) in cases.zip(REPORTS) {
+            assert_eq!(report(&n, &p), golden(want));
+        }
+    }
+
+    #[test]
+    fn a_report_changes_with_its_facts_not_with_its_times() {
+        let [n, _] = fixtures::nodes();
+        let [p, _] = planes();
+        let (board, reloads, node) = (fixtures::board(), fixtures::reloads(), node_id());
+        let digest = |p: &PlaneStatus, board: &Board| {
+            let s = stable(&parts(&n, p, board, &reloads, &node));
+            Digest::canonical("stead.report", &s)
+        };
+        let first = digest(&p, &board);
+        let mut later = p.clone();
+        later.contact.at = Some(1_800_000_000);
+        later.contact.plane_date = Some(1_800_000_001);
+        later.next_poll_at = Some(1_800_000_100);
+        assert_eq!(digest(&later, &board), first);
+        let mut moved = board.clone();
+        moved.get_mut("db").unwrap().state = crate::status::ModuleState::Converged;
+        assert_ne!(digest(&p, &moved), first);
     }
 }

@@ -16,6 +16,7 @@ use tokio::sync::{Notify, mpsc, oneshot, watch};
 use crate::config::PlaneConfig;
 use crate::model::names::NodeId;
 use crate::net::http::{Http, Redirects, Transport};
+use crate::plane::RefusalClass;
 use crate::plane::accept::{self, Clock, ClockStatus, MAX_DOCUMENT, Verdict};
 use crate::plane::document::{Desired, Poll};
 use crate::plane::envelope::Envelope;
@@ -433,7 +434,7 @@ impl Syncer {
                 contact.at = Some(now);
                 contact.error = None;
                 let r = Refusal {
-                    class: "too-large".into(),
+                    class: RefusalClass::TooLarge,
                     detail: format!("the document is over the {MAX_DOCUMENT}-byte limit"),
                     revision: None,
                     at: now,
@@ -537,7 +538,7 @@ impl Syncer {
         match begun {
             Ok(true) => {
                 let r = Refusal {
-                    class: "quarantined".into(),
+                    class: RefusalClass::Quarantined,
                     detail: format!(
                         "the agent died {} times in a row judging this document ({}); it is not judged again: publish another",
                         crate::model::guard::CRASHES,
@@ -602,7 +603,7 @@ impl Syncer {
             }
             Verdict::Refused(r) => {
                 let r = Refusal {
-                    class: r.class.to_string(),
+                    class: r.class,
                     detail: r.detail,
                     revision: r.revision,
                     at: now,

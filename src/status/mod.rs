@@ -236,35 +236,6 @@ impl NodeStatus {
     }
 }
 
-/// What the crash guard holds, as the API and the plane's reports say it
-/// (`null` when nothing is).
-pub fn quarantine_json(q: &crate::model::guard::Quarantine) -> serde_json::Value {
-    use serde_json::json;
-    if q.is_empty() {
-        return serde_json::Value::Null;
-    }
-    let hold = |h: &crate::model::guard::Hold| json!({ "crashes": h.crashes, "since": h.since, "cause": h.cause });
-    json!({
-        "summary": q.summary(),
-        "modules": q.modules.iter().map(|(m, h)| {
-            let mut o = hold(h);
-            o["module"] = json!(m.as_str());
-            o
-        }).collect::<Vec<_>>(),
-        "revision": q.revision.as_ref().map(|(r, h)| {
-            let mut o = hold(h);
-            o["revision"] = json!(r);
-            o
-        }),
-        "everything": q.everything.as_ref().map(hold),
-        "document": q.document.as_ref().map(|(d, h)| {
-            let mut o = hold(h);
-            o["digest"] = json!(d.as_str());
-            o
-        }),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

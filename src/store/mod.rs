@@ -18,7 +18,7 @@ use redb::{
     Database, ReadOnlyDatabase, ReadableDatabase, ReadableTable, ReadableTableMetadata,
     TableDefinition,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::intention::Intention;
 use crate::model::names::{Digest, InputName, ModuleName, SettingKey};
@@ -264,7 +264,7 @@ pub struct ObservedRecord {
 }
 
 /// What kind of thing happened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EventKind {
     /// A container was created.
@@ -290,7 +290,7 @@ pub enum EventKind {
 }
 
 /// One entry of the event log.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
     /// Its sequence number, increasing.
     pub seq: u64,

@@ -46,9 +46,8 @@ pub struct Held {
 /// Why the last document fetched was not adopted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
-    /// A short stable word (`rollback`, `equivocation`, `stale-or-clock`,
-    /// `bad-signature`, …).
-    pub class: String,
+    /// Its class.
+    pub class: crate::model::refusal::RefusalClass,
     /// What was wrong, in a sentence.
     pub detail: String,
     /// The revision the document said, when it could be read.
@@ -278,7 +277,7 @@ fn encode_contact(c: &Contact) -> Vec<u8> {
         &v5::PlaneRecord::Contact(v5::ContactRecord {
             at: c.at,
             refusal: c.refusal.as_ref().map(|r| v5::RefusalRecord {
-                class: r.class.clone(),
+                class: r.class.as_str().to_string(),
                 detail: r.detail.clone(),
                 revision: r.revision,
                 at: r.at,
@@ -319,11 +318,16 @@ fn decode_contact(bytes: &[u8]) -> Result<Contact, StoreError> {
     match records::decode(records::PLANE, bytes).map_err(corrupt(CONTACT))? {
         v5::PlaneRecord::Contact(c) => Ok(Contact {
             at: c.at,
-            refusal: c.refusal.map(|r| Refusal {
-                class: r.class,
-                detail: r.detail,
-                revision: r.revision,
-                at: r.at,
+            // A class this version does not know (none was ever renamed)
+            // forgets the refusal, which only informs: the next poll says
+            // it again.
+            refusal: c.refusal.and_then(|r| {
+                Some(Refusal {
+                    class: crate::model::refusal::RefusalClass::parse(&r.class)?,
+                    detail: r.detail,
+                    revision: r.revision,
+                    at: r.at,
+                })
             }),
             error: c.error,
             plane_date: c.plane_date,

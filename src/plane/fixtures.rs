@@ -1,0 +1,48 @@
+//! The plane's fixed inputs for the wire formats' golden tests (their
+//! texts, and the node's and the board's inputs, are in
+//! [`crate::views::fixtures`]).
+
+use crate::plane::accept::ClockStatus;
+use crate::plane::sync::{HeldSummary, PlaneStatus, ReportStatus};
+use crate::store::plane::{Contact, Refusal};
+
+/// A plane with every fact, and a bare one.
+pub fn planes() -> [PlaneStatus; 2] {
+    let full = PlaneStatus {
+        url: "http://plane/nodes/edge-1/desired.json".into(),
+        held: Some(HeldSummary {
+            revision: 9,
+            issued_at: 1_700_000_000,
+            expires: 1_700_086_400,
+            accepted_at: 1_700_000_100,
+            key_id: "ed25519:abc".into(),
+            revoked: Some("no key trusted now signed it".into()),
+        }),
+        contact: Contact {
+            at: Some(1_700_000_200),
+            refusal: Some(Refusal {
+                class: crate::plane::RefusalClass::Rollback,
+                detail: "revision 8 is older".into(),
+                revision: Some(8),
+                at: 1_700_000_150,
+            }),
+            error: Some("HTTP 503".into()),
+            plane_date: Some(1_700_000_201),
+        },
+        clock: Some(ClockStatus::Behind(30)),
+        conflicts: vec![("db".into(), "a file owns it".into())],
+        next_poll_at: Some(1_700_000_500),
+        reports: ReportStatus {
+            url: "http://plane/nodes/edge-1/status.json".into(),
+            last_sent_at: Some(1_700_000_300),
+            last_seq: Some(42),
+            pending: true,
+            error: Some("PUT: HTTP 500".into()),
+        },
+    };
+    let bare = PlaneStatus {
+        url: "http://plane/d.json".into(),
+        ..PlaneStatus::default()
+    };
+    [full, bare]
+}

@@ -1,0 +1,647 @@
+//! One typed view per wire format, shared by the API, the CLI and the
+//! plane report (as Bottlerocket's API and its client share `Settings`),
+//! and depending only on the model, the store's types and the status, so
+//! every side of the wire can reach them: the agent
+//! serialises them (`GET /v1/status` and `/v1/modules/{name}`,
+//! `GET /v1/plane`, `POST /v1/plane/sync`, the event log and the reload
+//! requests, the report PUT to the plane),
+//! the CLI deserialises them and prints from their fields, so a renamed
+//! key is a compile error or a parse error naming the endpoint, never a
+//! `?` on the screen. The report shares the views of the facts it carries
+//! as the API does (quarantine, held document, refusal, conflicts).
+//!
+//! Fields are declared in alphabetical order: serialised directly, a view
+//! gives the text a `serde_json::Value` of it gives (whose keys are
+//! sorted), which is the text the agent always sent. A key absent from the
+//! text is `skip_serializing_if`; one that reads `null` is a plain `Option`.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::guard::{Hold, Quarantine};
+use crate::model::names::Digest;
+use crate::model::refusal::RefusalClass;
+use crate::status::{EngineStatus, ModuleStatus, NodeStatus};
+
+fn secs(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// `GET /v1/status`: the node, the plane, and every module (the API
+/// writes the modules one at a time; a reader takes the whole).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusView {
+    /// Every module's status, by name.
+    pub modules: Vec<ModuleView>,
+    /// The node.
+    pub node: NodeView,
+    /// The central plane.
+    pub plane: PlaneView,
+}
+
+/// The node's part of the status.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeView {
+    /// Whether the engine answers.
+    pub engine: EngineView,
+    /// Since when passes fail, and the last error.
+    pub failing: Option<FailingView>,
+    /// This node's id.
+    pub id: String,
+    /// When the last pass finished, and how long it took.
+    pub last_pass: Option<LastPassView>,
+    /// When the next pass is due, seconds since the epoch.
+    pub next_pass_at: Option<u64>,
+    /// Another agent that shares this node id.
+    pub other_agent: Option<String>,
+    /// Passes completed.
+    pub passes: u64,
+    /// Whether passes run and complete.
+    pub passing: bool,
+    /// What the crash guard holds.
+    pub quarantine: Option<QuarantineView>,
+    /// The agent's version.
+    pub version: String,
+}
+
+impl NodeView {
+    /// The node `id` as `node` says it, its next pass a `heartbeat` after its last.
+    pub fn new(id: &str, node: &NodeStatus, heartbeat: Duration) -> NodeView {
+        NodeView {
+            engine: EngineView::from(&node.engine),
+            failing: node.failing.as_ref().map(|(since, error)| FailingView {
+                error: error.clone(),
+                since: secs(*since),
+            }),
+            id: id.to_string(),
+            last_pass: node.last_pass.map(|(at, took)| LastPassView {
+                at: secs(at),
+                duration_ms: took.as_secs_f64() * 1000.0,
+            }),
+            next_pass_at: node.last_pass.map(|(at, _)| secs(at + heartbeat)),
+            other_agent: node.other_agent.clone(),
+            passes: node.passes,
+            passing: node.passing(),
+            quarantine: QuarantineView::new(&node.quarantine),
+            version: crate::VERSION.to_string(),
+        }
+    }
+}
+
+/// Whether the engine answers: `{"state": …}`, with `since` and `error`
+/// while the agent waits for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "lowercase")]
+pub enum EngineView {
+    /// Not tried yet.
+    Unknown,
+    /// Answering.
+    Reachable,
+    /// Away.
+    Waiting {
+        /// The last error.
+        error: String,
+        /// Since when, seconds since the epoch.
+        since: u64,
+    },
+}
+
+impl From<&EngineStatus> for EngineView {
+    fn from(e: &EngineStatus) -> Self {
+        match e {
+            EngineStatus::Unknown => EngineView::Unknown,
+            EngineStatus::Reachable => EngineView::Reachable,
+            EngineStatus::Waiting { since, error } => EngineView::Waiting {
+                error: error.clone(),
+                since: secs(*since),
+            },
+        }
+    }
+}
+
+impl EngineView {
+    /// The engine's state in a word, as the report says it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            EngineView::Unknown => "unknown",
+            EngineView::Reachable => "reachable",
+            EngineView::Waiting { .. } => "waiting",
+        }
+    }
+}
+
+/// Passes fail.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailingView {
+    /// The last error.
+    pub error: String,
+    /// Since when, seconds since the epoch.
+    pub since: u64,
+}
+
+/// The last pass.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LastPassView {
+    /// When it finished, seconds since the epoch.
+    pub at: u64,
+    /// How long it took.
+    pub duration_ms: f64,
+}
+
+/// What the crash guard holds (the API and the report say it alike).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuarantineView {
+    /// A plane document never judged again (its `digest`).
+    pub document: Option<HoldView>,
+    /// Everything: no pass runs.
+    pub everything: Option<HoldView>,
+    /// Modules held (each its `module`).
+    pub modules: Vec<HoldView>,
+    /// A plane revision held (its `revision`).
+    pub revision: Option<HoldView>,
+    /// All of it in a line.
+    pub summary: String,
+}
+
+impl QuarantineView {
+    /// What `q` holds; `None` when nothing is.
+    pub fn new(q: &Quarantine) -> Option<QuarantineView> {
+        if q.is_empty() {
+            return None;
+        }
+        Some(QuarantineView {
+            document: q.document.as_ref().map(|(d, h)| HoldView {
+                digest: Some(d.as_str().to_string()),
+                ..HoldView::new(h)
+            }),
+            everything: q.everything.as_ref().map(HoldView::new),
+            modules: q
+                .modules
+                .iter()
+                .map(|(m, h)| HoldView {
+                    module: Some(m.to_string()),
+                    ..HoldView::new(h)
+                })
+                .collect(),
+            revision: q.revision.as_ref().map(|(r, h)| HoldView {
+                revision: Some(*r),
+                ..HoldView::new(h)
+            }),
+            summary: q.summary(),
+        })
+    }
+}
+
+/// One thing the crash guard holds, and why; what it is (`digest`,
+/// `module`, `revision`) is there only where it says which.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HoldView {
+    /// The last death's cause.
+    pub cause: String,
+    /// Deaths in a row.
+    pub crashes: u32,
+    /// The document held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// The module held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    /// The plane revision held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u64>,
+    /// Since when, seconds since the epoch.
+    pub since: u64,
+}
+
+impl HoldView {
+    fn new(h: &Hold) -> HoldView {
+        HoldView {
+            cause: h.cause.clone(),
+            crashes: h.crashes,
+            digest: None,
+            module: None,
+            revision: None,
+            since: h.since,
+        }
+    }
+}
+
+/// One module's status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModuleView {
+    /// Its container.
+    pub container_id: Option<String>,
+    /// The digest its inputs give now.
+    pub desired_digest: Option<Digest>,
+    /// Its container's health, when it has a health check.
+    pub health: Option<String>,
+    /// What the last probe printed, while it is unhealthy.
+    pub health_output: Option<String>,
+    /// The image ID its container runs.
+    pub image_id: Option<String>,
+    /// The inputs that differ between the container and what they say now.
+    pub inputs_differ: Vec<MovedView>,
+    /// The last action taken.
+    pub last_action: Option<LastActionView>,
+    /// The last error, while it holds.
+    pub last_error: Option<String>,
+    /// The module.
+    pub name: String,
+    /// When the agent acts on it again, while it waits out a back-off.
+    pub next_attempt_at: Option<u64>,
+    /// How many times the engine restarted the container.
+    pub restart_count: Option<u32>,
+    /// The digest its container carries.
+    pub running_digest: Option<Digest>,
+    /// Its state (`converged`, `crash-looping`, …).
+    pub state: String,
+}
+
+impl From<&ModuleStatus> for ModuleView {
+    fn from(m: &ModuleStatus) -> Self {
+        ModuleView {
+            container_id: m.container_id.clone(),
+            desired_digest: m.desired_digest.clone(),
+            health: m.health.clone(),
+            health_output: m.health_output.clone(),
+            image_id: m.image_id.clone(),
+            inputs_differ: m
+                .inputs_differ
+                .iter()
+                .map(|d| MovedView {
+                    desired: d.desired.clone(),
+                    input: d.input.clone(),
+                    running: d.running.clone(),
+                })
+                .collect(),
+            last_action: m.last_action.as_ref().map(|a| LastActionView {
+                action: a.action.clone(),
+                at: a.at,
+            }),
+            last_error: m.last_error.clone(),
+            name: m.name.clone(),
+            next_attempt_at: m.next_attempt_at,
+            restart_count: m.restart_count,
+            running_digest: m.running_digest.clone(),
+            state: m.state.as_str().to_string(),
+        }
+    }
+}
+
+/// An input that moved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MovedView {
+    /// What the target says now (`null`: the input is gone).
+    pub desired: Option<Digest>,
+    /// The input.
+    pub input: String,
+    /// What the container was created from (`null`: it had no such input).
+    pub running: Option<Digest>,
+}
+
+/// The last action taken on a module.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastActionView {
+    /// created, started, recreated, removed, drift-reported, reloaded-live.
+    pub action: String,
+    /// When, seconds since the epoch.
+    pub at: u64,
+}
+
+/// `GET /v1/plane`: `{"configured": false}`, or the plane's state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlaneView {
+    /// Whether a plane is configured.
+    pub configured: bool,
+    /// What the node holds and heard of it, when one is.
+    #[serde(flatten)]
+    pub plane: Option<PlaneDetail>,
+}
+
+/// The plane's state (times in seconds since the epoch, `null` where
+/// nothing is known).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlaneDetail {
+    /// The clock as judged at the last poll (`ok`, `behind`, `ahead`).
+    pub clock: Option<String>,
+    /// Modules the held document names that another source owns.
+    pub conflicts: Vec<ConflictView>,
+    /// The last failure to get an answer, while it holds.
+    pub error: Option<String>,
+    /// The document held.
+    pub held: Option<HeldView<u64>>,
+    /// When the plane last answered.
+    pub last_contact: Option<u64>,
+    /// When the next poll is due.
+    pub next_poll_at: Option<u64>,
+    /// The plane's clock at the last answer.
+    pub plane_date: Option<u64>,
+    /// The last document not adopted.
+    pub refusal: Option<RefusalView<u64>>,
+    /// Where reports go, and how the last went.
+    pub reports: ReportsView,
+    /// The document's URL.
+    pub url: String,
+}
+
+/// The document held; its times are `T` (seconds since the epoch in the
+/// API, RFC 3339 text in the report).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldView<T> {
+    /// When this node adopted it.
+    pub accepted_at: T,
+    /// Past its `expires` (the API says it; the report does not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expired: Option<bool>,
+    /// When it expires.
+    pub expires: T,
+    /// Whether it still stands as the revision floor.
+    pub floor: bool,
+    /// When the plane issued it.
+    pub issued_at: T,
+    /// The key that signed it.
+    pub key_id: String,
+    /// Its revision.
+    pub revision: u64,
+    /// Why it no longer stands as the floor.
+    pub revoked: Option<String>,
+}
+
+/// The last document not adopted; `at` is `T` as in [`HeldView`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusalView<T> {
+    /// When.
+    pub at: T,
+    /// Its class.
+    pub class: RefusalClass,
+    /// What was wrong.
+    pub detail: String,
+    /// The revision it said, when it could be read.
+    pub revision: Option<u64>,
+}
+
+/// A module the held document names that another source owns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConflictView {
+    /// What owns it.
+    pub error: String,
+    /// The module.
+    pub module: String,
+}
+
+/// The modules the held document names that another source owns, each
+/// `(module, what owns it)`, as the API and the report say them.
+pub fn conflicts(c: &[(String, String)]) -> Vec<ConflictView> {
+    c.iter()
+        .map(|(m, e)| ConflictView {
+            error: e.clone(),
+            module: m.clone(),
+        })
+        .collect()
+}
+
+/// Where reports go, and how the last went.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportsView {
+    /// The last delivery's failure, while one waits.
+    pub error: Option<String>,
+    /// The sequence number of the last delivered.
+    pub last_seq: Option<u64>,
+    /// When the last was delivered.
+    pub last_sent_at: Option<u64>,
+    /// Whether one waits to be delivered.
+    pub pending: bool,
+    /// Where reports are PUT.
+    pub url: String,
+}
+
+/// `POST /v1/plane/sync`: what the poll did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub enum OutcomeView {
+    /// 304: the document held is the plane's.
+    NotModified,
+    /// A new revision adopted.
+    Adopted {
+        /// It.
+        revision: u64,
+    },
+    /// The held document served again.
+    Same {
+        /// Its revision.
+        revision: u64,
+    },
+    /// Not adopted.
+    Refused {
+        /// Why, in a class.
+        class: RefusalClass,
+        /// What was wrong.
+        detail: String,
+        /// The revision it said.
+        revision: Option<u64>,
+    },
+    /// No answer, or an error.
+    Failed {
+        /// What happened.
+        error: String,
+        /// When the plane asked to be polled again, in seconds.
+        retry_after_secs: Option<u64>,
+    },
+    /// Past a minute: the poll goes on.
+    UnderWay,
+}
+
+/// The report PUT to the plane: the node's whole status.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportView {
+    /// The agent's version.
+    pub agent_version: String,
+    /// The clocks.
+    pub clock: ReportClock,
+    /// The engine in a word (`unknown`, `reachable`, `waiting`).
+    pub engine: String,
+    /// Every module, by name.
+    pub modules: BTreeMap<String, ReportModule>,
+    /// This node.
+    pub node: String,
+    /// Whether passes run and complete.
+    pub passing: bool,
+    /// The plane as the node holds it.
+    pub plane: ReportPlane,
+    /// What the crash guard holds.
+    pub quarantine: Option<QuarantineView>,
+    /// When sent (RFC 3339).
+    pub sent_at: String,
+    /// Grows with every report, across restarts.
+    pub seq: u64,
+    /// Failed attempts since the last delivered report.
+    pub undelivered: u32,
+}
+
+/// The clocks, in a report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportClock {
+    /// The plane's `Date` at the last answer.
+    pub plane_date: Option<String>,
+    /// `ok`, `behind`, `ahead` or `unknown`.
+    pub status: String,
+    /// The system clock when sent.
+    pub system: String,
+}
+
+/// The plane, in a report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportPlane {
+    /// Modules the held document names that another source owns.
+    pub conflicts: Vec<ConflictView>,
+    /// The last failure to reach it, while it holds.
+    pub error: Option<String>,
+    /// The document held.
+    pub held: Option<HeldView<String>>,
+    /// When it last answered.
+    pub last_contact: Option<String>,
+    /// The last document not adopted.
+    pub refusal: Option<RefusalView<String>>,
+    /// The document's URL.
+    pub url: String,
+}
+
+/// A module, in a report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportModule {
+    /// The digest its inputs give now.
+    pub desired_digest: Option<Digest>,
+    /// Its container's health.
+    pub health: Option<String>,
+    /// The image ID its container runs.
+    pub image_id: Option<String>,
+    /// The last error, with the state it left the module in as its class.
+    pub last_error: Option<ReportError>,
+    /// What reloads did for it, when any did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reload: Option<ReportReload>,
+    /// How many times the engine restarted its container.
+    pub restart_count: Option<u32>,
+    /// The digest its container carries.
+    pub running_digest: Option<Digest>,
+    /// Its state.
+    pub state: String,
+}
+
+/// A module's last error, in a report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportError {
+    /// The module's state.
+    pub class: String,
+    /// The error.
+    pub message: String,
+}
+
+/// What reloads did for a module, in a report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportReload {
+    /// The version landed.
+    pub landed: Option<ReportLanded>,
+    /// The newest request naming it.
+    pub request: Option<ReportRequest>,
+}
+
+/// A landed version, in a report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportLanded {
+    /// Its digest.
+    pub digest: String,
+    /// Its version.
+    pub version: String,
+}
+
+/// A reload request, in a report.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportRequest {
+    /// Why it failed, when it did.
+    pub failure: Option<String>,
+    /// Its id.
+    pub id: u64,
+    /// Its status.
+    pub status: String,
+}
+
+/// `GET /v1/events`: a page of the event log (the API writes the events
+/// one at a time).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventsView {
+    /// The events, oldest first.
+    pub events: Vec<crate::store::Event>,
+    /// The sequence number to ask after next.
+    pub next: u64,
+}
+
+/// `GET /v1/reloads`: every reload request kept.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReloadsView {
+    /// The requests, oldest first.
+    pub reloads: Vec<crate::model::reload::Request>,
+}
+
+/// `POST /v1/reloads`: the request filed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FiledView {
+    /// Its id.
+    pub id: u64,
+    /// Its status.
+    pub status: crate::model::reload::Status,
+    /// Where to follow it.
+    pub url: String,
+}
+
+#[cfg(test)]
+pub(crate) mod fixtures;
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{self, MODULES, NODES, PLANES, golden, same_text};
+    use std::time::Duration;
+
+    fn node_text(n: &crate::status::NodeStatus) -> String {
+        same_text(&super::NodeView::new("edge-1", n, Duration::from_secs(30)))
+    }
+
+    fn module_text(m: &crate::status::ModuleStatus) -> String {
+        same_text(&super::ModuleView::from(m))
+    }
+
+    // The plane's view, the sync outcome and the report are built by the
+    // API and the plane, and checked against their texts there.
+    #[test]
+    fn the_wire_formats_are_as_they_were() {
+        for (n, want) in fixtures::nodes().iter().zip(NODES) {
+            assert_eq!(node_text(n), golden(want));
+        }
+        for (m, want) in fixtures::board().values().zip(MODULES) {
+            assert_eq!(module_text(m), golden(want));
+        }
+        // Each plane text reads as a view that gives it back.
+        for want in PLANES {
+            let v: super::PlaneView = serde_json::from_str(want).unwrap();
+            assert_eq!(same_text(&v), want);
+        }
+    }
+
+    #[test]
+    fn a_status_reads_back_whole() {
+        let [n, _] = fixtures::nodes();
+        let view = super::StatusView {
+            modules: fixtures::board()
+                .values()
+                .map(super::ModuleView::from)
+                .collect(),
+            node: super::NodeView::new("edge-1", &n, Duration::from_secs(30)),
+            plane: serde_json::from_str(PLANES[0]).unwrap(),
+        };
+        same_text(&view);
+    }
+}
