@@ -6,6 +6,7 @@
 mod common;
 
 use common::agent::Agent;
+use common::intention::Module;
 use common::*;
 use serde_json::Value as J;
 
@@ -33,10 +34,10 @@ fn cli_line(n: &Node, module: &str) -> String {
         .to_string()
 }
 
-fn intention(module: &str, command: &str) -> String {
-    format!(
-        "name = \"{module}\"\nimage = \"{IMAGE_1}\"\nrestart = \"always\"\ncommand = [\"sh\", \"-c\", {command:?}]\n"
-    )
+fn intention(module: &str, command: &str) -> Module {
+    Module::new(module, IMAGE_1)
+        .set("restart", "\"always\"")
+        .sh(command)
 }
 
 #[test]
@@ -45,7 +46,7 @@ fn a_crash_loop_is_said_with_its_restarts_and_recovers_once_fixed() {
         .with_heartbeat("300ms")
         .with_config(QUICK_CRASH_LOOP);
     let m = n.module("crash");
-    n.write_intention("m.toml", &intention(&m, "echo boom; exit 3"));
+    n.write_intention("m.toml", intention(&m, "echo boom; exit 3"));
     let agent = Agent::start(&n);
 
     // Always exiting non-zero: crash-looping, with the engine's restarts.
@@ -66,7 +67,7 @@ fn a_crash_loop_is_said_with_its_restarts_and_recovers_once_fixed() {
 
     // Fixed: a new target, acted on at once (no back-off), and converged
     // once up for the settle window.
-    n.write_intention("m.toml", &intention(&m, &idle_after("echo up")));
+    n.write_intention("m.toml", intention(&m, &idle_after("echo up")));
     n.wait_for(60, "converged", || {
         status_of(&agent, &m)["state"] == "converged"
     });

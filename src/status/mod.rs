@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::names::Digest;
 use crate::model::spec::Moved;
@@ -89,7 +89,7 @@ impl ModuleState {
 
 /// What the agent last did to a module (its name in the API is the
 /// variant's, in kebab case).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Act {
     /// Its container was created.
@@ -102,6 +102,25 @@ pub enum Act {
     DriftReported,
     /// Its running container was told its live files changed.
     ReloadedLive,
+}
+
+impl Act {
+    /// Its name, as the API and the CLI spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Act::Created => "created",
+            Act::Started => "started",
+            Act::Recreated => "recreated",
+            Act::DriftReported => "drift-reported",
+            Act::ReloadedLive => "reloaded-live",
+        }
+    }
+}
+
+impl std::fmt::Display for Act {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The last thing the agent did to a module.

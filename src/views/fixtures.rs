@@ -126,7 +126,7 @@ pub fn board() -> Board {
             desired: None,
         }],
         last_action: Some(LastAction {
-            action: "recreated".into(),
+            action: crate::status::Act::Recreated,
             at: 1_700_000_050,
         }),
         last_error: Some("it keeps restarting".into()),

@@ -279,7 +279,7 @@ impl From<&ModuleStatus> for ModuleView {
                 })
                 .collect(),
             last_action: m.last_action.as_ref().map(|a| LastActionView {
-                action: a.action.clone(),
+                action: a.action,
                 at: a.at,
             }),
             last_error: m.last_error.clone(),
@@ -306,8 +306,8 @@ pub struct MovedView {
 /// The last action taken on a module.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LastActionView {
-    /// created, started, recreated, removed, drift-reported, reloaded-live.
-    pub action: String,
+    /// What.
+    pub action: crate::status::Act,
     /// When, seconds since the epoch.
     pub at: u64,
 }
