@@ -19,8 +19,10 @@ use serde_json::Value as J;
 use stead::plane::envelope::SecretKey;
 
 fn node(tag: &str, plane: &Plane, key: &SecretKey) -> Node {
+    // A short settle window: what reads converged is not what is tested,
+    // and the default 30 s is about the wait for it on a loaded machine.
     Node::new(tag).with_config(&format!(
-        "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
+        "settle_window = \"1s\"\n[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
         plane.base(),
         key.public().to_base64()
     ))
