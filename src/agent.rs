@@ -204,7 +204,7 @@ async fn run_reloads<E: Engine>(
     // intentions in.
     let mut passed_once = false;
     loop {
-        let now = crate::store::now();
+        let now = crate::host::clock::now();
         match executor.auto_lane(now).await {
             Ok(looked) => {
                 open |= looked
@@ -313,7 +313,8 @@ impl<C: Connect> Agent<C> {
             // and a new one made (what older containers' labels carry for a
             // store rebuild can then no longer be read).
             Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                let aside = key_path.with_extension(format!("key.bad-{}", crate::store::now()));
+                let aside =
+                    key_path.with_extension(format!("key.bad-{}", crate::host::clock::now()));
                 tracing::error!("{e}; moved to {} and made anew", aside.display());
                 std::fs::rename(&key_path, &aside)
                     .and_then(|()| crate::host::keys::local_key(&key_path))
@@ -543,7 +544,7 @@ impl<C: Connect> Agent<C> {
         use crate::store::guard::{all_key, entry_key, from_plane};
         let note = crate::host::panic::take_note(&self.config.panic_path());
         let boot = crate::host::boot_id();
-        let now = crate::store::now();
+        let now = crate::host::clock::now();
         let folded = self
             .store
             .blocking(move |s| -> Result<_, StoreError> {

@@ -82,39 +82,7 @@ pub struct Config {
     pub logging: crate::model::runtime::NodeLogging,
 }
 
-/// Where the central plane is and which keys it signs with.
-#[derive(Clone, Debug)]
-pub struct PlaneConfig {
-    /// The plane's base URL: the document is `<url>/nodes/<node_id>/desired.json`.
-    pub url: http::Uri,
-    /// The keys a document must be signed by (one of them; two during a
-    /// rotation).
-    pub trusted_keys: Vec<crate::plane::envelope::PublicKey>,
-    /// A CA bundle (PEM) trusted for the plane besides the system's.
-    pub ca: Option<PathBuf>,
-    /// How often to poll until a document says otherwise.
-    pub poll_interval: Duration,
-}
-
-impl PlaneConfig {
-    /// The URL of this node's document.
-    pub fn document_url(&self, node: &NodeId) -> String {
-        format!(
-            "{}/nodes/{}/desired.json",
-            self.url.to_string().trim_end_matches('/'),
-            node.as_str()
-        )
-    }
-
-    /// Where reports go when the document does not say.
-    pub fn default_report_url(&self, node: &NodeId) -> String {
-        format!(
-            "{}/nodes/{}/status.json",
-            self.url.to_string().trim_end_matches('/'),
-            node.as_str()
-        )
-    }
-}
+pub use crate::plane::config::PlaneConfig;
 
 /// The most keys trusted at once.
 pub const MAX_TRUSTED_KEYS: usize = 8;

@@ -665,7 +665,14 @@ async fn file_reload(state: &ApiState, body: &[u8]) -> Result<Resp, ApiError> {
     let r = state
         .store
         .blocking(move |s| {
-            crate::reload::file::file(s, agent, module.as_ref(), &reason, &by, crate::store::now())
+            crate::reload::file::file(
+                s,
+                agent,
+                module.as_ref(),
+                &reason,
+                &by,
+                crate::host::clock::now(),
+            )
         })
         .await?;
     state.reload_wake.notify_one();
@@ -708,7 +715,7 @@ async fn cancel_reload(state: &ApiState, id: &str, query: &str) -> Result<Resp, 
             (other, _) => {
                 return Err(ApiError::BadRequest(format!(
                     "unknown query parameter {:?}",
-                    crate::store::clip(other, 64)
+                    crate::model::text::clip(other, 64)
                 )));
             }
         }
@@ -716,7 +723,7 @@ async fn cancel_reload(state: &ApiState, id: &str, query: &str) -> Result<Resp, 
     let why = format!("cancelled by {by}");
     let out = state
         .store
-        .blocking(move |s| s.end_reload(id, why, crate::store::now()))
+        .blocking(move |s| s.end_reload(id, why, crate::host::clock::now()))
         .await?;
     use crate::model::reload::RequestError;
     let r = match out {
@@ -740,7 +747,7 @@ fn reload_id(id: &str) -> Result<u64, ApiError> {
     id.parse().map_err(|_| {
         ApiError::BadRequest(format!(
             "{:?} is not a request id",
-            crate::store::clip(id, 64)
+            crate::model::text::clip(id, 64)
         ))
     })
 }

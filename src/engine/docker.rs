@@ -760,7 +760,7 @@ impl Engine for DockerEngine {
                     .and_then(|h| h.log)
                     .and_then(|log| log.into_iter().last())
                     .and_then(|probe| probe.output)
-                    .map(|o| crate::store::clip(o.trim(), 512).into_owned()),
+                    .map(|o| crate::model::text::clip(o.trim(), 512).into_owned()),
             })
         })
         .await

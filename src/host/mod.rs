@@ -5,6 +5,7 @@
 //! the agent at.
 
 pub mod blocking;
+pub mod clock;
 pub mod digest;
 pub mod files;
 pub mod keys;

@@ -22,5 +22,6 @@ pub mod reload;
 pub mod runtime;
 pub mod seal;
 pub mod spec;
+pub mod text;
 pub mod value;
 pub mod version;

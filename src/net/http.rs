@@ -299,7 +299,7 @@ impl Http {
         }
         Err(Transport::Redirects(format!(
             "more than {MAX_REDIRECTS} redirects (last to {})",
-            crate::store::clip(&uri.to_string(), 256)
+            crate::model::text::clip(&uri.to_string(), 256)
         )))
     }
 }

@@ -43,7 +43,7 @@ impl Clock {
     /// The clock as it reads now.
     pub fn read() -> Clock {
         Clock {
-            system: crate::store::now(),
+            system: crate::host::clock::now(),
             build: crate::BUILD_TIME,
         }
     }

@@ -7,6 +7,7 @@
 //! ([`crate::model::refusal`]), named here as [`RefusalClass`].
 
 pub mod accept;
+pub mod config;
 pub mod document;
 pub mod envelope;
 #[cfg(test)]

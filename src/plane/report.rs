@@ -205,7 +205,7 @@ impl Reporter {
             })
         };
         let digest = Digest::canonical("stead.report", &s);
-        let now = crate::store::now();
+        let now = crate::host::clock::now();
         (digest, full(s, seq, now, &plane, undelivered))
     }
 
@@ -286,7 +286,7 @@ pub async fn run(r: Reporter, mut passes: watch::Receiver<u64>, wake: Arc<Notify
                         retry_at = None;
                         full_due = Instant::now() + FULL_EVERY;
                         let mut st = r.syncer.status.lock().expect("plane status lock");
-                        st.reports.last_sent_at = Some(crate::store::now());
+                        st.reports.last_sent_at = Some(crate::host::clock::now());
                         st.reports.last_seq = Some(seq);
                         st.reports.pending = false;
                         st.reports.error = None;

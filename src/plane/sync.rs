@@ -13,11 +13,11 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
-use crate::config::PlaneConfig;
 use crate::model::names::NodeId;
 use crate::net::http::{Http, Redirects, Transport};
 use crate::plane::RefusalClass;
 use crate::plane::accept::{self, Clock, ClockStatus, MAX_DOCUMENT, Verdict};
+use crate::plane::config::PlaneConfig;
 use crate::plane::document::{Desired, Poll};
 use crate::plane::envelope::Envelope;
 use crate::store::Store;
@@ -427,7 +427,7 @@ impl Syncer {
             .http
             .send(Method::GET, uri, &headers, FETCH_LIMIT, MAX_DOCUMENT)
             .await;
-        let now = crate::store::now();
+        let now = crate::host::clock::now();
         let answer = match answer {
             Ok(a) => a,
             Err(Transport::TooLarge(_)) => {
@@ -829,7 +829,7 @@ pub async fn run(
             .status
             .lock()
             .expect("plane status lock")
-            .next_poll_at = Some(crate::store::now() + wait.as_secs());
+            .next_poll_at = Some(crate::host::clock::now() + wait.as_secs());
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             Some(n) = nudges.recv() => {

@@ -8,13 +8,14 @@
 use std::sync::Arc;
 
 use crate::engine::{Engine, EngineError};
+use crate::host::clock::now;
 use crate::model::intention::UpdateOrder;
 use crate::model::names::ModuleName;
 use crate::model::spec::Desired;
 use crate::reconcile::plan::Step;
 use crate::reconcile::report::{Action, ModuleReport};
 use crate::reconcile::resolve::Resolved;
-use crate::store::{AppliedRecord, ApplyState, EventKind, Store, now};
+use crate::store::{AppliedRecord, ApplyState, EventKind, Store};
 
 /// Why an action on one module did not complete.
 #[derive(Debug, thiserror::Error)]

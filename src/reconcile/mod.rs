@@ -147,7 +147,7 @@ impl Reconciler {
             pulls: resolve::Pulls::default(),
             agent: None,
             rebuilt: false,
-            started_at: crate::store::now() as i64,
+            started_at: crate::host::clock::now() as i64,
             other_seen: None,
             board: Arc::new(Mutex::new(Board::new())),
             metrics: Arc::new(Metrics::default()),
@@ -394,7 +394,7 @@ impl Reconciler {
         if self.said.get(key) == Some(&detail) {
             return Ok(());
         }
-        let said = crate::store::clip(&detail, crate::store::MAX_EVENT_DETAIL);
+        let said = crate::model::text::clip(&detail, crate::store::MAX_EVENT_DETAIL);
         match kind {
             EventKind::Rejected | EventKind::Error | EventKind::Conflict => {
                 tracing::warn!(module, "{said}")
@@ -774,7 +774,7 @@ impl Reconciler {
                 if let Some(st) = board.get_mut(m.as_str()) {
                     st.last_action = Some(crate::status::LastAction {
                         action: crate::status::Act::ReloadedLive,
-                        at: crate::store::now(),
+                        at: crate::host::clock::now(),
                     });
                 }
             }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::engine::{ContainerState, Engine, EngineError, Observed};
+use crate::host::clock::now;
 use crate::intake::dir::FileRejected;
 use crate::model::names::{ModuleName, NodeId};
 use crate::reconcile::Reconciler;
@@ -18,7 +19,7 @@ use crate::reconcile::resolve::Resolved;
 use crate::status::judge::{self, Living};
 use crate::status::lives::Answer;
 use crate::status::{Act, LastAction, ModuleState, ModuleStatus};
-use crate::store::{AppliedRecord, ApplyState, Entry, ObservedRecord, now};
+use crate::store::{AppliedRecord, ApplyState, Entry, ObservedRecord};
 
 /// How a module's container is living, as judged this pass.
 #[derive(Clone, Debug)]

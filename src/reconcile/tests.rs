@@ -152,7 +152,7 @@ async fn refused_creates_and_failed_pulls_are_retried_with_backoff() {
         "{why}"
     );
     // When the next attempt is due is a field of its own, not text.
-    let at = crate::store::now();
+    let at = crate::host::clock::now();
     for m in ["a", "b"] {
         let next = board[m].next_attempt_at.expect("a retry time");
         assert!(next > at && next <= at + 300, "{m}: {next} vs {at}");

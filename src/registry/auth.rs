@@ -167,7 +167,7 @@ pub fn realm_refused(tls: bool, realm: &str) -> Option<String> {
         Some("http") if !tls => None,
         _ => Some(format!(
             "its token realm {:?} is not HTTPS, and the registry is: the credentials would leave TLS; not asked",
-            crate::store::clip(realm, 256)
+            crate::model::text::clip(realm, 256)
         )),
     }
 }

@@ -500,7 +500,7 @@ impl Executor {
         item.found_floor = config
             .labels
             .get(FLOOR_LABEL)
-            .map(|f| crate::store::clip(f, MAX_FLOOR).into_owned());
+            .map(|f| crate::model::text::clip(f, MAX_FLOOR).into_owned());
         item.healthcheck = config.healthcheck;
         if let Some(floor) = item.found_floor.clone() {
             let verdict = floor_verdict(&floor, &self.version);
@@ -942,7 +942,10 @@ fn measure<'a>(item: &Item, st: Option<&'a ModuleStatus>, now: u64, asked_at: u6
     let wanted = st.desired_image.is_some() && st.desired_image == item.target_image;
     if wanted && st.state == ModuleState::Failed {
         let why = st.last_error.as_deref().unwrap_or("the engine refused it");
-        return Measure::NeverRan(format!("could not start: {}", crate::store::clip(why, 400)));
+        return Measure::NeverRan(format!(
+            "could not start: {}",
+            crate::model::text::clip(why, 400)
+        ));
     }
     match (late, wanted) {
         (false, _) => Measure::Wait,
@@ -966,7 +969,7 @@ fn fail(item: &mut Item, f: &Failure) -> Option<Duration> {
     item.transient = matches!(verdict, Verdict::Transient { .. });
     // A registry's words (platforms listed, labels): clipped as events are.
     item.failure =
-        Some(crate::store::clip(&f.to_string(), crate::store::MAX_EVENT_DETAIL).into_owned());
+        Some(crate::model::text::clip(&f.to_string(), crate::store::MAX_EVENT_DETAIL).into_owned());
     match verdict {
         Verdict::Transient { retry_after } => retry_after,
         Verdict::Decided => None,

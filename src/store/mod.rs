@@ -12,7 +12,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use redb::{
     Database, ReadOnlyDatabase, ReadableDatabase, ReadableTable, ReadableTableMetadata,
@@ -45,18 +44,7 @@ pub const EVENT_LOG_CAPACITY: u64 = 1000;
 /// log holds about a megabyte at most, and so does one `/v1/events` reply.
 pub const MAX_EVENT_DETAIL: usize = 1024;
 
-/// `s`, cut to at most `max` bytes at a character boundary, saying how much
-/// was cut.
-pub fn clip(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
-    if s.len() <= max {
-        return s.into();
-    }
-    let mut end = max.saturating_sub(32);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes cut)", &s[..end], s.len() - end).into()
-}
+use crate::model::text::clip;
 
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// Meta key, present on a store created new and until its first pass has
@@ -304,13 +292,7 @@ pub struct Event {
     pub detail: String,
 }
 
-/// Seconds since the epoch.
-pub fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
+use crate::host::clock::now;
 
 fn corrupt(table: &'static str, key: &str) -> impl FnOnce(String) -> StoreError {
     move |message| StoreError::Corrupt {

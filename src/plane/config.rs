@@ -1,0 +1,41 @@
+//! Where this node's central plane is and which keys it signs with, as the
+//! agent's config file says (read by `crate::config`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::model::names::NodeId;
+
+/// Where the central plane is and which keys it signs with.
+#[derive(Clone, Debug)]
+pub struct PlaneConfig {
+    /// The plane's base URL: the document is `<url>/nodes/<node_id>/desired.json`.
+    pub url: http::Uri,
+    /// The keys a document must be signed by (one of them; two during a
+    /// rotation).
+    pub trusted_keys: Vec<super::envelope::PublicKey>,
+    /// A CA bundle (PEM) trusted for the plane besides the system's.
+    pub ca: Option<PathBuf>,
+    /// How often to poll until a document says otherwise.
+    pub poll_interval: Duration,
+}
+
+impl PlaneConfig {
+    /// The URL of this node's document.
+    pub fn document_url(&self, node: &NodeId) -> String {
+        format!(
+            "{}/nodes/{}/desired.json",
+            self.url.to_string().trim_end_matches('/'),
+            node.as_str()
+        )
+    }
+
+    /// Where reports go when the document does not say.
+    pub fn default_report_url(&self, node: &NodeId) -> String {
+        format!(
+            "{}/nodes/{}/status.json",
+            self.url.to_string().trim_end_matches('/'),
+            node.as_str()
+        )
+    }
+}
