@@ -103,12 +103,7 @@ pub fn ensure_token(config: &Config) -> Result<String, RunError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(err(e)),
     }
-    let mut bytes = [0u8; 32];
-    std::io::Read::read_exact(
-        &mut std::fs::File::open("/dev/urandom").map_err(err)?,
-        &mut bytes,
-    )
-    .map_err(err)?;
+    let bytes = crate::host::random::secret::<32>().map_err(err)?;
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     crate::host::files::replace_atomic(&path, token.as_bytes(), 0o600).map_err(err)?;
     tracing::info!("generated an API token in {}", path.display());

@@ -3,7 +3,6 @@
 //! container's label carries for a store rebuild is sealed with it
 //! ([`crate::model::seal`]), so whoever reads labels reads no value.
 
-use std::io::Read;
 use std::path::Path;
 
 use crate::model::seal::{KEY_LEN, LocalKey};
@@ -16,8 +15,7 @@ pub fn local_key(path: &Path) -> std::io::Result<LocalKey> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         other => return other,
     }
-    let mut bytes = [0u8; KEY_LEN];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    let bytes = super::random::secret::<KEY_LEN>()?;
     match crate::host::files::create_atomic(path, &bytes, 0o600) {
         Ok(()) => Ok(LocalKey::from_bytes(bytes)),
         // Another process made it first: that one is the key.

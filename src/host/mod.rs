@@ -11,6 +11,7 @@ pub mod files;
 pub mod keys;
 pub mod live;
 pub mod panic;
+pub mod random;
 pub mod systemd;
 pub mod watch;
 
@@ -53,19 +54,4 @@ pub fn boot_id() -> String {
         .unwrap_or_default()
 }
 
-/// Eight random bytes from the system.
-pub fn random_u64() -> u64 {
-    let mut b = [0u8; 8];
-    let read = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b));
-    if read.is_err() {
-        // No /dev/urandom: the time and the process, which differ between
-        // two agents started on one node.
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64)
-            ^ (u64::from(std::process::id()) << 32);
-        b = t.to_le_bytes();
-    }
-    u64::from_le_bytes(b)
-}
+pub use random::random_u64;

@@ -9,7 +9,7 @@
 //! canonicalised, and the payload is parsed only after it verified.
 
 use std::fmt;
-use std::io::{self, Read as _};
+use std::io;
 use std::path::Path;
 
 use base64::Engine as _;
@@ -285,8 +285,7 @@ impl fmt::Debug for SecretKey {
 impl SecretKey {
     /// A new key from 32 bytes of `/dev/urandom`.
     pub fn generate() -> io::Result<SecretKey> {
-        let mut seed = [0u8; 32];
-        std::fs::File::open("/dev/urandom")?.read_exact(&mut seed)?;
+        let seed = crate::host::random::secret::<32>()?;
         Ok(SecretKey(SigningKey::from_bytes(&seed)))
     }
 
