@@ -58,6 +58,8 @@ say "cargo fmt --check"
 cargo fmt --check
 say "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
+say "cargo clippy --no-default-features (a device build without stead import)"
+cargo clippy --no-default-features --lib --bins --locked -- -D warnings
 # The release binaries and the .deb.
 scripts/release.sh
 scripts/package.sh

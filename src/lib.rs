@@ -16,6 +16,8 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod host;
+#[cfg(feature = "import")]
+pub mod import;
 pub mod intake;
 pub mod model;
 pub mod net;

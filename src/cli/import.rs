@@ -5,7 +5,7 @@
 //! readable by its owner only, and each copy is noted; a config's file
 //! outside the Compose file's directory (by its path, or by a symlink) is
 //! refused unless `--allow-outside`. The mapping is
-//! [`crate::model::compose_file`]; this reads the Compose file, the files
+//! [`crate::import`]; this reads the Compose file, the files
 //! it names and the environment, and writes. docs/import.md is the user's
 //! page.
 
@@ -14,8 +14,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use crate::import::{self as compose_file, Copied, ImportError, Imported};
 use crate::intake::dir::MAX_INTENTION_BYTES;
-use crate::model::compose_file::{self, Copied, ImportError, Imported};
 
 /// Exit code: written, but some keys were not carried.
 pub const EXIT_UNMAPPED: u8 = 3;

@@ -23,6 +23,7 @@ use crate::views::{
 use client::{Answer, Client, ClientError};
 
 pub mod client;
+#[cfg(feature = "import")]
 pub mod import;
 pub mod plane;
 
@@ -150,6 +151,7 @@ pub enum Command {
         since: u64,
     },
     /// Make intention files from a Compose file, one per service.
+    #[cfg(feature = "import")]
     ///
     /// Keys that cannot be carried are listed on stderr (exit 3); a file
     /// that cannot be imported writes nothing (exit 2). See docs/import.md.
@@ -340,6 +342,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Reloads { config, follow } => client_command(config, |c| reloads(c, follow)),
         Command::Sync { config } => client_command(config, sync),
         Command::Plane { command } => plane::run(command),
+        #[cfg(feature = "import")]
         Command::Import {
             out,
             force,

@@ -7,10 +7,9 @@
 //! here does I/O; everything here is table-tested.
 
 pub mod civil;
-pub mod compose;
-pub mod compose_file;
 pub mod config;
 pub mod duration;
+pub mod files;
 pub mod guard;
 pub mod intention;
 pub mod json;

@@ -487,7 +487,7 @@ pub trait Field {
 /// the type that is its [`Field`]. `$then` is the macro that makes
 /// something of the rows: [`Runtime`], [`RuntimeDoc`], [`FIELDS`], the
 /// check, the digests and the JSON here; the intention document's fields
-/// in `intention.rs`; the importer's output in `compose_file`.
+/// in `intention.rs`; the importer's output in `crate::import`.
 macro_rules! runtime_fields {
     ($then:ident) => {
         $then! {

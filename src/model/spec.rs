@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::model::compose::{self, ComposedFile};
+use crate::model::files::{self, ComposedFile};
 use crate::model::intention::{
     Access, DriftPolicy, Intention, PortSpec, RestartPolicy, UpdateOrder,
 };
@@ -314,7 +314,7 @@ pub fn desired(
     let mut mounts = Vec::new();
     let mut files = Vec::new();
     for f in inputs.files {
-        let host = compose::host_path(files_dir, i.name.as_str(), &f.digest);
+        let host = files::host_path(files_dir, i.name.as_str(), &f.digest);
         mounts.push(BindMount {
             source: host.to_string_lossy().into_owned(),
             target: f.target.to_string(),

@@ -17,8 +17,8 @@ use tokio::time::Instant;
 use crate::engine::image::find_image;
 use crate::engine::{Engine, EngineError, Image};
 use crate::host::digest::FileDigester;
-use crate::model::compose;
 use crate::model::config::RenderError;
+use crate::model::files;
 use crate::model::intention::{Access, Intention};
 use crate::model::names::{ModuleName, NodeId};
 use crate::model::reload::UpdateState;
@@ -52,7 +52,7 @@ pub const MAX_ENV_FILE_BYTES: u64 = 1 << 20;
 /// mounts.
 pub fn resolve_inputs(i: &Intention, digester: &mut FileDigester) -> Result<Inputs, ResolveError> {
     let mut digests = spec::own_input_digests(i);
-    let files = compose::compose(i)?;
+    let files = files::compose(i)?;
     for f in &files {
         digests.insert(f.input.clone(), f.digest.clone());
     }
