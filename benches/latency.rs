@@ -179,8 +179,8 @@ fn main() {
             let store_dir = tempfile::tempdir().unwrap();
             let i = stead::model::intention::Intention::parse(&intention(&module, 0), stead::model::intention::DocFormat::Toml, "bench").unwrap();
             let inputs = stead::reconcile::resolve::resolve_inputs(&i, &mut stead::host::digest::FileDigester::new()).unwrap();
-            let images = engine.list_images().await.unwrap();
-            let img = stead::model::spec::image_digest(&stead::engine::image::find_image(&images, IMAGE).expect("the test image").id).unwrap();
+            let images = stead::engine::image::Images::new(engine.list_images().await.unwrap());
+            let img = stead::model::spec::image_digest(&images.find(IMAGE).expect("the test image").id).unwrap();
             let mut d = stead::model::spec::desired(&i, inputs, &img, &stead::model::names::NodeId::try_from("baseline").unwrap(), store_dir.path()).unwrap();
             d.spec.name = format!("stead-baseline-{}", std::process::id());
             for (p, f) in &d.files {
@@ -296,8 +296,8 @@ fn main() {
             let store_dir = tempfile::tempdir().unwrap();
             let i = stead::model::intention::Intention::parse(&intention(&module, 0), stead::model::intention::DocFormat::Toml, "bench").unwrap();
             let inputs = stead::reconcile::resolve::resolve_inputs(&i, &mut stead::host::digest::FileDigester::new()).unwrap();
-            let images = engine.list_images().await.unwrap();
-            let img = stead::model::spec::image_digest(&stead::engine::image::find_image(&images, IMAGE).expect("the test image").id).unwrap();
+            let images = stead::engine::image::Images::new(engine.list_images().await.unwrap());
+            let img = stead::model::spec::image_digest(&images.find(IMAGE).expect("the test image").id).unwrap();
             let mut d = stead::model::spec::desired(&i, inputs, &img, &stead::model::names::NodeId::try_from("floor").unwrap(), store_dir.path()).unwrap();
             for (p, f) in &d.files {
                 stead::host::files::write_once(p, &f.content).unwrap();

@@ -37,12 +37,8 @@ events_pid=""
 
 start_engine() {
     since="$(date +%s.%N)"
-    nsenter --net="/run/netns/$ns" dockerd --data-root "$work/docker" --exec-root "$work/exec" \
-        --host "unix://$sock" --pidfile "$work/docker.pid" --iptables=false --ip-masq=false \
-        >"$work/dockerd.log" 2>&1 &
-    engine_pid=$!
-    for _ in $(seq 1 100); do "${D[@]}" info >/dev/null 2>&1 && break; sleep 0.2; done
-    "${D[@]}" info >/dev/null 2>&1 || die "the second engine did not start: $(tail -5 "$work/dockerd.log")"
+    start_own_engine "$work" "$ns"
+    engine_pid="$ENGINE_PID"
     # The engine's events, kept across its restarts (its own log of them is
     # in memory only); from the engine's start, so an event before the
     # recorder has subscribed is replayed, not missed.

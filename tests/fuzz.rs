@@ -192,6 +192,8 @@ fn through(i: &Intention) -> Result<(), TestCaseError> {
     let doc = i.to_json();
     let back = Intention::parse_json(doc.to_string().as_bytes(), "back.json");
     prop_assert_eq!(back.as_ref(), Ok(i), "JSON form {}", doc);
+    let back = Intention::from_value(&doc, "back");
+    prop_assert_eq!(back.as_ref(), Ok(i), "JSON value {}", doc);
     if let Ok(text) = toml::to_string(&doc) {
         let back = Intention::parse(&text, DocFormat::Toml, "back.toml");
         prop_assert_eq!(back.as_ref(), Ok(i), "TOML form {}", text);

@@ -1028,21 +1028,20 @@ mod tests {
             "registry.example:5000/app:2".to_string(),
         ];
         assert_eq!(podman_names(false, names.clone()), names);
-        let images = vec![Image {
+        let images = crate::engine::image::Images::new(vec![Image {
             id: "sha256:aa".into(),
             tags: podman_names(true, names),
             digests: podman_names(true, vec!["localhost/app@sha256:dd".into()]),
-        }];
-        use crate::engine::image::find_image;
+        }]);
         for r in [
             "stead-test/busybox:1",
             "localhost/stead-test/busybox:1",
             "registry.example:5000/app:2",
             "app@sha256:dd",
         ] {
-            assert!(find_image(&images, r).is_some(), "{r}");
+            assert!(images.find(r).is_some(), "{r}");
         }
-        assert!(find_image(&images, "app:2").is_none());
+        assert!(images.find("app:2").is_none());
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Images the engine has, and finding one by the reference an intention
 //! names: by ID, by `repo@digest`, or by tag.
 
+use std::collections::HashMap;
+
 /// One image the engine has.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Image {
@@ -12,22 +14,44 @@ pub struct Image {
     pub digests: Vec<String>,
 }
 
-/// Finds an image reference among the engine's images: by ID, by
-/// `repo@digest`, or by tag (a reference without a tag means `:latest`;
-/// Docker Hub's `docker.io/library/` prefix is optional).
-pub fn find_image<'a>(images: &'a [Image], reference: &str) -> Option<&'a Image> {
-    if reference.starts_with("sha256:") {
-        return images.iter().find(|i| i.id == reference);
+/// The engine's images, indexed once by every name they answer to: a
+/// pass looks up each module's image in constant time, however many
+/// images the engine keeps.
+#[derive(Debug, Default)]
+pub struct Images {
+    /// By ID.
+    ids: HashMap<String, usize>,
+    /// By normalised `repo@digest` and by normalised tag (only the first
+    /// has an `@`); the first image listed under a name wins, as a scan in
+    /// list order would find.
+    names: HashMap<String, usize>,
+    list: Vec<Image>,
+}
+
+impl Images {
+    /// Indexes the engine's list.
+    pub fn new(list: Vec<Image>) -> Images {
+        let (mut ids, mut names) = (HashMap::new(), HashMap::new());
+        for (n, i) in list.iter().enumerate() {
+            ids.entry(i.id.clone()).or_insert(n);
+            for name in i.digests.iter().chain(&i.tags) {
+                names.entry(normalise_reference(name)).or_insert(n);
+            }
+        }
+        Images { ids, names, list }
     }
-    let norm = normalise_reference(reference);
-    if norm.contains('@') {
-        return images
-            .iter()
-            .find(|i| i.digests.iter().any(|d| normalise_reference(d) == norm));
+
+    /// Finds an image reference: by ID, by `repo@digest`, or by tag (a
+    /// reference without a tag means `:latest`; Docker Hub's
+    /// `docker.io/library/` prefix is optional).
+    pub fn find(&self, reference: &str) -> Option<&Image> {
+        let n = if reference.starts_with("sha256:") {
+            self.ids.get(reference)
+        } else {
+            self.names.get(&normalise_reference(reference))
+        };
+        n.map(|&n| &self.list[n])
     }
-    images
-        .iter()
-        .find(|i| i.tags.iter().any(|t| normalise_reference(t) == norm))
 }
 
 fn normalise_reference(r: &str) -> String {
@@ -59,35 +83,26 @@ mod tests {
 
     #[test]
     fn image_references_resolve() {
-        let images = vec![
+        let images = Images::new(vec![
             img(
                 "sha256:aa",
                 &["busybox:latest", "stead-test/busybox:1"],
                 &["busybox@sha256:dd"],
             ),
             img("sha256:bb", &["localhost:5000/app:2"], &[]),
-        ];
-        assert_eq!(find_image(&images, "busybox").unwrap().id, "sha256:aa");
+            // Listed later under a name the first has: the first wins.
+            img("sha256:cc", &["busybox:latest"], &[]),
+        ]);
+        assert_eq!(images.find("busybox").unwrap().id, "sha256:aa");
         assert_eq!(
-            find_image(&images, "docker.io/library/busybox:latest")
-                .unwrap()
-                .id,
+            images.find("docker.io/library/busybox:latest").unwrap().id,
             "sha256:aa"
         );
-        assert_eq!(
-            find_image(&images, "stead-test/busybox:1").unwrap().id,
-            "sha256:aa"
-        );
-        assert_eq!(
-            find_image(&images, "busybox@sha256:dd").unwrap().id,
-            "sha256:aa"
-        );
-        assert_eq!(
-            find_image(&images, "localhost:5000/app:2").unwrap().id,
-            "sha256:bb"
-        );
-        assert_eq!(find_image(&images, "sha256:bb").unwrap().id, "sha256:bb");
-        assert!(find_image(&images, "localhost:5000/app").is_none());
-        assert!(find_image(&images, "stead-test/busybox:2").is_none());
+        assert_eq!(images.find("stead-test/busybox:1").unwrap().id, "sha256:aa");
+        assert_eq!(images.find("busybox@sha256:dd").unwrap().id, "sha256:aa");
+        assert_eq!(images.find("localhost:5000/app:2").unwrap().id, "sha256:bb");
+        assert_eq!(images.find("sha256:bb").unwrap().id, "sha256:bb");
+        assert!(images.find("localhost:5000/app").is_none());
+        assert!(images.find("stead-test/busybox:2").is_none());
     }
 }

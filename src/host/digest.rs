@@ -27,8 +27,10 @@ pub struct DigestError {
     pub source: std::io::Error,
 }
 
-#[derive(Clone, PartialEq, Eq)]
-struct Stat {
+/// What a file's stat says of its identity and content: equal stats, of a
+/// file read when it was [settled](Stat::settled), mean the same bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stat {
     dev: u64,
     ino: u64,
     size: u64,
@@ -38,7 +40,8 @@ struct Stat {
 }
 
 impl Stat {
-    fn of(m: &std::fs::Metadata) -> Stat {
+    /// The stat of `m`.
+    pub fn of(m: &std::fs::Metadata) -> Stat {
         Stat {
             dev: m.dev(),
             ino: m.ino(),
@@ -47,6 +50,18 @@ impl Stat {
             ctime: (m.ctime(), m.ctime_nsec()),
             mode: m.mode(),
         }
+    }
+
+    /// Whether a read between this stat and `after` can be trusted for as
+    /// long as the stat stays the same: the file did not change during the
+    /// read, and was last changed before the current second (a write later
+    /// in that second may leave its stat as it is).
+    pub fn settled(&self, after: Option<&Stat>) -> bool {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        after == Some(self) && self.mtime.0 < now && self.ctime.0 < now
     }
 }
 
@@ -181,10 +196,6 @@ impl FileDigester {
                 return Ok(c.digest.clone());
             }
         }
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
         let f = crate::host::files::open_regular(path).map_err(err)?;
         let mut h = Sha256::new();
         let mut buf = vec![0u8; 64 * 1024];
@@ -203,7 +214,7 @@ impl FileDigester {
         // Re-stat after reading: a write during the read shows up as a
         // changed stat and is not trusted.
         let after = std::fs::metadata(path).map(|m| Stat::of(&m)).ok();
-        let racy = after.as_ref() != Some(&stat) || stat.mtime.0 >= now || stat.ctime.0 >= now;
+        let racy = !stat.settled(after.as_ref());
         self.cache.insert(
             path.to_path_buf(),
             Cached {

@@ -1,5 +1,6 @@
-//! The intentions directory: reading its files (each parsed once per
-//! content, not once per pass), and bringing the stored intentions in line
+//! The intentions directory: reading its files (each read again only when
+//! its stat moves, by git's racy-clean rule, and parsed once per
+//! content), and bringing the stored intentions in line
 //! with it. A bad file is an error naming the file and the field; it never
 //! stops the others and never changes the module it names.
 
@@ -8,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::host::digest::Stat;
 use crate::intake::{NotYours, may_write};
 use crate::model::intention::{DocFormat, Intention, IntentionError};
 use crate::model::names::{Digest, ModuleName};
@@ -53,6 +55,9 @@ pub enum SyncError {
 /// A file's parse, kept while its bytes stay the same.
 struct Parsed {
     digest: Digest,
+    /// The file's stat when it was read settled (a regular file, not a
+    /// symlink): while it stays the same, the file is not read again.
+    stat: Option<Stat>,
     result: Result<Intention, IntentionError>,
     /// For a refused file, the module it names when that can be read.
     module: Option<ModuleName>,
@@ -64,6 +69,8 @@ pub struct IntentionsDir {
     parsed: HashMap<PathBuf, Parsed>,
     /// How many times a file's bytes were parsed, ever.
     parses: u64,
+    /// How many times a file was read, ever.
+    reads: u64,
 }
 
 impl IntentionsDir {
@@ -73,6 +80,7 @@ impl IntentionsDir {
             path,
             parsed: HashMap::new(),
             parses: 0,
+            reads: 0,
         }
     }
 
@@ -106,17 +114,13 @@ impl IntentionsDir {
         let mut duplicated: BTreeSet<ModuleName> = BTreeSet::new();
         for p in paths {
             let origin = p.display().to_string();
-            let parsed = match read_intention_file(&p, &inside) {
-                Ok(bytes) => self.parse(&p, bytes),
-                Err(e) => Parsed {
-                    digest: Digest::of(b""),
-                    result: Err(IntentionError {
-                        origin: origin.clone(),
-                        field: "(file)".into(),
-                        message: e.to_string(),
-                    }),
-                    module: None,
-                },
+            let stat = std::fs::symlink_metadata(&p)
+                .ok()
+                .filter(|m| m.file_type().is_file())
+                .map(|m| Stat::of(&m));
+            let parsed = match self.parsed.remove(&p) {
+                Some(prev) if stat.is_some() && prev.stat == stat => prev,
+                prev => self.read(&p, &inside, stat, prev),
             };
             match &parsed.result {
                 Ok(i) => {
@@ -170,10 +174,40 @@ impl IntentionsDir {
         Ok(out)
     }
 
+    /// Reads and parses the file; `stat` is its stat before the read,
+    /// `prev` its last parse.
+    fn read(
+        &mut self,
+        p: &Path,
+        inside: &Path,
+        stat: Option<Stat>,
+        prev: Option<Parsed>,
+    ) -> Parsed {
+        self.reads += 1;
+        match read_intention_file(p, inside) {
+            Ok(bytes) => {
+                let mut parsed = self.parse(p, bytes, prev);
+                let after = std::fs::symlink_metadata(p).ok().map(|m| Stat::of(&m));
+                parsed.stat = stat.filter(|s| s.settled(after.as_ref()));
+                parsed
+            }
+            Err(e) => Parsed {
+                digest: Digest::of(b""),
+                stat: None,
+                result: Err(IntentionError {
+                    origin: p.display().to_string(),
+                    field: "(file)".into(),
+                    message: e.to_string(),
+                }),
+                module: None,
+            },
+        }
+    }
+
     /// The file's parse: the last one when its bytes are the same.
-    fn parse(&mut self, p: &Path, bytes: Vec<u8>) -> Parsed {
+    fn parse(&mut self, p: &Path, bytes: Vec<u8>, prev: Option<Parsed>) -> Parsed {
         let digest = Digest::of(&bytes);
-        if let Some(prev) = self.parsed.remove(p) {
+        if let Some(prev) = prev {
             if prev.digest == digest {
                 return prev;
             }
@@ -199,6 +233,7 @@ impl IntentionsDir {
         };
         Parsed {
             digest,
+            stat: None,
             result,
             module,
         }
@@ -408,5 +443,40 @@ mod tests {
         std::fs::remove_file(&f).unwrap();
         assert!(dir.load().unwrap().intentions.is_empty());
         assert!(dir.parsed.is_empty(), "a removed file's parse is forgotten");
+    }
+
+    #[test]
+    fn a_settled_file_is_read_again_only_when_its_stat_changes() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("m.toml");
+        let m = ModuleName::try_from("m").unwrap();
+        std::fs::write(&f, "name = \"m\"\nimage = \"x:1\"").unwrap();
+        let mut dir = IntentionsDir::new(d.path().to_path_buf());
+        // Changed within the second it is read in: read again next time.
+        dir.load().unwrap();
+        dir.load().unwrap();
+        assert_eq!(dir.reads, 2);
+        // Once the clock has left the second of its last change, a read is
+        // trusted for as long as the stat stays.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        dir.load().unwrap();
+        let reads = dir.reads;
+        for _ in 0..3 {
+            assert_eq!(dir.load().unwrap().intentions[&m].1.image, "x:1");
+        }
+        assert_eq!(dir.reads, reads, "a settled file is not read again");
+        // The same size, rewritten: its stat moves, and it is read.
+        std::fs::write(&f, "name = \"m\"\nimage = \"x:2\"").unwrap();
+        assert_eq!(dir.load().unwrap().intentions[&m].1.image, "x:2");
+        assert_eq!(dir.reads, reads + 1);
+        // A symlink is read every time: its target may change under it.
+        let target = d.path().join("t.json");
+        std::fs::write(&target, r#"{"name": "n", "image": "x:1"}"#).unwrap();
+        std::os::unix::fs::symlink(&target, d.path().join("n.json")).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        dir.load().unwrap();
+        let reads = dir.reads;
+        dir.load().unwrap();
+        assert!(dir.reads > reads, "the symlink was read again");
     }
 }

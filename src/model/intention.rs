@@ -458,14 +458,28 @@ impl Intention {
                 r.message,
             )
         })?;
-        let mut de = serde_json::Deserializer::from_slice(bytes);
-        let doc: IntentionDoc = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        // Through a JSON value: one reader of the document for both (the
+        // document's deserializer is large, and a device carries one).
+        let v: serde_json::Value = serde_json::from_slice(bytes)
+            .map_err(|e| err("(file)".into(), without_values(&e.to_string())))?;
+        Intention::from_value(&v, origin)
+    }
+
+    /// Checks one intention document already parsed as JSON (a module of
+    /// a central-plane document, whose keys were checked for repeats with
+    /// the whole document).
+    pub fn from_value(v: &serde_json::Value, origin: &str) -> Result<Intention, IntentionError> {
+        let err = |field: String, message: String| IntentionError {
+            origin: origin.to_string(),
+            field,
+            message,
+        };
+        let doc: IntentionDoc = serde_path_to_error::deserialize(v).map_err(|e| {
             err(
                 path_or_file(e.path()),
                 without_values(&e.inner().to_string()),
             )
         })?;
-        de.end().map_err(|e| err("(file)".into(), e.to_string()))?;
         doc.check().map_err(|(field, message)| err(field, message))
     }
 }
@@ -1093,6 +1107,31 @@ read_only = true
             assert!(
                 Intention::parse(toml, DocFormat::Toml, "m.toml").is_err(),
                 "{toml}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_json_value_is_checked_as_its_text_is() {
+        for doc in [
+            r#"{"name": "m"}"#,
+            r#"{"name": "m", "image": 3}"#,
+            r#"{"name": "m", "image": "a:1", "ports": "80"}"#,
+            r#"{"name": "m", "image": "a:1", "nope": 1}"#,
+            r#"{"name": "m", "image": "a:1", "env": {"A": 1}}"#,
+            r#"{"name": "M!", "image": "a:1"}"#,
+            r#"{"name": "m", "image": "a:1", "shm_size": "lots"}"#,
+            r#"[1]"#,
+        ] {
+            let text = Intention::parse_json(doc.as_bytes(), "t").unwrap_err();
+            let v: serde_json::Value = serde_json::from_str(doc).unwrap();
+            let value = Intention::from_value(&v, "t").unwrap_err();
+            assert_eq!(value.field, text.field, "{doc}");
+            assert!(
+                text.message.starts_with(&value.message),
+                "{doc}: {} / {}",
+                value.message,
+                text.message
             );
         }
     }

@@ -48,6 +48,20 @@ pub struct Labels {
     pub stated: Option<String>,
 }
 
+/// Whether this agent knows `name` as an input: one of its fields (the
+/// intention's own and the runtime fields), or a kind of path it composes,
+/// reads or mounts.
+pub fn known(name: &InputName) -> bool {
+    let s = name.as_str();
+    matches!(
+        s,
+        "image" | "command" | "env" | "ports" | "restart" | "live"
+    ) || crate::model::runtime::FIELDS.contains(&s)
+        || ["config:/", "file:/", "env_file:/", "mount:/"]
+            .iter()
+            .any(|p| s.starts_with(p))
+}
+
 impl Labels {
     /// Parses the engine's label map.
     pub fn parse(map: &BTreeMap<String, String>) -> Labels {
@@ -63,6 +77,10 @@ impl Labels {
                 .iter()
                 .filter_map(|(k, v)| {
                     let name = InputName::try_from(k.strip_prefix(INPUT_PREFIX)?).ok()?;
+                    // An input a newer agent added is not this one's to weigh.
+                    if !known(&name) {
+                        return None;
+                    }
                     let d = Digest::try_from(v.as_str()).ok()?;
                     Some((name, d))
                 })
@@ -107,7 +125,12 @@ mod tests {
         inputs.insert(InputName::try_from("image").unwrap(), Digest::of(b"img"));
         inputs.insert(InputName::try_from("config:/c").unwrap(), Digest::of(b"c"));
         let mut map = Labels::to_map(&node, &module, &digest, &inputs);
+        // An input of a newer agent: a name, but not one this agent weighs.
         map.insert("stead.input.bogus".into(), Digest::of(b"x").to_string());
+        map.insert(
+            "stead.input.mount_x:/a".into(),
+            Digest::of(b"x").to_string(),
+        );
         map.insert("stead.input.env".into(), "not a digest".into());
         map.insert("com.example.other".into(), "x".into());
         let l = Labels::parse(&map);

@@ -215,17 +215,23 @@ impl SettingKey {
 }
 
 string_newtype!(
-    /// The name of one input a container is created from: `image`, `command`,
-    /// `env`, `ports`, `restart`, or `config:<path>`, `file:<path>`,
-    /// `env_file:<host path>`, `mount:<target>`, or one of the runtime
-    /// fields ([`crate::model::runtime::FIELDS`]).
+    /// The name of one input a container is created from, by its syntax: a
+    /// field's name (`image`, `env`, `shm_size`: `[a-z][a-z0-9_]*`) or a
+    /// kind and an absolute path (`config:/etc/app.json`,
+    /// `mount:/data`). Which names this agent knows is the labels' reader's
+    /// business ([`crate::model::labels`]): a name is not refused for being
+    /// one a newer agent added.
     InputName,
     |s| {
-        let ok = matches!(s, "image" | "command" | "env" | "ports" | "restart" | "live")
-            || crate::model::runtime::FIELDS.contains(&s)
-            || ["config:/", "file:/", "env_file:/", "mount:/"]
-                .iter()
-                .any(|p| s.starts_with(p));
+        let word = |w: &str| {
+            w.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+                && w.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        };
+        let ok = match s.split_once(':') {
+            Some((kind, path)) => word(kind) && path.starts_with('/'),
+            None => word(s),
+        };
         if ok && !s.contains(['\n', '\0']) {
             Ok(())
         } else {
@@ -406,7 +412,27 @@ mod tests {
         assert!(SettingKey::try_from("x".repeat(MAX_KEY_BYTES + 1)).is_err());
         assert!(EnvName::try_from("MODE_1").is_ok());
         assert!(EnvName::try_from("1MODE").is_err());
-        assert!(InputName::try_from("config:/etc/a").is_ok());
-        assert!(InputName::try_from("bogus").is_err());
+        for ok in [
+            "config:/etc/a",
+            "image",
+            "shm_size",
+            "a_field_of_tomorrow",
+            "mount:/",
+        ] {
+            assert!(InputName::try_from(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "Image",
+            "1x",
+            "config:etc",
+            "config:",
+            ":/x",
+            "a-b",
+            "file:/a\nb",
+            "x y",
+        ] {
+            assert!(InputName::try_from(bad).is_err(), "{bad:?}");
+        }
     }
 }

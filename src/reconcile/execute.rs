@@ -28,6 +28,75 @@ enum ActError {
     Host(String),
 }
 
+/// A module's report for a step the engine has nothing to do in (keep,
+/// wait, hold, pulling, conflict, drift reported), or the step back when
+/// it acts. Most steps of an idle pass end here, without a task.
+pub fn at_once(resolved: &Resolved, step: Step) -> Result<ModuleReport, Step> {
+    let report = |module: &ModuleName, action: Action, container: Option<String>| {
+        report(resolved, module.as_str(), action, container)
+    };
+    match step {
+        Step::Keep { module, container } => Ok(report(&module, Action::Unchanged, Some(container))),
+        Step::Wait {
+            module,
+            container,
+            state,
+        } => {
+            let mut r = report(&module, Action::Waiting, Some(container));
+            r.error = Some(format!("container is {}", state.as_str()));
+            Ok(r)
+        }
+        Step::Hold {
+            module,
+            container,
+            reason,
+        } => {
+            let mut r = report(&module, Action::Held, container);
+            r.error = Some(reason);
+            Ok(r)
+        }
+        Step::Pulling {
+            module,
+            container,
+            image,
+        } => {
+            let mut r = report(&module, Action::Pulling, container);
+            r.error = Some(format!("image {image} is being pulled"));
+            Ok(r)
+        }
+        Step::Conflict { module, container } => {
+            Ok(report(&module, Action::Conflict, Some(container)))
+        }
+        Step::ReportDrift {
+            module,
+            container,
+            moved,
+        } => {
+            let mut r = report(&module, Action::Drifted, Some(container));
+            r.moved = moved;
+            Ok(r)
+        }
+        acts => Err(acts),
+    }
+}
+
+/// A module's report, with the digest it is to run.
+fn report(
+    resolved: &Resolved,
+    module: &str,
+    action: Action,
+    container: Option<String>,
+) -> ModuleReport {
+    let digest = ModuleName::try_from(module)
+        .ok()
+        .and_then(|m| resolved.desired(&m))
+        .map(|d| d.digest.clone());
+    ModuleReport {
+        container,
+        ..ModuleReport::new(module, action, digest)
+    }
+}
+
 /// Executes one step.
 pub async fn execute<E: Engine>(
     engine: &E,
@@ -35,15 +104,12 @@ pub async fn execute<E: Engine>(
     resolved: &Resolved,
     step: Step,
 ) -> Result<ModuleReport, EngineError> {
+    let step = match at_once(resolved, step) {
+        Ok(r) => return Ok(r),
+        Err(acts) => acts,
+    };
     let report = |module: &str, action: Action, container: Option<String>| {
-        let digest = ModuleName::try_from(module)
-            .ok()
-            .and_then(|m| resolved.desired(&m))
-            .map(|d| d.digest.clone());
-        ModuleReport {
-            container,
-            ..ModuleReport::new(module, action, digest)
-        }
+        report(resolved, module, action, container)
     };
     // A refusal fails this module; an engine that went away fails the pass.
     let failed = |mut r: ModuleReport, what: &str, e: ActError| match e {
@@ -55,48 +121,6 @@ pub async fn execute<E: Engine>(
         }
     };
     match step {
-        Step::Keep { module, container } => {
-            Ok(report(module.as_str(), Action::Unchanged, Some(container)))
-        }
-        Step::Wait {
-            module,
-            container,
-            state,
-        } => {
-            let mut r = report(module.as_str(), Action::Waiting, Some(container));
-            r.error = Some(format!("container is {}", state.as_str()));
-            Ok(r)
-        }
-        Step::Hold {
-            module,
-            container,
-            reason,
-        } => {
-            let mut r = report(module.as_str(), Action::Held, container);
-            r.error = Some(reason);
-            Ok(r)
-        }
-        Step::Pulling {
-            module,
-            container,
-            image,
-        } => {
-            let mut r = report(module.as_str(), Action::Pulling, container);
-            r.error = Some(format!("image {image} is being pulled"));
-            Ok(r)
-        }
-        Step::Conflict { module, container } => {
-            Ok(report(module.as_str(), Action::Conflict, Some(container)))
-        }
-        Step::ReportDrift {
-            module,
-            container,
-            moved,
-        } => {
-            let mut r = report(module.as_str(), Action::Drifted, Some(container));
-            r.moved = moved;
-            Ok(r)
-        }
         Step::Start { module, container } => {
             let r = report(module.as_str(), Action::Started, Some(container.clone()));
             match engine.start(&container).await {
@@ -231,6 +255,8 @@ pub async fn execute<E: Engine>(
                 Err(e) => failed(r, "remove failed", e.into()),
             }
         }
+        settled => at_once(resolved, settled)
+            .map_err(|_| unreachable!("at_once takes every step that does not act")),
     }
 }
 

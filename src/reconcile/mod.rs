@@ -64,6 +64,15 @@ type Intaken = (
     Vec<FileRejected>,
 );
 
+/// What the resolve phase hands on: the entries it was given back, each
+/// module's target, the host paths they read and this agent's id.
+struct Targets {
+    entries: BTreeMap<ModuleName, crate::store::Entry>,
+    resolved: resolve::Resolved,
+    watched_inputs: BTreeSet<PathBuf>,
+    agent: String,
+}
+
 /// What a pass did and saw, for its record phase.
 struct Outcome<'a> {
     entries: &'a BTreeMap<ModuleName, crate::store::Entry>,
@@ -539,71 +548,15 @@ impl Reconciler {
         // the agent died.
         let held = self.quarantined(store, &entries).await?;
 
-        // What reloads landed: a module's desired image until the next
-        // reload or an edit of its image or range.
-        let updates = store.blocking(|s| s.updates()).await?;
-
-        // Resolve: against the host (blocking), then the engine's images.
-        let (entries, (host, watched_inputs)) = {
-            let digester = self.digester.clone();
-            let skip: BTreeSet<ModuleName> = held.keys().cloned().collect();
-            let key = self.stated_key.clone();
-            blocking(move || {
-                let mut digester = digester.lock().expect("digester lock");
-                let r = if skip.is_empty() {
-                    resolve::against_host(&entries, &updates, &mut digester, key.as_ref())
-                } else {
-                    let some: BTreeMap<ModuleName, crate::store::Entry> = entries
-                        .iter()
-                        .filter(|(n, _)| !skip.contains(*n))
-                        .map(|(n, e)| (n.clone(), e.clone()))
-                        .collect();
-                    resolve::against_host(&some, &updates, &mut digester, key.as_ref())
-                };
-                (entries, r)
-            })
-            .await
-        };
-        let agent = match &self.agent {
-            Some(a) => a.clone(),
-            None => {
-                let id = store.blocking(|s| s.agent_id()).await?;
-                let a = format!("{id:016x}");
-                self.agent = Some(a.clone());
-                a
-            }
-        };
-        // The node's logging in this engine's words.
-        let default_logging = self
-            .default_logging
-            .as_ref()
-            .map(|l| engine.flavour().node_logging(l));
-        let mut resolved = resolve::against_engine(
-            resolve::EngineSide {
-                engine,
-                retries: &mut self.retries,
-                pulls: &mut self.pulls,
-                tuning: &self.tuning,
-                agent: &agent,
-                default_logging: default_logging.as_ref(),
-            },
-            host,
-            &self.node,
-            &self.files_dir,
-            now,
-        )
-        .await?;
-        for (name, reason) in &held {
-            resolved.hold(name, reason);
-        }
-        // A module whose stored intention does not read is held as it is.
-        for (name, why) in unreadable {
-            if !entries.contains_key(&name) {
-                resolved.hold(&name, &format!(
-                    "its stored intention does not read ({why}); its container is left as it is until the module is stated again"
-                ));
-            }
-        }
+        // Resolve: every module's target, against the host and the engine.
+        let Targets {
+            entries,
+            mut resolved,
+            watched_inputs,
+            agent,
+        } = self
+            .resolve(engine, store, entries, &held, unreadable, now)
+            .await?;
 
         // Prepare: every composed and live file is written; a module whose
         // files cannot be written is held.
@@ -669,6 +622,83 @@ impl Reconciler {
         })
     }
 
+    /// The resolve phase: each module's target against the host (its
+    /// files composed, its inputs read; blocking) and then the engine (its
+    /// image found or pulled). What the crash guard holds is not resolved,
+    /// nor a module whose stored intention does not read: both are held.
+    /// Also says which host paths the modules read, and this agent's id.
+    async fn resolve<E: Engine>(
+        &mut self,
+        engine: &E,
+        store: &Arc<Store>,
+        entries: BTreeMap<ModuleName, crate::store::Entry>,
+        held: &BTreeMap<ModuleName, String>,
+        unreadable: Vec<(ModuleName, String)>,
+        now: tokio::time::Instant,
+    ) -> Result<Targets, PassError> {
+        // What reloads landed: a module's desired image until the next
+        // reload or an edit of its image or range.
+        let updates = store.blocking(|s| s.updates()).await?;
+        let (entries, (host, watched_inputs)) = {
+            let digester = self.digester.clone();
+            let key = self.stated_key.clone();
+            let skip: BTreeSet<ModuleName> = held.keys().cloned().collect();
+            blocking(move || {
+                let mut digester = digester.lock().expect("digester lock");
+                let r =
+                    resolve::against_host(&entries, &skip, &updates, &mut digester, key.as_ref());
+                (entries, r)
+            })
+            .await
+        };
+        let agent = match &self.agent {
+            Some(a) => a.clone(),
+            None => {
+                let id = store.blocking(|s| s.agent_id()).await?;
+                let a = format!("{id:016x}");
+                self.agent = Some(a.clone());
+                a
+            }
+        };
+        // The node's logging in this engine's words.
+        let default_logging = self
+            .default_logging
+            .as_ref()
+            .map(|l| engine.flavour().node_logging(l));
+        let mut resolved = resolve::against_engine(
+            resolve::EngineSide {
+                engine,
+                retries: &mut self.retries,
+                pulls: &mut self.pulls,
+                tuning: &self.tuning,
+                agent: &agent,
+                default_logging: default_logging.as_ref(),
+            },
+            host,
+            &self.node,
+            &self.files_dir,
+            now,
+        )
+        .await?;
+        for (name, reason) in held {
+            resolved.hold(name, reason);
+        }
+        // A module whose stored intention does not read is held as it is.
+        for (name, why) in unreadable {
+            if !entries.contains_key(&name) {
+                resolved.hold(&name, &format!(
+                    "its stored intention does not read ({why}); its container is left as it is until the module is stated again"
+                ));
+            }
+        }
+        Ok(Targets {
+            entries,
+            resolved,
+            watched_inputs,
+            agent,
+        })
+    }
+
     /// The execute phase: modules about to be replaced read recreating;
     /// the steps are carried out against the engine, a few modules at
     /// once; each report says what the crash guard holds, and when a held
@@ -694,7 +724,17 @@ impl Reconciler {
             }
         }
 
-        let results: Vec<Result<ModuleReport, EngineError>> = futures_util::stream::iter(steps)
+        // What needs no engine is reported at once; only the steps that act
+        // become tasks.
+        let mut results: Vec<Result<ModuleReport, EngineError>> = Vec::with_capacity(steps.len());
+        let mut acting = Vec::new();
+        for step in steps {
+            match execute::at_once(resolved, step) {
+                Ok(r) => results.push(Ok(r)),
+                Err(step) => acting.push(step),
+            }
+        }
+        let acted: Vec<Result<ModuleReport, EngineError>> = futures_util::stream::iter(acting)
             .map(|step| {
                 // Noted, so that a panic here names the module to the crash
                 // guard.
@@ -707,6 +747,7 @@ impl Reconciler {
             .buffer_unordered(PARALLEL_ACTIONS)
             .collect()
             .await;
+        results.extend(acted);
         let mut modules = Vec::new();
         for r in results {
             let mut r = r?;

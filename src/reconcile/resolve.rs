@@ -14,8 +14,8 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::engine::image::find_image;
-use crate::engine::{Engine, EngineError, Image};
+use crate::engine::image::Images;
+use crate::engine::{Engine, EngineError};
 use crate::host::digest::FileDigester;
 use crate::model::config::RenderError;
 use crate::model::files;
@@ -114,19 +114,21 @@ pub struct HostResolved {
     pub stated: Option<String>,
 }
 
-/// Resolves every stored module against the host (blocking I/O): one
+/// Resolves every stored module but those in `skip` against the host
+/// (blocking I/O): one
 /// composition and one read of each input per module. Also says which host
 /// paths the modules read, for the file watcher. What a container's label
 /// carries for a store rebuild is sealed with `key` (none without one).
 pub fn against_host(
     entries: &BTreeMap<ModuleName, Entry>,
+    skip: &BTreeSet<ModuleName>,
     updates: &BTreeMap<ModuleName, UpdateState>,
     digester: &mut FileDigester,
     key: Option<&crate::model::seal::LocalKey>,
 ) -> (Vec<HostResolved>, BTreeSet<PathBuf>) {
     let mut out = Vec::with_capacity(entries.len());
     let mut watched = BTreeSet::new();
-    for (name, entry) in entries {
+    for (name, entry) in entries.iter().filter(|(n, _)| !skip.contains(*n)) {
         // Noted, so that a panic here names the module to the crash guard.
         let _acting = crate::host::panic::Acting::new(name.as_str());
         if crate::host::crash_points_armed() {
@@ -333,12 +335,12 @@ pub async fn against_engine<E: Engine>(
         default_logging,
     } = side;
     pulls.collect(retries, tuning);
-    let mut images: Vec<Image> = engine.list_images().await?;
+    let mut images = Images::new(engine.list_images().await?);
     // `stead run --once`: every missing image is pulled now, together.
     if pulls.wait {
         let missing: BTreeSet<&str> = host
             .iter()
-            .filter(|h| h.inputs.is_ok() && find_image(&images, &h.intention.image).is_none())
+            .filter(|h| h.inputs.is_ok() && images.find(&h.intention.image).is_none())
             .map(|h| h.intention.image.as_str())
             .collect();
         for image in missing {
@@ -347,7 +349,7 @@ pub async fn against_engine<E: Engine>(
             }
         }
         if pulls.join(retries, tuning).await {
-            images = engine.list_images().await?;
+            images = Images::new(engine.list_images().await?);
         }
     }
     let mut missing = BTreeSet::new();
@@ -370,7 +372,7 @@ pub async fn against_engine<E: Engine>(
                 continue;
             }
         };
-        let image_id = match find_image(&images, &i.image).map(|img| spec::image_digest(&img.id)) {
+        let image_id = match images.find(&i.image).map(|img| spec::image_digest(&img.id)) {
             Some(Ok(id)) => id,
             Some(Err(e)) => {
                 out.hold(&name, &format!("image: {e}"));

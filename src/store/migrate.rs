@@ -8,6 +8,7 @@ use std::path::Path;
 
 use redb::{Database, ReadableTable, WriteTransaction};
 
+use crate::store::decode_intention;
 use crate::store::records::{self, v1, v2, v3, v4, v6, v7, v8};
 use crate::store::{
     APPLIED, EVENTS, GUARD, INTENTIONS, LIVE, META, OBSERVED, OVERLAYS, PLANE, RELOADS,
@@ -49,6 +50,7 @@ pub fn bring_up_to_date(db: &Database, path: &Path) -> Result<(), StoreError> {
                     5 => v5_to_v6(&tx)?,
                     6 => v6_to_v7(&tx)?,
                     7 => v7_to_v8(&tx)?,
+                    8 => v8_to_v9(&tx)?,
                     other => {
                         return Err(StoreError::Corrupt {
                             table: "meta",
@@ -155,6 +157,30 @@ fn v7_to_v8(tx: &WriteTransaction) -> Result<(), StoreError> {
             k.value().to_string(),
             records::encode(2, &v8::UpdateRecord::from(old)),
         ));
+    }
+    for (k, bytes) in rewritten {
+        t.insert(k.as_str(), bytes.as_slice())
+            .map_err(io("migrate"))?;
+    }
+    Ok(())
+}
+
+/// Schema 8 → 9: each intention is kept as its canonical document. A
+/// record that does not read (it did not check before either) is left as
+/// it was, and is read as version 6 is: the module stays held as it was,
+/// and the store still opens.
+fn v8_to_v9(tx: &WriteTransaction) -> Result<(), StoreError> {
+    let mut t = tx.open_table(INTENTIONS).map_err(io("migrate"))?;
+    let mut rewritten = Vec::new();
+    for row in t.iter().map_err(io("migrate"))? {
+        let (k, v) = row.map_err(io("migrate"))?;
+        match decode_intention(k.value(), v.value()) {
+            Ok(r) => rewritten.push((
+                k.value().to_string(),
+                records::encode(records::INTENTIONS, &records::intention_record(&r)),
+            )),
+            Err(e) => tracing::warn!("intention {} left as it was: {e}", k.value()),
+        }
     }
     for (k, bytes) in rewritten {
         t.insert(k.as_str(), bytes.as_slice())

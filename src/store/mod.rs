@@ -37,7 +37,7 @@ pub mod reloads;
 /// runtime fields of intentions; version 7 their views; version 8 what
 /// each reload item was resolved against and the failed auto-update
 /// digests.
-pub const SCHEMA_VERSION: u64 = 8;
+pub const SCHEMA_VERSION: u64 = 9;
 /// How many events the log keeps.
 pub const EVENT_LOG_CAPACITY: u64 = 1000;
 /// The longest event text kept, in bytes: with [`EVENT_LOG_CAPACITY`], the
@@ -303,9 +303,13 @@ fn corrupt(table: &'static str, key: &str) -> impl FnOnce(String) -> StoreError 
 }
 
 fn decode_intention(key: &str, bytes: &[u8]) -> Result<IntentionRecord, StoreError> {
-    records::decode(records::INTENTIONS, bytes)
-        .and_then(records::from_intention_record)
-        .map_err(corrupt("intentions", key))
+    match bytes.first() {
+        // A record the migration to schema 9 could not convert (it did not
+        // check then either): read as it was written, unreadable as it was.
+        Some(6) => records::decode(6, bytes).and_then(records::from_intention_record_v7),
+        _ => records::decode(records::INTENTIONS, bytes).and_then(records::from_intention_record),
+    }
+    .map_err(corrupt("intentions", key))
 }
 
 fn decode_overlay(key: &str, bytes: &[u8]) -> Result<Overlay, StoreError> {
@@ -341,6 +345,11 @@ pub struct Store {
     /// previous I/O error occurred"), so the next operation reopens the
     /// file first.
     broken: std::sync::atomic::AtomicBool,
+    /// Each stored intention as last decoded, with the bytes it was decoded
+    /// from: a record is parsed once per change, not once per read.
+    decoded: std::sync::Mutex<std::collections::HashMap<String, (Vec<u8>, IntentionRecord)>>,
+    /// How many intention records were decoded.
+    decodes: std::sync::atomic::AtomicU64,
 }
 
 /// The database, borrowed for one operation.
@@ -403,7 +412,38 @@ impl Store {
             path: path.to_path_buf(),
             db: std::sync::RwLock::new(Some(db)),
             broken: std::sync::atomic::AtomicBool::new(false),
+            decoded: Default::default(),
+            decodes: Default::default(),
         })
+    }
+
+    /// A stored intention from its record's bytes: decoded again only when
+    /// they differ from the last decoded under `key`.
+    fn intention(&self, key: &str, bytes: &[u8]) -> Result<IntentionRecord, StoreError> {
+        let mut decoded = self.decoded.lock().expect("decoded intentions lock");
+        if let Some((b, r)) = decoded.get(key) {
+            if b.as_slice() == bytes {
+                return Ok(r.clone());
+            }
+        }
+        self.decodes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let r = decode_intention(key, bytes)?;
+        decoded.insert(key.to_string(), (bytes.to_vec(), r.clone()));
+        Ok(r)
+    }
+
+    /// How many intention records this store has decoded since it opened.
+    pub fn intention_decodes(&self) -> u64 {
+        self.decodes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Forgets the decoded intentions of modules no longer stored.
+    fn keep_decoded(&self, stored: &BTreeMap<ModuleName, Entry>) {
+        self.decoded
+            .lock()
+            .expect("decoded intentions lock")
+            .retain(|k, _| ModuleName::try_from(k.as_str()).is_ok_and(|n| stored.contains_key(&n)));
     }
 
     /// The database for one operation, reopened first when an I/O error
@@ -563,7 +603,7 @@ impl Store {
         let mut out = BTreeMap::new();
         for row in table.iter().map_err(self.io("read"))? {
             let (k, v) = row.map_err(self.io("read"))?;
-            let r = decode_intention(k.value(), v.value())?;
+            let r = self.intention(k.value(), v.value())?;
             out.insert(r.intention.name.clone(), r);
         }
         Ok(out)
@@ -586,7 +626,7 @@ impl Store {
         let mut unreadable = Vec::new();
         for row in table.iter().map_err(self.io("read"))? {
             let (k, v) = row.map_err(self.io("read"))?;
-            let record = match decode_intention(k.value(), v.value()) {
+            let record = match self.intention(k.value(), v.value()) {
                 Ok(r) => r,
                 Err(e) => {
                     if let Ok(name) = ModuleName::try_from(k.value()) {
@@ -607,6 +647,7 @@ impl Store {
                 },
             );
         }
+        self.keep_decoded(&out);
         Ok((out, unreadable))
     }
 
@@ -631,7 +672,7 @@ impl Store {
         let mut out = Vec::new();
         for row in rows.take(limit) {
             let (k, v) = row.map_err(self.io("read"))?;
-            let record = decode_intention(k.value(), v.value())?;
+            let record = self.intention(k.value(), v.value())?;
             let overlay = match overlays.get(k.value()).map_err(self.io("read"))? {
                 Some(o) => decode_overlay(k.value(), o.value())?,
                 None => Overlay::new(),
@@ -655,7 +696,7 @@ impl Store {
         let Some(v) = table.get(name.as_str()).map_err(self.io("read"))? else {
             return Ok(None);
         };
-        let record = decode_intention(name.as_str(), v.value())?;
+        let record = self.intention(name.as_str(), v.value())?;
         let overlay = match overlays.get(name.as_str()).map_err(self.io("read"))? {
             Some(o) => decode_overlay(name.as_str(), o.value())?,
             None => Overlay::new(),
@@ -683,7 +724,7 @@ impl Store {
             let mut ot = tx.open_table(OVERLAYS).map_err(self.io("modify"))?;
             let key = name.as_str();
             let record = match it.get(key).map_err(self.io("modify"))? {
-                Some(v) => Some(decode_intention(key, v.value())?),
+                Some(v) => Some(self.intention(key, v.value())?),
                 None => None,
             };
             let overlay = match ot.get(key).map_err(self.io("modify"))? {
@@ -1021,7 +1062,7 @@ mod tests {
         let e = Store::open(&p).unwrap().intentions().unwrap_err();
         assert!(e.to_string().contains("intentions/m"), "{e}");
         assert!(
-            e.to_string().contains("record version 9, expected 6"),
+            e.to_string().contains("record version 9, expected 7"),
             "{e}"
         );
     }
@@ -1190,6 +1231,73 @@ mod tests {
         put_raw(&p6, "m", &records::encode(6, &bad), None);
         let e = Store::open(&p6).unwrap().intentions().unwrap_err();
         assert!(e.to_string().contains("mounts[2]"), "{e}");
+    }
+
+    #[test]
+    fn a_schema_8_store_keeps_each_intention_as_its_document_and_one_that_does_not_read_as_it_was()
+    {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s8.redb");
+        let i = Intention::parse(
+            "name = \"m\"\nimage = \"127.0.0.1:5000/acme/m:1.0.0\"\nuser = \"65534\"\nshm_size = \"64m\"\n[config]\npath = \"/etc/m/c.json\"\nformat = \"json\"\nreload = \"signal:SIGHUP\"\ndefaults = { a = 1 }\n[[mounts]]\nsource = \"/\"\ntarget = \"/host\"\nread_only = true\ninput = false\n[update]\nlane = \"auto\"\nrange = \"^1\"\n",
+            crate::model::intention::DocFormat::Toml,
+            "t",
+        )
+        .unwrap();
+        let mut r = IntentionRecord::new(Source::Plane, 5, i.clone());
+        r.plane_revision = Some(42);
+        put_raw(
+            &p,
+            "m",
+            &records::encode(6, &records::intention_record_v7(&r)),
+            Some(8),
+        );
+        // A record of version 6 that did not check at schema 8 either.
+        let mut bad =
+            records::intention_record_v7(&IntentionRecord::new(Source::Api, 1, i.clone()));
+        bad.views = vec![7];
+        put_raw(&p, "n", &records::encode(6, &bad), None);
+        let s = Store::open(&p).unwrap();
+        assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+        let (entries, unreadable) = s.entries_readable().unwrap();
+        assert_eq!(entries[&i.name].record.as_ref(), Some(&r));
+        assert_eq!(unreadable.len(), 1);
+        assert!(unreadable[0].1.contains("mounts[7]"), "{unreadable:?}");
+        drop(s);
+        // On disk: the document of version 7, and the other as it was.
+        let db = redb::Database::open(&p).unwrap();
+        let tx = db.begin_read().unwrap();
+        let t = tx.open_table(INTENTIONS).unwrap();
+        assert_eq!(t.get("m").unwrap().unwrap().value()[0], records::INTENTIONS);
+        assert_eq!(
+            t.get("n").unwrap().unwrap().value(),
+            records::encode(6, &bad)
+        );
+    }
+
+    #[test]
+    fn a_stored_intention_is_decoded_once_per_change() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::open(&d.path().join("s.redb")).unwrap();
+        let r = IntentionRecord::new(Source::Api, 1, intention());
+        s.put_intention(&r).unwrap();
+        let before = s.intention_decodes();
+        for _ in 0..3 {
+            assert_eq!(
+                s.entries().unwrap()[&r.intention.name].record.as_ref(),
+                Some(&r)
+            );
+        }
+        assert_eq!(s.intention_decodes() - before, 1);
+        let mut changed = r.clone();
+        changed.revision = 2;
+        changed.intention.image = "busybox:2".into();
+        s.put_intention(&changed).unwrap();
+        for _ in 0..3 {
+            let e = s.entry(&r.intention.name).unwrap().unwrap();
+            assert_eq!(e.record.as_ref(), Some(&changed));
+        }
+        assert_eq!(s.intention_decodes() - before, 2);
     }
 
     #[test]

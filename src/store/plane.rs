@@ -166,7 +166,7 @@ impl Store {
                     key: k.value().to_string(),
                     message: e.to_string(),
                 })?;
-                let record = super::decode_intention(k.value(), v.value())?;
+                let record = self.intention(k.value(), v.value())?;
                 let stored_overlay = ot.get(k.value()).map_err(self.io("adopt plane"))?;
                 let overlay = match &stored_overlay {
                     Some(o) => super::decode_overlay(k.value(), o.value())?,

@@ -4,7 +4,11 @@
 //! does not describe its fields, so a record type is never changed in place:
 //! a new field is a new version, with a migration in `migrate.rs`).
 //!
-//! - `intentions`: version 6 ([`v7::IntentionRecord`], since schema 7:
+//! - `intentions`: version 7 ([`v9::IntentionRecord`], since schema 9:
+//!   the intention as its canonical document, the intention-file schema's
+//!   JSON, which the document's own parser reads back, so that a new field
+//!   of an intention is a new key of the document, never a new record
+//!   version); version 6 ([`v7::IntentionRecord`], since schema 7:
 //!   version 5 with the read-only mounts that are not inputs, by index);
 //!   version 5 ([`v6::IntentionRecord`], since schema 6: version 4 with the
 //!   runtime fields, kept as the intention document's own JSON for them and
@@ -51,7 +55,7 @@ use crate::store::{
 };
 
 /// Record version of the `intentions` table.
-pub const INTENTIONS: u8 = 6;
+pub const INTENTIONS: u8 = 7;
 /// Record version of the `overlays` table.
 pub const OVERLAYS: u8 = 1;
 /// Record version of the `applied` table.
@@ -629,6 +633,27 @@ pub mod v8 {
     }
 }
 
+/// Records new in schema 9.
+pub mod v9 {
+    use serde::{Deserialize, Serialize};
+
+    use super::v1;
+
+    /// A stored intention: where it came from, its revisions, and the
+    /// intention as its canonical JSON document ([`Intention::to_json`]),
+    /// checked by [`Intention::parse_json`] on the way out.
+    ///
+    /// [`Intention::to_json`]: crate::model::intention::Intention::to_json
+    /// [`Intention::parse_json`]: crate::model::intention::Intention::parse_json
+    #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+    pub struct IntentionRecord {
+        pub source: v1::Source,
+        pub revision: u64,
+        pub plane_revision: Option<u64>,
+        pub document: String,
+    }
+}
+
 // Domain → record.
 
 fn value(v: &Value) -> v1::Value {
@@ -731,7 +756,17 @@ fn source(s: &Source) -> v1::Source {
 }
 
 /// The record of a stored intention.
-pub fn intention_record(r: &IntentionRecord) -> v7::IntentionRecord {
+pub fn intention_record(r: &IntentionRecord) -> v9::IntentionRecord {
+    v9::IntentionRecord {
+        source: source(&r.source),
+        revision: r.revision,
+        plane_revision: r.plane_revision,
+        document: r.intention.to_json().to_string(),
+    }
+}
+
+/// The version 6 record of a stored intention (schema 7 and 8).
+pub fn intention_record_v7(r: &IntentionRecord) -> v7::IntentionRecord {
     v7::IntentionRecord {
         base: intention_record_v6(r),
         views: r
@@ -994,8 +1029,20 @@ fn from_intention(i: v4::Intention) -> Result<Intention, String> {
     })
 }
 
-/// A stored intention from its record.
-pub fn from_intention_record(r: v7::IntentionRecord) -> Result<IntentionRecord, String> {
+/// A stored intention from its record: its document parsed and checked as
+/// every intention document is.
+pub fn from_intention_record(r: v9::IntentionRecord) -> Result<IntentionRecord, String> {
+    Ok(IntentionRecord {
+        source: from_source(r.source),
+        revision: r.revision,
+        plane_revision: r.plane_revision,
+        intention: Intention::parse_json(r.document.as_bytes(), "stored intention")
+            .map_err(|e| e.to_string())?,
+    })
+}
+
+/// A stored intention from its version 6 record (schema 7 and 8).
+pub fn from_intention_record_v7(r: v7::IntentionRecord) -> Result<IntentionRecord, String> {
     from_intention_record_v6(r.base, &r.views)
 }
 
@@ -1041,13 +1088,17 @@ fn from_intention_record_v6(
     Ok(rec)
 }
 
+fn from_source(s: v1::Source) -> Source {
+    match s {
+        v1::Source::File(p) => Source::File(p),
+        v1::Source::Api => Source::Api,
+        v1::Source::Plane => Source::Plane,
+    }
+}
+
 fn from_intention_record_v4(r: v4::IntentionRecord) -> Result<IntentionRecord, String> {
     Ok(IntentionRecord {
-        source: match r.source {
-            v1::Source::File(p) => Source::File(p),
-            v1::Source::Api => Source::Api,
-            v1::Source::Plane => Source::Plane,
-        },
+        source: from_source(r.source),
         revision: r.revision,
         plane_revision: r.plane_revision,
         intention: from_intention(r.intention)?,
