@@ -284,7 +284,7 @@ pub struct Intention {
     /// Host bind mounts.
     pub mounts: Vec<Mount>,
     /// Everything else the container is created with.
-    pub runtime: Runtime,
+    pub runtime: runtime::Sparse,
 }
 
 /// An intention that was refused: which file (or request), which field, why.
@@ -892,7 +892,7 @@ impl IntentionDoc {
             settings,
             files,
             mounts,
-            runtime,
+            runtime: runtime.into(),
         };
         // A setting that cannot be merged or rendered is bad input now, not a
         // failure at the next pass.

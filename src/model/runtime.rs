@@ -362,6 +362,51 @@ pub fn signal_name(s: &str) -> Result<String, String> {
     }
 }
 
+/// The runtime fields as an intention keeps them: nothing allocated while
+/// every field is unset (most modules), so that each copy of an intention
+/// (the files' parses, the store's decodes, a pass's entries) stays small.
+/// Reads as the [`Runtime`] it holds, or the unset one.
+#[derive(Clone, Default)]
+pub struct Sparse(Option<Box<Runtime>>);
+
+impl Sparse {
+    /// Keeps `r`, allocating only when a field is set.
+    pub fn new(r: Runtime) -> Sparse {
+        Sparse((r != Runtime::default()).then(|| Box::new(r)))
+    }
+}
+
+impl From<Runtime> for Sparse {
+    fn from(r: Runtime) -> Sparse {
+        Sparse::new(r)
+    }
+}
+
+impl std::ops::Deref for Sparse {
+    type Target = Runtime;
+    fn deref(&self) -> &Runtime {
+        static UNSET: std::sync::OnceLock<Runtime> = std::sync::OnceLock::new();
+        match &self.0 {
+            Some(r) => r,
+            None => UNSET.get_or_init(Runtime::default),
+        }
+    }
+}
+
+impl PartialEq for Sparse {
+    fn eq(&self, other: &Sparse) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Sparse {}
+
+impl std::fmt::Debug for Sparse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
 /// Bytes from a number or a string with a unit (`b`, `k`, `m`, `g`, with
 /// or without `b`/`ib`; powers of 1024, as the engine takes them).
 pub fn parse_bytes(b: &Bytes) -> Result<i64, String> {
@@ -2185,13 +2230,13 @@ options = {max-size = "10m"}
 "#;
 
     fn runtime(extra: &str) -> crate::model::runtime::Runtime {
-        Intention::parse(
+        let i = Intention::parse(
             &format!("name = \"m\"\nimage = \"busybox:1\"\n{extra}"),
             DocFormat::Toml,
             "t.toml",
         )
-        .unwrap_or_else(|e| panic!("{extra}: {e}"))
-        .runtime
+        .unwrap_or_else(|e| panic!("{extra}: {e}"));
+        (*i.runtime).clone()
     }
 
     fn digests(extra: &str) -> Vec<(String, String)> {

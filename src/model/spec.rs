@@ -346,7 +346,7 @@ pub fn desired(
         mounts,
         restart: i.restart,
         labels,
-        runtime: i.runtime.clone(),
+        runtime: (*i.runtime).clone(),
         network_container: None,
     };
     Ok(Desired {

@@ -345,9 +345,10 @@ pub struct Store {
     /// previous I/O error occurred"), so the next operation reopens the
     /// file first.
     broken: std::sync::atomic::AtomicBool,
-    /// Each stored intention as last decoded, with the bytes it was decoded
-    /// from: a record is parsed once per change, not once per read.
-    decoded: std::sync::Mutex<std::collections::HashMap<String, (Vec<u8>, IntentionRecord)>>,
+    /// Each stored intention as last decoded, with the SHA-256 of the bytes
+    /// it was decoded from: a record is parsed once per change, not once
+    /// per read.
+    decoded: std::sync::Mutex<std::collections::HashMap<String, ([u8; 32], IntentionRecord)>>,
     /// How many intention records were decoded.
     decodes: std::sync::atomic::AtomicU64,
 }
@@ -418,18 +419,20 @@ impl Store {
     }
 
     /// A stored intention from its record's bytes: decoded again only when
-    /// they differ from the last decoded under `key`.
+    /// they differ (by SHA-256) from the last decoded under `key`.
     fn intention(&self, key: &str, bytes: &[u8]) -> Result<IntentionRecord, StoreError> {
+        use sha2::Digest as _;
+        let sum: [u8; 32] = sha2::Sha256::digest(bytes).into();
         let mut decoded = self.decoded.lock().expect("decoded intentions lock");
-        if let Some((b, r)) = decoded.get(key) {
-            if b.as_slice() == bytes {
+        if let Some((s, r)) = decoded.get(key) {
+            if *s == sum {
                 return Ok(r.clone());
             }
         }
         self.decodes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let r = decode_intention(key, bytes)?;
-        decoded.insert(key.to_string(), (bytes.to_vec(), r.clone()));
+        decoded.insert(key.to_string(), (sum, r.clone()));
         Ok(r)
     }
 

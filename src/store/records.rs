@@ -783,7 +783,7 @@ pub fn intention_record_v7(r: &IntentionRecord) -> v7::IntentionRecord {
 /// The version 6 record of a stored intention (every read-only mount an
 /// input).
 pub fn intention_record_v6(r: &IntentionRecord) -> v6::IntentionRecord {
-    let runtime = (r.intention.runtime != crate::model::runtime::Runtime::default()).then(|| {
+    let runtime = (*r.intention.runtime != crate::model::runtime::Runtime::default()).then(|| {
         let mut m = serde_json::Map::new();
         r.intention.runtime.write_json(&mut m);
         serde_json::Value::Object(m).to_string()
