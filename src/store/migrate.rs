@@ -8,11 +8,12 @@ use std::path::Path;
 
 use redb::{Database, ReadableTable, WriteTransaction};
 
-use crate::store::decode_intention;
+use crate::store::db::io;
+use crate::store::intentions::decode_intention;
 use crate::store::records::{self, v1, v2, v3, v4, v6, v7, v8};
 use crate::store::{
     APPLIED, EVENTS, GUARD, INTENTIONS, LIVE, META, OBSERVED, OVERLAYS, PLANE, RELOADS,
-    SCHEMA_VERSION, StoreError, UPDATES, io,
+    SCHEMA_VERSION, StoreError, UPDATES,
 };
 
 /// Creates the tables of a new store, or migrates an older one, and

@@ -169,7 +169,7 @@ impl Store {
                 let record = self.intention(k.value(), v.value())?;
                 let stored_overlay = ot.get(k.value()).map_err(self.io("adopt plane"))?;
                 let overlay = match &stored_overlay {
-                    Some(o) => super::decode_overlay(k.value(), o.value())?,
+                    Some(o) => super::intentions::decode_overlay(k.value(), o.value())?,
                     None => Overlay::new(),
                 };
                 before.insert(
