@@ -372,6 +372,55 @@ mod tests {
         }
     }
 
+    /// A signed document's lifetimes, exactly: what is read, and what is
+    /// refused with which words.
+    #[test]
+    fn lifetimes_exactly() {
+        for (s, secs) in [
+            ("1s", 1),
+            ("315360000", 3650 * 86_400),
+            ("5256000m", 3650 * 86_400),
+            ("\t7d\n", 7 * 86_400),
+            ("0001h", 3600),
+        ] {
+            assert_eq!(parse_lifetime(s), Ok(Duration::from_secs(secs)), "{s:?}");
+        }
+        let form = "expected e.g. 30d or 12h, from 1s to 3650d";
+        let unit = "unit must be s, m, h or d";
+        for (s, why) in [
+            ("", form),
+            ("  ", form),
+            ("d", form),
+            ("0", form),
+            ("0d", form),
+            ("0s", form),
+            ("3651d", form),
+            ("315360001", form),
+            ("99999999999999999999", form),
+            ("99999999999999999999d", form),
+            ("18446744073709551615d", form),
+            ("1w", unit),
+            ("1D", unit),
+            ("1 d", unit),
+            ("1.5d", unit),
+            (".5d", unit),
+            ("1m30s", unit),
+            ("1d1h", unit),
+            ("500ms", unit),
+            ("-1d", unit),
+            ("+1d", unit),
+            ("x", unit),
+            ("99999999999999999999x", unit),
+        ] {
+            let trimmed = s.trim();
+            assert_eq!(
+                parse_lifetime(s),
+                Err(format!("invalid duration {trimmed:?}: {why}")),
+                "{s:?}"
+            );
+        }
+    }
+
     #[test]
     fn the_largest_payload_fills_the_envelope_to_the_byte() {
         for (n, b64) in [(0, 0), (1, 4), (2, 4), (3, 4), (4, 8), (786_432, 1_048_576)] {

@@ -145,4 +145,77 @@ mod tests {
             assert!(e.contains(why), "{s}: {e}");
         }
     }
+
+    /// The config's and the intentions' durations, exactly: what is read,
+    /// and what is refused with which words.
+    #[test]
+    fn setting_durations_exactly() {
+        let ms = Duration::from_millis;
+        for (s, d) in [
+            ("250ms", ms(250)),
+            ("1ms", ms(1)),
+            ("10s", ms(10_000)),
+            ("5m", ms(300_000)),
+            ("1h", ms(3_600_000)),
+            ("720h", MAX_DURATION),
+            ("2592000", MAX_DURATION),
+            ("1", ms(1000)),
+            ("0.001s", ms(1)),
+            ("1.5m", ms(90_000)),
+            ("1.ms", ms(1)),
+            ("30s30s", ms(60_000)),
+            ("1m1h", ms(3_660_000)),
+            ("\t5m\n", ms(300_000)),
+            // Fraction digits past the 30th are not read.
+            ("1.0000000000000000000000000000001s", ms(1000)),
+        ] {
+            assert_eq!(parse_duration(s), Ok(d), "{s:?}");
+        }
+        let form = "expected e.g. 500ms, 10s, 5m, 1h or 1m30s";
+        let unit = "unit must be ms, s, m or h";
+        let needs = "a number needs a unit (ms, s, m or h) after the first";
+        let (long, zero) = ("must be at most 30 days", "must be more than zero");
+        let whole = "must be whole milliseconds";
+        for (s, why) in [
+            ("", form),
+            ("   ", form),
+            ("s", form),
+            (".s", form),
+            ("1..5s", form),
+            ("1s.s", form),
+            ("1d", unit),
+            ("1w", unit),
+            ("10us", unit),
+            ("1µs", unit),
+            ("1S", unit),
+            ("1 s", unit),
+            ("-1s", unit),
+            ("+1s", unit),
+            ("x", unit),
+            ("1s1d", unit),
+            ("1m30", needs),
+            ("1.5", needs),
+            (".", needs),
+            ("1.0005s", whole),
+            ("0.5ms", whole),
+            ("1.0005s1d", whole),
+            ("721h", long),
+            ("2592001", long),
+            ("720h1ms", long),
+            ("18446744073709551615", long),
+            ("18446744073709551615s", long),
+            ("999999999999999999999999999999999999999999h", long),
+            ("0", zero),
+            ("0s", zero),
+            ("0m0s", zero),
+            ("0.0001s", whole),
+        ] {
+            let trimmed = s.trim();
+            assert_eq!(
+                parse_duration(s),
+                Err(format!("invalid duration {trimmed:?}: {why}")),
+                "{s:?}"
+            );
+        }
+    }
 }

@@ -847,6 +847,63 @@ pub async fn run(
 mod tests {
     use super::*;
 
+    /// IMF-fixdates, exactly: what is read, and what is not.
+    #[test]
+    fn http_dates_exactly() {
+        for (s, secs) in [
+            ("Sun, 06 Nov 1994 08:49:37 GMT", Some(784_111_777)),
+            ("Thu, 01 Jan 1970 00:00:00 GMT", Some(0)),
+            ("Sun, 29 Nov 2026 16:07:18 GMT", Some(1_795_968_438)),
+            ("Tue, 29 Feb 2000 00:00:00 GMT", Some(951_782_400)),
+            // Lenient where no server differs: the weekday is not checked,
+            // a day may have one digit, spaces are any whitespace, a
+            // fraction is dropped, words after GMT are not read.
+            ("Xyz, 06 Nov 1994 08:49:37 GMT", Some(784_111_777)),
+            ("Sun, 6 Nov 1994 08:49:37 GMT", Some(784_111_777)),
+            ("  Sun,\t06  Nov 1994 08:49:37 GMT ", Some(784_111_777)),
+            ("Sun, 06 Nov 1994 08:49:37.5 GMT", Some(784_111_777)),
+            ("Sun, 06 Nov 1994 08:49:37 GMT more", Some(784_111_777)),
+            ("", None),
+            ("yesterday", None),
+            ("Sun, 06 Nov 1994 08:49:37 UTC", None),
+            ("Sun, 06 Nov 1994 08:49:37", None),
+            ("Sun, 06 nov 1994 08:49:37 GMT", None),
+            ("Sun, 06 Nov 94 08:49:37 GMT", None),
+            ("Sun, 06 Nov 1994 08:49 GMT", None),
+            ("Sun, 06 Nov 1994 24:00:00 GMT", None),
+            ("Sat, 29 Feb 2025 00:00:00 GMT", None),
+            ("Wed, 31 Dec 1969 23:59:59 GMT", None),
+            ("Sunday, 06-Nov-94 08:49:37 GMT", None),
+            ("Sun Nov  6 08:49:37 1994", None),
+        ] {
+            assert_eq!(parse_http_date(s), secs, "{s:?}");
+        }
+    }
+
+    /// The plane's `Retry-After`: seconds or an HTTP date, at most a day.
+    #[test]
+    fn retry_after_exactly() {
+        let now = 784_111_777;
+        let secs = |s: u64| Some(Duration::from_secs(s));
+        for (v, wait) in [
+            ("5", secs(5)),
+            (" 5 ", secs(5)),
+            ("0", secs(0)),
+            ("86401", secs(86_400)),
+            ("18446744073709551615", secs(86_400)),
+            ("Sun, 06 Nov 1994 08:50:37 GMT", secs(60)),
+            ("Sun, 06 Nov 1994 08:49:37 GMT", secs(0)),
+            ("Sun, 06 Nov 1994 08:48:37 GMT", secs(0)),
+            ("Mon, 07 Nov 1994 08:49:38 GMT", secs(86_400)),
+            ("-1", None),
+            ("1.5", None),
+            ("", None),
+            ("Sun, 06 Nov 1994 08:50:37 UTC", None),
+        ] {
+            assert_eq!(parse_retry_after(v, now), wait, "{v:?}");
+        }
+    }
+
     #[test]
     fn http_dates_and_retry_after() {
         assert_eq!(

@@ -164,6 +164,27 @@ mod tests {
     }
 
     #[test]
+    fn refusals_say_exactly() {
+        let form = "expected YYYY-MM-DDTHH:MM:SSZ or an offset such as +02:00";
+        let long = "x".repeat(41);
+        let shown = format!("{:?}…", "x".repeat(40));
+        for (s, e) in [
+            ("", format!("invalid timestamp \"\": {form}")),
+            (
+                "2025-02-29T00:00:00Z",
+                "invalid timestamp \"2025-02-29T00:00:00Z\": 2025-02 has no day 29".into(),
+            ),
+            (
+                "1969-12-31T23:59:59Z",
+                "invalid timestamp \"1969-12-31T23:59:59Z\": before 1970-01-01T00:00:00Z".into(),
+            ),
+            (&long, format!("invalid timestamp {shown}: {form}")),
+        ] {
+            assert_eq!(parse_rfc3339(s), Err(e), "{s:?}");
+        }
+    }
+
+    #[test]
     fn seconds_format_as_utc() {
         for (secs, s) in [
             (0, "1970-01-01T00:00:00Z"),

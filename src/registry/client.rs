@@ -768,6 +768,31 @@ fn encode(s: &str) -> String {
 mod tests {
     use super::*;
 
+    /// A registry's `Retry-After`: seconds, at most a day; an HTTP date is
+    /// no delay asked.
+    #[test]
+    fn retry_after_exactly() {
+        let secs = |s: u64| Some(Duration::from_secs(s));
+        for (v, wait) in [
+            ("90", secs(90)),
+            (" 90 ", secs(90)),
+            ("0", secs(0)),
+            ("86400", secs(86_400)),
+            ("86401", secs(86_400)),
+            ("18446744073709551615", secs(86_400)),
+            ("Sun, 06 Nov 2094 08:49:37 GMT", None),
+            ("-1", None),
+            ("1.5", None),
+            ("soon", None),
+            ("", None),
+        ] {
+            let mut h = HeaderMap::new();
+            h.insert(http::header::RETRY_AFTER, HeaderValue::from_static(v));
+            assert_eq!(retry_after(&h), wait, "{v:?}");
+        }
+        assert_eq!(retry_after(&HeaderMap::new()), None);
+    }
+
     #[test]
     fn links_and_hosts() {
         assert_eq!(
