@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use tokio::sync::Notify;
@@ -159,9 +159,7 @@ async fn follow_events<E: Engine>(
     let _closes = Closes(book.clone());
     let mut backoff = engine_backoff(Duration::from_secs(1), Duration::from_secs(30));
     loop {
-        let since_ns = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        let since_ns = crate::host::clock::now_ns();
         book.lock().expect("life book lock").opened(since_ns);
         let (b, w) = (book.clone(), wake.clone());
         let ended = engine
@@ -381,7 +379,10 @@ impl<C: Connect> Agent<C> {
         self.report_wake.notify_one();
         let mut s = self.status.lock().expect("status lock");
         let new = s.failing.as_ref().is_none_or(|(_, e)| e != error);
-        let since = s.failing.as_ref().map_or_else(SystemTime::now, |(t, _)| *t);
+        let since = s
+            .failing
+            .as_ref()
+            .map_or_else(crate::host::clock::now_system, |(t, _)| *t);
         s.failing = Some((since, error.to_string()));
         drop(s);
         if new {
@@ -756,7 +757,7 @@ impl<C: Connect> Agent<C> {
                     Err(err) => {
                         let reason = format!("engine not reachable: {err}");
                         self.set_engine(EngineStatus::Waiting {
-                            since: SystemTime::now(),
+                            since: crate::host::clock::now_system(),
                             error: err.to_string(),
                         });
                         let delay = backoff.next().unwrap_or(self.config.backoff_max);
@@ -832,7 +833,7 @@ impl<C: Connect> Agent<C> {
                 Ok(report) => {
                     let recovered = {
                         let mut s = self.status.lock().expect("status lock");
-                        s.last_pass = Some((SystemTime::now(), report.duration));
+                        s.last_pass = Some((crate::host::clock::now_system(), report.duration));
                         s.passes += 1;
                         s.other_agent = report.other_agent.clone();
                         s.failing.take()
@@ -863,7 +864,7 @@ impl<C: Connect> Agent<C> {
                     _events = None;
                     _reloads = None;
                     self.set_engine(EngineStatus::Waiting {
-                        since: SystemTime::now(),
+                        since: crate::host::clock::now_system(),
                         error: err.to_string(),
                     });
                     continue;

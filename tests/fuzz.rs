@@ -845,7 +845,7 @@ fn api_bodies_of_any_bytes_never_panic() {
 const NOW: u64 = 1_796_083_200;
 
 fn rfc3339(t: i64) -> J {
-    J::from(stead::plane::time::format_rfc3339(t.max(0) as u64))
+    J::from(stead::model::time::format_rfc3339(t.max(0) as u64))
 }
 
 /// A valid-looking desired-state payload for the node.

@@ -14,8 +14,8 @@ use common::desired::*;
 use common::plane::{Plane, faketime_env};
 use common::*;
 use serde_json::{Value as J, json};
+use stead::model::time::format_rfc3339;
 use stead::plane::envelope::SecretKey;
-use stead::plane::time::format_rfc3339;
 
 /// A node polling `plane` every second, trusting `keys`.
 fn node(tag: &str, plane: &Plane, keys: &[&SecretKey]) -> Node {

@@ -159,11 +159,6 @@ pub fn parse_assignment(arg: &str) -> Result<(String, serde_json::Value), String
     Ok((k.to_string(), value))
 }
 
-/// Formats seconds since the epoch as RFC 3339 UTC.
-pub fn rfc3339(secs: u64) -> String {
-    crate::plane::time::format_rfc3339(secs)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,15 +183,5 @@ mod tests {
         );
         assert_eq!(parse_assignment("e=").unwrap().1, serde_json::json!(""));
         assert!(parse_assignment("novalue").is_err());
-    }
-
-    #[test]
-    fn times() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(1_795_968_438), "2026-11-29T16:07:18Z");
-        assert_eq!(
-            crate::engine::docker::parse_engine_time_ns(&rfc3339(951_827_696)),
-            951_827_696 * 1_000_000_000
-        );
     }
 }

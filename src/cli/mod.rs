@@ -16,6 +16,7 @@ use crate::agent::{Agent, DockerSocket};
 use crate::config::{Config, DEFAULT_CONFIG};
 use crate::model::intention::{DocFormat, Intention};
 use crate::model::reload::{Request, Status};
+use crate::model::time::format_rfc3339;
 use crate::reconcile::{self, Action};
 use crate::views::{
     EngineView, EventsView, FiledView, OutcomeView, PlaneDetail, ReloadsView, StatusView,
@@ -525,12 +526,12 @@ fn status_text(v: &StatusView) -> String {
     let n = &v.node;
     let engine = match &n.engine {
         EngineView::Waiting { error, since } => {
-            format!("waiting since {} ({error})", client::rfc3339(*since))
+            format!("waiting since {} ({error})", format_rfc3339(*since))
         }
         e => e.as_str().to_string(),
     };
     let last = match &n.last_pass {
-        Some(p) => format!("{} ({:.0} ms)", client::rfc3339(p.at), p.duration_ms),
+        Some(p) => format!("{} ({:.0} ms)", format_rfc3339(p.at), p.duration_ms),
         None => "none yet".into(),
     };
     let _ = writeln!(out, "node {}  engine {engine}  last pass {last}", n.id);
@@ -547,7 +548,7 @@ fn status_text(v: &StatusView) -> String {
             Some(h) => format!("revision {}", h.revision),
             None => "no document yet".into(),
         };
-        let contact = p.last_contact.map_or("never".to_string(), client::rfc3339);
+        let contact = p.last_contact.map_or("never".to_string(), format_rfc3339);
         let mut note = String::new();
         if let Some(r) = &p.refusal {
             let revision = r.revision.map_or("null".to_string(), |r| r.to_string());
@@ -576,10 +577,10 @@ fn status_text(v: &StatusView) -> String {
         if let Some(e) = &m.last_error {
             note.push_str(e);
             if let Some(at) = m.next_attempt_at {
-                let _ = write!(note, "; next attempt {}", client::rfc3339(at));
+                let _ = write!(note, "; next attempt {}", format_rfc3339(at));
             }
         } else if let Some(act) = &m.last_action {
-            let _ = write!(note, "{} {}", act.action, client::rfc3339(act.at));
+            let _ = write!(note, "{} {}", act.action, format_rfc3339(act.at));
         }
         let _ = writeln!(
             out,
@@ -626,7 +627,7 @@ fn event_line(e: &crate::store::Event) -> String {
     format!(
         "{:>6} {} {:<24} {:<10} {}",
         e.seq,
-        client::rfc3339(e.at),
+        format_rfc3339(e.at),
         e.module.as_deref().unwrap_or("-"),
         kind.as_str().unwrap_or_default(),
         e.detail
@@ -660,7 +661,7 @@ async fn reload(
         }
         let r: Request = a.view(&format!("GET /v1/reloads/{id}"))?;
         for l in r.log.iter().skip(printed) {
-            println!("{} {}", client::rfc3339(l.at), l.text);
+            println!("{} {}", format_rfc3339(l.at), l.text);
         }
         printed = printed.max(r.log.len());
         let failure = r.failure.as_deref().unwrap_or("");
@@ -744,7 +745,7 @@ fn reloads_text(v: &ReloadsView) -> String {
         out.push_str(&format!(
             "{:>4} {} {:<10} {:<24} {} — {}\n",
             r.id,
-            client::rfc3339(r.requested_at),
+            format_rfc3339(r.requested_at),
             r.status.as_str(),
             r.module.as_deref().unwrap_or("(every module)"),
             r.reason,

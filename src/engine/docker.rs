@@ -25,6 +25,7 @@ use crate::model::intention::RestartPolicy;
 use crate::model::labels::Labels;
 use crate::model::runtime::NetworkMode;
 use crate::model::spec::ContainerSpec;
+use crate::model::time::parse_engine_time_ns;
 
 impl From<bollard::errors::Error> for EngineError {
     fn from(e: bollard::errors::Error) -> Self {
@@ -55,39 +56,6 @@ impl From<bollard::errors::Error> for EngineError {
             other => EngineError::Unreachable(other.to_string()),
         }
     }
-}
-
-/// Parses an RFC 3339 time as the engine writes it
-/// (`2026-11-29T16:07:18.013585123Z`) to nanoseconds since the epoch. The
-/// engine's zero time (`0001-01-01T00:00:00Z`) and anything unreadable give 0.
-pub fn parse_engine_time_ns(s: &str) -> i64 {
-    let parse = || -> Option<i64> {
-        let (date, time) = s.split_once('T')?;
-        let mut d = date.splitn(3, '-').map(|p| p.parse::<i64>().ok());
-        let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-        let (clock, offset) = match time.find(['Z', '+', '-']) {
-            Some(i) => (&time[..i], &time[i..]),
-            None => (time, "Z"),
-        };
-        let (clock, fraction) = clock.split_once('.').unwrap_or((clock, ""));
-        if fraction.len() > 9 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        let nanos: i64 = format!("{fraction:0<9}").parse().ok()?;
-        let mut c = clock.splitn(3, ':').map(|p| p.parse::<i64>().ok());
-        let (hh, mm, ss) = (c.next()??, c.next()??, c.next()??);
-        let off = if offset == "Z" {
-            0
-        } else {
-            let sign = if offset.starts_with('-') { -1 } else { 1 };
-            let (oh, om) = offset[1..].split_once(':')?;
-            sign * (oh.parse::<i64>().ok()? * 3600 + om.parse::<i64>().ok()? * 60)
-        };
-        let days = crate::model::civil::days_from_civil(y, m, day);
-        let secs = days * 86_400 + hh * 3600 + mm * 60 + ss - off;
-        secs.checked_mul(1_000_000_000)?.checked_add(nanos)
-    };
-    parse().filter(|t| *t > 0).unwrap_or(0)
 }
 
 /// Reads one event of the engine's stream; `None` for one without a
@@ -1208,26 +1176,5 @@ mod tests {
         let msg: bollard::models::EventMessage =
             serde_json::from_str(r#"{"Action":"start","Actor":{"ID":""}}"#).unwrap();
         assert_eq!(container_event(&msg), None);
-    }
-
-    #[test]
-    fn engine_times_parse() {
-        let s = 1_000_000_000;
-        assert_eq!(parse_engine_time_ns("1970-01-01T00:00:10Z"), 10 * s);
-        assert_eq!(
-            parse_engine_time_ns("2026-11-29T16:07:18.013585123Z"),
-            1_795_968_438 * s + 13_585_123
-        );
-        assert_eq!(
-            parse_engine_time_ns("2026-11-29T16:07:18.5Z"),
-            1_795_968_438 * s + 500_000_000
-        );
-        assert_eq!(
-            parse_engine_time_ns("2026-11-29T17:07:18+01:00"),
-            1_795_968_438 * s
-        );
-        assert_eq!(parse_engine_time_ns("0001-01-01T00:00:00Z"), 0);
-        assert_eq!(parse_engine_time_ns("garbage"), 0);
-        assert_eq!(parse_engine_time_ns("2026-11-29T16:07:18.x1Z"), 0);
     }
 }

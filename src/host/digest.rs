@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest as _, Sha256};
 
@@ -57,10 +56,7 @@ impl Stat {
     /// read, and was last changed before the current second (a write later
     /// in that second may leave its stat as it is).
     pub fn settled(&self, after: Option<&Stat>) -> bool {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
+        let now = i64::try_from(crate::host::clock::now()).unwrap_or(i64::MAX);
         after == Some(self) && self.mtime.0 < now && self.ctime.0 < now
     }
 }
@@ -265,7 +261,7 @@ mod tests {
         let p = d.path().join("f");
         std::fs::write(&p, "x").unwrap();
         let old = std::fs::FileTimes::new()
-            .set_modified(SystemTime::now() - std::time::Duration::from_secs(10));
+            .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(10));
         std::fs::File::options()
             .write(true)
             .open(&p)

@@ -18,11 +18,6 @@ pub fn random_u64() -> u64 {
         Ok(b) => u64::from_le_bytes(b),
         // No /dev/urandom: the time and the process, which differ between
         // two agents started on one node.
-        Err(_) => {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64)
-                ^ (u64::from(std::process::id()) << 32)
-        }
+        Err(_) => crate::host::clock::now_ns() as u64 ^ (u64::from(std::process::id()) << 32),
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::Value as J;
 
 use super::text;
-use crate::model::duration::format_duration;
+use crate::model::time::format_duration;
 
 /// A failure: the key (with its place) and why.
 pub(super) type Fail = (String, String);

@@ -10,10 +10,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::model::config::{self, ConfigFile, ConfigFormat};
-use crate::model::duration::{format_duration, parse_duration};
 use crate::model::names::{AbsPath, EnvName, HostPath, ModuleName, SettingKey};
 use crate::model::reference::Reference;
 use crate::model::runtime::{self, Runtime, RuntimeDoc};
+use crate::model::time::{format_duration, parse_duration};
 use crate::model::value::Value;
 use crate::model::version::{Range, TagVersion};
 

@@ -3,12 +3,11 @@
 //! ([`runtime`]), config composition, the one rule for JSON documents ([`json`]: no key
 //! twice), the container spec and its labels, and
 //! the mapping of a Compose file to intentions ([`compose_file`]), and why
-//! a plane document is not adopted, in a class ([`refusal`]). Nothing
+//! a plane document is not adopted, in a class ([`refusal`]), and time as
+//! text: durations, civil dates, RFC 3339 and HTTP dates ([`time`]). Nothing
 //! here does I/O; everything here is table-tested.
 
-pub mod civil;
 pub mod config;
-pub mod duration;
 pub mod files;
 pub mod guard;
 pub mod intention;
@@ -22,5 +21,6 @@ pub mod runtime;
 pub mod seal;
 pub mod spec;
 pub mod text;
+pub mod time;
 pub mod value;
 pub mod version;

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::model::duration::parse_duration;
 use crate::model::names::{AbsPath, Digest, InputName, ModuleName};
+use crate::model::time::parse_duration;
 
 /// The grace period the engine gives a container to stop when none is set.
 pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(10);
@@ -1396,7 +1396,7 @@ impl Field for StopGracePeriod {
         v.map(|d| d.as_millis())
     }
     fn json(v: &Self::Value) -> Option<J> {
-        json_of(v.map(crate::model::duration::format_duration))
+        json_of(v.map(crate::model::time::format_duration))
     }
 }
 
@@ -1502,7 +1502,7 @@ impl Field for HealthcheckField {
         v.as_ref()
     }
     fn json(v: &Self::Value) -> Option<J> {
-        use crate::model::duration::format_duration;
+        use crate::model::time::format_duration;
         let h = v.as_ref()?;
         let mut o = serde_json::Map::new();
         if !h.test.is_empty() {

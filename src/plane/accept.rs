@@ -7,10 +7,10 @@
 use serde::Deserialize;
 
 use crate::model::names::{Digest, NodeId};
+use crate::model::time::{format_rfc3339, parse_rfc3339};
 use crate::plane::RefusalClass;
 use crate::plane::document::Desired;
 use crate::plane::envelope::{self, Envelope, PublicKey};
-use crate::plane::time::parse_rfc3339;
 use crate::store::plane::Held;
 
 /// The largest document taken, in bytes.
@@ -259,9 +259,9 @@ pub fn judge(
                 "issued_at {} is more than {}h ahead of every clock this node has \
                  (the system clock reads {}): the document is wrong, not the clock; \
                  what runs keeps running",
-                crate::plane::time::format_rfc3339(issued_at),
+                format_rfc3339(issued_at),
                 MAX_SKEW / 3600,
-                crate::plane::time::format_rfc3339(clock.system)
+                format_rfc3339(clock.system)
             ),
             revision,
         );
@@ -275,7 +275,7 @@ pub fn judge(
         let clock_note = if clock.system < now {
             format!(
                 " (the system clock reads {}, behind what is known to have passed)",
-                crate::plane::time::format_rfc3339(clock.system)
+                format_rfc3339(clock.system)
             )
         } else {
             String::new()
@@ -285,7 +285,7 @@ pub fn judge(
             format!(
                 "the document expired at {} and it is {}{clock_note}; what runs keeps running",
                 header.expires,
-                crate::plane::time::format_rfc3339(now)
+                format_rfc3339(now)
             ),
             revision,
         );
@@ -330,7 +330,6 @@ pub fn still_stands(envelope: &[u8], held: &Held, trusted: &[PublicKey]) -> Resu
 mod tests {
     use super::*;
     use crate::plane::envelope::{PAYLOAD_TYPE, SecretKey};
-    use crate::plane::time::format_rfc3339;
 
     const DAY: u64 = 86_400;
     /// 2026-11-01T00:00:00Z.

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::model::duration::parse_duration;
 use crate::model::intention::Intention;
 use crate::model::names::{ModuleName, NodeId};
-use crate::plane::time::{format_rfc3339, parse_rfc3339};
+use crate::model::time::parse_duration;
+use crate::model::time::{format_rfc3339, parse_rfc3339};
 
 /// The most modules a document may name.
 pub const MAX_MODULES: usize = 1000;

@@ -1,9 +1,9 @@
 //! The central plane: desired state for this node as a signed document on
 //! any static HTTP host, polled with conditional GETs, and the node's status
 //! PUT back. The document's envelope and keys ([`envelope`]), its payload
-//! ([`document`]) and times ([`time`]); whether a fetched document is
-//! adopted ([`accept`]); the polling loop ([`sync`]) and the reports
-//! ([`report`]). A refusal's class is data, in the model
+//! ([`document`]; its times are read by [`crate::model::time`]); whether a
+//! fetched document is adopted ([`accept`]); the polling loop ([`sync`])
+//! and the reports ([`report`]). A refusal's class is data, in the model
 //! ([`crate::model::refusal`]), named here as [`RefusalClass`].
 
 pub mod accept;
@@ -14,6 +14,5 @@ pub mod envelope;
 pub(crate) mod fixtures;
 pub mod report;
 pub mod sync;
-pub mod time;
 
 pub use crate::model::refusal::RefusalClass;

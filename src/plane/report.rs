@@ -18,9 +18,9 @@ use tokio::time::Instant;
 
 use crate::model::names::{Digest, ModuleName, NodeId};
 use crate::model::reload::{Request, UpdateState};
+use crate::model::time::format_rfc3339;
 use crate::net::http::{Http, Redirects};
 use crate::plane::sync::{PlaneStatus, Syncer};
-use crate::plane::time::format_rfc3339;
 use crate::status::{Board, NodeStatus};
 use crate::store::Store;
 use crate::views::{

@@ -14,6 +14,7 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use crate::model::names::NodeId;
+use crate::model::time;
 use crate::net::http::{Http, Redirects, Transport};
 use crate::plane::RefusalClass;
 use crate::plane::accept::{self, Clock, ClockStatus, MAX_DOCUMENT, Verdict};
@@ -27,8 +28,6 @@ use crate::store::plane::{Contact, Held, Refusal};
 const FETCH_LIMIT: Duration = Duration::from_secs(30);
 /// The first back-off after a failure; it doubles up to the poll interval.
 const BACKOFF_BASE: Duration = Duration::from_secs(15);
-/// The longest wait a `Retry-After` is followed for.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
 
 /// What one poll did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -458,7 +457,7 @@ impl Syncer {
             .headers
             .get(http::header::DATE)
             .and_then(|d| d.to_str().ok())
-            .and_then(parse_http_date);
+            .and_then(time::parse_http_date);
         let header = |name| {
             answer
                 .headers
@@ -488,7 +487,8 @@ impl Syncer {
                         .headers
                         .get(http::header::RETRY_AFTER)
                         .and_then(|v| v.to_str().ok())
-                        .and_then(|v| parse_retry_after(v, now))
+                        .and_then(time::parse_retry_after)
+                        .map(|r| r.wait(now))
                 } else {
                     None
                 };
@@ -732,45 +732,6 @@ fn describe(t: &Transport) -> String {
     }
 }
 
-/// `Retry-After`: seconds, or an HTTP date.
-fn parse_retry_after(v: &str, now: u64) -> Option<Duration> {
-    let v = v.trim();
-    let secs = match v.parse::<u64>() {
-        Ok(s) => s,
-        Err(_) => parse_http_date(v)?.saturating_sub(now),
-    };
-    Some(Duration::from_secs(secs).min(MAX_RETRY_AFTER))
-}
-
-/// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form every
-/// current server sends.
-pub fn parse_http_date(s: &str) -> Option<u64> {
-    let mut it = s.split_whitespace();
-    let _weekday = it.next()?;
-    let day: u32 = it.next()?.parse().ok()?;
-    let month = match it.next()? {
-        "Jan" => 1,
-        "Feb" => 2,
-        "Mar" => 3,
-        "Apr" => 4,
-        "May" => 5,
-        "Jun" => 6,
-        "Jul" => 7,
-        "Aug" => 8,
-        "Sep" => 9,
-        "Oct" => 10,
-        "Nov" => 11,
-        "Dec" => 12,
-        _ => return None,
-    };
-    let year: u32 = it.next()?.parse().ok()?;
-    let time = it.next()?;
-    if it.next()? != "GMT" {
-        return None;
-    }
-    crate::plane::time::parse_rfc3339(&format!("{year:04}-{month:02}-{day:02}T{time}Z")).ok()
-}
-
 /// The wait after `failures` failures in a row: `min(interval, 15 s ×
 /// 2^(failures-1))` with full jitter, at least a second, and at least what
 /// the plane asked.
@@ -846,23 +807,6 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn http_dates_and_retry_after() {
-        assert_eq!(
-            parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
-            Some(784111777)
-        );
-        assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 UTC"), None);
-        assert_eq!(parse_http_date("yesterday"), None);
-        assert_eq!(parse_retry_after("5", 0), Some(Duration::from_secs(5)));
-        assert_eq!(
-            parse_retry_after("Sun, 06 Nov 1994 08:50:37 GMT", 784111777),
-            Some(Duration::from_secs(60))
-        );
-        assert_eq!(parse_retry_after("999999999", 0), Some(MAX_RETRY_AFTER));
-        assert_eq!(parse_retry_after("soon", 0), None);
-    }
 
     #[test]
     fn backoff_doubles_from_15s_up_to_the_interval_with_full_jitter() {

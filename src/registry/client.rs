@@ -14,6 +14,7 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use sha2::{Digest as _, Sha256};
 
 use crate::model::reference::Reference;
+use crate::model::time::{MAX_RETRY_AFTER, RetryAfter, parse_retry_after};
 use crate::model::version::{Newest, Range, TagVersion};
 use crate::net::http::{Answer, Http, Sink, Transport};
 use crate::registry::auth::{Challenge, Credentials, realm_refused};
@@ -712,13 +713,10 @@ fn transport(r: &Reference, what: &str, object: Object, t: Transport) -> Registr
 
 /// `Retry-After` in seconds (an HTTP date is read as no delay asked).
 fn retry_after(h: &HeaderMap) -> Option<Duration> {
-    h.get(http::header::RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .map(|s| Duration::from_secs(s.min(24 * 3600)))
+    match parse_retry_after(h.get(http::header::RETRY_AFTER)?.to_str().ok()?)? {
+        RetryAfter::Seconds(secs) => Some(Duration::from_secs(secs).min(MAX_RETRY_AFTER)),
+        RetryAfter::Date(_) => None,
+    }
 }
 
 /// The next page's path from a `Link: </v2/…?last=x&n=100>; rel="next"`.
@@ -767,6 +765,24 @@ fn encode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A registry's `Retry-After`: seconds, at most a day; an HTTP date is
+    /// no delay asked.
+    #[test]
+    fn retry_after_exactly() {
+        let secs = |s: u64| Some(Duration::from_secs(s));
+        for (v, wait) in [
+            (" 90 ", secs(90)),
+            ("18446744073709551615", secs(86_400)),
+            ("Sun, 06 Nov 2094 08:49:37 GMT", None),
+            ("soon", None),
+        ] {
+            let mut h = HeaderMap::new();
+            h.insert(http::header::RETRY_AFTER, HeaderValue::from_static(v));
+            assert_eq!(retry_after(&h), wait, "{v:?}");
+        }
+        assert_eq!(retry_after(&HeaderMap::new()), None);
+    }
 
     #[test]
     fn links_and_hosts() {

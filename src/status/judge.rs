@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::engine::{ContainerState, Life};
 use crate::model::names::ModuleName;
+use crate::model::time::parse_human_duration;
 use crate::status::{Board, ModuleState, ModuleStatus};
 
 /// The windows that tell settling from crash-looping.
@@ -245,29 +246,7 @@ pub fn all_held(board: &mut Board, held: BTreeMap<ModuleName, String>) {
 /// inspected instead.
 pub fn up_for(status: &str) -> Option<Duration> {
     let rest = status.strip_prefix("Up ")?;
-    let rest = rest.split(" (").next().unwrap_or(rest).trim();
-    if rest == "Less than a second" {
-        return Some(Duration::ZERO);
-    }
-    if rest == "About a minute" {
-        return Some(Duration::from_secs(60));
-    }
-    if rest == "About an hour" {
-        return Some(Duration::from_secs(3600));
-    }
-    let (n, unit) = rest.split_once(' ')?;
-    let n: u64 = n.parse().ok()?;
-    let secs = match unit.trim_end_matches('s') {
-        "second" => 1,
-        "minute" => 60,
-        "hour" => 3600,
-        "day" => 86_400,
-        "week" => 7 * 86_400,
-        "month" => 30 * 86_400,
-        "year" => 365 * 86_400,
-        _ => return None,
-    };
-    Some(Duration::from_secs(n * secs))
+    parse_human_duration(rest.split(" (").next().unwrap_or(rest).trim())
 }
 
 #[cfg(test)]

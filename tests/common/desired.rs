@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value as J, json};
+use stead::model::time::format_rfc3339;
 use stead::plane::envelope::{PAYLOAD_TYPE, SecretKey};
-use stead::plane::time::format_rfc3339;
 
 use super::agent::Agent;
 use super::{IMAGE_1, Node, idle_after, unix_now};
