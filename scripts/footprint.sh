@@ -34,7 +34,8 @@ cleanup() {
     [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
     "${D[@]}" ps -aq 2>/dev/null | xargs -r "${D[@]}" rm -f >/dev/null 2>&1 || true
     [ -n "${ENGINE_PID:-}" ] && { kill "$ENGINE_PID" 2>/dev/null; wait "$ENGINE_PID" 2>/dev/null; } || true
-    umount "$work"/exec/*/* 2>/dev/null || true
+    # Whatever the engine left mounted under the work directory.
+    mount | awk -v w="$work/" 'index($3, w) == 1 {print $3}' | sort -r | xargs -r umount -l 2>/dev/null || true
     ip netns del "$ns" 2>/dev/null || true
     rm -rf "$work" 2>/dev/null || true
 }
