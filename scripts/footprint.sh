@@ -32,8 +32,8 @@ D=(docker -H "unix://$work/docker.sock")
 pid=""
 cleanup() {
     [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
-    "${D[@]}" ps -aq 2>/dev/null | xargs -r "${D[@]}" rm -f >/dev/null 2>&1 || true
-    [ -n "${ENGINE_PID:-}" ] && { kill "$ENGINE_PID" 2>/dev/null; wait "$ENGINE_PID" 2>/dev/null; } || true
+    "${D[@]}" ps -aq 2>/dev/null | timeout 600 xargs -r "${D[@]}" rm -f >/dev/null 2>&1 || true
+    [ -n "${ENGINE_PID:-}" ] && { kill "$ENGINE_PID" 2>/dev/null; timeout 60 tail --pid="$ENGINE_PID" -f /dev/null || kill -9 "$ENGINE_PID" 2>/dev/null; } || true
     # Whatever the engine left mounted under the work directory.
     mount | awk -v w="$work/" 'index($3, w) == 1 {print $3}' | sort -r | xargs -r umount -l 2>/dev/null || true
     ip netns del "$ns" 2>/dev/null || true
@@ -118,7 +118,9 @@ TOML
     kill "$pid"
     wait "$pid" 2>/dev/null || true
     pid=""
-    "${D[@]}" ps -aq --filter "label=stead.managed-by=$node" | xargs -r "${D[@]}" rm -f >/dev/null
+    # Bounded: a removal that hangs in the engine must not hold the run.
+    "${D[@]}" ps -aq --filter "label=stead.managed-by=$node" | timeout 600 xargs -r "${D[@]}" rm -f >/dev/null \
+        || say "removing $node's containers did not finish; the engine of our own goes with them"
 }
 
 for k in "${!bins[@]}"; do
