@@ -50,7 +50,7 @@ impl Images {
         } else {
             self.names.get(&normalise_reference(reference))
         };
-        n.map(|&n| &self.list[n])
+        n.and_then(|&n| self.list.get(n))
     }
 }
 
