@@ -63,6 +63,11 @@ impl Running {
     }
 
     fn wait_state(&self, m: &str, state: &str) -> J {
+        self.wait_module(m, state, |j| j["state"] == state)
+    }
+
+    /// The module's view once `ready` holds of it (40 s at most).
+    fn wait_module(&self, m: &str, what: &str, ready: impl Fn(&J) -> bool) -> J {
         let end = Instant::now() + Duration::from_secs(40);
         let mut last = J::Null;
         while Instant::now() < end {
@@ -70,12 +75,12 @@ impl Running {
             let a = self.call(Method::GET, &format!("/v1/modules/{m}"), None);
             assert!(matches!(a.status, 200 | 404), "{:?}", a.body);
             last = a.body;
-            if last["state"] == state {
+            if ready(&last) {
                 return last;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        panic!("{m} never reached {state}: last {last:#}");
+        panic!("{m} never reached {what}: last {last:#}");
     }
 
     /// Raw bytes to the API, for what the client would never send.
@@ -521,8 +526,12 @@ fn settling_then_converged_and_crash_looping_with_bounded_actions() {
     );
     let start = unix_now();
     let r = Running::start(n);
-    let s = r.wait_state(&settle, "settling");
-    assert!(s["restart_count"].as_u64().unwrap() >= 1, "{s:#}");
+    // Settling once the engine has restarted it; the count comes from the
+    // engine's events, which may trail the state "restarting" on a loaded
+    // machine (CI saw settling with a count of 0).
+    r.wait_module(&settle, "settling with a restart counted", |s| {
+        s["state"] == "settling" && s["restart_count"].as_u64() >= Some(1)
+    });
     let c = r.wait_state(&settle, "converged");
     assert_eq!(c["restart_count"], 3, "{c:#}");
 
