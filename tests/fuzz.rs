@@ -203,7 +203,7 @@ fn through(i: &Intention) -> Result<(), TestCaseError> {
     let bytes = records::encode(records::INTENTIONS, &records::intention_record(&record));
     let read =
         records::decode(records::INTENTIONS, &bytes).and_then(records::from_intention_record);
-    prop_assert_eq!(read.as_ref().map(|r| &r.intention), Ok(i), "store record");
+    prop_assert_eq!(read.as_ref().map(|r| &*r.intention), Ok(i), "store record");
     // The sealed label its container carries, taken back.
     let entry = Entry {
         record: Some(record),

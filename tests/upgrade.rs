@@ -304,7 +304,7 @@ fn a_store_written_by_0_4_0_is_migrated_and_reads_back_intact() {
         .unwrap();
         let got = &stored[&want.name];
         assert!(matches!(got.source, Source::File(_)), "{:?}", got.source);
-        assert_eq!(got.intention, want, "{}", f.display());
+        assert_eq!(*got.intention, want, "{}", f.display());
     }
     let applied = store.all_applied().unwrap();
     for m in ["rt", "live", "web"] {
@@ -360,7 +360,7 @@ fn a_store_written_by_0_5_0_reads_back_every_kind_of_record() {
             "{m}: {:?}",
             got.source
         );
-        assert_eq!(got.intention, want, "{m}");
+        assert_eq!(*got.intention, want, "{m}");
     }
 
     // The API's module: its PUT with the settings its PATCH changed.
@@ -374,7 +374,7 @@ fn a_store_written_by_0_5_0_reads_back_every_kind_of_record() {
     let rec = api.record.as_ref().unwrap();
     assert_eq!(rec.source, Source::Api);
     assert_eq!(rec.revision, 2, "a PUT and a PATCH");
-    assert_eq!(api.effective().as_ref(), Some(&want));
+    assert_eq!(api.effective().as_deref(), Some(&want));
 
     // The plane's module and the document it came in.
     let planed = entries[&name("planed")].record.as_ref().unwrap();

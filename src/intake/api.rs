@@ -4,6 +4,7 @@
 //! only parses the request and maps the outcome to a status.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::intake::{NotYours, may_write};
 use crate::model::intention::Intention;
@@ -51,7 +52,7 @@ pub fn put(store: &Store, intention: Intention) -> Result<PutOutcome, WriteError
     let outcome = store.modify(&name, |e| {
         may_write(&name, e.record.as_ref().map(|r| &r.source), &Source::Api)?;
         if let Some(r) = &e.record {
-            if r.intention == intention && e.overlay.is_empty() {
+            if *r.intention == intention && e.overlay.is_empty() {
                 return Ok(PutOutcome {
                     revision: r.revision,
                     created: false,
@@ -147,10 +148,12 @@ pub fn patch_settings(
         for (k, v) in patch {
             match (v, &owner) {
                 (Some(v), None) => {
-                    record.intention.settings.insert(k.clone(), v.clone());
+                    Arc::make_mut(&mut record.intention)
+                        .settings
+                        .insert(k.clone(), v.clone());
                 }
                 (None, None) => {
-                    record.intention.settings.remove(k);
+                    Arc::make_mut(&mut record.intention).settings.remove(k);
                 }
                 (Some(v), Some(_)) => {
                     e.overlay.insert(k.clone(), v.clone());
@@ -169,7 +172,7 @@ pub fn patch_settings(
             let effective = e.effective().expect("a record is present");
             return Ok(Patched {
                 revision: before.record.map_or(0, |r| r.revision),
-                settings: effective.settings,
+                settings: effective.settings.clone(),
                 changed: false,
             });
         }
@@ -185,7 +188,7 @@ pub fn patch_settings(
             })?;
         Ok(Patched {
             revision,
-            settings: effective.settings,
+            settings: effective.settings.clone(),
             changed: true,
         })
     })??;

@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -30,7 +31,7 @@ pub struct FileRejected {
 #[derive(Debug, Default)]
 pub struct Loaded {
     /// The intentions that were taken, by module, with the file each came from.
-    pub intentions: BTreeMap<ModuleName, (PathBuf, Intention)>,
+    pub intentions: BTreeMap<ModuleName, (PathBuf, Arc<Intention>)>,
     /// The files that were refused.
     pub rejected: Vec<FileRejected>,
 }
@@ -58,7 +59,7 @@ struct Parsed {
     /// The file's stat when it was read settled (a regular file, not a
     /// symlink): while it stays the same, the file is not read again.
     stat: Option<Stat>,
-    result: Result<Intention, IntentionError>,
+    result: Result<Arc<Intention>, IntentionError>,
     /// For a refused file, the module it names when that can be read.
     module: Option<ModuleName>,
 }
@@ -220,7 +221,7 @@ impl IntentionsDir {
             DocFormat::Json
         };
         let result = match String::from_utf8(bytes) {
-            Ok(text) => Intention::parse(&text, format, &origin),
+            Ok(text) => Intention::parse(&text, format, &origin).map(Arc::new),
             Err(_) => Err(IntentionError {
                 origin,
                 field: "(file)".into(),
@@ -276,11 +277,17 @@ impl IntentionsDir {
         for (name, (path, i)) in std::mem::take(&mut loaded.intentions) {
             let source = Source::File(path.display().to_string());
             // The usual case, decided without a write transaction.
-            if entries
+            if let Some(r) = entries
                 .get(&name)
                 .and_then(|e| e.record.as_ref())
-                .is_some_and(|r| r.intention == i && r.source == source)
+                .filter(|r| r.intention == i && r.source == source)
             {
+                // One copy of it is kept, the store's, not one each.
+                if !Arc::ptr_eq(&r.intention, &i) {
+                    if let Some(parsed) = self.parsed.get_mut(&path) {
+                        parsed.result = Ok(r.intention.clone());
+                    }
+                }
                 continue;
             }
             let outcome = store.modify(&name, |e| {

@@ -6,6 +6,7 @@
 //! one transaction.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::intake::{NotYours, may_write};
 use crate::model::intention::Intention;
@@ -53,13 +54,13 @@ pub fn bring_in_line(
             continue;
         }
         match &entry.record {
-            Some(r) if r.intention == *intention => {}
+            Some(r) if *r.intention == *intention => {}
             Some(r) => {
                 entry.record = Some(IntentionRecord {
                     source: Source::Plane,
                     revision: r.revision + 1,
                     plane_revision: Some(revision),
-                    intention: intention.clone(),
+                    intention: Arc::new(intention.clone()),
                 });
                 out.replaced.push(name.clone());
             }
@@ -68,7 +69,7 @@ pub fn bring_in_line(
                     source: Source::Plane,
                     revision: 1,
                     plane_revision: Some(revision),
-                    intention: intention.clone(),
+                    intention: Arc::new(intention.clone()),
                 });
                 out.stated.push(name.clone());
             }
@@ -149,7 +150,7 @@ mod tests {
                 source,
                 revision: 1,
                 plane_revision: None,
-                intention: i,
+                intention: i.into(),
             }),
             overlay: Default::default(),
         }

@@ -112,6 +112,9 @@ pub struct Reconciler {
     baselines: HashMap<String, u32>,
     retries: retry::Retries,
     pulls: resolve::Pulls,
+    /// Each module's last target, made again only when what it is made
+    /// from moves.
+    made: resolve::Made,
     /// This agent's id (from its store), read at the first pass.
     agent: Option<String>,
     /// Whether a new store was rebuilt from the containers' labels (or was
@@ -154,6 +157,7 @@ impl Reconciler {
             baselines: HashMap::new(),
             retries: retry::Retries::default(),
             pulls: resolve::Pulls::default(),
+            made: resolve::Made::default(),
             agent: None,
             rebuilt: false,
             started_at: crate::host::clock::now() as i64,
@@ -329,8 +333,8 @@ impl Reconciler {
     ) {
         use crate::model::runtime::NetworkMode;
         let mut waits = Vec::new();
-        for d in resolved.running_mut() {
-            let NetworkMode::Container(target) = &d.spec.runtime.network_mode else {
+        for shared in resolved.running_mut() {
+            let NetworkMode::Container(target) = &shared.spec.runtime.network_mode else {
                 continue;
             };
             let running = observed.iter().find(|o| {
@@ -339,13 +343,14 @@ impl Reconciler {
             });
             let Some(o) = running else {
                 waits.push((
-                    d.name.clone(),
+                    shared.name.clone(),
                     format!(
                         "waits for module {target}'s container to run (network_mode = \"container:{target}\")"
                     ),
                 ));
                 continue;
             };
+            let d = Arc::make_mut(shared);
             d.spec.network_container = Some(o.id.clone());
             d.set_input(
                 crate::model::spec::input("network_mode".into()),
@@ -673,6 +678,7 @@ impl Reconciler {
                 tuning: &self.tuning,
                 agent: &agent,
                 default_logging: default_logging.as_ref(),
+                made: &mut self.made,
             },
             host,
             &self.node,

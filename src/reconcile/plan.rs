@@ -26,6 +26,25 @@ pub trait Runs {
     fn restart(&self) -> RestartPolicy;
 }
 
+/// A target shared between passes runs as its target does.
+impl<T: Runs> Runs for std::sync::Arc<T> {
+    fn name(&self) -> &ModuleName {
+        (**self).name()
+    }
+    fn digest(&self) -> &Digest {
+        (**self).digest()
+    }
+    fn inputs(&self) -> &BTreeMap<InputName, Digest> {
+        (**self).inputs()
+    }
+    fn on_drift(&self) -> DriftPolicy {
+        (**self).on_drift()
+    }
+    fn restart(&self) -> RestartPolicy {
+        (**self).restart()
+    }
+}
+
 /// [`Runs`] for a type with the fields of the same names.
 macro_rules! runs_by_fields {
     ($t:ty) => {

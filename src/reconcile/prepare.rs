@@ -4,56 +4,49 @@
 //! disk) is held before anything touches its container.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::sync::Arc;
 
 use crate::host::blocking::run as blocking;
 use crate::model::names::ModuleName;
-use crate::model::spec::LiveDir;
+use crate::model::spec::Desired;
 use crate::reconcile::resolve::Resolved;
 
-/// Writes every module's composed files (their bytes moved out, not
-/// copied: from here on only the paths are needed), then swaps its live
+/// Writes every module's composed files (a file already there is not
+/// written again: its path is named by its content), then swaps its live
 /// files in place (a running container sees the new set at once; it is
 /// told after the steps). Each module a write failed for is held, with the
 /// first failure.
 pub async fn write_files(resolved: &mut Resolved) {
-    let files: Vec<(ModuleName, PathBuf, Vec<u8>)> = resolved
-        .running_mut()
-        .flat_map(|d| {
-            let name = d.name.clone();
-            d.files
-                .iter_mut()
-                .map(move |(p, f)| (name.clone(), p.clone(), std::mem::take(&mut f.content)))
-        })
-        .collect();
+    let targets: Vec<Arc<Desired>> = resolved.shared().cloned().collect();
     let mut unwritten: BTreeMap<ModuleName, String> = blocking(move || {
         let mut failed = BTreeMap::new();
-        for (module, host, content) in files {
-            if let Err(e) = crate::host::files::write_once(&host, &content) {
-                failed
-                    .entry(module)
-                    .or_insert_with(|| format!("cannot write {}: {e}", host.display()));
+        for d in &targets {
+            for (host, f) in &d.files {
+                if let Err(e) = crate::host::files::write_once(host, &f.content) {
+                    failed
+                        .entry(d.name.clone())
+                        .or_insert_with(|| format!("cannot write {}: {e}", host.display()));
+                }
             }
         }
         failed
     })
     .await;
-    let live: Vec<(ModuleName, Vec<LiveDir>, String)> = resolved
-        .running()
-        .filter_map(|d| {
-            d.live
-                .as_ref()
-                .map(|l| (d.name.clone(), l.dirs.clone(), l.digest.hex().to_string()))
-        })
+    let live: Vec<Arc<Desired>> = resolved
+        .shared()
+        .filter(|d| d.live.is_some())
+        .cloned()
         .collect();
     if !live.is_empty() {
         let failed: Vec<(ModuleName, String)> = blocking(move || {
             let mut failed = Vec::new();
-            for (module, dirs, hex) in live {
-                for d in dirs {
-                    if let Err(e) = crate::host::live::write(&d.host, &d.files, &hex) {
+            for t in &live {
+                let Some(l) = &t.live else { continue };
+                let hex = l.digest.hex();
+                for d in &l.dirs {
+                    if let Err(e) = crate::host::live::write(&d.host, &d.files, hex) {
                         failed.push((
-                            module.clone(),
+                            t.name.clone(),
                             format!("cannot write {}: {e}", d.host.display()),
                         ));
                     }

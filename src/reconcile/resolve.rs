@@ -3,7 +3,10 @@
 //! its read-only mounts digested as they are on disk now (blocking I/O, run
 //! off the async threads), then its image found among the engine's (pulled
 //! when absent, with backoff). A module whose target cannot be computed is
-//! held, naming the input at fault; it never stops the others.
+//! held, naming the input at fault; it never stops the others. Every input
+//! is read of the host at each pass; the target made of them is kept
+//! ([`Made`]) and made again only when something it is made from differs,
+//! compared whole.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -20,7 +23,7 @@ use crate::host::digest::FileDigester;
 use crate::model::config::RenderError;
 use crate::model::files;
 use crate::model::intention::{Access, Intention};
-use crate::model::names::{ModuleName, NodeId};
+use crate::model::names::{Digest, InputName, ModuleName, NodeId};
 use crate::model::reload::UpdateState;
 use crate::model::spec::{self, Desired, Inputs};
 use crate::reconcile::plan::Want;
@@ -51,13 +54,27 @@ pub const MAX_ENV_FILE_BYTES: u64 = 1 << 20;
 /// (rendering each once), reads its env files and digests its read-only
 /// mounts.
 pub fn resolve_inputs(i: &Intention, digester: &mut FileDigester) -> Result<Inputs, ResolveError> {
-    let mut digests = spec::own_input_digests(i);
-    let files = files::compose(i)?;
-    for f in &files {
-        digests.insert(f.input.clone(), f.digest.clone());
-    }
+    assemble(i, &read_host(i, digester)?)
+}
 
-    let mut env: BTreeMap<String, String> = BTreeMap::new();
+/// What an intention's inputs are on the host now: each env file's bytes
+/// (digested and read) and each mount's digest, in the intention's order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostRead {
+    /// Each env file: its input, its digest, its variables.
+    env_files: Vec<EnvFileRead>,
+    /// Each mount: its input and digest.
+    mounts: Vec<(InputName, Digest)>,
+}
+
+/// An env file as read: its input, its digest, its variables.
+type EnvFileRead = (InputName, Digest, Vec<(String, String)>);
+
+/// Reads what an intention takes from the host: its env files and the
+/// content of its read-only mounts (the digester reads a tree again only
+/// where its stat moved).
+pub fn read_host(i: &Intention, digester: &mut FileDigester) -> Result<HostRead, ResolveError> {
+    let mut env_files = Vec::with_capacity(i.env_files.len());
     for path in &i.env_files {
         let name = spec::env_file_input(path);
         let input_err = |message: String| ResolveError::Input {
@@ -66,15 +83,10 @@ pub fn resolve_inputs(i: &Intention, digester: &mut FileDigester) -> Result<Inpu
         };
         let bytes = crate::host::files::read_regular(path.as_path(), MAX_ENV_FILE_BYTES)
             .map_err(|e| input_err(format!("cannot read {path}: {e}")))?;
-        for (k, v) in spec::parse_env_file(&bytes).map_err(input_err)? {
-            env.insert(k, v);
-        }
-        digests.insert(name, crate::model::names::Digest::of(&bytes));
+        let vars = spec::parse_env_file(&bytes).map_err(input_err)?;
+        env_files.push((name, Digest::of(&bytes), vars));
     }
-    for (k, v) in &i.env {
-        env.insert(k.to_string(), v.clone());
-    }
-
+    let mut mounts = Vec::with_capacity(i.mounts.len());
     for m in &i.mounts {
         let name = spec::mount_input(&m.target);
         let content =
@@ -89,10 +101,33 @@ pub fn resolve_inputs(i: &Intention, digester: &mut FileDigester) -> Result<Inpu
                 }
                 Access::ReadWrite | Access::ReadOnlyView => None,
             };
-        digests.insert(
-            name,
-            spec::mount_digest(&m.source, m.access, content.as_ref()),
-        );
+        let digest = spec::mount_digest(&m.source, m.access, content.as_ref());
+        mounts.push((name, digest));
+    }
+    Ok(HostRead { env_files, mounts })
+}
+
+/// An intention's inputs from what was read of the host: its own fields'
+/// digests, its files composed, its env (the files' first, its own over
+/// them). Pure.
+pub fn assemble(i: &Intention, read: &HostRead) -> Result<Inputs, ResolveError> {
+    let mut digests = spec::own_input_digests(i);
+    let files = files::compose(i)?;
+    for f in &files {
+        digests.insert(f.input.clone(), f.digest.clone());
+    }
+    let mut env: BTreeMap<String, String> = BTreeMap::new();
+    for (name, digest, vars) in &read.env_files {
+        for (k, v) in vars {
+            env.insert(k.clone(), v.clone());
+        }
+        digests.insert(name.clone(), digest.clone());
+    }
+    for (k, v) in &i.env {
+        env.insert(k.to_string(), v.clone());
+    }
+    for (name, digest) in &read.mounts {
+        digests.insert(name.clone(), digest.clone());
     }
     Ok(Inputs {
         digests,
@@ -101,14 +136,133 @@ pub fn resolve_inputs(i: &Intention, digester: &mut FileDigester) -> Result<Inpu
     })
 }
 
+/// Everything a module's target is made from, beyond the agent's
+/// constants (its node and files directory). A target is made again only
+/// when one of these differs from what the last one was made from:
+/// [`made`] gives the maker nothing else, so none can be left out.
+#[derive(Debug)]
+pub struct MadeFrom {
+    /// The effective intention.
+    pub intention: Arc<Intention>,
+    /// Its inputs as read of the host.
+    pub read: HostRead,
+    /// Whether a settings overlay is layered over it (a compose error then
+    /// says so).
+    pub overlaid: bool,
+    /// Its image's ID.
+    pub image_id: Digest,
+    /// The node's logging, for a module without its own.
+    pub logging: Option<crate::model::runtime::Logging>,
+    /// This agent's id.
+    pub agent: String,
+    /// What was stated for it beyond the files, sealed.
+    pub stated: Option<String>,
+}
+
+/// [`MadeFrom`] as borrowed during a pass, to compare without copying.
+pub struct MadeOf<'a> {
+    /// See [`MadeFrom`].
+    pub intention: &'a Arc<Intention>,
+    /// See [`MadeFrom`].
+    pub read: &'a HostRead,
+    /// See [`MadeFrom`].
+    pub overlaid: bool,
+    /// See [`MadeFrom`].
+    pub image_id: &'a Digest,
+    /// See [`MadeFrom`].
+    pub logging: Option<&'a crate::model::runtime::Logging>,
+    /// See [`MadeFrom`].
+    pub agent: &'a str,
+    /// See [`MadeFrom`].
+    pub stated: Option<&'a String>,
+}
+
+impl MadeOf<'_> {
+    /// Whether `from` is this, field by field (an intention shared with
+    /// the last pass is the same without reading it).
+    fn is(&self, from: &MadeFrom) -> bool {
+        let MadeFrom {
+            intention,
+            read,
+            overlaid,
+            image_id,
+            logging,
+            agent,
+            stated,
+        } = from;
+        (Arc::ptr_eq(self.intention, intention) || **self.intention == **intention)
+            && self.read == read
+            && self.overlaid == *overlaid
+            && self.image_id == image_id
+            && self.logging == logging.as_ref()
+            && self.agent == agent
+            && self.stated == stated.as_ref()
+    }
+
+    fn owned(&self) -> MadeFrom {
+        MadeFrom {
+            intention: self.intention.clone(),
+            read: self.read.clone(),
+            overlaid: self.overlaid,
+            image_id: self.image_id.clone(),
+            logging: self.logging.cloned(),
+            agent: self.agent.to_string(),
+            stated: self.stated.cloned(),
+        }
+    }
+}
+
+/// Each module's last target (or why it could not be made), with what it
+/// was made from.
+#[derive(Default)]
+pub struct Made {
+    at: HashMap<ModuleName, (MadeFrom, Result<Arc<Desired>, String>)>,
+    /// How many targets were made, ever.
+    makes: u64,
+}
+
+impl Made {
+    /// The module's target made of `of`: the last one when it was made of
+    /// the same, else `make`'s, kept for the next pass.
+    pub fn made(
+        &mut self,
+        name: &ModuleName,
+        of: MadeOf<'_>,
+        make: impl FnOnce(&MadeFrom) -> Result<Desired, String>,
+    ) -> Result<Arc<Desired>, String> {
+        if let Some((from, target)) = self.at.get(name) {
+            if of.is(from) {
+                return target.clone();
+            }
+        }
+        let from = of.owned();
+        self.makes += 1;
+        let target = make(&from).map(Arc::new);
+        self.at.insert(name.clone(), (from, target.clone()));
+        target
+    }
+
+    /// Forgets the modules `keep` does not name.
+    pub fn keep(&mut self, keep: impl Fn(&ModuleName) -> bool) {
+        self.at.retain(|n, _| keep(n));
+    }
+
+    /// How many targets were made since the agent started.
+    pub fn makes(&self) -> u64 {
+        self.makes
+    }
+}
+
 /// One module's intention with its inputs resolved against the host.
 pub struct HostResolved {
     /// The module.
     pub name: ModuleName,
     /// Its effective intention.
-    pub intention: Intention,
-    /// Its inputs, or why it is held.
-    pub inputs: Result<Inputs, String>,
+    pub intention: Arc<Intention>,
+    /// Its inputs as read of the host, or why it is held.
+    pub read: Result<HostRead, String>,
+    /// Whether a settings overlay is layered over it.
+    pub overlaid: bool,
     /// What was stated for it beyond the files, sealed, for its
     /// container's label.
     pub stated: Option<String>,
@@ -144,7 +298,7 @@ pub fn against_host(
             (&i.update, updates.get(name).and_then(|s| s.landed.as_ref()))
         {
             if landed.stands_for(&i.image, u.range.as_str()) {
-                i.image = landed.reference.clone();
+                Arc::make_mut(&mut i).image = landed.reference.clone();
             }
         }
         watched.extend(i.env_files.iter().map(|p| p.to_path_buf()));
@@ -154,18 +308,12 @@ pub fn against_host(
                 .filter(|m| m.access == Access::ReadOnly)
                 .map(|m| m.source.to_path_buf()),
         );
-        let inputs = resolve_inputs(&i, digester).map_err(|e| match e {
-            // The intention was checked when it was taken; an overlay
-            // layered since may no longer merge into a changed file's config.
-            ResolveError::Compose(e) if !entry.overlay.is_empty() => {
-                format!("settings overlay no longer applies: {e}")
-            }
-            e => e.to_string(),
-        });
+        let read = read_host(&i, digester).map_err(|e| e.to_string());
         out.push(HostResolved {
             name: name.clone(),
             intention: i,
-            inputs,
+            read,
+            overlaid: !entry.overlay.is_empty(),
             stated: key.and_then(|k| crate::intake::labels::render(name, entry, k)),
         });
     }
@@ -255,7 +403,7 @@ fn settle(image: &str, (outcome, at): PullOutcome, retries: &mut Retries, tuning
 /// What is desired of every module: a target to run, or a hold.
 pub struct Resolved {
     /// What each module wants: its desired container, or a hold or a pull.
-    pub wants: BTreeMap<ModuleName, Want<Desired>>,
+    pub wants: BTreeMap<ModuleName, Want<Arc<Desired>>>,
     /// When a held module's image pull is tried again, by module.
     pub retry_at: BTreeMap<ModuleName, Instant>,
 }
@@ -276,7 +424,7 @@ impl Resolved {
     /// The desired container of a module to run.
     pub fn desired(&self, name: &ModuleName) -> Option<&Desired> {
         match self.wants.get(name) {
-            Some(Want::Run(d)) => Some(d),
+            Some(Want::Run(d)) => Some(&**d),
             _ => None,
         }
     }
@@ -284,13 +432,21 @@ impl Resolved {
     /// The desired container of each module to run, in module order.
     pub fn running(&self) -> impl Iterator<Item = &Desired> {
         self.wants.values().filter_map(|w| match w {
+            Want::Run(d) => Some(&**d),
+            _ => None,
+        })
+    }
+
+    /// The same, shared (to carry into a blocking task).
+    pub fn shared(&self) -> impl Iterator<Item = &Arc<Desired>> {
+        self.wants.values().filter_map(|w| match w {
             Want::Run(d) => Some(d),
             _ => None,
         })
     }
 
-    /// The same, to complete.
-    pub fn running_mut(&mut self) -> impl Iterator<Item = &mut Desired> {
+    /// The same, to complete (`Arc::make_mut` copies only the one changed).
+    pub fn running_mut(&mut self) -> impl Iterator<Item = &mut Arc<Desired>> {
         self.wants.values_mut().filter_map(|w| match w {
             Want::Run(d) => Some(d),
             _ => None,
@@ -313,6 +469,8 @@ pub struct EngineSide<'a, E> {
     /// Where the output of a module without its own `logging` goes (not an
     /// input: a change applies at each module's next create).
     pub default_logging: Option<&'a crate::model::runtime::Logging>,
+    /// Each module's last target.
+    pub made: &'a mut Made,
 }
 
 /// Completes each module's target with its image ID. An image the engine
@@ -333,6 +491,7 @@ pub async fn against_engine<E: Engine>(
         tuning,
         agent,
         default_logging,
+        made,
     } = side;
     pulls.collect(retries, tuning);
     let mut images = Images::new(engine.list_images().await?);
@@ -340,7 +499,7 @@ pub async fn against_engine<E: Engine>(
     if pulls.wait {
         let missing: BTreeSet<&str> = host
             .iter()
-            .filter(|h| h.inputs.is_ok() && images.find(&h.intention.image).is_none())
+            .filter(|h| h.read.is_ok() && images.find(&h.intention.image).is_none())
             .map(|h| h.intention.image.as_str())
             .collect();
         for image in missing {
@@ -352,6 +511,9 @@ pub async fn against_engine<E: Engine>(
             images = Images::new(engine.list_images().await?);
         }
     }
+    // The targets of modules gone (or held before resolving) are forgotten.
+    let named: BTreeSet<&ModuleName> = host.iter().map(|h| &h.name).collect();
+    made.keep(|n| named.contains(n));
     let mut missing = BTreeSet::new();
     let mut out = Resolved {
         wants: BTreeMap::new(),
@@ -360,13 +522,14 @@ pub async fn against_engine<E: Engine>(
     for HostResolved {
         name,
         intention: i,
-        inputs,
+        read,
+        overlaid,
         stated,
     } in host
     {
         let _acting = crate::host::panic::Acting::new(name.as_str());
-        let inputs = match inputs {
-            Ok(inputs) => inputs,
+        let read = match read {
+            Ok(read) => read,
             Err(reason) => {
                 out.hold(&name, &reason);
                 continue;
@@ -420,29 +583,51 @@ pub async fn against_engine<E: Engine>(
                 continue;
             }
         };
-        let mut d = match spec::desired(&i, inputs, &image_id, node, files_dir) {
-            Ok(d) => d,
-            Err(reason) => {
-                out.hold(&name, &reason);
-                continue;
-            }
+        let of = MadeOf {
+            intention: &i,
+            read: &read,
+            overlaid,
+            image_id: &image_id,
+            logging: default_logging,
+            agent,
+            stated: stated.as_ref(),
         };
-        if d.spec.runtime.logging.is_none() {
-            d.spec.runtime.logging = default_logging.cloned();
+        match made.made(&name, of, |from| make(from, node, files_dir)) {
+            Ok(d) => {
+                out.wants.insert(name, Want::Run(d));
+            }
+            Err(reason) => out.hold(&name, &reason),
         }
-        d.spec
-            .labels
-            .insert(crate::model::labels::AGENT.to_string(), agent.to_string());
-        if let Some(stated) = stated {
-            d.spec
-                .labels
-                .insert(crate::model::labels::STATED.to_string(), stated);
-        }
-        out.wants.insert(name, Want::Run(d));
     }
     // Backoffs of images that are no longer missing, or no longer named.
     retries.keep_pulls(&missing);
     Ok(out)
+}
+
+/// A module's target made of what [`MadeFrom`] holds alone (and the agent's
+/// constants).
+fn make(from: &MadeFrom, node: &NodeId, files_dir: &Path) -> Result<Desired, String> {
+    let inputs = assemble(&from.intention, &from.read).map_err(|e| match e {
+        // The intention was checked when it was taken; an overlay layered
+        // since may no longer merge into a changed file's config.
+        ResolveError::Compose(e) if from.overlaid => {
+            format!("settings overlay no longer applies: {e}")
+        }
+        e => e.to_string(),
+    })?;
+    let mut d = spec::desired(&from.intention, inputs, &from.image_id, node, files_dir)?;
+    if d.spec.runtime.logging.is_none() {
+        d.spec.runtime.logging = from.logging.clone();
+    }
+    d.spec
+        .labels
+        .insert(crate::model::labels::AGENT.to_string(), from.agent.clone());
+    if let Some(stated) = &from.stated {
+        d.spec
+            .labels
+            .insert(crate::model::labels::STATED.to_string(), stated.clone());
+    }
+    Ok(d)
 }
 
 #[cfg(test)]
@@ -539,6 +724,118 @@ mod tests {
         let a = resolve(&intention(&t));
         std::fs::write(d.path().join("state"), "x").unwrap();
         assert_eq!(a.digest, resolve(&intention(&t)).digest);
+    }
+
+    #[test]
+    fn a_target_is_made_again_exactly_when_what_it_is_made_from_moves() {
+        let name = ModuleName::try_from("m").unwrap();
+        let i = Arc::new(intention("name = \"m\"\nimage = \"x\""));
+        let other = Arc::new(intention("name = \"m\"\nimage = \"x\"\ncommand = [\"sh\"]"));
+        let read = HostRead {
+            env_files: Vec::new(),
+            mounts: Vec::new(),
+        };
+        let moved_read = HostRead {
+            env_files: Vec::new(),
+            mounts: vec![(
+                spec::mount_input(&crate::model::names::AbsPath::try_from("/m").unwrap()),
+                Digest::of(b"m"),
+            )],
+        };
+        let (id, id2) = (Digest::of(b"image"), Digest::of(b"image2"));
+        let logging = crate::model::runtime::Logging {
+            driver: "local".into(),
+            options: BTreeMap::new(),
+        };
+        let stated = "sealed".to_string();
+        let base = || MadeOf {
+            intention: &i,
+            read: &read,
+            overlaid: false,
+            image_id: &id,
+            logging: None,
+            agent: "a1",
+            stated: None,
+        };
+        let node = NodeId::try_from("n1").unwrap();
+        let mut made = Made::default();
+        let target = |made: &mut Made, of: MadeOf<'_>| {
+            made.made(&name, of, |from| make(from, &node, Path::new("/f")))
+                .unwrap()
+        };
+        let first = target(&mut made, base());
+        let cases: Vec<(&str, MadeOf<'_>)> = vec![
+            (
+                "the intention",
+                MadeOf {
+                    intention: &other,
+                    ..base()
+                },
+            ),
+            (
+                "what was read of the host",
+                MadeOf {
+                    read: &moved_read,
+                    ..base()
+                },
+            ),
+            (
+                "an overlay",
+                MadeOf {
+                    overlaid: true,
+                    ..base()
+                },
+            ),
+            (
+                "the image",
+                MadeOf {
+                    image_id: &id2,
+                    ..base()
+                },
+            ),
+            (
+                "the node's logging",
+                MadeOf {
+                    logging: Some(&logging),
+                    ..base()
+                },
+            ),
+            (
+                "the agent",
+                MadeOf {
+                    agent: "a2",
+                    ..base()
+                },
+            ),
+            (
+                "the statement",
+                MadeOf {
+                    stated: Some(&stated),
+                    ..base()
+                },
+            ),
+        ];
+        for (what, of) in cases {
+            let before = made.makes();
+            let again = target(&mut made, of);
+            assert_eq!(made.makes(), before + 1, "{what} moved: made again");
+            assert!(!Arc::ptr_eq(&again, &first), "{what}");
+            let kept = target(&mut made, base());
+            assert_eq!(kept.digest, first.digest, "{what}: back as it was");
+        }
+        // The same intention, parsed again (not the same allocation), is
+        // the same.
+        let before = made.makes();
+        let same = Arc::new((*i).clone());
+        let kept = target(
+            &mut made,
+            MadeOf {
+                intention: &same,
+                ..base()
+            },
+        );
+        assert_eq!(made.makes(), before, "nothing moved: nothing made");
+        assert_eq!(kept.digest, first.digest);
     }
 
     #[test]

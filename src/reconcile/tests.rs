@@ -222,3 +222,61 @@ async fn a_stored_intention_that_does_not_read_holds_its_module_only() {
         "b's container stays"
     );
 }
+
+#[tokio::test]
+async fn a_quiet_pass_makes_no_target_and_a_moved_input_makes_only_its_own() {
+    let host = tempfile::tempdir().unwrap();
+    let env = host.path().join("a.env");
+    std::fs::write(&env, "A=1\n").unwrap();
+    let model = host.path().join("model");
+    std::fs::create_dir(&model).unwrap();
+    std::fs::write(model.join("w.bin"), "w1").unwrap();
+    let a = format!("name = \"a\"\nimage = \"img:1\"\nenv_files = [{env:?}]\n");
+    let b = format!(
+        "name = \"b\"\nimage = \"img:1\"\n[[mounts]]\nsource = {model:?}\ntarget = \"/model\"\nread_only = true\n"
+    );
+    let c = "name = \"c\"\nimage = \"img:1\"\n[config]\npath = \"/c\"\nformat = \"json\"\ndefaults = { x = 1 }\n";
+    let (d, store, mut r) = node(&[("a.toml", &a), ("b.toml", &b), ("c.toml", c)]);
+    let engine = Fake {
+        healthy: true,
+        ..Fake::default()
+    };
+    r.pass(&engine, &store).await.unwrap();
+    assert_eq!(r.made.makes(), 3);
+    for _ in 0..3 {
+        r.pass(&engine, &store).await.unwrap();
+    }
+    assert_eq!(r.made.makes(), 3, "a quiet pass made a target again");
+
+    // Each input moved makes its own module's target again, and only it;
+    // the module is recreated on it.
+    let dir = d.path().join("i");
+    type Move<'a> = (&'a str, Box<dyn Fn() + 'a>);
+    let moves: Vec<Move> = vec![
+        ("a", Box::new(|| std::fs::write(&env, "A=2\n").unwrap())),
+        (
+            "b",
+            Box::new(|| std::fs::write(model.join("w.bin"), "w2").unwrap()),
+        ),
+        (
+            "c",
+            Box::new(|| std::fs::write(dir.join("c.toml"), c.replace("x = 1", "x = 2")).unwrap()),
+        ),
+    ];
+    for (module, moved) in moves {
+        // Past the racy-clean window of the stat that reads the move.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        moved();
+        let before = r.made.makes();
+        let report = r.pass(&engine, &store).await.unwrap();
+        assert_eq!(r.made.makes(), before + 1, "{module}");
+        for m in &report.modules {
+            let want = if m.module == module {
+                Action::Recreated
+            } else {
+                Action::Unchanged
+            };
+            assert_eq!(m.action, want, "{module} moved: {:?}", report.modules);
+        }
+    }
+}

@@ -829,7 +829,7 @@ impl Executor {
             let entries = s
                 .entries()?
                 .into_iter()
-                .filter_map(|(k, e)| e.effective().map(|i| (k, i)))
+                .filter_map(|(k, e)| e.effective().map(|i| (k, Arc::unwrap_or_clone(i))))
                 .collect();
             Ok((entries, s.updates()?))
         })

@@ -320,7 +320,7 @@ mod tests {
                 source: Source::Plane,
                 revision: 3,
                 plane_revision: Some(41),
-                intention: i.clone(),
+                intention: i.clone().into(),
             })
             .unwrap();
             s.append_event(Some("m"), EventKind::Created, "hello")
@@ -330,7 +330,7 @@ mod tests {
         assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
         let all = s.intentions().unwrap();
         let r = &all[&i.name];
-        assert_eq!(r.intention, i);
+        assert_eq!(*r.intention, i);
         assert_eq!(r.revision, 3);
         assert_eq!(r.plane_revision, Some(41));
         let ev = s.events_since(0, 10).unwrap();

@@ -371,7 +371,7 @@ mod tests {
             (r.revision, r.plane_revision, &r.source),
             (7, None, &Source::Api)
         );
-        assert_eq!(r.intention, i);
+        assert_eq!(*r.intention, i);
         drop(s);
         // Opened again, it is read as it is.
         let s = Store::open(&p).unwrap();
@@ -387,7 +387,7 @@ mod tests {
             source: Source::Plane,
             revision: 4,
             plane_revision: Some(99),
-            intention: i.clone(),
+            intention: i.clone().into(),
         });
         let v2 = records::v2::IntentionRecord {
             source: v4.source,
@@ -400,7 +400,7 @@ mod tests {
         assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
         let r = &s.intentions().unwrap()[&i.name];
         assert_eq!((r.revision, r.plane_revision), (4, Some(99)));
-        assert_eq!(r.intention, i, "stop-first, as every recreate was");
+        assert_eq!(*r.intention, i, "stop-first, as every recreate was");
     }
 
     #[test]
@@ -425,7 +425,7 @@ mod tests {
         let s = Store::open(&p).unwrap();
         assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
         let r = &s.intentions().unwrap()[&i.name];
-        assert_eq!(r.intention, i);
+        assert_eq!(*r.intention, i);
         assert_eq!(r.intention.update, None);
     }
 
@@ -444,7 +444,7 @@ mod tests {
         assert!(i.config.is_none());
         s.put_intention(&IntentionRecord::new(Source::Api, 1, i.clone()))
             .unwrap();
-        assert_eq!(s.intentions().unwrap()[&i.name].intention, i);
+        assert_eq!(*s.intentions().unwrap()[&i.name].intention, i);
         let live = Intention::parse(
             "name = \"l\"\nimage = \"busybox:1\"\n[config]\npath = \"/etc/l/c.json\"\nformat = \"json\"\nreload = \"signal:SIGHUP\"\n",
             crate::model::intention::DocFormat::Toml,
@@ -453,7 +453,7 @@ mod tests {
         .unwrap();
         s.put_intention(&IntentionRecord::new(Source::Api, 1, live.clone()))
             .unwrap();
-        assert_eq!(s.intentions().unwrap()[&live.name].intention, live);
+        assert_eq!(*s.intentions().unwrap()[&live.name].intention, live);
         drop(s);
         // A store written before the runtime fields: schema 5, record
         // version 4; migrated, every field unset.
@@ -465,7 +465,7 @@ mod tests {
         let s = Store::open(&p5).unwrap();
         assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
         let r = &s.intentions().unwrap()[&plain.name];
-        assert_eq!((r.revision, &r.intention), (3, &plain));
+        assert_eq!((r.revision, &*r.intention), (3, &plain));
     }
 
     #[test]
@@ -487,7 +487,7 @@ mod tests {
         );
         s.put_intention(&IntentionRecord::new(Source::Api, 1, i.clone()))
             .unwrap();
-        assert_eq!(s.intentions().unwrap()[&i.name].intention, i);
+        assert_eq!(*s.intentions().unwrap()[&i.name].intention, i);
         drop(s);
         // A store written before: schema 6, record version 5; migrated,
         // every read-only mount an input as it was.
@@ -500,7 +500,7 @@ mod tests {
         let s = Store::open(&p6).unwrap();
         assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
         let r = &s.intentions().unwrap()[&was.name];
-        assert_eq!((r.revision, &r.intention), (4, &was));
+        assert_eq!((r.revision, &*r.intention), (4, &was));
         // A record naming a read-write mount as a view does not check.
         let bad = records::v7::IntentionRecord {
             base: v6,
@@ -570,7 +570,7 @@ mod tests {
         assert_eq!(s.intention_decodes() - before, 1);
         let mut changed = r.clone();
         changed.revision = 2;
-        changed.intention.image = "busybox:2".into();
+        std::sync::Arc::make_mut(&mut changed.intention).image = "busybox:2".into();
         s.put_intention(&changed).unwrap();
         for _ in 0..3 {
             let e = s.entry(&r.intention.name).unwrap().unwrap();
@@ -592,7 +592,7 @@ mod tests {
         s.put_intention(&IntentionRecord::new(Source::Api, 1, i.clone()))
             .unwrap();
         let back = &s.intentions().unwrap()[&i.name].intention;
-        assert_eq!(back, &i);
+        assert_eq!(**back, i);
         let u = back.update.as_ref().unwrap();
         assert_eq!(
             (

@@ -16,6 +16,7 @@
 //! ([`guard`]) are tables of their own.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
@@ -81,12 +82,16 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// The intention with the overlay's settings merged over its own.
-    pub fn effective(&self) -> Option<Intention> {
+    /// The intention with the overlay's settings merged over its own (the
+    /// stored one itself, shared, when there is no overlay).
+    pub fn effective(&self) -> Option<Arc<Intention>> {
         self.record.as_ref().map(|r| {
             let mut i = r.intention.clone();
-            for (k, v) in &self.overlay {
-                i.settings.insert(k.clone(), v.clone());
+            if !self.overlay.is_empty() {
+                let settings = &mut Arc::make_mut(&mut i).settings;
+                for (k, v) in &self.overlay {
+                    settings.insert(k.clone(), v.clone());
+                }
             }
             i
         })
@@ -129,17 +134,21 @@ pub struct IntentionRecord {
     /// modules only).
     pub plane_revision: Option<u64>,
     /// The intention.
-    pub intention: Intention,
+    pub intention: Arc<Intention>,
 }
 
 impl IntentionRecord {
     /// A record of a local source (a file or the API).
-    pub fn new(source: Source, revision: u64, intention: Intention) -> IntentionRecord {
+    pub fn new(
+        source: Source,
+        revision: u64,
+        intention: impl Into<Arc<Intention>>,
+    ) -> IntentionRecord {
         IntentionRecord {
             source,
             revision,
             plane_revision: None,
-            intention,
+            intention: intention.into(),
         }
     }
 }

@@ -2,6 +2,8 @@
 //! checked again (names, digests, paths): one that does not check is
 //! reported as unreadable, never taken on trust.
 
+use std::sync::Arc;
+
 use crate::model::config::{ConfigFile, ConfigFormat};
 use crate::model::intention::{
     Access, DriftPolicy, Intention, Lane, LiteralFile, Mount, PortSpec, Protocol, RestartPolicy,
@@ -400,7 +402,8 @@ pub fn from_intention_record(r: v9::IntentionRecord) -> Result<IntentionRecord, 
         revision: r.revision,
         plane_revision: r.plane_revision,
         intention: Intention::parse_json(r.document.as_bytes(), "stored intention")
-            .map_err(|e| e.to_string())?,
+            .map_err(|e| e.to_string())?
+            .into(),
     })
 }
 
@@ -417,14 +420,14 @@ fn from_intention_record_v6(
 ) -> Result<IntentionRecord, String> {
     let mut rec = from_intention_record_v4(r.base)?;
     for &i in views {
-        match rec.intention.mounts.get_mut(i as usize) {
+        match Arc::make_mut(&mut rec.intention).mounts.get_mut(i as usize) {
             Some(m) if m.access == Access::ReadOnly => m.access = Access::ReadOnlyView,
             _ => return Err(format!("mounts[{i}] is not a read-only mount")),
         }
     }
     if let Some(sig) = r.config_reload {
         let sig = crate::model::runtime::signal_name(&sig)?;
-        match rec.intention.config.as_mut() {
+        match Arc::make_mut(&mut rec.intention).config.as_mut() {
             Some(c) => c.reload = Some(sig),
             None => return Err("a reload signal without a config".into()),
         }
@@ -446,7 +449,8 @@ fn from_intention_record_v6(
             serde_json::Value::Object(doc).to_string().as_bytes(),
             "stored intention",
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())?
+        .into();
     }
     Ok(rec)
 }
@@ -464,7 +468,7 @@ fn from_intention_record_v4(r: v4::IntentionRecord) -> Result<IntentionRecord, S
         source: from_source(r.source),
         revision: r.revision,
         plane_revision: r.plane_revision,
-        intention: from_intention(r.intention)?,
+        intention: from_intention(r.intention)?.into(),
     })
 }
 
