@@ -21,6 +21,7 @@ use serde_json::{Map, Value as J};
 
 use crate::model::intention::{DocFormat, Intention};
 use crate::model::names::ModuleName;
+use crate::model::runtime::RuntimeDoc;
 
 mod fields;
 pub mod text;
@@ -246,7 +247,7 @@ pub fn import(
         else {
             continue;
         };
-        if out.networks.is_empty() && out.network_mode.is_none() {
+        if out.runtime.get("networks").is_none() && out.network_mode().is_none() {
             on_default_network += 1;
         }
         let mut toml =
@@ -372,7 +373,8 @@ struct Ctx<'a> {
 }
 
 /// One intention as written: the intention schema's fields, in this order
-/// (TOML puts the tables last).
+/// (TOML puts the tables last). The runtime fields are the field table's
+/// own document type, so a row added to the table is a field here too.
 #[derive(Serialize, Default)]
 struct Out {
     /// Not a field: what was copied into it.
@@ -381,8 +383,6 @@ struct Out {
     name: String,
     image: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    entrypoint: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     command: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     restart: Option<&'static str>,
@@ -390,66 +390,37 @@ struct Out {
     env_files: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     ports: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    working_dir: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    user: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    privileged: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    read_only: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    init: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    network_mode: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    networks: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    cap_add: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    cap_drop: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    devices: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    device_cgroup_rules: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    dns: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    extra_hosts: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tmpfs: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mem_limit: Option<J>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    memswap_limit: Option<J>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    shm_size: Option<J>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cpus: Option<J>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pids_limit: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stop_signal: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stop_grace_period: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    volumes: Vec<String>,
+    #[serde(flatten)]
+    runtime: RuntimeDoc,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     env: BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    labels: BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    sysctls: BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    ulimits: BTreeMap<String, J>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    healthcheck: Option<HealthOut>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    logging: Option<LoggingOut>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     mounts: Vec<MountOut>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     files: Vec<FileOut>,
+}
+
+impl Out {
+    /// Sets a runtime field, named as the table names it.
+    fn set(&mut self, field: &str, v: impl Serialize) {
+        let known = self.runtime.set(field, v);
+        debug_assert!(known, "{field} is not a runtime field");
+    }
+
+    /// Sets a runtime field that is a collection, unless it is empty.
+    fn gather<C: Serialize + IntoIterator>(&mut self, field: &str, c: C)
+    where
+        for<'a> &'a C: IntoIterator,
+    {
+        if (&c).into_iter().next().is_some() {
+            self.set(field, c);
+        }
+    }
+
+    /// Its network mode, when one is set.
+    fn network_mode(&self) -> Option<&str> {
+        self.runtime.get("network_mode").and_then(J::as_str)
+    }
 }
 
 #[derive(Serialize, Default)]
@@ -595,6 +566,9 @@ impl Ctx<'_> {
             None => return fail("image", "a service needs an image"),
         }
         let mut tmpfs: Vec<String> = Vec::new();
+        let mut volumes: Vec<String> = Vec::new();
+        let (mut labels, mut sysctls) = (BTreeMap::new(), BTreeMap::new());
+        let mut devices: Vec<String> = Vec::new();
         // The service's own limits, and those under `deploy`.
         let (mut mem_limit, mut cpus, mut pids) = (None, None, None);
         let mut deploy_limits = (None, None, None);
@@ -610,7 +584,7 @@ impl Ctx<'_> {
             match k {
                 k if k.starts_with("x-") => {}
                 "command" => out.command = Some(command(k, &v)?),
-                "entrypoint" => out.entrypoint = Some(command(k, &v)?),
+                "entrypoint" => out.set(k, command(k, &v)?),
                 "environment" => self.environment(service, &v, &mut out.env)?,
                 "env_file" => self.env_files(service, &v, &mut out.env_files)?,
                 "ports" => {
@@ -635,7 +609,9 @@ impl Ctx<'_> {
                         self.unmapped(service, k, &why);
                     }
                 }
-                "volumes" => self.volumes(service, module, &v, &mut out, &mut tmpfs)?,
+                "volumes" => {
+                    self.volumes(service, module, &v, &mut out, &mut volumes, &mut tmpfs)?
+                }
                 "tmpfs" => tmpfs.extend(strings_or_one(k, &v)?),
                 "configs" => {
                     for (i, e) in list(k, &v)?.iter().enumerate() {
@@ -647,46 +623,46 @@ impl Ctx<'_> {
                         self.secret(service, &format!("{k}[{i}]"), e, &mut out)?;
                     }
                 }
-                "working_dir" => out.working_dir = Some(scalar(k, &v)?),
-                "user" => out.user = Some(scalar(k, &v)?),
+                "working_dir" => out.set(k, scalar(k, &v)?),
+                "user" => out.set(k, scalar(k, &v)?),
                 "labels" => {
                     for (name, value) in pairs(k, &v, '=')? {
-                        out.labels.insert(name, value.unwrap_or_default());
+                        labels.insert(name, value.unwrap_or_default());
                     }
                 }
                 "devices" => {
                     for (i, d) in list(k, &v)?.iter().enumerate() {
-                        out.devices.push(device(&format!("{k}[{i}]"), d)?);
+                        devices.push(device(&format!("{k}[{i}]"), d)?);
                     }
                 }
-                "device_cgroup_rules" => out.device_cgroup_rules = strings(k, &v)?,
-                "privileged" => out.privileged = Some(bool_of(k, &v)?),
-                "read_only" => out.read_only = Some(bool_of(k, &v)?),
-                "init" => out.init = Some(bool_of(k, &v)?),
-                "cap_add" => out.cap_add = strings(k, &v)?,
-                "cap_drop" => out.cap_drop = strings(k, &v)?,
-                "network_mode" => out.network_mode = Some(network_mode(k, &v)?),
+                "device_cgroup_rules" => out.gather(k, strings(k, &v)?),
+                "privileged" => out.set(k, bool_of(k, &v)?),
+                "read_only" => out.set(k, bool_of(k, &v)?),
+                "init" => out.set(k, bool_of(k, &v)?),
+                "cap_add" => out.gather(k, strings(k, &v)?),
+                "cap_drop" => out.gather(k, strings(k, &v)?),
+                "network_mode" => out.set(k, network_mode(k, &v)?),
                 "networks" => networks = self.networks(service, module, &v)?,
-                "extra_hosts" => out.extra_hosts = extra_hosts(k, &v)?,
-                "dns" => out.dns = strings_or_one(k, &v)?,
+                "extra_hosts" => out.gather(k, extra_hosts(k, &v)?),
+                "dns" => out.gather(k, strings_or_one(k, &v)?),
                 "mem_limit" => mem_limit = Some(v),
-                "memswap_limit" => out.memswap_limit = Some(v),
-                "shm_size" => out.shm_size = Some(v),
+                "memswap_limit" => out.set(k, v),
+                "shm_size" => out.set(k, v),
                 "cpus" => cpus = Some(v),
                 "pids_limit" => pids = Some(J::from(int_of(k, &v)?)),
-                "ulimits" => out.ulimits = ulimits(k, &v)?,
+                "ulimits" => out.gather(k, ulimits(k, &v)?),
                 "sysctls" => {
                     for (name, value) in pairs(k, &v, '=')? {
-                        out.sysctls.insert(name, value.unwrap_or_default());
+                        sysctls.insert(name, value.unwrap_or_default());
                     }
                 }
-                "stop_signal" => out.stop_signal = Some(scalar(k, &v)?),
+                "stop_signal" => out.set(k, scalar(k, &v)?),
                 "stop_grace_period" => {
-                    out.stop_grace_period =
-                        Some(compose_duration(k, &v)?.unwrap_or_else(|| "0s".to_string()));
+                    let grace = compose_duration(k, &v)?.unwrap_or_else(|| "0s".to_string());
+                    out.set(k, grace);
                 }
-                "healthcheck" => out.healthcheck = self.healthcheck(service, k, &v)?,
-                "logging" => out.logging = Some(self.logging(service, k, &v)?),
+                "healthcheck" => out.set(k, self.healthcheck(service, k, &v)?),
+                "logging" => out.set(k, self.logging(service, k, &v)?),
                 "deploy" => deploy_limits = self.deploy(service, &v)?,
                 "depends_on" => self.depends_on(service, &v)?,
                 other => self.unmapped(service, other, unmapped_why(other)),
@@ -711,11 +687,15 @@ impl Ctx<'_> {
                 ),
             }
         }
-        out.mem_limit = mem_limit;
-        out.cpus = cpus;
-        out.pids_limit = pids.and_then(|p| p.as_i64());
-        out.tmpfs = tmpfs;
-        if let Some(mode) = out.network_mode.as_deref() {
+        out.set("mem_limit", mem_limit);
+        out.set("cpus", cpus);
+        out.set("pids_limit", pids.and_then(|p| p.as_i64()));
+        out.gather("tmpfs", tmpfs);
+        out.gather("volumes", volumes);
+        out.gather("labels", labels);
+        out.gather("sysctls", sysctls);
+        out.gather("devices", devices);
+        if let Some(mode) = out.network_mode() {
             if matches!(mode, "host" | "none") {
                 for (key, list) in [("ports", &mut ports), ("expose", &mut exposed)] {
                     if !list.is_empty() {
@@ -737,13 +717,13 @@ impl Ctx<'_> {
                 );
             }
         }
-        if networks.is_empty() && out.network_mode.is_none() {
+        if networks.is_empty() && out.network_mode().is_none() {
             // Compose's `default` network, when the file names it.
             if let Some(n) = self.network_name("networks.default", "default")? {
                 networks.push(n);
             }
         }
-        out.networks = networks;
+        out.gather("networks", networks);
         let published: BTreeSet<String> = ports.iter().map(|p| container_side(p)).collect();
         for e in exposed {
             if !published.contains(&e) && !ports.contains(&e) {
@@ -829,6 +809,7 @@ impl Ctx<'_> {
         module: &ModuleName,
         v: &J,
         out: &mut Out,
+        volumes: &mut Vec<String>,
         tmpfs: &mut Vec<String>,
     ) -> Result<(), Fail> {
         let mut anonymous = 0;
@@ -896,8 +877,7 @@ impl Ctx<'_> {
                     read_only,
                 } => {
                     let name = self.volume_name(&at, &key)?;
-                    out.volumes
-                        .push(format!("{name}:{target}{}", ro(read_only)));
+                    volumes.push(format!("{name}:{target}{}", ro(read_only)));
                 }
                 VolumeSpec::Anonymous { target, read_only } => {
                     anonymous += 1;
@@ -909,8 +889,7 @@ impl Ctx<'_> {
                             "an anonymous volume: made the named volume {name:?} (kept, as Compose keeps it across recreates)"
                         ),
                     );
-                    out.volumes
-                        .push(format!("{name}:{target}{}", ro(read_only)));
+                    volumes.push(format!("{name}:{target}{}", ro(read_only)));
                 }
                 VolumeSpec::Tmpfs(t) => tmpfs.push(t),
             }

@@ -622,7 +622,40 @@ macro_rules! runtime_items {
             $(pub(crate) $member: Option<J>,)*
         }
 
+        /// Writes each field that is set under its name, in the table's
+        /// order: what `stead import` writes is this very type.
+        impl Serialize for RuntimeDoc {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeMap;
+                let mut m = s.serialize_map(None)?;
+                $(if let Some(v) = &self.$member {
+                    m.serialize_entry($name, v)?;
+                })*
+                m.end()
+            }
+        }
+
         impl RuntimeDoc {
+            /// Sets the field named `name` to `v` (`stead import`, which
+            /// names each field as Compose and the intention do); `None`
+            /// unsets it. Says whether `name` is a field.
+            pub fn set(&mut self, name: &str, v: impl Serialize) -> bool {
+                let slot = match name {
+                    $($name => &mut self.$member,)*
+                    _ => return false,
+                };
+                *slot = serde_json::to_value(v).ok().filter(|v| !v.is_null());
+                true
+            }
+
+            /// The field named `name`, when set.
+            pub fn get(&self, name: &str) -> Option<&J> {
+                match name {
+                    $($name => self.$member.as_ref(),)*
+                    _ => None,
+                }
+            }
+
             /// Checks and normalises every field, in the table's order,
             /// then what one field says of another.
             pub fn check(self) -> Result<Runtime, FieldError> {

@@ -13,7 +13,7 @@ use crate::model::intention::UpdateOrder;
 use crate::model::names::ModuleName;
 use crate::model::spec::Desired;
 use crate::reconcile::plan::Step;
-use crate::reconcile::report::{Action, ModuleReport};
+use crate::reconcile::report::{Action, ModuleReport, Subject};
 use crate::reconcile::resolve::Resolved;
 use crate::store::{AppliedRecord, ApplyState, EventKind, Store};
 
@@ -33,7 +33,7 @@ enum ActError {
 /// it acts. Most steps of an idle pass end here, without a task.
 pub fn at_once(resolved: &Resolved, step: Step) -> Result<ModuleReport, Step> {
     let report = |module: &ModuleName, action: Action, container: Option<String>| {
-        report(resolved, module.as_str(), action, container)
+        report(resolved, Subject::Module(module.clone()), action, container)
     };
     match step {
         Step::Keep { module, container } => Ok(report(&module, Action::Unchanged, Some(container))),
@@ -83,13 +83,13 @@ pub fn at_once(resolved: &Resolved, step: Step) -> Result<ModuleReport, Step> {
 /// A module's report, with the digest it is to run.
 fn report(
     resolved: &Resolved,
-    module: &str,
+    module: Subject,
     action: Action,
     container: Option<String>,
 ) -> ModuleReport {
-    let digest = ModuleName::try_from(module)
-        .ok()
-        .and_then(|m| resolved.desired(&m))
+    let digest = module
+        .module()
+        .and_then(|m| resolved.desired(m))
         .map(|d| d.digest.clone());
     ModuleReport {
         container,
@@ -108,8 +108,8 @@ pub async fn execute<E: Engine>(
         Ok(r) => return Ok(r),
         Err(acts) => acts,
     };
-    let report = |module: &str, action: Action, container: Option<String>| {
-        report(resolved, module, action, container)
+    let report = |module: &ModuleName, action: Action, container: Option<String>| {
+        report(resolved, module.into(), action, container)
     };
     // A refusal fails this module; an engine that went away fails the pass.
     let failed = |mut r: ModuleReport, what: &str, e: ActError| match e {
@@ -122,7 +122,7 @@ pub async fn execute<E: Engine>(
     };
     match step {
         Step::Start { module, container } => {
-            let r = report(module.as_str(), Action::Started, Some(container.clone()));
+            let r = report(&module, Action::Started, Some(container.clone()));
             match engine.start(&container).await {
                 Ok(()) => {
                     log_event(
@@ -141,7 +141,7 @@ pub async fn execute<E: Engine>(
             let d = resolved
                 .desired(&module)
                 .expect("a step's module to run is desired");
-            let r = report(module.as_str(), Action::Created, None);
+            let r = report(&module, Action::Created, None);
             if let Err(e) = record_target(store, d).await {
                 return failed(r, "create failed", e);
             }
@@ -175,7 +175,7 @@ pub async fn execute<E: Engine>(
             let d = resolved
                 .desired(&module)
                 .expect("a step's module to run is desired");
-            let mut r = report(module.as_str(), Action::Recreated, Some(container.clone()));
+            let mut r = report(&module, Action::Recreated, Some(container.clone()));
             r.moved = moved;
             match replace(engine, store, d, &container, successor).await {
                 Ok(id) => {
@@ -201,7 +201,7 @@ pub async fn execute<E: Engine>(
             let d = resolved
                 .desired(&module)
                 .expect("a step's module to run is desired");
-            let mut r = report(module.as_str(), Action::Recreated, Some(container.clone()));
+            let mut r = report(&module, Action::Recreated, Some(container.clone()));
             let promoted = async {
                 engine.start(&container).await?;
                 engine.rename(&container, &d.spec.name).await?;
@@ -228,12 +228,18 @@ pub async fn execute<E: Engine>(
             }
         }
         Step::Remove { module, container } => {
-            let name = module.clone().unwrap_or_else(|| "(unlabelled)".into());
-            let r = report(&name, Action::Removed, Some(container.clone()));
+            let subject = Subject::of_label(module.as_deref());
+            let name = subject.to_string();
+            let r = self::report(
+                resolved,
+                subject.clone(),
+                Action::Removed,
+                Some(container.clone()),
+            );
             match engine.remove(&container).await {
                 Ok(()) => {
-                    if let Some(m) = module.as_deref().and_then(|m| ModuleName::try_from(m).ok()) {
-                        if resolved.desired(&m).is_none() {
+                    if let Some(m) = subject.module() {
+                        if resolved.desired(m).is_none() {
                             let gone = m.to_string();
                             if let Err(e) = store.blocking(move |s| s.forget(&gone)).await {
                                 tracing::error!(module = m.as_str(), "cannot forget records: {e}");

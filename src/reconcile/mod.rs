@@ -51,7 +51,7 @@ pub mod resolve;
 pub mod retry;
 pub mod watched;
 
-pub use report::{Action, ModuleReport, PassReport};
+pub use report::{Action, ModuleReport, PassReport, Subject};
 pub use retry::Tuning;
 
 use plan::Step;
@@ -757,14 +757,14 @@ impl Reconciler {
         let mut modules = Vec::new();
         for r in results {
             let mut r = r?;
-            if held.keys().any(|h| h.as_str() == r.module) {
+            if r.module.module().is_some_and(|m| held.contains_key(m)) {
                 r.action = Action::Quarantined;
             }
             if r.action == Action::Held {
-                if let Ok(m) = ModuleName::try_from(r.module.as_str()) {
+                if let Some(m) = r.module.module() {
                     r.retry_in = resolved
                         .retry_at
-                        .get(&m)
+                        .get(m)
                         .map(|t| t.saturating_duration_since(now));
                 }
             }
@@ -793,11 +793,9 @@ impl Reconciler {
         } = o;
         for m in modules {
             if m.action.is_attempt() {
-                if let (Ok(name), Some(digest)) =
-                    (ModuleName::try_from(m.module.as_str()), &m.digest)
-                {
+                if let (Some(name), Some(digest)) = (m.module.module(), &m.digest) {
                     self.retries
-                        .attempted(&self.tuning, &name, digest, m.error.clone(), now);
+                        .attempted(&self.tuning, name, digest, m.error.clone(), now);
                 }
             }
             if m.action == Action::Recreated {
@@ -954,7 +952,7 @@ impl Reconciler {
                     continue;
                 }
             };
-            self.say_once(store, &key, Some(&m.module), kind, detail)
+            self.say_once(store, &key, Some(m.module.as_str()), kind, detail)
                 .await?;
         }
         Ok(())

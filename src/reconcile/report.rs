@@ -6,7 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::intake::dir::FileRejected;
-use crate::model::names::Digest;
+use crate::model::names::{Digest, ModuleName};
 use crate::model::spec::Moved;
 
 /// What a pass did for one module.
@@ -76,11 +76,85 @@ impl fmt::Display for Action {
     }
 }
 
+/// Whom a report is about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Subject {
+    /// A module (one this node holds, or a container's that it held).
+    Module(ModuleName),
+    /// A container no module owns whose label names none: what the label
+    /// says, if anything.
+    Unowned(Option<String>),
+}
+
+impl Subject {
+    /// A container's module label: the module it names, or what it says.
+    pub fn of_label(label: Option<&str>) -> Subject {
+        match label.map(ModuleName::try_from) {
+            Some(Ok(m)) => Subject::Module(m),
+            _ => Subject::Unowned(label.map(str::to_string)),
+        }
+    }
+
+    /// The module, when it is one.
+    pub fn module(&self) -> Option<&ModuleName> {
+        match self {
+            Subject::Module(m) => Some(m),
+            Subject::Unowned(_) => None,
+        }
+    }
+
+    /// As reports and events name it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Subject::Module(m) => m.as_str(),
+            Subject::Unowned(Some(label)) => label,
+            Subject::Unowned(None) => "(unlabelled)",
+        }
+    }
+}
+
+impl From<&ModuleName> for Subject {
+    fn from(m: &ModuleName) -> Subject {
+        Subject::Module(m.clone())
+    }
+}
+
+impl fmt::Display for Subject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl PartialEq<str> for Subject {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Subject {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialOrd for Subject {
+    fn partial_cmp(&self, other: &Subject) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// By name, as reports are listed.
+impl Ord for Subject {
+    fn cmp(&self, other: &Subject) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
 /// What a pass did for one module.
 #[derive(Clone, Debug)]
 pub struct ModuleReport {
-    /// The module (for a removed orphan, what its label said).
-    pub module: String,
+    /// The module, or the unowned container's label.
+    pub module: Subject,
     /// What was done.
     pub action: Action,
     /// The desired spec digest, when known.
@@ -101,9 +175,9 @@ pub struct ModuleReport {
 
 impl ModuleReport {
     /// A report of `action` with nothing else said yet.
-    pub fn new(module: &str, action: Action, digest: Option<Digest>) -> ModuleReport {
+    pub fn new(module: Subject, action: Action, digest: Option<Digest>) -> ModuleReport {
         ModuleReport {
-            module: module.to_string(),
+            module,
             action,
             digest,
             container: None,

@@ -101,7 +101,7 @@ pub fn hold_back(
         if matches!(step, Step::Create { .. }) && held.last_error.is_none() {
             return true;
         }
-        let mut r = ModuleReport::new(module.as_str(), Action::BackingOff, Some(d.digest.clone()));
+        let mut r = ModuleReport::new(module.into(), Action::BackingOff, Some(d.digest.clone()));
         r.container = container.cloned();
         r.refused = held.last_error.is_some();
         r.error = Some(held.last_error.unwrap_or_else(|| "keeps failing".into()));
