@@ -1086,7 +1086,7 @@ mod tests {
             mounts: vec![],
             restart: RestartPolicy::No,
             labels: BTreeMap::new(),
-            runtime: rt,
+            runtime: rt.into(),
             network_container: None,
         };
         let logging = |driver: &str, options: &[(&str, &str)]| crate::model::runtime::Runtime {

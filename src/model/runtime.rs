@@ -393,6 +393,13 @@ impl std::ops::Deref for Sparse {
     }
 }
 
+/// Writing a field allocates the whole, unset but for it.
+impl std::ops::DerefMut for Sparse {
+    fn deref_mut(&mut self) -> &mut Runtime {
+        self.0.get_or_insert_with(Box::default)
+    }
+}
+
 impl PartialEq for Sparse {
     fn eq(&self, other: &Sparse) -> bool {
         **self == **other

@@ -18,7 +18,6 @@ use crate::model::intention::{
 };
 use crate::model::labels::Labels;
 use crate::model::names::{AbsPath, Digest, EnvName, HostPath, InputName, ModuleName, NodeId};
-use crate::model::runtime::Runtime;
 
 /// A bind mount as handed to the engine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,7 +50,7 @@ pub struct ContainerSpec {
     /// The labels: the agent's (node, module, digests) and the user's.
     pub labels: BTreeMap<String, String>,
     /// Everything else it is created with.
-    pub runtime: Runtime,
+    pub runtime: crate::model::runtime::Sparse,
     /// With `network_mode = "container:<module>"`: that module's container,
     /// as the pass found it running.
     pub network_container: Option<String>,
@@ -346,7 +345,7 @@ pub fn desired(
         mounts,
         restart: i.restart,
         labels,
-        runtime: (*i.runtime).clone(),
+        runtime: i.runtime.clone(),
         network_container: None,
     };
     Ok(Desired {

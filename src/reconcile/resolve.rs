@@ -230,8 +230,12 @@ impl Made {
         of: MadeOf<'_>,
         make: impl FnOnce(&MadeFrom) -> Result<Desired, String>,
     ) -> Result<Arc<Desired>, String> {
-        if let Some((from, target)) = self.at.get(name) {
+        if let Some((from, target)) = self.at.get_mut(name) {
             if of.is(from) {
+                // The same intention, decoded again: one copy is kept.
+                if !Arc::ptr_eq(&from.intention, of.intention) {
+                    from.intention = of.intention.clone();
+                }
                 return target.clone();
             }
         }
@@ -616,7 +620,8 @@ fn make(from: &MadeFrom, node: &NodeId, files_dir: &Path) -> Result<Desired, Str
         e => e.to_string(),
     })?;
     let mut d = spec::desired(&from.intention, inputs, &from.image_id, node, files_dir)?;
-    if d.spec.runtime.logging.is_none() {
+    // Written only when there is one: an unset runtime takes no memory.
+    if d.spec.runtime.logging.is_none() && from.logging.is_some() {
         d.spec.runtime.logging = from.logging.clone();
     }
     d.spec
