@@ -429,7 +429,7 @@ fn field_value(field: &'static str) -> BoxedStrategy<J> {
             edgy_string().prop_map(J::from),
         ]
         .boxed(),
-        "env" => prop::collection::btree_map("[A-Za-z_][A-Za-z0-9_]{0,6}", edgy_string(), 0..4)
+        "env" => prop::collection::btree_map("[A-Za-z_.-][A-Za-z0-9_.-]{0,6}", edgy_string(), 0..4)
             .prop_map(|m| json!(m))
             .boxed(),
         "env_files" => prop::collection::vec(env_file, 0..3).prop_map(J::Array).boxed(),

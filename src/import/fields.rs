@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::Value as J;
 
 use super::text;
+use crate::model::names::trailing_slash_dropped;
 use crate::model::time::format_duration;
 
 /// A failure: the key (with its place) and why.
@@ -566,7 +567,8 @@ pub(super) fn volume_entry(
                     m => return fail(key, format!("{m:?} is not a volume mode")),
                 }
             }
-            let target = target.to_string();
+            // The engine and Compose take `/etc/x/` as `/etc/x`.
+            let target = trailing_slash_dropped(target).to_string();
             match source {
                 None => VolumeSpec::Anonymous { target, read_only },
                 Some(s) if is_host_path(s) => VolumeSpec::Bind {
@@ -591,6 +593,7 @@ pub(super) fn volume_entry(
             let Some(target) = get("target")? else {
                 return fail(key, "needs a target");
             };
+            let target = trailing_slash_dropped(&target).to_string();
             let read_only = match m.get("read_only") {
                 Some(r) => bool_of(&format!("{key}.read_only"), r)?,
                 None => false,
@@ -760,6 +763,18 @@ mod tests {
             (J::from("~/a:/a"), "bind ~/a /a false"),
             (J::from(".:/a"), "bind . /a false"),
             (J::from("data:/a:ro"), "volume data /a true"),
+            // A trailing slash, as 7 of 59 public Compose files write it
+            // (ChirpStack, Watchtower, Loki, the TICK sandbox, Pi-hole…).
+            (
+                J::from("./prometheus/:/etc/prometheus/"),
+                "bind ./prometheus/ /etc/prometheus false",
+            ),
+            (J::from("data:/data/:ro"), "volume data /data true"),
+            (J::from("/cache/"), "anonymous /cache false"),
+            (
+                serde_json::json!({"type": "bind", "source": "./conf/", "target": "/etc/conf/"}),
+                "bind ./conf/ /etc/conf false",
+            ),
             (J::from("/a"), "anonymous /a false"),
             (
                 serde_json::json!({"type": "volume", "source": "", "target": "/a", "read_only": true}),

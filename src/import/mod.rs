@@ -1587,6 +1587,17 @@ secrets:
                 "env",
                 json!({"A": "1", "B": "true", "C": "", "SET": "v"}),
             ),
+            // Elasticsearch's canonical stack, and names with dashes.
+            (
+                "environment: [discovery.type=single-node, VAR-WITH-DASHES=1]",
+                "env",
+                json!({"discovery.type": "single-node", "VAR-WITH-DASHES": "1"}),
+            ),
+            (
+                "volumes: ['./prometheus/:/etc/prometheus/']",
+                "mounts",
+                json!([{"source": "/srv/app/prometheus", "target": "/etc/prometheus", "read_only": false}]),
+            ),
             (
                 "env_file: ./app.env",
                 "env_files",
@@ -2322,9 +2333,9 @@ secrets:
             (svc("restart: sometimes"), "s", "restart", "not no, always"),
             (svc("mem_limit: 1k"), "s", "mem_limit", "at least 6 MiB"),
             (
-                svc("environment: [my-var=1]"),
+                svc("environment: ['my var=1']"),
                 "s",
-                "env.my-var",
+                "env.my var",
                 "invalid environment variable name",
             ),
             (

@@ -10,7 +10,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::model::config::{self, ConfigFile, ConfigFormat};
-use crate::model::names::{AbsPath, EnvName, HostPath, ModuleName, SettingKey};
+use crate::model::names::{
+    AbsPath, EnvName, HostPath, ModuleName, SettingKey, trailing_slash_dropped,
+};
 use crate::model::reference::Reference;
 use crate::model::runtime::{self, Runtime, RuntimeDoc};
 use crate::model::time::{format_duration, parse_duration};
@@ -795,8 +797,10 @@ impl IntentionDoc {
         }
         let mut mounts = Vec::new();
         for (i, m) in self.mounts.into_iter().enumerate() {
-            let source = HostPath::try_from(m.source).map_err(f(&format!("mounts[{i}].source")))?;
-            let target = AbsPath::try_from(m.target).map_err(f(&format!("mounts[{i}].target")))?;
+            let source = HostPath::try_from(trailing_slash_dropped(&m.source))
+                .map_err(f(&format!("mounts[{i}].source")))?;
+            let target = AbsPath::try_from(trailing_slash_dropped(&m.target))
+                .map_err(f(&format!("mounts[{i}].target")))?;
             claim(&target, format!("mounts[{i}].target"))?;
             let access = match (m.read_only, m.input) {
                 (true, None | Some(true)) => Access::ReadOnly,
@@ -1260,8 +1264,8 @@ read_only = true
                 "no [config]",
             ),
             (
-                "name = \"a\"\nimage = \"x\"\nenv = { \"1X\" = \"v\" }",
-                "env.1X",
+                "name = \"a\"\nimage = \"x\"\nenv = { \"1 X\" = \"v\" }",
+                "env.1 X",
                 "invalid environment",
             ),
             (
@@ -1383,6 +1387,35 @@ read_only = true
         );
         assert!(PortSpec::parse("80/icmp").is_err());
         assert!(PortSpec::parse("foo:1:2").is_err());
+    }
+
+    #[test]
+    fn a_mount_path_with_a_trailing_slash_is_the_path_without_it() {
+        let i = |mount: &str, volume: &str, tmpfs: &str| {
+            Intention::parse(
+                &format!(
+                    "name = \"m\"\nimage = \"x\"\nvolumes = [\"data:{volume}\"]\ntmpfs = [\"{tmpfs}\"]\n[[mounts]]\nsource = \"{mount}\"\ntarget = \"{mount}\"\nread_only = true\ninput = false\n"
+                ),
+                DocFormat::Toml,
+                "t.toml",
+            )
+        };
+        let plain = i("/srv/prometheus", "/data", "/run").unwrap();
+        for (what, spelled) in [
+            ("a mount", i("/srv/prometheus/", "/data", "/run")),
+            ("a volume", i("/srv/prometheus", "/data/", "/run")),
+            ("a tmpfs", i("/srv/prometheus", "/data", "/run/")),
+        ] {
+            let spelled = spelled.unwrap_or_else(|e| panic!("{what}: {e}"));
+            // The same intention, so the same digests: an intention written
+            // either way runs the same container.
+            assert_eq!(spelled, plain, "{what}");
+            assert_eq!(spelled.to_json(), plain.to_json(), "{what}");
+        }
+        assert_eq!(plain.mounts[0].target.as_str(), "/srv/prometheus");
+        // Only one slash is taken: a double one is still refused, by field.
+        let e = i("/srv/prometheus//", "/data", "/run").unwrap_err();
+        assert_eq!(e.field, "mounts[0].source", "{e}");
     }
 
     #[test]

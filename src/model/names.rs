@@ -241,17 +241,17 @@ string_newtype!(
 );
 
 string_newtype!(
-    /// An environment variable name: `[A-Za-z_][A-Za-z0-9_]*`.
+    /// An environment variable name, as Compose and the engine take one:
+    /// anything but empty, with no `=`, blank or control character (so
+    /// `discovery.type` and `VAR-WITH-DASHES` are names; NUL is a control
+    /// character).
     EnvName,
     |s| {
-        let ok = !s.is_empty()
-            && s.bytes().enumerate().all(|(i, b)| {
-                b == b'_' || b.is_ascii_alphabetic() || (i > 0 && b.is_ascii_digit())
-            });
+        let ok = !s.is_empty() && !s.chars().any(|c| c == '=' || c.is_whitespace() || c.is_control());
         if ok {
             Ok(())
         } else {
-            Err(format!("invalid environment variable name {s:?}: must match [A-Za-z_][A-Za-z0-9_]*"))
+            Err(format!("invalid environment variable name {s:?}: a name is not empty and has no `=`, blank or control character"))
         }
     }
 );
@@ -305,6 +305,17 @@ impl HostPath {
     /// The path as an owned `PathBuf`.
     pub fn to_path_buf(&self) -> PathBuf {
         PathBuf::from(&self.0)
+    }
+}
+
+/// A path as the engine and Compose take it for a mount: one trailing slash
+/// names the same path as none (`/etc/prometheus/` is `/etc/prometheus`),
+/// so both spellings are one path and one digest. What else a checked path
+/// refuses is still refused.
+pub fn trailing_slash_dropped(s: &str) -> &str {
+    match s.strip_suffix('/') {
+        Some(rest) if !rest.is_empty() => rest,
+        _ => s,
     }
 }
 
@@ -377,6 +388,21 @@ mod tests {
     }
 
     #[test]
+    fn a_mount_path_s_one_trailing_slash_is_dropped() {
+        for (given, taken) in [
+            ("/etc/prometheus/", "/etc/prometheus"),
+            ("/etc/prometheus", "/etc/prometheus"),
+            ("/", "/"),
+            ("/a//", "/a/"),
+            ("", ""),
+        ] {
+            assert_eq!(trailing_slash_dropped(given), taken, "{given:?}");
+        }
+        // Two slashes are still not a path.
+        assert!(AbsPath::try_from(trailing_slash_dropped("/a//")).is_err());
+    }
+
+    #[test]
     fn paths() {
         for ok in ["/etc/x.json", "/a", "/srv/sensor/model.bin"] {
             assert!(AbsPath::try_from(ok).is_ok(), "{ok}");
@@ -410,8 +436,19 @@ mod tests {
         let e = SettingKey::try_from(huge).unwrap_err();
         assert!(e.0.len() < 200, "the key is not quoted back: {e}");
         assert!(SettingKey::try_from("x".repeat(MAX_KEY_BYTES + 1)).is_err());
-        assert!(EnvName::try_from("MODE_1").is_ok());
-        assert!(EnvName::try_from("1MODE").is_err());
+        for ok in [
+            "MODE_1",
+            "1MODE",
+            "discovery.type",
+            "VAR-WITH-DASHES",
+            "VAR.WITH.DOTS",
+            "ÉTÉ",
+        ] {
+            assert!(EnvName::try_from(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "A=B", "A B", "A\tB", "A\0B", "A\nB"] {
+            assert!(EnvName::try_from(bad).is_err(), "{bad:?}");
+        }
         for ok in [
             "config:/etc/a",
             "image",

@@ -1146,7 +1146,8 @@ impl Field for Tmpfs {
         for (i, t) in one_or_list("tmpfs", v)?.iter().enumerate() {
             let field = format!("tmpfs[{i}]");
             let (target, opts) = t.split_once(':').unwrap_or((t, ""));
-            let target = AbsPath::try_from(target).map_err(|e| (field.clone(), e.0))?;
+            let target = AbsPath::try_from(crate::model::names::trailing_slash_dropped(target))
+                .map_err(|e| (field.clone(), e.0))?;
             let mut opts: Vec<&str> = opts
                 .split(',')
                 .map(str::trim)
@@ -1677,7 +1678,8 @@ impl Field for Volumes {
                 ));
             }
             let name = engine_name(&field, &name)?;
-            let target = AbsPath::try_from(target).map_err(|e| (field.clone(), e.0))?;
+            let target = AbsPath::try_from(crate::model::names::trailing_slash_dropped(&target))
+                .map_err(|e| (field.clone(), e.0))?;
             if !targets.insert(target.clone()) {
                 return Err((field, format!("{target} is given twice")));
             }

@@ -205,7 +205,7 @@ const KEY_SHOWN: usize = 16;
 fn bad_env_key(line: usize, key: &str) -> String {
     let bad = key
         .char_indices()
-        .find(|&(i, c)| !(c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit())));
+        .find(|&(_, c)| c.is_whitespace() || c.is_control());
     let Some((at, c)) = bad else {
         return format!("line {line}: no key before the =");
     };
@@ -225,7 +225,7 @@ fn bad_env_key(line: usize, key: &str) -> String {
     } else {
         format!("{shown:?} is followed by {what}")
     };
-    format!("line {line}: the key {place}: a key is [A-Za-z_][A-Za-z0-9_]*")
+    format!("line {line}: the key {place}: a key has no blank or control character")
 }
 
 /// Normalises an engine image ID to a digest (`sha256:` is implied when an
@@ -447,7 +447,7 @@ mod tests {
 
     #[test]
     fn a_bad_env_key_is_named_clipped_and_its_line_never_echoed() {
-        let k = ": a key is [A-Za-z_][A-Za-z0-9_]*";
+        let k = ": a key has no blank or control character";
         let cases = [
             (
                 "DB_PASS hunter2=x",
@@ -457,15 +457,9 @@ mod tests {
                 "export PW=hunter2",
                 "the key \"export\" is followed by a space",
             ),
-            ("1hunter2=x", "the key starts with '1'"),
-            ("pw-hunter2=x", "the key \"pw\" is followed by '-'"),
             (
                 "ABCDEFGHIJKLMNOPQRSThunter2 x=1",
                 "the key \"ABCDEFGHIJKLMNOP…\" is followed by a space",
-            ),
-            (
-                "pw\u{e9}hunter2=x",
-                "the key \"pw\" is followed by a non-ASCII character",
             ),
             (
                 "pw\x01hunter2=x",
@@ -478,6 +472,10 @@ mod tests {
         }
         let e = parse_env_file(b"A=1\n=hunter2\n").unwrap_err();
         assert_eq!(e, "line 2: no key before the =");
+        // Names Compose and the engine take: dots, dashes, a digit first.
+        let vars = parse_env_file(b"VAR.WITH.DOTS=1\nVAR-WITH-DASHES=2\n9LIVES=3\n").unwrap();
+        let names: Vec<&str> = vars.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["VAR.WITH.DOTS", "VAR-WITH-DASHES", "9LIVES"]);
     }
 
     #[test]
