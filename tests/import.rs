@@ -165,6 +165,16 @@ fn every_fixture_imports_listing_what_is_not_carried_and_every_file_parses() {
         prom.files[0].content,
         std::fs::read_to_string(dir.join("prometheus-grafana/prometheus/prometheus.yml")).unwrap()
     );
+    // `./grafana/:/etc/grafana/provisioning/datasources/:ro`: the paths
+    // without their trailing slashes, as Compose and the engine take them.
+    let grafana = &all["grafana"].mounts[0];
+    assert_eq!(
+        (grafana.source.as_str(), grafana.target.as_str()),
+        (
+            dir.join("prometheus-grafana/grafana").to_str().unwrap(),
+            "/etc/grafana/provisioning/datasources"
+        )
+    );
     assert_eq!(all["cadvisor"].runtime.nano_cpus, Some(500_000_000));
     assert_eq!(all["cadvisor"].runtime.mem_limit, Some(256 << 20));
     let db = &all["db"];
