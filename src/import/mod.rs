@@ -147,7 +147,12 @@ pub fn import(
             let text =
                 String::from_utf8(bytes).map_err(|_| file_err(".env", "not UTF-8 text".into()))?;
             let lookup = |k: &str| env.get(k).cloned();
-            for (k, v) in text::dotenv(&text, &lookup).map_err(|m| file_err(".env", m))? {
+            // A key given twice keeps its last value, as Compose keeps it.
+            let dotenv: BTreeMap<String, String> = text::dotenv(&text, &lookup)
+                .map_err(|m| file_err(".env", m))?
+                .into_iter()
+                .collect();
+            for (k, v) in dotenv {
                 cx.env.entry(k).or_insert(v);
             }
         }
@@ -644,7 +649,17 @@ impl Ctx<'_> {
                 "network_mode" => out.set(k, network_mode(k, &v)?),
                 "networks" => networks = self.networks(service, module, &v)?,
                 "extra_hosts" => out.gather(k, extra_hosts(k, &v)?),
-                "dns" => out.gather(k, strings_or_one(k, &v)?),
+                // An empty entry (`dns: ${UNSET}`) is none, as in Compose.
+                "dns" => {
+                    let servers = strings_or_one(k, &v)?;
+                    out.gather(
+                        k,
+                        servers
+                            .into_iter()
+                            .filter(|s| !s.is_empty())
+                            .collect::<Vec<_>>(),
+                    );
+                }
                 "mem_limit" => mem_limit = Some(v),
                 "memswap_limit" => out.set(k, v),
                 "shm_size" => out.set(k, v),
@@ -1784,6 +1799,8 @@ secrets:
                 json!(["host.docker.internal:host-gateway", "db:10.0.0.2"]),
             ),
             ("dns: 1.1.1.1", "dns", json!(["1.1.1.1"])),
+            ("dns: ${NOPE}", "dns", J::Null),
+            ("dns: ['${NOPE}', 9.9.9.9]", "dns", json!(["9.9.9.9"])),
             (
                 "dns: [1.1.1.1, 9.9.9.9]",
                 "dns",
@@ -2507,6 +2524,20 @@ secrets:
         let d = doc(&i);
         assert_eq!(d["image"], "img:1.2");
         assert_eq!(d["env"], json!({"A": "d", "B": "v"}));
+        // A key given twice keeps its last value, as Compose keeps it.
+        let i = import(
+            yaml,
+            Path::new(BASE),
+            &env(),
+            &read_with(Some(
+                "TAG=1.0\nFROM_DOTENV=first\nTAG=1.2\nFROM_DOTENV=last\n",
+            )),
+            false,
+        )
+        .unwrap();
+        let d = doc(&i);
+        assert_eq!(d["image"], "img:1.2");
+        assert_eq!(d["env"]["A"], "last");
         let e = import(
             yaml,
             Path::new(BASE),
