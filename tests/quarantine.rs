@@ -62,8 +62,12 @@ fn start_until_it_holds(n: &Node, point: &str) -> (Agent, usize) {
                 break;
             }
             let addr = std::fs::read_to_string(n.data().join("api-addr")).unwrap_or_default();
-            if !addr.is_empty() {
-                let (code, body) = common::agent::http_get(addr.trim(), "/v1/status");
+            // The address may be a dead start's, or this one's as it dies:
+            // nothing answering is not up yet.
+            let answer = (!addr.is_empty())
+                .then(|| common::agent::try_http_get(addr.trim(), "/v1/status"))
+                .flatten();
+            if let Some((code, body)) = answer {
                 let holds = serde_json::from_str::<J>(&body)
                     .is_ok_and(|s| !s["node"]["quarantine"].is_null());
                 if code == 200 && holds {

@@ -122,6 +122,14 @@ pub fn http_get(addr: &str, path: &str) -> (u16, String) {
     )
 }
 
+/// (status, body) of a GET to `addr`, or `None` when nothing listens there
+/// (an agent that has just died, or the address a dead one left).
+#[allow(dead_code)]
+pub fn try_http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    std::net::TcpStream::connect(addr).ok()?;
+    Some(http_get(addr, path))
+}
+
 /// Writes one request and reads the whole answer.
 fn exchange(addr: &str, request: &str, timeout_secs: u64) -> (u16, String) {
     use std::io::{Read, Write};
