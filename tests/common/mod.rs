@@ -176,6 +176,102 @@ pub struct Node {
     pub socket: String,
     pub heartbeat: String,
     pub extra: String,
+    events: EventLog,
+}
+
+/// The engine's container events from a node's start on, streamed as they
+/// happen. `docker events --since` replays only what the engine still
+/// keeps (the Docker Engine keeps its last 256 events), which a crash loop
+/// among a suite's parallel tests outruns within a minute; CI once counted
+/// no create of a module the engine had created.
+struct EventLog {
+    child: Option<std::process::Child>,
+    /// (time in nanoseconds, the stead.module label, the action); `None`
+    /// once the stream has ended.
+    seen: Arc<Mutex<Option<Vec<(i128, String, String)>>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl EventLog {
+    fn start() -> EventLog {
+        // From a second back, replayed from what the engine keeps, so that
+        // nothing falls between this start and the stream's subscription.
+        let child = Command::new("docker")
+            .env("DOCKER_HOST", format!("unix://{}", engine_socket()))
+            .args([
+                "events",
+                "--since",
+                &format!("{:.3}", unix_now() - 1.0),
+                "--filter",
+                "type=container",
+                "--format",
+                "{{.TimeNano}}\t{{index .Actor.Attributes \"stead.module\"}}\t{{.Action}}",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        let seen = Arc::new(Mutex::new(Some(Vec::new())));
+        let Ok(mut child) = child else {
+            *seen.lock().unwrap() = None;
+            return EventLog {
+                child: None,
+                seen,
+                reader: None,
+            };
+        };
+        let stdout = child.stdout.take().expect("piped stdout");
+        let into = seen.clone();
+        let reader = std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let mut f = line.splitn(3, '\t');
+                let (Some(t), Some(m), Some(a)) = (f.next(), f.next(), f.next()) else {
+                    continue;
+                };
+                let Ok(t) = t.parse::<i128>() else { continue };
+                if let Some(v) = into.lock().unwrap().as_mut() {
+                    v.push((t, m.to_string(), a.to_string()));
+                }
+            }
+            *into.lock().unwrap() = None;
+        });
+        EventLog {
+            child: Some(child),
+            seen,
+            reader: Some(reader),
+        }
+    }
+
+    /// The module's actions from `since` to `until` (seconds), waiting for
+    /// `until` to pass; `None` if the stream has ended.
+    fn since(&self, module: &str, since: f64, until: f64) -> Option<Vec<String>> {
+        let wait = until - unix_now();
+        if wait > 0.0 {
+            std::thread::sleep(Duration::from_secs_f64(wait));
+        }
+        let (from, to) = ((since * 1e9) as i128, (until * 1e9) as i128);
+        let seen = self.seen.lock().unwrap();
+        Some(
+            seen.as_ref()?
+                .iter()
+                .filter(|(t, m, _)| *t >= from && *t <= to && m == module)
+                .map(|(_, _, a)| a.clone())
+                .collect(),
+        )
+    }
+}
+
+impl Drop for EventLog {
+    fn drop(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+    }
 }
 
 impl Node {
@@ -189,6 +285,7 @@ impl Node {
         std::fs::create_dir_all(dir.path().join("intentions")).unwrap();
         std::fs::create_dir_all(dir.path().join("host")).unwrap();
         let n = Node {
+            events: EventLog::start(),
             id,
             dir,
             socket: engine_socket(),
@@ -349,14 +446,21 @@ impl Node {
     }
 
     /// Every engine event (its action) for this node's containers of this
-    /// module since `since`.
+    /// module since `since`, as far as half a second from now (what the
+    /// engine has yet to deliver of what was done).
     pub fn events_since(&self, module: &str, since: f64) -> Vec<String> {
+        let until = unix_now() + 0.5;
+        if let Some(seen) = self.events.since(module, since, until) {
+            return seen;
+        }
+        // The stream ended (the engine went away under it): what the
+        // engine still keeps of its events.
         let out = docker_ok(&[
             "events",
             "--since",
             &format!("{since:.3}"),
             "--until",
-            &format!("{:.3}", unix_now() + 0.5),
+            &format!("{until:.3}"),
             "--filter",
             "type=container",
             // One label: Podman takes several as either, the Docker Engine
