@@ -186,11 +186,13 @@ pub struct Node {
 /// no create of a module the engine had created.
 struct EventLog {
     child: Option<std::process::Child>,
-    /// (time in nanoseconds, the stead.module label, the action); `None`
-    /// once the stream has ended.
-    seen: Arc<Mutex<Option<Vec<(i128, String, String)>>>>,
+    /// What was seen; `None` once the stream has ended.
+    seen: Arc<Mutex<Option<Vec<Seen>>>>,
     reader: Option<std::thread::JoinHandle<()>>,
 }
+
+/// (time in nanoseconds, the stead.module label, the action)
+type Seen = (i128, String, String);
 
 impl EventLog {
     fn start() -> EventLog {
