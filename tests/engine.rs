@@ -6,6 +6,7 @@ mod common;
 
 use common::intention::Module;
 use common::*;
+use std::collections::BTreeMap;
 
 fn config_module(name: &str, setting: &str, default: &str, policy: &str) -> Module {
     Module::new(name, IMAGE_1)
@@ -69,6 +70,75 @@ fn seed_000_a_setting_change_recreates_once_and_the_process_sees_it() {
     n.wait_logs(&m, "\"poll_ms\": 250");
     n.once_ok();
     assert_eq!(n.creates_since(&m, since), 1);
+}
+
+/// The container's environment, as the engine holds it.
+fn container_env(n: &Node, module: &str) -> BTreeMap<String, String> {
+    let out = docker_ok(&[
+        "inspect",
+        "--format",
+        "{{json .Config.Env}}",
+        &n.container_id(module),
+    ]);
+    let vars: Vec<String> = serde_json::from_str(&out).unwrap();
+    vars.iter()
+        .filter_map(|v| v.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// An env file read by Compose's rules (`env_file_format = "compose"`)
+/// gives the process what Compose would; the same file read raw (the
+/// default, as 0.5.0 read it) gives it verbatim; changing the format
+/// recreates once, naming the env file.
+#[test]
+fn an_env_file_read_by_compose_s_rules_reaches_the_process_and_a_new_format_recreates_once() {
+    let n = Node::new("envfmt");
+    let m = n.module("app");
+    let env = n.write_host(
+        "app.env",
+        "# settings\nGREETING=\"hello world\" # said\nPLAIN= padded \nLIT='no $PORT here'\nURL=http://db:${PORT}/x\nTWO=\"a\nB=b\"\nA.B-C=dots\n",
+    );
+    let text = |format: &str| {
+        format!(
+            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {cmd:?}]\nenv_files = [{env:?}]\n{format}env = {{ PORT = \"5432\" }}\n",
+            cmd = idle_after("echo up")
+        )
+    };
+    n.write_intention("app.toml", text(""));
+    n.once_ok();
+    let raw = container_env(&n, &m);
+    assert_eq!(raw["PLAIN"], " padded ");
+    assert_eq!(raw["URL"], "http://db:${PORT}/x");
+    assert_eq!((raw["TWO"].as_str(), raw["B"].as_str()), ("\"a", "b\""));
+    assert_eq!(raw["GREETING"], "\"hello world\" # said");
+
+    n.write_intention("app.toml", text("env_file_format = \"compose\"\n"));
+    let since = unix_now();
+    let out = n.once_ok();
+    assert!(
+        out.contains("recreated") && out.contains(&format!("env_file:{}", env.display())),
+        "{out}"
+    );
+    let got = container_env(&n, &m);
+    for (k, v) in [
+        ("GREETING", "hello world"),
+        ("PLAIN", "padded"),
+        ("LIT", "no $PORT here"),
+        ("URL", "http://db:5432/x"),
+        ("TWO", "a\nB=b"),
+        ("A.B-C", "dots"),
+        ("PORT", "5432"),
+    ] {
+        assert_eq!(got.get(k).map(String::as_str), Some(v), "{k}: {got:?}");
+    }
+    assert!(!got.contains_key("B"), "{got:?}");
+    n.wait_logs(&m, "up");
+    assert_eq!(n.creates_since(&m, since), 1);
+    // And again: nothing moved, nothing is done.
+    let quiet = unix_now();
+    assert!(n.once_ok().contains("unchanged"));
+    assert!(n.events_since(&m, quiet).is_empty());
 }
 
 #[test]

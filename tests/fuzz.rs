@@ -122,6 +122,10 @@ fn fixtures() -> &'static Path {
         std::fs::create_dir_all(dir.join("dir/sub")).unwrap();
         for (name, content) in [
             ("good.env", "A=1\n# c\n\nB = two words\r\nC=\n"),
+            (
+                "compose.env",
+                "export A=\"x ${B:-y}\" # c\nB='lit'\nC=\"two\nlines\"\nD\n",
+            ),
             ("bad.env", "A=1\nnot a line\n"),
             ("badkey.env", "1A=secret\n"),
             ("binary.env", "\u{0}\u{1}"),
@@ -140,6 +144,7 @@ fn host_paths() -> Vec<String> {
     let root = fixtures().display().to_string();
     let mut v: Vec<String> = [
         "good.env",
+        "compose.env",
         "bad.env",
         "badkey.env",
         "binary.env",
@@ -329,12 +334,13 @@ fn noise() -> impl Strategy<Value = J> {
 }
 
 /// Every field of an intention, and keys from neighbouring schemas.
-const INTENTION_FIELDS: [&str; 15] = [
+const INTENTION_FIELDS: [&str; 16] = [
     "name",
     "image",
     "command",
     "env",
     "env_files",
+    "env_file_format",
     "restart",
     "on_drift",
     "update_order",
@@ -433,6 +439,7 @@ fn field_value(field: &'static str) -> BoxedStrategy<J> {
             .prop_map(|m| json!(m))
             .boxed(),
         "env_files" => prop::collection::vec(env_file, 0..3).prop_map(J::Array).boxed(),
+        "env_file_format" => mostly(vec!["raw", "compose"], vec![".env", "Compose"]),
         "restart" => mostly(vec!["no", "on-failure", "always", "unless-stopped"], vec!["sometimes"]),
         "on_drift" => mostly(vec!["recreate", "report"], vec!["ignore"]),
         "update_order" => mostly(vec!["stop-first", "start-first"], vec!["never"]),
@@ -820,6 +827,34 @@ fn intention_text_damaged_or_raw_never_panics() {
     fuzz("intention-text", text, |t| {
         intention_text(&t)?;
         let _ = Intention::parse_json(t.as_bytes(), "PUT /v1/intentions/m");
+        Ok(())
+    });
+}
+
+/// Env files of any text, in either format, read or are refused naming a
+/// line, never echoing what the file holds past its first character.
+#[test]
+fn env_files_of_any_text_never_panic_and_errors_name_a_line() {
+    use stead::model::env_file::{self, Format, Known};
+    let text = prop_oneof![
+        3 => "[A-Za-z_.=:#'\"\\${}\\- \t\r\n0-9]{0,60}",
+        1 => "\\PC{0,80}",
+        1 => prop::collection::vec(any::<u8>(), 0..40)
+            .prop_map(|b| String::from_utf8_lossy(&b).into_owned()),
+    ];
+    let known: Known = [("K", "v")].map(|(k, v)| (k.into(), v.into())).into();
+    fuzz("env-files", text, |t| {
+        let lookup = |k: &str| (k == "L").then(|| "w".to_string());
+        for f in [Format::Raw, Format::Compose] {
+            match env_file::read(t.as_bytes(), f, &lookup, &known) {
+                Ok(vars) => {
+                    for (k, v) in vars {
+                        prop_assert!(!k.is_empty() && !k.contains('=') && !v.contains('\0'));
+                    }
+                }
+                Err(e) => prop_assert!(e.starts_with("line ") || e == "not UTF-8 text", "{e}"),
+            }
+        }
         Ok(())
     });
 }

@@ -38,7 +38,7 @@ labels = {{"com.example.role" = "sensor"}}
 devices = ["/dev/zero:/dev/myzero:r"]
 {rules}cap_add = ["net_admin"]
 cap_drop = ["CAP_MKNOD"]
-extra_hosts = ["db:10.0.0.2"]
+extra_hosts = ["db:10.0.0.2", "cache=10.0.0.3,fe80::1"]
 dns = ["10.0.0.53"]
 tmpfs = ["/run:size=16m"]
 read_only = true
@@ -106,7 +106,21 @@ fn every_runtime_field_lands_on_the_container_and_a_change_recreates_it_once() {
     }
     assert_eq!(host["CapAdd"], serde_json::json!(["NET_ADMIN"]));
     assert_eq!(host["CapDrop"], serde_json::json!(["MKNOD"]));
-    assert_eq!(host["ExtraHosts"], serde_json::json!(["db:10.0.0.2"]));
+    assert_eq!(
+        host["ExtraHosts"],
+        serde_json::json!(["cache:10.0.0.3", "cache:fe80::1", "db:10.0.0.2"])
+    );
+    // One name with several addresses has each of them in /etc/hosts.
+    let hosts = docker_ok(&["exec", &id, "cat", "/etc/hosts"]);
+    for ip in ["10.0.0.3", "fe80::1", "10.0.0.2"] {
+        assert!(
+            hosts
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(ip)
+                    && l.split_whitespace().any(|w| w == "cache" || w == "db")),
+            "{ip}: {hosts}"
+        );
+    }
     assert_eq!(host["Dns"], serde_json::json!(["10.0.0.53"]));
     // Podman adds its mount options.
     assert!(

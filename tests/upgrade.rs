@@ -424,3 +424,43 @@ fn a_store_written_by_0_5_0_reads_back_every_kind_of_record() {
     assert!(events.len() > 10, "{events:?}");
     assert!(events.windows(2).all(|w| w[0].seq < w[1].seq));
 }
+
+/// An env file 0.5.0 read (it read every env file raw: values verbatim,
+/// quotes, blanks and `#` kept) digests the same when its intention names
+/// no format, so an upgrade recreates nothing; read by Compose's rules it
+/// is a moved input. `check-0.5.0.txt` is what 0.5.0's `stead check`
+/// printed for `app.toml` with `app.env` at the path it names.
+#[test]
+fn an_env_file_of_0_5_0_digests_the_same_and_compose_s_reading_moves_it() {
+    let at = Path::new("/tmp/stead-golden-0.5.0-env");
+    std::fs::create_dir_all(at).unwrap();
+    std::fs::copy(fixture("env-0.5.0/app.env"), at.join("app.env")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("env-0.5.0/app.toml")).unwrap();
+    std::fs::write(dir.path().join("app.toml"), &text).unwrap();
+    let want = std::fs::read_to_string(fixture("env-0.5.0/check-0.5.0.txt")).unwrap();
+    assert_eq!(check_intentions(dir.path()), want.trim_end());
+
+    std::fs::write(
+        dir.path().join("app.toml"),
+        format!("{text}env_file_format = \"compose\"\n"),
+    )
+    .unwrap();
+    let compose = check_intentions(dir.path());
+    let line = |s: &str| {
+        s.lines()
+            .find(|l| l.contains("env_file:"))
+            .map(str::to_string)
+            .unwrap()
+    };
+    assert_ne!(line(&compose), line(&want), "{compose}");
+    // Only the env file moved.
+    let others = |s: &str| {
+        s.lines()
+            .skip(1)
+            .filter(|l| !l.contains("env_file:"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(others(&compose), others(&want));
+}

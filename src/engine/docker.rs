@@ -390,11 +390,11 @@ pub fn podman_refuses(spec: &ContainerSpec) -> Option<String> {
                 .into(),
         );
     }
-    if let Some(host) = r
-        .extra_hosts
-        .iter()
-        .find_map(|(h, a)| (a == crate::model::runtime::HOST_GATEWAY).then_some(h))
-    {
+    if let Some(host) = r.extra_hosts.iter().find_map(|(h, a)| {
+        a.iter()
+            .any(|a| a == crate::model::runtime::HOST_GATEWAY)
+            .then_some(h)
+    }) {
         return Some(format!(
             "extra_hosts.{host} = \"host-gateway\" (it writes the words into /etc/hosts): name the address"
         ));
@@ -594,7 +594,7 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
             extra_hosts: some_vec(
                 r.extra_hosts
                     .iter()
-                    .map(|(h, ip)| format!("{h}:{ip}"))
+                    .flat_map(|(h, ips)| ips.iter().map(move |ip| format!("{h}:{ip}")))
                     .collect(),
             ),
             dns: some_vec(r.dns.iter().map(ToString::to_string).collect()),
@@ -1112,9 +1112,14 @@ mod tests {
             ..Default::default()
         };
         let gateway = crate::model::runtime::Runtime {
-            extra_hosts: [("gw".to_string(), "host-gateway".to_string())]
-                .into_iter()
-                .collect(),
+            extra_hosts: [(
+                "gw".to_string(),
+                ["10.0.0.1".to_string(), "host-gateway".to_string()]
+                    .into_iter()
+                    .collect(),
+            )]
+            .into_iter()
+            .collect(),
             ..Default::default()
         };
         let image_s_check = crate::model::runtime::Runtime {

@@ -217,8 +217,9 @@ pub(super) fn device(key: &str, v: &J) -> Result<String, Fail> {
     }
 }
 
-/// `/etc/hosts` entries: a list kept as written, a mapping as `host=ip`
-/// (`host-gateway` as Compose has it).
+/// `/etc/hosts` entries: a list kept as written (`host=ip1,ip2` is
+/// several addresses), a mapping as `host=ip`, with a list of addresses as
+/// `host=ip1,ip2` (`host-gateway` as Compose has it).
 pub(super) fn extra_hosts(key: &str, v: &J) -> Result<Vec<String>, Fail> {
     match v {
         J::Array(a) => a
@@ -228,7 +229,19 @@ pub(super) fn extra_hosts(key: &str, v: &J) -> Result<Vec<String>, Fail> {
             .collect(),
         J::Object(m) => m
             .iter()
-            .map(|(h, ip)| Ok(format!("{h}={}", scalar(&format!("{key}.{h}"), ip)?)))
+            .map(|(h, ips)| {
+                let at = format!("{key}.{h}");
+                let ips = match ips {
+                    J::Array(a) => a
+                        .iter()
+                        .enumerate()
+                        .map(|(i, ip)| scalar(&format!("{at}[{i}]"), ip))
+                        .collect::<Result<Vec<_>, _>>()?
+                        .join(","),
+                    ip => scalar(&at, ip)?,
+                };
+                Ok(format!("{h}={ips}"))
+            })
             .collect(),
         _ => fail(key, "must be a list or a mapping"),
     }

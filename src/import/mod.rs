@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::{Map, Value as J};
 
+use crate::model::env_file;
 use crate::model::intention::{DocFormat, Intention};
+use crate::model::interpolate;
 use crate::model::names::ModuleName;
 use crate::model::runtime::RuntimeDoc;
 
@@ -144,14 +146,18 @@ pub fn import(
     // The `.env` file next to the Compose file; the environment wins.
     match read(&base_dir.join(".env")) {
         Ok(bytes) => {
-            let text =
-                String::from_utf8(bytes).map_err(|_| file_err(".env", "not UTF-8 text".into()))?;
             let lookup = |k: &str| env.get(k).cloned();
-            // A key given twice keeps its last value, as Compose keeps it.
-            let dotenv: BTreeMap<String, String> = text::dotenv(&text, &lookup)
-                .map_err(|m| file_err(".env", m))?
-                .into_iter()
-                .collect();
+            // Read as Compose reads it; a key given twice keeps its last
+            // value.
+            let dotenv: BTreeMap<String, String> = env_file::read(
+                &bytes,
+                env_file::Format::Compose,
+                &lookup,
+                &env_file::Known::new(),
+            )
+            .map_err(|m| file_err(".env", m))?
+            .into_iter()
+            .collect();
             for (k, v) in dotenv {
                 cx.env.entry(k).or_insert(v);
             }
@@ -201,7 +207,7 @@ pub fn import(
     let env = cx.env.clone();
     let lookup = |k: &str| env.get(k).cloned();
     let mut unset = Vec::new();
-    let mut budget = text::MAX_EXPANDED;
+    let mut budget = interpolate::MAX_EXPANDED;
     for (section, decls) in [
         ("volumes", &mut cx.top.volumes),
         ("networks", &mut cx.top.networks),
@@ -320,14 +326,15 @@ fn interpolate_tree(
     match v {
         J::String(s) if s.contains('$') => {
             let mut vars = Vec::new();
-            *s = text::interpolate(s, lookup, &mut vars, *budget).map_err(|m| {
-                let m = if *budget < text::MAX_EXPANDED && m.contains("expand to more than") {
-                    format!(
-                        "the variables of the file expand to more than {} bytes in all",
-                        text::MAX_EXPANDED
-                    )
-                } else {
-                    m
+            *s = interpolate::interpolate(s, lookup, &mut vars, *budget).map_err(|e| {
+                let m = match e {
+                    interpolate::Error::TooLong(_) if *budget < interpolate::MAX_EXPANDED => {
+                        format!(
+                            "the variables of the file expand to more than {} bytes in all",
+                            interpolate::MAX_EXPANDED
+                        )
+                    }
+                    e => e.to_string(),
                 };
                 (path.to_string(), m)
             })?;
@@ -393,6 +400,8 @@ struct Out {
     restart: Option<&'static str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     env_files: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    env_file_format: Option<&'static str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     ports: Vec<String>,
     #[serde(flatten)]
@@ -581,6 +590,7 @@ impl Ctx<'_> {
         // Ports, then `expose` (a published port needs no exposing).
         let mut ports: Vec<String> = Vec::new();
         let mut exposed: Vec<String> = Vec::new();
+        let mut env_checks = Vec::new();
         for (key, v) in def {
             let k = key.as_str();
             if v.is_null() {
@@ -591,7 +601,7 @@ impl Ctx<'_> {
                 "command" => out.command = Some(command(k, &v)?),
                 "entrypoint" => out.set(k, command(k, &v)?),
                 "environment" => self.environment(service, &v, &mut out.env)?,
-                "env_file" => self.env_files(service, &v, &mut out.env_files)?,
+                "env_file" => env_checks = self.env_files(service, &v, &mut out)?,
                 "ports" => {
                     for (i, p) in list(k, &v)?.iter().enumerate() {
                         let at = format!("{k}[{i}]");
@@ -746,6 +756,7 @@ impl Ctx<'_> {
             }
         }
         out.ports = ports;
+        self.check_env_files(service, &env_checks, &out);
         Ok(Some(out))
     }
 
@@ -779,10 +790,20 @@ impl Ctx<'_> {
     }
 
     /// `env_file`: paths (or `{path, required, format}`), made absolute,
-    /// each looked at as the agent will read it.
-    fn env_files(&mut self, service: &str, v: &J, paths: &mut Vec<String>) -> Result<(), Fail> {
+    /// with the format all of them are read in (Compose's own unless each
+    /// says `format: raw`). Each is looked at, once the service's
+    /// environment is known ([`Ctx::check_env_files`]).
+    fn env_files(
+        &mut self,
+        service: &str,
+        v: &J,
+        out: &mut Out,
+    ) -> Result<Vec<(String, String)>, Fail> {
+        let mut checks = Vec::new();
+        let mut format = None;
         for (i, e) in list_or_one("env_file", v)?.iter().enumerate() {
             let at = format!("env_file[{i}]");
+            let mut this = env_file::Format::Compose;
             let path = match e {
                 J::String(s) => s.clone(),
                 J::Object(m) => {
@@ -796,9 +817,16 @@ impl Ctx<'_> {
                                 &fat,
                                 "stead holds a module whose env file is missing",
                             ),
-                            "format" => {
-                                self.unmapped(service, &fat, "stead reads KEY=VALUE lines only")
-                            }
+                            "format" => match fv.as_str() {
+                                Some("raw") => this = env_file::Format::Raw,
+                                Some(".env") => {}
+                                _ => {
+                                    return fail(
+                                        &fat,
+                                        "Compose reads an env file as .env (the default) or raw",
+                                    );
+                                }
+                            },
                             _ => self.unmapped(service, &fat, "not a key of env_file"),
                         }
                     }
@@ -807,13 +835,86 @@ impl Ctx<'_> {
                         _ => return fail(&at, "needs a path"),
                     }
                 }
-                _ => return fail(&at, "must be a path or {path, required}"),
+                _ => return fail(&at, "must be a path or {path, required, format}"),
             };
             let path = self.host_path(&at, &path)?;
-            self.check_env_file(service, &at, &path);
-            paths.push(path);
+            match format {
+                None => format = Some(this),
+                Some(f) if f != this => self.unmapped(
+                    service,
+                    &at,
+                    &format!(
+                        "stead reads a module's env files in one format: this one is read as the first is ({})",
+                        f.as_str()
+                    ),
+                ),
+                Some(_) => {}
+            }
+            checks.push((at, path.clone()));
+            out.env_files.push(path);
         }
-        Ok(())
+        out.env_file_format = format.map(env_file::Format::as_str);
+        Ok(checks)
+    }
+
+    /// Looks at each env file as the agent will read it on the device, and
+    /// as Compose reads it here: a file that does not read, and a value
+    /// that would differ, are said. Compose looks a reference up in the
+    /// shell's environment and `.env` first, which the device does not
+    /// have; the agent in the module's env and the files before.
+    fn check_env_files(&mut self, service: &str, checks: &[(String, String)], out: &Out) {
+        let format = out
+            .env_file_format
+            .and_then(|f| serde_json::from_value(J::from(f)).ok())
+            .unwrap_or_default();
+        let own = |k: &str| out.env.get(k).cloned();
+        let here = |k: &str| self.env.get(k).cloned().or_else(|| own(k));
+        let (mut on_device, mut in_compose) = (env_file::Known::new(), env_file::Known::new());
+        let mut said = Vec::new();
+        for (at, path) in checks {
+            let Ok(bytes) = (self.read)(Path::new(path)) else {
+                said.push((
+                    at,
+                    false,
+                    format!("{path} cannot be read now: the agent holds the module until it can"),
+                ));
+                continue;
+            };
+            let device = env_file::read(&bytes, format, &own, &on_device);
+            let compose = env_file::read(&bytes, format, &here, &in_compose);
+            match (device, compose) {
+                (Err(m), _) | (_, Err(m)) => said.push((
+                    at,
+                    true,
+                    format!("{path}: {m}: the agent holds the module until the file is fixed"),
+                )),
+                (Ok(d), Ok(c)) => {
+                    // The first key read differently (a key on its own is
+                    // one reading only where it is set).
+                    let longer = if d.len() > c.len() { &d } else { &c };
+                    let moved = d
+                        .iter()
+                        .zip(&c)
+                        .find(|(a, b)| a != b)
+                        .map(|(a, _)| &a.0)
+                        .or_else(|| longer.get(d.len().min(c.len())).map(|(k, _)| k));
+                    if let Some(key) = moved {
+                        said.push((at, true, format!(
+                            "{path}: {key} refers to a variable that Compose takes from the shell or .env, which the device does not have (there the file's references are to the module's env and the files before it): write the value in the file or under environment"
+                        )));
+                    }
+                    on_device.extend(d);
+                    in_compose.extend(c);
+                }
+            }
+        }
+        for (at, unmapped, why) in said {
+            if unmapped {
+                self.unmapped(service, at, &why);
+            } else {
+                self.note(service, at, &why);
+            }
+        }
     }
 
     /// `volumes`: bind mounts, named volumes (an anonymous one is given
@@ -929,44 +1030,6 @@ impl Ctx<'_> {
             p.to_string()
         };
         Ok(normal(&self.base_dir.join(p)).display().to_string())
-    }
-
-    /// Looks at an env file as the agent will read it.
-    fn check_env_file(&mut self, service: &str, key: &str, path: &str) {
-        match (self.read)(Path::new(path)) {
-            Err(_) => self.note(
-                service,
-                key,
-                &format!(
-                    "{path} cannot be read now: the agent holds the module until it can"
-                ),
-            ),
-            Ok(bytes) => match crate::model::spec::parse_env_file(&bytes) {
-                Err(m) => self.unmapped(
-                    service,
-                    key,
-                    &format!(
-                        "{path}: {m}: stead reads KEY=VALUE lines only, and holds the module until the file is fixed"
-                    ),
-                ),
-                Ok(vars) => {
-                    let quoted = vars.iter().any(|(_, v)| {
-                        v.len() >= 2
-                            && ((v.starts_with('"') && v.ends_with('"'))
-                                || (v.starts_with('\'') && v.ends_with('\'')))
-                    });
-                    if quoted {
-                        self.note(
-                            service,
-                            key,
-                            &format!(
-                                "{path} has quoted values: Compose takes the quotes off, stead keeps them (it takes each value to the end of its line)"
-                            ),
-                        );
-                    }
-                }
-            },
-        }
     }
 
     /// The engine name of a named volume, from the top-level declaration.
@@ -1503,8 +1566,9 @@ mod tests {
                 "/srv/app/nginx.conf" => Some(b"server { listen 80; }\n"),
                 "/srv/app/logo.bin" => Some(&[0xff, 0xfe, 0x00]),
                 "/srv/app/app.env" => Some(b"A=1\n"),
-                "/srv/app/quoted.env" => Some(b"A=\"1\"\n"),
-                "/srv/app/broken.env" => Some(b"export A=1\n"),
+                "/srv/app/quoted.env" => Some(b"A=\"1\"\nB=${A}\n"),
+                "/srv/app/refers.env" => Some(b"A=1\nURL=http://${SET}:80\n"),
+                "/srv/app/broken.env" => Some(b"A=\"unclosed\n"),
                 "/srv/app/db_password.txt" => Some(b"hunter2\n"),
                 "/srv/app/html" | "/srv/app/data" | "/home/u/x" | "/etc/ssl" => {
                     return Err(std::io::Error::other("a directory"));
@@ -1628,6 +1692,14 @@ secrets:
                 "env_files",
                 json!(["/srv/app/app.env"]),
             ),
+            // Read by Compose's rules on the device, as Compose reads them.
+            ("env_file: ./app.env", "env_file_format", json!("compose")),
+            (
+                "env_file: [{path: ./app.env, format: raw}]",
+                "env_file_format",
+                json!("raw"),
+            ),
+            ("command: x", "env_file_format", J::Null),
             ("ports: ['8080:80']", "ports", json!(["8080:80/tcp"])),
             (
                 "ports: ['127.0.0.1:8080:80/udp', '[::1]:53:53/udp']",
@@ -1792,6 +1864,17 @@ secrets:
                 "extra_hosts: {db: 10.0.0.2}",
                 "extra_hosts",
                 json!(["db=10.0.0.2"]),
+            ),
+            // One name with several addresses: all of them.
+            (
+                "extra_hosts: ['db=10.0.0.2,10.0.0.3']",
+                "extra_hosts",
+                json!(["db=10.0.0.2,10.0.0.3"]),
+            ),
+            (
+                "extra_hosts: {db: [10.0.0.2, '::1']}",
+                "extra_hosts",
+                json!(["db=10.0.0.2,::1"]),
             ),
             (
                 "extra_hosts: ['host.docker.internal:host-gateway', 'db:10.0.0.2']",
@@ -2031,7 +2114,15 @@ secrets:
             ),
             (
                 "env_file: broken.env",
-                "s: env_file[0]: /srv/app/broken.env: line 1",
+                "s: env_file[0]: /srv/app/broken.env: line 1: an unterminated quoted value",
+            ),
+            (
+                "env_file: [quoted.env, refers.env]",
+                "s: env_file[1]: /srv/app/refers.env: URL refers to a variable that Compose takes from the shell or .env",
+            ),
+            (
+                "env_file: [quoted.env, {path: refers.env, format: raw}]",
+                "s: env_file[1]: stead reads a module's env files in one format: this one is read as the first is (compose)",
             ),
             (
                 "network_mode: host\nports: ['80:80']",
@@ -2139,10 +2230,6 @@ secrets:
             (
                 "configs: [{source: logo, target: /l}]",
                 "s: configs[0]: not UTF-8 text",
-            ),
-            (
-                "env_file: quoted.env",
-                "s: env_file[0]: /srv/app/quoted.env has quoted values",
             ),
             (
                 "env_file: missing.env",
@@ -2513,36 +2600,33 @@ secrets:
     #[test]
     fn the_dotenv_file_next_to_the_compose_file_is_read_and_the_environment_wins() {
         let yaml = "services:\n  s:\n    image: img:${TAG}\n    environment: ['A=${FROM_DOTENV}', 'B=${SET}']\n";
-        let i = import(
-            yaml,
-            Path::new(BASE),
-            &env(),
-            &read_with(Some("TAG=1.2\nFROM_DOTENV=d\nSET=from-dotenv\n")),
-            false,
-        )
-        .unwrap();
-        let d = doc(&i);
+        let with = |dotenv: &'static str| {
+            doc(&import(
+                yaml,
+                Path::new(BASE),
+                &env(),
+                &read_with(Some(dotenv)),
+                false,
+            )
+            .unwrap())
+        };
+        let d = with("TAG=1.2\nFROM_DOTENV=d\nSET=from-dotenv\n");
         assert_eq!(d["image"], "img:1.2");
         assert_eq!(d["env"], json!({"A": "d", "B": "v"}));
         // A key given twice keeps its last value, as Compose keeps it.
-        let i = import(
-            yaml,
-            Path::new(BASE),
-            &env(),
-            &read_with(Some(
-                "TAG=1.0\nFROM_DOTENV=first\nTAG=1.2\nFROM_DOTENV=last\n",
-            )),
-            false,
-        )
-        .unwrap();
-        let d = doc(&i);
+        let d = with("TAG=1.0\nFROM_DOTENV=first\nTAG=1.2\nFROM_DOTENV=last\n");
         assert_eq!(d["image"], "img:1.2");
         assert_eq!(d["env"]["A"], "last");
+        // Read by Compose's rules: quotes, comments, `export`, and the one
+        // interpolator, from the environment and the keys before.
+        let d = with("FROM_DOTENV=\"quoted ${TAG:-none} ${SET:+alt}\" # c\nexport TAG=2 # two\n");
+        assert_eq!(d["image"], "img:2");
+        assert_eq!(d["env"]["A"], "quoted none alt");
         let e = import(
             yaml,
             Path::new(BASE),
             &env(),
-            &read_with(Some("1=x\n")),
+            &read_with(Some("A B=x\n")),
             false,
         )
         .unwrap_err();

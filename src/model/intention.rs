@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::model::config::{self, ConfigFile, ConfigFormat};
+use crate::model::env_file;
 use crate::model::names::{
     AbsPath, EnvName, HostPath, ModuleName, SettingKey, trailing_slash_dropped,
 };
@@ -265,8 +266,10 @@ pub struct Intention {
     pub command: Option<Vec<String>>,
     /// Environment set directly; overrides env files.
     pub env: BTreeMap<EnvName, String>,
-    /// Host files of `KEY=VALUE` lines, in order; later files override earlier.
+    /// Host files of variables, in order; later files override earlier.
     pub env_files: Vec<AbsPath>,
+    /// How the env files are read.
+    pub env_file_format: env_file::Format,
     /// The engine's restart policy.
     pub restart: RestartPolicy,
     /// What to do on drift.
@@ -318,6 +321,8 @@ macro_rules! intention_doc {
             env: BTreeMap<String, String>,
             #[serde(default)]
             env_files: Vec<String>,
+            #[serde(default)]
+            env_file_format: env_file::Format,
             #[serde(default)]
             restart: RestartPolicy,
             #[serde(default)]
@@ -512,6 +517,12 @@ impl Intention {
             doc.insert(
                 "env_files".into(),
                 J::Array(self.env_files.iter().map(|p| J::from(p.as_str())).collect()),
+            );
+        }
+        if self.env_file_format != env_file::Format::default() {
+            doc.insert(
+                "env_file_format".into(),
+                J::from(self.env_file_format.as_str()),
             );
         }
         doc.insert("restart".into(), J::from(self.restart.as_str()));
@@ -887,6 +898,7 @@ impl IntentionDoc {
             command,
             env,
             env_files,
+            env_file_format: self.env_file_format,
             restart: self.restart,
             on_drift: self.on_drift,
             update_order: self.update_order,

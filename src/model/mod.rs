@@ -8,9 +8,11 @@
 //! here does I/O; everything here is table-tested.
 
 pub mod config;
+pub mod env_file;
 pub mod files;
 pub mod guard;
 pub mod intention;
+pub mod interpolate;
 pub mod json;
 pub mod labels;
 pub mod names;

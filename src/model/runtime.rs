@@ -565,7 +565,7 @@ macro_rules! runtime_fields {
             network_mode: NetworkMode = "network_mode" NetworkModeField,
             /// Extra `/etc/hosts` entries: host name → an IP address (as the
             /// address prints: one spelling each) or [`HOST_GATEWAY`].
-            extra_hosts: BTreeMap<String, String> = "extra_hosts" ExtraHosts,
+            extra_hosts: BTreeMap<String, Addresses> = "extra_hosts" ExtraHosts,
             /// DNS servers, in order.
             dns: Vec<IpAddr> = "dns" Dns,
             /// tmpfs mounts: where → options (empty: none).
@@ -1053,33 +1053,90 @@ impl Field for NetworkModeField {
     }
 }
 
+/// One host's addresses in `extra_hosts`, in the order given, each once.
+/// One address is written (and digested) as a string, as before a host
+/// could have several, so a container made then keeps its digest.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Addresses(Vec<String>);
+
+impl Addresses {
+    /// Each address (an IP address or [`HOST_GATEWAY`]).
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(String::as_str)
+    }
+}
+
+impl FromIterator<String> for Addresses {
+    fn from_iter<I: IntoIterator<Item = String>>(i: I) -> Self {
+        Addresses(i.into_iter().collect())
+    }
+}
+
+impl Serialize for Addresses {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0.as_slice() {
+            [one] => s.serialize_str(one),
+            many => many.serialize(s),
+        }
+    }
+}
+
 struct ExtraHosts;
 impl Field for ExtraHosts {
-    type Value = BTreeMap<String, String>;
+    type Value = BTreeMap<String, Addresses>;
     const EXAMPLES: &'static [&'static str] = &[
         "[\"db:10.0.0.2\"]",
         "{gw = \"fe80:0::1\", \"host.docker.internal\" = \"host-gateway\"}",
+        "[\"db=10.0.0.2,10.0.0.3\"]",
+        "{db = [\"10.0.0.2\", \"fe80::1\"]}",
     ];
     fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
-        let mut hosts = BTreeMap::new();
+        let mut hosts: BTreeMap<String, Addresses> = BTreeMap::new();
         let Some(h) = list_or_map("extra_hosts", v)? else {
             return Ok(hosts);
         };
         // Compose writes `host:ip` (an IPv6 address holds colons too) or
-        // `host=ip`.
-        let list = match h {
-            ListOrMap::List(l) => ListOrMap::List(
-                l.into_iter()
-                    .map(|s| match s.split_once('=') {
-                        Some(_) => s,
-                        None => s.replacen(':', "=", 1),
-                    })
-                    .collect(),
-            ),
-            m => m,
-        };
-        for (host, ip) in pairs("extra_hosts", list, &['='])? {
-            let field = format!("extra_hosts.{host}");
+        // `host=ip`, several addresses apart by commas; or a mapping of a
+        // host to an address or a list of them.
+        let mut given: Vec<(String, String, String)> = Vec::new();
+        match h {
+            ListOrMap::List(l) => {
+                for (i, s) in l.into_iter().enumerate() {
+                    let (host, ips) =
+                        s.split_once('=')
+                            .or_else(|| s.split_once(':'))
+                            .ok_or_else(|| {
+                                (
+                                    format!("extra_hosts[{i}]"),
+                                    format!("{s:?} is not KEY=VALUE"),
+                                )
+                            })?;
+                    let field = format!("extra_hosts.{}", host.trim());
+                    for ip in ips.split(',') {
+                        given.push((field.clone(), host.trim().into(), ip.trim().into()));
+                    }
+                }
+            }
+            ListOrMap::Map(m) => {
+                for (host, v) in m {
+                    let field = format!("extra_hosts.{host}");
+                    let ips = match v {
+                        J::Array(a) => a,
+                        one => vec![one],
+                    };
+                    for ip in ips {
+                        let ip = json_scalar(&ip).ok_or_else(|| {
+                            (
+                                field.clone(),
+                                "an address, or a list of addresses".to_string(),
+                            )
+                        })?;
+                        given.push((field.clone(), host.clone(), ip));
+                    }
+                }
+            }
+        }
+        for (field, host, ip) in given {
             if host.is_empty() || host.contains(char::is_whitespace) {
                 return Err((field, "a host name without spaces".into()));
             }
@@ -1096,11 +1153,9 @@ impl Field for ExtraHosts {
                     })?
                     .to_string()
             };
-            if hosts
-                .insert(host, ip.clone())
-                .is_some_and(|prev| prev != ip)
-            {
-                return Err((field, "given twice with different addresses".into()));
+            let addrs = &mut hosts.entry(host).or_default().0;
+            if !addrs.contains(&ip) {
+                addrs.push(ip);
             }
         }
         Ok(hosts)
@@ -2068,6 +2123,69 @@ mod tests {
         assert_eq!(
             digests("extra_hosts = {gw = \"fe80:0::1\", db = \"10.0.0.2\"}")[&name],
             Digest::canonical("extra_hosts", &before)
+        );
+    }
+
+    #[test]
+    fn one_extra_host_takes_several_addresses_each_once_in_order() {
+        let r = |text: &str| {
+            Intention::parse(
+                &format!("name = \"a\"\nimage = \"x\"\n{text}"),
+                DocFormat::Toml,
+                "a.toml",
+            )
+            .map(|i| i.runtime.extra_hosts.clone())
+        };
+        type Hosts<'a> = &'a [(&'a str, &'a [&'a str])];
+        let want = |v: Hosts<'_>| {
+            v.iter()
+                .map(|(h, ips)| (h.to_string(), ips.iter().map(|s| s.to_string()).collect()))
+                .collect::<BTreeMap<String, super::Addresses>>()
+        };
+        // (the field, the hosts and their addresses)
+        let cases: &[(&str, Hosts<'_>)] = &[
+            (
+                "extra_hosts = [\"db=10.0.0.2,10.0.0.3\"]",
+                &[("db", &["10.0.0.2", "10.0.0.3"])],
+            ),
+            (
+                "extra_hosts = [\"db:10.0.0.3\", \"db=10.0.0.2\", \"db:10.0.0.3\"]",
+                &[("db", &["10.0.0.3", "10.0.0.2"])],
+            ),
+            (
+                "extra_hosts = {db = [\"fe80:0::1\", \"[::1]\"]}",
+                &[("db", &["fe80::1", "::1"])],
+            ),
+            (
+                "extra_hosts = {db = \"10.0.0.2\", gw = [\"host-gateway\"]}",
+                &[("db", &["10.0.0.2"]), ("gw", &["host-gateway"])],
+            ),
+        ];
+        for (text, hosts) in cases {
+            assert_eq!(r(text).unwrap(), want(hosts), "{text}");
+        }
+        for (text, field) in [
+            ("extra_hosts = [\"db=10.0.0.2,nope\"]", "extra_hosts.db"),
+            ("extra_hosts = {db = [\"10.0.0.2\", {}]}", "extra_hosts.db"),
+            ("extra_hosts = [\"db=10.0.0.2,\"]", "extra_hosts.db"),
+        ] {
+            assert_eq!(r(text).unwrap_err().field, field, "{text}");
+        }
+        // Several addresses are written as a list, and read back the same;
+        // one as a string, as before, with the digest it had.
+        let many = r("extra_hosts = [\"db=10.0.0.2,10.0.0.3\"]").unwrap();
+        assert_eq!(
+            serde_json::to_value(&many).unwrap(),
+            serde_json::json!({"db": ["10.0.0.2", "10.0.0.3"]})
+        );
+        let name = InputName::try_from("extra_hosts").unwrap();
+        assert_eq!(
+            digests("extra_hosts = [\"db:10.0.0.2\"]")[&name],
+            Digest::canonical("extra_hosts", &BTreeMap::from([("db", "10.0.0.2")]))
+        );
+        assert_ne!(
+            digests("extra_hosts = [\"db:10.0.0.2\"]")[&name],
+            digests("extra_hosts = [\"db=10.0.0.2,10.0.0.3\"]")[&name]
         );
     }
 

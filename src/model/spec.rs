@@ -12,12 +12,13 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::model::env_file;
 use crate::model::files::{self, ComposedFile};
 use crate::model::intention::{
     Access, DriftPolicy, Intention, PortSpec, RestartPolicy, UpdateOrder,
 };
 use crate::model::labels::Labels;
-use crate::model::names::{AbsPath, Digest, EnvName, HostPath, InputName, ModuleName, NodeId};
+use crate::model::names::{AbsPath, Digest, HostPath, InputName, ModuleName, NodeId};
 
 /// A bind mount as handed to the engine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -156,6 +157,16 @@ pub fn env_file_input(path: &AbsPath) -> InputName {
     input(format!("env_file:{path}"))
 }
 
+/// The digest of an env file as read in `format`: its bytes' own for the
+/// raw format (as 0.5.0 digested every env file), and the format with them
+/// for another, so that a file read another way is a moved input.
+pub fn env_file_digest(bytes: &[u8], format: env_file::Format) -> Digest {
+    match format {
+        env_file::Format::Raw => Digest::of(bytes),
+        f => Digest::canonical("env-file", &(f.as_str(), Digest::of(bytes).as_str())),
+    }
+}
+
 /// The input name of a mount, by where the container sees it.
 pub fn mount_input(target: &AbsPath) -> InputName {
     input(format!("mount:{target}"))
@@ -172,60 +183,6 @@ pub fn mount_digest(source: &HostPath, access: Access, content: Option<&Digest>)
         (Access::ReadOnlyView, _) => Digest::canonical("mount-ro-view", source.as_str()),
         _ => Digest::canonical("mount-rw", source.as_str()),
     }
-}
-
-/// Parses an env file: `KEY=VALUE` lines, the value taken verbatim to the end
-/// of the line; blank lines and lines starting with `#` are skipped.
-pub fn parse_env_file(bytes: &[u8]) -> Result<Vec<(String, String)>, String> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
-    let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let trimmed = line.trim_start();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        let Some((k, v)) = trimmed.split_once('=') else {
-            return Err(format!("line {}: expected KEY=VALUE", n + 1));
-        };
-        let k = EnvName::try_from(k.trim_end()).map_err(|_| bad_env_key(n + 1, k.trim_end()))?;
-        if v.contains('\0') {
-            return Err(format!("line {}: the value contains a NUL byte", n + 1));
-        }
-        out.push((k.to_string(), v.trim_end_matches('\r').to_string()));
-    }
-    Ok(out)
-}
-
-/// The most of an env file's bad key an error shows.
-const KEY_SHOWN: usize = 16;
-
-/// Why a key of an env file is not a variable name, naming the line and
-/// the key's valid start (clipped), never the rest of the line: a line
-/// that is not `KEY=VALUE` may be a value (a password) on its own.
-fn bad_env_key(line: usize, key: &str) -> String {
-    let bad = key
-        .char_indices()
-        .find(|&(_, c)| c.is_whitespace() || c.is_control());
-    let Some((at, c)) = bad else {
-        return format!("line {line}: no key before the =");
-    };
-    let mut shown: String = key[..at].chars().take(KEY_SHOWN).collect();
-    if at > KEY_SHOWN {
-        shown.push('…');
-    }
-    let what = match c {
-        ' ' => "a space".to_string(),
-        '\t' => "a tab".to_string(),
-        c if c.is_control() => "a control character".to_string(),
-        c if c.is_ascii() => format!("{c:?}"),
-        _ => "a non-ASCII character".to_string(),
-    };
-    let place = if at == 0 {
-        format!("starts with {what}")
-    } else {
-        format!("{shown:?} is followed by {what}")
-    };
-    format!("line {line}: the key {place}: a key has no blank or control character")
 }
 
 /// Normalises an engine image ID to a digest (`sha256:` is implied when an
@@ -423,60 +380,6 @@ pub fn moved(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn env_files_parse_and_refuse_bad_lines() {
-        assert_eq!(
-            parse_env_file(b"# c\n\nA=1\nB= two words \r\nC=x=y\n").unwrap(),
-            vec![
-                ("A".into(), "1".into()),
-                ("B".into(), " two words ".into()),
-                ("C".into(), "x=y".into())
-            ]
-        );
-        assert!(
-            parse_env_file(b"A=1\nnovalue\n")
-                .unwrap_err()
-                .starts_with("line 2")
-        );
-        assert_eq!(
-            parse_env_file(b"A=1\nB=x\0y\n").unwrap_err(),
-            "line 2: the value contains a NUL byte"
-        );
-    }
-
-    #[test]
-    fn a_bad_env_key_is_named_clipped_and_its_line_never_echoed() {
-        let k = ": a key has no blank or control character";
-        let cases = [
-            (
-                "DB_PASS hunter2=x",
-                "the key \"DB_PASS\" is followed by a space",
-            ),
-            (
-                "export PW=hunter2",
-                "the key \"export\" is followed by a space",
-            ),
-            (
-                "ABCDEFGHIJKLMNOPQRSThunter2 x=1",
-                "the key \"ABCDEFGHIJKLMNOP…\" is followed by a space",
-            ),
-            (
-                "pw\x01hunter2=x",
-                "the key \"pw\" is followed by a control character",
-            ),
-        ];
-        for (line, says) in cases {
-            let e = parse_env_file(format!("A=1\n{line}\n").as_bytes()).unwrap_err();
-            assert_eq!(e, format!("line 2: {says}{k}"), "{line}");
-        }
-        let e = parse_env_file(b"A=1\n=hunter2\n").unwrap_err();
-        assert_eq!(e, "line 2: no key before the =");
-        // Names Compose and the engine take: dots, dashes, a digit first.
-        let vars = parse_env_file(b"VAR.WITH.DOTS=1\nVAR-WITH-DASHES=2\n9LIVES=3\n").unwrap();
-        let names: Vec<&str> = vars.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(names, ["VAR.WITH.DOTS", "VAR-WITH-DASHES", "9LIVES"]);
-    }
 
     #[test]
     fn how_an_image_is_updated_is_not_an_input() {

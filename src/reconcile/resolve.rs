@@ -21,6 +21,7 @@ use crate::engine::image::Images;
 use crate::engine::{Engine, EngineError};
 use crate::host::digest::FileDigester;
 use crate::model::config::RenderError;
+use crate::model::env_file;
 use crate::model::files;
 use crate::model::intention::{Access, Intention};
 use crate::model::names::{Digest, InputName, ModuleName, NodeId};
@@ -75,6 +76,15 @@ type EnvFileRead = (InputName, Digest, Vec<(String, String)>);
 /// where its stat moved).
 pub fn read_host(i: &Intention, digester: &mut FileDigester) -> Result<HostRead, ResolveError> {
     let mut env_files = Vec::with_capacity(i.env_files.len());
+    // By Compose's rules a file may refer to the module's env and to what
+    // the files before it set.
+    let own = |k: &str| {
+        i.env
+            .iter()
+            .find(|(n, _)| n.as_str() == k)
+            .map(|(_, v)| v.clone())
+    };
+    let mut earlier = env_file::Known::new();
     for path in &i.env_files {
         let name = spec::env_file_input(path);
         let input_err = |message: String| ResolveError::Input {
@@ -83,8 +93,11 @@ pub fn read_host(i: &Intention, digester: &mut FileDigester) -> Result<HostRead,
         };
         let bytes = crate::host::files::read_regular(path.as_path(), MAX_ENV_FILE_BYTES)
             .map_err(|e| input_err(format!("cannot read {path}: {e}")))?;
-        let vars = spec::parse_env_file(&bytes).map_err(input_err)?;
-        env_files.push((name, Digest::of(&bytes), vars));
+        let vars = env_file::read(&bytes, i.env_file_format, &own, &earlier).map_err(input_err)?;
+        if i.env_file_format == env_file::Format::Compose {
+            earlier.extend(vars.iter().cloned());
+        }
+        env_files.push((name, spec::env_file_digest(&bytes, i.env_file_format), vars));
     }
     let mut mounts = Vec::with_capacity(i.mounts.len());
     for m in &i.mounts {
