@@ -544,6 +544,22 @@ pub(super) fn is_host_path(s: &str) -> bool {
     s.starts_with(['/', '.', '~'])
 }
 
+/// Whether a path is a Windows one (`C:\data`, `C:/data`, `\\server\share`),
+/// which a Linux device has no use for.
+pub(super) fn is_windows_path(s: &str) -> bool {
+    let b = s.as_bytes();
+    (b.len() >= 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && matches!(b[2], b'\\' | b'/'))
+        || s.starts_with("\\\\")
+}
+
+/// The refusal of a Windows path, kept as written.
+pub(super) fn windows_path_refused<T>(key: &str, s: &str) -> Result<T, Fail> {
+    fail(
+        key,
+        format!("{s:?} is a Windows path: stead runs on Linux; write the path the device has"),
+    )
+}
+
 /// One `volumes` entry, short (`SRC:DST[:MODE]`, `DST`) or long syntax,
 /// with what is said about it: (key, why, carried).
 #[allow(clippy::type_complexity)]
@@ -553,6 +569,7 @@ pub(super) fn volume_entry(
 ) -> Result<(VolumeSpec, Vec<(String, String, bool)>), Fail> {
     let mut reports = Vec::new();
     let spec = match v {
+        J::String(s) if is_windows_path(s) => return windows_path_refused(key, s),
         J::String(s) => {
             let parts: Vec<&str> = s.split(':').collect();
             let (source, target, mode) = match parts[..] {

@@ -498,6 +498,9 @@ fn unmapped_why(key: &str) -> &'static str {
             "stead shares no namespace between containers or with the host beyond network_mode"
         }
         "scale" => "a module is one container",
+        "pre_start" => {
+            "an init container run to completion first: stead runs one container per module"
+        }
         "hostname" | "domainname" => "stead has no such field: the container's host name is its id",
         "container_name" => "the agent names its containers (stead-<module>)",
         "stdin_open" | "tty" | "attach" => "a module runs without a terminal",
@@ -506,8 +509,8 @@ fn unmapped_why(key: &str) -> &'static str {
         | "cpu_rt_period" | "cpu_rt_runtime" | "cpuset" | "mem_reservation" | "mem_swappiness"
         | "blkio_config" | "storage_opt" | "group_add" | "dns_search" | "dns_opt" | "isolation"
         | "runtime" | "platform" | "gpus" | "volumes_from" | "credential_spec" | "annotations"
-        | "label_file" | "pull_policy" | "post_start" | "pre_stop" | "develop"
-        | "use_api_socket" | "provider" | "models" => "stead has no such field",
+        | "label_file" | "pull_policy" | "pull_refresh_after" | "post_start" | "pre_stop"
+        | "develop" | "use_api_socket" | "provider" | "models" => "stead has no such field",
         _ => "not a service key of the Compose Specification",
     }
 }
@@ -574,6 +577,14 @@ impl Ctx<'_> {
                     service,
                     "build",
                     "no image: stead runs images; build it, name it in `image`, and import again: the service is not imported",
+                );
+                return Ok(None);
+            }
+            None if def.contains_key("extends") => {
+                self.unmapped(
+                    service,
+                    "extends",
+                    "the service it extends is not merged in, and this one names no image of its own: write the keys out; the service is not imported",
                 );
                 return Ok(None);
             }
@@ -1016,6 +1027,9 @@ impl Ctx<'_> {
     /// A host path of the Compose file: `~` is the importer's home, a
     /// relative path is under the Compose file's directory.
     fn host_path(&self, key: &str, p: &str) -> Result<String, Fail> {
+        if is_windows_path(p) {
+            return windows_path_refused(key, p);
+        }
         let p = if p == "~" || p.starts_with("~/") {
             let Some(home) = self.env.get("HOME") else {
                 return fail(key, "~ needs HOME set");
@@ -1526,9 +1540,13 @@ impl Ctx<'_> {
             J::Array(_) => true,
             J::Object(m) => m.values().all(|c| match c {
                 J::Null => true,
-                J::Object(o) => o
-                    .iter()
-                    .all(|(k, v)| k == "condition" && v.as_str() == Some("service_started")),
+                // `required: true` is what `docker compose config` writes
+                // for every dependency: no condition.
+                J::Object(o) => o.iter().all(|(k, v)| match k.as_str() {
+                    "condition" => v.as_str() == Some("service_started"),
+                    "required" => v.as_bool() == Some(true),
+                    _ => false,
+                }),
                 _ => false,
             }),
             _ => return fail("depends_on", "must be a list or a mapping"),
@@ -2153,8 +2171,16 @@ secrets:
                 "(file): secretz: not a top-level key",
             ),
             (
-                "services: {s: {image: x, volumes: ['d:/d']}}\nvolumes: {d: {driver: nfs}}",
-                "(file): volumes.d.driver: the agent makes volumes with the engine's local driver",
+                "services: {s: {extends: {service: base}}, base: {image: x}}",
+                "s: extends: the service it extends is not merged in, and this one names no image of its own",
+            ),
+            (
+                "services: {s: {image: x, pre_start: [{image: y}]}}",
+                "s: pre_start: an init container run to completion first",
+            ),
+            (
+                "services: {s: {image: x, volumes: ['dv:/d']}}\nvolumes: {dv: {driver: nfs}}",
+                "(file): volumes.dv.driver: the agent makes volumes with the engine's local driver",
             ),
             (
                 "services: {s: {image: x, networks: [n]}}\nnetworks: {n: {ipam: {}}}",
@@ -2217,6 +2243,11 @@ secrets:
             ),
             (
                 "depends_on: {db: {condition: service_started}}",
+                "s: depends_on: not carried",
+            ),
+            // What `docker compose config` writes: no condition.
+            (
+                "depends_on: {db: {condition: service_started, required: true}}",
                 "s: depends_on: not carried",
             ),
             (
@@ -2493,6 +2524,32 @@ secrets:
                 FILE,
                 "volumes.d.name",
                 "required variable NEED",
+            ),
+            // Windows paths, kept as written.
+            (
+                svc("volumes: ['C:\\data:/data']"),
+                "s",
+                "volumes[0]",
+                "\"C:\\\\data:/data\" is a Windows path",
+            ),
+            (
+                svc("volumes: [{type: bind, source: 'D:/x', target: /x}]"),
+                "s",
+                "volumes[0].source",
+                "\"D:/x\" is a Windows path",
+            ),
+            (
+                svc("env_file: ['\\\\server\\share\\a.env']"),
+                "s",
+                "env_file[0]",
+                "is a Windows path: stead runs on Linux",
+            ),
+            // Two files at one path, once the variables are read.
+            (
+                svc("volumes: ['./a.conf:${HOME}/x.conf', './b.conf:/home/u/x.conf/']"),
+                "s",
+                "mounts[1].target",
+                "path /home/u/x.conf is already used by mounts[0].target",
             ),
         ];
         for (yaml, service, key, needle) in cases {
