@@ -168,21 +168,20 @@ impl Config {
             field: field.into(),
             message,
         };
-        let doc: ConfigDoc = match toml::Deserializer::parse(text) {
-            Ok(de) => serde_path_to_error::deserialize(de).map_err(|e| {
-                let field = e.path().to_string();
-                invalid(
-                    if field == "." { "(file)" } else { &field },
-                    crate::model::intention::without_values(e.inner().message()),
-                )
-            })?,
-            Err(e) => {
-                return Err(invalid(
-                    "(file)",
-                    crate::model::intention::without_values(e.message()),
-                ));
-            }
-        };
+        let t: toml::Table = toml::from_str(text).map_err(|e| {
+            invalid(
+                "(file)",
+                crate::model::intention::without_values(e.message()),
+            )
+        })?;
+        let v = crate::model::json::from_toml(t).map_err(|(f, m)| invalid(&f, m))?;
+        let doc: ConfigDoc = serde_path_to_error::deserialize(&v).map_err(|e| {
+            let field = e.path().to_string();
+            invalid(
+                if field == "." { "(file)" } else { &field },
+                crate::model::intention::without_values(&e.inner().to_string()),
+            )
+        })?;
         let base = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())

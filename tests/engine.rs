@@ -608,17 +608,11 @@ fn start_first_starts_the_new_container_before_the_old_one_stops() {
     assert!(n.once_ok().contains("recreated"));
     n.wait_logs(&m, "\"url\": \"v1\"");
     let new = n.container_id(&m);
-    let events = docker_ok(&[
-        "events",
-        "--since",
-        &format!("{start:.3}"),
-        "--until",
-        &format!("{:.3}", unix_now() + 0.5),
-        "--filter",
-        &format!("label=stead.module={m}"),
-        "--format",
-        "{{.Action}} {{.Actor.ID}}",
-    ]);
+    let events: String = n
+        .events_of_containers_since(&m, start)
+        .iter()
+        .map(|(a, id)| format!("{a} {id}\n"))
+        .collect();
     let at = |what: &str| {
         events
             .lines()

@@ -417,10 +417,10 @@ impl Intention {
             field,
             message,
         };
-        let doc: IntentionDoc = match format {
+        match format {
             DocFormat::Toml => {
                 // Never the offending line itself: it may hold a secret.
-                let de = toml::Deserializer::parse(text).map_err(|e| {
+                let t: toml::Table = toml::from_str(text).map_err(|e| {
                     let at = e
                         .span()
                         .map(|s| position(text, s.start))
@@ -430,21 +430,13 @@ impl Intention {
                         format!("TOML parse error{at}: {}", without_values(e.message())),
                     )
                 })?;
-                serde_path_to_error::deserialize(de).map_err(|e| {
-                    let at = e
-                        .inner()
-                        .span()
-                        .map(|s| position(text, s.start))
-                        .unwrap_or_default();
-                    err(
-                        path_or_file(e.path()),
-                        format!("{}{at}", without_values(e.inner().message())),
-                    )
-                })?
+                // Through a JSON value: one reader of the document for
+                // both formats (it is large, and a device carries one).
+                let v = crate::model::json::from_toml(t).map_err(|(f, m)| err(f, m))?;
+                Intention::from_value(&v, origin)
             }
-            DocFormat::Json => return Intention::parse_json(text.as_bytes(), origin),
-        };
-        doc.check().map_err(|(field, message)| err(field, message))
+            DocFormat::Json => Intention::parse_json(text.as_bytes(), origin),
+        }
     }
 
     /// Parses and checks one JSON intention document straight from its

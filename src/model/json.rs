@@ -3,6 +3,10 @@
 //! readers differ on a repeated key (serde keeps the last one, others the
 //! first), so a document that says two things is refused, naming where,
 //! instead of being read as one of them. TOML refuses it by itself.
+//!
+//! And a TOML document as a JSON value ([`from_toml`]): the agent's
+//! documents are read into their types from JSON values only, one reader
+//! per type on a device that carries each reader's code.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -44,6 +48,50 @@ pub fn no_repeated_keys(json: &[u8]) -> Result<(), Repeated> {
             }
         }
     }
+}
+
+/// A TOML document's value as JSON, or the path of a value JSON has no
+/// place for (a float that is not finite, a date-time) and why. A float
+/// that is not finite is refused here, not read as null (unset).
+pub fn from_toml(t: toml::Table) -> Result<serde_json::Value, (String, String)> {
+    fn value(v: toml::Value, at: &str) -> Result<serde_json::Value, (String, String)> {
+        use serde_json::Value as J;
+        Ok(match v {
+            toml::Value::String(s) => J::String(s),
+            toml::Value::Integer(i) => J::from(i),
+            toml::Value::Boolean(b) => J::Bool(b),
+            toml::Value::Float(f) => J::Number(
+                serde_json::Number::from_f64(f)
+                    .ok_or_else(|| (at.to_string(), "not a finite number".to_string()))?,
+            ),
+            toml::Value::Datetime(_) => {
+                return Err((
+                    at.to_string(),
+                    "a TOML date-time has no place here (write a string)".into(),
+                ));
+            }
+            toml::Value::Array(a) => J::Array(
+                a.into_iter()
+                    .enumerate()
+                    .map(|(i, v)| value(v, &format!("{at}[{i}]")))
+                    .collect::<Result<_, _>>()?,
+            ),
+            toml::Value::Table(t) => table(t, at)?,
+        })
+    }
+    fn table(t: toml::Table, at: &str) -> Result<serde_json::Value, (String, String)> {
+        let mut m = serde_json::Map::new();
+        for (k, v) in t {
+            let here = if at.is_empty() {
+                k.clone()
+            } else {
+                format!("{at}.{k}")
+            };
+            m.insert(k, value(v, &here)?);
+        }
+        Ok(serde_json::Value::Object(m))
+    }
+    table(t, "")
 }
 
 /// Marks the error this check makes among serde_json's own.

@@ -191,8 +191,9 @@ struct EventLog {
     reader: Option<std::thread::JoinHandle<()>>,
 }
 
-/// (time in nanoseconds, the stead.module label, the action)
-type Seen = (i128, String, String);
+/// (time in nanoseconds, the stead.module label, the action, the
+/// container's ID)
+type Seen = (i128, String, String, String);
 
 impl EventLog {
     fn start() -> EventLog {
@@ -207,7 +208,7 @@ impl EventLog {
                 "--filter",
                 "type=container",
                 "--format",
-                "{{.TimeNano}}\t{{index .Actor.Attributes \"stead.module\"}}\t{{.Action}}",
+                "{{.TimeNano}}\t{{index .Actor.Attributes \"stead.module\"}}\t{{.Action}}\t{{.Actor.ID}}",
             ])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
@@ -227,13 +228,15 @@ impl EventLog {
             use std::io::BufRead;
             for line in std::io::BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                let mut f = line.splitn(3, '\t');
-                let (Some(t), Some(m), Some(a)) = (f.next(), f.next(), f.next()) else {
+                let mut f = line.split('\t');
+                let (Some(t), Some(m), Some(a), Some(id)) =
+                    (f.next(), f.next(), f.next(), f.next())
+                else {
                     continue;
                 };
                 let Ok(t) = t.parse::<i128>() else { continue };
                 if let Some(v) = into.lock().unwrap().as_mut() {
-                    v.push((t, m.to_string(), a.to_string()));
+                    v.push((t, m.to_string(), a.to_string(), id.to_string()));
                 }
             }
             *into.lock().unwrap() = None;
@@ -245,9 +248,10 @@ impl EventLog {
         }
     }
 
-    /// The module's actions from `since` to `until` (seconds), waiting for
-    /// `until` to pass; `None` if the stream has ended.
-    fn since(&self, module: &str, since: f64, until: f64) -> Option<Vec<String>> {
+    /// The module's actions and their containers' IDs from `since` to
+    /// `until` (seconds), waiting for `until` to pass; `None` if the stream
+    /// has ended.
+    fn since(&self, module: &str, since: f64, until: f64) -> Option<Vec<(String, String)>> {
         let wait = until - unix_now();
         if wait > 0.0 {
             std::thread::sleep(Duration::from_secs_f64(wait));
@@ -257,8 +261,8 @@ impl EventLog {
         Some(
             seen.as_ref()?
                 .iter()
-                .filter(|(t, m, _)| *t >= from && *t <= to && m == module)
-                .map(|(_, _, a)| a.clone())
+                .filter(|(t, m, _, _)| *t >= from && *t <= to && m == module)
+                .map(|(_, _, a, id)| (a.clone(), id.clone()))
                 .collect(),
         )
     }
@@ -451,6 +455,15 @@ impl Node {
     /// module since `since`, as far as half a second from now (what the
     /// engine has yet to deliver of what was done).
     pub fn events_since(&self, module: &str, since: f64) -> Vec<String> {
+        self.events_of_containers_since(module, since)
+            .into_iter()
+            .map(|(a, _)| a)
+            .collect()
+    }
+
+    /// Every engine event of this module's containers since `since`, as
+    /// far as half a second from now: (action, container ID).
+    pub fn events_of_containers_since(&self, module: &str, since: f64) -> Vec<(String, String)> {
         let until = unix_now() + 0.5;
         if let Some(seen) = self.events.since(module, since, until) {
             return seen;
@@ -470,11 +483,11 @@ impl Node {
             "--filter",
             &format!("label=stead.module={module}"),
             "--format",
-            "{{.Action}}",
+            "{{.Action}}\t{{.Actor.ID}}",
         ]);
         out.lines()
-            .map(str::to_string)
-            .filter(|l| !l.is_empty())
+            .filter_map(|l| l.split_once('\t'))
+            .map(|(a, id)| (a.to_string(), id.to_string()))
             .collect()
     }
 
