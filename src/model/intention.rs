@@ -1120,6 +1120,31 @@ read_only = true
     }
 
     #[test]
+    fn toml_values_json_has_no_place_for_are_refused_by_name() {
+        for (text, field, says) in [
+            ("cpus = nan", "cpus", "not a finite number"),
+            (
+                "[settings]\nx = [1.0, inf]",
+                "settings.x[1]",
+                "not a finite number",
+            ),
+            ("[env]\nWHEN = 1979-05-27", "env.WHEN", "date-time"),
+        ] {
+            let e = Intention::parse(
+                &format!("name = \"m\"\nimage = \"a:1\"\n{text}\n"),
+                DocFormat::Toml,
+                "m.toml",
+            )
+            .unwrap_err();
+            assert_eq!(
+                (e.field.as_str(), e.message.contains(says)),
+                (field, true),
+                "{text}: {e}"
+            );
+        }
+    }
+
+    #[test]
     fn a_json_value_is_checked_as_its_text_is() {
         for doc in [
             r#"{"name": "m"}"#,
