@@ -1309,8 +1309,12 @@ fn import(text: &str, dotenv: &str) -> Result<(), TestCaseError> {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
     for allow_outside in [false, true] {
-        let Ok(imported) = compose_file::import(text, Path::new(BASE), &env, &read, allow_outside)
-        else {
+        let opts = compose_file::Options {
+            allow_outside,
+            plain_volume_names: allow_outside,
+            ..Default::default()
+        };
+        let Ok(imported) = compose_file::import(text, Path::new(BASE), &env, &read, &opts) else {
             continue;
         };
         for f in &imported.files {

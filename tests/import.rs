@@ -82,10 +82,8 @@ fn every_fixture_imports_listing_what_is_not_carried_and_every_file_parses() {
             &["cadvisor", "grafana", "node-exporter", "prometheus"],
             &[
                 "cadvisor: deploy.resources.reservations",
-                "grafana: container_name",
                 "node-exporter: pid",
                 "node-exporter: volumes[0]",
-                "prometheus: container_name",
             ],
         ),
         (
@@ -98,13 +96,13 @@ fn every_fixture_imports_listing_what_is_not_carried_and_every_file_parses() {
             "home-assistant-edge/docker-compose.yml",
             3,
             &["esphome", "homeassistant", "mosquitto", "zigbee2mqtt"],
-            &["homeassistant: container_name", "zigbee2mqtt: group_add"],
+            &["zigbee2mqtt: group_add"],
         ),
         (
             "gitea-postgres/compose.yml",
             3,
             &["db", "server"],
-            &["db: networks.gitea.aliases", "server: depends_on"],
+            &["server: depends_on"],
         ),
     ];
     for (file, code, modules, keys) in cases {
@@ -304,6 +302,36 @@ fn free_port(udp: bool) -> u16 {
 }
 
 /// A docker-compose project, taken down (with its volumes) when dropped.
+/// Imports `file` as project `project` into `out` with nothing left out
+/// (exit 0), and gives the node its intentions.
+fn import_whole_to(
+    n: &Node,
+    file: &Path,
+    project: &str,
+    out: &Path,
+    env: &[(&str, &str)],
+) -> BTreeMap<String, Intention> {
+    let o = import(
+        &[
+            "--out",
+            out.to_str().unwrap(),
+            "-p",
+            project,
+            file.to_str().unwrap(),
+        ],
+        env,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let written = intentions(out);
+    for m in written.keys() {
+        n.write_intention(
+            &format!("{m}.toml"),
+            std::fs::read_to_string(out.join(format!("{m}.toml"))).unwrap(),
+        );
+    }
+    written
+}
+
 struct Project {
     name: String,
     file: PathBuf,
@@ -421,8 +449,10 @@ fn a_compose_file_run_by_docker_compose_and_by_the_agent_from_its_import_makes_t
     let (main, host) = (n.module("main"), n.module("hostnet"));
     let volume_key = format!("data-{}", n.id);
     let project = format!("steadimport{}", std::process::id());
+    // The import under a project name of its own, beside Compose's run.
+    let stead_project = format!("{project}s");
     let _stead_volume = VolumeGuard {
-        name: volume_key.clone(),
+        name: format!("{stead_project}_{volume_key}"),
         node: n.id.clone(),
     };
 
@@ -521,17 +551,8 @@ secrets:
     let out = dir.path().join("imported");
     let env: Vec<(&str, String)> = ports(stead_tcp, stead_udp);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let o = import(
-        &["--out", out.to_str().unwrap(), file.to_str().unwrap()],
-        &env,
-    );
     // Nothing this file says is left out.
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    for (m, i) in intentions(&out) {
-        n.write_intention(
-            &format!("{m}.toml"),
-            std::fs::read_to_string(out.join(format!("{m}.toml"))).unwrap(),
-        );
+    for i in import_whole_to(&n, &file, &stead_project, &out, &env).values() {
         assert_eq!(i.image, IMAGE_1);
     }
     let _agent = Agent::start(&n);
@@ -649,10 +670,9 @@ secrets:
     bindings(sh, stead_tcp, stead_udp);
 
     // Mounts: the bind mount and the file secret are the same; the named
-    // volume is Compose's `<project>_<key>` and stead's `<key>` (stead
-    // names no project); the config is bind-mounted by stead from its
-    // content, and docker-compose 1.29 drops `configs` without a word
-    // outside swarm.
+    // volume is `<project>_<key>` in both; the config is bind-mounted by
+    // stead from its content, and docker-compose 1.29 drops `configs`
+    // without a word outside swarm.
     let (cm, sm) = (mounts(&c), mounts(&s));
     let ro = dir.path().join("ro").display().to_string();
     let pw = dir.path().join("pw.txt").display().to_string();
@@ -673,7 +693,11 @@ secrets:
     );
     assert_eq!(
         sm["/data"],
-        ("volume".to_string(), volume_key.clone(), true)
+        (
+            "volume".to_string(),
+            format!("{stead_project}_{volume_key}"),
+            true
+        )
     );
     assert!(!cm.contains_key("/etc/app.conf"), "{cm:?}");
     assert!(!sm["/etc/app.conf"].2, "{sm:?}");
@@ -683,10 +707,9 @@ secrets:
         "mode = compare"
     );
     assert_eq!(cm.len() + 1, sm.len(), "{cm:?} {sm:?}");
-    // Compose puts the service on its project network; stead on the
-    // engine's bridge.
+    // Both put the service on the project's network.
     assert_eq!(ch["NetworkMode"], format!("{project}_default"));
-    assert_eq!(sh["NetworkMode"], "default");
+    assert_eq!(sh["NetworkMode"], format!("{stead_project}_default"));
 
     // The host-networked service: the same in both.
     let (c, s) = (inspect(&compose_id(&host)), inspect(&n.container_id(&host)));
@@ -697,4 +720,84 @@ secrets:
         s["Config"]["Cmd"],
         json!(["sh", "-c", "trap 'exit 0' INT TERM; sleep 1000000 & wait"])
     );
+}
+
+/// A stack whose services find each other by service name, by
+/// `container_name` and by `hostname` (wordpress's `WORDPRESS_DB_HOST=db`,
+/// EdgeX's container names): under docker-compose 1.29, and imported and
+/// run by the agent, the client reaches the server by every name.
+#[test]
+fn a_stack_s_services_find_each_other_by_every_name_under_compose_and_once_imported() {
+    let n = Node::new("import-names");
+    let h = n.module("x").trim_start_matches("x-").to_string();
+    let (db, client) = (format!("db_{h}"), format!("client_{h}"));
+    let container_name = format!("edgex-db-{h}");
+    let project = format!("steadnames{}", std::process::id());
+    let stead_project = format!("{project}s");
+    // Resolved by the engine's DNS with busybox's nslookup (its static
+    // wget cannot resolve a name with `_`), then fetched.
+    let get = "get() { ip=$(nslookup \"$1\" 2>/dev/null | awk '/^Address/ {a=$2} END {print a}'); wget -q -O- \"http://$ip:8080/\"; }; ";
+    let names = [db.as_str(), container_name.as_str(), "dbhost"];
+    let reach: String = names
+        .iter()
+        .map(|h| format!("until get {h} | grep -q pong; do sleep 0.5; done; echo reached-{h}; "))
+        .collect();
+    let client_cmd = format!("{get}{reach}{}", idle_after("echo all"));
+    // Compose interpolates `$`: `$$` is one.
+    let yaml_cmd = |c: &str| serde_json::to_string(&c.replace('$', "$$")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("docker-compose.yml");
+    std::fs::write(
+        &file,
+        format!(
+            "services:\n  {db}:\n    image: {IMAGE_1}\n    container_name: {container_name}\n    hostname: dbhost\n    command: [sh, -c, {}]\n  {client}:\n    image: {IMAGE_1}\n    command: [sh, -c, {}]\n",
+            yaml_cmd("mkdir -p /www; echo pong > /www/index.html; exec httpd -f -p 8080 -h /www"),
+            yaml_cmd(&client_cmd),
+        ),
+    )
+    .unwrap();
+
+    let p = Project {
+        name: project.clone(),
+        file: file.clone(),
+    };
+    p.compose(&["up", "-d"], &[]);
+    let compose_logs = || p.compose(&["logs", "--no-color", &client], &[]);
+    n.wait_for(60, "the client under Compose reaching every name", || {
+        compose_logs().contains("all")
+    });
+    let logs = compose_logs();
+    for h in names {
+        assert!(logs.contains(&format!("reached-{h}")), "{h}: {logs}");
+    }
+
+    let out = dir.path().join("imported");
+    import_whole_to(&n, &file, &stead_project, &out, &[]);
+    let (db_module, client_module) = (format!("db-{h}"), format!("client-{h}"));
+    let _agent = Agent::start(&n);
+    n.wait_for(60, "the client under the agent reaching every name", || {
+        n.logs(&client_module).contains("all")
+    });
+    let logs = n.logs(&client_module);
+    for h in names {
+        assert!(logs.contains(&format!("reached-{h}")), "{h}: {logs}");
+    }
+    // On the project's own network, with the names Compose gave it.
+    let s = inspect(&n.container_id(&db_module));
+    assert_eq!(s["Config"]["Hostname"], "dbhost");
+    let on = &s["NetworkSettings"]["Networks"][format!("{stead_project}_default")];
+    let aliases: BTreeSet<&str> = on["Aliases"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{s:#}"))
+        .iter()
+        .filter_map(J::as_str)
+        .collect();
+    for a in [
+        db_module.as_str(),
+        db.as_str(),
+        container_name.as_str(),
+        "dbhost",
+    ] {
+        assert!(aliases.contains(a), "{a}: {aliases:?}");
+    }
 }

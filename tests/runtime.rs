@@ -417,6 +417,73 @@ fn named_volumes_are_kept_and_user_networks_resolve_module_names_and_go_when_unu
     docker_ok(&["volume", "rm", &vol]);
 }
 
+/// On a user network a module is found by its module name, by each of its
+/// aliases and by its host name; a new alias recreates it once, and the
+/// new name resolves.
+#[test]
+fn a_module_is_found_on_its_networks_by_its_name_its_aliases_and_its_host_name() {
+    let n = Node::new("runtime-names");
+    let (db, client) = (n.module("db"), n.module("client"));
+    let net = format!("{}-names", n.id);
+    let db_intention = |aliases: &str| {
+        format!(
+            "name = \"{db}\"\nimage = \"{IMAGE_1}\"\nnetworks = [\"{net}\"]\nhostname = \"dbhost\"\naliases = [{aliases}]\ncommand = [\"sh\", \"-c\", \"mkdir -p /www; echo pong > /www/index.html; exec httpd -f -p 8080 -h /www\"]\n"
+        )
+    };
+    n.write_intention("db.toml", db_intention("\"db_main\", \"edgex-db\""));
+    // Resolved by the engine's DNS with busybox's nslookup (its static
+    // wget cannot resolve a name with `_`, and crashes on a refused
+    // connection with -T), then fetched.
+    const GET: &str = "get() { ip=$(nslookup \"$1\" 2>/dev/null | awk '/^Address/ {a=$2} END {print a}'); wget -q -O- \"http://$ip:8080/\"; }; ";
+    let reach = |names: &[&str]| {
+        names
+            .iter()
+            .map(|h| {
+                format!("until get {h} | grep -q pong; do sleep 0.5; done; echo reached-{h}; ")
+            })
+            .collect::<String>()
+    };
+    n.write_intention(
+        "client.toml",
+        format!(
+            "name = \"{client}\"\nimage = \"{IMAGE_1}\"\nnetworks = [\"{net}\"]\ncommand = [\"sh\", \"-c\", {:?}]\n",
+            format!(
+                "{GET}{}{}",
+                reach(&[&db, "db_main", "edgex-db", "dbhost"]),
+                idle_after("echo all")
+            )
+        ),
+    );
+    let _agent = Agent::start(&n);
+    n.wait_logs(&client, "all");
+    let logs = n.logs(&client);
+    for h in [db.as_str(), "db_main", "edgex-db", "dbhost"] {
+        assert!(logs.contains(&format!("reached-{h}")), "{h}: {logs}");
+    }
+    let c = inspect(&n.container_id(&db));
+    assert_eq!(c["Config"]["Hostname"], "dbhost");
+
+    // An alias more: made again once, found by it.
+    let since = unix_now();
+    n.write_intention(
+        "db.toml",
+        db_intention("\"db_main\", \"edgex-db\", \"mysql\""),
+    );
+    n.wait_for(60, "db made again", || n.creates_since(&db, since) == 1);
+    let id = n.container_id(&db);
+    let found = docker_ok(&[
+        "exec",
+        &n.container_id(&client),
+        "sh",
+        "-c",
+        &format!("{GET}for i in $(seq 60); do get mysql && exit 0; sleep 0.5; done; exit 1"),
+    ]);
+    assert_eq!(found, "pong");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(n.creates_since(&db, since), 1);
+    assert_eq!(n.container_id(&db), id);
+}
+
 #[test]
 fn a_module_in_another_s_network_stack_waits_for_it_and_follows_its_replacement_once() {
     let n = Node::new("runtime-netns");

@@ -35,12 +35,12 @@ const PRIVATE: u32 = 0o600;
 const PUBLIC: u32 = 0o644;
 
 /// Runs `stead import [--out DIR] [--force] [--allow-outside] FILE`.
-pub fn run(file: &Path, out: Option<&Path>, force: bool, allow_outside: bool) -> ExitCode {
+pub fn run(file: &Path, out: Option<&Path>, force: bool, opts: &compose_file::Options) -> ExitCode {
     let refuse = |what: String| {
         eprintln!("stead: import refused, nothing written: {what}");
         ExitCode::from(EXIT_IMPORT_REFUSED)
     };
-    let imported = match import_file(file, allow_outside) {
+    let imported = match import_file(file, opts) {
         Ok(i) => i,
         Err(e) => return refuse(e),
     };
@@ -134,7 +134,7 @@ pub fn run(file: &Path, out: Option<&Path>, force: bool, allow_outside: bool) ->
 }
 
 /// Reads and maps the Compose file; the error is said whole.
-fn import_file(file: &Path, allow_outside: bool) -> Result<Imported, String> {
+fn import_file(file: &Path, opts: &compose_file::Options) -> Result<Imported, String> {
     let bytes = crate::host::files::read_regular(file, MAX_COMPOSE_BYTES)
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
     let text =
@@ -145,9 +145,9 @@ fn import_file(file: &Path, allow_outside: bool) -> Result<Imported, String> {
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
     let read = |p: &Path| crate::host::files::read_regular(p, MAX_NAMED_BYTES);
-    let imported = compose_file::import(&text, base_dir, &env, &read, allow_outside)
+    let imported = compose_file::import(&text, base_dir, &env, &read, opts)
         .map_err(|e: ImportError| format!("{}: {e}", file.display()))?;
-    if !allow_outside {
+    if !opts.allow_outside {
         // The path is inside (the mapping checked); its target must be too.
         let real_base =
             std::fs::canonicalize(base_dir).map_err(|e| format!("{}: {e}", base_dir.display()))?;

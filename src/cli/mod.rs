@@ -168,6 +168,16 @@ pub enum Command {
         /// the Compose file's directory.
         #[arg(long)]
         allow_outside: bool,
+        /// The project's name, which names its network and volumes (as
+        /// Compose's -p; else COMPOSE_PROJECT_NAME, the file's `name:`, the
+        /// directory's name).
+        #[arg(short = 'p', long, value_name = "NAME")]
+        project_name: Option<String>,
+        /// `compose`: a named volume is `<project>_<volume>`, as Compose
+        /// names it, so a stack moved over finds its data. `plain`: its key,
+        /// as stead 0.5.0 named it.
+        #[arg(long, value_name = "compose|plain", default_value = "compose", value_parser = ["compose", "plain"])]
+        volume_names: String,
         /// The Compose file.
         file: PathBuf,
     },
@@ -349,8 +359,17 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             out,
             force,
             allow_outside,
+            project_name,
+            volume_names,
             file,
-        } => Ok(import::run(&file, out.as_deref(), force, allow_outside)),
+        } => {
+            let opts = crate::import::Options {
+                allow_outside,
+                project: project_name,
+                plain_volume_names: volume_names == "plain",
+            };
+            Ok(import::run(&file, out.as_deref(), force, &opts))
+        }
         Command::Check { config } => {
             let config = load_config(config)?;
             let (lines, rejected) = match reconcile::check::check(&config.intentions_dir) {

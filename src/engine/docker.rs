@@ -382,6 +382,23 @@ const PODMAN_LOG_DRIVERS: [&str; 5] = ["json-file", "k8s-file", "journald", "non
 
 /// What of a spec Podman's Docker-compatible service (4.x) would accept and
 /// not apply, named: refused before the call rather than dropped.
+/// The names a container answers to on each network it joins: its
+/// module's, its aliases and its host name, each once.
+fn network_aliases(spec: &ContainerSpec) -> Vec<String> {
+    let r = &spec.runtime;
+    let mut names: Vec<String> = spec
+        .labels
+        .get(crate::model::labels::MODULE)
+        .into_iter()
+        .chain(&r.aliases)
+        .chain(&r.hostname)
+        .cloned()
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 pub fn podman_refuses(spec: &ContainerSpec) -> Option<String> {
     let r = &spec.runtime;
     if !r.device_cgroup_rules.is_empty() {
@@ -509,8 +526,8 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
         .collect();
     // The first network at create (the engine takes one there); the others
     // are joined before the container starts. In each, the module's name
-    // resolves to it.
-    let alias = spec.labels.get(crate::model::labels::MODULE).cloned();
+    // resolves to it, and its aliases and host name.
+    let aliases = network_aliases(spec);
     let first_network = r.networks.iter().next();
     let ns = |d: std::time::Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
     let some_vec = |v: Vec<String>| (!v.is_empty()).then_some(v);
@@ -520,7 +537,7 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
                 [(
                     n.clone(),
                     EndpointSettings {
-                        aliases: alias.clone().map(|a| vec![a]),
+                        aliases: Some(aliases.clone()),
                         ..Default::default()
                     },
                 )]
@@ -539,6 +556,7 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
             }
         }),
         working_dir: r.working_dir.as_ref().map(ToString::to_string),
+        hostname: r.hostname.clone(),
         user: r.user.clone(),
         stop_signal: r.stop_signal.clone(),
         stop_timeout: r
@@ -807,7 +825,7 @@ impl Engine for DockerEngine {
                 .docker
                 .create_container(Some(opts), create_body(spec))
                 .await?;
-            let alias = spec.labels.get(crate::model::labels::MODULE).cloned();
+            let aliases = network_aliases(spec);
             for n in spec.runtime.networks.iter().skip(1) {
                 let joined = self
                     .docker
@@ -816,7 +834,7 @@ impl Engine for DockerEngine {
                         bollard::models::NetworkConnectRequest {
                             container: r.id.clone(),
                             endpoint_config: Some(EndpointSettings {
-                                aliases: alias.clone().map(|a| vec![a]),
+                                aliases: Some(aliases.clone()),
                                 ..Default::default()
                             }),
                         },

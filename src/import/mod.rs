@@ -113,14 +113,12 @@ pub type ReadFile<'a> = &'a dyn Fn(&Path) -> std::io::Result<Vec<u8>>;
 /// is read from there. `env` is the importer's environment (it wins over
 /// `.env`, as for Compose). `read` reads `.env`, configs' files and env
 /// files (to check them); a missing `.env` is none.
-/// A config's `file:` outside `base_dir`'s tree is refused unless
-/// `allow_outside` (its content would be copied into the intention).
 pub fn import(
     yaml_text: &str,
     base_dir: &Path,
     env: &BTreeMap<String, String>,
     read: ReadFile<'_>,
-    allow_outside: bool,
+    opts: &Options,
 ) -> Result<Imported, ImportError> {
     let file_err = |key: &str, why: String| ImportError {
         service: FILE.into(),
@@ -138,7 +136,9 @@ pub fn import(
         base_dir: normal(base_dir),
         env: env.clone(),
         read,
-        allow_outside,
+        allow_outside: opts.allow_outside,
+        plain_volume_names: opts.plain_volume_names,
+        project: String::new(),
         top: Top::default(),
         out: Imported::default(),
         said: BTreeSet::new(),
@@ -229,8 +229,33 @@ pub fn import(
         cx.note_once(FILE, &key, &unset_why(&var));
     }
 
+    // The project's name, as Compose chooses it.
+    let named = match doc.remove("name") {
+        None | Some(J::Null) => None,
+        Some(mut n) => {
+            interpolate_tree(&mut n, "name", &lookup, &mut unset, &mut budget)
+                .map_err(|(k, m)| file_err(&k, m))?;
+            Some(scalar("name", &n).map_err(|(k, m)| file_err(&k, m))?)
+        }
+    };
+    let chosen = opts
+        .project
+        .clone()
+        .or_else(|| {
+            env.get("COMPOSE_PROJECT_NAME")
+                .filter(|p| !p.is_empty())
+                .cloned()
+        })
+        .or(named)
+        .or_else(|| {
+            cx.base_dir
+                .file_name()
+                .map(|d| d.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default();
+    cx.project = project_name(&chosen).map_err(|m| file_err("name", m))?;
+
     let mut modules: BTreeMap<String, String> = BTreeMap::new();
-    let mut on_default_network = 0;
     for (service, mut def) in services {
         let serr = |key: &str, why: String| ImportError {
             service: service.clone(),
@@ -258,9 +283,6 @@ pub fn import(
         else {
             continue;
         };
-        if out.runtime.get("networks").is_none() && out.network_mode().is_none() {
-            on_default_network += 1;
-        }
         let mut toml =
             format!("# Imported by `stead import` from the Compose service {service:?}.\n");
         toml.push_str(
@@ -284,14 +306,38 @@ pub fn import(
             copied: out.copied,
         });
     }
-    if on_default_network > 1 {
-        cx.note_once(
-            FILE,
-            "networks",
-            "Compose puts services without `networks` on one project network where they find each other by name; these modules are on the engine's bridge, where they do not: give the modules that talk to each other a common `networks` entry",
-        );
-    }
     Ok(cx.out)
+}
+
+/// How a Compose file is imported, beyond the file itself.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// A config's `file:` outside the Compose file's tree is copied into
+    /// the intention (refused otherwise).
+    pub allow_outside: bool,
+    /// The project's name (`-p`), over `COMPOSE_PROJECT_NAME`, the file's
+    /// `name:` and its directory's name, as Compose chooses it.
+    pub project: Option<String>,
+    /// A named volume's engine name is its key, as stead 0.5.0 named it,
+    /// not Compose's `<project>_<volume>`.
+    pub plain_volume_names: bool,
+}
+
+/// A project's name as Compose makes it: lower-cased, letters, digits, `_`
+/// and `-` kept, starting with a letter or digit.
+pub fn project_name(chosen: &str) -> Result<String, String> {
+    let name: String = chosen
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+        .collect();
+    let name = name.trim_start_matches(['_', '-']).to_string();
+    if name.is_empty() {
+        return Err(format!(
+            "{chosen:?} cannot be made a project name (letters, digits, _ and -): name the project with -p"
+        ));
+    }
+    Ok(name)
 }
 
 /// The module a service becomes: lower-cased, `_` as `-`.
@@ -377,6 +423,10 @@ struct Ctx<'a> {
     read: ReadFile<'a>,
     /// Whether a config's file may be copied from outside `base_dir`.
     allow_outside: bool,
+    /// Whether a named volume keeps its key as its name.
+    plain_volume_names: bool,
+    /// The project's name, which names its networks and volumes.
+    project: String,
     top: Top,
     out: Imported,
     /// File-level reports already made (a declaration used twice is
@@ -501,8 +551,7 @@ fn unmapped_why(key: &str) -> &'static str {
         "pre_start" => {
             "an init container run to completion first: stead runs one container per module"
         }
-        "hostname" | "domainname" => "stead has no such field: the container's host name is its id",
-        "container_name" => "the agent names its containers (stead-<module>)",
+        "domainname" => "stead has no such field",
         "stdin_open" | "tty" | "attach" => "a module runs without a terminal",
         "security_opt" | "cgroup_parent" | "oom_kill_disable" | "oom_score_adj" | "mac_address"
         | "cpu_shares" | "cpu_quota" | "cpu_period" | "cpu_count" | "cpu_percent"
@@ -598,6 +647,8 @@ impl Ctx<'_> {
         let (mut mem_limit, mut cpus, mut pids) = (None, None, None);
         let mut deploy_limits = (None, None, None);
         let mut networks: Vec<String> = Vec::new();
+        let mut aliases: BTreeSet<String> = BTreeSet::new();
+        let mut container_name = None;
         // Ports, then `expose` (a published port needs no exposing).
         let mut ports: Vec<String> = Vec::new();
         let mut exposed: Vec<String> = Vec::new();
@@ -668,7 +719,9 @@ impl Ctx<'_> {
                 "cap_add" => out.gather(k, strings(k, &v)?),
                 "cap_drop" => out.gather(k, strings(k, &v)?),
                 "network_mode" => out.set(k, network_mode(k, &v)?),
-                "networks" => networks = self.networks(service, module, &v)?,
+                "networks" => (networks, aliases) = self.networks(service, &v)?,
+                "hostname" => out.set(k, scalar(k, &v)?),
+                "container_name" => container_name = Some(scalar(k, &v)?),
                 "extra_hosts" => out.gather(k, extra_hosts(k, &v)?),
                 // An empty entry (`dns: ${UNSET}`) is none, as in Compose.
                 "dns" => {
@@ -754,12 +807,31 @@ impl Ctx<'_> {
             }
         }
         if networks.is_empty() && out.network_mode().is_none() {
-            // Compose's `default` network, when the file names it.
-            if let Some(n) = self.network_name("networks.default", "default")? {
-                networks.push(n);
+            // The project's own network, which Compose puts every service
+            // without `networks` on.
+            networks.push(self.network_name("networks.default", "default")?);
+        }
+        // Its names there: the service's, its container_name, its aliases
+        // (with a network_mode it is on no network, as under Compose).
+        let on_networks = out.network_mode().is_none();
+        if on_networks && service != module.as_str() {
+            aliases.insert(service.to_string());
+        }
+        if let Some(c) = container_name {
+            let why = if on_networks {
+                format!(
+                    "the container is named stead-{module}; {c} is one of its names on its networks, as it was under Compose"
+                )
+            } else {
+                format!("the container is named stead-{module}")
+            };
+            self.note(service, "container_name", &why);
+            if on_networks && c != module.as_str() {
+                aliases.insert(c);
             }
         }
         out.gather("networks", networks);
+        out.gather("aliases", aliases);
         let published: BTreeSet<String> = ports.iter().map(|p| container_side(p)).collect();
         for e in exposed {
             if !published.contains(&e) && !ports.contains(&e) {
@@ -1091,20 +1163,29 @@ impl Ctx<'_> {
                 _ => self.unmapped_once(FILE, &at, "not a key of a volume"),
             }
         }
-        if engine_name.is_none() && !external {
+        if let Some(n) = engine_name {
+            return Ok(n);
+        }
+        if external {
+            return Ok(name.to_string());
+        }
+        if self.plain_volume_names {
             self.note_once(
                 FILE,
                 &format!("volumes.{name}"),
                 &format!(
-                    "the engine volume is named {name:?}; Compose names it <project>_{name}: to keep a Compose project's data, set `name:` to that volume's name"
+                    "the engine volume is named {name:?} (--volume-names=plain); Compose names it {}_{name}",
+                    self.project
                 ),
             );
+            return Ok(name.to_string());
         }
-        Ok(engine_name.unwrap_or_else(|| name.to_string()))
+        // As Compose names it, so that a stack moved over finds its data.
+        Ok(format!("{}_{name}", self.project))
     }
 
-    /// The engine networks a service joins.
-    fn networks(&mut self, service: &str, module: &ModuleName, v: &J) -> Result<Vec<String>, Fail> {
+    /// The engine networks a service joins, and the aliases it has on them.
+    fn networks(&mut self, service: &str, v: &J) -> Result<(Vec<String>, BTreeSet<String>), Fail> {
         let entries: Vec<(String, J)> = match v {
             J::Array(a) => a
                 .iter()
@@ -1115,12 +1196,18 @@ impl Ctx<'_> {
             _ => return fail("networks", "must be a list or a mapping"),
         };
         let mut out = Vec::new();
+        let mut aliases: BTreeSet<String> = BTreeSet::new();
+        let mut each: Vec<BTreeSet<String>> = Vec::new();
         for (name, opts) in entries {
             let at = format!("networks.{name}");
+            let mut these = BTreeSet::new();
             if let J::Object(o) = &opts {
-                for k in o.keys() {
+                for (k, kv) in o {
                     let why = match k.as_str() {
-                        "aliases" => "other modules find it by its module name only",
+                        "aliases" => {
+                            these.extend(strings_or_one(&format!("{at}.aliases"), kv)?);
+                            continue;
+                        }
                         "ipv4_address" | "ipv6_address" | "link_local_ips" => {
                             "the engine gives the address"
                         }
@@ -1131,33 +1218,29 @@ impl Ctx<'_> {
             } else if !opts.is_null() {
                 return fail(&at, "must be a mapping or empty");
             }
-            match self.network_name(&at, &name)? {
-                Some(n) => out.push(n),
-                None => self.note(
-                    service,
-                    &at,
-                    "Compose's project network is not made: the module is on the engine's bridge, as every module is without `networks`",
-                ),
-            }
+            out.push(self.network_name(&at, &name)?);
+            aliases.extend(these.iter().cloned());
+            each.push(these);
         }
-        if !out.is_empty() && module.as_str() != service {
+        if each.iter().any(|a| *a != aliases) {
             self.note(
                 service,
                 "networks",
-                &format!("other modules find it as {module}, its module name, not as {service}"),
+                "its aliases are names on every network it joins, not only on the one that lists them",
             );
         }
-        Ok(out)
+        Ok((out, aliases))
     }
 
-    /// The engine name of a network, from its top-level declaration;
-    /// `None` for Compose's `default` network left as Compose makes it.
-    fn network_name(&mut self, at: &str, name: &str) -> Result<Option<String>, Fail> {
+    /// The engine name of a network, from its top-level declaration:
+    /// `<project>_<network>` as Compose names it (`<project>_default` for
+    /// the project's own), unless it is given a name or is external.
+    fn network_name(&mut self, at: &str, name: &str) -> Result<String, Fail> {
         let decl = match self.top.networks.get(name).cloned() {
             Some(J::Object(m)) => m,
             Some(J::Null) => Map::new(),
             Some(_) => return Err((format!("networks.{name}"), "must be a mapping".into())),
-            None if name == "default" => return Ok(None),
+            None if name == "default" => Map::new(),
             None => {
                 return fail(
                     at,
@@ -1168,18 +1251,19 @@ impl Ctx<'_> {
             }
         };
         {
-            let mut engine_name = name.to_string();
+            let mut engine_name = format!("{}_{name}", self.project);
             for (f, fv) in &decl {
                 let fat = format!("networks.{name}.{f}");
                 match f.as_str() {
                     "name" => engine_name = scalar(&fat, fv)?,
                     "external" => {
                         if let J::Object(m) = fv {
-                            if let Some(n) = m.get("name") {
-                                engine_name = scalar(&fat, n)?;
-                            }
-                        } else {
-                            bool_of(&fat, fv)?;
+                            engine_name = match m.get("name") {
+                                Some(n) => scalar(&fat, n)?,
+                                None => name.to_string(),
+                            };
+                        } else if bool_of(&fat, fv)? && !decl.contains_key("name") {
+                            engine_name = name.to_string();
                         }
                     }
                     "driver" if matches!(fv.as_str(), Some("bridge")) => {}
@@ -1196,10 +1280,7 @@ impl Ctx<'_> {
                     _ => self.unmapped_once(FILE, &fat, "not a key of a network"),
                 }
             }
-            if name == "default" && engine_name == "default" {
-                return Ok(None);
-            }
-            Ok(Some(engine_name))
+            Ok(engine_name)
         }
     }
 
@@ -1612,7 +1693,13 @@ mod tests {
     }
 
     fn run(yaml: &str) -> Result<Imported, ImportError> {
-        import(yaml, Path::new(BASE), &env(), &read_with(None), false)
+        import(
+            yaml,
+            Path::new(BASE),
+            &env(),
+            &read_with(None),
+            &Options::default(),
+        )
     }
 
     /// The declarations every service snippet may use.
@@ -1788,7 +1875,7 @@ secrets:
                 "volumes: ['data:/var/lib/x', 'named:/n:ro', 'ext:/e', 'old:/o', /anon]",
                 "volumes",
                 json!([
-                    "data:/var/lib/x",
+                    "app_data:/var/lib/x",
                     "real-name:/n:ro",
                     "outside:/e",
                     "legacy:/o",
@@ -1803,7 +1890,7 @@ secrets:
             (
                 "volumes:\n  - {type: volume, source: data, target: /d}\n  - {type: volume, target: /a}",
                 "volumes",
-                json!(["data:/d", "s-1:/a"]),
+                json!(["app_data:/d", "s-1:/a"]),
             ),
             (
                 "volumes: [{type: tmpfs, target: /cache, tmpfs: {size: 64m, mode: 1777}}]\ntmpfs: /run",
@@ -1863,16 +1950,30 @@ secrets:
             ("cap_drop: [ALL]", "cap_drop", json!(["ALL"])),
             ("network_mode: host", "network_mode", json!("host")),
             ("network_mode: none", "network_mode", json!("none")),
+            // Named as Compose names them: <project>_<network>, unless
+            // named.
             (
                 "networks: [back, front]",
                 "networks",
-                json!(["back", "front-net"]),
+                json!(["app_back", "front-net"]),
             ),
             (
                 "networks: {back: {aliases: [x]}, front: ~}",
                 "networks",
-                json!(["back", "front-net"]),
+                json!(["app_back", "front-net"]),
             ),
+            ("user: '1'", "networks", json!(["app_default"])),
+            ("network_mode: host", "networks", J::Null),
+            // Found on them by its service name (as its module name), its
+            // container_name and its aliases, and by its host name.
+            (
+                "networks: {back: {aliases: [x, y]}, front: {aliases: [y]}}",
+                "aliases",
+                json!(["x", "y"]),
+            ),
+            ("container_name: web-1", "aliases", json!(["web-1"])),
+            ("container_name: s", "aliases", J::Null),
+            ("hostname: db.local", "hostname", json!("db.local")),
             (
                 "extra_hosts: ['db:10.0.0.2', 'gw=fe80::1']",
                 "extra_hosts",
@@ -2011,10 +2112,6 @@ secrets:
     #[test]
     fn what_is_not_carried_is_listed_by_service_and_key() {
         let cases: &[(&str, &str)] = &[
-            (
-                "container_name: web",
-                "s: container_name: the agent names its containers",
-            ),
             ("build: .", "s: build: stead runs images"),
             (
                 "restart: on-failure:3",
@@ -2077,7 +2174,6 @@ secrets:
             ("pid: host", "s: pid: stead shares no namespace"),
             ("ipc: host", "s: ipc: stead shares no namespace"),
             ("scale: 3", "s: scale: a module is one container"),
-            ("hostname: web", "s: hostname: stead has no such field"),
             (
                 "domainname: example.org",
                 "s: domainname: stead has no such field",
@@ -2095,8 +2191,8 @@ secrets:
                 "s: bogus: not a service key of the Compose Specification",
             ),
             (
-                "networks: {back: {aliases: [x]}}",
-                "s: networks.back.aliases: other modules find it by its module name only",
+                "networks: {back: {ipv4_address: 10.0.0.9}}",
+                "s: networks.back.ipv4_address: the engine gives the address",
             ),
             (
                 "networks: {back: {ipv4_address: 172.20.0.5}}",
@@ -2218,8 +2314,16 @@ secrets:
                 "s: volumes[0]: an anonymous volume: made the named volume \"s-1\"",
             ),
             (
-                "volumes: ['data:/d']",
-                "(file): volumes.data: the engine volume is named \"data\"; Compose names it <project>_data",
+                "container_name: web",
+                "s: container_name: the container is named stead-s; web is one of its names on its networks",
+            ),
+            (
+                "network_mode: host\ncontainer_name: web",
+                "s: container_name: the container is named stead-s",
+            ),
+            (
+                "networks: {back: {aliases: [x]}, front: ~}",
+                "s: networks: its aliases are names on every network it joins",
             ),
             (
                 "volumes: ['./nope:/n:ro']",
@@ -2251,10 +2355,6 @@ secrets:
                 "s: depends_on: not carried",
             ),
             (
-                "networks: [default]",
-                "s: networks.default: Compose's project network is not made",
-            ),
-            (
                 "command: echo ${NOPE}",
                 "s: command: the variable NOPE is not set",
             ),
@@ -2278,21 +2378,12 @@ secrets:
             // A note is no loss: none of these is listed as not carried,
             // but for the ones that are both.
         }
-        // Services that Compose puts on one network, that find each other
-        // by name there, are told so once.
+        // Services without `networks` are on the project's network, where
+        // each finds the others by service name: nothing to say.
         let i = run("services: {a: {image: x}, b: {image: x}}").unwrap();
-        let got = lines(&i.notes);
-        assert_eq!(got.len(), 1, "{got:#?}");
-        assert!(got[0].starts_with(
-            "(file): networks: Compose puts services without `networks` on one project network"
-        ));
-        // A service whose module name differs is found by the module name.
+        assert_eq!(lines(&i.notes), Vec::<String>::new());
         let i = run("services: {my_app: {image: x, networks: [n]}}\nnetworks: {n: {}}").unwrap();
-        assert!(
-            lines(&i.notes)
-                .iter()
-                .any(|l| l.starts_with("my_app: networks: other modules find it as my-app"))
-        );
+        assert_eq!(doc(&i)["aliases"], json!(["my_app"]));
         // Compose's `default` network made explicit is joined by every
         // service without networks.
         let i =
@@ -2579,7 +2670,14 @@ secrets:
         env.insert("BIG".into(), "b".repeat(1 << 20));
         let uses: String = (0..20).map(|i| format!("'E{i}=$BIG', ")).collect();
         let yaml = format!("services: {{s: {{image: x, environment: [{uses}]}}}}");
-        let e = import(&yaml, Path::new(BASE), &env, &read_with(None), false).unwrap_err();
+        let e = import(
+            &yaml,
+            Path::new(BASE),
+            &env,
+            &read_with(None),
+            &Options::default(),
+        )
+        .unwrap_err();
         assert!(
             e.why
                 .contains("the variables of the file expand to more than 16777216 bytes in all"),
@@ -2646,7 +2744,17 @@ secrets:
                 );
                 assert!(e.why.contains("--allow-outside"), "{e}");
                 // Allowed, it is read (and here not found).
-                let e = import(&yaml, Path::new(BASE), &env(), &read_with(None), true).unwrap_err();
+                let e = import(
+                    &yaml,
+                    Path::new(BASE),
+                    &env(),
+                    &read_with(None),
+                    &Options {
+                        allow_outside: true,
+                        ..Options::default()
+                    },
+                )
+                .unwrap_err();
                 assert!(e.why.contains("cannot read"), "{source}: {e}");
             } else {
                 assert!(got.is_ok(), "{source}: {got:?}");
@@ -2663,7 +2771,7 @@ secrets:
                 Path::new(BASE),
                 &env(),
                 &read_with(Some(dotenv)),
-                false,
+                &Options::default(),
             )
             .unwrap())
         };
@@ -2684,7 +2792,7 @@ secrets:
             Path::new(BASE),
             &env(),
             &read_with(Some("A B=x\n")),
-            false,
+            &Options::default(),
         )
         .unwrap_err();
         assert_eq!((e.service.as_str(), e.key.as_str()), (FILE, ".env"));
@@ -2704,10 +2812,12 @@ secrets:
                 } else {
                     "mem_limit: 64m\n"
                 };
-                let body = format!(
-                    "{beside}{name}: {}",
-                    serde_json::to_string(&v["v"]).unwrap()
-                );
+                let value = serde_json::to_string(&v["v"]).unwrap();
+                // Compose says a network's aliases under the network.
+                let body = match name {
+                    "aliases" => format!("networks: {{default: {{aliases: {value}}}}}"),
+                    _ => format!("{beside}{name}: {value}"),
+                };
                 let Ok(i) = service(&body) else { return false };
                 let it = Intention::parse(&i.files[0].toml, DocFormat::Toml, "s.toml").unwrap();
                 let input = crate::model::names::InputName::try_from(name).unwrap();
@@ -2737,7 +2847,7 @@ secrets:
         assert_eq!(r.stop_signal.as_deref(), Some("SIGINT"));
         assert_eq!(r.stop_grace_period, Some(std::time::Duration::from_secs(3)));
         assert_eq!(r.healthcheck.as_ref().unwrap().test, ["CMD-SHELL", "true"]);
-        assert_eq!(r.volumes[0].name, "data");
+        assert_eq!(r.volumes[0].name, "app_data");
         assert_eq!(it.files[0].content, "server { listen 80; }\n");
         assert_eq!(it.mounts[0].source.as_str(), "/srv/app/html");
         assert!(

@@ -602,6 +602,13 @@ macro_rules! runtime_fields {
             networks: BTreeSet<String> = "networks" Networks,
             /// The size of `/dev/shm`, bytes (unset: the engine's 64 MiB).
             shm_size: Option<u64> = "shm_size" ShmSize,
+            /// The container's host name (unset: the engine's, its short
+            /// ID); on its networks it resolves to the container too.
+            hostname: Option<String> = "hostname" Hostname,
+            /// Names it answers to on every network it joins, beside its
+            /// module's name (Compose's service name, `container_name`,
+            /// network `aliases`).
+            aliases: BTreeSet<String> = "aliases" Aliases,
         }
     };
 }
@@ -1804,6 +1811,85 @@ impl Field for ShmSize {
     }
 }
 
+/// A DNS name: labels of letters, digits, `-` (and `_`, which the
+/// engines' resolvers take) apart by dots, 63 at most each, 253 in all.
+fn dns_name(field: &str, s: &str) -> Result<String, FieldError> {
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+            && l.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    };
+    if s.len() <= 253 && s.split('.').all(label_ok) {
+        Ok(s.to_string())
+    } else {
+        Err((
+            field.to_string(),
+            format!(
+                "{:?} is not a DNS name: labels of letters, digits, - and _ apart by dots, at most 63 each and 253 in all",
+                crate::model::text::clip(s, 80)
+            ),
+        ))
+    }
+}
+
+struct Hostname;
+impl Field for Hostname {
+    type Value = Option<String>;
+    const EXAMPLES: &'static [&'static str] = &["\"sensor\"", "\"edge-1.local\""];
+    fn check(v: Option<J>, r: &Runtime) -> Result<Self::Value, FieldError> {
+        let Some(h) = string("hostname", v)?.filter(|h| !h.is_empty()) else {
+            return Ok(None);
+        };
+        if matches!(
+            r.network_mode,
+            NetworkMode::Host | NetworkMode::Container(_)
+        ) {
+            return Err((
+                "hostname".into(),
+                format!(
+                    "a container with network_mode = {:?} has that one's host name",
+                    r.network_mode.spelled()
+                ),
+            ));
+        }
+        dns_name("hostname", &h).map(Some)
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        v.as_ref()
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(v.as_ref())
+    }
+}
+
+struct Aliases;
+impl Field for Aliases {
+    type Value = BTreeSet<String>;
+    const EXAMPLES: &'static [&'static str] = &["[\"db\"]", "[\"mysql\", \"db_main\"]"];
+    fn check(v: Option<J>, r: &Runtime) -> Result<Self::Value, FieldError> {
+        let mut aliases = BTreeSet::new();
+        for (i, a) in strings("aliases", v)?.iter().enumerate() {
+            aliases.insert(dns_name(&format!("aliases[{i}]"), a)?);
+        }
+        if !aliases.is_empty() && r.networks.is_empty() {
+            return Err((
+                "aliases".into(),
+                "names on a user network: join one with `networks` (the engine's bridge resolves no names)".into(),
+            ));
+        }
+        Ok(aliases)
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        nonempty(v)
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(nonempty(v))
+    }
+}
+
 /// What one field says of another, once each is checked.
 fn across(r: &Runtime) -> Result<(), FieldError> {
     if !r.networks.is_empty() && r.network_mode != NetworkMode::Bridge {
@@ -2048,6 +2134,19 @@ mod tests {
             ],
             "shm_size = \"128m\"",
         ));
+        cases.push((
+            "hostname",
+            vec!["hostname = \"db.local\""],
+            "hostname = \"db\"",
+        ));
+        cases.push((
+            "aliases",
+            vec![
+                "networks = [\"n\"]\naliases = [\"db\", \"mysql\"]",
+                "networks = [\"n\"]\naliases = [\"mysql\", \"db\", \"db\"]",
+            ],
+            "networks = [\"n\"]\naliases = [\"db\"]",
+        ));
         let none = digests("");
         assert!(none.is_empty(), "{none:?}");
         let mut seen = std::collections::BTreeSet::new();
@@ -2215,6 +2314,19 @@ mod tests {
     #[test]
     fn bad_fields_are_named() {
         for (extra, field, needle) in [
+            ("hostname = \"a b\"", "hostname", "not a DNS name"),
+            ("hostname = \"-a\"", "hostname", "not a DNS name"),
+            (
+                "network_mode = \"host\"\nhostname = \"h\"",
+                "hostname",
+                "has that one's host name",
+            ),
+            ("aliases = [\"db\"]", "aliases", "join one with `networks`"),
+            (
+                "networks = [\"n\"]\naliases = [\"a..b\"]",
+                "aliases[0]",
+                "not a DNS name",
+            ),
             (
                 "labels = {\"stead.module\" = \"x\"}",
                 "labels.stead.module",

@@ -554,6 +554,18 @@ impl Drop for Node {
         for id in String::from_utf8_lossy(&ids.stdout).split_whitespace() {
             let _ = docker(&["rm", "-f", id]);
         }
+        // And the networks its agent made, which it would remove once
+        // unused, had it run on.
+        let nets = docker(&[
+            "network",
+            "ls",
+            "-q",
+            "--filter",
+            &format!("label=stead.managed-by={}", self.id),
+        ]);
+        for id in String::from_utf8_lossy(&nets.stdout).split_whitespace() {
+            let _ = docker(&["network", "rm", id]);
+        }
     }
 }
 
