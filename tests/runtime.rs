@@ -8,6 +8,7 @@ mod common;
 use common::agent::Agent;
 use common::*;
 use serde_json::Value as J;
+use std::collections::BTreeMap;
 use std::process::Command;
 
 fn inspect(id: &str) -> J {
@@ -831,4 +832,153 @@ fn a_user_network_that_cannot_resolve_names_is_refused_naming_the_backend() {
             docker(&["network", "inspect", &net]).status.code() != Some(0)
         });
     }
+}
+
+/// Seed 004: a runtime that exits while its broker is not reachable yet.
+/// Without `depends_on` the engine restarts it until the broker is up: it
+/// reads crash-looping, then converged. With `depends_on` on the broker
+/// being healthy it is not created until then: zero restarts, `waiting`
+/// then `converged`. While the broker is made again, the dependent that
+/// runs is left running.
+#[test]
+fn seed_004_a_dependent_waits_for_its_broker_instead_of_crash_looping() {
+    let n = Node::new("runtime-seed004")
+        .with_heartbeat("1s")
+        .with_config(QUICK_CRASH_LOOP);
+    let (broker, eager, patient) = (n.module("broker"), n.module("eager"), n.module("patient"));
+    let broker_intention = |v: &str| {
+        format!(
+            "name = \"{broker}\"\nimage = \"{IMAGE_1}\"\nnetworks = [\"{net}\"]\nenv = {{ V = \"{v}\" }}\nrestart = \"always\"\ncommand = [\"sh\", \"-c\", \"sleep 15; mkdir -p /www; echo up > /www/index.html; exec httpd -f -p 8080 -h /www\"]\n[healthcheck]\ntest = \"wget -q -O /dev/null http://127.0.0.1:8080/\"\ninterval = \"1s\"\nretries = 1\n",
+            net = n.id.clone() + "-seed"
+        )
+    };
+    // Exits at once when the broker does not answer, as the seed's runtime.
+    let runtime = |name: &str, depends: &str| {
+        format!(
+            "name = \"{name}\"\nimage = \"{IMAGE_1}\"\nnetworks = [\"{}-seed\"]\nrestart = \"always\"\n{depends}command = [\"sh\", \"-c\", {:?}]\n",
+            n.id,
+            format!(
+                "ip=$(nslookup {broker} 2>/dev/null | awk '/^Address/ {{a=$2}} END {{print a}}'); wget -q -O- http://$ip:8080/ || exit 1; {}",
+                idle_after("echo connected")
+            )
+        )
+    };
+    n.write_intention("broker.toml", broker_intention("1"));
+    n.write_intention("eager.toml", runtime(&eager, ""));
+    n.write_intention(
+        "patient.toml",
+        runtime(
+            &patient,
+            &format!("depends_on = [{{ module = \"{broker}\", condition = \"healthy\" }}]\n"),
+        ),
+    );
+    let start = unix_now();
+    let agent = Agent::start(&n);
+    let _timer = HealthTimer::start(&n.id);
+    let state = |m: &str| -> J {
+        let (_, body) = agent.get(&format!("/v1/modules/{m}"));
+        serde_json::from_str(&body).unwrap_or(J::Null)
+    };
+    let mut seen: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        for m in [&eager, &patient] {
+            let s = state(m)["state"].as_str().unwrap_or("").to_string();
+            let v = seen.entry(m.to_string()).or_default();
+            if v.last() != Some(&s) {
+                v.push(s);
+            }
+        }
+        let done = [&eager, &patient]
+            .iter()
+            .all(|m| state(m)["state"] == "converged" && n.logs(m).contains("connected"));
+        if done {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "never both converged: {seen:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    // Without depends_on: restarted by the engine, crash-looping on the way.
+    assert!(
+        seen[&eager].iter().any(|s| s == "crash-looping"),
+        "{seen:?}"
+    );
+    assert!(state(&eager)["restart_count"].as_u64() > Some(0));
+    // With it: waiting, then made once the broker is healthy; never
+    // restarted, never crash-looping.
+    let p = &seen[&patient];
+    assert!(p.iter().any(|s| s == "waiting"), "{seen:?}");
+    assert!(
+        !p.iter().any(|s| s == "crash-looping" || s == "settling"),
+        "{seen:?}"
+    );
+    assert_eq!(state(&patient)["restart_count"], 0);
+    assert_eq!(n.creates_since(&patient, start), 1);
+    let restarts = |m: &str| {
+        n.events_since(m, start)
+            .iter()
+            .filter(|a| *a == "die")
+            .count()
+    };
+    assert_eq!(restarts(&patient), 0);
+    assert!(restarts(&eager) > 0);
+
+    // The broker is made again (a setting): the running dependent is left
+    // running (it has no `restart = true`), reading waiting meanwhile.
+    let before = n.container_id(&patient);
+    let since = unix_now();
+    n.write_intention("broker.toml", broker_intention("2"));
+    n.wait_for(60, "the patient waiting on the new broker", || {
+        state(&patient)["state"] == "waiting"
+    });
+    n.wait_for(60, "the patient converged again", || {
+        state(&patient)["state"] == "converged"
+    });
+    assert_eq!(n.container_id(&patient), before);
+    assert!(
+        !n.events_since(&patient, since)
+            .iter()
+            .any(|a| a == "die" || a == "start")
+    );
+
+    // A dependent that exits whenever its broker goes (as at a reboot,
+    // when the engine starts everything at once): while the broker is
+    // away the engine's restarts of it are stopped, and it reads waiting,
+    // never crash-looping; it is started again once the broker is healthy.
+    let watcher = n.module("watcher");
+    n.write_intention(
+        "watcher.toml",
+        format!(
+            "name = \"{watcher}\"\nimage = \"{IMAGE_1}\"\nnetworks = [\"{}-seed\"]\nrestart = \"always\"\ndepends_on = [{{ module = \"{broker}\", condition = \"healthy\" }}]\ncommand = [\"sh\", \"-c\", {:?}]\n",
+            n.id,
+            format!(
+                "echo watching; while :; do ip=$(nslookup {broker} 2>/dev/null | awk '/^Address/ {{a=$2}} END {{print a}}'); wget -q -O /dev/null http://$ip:8080/ || exit 1; sleep 1; done"
+            )
+        ),
+    );
+    n.wait_for(60, "the watcher converged", || {
+        state(&watcher)["state"] == "converged"
+    });
+    let since = unix_now();
+    docker_ok(&["kill", &n.container_id(&broker)]);
+    let mut states = Vec::new();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let s = state(&watcher)["state"].as_str().unwrap_or("").to_string();
+        if states.last() != Some(&s) {
+            states.push(s.clone());
+        }
+        if s == "converged" && states.iter().any(|s| s == "waiting") {
+            break;
+        }
+        assert!(std::time::Instant::now() < end, "the watcher: {states:?}");
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    assert!(!states.iter().any(|s| s == "crash-looping"), "{states:?}");
+    let events = n.events_since(&watcher, since);
+    assert!(events.iter().any(|a| a == "stop"), "{events:?}");
+    assert!(events.iter().any(|a| a == "start"), "{events:?}");
 }

@@ -94,6 +94,13 @@ impl Observed {
         }
     }
 
+    /// Its exit code, as the status line says it (`Exited (3) 5 seconds
+    /// ago`), when it exited.
+    pub fn exit_code(&self) -> Option<i64> {
+        let rest = self.status.strip_prefix("Exited (")?;
+        rest.split_once(')')?.0.parse().ok()
+    }
+
     /// The module it runs, when `node` manages it.
     pub fn module_of(&self, node: &NodeId) -> Option<&str> {
         if self.labels.managed_by(node) {

@@ -256,6 +256,7 @@ pub fn import(
     cx.project = project_name(&chosen).map_err(|m| file_err("name", m))?;
 
     let mut modules: BTreeMap<String, String> = BTreeMap::new();
+    let mut depends: Vec<(String, Vec<String>)> = Vec::new();
     for (service, mut def) in services {
         let serr = |key: &str, why: String| ImportError {
             service: service.clone(),
@@ -283,6 +284,13 @@ pub fn import(
         else {
             continue;
         };
+        depends.push((
+            service.clone(),
+            out.depends_on
+                .iter()
+                .map(|d| d.module.clone())
+                .collect::<Vec<_>>(),
+        ));
         let mut toml =
             format!("# Imported by `stead import` from the Compose service {service:?}.\n");
         toml.push_str(
@@ -305,6 +313,17 @@ pub fn import(
             toml,
             copied: out.copied,
         });
+    }
+    // A dependency on a service that was not imported is waited for.
+    let imported: BTreeSet<String> = cx.out.files.iter().map(|f| f.module.to_string()).collect();
+    for (service, deps) in depends {
+        for m in deps.iter().filter(|m| !imported.contains(*m)) {
+            cx.note(
+                &service,
+                &format!("depends_on.{m}"),
+                &format!("module {m} is not imported: this module waits until one is stated"),
+            );
+        }
     }
     Ok(cx.out)
 }
@@ -459,6 +478,8 @@ struct Out {
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     env: BTreeMap<String, String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    depends_on: Vec<DependsOut>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     mounts: Vec<MountOut>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     files: Vec<FileOut>,
@@ -508,6 +529,14 @@ struct LoggingOut {
     driver: String,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     options: BTreeMap<String, String>,
+}
+
+#[derive(Serialize)]
+struct DependsOut {
+    module: String,
+    condition: &'static str,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    restart: bool,
 }
 
 #[derive(Serialize)]
@@ -753,7 +782,7 @@ impl Ctx<'_> {
                 "healthcheck" => out.set(k, self.healthcheck(service, k, &v)?),
                 "logging" => out.set(k, self.logging(service, k, &v)?),
                 "deploy" => deploy_limits = self.deploy(service, &v)?,
-                "depends_on" => self.depends_on(service, &v)?,
+                "depends_on" => self.depends_on(service, &v, &mut out)?,
                 other => self.unmapped(service, other, unmapped_why(other)),
             }
         }
@@ -1615,35 +1644,59 @@ impl Ctx<'_> {
         Ok((mem, cpus, pids))
     }
 
-    /// `depends_on`: not carried; without conditions only a note.
-    fn depends_on(&mut self, service: &str, v: &J) -> Result<(), Fail> {
-        let plain = match v {
-            J::Array(_) => true,
-            J::Object(m) => m.values().all(|c| match c {
-                J::Null => true,
-                // `required: true` is what `docker compose config` writes
-                // for every dependency: no condition.
-                J::Object(o) => o.iter().all(|(k, v)| match k.as_str() {
-                    "condition" => v.as_str() == Some("service_started"),
-                    "required" => v.as_bool() == Some(true),
-                    _ => false,
-                }),
-                _ => false,
-            }),
+    /// `depends_on`: the modules it waits for, with Compose's conditions
+    /// (a list: each started).
+    fn depends_on(&mut self, service: &str, v: &J, out: &mut Out) -> Result<(), Fail> {
+        let entries: Vec<(String, J)> = match v {
+            J::Array(a) => a
+                .iter()
+                .enumerate()
+                .map(|(i, n)| Ok((scalar(&format!("depends_on[{i}]"), n)?, J::Null)))
+                .collect::<Result<_, Fail>>()?,
+            J::Object(m) => m.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             _ => return fail("depends_on", "must be a list or a mapping"),
         };
-        if plain {
-            self.note(
-                service,
-                "depends_on",
-                "not carried: every module is started on its own and waits for what it needs in-process",
-            );
-        } else {
-            self.unmapped(
-                service,
-                "depends_on",
-                "its conditions (healthy, completed) are not carried: every module is started on its own and must wait for what it needs in-process",
-            );
+        for (name, opts) in entries {
+            let at = format!("depends_on.{name}");
+            let module = module_name(&name).map_err(|m| (at.clone(), m))?;
+            let mut dep = DependsOut {
+                module: module.to_string(),
+                condition: "started",
+                restart: false,
+            };
+            match opts {
+                J::Null => {}
+                J::Object(o) => {
+                    for (k, kv) in &o {
+                        let kat = format!("{at}.{k}");
+                        match k.as_str() {
+                            "condition" => {
+                                dep.condition = match kv.as_str() {
+                                    Some("service_started") => "started",
+                                    Some("service_healthy") => "healthy",
+                                    Some("service_completed_successfully") => "completed",
+                                    _ => {
+                                        return fail(
+                                            &kat,
+                                            "service_started, service_healthy or service_completed_successfully",
+                                        );
+                                    }
+                                }
+                            }
+                            "restart" => dep.restart = bool_of(&kat, kv)?,
+                            "required" if bool_of(&kat, kv)? => {}
+                            "required" => self.unmapped(
+                                service,
+                                &kat,
+                                "stead waits for every module a module depends on",
+                            ),
+                            _ => self.unmapped(service, &kat, "not a key of depends_on"),
+                        }
+                    }
+                }
+                _ => return fail(&at, "must be a mapping or empty"),
+            }
+            out.depends_on.push(dep);
         }
         Ok(())
     }
@@ -1974,6 +2027,23 @@ secrets:
             ("container_name: web-1", "aliases", json!(["web-1"])),
             ("container_name: s", "aliases", J::Null),
             ("hostname: db.local", "hostname", json!("db.local")),
+            // What it waits for: Compose's conditions.
+            (
+                "depends_on: [db, cache_1]",
+                "depends_on",
+                json!([{"module": "db", "condition": "started"}, {"module": "cache-1", "condition": "started"}]),
+            ),
+            // `required: true` is what `docker compose config` writes.
+            (
+                "depends_on: {broker: {condition: service_healthy, restart: true, required: true}}",
+                "depends_on",
+                json!([{"module": "broker", "condition": "healthy", "restart": true}]),
+            ),
+            (
+                "depends_on: {init: {condition: service_completed_successfully}}",
+                "depends_on",
+                json!([{"module": "init", "condition": "completed"}]),
+            ),
             (
                 "extra_hosts: ['db:10.0.0.2', 'gw=fe80::1']",
                 "extra_hosts",
@@ -2158,8 +2228,8 @@ secrets:
                 "s: deploy.resources.limits.memory: mem_limit is also set",
             ),
             (
-                "depends_on: {db: {condition: service_healthy}}",
-                "s: depends_on: its conditions (healthy, completed) are not carried",
+                "depends_on: {db: {required: false}}",
+                "s: depends_on.db.required: stead waits for every module a module depends on",
             ),
             (
                 "extends: {service: base}",
@@ -2342,19 +2412,6 @@ secrets:
                 "s: volumes[0]: /var/run/docker.sock is the host's live state",
             ),
             (
-                "depends_on: [db]",
-                "s: depends_on: not carried: every module is started on its own",
-            ),
-            (
-                "depends_on: {db: {condition: service_started}}",
-                "s: depends_on: not carried",
-            ),
-            // What `docker compose config` writes: no condition.
-            (
-                "depends_on: {db: {condition: service_started, required: true}}",
-                "s: depends_on: not carried",
-            ),
-            (
                 "command: echo ${NOPE}",
                 "s: command: the variable NOPE is not set",
             ),
@@ -2384,6 +2441,15 @@ secrets:
         assert_eq!(lines(&i.notes), Vec::<String>::new());
         let i = run("services: {my_app: {image: x, networks: [n]}}\nnetworks: {n: {}}").unwrap();
         assert_eq!(doc(&i)["aliases"], json!(["my_app"]));
+        // A dependency on a service not imported is waited for, said so.
+        let i = run("services: {a: {image: x, depends_on: [b]}, b: {build: .}}").unwrap();
+        assert!(
+            lines(&i.notes)
+                .iter()
+                .any(|l| l == "a: depends_on.b: module b is not imported: this module waits until one is stated"),
+            "{:?}",
+            lines(&i.notes)
+        );
         // Compose's `default` network made explicit is joined by every
         // service without networks.
         let i =

@@ -81,6 +81,61 @@ impl UpdateOrder {
     }
 }
 
+/// What a module waits for of a module it depends on, before it starts
+/// (Compose's `depends_on` conditions).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Condition {
+    /// Its container runs.
+    #[default]
+    Started,
+    /// Its health check passes.
+    Healthy,
+    /// It exited 0.
+    Completed,
+}
+
+impl Condition {
+    /// Its name in intention files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Condition::Started => "started",
+            Condition::Healthy => "healthy",
+            Condition::Completed => "completed",
+        }
+    }
+}
+
+/// A module another depends on, and what it waits for of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dependency {
+    /// The module depended on.
+    pub module: ModuleName,
+    /// What is waited for.
+    pub condition: Condition,
+    /// Whether the dependent is restarted, once, when this one has been
+    /// replaced or restarted and meets the condition again.
+    pub restart: bool,
+}
+
+/// One `depends_on` entry as written: a module's name, or a table.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum DependencyDoc {
+    Name(String),
+    Full(DependencyTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DependencyTable {
+    module: String,
+    #[serde(default)]
+    condition: Condition,
+    #[serde(default)]
+    restart: bool,
+}
+
 /// Which lane updates a module's image from its registry.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -276,6 +331,8 @@ pub struct Intention {
     pub on_drift: DriftPolicy,
     /// In which order a recreate swaps the containers.
     pub update_order: UpdateOrder,
+    /// The modules it waits for before it starts. Not an input.
+    pub depends_on: Vec<Dependency>,
     /// How its image is updated from its registry, when it is.
     pub update: Option<UpdatePolicy>,
     /// Ports, sorted.
@@ -329,6 +386,8 @@ macro_rules! intention_doc {
             on_drift: DriftPolicy,
             #[serde(default)]
             update_order: UpdateOrder,
+            #[serde(default)]
+            depends_on: Vec<DependencyDoc>,
             #[serde(default)]
             update: Option<UpdateDoc>,
             #[serde(default)]
@@ -525,6 +584,25 @@ impl Intention {
                 DriftPolicy::Report => "report",
             }),
         );
+        if !self.depends_on.is_empty() {
+            doc.insert(
+                "depends_on".into(),
+                J::Array(
+                    self.depends_on
+                        .iter()
+                        .map(|d| {
+                            let mut t = serde_json::Map::new();
+                            t.insert("module".into(), J::from(d.module.as_str()));
+                            t.insert("condition".into(), J::from(d.condition.as_str()));
+                            if d.restart {
+                                t.insert("restart".into(), J::Bool(true));
+                            }
+                            J::Object(t)
+                        })
+                        .collect(),
+                ),
+            );
+        }
         if self.update_order != UpdateOrder::default() {
             doc.insert("update_order".into(), J::from(self.update_order.as_str()));
         }
@@ -884,6 +962,27 @@ impl IntentionDoc {
         if config.as_ref().is_some_and(|c| c.reload.is_some()) {
             check_live_layout(config.as_ref(), &files, &mounts, &runtime)?;
         }
+        let mut depends_on: Vec<Dependency> = Vec::new();
+        for (i, d) in self.depends_on.into_iter().enumerate() {
+            let field = format!("depends_on[{i}]");
+            let (module, condition, restart) = match d {
+                DependencyDoc::Name(m) => (m, Condition::Started, false),
+                DependencyDoc::Full(t) => (t.module, t.condition, t.restart),
+            };
+            let module = ModuleName::try_from(module.as_str())
+                .map_err(|e| (format!("{field}.module"), e.to_string()))?;
+            if module == name {
+                return Err((field, "a module cannot depend on itself".into()));
+            }
+            if depends_on.iter().any(|d| d.module == module) {
+                return Err((field, format!("module {module} is given twice")));
+            }
+            depends_on.push(Dependency {
+                module,
+                condition,
+                restart,
+            });
+        }
         let intention = Intention {
             name,
             image,
@@ -894,6 +993,7 @@ impl IntentionDoc {
             restart: self.restart,
             on_drift: self.on_drift,
             update_order: self.update_order,
+            depends_on,
             update,
             ports,
             config,
@@ -1116,6 +1216,59 @@ read_only = true
                 Intention::parse(toml, DocFormat::Toml, "m.toml").is_err(),
                 "{toml}"
             );
+        }
+    }
+
+    #[test]
+    fn depends_on_names_modules_and_conditions_and_is_no_input() {
+        let base = "name = \"app\"\nimage = \"a:1\"\n";
+        let i = parse(&format!(
+            "{base}depends_on = [\"db\", {{ module = \"broker\", condition = \"healthy\", restart = true }}, {{ module = \"init\", condition = \"completed\" }}]"
+        ))
+        .unwrap();
+        let got: Vec<(&str, Condition, bool)> = i
+            .depends_on
+            .iter()
+            .map(|d| (d.module.as_str(), d.condition, d.restart))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("db", Condition::Started, false),
+                ("broker", Condition::Healthy, true),
+                ("init", Condition::Completed, false)
+            ]
+        );
+        // Written back, it reads the same; and it is no input.
+        let back = Intention::parse_json(i.to_json().to_string().as_bytes(), "back").unwrap();
+        assert_eq!(back, i);
+        let plain = parse(base).unwrap();
+        assert_eq!(
+            crate::model::spec::own_input_digests(&plain),
+            crate::model::spec::own_input_digests(&i)
+        );
+        for (text, field, says) in [
+            ("depends_on = [\"app\"]", "depends_on[0]", "itself"),
+            (
+                "depends_on = [\"db\", { module = \"db\" }]",
+                "depends_on[1]",
+                "given twice",
+            ),
+            ("depends_on = [\"Not A Name\"]", "depends_on[0].module", ""),
+            (
+                "depends_on = [{ module = \"db\", condition = \"ready\" }]",
+                "depends_on[0]",
+                "",
+            ),
+            (
+                "depends_on = [{ module = \"db\", when = 1 }]",
+                "depends_on[0]",
+                "",
+            ),
+        ] {
+            let e = parse(&format!("{base}{text}")).unwrap_err();
+            assert_eq!(e.field, field, "{text}: {e}");
+            assert!(e.message.contains(says), "{text}: {e}");
         }
     }
 

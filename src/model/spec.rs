@@ -85,6 +85,8 @@ pub struct Desired {
     pub on_drift: DriftPolicy,
     /// In which order a recreate swaps the containers.
     pub update_order: UpdateOrder,
+    /// The modules it waits for before it starts (not an input).
+    pub depends_on: Vec<crate::model::intention::Dependency>,
     /// The engine's restart policy, which says whether an exited container
     /// is finished or stopped.
     pub restart: RestartPolicy,
@@ -309,6 +311,7 @@ pub fn desired(
         name: i.name.clone(),
         on_drift: i.on_drift,
         update_order: i.update_order,
+        depends_on: i.depends_on.clone(),
         restart: i.restart,
         digest,
         inputs: digests,

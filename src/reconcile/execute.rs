@@ -55,6 +55,16 @@ pub fn at_once(resolved: &Resolved, step: Step) -> Result<ModuleReport, Step> {
             r.error = Some(reason);
             Ok(r)
         }
+        Step::Depend {
+            module,
+            container,
+            stop: false,
+            reason,
+        } => {
+            let mut r = report(&module, Action::Depending, container);
+            r.error = Some(reason);
+            Ok(r)
+        }
         Step::Pulling {
             module,
             container,
@@ -121,6 +131,29 @@ pub async fn execute<E: Engine>(
         }
     };
     match step {
+        Step::Depend {
+            module,
+            container: Some(container),
+            reason,
+            ..
+        } => {
+            // The engine would restart it into a crash loop: stopped until
+            // what it depends on is there, then started again.
+            let mut r = report(&module, Action::Depending, Some(container.clone()));
+            r.error = Some(reason);
+            match engine.stop(&container).await {
+                Ok(()) => {
+                    tracing::info!(
+                        module = module.as_str(),
+                        "stopped container {} until what it depends on is there: {}",
+                        short_id(Some(&container)),
+                        r.error.as_deref().unwrap_or_default()
+                    );
+                    Ok(r)
+                }
+                Err(e) => failed(r, "stop failed", e.into()),
+            }
+        }
         Step::Start { module, container } => {
             let r = report(&module, Action::Started, Some(container.clone()));
             match engine.start(&container).await {

@@ -365,6 +365,98 @@ impl Reconciler {
         }
     }
 
+    /// A module whose `depends_on` is not met waits: not created or
+    /// started until it is (`status::depends`). A dependency on a module
+    /// no intention states is waited for; one on a module of another
+    /// source (a file, the API, the plane), or one that leads back to the
+    /// module, holds it, naming the modules.
+    fn gate_dependencies(
+        &self,
+        resolved: &mut resolve::Resolved,
+        observed: &[crate::engine::Observed],
+        entries: &BTreeMap<ModuleName, crate::store::Entry>,
+    ) {
+        use crate::store::Source;
+        let kind = |m: &ModuleName| {
+            entries
+                .get(m)
+                .and_then(|e| e.record.as_ref())
+                .map(|r| match r.source {
+                    Source::File(_) => "intentions directory",
+                    Source::Api => "API",
+                    Source::Plane => "central plane",
+                })
+        };
+        let graph: BTreeMap<String, Vec<String>> = resolved
+            .running()
+            .filter(|d| !d.depends_on.is_empty())
+            .map(|d| {
+                (
+                    d.name.to_string(),
+                    d.depends_on.iter().map(|x| x.module.to_string()).collect(),
+                )
+            })
+            .collect();
+        if graph.is_empty() {
+            return;
+        }
+        let cycles = crate::status::depends::cycles(&graph);
+        let mut holds = Vec::new();
+        let mut waits = Vec::new();
+        for d in resolved.running().filter(|d| !d.depends_on.is_empty()) {
+            if let Some(c) = cycles.get(d.name.as_str()) {
+                holds.push((d.name.clone(), format!("its depends_on makes a cycle: {c}")));
+                continue;
+            }
+            let mut why = None;
+            for dep in &d.depends_on {
+                if !resolved.contains(&dep.module) {
+                    why = Some(format!(
+                        "waits for module {}, which no intention states",
+                        dep.module
+                    ));
+                    break;
+                }
+                if let (Some(a), Some(b)) = (kind(&d.name), kind(&dep.module))
+                    && a != b
+                {
+                    holds.push((
+                        d.name.clone(),
+                        format!(
+                            "depends on module {}, which the {b} states (this one: the {a}): a module depends only on modules of its own source",
+                            dep.module
+                        ),
+                    ));
+                    why = None;
+                    break;
+                }
+                let seen = observed
+                    .iter()
+                    .find(|o| observe::at_its_name(&self.node, o) == Some(dep.module.as_str()))
+                    .map(|o| crate::status::depends::Seen {
+                        state: o.state,
+                        health: o.health(),
+                        exit_code: o.exit_code(),
+                    });
+                if let Some(w) =
+                    crate::status::depends::unmet(dep.module.as_str(), dep.condition, seen)
+                {
+                    why = Some(w);
+                    break;
+                }
+            }
+            if let Some(w) = why {
+                waits.push((d.name.clone(), w));
+            }
+        }
+        for (name, why) in holds {
+            resolved.hold(&name, &why);
+        }
+        for (name, why) in waits {
+            resolved.wait(&name, &why);
+        }
+    }
+
     /// Image pulls run in the background and wake `wake` when they end.
     pub fn wake_on_pulls(&mut self, wake: Arc<tokio::sync::Notify>) {
         self.pulls.wake = Some(wake);
@@ -570,6 +662,7 @@ impl Reconciler {
         // Observe and plan.
         let observed = engine.list_containers().await?;
         self.join_network_stacks(&mut resolved, &observed);
+        self.gate_dependencies(&mut resolved, &observed, &entries);
         let other_agent = self.other_agent(store, &agent, &observed).await?;
         let livings = self.observe_lives(engine, &observed).await?;
         let mut steps = plan::plan(&self.node, resolved.wants.values(), &observed);

@@ -193,6 +193,7 @@ impl Reconciler {
                     Action::BackingOff => judge::backing_off(st.container_id.is_some(), r.refused),
                     Action::Held | Action::Failed => ModuleState::Failed,
                     Action::Quarantined => ModuleState::Quarantined,
+                    Action::Depending => ModuleState::Waiting,
                     // Not acted on until its image is there.
                     Action::Pulling => ModuleState::Pending,
                     Action::Removed => continue,

@@ -85,6 +85,18 @@ pub enum Want<T> {
         /// Why.
         reason: String,
     },
+    /// A module it depends on does not meet its condition: not created
+    /// or started until it does; its container is left as it is, or
+    /// stopped when the engine keeps restarting it.
+    Wait {
+        /// The module.
+        name: ModuleName,
+        /// What it waits for.
+        reason: String,
+        /// Whether the engine restarts its container by itself (policy
+        /// `always` or `unless-stopped`).
+        engine_restarts: bool,
+    },
     /// Its image is being pulled (in the background: no other module waits
     /// for it): leave its container as it is until the image is there.
     Pull {
@@ -100,7 +112,7 @@ impl<T: Runs> Want<T> {
     pub fn name(&self) -> &ModuleName {
         match self {
             Want::Run(t) => t.name(),
-            Want::Hold { name, .. } | Want::Pull { name, .. } => name,
+            Want::Hold { name, .. } | Want::Wait { name, .. } | Want::Pull { name, .. } => name,
         }
     }
 }
@@ -177,6 +189,18 @@ pub enum Step {
         /// Why.
         reason: String,
     },
+    /// A module it depends on is not there yet: its container is left
+    /// alone, or stopped when the engine keeps restarting it.
+    Depend {
+        /// The module.
+        module: ModuleName,
+        /// Its container, if any.
+        container: Option<String>,
+        /// Whether to stop that container.
+        stop: bool,
+        /// What it waits for.
+        reason: String,
+    },
     /// The module's image is being pulled; its container is left alone.
     Pulling {
         /// The module.
@@ -214,6 +238,7 @@ impl Step {
             | Step::ReportDrift { module, .. }
             | Step::Wait { module, .. }
             | Step::Hold { module, .. }
+            | Step::Depend { module, .. }
             | Step::Pulling { module, .. }
             | Step::Conflict { module, .. } => Some(module.as_str()),
             Step::Remove { module, .. } => module.as_deref(),
@@ -271,7 +296,9 @@ pub fn plan<'a, T: Runs + 'a>(
                 }
             }
             // Holding: nothing is touched.
-            (Want::Hold { .. } | Want::Pull { .. }, Some(s)) => Some(s.id.clone()),
+            (Want::Hold { .. } | Want::Wait { .. } | Want::Pull { .. }, Some(s)) => {
+                Some(s.id.clone())
+            }
             _ => None,
         };
         // Managed containers of this module under another name (renamed by
@@ -293,6 +320,21 @@ pub fn plan<'a, T: Runs + 'a>(
                 steps.push(Step::Hold {
                     module: name.clone(),
                     container: at_name.map(|c| c.id.clone()),
+                    reason: reason.clone(),
+                });
+                continue;
+            }
+            Want::Wait {
+                reason,
+                engine_restarts,
+                ..
+            } => {
+                steps.push(Step::Depend {
+                    module: name.clone(),
+                    container: at_name.map(|c| c.id.clone()),
+                    stop: at_name.is_some_and(|c| {
+                        crate::status::depends::stop_while_waiting(c.state, *engine_restarts)
+                    }),
                     reason: reason.clone(),
                 });
                 continue;

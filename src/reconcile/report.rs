@@ -32,6 +32,8 @@ pub enum Action {
     Conflict,
     /// The engine is busy with the container.
     Waiting,
+    /// A module it depends on is not there yet.
+    Depending,
     /// Its image is being pulled (in the background).
     Pulling,
     /// Acting again toward a target that keeps failing is held back.
@@ -54,6 +56,7 @@ impl Action {
             Action::Quarantined => "quarantined",
             Action::Conflict => "conflict",
             Action::Waiting => "waiting",
+            Action::Depending => "waiting-for-dependency",
             Action::Pulling => "pulling",
             Action::BackingOff => "backing-off",
             Action::Failed => "failed",

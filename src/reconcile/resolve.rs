@@ -438,6 +438,30 @@ impl Resolved {
         );
     }
 
+    /// Whether a module is stated (to run, held or waiting).
+    pub fn contains(&self, name: &ModuleName) -> bool {
+        self.wants.contains_key(name)
+    }
+
+    /// Marks a module to run as waiting for what it depends on.
+    pub fn wait(&mut self, name: &ModuleName, why: &str) {
+        let engine_restarts = self.desired(name).is_some_and(|d| {
+            matches!(
+                d.restart,
+                crate::model::intention::RestartPolicy::Always
+                    | crate::model::intention::RestartPolicy::UnlessStopped
+            )
+        });
+        self.wants.insert(
+            name.clone(),
+            Want::Wait {
+                name: name.clone(),
+                reason: why.to_string(),
+                engine_restarts,
+            },
+        );
+    }
+
     /// The desired container of a module to run.
     pub fn desired(&self, name: &ModuleName) -> Option<&Desired> {
         match self.wants.get(name) {

@@ -1,6 +1,6 @@
 //! What the agent says of the node and of each module: the engine's
 //! reachability and the last pass ([`NodeStatus`]); each module's state
-//! (converged, pending, drifted, recreating, starting, settling,
+//! (converged, pending, waiting, drifted, recreating, starting, settling,
 //! crash-looping, unhealthy, conflict, failed, quarantined), its digests, its container and what was
 //! last done ([`ModuleStatus`]). Every judgement of how a module is living
 //! is here ([`judge`]): settling and crash-looping from what the engine
@@ -18,6 +18,7 @@ use crate::model::names::Digest;
 use crate::model::spec::Moved;
 
 pub mod counted;
+pub mod depends;
 pub mod judge;
 pub mod lives;
 pub mod metrics;
@@ -31,6 +32,9 @@ pub enum ModuleState {
     Converged,
     /// Not acted on yet (no pass since it was stated, or the engine is away).
     Pending,
+    /// A module it depends on does not meet its condition yet: not
+    /// started until it does.
+    Waiting,
     /// Its inputs moved and its policy is to report, not recreate.
     Drifted,
     /// Being replaced.
@@ -55,9 +59,10 @@ pub enum ModuleState {
 
 impl ModuleState {
     /// Every state, for metrics.
-    pub const ALL: [ModuleState; 11] = [
+    pub const ALL: [ModuleState; 12] = [
         ModuleState::Converged,
         ModuleState::Pending,
+        ModuleState::Waiting,
         ModuleState::Drifted,
         ModuleState::Recreating,
         ModuleState::Starting,
@@ -74,6 +79,7 @@ impl ModuleState {
         match self {
             ModuleState::Converged => "converged",
             ModuleState::Pending => "pending",
+            ModuleState::Waiting => "waiting",
             ModuleState::Drifted => "drifted",
             ModuleState::Recreating => "recreating",
             ModuleState::Starting => "starting",

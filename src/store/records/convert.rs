@@ -330,6 +330,7 @@ fn from_intention(i: v4::Intention) -> Result<Intention, String> {
         update,
         // Read as 0.5.0 read every env file.
         env_file_format: Default::default(),
+        depends_on: Vec::new(),
         // Laid on by the version 5 record, when it has any.
         runtime: Default::default(),
         name: checked::<ModuleName>(i.name)?,
