@@ -61,8 +61,9 @@ fn field_index(name: &str) -> usize {
 
 /// Runtime fields (indices into `EXAMPLES`, with an example each) as the
 /// check takes them together: `memswap_limit` with a `mem_limit` below it,
-/// and `network_mode` (never the default in the examples) without
-/// `networks`, `dns` and `extra_hosts`. Sorted by field, one each.
+/// `aliases` with `networks`, and `network_mode` (never the default in the
+/// examples) without `networks`, `dns`, `extra_hosts`, `aliases` and
+/// `hostname`. Sorted by field, one each.
 fn together(mut runtime: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
     runtime.sort();
     runtime.dedup_by_key(|(f, _)| *f);
@@ -70,8 +71,11 @@ fn together(mut runtime: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
     if has(&runtime, "memswap_limit") && !has(&runtime, "mem_limit") {
         runtime.push((field_index("mem_limit"), 0));
     }
+    if has(&runtime, "aliases") && !has(&runtime, "networks") {
+        runtime.push((field_index("networks"), 0));
+    }
     if has(&runtime, "network_mode") {
-        let apart = ["networks", "dns", "extra_hosts"].map(field_index);
+        let apart = ["networks", "dns", "extra_hosts", "aliases", "hostname"].map(field_index);
         runtime.retain(|(f, _)| !apart.contains(f));
     }
     runtime.sort();
@@ -274,10 +278,11 @@ fn every_runtime_field_has_examples_of_different_values() {
         );
         let mut seen = std::collections::BTreeSet::new();
         for w in 0..examples.len() {
-            let beside = if *name == "mem_limit" {
-                ""
-            } else {
-                "mem_limit = \"64m\"\n"
+            let beside = match *name {
+                "mem_limit" => "",
+                // Names on a network need one.
+                "aliases" => "mem_limit = \"64m\"\nnetworks = [\"n\"]\n",
+                _ => "mem_limit = \"64m\"\n",
             };
             let text = format!(
                 "name = \"m\"\nimage = \"x:1\"\n{beside}{}",

@@ -520,7 +520,8 @@ pub trait Field {
     type Value;
     /// Values a document may give it (TOML, one line's right-hand side),
     /// at least two that differ: the property tests write every field
-    /// with them. With `mem_limit = "64m"` beside it, each is valid.
+    /// with them. With `mem_limit = "64m"` beside it (and `networks` beside
+    /// `aliases`), each is valid.
     const EXAMPLES: &'static [&'static str];
     /// Checked and normalised; `r` holds the fields above it in the table.
     fn check(v: Option<J>, r: &Runtime) -> Result<Self::Value, FieldError>;

@@ -154,6 +154,33 @@ pub async fn execute<E: Engine>(
                 Err(e) => failed(r, "stop failed", e.into()),
             }
         }
+        Step::Restart {
+            module,
+            container,
+            reason,
+        } => {
+            let r = report(&module, Action::Started, Some(container.clone()));
+            let restarted = match engine.stop(&container).await {
+                Ok(()) => engine.start(&container).await,
+                Err(e) => Err(e),
+            };
+            match restarted {
+                Ok(()) => {
+                    log_event(
+                        store,
+                        module.as_str(),
+                        EventKind::Started,
+                        format!(
+                            "restarted container {}: {reason}",
+                            short_id(Some(&container))
+                        ),
+                    )
+                    .await;
+                    Ok(r)
+                }
+                Err(e) => failed(r, "restart failed", e.into()),
+            }
+        }
         Step::Start { module, container } => {
             let r = report(&module, Action::Started, Some(container.clone()));
             match engine.start(&container).await {

@@ -369,13 +369,15 @@ impl Reconciler {
     /// started until it is (`status::depends`). A dependency on a module
     /// no intention states is waited for; one on a module of another
     /// source (a file, the API, the plane), or one that leads back to the
-    /// module, holds it, naming the modules.
+    /// module, holds it, naming the modules. Says which running modules
+    /// are restarted, once, for a dependency with `restart = true` that was
+    /// replaced or restarted since they started.
     fn gate_dependencies(
         &self,
         resolved: &mut resolve::Resolved,
         observed: &[crate::engine::Observed],
         entries: &BTreeMap<ModuleName, crate::store::Entry>,
-    ) {
+    ) -> BTreeMap<ModuleName, String> {
         use crate::store::Source;
         let kind = |m: &ModuleName| {
             entries
@@ -398,8 +400,18 @@ impl Reconciler {
             })
             .collect();
         if graph.is_empty() {
-            return;
+            return BTreeMap::new();
         }
+        let at_name = |m: &str| {
+            observed
+                .iter()
+                .find(|o| observe::at_its_name(&self.node, o) == Some(m))
+        };
+        let up = |o: Option<&crate::engine::Observed>| {
+            o.filter(|o| o.state == crate::engine::ContainerState::Running)
+                .and_then(|o| crate::status::judge::up_for(&o.status))
+        };
+        let mut restarts = BTreeMap::new();
         let cycles = crate::status::depends::cycles(&graph);
         let mut holds = Vec::new();
         let mut waits = Vec::new();
@@ -430,14 +442,11 @@ impl Reconciler {
                     why = None;
                     break;
                 }
-                let seen = observed
-                    .iter()
-                    .find(|o| observe::at_its_name(&self.node, o) == Some(dep.module.as_str()))
-                    .map(|o| crate::status::depends::Seen {
-                        state: o.state,
-                        health: o.health(),
-                        exit_code: o.exit_code(),
-                    });
+                let seen = at_name(dep.module.as_str()).map(|o| crate::status::depends::Seen {
+                    state: o.state,
+                    health: o.health(),
+                    exit_code: o.exit_code(),
+                });
                 if let Some(w) =
                     crate::status::depends::unmet(dep.module.as_str(), dep.condition, seen)
                 {
@@ -447,6 +456,20 @@ impl Reconciler {
             }
             if let Some(w) = why {
                 waits.push((d.name.clone(), w));
+                continue;
+            }
+            let own = up(at_name(d.name.as_str()));
+            if let Some(dep) = d.depends_on.iter().find(|dep| {
+                dep.restart
+                    && crate::status::depends::restart_after(own, up(at_name(dep.module.as_str())))
+            }) {
+                restarts.insert(
+                    d.name.clone(),
+                    format!(
+                        "module {} was made again or restarted since this one started (restart = true)",
+                        dep.module
+                    ),
+                );
             }
         }
         for (name, why) in holds {
@@ -455,6 +478,7 @@ impl Reconciler {
         for (name, why) in waits {
             resolved.wait(&name, &why);
         }
+        restarts
     }
 
     /// Image pulls run in the background and wake `wake` when they end.
@@ -662,10 +686,23 @@ impl Reconciler {
         // Observe and plan.
         let observed = engine.list_containers().await?;
         self.join_network_stacks(&mut resolved, &observed);
-        self.gate_dependencies(&mut resolved, &observed, &entries);
+        let restarts = self.gate_dependencies(&mut resolved, &observed, &entries);
         let other_agent = self.other_agent(store, &agent, &observed).await?;
         let livings = self.observe_lives(engine, &observed).await?;
         let mut steps = plan::plan(&self.node, resolved.wants.values(), &observed);
+        // A dependent whose dependency was replaced since it started, with
+        // `restart = true`: restarted, once.
+        for step in &mut steps {
+            if let plan::Step::Keep { module, container } = step
+                && let Some(reason) = restarts.get(module)
+            {
+                *step = plan::Step::Restart {
+                    module: module.clone(),
+                    container: container.clone(),
+                    reason: reason.clone(),
+                };
+            }
+        }
 
         // Retry policy: acting again toward a target already tried is held
         // back; a new target is acted on at once.

@@ -139,6 +139,17 @@ pub enum Step {
         /// The container.
         container: String,
     },
+    /// The container matches and runs, but what it depends on (with
+    /// `restart = true`) was replaced or restarted since it started:
+    /// restart it, once.
+    Restart {
+        /// The module.
+        module: ModuleName,
+        /// The container.
+        container: String,
+        /// Why.
+        reason: String,
+    },
     /// The container differs: replace it, once. Its successor is made
     /// beside it first, under the successor name; one already there that
     /// carries the target (left by an interrupted recreate) is used.
@@ -231,6 +242,7 @@ impl Step {
     pub fn module(&self) -> Option<&str> {
         match self {
             Step::Keep { module, .. }
+            | Step::Restart { module, .. }
             | Step::Create { module }
             | Step::Start { module, .. }
             | Step::Recreate { module, .. }

@@ -6,6 +6,7 @@
 //! as a crash loop.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use crate::engine::ContainerState;
 use crate::model::intention::Condition;
@@ -69,6 +70,16 @@ pub fn unmet(module: &str, condition: Condition, dep: Option<Seen<'_>>) -> Optio
 /// goes does not stop what works.
 pub fn stop_while_waiting(state: ContainerState, engine_restarts: bool) -> bool {
     engine_restarts && state == ContainerState::Restarting
+}
+
+/// Whether a running dependent with `restart = true` is restarted, once:
+/// its dependency (meeting its condition now) has been up for less time
+/// than it has, so it was replaced or restarted since the dependent
+/// started. Both are read from one list of the engine's, whose up-times
+/// round down alike: a dependent started after its dependency never reads
+/// as up for longer, so a restart is never repeated.
+pub fn restart_after(dependent_up: Option<Duration>, dependency_up: Option<Duration>) -> bool {
+    matches!((dependent_up, dependency_up), (Some(a), Some(b)) if a > b)
 }
 
 /// The modules whose `depends_on` leads back to themselves, each with the
@@ -315,5 +326,22 @@ mod tests {
             .map(|i| (format!("m{i}"), vec![format!("m{}", i + 1)]))
             .collect();
         assert!(cycles(&chain).is_empty());
+    }
+
+    #[test]
+    fn a_dependent_is_restarted_only_when_its_dependency_is_younger() {
+        let s = |n: u64| Some(Duration::from_secs(n));
+        // (the dependent up for, its dependency up for, restarted)
+        let cases = [
+            (s(600), s(5), true),
+            (s(5), s(600), false),
+            (s(60), s(60), false),
+            (None, s(5), false),
+            (s(5), None, false),
+            (None, None, false),
+        ];
+        for (a, b, want) in cases {
+            assert_eq!(restart_after(a, b), want, "{a:?} {b:?}");
+        }
     }
 }
