@@ -280,3 +280,96 @@ async fn a_quiet_pass_makes_no_target_and_a_moved_input_makes_only_its_own() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_dependency_gates_creation_and_a_cycle_or_another_source_holds_naming_the_modules() {
+    let (_d, store, mut r) = node(&[
+        ("db.toml", "name = \"db\"\nimage = \"img:1\"\n"),
+        (
+            "app.toml",
+            "name = \"app\"\nimage = \"img:1\"\ndepends_on = [\"db\"]\n",
+        ),
+        (
+            "ghost.toml",
+            "name = \"ghost\"\nimage = \"img:1\"\ndepends_on = [\"nobody\"]\n",
+        ),
+        (
+            "a.toml",
+            "name = \"a\"\nimage = \"img:1\"\ndepends_on = [\"b\"]\n",
+        ),
+        (
+            "b.toml",
+            "name = \"b\"\nimage = \"img:1\"\ndepends_on = [\"a\"]\n",
+        ),
+        (
+            "mixed.toml",
+            "name = \"mixed\"\nimage = \"img:1\"\ndepends_on = [\"api-mod\"]\n",
+        ),
+    ]);
+    let api = crate::model::intention::Intention::parse(
+        "name = \"api-mod\"\nimage = \"img:1\"\n",
+        crate::model::intention::DocFormat::Toml,
+        "api-mod",
+    )
+    .unwrap();
+    store
+        .put_intention(&crate::store::IntentionRecord::new(
+            crate::store::Source::Api,
+            1,
+            api,
+        ))
+        .unwrap();
+    let engine = Fake {
+        healthy: true,
+        ..Fake::default()
+    };
+    let said = |report: &PassReport, m: &str| {
+        let r = report.modules.iter().find(|r| r.module == m).unwrap();
+        (r.action, r.error.clone().unwrap_or_default())
+    };
+    // The first pass: db has no container yet, so app waits for it.
+    let report = r.pass(&engine, &store).await.unwrap();
+    let (action, why) = said(&report, "app");
+    assert_eq!(action, Action::Depending, "{why}");
+    assert!(why.contains("waits for module db"), "{why}");
+    assert_eq!(r.board.lock().unwrap()["app"].state, ModuleState::Waiting);
+    let (action, why) = said(&report, "ghost");
+    assert_eq!(action, Action::Depending);
+    assert!(
+        why.contains("module nobody, which no intention states"),
+        "{why}"
+    );
+    for m in ["a", "b"] {
+        let (action, why) = said(&report, m);
+        assert_eq!(action, Action::Held, "{m}");
+        assert!(
+            why.contains("makes a cycle: a → b → a") || why.contains("makes a cycle: b → a → b"),
+            "{why}"
+        );
+    }
+    let (action, why) = said(&report, "mixed");
+    assert_eq!(action, Action::Held);
+    assert!(
+        why.contains("module api-mod, which the API states"),
+        "{why}"
+    );
+    // db runs now: app is made on the next pass, and only then.
+    assert_eq!(said(&report, "db").0, Action::Created);
+    let report = r.pass(&engine, &store).await.unwrap();
+    assert_eq!(
+        said(&report, "app").0,
+        Action::Created,
+        "{:?}",
+        said(&report, "app")
+    );
+    let names: Vec<String> = engine
+        .containers
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|c| c.labels.module.clone().unwrap_or_default())
+        .collect();
+    for m in ["ghost", "a", "b", "mixed"] {
+        assert!(!names.iter().any(|n| n == m), "{m} was made: {names:?}");
+    }
+}
