@@ -971,6 +971,31 @@ fn seed_004_a_dependent_waits_for_its_broker_instead_of_crash_looping() {
     assert_eq!(n.container_id(&tied), tied_before);
     assert!(n.logs(&tied).matches("connected").count() >= 2);
 
+    // The broker turns unhealthy and back, in the same container: the
+    // tied module (restart = true) is restarted once it is healthy again,
+    // once; the patient one is left running.
+    let since = unix_now();
+    let broker_id = n.container_id(&broker);
+    docker_ok(&["exec", &broker_id, "rm", "/www/index.html"]);
+    n.wait_for(60, "the tied module waiting on an unhealthy broker", || {
+        state(&tied)["state"] == "waiting"
+    });
+    docker_ok(&["exec", &broker_id, "sh", "-c", "echo up > /www/index.html"]);
+    n.wait_for(60, "the tied module restarted", || {
+        n.events_since(&tied, since).iter().any(|a| a == "start")
+    });
+    n.wait_for(60, "the tied module converged again", || {
+        state(&tied)["state"] == "converged"
+    });
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let tied_starts = n
+        .events_since(&tied, since)
+        .iter()
+        .filter(|a| *a == "start")
+        .count();
+    assert_eq!(tied_starts, 1);
+    assert!(!n.events_since(&patient, since).iter().any(|a| a == "start"));
+
     // A dependent that exits whenever its broker goes (as at a reboot,
     // when the engine starts everything at once): while the broker is
     // away the engine's restarts of it are stopped, and it reads waiting,

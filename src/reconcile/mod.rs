@@ -115,6 +115,11 @@ pub struct Reconciler {
     /// Each module's last target, made again only when what it is made
     /// from moves.
     made: resolve::Made,
+    /// (dependent, dependency) with `restart = true`: the dependency was
+    /// seen not meeting its condition while the dependent ran, so the
+    /// dependent is restarted once it does again. In memory: an agent
+    /// restart forgets it.
+    lost: BTreeSet<(ModuleName, ModuleName)>,
     /// This agent's id (from its store), read at the first pass.
     agent: Option<String>,
     /// Whether a new store was rebuilt from the containers' labels (or was
@@ -158,6 +163,7 @@ impl Reconciler {
             retries: retry::Retries::default(),
             pulls: resolve::Pulls::default(),
             made: resolve::Made::default(),
+            lost: BTreeSet::new(),
             agent: None,
             rebuilt: false,
             started_at: crate::host::clock::now() as i64,
@@ -373,7 +379,7 @@ impl Reconciler {
     /// are restarted, once, for a dependency with `restart = true` that was
     /// replaced or restarted since they started.
     fn gate_dependencies(
-        &self,
+        &mut self,
         resolved: &mut resolve::Resolved,
         observed: &[crate::engine::Observed],
         entries: &BTreeMap<ModuleName, crate::store::Entry>,
@@ -399,13 +405,15 @@ impl Reconciler {
                 )
             })
             .collect();
+        self.lost.retain(|(d, _)| graph.contains_key(d.as_str()));
         if graph.is_empty() {
             return BTreeMap::new();
         }
+        let node = self.node.clone();
         let at_name = |m: &str| {
             observed
                 .iter()
-                .find(|o| observe::at_its_name(&self.node, o) == Some(m))
+                .find(|o| observe::at_its_name(&node, o) == Some(m))
         };
         let up = |o: Option<&crate::engine::Observed>| {
             o.filter(|o| o.state == crate::engine::ContainerState::Running)
@@ -421,6 +429,7 @@ impl Reconciler {
                 continue;
             }
             let mut why = None;
+            let mut unmet = None;
             for dep in &d.depends_on {
                 if !resolved.contains(&dep.module) {
                     why = Some(format!(
@@ -451,26 +460,38 @@ impl Reconciler {
                     crate::status::depends::unmet(dep.module.as_str(), dep.condition, seen)
                 {
                     why = Some(w);
+                    unmet = Some(dep);
                     break;
                 }
             }
+            let own = up(at_name(d.name.as_str()));
             if let Some(w) = why {
+                // A dependency lost while this one runs: with `restart =
+                // true`, it is restarted once that one is back.
+                if let Some(dep) = unmet.filter(|x| x.restart && own.is_some()) {
+                    self.lost.insert((d.name.clone(), dep.module.clone()));
+                }
                 waits.push((d.name.clone(), w));
                 continue;
             }
-            let own = up(at_name(d.name.as_str()));
-            if let Some(dep) = d.depends_on.iter().find(|dep| {
+            let lost = d
+                .depends_on
+                .iter()
+                .find(|dep| self.lost.contains(&(d.name.clone(), dep.module.clone())));
+            let younger = d.depends_on.iter().find(|dep| {
                 dep.restart
                     && crate::status::depends::restart_after(own, up(at_name(dep.module.as_str())))
-            }) {
+            });
+            if let Some(dep) = younger.or(lost) {
                 restarts.insert(
                     d.name.clone(),
                     format!(
-                        "module {} was made again or restarted since this one started (restart = true)",
+                        "module {} was made again, restarted or not ready since this one started (restart = true)",
                         dep.module
                     ),
                 );
             }
+            self.lost.retain(|(m, _)| *m != d.name);
         }
         for (name, why) in holds {
             resolved.hold(&name, &why);
@@ -689,6 +710,20 @@ impl Reconciler {
         let restarts = self.gate_dependencies(&mut resolved, &observed, &entries);
         let other_agent = self.other_agent(store, &agent, &observed).await?;
         let livings = self.observe_lives(engine, &observed).await?;
+        // Restarts while a module waits for what it depends on are the
+        // ordering's, not a crash loop's: its restart baseline follows
+        // them (the engine may restart it faster than it can be stopped).
+        for want in resolved.wants.values() {
+            let plan::Want::Wait { name, .. } = want else {
+                continue;
+            };
+            let at = observed
+                .iter()
+                .find(|o| observe::at_its_name(&self.node, o) == Some(name.as_str()));
+            if let (Some(o), Some(r)) = (at, livings.get(name.as_str()).and_then(|l| l.restarts)) {
+                self.baselines.insert(o.id.clone(), r);
+            }
+        }
         let mut steps = plan::plan(&self.node, resolved.wants.values(), &observed);
         // A dependent whose dependency was replaced since it started, with
         // `restart = true`: restarted, once.
