@@ -66,6 +66,73 @@ fn intentions(dir: &Path) -> BTreeMap<String, Intention> {
         .collect()
 }
 
+/// The EdgeX-like stack moves over whole: its project's network and
+/// volume names, its services' names there, its `.env` and env files read
+/// by Compose's rules, and its dependencies with their conditions.
+#[test]
+fn an_edgex_like_stack_imports_with_its_names_env_and_dependencies() {
+    let dir = root().join("tests/fixtures/compose/edgex-like");
+    let out = tempfile::tempdir().unwrap();
+    let o = import(
+        &[
+            "--out",
+            out.path().to_str().unwrap(),
+            dir.join("docker-compose.yml").to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let i = intentions(out.path());
+    let (broker, core, device) = (&i["broker"], &i["core-data"], &i["device-virtual"]);
+    // `.env`: `export`, quotes and a comment; an empty value takes the
+    // default.
+    assert_eq!(core.image, "edgexfoundry/core-data:3.1");
+    assert_eq!(broker.image, "eclipse-mosquitto:2");
+    for m in [broker, core, device] {
+        let nets: Vec<&str> = m.runtime.networks.iter().map(String::as_str).collect();
+        assert_eq!(nets, ["edgex_default"], "{}", m.name);
+    }
+    assert_eq!(broker.runtime.volumes[0].name, "edgex_broker-data");
+    assert_eq!(
+        broker.runtime.hostname.as_deref(),
+        Some("edgex-mqtt-broker")
+    );
+    assert!(device.runtime.aliases.contains("edgex-device-virtual"));
+    assert!(device.runtime.aliases.contains("device_virtual"));
+    assert_eq!(broker.mounts[0].target.as_str(), "/mosquitto/config");
+    assert_eq!(
+        core.env_file_format,
+        stead::model::env_file::Format::Compose
+    );
+    let d = &core.depends_on[0];
+    assert_eq!(
+        (d.module.as_str(), d.condition, d.restart),
+        ("broker", stead::model::intention::Condition::Healthy, true)
+    );
+    assert_eq!(
+        device.depends_on[0].condition,
+        stead::model::intention::Condition::Started
+    );
+    // The env file as the agent will read it.
+    let vars = stead::model::env_file::read(
+        &std::fs::read(dir.join("common.env")).unwrap(),
+        core.env_file_format,
+        &|_| None,
+        &Default::default(),
+    )
+    .unwrap();
+    let want: Vec<(String, String)> = [
+        ("MESSAGEQUEUE_HOST", "edgex-mqtt-broker"),
+        ("MESSAGEQUEUE_PORT", "1883"),
+        ("REGISTRY_URL", "consul://edgex-core-consul:8500"),
+        ("WRITABLE_LOGLEVEL", "INFO"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(vars, want);
+}
+
 #[test]
 fn every_fixture_imports_listing_what_is_not_carried_and_every_file_parses() {
     // (file, exit code, modules written, keys not carried)
@@ -99,6 +166,12 @@ fn every_fixture_imports_listing_what_is_not_carried_and_every_file_parses() {
             &["zigbee2mqtt: group_add"],
         ),
         ("gitea-postgres/compose.yml", 0, &["db", "server"], &[]),
+        (
+            "edgex-like/docker-compose.yml",
+            0,
+            &["broker", "core-data", "device-virtual"],
+            &[],
+        ),
     ];
     for (file, code, modules, keys) in cases {
         let compose = root().join("tests/fixtures/compose").join(file);
