@@ -465,12 +465,17 @@ fn a_module_is_found_on_its_networks_by_its_name_its_aliases_and_its_host_name()
     assert_eq!(c["Config"]["Hostname"], "dbhost");
 
     // An alias more: made again once, found by it.
+    let old = n.container_id(&db);
     let since = unix_now();
     n.write_intention(
         "db.toml",
         db_intention("\"db_main\", \"edgex-db\", \"mysql\""),
     );
-    n.wait_for(60, "db made again", || n.creates_since(&db, since) == 1);
+    // The swap done: the new container at the module's name, running.
+    n.wait_for(60, "db made again", || {
+        n.container(&db)
+            .is_some_and(|(id, state, _)| id != old && state == "running")
+    });
     let id = n.container_id(&db);
     let found = docker_ok(&[
         "exec",
