@@ -873,7 +873,7 @@ web                      crash-looping         4  sha256:b60b935389f7  c0ffee   
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("GET /v1/status") && e.contains("node") && e.contains("`id`"),
+            e.contains("GET /v1/status") && e.contains("missing field `id`"),
             "{e}"
         );
     }
