@@ -231,6 +231,22 @@ async fn run_reloads<E: Engine>(
     }
 }
 
+/// The check that a pull fits, with the registries' CA and logins.
+fn room(config: &Config) -> Result<Arc<crate::registry::room::Room>, String> {
+    let credentials = match &config.registry_auth {
+        Some(p) => crate::registry::auth::Credentials::load(p)?,
+        None => Default::default(),
+    };
+    let http = crate::net::http::Http::new(config.registry_ca.as_deref())?;
+    Ok(crate::registry::room::Room::new(
+        crate::registry::client::Registries::new(
+            http,
+            credentials,
+            config.insecure_registries.clone(),
+        ),
+    ))
+}
+
 /// The backoff between attempts to reach the engine: exponential from
 /// `min`, jittered, and capped at `max` (the jitter stays within the cap).
 pub fn engine_backoff(min: Duration, max: Duration) -> impl Iterator<Item = Duration> {
@@ -267,6 +283,8 @@ pub struct Agent<C: Connect> {
     passes: tokio::sync::watch::Sender<u64>,
     /// The reload executor, once the store has said this agent's id.
     executor: Option<Arc<Executor>>,
+    /// Asks to collect images, answered after a pass.
+    prune: api::PruneAsks,
 }
 
 impl<C: Connect> Agent<C> {
@@ -300,6 +318,11 @@ impl<C: Connect> Agent<C> {
         let wake = Arc::new(Notify::new());
         reconciler.wake_on_pulls(wake.clone());
         reconciler.set_default_logging(config.logging.clone());
+        reconciler.set_disk(config.images, config.data_dir.clone());
+        match room(&config) {
+            Ok(r) => reconciler.set_room(r),
+            Err(e) => tracing::error!("pulls are not checked for room: {e}"),
+        }
         let key_path = config.local_key_path();
         let key = match crate::host::keys::local_key(&key_path) {
             // A damaged key must not keep the node down: it is moved aside
@@ -331,6 +354,7 @@ impl<C: Connect> Agent<C> {
             report_wake: Arc::new(Notify::new()),
             passes: tokio::sync::watch::Sender::new(0),
             executor: None,
+            prune: Default::default(),
         })
     }
 
@@ -481,7 +505,8 @@ impl<C: Connect> Agent<C> {
                 },
                 agent,
             )
-            .with_metrics(self.reconciler.metrics()),
+            .with_metrics(self.reconciler.metrics())
+            .with_room(self.reconciler.room()),
         );
         let look_now = executor.look_now.clone();
         self.executor = Some(executor);
@@ -500,6 +525,7 @@ impl<C: Connect> Agent<C> {
             reload_wake: self.reload_wake.clone(),
             look_now,
             plane,
+            prune: self.prune.clone(),
         });
         let _server = AbortOnDrop(tokio::spawn(api::serve(listener, api)));
         tracing::info!("API listening on http://{addr}");
@@ -773,6 +799,10 @@ impl<C: Connect> Agent<C> {
                             marked = true;
                         }
                         loop {
+                            let asks = std::mem::take(&mut *self.prune.lock().expect("prune lock"));
+                            for (_, reply) in asks {
+                                let _ = reply.send(Err(reason.clone()));
+                            }
                             self.reconciler.no_pass(&self.store, &reason).await;
                             self.report_wake.notify_one();
                             match self.idle_until(until, true, notifier, shutdown).await {
@@ -827,8 +857,11 @@ impl<C: Connect> Agent<C> {
                     tracing::warn!("crash guard: {e}");
                 }
             }
-            self.status.lock().expect("status lock").quarantine =
-                self.reconciler.quarantine().clone();
+            {
+                let mut s = self.status.lock().expect("status lock");
+                s.quarantine = self.reconciler.quarantine().clone();
+                s.disk = self.reconciler.disks();
+            }
             match result {
                 Ok(report) => {
                     let recovered = {
@@ -870,6 +903,12 @@ impl<C: Connect> Agent<C> {
                     continue;
                 }
                 Err(err) => self.pass_failed(&err.to_string()).await,
+            }
+            // Asks to prune are answered after a pass.
+            let asks = std::mem::take(&mut *self.prune.lock().expect("prune lock"));
+            for (dry_run, reply) in asks {
+                let out = self.reconciler.prune(e, &self.store, dry_run).await;
+                let _ = reply.send(out.map_err(|e| e.to_string()));
             }
             // What the pass saw is what a reload measures.
             self.pass_done.notify_one();

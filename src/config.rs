@@ -81,6 +81,8 @@ pub struct Config {
     pub plane: Option<PlaneConfig>,
     /// Where the output of a module without its own `logging` goes.
     pub logging: crate::model::runtime::NodeLogging,
+    /// How unused images are collected.
+    pub images: crate::model::disk::Policy,
 }
 
 pub use crate::plane::config::PlaneConfig;
@@ -100,6 +102,15 @@ struct LoggingDoc {
 /// driver for them (`local` on the Docker Engine), so that no module fills
 /// a device's flash. The file size before rotation:
 pub const DEFAULT_LOG_MAX_SIZE: &str = "10m";
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ImagesDoc {
+    collect: Option<String>,
+    high: Option<u8>,
+    low: Option<u8>,
+    min_age: Option<String>,
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -134,6 +145,7 @@ struct ConfigDoc {
     reload_retry_interval: Option<String>,
     plane: Option<PlaneDoc>,
     logging: Option<LoggingDoc>,
+    images: Option<ImagesDoc>,
 }
 
 fn hostname() -> String {
@@ -249,6 +261,7 @@ impl Config {
                 max_size: DEFAULT_LOG_MAX_SIZE.into(),
                 max_file: None,
             },
+            images: Default::default(),
         };
         let api_listen: SocketAddr = match doc.api_listen.as_deref() {
             None => SocketAddr::from(([127, 0, 0, 1], DEFAULT_API_PORT)),
@@ -408,12 +421,51 @@ impl Config {
                 })
             }
         };
+        let images = {
+            use crate::model::disk::{Collect, Policy};
+            let d = Policy::default();
+            let i = doc.images.unwrap_or(ImagesDoc {
+                collect: None,
+                high: None,
+                low: None,
+                min_age: None,
+            });
+            let collect = match i.collect.as_deref() {
+                None | Some("pulled") => Collect::Pulled,
+                Some("all") => Collect::All,
+                Some(other) => {
+                    return Err(invalid(
+                        "images.collect",
+                        format!("{other:?} is not \"pulled\" or \"all\""),
+                    ));
+                }
+            };
+            let (high, low) = (i.high.unwrap_or(d.high), i.low.unwrap_or(d.low));
+            if !(1..=99).contains(&high) {
+                return Err(invalid("images.high", "a percent from 1 to 99".into()));
+            }
+            if low >= high {
+                return Err(invalid(
+                    "images.low",
+                    format!("{low} must be below images.high ({high})"),
+                ));
+            }
+            let min_age =
+                dur("images.min_age", i.min_age, Duration::from_secs(d.min_age))?.as_secs();
+            Policy {
+                collect,
+                high,
+                low,
+                min_age,
+            }
+        };
         let cfg = Config {
             tuning,
             api_listen,
             api_token: doc.api_token,
             plane,
             logging,
+            images,
             ..cfg
         };
         if cfg.tuning.crash_backoff_min > cfg.tuning.crash_backoff_max {
@@ -509,6 +561,39 @@ mod tests {
             let e = Config::parse(text, Path::new("c.toml")).unwrap_err();
             assert!(e.to_string().contains("invalid type"), "{e}");
             assert!(!e.to_string().contains("3141592"), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn image_collection_has_defaults_and_bad_keys_are_named() {
+        use crate::model::disk::{Collect, Policy};
+        let c = Config::parse("", Path::new("c.toml")).unwrap();
+        assert_eq!(c.images, Policy::default());
+        let c = Config::parse(
+            "[images]\ncollect = \"all\"\nhigh = 70\nlow = 60\nmin_age = \"1s\"",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            c.images,
+            Policy {
+                collect: Collect::All,
+                high: 70,
+                low: 60,
+                min_age: 1
+            }
+        );
+        for (text, field) in [
+            ("[images]\ncollect = \"some\"", "images.collect"),
+            ("[images]\nhigh = 100", "images.high"),
+            ("[images]\nhigh = 0", "images.high"),
+            ("[images]\nlow = 85", "images.low"),
+            ("[images]\nhigh = 50", "images.low"),
+            ("[images]\nmin_age = \"soon\"", "images.min_age"),
+            ("[images]\nsize = 1", "unknown field"),
+        ] {
+            let e = Config::parse(text, Path::new("c.toml")).unwrap_err();
+            assert!(e.to_string().contains(field), "{text}: {e}");
         }
     }
 

@@ -40,6 +40,9 @@ pub enum ApiError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// What is asked needs the engine, and the loop could not reach it.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl From<crate::reload::file::FileError> for ApiError {
@@ -74,6 +77,7 @@ impl ApiError {
             ApiError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Store(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -119,6 +123,7 @@ mod tests {
                 },
                 422,
             ),
+            (ApiError::Unavailable("x".into()), 503),
         ];
         for (e, code) in cases {
             assert_eq!(e.status().as_u16(), code, "{e}");

@@ -74,7 +74,22 @@ pub struct ApiState {
     pub look_now: Arc<std::sync::atomic::AtomicBool>,
     /// The central plane's poller, when one is configured.
     pub plane: Option<PlaneHandle>,
+    /// Asks to collect unused images, for the loop (which alone acts on
+    /// the engine) to answer after its next pass.
+    pub prune: PruneAsks,
 }
+
+/// An ask to collect images (`true`: a dry run) and where its answer goes.
+pub type PruneAsk = (
+    bool,
+    tokio::sync::oneshot::Sender<Result<crate::model::disk::Pruned, String>>,
+);
+
+/// The asks not answered yet.
+pub type PruneAsks = Arc<Mutex<Vec<PruneAsk>>>;
+
+/// How long a prune is waited for: a pass, then the removals.
+const PRUNE_WAIT: Duration = Duration::from_secs(300);
 
 /// How many whole-intention reads are served at once.
 pub const HEAVY_READS: usize = 1;
@@ -246,7 +261,13 @@ async fn route(state: &ApiState, req: Request<Incoming>) -> Result<Resp, ApiErro
             let (status, body) = plane::sync(state.plane.as_ref()).await?;
             Ok(json_response(status, &to_json(body)))
         }
-        (["v1", "plane"], _) | (["v1", "plane", "sync"], _) => Err(ApiError::MethodNotAllowed),
+        (["v1", "images", "prune"], &Method::POST) => {
+            authorize(state, &req)?;
+            prune(state, req.uri().query().unwrap_or("")).await
+        }
+        (["v1", "plane"], _) | (["v1", "plane", "sync"], _) | (["v1", "images", "prune"], _) => {
+            Err(ApiError::MethodNotAllowed)
+        }
         (["healthz" | "readyz" | "metrics"], _)
         | (["v1", "reloads"], _)
         | (["v1", "reloads", _], _)
@@ -307,6 +328,40 @@ fn module_name(s: &str) -> Result<ModuleName, ApiError> {
     ModuleName::try_from(s).map_err(|e| ApiError::BadRequest(e.0))
 }
 
+/// Collects the images no module needs (`?dry_run=true`: says what would
+/// go and why each other one stays): asked of the loop, answered after
+/// its next pass.
+async fn prune(state: &ApiState, query: &str) -> Result<Resp, ApiError> {
+    let mut dry_run = false;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=').unwrap_or((pair, "true")) {
+            ("dry_run", "true" | "1") => dry_run = true,
+            ("dry_run", "false" | "0") => dry_run = false,
+            ("dry_run", _) => {
+                return Err(ApiError::BadRequest("dry_run: true or false".into()));
+            }
+            (other, _) => {
+                return Err(ApiError::BadRequest(format!(
+                    "unknown query parameter {:?}",
+                    crate::model::text::clip(other, 64)
+                )));
+            }
+        }
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    state.prune.lock().expect("prune lock").push((dry_run, tx));
+    state.wake.notify_one();
+    match tokio::time::timeout(PRUNE_WAIT, rx).await {
+        Ok(Ok(Ok(out))) => Ok(json_response(StatusCode::OK, &to_json(out))),
+        Ok(Ok(Err(e))) => Err(ApiError::Unavailable(e)),
+        Ok(Err(_)) => Err(ApiError::Unavailable("the agent's loop stopped".into())),
+        Err(_) => Err(ApiError::Unavailable(format!(
+            "no pass completed within {}s to prune after",
+            PRUNE_WAIT.as_secs()
+        ))),
+    }
+}
+
 async fn healthz(state: &ApiState) -> Result<Resp, ApiError> {
     // The store answers a read.
     state.store.blocking(|s| s.check()).await?;
@@ -342,6 +397,7 @@ async fn readyz(state: &ApiState) -> Resp {
             "quarantined by the crash guard: {}",
             node.quarantine.summary()
         )),
+        None if node.disk.critical().is_some() => node.disk.critical(),
         None => state
             .store
             .blocking(|s| s.check())

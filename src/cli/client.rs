@@ -43,8 +43,7 @@ impl Answer {
     /// field (not the path to it: serde_path_to_error's tracking of every
     /// view type cost 19 KB of the device binary).
     pub fn view<V: serde::de::DeserializeOwned>(&self, endpoint: &str) -> Result<V, ClientError> {
-        V::deserialize(&self.body)
-            .map_err(|e| ClientError::Protocol(format!("{endpoint}: {e}")))
+        V::deserialize(&self.body).map_err(|e| ClientError::Protocol(format!("{endpoint}: {e}")))
     }
 
     /// The error message of a refusal, as the API words it.

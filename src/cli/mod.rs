@@ -139,6 +139,12 @@ pub enum Command {
         #[arg(long, short, value_name = "FILE")]
         config: Option<PathBuf>,
     },
+    /// The engine's images as this node keeps them.
+    Images {
+        /// What to do.
+        #[command(subcommand)]
+        command: ImagesCommand,
+    },
     /// Print the agent's event log.
     Events {
         /// The agent's config file (for its address and token).
@@ -186,6 +192,22 @@ pub enum Command {
         /// What to do.
         #[command(subcommand)]
         command: plane::PlaneCommand,
+    },
+}
+
+/// What `stead images` does.
+#[derive(Debug, Subcommand)]
+pub enum ImagesCommand {
+    /// Remove the images no module of this node needs (those this node
+    /// pulled, unless `[images] collect = "all"`), each with why; the
+    /// others are listed with why each stays.
+    Prune {
+        /// The agent's config file (for its address and token).
+        #[arg(long, short, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Say what would go, remove nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -353,6 +375,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }),
         Command::Reloads { config, follow } => client_command(config, |c| reloads(c, follow)),
         Command::Sync { config } => client_command(config, sync),
+        Command::Images {
+            command: ImagesCommand::Prune { config, dry_run },
+        } => client_command(config, move |c| prune(c, dry_run)),
         Command::Plane { command } => plane::run(command),
         #[cfg(feature = "import")]
         Command::Import {
@@ -485,6 +510,59 @@ fn patch_settings(
             format!("{module}: revision {}", a.body["revision"])
         }))
     })
+}
+
+async fn prune(c: Client, dry_run: bool) -> Result<ExitCode, ClientError> {
+    let path = format!("/v1/images/prune?dry_run={dry_run}");
+    let a = c.request(Method::POST, &path, None).await?;
+    if a.status != 200 {
+        return Ok(report(&a, String::new));
+    }
+    let out: crate::model::disk::Pruned = a.view("POST /v1/images/prune")?;
+    print!("{}", prune_text(&out));
+    Ok(if out.failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_REFUSED)
+    })
+}
+
+/// What `stead images prune` prints: a line per image, what it came to.
+fn prune_text(p: &crate::model::disk::Pruned) -> String {
+    use crate::model::disk::human;
+    let gone = if p.dry_run { "would remove" } else { "removed" };
+    let mut o = String::new();
+    let mut line = |what: &str, i: &crate::model::disk::ImageLine| {
+        let id = i.id.strip_prefix("sha256:").unwrap_or(&i.id);
+        o.push_str(&format!(
+            "{what:<13}{:<40} {:<13} {:>10}  {}\n",
+            i.names.first().map_or("<none>", String::as_str),
+            id.get(..12).unwrap_or(id),
+            human(i.size_bytes),
+            i.why
+        ));
+    };
+    for i in &p.removed {
+        line(gone, i);
+    }
+    for i in &p.failed {
+        line("not removed", i);
+    }
+    for i in &p.kept {
+        line("kept", i);
+    }
+    let total: u64 = p.removed.iter().map(|i| i.size_bytes).sum();
+    o.push_str(&format!(
+        "{} {} image(s), {}\n",
+        if p.dry_run {
+            "would reclaim"
+        } else {
+            "reclaimed"
+        },
+        p.removed.len(),
+        human(total)
+    ));
+    o
 }
 
 async fn sync(c: Client) -> Result<ExitCode, ClientError> {

@@ -12,8 +12,8 @@ use bollard::models::{
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, CreateImageOptionsBuilder, EventsOptionsBuilder,
-    ListImagesOptionsBuilder, RemoveContainerOptionsBuilder, RenameContainerOptionsBuilder,
-    StopContainerOptionsBuilder,
+    ListImagesOptionsBuilder, RemoveContainerOptionsBuilder, RemoveImageOptionsBuilder,
+    RenameContainerOptionsBuilder, StopContainerOptionsBuilder,
 };
 use futures_util::StreamExt;
 
@@ -95,6 +95,8 @@ pub struct DockerEngine {
     flavour: Flavour,
     /// The socket, for the calls read without bollard ([`super::raw`]).
     socket: std::sync::Arc<std::path::Path>,
+    /// Its data root, as its info said when connecting.
+    data_root: Option<std::sync::Arc<std::path::Path>>,
 }
 
 /// Seconds an engine call may take before the engine counts as away.
@@ -368,11 +370,24 @@ impl DockerEngine {
             .into_iter()
             .find(|c| c.name.starts_with("Podman"))
             .map_or(Flavour::Docker, |c| Flavour::Podman(c.version));
+        // Where its images are, for the disk's free space: an engine that
+        // does not say is still an engine.
+        let data_root = match super::raw::info(socket, &speak.to_string()).await {
+            Ok(i) => i
+                .docker_root_dir
+                .filter(|d| d.starts_with('/'))
+                .map(|d| std::path::Path::new(&d).into()),
+            Err(e) => {
+                tracing::warn!("the engine's info does not say its data root: {e}");
+                None
+            }
+        };
         Ok(DockerEngine {
             docker,
             networks: Default::default(),
             flavour,
             socket: std::path::Path::new(path).into(),
+            data_root,
         })
     }
 }
@@ -665,6 +680,10 @@ impl Engine for DockerEngine {
         self.flavour.clone()
     }
 
+    fn data_root(&self) -> Option<std::path::PathBuf> {
+        self.data_root.as_deref().map(std::path::Path::to_path_buf)
+    }
+
     async fn ping(&self) -> Result<(), EngineError> {
         within(limits::QUICK, "ping", async {
             self.docker.ping().await?;
@@ -724,6 +743,8 @@ impl Engine for DockerEngine {
                     id: i.id,
                     tags: podman_names(podman, i.repo_tags),
                     digests: podman_names(podman, i.repo_digests),
+                    size: u64::try_from(i.size).unwrap_or(0),
+                    created: i.created,
                 })
                 .collect())
         })
@@ -1000,6 +1021,18 @@ impl Engine for DockerEngine {
         }
         Ok(())
     }
+
+    async fn remove_image(&self, name: &str) -> Result<(), EngineError> {
+        within(limits::ACT, "remove image", async {
+            let opts = RemoveImageOptionsBuilder::new()
+                .force(false)
+                .noprune(false)
+                .build();
+            self.docker.remove_image(name, Some(opts), None).await?;
+            Ok(())
+        })
+        .await
+    }
 }
 
 #[cfg(test)]
@@ -1018,6 +1051,8 @@ mod tests {
             id: "sha256:aa".into(),
             tags: podman_names(true, names),
             digests: podman_names(true, vec!["localhost/app@sha256:dd".into()]),
+            size: 0,
+            created: 0,
         }]);
         for r in [
             "stead-test/busybox:1",

@@ -65,6 +65,9 @@ impl Engine for Fake {
     fn flavour(&self) -> crate::engine::Flavour {
         crate::engine::Flavour::Docker
     }
+    fn data_root(&self) -> Option<std::path::PathBuf> {
+        None
+    }
     async fn ping(&self) -> Result<(), EngineError> {
         Ok(())
     }
@@ -76,6 +79,8 @@ impl Engine for Fake {
             id: image_id().to_string(),
             tags: vec!["img:1".into()],
             digests: vec![],
+            size: 1 << 20,
+            created: 0,
         }])
     }
     async fn inspect(&self, _: &str) -> Result<Life, EngineError> {
@@ -159,6 +164,10 @@ impl Engine for Fake {
     }
     async fn remove(&self, id: &str) -> Result<(), EngineError> {
         self.containers.lock().unwrap().retain(|c| c.id != id);
+        Ok(())
+    }
+    async fn remove_image(&self, _: &str) -> Result<(), EngineError> {
+        self.act("remove_image");
         Ok(())
     }
 }

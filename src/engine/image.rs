@@ -12,6 +12,11 @@ pub struct Image {
     pub tags: Vec<String>,
     /// Its repository digests, `repo@sha256:…`.
     pub digests: Vec<String>,
+    /// What it takes on disk, in bytes, as the engine counts it (layers
+    /// it shares with other images are counted in each).
+    pub size: u64,
+    /// When it was built, seconds since the epoch (not when it came here).
+    pub created: i64,
 }
 
 /// The engine's images, indexed once by every name they answer to: a
@@ -52,6 +57,11 @@ impl Images {
         };
         n.and_then(|&n| self.list.get(n))
     }
+
+    /// Every image, as the engine listed them.
+    pub fn all(&self) -> &[Image] {
+        &self.list
+    }
 }
 
 fn normalise_reference(r: &str) -> String {
@@ -78,6 +88,8 @@ mod tests {
             id: id.into(),
             tags: tags.iter().map(|s| s.to_string()).collect(),
             digests: digests.iter().map(|s| s.to_string()).collect(),
+            size: 0,
+            created: 0,
         }
     }
 

@@ -196,6 +196,9 @@ impl std::fmt::Display for Flavour {
 pub trait Engine: Clone + Send + Sync + 'static {
     /// Which engine this is (learnt when connecting).
     fn flavour(&self) -> Flavour;
+    /// Where the engine keeps its images and containers (its data root,
+    /// learnt when connecting), when it says.
+    fn data_root(&self) -> Option<std::path::PathBuf>;
     /// Checks the engine answers.
     fn ping(&self) -> impl Future<Output = Result<(), EngineError>> + Send;
     /// Every container, running or not, managed or not: one call.
@@ -243,4 +246,8 @@ pub trait Engine: Clone + Send + Sync + 'static {
     /// Stops (with a grace period) and removes a container; one already gone
     /// is not an error.
     fn remove(&self, id: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
+    /// Removes an image by one of its names or its ID, never forced: the
+    /// engine refuses (a conflict) while a container uses it. A name
+    /// removes that name; the image goes with its last name.
+    fn remove_image(&self, name: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
 }

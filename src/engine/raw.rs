@@ -79,6 +79,15 @@ pub struct Component {
     pub version: String,
 }
 
+/// What `GET /info` says that the agent reads.
+#[derive(Debug, Deserialize)]
+pub struct Info {
+    /// Where the engine keeps its images and containers (Podman: its
+    /// graph root).
+    #[serde(rename = "DockerRootDir", default)]
+    pub docker_root_dir: Option<String>,
+}
+
 /// What libpod's `GET /libpod/networks/{name}/json` says that the agent
 /// reads (Podman only).
 #[derive(Debug, Deserialize)]
@@ -118,6 +127,15 @@ pub async fn version(socket: &Path) -> Result<Version, EngineError> {
     serde_json::from_slice(&body).map_err(|e| EngineError::Refused {
         status: 0,
         message: format!("the engine's version does not read: {e}"),
+    })
+}
+
+/// `GET /v<version>/info`.
+pub async fn info(socket: &Path, version: &str) -> Result<Info, EngineError> {
+    let body = get(socket, &format!("/v{version}/info")).await?;
+    serde_json::from_slice(&body).map_err(|e| EngineError::Refused {
+        status: 0,
+        message: format!("the engine's info does not read: {e}"),
     })
 }
 

@@ -1,12 +1,13 @@
 //! What stead does on its own host, apart from the engine: content digests
 //! of the files a container reads, atomic file writes, watching files for
-//! change, the service manager's notify protocol, and running blocking work
+//! change, the space of its filesystems, the service manager's notify protocol, and running blocking work
 //! off the async threads; the device-local key, randomness, and the failure points tests stop
 //! the agent at.
 
 pub mod blocking;
 pub mod clock;
 pub mod digest;
+pub mod disk;
 pub mod files;
 pub mod keys;
 pub mod live;

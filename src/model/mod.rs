@@ -8,6 +8,7 @@
 //! here does I/O; everything here is table-tested.
 
 pub mod config;
+pub mod disk;
 pub mod env_file;
 pub mod files;
 pub mod guard;

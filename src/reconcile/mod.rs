@@ -42,6 +42,7 @@ use crate::status::metrics::Metrics;
 use crate::store::{EventKind, Store, StoreError};
 
 pub mod check;
+pub mod collect;
 pub mod execute;
 pub mod observe;
 pub mod plan;
@@ -86,6 +87,16 @@ struct Outcome<'a> {
 
 /// How many modules are acted on at once.
 const PARALLEL_ACTIONS: usize = 4;
+
+/// Where the host keeps its logs, measured with the other filesystems.
+const LOG_DIR: &str = "/var/log";
+
+/// The data directory the composed files are kept in.
+fn files_dir_parent(files_dir: &std::path::Path) -> PathBuf {
+    files_dir
+        .parent()
+        .map_or_else(|| files_dir.to_path_buf(), std::path::Path::to_path_buf)
+}
 
 /// Why a pass could not finish.
 #[derive(Debug, thiserror::Error)]
@@ -141,6 +152,8 @@ pub struct Reconciler {
     /// The loop's progress, which each engine call of a pass marks (the
     /// watchdog is pinged while it moves).
     progress: Arc<crate::host::systemd::Progress>,
+    /// Disk stewardship: images noted and collected, the disks measured.
+    steward: collect::Steward,
 }
 
 impl Reconciler {
@@ -154,7 +167,6 @@ impl Reconciler {
         Reconciler {
             node,
             intentions: Arc::new(Mutex::new(IntentionsDir::new(intentions_dir))),
-            files_dir,
             tuning,
             digester: Arc::new(Mutex::new(FileDigester::new())),
             said: BTreeMap::new(),
@@ -174,7 +186,59 @@ impl Reconciler {
             quarantine: Default::default(),
             stated_key: None,
             progress: crate::host::systemd::Progress::new(),
+            steward: collect::Steward::new(
+                crate::model::disk::Policy::default(),
+                files_dir_parent(&files_dir),
+                PathBuf::from(LOG_DIR),
+            ),
+            files_dir,
         }
+    }
+
+    /// How images are collected, and where the store is (its filesystem
+    /// is measured, and the store keeps a reserve on it).
+    pub fn set_disk(&mut self, policy: crate::model::disk::Policy, data_dir: PathBuf) {
+        self.steward = collect::Steward::new(policy, data_dir, PathBuf::from(LOG_DIR));
+    }
+
+    /// Pulls are checked for room first with this.
+    pub fn set_room(&mut self, room: Arc<crate::registry::room::Room>) {
+        self.pulls.room = Some(room.clone());
+        self.steward.set_room(room);
+    }
+
+    /// The check that a pull fits, when there is one.
+    pub fn room(&self) -> Option<Arc<crate::registry::room::Room>> {
+        self.pulls.room.clone()
+    }
+
+    /// The node's filesystems, as the last pass measured them.
+    pub fn disks(&self) -> crate::model::disk::Disks {
+        self.steward.disks().clone()
+    }
+
+    /// Collects unused images now (`POST /v1/images/prune`), or says what
+    /// it would collect.
+    pub async fn prune<E: Engine>(
+        &mut self,
+        engine: &E,
+        store: &Arc<Store>,
+        dry_run: bool,
+    ) -> Result<crate::model::disk::Pruned, PassError> {
+        let engine = &Counted {
+            engine: watched::Watched {
+                engine: engine.clone(),
+                progress: self.progress.clone(),
+            },
+            metrics: self.metrics.clone(),
+        };
+        let out = self
+            .steward
+            .collect(engine, store, crate::model::disk::Trigger::Asked, dry_run)
+            .await?;
+        self.metrics
+            .images_removed(out.removed.len(), out.reclaimed_bytes, dry_run);
+        Ok(out)
     }
 
     /// The loop's progress, as the passes mark it.
@@ -753,6 +817,17 @@ impl Reconciler {
             .deliver_live(engine, store, &resolved, &observed, &modules)
             .await?;
 
+        // What disk stewardship reads of the pass: the image each module's
+        // container runs, the bound of the modules' logs.
+        let running: Vec<(String, String)> = observed
+            .iter()
+            .filter_map(|o| {
+                observe::at_its_name(&self.node, o).map(|m| (m.to_string(), o.image_id.clone()))
+            })
+            .collect();
+        let logs = logs_bound(&resolved);
+        let modules_stated: BTreeSet<ModuleName> = entries.keys().cloned().collect();
+
         // Record.
         self.record(
             store,
@@ -768,6 +843,21 @@ impl Reconciler {
             now,
         )
         .await?;
+
+        // Disk stewardship: the disks measured, pulled images and image
+        // history noted, unused images collected when due.
+        self.steward.measure(engine.data_root(), store, logs);
+        let board = self.board.lock().expect("board lock").clone();
+        let brought = std::mem::take(&mut self.pulls.brought);
+        if let Some(out) = self
+            .steward
+            .after_pass(engine, store, brought, running, &modules_stated, &board)
+            .await?
+        {
+            self.metrics
+                .images_removed(out.removed.len(), out.reclaimed_bytes, false);
+        }
+        self.metrics.disks(self.steward.disks());
         let duration = started.elapsed();
         self.metrics.pass_done(duration);
         // Up-times are read to the second: a little past the window, and
@@ -1122,6 +1212,25 @@ impl Reconciler {
         }
         Ok(())
     }
+}
+
+/// What the modules' logs may take together, from what each container is
+/// made with.
+fn logs_bound(resolved: &resolve::Resolved) -> crate::model::disk::Logs {
+    let mut logs = crate::model::disk::Logs::default();
+    for d in resolved.running() {
+        let bound = d
+            .spec
+            .runtime
+            .logging
+            .as_ref()
+            .and_then(|l| crate::model::disk::log_bound(&l.driver, &l.options));
+        match bound {
+            Some(b) => logs.bound_bytes += b,
+            None => logs.unbounded.push(d.name.to_string()),
+        }
+    }
+    logs
 }
 
 #[cfg(test)]

@@ -337,8 +337,9 @@ pub fn against_host(
     (out, watched)
 }
 
-/// How a pull ended, and when.
-type PullOutcome = (Result<(), EngineError>, Instant);
+/// How a pull ended (the image's layers, when its manifest said them),
+/// and when.
+type PullOutcome = (Result<Vec<crate::model::disk::Layer>, String>, Instant);
 
 /// Image pulls under way, each a task of its own: a slow registry holds
 /// only the modules that need its image, never the pass.
@@ -351,6 +352,10 @@ pub struct Pulls {
     pub wake: Option<Arc<Notify>>,
     /// Registry logins, for the engine's pulls.
     pub credentials: Option<Arc<crate::registry::auth::Credentials>>,
+    /// Whether a pull fits, checked before it starts.
+    pub room: Option<Arc<crate::registry::room::Room>>,
+    /// The images pulled since the last pass took them, with their layers.
+    pub brought: Vec<(String, Vec<crate::model::disk::Layer>)>,
 }
 
 impl Pulls {
@@ -367,7 +372,7 @@ impl Pulls {
         for image in done {
             let task = self.in_flight.remove(&image).expect("listed");
             if let Some(Ok(outcome)) = task.now_or_never() {
-                brought |= settle(&image, outcome, retries, tuning);
+                brought |= settle(&image, outcome, retries, tuning, &mut self.brought);
             }
         }
         brought
@@ -378,19 +383,31 @@ impl Pulls {
         let mut brought = false;
         for (image, task) in std::mem::take(&mut self.in_flight) {
             if let Ok(outcome) = task.await {
-                brought |= settle(&image, outcome, retries, tuning);
+                brought |= settle(&image, outcome, retries, tuning, &mut self.brought);
             }
         }
         brought
     }
 
     /// Starts pulling `image` (with the login for its registry, when the
-    /// credentials file has one).
+    /// credentials file has one), once it is known to fit.
     fn start<E: Engine>(&mut self, engine: &E, image: &str) {
         let (engine, reference, wake) = (engine.clone(), image.to_string(), self.wake.clone());
         let auth = self.credentials.as_ref().and_then(|c| c.pull_auth(image));
+        let room = self.room.clone();
         let task = tokio::spawn(async move {
-            let outcome = engine.pull(&reference, auth).await;
+            let fits = match (room, engine.data_root()) {
+                (Some(room), Some(root)) => room.check(&reference, &root).await,
+                _ => Ok(Vec::new()),
+            };
+            let outcome = match fits {
+                Ok(layers) => engine
+                    .pull(&reference, auth)
+                    .await
+                    .map(|()| layers)
+                    .map_err(|e| e.to_string()),
+                Err(no_room) => Err(no_room.to_string()),
+            };
             let at = Instant::now();
             if let Some(w) = wake {
                 w.notify_one();
@@ -402,16 +419,23 @@ impl Pulls {
 }
 
 /// Notes how a pull ended; says whether it brought the image.
-fn settle(image: &str, (outcome, at): PullOutcome, retries: &mut Retries, tuning: &Tuning) -> bool {
+fn settle(
+    image: &str,
+    (outcome, at): PullOutcome,
+    retries: &mut Retries,
+    tuning: &Tuning,
+    brought: &mut Vec<(String, Vec<crate::model::disk::Layer>)>,
+) -> bool {
     match outcome {
-        Ok(()) => {
+        Ok(layers) => {
             tracing::info!(image, "pulled");
             retries.pulled(tuning, image, None, at);
+            brought.push((image.to_string(), layers));
             true
         }
         Err(e) => {
             tracing::warn!(image, "pull failed: {e}");
-            retries.pulled(tuning, image, Some(e.to_string()), at);
+            retries.pulled(tuning, image, Some(e), at);
             false
         }
     }

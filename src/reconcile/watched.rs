@@ -24,6 +24,9 @@ impl<E: Engine> Engine for Watched<E> {
     fn flavour(&self) -> crate::engine::Flavour {
         self.engine.flavour()
     }
+    fn data_root(&self) -> Option<std::path::PathBuf> {
+        self.engine.data_root()
+    }
 
     async fn ping(&self) -> Result<(), EngineError> {
         let _call = self.progress.call(limits::QUICK);
@@ -80,5 +83,9 @@ impl<E: Engine> Engine for Watched<E> {
     async fn remove(&self, id: &str) -> Result<(), EngineError> {
         let _call = self.progress.call(limits::STOP);
         self.engine.remove(id).await
+    }
+    async fn remove_image(&self, name: &str) -> Result<(), EngineError> {
+        let _call = self.progress.call(limits::ACT);
+        self.engine.remove_image(name).await
     }
 }

@@ -268,14 +268,62 @@ impl Registries {
         digest: &str,
         platform: &Platform,
     ) -> Result<ImageConfig, RegistryError> {
-        let mut digest = digest.to_string();
+        let doc = self.platform_manifest(r, digest, platform).await?;
+        let config = doc
+            .config
+            .ok_or_else(|| malformed(r, Object::Manifest, "no config"))?;
+        let path = format!("/v2/{}/blobs/{}", r.repository, config.digest);
+        let a = self
+            .call(r, Method::GET, &path, &[], Object::Blob, MAX_CONFIG)
+            .await?;
+        check_digest(r, Object::Blob, &config.digest, &a.body)?;
+        let c: ConfigDoc = serde_json::from_slice(&a.body)
+            .map_err(|e| malformed(r, Object::Blob, &e.to_string()))?;
+        let inner = c.config.unwrap_or_default();
+        Ok(ImageConfig {
+            id: config.digest,
+            labels: inner.labels.unwrap_or_default(),
+            healthcheck: inner
+                .healthcheck
+                .is_some_and(|h| h.test.first().is_some_and(|t| t != "NONE")),
+        })
+    }
+
+    /// The layers (digest, compressed size) of the image a tag or digest
+    /// names, for `platform` when it is an index: manifests only, no blob.
+    pub async fn layers(
+        &self,
+        r: &Reference,
+        at: &str,
+        platform: &Platform,
+    ) -> Result<Vec<(String, u64)>, RegistryError> {
+        let doc = self.platform_manifest(r, at, platform).await?;
+        Ok(doc
+            .layers
+            .unwrap_or_default()
+            .into_iter()
+            .map(|l| (l.digest, l.size.unwrap_or(0)))
+            .collect())
+    }
+
+    /// The manifest a tag or digest names, through an index to the one for
+    /// `platform`; what a digest names is checked against it.
+    async fn platform_manifest(
+        &self,
+        r: &Reference,
+        at: &str,
+        platform: &Platform,
+    ) -> Result<Manifest, RegistryError> {
+        let mut digest = at.to_string();
         // An index, then the manifest it names for this platform.
         for _ in 0..2 {
             let a = self.manifest(r, &digest).await?;
-            check_digest(r, Object::Manifest, &digest, &a.body)?;
+            if is_digest(&digest) {
+                check_digest(r, Object::Manifest, &digest, &a.body)?;
+            }
             let doc: Manifest = serde_json::from_slice(&a.body)
                 .map_err(|e| malformed(r, Object::Manifest, &e.to_string()))?;
-            if let Some(list) = doc.manifests {
+            if let Some(list) = &doc.manifests {
                 let found = list.iter().find(|m| {
                     m.platform.as_ref().is_some_and(|p| {
                         p.os == platform.os
@@ -305,24 +353,7 @@ impl Registries {
                     }
                 }
             }
-            let config = doc
-                .config
-                .ok_or_else(|| malformed(r, Object::Manifest, "no config"))?;
-            let path = format!("/v2/{}/blobs/{}", r.repository, config.digest);
-            let a = self
-                .call(r, Method::GET, &path, &[], Object::Blob, MAX_CONFIG)
-                .await?;
-            check_digest(r, Object::Blob, &config.digest, &a.body)?;
-            let c: ConfigDoc = serde_json::from_slice(&a.body)
-                .map_err(|e| malformed(r, Object::Blob, &e.to_string()))?;
-            let inner = c.config.unwrap_or_default();
-            return Ok(ImageConfig {
-                id: config.digest,
-                labels: inner.labels.unwrap_or_default(),
-                healthcheck: inner
-                    .healthcheck
-                    .is_some_and(|h| h.test.first().is_some_and(|t| t != "NONE")),
-            });
+            return Ok(doc);
         }
         Err(malformed(r, Object::Manifest, "an index within an index"))
     }
@@ -595,12 +626,14 @@ impl Registries {
 struct Manifest {
     manifests: Option<Vec<Descriptor>>,
     config: Option<Descriptor>,
+    layers: Option<Vec<Descriptor>>,
 }
 
 #[derive(serde::Deserialize)]
 struct Descriptor {
     digest: String,
     platform: Option<PlatformDoc>,
+    size: Option<u64>,
 }
 
 #[derive(serde::Deserialize)]

@@ -1,8 +1,10 @@
 //! OCI registries, as a reload talks to them (over [`crate::net::http`]):
 //! credentials and auth challenges ([`auth`]), the Distribution API calls
-//! ([`client`]) and their typed failures ([`error`]).
+//! ([`client`]) and their typed failures ([`error`]); whether a pull fits
+//! on the disk before it starts ([`room`]).
 
 pub mod auth;
 pub mod client;
 pub mod error;
+pub mod room;
 pub mod tags;

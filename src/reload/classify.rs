@@ -4,8 +4,9 @@
 //!
 //! Transient (the request is `faulted`, and retried for ever with backoff):
 //! 5xx, 408 and 429 answers, a timeout, a reset or refused connection, a
-//! name that does not resolve, an engine that is away, and anything not
-//! recognised (a crash is never final). Decided (`failed`: asking again
+//! name that does not resolve, an engine that is away, a pull that would
+//! not fit on the disk (room may be freed), and anything not recognised (a
+//! crash is never final). Decided (`failed`: asking again
 //! gets the same answer): 404 for a manifest, blob or tag list, 401 and 403
 //! (credentials), any other 4xx, a digest mismatch, no manifest for this
 //! platform, an untrusted certificate, an unreadable manifest, a floor above
@@ -52,6 +53,10 @@ pub enum Failure {
     /// write that failed, a crash): retried.
     #[error("{0}")]
     Internal(String),
+    /// The pull would not fit on the engine's data root: nothing was
+    /// fetched; retried, since room may be freed.
+    #[error("{0}")]
+    NoRoom(String),
 }
 
 /// How an engine call failed, as far as a reload cares.
@@ -113,7 +118,7 @@ pub fn classify(f: &Failure) -> Verdict {
             EngineFailure::Answered(_) => Verdict::Decided,
         },
         Failure::Floor { .. } => Verdict::Decided,
-        Failure::Internal(_) => transient,
+        Failure::Internal(_) | Failure::NoRoom(_) => transient,
     }
 }
 
@@ -315,6 +320,11 @@ mod tests {
             (
                 "a crash",
                 Failure::Internal("store: disk full".into()),
+                t.clone(),
+            ),
+            (
+                "no room for the pull",
+                Failure::NoRoom("no room for app:2: needs ~1.0 GiB".into()),
                 t.clone(),
             ),
         ];

@@ -93,6 +93,8 @@ pub struct Executor {
     /// Notified when a lane has moved its requests (the run that follows
     /// sees what they became).
     pub lane_done: Arc<Notify>,
+    /// Whether a pull fits, checked before it starts.
+    room: Option<Arc<crate::registry::room::Room>>,
 }
 
 /// Stops every lane when dropped (the engine was lost: what the lanes
@@ -148,12 +150,19 @@ impl Executor {
             metrics: None,
             lanes: Mutex::default(),
             lane_done: Arc::default(),
+            room: None,
         }
     }
 
     /// Counts the requests by status into these metrics after each run.
     pub fn with_metrics(mut self, metrics: Arc<crate::status::metrics::Metrics>) -> Executor {
         self.metrics = Some(metrics);
+        self
+    }
+
+    /// Checks each landing's pull for room with this first.
+    pub fn with_room(mut self, room: Option<Arc<crate::registry::room::Room>>) -> Executor {
+        self.room = room;
         self
     }
 
@@ -406,14 +415,28 @@ impl Executor {
                     })
                     .unwrap_or_default();
                 let auth = registries.credentials().pull_auth(&reference);
-                match engine.pull(&reference, auth).await {
-                    Ok(()) => {
+                // Refused before a layer is fetched when it would not fit.
+                let fits = match (&self.room, engine.data_root()) {
+                    (Some(room), Some(root)) => room.check(&reference, &root).await,
+                    _ => Ok(Vec::new()),
+                };
+                let pulled = match fits {
+                    Ok(layers) => engine
+                        .pull(&reference, auth)
+                        .await
+                        .map(|()| layers)
+                        .map_err(|e| Failure::engine(&e)),
+                    Err(no_room) => Err(Failure::NoRoom(no_room.to_string())),
+                };
+                match pulled {
+                    Ok(layers) => {
+                        self.note_pulled(engine, &reference, layers).await;
                         let item = &mut r.items[k];
                         item.landed = true;
                         let line = format!("{}: landed {reference}", item.module);
                         r.note(now, line);
                     }
-                    Err(e) => asked = asked.max(fail(&mut r.items[k], &Failure::engine(&e))),
+                    Err(f) => asked = asked.max(fail(&mut r.items[k], &f)),
                 }
                 self.put(r).await?;
                 crash_point("after-pull");
@@ -834,6 +857,41 @@ impl Executor {
             Ok((entries, s.updates()?))
         })
         .await
+    }
+
+    /// Notes an image this node pulled (only those are collected), with
+    /// its layers for the next pull's room. What cannot be noted is said
+    /// and left: the image then counts as not pulled here, and stays.
+    async fn note_pulled<E: Engine>(
+        &self,
+        engine: &E,
+        reference: &str,
+        layers: Vec<crate::model::disk::Layer>,
+    ) {
+        let id = match engine.list_images().await {
+            Ok(list) => crate::engine::image::Images::new(list)
+                .find(reference)
+                .map(|i| i.id.clone()),
+            Err(e) => {
+                tracing::warn!("the image {reference} pulled is not noted: {e}");
+                return;
+            }
+        };
+        let Some(id) = id else { return };
+        if let Some(room) = &self.room {
+            room.present
+                .lock()
+                .expect("room lock")
+                .extend(layers.iter().map(|(d, _)| d.clone()));
+        }
+        let p = crate::store::images::Pulled {
+            reference: reference.to_string(),
+            at: crate::host::clock::now(),
+            layers,
+        };
+        if let Err(e) = self.blocking(move |s| s.note_pulled(&[(id, p)])).await {
+            tracing::warn!("the image {reference} pulled is not noted: {e}");
+        }
     }
 
     /// The registry client for one attempt: the credentials file is read

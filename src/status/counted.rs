@@ -18,6 +18,9 @@ impl<E: Engine> Engine for Counted<E> {
     fn flavour(&self) -> crate::engine::Flavour {
         self.engine.flavour()
     }
+    fn data_root(&self) -> Option<std::path::PathBuf> {
+        self.engine.data_root()
+    }
 
     async fn ping(&self) -> Result<(), EngineError> {
         self.metrics.call("ping");
@@ -75,5 +78,9 @@ impl<E: Engine> Engine for Counted<E> {
     async fn remove(&self, id: &str) -> Result<(), EngineError> {
         self.metrics.call("remove");
         self.engine.remove(id).await
+    }
+    async fn remove_image(&self, name: &str) -> Result<(), EngineError> {
+        self.metrics.call("remove_image");
+        self.engine.remove_image(name).await
     }
 }

@@ -28,6 +28,9 @@ pub struct Metrics {
     plane_reports: Mutex<BTreeMap<&'static str, u64>>,
     plane_revision: AtomicU64,
     reloads: Mutex<Option<BTreeMap<&'static str, u64>>>,
+    images_removed: AtomicU64,
+    image_bytes_reclaimed: AtomicU64,
+    disks: Mutex<Option<crate::model::disk::Disks>>,
 }
 
 impl Metrics {
@@ -115,6 +118,22 @@ impl Metrics {
         *self.reloads.lock().expect("metrics lock") = Some(by);
     }
 
+    /// Counts images removed and the bytes they took (a dry run removes
+    /// nothing).
+    pub fn images_removed(&self, n: usize, bytes: u64, dry_run: bool) {
+        if dry_run {
+            return;
+        }
+        self.images_removed.fetch_add(n as u64, Ordering::Relaxed);
+        self.image_bytes_reclaimed
+            .fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Records the filesystems as last measured.
+    pub fn disks(&self, d: &crate::model::disk::Disks) {
+        *self.disks.lock().expect("metrics lock") = Some(d.clone());
+    }
+
     /// How many engine calls of each kind were made.
     pub fn calls(&self) -> BTreeMap<&'static str, u64> {
         self.calls.lock().expect("metrics lock").clone()
@@ -191,6 +210,45 @@ impl Metrics {
                 let _ = writeln!(o, "stead_reloads{{status=\"{k}\"}} {n}");
             }
         }
+        let _ = writeln!(
+            o,
+            "# HELP stead_images_removed_total Images removed because no module needed them.\n# TYPE stead_images_removed_total counter\nstead_images_removed_total {}\n# HELP stead_image_bytes_reclaimed_total Bytes the removed images took.\n# TYPE stead_image_bytes_reclaimed_total counter\nstead_image_bytes_reclaimed_total {}",
+            self.images_removed.load(Ordering::Relaxed),
+            self.image_bytes_reclaimed.load(Ordering::Relaxed)
+        );
+        if let Some(d) = self.disks.lock().expect("metrics lock").as_ref() {
+            let _ = writeln!(
+                o,
+                "# HELP stead_disk_free_bytes Free bytes of each filesystem that matters (the engine's data root, the store, the logs).\n# TYPE stead_disk_free_bytes gauge"
+            );
+            for f in &d.filesystems {
+                let _ = writeln!(
+                    o,
+                    "stead_disk_free_bytes{{path=\"{}\",roles=\"{}\"}} {}",
+                    label(&f.path),
+                    f.roles.join(","),
+                    f.free_bytes
+                );
+            }
+            let _ = writeln!(
+                o,
+                "# HELP stead_disk_size_bytes Size of each filesystem that matters.\n# TYPE stead_disk_size_bytes gauge"
+            );
+            for f in &d.filesystems {
+                let _ = writeln!(
+                    o,
+                    "stead_disk_size_bytes{{path=\"{}\",roles=\"{}\"}} {}",
+                    label(&f.path),
+                    f.roles.join(","),
+                    f.size_bytes
+                );
+            }
+            let _ = writeln!(
+                o,
+                "# HELP stead_disk_level The worst filesystem's level: 0 ok, 1 pressure, 2 critical.\n# TYPE stead_disk_level gauge\nstead_disk_level {}\n# HELP stead_logs_bound_bytes The most the modules' rotated logs take together.\n# TYPE stead_logs_bound_bytes gauge\nstead_logs_bound_bytes {}",
+                d.level as u8, d.logs.bound_bytes
+            );
+        }
         let polls = self.plane_polls.lock().expect("metrics lock").clone();
         if !polls.is_empty() {
             let _ = writeln!(
@@ -215,6 +273,13 @@ impl Metrics {
         }
         o
     }
+}
+
+/// A label value as Prometheus reads it: `\\` and `"` escaped, no newline.
+fn label(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 #[cfg(test)]

@@ -234,6 +234,8 @@ pub struct NodeStatus {
     pub other_agent: Option<String>,
     /// What the crash guard holds.
     pub quarantine: crate::model::guard::Quarantine,
+    /// The filesystems that matter, as the last pass measured them.
+    pub disk: crate::model::disk::Disks,
 }
 
 impl Default for NodeStatus {
@@ -245,6 +247,7 @@ impl Default for NodeStatus {
             failing: None,
             other_agent: None,
             quarantine: Default::default(),
+            disk: Default::default(),
         }
     }
 }

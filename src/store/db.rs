@@ -98,6 +98,8 @@ pub struct Store {
     /// previous I/O error occurred"), so the next operation reopens the
     /// file first.
     broken: AtomicBool,
+    /// Events are not written: the store's filesystem is below its reserve.
+    pub(super) events_paused: AtomicBool,
     /// Each stored intention as last decoded.
     pub(super) decoded: intentions::Decoded,
 }
@@ -162,6 +164,7 @@ impl Store {
             path: path.to_path_buf(),
             db: RwLock::new(Some(db)),
             broken: AtomicBool::new(false),
+            events_paused: AtomicBool::new(false),
             decoded: Default::default(),
         })
     }

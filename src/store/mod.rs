@@ -12,8 +12,9 @@
 //! rebuild from the containers' labels are in `intentions.rs`; applied,
 //! observed and live records in `containers.rs`; the event log in
 //! `events.rs`. Reload requests and update states ([`reloads`]), what the
-//! node holds of the central plane ([`plane`]) and the crash guard
-//! ([`guard`]) are tables of their own.
+//! node holds of the central plane ([`plane`]), the crash guard
+//! ([`guard`]) and what disk stewardship keeps of images ([`images`]) are
+//! tables of their own.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,6 +31,7 @@ mod containers;
 mod db;
 mod events;
 pub mod guard;
+pub mod images;
 mod intentions;
 pub mod migrate;
 pub mod plane;

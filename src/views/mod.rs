@@ -46,6 +46,10 @@ pub struct StatusView {
 /// The node's part of the status.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodeView {
+    /// The filesystems that matter and how full they are (absent before
+    /// the first pass measured them, and from an agent before 0.6.0).
+    #[serde(default)]
+    pub disk: Option<crate::model::disk::Disks>,
     /// Whether the engine answers.
     pub engine: EngineView,
     /// Since when passes fail, and the last error.
@@ -72,6 +76,7 @@ impl NodeView {
     /// The node `id` as `node` says it, its next pass a `heartbeat` after its last.
     pub fn new(id: &str, node: &NodeStatus, heartbeat: Duration) -> NodeView {
         NodeView {
+            disk: (!node.disk.filesystems.is_empty()).then(|| node.disk.clone()),
             engine: EngineView::from(&node.engine),
             failing: node.failing.as_ref().map(|(since, error)| FailingView {
                 error: error.clone(),
@@ -462,6 +467,9 @@ pub struct ReportView {
     pub agent_version: String,
     /// The clocks.
     pub clock: ReportClock,
+    /// The filesystems that matter and how full they are.
+    #[serde(default)]
+    pub disk: Option<crate::model::disk::Disks>,
     /// The engine in a word (`unknown`, `reachable`, `waiting`).
     pub engine: String,
     /// Every module, by name.

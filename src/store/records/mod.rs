@@ -37,6 +37,10 @@
 //!   to): version 1, since schema 6 ([`v6::LiveRecord`]).
 //! - `guard` (the crash guard, key `guard`): version 1 ([`guard::GuardRecord`]),
 //!   a table added without a schema change (an older agent never opens it).
+//! - `images` (images this node pulled, by ID) and `previous` (per module:
+//!   the image it runs and the one before): version 1
+//!   ([`images::PulledRecord`], [`images::HistoryRecord`]), tables added
+//!   without a schema change.
 //!
 //! The domain types are converted to their records and back in
 //! `convert.rs`. Converting a record to its domain type checks it again
@@ -48,6 +52,7 @@ use serde::de::DeserializeOwned;
 
 mod convert;
 pub mod guard;
+pub mod images;
 pub mod v1;
 pub mod v2;
 pub mod v3;
@@ -84,6 +89,10 @@ pub const PLANE: u8 = 1;
 pub const LIVE: u8 = 1;
 /// Record version of the `guard` table.
 pub const GUARD: u8 = 1;
+/// Record version of the `images` table.
+pub const IMAGES: u8 = 1;
+/// Record version of the `previous` table.
+pub const PREVIOUS: u8 = 1;
 
 /// Encodes a record behind its version byte.
 pub fn encode<T: Serialize>(version: u8, v: &T) -> Vec<u8> {

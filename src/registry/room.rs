@@ -1,0 +1,85 @@
+//! Whether a pull fits before it starts: the image's layers from its
+//! manifest (no blob is fetched), the layers already here left out, the
+//! rest unpacked ([`crate::model::disk::pull_need`]) against the free
+//! space of the engine's data root less its reserve. A pull that would not
+//! fit is refused with what it needs and what is free; the room it wanted
+//! is left for the collector ([`Room::wanted`]). A manifest that cannot be
+//! read (the registry away, an image only the engine's mirror has) lets
+//! the pull go ahead: the engine says what is wrong with it.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use crate::model::disk::{Layer, NoRoom, fits, pull_need, pull_reserve};
+use crate::model::reference::Reference;
+use crate::registry::client::{Platform, Registries};
+
+/// The check, shared by the pass's pulls and the reload executor.
+pub struct Room {
+    registries: Registries,
+    platform: Platform,
+    /// Layer digests of the images this node pulled that are still here
+    /// (the pass keeps it up to date).
+    pub present: Mutex<BTreeSet<String>>,
+    /// What the last refused pull needed, bytes, until the collector takes
+    /// it.
+    pub wanted: Mutex<Option<u64>>,
+}
+
+impl Room {
+    /// A check with this registry client.
+    pub fn new(registries: Registries) -> Arc<Room> {
+        Arc::new(Room {
+            registries,
+            platform: Platform::this(),
+            present: Mutex::default(),
+            wanted: Mutex::default(),
+        })
+    }
+
+    /// Checks a pull of `image` onto the data root `root`; says its layers
+    /// (empty when the manifest could not be read), or why it would not
+    /// fit.
+    pub async fn check(&self, image: &str, root: &Path) -> Result<Vec<Layer>, NoRoom> {
+        let layers = match self.layers(image).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::debug!(image, "the manifest does not say the pull's size: {e}");
+                return Ok(Vec::new());
+            }
+        };
+        let space = match crate::host::disk::space(root) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!("the engine's data root {}: {e}", root.display());
+                return Ok(layers);
+            }
+        };
+        let need = pull_need(&layers, &self.present.lock().expect("room lock"));
+        if fits(need, space) {
+            return Ok(layers);
+        }
+        *self.wanted.lock().expect("room lock") = Some(need);
+        Err(NoRoom {
+            image: image.to_string(),
+            need,
+            free: space.free,
+            reserve: pull_reserve(space.total),
+            path: root.display().to_string(),
+        })
+    }
+
+    async fn layers(&self, image: &str) -> Result<Vec<Layer>, String> {
+        let r = Reference::parse(image)?;
+        let at = r
+            .digest
+            .clone()
+            .or_else(|| r.tag.clone())
+            .unwrap_or_else(|| "latest".into());
+        self.registries
+            .layers(&r, &at, &self.platform)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
