@@ -5,9 +5,10 @@ use std::path::Path;
 
 use crate::model::disk::Space;
 
-/// The size of the filesystem `path` is on and what is free on it for an
-/// unprivileged writer (`f_bavail`: the blocks kept for root are not
-/// counted as free).
+/// The size of the filesystem `path` is on and what is free on it, as `df`
+/// counts them: free is what an unprivileged writer may still use
+/// (`f_bavail`), and the size is what is used and that (blocks kept for
+/// root, or held back by the filesystem, are neither).
 pub fn space(path: &Path) -> std::io::Result<Space> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes())
@@ -19,9 +20,11 @@ pub fn space(path: &Path) -> std::io::Result<Space> {
         return Err(std::io::Error::last_os_error());
     }
     let unit = st.f_frsize as u64;
+    let used = (st.f_blocks as u64).saturating_sub(st.f_bfree as u64);
+    let free = st.f_bavail as u64;
     Ok(Space {
-        total: (st.f_blocks as u64).saturating_mul(unit),
-        free: (st.f_bavail as u64).saturating_mul(unit),
+        total: used.saturating_add(free).saturating_mul(unit),
+        free: free.saturating_mul(unit),
     })
 }
 

@@ -447,27 +447,36 @@ struct Facts {
 
 fn gather(s: &Store) -> Result<Facts, StoreError> {
     let (entries, _) = s.entries_readable()?;
+    let updates = s.updates()?;
     let mut named = Vec::new();
     let mut ids = Vec::new();
+    let mut previous = Vec::new();
     for (m, e) in &entries {
-        if let Some(r) = &e.record {
-            named.push((r.intention.image.clone(), m.to_string()));
+        let Some(r) = &e.record else { continue };
+        let i = &r.intention;
+        // A version a reload landed stands in for the intention's image
+        // (until the image or the range is edited): that one is not
+        // needed then, unless a rule below keeps it.
+        let range = i.update.as_ref().map_or("", |u| u.range.as_str());
+        let landed = updates
+            .get(m)
+            .and_then(|u| u.landed.as_ref())
+            .filter(|l| l.stands_for(&i.image, range));
+        match landed {
+            Some(l) => {
+                ids.push((l.image_id.clone(), m.to_string()));
+                named.push((l.reference.clone(), m.to_string()));
+                if let Some(p) = &l.previous_image {
+                    previous.push((p.clone(), m.to_string()));
+                }
+            }
+            None => named.push((i.image.clone(), m.to_string())),
         }
     }
     // What each module's container was made with (a module whose stored
     // intention does not read too).
     for (m, a) in s.all_applied()? {
         ids.push((a.spec.image_id.clone(), m));
-    }
-    let mut previous = Vec::new();
-    for (m, u) in s.updates()? {
-        if let Some(l) = &u.landed {
-            ids.push((l.image_id.clone(), m.to_string()));
-            named.push((l.reference.clone(), m.to_string()));
-            if let Some(p) = &l.previous_image {
-                previous.push((p.clone(), m.to_string()));
-            }
-        }
     }
     for r in s.reloads()? {
         if matches!(

@@ -9,6 +9,7 @@ pub mod cgroup;
 pub mod desired;
 pub mod faults;
 pub mod intention;
+pub mod own_engine;
 pub mod plane;
 pub mod registry;
 
