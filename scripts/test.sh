@@ -73,7 +73,7 @@ cargo test --locked --no-fail-fast -- --include-ignored 2>&1 | tee "$log"
 # (docs/operations.md, "On Podman").
 say "cargo test (the engine suites on Podman, $podman_socket)"
 STEAD_TEST_ENGINE_SOCKET="$podman_socket" cargo test --locked --no-fail-fast \
-    --test engine --test runtime --test hardening --test waiting --test api --test cli \
+    --test engine --test runtime --test hardening --test waiting --test api --test cli --test images \
     -- --include-ignored 2>&1 | tee -a "$log"
 # A Podman whose user networks cannot resolve names (CNI without the dnsname
 # plugin, as Debian's podman installed without recommends had it): the agent

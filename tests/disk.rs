@@ -1,5 +1,5 @@
 //! Disk stewardship against a Docker Engine of the test's own whose data
-//! root is a small filesystem (a tmpfs), and a real registry on loopback
+//! root is a small filesystem (a tmpfs), in a network namespace of its own, and a real registry on loopback
 //! serving images of known sizes: five reloads leave the module's current
 //! and previous image and touch nothing else; a pull that cannot fit is
 //! refused before a layer is fetched and lands by itself once room is
@@ -113,6 +113,11 @@ fn reload(agent: &Agent, n: &Node, m: &str, until_faulted: bool) -> serde_json::
     last
 }
 
+/// The registry's port.
+fn port(reg: &Registry) -> u16 {
+    reg.addr.rsplit(':').next().unwrap().parse().unwrap()
+}
+
 fn ids(images: &[(String, String)]) -> Vec<String> {
     images.iter().map(|(id, _)| id.clone()).collect()
 }
@@ -127,6 +132,7 @@ fn five_reloads_leave_the_current_and_the_previous_image_and_nothing_else_of_the
     require_engine();
     let own = OwnEngine::start(512);
     let reg = Registry::plain();
+    own.forward(port(&reg));
     // Each version is published just before its reload: a reload lands
     // the newest.
     let mut versions = vec![push(&reg, "acme/gc", "1.0.0", Fill::None)];
@@ -215,6 +221,7 @@ fn a_pull_that_cannot_fit_is_refused_before_a_layer_and_lands_once_room_is_freed
     require_engine();
     let own = OwnEngine::start(300);
     let reg = Registry::plain();
+    own.forward(port(&reg));
     // 160 MiB on disk, a few hundred KiB compressed.
     let big = push(&reg, "acme/big", "1", Fill::Zeros(160));
     let small = push(&reg, "acme/app", "1.0.0", Fill::None);
@@ -305,6 +312,7 @@ fn past_the_high_threshold_the_oldest_unused_images_go_down_to_the_low_one() {
     require_engine();
     let own = OwnEngine::start(300);
     let reg = Registry::plain();
+    own.forward(port(&reg));
     let fills: Vec<String> = (1..=3)
         .map(|i| push(&reg, &format!("acme/fill{i}"), "1", Fill::Zeros(40)))
         .collect();

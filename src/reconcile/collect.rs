@@ -541,10 +541,11 @@ fn needs(images: &Images, containers: &[Observed], f: &Facts) -> Needs {
 /// with several names unforced, name by name (the image goes with its last
 /// name). Never forced: an image a container uses is refused by the engine.
 async fn remove<E: Engine>(engine: &E, h: &Held) -> Result<(), EngineError> {
+    // The Docker Engine's conflict (409), Podman's error (500).
+    let several = |m: &str| m.contains("multiple repositories") || m.contains("more than one tag");
     match engine.remove_image(&h.id).await {
         Ok(()) | Err(EngineError::NotFound(_)) => return Ok(()),
-        Err(EngineError::Conflict(m))
-            if m.contains("multiple repositories") || m.contains("more than one tag") => {}
+        Err(EngineError::Conflict(m) | EngineError::Refused { message: m, .. }) if several(&m) => {}
         Err(e) => return Err(e),
     }
     for name in &h.names {

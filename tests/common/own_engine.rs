@@ -1,10 +1,11 @@
 //! A Docker Engine of a test's own whose data root is a small filesystem
 //! (a tmpfs of the size asked): what a device with little flash is, for
-//! disk stewardship. It runs in the host's network namespace without a
-//! bridge or firewall rules of its own (`--bridge=none --iptables=false`),
-//! so it reaches a registry on loopback and never touches the host's
-//! networking; its containers use `network_mode = "none"`. Everything it
-//! made goes with it on drop.
+//! disk stewardship. It runs in a network namespace of its own (an engine
+//! started with `--bridge=none` removes the host's `docker0`; in its own
+//! namespace there is none to remove), with no firewall rules of its own;
+//! its containers use `network_mode = "none"`. A registry on the host's
+//! loopback is reached through [`OwnEngine::forward`]: the same address
+//! inside, forwarded out. Everything it made goes with it on drop.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output};
@@ -13,6 +14,8 @@ use std::time::{Duration, Instant};
 /// A second Docker Engine; stopped, and its filesystem unmounted, on drop.
 pub struct OwnEngine {
     dir: tempfile::TempDir,
+    /// Its network namespace.
+    ns: String,
     /// Its socket's path.
     pub socket: String,
     /// Its data root (the small filesystem).
@@ -41,7 +44,26 @@ impl OwnEngine {
         );
         let socket = dir.path().join("docker.sock").display().to_string();
         let log = std::fs::File::create(dir.path().join("dockerd.log")).unwrap();
-        let child = Command::new("dockerd")
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let ns = format!(
+            "stead-own-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        for args in [
+            vec!["netns", "add", &ns],
+            vec!["-n", &ns, "link", "set", "lo", "up"],
+        ] {
+            let o = Command::new("ip").args(&args).output().unwrap();
+            assert!(
+                o.status.success(),
+                "ip {args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        let child = Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{ns}"))
+            .arg("dockerd")
             .arg("--data-root")
             .arg(&root)
             .arg("--exec-root")
@@ -56,6 +78,7 @@ impl OwnEngine {
             .expect("dockerd runs (scripts/engine.sh installs it)");
         let e = OwnEngine {
             dir,
+            ns,
             socket,
             root,
             child,
@@ -70,6 +93,49 @@ impl OwnEngine {
             std::thread::sleep(Duration::from_millis(200));
         }
         e
+    }
+
+    /// Forwards `127.0.0.1:port` inside the engine's namespace to the same
+    /// address on the host (a registry there): its listener is made inside
+    /// by a thread that steps into the namespace and back, and each
+    /// connection is carried out by two copying threads. It lives as long
+    /// as the test process.
+    pub fn forward(&self, port: u16) {
+        use std::os::fd::AsRawFd;
+        let inside = std::fs::File::open(format!("/run/netns/{}", self.ns)).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let home = std::fs::File::open("/proc/thread-self/ns/net").unwrap();
+            // SAFETY: setns on descriptors of network namespaces, for this
+            // thread alone.
+            assert_eq!(
+                unsafe { libc::setns(inside.as_raw_fd(), libc::CLONE_NEWNET) },
+                0
+            );
+            let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+            assert_eq!(
+                unsafe { libc::setns(home.as_raw_fd(), libc::CLONE_NEWNET) },
+                0
+            );
+            tx.send(()).unwrap();
+            for down in listener.incoming() {
+                let Ok(down) = down else { continue };
+                let Ok(up) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+                    continue;
+                };
+                let (mut d2, mut u2) = (down.try_clone().unwrap(), up.try_clone().unwrap());
+                let (mut d, mut u) = (down, up);
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut d, &mut u);
+                    let _ = u.shutdown(std::net::Shutdown::Write);
+                });
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut u2, &mut d2);
+                    let _ = d2.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        });
+        rx.recv().unwrap();
     }
 
     /// Runs the docker CLI against this engine.
@@ -158,5 +224,6 @@ impl Drop for OwnEngine {
         for m in under {
             let _ = Command::new("umount").arg("-l").arg(m).status();
         }
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
     }
 }
