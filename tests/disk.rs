@@ -412,3 +412,80 @@ fn past_the_high_threshold_the_oldest_unused_images_go_down_to_the_low_one() {
     std::fs::remove_file(&filler).unwrap();
     n.wait_for(30, "ready again", || agent.get("/readyz").0 == 200);
 }
+
+/// Free bytes on the filesystem of `path`, as `df` says them.
+fn free_bytes(path: &std::path::Path) -> u64 {
+    let o = std::process::Command::new("df")
+        .args(["-B1", "--output=avail"])
+        .arg(path)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .expect("df says the free bytes")
+}
+
+#[test]
+fn below_its_reserve_the_store_stops_writing_events_and_still_takes_intentions() {
+    require_engine();
+    let n = Node::new("reserve").with_heartbeat("1s");
+    // The store's directory on a filesystem of 16 MiB: its reserve is 5 %.
+    let data = n.data();
+    std::fs::create_dir_all(&data).unwrap();
+    let o = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.0)
+                .status();
+        }
+    }
+    let _unmount = Unmount(data.clone());
+    let agent = Agent::start(&n);
+    let status = || -> serde_json::Value {
+        serde_json::from_str(&agent.get("/v1/status").1).unwrap_or_default()
+    };
+    n.wait_for(30, "the disks measured", || {
+        status()["node"]["disk"]["events_paused"] == false
+    });
+    // Filled to below the reserve (819 KiB): events stop.
+    let filler = data.join("filler");
+    let leave = 600 * 1024;
+    let fill = free_bytes(&data).saturating_sub(leave);
+    std::fs::write(&filler, vec![0u8; fill as usize]).unwrap();
+    n.wait_for(30, "events paused", || {
+        status()["node"]["disk"]["events_paused"] == true
+    });
+    let last = |a: &Agent| -> u64 {
+        let v: serde_json::Value =
+            serde_json::from_str(&a.get("/v1/events?limit=1000").1).unwrap_or_default();
+        v["next"].as_u64().unwrap_or(0)
+    };
+    let before = last(&agent);
+    // An intention is still taken, and acted on; no event is written.
+    let m = n.module("kept");
+    let body = serde_json::json!({"name": m, "image": IMAGE_1, "command": ["sh", "-c", idle_after("up")]});
+    let (code, out) = agent.send(&n, "PUT", &format!("/v1/intentions/{m}"), &body.to_string());
+    assert_eq!(code, 201, "{out}");
+    n.wait_for(60, "the module created", || {
+        n.container(&m).is_some_and(|(_, s, _)| s == "running")
+    });
+    assert_eq!(last(&agent), before, "no event written below the reserve");
+    // With room again, events are written.
+    std::fs::remove_file(&filler).unwrap();
+    n.wait_for(30, "events written again", || {
+        status()["node"]["disk"]["events_paused"] == false
+    });
+    let (code, out) = agent.send(&n, "DELETE", &format!("/v1/intentions/{m}"), "");
+    assert!(code == 200 || code == 204, "{code} {out}");
+    n.wait_for(30, "an event again", || last(&agent) > before);
+}

@@ -659,6 +659,34 @@ fn status_text(v: &StatusView) -> String {
         }
         let _ = writeln!(out, "plane {held}  last contact {contact}{note}");
     }
+    if let Some(d) = &n.disk {
+        use crate::model::disk::human;
+        let each: Vec<String> = d
+            .filesystems
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} ({}) {} free of {}",
+                    f.path,
+                    f.roles.join(", "),
+                    human(f.free_bytes),
+                    human(f.size_bytes)
+                )
+            })
+            .collect();
+        let paused = if d.events_paused {
+            "; events paused (the store keeps its room)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "disk {}  {}; logs at most {}{paused}",
+            d.level.as_str(),
+            each.join("; "),
+            human(d.logs.bound_bytes)
+        );
+    }
     let _ = writeln!(
         out,
         "{:<24} {:<14} {:>8}  {:<19}  {:<12}  NOTE",
@@ -881,6 +909,7 @@ mod tests {
         let want = "\
 node edge-1  engine waiting since 1970-01-01T00:01:40Z (gone)  last pass 1970-01-01T00:03:20Z (1500 ms)
 plane revision 9 (still run, but no longer the floor: no key trusted now signed it)  last contact 2023-11-14T22:16:40Z; refused revision 8: rollback; HTTP 503; clock behind
+disk pressure  /var/lib/docker (images, store) 2.0 GiB free of 16.0 GiB; logs at most 30.0 MiB
 MODULE                   STATE          RESTARTS  DIGEST               CONTAINER     NOTE
 db                       pending               -  -                    -             
 web                      crash-looping         4  sha256:b60b935389f7  c0ffee        env moved; it keeps restarting; next attempt 2023-11-14T22:28:20Z
