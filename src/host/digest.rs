@@ -11,7 +11,7 @@ use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest as _, Sha256};
+use crate::model::names::Hasher;
 
 use crate::model::names::Digest;
 
@@ -118,7 +118,7 @@ impl FileDigester {
             entries: MAX_INPUT_ENTRIES,
         };
         if meta.is_dir() {
-            let mut h = Sha256::new();
+            let mut h = Hasher::new();
             h.update(b"stead-dir-v1\n");
             self.walk(path, Path::new(""), &mut h)?;
             Ok(Digest::from_hasher(h))
@@ -129,7 +129,7 @@ impl FileDigester {
         }
     }
 
-    fn walk(&mut self, root: &Path, rel: &Path, h: &mut Sha256) -> Result<(), DigestError> {
+    fn walk(&mut self, root: &Path, rel: &Path, h: &mut Hasher) -> Result<(), DigestError> {
         let dir = root.join(rel);
         let err = |p: &Path| {
             let p = p.to_path_buf();
@@ -193,7 +193,7 @@ impl FileDigester {
             }
         }
         let f = crate::host::files::open_regular(path).map_err(err)?;
-        let mut h = Sha256::new();
+        let mut h = Hasher::new();
         let mut buf = vec![0u8; 64 * 1024];
         // Read no more than the stat said: a file growing under the read is
         // seen as changed by the stat after it.

@@ -6,7 +6,6 @@ use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
 
 /// Why a name, key, digest or path was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -122,18 +121,41 @@ string_newtype!(
     }
 );
 
+/// A running SHA-256 (ring's, which TLS links already).
+pub struct Hasher(ring::digest::Context);
+
+impl Hasher {
+    /// A new hash.
+    pub fn new() -> Hasher {
+        Hasher(ring::digest::Context::new(&ring::digest::SHA256))
+    }
+
+    /// Hashes more bytes.
+    pub fn update(&mut self, bytes: impl AsRef<[u8]>) {
+        self.0.update(bytes.as_ref());
+    }
+}
+
+impl Default for Hasher {
+    fn default() -> Self {
+        Hasher::new()
+    }
+}
+
 impl Digest {
     /// The sha256 digest of `bytes`.
     pub fn of(bytes: &[u8]) -> Digest {
-        Digest::from_hasher(Sha256::new_with_prefix(bytes))
+        let mut h = Hasher::new();
+        h.update(bytes);
+        Digest::from_hasher(h)
     }
 
     /// Finishes a running hash into a digest.
-    pub fn from_hasher(h: Sha256) -> Digest {
-        let out = h.finalize();
+    pub fn from_hasher(h: Hasher) -> Digest {
+        let out = h.0.finish();
         let mut s = String::with_capacity(71);
         s.push_str("sha256:");
-        for b in out.iter() {
+        for b in out.as_ref() {
             s.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
             s.push(char::from(b"0123456789abcdef"[usize::from(b & 0xf)]));
         }
@@ -144,7 +166,7 @@ impl Digest {
     /// domain of its own. Callers pass types whose maps are `BTreeMap`s, so
     /// the encoding is canonical.
     pub fn canonical<T: Serialize + ?Sized>(domain: &str, value: &T) -> Digest {
-        let mut h = Sha256::new();
+        let mut h = Hasher::new();
         h.update(domain.as_bytes());
         h.update(b"\n");
         h.update(serde_json::to_vec(value).expect("canonical values serialise"));

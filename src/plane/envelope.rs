@@ -14,7 +14,6 @@ use std::path::Path;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE};
-use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 
 use crate::model::names::Digest;
@@ -244,35 +243,42 @@ fn key_bytes(s: &str, what: &'static str) -> Result<[u8; 32], KeyError> {
         .map_err(|_| malformed(format!("{} bytes where a key has 32", bytes.len())))
 }
 
-/// A public key that signatures are checked with.
+/// A public key that signatures are checked with: an Ed25519 key's 32
+/// bytes (ring's Ed25519, which TLS links already, checks them as it
+/// verifies: bytes that are no point on the curve verify nothing).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PublicKey(VerifyingKey);
+pub struct PublicKey([u8; 32]);
 
 impl PublicKey {
     /// Reads a public key from the standard base64 of its 32 bytes.
     pub fn parse(s: &str) -> Result<PublicKey, KeyError> {
-        let bytes = key_bytes(s, "public")?;
-        VerifyingKey::from_bytes(&bytes)
-            .map(PublicKey)
-            .map_err(|_| KeyError::Malformed {
-                what: "public",
-                message: "the 32 bytes are not a point on the curve".into(),
-            })
+        key_bytes(s, "public").map(PublicKey)
     }
 
     /// The standard base64 of the key's 32 bytes, as [`PublicKey::parse`] reads it.
     pub fn to_base64(&self) -> String {
-        STANDARD.encode(self.0.as_bytes())
+        STANDARD.encode(self.0)
     }
 
     /// The key's id.
     pub fn id(&self) -> KeyId {
-        KeyId(Digest::of(self.0.as_bytes()).hex()[..16].to_string())
+        KeyId(Digest::of(&self.0).hex()[..16].to_string())
+    }
+
+    /// Whether `sig` is this key's signature of `message`.
+    fn verifies(&self, message: &[u8], sig: &[u8]) -> bool {
+        ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, &self.0)
+            .verify(message, sig)
+            .is_ok()
     }
 }
 
-/// A secret key that signs documents. Its bytes are never printed.
-pub struct SecretKey(SigningKey);
+/// A secret key that signs documents: its 32-byte seed and the key pair
+/// made of it. Its bytes are never printed.
+pub struct SecretKey {
+    seed: [u8; 32],
+    pair: ring::signature::Ed25519KeyPair,
+}
 
 impl fmt::Debug for SecretKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -286,7 +292,14 @@ impl SecretKey {
     /// A new key from 32 bytes of `/dev/urandom`.
     pub fn generate() -> io::Result<SecretKey> {
         let seed = crate::host::random::secret::<32>()?;
-        Ok(SecretKey(SigningKey::from_bytes(&seed)))
+        Ok(SecretKey::from_seed(seed))
+    }
+
+    /// The key of a seed (any 32 bytes are one).
+    fn from_seed(seed: [u8; 32]) -> SecretKey {
+        let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(&seed)
+            .expect("any 32 bytes are an Ed25519 seed");
+        SecretKey { seed, pair }
     }
 
     /// Reads a key file: the standard base64 of the 32-byte seed.
@@ -303,20 +316,23 @@ impl SecretKey {
             path: shown,
             source: Box::new(e),
         })?;
-        Ok(SecretKey(SigningKey::from_bytes(&seed)))
+        Ok(SecretKey::from_seed(seed))
     }
 
     /// Writes the key file (base64 of the seed and a newline), mode 0600,
     /// atomically: a reader sees the old file or the whole new one.
     pub fn write_file(&self, path: &Path) -> io::Result<()> {
-        let text = format!("{}\n", STANDARD.encode(self.0.as_bytes()));
+        let text = format!("{}\n", STANDARD.encode(self.seed));
         // Absolute: a bare file name has an empty parent directory.
         crate::host::files::replace_atomic(&std::path::absolute(path)?, text.as_bytes(), 0o600)
     }
 
     /// The public half.
     pub fn public(&self) -> PublicKey {
-        PublicKey(self.0.verifying_key())
+        use ring::signature::KeyPair as _;
+        let mut key = [0u8; 32];
+        key.copy_from_slice(self.pair.public_key().as_ref());
+        PublicKey(key)
     }
 
     /// An envelope of the payload with this key's one signature over
@@ -338,10 +354,10 @@ impl Envelope {
     pub fn countersign(&mut self, key: &SecretKey) {
         let keyid = key.public().id();
         if self.signatures.iter().all(|s| s.keyid != keyid.as_str()) {
-            let sig = key.0.sign(&pae(&self.payload_type, &self.payload));
+            let sig = key.pair.sign(&pae(&self.payload_type, &self.payload));
             self.signatures.push(Signature {
                 keyid: keyid.to_string(),
-                sig: sig.to_bytes().to_vec(),
+                sig: sig.as_ref().to_vec(),
             });
         }
     }
@@ -390,8 +406,8 @@ impl VerifyError {
 /// trusted key is verified with that key; one that names none (no `keyid`,
 /// an empty one, or another tool's id for the key: DSSE makes it a hint) is
 /// tried against each trusted key, [`MAX_TRIALS`] verifications at most in
-/// all. Each is verified strictly (no malleable signatures, no weak keys)
-/// over [`pae`]; one good signature by a trusted key is enough, so during a
+/// all. Each is verified over [`pae`] by ring's Ed25519 (a signature
+/// whose `s` is not reduced is refused: none is malleable); one good signature by a trusted key is enough, so during a
 /// key rotation a document signed by the old key, the new one or both
 /// verifies on a node that trusts both.
 pub fn verify<'k>(env: &Envelope, trusted: &'k [PublicKey]) -> Result<&'k PublicKey, VerifyError> {
@@ -405,13 +421,7 @@ pub fn verify<'k>(env: &Envelope, trusted: &'k [PublicKey]) -> Result<&'k Public
     }
     let message = pae(&env.payload_type, &env.payload);
     let ids: Vec<KeyId> = trusted.iter().map(PublicKey::id).collect();
-    let good = |s: &Signature, key: &PublicKey| {
-        <[u8; 64]>::try_from(s.sig.as_slice()).is_ok_and(|bytes| {
-            key.0
-                .verify_strict(&message, &ed25519_dalek::Signature::from_bytes(&bytes))
-                .is_ok()
-        })
-    };
+    let good = |s: &Signature, key: &PublicKey| s.sig.len() == 64 && key.verifies(&message, &s.sig);
     let mut bad = None;
     let mut unnamed = Vec::new();
     for s in &env.signatures {
@@ -460,7 +470,7 @@ mod tests {
     use super::*;
 
     fn key(seed: u8) -> SecretKey {
-        SecretKey(SigningKey::from_bytes(&[seed; 32]))
+        SecretKey::from_seed([seed; 32])
     }
 
     #[test]
@@ -589,7 +599,7 @@ mod tests {
         let id = k.id();
         assert_eq!(id.as_str().len(), 16);
         assert_eq!(KeyId::try_from(id.as_str()).unwrap(), id);
-        let full = Digest::of(k.0.as_bytes());
+        let full = Digest::of(&k.0);
         assert!(full.hex().starts_with(id.as_str()));
         assert_ne!(key(8).public().id(), id);
         // The RFC 8032 test 1 key, for a fixed point.

@@ -11,7 +11,6 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
-use sha2::{Digest as _, Sha256};
 
 use crate::model::reference::Reference;
 use crate::model::time::{MAX_RETRY_AFTER, RetryAfter, parse_retry_after};
@@ -680,13 +679,7 @@ fn is_digest(d: &str) -> bool {
 
 /// `sha256:<hex>` of some bytes.
 pub fn sha256(bytes: &[u8]) -> String {
-    let d = Sha256::digest(bytes);
-    let mut s = String::with_capacity(71);
-    s.push_str("sha256:");
-    for b in d {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
+    crate::model::names::Digest::of(bytes).to_string()
 }
 
 fn check_digest(

@@ -47,8 +47,9 @@ impl Store {
     /// A stored intention from its record's bytes: decoded again only when
     /// they differ (by SHA-256) from the last decoded under `key`.
     pub(super) fn intention(&self, key: &str, bytes: &[u8]) -> Result<IntentionRecord, StoreError> {
-        use sha2::Digest as _;
-        let sum: [u8; 32] = sha2::Sha256::digest(bytes).into();
+        let d = ring::digest::digest(&ring::digest::SHA256, bytes);
+        let mut sum = [0u8; 32];
+        sum.copy_from_slice(d.as_ref());
         let mut decoded = self
             .decoded
             .records
