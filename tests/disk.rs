@@ -473,7 +473,8 @@ fn below_its_reserve_the_store_stops_writing_events_and_still_takes_intentions()
     let before = last(&agent);
     // An intention is still taken, and acted on; no event is written.
     let m = n.module("kept");
-    let body = serde_json::json!({"name": m, "image": IMAGE_1, "command": ["sh", "-c", idle_after("up")]});
+    let body =
+        serde_json::json!({"name": m, "image": IMAGE_1, "command": ["sh", "-c", idle_after("up")]});
     let (code, out) = agent.send(&n, "PUT", &format!("/v1/intentions/{m}"), &body.to_string());
     assert_eq!(code, 201, "{out}");
     n.wait_for(60, "the module created", || {

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
+use crate::cli::failure::Context as _;
 use clap::{Parser, Subcommand};
 
 use hyper::Method;
@@ -24,6 +24,7 @@ use crate::views::{
 use client::{Answer, Client, ClientError};
 
 pub mod client;
+pub mod failure;
 #[cfg(feature = "import")]
 pub mod import;
 pub mod plane;
@@ -219,13 +220,13 @@ pub const EXIT_UNREACHABLE: u8 = 2;
 /// retries it; the answer is not known yet).
 pub const EXIT_FAULTED: u8 = 3;
 
-fn load_config(path: Option<PathBuf>) -> anyhow::Result<Config> {
+fn load_config(path: Option<PathBuf>) -> crate::cli::failure::Result<Config> {
     let explicit = path.is_some();
     let path = path.unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG));
     Ok(Config::load(&path, explicit)?)
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+fn runtime() -> crate::cli::failure::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         // The unit's TasksMax is 64: blocking work (file hashing, store
@@ -257,7 +258,7 @@ async fn shutdown_signal() {
 }
 
 /// Runs a parsed command line; the exit code says whether all was well.
-pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+pub fn run(cli: Cli) -> crate::cli::failure::Result<ExitCode> {
     match cli.command {
         Command::Run { config, once } => {
             let config = load_config(config)?;
@@ -408,8 +409,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::SUCCESS);
                 }
                 Err(e) => {
-                    return Err(anyhow::Error::new(e)
-                        .context(format!("cannot read {}", config.intentions_dir.display())));
+                    return Err(e)
+                        .context(format!("cannot read {}", config.intentions_dir.display()));
                 }
             };
             let mut clean = rejected.is_empty();
@@ -444,7 +445,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 /// Reads and checks an intention file (TOML or JSON by its extension),
 /// once; a bad file is named by its path, not as "request body".
-fn read_intention_file(file: &std::path::Path) -> anyhow::Result<Intention> {
+fn read_intention_file(file: &std::path::Path) -> crate::cli::failure::Result<Intention> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
     let format = if file.extension().is_some_and(|e| e == "json") {
@@ -460,7 +461,7 @@ fn read_intention_file(file: &std::path::Path) -> anyhow::Result<Intention> {
 }
 
 /// Runs a client command: exit 2 when no agent answers.
-fn client_command<F, Fut>(config: Option<PathBuf>, f: F) -> anyhow::Result<ExitCode>
+fn client_command<F, Fut>(config: Option<PathBuf>, f: F) -> crate::cli::failure::Result<ExitCode>
 where
     F: FnOnce(Client) -> Fut,
     Fut: std::future::Future<Output = Result<ExitCode, ClientError>>,
@@ -496,7 +497,7 @@ fn patch_settings(
     config: Option<PathBuf>,
     module: String,
     patch: serde_json::Map<String, serde_json::Value>,
-) -> anyhow::Result<ExitCode> {
+) -> crate::cli::failure::Result<ExitCode> {
     let body = serde_json::Value::Object(patch);
     client_command(config, |c| async move {
         let a = c

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
+use crate::cli::failure::Context as _;
 use clap::Subcommand;
 
 use super::EXIT_REFUSED;
@@ -85,7 +85,7 @@ pub fn parse_lifetime(s: &str) -> Result<Duration, String> {
 }
 
 /// Runs a `stead plane` subcommand.
-pub fn run(command: PlaneCommand) -> anyhow::Result<ExitCode> {
+pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
     match command {
         PlaneCommand::Keygen { out, force } => keygen(&out, force),
         PlaneCommand::Sign {
@@ -116,7 +116,7 @@ fn sign(
     expires_in: Duration,
     input: Option<&Path>,
     out: Option<&Path>,
-) -> anyhow::Result<ExitCode> {
+) -> crate::cli::failure::Result<ExitCode> {
     let keys = keys
         .iter()
         .map(|k| SecretKey::from_file(k))
@@ -166,11 +166,11 @@ fn verify_document(
     keys: &[String],
     node: Option<&NodeId>,
     input: Option<&Path>,
-) -> anyhow::Result<ExitCode> {
+) -> crate::cli::failure::Result<ExitCode> {
     let trusted = keys
         .iter()
         .map(|k| read_public_key(k))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<crate::cli::failure::Result<Vec<_>>>()?;
     let bytes = read_input(input)?;
     let envelope = match Envelope::parse(&bytes) {
         Ok(e) => e,
@@ -207,7 +207,7 @@ fn verify_document(
     Ok(ExitCode::SUCCESS)
 }
 
-fn keygen(out: &Path, force: bool) -> anyhow::Result<ExitCode> {
+fn keygen(out: &Path, force: bool) -> crate::cli::failure::Result<ExitCode> {
     let mut public_path = out.as_os_str().to_owned();
     public_path.push(".pub");
     let public_path = PathBuf::from(public_path);
@@ -271,7 +271,7 @@ fn summary(d: &Desired) -> String {
 }
 
 /// A public key from a `.pub` file, or from its base64 given directly.
-fn read_public_key(arg: &str) -> anyhow::Result<PublicKey> {
+fn read_public_key(arg: &str) -> crate::cli::failure::Result<PublicKey> {
     let path = Path::new(arg);
     if path.symlink_metadata().is_ok() {
         let bytes = crate::host::files::read_regular(path, 4096)
@@ -283,7 +283,7 @@ fn read_public_key(arg: &str) -> anyhow::Result<PublicKey> {
         .with_context(|| format!("--key {arg:?} is neither a file nor a public key"))
 }
 
-fn read_input(file: Option<&Path>) -> anyhow::Result<Vec<u8>> {
+fn read_input(file: Option<&Path>) -> crate::cli::failure::Result<Vec<u8>> {
     match file {
         Some(path) => {
             std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
@@ -299,7 +299,7 @@ fn read_input(file: Option<&Path>) -> anyhow::Result<Vec<u8>> {
 }
 
 /// Writes a file atomically; a bare file name is in the current directory.
-fn write_file(path: &Path, bytes: &[u8], mode: u32) -> anyhow::Result<()> {
+fn write_file(path: &Path, bytes: &[u8], mode: u32) -> crate::cli::failure::Result<()> {
     crate::host::files::replace_atomic(&std::path::absolute(path)?, bytes, mode)
         .with_context(|| format!("cannot write {}", path.display()))
 }

@@ -11,6 +11,7 @@ pub mod disk;
 pub mod files;
 pub mod keys;
 pub mod live;
+pub mod log;
 pub mod panic;
 pub mod random;
 pub mod systemd;

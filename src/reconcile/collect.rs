@@ -402,16 +402,7 @@ impl Steward {
         if !gone.is_empty() {
             store.blocking(move |s| s.forget_pulled(&gone)).await?;
         }
-        if let Some(room) = &self.room {
-            let present: BTreeSet<String> = store
-                .blocking(|s| s.pulled_images())
-                .await?
-                .into_values()
-                .flat_map(|p| p.layers.into_iter().map(|(d, _)| d))
-                .collect();
-            *room.present.lock().expect("room lock") = present;
-        }
-        Ok(())
+        self.refresh_present(store).await
     }
 
     /// The layers of the images this node pulled, for the room check (at
