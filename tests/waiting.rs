@@ -154,7 +154,7 @@ fn a_quiet_pass_makes_a_constant_number_of_engine_calls() {
         "{p20:?}"
     );
     assert!(
-        p20.len() <= if on_podman() { 7 } else { 4 },
-        "connect (version, ping) and two lists (five on Podman): {p20:?}"
+        p20.len() <= if on_podman() { 8 } else { 5 },
+        "connect (version, info for the data root, ping) and two lists (five on Podman): {p20:?}"
     );
 }
