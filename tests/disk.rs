@@ -347,9 +347,10 @@ fn past_the_high_threshold_the_oldest_unused_images_go_down_to_the_low_one() {
             "{id} kept below the threshold"
         );
     }
+    // The engine's data root reads ok (the node's summary is the worst of
+    // its filesystems: the store's is this machine's disk).
     let (_, status) = agent.get("/v1/status");
     let s: serde_json::Value = serde_json::from_str(&status).unwrap();
-    assert_eq!(s["node"]["disk"]["level"], "ok", "{s:#}");
     let fs = &s["node"]["disk"]["filesystems"];
     let root = own.root.display().to_string();
     assert!(
@@ -357,6 +358,7 @@ fn past_the_high_threshold_the_oldest_unused_images_go_down_to_the_low_one() {
             .unwrap()
             .iter()
             .any(|f| f["path"] == root.as_str()
+                && f["level"] == "ok"
                 && f["roles"].as_array().unwrap().iter().any(|r| r == "images")),
         "{s:#}"
     );
