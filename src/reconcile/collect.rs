@@ -154,7 +154,7 @@ impl Steward {
         brought: Vec<(String, Vec<disk::Layer>)>,
         running: Vec<(String, String)>,
         modules: &BTreeSet<ModuleName>,
-        board: &Board,
+        board: &std::sync::Mutex<Board>,
     ) -> Result<Option<Pruned>, PassError> {
         let first = self.history.is_none();
         if !brought.is_empty() {
@@ -252,7 +252,7 @@ impl Steward {
 
     /// Whether a collection is due, and why: a pull refused for room, a
     /// module's new image converged, or the data root at its threshold.
-    fn due<E: Engine>(&mut self, engine: &E, board: &Board) -> Option<Trigger> {
+    fn due<E: Engine>(&mut self, engine: &E, board: &std::sync::Mutex<Board>) -> Option<Trigger> {
         if let Some(need) = self
             .room
             .as_ref()
@@ -260,16 +260,22 @@ impl Steward {
         {
             return Some(Trigger::Room(need));
         }
-        let held: Vec<String> = self
-            .changed
-            .iter()
-            .filter(|m| {
-                board
-                    .get(m.as_str())
-                    .is_some_and(|s| s.state == ModuleState::Converged)
-            })
-            .cloned()
-            .collect();
+        // The board is read only while a module's image change waits to
+        // hold (an idle pass copies nothing).
+        let held: Vec<String> = if self.changed.is_empty() {
+            Vec::new()
+        } else {
+            let board = board.lock().expect("board lock");
+            self.changed
+                .iter()
+                .filter(|m| {
+                    board
+                        .get(m.as_str())
+                        .is_some_and(|s| s.state == ModuleState::Converged)
+                })
+                .cloned()
+                .collect()
+        };
         if !held.is_empty() {
             for m in &held {
                 self.changed.remove(m);

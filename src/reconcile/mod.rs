@@ -847,11 +847,17 @@ impl Reconciler {
         // Disk stewardship: the disks measured, pulled images and image
         // history noted, unused images collected when due.
         self.steward.measure(engine.data_root(), store, logs);
-        let board = self.board.lock().expect("board lock").clone();
         let brought = std::mem::take(&mut self.pulls.brought);
         if let Some(out) = self
             .steward
-            .after_pass(engine, store, brought, running, &modules_stated, &board)
+            .after_pass(
+                engine,
+                store,
+                brought,
+                running,
+                &modules_stated,
+                &self.board,
+            )
             .await?
         {
             self.metrics
