@@ -396,18 +396,13 @@ impl Pulls {
         let auth = self.credentials.as_ref().and_then(|c| c.pull_auth(image));
         let room = self.room.clone();
         let task = tokio::spawn(async move {
-            let fits = match (room, engine.data_root()) {
-                (Some(room), Some(root)) => room.check(&reference, &root).await,
-                _ => Ok(Vec::new()),
-            };
-            let outcome = match fits {
-                Ok(layers) => engine
-                    .pull(&reference, auth)
-                    .await
-                    .map(|()| layers)
-                    .map_err(|e| e.to_string()),
-                Err(no_room) => Err(no_room.to_string()),
-            };
+            use crate::registry::room::{NotPulled, pull_checked};
+            let outcome = pull_checked(room.as_deref(), &engine, &reference, auth)
+                .await
+                .map_err(|e| match e {
+                    NotPulled::NoRoom(n) => n.to_string(),
+                    NotPulled::Engine(e) => e.to_string(),
+                });
             let at = Instant::now();
             if let Some(w) = wake {
                 w.notify_one();

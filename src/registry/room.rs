@@ -42,7 +42,7 @@ impl Room {
     /// (empty when the manifest could not be read), or why it would not
     /// fit.
     pub async fn check(&self, image: &str, root: &Path) -> Result<Vec<Layer>, NoRoom> {
-        let layers = match self.layers(image).await {
+        let layers = match self.layers_of(image).await {
             Ok(l) => l,
             Err(e) => {
                 tracing::debug!(image, "the manifest does not say the pull's size: {e}");
@@ -70,7 +70,7 @@ impl Room {
         })
     }
 
-    async fn layers(&self, image: &str) -> Result<Vec<Layer>, String> {
+    async fn layers_of(&self, image: &str) -> Result<Vec<Layer>, String> {
         let r = Reference::parse(image)?;
         let at = r
             .digest
@@ -82,4 +82,37 @@ impl Room {
             .await
             .map_err(|e| e.to_string())
     }
+}
+
+/// Why a checked pull did not bring its image.
+#[derive(Debug)]
+pub enum NotPulled {
+    /// It would not fit: nothing was fetched.
+    NoRoom(NoRoom),
+    /// The engine's pull failed.
+    Engine(crate::engine::EngineError),
+}
+
+/// Pulls `reference` once `room` (when there is one, and the engine says
+/// its data root) says it fits; returns its layers as its manifest named
+/// them (empty when unknown). The one path of the pass's pulls and a
+/// reload's landing.
+pub async fn pull_checked<E: crate::engine::Engine>(
+    room: Option<&Room>,
+    engine: &E,
+    reference: &str,
+    auth: Option<crate::engine::PullAuth>,
+) -> Result<Vec<Layer>, NotPulled> {
+    let layers = match (room, engine.data_root()) {
+        (Some(room), Some(root)) => room
+            .check(reference, &root)
+            .await
+            .map_err(NotPulled::NoRoom)?,
+        _ => Vec::new(),
+    };
+    engine
+        .pull(reference, auth)
+        .await
+        .map_err(NotPulled::Engine)?;
+    Ok(layers)
 }

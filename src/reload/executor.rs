@@ -416,18 +416,13 @@ impl Executor {
                     .unwrap_or_default();
                 let auth = registries.credentials().pull_auth(&reference);
                 // Refused before a layer is fetched when it would not fit.
-                let fits = match (&self.room, engine.data_root()) {
-                    (Some(room), Some(root)) => room.check(&reference, &root).await,
-                    _ => Ok(Vec::new()),
-                };
-                let pulled = match fits {
-                    Ok(layers) => engine
-                        .pull(&reference, auth)
-                        .await
-                        .map(|()| layers)
-                        .map_err(|e| Failure::engine(&e)),
-                    Err(no_room) => Err(Failure::NoRoom(no_room.to_string())),
-                };
+                use crate::registry::room::{NotPulled, pull_checked};
+                let pulled = pull_checked(self.room.as_deref(), engine, &reference, auth)
+                    .await
+                    .map_err(|e| match e {
+                        NotPulled::NoRoom(n) => Failure::NoRoom(n.to_string()),
+                        NotPulled::Engine(e) => Failure::engine(&e),
+                    });
                 match pulled {
                     Ok(layers) => {
                         self.note_pulled(engine, &reference, layers).await;

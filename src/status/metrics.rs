@@ -217,31 +217,30 @@ impl Metrics {
             self.image_bytes_reclaimed.load(Ordering::Relaxed)
         );
         if let Some(d) = self.disks.lock().expect("metrics lock").as_ref() {
-            let _ = writeln!(
-                o,
-                "# HELP stead_disk_free_bytes Free bytes of each filesystem that matters (the engine's data root, the store, the logs).\n# TYPE stead_disk_free_bytes gauge"
-            );
-            for f in &d.filesystems {
-                let _ = writeln!(
-                    o,
-                    "stead_disk_free_bytes{{path=\"{}\",roles=\"{}\"}} {}",
-                    label(&f.path),
-                    f.roles.join(","),
-                    f.free_bytes
-                );
-            }
-            let _ = writeln!(
-                o,
-                "# HELP stead_disk_size_bytes Size of each filesystem that matters.\n# TYPE stead_disk_size_bytes gauge"
-            );
-            for f in &d.filesystems {
-                let _ = writeln!(
-                    o,
-                    "stead_disk_size_bytes{{path=\"{}\",roles=\"{}\"}} {}",
-                    label(&f.path),
-                    f.roles.join(","),
-                    f.size_bytes
-                );
+            type Of = fn(&crate::model::disk::Filesystem) -> u64;
+            let gauges: [(&str, &str, Of); 2] = [
+                (
+                    "stead_disk_free_bytes",
+                    "Free bytes of each filesystem that matters (the engine's data root, the store, the logs).",
+                    |f| f.free_bytes,
+                ),
+                (
+                    "stead_disk_size_bytes",
+                    "Size of each filesystem that matters.",
+                    |f| f.size_bytes,
+                ),
+            ];
+            for (name, help, of) in gauges {
+                let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge");
+                for f in &d.filesystems {
+                    let _ = writeln!(
+                        o,
+                        "{name}{{path=\"{}\",roles=\"{}\"}} {}",
+                        label(&f.path),
+                        f.roles.join(","),
+                        of(f)
+                    );
+                }
             }
             let _ = writeln!(
                 o,
