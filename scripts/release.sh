@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the release binaries dist/stead-<target>: static (musl), stripped,
+# Builds the release binaries dist/stead-<target> (the agent) and
+# dist/stead-launch-<target> (the launcher, /usr/bin/stead in the .deb): static (musl), stripped,
 # tuned for size (see [profile.release] in Cargo.toml), linked by rust-lld
 # (.cargo/config.toml). ring (rustls' cryptography) compiles a little C and
 # assembly for the target: musl-gcc for x86_64, Debian's aarch64 cross gcc
@@ -35,12 +36,15 @@ for t in "${targets[@]}"; do
     esac
     say "building $t"
     cargo build --release --locked --target "$t" >&2
-    cp "target/$t/release/stead" "dist/stead-$t"
-    if readelf -l "dist/stead-$t" | grep -q 'program interpreter'; then
-        die "dist/stead-$t is not static: it names a program interpreter"
-    fi
-    if readelf -S "dist/stead-$t" | grep -q '\.symtab'; then
-        die "dist/stead-$t is not stripped"
-    fi
-    printf '%s %s bytes\n' "dist/stead-$t" "$(stat -c %s "dist/stead-$t")"
+    for bin in stead stead-launch; do
+        out="dist/$bin-$t"
+        cp "target/$t/release/$bin" "$out"
+        if readelf -l "$out" | grep -q 'program interpreter'; then
+            die "$out is not static: it names a program interpreter"
+        fi
+        if readelf -S "$out" | grep -q '\.symtab'; then
+            die "$out is not stripped"
+        fi
+        printf '%s %s bytes\n' "$out" "$(stat -c %s "$out")"
+    done
 done

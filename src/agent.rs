@@ -285,6 +285,12 @@ pub struct Agent<C: Connect> {
     executor: Option<Arc<Executor>>,
     /// Asks to collect images, answered after a pass.
     prune: api::PruneAsks,
+    /// How the launcher started this agent, when it did.
+    launched: Option<crate::host::launch::Launched>,
+    /// Ends the run for a restart through the launcher (a candidate that
+    /// gave up); `restart_asked` says so after `run` returns.
+    restart: Arc<Notify>,
+    restart_asked: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl<C: Connect> Agent<C> {
@@ -355,7 +361,67 @@ impl<C: Connect> Agent<C> {
             passes: tokio::sync::watch::Sender::new(0),
             executor: None,
             prune: Default::default(),
+            launched: crate::host::launch::Launched::from_env(),
+            restart: Arc::new(Notify::new()),
+            restart_asked: Default::default(),
         })
+    }
+
+    /// Whether the run ended to restart through the launcher.
+    pub fn restart_asked(&self) -> bool {
+        self.restart_asked.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// How the launcher started this agent, when it did.
+    pub fn launched(&self) -> Option<&crate::host::launch::Launched> {
+        self.launched.as_ref()
+    }
+
+    /// A candidate's watch: confirmed by a completed pass and (with a
+    /// plane) an answer from the plane within its window, or given up,
+    /// which ends the run for a restart into the version it replaced.
+    fn watch_candidate(
+        &self,
+        plane: Option<Arc<Mutex<crate::plane::sync::PlaneStatus>>>,
+    ) -> Option<AbortOnDrop> {
+        use crate::model::launch::Slot;
+        use crate::update::confirm::{Ended, Proof};
+        let l = self.launched.clone()?;
+        let Slot::Candidate(me) = l.slot.clone() else {
+            return None;
+        };
+        let status = self.status.clone();
+        let started = crate::host::clock::now();
+        let proof = move || {
+            let s = status.lock().expect("status lock");
+            let mut p = Proof {
+                passed: s.passes > 0,
+                pass_missing: match (&s.engine, &s.failing) {
+                    (_, Some((_, e))) => Some(format!("passes fail: {e}")),
+                    (EngineStatus::Waiting { error, .. }, _) => {
+                        Some(format!("engine not reachable: {error}"))
+                    }
+                    _ => None,
+                },
+                ..Default::default()
+            };
+            drop(s);
+            if let Some(ps) = &plane {
+                let c = ps.lock().expect("plane status lock").contact.clone();
+                p.plane = Some(c.at.is_some_and(|at| at >= started));
+                p.plane_missing = c.error;
+            }
+            p
+        };
+        let window = self.config.confirm_window;
+        let restart = self.restart.clone();
+        let asked = self.restart_asked.clone();
+        Some(AbortOnDrop(tokio::spawn(async move {
+            if let Ended::GaveUp(_) = crate::update::confirm::watch(l, me, window, proof).await {
+                asked.store(true, std::sync::atomic::Ordering::SeqCst);
+                restart.notify_one();
+            }
+        })))
     }
 
     /// This node's id.
@@ -456,6 +522,15 @@ impl<C: Connect> Agent<C> {
     /// Runs until `shutdown` resolves. Never returns because the engine is
     /// away: it waits for it.
     pub async fn run(&mut self, shutdown: impl Future<Output = ()>) -> Result<(), RunError> {
+        // A restart asked for (a candidate that gave up) ends the run as a
+        // shutdown does.
+        let restart = self.restart.clone();
+        let shutdown = async move {
+            tokio::select! {
+                () = shutdown => {}
+                () = restart.notified() => tracing::info!("restarting through the launcher"),
+            }
+        };
         tokio::pin!(shutdown);
         let listener = tokio::net::TcpListener::bind(self.config.api_listen)
             .await
@@ -511,6 +586,7 @@ impl<C: Connect> Agent<C> {
         let look_now = executor.look_now.clone();
         self.executor = Some(executor);
         let (plane, _plane_tasks) = self.start_plane(agent).await;
+        let _candidate = self.watch_candidate(plane.as_ref().map(|p| p.status.clone()));
         let api = Arc::new(ApiState {
             node_id: self.config.node_id.clone(),
             store: self.store.clone(),

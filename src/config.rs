@@ -83,6 +83,10 @@ pub struct Config {
     pub logging: crate::model::runtime::NodeLogging,
     /// How unused images are collected.
     pub images: crate::model::disk::Policy,
+    /// How long a candidate agent (an update of stead itself) has to
+    /// prove itself before the launcher goes back to the version it
+    /// replaced.
+    pub confirm_window: Duration,
 }
 
 pub use crate::plane::config::PlaneConfig;
@@ -110,6 +114,12 @@ struct ImagesDoc {
     high: Option<u8>,
     low: Option<u8>,
     min_age: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpdateDoc {
+    confirm_window: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -146,6 +156,7 @@ struct ConfigDoc {
     plane: Option<PlaneDoc>,
     logging: Option<LoggingDoc>,
     images: Option<ImagesDoc>,
+    update: Option<UpdateDoc>,
 }
 
 fn hostname() -> String {
@@ -262,6 +273,11 @@ impl Config {
                 max_file: None,
             },
             images: Default::default(),
+            confirm_window: dur(
+                "update.confirm_window",
+                doc.update.and_then(|u| u.confirm_window),
+                crate::update::confirm::WINDOW,
+            )?,
         };
         let api_listen: SocketAddr = match doc.api_listen.as_deref() {
             None => SocketAddr::from(([127, 0, 0, 1], DEFAULT_API_PORT)),

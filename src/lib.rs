@@ -27,6 +27,7 @@ pub mod registry;
 pub mod reload;
 pub mod status;
 pub mod store;
+pub mod update;
 pub mod views;
 
 /// When this binary was built (its commit's time), seconds since the

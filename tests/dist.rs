@@ -39,8 +39,12 @@ fn run(cmd: &mut Command) -> String {
 #[test]
 #[ignore = "needs dist/ (scripts/test.sh builds it)"]
 fn release_binaries_are_static_and_stripped() {
-    for t in [AARCH64, X86_64] {
-        let bin = dist(&format!("stead-{t}"));
+    for bin in [AARCH64, X86_64]
+        .into_iter()
+        .flat_map(|t| [format!("stead-{t}"), format!("stead-launch-{t}")])
+    {
+        let t = &bin;
+        let bin = dist(&bin);
         let headers = run(Command::new("readelf").arg("-lS").arg(&bin));
         assert!(
             !headers.contains("program interpreter"),
@@ -95,6 +99,7 @@ fn the_deb_holds_the_binary_unit_config_and_keeps_an_edited_config() {
     let contents = run(Command::new("dpkg-deb").arg("-c").arg(&deb));
     for path in [
         "./usr/bin/stead",
+        "./usr/lib/stead/stead",
         "./usr/lib/systemd/system/stead.service",
         "./etc/stead/stead.toml",
         "./usr/share/doc/stead/operations.md",
@@ -151,12 +156,31 @@ fn the_deb_holds_the_binary_unit_config_and_keeps_an_edited_config() {
         )
         .unwrap()
     );
-    let v = run(Command::new(x.path().join("usr/bin/stead")).arg("--version"));
+    // /usr/bin/stead is the launcher; with no agent directory yet it runs
+    // the package's agent, /usr/lib/stead/stead.
+    let agents = tempfile::tempdir().unwrap();
+    let stead = |args: &[&str]| {
+        let mut c = Command::new(x.path().join("usr/bin/stead"));
+        c.args(args)
+            .env("STEAD_AGENT_DIR", agents.path())
+            .env("STEAD_PACKAGE_BINARY", x.path().join("usr/lib/stead/stead"));
+        c
+    };
+    let v = run(&mut stead(&["--version"]));
     assert!(v.starts_with("stead "), "{v}");
+    let launcher = std::fs::metadata(x.path().join("usr/bin/stead"))
+        .unwrap()
+        .len();
+    assert!(
+        launcher
+            < std::fs::metadata(x.path().join("usr/lib/stead/stead"))
+                .unwrap()
+                .len()
+                / 4,
+        "the launcher is the small one: {launcher} bytes"
+    );
     // The shipped config is valid as it is.
-    run(Command::new(x.path().join("usr/bin/stead"))
-        .args(["check", "--config"])
-        .arg(x.path().join("etc/stead/stead.toml")));
+    run(stead(&["check", "--config"]).arg(x.path().join("etc/stead/stead.toml")));
 }
 
 #[test]

@@ -292,6 +292,12 @@ pub fn run(cli: Cli) -> crate::cli::failure::Result<ExitCode> {
             } else {
                 tracing::info!(version = VERSION, node = %agent_node(&agent), "stead starting");
                 rt.block_on(agent.run(shutdown_signal()))?;
+                if agent.restart_asked() {
+                    let launched = agent.launched().cloned();
+                    drop(agent);
+                    drop(rt);
+                    return Ok(crate::host::launch::restart(launched.as_ref()));
+                }
                 Ok(ExitCode::SUCCESS)
             }
         }

@@ -10,6 +10,7 @@ pub mod digest;
 pub mod disk;
 pub mod files;
 pub mod keys;
+pub mod launch;
 pub mod live;
 pub mod log;
 pub mod panic;

@@ -16,6 +16,7 @@ pub mod intention;
 pub mod interpolate;
 pub mod json;
 pub mod labels;
+pub mod launch;
 pub mod names;
 pub mod reference;
 pub mod refusal;
