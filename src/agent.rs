@@ -372,6 +372,34 @@ impl<C: Connect> Agent<C> {
         self.restart_asked.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// The updater of stead itself: trusts the plane's keys and those of
+    /// `[update] trusted_keys`; fetches through the plane's CA when it has
+    /// one; a faulted request is retried on the reloads' backoff.
+    fn updater(&self) -> Arc<crate::update::executor::Updater> {
+        let mut keys = self.config.update_keys.clone();
+        let mut ca = None;
+        if let Some(p) = &self.config.plane {
+            keys.extend(p.trusted_keys.iter().cloned());
+            ca = p.ca.clone();
+        }
+        let http = crate::net::http::Http::new(ca.as_deref())
+            .or_else(|e| {
+                tracing::error!("agent updates: {e}; the system's CAs alone are trusted");
+                crate::net::http::Http::new(None)
+            })
+            .unwrap_or_else(|e| panic!("no HTTP client at all: {e}"));
+        Arc::new(crate::update::executor::Updater {
+            store: self.store.clone(),
+            launched: self.launched.clone(),
+            http,
+            keys,
+            retry_interval: self.config.reload_retry_interval,
+            restart: self.restart.clone(),
+            restart_asked: self.restart_asked.clone(),
+            wake: Default::default(),
+        })
+    }
+
     /// How the launcher started this agent, when it did.
     pub fn launched(&self) -> Option<&crate::host::launch::Launched> {
         self.launched.as_ref()
@@ -383,6 +411,7 @@ impl<C: Connect> Agent<C> {
     fn watch_candidate(
         &self,
         plane: Option<Arc<Mutex<crate::plane::sync::PlaneStatus>>>,
+        updater: Arc<crate::update::executor::Updater>,
     ) -> Option<AbortOnDrop> {
         use crate::model::launch::Slot;
         use crate::update::confirm::{Ended, Proof};
@@ -390,6 +419,7 @@ impl<C: Connect> Agent<C> {
         let Slot::Candidate(me) = l.slot.clone() else {
             return None;
         };
+        crate::host::crash_point("candidate:start");
         let status = self.status.clone();
         let started = crate::host::clock::now();
         let proof = move || {
@@ -417,9 +447,13 @@ impl<C: Connect> Agent<C> {
         let restart = self.restart.clone();
         let asked = self.restart_asked.clone();
         Some(AbortOnDrop(tokio::spawn(async move {
-            if let Ended::GaveUp(_) = crate::update::confirm::watch(l, me, window, proof).await {
-                asked.store(true, std::sync::atomic::Ordering::SeqCst);
-                restart.notify_one();
+            match crate::update::confirm::watch(l, me, window, proof).await {
+                Ended::Confirmed => updater.candidate_ended(Ok(())).await,
+                Ended::GaveUp(why) => {
+                    updater.candidate_ended(Err(why)).await;
+                    asked.store(true, std::sync::atomic::Ordering::SeqCst);
+                    restart.notify_one();
+                }
             }
         })))
     }
@@ -586,7 +620,13 @@ impl<C: Connect> Agent<C> {
         let look_now = executor.look_now.clone();
         self.executor = Some(executor);
         let (plane, _plane_tasks) = self.start_plane(agent).await;
-        let _candidate = self.watch_candidate(plane.as_ref().map(|p| p.status.clone()));
+        let updater = self.updater();
+        // What became of a switch begun before this start, before anything
+        // else of the update is done.
+        updater.resume().await;
+        let _candidate =
+            self.watch_candidate(plane.as_ref().map(|p| p.status.clone()), updater.clone());
+        let _updates = AbortOnDrop(tokio::spawn(updater.clone().run()));
         let api = Arc::new(ApiState {
             node_id: self.config.node_id.clone(),
             store: self.store.clone(),
@@ -602,6 +642,7 @@ impl<C: Connect> Agent<C> {
             look_now,
             plane,
             prune: self.prune.clone(),
+            updater,
         });
         let _server = AbortOnDrop(tokio::spawn(api::serve(listener, api)));
         tracing::info!("API listening on http://{addr}");

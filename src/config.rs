@@ -87,6 +87,9 @@ pub struct Config {
     /// prove itself before the launcher goes back to the version it
     /// replaced.
     pub confirm_window: Duration,
+    /// Keys trusted for release statements of stead itself, besides the
+    /// plane's (a device without a plane).
+    pub update_keys: Vec<crate::plane::envelope::PublicKey>,
 }
 
 pub use crate::plane::config::PlaneConfig;
@@ -120,6 +123,8 @@ struct ImagesDoc {
 #[serde(deny_unknown_fields)]
 struct UpdateDoc {
     confirm_window: Option<String>,
+    #[serde(default)]
+    trusted_keys: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -157,6 +162,25 @@ struct ConfigDoc {
     logging: Option<LoggingDoc>,
     images: Option<ImagesDoc>,
     update: Option<UpdateDoc>,
+}
+
+/// Public keys from their base64 text, at most [`MAX_TRUSTED_KEYS`]; the
+/// error names the key by its index.
+fn trusted_keys(
+    field: &str,
+    keys: &[String],
+    invalid: &dyn Fn(&str, String) -> ConfigError,
+) -> Result<Vec<crate::plane::envelope::PublicKey>, ConfigError> {
+    if keys.len() > MAX_TRUSTED_KEYS {
+        return Err(invalid(field, format!("at most {MAX_TRUSTED_KEYS} keys")));
+    }
+    keys.iter()
+        .enumerate()
+        .map(|(i, k)| {
+            crate::plane::envelope::PublicKey::parse(k)
+                .map_err(|e| invalid(&format!("{field}[{i}]"), e.to_string()))
+        })
+        .collect()
 }
 
 fn hostname() -> String {
@@ -275,8 +299,13 @@ impl Config {
             images: Default::default(),
             confirm_window: dur(
                 "update.confirm_window",
-                doc.update.and_then(|u| u.confirm_window),
+                doc.update.as_ref().and_then(|u| u.confirm_window.clone()),
                 crate::update::confirm::WINDOW,
+            )?,
+            update_keys: trusted_keys(
+                "update.trusted_keys",
+                doc.update.as_ref().map_or(&[][..], |u| &u.trusted_keys),
+                &invalid,
             )?,
         };
         let api_listen: SocketAddr = match doc.api_listen.as_deref() {
@@ -353,18 +382,7 @@ impl Config {
                         "names no key: a document is trusted only when signed by one".into(),
                     ));
                 }
-                if pd.trusted_keys.len() > MAX_TRUSTED_KEYS {
-                    return Err(invalid(
-                        "plane.trusted_keys",
-                        format!("at most {MAX_TRUSTED_KEYS} keys"),
-                    ));
-                }
-                let mut trusted_keys = Vec::new();
-                for (i, k) in pd.trusted_keys.iter().enumerate() {
-                    let key = crate::plane::envelope::PublicKey::parse(k)
-                        .map_err(|e| invalid(&format!("plane.trusted_keys[{i}]"), e.to_string()))?;
-                    trusted_keys.push(key);
-                }
+                let trusted_keys = trusted_keys("plane.trusted_keys", &pd.trusted_keys, &invalid)?;
                 let poll_interval = dur(
                     "plane.poll_interval",
                     pd.poll_interval,

@@ -25,6 +25,7 @@ use tokio::sync::Notify;
 
 use crate::intake;
 use crate::model::intention::Intention;
+use crate::model::launch::Slot;
 use crate::model::names::{ModuleName, NodeId, SettingKey};
 use crate::model::value::Value;
 use crate::status::metrics::Metrics;
@@ -77,6 +78,8 @@ pub struct ApiState {
     /// Asks to collect unused images, for the loop (which alone acts on
     /// the engine) to answer after its next pass.
     pub prune: PruneAsks,
+    /// Updates of stead itself.
+    pub updater: Arc<crate::update::executor::Updater>,
 }
 
 /// An ask to collect images (`true`: a dry run) and where its answer goes.
@@ -236,6 +239,12 @@ async fn route(state: &ApiState, req: Request<Incoming>) -> Result<Resp, ApiErro
             file_reload(state, &body).await
         }
         (["v1", "reloads"], &Method::GET) => list_reloads(state).await,
+        (["v1", "agent"], &Method::GET) => agent(state).await,
+        (["v1", "agent", "update"], &Method::POST) => {
+            authorize(state, &req)?;
+            let body = read_body(req).await?;
+            file_agent_update(state, &body).await
+        }
         (["v1", "reloads", "check"], &Method::POST) => {
             authorize(state, &req)?;
             state
@@ -743,6 +752,91 @@ async fn file_reload(state: &ApiState, body: &[u8]) -> Result<Resp, ApiError> {
             url,
         }),
     ))
+}
+
+/// The agent: what runs, the launcher's state, the updates of itself.
+async fn agent(state: &ApiState) -> Result<Resp, ApiError> {
+    let updates = state.store.blocking(|s| s.agent_updates()).await?;
+    let l = state.updater.launched();
+    let launch = l.map_or(Ok(Default::default()), |l| l.read_state());
+    // A candidate that confirmed itself is the current version.
+    let slot = l.map(|l| match (&l.slot, &launch) {
+        (Slot::Candidate(v), Ok(s)) if s.current.as_ref() == Some(v) => Slot::Current(v.clone()),
+        (slot, _) => slot.clone(),
+    });
+    Ok(json_response(
+        StatusCode::OK,
+        &to_json(views::agent::AgentView::new(
+            crate::update::executor::running_version(),
+            crate::update::executor::TARGET,
+            slot.as_ref(),
+            launch,
+            &updates,
+        )),
+    ))
+}
+
+/// Files an update of stead itself: `{"statement": <envelope>}` or
+/// `{"url": "<where the statement is>"}`, and `"downgrade": true` for a
+/// deliberate downgrade.
+async fn file_agent_update(state: &ApiState, body: &[u8]) -> Result<Resp, ApiError> {
+    use crate::update::executor::{Filed, RequestError};
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Ask {
+        statement: Option<serde_json::Value>,
+        url: Option<String>,
+        #[serde(default)]
+        downgrade: bool,
+    }
+    crate::model::json::no_repeated_keys(body).map_err(|r| ApiError::Invalid {
+        field: r.path,
+        message: r.message,
+    })?;
+    let ask: Ask =
+        serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("the body: {e}")))?;
+    let invalid = |field: &str, message: String| ApiError::Invalid {
+        field: field.into(),
+        message,
+    };
+    let (statement, url) = match (ask.statement, ask.url) {
+        // The signature covers the payload, not the envelope's text.
+        (Some(s), None) => (
+            serde_json::to_vec(&s).expect("a JSON value serialises"),
+            None,
+        ),
+        (None, Some(url)) => {
+            let bytes = state
+                .updater
+                .fetch_statement(&url)
+                .await
+                .map_err(|e| invalid("url", e.to_string()))?;
+            (bytes, Some(url))
+        }
+        _ => {
+            return Err(ApiError::BadRequest(
+                "give the release statement as \"statement\" or where it is as \"url\", one of them".into(),
+            ));
+        }
+    };
+    match state
+        .updater
+        .request(statement, url, "the API", ask.downgrade)
+        .await
+    {
+        Ok(Filed::Filed(u)) => Ok(json_response(
+            StatusCode::ACCEPTED,
+            &to_json(views::agent::AgentUpdateView::from(&*u)),
+        )),
+        Ok(Filed::Running(v)) => Ok(json_response(StatusCode::OK, &json!({ "running": v }))),
+        Err(e @ (RequestError::NotLaunched | RequestError::Busy(_))) => {
+            Err(ApiError::Conflict(e.to_string()))
+        }
+        Err(RequestError::Statement(m)) => Err(invalid("statement", m)),
+        Err(RequestError::Refused(m)) => Err(invalid("version", m)),
+        Err(RequestError::Fetch(m)) => Err(invalid("url", m)),
+        Err(RequestError::Store(e)) => Err(ApiError::Store(e)),
+    }
 }
 
 async fn list_reloads(state: &ApiState) -> Result<Resp, ApiError> {

@@ -7,6 +7,7 @@
 //! text: durations, civil dates, RFC 3339 and HTTP dates ([`time`]). Nothing
 //! here does I/O; everything here is table-tested.
 
+pub mod agent_update;
 pub mod config;
 pub mod disk;
 pub mod env_file;
@@ -20,6 +21,7 @@ pub mod launch;
 pub mod names;
 pub mod reference;
 pub mod refusal;
+pub mod release;
 pub mod reload;
 pub mod runtime;
 pub mod seal;

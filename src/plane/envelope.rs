@@ -366,9 +366,9 @@ impl Envelope {
 /// Why an envelope was not accepted as a stead document from a trusted key.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum VerifyError {
-    /// Not a stead desired-state document.
-    #[error("the payload type is {0:?}, not {PAYLOAD_TYPE:?}: not a stead desired-state document")]
-    PayloadType(String),
+    /// Not a stead desired-state document (or not what was expected).
+    #[error("the payload type is {0:?}, not {1:?}: not a {2}")]
+    PayloadType(String, &'static str, &'static str),
     /// No signature at all.
     #[error("the document carries no signature")]
     Unsigned,
@@ -393,7 +393,7 @@ impl VerifyError {
     pub fn class(&self) -> crate::plane::RefusalClass {
         use crate::plane::RefusalClass;
         match self {
-            VerifyError::PayloadType(_) => RefusalClass::PayloadType,
+            VerifyError::PayloadType(..) => RefusalClass::PayloadType,
             VerifyError::Unsigned => RefusalClass::Unsigned,
             VerifyError::BadSignature { .. } => RefusalClass::BadSignature,
             VerifyError::UnknownKey { .. } => RefusalClass::UnknownKey,
@@ -411,9 +411,22 @@ impl VerifyError {
 /// key rotation a document signed by the old key, the new one or both
 /// verifies on a node that trusts both.
 pub fn verify<'k>(env: &Envelope, trusted: &'k [PublicKey]) -> Result<&'k PublicKey, VerifyError> {
-    if env.payload_type != PAYLOAD_TYPE {
+    verify_as(env, trusted, PAYLOAD_TYPE, "stead desired-state document")
+}
+
+/// [`verify`] for an envelope of another payload type (`what` names it in
+/// the error): a release statement of stead itself.
+pub fn verify_as<'k>(
+    env: &Envelope,
+    trusted: &'k [PublicKey],
+    payload_type: &'static str,
+    what: &'static str,
+) -> Result<&'k PublicKey, VerifyError> {
+    if env.payload_type != payload_type {
         return Err(VerifyError::PayloadType(
             env.payload_type.chars().take(100).collect(),
+            payload_type,
+            what,
         ));
     }
     if env.signatures.is_empty() {
@@ -694,7 +707,11 @@ mod tests {
                 "another payload type",
                 tampered(by(&[&old]), &|e| e.payload_type = "text/plain".into()),
                 only_old,
-                Err(VerifyError::PayloadType("text/plain".into())),
+                Err(VerifyError::PayloadType(
+                    "text/plain".into(),
+                    PAYLOAD_TYPE,
+                    "stead desired-state document",
+                )),
             ),
             (
                 "signed under another payload type",
@@ -861,7 +878,11 @@ mod tests {
         let k = key(1).public().id();
         for (e, class, says) in [
             (
-                VerifyError::PayloadType("text/plain".into()),
+                VerifyError::PayloadType(
+                    "text/plain".into(),
+                    PAYLOAD_TYPE,
+                    "stead desired-state document",
+                ),
                 "payload-type",
                 "\"text/plain\"",
             ),

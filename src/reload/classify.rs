@@ -57,6 +57,22 @@ pub enum Failure {
     /// fetched; retried, since room may be freed.
     #[error("{0}")]
     NoRoom(String),
+    /// Fetching a file over HTTP (an update of stead itself: its release
+    /// statement or binary), and how it went wrong.
+    #[error("{0}")]
+    Fetch(String, FetchFailure),
+}
+
+/// How a fetch over HTTP failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FetchFailure {
+    /// No answer (the transport's failure).
+    Transport(crate::net::http::Transport),
+    /// An answer of this status, and its `Retry-After`.
+    Status(u16, Option<Duration>),
+    /// What came is not what was signed (size or SHA-256), or does not run
+    /// as the version it was said to be.
+    Mismatch,
 }
 
 /// How an engine call failed, as far as a reload cares.
@@ -119,6 +135,16 @@ pub fn classify(f: &Failure) -> Verdict {
         },
         Failure::Floor { .. } => Verdict::Decided,
         Failure::Internal(_) | Failure::NoRoom(_) => transient,
+        Failure::Fetch(_, f) => match f {
+            FetchFailure::Transport(
+                crate::net::http::Transport::Timeout | crate::net::http::Transport::Connect(_),
+            ) => transient,
+            FetchFailure::Transport(_) => Verdict::Decided,
+            FetchFailure::Status(s, retry_after) if transient_status(*s) => Verdict::Transient {
+                retry_after: *retry_after,
+            },
+            FetchFailure::Status(..) | FetchFailure::Mismatch => Verdict::Decided,
+        },
     }
 }
 
@@ -165,6 +191,10 @@ mod tests {
         })
     }
 
+    fn fetch(f: FetchFailure) -> Failure {
+        Failure::Fetch("x".into(), f)
+    }
+
     #[test]
     fn one_table() {
         let t = Verdict::Transient { retry_after: None };
@@ -178,6 +208,61 @@ mod tests {
             ("408", status(408), t.clone()),
             ("429", status(429), t.clone()),
             ("404", status(404), d.clone()),
+            (
+                "fetch 503",
+                fetch(FetchFailure::Status(503, None)),
+                t.clone(),
+            ),
+            (
+                "fetch 429",
+                fetch(FetchFailure::Status(429, Some(Duration::from_secs(9)))),
+                Verdict::Transient {
+                    retry_after: Some(Duration::from_secs(9)),
+                },
+            ),
+            (
+                "fetch 404",
+                fetch(FetchFailure::Status(404, None)),
+                d.clone(),
+            ),
+            (
+                "fetch 403",
+                fetch(FetchFailure::Status(403, None)),
+                d.clone(),
+            ),
+            (
+                "fetch timeout",
+                fetch(FetchFailure::Transport(
+                    crate::net::http::Transport::Timeout,
+                )),
+                t.clone(),
+            ),
+            (
+                "fetch refused",
+                fetch(FetchFailure::Transport(
+                    crate::net::http::Transport::Connect("refused".into()),
+                )),
+                t.clone(),
+            ),
+            (
+                "fetch untrusted certificate",
+                fetch(FetchFailure::Transport(crate::net::http::Transport::Tls(
+                    "unknown issuer".into(),
+                ))),
+                d.clone(),
+            ),
+            (
+                "fetch redirect loop",
+                fetch(FetchFailure::Transport(
+                    crate::net::http::Transport::Redirects("loop".into()),
+                )),
+                d.clone(),
+            ),
+            (
+                "fetch sha256 mismatch",
+                fetch(FetchFailure::Mismatch),
+                d.clone(),
+            ),
             ("400", status(400), d.clone()),
             ("410", status(410), d.clone()),
             (

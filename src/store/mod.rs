@@ -27,6 +27,7 @@ use crate::model::names::{Digest, InputName, ModuleName, SettingKey};
 use crate::model::spec::ContainerSpec;
 use crate::model::value::Value;
 
+pub mod agent_updates;
 mod containers;
 mod db;
 mod events;

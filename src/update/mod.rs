@@ -4,3 +4,4 @@
 //! with the agent is read and written through `host::launch`.
 
 pub mod confirm;
+pub mod executor;

@@ -15,6 +15,8 @@
 //! sorted), which is the text the agent always sent. A key absent from the
 //! text is `skip_serializing_if`; one that reads `null` is a plain `Option`.
 
+pub mod agent;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

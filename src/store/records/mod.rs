@@ -50,6 +50,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub mod agent_update;
 mod convert;
 pub mod guard;
 pub mod images;
@@ -93,6 +94,9 @@ pub const GUARD: u8 = 1;
 pub const IMAGES: u8 = 1;
 /// Record version of the `previous` table.
 pub const PREVIOUS: u8 = 1;
+/// Record version of the `agent_updates` table (JSON: read by the version
+/// that filed it and the one it installs).
+pub const AGENT_UPDATES: u8 = 1;
 
 /// Encodes a record behind its version byte.
 pub fn encode<T: Serialize>(version: u8, v: &T) -> Vec<u8> {

@@ -1,0 +1,732 @@
+//! Moves an update of stead itself through its durable steps: filed from a
+//! signed release statement ([`Updater::request`]), landed (fetched,
+//! resumable and bounded, its size and SHA-256 checked against the signed
+//! statement before the bytes are ever executed, written beside the
+//! current binary and run once with `--version`), then switched: the
+//! `switching` stamp is stored before the launcher's state names the
+//! candidate, and the one restart is asked for once. What the candidate
+//! then proves is `update::confirm`'s; what a starting agent makes of a
+//! request it finds is `model::agent_update::resume`.
+//!
+//! Failed or Faulted is decided by the reloads' one classifier.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderValue, Method, Uri};
+use tokio::sync::Notify;
+
+use crate::host::launch::Launched;
+use crate::model::agent_update::{AgentUpdate, Resume, Stage};
+use crate::model::launch::{AgentVersion, Slot};
+use crate::model::release::{self, Binary, NotTaken, Release};
+use crate::net::http::{Http, Transport};
+use crate::plane::envelope::{self, Envelope, PublicKey};
+use crate::reload::classify::{Failure, FetchFailure, Verdict, classify};
+use crate::store::Store;
+use crate::store::agent_updates::FileError;
+
+/// This build's target triple: which binary of a release is ours.
+pub const TARGET: &str = env!("STEAD_TARGET");
+
+/// A fetch's time limit (a statement; a binary's download gets this per
+/// 4 MiB on top).
+const FETCH_LIMIT: Duration = Duration::from_secs(60);
+
+/// How long the landed binary gets to print its version.
+const VERSION_LIMIT: Duration = Duration::from_secs(20);
+
+/// The version this agent runs (the first word of its version line).
+pub fn running_version() -> &'static str {
+    crate::VERSION.split(' ').next().unwrap_or(crate::VERSION)
+}
+
+/// Why a request was not filed.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// This agent was not started by the launcher: it cannot switch.
+    #[error(
+        "this agent was not started by the launcher (/usr/bin/stead from the package), so it cannot switch to another version"
+    )]
+    NotLaunched,
+    /// The statement is not one (its envelope, its payload) or is not
+    /// signed by a trusted key.
+    #[error("{0}")]
+    Statement(String),
+    /// A statement that is well formed and signed, but not for this agent.
+    #[error("{0}")]
+    Refused(String),
+    /// The statement could not be fetched.
+    #[error("{0}")]
+    Fetch(String),
+    /// One is switching or confirming.
+    #[error(transparent)]
+    Busy(FileError),
+    #[error(transparent)]
+    Store(crate::store::StoreError),
+}
+
+/// What filing gave.
+#[derive(Debug)]
+pub enum Filed {
+    /// A request, to follow at `GET /v1/agent`.
+    Filed(Box<AgentUpdate>),
+    /// The version asked for runs already: nothing to do.
+    Running(String),
+}
+
+/// The updater: one per agent.
+pub struct Updater {
+    pub store: Arc<Store>,
+    /// How the launcher started this agent (`None`: it did not, and no
+    /// update is taken).
+    pub launched: Option<Launched>,
+    /// Fetches statements and binaries.
+    pub http: Http,
+    /// The keys a release statement must be signed by (one of them).
+    pub keys: Vec<PublicKey>,
+    /// The base of a faulted request's backoff.
+    pub retry_interval: Duration,
+    /// Ends the agent's run for the one restart, `restart_asked` saying so.
+    pub restart: Arc<Notify>,
+    pub restart_asked: Arc<AtomicBool>,
+    /// Wakes the executor: a request was filed.
+    pub wake: Arc<Notify>,
+}
+
+impl Updater {
+    pub fn launched(&self) -> Option<&Launched> {
+        self.launched.as_ref()
+    }
+
+    /// Reads a statement (its envelope), checks its signature and what it
+    /// says against this agent.
+    fn judge(
+        &self,
+        statement: &[u8],
+        downgrade: bool,
+    ) -> Result<Result<Release, NotTaken>, RequestError> {
+        if statement.len() > release::MAX_STATEMENT {
+            return Err(RequestError::Statement(format!(
+                "the release statement is {} bytes, over the {} allowed",
+                statement.len(),
+                release::MAX_STATEMENT
+            )));
+        }
+        let env = Envelope::parse(statement)
+            .map_err(|e| RequestError::Statement(format!("release statement: {e}")))?;
+        if self.keys.is_empty() {
+            return Err(RequestError::Statement(
+                "no key is trusted for release statements: set [plane] trusted_keys or [update] trusted_keys".into(),
+            ));
+        }
+        envelope::verify_as(
+            &env,
+            &self.keys,
+            release::PAYLOAD_TYPE,
+            "stead release statement",
+        )
+        .map_err(|e| RequestError::Statement(format!("release statement: {e}")))?;
+        let r = Release::parse(&env.payload).map_err(RequestError::Statement)?;
+        let running = semver::Version::parse(running_version()).map_err(|e| {
+            RequestError::Refused(format!("this agent's own version does not read: {e}"))
+        })?;
+        let me = release::Running {
+            version: &running,
+            target: TARGET,
+            store_schema: crate::store::SCHEMA_VERSION,
+        };
+        Ok(match release::admit(&r, &me, downgrade) {
+            Ok(_) => Ok(r),
+            Err(n) => Err(n),
+        })
+    }
+
+    /// Fetches a release statement.
+    pub async fn fetch_statement(&self, url: &str) -> Result<Vec<u8>, RequestError> {
+        crate::net::check_no_userinfo(url).map_err(RequestError::Fetch)?;
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(RequestError::Fetch(
+                "must be an http:// or https:// URL".into(),
+            ));
+        }
+        let uri: Uri = url
+            .parse()
+            .map_err(|e| RequestError::Fetch(format!("{url}: {e}")))?;
+        let a = self
+            .http
+            .send(
+                Method::GET,
+                uri,
+                &HeaderMap::new(),
+                FETCH_LIMIT,
+                release::MAX_STATEMENT,
+            )
+            .await
+            .map_err(|t| RequestError::Fetch(format!("cannot fetch {url}: {t:?}")))?;
+        if !a.status.is_success() {
+            return Err(RequestError::Fetch(format!("{url} answered {}", a.status)));
+        }
+        Ok(a.body.to_vec())
+    }
+
+    /// Files a request for the release a signed statement names.
+    pub async fn request(
+        &self,
+        statement: Vec<u8>,
+        statement_url: Option<String>,
+        requested_by: &str,
+        downgrade: bool,
+    ) -> Result<Filed, RequestError> {
+        if self.launched.is_none() {
+            return Err(RequestError::NotLaunched);
+        }
+        let r = match self.judge(&statement, downgrade)? {
+            Ok(r) => r,
+            Err(NotTaken::Running) => return Ok(Filed::Running(running_version().to_string())),
+            Err(NotTaken::Refused(why)) => return Err(RequestError::Refused(why)),
+        };
+        let now = crate::host::clock::now();
+        let by = crate::model::launch::one_line(requested_by);
+        let filed = self
+            .store
+            .blocking(move |s| {
+                s.file_agent_update(now, |id| {
+                    let mut u = AgentUpdate::new(
+                        id,
+                        r.agent_version(),
+                        running_version(),
+                        (statement, statement_url),
+                        &by,
+                        now,
+                    );
+                    u.downgrade = downgrade;
+                    u.say(
+                        now,
+                        format!("requested by {by}: {} → {}", running_version(), r.version),
+                    );
+                    u
+                })
+                .map_err(|e| match e {
+                    FileError::Store(e) => RequestError::Store(e),
+                    busy => RequestError::Busy(busy),
+                })
+            })
+            .await?;
+        tracing::info!(
+            "update {} to {} filed by {}",
+            filed.id,
+            filed.version,
+            filed.requested_by
+        );
+        self.wake.notify_one();
+        Ok(Filed::Filed(Box::new(filed)))
+    }
+
+    /// At start, before anything else: what became of a switch this agent
+    /// or another version began ([`crate::model::agent_update::resume`]).
+    pub async fn resume(&self) {
+        let Some(l) = self.launched.clone() else {
+            return;
+        };
+        let open = match self.store.blocking(|s| s.open_agent_update()).await {
+            Ok(Some(u)) => u,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!("agent update: {e}");
+                return;
+            }
+        };
+        let launch = l.read_state().unwrap_or_default();
+        let words = l.last_words(&open.version);
+        if let Resume::To(stage, line) =
+            crate::model::agent_update::resume(&open, &l.slot, &launch, words.as_deref())
+        {
+            let now = crate::host::clock::now();
+            let line2 = line.clone();
+            let r = self
+                .store
+                .blocking(move |s| {
+                    s.change_agent_update(open.id, |u| match stage {
+                        Stage::Failed => u.fail(now, line2),
+                        Stage::Faulted => u.fault(now, line2),
+                        s => u.step(s, now, line2),
+                    })
+                })
+                .await;
+            match (r, stage) {
+                (Err(e), _) => tracing::error!("agent update: {e}"),
+                (Ok(_), Stage::Failed | Stage::Faulted) => tracing::error!("agent update: {line}"),
+                (Ok(_), _) => tracing::info!("agent update: {line}"),
+            }
+        }
+    }
+
+    /// The candidate's watch ended: the request says so.
+    pub async fn candidate_ended(&self, confirmed: Result<(), String>) {
+        let Some(Slot::Candidate(me)) = self.launched.as_ref().map(|l| l.slot.clone()) else {
+            return;
+        };
+        let now = crate::host::clock::now();
+        let r = self
+            .store
+            .blocking(move |s| {
+                let Some(u) = s.open_agent_update()?.filter(|u| u.version == me) else {
+                    return Ok(None);
+                };
+                s.change_agent_update(u.id, |u| match confirmed {
+                    Ok(()) => u.step(
+                        Stage::Done,
+                        now,
+                        format!("{me} confirmed: a pass completed and the plane, if any, answered"),
+                    ),
+                    Err(why) => u.fail(now, format!("candidate {me}: {why}")),
+                })
+            })
+            .await;
+        if let Err(e) = r {
+            tracing::error!("agent update: {e}");
+        }
+    }
+
+    /// Runs for ever: moves the open request on, then waits to be woken
+    /// or for a faulted one's retry.
+    pub async fn run(self: Arc<Self>) {
+        loop {
+            let wait = self.step().await;
+            match wait {
+                Some(d) => {
+                    let _ = tokio::time::timeout(d, self.wake.notified()).await;
+                }
+                None => self.wake.notified().await,
+            }
+        }
+    }
+
+    /// One step of the open request; how long until the next is due.
+    async fn step(&self) -> Option<Duration> {
+        let l = self.launched.clone()?;
+        let u = match self.store.blocking(|s| s.open_agent_update()).await {
+            Ok(Some(u)) => u,
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::error!("agent update: {e}");
+                return Some(Duration::from_secs(30));
+            }
+        };
+        let now = crate::host::clock::now();
+        match u.stage {
+            Stage::Requested => {
+                self.change(u.id, move |u| {
+                    u.step(Stage::Landing, now, format!("landing {}", u.version))
+                })
+                .await;
+                Some(Duration::ZERO)
+            }
+            Stage::Landing => {
+                match self.land(&l, &u).await {
+                    Ok(said) => {
+                        let at = crate::host::clock::now();
+                        self.change(u.id, move |u| {
+                            u.landed = true;
+                            u.say(at, said);
+                        })
+                        .await;
+                        self.switch(&l, &u).await;
+                    }
+                    Err(f) => {
+                        let at = crate::host::clock::now();
+                        let why = f.to_string();
+                        let _ = match classify(&f) {
+                            Verdict::Decided => self.change(u.id, move |u| u.fail(at, why)).await,
+                            Verdict::Transient { .. } => {
+                                self.change(u.id, move |u| u.fault(at, why)).await
+                            }
+                        };
+                    }
+                }
+                Some(Duration::ZERO)
+            }
+            Stage::Faulted => {
+                let due = u.retry_at(self.retry_interval.as_secs()).unwrap_or(now);
+                if now >= due {
+                    self.change(u.id, move |u| u.rearm(now)).await;
+                    Some(Duration::ZERO)
+                } else {
+                    Some(Duration::from_secs(due - now))
+                }
+            }
+            // A switch under way is moved on by the agent that starts next.
+            Stage::Switching | Stage::Confirming | Stage::Done | Stage::Failed => None,
+        }
+    }
+
+    async fn change(
+        &self,
+        id: u64,
+        f: impl FnOnce(&mut AgentUpdate) + Send + 'static,
+    ) -> Option<AgentUpdate> {
+        match self
+            .store
+            .blocking(move |s| s.change_agent_update(id, f))
+            .await
+        {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::error!("agent update {id}: {e}");
+                None
+            }
+        }
+    }
+
+    /// The switch: the stamp stored first, then the launcher's state, then
+    /// the one restart.
+    async fn switch(&self, l: &Launched, u: &AgentUpdate) {
+        let now = crate::host::clock::now();
+        let Some(stamped) = self
+            .change(u.id, move |u| {
+                u.restart_requested_at = Some(now);
+                u.step(
+                    Stage::Switching,
+                    now,
+                    format!(
+                        "switching to {}: the launcher is told, one restart asked for",
+                        u.version
+                    ),
+                );
+            })
+            .await
+        else {
+            return;
+        };
+        crate::host::crash_point("update:after-switch-stamp");
+        let v = stamped.version.clone();
+        let written = l.change_state(|s| {
+            s.candidate = Some(crate::model::launch::Candidate {
+                version: v.clone(),
+                attempts: 0,
+            });
+            if s.failed.as_ref().is_some_and(|f| f.version == v) {
+                s.failed = None;
+            }
+        });
+        if let Err(e) = written {
+            let at = crate::host::clock::now();
+            self.change(u.id, move |u| {
+                u.fault(at, format!("cannot write the launcher's state: {e}"))
+            })
+            .await;
+            return;
+        }
+        crate::host::crash_point("update:after-launch-state");
+        tracing::info!("update {} to {}: restarting into the candidate", u.id, v);
+        self.restart_asked.store(true, Ordering::SeqCst);
+        self.restart.notify_one();
+    }
+
+    /// Lands the binary: fetched (resuming a part already there), checked,
+    /// put in place, run once. Returns what its `--version` said.
+    async fn land(&self, l: &Launched, u: &AgentUpdate) -> Result<String, Failure> {
+        let mismatch = |m: String| Failure::Fetch(m, FetchFailure::Mismatch);
+        // The statement is judged again: a key may have been revoked since.
+        let r = match self.judge(&u.statement, u.downgrade) {
+            Ok(Ok(r)) => r,
+            Ok(Err(NotTaken::Running)) => {
+                return Err(mismatch(format!("{} runs already", u.version)));
+            }
+            Ok(Err(NotTaken::Refused(why))) => return Err(mismatch(why)),
+            Err(e) => return Err(mismatch(e.to_string())),
+        };
+        let bin = r
+            .binaries
+            .get(TARGET)
+            .cloned()
+            .ok_or_else(|| mismatch(format!("no binary for {TARGET}")))?;
+        let url = resolve(u.statement_url.as_deref(), &bin.url).map_err(mismatch)?;
+        let dir = l.dir.join(u.version.as_str());
+        let target = l.binary(&u.version);
+        if !(target.is_file() && self.check(&target, &bin).await.is_ok()) {
+            self.download(&dir, &url, &bin).await?;
+        }
+        run_version(&target, &u.version).await
+    }
+
+    /// Whether a file is the binary the statement names.
+    async fn check(&self, path: &Path, bin: &Binary) -> Result<(), Failure> {
+        let path = path.to_path_buf();
+        let bin = bin.clone();
+        crate::host::blocking::run(move || check_file(&path, &bin)).await
+    }
+
+    async fn download(&self, dir: &Path, url: &str, bin: &Binary) -> Result<(), Failure> {
+        let internal = |e: std::io::Error| Failure::Internal(format!("{}: {e}", dir.display()));
+        std::fs::create_dir_all(dir).map_err(internal)?;
+        let part = dir.join("stead.part");
+        let have = std::fs::metadata(&part).map(|m| m.len()).unwrap_or(0);
+        let have = if have >= bin.size { 0 } else { have };
+        let mut headers = HeaderMap::new();
+        if have > 0 {
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes={have}-")) {
+                headers.insert(http::header::RANGE, v);
+            }
+        }
+        let uri: Uri = url
+            .parse()
+            .map_err(|e| Failure::Fetch(format!("{url}: {e}"), FetchFailure::Mismatch))?;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&part)
+            .map_err(internal)?;
+        if have == 0 {
+            file.set_len(0).map_err(internal)?;
+        }
+        let mut write_error: Option<std::io::Error> = None;
+        let limit = FETCH_LIMIT + Duration::from_secs(15 * (bin.size / (4 << 20) + 1));
+        // At most the whole binary again (a host that ignores the range).
+        let max = bin.size as usize + 1;
+        let answer = {
+            let mut sink = |chunk: &[u8]| {
+                if write_error.is_none() {
+                    if let Err(e) = file.write_all(chunk) {
+                        write_error = Some(e);
+                    }
+                }
+            };
+            self.http
+                .send_streamed(Method::GET, uri, &headers, limit, max, &mut sink)
+                .await
+        };
+        // What came is kept for the next attempt to resume from.
+        let _ = file.sync_all();
+        drop(file);
+        let a = answer.map_err(|t| {
+            Failure::Fetch(
+                format!("cannot fetch {url}: {}", describe(&t)),
+                FetchFailure::Transport(t),
+            )
+        })?;
+        if let Some(e) = write_error {
+            return Err(internal(e));
+        }
+        match a.status.as_u16() {
+            206 => {}
+            // The host sent it whole after what was there: that goes.
+            200 if have > 0 => drop_prefix(&part, have).map_err(internal)?,
+            200 => {}
+            s => {
+                let retry = a
+                    .headers
+                    .get(http::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(crate::model::time::parse_retry_after)
+                    .map(|r| r.wait(crate::host::clock::now()));
+                return Err(Failure::Fetch(
+                    format!("{url} answered {s}"),
+                    FetchFailure::Status(s, retry),
+                ));
+            }
+        }
+        let got = std::fs::metadata(&part).map_err(internal)?.len();
+        if got < bin.size {
+            return Err(Failure::Fetch(
+                format!(
+                    "{url}: the download stopped at {got} of {} bytes; the next attempt resumes it",
+                    bin.size
+                ),
+                FetchFailure::Transport(Transport::Connect("cut short".into())),
+            ));
+        }
+        if let Err(e) = self.check(&part, bin).await {
+            let _ = std::fs::remove_file(&part);
+            return Err(e);
+        }
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&part, std::fs::Permissions::from_mode(0o755))
+            .map_err(internal)?;
+        std::fs::rename(&part, dir.join("stead")).map_err(internal)?;
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(internal)?;
+        Ok(())
+    }
+}
+
+/// Whether a file is the binary the statement names: its size, then its
+/// SHA-256, read in pieces.
+fn check_file(path: &Path, bin: &Binary) -> Result<(), Failure> {
+    let mismatch = |m: String| Failure::Fetch(m, FetchFailure::Mismatch);
+    let internal = |e: std::io::Error| Failure::Internal(format!("{}: {e}", path.display()));
+    let got = std::fs::metadata(path).map_err(internal)?.len();
+    if got != bin.size {
+        return Err(mismatch(format!(
+            "{}: {got} bytes, the statement says {}",
+            path.display(),
+            bin.size
+        )));
+    }
+    let mut f = std::fs::File::open(path).map_err(internal)?;
+    let mut h = crate::model::names::Hasher::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = std::io::Read::read(&mut f, &mut buf).map_err(internal)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    let digest = crate::model::names::Digest::from_hasher(h);
+    if digest.hex() != bin.sha256 {
+        return Err(mismatch(format!(
+            "{}: sha256 {}, the statement says {}",
+            path.display(),
+            digest.hex(),
+            bin.sha256
+        )));
+    }
+    Ok(())
+}
+
+/// Drops a file's first `n` bytes, copying the rest in pieces.
+fn drop_prefix(path: &Path, n: u64) -> std::io::Result<()> {
+    use std::io::{Seek, SeekFrom};
+    let tmp = path.with_extension("part2");
+    let mut from = std::fs::File::open(path)?;
+    from.seek(SeekFrom::Start(n))?;
+    let mut to = std::fs::File::create(&tmp)?;
+    std::io::copy(&mut from, &mut to)?;
+    to.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// A binary's URL, read against the statement's.
+fn resolve(base: Option<&str>, url: &str) -> Result<String, String> {
+    if url.starts_with("http://") || url.starts_with("https://") {
+        return Ok(url.to_string());
+    }
+    let Some(base) = base else {
+        return Err(format!(
+            "the binary's url '{url}' is relative, and the statement came with no URL of its own to read it against"
+        ));
+    };
+    let origin_end = base
+        .find("://")
+        .and_then(|i| base[i + 3..].find('/').map(|j| i + 3 + j))
+        .unwrap_or(base.len());
+    if url.starts_with('/') {
+        return Ok(format!("{}{url}", &base[..origin_end]));
+    }
+    let path = &base[origin_end..];
+    let dir_end = origin_end + path.rfind('/').map_or(0, |i| i + 1);
+    let dir = if dir_end > origin_end {
+        &base[..dir_end]
+    } else {
+        &base[..origin_end]
+    };
+    let sep = if dir.ends_with('/') { "" } else { "/" };
+    Ok(format!("{dir}{sep}{url}"))
+}
+
+fn describe(t: &Transport) -> String {
+    match t {
+        Transport::Timeout => "no answer in time".into(),
+        Transport::Connect(m) => format!("connection failed: {m}"),
+        Transport::Tls(m) => format!("TLS failed: {m}"),
+        Transport::NotTls(m) => format!("not TLS: {m}"),
+        Transport::TooLarge(n) => format!("over {n} bytes"),
+        Transport::Redirects(m) => format!("redirects: {m}"),
+    }
+}
+
+/// Runs the landed binary once: it must say it is `version`, for this
+/// target.
+async fn run_version(path: &Path, version: &AgentVersion) -> Result<String, Failure> {
+    let mismatch = |m: String| Failure::Fetch(m, FetchFailure::Mismatch);
+    let p = path.to_path_buf();
+    let out = crate::host::blocking::run(
+        move || -> Result<(std::process::ExitStatus, Vec<u8>), String> {
+            let mut child = std::process::Command::new(&p)
+                .arg("--version")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .map_err(|e| format!("{} does not run: {e}", p.display()))?;
+            let until = std::time::Instant::now() + VERSION_LIMIT;
+            loop {
+                match child.try_wait() {
+                    Ok(Some(st)) => {
+                        let mut out = Vec::new();
+                        if let Some(mut o) = child.stdout.take() {
+                            let _ = std::io::Read::read_to_end(
+                                &mut std::io::Read::take(&mut o, 4096),
+                                &mut out,
+                            );
+                        }
+                        return Ok((st, out));
+                    }
+                    Ok(None) if std::time::Instant::now() < until => {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    _ => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        return Err(format!(
+                            "{} --version did not answer within {VERSION_LIMIT:?}",
+                            p.display()
+                        ));
+                    }
+                }
+            }
+        },
+    )
+    .await
+    .map_err(mismatch)?;
+    let (status, stdout) = out;
+    let said = crate::model::launch::one_line(&String::from_utf8_lossy(&stdout));
+    let want = format!("stead {version} ");
+    if !status.success() || !said.starts_with(&want) || !said.contains(&format!("target {TARGET}"))
+    {
+        return Err(mismatch(format!(
+            "{} --version says '{}', not stead {version} for {TARGET}",
+            path.display(),
+            crate::model::text::clip(&said, 200)
+        )));
+    }
+    Ok(format!("landed and checked: {said}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_binarys_url_is_read_against_the_statements() {
+        let b = Some("https://h.example:8443/releases/0.7.0/release.json");
+        #[rustfmt::skip]
+        let cases: &[(Option<&str>, &str, Result<&str, &str>)] = &[
+            (b, "stead-x86_64", Ok("https://h.example:8443/releases/0.7.0/stead-x86_64")),
+            (b, "/bin/stead", Ok("https://h.example:8443/bin/stead")),
+            (b, "http://other/stead", Ok("http://other/stead")),
+            (Some("http://h"), "stead", Ok("http://h/stead")),
+            (Some("http://h/"), "stead", Ok("http://h/stead")),
+            (None, "stead", Err("is relative")),
+            (None, "https://x/y", Ok("https://x/y")),
+        ];
+        for (base, url, want) in cases {
+            match (resolve(*base, url), want) {
+                (Ok(got), Ok(w)) => assert_eq!(&got, w),
+                (Err(e), Err(w)) => assert!(e.contains(w), "{e}"),
+                (got, want) => panic!("{base:?} {url}: {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_running_version_is_the_first_word_of_the_version_line() {
+        assert_eq!(running_version(), env!("CARGO_PKG_VERSION"));
+    }
+}

@@ -1,0 +1,146 @@
+//! `GET /v1/agent`: the agent itself (what runs, as the launcher started
+//! it), the launcher's state, and the updates of stead itself; also the
+//! plane report's `agent`. Fields in alphabetical order, as every view.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::agent_update::AgentUpdate;
+use crate::model::launch::{Slot, State};
+
+/// The agent and its updates.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentView {
+    /// A version on trial, and how many times the launcher started it.
+    pub candidate: Option<CandidateView>,
+    /// The version the launcher runs when no candidate is on trial
+    /// (`null`: the package's binary).
+    pub current: Option<String>,
+    /// The last candidate given up on, and why.
+    pub failed: Option<FailedView>,
+    /// Whether the launcher started this agent (only then can it switch).
+    pub launched: bool,
+    /// Why the launcher's state does not read, when it does not.
+    pub launcher_error: Option<String>,
+    /// The version `current` replaced.
+    pub previous: Option<String>,
+    /// What runs now.
+    pub running: RunningView,
+    /// The updates kept, oldest first (the last one may be open).
+    pub updates: Vec<AgentUpdateView>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CandidateView {
+    pub starts: u32,
+    pub version: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailedView {
+    pub version: String,
+    pub why: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunningView {
+    /// `package`, `current`, `candidate`, or `unlaunched`.
+    pub slot: String,
+    pub target: String,
+    pub version: String,
+}
+
+/// One update request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentUpdateView {
+    pub attempt: u32,
+    pub downgrade: bool,
+    pub failure: Option<String>,
+    pub finished_at: Option<u64>,
+    pub from: String,
+    pub id: u64,
+    pub landed: bool,
+    pub log: Vec<LogLine>,
+    pub requested_at: u64,
+    pub requested_by: String,
+    pub restart_requested_at: Option<u64>,
+    pub state: String,
+    pub version: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LogLine {
+    pub at: u64,
+    pub line: String,
+}
+
+impl From<&AgentUpdate> for AgentUpdateView {
+    fn from(u: &AgentUpdate) -> Self {
+        AgentUpdateView {
+            attempt: u.attempt,
+            downgrade: u.downgrade,
+            failure: u.failure.clone(),
+            finished_at: u.finished_at,
+            from: u.from.clone(),
+            id: u.id,
+            landed: u.landed,
+            log: u
+                .log
+                .iter()
+                .map(|(at, line)| LogLine {
+                    at: *at,
+                    line: line.clone(),
+                })
+                .collect(),
+            requested_at: u.requested_at,
+            requested_by: u.requested_by.clone(),
+            restart_requested_at: u.restart_requested_at,
+            state: u.stage.as_str().to_string(),
+            version: u.version.to_string(),
+        }
+    }
+}
+
+impl AgentView {
+    /// `slot`: how the launcher started this agent (`None`: it did not);
+    /// `state`: the launcher's state, or why it does not read.
+    pub fn new(
+        version: &str,
+        target: &str,
+        slot: Option<&Slot>,
+        state: Result<State, String>,
+        updates: &[AgentUpdate],
+    ) -> AgentView {
+        let (st, launcher_error) = match state {
+            Ok(s) => (s, None),
+            Err(e) => (State::default(), Some(e)),
+        };
+        AgentView {
+            candidate: st.candidate.as_ref().map(|c| CandidateView {
+                starts: c.attempts,
+                version: c.version.to_string(),
+            }),
+            current: st.current.as_ref().map(|v| v.to_string()),
+            failed: st.failed.as_ref().map(|f| FailedView {
+                version: f.version.to_string(),
+                why: f.why.clone(),
+            }),
+            launched: slot.is_some(),
+            launcher_error,
+            previous: st.previous.as_ref().map(|v| v.to_string()),
+            running: RunningView {
+                slot: slot.map_or("unlaunched", Slot::name).to_string(),
+                target: target.to_string(),
+                version: version.to_string(),
+            },
+            updates: updates.iter().map(AgentUpdateView::from).collect(),
+        }
+    }
+
+    /// The update not finished, if any.
+    pub fn open_update(&self) -> Option<&AgentUpdateView> {
+        self.updates
+            .iter()
+            .rev()
+            .find(|u| !matches!(u.state.as_str(), "done" | "failed"))
+    }
+}
