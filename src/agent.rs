@@ -375,7 +375,10 @@ impl<C: Connect> Agent<C> {
     /// The updater of stead itself: trusts the plane's keys and those of
     /// `[update] trusted_keys`; fetches through the plane's CA when it has
     /// one; a faulted request is retried on the reloads' backoff.
-    fn updater(&self) -> Arc<crate::update::executor::Updater> {
+    fn updater(
+        &self,
+        plane: Option<Arc<Mutex<crate::plane::sync::PlaneStatus>>>,
+    ) -> Arc<crate::update::executor::Updater> {
         let mut keys = self.config.update_keys.clone();
         let mut ca = None;
         if let Some(p) = &self.config.plane {
@@ -397,6 +400,8 @@ impl<C: Connect> Agent<C> {
             restart: self.restart.clone(),
             restart_asked: self.restart_asked.clone(),
             wake: Default::default(),
+            plane,
+            plane_tried: Default::default(),
         })
     }
 
@@ -446,9 +451,14 @@ impl<C: Connect> Agent<C> {
         let window = self.config.confirm_window;
         let restart = self.restart.clone();
         let asked = self.restart_asked.clone();
+        let report = self.report_wake.clone();
         Some(AbortOnDrop(tokio::spawn(async move {
             match crate::update::confirm::watch(l, me, window, proof).await {
-                Ended::Confirmed => updater.candidate_ended(Ok(())).await,
+                Ended::Confirmed => {
+                    updater.candidate_ended(Ok(())).await;
+                    // The plane hears of it now, not at the next pass.
+                    report.notify_one();
+                }
                 Ended::GaveUp(why) => {
                     updater.candidate_ended(Err(why)).await;
                     asked.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -620,7 +630,7 @@ impl<C: Connect> Agent<C> {
         let look_now = executor.look_now.clone();
         self.executor = Some(executor);
         let (plane, _plane_tasks) = self.start_plane(agent).await;
-        let updater = self.updater();
+        let updater = self.updater(plane.as_ref().map(|p| p.status.clone()));
         // What became of a switch begun before this start, before anything
         // else of the update is done.
         updater.resume().await;
@@ -771,6 +781,7 @@ impl<C: Connect> Agent<C> {
             http: syncer.http(),
             syncer: syncer.clone(),
             epoch,
+            launched: self.launched.clone(),
         };
         let report = AbortOnDrop(tokio::spawn(crate::plane::report::run(
             reporter,

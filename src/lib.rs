@@ -46,6 +46,16 @@ const fn const_u64(s: &str) -> u64 {
     n
 }
 
+/// The target triple this binary was built for: which binary of a
+/// release of stead is this one's.
+pub const TARGET: &str = env!("STEAD_TARGET");
+
+/// This agent's version: the first word of [`VERSION`], so that every
+/// place that says it says the same.
+pub fn version_number() -> &'static str {
+    VERSION.split(' ').next().unwrap_or(VERSION)
+}
+
 /// The version line: version, commit and target.
 pub const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),

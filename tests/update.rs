@@ -353,3 +353,102 @@ fn a_candidate_that_dies_at_every_start_is_given_up_after_three_and_the_old_vers
     assert_eq!(a["failed"]["version"], NEW, "{a:#}");
     assert!(a["candidate"].is_null());
 }
+
+#[test]
+fn a_plane_document_naming_a_version_updates_the_node_and_the_report_says_so() {
+    let plane = Plane::start();
+    let key = SecretKey::generate().unwrap();
+    // The plane's keys alone: no [update] keys of its own.
+    let n = Node::new("upd-plane").with_config(&format!(
+        "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
+        plane.base(),
+        key.public().to_base64()
+    ));
+    let agents = n.dir.path().join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    let mut d = Device {
+        n,
+        agents,
+        child: None,
+    };
+    let m = d.n.module("web");
+    let release = publish(&plane, &key, NEW, &build_as(NEW), None);
+    let mut p = common::desired::payload(&d.n, 1, vec![common::desired::module(&m, "1")]);
+    plane.publish(&d.n.id, &common::desired::sign(&key, &p));
+    d.start();
+    d.wait(60, "the plane's module running", |d| {
+        d.n.container(&m).filter(|c| c.1 == "running")
+    });
+    let before = d.n.container_id(&m);
+    let since = unix_now();
+    // Revision 2 asks for the new version.
+    p["revision"] = 2.into();
+    p["agent"] = serde_json::json!({"version": NEW, "release": release});
+    plane.publish(&d.n.id, &common::desired::sign(&key, &p));
+    let done = d.wait(120, "the update done", |d| {
+        d.last_update()
+            .filter(|u| u["state"] == "done" || u["state"] == "failed")
+    });
+    assert_eq!(done["state"], "done", "{done:#}");
+    assert_eq!(done["requested_by"], "plane revision 2", "{done:#}");
+    // Confirmed only once the plane answered the candidate.
+    assert!(
+        d.log().contains(&format!("candidate {NEW}: confirmed")),
+        "{}",
+        d.log()
+    );
+    let report = d.wait(60, "the report of the new version", |_| {
+        plane
+            .report_json(&d.n.id)
+            .filter(|r| r["agent"]["current"] == NEW)
+    });
+    assert_eq!(report["agent"]["running"]["version"], NEW, "{report:#}");
+    assert_eq!(report["agent"]["updates"][0]["state"], "done");
+    assert_eq!(d.n.container_id(&m), before, "the module was not recreated");
+    assert_eq!(d.n.creates_since(&m, since), 0);
+    assert_eq!(starts(&d.log()), 2, "one restart");
+    // The same document again changes nothing: the version asked for runs.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(starts(&d.log()), 2);
+    assert_eq!(d.agent().unwrap()["updates"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn a_plane_release_not_signed_by_its_keys_is_refused_once_and_reported() {
+    let plane = Plane::start();
+    let key = SecretKey::generate().unwrap();
+    let n = Node::new("upd-plane-bad").with_config(&format!(
+        "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
+        plane.base(),
+        key.public().to_base64()
+    ));
+    let agents = n.dir.path().join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    let mut d = Device {
+        n,
+        agents,
+        child: None,
+    };
+    let stranger = SecretKey::generate().unwrap();
+    let release = publish(&plane, &stranger, NEW, &build_as(NEW), None);
+    let mut p = common::desired::payload(&d.n, 1, vec![]);
+    p["agent"] = serde_json::json!({"version": NEW, "release": release});
+    plane.publish(&d.n.id, &common::desired::sign(&key, &p));
+    d.start();
+    let u = d.wait(60, "the refusal recorded", |d| {
+        d.last_update().filter(|u| u["state"] == "failed")
+    });
+    assert!(
+        u["failure"].as_str().unwrap().contains("does not trust"),
+        "{u:#}"
+    );
+    assert_eq!(u["requested_by"], "plane revision 1");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        d.agent().unwrap()["updates"].as_array().unwrap().len(),
+        1,
+        "asked once"
+    );
+    assert_eq!(d.state(), "");
+    assert_eq!(starts(&d.log()), 1);
+}

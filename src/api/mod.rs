@@ -25,7 +25,6 @@ use tokio::sync::Notify;
 
 use crate::intake;
 use crate::model::intention::Intention;
-use crate::model::launch::Slot;
 use crate::model::names::{ModuleName, NodeId, SettingKey};
 use crate::model::value::Value;
 use crate::status::metrics::Metrics;
@@ -758,21 +757,9 @@ async fn file_reload(state: &ApiState, body: &[u8]) -> Result<Resp, ApiError> {
 async fn agent(state: &ApiState) -> Result<Resp, ApiError> {
     let updates = state.store.blocking(|s| s.agent_updates()).await?;
     let l = state.updater.launched();
-    let launch = l.map_or(Ok(Default::default()), |l| l.read_state());
-    // A candidate that confirmed itself is the current version.
-    let slot = l.map(|l| match (&l.slot, &launch) {
-        (Slot::Candidate(v), Ok(s)) if s.current.as_ref() == Some(v) => Slot::Current(v.clone()),
-        (slot, _) => slot.clone(),
-    });
     Ok(json_response(
         StatusCode::OK,
-        &to_json(views::agent::AgentView::new(
-            crate::update::executor::running_version(),
-            crate::update::executor::TARGET,
-            slot.as_ref(),
-            launch,
-            &updates,
-        )),
+        &to_json(views::agent::AgentView::of(l, &updates)),
     ))
 }
 

@@ -42,6 +42,18 @@ pub struct Desired {
     pub report: Option<String>,
     /// Every module the node is to run, by name.
     pub modules: BTreeMap<ModuleName, Intention>,
+    /// The version of stead the node is to run, when the document says.
+    pub agent: Option<AgentRelease>,
+}
+
+/// The version of stead itself a document asks for: where its signed
+/// release statement is, the version the statement must name, and
+/// whether going below the running version is meant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentRelease {
+    pub version: String,
+    pub release: String,
+    pub downgrade: bool,
 }
 
 /// How often a node looks for the next revision.
@@ -101,6 +113,17 @@ struct DesiredDoc {
     #[serde(default)]
     report: Option<String>,
     modules: Vec<serde_json::Value>,
+    #[serde(default)]
+    agent: Option<AgentDoc>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentDoc {
+    version: String,
+    release: String,
+    #[serde(default)]
+    downgrade: bool,
 }
 
 #[derive(Deserialize)]
@@ -161,6 +184,23 @@ impl Desired {
         if let Some(r) = &doc.report {
             check_report_url(r).map_err(|m| DocumentError::new("report", m))?;
         }
+        let agent = match doc.agent {
+            None => None,
+            Some(a) => {
+                semver::Version::parse(&a.version)
+                    .map_err(|e| format!("{e}"))
+                    .and_then(|_| crate::model::launch::AgentVersion::parse(&a.version))
+                    .map_err(|m| {
+                        DocumentError::new("agent.version", format!("not a SemVer version: {m}"))
+                    })?;
+                check_report_url(&a.release).map_err(|m| DocumentError::new("agent.release", m))?;
+                Some(AgentRelease {
+                    version: a.version,
+                    release: a.release,
+                    downgrade: a.downgrade,
+                })
+            }
+        };
         if doc.modules.len() > MAX_MODULES {
             return Err(DocumentError::new(
                 "modules",
@@ -196,6 +236,7 @@ impl Desired {
             poll,
             report: doc.report,
             modules,
+            agent,
         })
     }
 }
@@ -406,6 +447,23 @@ mod tests {
     }
 
     #[test]
+    fn the_agent_field_names_a_version_and_where_its_statement_is() {
+        let d = parse(&with(|v| {
+            v["agent"] = json!({"version": "0.7.0", "release": "https://p.example/releases/0.7.0/release.json", "downgrade": true})
+        }))
+        .unwrap();
+        assert_eq!(
+            d.agent,
+            Some(AgentRelease {
+                version: "0.7.0".into(),
+                release: "https://p.example/releases/0.7.0/release.json".into(),
+                downgrade: true
+            })
+        );
+        assert_eq!(parse(&doc()).unwrap().agent, None);
+    }
+
+    #[test]
     fn absent_fields_take_their_defaults() {
         let d = parse(&without("poll")).unwrap();
         assert_eq!(d.poll, Poll::default());
@@ -470,6 +528,32 @@ mod tests {
                 with(|v| v["extra"] = 1.into()),
                 "extra",
                 "unknown field `extra`",
+            ),
+            (
+                "an agent version that is not SemVer",
+                with(|v| v["agent"] = json!({"version": "seven", "release": "https://p/r.json"})),
+                "agent.version",
+                "not a SemVer version",
+            ),
+            (
+                "an agent release that is no URL",
+                with(|v| v["agent"] = json!({"version": "0.7.0", "release": "r.json"})),
+                "agent.release",
+                "absolute http:// or https:// URL",
+            ),
+            (
+                "an agent release with a password",
+                with(|v| {
+                    v["agent"] = json!({"version": "0.7.0", "release": "https://u:p@h/r.json"})
+                }),
+                "agent.release",
+                "must not carry a user name or password",
+            ),
+            (
+                "an agent without its release",
+                with(|v| v["agent"] = json!({"version": "0.7.0"})),
+                "agent",
+                "missing field `release`",
             ),
             (
                 "no node",

@@ -32,6 +32,7 @@ pub fn planes() -> [PlaneStatus; 2] {
         clock: Some(ClockStatus::Behind(30)),
         conflicts: vec![("db".into(), "a file owns it".into())],
         next_poll_at: Some(1_700_000_500),
+        agent: None,
         reports: ReportStatus {
             url: "http://plane/nodes/edge-1/status.json".into(),
             last_sent_at: Some(1_700_000_300),

@@ -51,6 +51,8 @@ pub struct Parts<'a> {
     pub updates: &'a BTreeMap<ModuleName, UpdateState>,
     /// Reload requests, newest last.
     pub reloads: &'a [Request],
+    /// The agent itself and its updates.
+    pub agent: Option<&'a crate::views::agent::AgentView>,
 }
 
 /// A report without the sequence number and the times that move on
@@ -112,6 +114,7 @@ pub fn stable(p: &Parts) -> ReportView {
         modules.insert(name.clone(), module);
     }
     ReportView {
+        agent: p.agent.cloned(),
         agent_version: crate::VERSION.to_string(),
         clock: ReportClock {
             plane_date: None,
@@ -172,16 +175,24 @@ pub struct Reporter {
     /// This run's epoch: sequence numbers are `epoch << 32 | n`, so they
     /// grow across restarts.
     pub epoch: u64,
+    /// How the launcher started this agent (for the report's `agent`).
+    pub launched: Option<crate::host::launch::Launched>,
 }
 
 impl Reporter {
     async fn build(&self, seq: u64, undelivered: u32) -> (Digest, ReportView) {
-        let (updates, reloads) = self
+        let launched = self.launched.clone();
+        let (updates, reloads, agent) = self
             .store
-            .blocking(|s| {
+            .blocking(move |s| {
+                let agent = crate::views::agent::AgentView::of(
+                    launched.as_ref(),
+                    &s.agent_updates().unwrap_or_default(),
+                );
                 (
                     s.updates().unwrap_or_default(),
                     s.reloads().unwrap_or_default(),
+                    agent,
                 )
             })
             .await;
@@ -203,6 +214,7 @@ impl Reporter {
                 board: &board,
                 updates: &updates,
                 reloads: &reloads,
+                agent: Some(&agent),
             })
         };
         let digest = Digest::canonical("stead.report", &s);
@@ -353,6 +365,7 @@ mod tests {
             board,
             updates: &reloads.0,
             reloads: &reloads.1,
+            agent: None,
         }
     }
 

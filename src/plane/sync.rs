@@ -85,6 +85,8 @@ pub struct PlaneStatus {
     pub next_poll_at: Option<u64>,
     /// Where reports go, and how the last went.
     pub reports: ReportStatus,
+    /// The version of stead the held document asks for, and its revision.
+    pub agent: Option<(u64, crate::plane::document::AgentRelease)>,
 }
 
 /// The held document, without its bytes.
@@ -337,7 +339,9 @@ impl Syncer {
 
     fn remember(&self, d: &Desired) {
         *self.current.lock().expect("plane lock") = Some((d.poll, d.report.clone()));
-        self.status.lock().expect("plane status lock").reports.url = self.report_url();
+        let mut st = self.status.lock().expect("plane status lock");
+        st.reports.url = self.report_url();
+        st.agent = d.agent.clone().map(|a| (d.revision, a));
     }
 
     fn set_conflicts(&self, a: &crate::intake::plane::Adoption) {

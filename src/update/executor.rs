@@ -29,8 +29,7 @@ use crate::reload::classify::{Failure, FetchFailure, Verdict, classify};
 use crate::store::Store;
 use crate::store::agent_updates::FileError;
 
-/// This build's target triple: which binary of a release is ours.
-pub const TARGET: &str = env!("STEAD_TARGET");
+use crate::TARGET;
 
 /// A fetch's time limit (a statement; a binary's download gets this per
 /// 4 MiB on top).
@@ -39,10 +38,7 @@ const FETCH_LIMIT: Duration = Duration::from_secs(60);
 /// How long the landed binary gets to print its version.
 const VERSION_LIMIT: Duration = Duration::from_secs(20);
 
-/// The version this agent runs (the first word of its version line).
-pub fn running_version() -> &'static str {
-    crate::VERSION.split(' ').next().unwrap_or(crate::VERSION)
-}
+use crate::version_number as running_version;
 
 /// Why a request was not filed.
 #[derive(Debug, thiserror::Error)]
@@ -95,7 +91,19 @@ pub struct Updater {
     pub restart_asked: Arc<AtomicBool>,
     /// Wakes the executor: a request was filed.
     pub wake: Arc<Notify>,
+    /// The plane's state: the version of stead its held document asks for.
+    pub plane: Option<Arc<std::sync::Mutex<crate::plane::sync::PlaneStatus>>>,
+    /// The plane's ask last fetched and failed to fetch, and when: tried
+    /// again after [`PLANE_RETRY`].
+    pub plane_tried: std::sync::Mutex<Option<(String, tokio::time::Instant)>>,
 }
+
+/// How long a statement the plane names that could not be fetched waits
+/// before it is fetched again.
+const PLANE_RETRY: Duration = Duration::from_secs(300);
+
+/// How often the plane's ask is looked at.
+const PLANE_LOOK: Duration = Duration::from_secs(10);
 
 impl Updater {
     pub fn launched(&self) -> Option<&Launched> {
@@ -181,10 +189,31 @@ impl Updater {
         requested_by: &str,
         downgrade: bool,
     ) -> Result<Filed, RequestError> {
+        self.request_as(statement, statement_url, requested_by, downgrade, None)
+            .await
+    }
+
+    /// [`Updater::request`], the statement required to name `expect` (the
+    /// version a plane document asks for) when given.
+    async fn request_as(
+        &self,
+        statement: Vec<u8>,
+        statement_url: Option<String>,
+        requested_by: &str,
+        downgrade: bool,
+        expect: Option<&str>,
+    ) -> Result<Filed, RequestError> {
         if self.launched.is_none() {
             return Err(RequestError::NotLaunched);
         }
         let r = match self.judge(&statement, downgrade)? {
+            Ok(r) if expect.is_some_and(|v| v != r.version) => {
+                return Err(RequestError::Refused(format!(
+                    "the release statement names {}, the document asks for {}",
+                    r.version,
+                    expect.unwrap_or_default()
+                )));
+            }
             Ok(r) => r,
             Err(NotTaken::Running) => return Ok(Filed::Running(running_version().to_string())),
             Err(NotTaken::Refused(why)) => return Err(RequestError::Refused(why)),
@@ -296,13 +325,107 @@ impl Updater {
     /// or for a faulted one's retry.
     pub async fn run(self: Arc<Self>) {
         loop {
-            let wait = self.step().await;
+            self.follow_plane().await;
+            let mut wait = self.step().await;
+            if self.plane.is_some() {
+                wait = Some(wait.map_or(PLANE_LOOK, |d| d.min(PLANE_LOOK)));
+            }
             match wait {
                 Some(d) => {
                     let _ = tokio::time::timeout(d, self.wake.notified()).await;
                 }
                 None => self.wake.notified().await,
             }
+        }
+    }
+
+    /// Files what the plane's held document asks for, once per (version,
+    /// statement URL): a request that failed is not filed again until the
+    /// document names another release; one in progress is left to go on.
+    async fn follow_plane(&self) {
+        let Some(plane) = &self.plane else { return };
+        let Some((revision, ask)) = plane.lock().expect("plane status lock").agent.clone() else {
+            return;
+        };
+        if self.launched.is_none() || ask.version == running_version() {
+            return;
+        }
+        let all = match self.store.blocking(|s| s.agent_updates()).await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::error!("agent update: {e}");
+                return;
+            }
+        };
+        let asked_before = all.iter().any(|u| {
+            u.version.as_str() == ask.version
+                && u.statement_url.as_deref() == Some(ask.release.as_str())
+                && u.requested_by.starts_with("plane")
+        });
+        if asked_before {
+            return;
+        }
+        let key = format!("{} {}", ask.version, ask.release);
+        if let Some((k, at)) = &*self.plane_tried.lock().expect("plane tried lock") {
+            if *k == key && at.elapsed() < PLANE_RETRY {
+                return;
+            }
+        }
+        let by = format!("plane revision {revision}");
+        let statement = match self.fetch_statement(&ask.release).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("agent update asked by {by}: {e}; tried again in {PLANE_RETRY:?}");
+                *self.plane_tried.lock().expect("plane tried lock") =
+                    Some((key, tokio::time::Instant::now()));
+                return;
+            }
+        };
+        let filed = self
+            .request_as(
+                statement.clone(),
+                Some(ask.release.clone()),
+                &by,
+                ask.downgrade,
+                Some(&ask.version),
+            )
+            .await;
+        let why = match filed {
+            Ok(_) => return,
+            Err(RequestError::NotLaunched) => return,
+            Err(e @ RequestError::Store(_)) | Err(e @ RequestError::Busy(_)) => {
+                tracing::warn!("agent update asked by {by}: {e}");
+                return;
+            }
+            Err(e) => e.to_string(),
+        };
+        // A decided refusal is kept as a failed request: reported, and not
+        // asked again for this release.
+        tracing::error!("agent update asked by {by}: {why}");
+        let Ok(version) = AgentVersion::parse(&ask.version) else {
+            return;
+        };
+        let now = crate::host::clock::now();
+        let url = ask.release.clone();
+        let r = self
+            .store
+            .blocking(move |s| {
+                s.file_agent_update(now, |id| {
+                    let mut u = AgentUpdate::new(
+                        id,
+                        version,
+                        running_version(),
+                        (statement, Some(url)),
+                        &by,
+                        now,
+                    );
+                    u.fail(now, why);
+                    u
+                })
+            })
+            .await;
+        if let Err(e) = r {
+            tracing::warn!("agent update: {e}");
         }
     }
 
@@ -728,5 +851,6 @@ mod tests {
     #[test]
     fn the_running_version_is_the_first_word_of_the_version_line() {
         assert_eq!(running_version(), env!("CARGO_PKG_VERSION"));
+        assert!(crate::VERSION.ends_with(&format!("target {TARGET})")));
     }
 }

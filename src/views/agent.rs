@@ -8,7 +8,7 @@ use crate::model::agent_update::AgentUpdate;
 use crate::model::launch::{Slot, State};
 
 /// The agent and its updates.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentView {
     /// A version on trial, and how many times the launcher started it.
     pub candidate: Option<CandidateView>,
@@ -29,19 +29,19 @@ pub struct AgentView {
     pub updates: Vec<AgentUpdateView>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CandidateView {
     pub starts: u32,
     pub version: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FailedView {
     pub version: String,
     pub why: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunningView {
     /// `package`, `current`, `candidate`, or `unlaunched`.
     pub slot: String,
@@ -50,7 +50,7 @@ pub struct RunningView {
 }
 
 /// One update request.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentUpdateView {
     pub attempt: u32,
     pub downgrade: bool,
@@ -67,7 +67,7 @@ pub struct AgentUpdateView {
     pub version: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogLine {
     pub at: u64,
     pub line: String,
@@ -101,8 +101,25 @@ impl From<&AgentUpdate> for AgentUpdateView {
 }
 
 impl AgentView {
+    /// This agent's view: `launched` as the launcher started it (`None`:
+    /// it did not; its state file is read now), `updates` the store's.
+    pub fn of(
+        launched: Option<&crate::host::launch::Launched>,
+        updates: &[AgentUpdate],
+    ) -> AgentView {
+        let state = launched.map_or(Ok(State::default()), |l| l.read_state());
+        AgentView::new(
+            crate::version_number(),
+            crate::TARGET,
+            launched.map(|l| &l.slot),
+            state,
+            updates,
+        )
+    }
+
     /// `slot`: how the launcher started this agent (`None`: it did not);
-    /// `state`: the launcher's state, or why it does not read.
+    /// `state`: the launcher's state, or why it does not read. A candidate
+    /// the state names as current confirmed itself: it runs as current.
     pub fn new(
         version: &str,
         target: &str,
@@ -128,7 +145,12 @@ impl AgentView {
             launcher_error,
             previous: st.previous.as_ref().map(|v| v.to_string()),
             running: RunningView {
-                slot: slot.map_or("unlaunched", Slot::name).to_string(),
+                slot: match slot {
+                    None => "unlaunched",
+                    Some(Slot::Candidate(v)) if st.current.as_ref() == Some(v) => "current",
+                    Some(s) => s.name(),
+                }
+                .to_string(),
                 target: target.to_string(),
                 version: version.to_string(),
             },

@@ -465,6 +465,10 @@ pub enum OutcomeView {
 /// The report PUT to the plane: the node's whole status.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportView {
+    /// The agent: what runs, the launcher's state, its updates (absent in
+    /// reports of agents before 0.6.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<agent::AgentView>,
     /// The agent's version.
     pub agent_version: String,
     /// The clocks.
