@@ -167,3 +167,30 @@ fn version_names_commit_and_target() {
     );
     assert!(v.contains("commit ") && v.contains("target "), "{v}");
 }
+
+#[test]
+fn a_usage_error_names_the_argument_and_exits_2_and_help_exits_0() {
+    let out = stead().args(["run", "--bogus"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("unexpected argument '--bogus'") && err.contains("Usage: stead run"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+    // A group without its command prints its help on stderr, as clap did.
+    let out = stead().output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Commands:"));
+    for args in [
+        &["--help"][..],
+        &["-h"],
+        &["help", "plane", "sign"],
+        &["plane", "sign", "-h"],
+    ] {
+        let out = stead().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(help.contains("Usage: stead"), "{args:?}: {help}");
+    }
+}

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::cli::failure::Context as _;
-use clap::{Parser, Subcommand};
 
 use hyper::Method;
 
@@ -23,191 +22,90 @@ use crate::views::{
 };
 use client::{Answer, Client, ClientError};
 
+pub mod args;
 pub mod client;
 pub mod failure;
 #[cfg(feature = "import")]
 pub mod import;
 pub mod plane;
 
-/// stead keeps this node's containers true to what they were told to run.
-#[derive(Parser, Debug)]
-#[command(name = "stead", version = VERSION, about)]
-pub struct Cli {
-    /// What to do.
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// The subcommands.
-#[derive(Subcommand, Debug)]
+/// A command line, read by [`args::parse`]; each field is the option or
+/// argument of the same name (its help is in `args.rs`'s table).
+#[derive(Debug, PartialEq)]
 pub enum Command {
-    /// Run the agent (or one pass with --once).
-    Run {
-        /// The agent's config file.
-        #[arg(long, short, value_name = "FILE")]
-        config: Option<PathBuf>,
-        /// Do one pass, print one line per module, and exit.
-        #[arg(long)]
-        once: bool,
-    },
-    /// Validate the intentions and print each module's digests without
-    /// touching the engine.
-    Check {
-        /// The agent's config file.
-        #[arg(long, short, value_name = "FILE")]
-        config: Option<PathBuf>,
-    },
-    /// Show the running agent's node and module status.
-    Status {
-        /// The agent's config file (for its address and token).
-        #[arg(long, short, value_name = "FILE")]
-        config: Option<PathBuf>,
-        /// Print the API's JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
-    /// State a module's intention (a TOML or JSON intention file) through the API.
+    /// `stead run [--config FILE] [--once]`.
+    Run { config: Option<PathBuf>, once: bool },
+    /// `stead check`: the intentions validated offline.
+    Check { config: Option<PathBuf> },
+    /// `stead status [--json]`.
+    Status { config: Option<PathBuf>, json: bool },
+    /// `stead apply FILE`.
     Apply {
-        /// The agent's config file (for its address and token).
-        #[arg(long, short, value_name = "FILE")]
         config: Option<PathBuf>,
-        /// The intention file.
         file: PathBuf,
     },
-    /// Set settings of a module: KEY=VALUE (VALUE read as JSON when it is JSON).
+    /// `stead set MODULE KEY=VALUE...`.
     Set {
-        /// The agent's config file (for its address and token).
-        #[arg(long, short, value_name = "FILE")]
         config: Option<PathBuf>,
-        /// The module.
         module: String,
-        /// KEY=VALUE pairs; dotted keys.
-        #[arg(required = true)]
         settings: Vec<String>,
     },
-    /// Remove settings of a module.
+    /// `stead unset MODULE KEY...`.
     Unset {
-        /// The agent's config file (for its address and token).
-        #[arg(long, short, value_name = "FILE")]
         config: Option<PathBuf>,
-        /// The module.
         module: String,
-        /// Dotted keys.
-        #[arg(required = true)]
         keys: Vec<String>,
     },
-    /// Delete a module stated through the API (its container is removed).
+    /// `stead rm MODULE`.
     Rm {
-        /// The agent's config file (for its address and token).
-        #[arg(long, short, value_name = "FILE")]
         config: Option<PathBuf>,
-        /// The module.
         module: String,
     },
-    /// Ask for a module (or every module with an [update] section) to be
-    /// reloaded: its newest compatible version landed, with one restart.
+    /// `stead reload [MODULE] --reason WHY [--wait]`, or `--cancel ID`
+    /// alone (then `reason` is `None`).
     Reload {
-        /// The agent's config file (for its address and token).
-        #[arg(long, short, value_name = "FILE")]
         config: Option<PathBuf>,
-        /// The module; every module with an [update] section when left out.
         module: Option<String>,
-        /// Why (required): carried into the request's log.
-        #[arg(long, required_unless_present = "cancel")]
         reason: Option<String>,
-        /// Wait until the request is done, failed or faulted; exit non-zero
-        /// unless done.
-        #[arg(long)]
         wait: bool,
-        /// Cancel this open request instead: it ends failed, and the module
-        /// goes back to what it ran before it.
-        #[arg(long, value_name = "ID", conflicts_with_all = ["module", "wait", "reason"])]
         cancel: Option<u64>,
     },
-    /// List reload requests.
+    /// `stead reloads [--follow]`.
     Reloads {
-        /// The agent's config file (for its address and token).
-        #[arg(long, short, value_name = "FILE")]
         config: Option<PathBuf>,
-        /// Keep printing as requests move.
-        #[arg(long, short)]
         follow: bool,
     },
-    /// Fetch the central plane's document now (a nudge: the plane stays
-    /// the one source of truth) and say what came of it.
-    Sync {
-        /// The agent's config file (for its address and token).
-        #[arg(long, short, value_name = "FILE")]
-        config: Option<PathBuf>,
-    },
-    /// The engine's images as this node keeps them.
-    Images {
-        /// What to do.
-        #[command(subcommand)]
-        command: ImagesCommand,
-    },
-    /// Print the agent's event log.
+    /// `stead sync`.
+    Sync { config: Option<PathBuf> },
+    /// `stead images ...`.
+    Images { command: ImagesCommand },
+    /// `stead events [--follow] [--since N]`.
     Events {
-        /// The agent's config file (for its address and token).
-        #[arg(long, short, value_name = "FILE")]
         config: Option<PathBuf>,
-        /// Keep printing new events as they come.
-        #[arg(long, short)]
         follow: bool,
-        /// Start after this sequence number.
-        #[arg(long, default_value_t = 0)]
         since: u64,
     },
-    /// Make intention files from a Compose file, one per service.
+    /// `stead import [OPTIONS] FILE`; `volume_names` is `compose` or
+    /// `plain`.
     #[cfg(feature = "import")]
-    ///
-    /// Keys that cannot be carried are listed on stderr (exit 3); a file
-    /// that cannot be imported writes nothing (exit 2). See docs/import.md.
     Import {
-        /// Write `<module>.toml` files into this directory (made when
-        /// missing) instead of printing them.
-        #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
-        /// Overwrite intention files that exist.
-        #[arg(long)]
         force: bool,
-        /// Copy a config's file into an intention even when it is outside
-        /// the Compose file's directory.
-        #[arg(long)]
         allow_outside: bool,
-        /// The project's name, which names its network and volumes (as
-        /// Compose's -p; else COMPOSE_PROJECT_NAME, the file's `name:`, the
-        /// directory's name).
-        #[arg(short = 'p', long, value_name = "NAME")]
         project_name: Option<String>,
-        /// `compose`: a named volume is `<project>_<volume>`, as Compose
-        /// names it, so a stack moved over finds its data. `plain`: its key,
-        /// as stead 0.5.0 named it.
-        #[arg(long, value_name = "compose|plain", default_value = "compose", value_parser = ["compose", "plain"])]
         volume_names: String,
-        /// The Compose file.
         file: PathBuf,
     },
-    /// Publish desired state for the central plane: keys, signing, verifying.
-    Plane {
-        /// What to do.
-        #[command(subcommand)]
-        command: plane::PlaneCommand,
-    },
+    /// `stead plane ...`.
+    Plane { command: plane::PlaneCommand },
 }
 
 /// What `stead images` does.
-#[derive(Debug, Subcommand)]
+#[derive(Debug, PartialEq)]
 pub enum ImagesCommand {
-    /// Remove the images no module of this node needs (those this node
-    /// pulled, unless `[images] collect = "all"`), each with why; the
-    /// others are listed with why each stays.
+    /// `stead images prune [--dry-run]`.
     Prune {
-        /// The agent's config file (for its address and token).
-        #[arg(long, short, value_name = "FILE")]
         config: Option<PathBuf>,
-        /// Say what would go, remove nothing.
-        #[arg(long)]
         dry_run: bool,
     },
 }
@@ -258,8 +156,8 @@ async fn shutdown_signal() {
 }
 
 /// Runs a parsed command line; the exit code says whether all was well.
-pub fn run(cli: Cli) -> crate::cli::failure::Result<ExitCode> {
-    match cli.command {
+pub fn run(command: Command) -> crate::cli::failure::Result<ExitCode> {
+    match command {
         Command::Run { config, once } => {
             let config = load_config(config)?;
             // A panic anywhere ends the agent (as the release build's

@@ -9,7 +9,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::cli::failure::Context as _;
-use clap::Subcommand;
 
 use super::EXIT_REFUSED;
 use crate::model::names::NodeId;
@@ -18,64 +17,32 @@ use crate::plane::accept::MAX_DOCUMENT;
 use crate::plane::document::{Desired, stamp};
 use crate::plane::envelope::{Envelope, PAYLOAD_TYPE, PublicKey, SecretKey, verify};
 
-/// The `stead plane` subcommands.
-#[derive(Subcommand, Debug)]
+/// The `stead plane` subcommands, read by [`super::args::parse`] (the
+/// options' help is in its table).
+#[derive(Debug, PartialEq)]
 pub enum PlaneCommand {
-    /// Make a signing key pair: PATH (the secret key, mode 0600) and
-    /// PATH.pub (the public key, for the devices' trusted_keys).
-    Keygen {
-        /// Where to write the secret key; the public key goes to PATH.pub.
-        #[arg(long, value_name = "PATH")]
-        out: PathBuf,
-        /// Replace key files that already exist.
-        #[arg(long)]
-        force: bool,
-    },
-    /// Sign a desired-state payload (JSON, from stdin or --in) for one node;
-    /// the signed document goes to stdout (or --out). Sets node, revision
-    /// and issued_at (now); sets expires only when the payload has none.
+    /// `keygen --out PATH [--force]`: PATH and PATH.pub.
+    Keygen { out: PathBuf, force: bool },
+    /// `sign --key PATH... --node NODE [--revision N] [--expires-in D]
+    /// [--in FILE] [--out FILE]`: at least one key.
     Sign {
-        /// The secret key file. Give it twice to sign with two keys (during
-        /// a rotation): the document carries a signature by each.
-        #[arg(long = "key", value_name = "PATH", required = true)]
         keys: Vec<PathBuf>,
-        /// The node the document is for.
-        #[arg(long, value_name = "NODE", value_parser = parse_node)]
         node: NodeId,
-        /// The revision (1 to 2^53). By default the current unix time in
-        /// seconds, so documents signed at least a second apart have
-        /// increasing revisions, and a node takes the newer.
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=crate::plane::accept::MAX_REVISION))]
         revision: Option<u64>,
-        /// How long the document is good for when the payload has no
-        /// expires: 30d, 12h, 90m, 3600s (at most 3650d).
-        #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = parse_lifetime)]
         expires_in: Duration,
-        /// Read the payload from FILE instead of stdin.
-        #[arg(long = "in", value_name = "FILE")]
         input: Option<PathBuf>,
-        /// Write the signed document to FILE (atomically) instead of stdout.
-        #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
-    /// Check a signed document (from stdin or --in) as a node would: signed
-    /// by a trusted key, a valid payload, not expired (and, with --node, for
-    /// that node). Prints what it holds and which key signed it.
+    /// `verify --key PUB... [--node NODE] [--in FILE]`: at least one key.
     Verify {
-        /// A trusted public key: a .pub file, or the key's base64. Give it
-        /// twice for two keys (during a rotation).
-        #[arg(long = "key", value_name = "PUB", required = true)]
         keys: Vec<String>,
-        /// Refuse a document for any other node.
-        #[arg(long, value_name = "NODE", value_parser = parse_node)]
         node: Option<NodeId>,
-        /// Read the document from FILE instead of stdin.
-        #[arg(long = "in", value_name = "FILE")]
         input: Option<PathBuf>,
     },
 }
 
-fn parse_node(s: &str) -> Result<NodeId, String> {
+/// A node id as `--node` takes it.
+pub fn parse_node(s: &str) -> Result<NodeId, String> {
     NodeId::try_from(s).map_err(|e| e.0)
 }
 
@@ -129,7 +96,7 @@ fn sign(
         Ok(s) => s,
         Err(e) => return Ok(refused(format_args!("the payload is refused: {e}"))),
     };
-    let (first, more) = keys.split_first().expect("clap requires a --key");
+    let (first, more) = keys.split_first().expect("the parser requires a --key");
     let mut envelope = first.sign(PAYLOAD_TYPE, &stamped);
     for k in more {
         envelope.countersign(k);
