@@ -452,3 +452,95 @@ fn a_plane_release_not_signed_by_its_keys_is_refused_once_and_reported() {
     assert_eq!(d.state(), "");
     assert_eq!(starts(&d.log()), 1);
 }
+
+#[test]
+fn the_cli_signs_a_release_and_self_update_waits_through_the_restart() {
+    let plane = Plane::start();
+    let dir = tempfile::tempdir().unwrap();
+    let stead = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_stead"))
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let key = dir.path().join("release.key");
+    let (code, _, err) = stead(&["plane", "keygen", "--out", key.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let public = std::fs::read_to_string(key.with_extension("key.pub")).unwrap();
+    let t = target();
+    let bin = dir.path().join(format!("stead-{t}"));
+    std::fs::write(&bin, build_as(NEW)).unwrap();
+    let statement = dir.path().join("release.json");
+    let base = format!("{}/rel", plane.base());
+    let (code, _, err) = stead(&[
+        "plane",
+        "release",
+        "--key",
+        key.to_str().unwrap(),
+        "--version",
+        NEW,
+        "--binary",
+        &format!("{t}={}", bin.display()),
+        "--url-base",
+        &base,
+        "--out",
+        statement.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.contains(&format!("signed release {NEW} ({t})")),
+        "{err}"
+    );
+    plane.publish_raw_path(&format!("rel/stead-{t}"), &std::fs::read(&bin).unwrap());
+    let mut d = Device::new("upd-cli", &SecretKey::generate().unwrap(), "");
+    // Trust the CLI's key.
+    let cfg = std::fs::read_to_string(d.n.config()).unwrap();
+    let cfg = cfg.replace(
+        "trusted_keys = [\"",
+        &format!("trusted_keys = [\"{}\", \"", public.trim()),
+    );
+    std::fs::write(d.n.config(), cfg).unwrap();
+    d.start();
+    d.wait(30, "the API", |d| d.agent());
+    let o = Command::new(env!("CARGO_BIN_EXE_stead"))
+        .args(["self-update", "--wait", "--config"])
+        .arg(d.n.config())
+        .arg(&statement)
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}\n{}", d.log());
+    assert!(
+        out.contains(&format!("update 1 to {NEW} requested")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("{NEW} confirmed")),
+        "the log followed to the end: {out}"
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_stead"))
+        .args(["agent", "--config"])
+        .arg(d.n.config())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        shown.starts_with(&format!("running    {NEW} (current, {t})")),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!(
+            "update 1   {} -> {NEW}  done",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{shown}"
+    );
+}

@@ -265,6 +265,42 @@ static STEAD: Spec = group(
             ],
         ),
         leaf(
+            "agent",
+            "Show the agent itself: the version running and how the launcher started it, the \
+             launcher's state (current, previous, a candidate on trial, the last one given up \
+             on) and the updates of stead itself",
+            &[CLIENT_CONFIG, flag("json", None, "Print the API's JSON")],
+        ),
+        Spec {
+            args: &[Arg {
+                name: "STATEMENT",
+                kind: Kind::Required,
+                help: "The release's signed statement: a file, or an http:// or https:// URL \
+                       (a binary's relative URL is read against it; from a file, binaries \
+                       need absolute URLs)",
+            }],
+            ..leaf(
+                "self-update",
+                "Update stead itself to the release a signed statement names: landed beside the \
+                 running version, checked, switched with one restart, confirmed by what the new \
+                 version does (or the launcher goes back)",
+                &[
+                    CLIENT_CONFIG,
+                    flag(
+                        "downgrade",
+                        None,
+                        "Allow a version below the running one (a deliberate rollback)",
+                    ),
+                    flag(
+                        "wait",
+                        None,
+                        "Wait until the update is done, failed or faulted (through the agent's \
+                         restart); exit non-zero unless done",
+                    ),
+                ],
+            )
+        },
+        leaf(
             "sync",
             "Fetch the central plane's document now (a nudge: the plane stays the one source \
              of truth) and say what came of it",
@@ -427,6 +463,54 @@ static STEAD: Spec = group(
                         },
                         valued("node", "NODE", "Refuse a document for any other node"),
                         valued("in", "FILE", "Read the document from FILE instead of stdin"),
+                    ],
+                ),
+                leaf(
+                    "release",
+                    "Sign a release statement of stead itself: its version, the store schema it \
+                     writes and reads from, and each target's binary (its SHA-256 and size, \
+                     read from the file, and where a node fetches it). A node takes it from a \
+                     document's agent field or `stead self-update`",
+                    &[
+                        Opt {
+                            required: true,
+                            many: true,
+                            ..valued("key", "PATH", "The secret key file (give it twice for two)")
+                        },
+                        Opt {
+                            required: true,
+                            ..valued("version", "VERSION", "The release's version (SemVer)")
+                        },
+                        Opt {
+                            required: true,
+                            many: true,
+                            ..valued(
+                                "binary",
+                                "TARGET=FILE",
+                                "A target's binary (aarch64-unknown-linux-musl=dist/stead-…); \
+                                 give one per target",
+                            )
+                        },
+                        valued(
+                            "url-base",
+                            "URL",
+                            "Where the binaries will be: each is <URL>/<its file name>; by \
+                             default its file name alone, relative to the statement's own URL",
+                        ),
+                        valued(
+                            "schema",
+                            "N",
+                            "The store schema the release writes (default: this build's)",
+                        ),
+                        Opt {
+                            default: "1",
+                            ..valued("reads-from", "N", "The oldest store schema it opens")
+                        },
+                        valued(
+                            "out",
+                            "FILE",
+                            "Write the statement to FILE (atomically) instead of stdout",
+                        ),
                     ],
                 ),
             ],
@@ -786,6 +870,16 @@ fn build(m: &Matches) -> Result<Command, UsageError> {
             follow: m.flag("follow"),
         },
         "sync" => Command::Sync { config: config() },
+        "agent" => Command::Agent {
+            config: config(),
+            json: m.flag("json"),
+        },
+        "self-update" => Command::SelfUpdate {
+            config: config(),
+            statement: m.required(0)?,
+            downgrade: m.flag("downgrade"),
+            wait: m.flag("wait"),
+        },
         "prune" => Command::Images {
             command: ImagesCommand::Prune {
                 config: config(),
@@ -836,6 +930,38 @@ fn build(m: &Matches) -> Result<Command, UsageError> {
                     .parsed("expires-in", parse_lifetime)?
                     .unwrap_or(Duration::ZERO),
                 input: m.path("in"),
+                out: m.path("out"),
+            },
+        },
+        "release" => Command::Plane {
+            command: PlaneCommand::Release {
+                keys: m.values("key").map(PathBuf::from).collect(),
+                version: m
+                    .parsed("version", |s| {
+                        semver::Version::parse(s)
+                            .map(|_| s.to_string())
+                            .map_err(|e| e.to_string())
+                    })?
+                    .unwrap_or_default(),
+                binaries: m
+                    .values("binary")
+                    .map(|b| {
+                        let t = m.text(b, "--binary <TARGET=FILE>")?;
+                        match t.split_once('=') {
+                            Some((target, file)) if !target.is_empty() && !file.is_empty() => {
+                                Ok((target.to_string(), PathBuf::from(file)))
+                            }
+                            _ => Err(m.misuse(&format!(
+                                "invalid value '{t}' for '--binary <TARGET=FILE>': TARGET=FILE"
+                            ))),
+                        }
+                    })
+                    .collect::<Result<_, _>>()?,
+                url_base: m.string("url-base")?,
+                schema: m
+                    .parsed("schema", u64_text)?
+                    .unwrap_or(crate::store::SCHEMA_VERSION),
+                reads_from: m.parsed("reads-from", u64_text)?.unwrap_or(1),
                 out: m.path("out"),
             },
         },
@@ -1042,6 +1168,16 @@ mod tests {
             ("reloads -f", "Reloads { config: None, follow: true }"),
             ("reloads -fc c.toml", "Reloads { config: Some(\"c.toml\"), follow: true }"),
             ("sync", "Sync { config: None }"),
+            ("agent", "Agent { config: None, json: false }"),
+            ("agent --json -c c.toml", "Agent { config: Some(\"c.toml\"), json: true }"),
+            ("self-update r.json", "SelfUpdate { config: None, statement: \"r.json\", downgrade: false, wait: false }"),
+            ("self-update --downgrade --wait https://h/r.json", "SelfUpdate { config: None, statement: \"https://h/r.json\", downgrade: true, wait: true }"),
+            ("self-update", "error: the following required arguments were not provided: <STATEMENT>"),
+            ("plane release --key k --version 0.7.0 --binary t=f", "Plane { command: Release { keys: [\"k\"], version: \"0.7.0\", binaries: [(\"t\", \"f\")], url_base: None, schema: 9, reads_from: 1, out: None } }"),
+            ("plane release --key k --version 0.7.0 --binary a=x --binary b=y --url-base https://h/r --schema 10 --reads-from 3 --out o", "Plane { command: Release { keys: [\"k\"], version: \"0.7.0\", binaries: [(\"a\", \"x\"), (\"b\", \"y\")], url_base: Some(\"https://h/r\"), schema: 10, reads_from: 3, out: Some(\"o\") } }"),
+            ("plane release --key k --version seven --binary t=f", "error: invalid value 'seven' for '--version <VERSION>': unexpected character 's' while parsing major version number"),
+            ("plane release --key k --version 0.7.0 --binary tf", "error: invalid value 'tf' for '--binary <TARGET=FILE>': TARGET=FILE"),
+            ("plane release --key k --binary t=f", "error: the following required arguments were not provided: --version <VERSION>"),
             ("images prune --dry-run", "Images { command: Prune { config: None, dry_run: true } }"),
             ("images", "error: The engine's images as this node keeps them"),
             ("images help prune", "help: Remove the images no module of this node needs (those this node pulled, unless `[images] collect = \"all\"`), each with why; the others are listed with why each stays"),

@@ -77,6 +77,15 @@ pub enum Command {
     },
     /// `stead sync`.
     Sync { config: Option<PathBuf> },
+    /// `stead agent [--json]`.
+    Agent { config: Option<PathBuf>, json: bool },
+    /// `stead self-update STATEMENT [--downgrade] [--wait]`.
+    SelfUpdate {
+        config: Option<PathBuf>,
+        statement: String,
+        downgrade: bool,
+        wait: bool,
+    },
     /// `stead images ...`.
     Images { command: ImagesCommand },
     /// `stead events [--follow] [--since N]`.
@@ -280,6 +289,13 @@ pub fn run(command: Command) -> crate::cli::failure::Result<ExitCode> {
         }),
         Command::Reloads { config, follow } => client_command(config, |c| reloads(c, follow)),
         Command::Sync { config } => client_command(config, sync),
+        Command::Agent { config, json } => client_command(config, |c| agent_show(c, json)),
+        Command::SelfUpdate {
+            config,
+            statement,
+            downgrade,
+            wait,
+        } => self_update(config, &statement, downgrade, wait),
         Command::Images {
             command: ImagesCommand::Prune { config, dry_run },
         } => client_command(config, move |c| prune(c, dry_run)),
@@ -383,6 +399,186 @@ where
             eprintln!("stead: {e}");
             Ok(ExitCode::from(EXIT_REFUSED))
         }
+    }
+}
+
+/// `stead agent`: what runs, the launcher's state, the updates.
+async fn agent_show(c: Client, json: bool) -> Result<ExitCode, ClientError> {
+    let Some(a) = get_or_print(&c, "/v1/agent", json).await? else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    if a.status != 200 {
+        return Ok(report(&a, String::new));
+    }
+    print!("{}", agent_text(&a.view("GET /v1/agent")?));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A GET whose answer is printed as JSON when `json` (then `None`), or
+/// handed back to be shown.
+async fn get_or_print(c: &Client, path: &str, json: bool) -> Result<Option<Answer>, ClientError> {
+    let a = c.request(Method::GET, path, None).await?;
+    if json && a.status == 200 {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&a.body).unwrap_or_default()
+        );
+        return Ok(None);
+    }
+    Ok(Some(a))
+}
+
+/// What `stead agent` prints.
+fn agent_text(v: &crate::views::agent::AgentView) -> String {
+    let mut out = format!(
+        "running    {} ({}, {})\n",
+        v.running.version, v.running.slot, v.running.target
+    );
+    let or_package = |x: &Option<String>| x.clone().unwrap_or_else(|| "the package's".into());
+    out.push_str(&format!("current    {}\n", or_package(&v.current)));
+    if let Some(p) = &v.previous {
+        out.push_str(&format!("previous   {p}\n"));
+    }
+    if let Some(c) = &v.candidate {
+        out.push_str(&format!(
+            "candidate  {} (started {} times)\n",
+            c.version, c.starts
+        ));
+    }
+    if let Some(f) = &v.failed {
+        out.push_str(&format!("failed     {}: {}\n", f.version, f.why));
+    }
+    if let Some(e) = &v.launcher_error {
+        out.push_str(&format!("launcher   {e}\n"));
+    }
+    for u in &v.updates {
+        out.push_str(&format!(
+            "update {:<3} {} -> {}  {}{}  (by {})\n",
+            u.id,
+            u.from,
+            u.version,
+            u.state,
+            u.failure
+                .as_ref()
+                .map(|f| format!(": {f}"))
+                .unwrap_or_default(),
+            u.requested_by
+        ));
+    }
+    out
+}
+
+/// `stead self-update`: files the update, then (with `--wait`) follows it
+/// through the agent's restart until it ends.
+fn self_update(
+    config: Option<PathBuf>,
+    statement: &str,
+    downgrade: bool,
+    wait: bool,
+) -> crate::cli::failure::Result<ExitCode> {
+    let body = if statement.starts_with("http://") || statement.starts_with("https://") {
+        serde_json::json!({ "url": statement, "downgrade": downgrade })
+    } else {
+        let bytes = crate::host::files::read_regular(
+            std::path::Path::new(statement),
+            crate::model::release::MAX_STATEMENT as u64,
+        )
+        .with_context(|| format!("cannot read the statement {statement}"))?;
+        let envelope: serde_json::Value = serde_json::from_slice(&bytes)
+            .with_context(|| format!("{statement} is not a JSON release statement"))?;
+        serde_json::json!({ "statement": envelope, "downgrade": downgrade })
+    };
+    let config = load_config(config)?;
+    let rt = runtime()?;
+    let filed = rt.block_on(async {
+        let a = Client::for_config(&config)
+            .request(Method::POST, "/v1/agent/update", Some(&body))
+            .await?;
+        Ok::<_, ClientError>(a)
+    });
+    let a = match filed {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("stead: {e} (is `stead run` running?)");
+            return Ok(ExitCode::from(EXIT_UNREACHABLE));
+        }
+    };
+    if a.status == 200 {
+        println!(
+            "{} runs already: nothing to do",
+            a.body["running"].as_str().unwrap_or("it")
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if a.status != 202 {
+        return Ok(report(&a, String::new));
+    }
+    let u: crate::views::agent::AgentUpdateView = match a.view("POST /v1/agent/update") {
+        Ok(u) => u,
+        Err(e) => {
+            eprintln!("stead: {e}");
+            return Ok(ExitCode::from(EXIT_REFUSED));
+        }
+    };
+    println!("update {} to {} requested", u.id, u.version);
+    if !wait {
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Through the restart: the agent is away for a moment (and may come
+    // back on another port when it chooses its own), so the client is
+    // made again from the config each time.
+    let mut printed = 0;
+    let deadline =
+        std::time::Instant::now() + config.confirm_window + std::time::Duration::from_secs(600);
+    loop {
+        let got = rt.block_on(async {
+            Client::for_config(&config)
+                .request(Method::GET, "/v1/agent", None)
+                .await
+        });
+        if let Ok(a) = got
+            .as_ref()
+            .map_err(|_| ())
+            .and_then(|a| (a.status == 200).then_some(a).ok_or(()))
+        {
+            let v: crate::views::agent::AgentView = match a.view("GET /v1/agent") {
+                Ok(v) => v,
+                Err(e) => {
+                    eprintln!("stead: {e}");
+                    return Ok(ExitCode::from(EXIT_REFUSED));
+                }
+            };
+            if let Some(r) = v.updates.iter().find(|r| r.id == u.id) {
+                for l in r.log.iter().skip(printed) {
+                    println!("{} {}", format_rfc3339(l.at), l.line);
+                }
+                printed = printed.max(r.log.len());
+                let failure = r.failure.as_deref().unwrap_or("");
+                match r.state.as_str() {
+                    "done" => return Ok(ExitCode::SUCCESS),
+                    "failed" => {
+                        eprintln!("stead: update {} failed: {failure}", u.id);
+                        return Ok(ExitCode::from(EXIT_REFUSED));
+                    }
+                    "faulted" => {
+                        eprintln!(
+                            "stead: update {} faulted (the agent retries it with backoff): {failure}",
+                            u.id
+                        );
+                        return Ok(ExitCode::from(EXIT_FAULTED));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if std::time::Instant::now() > deadline {
+            eprintln!(
+                "stead: update {} has not ended; `stead agent` shows where it stands",
+                u.id
+            );
+            return Ok(ExitCode::from(EXIT_FAULTED));
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
     }
 }
 
@@ -496,16 +692,11 @@ fn sync_line(o: &OutcomeView) -> String {
 }
 
 async fn status(c: Client, json: bool) -> Result<ExitCode, ClientError> {
-    let a = c.request(Method::GET, "/v1/status", None).await?;
+    let Some(a) = get_or_print(&c, "/v1/status", json).await? else {
+        return Ok(ExitCode::SUCCESS);
+    };
     if a.status != 200 {
         return Ok(report(&a, String::new));
-    }
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&a.body).unwrap_or_default()
-        );
-        return Ok(ExitCode::SUCCESS);
     }
     let view: StatusView = a.view("GET /v1/status")?;
     if view.plane.configured && view.plane.plane.is_none() {

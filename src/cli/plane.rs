@@ -33,6 +33,17 @@ pub enum PlaneCommand {
         input: Option<PathBuf>,
         out: Option<PathBuf>,
     },
+    /// `release --key PATH... --version V --binary TARGET=FILE...
+    /// [--url-base URL] [--schema N] [--reads-from N] [--out FILE]`.
+    Release {
+        keys: Vec<PathBuf>,
+        version: String,
+        binaries: Vec<(String, PathBuf)>,
+        url_base: Option<String>,
+        schema: u64,
+        reads_from: u64,
+        out: Option<PathBuf>,
+    },
     /// `verify --key PUB... [--node NODE] [--in FILE]`: at least one key.
     Verify {
         keys: Vec<String>,
@@ -70,6 +81,22 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
             input.as_deref(),
             out.as_deref(),
         ),
+        PlaneCommand::Release {
+            keys,
+            version,
+            binaries,
+            url_base,
+            schema,
+            reads_from,
+            out,
+        } => release(
+            &keys,
+            &version,
+            &binaries,
+            url_base.as_deref(),
+            (schema, reads_from),
+            out.as_deref(),
+        ),
         PlaneCommand::Verify { keys, node, input } => {
             verify_document(&keys, node.as_ref(), input.as_deref())
         }
@@ -84,10 +111,7 @@ fn sign(
     input: Option<&Path>,
     out: Option<&Path>,
 ) -> crate::cli::failure::Result<ExitCode> {
-    let keys = keys
-        .iter()
-        .map(|k| SecretKey::from_file(k))
-        .collect::<Result<Vec<_>, _>>()?;
+    let keys = secret_keys(keys)?;
     let payload = read_input(input)?;
     let now = crate::host::clock::now();
     let revision = revision.unwrap_or(now);
@@ -127,6 +151,80 @@ fn sign(
         .collect();
     eprintln!("signed {} with key {}", summary(&d), ids.join(", "));
     Ok(ExitCode::SUCCESS)
+}
+
+/// Signs a release statement: each binary's SHA-256 and size read from
+/// its file, the statement checked as a node checks it.
+fn release(
+    keys: &[PathBuf],
+    version: &str,
+    binaries: &[(String, PathBuf)],
+    url_base: Option<&str>,
+    (schema, reads_from): (u64, u64),
+    out: Option<&Path>,
+) -> crate::cli::failure::Result<ExitCode> {
+    use crate::model::release::{Binary, PAYLOAD_TYPE as RELEASE, Release};
+    let keys = secret_keys(keys)?;
+    let mut r = Release {
+        version: version.to_string(),
+        schema,
+        reads_from,
+        binaries: Default::default(),
+    };
+    for (target, file) in binaries {
+        let bytes =
+            std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let url = match url_base {
+            Some(b) => format!("{}/{name}", b.trim_end_matches('/')),
+            None => name,
+        };
+        let b = Binary {
+            url,
+            sha256: crate::model::names::Digest::of(&bytes).hex().to_string(),
+            size: bytes.len() as u64,
+        };
+        if r.binaries.insert(target.clone(), b).is_some() {
+            return Ok(refused(format_args!("--binary names {target} twice")));
+        }
+    }
+    let payload = serde_json::to_vec_pretty(&r).expect("a release serialises");
+    if let Err(e) = Release::parse(&payload) {
+        return Ok(refused(format_args!("the statement is refused: {e}")));
+    }
+    let (first, more) = keys.split_first().expect("the parser requires a --key");
+    let mut envelope = first.sign(RELEASE, &payload);
+    for k in more {
+        envelope.countersign(k);
+    }
+    let json = envelope.to_json();
+    match out {
+        Some(path) => write_file(path, &json, 0o644)?,
+        None => std::io::stdout()
+            .write_all(&json)
+            .context("cannot write the statement to stdout")?,
+    }
+    eprintln!(
+        "signed release {version} ({}) with key {}",
+        r.binaries.keys().cloned().collect::<Vec<_>>().join(", "),
+        envelope
+            .signatures
+            .iter()
+            .map(|s| s.keyid.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn secret_keys(paths: &[PathBuf]) -> crate::cli::failure::Result<Vec<SecretKey>> {
+    Ok(paths
+        .iter()
+        .map(|k| SecretKey::from_file(k))
+        .collect::<Result<Vec<_>, _>>()?)
 }
 
 fn verify_document(
