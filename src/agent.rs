@@ -45,6 +45,9 @@ pub enum RunError {
         #[source]
         source: EngineError,
     },
+    /// A candidate could not keep the store safe before migrating it.
+    #[error("the store cannot be kept from before the update: {0}")]
+    Snapshot(String),
     /// The API could not listen.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
@@ -314,6 +317,22 @@ impl<C: Connect> Agent<C> {
                     .map_err(data_err)?;
             }
         }
+        let launched = crate::host::launch::Launched::from_env();
+        // Across an update of itself: a candidate's snapshot before it
+        // migrates the store, or the previous version's return to it.
+        match crate::update::snapshot::before_open(&config.store_path(), launched.as_ref()) {
+            Ok(Some(said)) => tracing::warn!("{said}"),
+            Ok(None) => {}
+            Err(e)
+                if matches!(
+                    launched.as_ref().map(|l| &l.slot),
+                    Some(crate::model::launch::Slot::Candidate(_))
+                ) =>
+            {
+                return Err(RunError::Snapshot(e));
+            }
+            Err(e) => tracing::error!("the store across an update: {e}"),
+        }
         let store = Arc::new(Store::open(&config.store_path())?);
         let mut reconciler = Reconciler::new(
             config.node_id.clone(),
@@ -361,7 +380,7 @@ impl<C: Connect> Agent<C> {
             passes: tokio::sync::watch::Sender::new(0),
             executor: None,
             prune: Default::default(),
-            launched: crate::host::launch::Launched::from_env(),
+            launched,
             restart: Arc::new(Notify::new()),
             restart_asked: Default::default(),
         })
@@ -424,7 +443,7 @@ impl<C: Connect> Agent<C> {
         let Slot::Candidate(me) = l.slot.clone() else {
             return None;
         };
-        crate::host::crash_point("candidate:start");
+        crate::host::panic_point("candidate:start");
         let status = self.status.clone();
         let started = crate::host::clock::now();
         let proof = move || {
@@ -452,10 +471,12 @@ impl<C: Connect> Agent<C> {
         let restart = self.restart.clone();
         let asked = self.restart_asked.clone();
         let report = self.report_wake.clone();
+        let store_path = self.config.store_path();
         Some(AbortOnDrop(tokio::spawn(async move {
             match crate::update::confirm::watch(l, me, window, proof).await {
                 Ended::Confirmed => {
                     updater.candidate_ended(Ok(())).await;
+                    crate::update::snapshot::forget(&store_path);
                     // The plane hears of it now, not at the next pass.
                     report.notify_one();
                 }

@@ -173,7 +173,15 @@ pub fn run(command: Command) -> crate::cli::failure::Result<ExitCode> {
             // panic = "abort" does) and notes what it was acting on.
             crate::host::panic::install(config.panic_path());
             let connector = DockerSocket(config.docker_socket.clone());
-            let mut agent = Agent::open(config, connector)?;
+            let mut agent = Agent::open(config, connector).inspect_err(|e| {
+                // A candidate that cannot even open says why, for the
+                // version that runs after it.
+                if let Some(l) = crate::host::launch::Launched::from_env() {
+                    if let crate::model::launch::Slot::Candidate(v) = &l.slot {
+                        l.leave_last_words(v, &format!("cannot start: {e}"));
+                    }
+                }
+            })?;
             let rt = runtime()?;
             if once {
                 let report = rt.block_on(agent.once())?;

@@ -53,8 +53,14 @@ fn acting() -> Option<String> {
 }
 
 /// Installs the hook: the default report on standard error, then the note
-/// at `path`, then abort.
+/// at `path`, then abort. A candidate (an update of stead itself on trial)
+/// also leaves where it panicked as its last words, for the version that
+/// runs after it.
 pub fn install(path: PathBuf) {
+    let last_words = crate::host::launch::Launched::from_env().and_then(|l| match &l.slot {
+        crate::model::launch::Slot::Candidate(v) => Some(l.last_words_path(v)),
+        _ => None,
+    });
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         default(info);
@@ -66,6 +72,12 @@ pub fn install(path: PathBuf) {
         if let Ok(mut f) = std::fs::File::create(&path) {
             let _ = f.write_all(note.as_bytes());
             let _ = f.sync_all();
+        }
+        if let Some(p) = &last_words {
+            if let Ok(mut f) = std::fs::File::create(p) {
+                let _ = write!(f, "panicked at {at}");
+                let _ = f.sync_all();
+            }
         }
         std::process::abort();
     }));

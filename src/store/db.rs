@@ -169,6 +169,21 @@ impl Store {
         })
     }
 
+    /// The schema of the store file at `path`, read without writing to it
+    /// (`None`: no file, an empty one, or a new store).
+    pub fn schema_of_file(path: &Path) -> Result<Option<u64>, StoreError> {
+        if !std::fs::metadata(path).is_ok_and(|m| m.len() > 0) {
+            return Ok(None);
+        }
+        let ro = Database::builder()
+            .open_read_only(path)
+            .map_err(|source| StoreError::Open {
+                path: path.display().to_string(),
+                source,
+            })?;
+        schema_of(&ro)
+    }
+
     /// The database for one operation, reopened first when an I/O error
     /// broke it (a full disk that has room again, say).
     pub(super) fn db(&self) -> Result<Db<'_>, StoreError> {

@@ -5,3 +5,4 @@
 
 pub mod confirm;
 pub mod executor;
+pub mod snapshot;
