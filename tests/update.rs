@@ -263,6 +263,17 @@ fn an_update_lands_switches_once_and_confirms_without_recreating_a_module() {
     ] {
         assert!(lines.iter().any(|l| l.contains(said)), "{said}: {lines:#?}");
     }
+    let (_, metrics) = common::agent::http_get(&d.addr().unwrap(), "/metrics");
+    for line in [
+        format!(
+            "stead_agent_info{{version=\"{NEW}\",slot=\"current\",current=\"{NEW}\",previous=\"\",candidate=\"\"}} 1"
+        ),
+        "stead_agent_updates{state=\"done\"} 1".to_string(),
+        "stead_agent_candidate_starts 0".to_string(),
+        "stead_agent_candidate_failed{version=\"\"} 0".to_string(),
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
+    }
     // The module's container was not touched.
     assert_eq!(d.n.container_id(&m), before);
     assert_eq!(d.n.creates_since(&m, since), 0);
@@ -352,6 +363,17 @@ fn a_candidate_that_dies_at_every_start_is_given_up_after_three_and_the_old_vers
     assert_eq!(a["running"]["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(a["failed"]["version"], NEW, "{a:#}");
     assert!(a["candidate"].is_null());
+    let (_, metrics) = common::agent::http_get(&d.addr().unwrap(), "/metrics");
+    assert!(
+        metrics.contains(&format!(
+            "stead_agent_candidate_failed{{version=\"{NEW}\"}} 1"
+        )),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("stead_agent_updates{state=\"failed\"} 1"),
+        "{metrics}"
+    );
 }
 
 #[test]

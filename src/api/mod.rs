@@ -204,7 +204,7 @@ async fn route(state: &ApiState, req: Request<Incoming>) -> Result<Resp, ApiErro
     match (segs.as_slice(), &m) {
         (["healthz"], &Method::GET) => healthz(state).await,
         (["readyz"], &Method::GET) => Ok(readyz(state).await),
-        (["metrics"], &Method::GET) => Ok(metrics(state)),
+        (["metrics"], &Method::GET) => Ok(metrics(state).await),
         (["v1", "status"], &Method::GET) => Ok(status(state)),
         (["v1", "modules", name], &Method::GET) => module(state, name).await,
         (["v1", "events"], &Method::GET) => events(state, req.uri().query().unwrap_or("")).await,
@@ -422,12 +422,20 @@ async fn readyz(state: &ApiState) -> Resp {
     }
 }
 
-fn metrics(state: &ApiState) -> Resp {
+async fn metrics(state: &ApiState) -> Resp {
     // Rendered under the lock: a copy of a 1000-module board is larger
     // than the text.
-    let text = state
+    let mut text = state
         .metrics
         .render(&state.board.lock().expect("board lock"));
+    let l = state.updater.launched.clone();
+    // A store that does not answer leaves the updates out, not the rest.
+    let updates = state
+        .store
+        .blocking(|s| s.agent_updates())
+        .await
+        .unwrap_or_default();
+    text.push_str(&views::agent::AgentView::of(l.as_ref(), &updates).metrics_text());
     Response::builder()
         .status(StatusCode::OK)
         .header(CONTENT_TYPE, "text/plain; version=0.0.4")

@@ -158,6 +158,45 @@ impl AgentView {
         }
     }
 
+    /// The agent in the Prometheus text format (a part of `GET /metrics`).
+    pub fn metrics_text(&self) -> String {
+        let c = self.candidate.as_ref();
+        let mut o = format!(
+            "# HELP stead_agent_info The agent as the launcher runs it (always 1): its version and slot, the launcher's current, previous and candidate versions (empty: none; current empty: the package's).\n\
+             # TYPE stead_agent_info gauge\n\
+             stead_agent_info{{version=\"{}\",slot=\"{}\",current=\"{}\",previous=\"{}\",candidate=\"{}\"}} 1\n\
+             # HELP stead_agent_candidate_starts How many times the launcher started the candidate on trial (0: none on trial).\n\
+             # TYPE stead_agent_candidate_starts gauge\n\
+             stead_agent_candidate_starts {}\n\
+             # HELP stead_agent_candidate_failed 1 while the launcher's last candidate is one it gave up on.\n\
+             # TYPE stead_agent_candidate_failed gauge\n\
+             stead_agent_candidate_failed{{version=\"{}\"}} {}\n\
+             # HELP stead_agent_updates Updates of stead itself kept, by state.\n\
+             # TYPE stead_agent_updates gauge\n",
+            self.running.version,
+            self.running.slot,
+            self.current.as_deref().unwrap_or(""),
+            self.previous.as_deref().unwrap_or(""),
+            c.map_or("", |c| c.version.as_str()),
+            c.map_or(0, |c| c.starts),
+            self.failed.as_ref().map_or("", |f| f.version.as_str()),
+            u8::from(self.failed.is_some()),
+        );
+        for state in [
+            "requested",
+            "landing",
+            "switching",
+            "confirming",
+            "done",
+            "failed",
+            "faulted",
+        ] {
+            let n = self.updates.iter().filter(|u| u.state == state).count();
+            o.push_str(&format!("stead_agent_updates{{state=\"{state}\"}} {n}\n"));
+        }
+        o
+    }
+
     /// The update not finished, if any.
     pub fn open_update(&self) -> Option<&AgentUpdateView> {
         self.updates
