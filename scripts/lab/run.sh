@@ -18,7 +18,8 @@
 #       `systemctl reboot`, after which QEMU exits). --timeout (default 300)
 #       bounds boot, step and shutdown. --cut-after cuts the power (SIGKILL
 #       of QEMU, the disk written with cache=none) at a random moment MIN to
-#       MAX seconds into the step.
+#       MAX seconds after the step opens its window (writes the file
+#       cut-window in its directory); the step is not let end.
 #
 # Exits 0 when the step ran and exited 0 (or the power was cut as asked);
 # otherwise says why, with the step's log or the serial console's tail: a
@@ -178,15 +179,15 @@ case "$cmd" in
             if [ -z "$began" ] && [ -f "$out/started" ]; then
                 began=$SECONDS
                 say "booted: the step began $((began - start)) s after start ($acc)"
-                if [ -n "$cut_min" ]; then
-                    cut_at=$((began + cut_min + RANDOM % (cut_max - cut_min + 1)))
-                fi
+            fi
+            if [ -n "$cut_min" ] && [ -z "$cut_at" ] && [ -f "$out/cut-window" ]; then
+                cut_at=$((SECONDS + cut_min + RANDOM % (cut_max - cut_min + 1)))
             fi
             if [ -n "$cut_at" ] && [ "$SECONDS" -ge "$cut_at" ]; then
                 kill -KILL "$qemu"
                 wait "$qemu" 2>/dev/null || true
                 echo "$((SECONDS - began))" >"$out/cut"
-                say "power cut $((SECONDS - began)) s into step $step (SIGKILL of qemu)"
+                say "power cut $((SECONDS - began)) s into step $step, $((SECONDS - start)) s after start (SIGKILL of qemu)"
                 trap - EXIT
                 exit 0
             fi

@@ -58,9 +58,9 @@ all_converged() {
     for m in "$@"; do module_is "$m" converged || return 1; done
 }
 
-# Each module's container, one `NAME ID CREATED` a line.
+# Each module's container, one `NAME ID STATE` a line.
 containers() {
-    docker ps -a --filter label=stead.managed-by --format '{{.Names}} {{.ID}} {{.CreatedAt}}' | sort
+    docker ps -a --filter label=stead.managed-by --format '{{.Names}} {{.ID}} {{.State}}' | sort
 }
 
 # The creates the engine saw since it started (this boot), one container
