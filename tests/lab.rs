@@ -166,6 +166,8 @@ install_stead
 # What systemd says of the unit dpkg started: READY=1 reached it.
 wait_until 60 systemctl is-active stead
 unit_show >unit
+# READY=1 comes before the first attempt to reach the engine.
+wait_until 60 sh -c 'stead status | grep -q "engine reachable"' || true
 stead status >status 2>&1 && echo 0 >status.rc || echo $? >status.rc
 busybox_image
 mkdir -p /home/lab
