@@ -47,6 +47,11 @@ command -v docker-compose >/dev/null 2>&1 || apt_install docker-compose
 # (CNI without the dnsname plugin), each on a socket of its own.
 podman_socket="$(scripts/podman.sh)"
 podman_cni="$(STEAD_PODMAN_SOCKET=/run/stead-podman-cni/podman.sock STEAD_PODMAN_NETWORK_BACKEND=cni scripts/podman.sh)"
+# The device lab (tests/lab.rs): QEMU, mmdebstrap, and its Debian VM image,
+# built once and cached outside the checkout (scripts/lab/image.sh).
+. scripts/lab/lib.sh
+lab_install_tools
+scripts/lab/image.sh >/dev/null
 # STEAD_TEST_SETUP_ONLY=1: stop here, everything installed
 # (scripts/fresh-machine.sh checks a fresh machine up to this point).
 if [ "${STEAD_TEST_SETUP_ONLY:-}" = 1 ]; then

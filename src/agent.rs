@@ -896,6 +896,7 @@ impl<C: Connect> Agent<C> {
         // intake while no pass can run acts on input too.
         let mut marked = false;
         loop {
+            crate::host::hang_point("loop:hang").await;
             let Some(e) = &engine else {
                 // Within a limit of its own: an engine whose socket takes
                 // the connection and never answers is away, not a loop

@@ -38,6 +38,18 @@ pub fn panic_point(point: &str) {
     }
 }
 
+/// Never returns when `STEAD_CRASH_AT` names this point: the main loop
+/// stops making progress as a deadlocked one would, while the rest of the
+/// agent (the API, the watchdog's pinger) keeps running. The pinger sees no
+/// progress and stops, so systemd's watchdog kills and restarts the agent
+/// (`loop:hang`, the device lab's test of the unit's watchdog).
+pub async fn hang_point(point: &str) {
+    if crash_at().as_deref() == Some(point) {
+        tracing::error!("STEAD_CRASH_AT={point}: the main loop hangs");
+        std::future::pending::<()>().await;
+    }
+}
+
 /// Whether any failure point is armed (so a point named per module is
 /// only spelled out in tests).
 pub fn crash_points_armed() -> bool {
