@@ -404,12 +404,12 @@ impl<C: Connect> Agent<C> {
             keys.extend(p.trusted_keys.iter().cloned());
             ca = p.ca.clone();
         }
-        let http = crate::net::http::Http::new(ca.as_deref())
-            .or_else(|e| {
-                tracing::error!("agent updates: {e}; the system's CAs alone are trusted");
-                crate::net::http::Http::new(None)
-            })
-            .unwrap_or_else(|e| panic!("no HTTP client at all: {e}"));
+        // A CA file that does not read leaves updates failing, saying so,
+        // never the agent down.
+        let http = crate::net::http::Http::new(ca.as_deref());
+        if let Err(e) = &http {
+            tracing::error!("agent updates: {e}; no release can be fetched until it is fixed");
+        }
         Arc::new(crate::update::executor::Updater {
             store: self.store.clone(),
             launched: self.launched.clone(),

@@ -122,6 +122,75 @@ fn lab(cmd: &mut Command) {
     assert!(o.status.success(), "{cmd:?} failed:\n{said}");
 }
 
+/// The agent the .deb holds (dist/stead-x86_64-unknown-linux-musl), its
+/// version text changed to `version`: a release of "another version" that
+/// costs no second release build. What an update checks of it (size,
+/// SHA-256, the signature, `--version`) is what it checks of any.
+fn release_as(version: &str) -> Vec<u8> {
+    let dist = Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/stead-x86_64-unknown-linux-musl");
+    let mut bin = std::fs::read(&dist).unwrap_or_else(|e| panic!("{}: {e}", dist.display()));
+    let from = format!("{} (commit ", env!("CARGO_PKG_VERSION")).into_bytes();
+    let to = format!("{version} (commit ").into_bytes();
+    assert_eq!(from.len(), to.len());
+    let at: Vec<usize> = bin
+        .windows(from.len())
+        .enumerate()
+        .filter(|(_, w)| *w == from.as_slice())
+        .map(|(i, _)| i)
+        .collect();
+    assert!(!at.is_empty(), "the version text is in the binary");
+    for i in at {
+        bin[i..i + to.len()].copy_from_slice(&to);
+    }
+    bin
+}
+
+/// Signs releases of `versions` with a key of its own, into the machine's
+/// share (`/lab/in/rel/<version>/`: the statement and the binary, the
+/// binary's URL on the VM's own loopback, where the step serves
+/// `/srv/rel`); returns the public key.
+fn releases(m: &Machine, versions: &[&str]) -> String {
+    let stead = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_stead"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "stead {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let rel = m.path.join("share/in/rel");
+    std::fs::create_dir_all(&rel).unwrap();
+    let key = rel.join("release.key");
+    stead(&["plane", "keygen", "--out", key.to_str().unwrap()]);
+    for v in versions {
+        let dir = rel.join(v);
+        std::fs::create_dir_all(&dir).unwrap();
+        let bin = dir.join("stead-x86_64-unknown-linux-musl");
+        std::fs::write(&bin, release_as(v)).unwrap();
+        stead(&[
+            "plane",
+            "release",
+            "--key",
+            key.to_str().unwrap(),
+            "--version",
+            v,
+            "--binary",
+            &format!("x86_64-unknown-linux-musl={}", bin.display()),
+            "--url-base",
+            &format!("http://127.0.0.1:8088/{v}"),
+            "--out",
+            dir.join("release.json").to_str().unwrap(),
+        ]);
+    }
+    std::fs::read_to_string(key.with_extension("key.pub"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
 fn one_vm() -> std::sync::MutexGuard<'static, ()> {
     ONE_VM.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -226,9 +295,10 @@ creates | sort >creates
 
     // After `systemctl reboot`: every module runs again, with the same
     // containers, and the engine saw no create this boot.
+    let public = releases(&m, &["0.5.8", "0.5.9"]);
     m.boot(
         "rebooted",
-        r#"
+        &(r#"
 wait_until 60 systemctl is-active stead
 unit_show >unit
 wait_until 120 all_converged web data homeenv || true
@@ -254,8 +324,40 @@ wait_until 90 sh -c "[ \$(systemctl show -p NRestarts --value stead) -gt $first_
 wait_until 30 systemctl is-active stead || true
 unit_show >hang-unit
 journalctl -u stead --since "@$since" --no-pager -o cat >hang-journal
-"#,
-        &["--timeout", "360"],
+"#
+        .to_string()
+            + &format!(
+                r#"
+# stead updates itself: the watchdog's drop-in gone, a key trusted for
+# releases, the releases served on the VM's loopback.
+rm -f /etc/systemd/system/stead.service.d/lab.conf
+systemctl daemon-reload
+printf '[update]\ntrusted_keys = ["%s"]\nconfirm_window = "120s"\n' "{public}" >>/etc/stead/stead.toml
+systemctl restart stead
+wait_until 60 sh -c 'stead status | grep -q "engine reachable"' || true
+mkdir -p /srv/rel && cp -r /lab/in/rel/0.5.8 /lab/in/rel/0.5.9 /srv/rel/
+/lab/in/busybox httpd -p 127.0.0.1:8088 -h /srv/rel
+up_since="$(date +%s)"
+systemctl show -p NRestarts --value stead >update-restarts-before
+stead self-update --wait /srv/rel/0.5.8/release.json >update.out 2>&1 && echo 0 >update.rc || echo $? >update.rc
+systemctl show -p NRestarts --value stead >update-restarts-after
+stead agent --json >agent.json
+containers >update-containers
+creates >update-creates
+# A candidate that dies as it starts (a panic only a candidate reaches).
+mkdir -p /etc/systemd/system/stead.service.d
+printf '[Service]\nEnvironment=STEAD_CRASH_AT=candidate:start\n' >/etc/systemd/system/stead.service.d/lab.conf
+systemctl daemon-reload
+stead self-update --wait /srv/rel/0.5.9/release.json >bad.out 2>&1 && echo 0 >bad.rc || echo $? >bad.rc
+stead agent --json >bad-agent.json
+systemctl show -p NRestarts --value stead >bad-restarts
+unit_show >bad-unit
+containers >bad-containers
+creates >bad-creates
+journalctl -u stead --since "@$up_since" --no-pager -o cat >update-journal
+"#
+            )),
+        &["--timeout", "600"],
     );
     assert_eq!(m.out("rebooted", "boot-new").trim(), "new", "a new boot");
     let unit = m.show("rebooted", "unit");
@@ -305,6 +407,62 @@ journalctl -u stead --since "@$since" --no-pager -o cat >hang-journal
         "",
         "no create after the reboot"
     );
+
+    // stead updated itself under systemd: one restart, the module
+    // containers untouched, the new version confirmed and current.
+    let journal = m.out("rebooted", "update-journal");
+    let n = |f: &str| -> u32 { m.out("rebooted", f).trim().parse().unwrap() };
+    assert_eq!(
+        m.out("rebooted", "update.rc").trim(),
+        "0",
+        "{}\n{journal}",
+        m.out("rebooted", "update.out")
+    );
+    let agent: serde_json::Value = serde_json::from_str(&m.out("rebooted", "agent.json")).unwrap();
+    assert_eq!(agent["running"]["version"], "0.5.8", "{agent:#}");
+    assert_eq!(agent["running"]["slot"], "current", "{agent:#}");
+    assert_eq!(agent["current"], "0.5.8", "{agent:#}");
+    assert_eq!(agent["updates"][0]["state"], "done", "{agent:#}");
+    assert_eq!(
+        n("update-restarts-after") - n("update-restarts-before"),
+        1,
+        "exactly one restart\n{journal}"
+    );
+    assert_eq!(
+        m.out("rebooted", "update-containers"),
+        before,
+        "not recreated"
+    );
+    assert_eq!(m.out("rebooted", "update-creates"), "");
+    // A candidate that dies at every start: the launcher gives it three,
+    // then runs 0.5.8 again, which reports why; the modules never stop.
+    assert_eq!(
+        m.out("rebooted", "bad.rc").trim(),
+        "1",
+        "{}",
+        m.out("rebooted", "bad.out")
+    );
+    let bad: serde_json::Value =
+        serde_json::from_str(&m.out("rebooted", "bad-agent.json")).unwrap();
+    assert_eq!(bad["running"]["version"], "0.5.8", "{bad:#}");
+    assert_eq!(bad["failed"]["version"], "0.5.9", "{bad:#}");
+    let last = &bad["updates"][1];
+    assert_eq!(last["state"], "failed", "{bad:#}");
+    let failure = last["failure"].as_str().unwrap();
+    assert!(
+        failure.contains("started 3 times and never confirmed"),
+        "{failure}"
+    );
+    assert!(failure.contains("its last words: panicked at"), "{failure}");
+    assert_eq!(
+        n("bad-restarts") - n("update-restarts-after"),
+        4,
+        "the switch, three starts of the candidate\n{journal}"
+    );
+    let unit = m.show("rebooted", "bad-unit");
+    assert_eq!(unit["ActiveState"], "active", "{unit:?}");
+    assert_eq!(m.out("rebooted", "bad-containers"), before, "not recreated");
+    assert_eq!(m.out("rebooted", "bad-creates"), "");
 }
 
 /// What every boot of the power-cut test does first: follows the engine's

@@ -74,7 +74,8 @@ impl Store {
 
     /// Files a request made by `make` from its new id, in one transaction:
     /// an open one that has not switched is failed as superseded by it;
-    /// one switching or confirming refuses it.
+    /// one switching or confirming refuses it. A request made finished (a
+    /// refusal kept for the record) is only added.
     pub fn file_agent_update(
         &self,
         at: u64,
@@ -91,7 +92,12 @@ impl Store {
             let all = read_all(&t).map_err(self.io("file agent update"))?;
             let id = all.iter().map(|u| u.id).max().unwrap_or(0) + 1;
             let new = make(id);
-            for mut u in all.iter().filter(|u| !u.stage.is_final()).cloned() {
+            // A request filed already finished (a refusal kept for the
+            // record) leaves the open one alone.
+            let open = all
+                .iter()
+                .filter(|u| !u.stage.is_final() && !new.stage.is_final());
+            for mut u in open.cloned() {
                 if matches!(u.stage, Stage::Switching | Stage::Confirming) {
                     return Err(FileError::Busy {
                         id: u.id,
@@ -228,6 +234,18 @@ mod tests {
         }
         assert!(s.agent_updates().unwrap().len() <= KEEP_FINISHED + 1);
         assert_eq!(s.change_agent_update(999, |_| {}).unwrap(), None);
+        // A refusal kept for the record supersedes nothing, even while one
+        // switches.
+        let open = s.file_agent_update(90, |id| request(id, "1.0.0")).unwrap();
+        s.change_agent_update(open.id, |u| u.step(Stage::Switching, 91, "switching"))
+            .unwrap();
+        s.file_agent_update(92, |id| {
+            let mut u = request(id, "1.0.1");
+            u.fail(92, "not signed by a trusted key");
+            u
+        })
+        .unwrap();
+        assert_eq!(s.open_agent_update().unwrap().unwrap().id, open.id);
     }
 
     #[test]

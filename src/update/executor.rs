@@ -80,8 +80,9 @@ pub struct Updater {
     /// How the launcher started this agent (`None`: it did not, and no
     /// update is taken).
     pub launched: Option<Launched>,
-    /// Fetches statements and binaries.
-    pub http: Http,
+    /// Fetches statements and binaries (or why it cannot: a CA file that
+    /// does not read).
+    pub http: Result<Http, String>,
     /// The keys a release statement must be signed by (one of them).
     pub keys: Vec<PublicKey>,
     /// The base of a faulted request's backoff.
@@ -164,8 +165,11 @@ impl Updater {
         let uri: Uri = url
             .parse()
             .map_err(|e| RequestError::Fetch(format!("{url}: {e}")))?;
-        let a = self
+        let http = self
             .http
+            .as_ref()
+            .map_err(|e| RequestError::Fetch(format!("no HTTP client: {e}")))?;
+        let a = http
             .send(
                 Method::GET,
                 uri,
@@ -174,7 +178,7 @@ impl Updater {
                 release::MAX_STATEMENT,
             )
             .await
-            .map_err(|t| RequestError::Fetch(format!("cannot fetch {url}: {t:?}")))?;
+            .map_err(|t| RequestError::Fetch(format!("cannot fetch {url}: {}", describe(&t))))?;
         if !a.status.is_success() {
             return Err(RequestError::Fetch(format!("{url} answered {}", a.status)));
         }
@@ -585,6 +589,10 @@ impl Updater {
     }
 
     async fn download(&self, dir: &Path, url: &str, bin: &Binary) -> Result<(), Failure> {
+        let http = self
+            .http
+            .as_ref()
+            .map_err(|e| Failure::Internal(format!("no HTTP client: {e}")))?;
         let internal = |e: std::io::Error| Failure::Internal(format!("{}: {e}", dir.display()));
         std::fs::create_dir_all(dir).map_err(internal)?;
         let part = dir.join("stead.part");
@@ -619,13 +627,16 @@ impl Updater {
                     }
                 }
             };
-            self.http
-                .send_streamed(Method::GET, uri, &headers, limit, max, &mut sink)
+            http.send_streamed(Method::GET, uri, &headers, limit, max, &mut sink)
                 .await
         };
         // What came is kept for the next attempt to resume from.
         let _ = file.sync_all();
         drop(file);
+        if matches!(answer, Err(Transport::TooLarge(_))) {
+            // More than the statement says: nothing of it is kept.
+            let _ = std::fs::remove_file(&part);
+        }
         let a = answer.map_err(|t| {
             Failure::Fetch(
                 format!("cannot fetch {url}: {}", describe(&t)),
