@@ -175,12 +175,26 @@ impl Store {
         if !std::fs::metadata(path).is_ok_and(|m| m.len() > 0) {
             return Ok(None);
         }
-        let ro = Database::builder()
-            .open_read_only(path)
-            .map_err(|source| StoreError::Open {
-                path: path.display().to_string(),
-                source,
-            })?;
+        let open_err = |source| StoreError::Open {
+            path: path.display().to_string(),
+            source,
+        };
+        let ro = match Database::builder().open_read_only(path) {
+            Ok(ro) => ro,
+            // Left by a crash or a power cut: a writable open repairs it
+            // (its records and schema as they were committed), then it
+            // reads as any other.
+            Err(redb::DatabaseError::RepairAborted | redb::DatabaseError::Storage(_)) => {
+                drop(
+                    Database::builder()
+                        .set_cache_size(CACHE_BYTES)
+                        .create(path)
+                        .map_err(open_err)?,
+                );
+                Database::builder().open_read_only(path).map_err(open_err)?
+            }
+            Err(e) => return Err(open_err(e)),
+        };
         schema_of(&ro)
     }
 

@@ -205,6 +205,32 @@ mod tests {
     }
 
     #[test]
+    fn a_store_left_by_a_crash_is_repaired_and_read_not_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let live = d.path().join("live.redb");
+        let s = Store::open(&live).unwrap();
+        s.append_event(None, crate::store::EventKind::Created, "x")
+            .unwrap();
+        // The file as a crash leaves it: copied while still open.
+        let store = d.path().join("stead.redb");
+        std::fs::copy(&live, &store).unwrap();
+        drop(s);
+        assert!(matches!(
+            redb::Database::builder().open_read_only(&store),
+            Err(redb::DatabaseError::RepairAborted)
+        ));
+        assert_eq!(Store::schema_of_file(&store).unwrap(), Some(SCHEMA_VERSION));
+        // A candidate's start after such a crash goes on.
+        let v = AgentVersion::parse("0.7.0").unwrap();
+        let l = launched(
+            &d.path().join("agent"),
+            Slot::Candidate(v),
+            "candidate 0.7.0 2\n",
+        );
+        assert_eq!(before_open(&store, Some(&l)).unwrap(), None);
+    }
+
+    #[test]
     fn without_a_snapshot_it_can_read_a_newer_store_is_left_as_it_is() {
         let d = tempfile::tempdir().unwrap();
         let store = d.path().join("stead.redb");
