@@ -72,7 +72,9 @@ scripts/package.sh
 say "cargo test"
 log="$(mktemp /tmp/stead-test.XXXXXX)"
 trap 'rm -f "$log"' EXIT
-cargo test --locked --no-fail-fast -- --include-ignored 2>&1 | tee "$log"
+# Tests named lab_all_only_ (the device lab's longest scenarios) are
+# scripts/lab/all.sh's.
+cargo test --locked --no-fail-fast -- --include-ignored --skip lab_all_only_ 2>&1 | tee "$log"
 # The engine suites again, against Podman's Docker-compatible service: the
 # differences the engine layer handles, and the tests that name the others
 # (docs/operations.md, "On Podman").

@@ -452,9 +452,8 @@ impl<C: Connect> Agent<C> {
                 passed: s.passes > 0,
                 pass_missing: match (&s.engine, &s.failing) {
                     (_, Some((_, e))) => Some(format!("passes fail: {e}")),
-                    (EngineStatus::Waiting { error, .. }, _) => {
-                        Some(format!("engine not reachable: {error}"))
-                    }
+                    // Its own words start "engine not reachable".
+                    (EngineStatus::Waiting { error, .. }, _) => Some(error.clone()),
                     _ => None,
                 },
                 ..Default::default()
@@ -895,8 +894,16 @@ impl<C: Connect> Agent<C> {
         // Whether the crash guard's mark for this start is stored: the
         // intake while no pass can run acts on input too.
         let mut marked = false;
+        let candidate = matches!(
+            self.launched.as_ref().map(|l| &l.slot),
+            Some(crate::model::launch::Slot::Candidate(_))
+        );
         loop {
             crate::host::hang_point("loop:hang").await;
+            if candidate {
+                // A new version whose loop hangs: only a candidate reaches it.
+                crate::host::hang_point("candidate:hang").await;
+            }
             let Some(e) = &engine else {
                 // Within a limit of its own: an engine whose socket takes
                 // the connection and never answers is away, not a loop

@@ -566,3 +566,49 @@ fn the_cli_signs_a_release_and_self_update_waits_through_the_restart() {
         "{shown}"
     );
 }
+
+#[test]
+fn a_crash_in_the_switch_ends_with_the_update_done_and_one_restart_per_attempt() {
+    let plane = Plane::start();
+    let key = SecretKey::generate().unwrap();
+    for (point, attempt, said) in [
+        // Stamped, the launcher not told yet: the next start finds the
+        // switch cut short, faults it, and tries again after the backoff.
+        ("update:after-switch-stamp", 1, "the switch was cut short"),
+        // The launcher told: the next start is the candidate's.
+        ("update:after-launch-state", 0, "candidate 0.5.9 started"),
+    ] {
+        let mut d = Device::new("upd-crash", &key, "confirm_window = \"60s\"");
+        let cfg = std::fs::read_to_string(d.n.config()).unwrap();
+        std::fs::write(
+            d.n.config(),
+            format!("reload_retry_interval = \"1s\"\n{cfg}"),
+        )
+        .unwrap();
+        d.start_env(&[("STEAD_CRASH_AT", point)]);
+        let url = publish(&plane, &key, NEW, &build_as(NEW), None);
+        let (code, body) = d.post("/v1/agent/update", &format!(r#"{{"url":"{url}"}}"#));
+        assert_eq!(code, 202, "{body}");
+        let st = d.child.as_mut().unwrap().wait().unwrap();
+        assert!(!st.success(), "{point}: the agent died there: {st:?}");
+        // The service manager's restart, without the crash point.
+        d.start();
+        let u = d.wait(90, "the update ended", |d| {
+            d.last_update()
+                .filter(|u| u["state"] == "done" || u["state"] == "failed")
+        });
+        assert_eq!(u["state"], "done", "{point}: {u:#}");
+        assert_eq!(u["attempt"], attempt, "{point}: {u:#}");
+        let lines: Vec<&str> = u["log"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["line"].as_str().unwrap())
+            .collect();
+        assert!(
+            lines.iter().any(|l| l.contains(said)),
+            "{point}: {lines:#?}"
+        );
+        assert_eq!(d.agent().unwrap()["running"]["version"], NEW);
+    }
+}
