@@ -102,10 +102,22 @@ struct Device {
 
 impl Device {
     fn new(tag: &str, key: &SecretKey, extra: &str) -> Device {
-        let n = Node::new(tag).with_config(&format!(
+        Device::of(Node::new(tag).with_config(&format!(
             "[update]\ntrusted_keys = [\"{}\"]\n{extra}",
             key.public().to_base64()
-        ));
+        )))
+    }
+
+    /// A device whose only trusted keys are its plane's.
+    fn with_plane(tag: &str, plane: &Plane, key: &SecretKey) -> Device {
+        Device::of(Node::new(tag).with_config(&format!(
+            "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
+            plane.base(),
+            key.public().to_base64()
+        )))
+    }
+
+    fn of(n: Node) -> Device {
         let agents = n.dir.path().join("agents");
         std::fs::create_dir_all(&agents).unwrap();
         Device {
@@ -381,18 +393,7 @@ fn a_plane_document_naming_a_version_updates_the_node_and_the_report_says_so() {
     let plane = Plane::start();
     let key = SecretKey::generate().unwrap();
     // The plane's keys alone: no [update] keys of its own.
-    let n = Node::new("upd-plane").with_config(&format!(
-        "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
-        plane.base(),
-        key.public().to_base64()
-    ));
-    let agents = n.dir.path().join("agents");
-    std::fs::create_dir_all(&agents).unwrap();
-    let mut d = Device {
-        n,
-        agents,
-        child: None,
-    };
+    let mut d = Device::with_plane("upd-plane", &plane, &key);
     let m = d.n.module("web");
     let release = publish(&plane, &key, NEW, &build_as(NEW), None);
     let mut p = common::desired::payload(&d.n, 1, vec![common::desired::module(&m, "1")]);
@@ -439,18 +440,7 @@ fn a_plane_document_naming_a_version_updates_the_node_and_the_report_says_so() {
 fn a_plane_release_not_signed_by_its_keys_is_refused_once_and_reported() {
     let plane = Plane::start();
     let key = SecretKey::generate().unwrap();
-    let n = Node::new("upd-plane-bad").with_config(&format!(
-        "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
-        plane.base(),
-        key.public().to_base64()
-    ));
-    let agents = n.dir.path().join("agents");
-    std::fs::create_dir_all(&agents).unwrap();
-    let mut d = Device {
-        n,
-        agents,
-        child: None,
-    };
+    let mut d = Device::with_plane("upd-plane-bad", &plane, &key);
     let stranger = SecretKey::generate().unwrap();
     let release = publish(&plane, &stranger, NEW, &build_as(NEW), None);
     let mut p = common::desired::payload(&d.n, 1, vec![]);

@@ -135,10 +135,10 @@ impl Release {
         })
     }
 
-    /// The version as the launcher names its directory.
-    pub fn agent_version(&self) -> AgentVersion {
-        // Checked at parse: SemVer text is a path component.
-        AgentVersion::parse(&self.version).unwrap_or_else(|_| unreachable!("checked at parse"))
+    /// The version as the launcher names its directory (checked at
+    /// parse; checked again here for a release made otherwise).
+    pub fn agent_version(&self) -> Result<AgentVersion, String> {
+        AgentVersion::parse(&self.version)
     }
 }
 

@@ -222,6 +222,7 @@ impl Updater {
             Err(NotTaken::Running) => return Ok(Filed::Running(running_version().to_string())),
             Err(NotTaken::Refused(why)) => return Err(RequestError::Refused(why)),
         };
+        let version = r.agent_version().map_err(RequestError::Statement)?;
         let now = crate::host::clock::now();
         let by = crate::model::launch::one_line(requested_by);
         let filed = self
@@ -230,7 +231,7 @@ impl Updater {
                 s.file_agent_update(now, |id| {
                     let mut u = AgentUpdate::new(
                         id,
-                        r.agent_version(),
+                        version,
                         running_version(),
                         (statement, statement_url),
                         &by,
