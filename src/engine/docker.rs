@@ -1,22 +1,18 @@
 //! The [`Engine`] on the Docker Engine API (Podman's compatible socket too)
-//! over a unix socket, with bollard. The engine's answers are parsed here,
-//! once, into typed observations.
+//! over a unix socket: which calls the agent makes and what it makes of
+//! their answers, parsed here, once, into typed observations. The calls'
+//! bodies and answers are [`super::wire`]; how they travel,
+//! [`super::socket`].
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::Arc;
 
-use bollard::Docker;
-use bollard::models::{
-    ContainerCreateBody, DeviceMapping, EndpointSettings, HealthConfig, HostConfig,
-    HostConfigLogConfig, Mount, MountType, PortBinding, ResourcesUlimits,
-    RestartPolicy as EngineRestart, RestartPolicyNameEnum,
-};
-use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, CreateImageOptionsBuilder, EventsOptionsBuilder,
-    ListImagesOptionsBuilder, RemoveContainerOptionsBuilder, RemoveImageOptionsBuilder,
-    RenameContainerOptionsBuilder, StopContainerOptionsBuilder,
-};
-use futures_util::StreamExt;
+use base64::Engine as _;
+use http::Method;
 
+use super::socket;
+use super::wire;
 use crate::engine::{
     ContainerEvent, ContainerState, Engine, EngineError, EventAction, Flavour, Image, Life,
     Observed, PullAuth,
@@ -27,40 +23,15 @@ use crate::model::runtime::NetworkMode;
 use crate::model::spec::ContainerSpec;
 use crate::model::time::parse_engine_time_ns;
 
-impl From<bollard::errors::Error> for EngineError {
-    fn from(e: bollard::errors::Error) -> Self {
-        use bollard::errors::Error as B;
-        match e {
-            B::DockerResponseServerError {
-                status_code: 404,
-                message,
-            } => EngineError::NotFound(message),
-            B::DockerResponseServerError {
-                status_code: 409,
-                message,
-            } => EngineError::Conflict(message),
-            B::DockerResponseServerError {
-                status_code,
-                message,
-            } => EngineError::Refused {
-                status: status_code,
-                message,
-            },
-            B::JsonDataError { message, .. } => EngineError::Refused { status: 0, message },
-            // An error inside a streamed answer (Podman's failed pull): the
-            // engine answered, as the Docker Engine's error lines do.
-            B::DockerStreamError { error } => EngineError::Refused {
-                status: 0,
-                message: error,
-            },
-            other => EngineError::Unreachable(other.to_string()),
-        }
-    }
-}
+/// The newest Engine API version the agent speaks: it speaks the engine's
+/// own when that is older, and this one to an engine that is newer (an
+/// engine answers the versions before its own, down to its oldest:
+/// Docker 29's is 1.44).
+const NEWEST_API: (u32, u32) = (1, 53);
 
 /// Reads one event of the engine's stream; `None` for one without a
 /// container id.
-fn container_event(msg: &bollard::models::EventMessage) -> Option<ContainerEvent> {
+fn container_event(msg: &wire::Event) -> Option<ContainerEvent> {
     let actor = msg.actor.as_ref()?;
     let id = actor.id.clone().filter(|i| !i.is_empty())?;
     let at_ns = msg
@@ -88,22 +59,19 @@ fn container_event(msg: &bollard::models::EventMessage) -> Option<ContainerEvent
 /// The Docker Engine API over a unix socket.
 #[derive(Clone)]
 pub struct DockerEngine {
-    docker: Docker,
+    /// The engine's socket.
+    socket: Arc<Path>,
+    /// The API version spoken, `1.41`.
+    version: Arc<str>,
     /// Held while a network is looked for and made: an engine before API
     /// 1.44 makes a second network of the same name when two creates race.
-    networks: std::sync::Arc<tokio::sync::Mutex<()>>,
+    networks: Arc<tokio::sync::Mutex<()>>,
     flavour: Flavour,
-    /// The socket, for the calls read without bollard ([`super::raw`]).
-    socket: std::sync::Arc<std::path::Path>,
     /// Its data root, as its info said when connecting.
-    data_root: Option<std::sync::Arc<std::path::Path>>,
+    data_root: Option<Arc<Path>>,
 }
 
-/// Seconds an engine call may take before the engine counts as away.
-const CALL_TIMEOUT_SECS: u64 = 3600;
-
-/// How long each kind of call may take. bollard's own limit is only a
-/// backstop: a list is not a pull.
+/// How long each kind of call may take.
 pub mod limits {
     use std::time::Duration;
     /// A ping, a list, an inspect.
@@ -131,37 +99,60 @@ async fn within<T>(
 }
 
 impl DockerEngine {
+    /// One call of the API version spoken; its whole answer.
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<bytes::Bytes, EngineError> {
+        let path = format!("/v{}{path}", self.version);
+        socket::call(&self.socket, method, &path, body).await
+    }
+
+    /// `GET /containers/{id}/json`.
+    async fn inspect_container(&self, id: &str) -> Result<wire::Inspected, EngineError> {
+        let path = format!("/containers/{}/json", socket::path(id));
+        wire::read(
+            "the container's inspect",
+            &self.call(Method::GET, &path, None).await?,
+        )
+    }
+
+    /// `GET /networks/{name}`.
+    async fn inspect_network(&self, name: &str) -> Result<wire::Network, EngineError> {
+        let path = format!("/networks/{}", socket::path(name));
+        wire::read(
+            "the network's inspect",
+            &self.call(Method::GET, &path, None).await?,
+        )
+    }
+
     /// Makes a user-defined network, labelled as this node's, unless it
     /// exists.
     async fn ensure_network(
         &self,
         name: &str,
-        labels: &HashMap<String, String>,
+        labels: &BTreeMap<String, String>,
     ) -> Result<(), EngineError> {
         let _one_at_a_time = self.networks.lock().await;
-        match self.docker.inspect_network(name, None).await {
+        match self.inspect_network(name).await {
             Ok(_) => return Ok(()),
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 404, ..
-            }) => {}
-            Err(e) => return Err(e.into()),
+            Err(EngineError::NotFound(_)) => {}
+            Err(e) => return Err(e),
         }
-        match self
-            .docker
-            .create_network(bollard::models::NetworkCreateRequest {
-                name: name.to_string(),
-                driver: Some("bridge".into()),
-                labels: Some(labels.clone()),
-                ..Default::default()
-            })
-            .await
-        {
-            Ok(_) => Ok(()),
+        let body = wire::body(
+            "the network",
+            &wire::NetworkCreate {
+                name,
+                driver: "bridge",
+                labels,
+            },
+        )?;
+        match self.call(Method::POST, "/networks/create", body).await {
             // Made by someone else meanwhile.
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 409, ..
-            }) => Ok(()),
-            Err(e) => Err(e.into()),
+            Ok(_) | Err(EngineError::Conflict(_)) => Ok(()),
+            Err(e) => Err(e),
         }
     }
 
@@ -175,10 +166,20 @@ impl DockerEngine {
         let Flavour::Podman(version) = &self.flavour else {
             return Ok(());
         };
+        let libpod = |path: String| {
+            let path = format!("/v{}/libpod{path}", socket::query(version));
+            async move { socket::call(&self.socket, Method::GET, &path, None).await }
+        };
         // Only a network that says it has no DNS is refused: an answer
         // that does not say (before Podman 4) or does not come is no reason
         // to hold a module back.
-        match super::raw::libpod_network(&self.socket, version, name).await {
+        let said = match libpod(format!("/networks/{}/json", socket::query(name))).await {
+            Ok(body) => {
+                wire::read::<wire::LibpodNetwork>(&format!("Podman's network {name}"), &body)
+            }
+            Err(e) => Err(e),
+        };
+        match said {
             Ok(n) if n.dns_enabled == Some(false) => {}
             Ok(_) => return Ok(()),
             Err(e) if e.is_unreachable() => return Err(e),
@@ -187,10 +188,12 @@ impl DockerEngine {
                 return Ok(());
             }
         }
-        let backend = super::raw::libpod_info(&self.socket, version)
-            .await
-            .map(|i| i.host.network_backend)
-            .unwrap_or_default();
+        let backend = match libpod("/info".into()).await {
+            Ok(body) => wire::read::<wire::LibpodInfo>("Podman's info", &body)
+                .map(|i| i.host.network_backend)
+                .unwrap_or_default(),
+            Err(_) => String::new(),
+        };
         let Some(what) = podman_network_without_names(name, &backend, false) else {
             return Ok(());
         };
@@ -204,7 +207,7 @@ impl DockerEngine {
     /// Removes a network this node made once no container is in it; any
     /// failure leaves it for the next removal.
     async fn remove_network_if_unused(&self, name: &str, node: &str) {
-        let Ok(n) = self.docker.inspect_network(name, None).await else {
+        let Ok(n) = self.inspect_network(name).await else {
             return;
         };
         let ours = n
@@ -212,8 +215,9 @@ impl DockerEngine {
             .as_ref()
             .and_then(|l| l.get(crate::model::labels::MANAGED_BY))
             .is_some_and(|m| m == node);
-        if ours && n.containers.as_ref().is_none_or(|c| c.is_empty()) {
-            if let Err(e) = self.docker.remove_network(name).await {
+        if ours && n.containers.as_ref().is_none_or(BTreeMap::is_empty) {
+            let path = format!("/networks/{}", socket::path(name));
+            if let Err(e) = self.call(Method::DELETE, &path, None).await {
                 tracing::debug!("network {name} not removed: {e}");
             } else {
                 tracing::info!("network {name} removed: no container of this node is in it");
@@ -225,60 +229,57 @@ impl DockerEngine {
     /// not an error.
     async fn remove_container(&self, id: &str) -> Result<(), EngineError> {
         within(limits::STOP, "remove", async {
-            let stop = StopContainerOptionsBuilder::new().build();
-            match self.docker.stop_container(id, Some(stop)).await {
-                Ok(()) => {}
-                Err(bollard::errors::Error::DockerResponseServerError {
-                    status_code: 304 | 404,
-                    ..
-                }) => {}
-                Err(e) => {
-                    let e = EngineError::from(e);
-                    if e.is_unreachable() {
-                        return Err(e);
-                    }
-                }
+            if let Err(e) = self.stop_now(id).await
+                && e.is_unreachable()
+            {
+                return Err(e);
             }
             let rm = || {
-                RemoveContainerOptionsBuilder::new()
-                    .force(true)
-                    .v(false)
-                    .build()
+                let path = format!("/containers/{}?force=true&v=false", socket::path(id));
+                async move { self.call(Method::DELETE, &path, None).await }
             };
-            match self.docker.remove_container(id, Some(rm())).await {
-                Ok(()) => Ok(()),
-                Err(bollard::errors::Error::DockerResponseServerError {
-                    status_code: 404, ..
-                }) => Ok(()),
+            match rm().await {
+                Ok(_) | Err(EngineError::NotFound(_)) => Ok(()),
                 // Podman keeps a container while another is in its network
                 // stack (the Docker Engine removes it and the other's stack
                 // dies with it): the other goes first when it is this
                 // node's, and its module makes it again against the new
                 // container.
-                Err(bollard::errors::Error::DockerResponseServerError { message, .. })
+                Err(EngineError::Refused { message, .. })
                     if message.contains("dependent containers") =>
                 {
                     for dependent in self.sharing_the_stack_of(id).await? {
                         Box::pin(self.remove_container(&dependent)).await?;
                     }
-                    match self.docker.remove_container(id, Some(rm())).await {
-                        Err(bollard::errors::Error::DockerResponseServerError {
-                            status_code: 404,
-                            ..
-                        }) => Ok(()),
-                        other => Ok(other?),
+                    match rm().await {
+                        Ok(_) | Err(EngineError::NotFound(_)) => Ok(()),
+                        Err(e) => Err(e),
                     }
                 }
-                Err(e) => Err(e.into()),
+                Err(e) => Err(e),
             }
         })
         .await
     }
 
+    /// `POST /containers/{id}/stop` without a `t`: the engine gives the
+    /// container the grace it was created with (`stop_grace_period`, or
+    /// its default 10 s). Already stopped is done (the engine's 304).
+    async fn stop_now(&self, id: &str) -> Result<(), EngineError> {
+        let path = format!("/containers/{}/stop", socket::path(id));
+        self.call(Method::POST, &path, None).await.map(drop)
+    }
+
     /// Every container, with the engine's list filters when given.
-    async fn list(&self, filters: Option<&str>) -> Result<Vec<super::raw::Listed>, EngineError> {
-        let version = self.docker.client_version().to_string();
-        super::raw::containers(&self.socket, &version, filters).await
+    async fn list(&self, filters: Option<&str>) -> Result<Vec<wire::Listed>, EngineError> {
+        let query = match filters {
+            Some(f) => format!("all=1&filters={}", socket::query(f)),
+            None => "all=1".to_string(),
+        };
+        let body = self
+            .call(Method::GET, &format!("/containers/json?{query}"), None)
+            .await?;
+        wire::read("the container list", &body)
     }
 
     /// Each container's health in the words of the Docker Engine's status
@@ -302,29 +303,31 @@ impl DockerEngine {
     /// The containers in `id`'s network stack, when all of them are the
     /// same node's as `id`; else which one is not.
     async fn sharing_the_stack_of(&self, id: &str) -> Result<Vec<String>, EngineError> {
-        let owner = |labels: Option<HashMap<String, String>>| {
+        let owner = |labels: Option<BTreeMap<String, String>>| {
             labels.and_then(|mut l| l.remove(crate::model::labels::MANAGED_BY))
         };
-        let c = self.docker.inspect_container(id, None).await?;
-        let node = owner(c.config.and_then(|c| c.labels));
-        let name = c.name.unwrap_or_default();
+        let c = self.inspect_container(id).await?;
+        let node = owner(c.config.labels);
         let joins = [
-            format!("container:{}", c.id.unwrap_or_default()),
-            format!("container:{}", name.trim_start_matches('/')),
+            format!("container:{}", c.id),
+            format!("container:{}", c.name.trim_start_matches('/')),
         ];
         // The list does not say (on Podman) what stack a container is in:
         // each is looked at.
         let mut ids = Vec::new();
         for other in self.list(None).await? {
             let other_id = other.id;
-            let Ok(o) = self.docker.inspect_container(&other_id, None).await else {
+            let Ok(o) = self.inspect_container(&other_id).await else {
                 continue;
             };
-            let mode = o.host_config.and_then(|h| h.network_mode);
-            if !mode.is_some_and(|m| joins.contains(&m)) {
+            if !o
+                .host_config
+                .network_mode
+                .is_some_and(|m| joins.contains(&m))
+            {
                 continue;
             }
-            if node.is_none() || owner(o.config.and_then(|c| c.labels)) != node {
+            if node.is_none() || owner(o.config.labels) != node {
                 return Err(EngineError::Conflict(format!(
                     "container {other_id} is in the network stack of {id} and is not this node's: remove it first"
                 )));
@@ -338,58 +341,64 @@ impl DockerEngine {
     /// `unix://`) and agrees on an API version with it.
     pub async fn connect(socket: &str) -> Result<DockerEngine, EngineError> {
         let path = socket.trim_start_matches("unix://");
-        if !std::path::Path::new(path).exists() {
+        let socket: Arc<Path> = Path::new(path).into();
+        if !socket.exists() {
             return Err(EngineError::Unreachable(format!(
                 "socket {path} does not exist"
             )));
         }
-        // One call says both the API version to speak (the engine's, up to
-        // bollard's) and which engine this is.
-        let socket = std::path::Path::new(path);
-        let version = super::raw::version(socket).await?;
-        let theirs = version.api_version.split_once('.').and_then(|(a, b)| {
-            Some(bollard::ClientVersion {
-                major_version: a.parse().ok()?,
-                minor_version: b.parse().ok()?,
-            })
-        });
-        let ours = bollard::API_DEFAULT_VERSION;
-        let speak = match theirs {
-            Some(t)
-                if (t.major_version, t.minor_version)
-                    < (ours.major_version, ours.minor_version) =>
-            {
-                t
-            }
-            _ => *ours,
-        };
-        let docker = Docker::connect_with_unix(path, CALL_TIMEOUT_SECS, &speak)?;
+        // One call (unversioned: it says which versions there are) says
+        // both the API version to speak and which engine this is.
+        let body = socket::call(&socket, Method::GET, "/version", None).await?;
+        let version: wire::Version = wire::read("the engine's version", &body)?;
+        let speak = speak(&version.api_version);
         let flavour = version
             .components
             .unwrap_or_default()
             .into_iter()
             .find(|c| c.name.starts_with("Podman"))
             .map_or(Flavour::Docker, |c| Flavour::Podman(c.version));
+        let engine = DockerEngine {
+            socket,
+            version: speak.into(),
+            networks: Default::default(),
+            flavour,
+            data_root: None,
+        };
         // Where its images are, for the disk's free space: an engine that
         // does not say is still an engine.
-        let data_root = match super::raw::info(socket, &speak.to_string()).await {
+        let info = match engine.call(Method::GET, "/info", None).await {
+            Ok(body) => wire::read::<wire::Info>("the engine's info", &body),
+            Err(e) => Err(e),
+        };
+        let data_root = match info {
             Ok(i) => i
                 .docker_root_dir
                 .filter(|d| d.starts_with('/'))
-                .map(|d| std::path::Path::new(&d).into()),
+                .map(|d| Path::new(&d).into()),
             Err(e) => {
                 tracing::warn!("the engine's info does not say its data root: {e}");
                 None
             }
         };
         Ok(DockerEngine {
-            docker,
-            networks: Default::default(),
-            flavour,
-            socket: std::path::Path::new(path).into(),
             data_root,
+            ..engine
         })
     }
+}
+
+/// The API version to speak to an engine whose newest is `theirs`
+/// (`1.41`): theirs when it is older than [`NEWEST_API`], else that one.
+fn speak(theirs: &str) -> String {
+    let parsed = theirs
+        .split_once('.')
+        .and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)));
+    let (major, minor) = match parsed {
+        Some(t) if t < NEWEST_API => t,
+        _ => NEWEST_API,
+    };
+    format!("{major}.{minor}")
 }
 
 /// The log drivers Podman has.
@@ -491,74 +500,66 @@ fn podman_names(podman: bool, names: Vec<String>) -> Vec<String> {
     names.into_iter().chain(short).collect()
 }
 
-fn restart_policy(p: RestartPolicy) -> RestartPolicyNameEnum {
+/// The engine's name for a restart policy.
+fn restart_policy(p: RestartPolicy) -> &'static str {
     match p {
-        RestartPolicy::No => RestartPolicyNameEnum::NO,
-        RestartPolicy::OnFailure => RestartPolicyNameEnum::ON_FAILURE,
-        RestartPolicy::Always => RestartPolicyNameEnum::ALWAYS,
-        RestartPolicy::UnlessStopped => RestartPolicyNameEnum::UNLESS_STOPPED,
+        RestartPolicy::No => "no",
+        RestartPolicy::OnFailure => "on-failure",
+        RestartPolicy::Always => "always",
+        RestartPolicy::UnlessStopped => "unless-stopped",
     }
 }
 
 /// The engine's create body for a spec.
-pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
-    let mut bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
-    let mut exposed = Vec::new();
+pub fn create_body(spec: &ContainerSpec) -> wire::CreateBody {
+    let mut bindings: BTreeMap<String, Vec<wire::PortBinding>> = BTreeMap::new();
+    let mut exposed = BTreeMap::new();
     for p in &spec.ports {
         let key = p.container_key();
-        if !exposed.contains(&key) {
-            exposed.push(key.clone());
-        }
+        exposed.insert(key.clone(), wire::Empty {});
         if let Some((ip, port)) = &p.host {
-            bindings
-                .entry(key)
-                .or_insert_with(|| Some(Vec::new()))
-                .get_or_insert_with(Vec::new)
-                .push(PortBinding {
-                    host_ip: Some(ip.clone()),
-                    host_port: Some(port.to_string()),
-                });
+            bindings.entry(key).or_default().push(wire::PortBinding {
+                host_ip: ip.clone(),
+                host_port: port.to_string(),
+            });
         }
     }
     let r = &spec.runtime;
     let mounts = spec
         .mounts
         .iter()
-        .map(|m| Mount {
-            target: Some(m.target.clone()),
-            source: Some(m.source.clone()),
-            typ: Some(MountType::BIND),
-            read_only: Some(m.read_only),
-            ..Default::default()
+        .map(|m| wire::Mount {
+            target: m.target.clone(),
+            source: m.source.clone(),
+            kind: "bind",
+            read_only: m.read_only,
         })
-        .chain(r.volumes.iter().map(|v| Mount {
-            target: Some(v.target.to_string()),
-            source: Some(v.name.clone()),
-            typ: Some(MountType::VOLUME),
-            read_only: Some(v.read_only),
-            ..Default::default()
+        .chain(r.volumes.iter().map(|v| wire::Mount {
+            target: v.target.to_string(),
+            source: v.name.clone(),
+            kind: "volume",
+            read_only: v.read_only,
         }))
         .collect();
     // The first network at create (the engine takes one there); the others
     // are joined before the container starts. In each, the module's name
     // resolves to it, and its aliases and host name.
-    let aliases = network_aliases(spec);
     let first_network = r.networks.iter().next();
     let ns = |d: std::time::Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
+    let big = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     let some_vec = |v: Vec<String>| (!v.is_empty()).then_some(v);
-    ContainerCreateBody {
-        networking_config: first_network.map(|n| bollard::models::NetworkingConfig {
-            endpoints_config: Some(
-                [(
-                    n.clone(),
-                    EndpointSettings {
-                        aliases: Some(aliases.clone()),
-                        ..Default::default()
-                    },
-                )]
-                .into_iter()
-                .collect(),
-            ),
+    let some_map = |m: BTreeMap<String, String>| (!m.is_empty()).then_some(m);
+    let pairs = |m: &BTreeMap<String, String>| m.clone();
+    wire::CreateBody {
+        networking_config: first_network.map(|n| wire::NetworkingConfig {
+            endpoints_config: [(
+                n.clone(),
+                wire::Endpoint {
+                    aliases: network_aliases(spec),
+                },
+            )]
+            .into_iter()
+            .collect(),
         }),
         image: Some(spec.image_id.clone()),
         cmd: spec.command.clone(),
@@ -574,40 +575,31 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
         hostname: r.hostname.clone(),
         user: r.user.clone(),
         stop_signal: r.stop_signal.clone(),
-        stop_timeout: r
-            .stop_grace_period
-            .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
-        healthcheck: r.healthcheck.as_ref().map(|h| HealthConfig {
+        stop_timeout: r.stop_grace_period.map(|d| big(d.as_secs())),
+        healthcheck: r.healthcheck.as_ref().map(|h| wire::HealthConfig {
             // Empty: the image's own test (the engine keeps it).
             test: (!h.test.is_empty()).then(|| h.test.clone()),
             interval: h.interval.map(ns),
             timeout: h.timeout.map(ns),
             retries: h.retries.map(i64::from),
             start_period: h.start_period.map(ns),
-            ..Default::default()
         }),
         env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
-        labels: Some(
-            spec.labels
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        ),
+        labels: Some(pairs(&spec.labels)),
         exposed_ports: (!exposed.is_empty()).then_some(exposed),
-        host_config: Some(HostConfig {
-            mounts: Some(mounts),
+        host_config: Some(wire::HostConfig {
+            mounts,
             port_bindings: (!bindings.is_empty()).then_some(bindings),
-            restart_policy: Some(EngineRestart {
-                name: Some(restart_policy(spec.restart)),
-                maximum_retry_count: None,
-            }),
+            restart_policy: wire::RestartPolicy {
+                name: restart_policy(spec.restart),
+            },
             devices: (!r.devices.is_empty()).then(|| {
                 r.devices
                     .iter()
-                    .map(|d| DeviceMapping {
-                        path_on_host: Some(d.host.to_string()),
-                        path_in_container: Some(d.container.to_string()),
-                        cgroup_permissions: Some(d.permissions.clone()),
+                    .map(|d| wire::DeviceMapping {
+                        path_on_host: d.host.to_string(),
+                        path_in_container: d.container.to_string(),
+                        cgroup_permissions: d.permissions.clone(),
                     })
                     .collect()
             }),
@@ -631,47 +623,35 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
                     .collect(),
             ),
             dns: some_vec(r.dns.iter().map(ToString::to_string).collect()),
-            tmpfs: (!r.tmpfs.is_empty()).then(|| {
+            tmpfs: some_map(
                 r.tmpfs
                     .iter()
                     .map(|(p, o)| (p.to_string(), o.clone()))
-                    .collect()
-            }),
+                    .collect(),
+            ),
             readonly_rootfs: r.read_only.then_some(true),
-            memory: r.mem_limit.map(|m| i64::try_from(m).unwrap_or(i64::MAX)),
+            memory: r.mem_limit.map(big),
             memory_swap: r.memswap_limit,
-            nano_cpus: r.nano_cpus.map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+            nano_cpus: r.nano_cpus.map(big),
             pids_limit: r.pids_limit,
-            shm_size: r.shm_size.map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+            shm_size: r.shm_size.map(big),
             ulimits: (!r.ulimits.is_empty()).then(|| {
                 r.ulimits
                     .iter()
-                    .map(|(name, u)| ResourcesUlimits {
-                        name: Some(name.clone()),
-                        soft: Some(u.soft),
-                        hard: Some(u.hard),
+                    .map(|(name, u)| wire::Ulimit {
+                        name: name.clone(),
+                        soft: u.soft,
+                        hard: u.hard,
                     })
                     .collect()
             }),
-            sysctls: (!r.sysctls.is_empty()).then(|| {
-                r.sysctls
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect()
-            }),
+            sysctls: some_map(pairs(&r.sysctls)),
             init: r.init.then_some(true),
-            log_config: r.logging.as_ref().map(|l| HostConfigLogConfig {
-                typ: Some(l.driver.clone()),
-                config: Some(
-                    l.options
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect(),
-                ),
+            log_config: r.logging.as_ref().map(|l| wire::LogConfig {
+                driver: l.driver.clone(),
+                config: pairs(&l.options),
             }),
-            ..Default::default()
         }),
-        ..Default::default()
     }
 }
 
@@ -681,13 +661,12 @@ impl Engine for DockerEngine {
     }
 
     fn data_root(&self) -> Option<std::path::PathBuf> {
-        self.data_root.as_deref().map(std::path::Path::to_path_buf)
+        self.data_root.as_deref().map(Path::to_path_buf)
     }
 
     async fn ping(&self) -> Result<(), EngineError> {
         within(limits::QUICK, "ping", async {
-            self.docker.ping().await?;
-            Ok(())
+            self.call(Method::GET, "/_ping", None).await.map(drop)
         })
         .await
     }
@@ -734,15 +713,17 @@ impl Engine for DockerEngine {
 
     async fn list_images(&self) -> Result<Vec<Image>, EngineError> {
         within(limits::QUICK, "list images", async {
-            let opts = ListImagesOptionsBuilder::new().all(false).build();
-            let list = self.docker.list_images(Some(opts)).await?;
+            let body = self
+                .call(Method::GET, "/images/json?all=false", None)
+                .await?;
+            let list: Vec<wire::ImageSummary> = wire::read("the image list", &body)?;
             let podman = matches!(self.flavour, Flavour::Podman(_));
             Ok(list
                 .into_iter()
                 .map(|i| Image {
                     id: i.id,
-                    tags: podman_names(podman, i.repo_tags),
-                    digests: podman_names(podman, i.repo_digests),
+                    tags: podman_names(podman, i.repo_tags.unwrap_or_default()),
+                    digests: podman_names(podman, i.repo_digests.unwrap_or_default()),
                     size: u64::try_from(i.size).unwrap_or(0),
                     created: i.created,
                 })
@@ -753,17 +734,17 @@ impl Engine for DockerEngine {
 
     async fn inspect(&self, id: &str) -> Result<Life, EngineError> {
         within(limits::QUICK, "inspect", async {
-            let c = self.docker.inspect_container(id, None).await?;
-            let state = c.state.unwrap_or_default();
+            let c = self.inspect_container(id).await?;
+            let state = c.state;
             Ok(Life {
-                restart_count: c.restart_count.unwrap_or(0).clamp(0, i64::from(u32::MAX)) as u32,
+                restart_count: c.restart_count.clamp(0, i64::from(u32::MAX)) as u32,
                 started_ns: state.started_at.as_deref().map_or(0, parse_engine_time_ns),
                 finished_ns: state.finished_at.as_deref().map_or(0, parse_engine_time_ns),
-                exit_code: state.exit_code.unwrap_or(0),
-                restarting: state.restarting.unwrap_or(false),
+                exit_code: state.exit_code,
+                restarting: state.restarting,
                 health_output: state
                     .health
-                    .filter(|h| h.status == Some(bollard::models::HealthStatusEnum::UNHEALTHY))
+                    .filter(|h| h.status == "unhealthy")
                     .and_then(|h| h.log)
                     .and_then(|log| log.into_iter().last())
                     .and_then(|probe| probe.output)
@@ -775,19 +756,30 @@ impl Engine for DockerEngine {
 
     async fn pull(&self, reference: &str, auth: Option<PullAuth>) -> Result<(), EngineError> {
         let pull = async {
-            let opts = CreateImageOptionsBuilder::new()
-                .from_image(reference)
-                .build();
-            let creds = auth.map(|a| bollard::auth::DockerCredentials {
-                username: Some(a.username),
-                password: Some(a.password),
-                serveraddress: Some(a.server),
-                ..Default::default()
-            });
-            let mut stream = self.docker.create_image(Some(opts), None, creds);
-            while let Some(item) = stream.next().await {
-                let info = item?;
-                if let Some(e) = info.error_detail.and_then(|d| d.message) {
+            let auth = match &auth {
+                Some(a) => {
+                    let said = wire::RegistryAuth {
+                        username: &a.username,
+                        password: &a.password,
+                        serveraddress: &a.server,
+                    };
+                    let json = wire::body("the registry login", &said)?.unwrap_or_default();
+                    Some(base64::engine::general_purpose::URL_SAFE.encode(json))
+                }
+                None => None,
+            };
+            let path = format!(
+                "/v{}/images/create?fromImage={}",
+                self.version,
+                socket::query(reference)
+            );
+            let answer = socket::send(&self.socket, Method::POST, &path, None, auth).await?;
+            // The engine says a failed pull inside its answer, on a line
+            // of its progress.
+            let mut lines = socket::Lines::of(answer);
+            while let Some(line) = lines.next().await {
+                let line: wire::PullLine = wire::read("the pull's progress", &line?)?;
+                if let Some(e) = line.error_detail.and_then(|d| d.message).or(line.error) {
                     return Err(EngineError::Refused {
                         status: 0,
                         message: e,
@@ -816,7 +808,7 @@ impl Engine for DockerEngine {
             });
         }
         within(limits::ACT, "create", async {
-            let ours: HashMap<String, String> = spec
+            let ours: BTreeMap<String, String> = spec
                 .labels
                 .get(crate::model::labels::MANAGED_BY)
                 .map(|n| (crate::model::labels::MANAGED_BY.to_string(), n.clone()))
@@ -825,13 +817,14 @@ impl Engine for DockerEngine {
             for v in &spec.runtime.volumes {
                 // Idempotent: a volume that exists (its content is state)
                 // is used as it is.
-                self.docker
-                    .create_volume(bollard::models::VolumeCreateRequest {
-                        name: Some(v.name.clone()),
-                        labels: Some(ours.clone()),
-                        ..Default::default()
-                    })
-                    .await?;
+                let body = wire::body(
+                    "the volume",
+                    &wire::VolumeCreate {
+                        name: &v.name,
+                        labels: &ours,
+                    },
+                )?;
+                self.call(Method::POST, "/volumes/create", body).await?;
             }
             for n in &spec.runtime.networks {
                 self.ensure_network(n, &ours).await?;
@@ -839,49 +832,39 @@ impl Engine for DockerEngine {
                     self.check_network_names(n, node).await?;
                 }
             }
-            let opts = CreateContainerOptionsBuilder::new()
-                .name(&spec.name)
-                .build();
-            let r = self
-                .docker
-                .create_container(Some(opts), create_body(spec))
-                .await?;
+            let path = format!("/containers/create?name={}", socket::query(&spec.name));
+            let body = wire::body("the container", &create_body(spec))?;
+            let made = self.call(Method::POST, &path, body).await?;
+            let id = wire::read::<wire::Created>("the create's answer", &made)?.id;
             let aliases = network_aliases(spec);
             for n in spec.runtime.networks.iter().skip(1) {
-                let joined = self
-                    .docker
-                    .connect_network(
-                        n,
-                        bollard::models::NetworkConnectRequest {
-                            container: r.id.clone(),
-                            endpoint_config: Some(EndpointSettings {
-                                aliases: Some(aliases.clone()),
-                                ..Default::default()
-                            }),
+                let joined = async {
+                    let connect = wire::Connect {
+                        container: &id,
+                        endpoint_config: wire::Endpoint {
+                            aliases: aliases.clone(),
                         },
-                    )
-                    .await;
-                if let Err(e) = joined {
+                    };
+                    let path = format!("/networks/{}/connect", socket::path(n));
+                    let body = wire::body("the network's join", &connect)?;
+                    self.call(Method::POST, &path, body).await
+                };
+                if let Err(e) = joined.await {
                     // Not left half made.
-                    let _ = self.remove(&r.id).await;
-                    return Err(e.into());
+                    let _ = self.remove(&id).await;
+                    return Err(e);
                 }
             }
-            Ok(r.id)
+            Ok(id)
         })
         .await
     }
 
     async fn start(&self, id: &str) -> Result<(), EngineError> {
         within(limits::ACT, "start", async {
-            match self.docker.start_container(id, None).await {
-                Ok(()) => Ok(()),
-                // 304: already started.
-                Err(bollard::errors::Error::DockerResponseServerError {
-                    status_code: 304, ..
-                }) => Ok(()),
-                Err(e) => Err(e.into()),
-            }
+            // Already started is done (the engine's 304).
+            let path = format!("/containers/{}/start", socket::path(id));
+            self.call(Method::POST, &path, None).await.map(drop)
         })
         .await
     }
@@ -892,75 +875,77 @@ impl Engine for DockerEngine {
         since_ns: i64,
         on_event: impl Fn(ContainerEvent) + Send + Sync + 'static,
     ) -> EngineError {
-        let mut filters: HashMap<&str, Vec<&str>> = HashMap::new();
-        filters.insert("type", vec!["container"]);
-        let label = format!("stead.managed-by={node}");
-        filters.insert("label", vec![label.as_str()]);
         // Podman filters by its own names for two of them (and says
         // `die` and `remove` in the events).
         let (die, destroy) = match self.flavour {
             Flavour::Docker => ("die", "destroy"),
             Flavour::Podman(_) => ("died", "remove"),
         };
-        filters.insert(
-            "event",
-            vec![
-                "start",
-                die,
-                "stop",
-                destroy,
-                "oom",
-                "health_status",
-                "pause",
-                "unpause",
-            ],
-        );
+        let label = format!("stead.managed-by={node}");
+        let filters: BTreeMap<&str, Vec<&str>> = [
+            ("type", vec!["container"]),
+            ("label", vec![label.as_str()]),
+            (
+                "event",
+                vec![
+                    "start",
+                    die,
+                    "stop",
+                    destroy,
+                    "oom",
+                    "health_status",
+                    "pause",
+                    "unpause",
+                ],
+            ),
+        ]
+        .into_iter()
+        .collect();
+        let filters = match serde_json::to_string(&filters) {
+            Ok(f) => f,
+            Err(e) => return EngineError::Unreachable(e.to_string()),
+        };
         let since = format!(
             "{}.{:09}",
             since_ns.div_euclid(1_000_000_000),
             since_ns.rem_euclid(1_000_000_000)
         );
-        let opts = EventsOptionsBuilder::new()
-            .since(&since)
-            .filters(&filters)
-            .build();
-        let mut stream = self.docker.events(Some(opts));
-        while let Some(item) = stream.next().await {
-            match item {
+        let path = format!(
+            "/v{}/events?since={}&filters={}",
+            self.version,
+            socket::query(&since),
+            socket::query(&filters)
+        );
+        let answer = match socket::send(&self.socket, Method::GET, &path, None, None).await {
+            Ok(a) => a,
+            Err(e) => return e,
+        };
+        let mut lines = socket::Lines::of(answer);
+        while let Some(line) = lines.next().await {
+            match line.and_then(|l| wire::read::<wire::Event>("an event", &l)) {
                 Ok(msg) => {
                     if let Some(ev) = container_event(&msg) {
                         on_event(ev);
                     }
                 }
-                Err(e) => return e.into(),
+                Err(e) => return e,
             }
         }
         EngineError::Unreachable("the engine's event stream ended".into())
     }
 
     async fn stop(&self, id: &str) -> Result<(), EngineError> {
-        within(limits::STOP, "stop", async {
-            // No `t`: the engine gives the container the grace it was
-            // created with (`stop_grace_period`, or its default 10 s).
-            let stop = StopContainerOptionsBuilder::new().build();
-            match self.docker.stop_container(id, Some(stop)).await {
-                // 304: already stopped.
-                Ok(())
-                | Err(bollard::errors::Error::DockerResponseServerError {
-                    status_code: 304, ..
-                }) => Ok(()),
-                Err(e) => Err(e.into()),
-            }
-        })
-        .await
+        within(limits::STOP, "stop", self.stop_now(id)).await
     }
 
     async fn signal(&self, id: &str, signal: &str) -> Result<(), EngineError> {
         within(limits::ACT, "signal", async {
-            let opts = bollard::query_parameters::KillContainerOptionsBuilder::new()
-                .signal(signal)
-                .build();
-            Ok(self.docker.kill_container(id, Some(opts)).await?)
+            let path = format!(
+                "/containers/{}/kill?signal={}",
+                socket::path(id),
+                socket::query(signal)
+            );
+            self.call(Method::POST, &path, None).await.map(drop)
         })
         .await
     }
@@ -968,9 +953,12 @@ impl Engine for DockerEngine {
     async fn rename(&self, id: &str, name: &str) -> Result<(), EngineError> {
         let once = || {
             within(limits::ACT, "rename", async {
-                let opts = RenameContainerOptionsBuilder::new().name(name).build();
-                self.docker.rename_container(id, opts).await?;
-                Ok(())
+                let path = format!(
+                    "/containers/{}/rename?name={}",
+                    socket::path(id),
+                    socket::query(name)
+                );
+                self.call(Method::POST, &path, None).await.map(drop)
             })
         };
         match once().await {
@@ -990,18 +978,16 @@ impl Engine for DockerEngine {
     async fn remove(&self, id: &str) -> Result<(), EngineError> {
         // The networks it joined, to remove those of this node's that no
         // container uses any more.
-        let look = within(limits::QUICK, "inspect", async {
-            Ok(self.docker.inspect_container(id, None).await?)
-        });
+        let look = within(limits::QUICK, "inspect", self.inspect_container(id));
         let joined: Vec<(String, String)> = match look.await {
             Ok(c) => {
                 let node = c
                     .config
-                    .and_then(|c| c.labels)
+                    .labels
                     .and_then(|l| l.get(crate::model::labels::MANAGED_BY).cloned());
                 let nets = c
                     .network_settings
-                    .and_then(|n| n.networks)
+                    .networks
                     .map(|n| n.into_keys().collect::<Vec<_>>())
                     .unwrap_or_default();
                 match node {
@@ -1024,12 +1010,8 @@ impl Engine for DockerEngine {
 
     async fn remove_image(&self, name: &str) -> Result<(), EngineError> {
         within(limits::ACT, "remove image", async {
-            let opts = RemoveImageOptionsBuilder::new()
-                .force(false)
-                .noprune(false)
-                .build();
-            self.docker.remove_image(name, Some(opts), None).await?;
-            Ok(())
+            let path = format!("/images/{}?force=false&noprune=false", socket::path(name));
+            self.call(Method::DELETE, &path, None).await.map(drop)
         })
         .await
     }
@@ -1104,8 +1086,8 @@ mod tests {
                 false,
             ),
         ] {
-            let info: super::super::raw::LibpodInfo = serde_json::from_str(info).unwrap();
-            let net: super::super::raw::LibpodNetwork = serde_json::from_str(network).unwrap();
+            let info: wire::LibpodInfo = serde_json::from_str(info).unwrap();
+            let net: wire::LibpodNetwork = serde_json::from_str(network).unwrap();
             assert!(net.dns_enabled.is_some());
             let dns = net.dns_enabled.unwrap_or(true);
             let got = podman_network_without_names("n", &info.host.network_backend, dns);
@@ -1121,7 +1103,7 @@ mod tests {
     /// say: not judged.
     #[test]
     fn a_network_that_does_not_say_whether_it_has_dns_reads_as_unknown() {
-        let old: super::super::raw::LibpodNetwork = serde_json::from_str(
+        let old: wire::LibpodNetwork = serde_json::from_str(
             r#"{"cniVersion":"0.4.0","name":"n","plugins":[{"type":"bridge"}]}"#,
         )
         .unwrap();
@@ -1207,7 +1189,7 @@ mod tests {
 
     #[test]
     fn events_parse_once() {
-        let msg: bollard::models::EventMessage = serde_json::from_str(
+        let msg: wire::Event = serde_json::from_str(
             r#"{"Type":"container","Action":"die","Actor":{"ID":"abc","Attributes":{"exitCode":"3","stead.module":"m"}},"time":1795968438,"timeNano":1795968438013585123}"#,
         )
         .unwrap();
@@ -1219,19 +1201,19 @@ mod tests {
                 at_ns: 1_795_968_438_013_585_123
             })
         );
-        let msg: bollard::models::EventMessage = serde_json::from_str(
+        let msg: wire::Event = serde_json::from_str(
             r#"{"Type":"container","Action":"health_status: healthy","Actor":{"ID":"abc"},"time":10}"#,
         )
         .unwrap();
         let ev = container_event(&msg).unwrap();
         assert_eq!((ev.action, ev.at_ns), (EventAction::Other, 10_000_000_000));
         // Podman's die event names the code otherwise.
-        let msg: bollard::models::EventMessage = serde_json::from_str(
+        let msg: wire::Event = serde_json::from_str(
             r#"{"Type":"container","Action":"die","Actor":{"ID":"abc","Attributes":{"containerExitCode":"3"}},"time":1,"timeNano":1000000001}"#,
         )
         .unwrap();
         assert_eq!(container_event(&msg).unwrap().action, EventAction::Die(3));
-        let msg: bollard::models::EventMessage =
+        let msg: wire::Event =
             serde_json::from_str(r#"{"Action":"start","Actor":{"ID":""}}"#).unwrap();
         assert_eq!(container_event(&msg), None);
     }

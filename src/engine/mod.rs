@@ -1,7 +1,9 @@
 //! The container engine: what the reconciler asks of one ([`Engine`]), the
 //! typed observation of its containers ([`observed`]), finding images by
-//! reference ([`image`]), the Docker Engine API implementation ([`docker`])
-//! and, for unit tests, a fake engine ([`fake`]) beside the trait.
+//! reference ([`image`]), the Docker Engine API implementation ([`docker`],
+//! with what it says and reads typed in [`wire`] and carried over the unix
+//! socket by [`socket`]) and, for unit tests, a fake engine ([`fake`])
+//! beside the trait.
 
 use std::future::Future;
 
@@ -10,7 +12,8 @@ pub mod docker;
 pub mod fake;
 pub mod image;
 pub mod observed;
-pub mod raw;
+pub mod socket;
+pub mod wire;
 
 pub use image::Image;
 pub use observed::{ContainerState, Observed};
