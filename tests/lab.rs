@@ -148,8 +148,9 @@ fn release_as(version: &str) -> Vec<u8> {
 /// Signs releases of `versions` with a key of its own, into the machine's
 /// share (`/lab/in/rel/<version>/`: the statement and the binary, the
 /// binary's URL on the VM's own loopback, where the step serves
-/// `/srv/rel`); returns the public key.
-fn releases(m: &Machine, versions: &[&str]) -> String {
+/// `/srv/rel`: port 8088, or 8089 for those in `slow`, `serve_slowly`'s);
+/// returns the public key.
+fn releases(m: &Machine, versions: &[&str], slow: &[&str]) -> String {
     let stead = |args: &[&str]| {
         let o = Command::new(env!("CARGO_BIN_EXE_stead"))
             .args(args)
@@ -180,7 +181,10 @@ fn releases(m: &Machine, versions: &[&str]) -> String {
             "--binary",
             &format!("x86_64-unknown-linux-musl={}", bin.display()),
             "--url-base",
-            &format!("http://127.0.0.1:8088/{v}"),
+            &format!(
+                "http://127.0.0.1:{}/{v}",
+                if slow.contains(v) { 8089 } else { 8088 }
+            ),
             "--out",
             dir.join("release.json").to_str().unwrap(),
         ]);
@@ -189,6 +193,38 @@ fn releases(m: &Machine, versions: &[&str]) -> String {
         .unwrap()
         .trim()
         .to_string()
+}
+
+/// Signs the plane's documents for the VM (node `lab`) with the releases'
+/// key, into the share (`/lab/in/plane/r<revision>.json`): no module of
+/// the plane's, polled every 2 s, reported to `serve_slowly`'s PUT on port
+/// 8089, and, where given, the agent's version and release.
+fn plane_documents(m: &Machine, revisions: &[(u64, Option<(&str, &str)>)]) {
+    let dir = m.path.join("share/in/plane");
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = m.path.join("share/in/rel/release.key");
+    for (revision, agent) in revisions {
+        let mut payload = serde_json::json!({
+            "modules": [],
+            "poll": {"interval": "2s"},
+            "report": "http://127.0.0.1:8089/report/lab.json",
+        });
+        if let Some((version, release)) = agent {
+            payload["agent"] = serde_json::json!({"version": version, "release": release});
+        }
+        let input = dir.join(format!("r{revision}.payload.json"));
+        std::fs::write(&input, payload.to_string()).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_stead"))
+            .args(["plane", "sign", "--key"])
+            .arg(&key)
+            .args(["--node", "lab", "--revision", &revision.to_string(), "--in"])
+            .arg(&input)
+            .arg("--out")
+            .arg(dir.join(format!("r{revision}.json")))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
 }
 
 fn one_vm() -> std::sync::MutexGuard<'static, ()> {
@@ -295,7 +331,17 @@ creates | sort >creates
 
     // After `systemctl reboot`: every module runs again, with the same
     // containers, and the engine saw no create this boot.
-    let public = releases(&m, &["0.5.8", "0.5.9"]);
+    let public = releases(&m, &["0.5.8", "0.5.9"], &[]);
+    plane_documents(
+        &m,
+        &[
+            (1, None),
+            (
+                2,
+                Some(("0.5.8", "http://127.0.0.1:8088/0.5.8/release.json")),
+            ),
+        ],
+    );
     m.boot(
         "rebooted",
         &(r#"
@@ -328,19 +374,31 @@ journalctl -u stead --since "@$since" --no-pager -o cat >hang-journal
         .to_string()
             + &format!(
                 r#"
-# stead updates itself: the watchdog's drop-in gone, a key trusted for
-# releases, the releases served on the VM's loopback.
+# stead updates itself as its plane says: the watchdog's drop-in gone, a
+# plane on the VM's loopback (its documents and the releases served by
+# busybox's httpd, reports taken by serve_slowly's PUT), its key trusted.
 rm -f /etc/systemd/system/stead.service.d/lab.conf
 systemctl daemon-reload
-printf '[update]\ntrusted_keys = ["%s"]\nconfirm_window = "120s"\n' "{public}" >>/etc/stead/stead.toml
+mkdir -p /srv/rel/plane/nodes/lab && cp -r /lab/in/rel/0.5.8 /lab/in/rel/0.5.9 /srv/rel/
+cp /lab/in/plane/r1.json /srv/rel/plane/nodes/lab/desired.json
+/lab/in/busybox httpd -p 127.0.0.1:8088 -h /srv/rel
+serve_slowly 8089 /srv/rel
+# (A short poll_interval: the first report waits a tenth of it, jittered.)
+printf '[update]\nconfirm_window = "120s"\n[plane]\nurl = "http://127.0.0.1:8088/plane"\ntrusted_keys = ["%s"]\npoll_interval = "20s"\n' "{public}" >>/etc/stead/stead.toml
 systemctl restart stead
 wait_until 60 sh -c 'stead status | grep -q "engine reachable"' || true
-mkdir -p /srv/rel && cp -r /lab/in/rel/0.5.8 /lab/in/rel/0.5.9 /srv/rel/
-/lab/in/busybox httpd -p 127.0.0.1:8088 -h /srv/rel
+plane_at() {{ says "curl -fsS http://127.0.0.1:7411/v1/plane" ".held.revision == $1"; }}
+wait_until 60 plane_at 1 || true
 up_since="$(date +%s)"
 systemctl show -p NRestarts --value stead >update-restarts-before
-stead self-update --wait /srv/rel/0.5.8/release.json >update.out 2>&1 && echo 0 >update.rc || echo $? >update.rc
+# Revision 2 names 0.5.8.
+cp /lab/in/plane/r2.json /srv/rel/plane/nodes/lab/desired.json.new
+mv /srv/rel/plane/nodes/lab/desired.json.new /srv/rel/plane/nodes/lab/desired.json
+wait_until 300 says "stead agent --json" '.updates[-1].version == "0.5.8" and (.updates[-1].state == "done" or .updates[-1].state == "failed")' || true
 systemctl show -p NRestarts --value stead >update-restarts-after
+reported() {{ says "cat put-lab.json" '.agent.running.version == "0.5.8"'; }}
+wait_until 60 reported || true
+cp put-lab.json update-report.json || true
 stead agent --json >agent.json
 containers >update-containers
 creates >update-creates
@@ -412,13 +470,11 @@ journalctl -u stead --since "@$up_since" --no-pager -o cat >update-journal
     // containers untouched, the new version confirmed and current.
     let journal = m.out("rebooted", "update-journal");
     let n = |f: &str| -> u32 { m.out("rebooted", f).trim().parse().unwrap() };
-    assert_eq!(
-        m.out("rebooted", "update.rc").trim(),
-        "0",
-        "{}\n{journal}",
-        m.out("rebooted", "update.out")
-    );
     let agent: serde_json::Value = serde_json::from_str(&m.out("rebooted", "agent.json")).unwrap();
+    assert_eq!(
+        agent["updates"][0]["requested_by"], "plane revision 2",
+        "{agent:#}\n{journal}"
+    );
     assert_eq!(agent["running"]["version"], "0.5.8", "{agent:#}");
     assert_eq!(agent["running"]["slot"], "current", "{agent:#}");
     assert_eq!(agent["current"], "0.5.8", "{agent:#}");
@@ -434,6 +490,11 @@ journalctl -u stead --since "@$up_since" --no-pager -o cat >update-journal
         "not recreated"
     );
     assert_eq!(m.out("rebooted", "update-creates"), "");
+    // The plane's report says so.
+    let report: serde_json::Value =
+        serde_json::from_str(&m.out("rebooted", "update-report.json")).unwrap();
+    assert_eq!(report["agent"]["running"]["version"], "0.5.8", "{report:#}");
+    assert_eq!(report["plane"]["held"]["revision"], 2, "{report:#}");
     // A candidate that dies at every start: the launcher gives it three,
     // then runs 0.5.8 again, which reports why; the modules never stop.
     assert_eq!(
@@ -703,29 +764,34 @@ fn lines_raw(path: &Path) -> Vec<(String, String)> {
 }
 
 /// The self-update's harder cases, in `scripts/lab/all.sh` only (the test
-/// command skips tests named `long_`: they take about ten minutes under
-/// TCG). On one machine, under real systemd: a candidate whose main loop
-/// hangs (the watchdog kills it three times), one that never reaches the
-/// engine (it gives up when its window ends), then power cuts at random
-/// moments of an update (landing, the switch, confirmation): each ends on a
-/// working version, the failure reported, one agent running, the module
-/// never recreated.
+/// command skips tests named `lab_all_only_`: they take about ten minutes
+/// under TCG). On one machine, under real systemd: a candidate whose main
+/// loop hangs (the watchdog kills it three times), one that never reaches
+/// the engine (it gives up when its window ends), then a power cut in each
+/// part of an update, each seen to land there: in the landing (a slow
+/// release host; the cut comes once more than 1.5 MiB of the binary is
+/// here), in the switch (the agent stopped between storing its stamp and
+/// telling the launcher), and in the confirmation (the engine away, the
+/// candidate started); and one at a random moment. Each ends on a working
+/// version, the update done, one agent running, the module never
+/// recreated.
 #[test]
 #[ignore = "needs dist/ and the lab; scripts/lab/all.sh runs it"]
 fn lab_all_only_self_update_failures_and_power_cuts_end_on_a_working_version() {
     let _one = one_vm();
     let m = Machine::new("update");
-    let versions = ["0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9"];
-    let public = releases(&m, &versions);
+    let versions = ["0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9", "0.6.0"];
+    let public = releases(&m, &versions, &["0.5.7"]);
     let module = format!(
         "cat >/etc/stead/intentions.d/web.toml <<'EOF'\nname = \"web\"\nimage = \"stead-lab/busybox:1\"\nrestart = \"always\"\ncommand = [\"sh\", \"-c\", {:?}]\nEOF\n",
         idle_after("echo up")
     );
-    // Shared by every boot: the releases served, how to ask for one and
-    // what to collect.
+    // Shared by every boot: the releases served (0.5.7 slowly), how to ask
+    // for one and what to collect.
     let common = r#"
-mkdir -p /srv/rel && cp -r /lab/in/rel/0.5.* /srv/rel/
+mkdir -p /srv/rel && cp -r /lab/in/rel/0.* /srv/rel/
 /lab/in/busybox httpd -p 127.0.0.1:8088 -h /srv/rel
+serve_slowly 8089 /srv/rel
 agents() { pgrep -c -x stead || true; }
 collect() {
     stead agent --json >"agent-$1.json" 2>&1 || true
@@ -733,7 +799,19 @@ collect() {
     agents >"agents-$1"
     systemctl is-active stead >"active-$1" || true
 }
+done_with() {
+    says "stead agent --json" ".updates[-1].version == \"$1\" and .updates[-1].state == \"done\""
+}
+# Opens the power cut's window (run.sh cuts) and waits for it.
+cut_here() {
+    touch cut-window
+    sleep 600
+}
 "#;
+    let bin = "stead-x86_64-unknown-linux-musl";
+    let size = std::fs::metadata(m.path.join("share/in/rel/0.5.7").join(bin))
+        .unwrap()
+        .len();
     m.boot(
         "hang",
         &format!(
@@ -763,13 +841,16 @@ systemctl unmask --runtime docker.socket docker.service
 systemctl start docker.service
 wait_until 120 all_converged web || true
 collect away
-# Then an update cut short by a power cut at a random moment.
+# The power goes in the middle of a landing: 0.5.7 comes from the slow
+# host, and the cut once more than 1.5 MiB of it is here.
 stead self-update /srv/rel/0.5.7/release.json >cut.out 2>&1
-touch cut-window
-sleep 600
+part=/var/lib/stead/agent/0.5.7/stead.part
+wait_until 120 sh -c "[ \$(stat -c %s $part 2>/dev/null || echo 0) -gt 1572864 ]"
+stat -c %s $part >part-at-cut
+cut_here
 "#
         ),
-        &["--cut-after", "1-3", "--timeout", "900"],
+        &["--cut-after", "0-0", "--timeout", "900"],
     );
     let agent = |step: &str, name: &str| -> serde_json::Value {
         let text = m.out(step, &format!("agent-{name}.json"));
@@ -810,43 +891,116 @@ sleep 600
         1,
         "not confirmed within 45s: no pass completed (engine not reachable",
     );
-    // Cut during 0.5.7's update, and again during 0.5.8's and 0.5.9's: each
-    // boot after a cut ends on a working version with the update done (a
-    // cut landing or switch resumes, or faults and is tried again).
-    let cut_step = |next: Option<&str>| {
+    // The cut came in the landing.
+    let at_cut: u64 = m.out("hang", "part-at-cut").trim().parse().unwrap();
+    assert!(
+        at_cut > 1_572_864 && at_cut < size,
+        "{at_cut} of {size} bytes"
+    );
+    let path = format!("/0.5.7/{bin}");
+    assert!(
+        m.out("hang", "requests-8089")
+            .lines()
+            .any(|l| l == format!("GET {path} 0")),
+        "{}",
+        m.out("hang", "requests-8089")
+    );
+    // Each boot after a cut ends on the version the cut update asked for,
+    // done; then the next cut is set up.
+    let step = |version: &str, next: &str| {
         format!(
             r#"{common}
 wait_until 90 systemctl is-active stead || true
-wait_until 300 sh -c 'stead agent --json | jq -e ".updates[-1].state == \"done\""' || true
+wait_until 300 done_with {version} || true
 collect after
-containers >containers
-{}
-"#,
-            next.map_or(String::new(), |v| format!(
-                "stead self-update /srv/rel/{v}/release.json >cut.out 2>&1\ntouch cut-window\nsleep 600"
-            ))
+{next}
+"#
         )
     };
-    let mut expect = "0.5.7";
-    for (step, next) in [
-        ("cut1", Some("0.5.8")),
-        ("cut2", Some("0.5.9")),
-        ("cut3", None),
-    ] {
-        let args: &[&str] = if next.is_some() {
-            &["--cut-after", "1-3", "--timeout", "900"]
-        } else {
-            &["--timeout", "600"]
-        };
-        m.boot(step, &cut_step(next), args);
+    let boot_cut = |name: &str, script: &str, cut: &str| {
+        m.boot(name, script, &["--cut-after", cut, "--timeout", "900"]);
+    };
+    let ended_on = |step: &str, version: &str| -> Vec<String> {
         let a = agent(step, "after");
         let last = a["updates"].as_array().unwrap().last().unwrap().clone();
-        assert_eq!(last["version"], expect, "{a:#}");
+        assert_eq!(last["version"], version, "{a:#}");
         assert_eq!(last["state"], "done", "{a:#}");
-        assert_eq!(a["running"]["version"], expect, "{a:#}");
+        assert_eq!(a["running"]["version"], version, "{a:#}");
         assert_eq!(m.out(step, "agents-after").trim(), "1", "one agent");
         assert_eq!(m.out(step, "active-after").trim(), "active");
-        assert_eq!(m.out(step, "containers"), before, "{step}: not recreated");
-        expect = next.unwrap_or(expect);
-    }
+        assert_eq!(
+            m.out(step, "containers-after"),
+            before,
+            "{step}: not recreated"
+        );
+        last["log"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["line"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    // The power goes in the switch: the agent stopped after storing the
+    // switch's stamp, before the launcher is told (a runtime drop-in: gone
+    // at the next boot).
+    let switch_cut = r#"
+mkdir -p /run/systemd/system/stead.service.d
+printf '[Service]\nEnvironment=STEAD_CRASH_AT=pause:update:after-switch-stamp\n' >/run/systemd/system/stead.service.d/pause.conf
+systemctl daemon-reload
+systemctl restart stead
+wait_until 90 stead agent
+stead self-update /srv/rel/0.5.8/release.json >cut.out 2>&1
+wait_until 120 sh -c 'journalctl -b -u stead | grep -q "STEAD_CRASH_AT=pause:update:after-switch-stamp: stopped here"'
+journalctl -b -u stead | grep "stopped here" >paused
+cut_here
+"#;
+    boot_cut("cut1", &step("0.5.7", switch_cut), "0-0");
+    ended_on("cut1", "0.5.7");
+    // The landing resumed from what the cut left (synced as it came).
+    let resumed: Vec<u64> = m
+        .out("cut1", "requests-8089")
+        .lines()
+        .filter_map(|l| l.strip_prefix(&format!("GET {path} ")))
+        .filter_map(|from| from.parse().ok())
+        .collect();
+    assert!(
+        resumed
+            .first()
+            .is_some_and(|&from| from >= 1 << 20 && from < size),
+        "the landing resumed from what was here: {resumed:?}"
+    );
+    assert!(m.out("cut1", "paused").contains("stopped here"));
+    // The power goes in the confirmation: the engine away, the candidate
+    // started once.
+    let confirm_cut = r#"
+systemctl mask --runtime --now docker.socket docker.service
+stead self-update /srv/rel/0.5.9/release.json >cut.out 2>&1
+wait_until 120 grep -q '^candidate 0.5.9 1$' /var/lib/stead/agent/launch
+sleep 3
+cp /var/lib/stead/agent/launch launch-at-cut
+cut_here
+"#;
+    boot_cut("cut2", &step("0.5.8", confirm_cut), "0-0");
+    let log = ended_on("cut2", "0.5.8");
+    assert!(
+        log.iter()
+            .any(|l| l.contains("the switch was cut short before the candidate started")),
+        "{log:#?}"
+    );
+    // And one at a random moment of the next.
+    let random_cut = r#"
+stead self-update /srv/rel/0.6.0/release.json >cut.out 2>&1
+cut_here
+"#;
+    boot_cut("cut3", &step("0.5.9", random_cut), "1-3");
+    assert!(m.out("cut2", "launch-at-cut").contains("candidate 0.5.9 1"));
+    let log = ended_on("cut3", "0.5.9");
+    assert!(
+        log.iter().any(|l| l.contains(
+            "candidate 0.5.9 started again (start 2 of the launcher's): the start before ended without confirming"
+        )),
+        "{log:#?}"
+    );
+    m.boot("end", &step("0.6.0", ""), &["--timeout", "600"]);
+    ended_on("end", "0.6.0");
 }

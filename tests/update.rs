@@ -370,6 +370,17 @@ fn a_candidate_that_dies_at_every_start_is_given_up_after_three_and_the_old_vers
             .contains("candidate 0.5.9: started 3 times and never confirmed"),
         "{u:#}"
     );
+    // Its history names each start that ended without confirming.
+    let said = u["log"].to_string();
+    for start in [
+        "started (start 1 of the launcher's)".to_string(),
+        format!(
+            "{NEW} started again (start 2 of the launcher's): the start before ended without confirming"
+        ),
+        "started again (start 3 of the launcher's)".to_string(),
+    ] {
+        assert!(said.contains(&start), "{start}: {u:#}");
+    }
     let a = d.agent().unwrap();
     assert_eq!(a["running"]["slot"], "package", "{a:#}");
     assert_eq!(a["running"]["version"], env!("CARGO_PKG_VERSION"));

@@ -74,3 +74,62 @@ creates() {
 unit_show() {
     systemctl show -p ActiveState,SubState,StatusText,Result,NRestarts,MainPID stead.service
 }
+
+# Serves DIR on 127.0.0.1:PORT as a device's thin link would: a GET gets
+# 64 KiB every quarter second (about 256 KiB/s), from where a `Range:
+# bytes=N-` asks (206); a PUT's body is kept as ./put-NAME (NAME: the last
+# part of its path; a plane report, say). Each connection is a process of
+# its own (busybox's nc). Each request is written to ./requests-PORT as
+# `METHOD PATH FROM`: the step's directory is on the host's side of the
+# share, so what was asked before a power cut is still there after it.
+serve_slowly() {
+    local port="$1" dir="$2" handler="/usr/local/sbin/lab-http-$1"
+    cat >"$handler" <<HANDLER
+#!/bin/sh
+read -r method path rest
+from=0 len=0
+while read -r line; do
+    line=\$(printf '%s' "\$line" | tr -d '\r')
+    [ -n "\$line" ] || break
+    case "\$line" in
+        [Rr]ange:\ bytes=*-) from=\${line#*=}; from=\${from%-} ;;
+        [Cc]ontent-[Ll]ength:*) len=\${line#*:}; len=\${len# } ;;
+    esac
+done
+echo "\$method \$path \$from" >>"$PWD/requests-$port"
+if [ "\$method" = PUT ]; then
+    head -c "\$len" >"$PWD/.put.\$\$" && mv "$PWD/.put.\$\$" "$PWD/put-\${path##*/}"
+    printf 'HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n'
+    exit 0
+fi
+f="$dir\$path"
+if [ ! -f "\$f" ]; then
+    printf 'HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n'
+    exit 0
+fi
+size=\$(stat -c %s "\$f")
+if [ "\$from" -gt 0 ] && [ "\$from" -lt "\$size" ]; then
+    printf 'HTTP/1.1 206 Partial Content\r\nContent-Range: bytes %d-%d/%d\r\nContent-Length: %d\r\nConnection: close\r\n\r\n' \
+        "\$from" \$((size - 1)) "\$size" \$((size - from))
+else
+    from=0
+    printf 'HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n' "\$size"
+fi
+at=\$from
+while [ "\$at" -lt "\$size" ]; do
+    dd if="\$f" bs=65536 skip="\$at" count=65536 iflag=skip_bytes,count_bytes status=none || exit 0
+    at=\$((at + 65536))
+    sleep 0.25
+done
+HANDLER
+    chmod +x "$handler"
+    /lab/in/busybox nc -ll -p "$port" -e "$handler" &
+}
+
+
+# Whether jq's FILTER ($2) is true of what command $1 prints (jq 1.6's -e
+# says yes to no input at all, as when the agent is restarting: the
+# answer must be `true`).
+says() {
+    [ "$(sh -c "$1" 2>/dev/null | jq -r "$2" 2>/dev/null)" = true ]
+}

@@ -23,9 +23,20 @@ pub mod watch;
 /// …): lets the crash-safety tests stop the agent between two steps,
 /// deterministically, against the real parts.
 pub fn crash_point(point: &str) {
-    if crash_at().as_deref() == Some(point) {
+    let Some(at) = crash_at().as_deref() else {
+        return;
+    };
+    if at == point {
         eprintln!("STEAD_CRASH_AT={point}: aborting");
         std::process::abort();
+    }
+    // `pause:<point>`: the agent stops on the spot and stays there, for the
+    // device lab to cut the power at exactly this point.
+    if at.strip_prefix("pause:") == Some(point) {
+        eprintln!("STEAD_CRASH_AT=pause:{point}: stopped here");
+        loop {
+            std::thread::park();
+        }
     }
 }
 

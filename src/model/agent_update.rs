@@ -203,16 +203,22 @@ pub fn resume(u: &AgentUpdate, slot: &Slot, launch: &State, last_words: Option<&
     }
     let target = &u.version;
     match slot {
-        Slot::Candidate(v) if v == target => match u.stage {
-            Stage::Switching => Resume::To(
+        Slot::Candidate(v) if v == target => {
+            let start = launch.candidate.as_ref().map_or(1, |c| c.attempts);
+            Resume::To(
                 Stage::Confirming,
-                format!(
-                    "candidate {target} started (start {} of the launcher's)",
-                    launch.candidate.as_ref().map_or(1, |c| c.attempts)
-                ),
-            ),
-            _ => Resume::Keep,
-        },
+                match u.stage {
+                    Stage::Switching => {
+                        format!("candidate {target} started (start {start} of the launcher's)")
+                    }
+                    // A crash, a watchdog kill or a power cut ended the
+                    // start before: the history says so.
+                    _ => format!(
+                        "candidate {target} started again (start {start} of the launcher's): the start before ended without confirming"
+                    ),
+                },
+            )
+        }
         Slot::Current(v) if v == target => Resume::To(
             Stage::Done,
             format!("{target} confirmed; it is the current version"),
@@ -312,7 +318,7 @@ mod tests {
             (Stage::Landing, &cur06, &plain, None, Ok(None)),
             (Stage::Done, &cur07, &confirmed, None, Ok(None)),
             (Stage::Switching, &c07, &cand1, None, Err("confirming: candidate 0.7.0 started (start 1")),
-            (Stage::Confirming, &c07, &cand2, None, Ok(None)),
+            (Stage::Confirming, &c07, &cand2, None, Err("confirming: candidate 0.7.0 started again (start 2 of the launcher's): the start before ended")),
             (Stage::Switching, &cur07, &confirmed, None, Err("done: 0.7.0 confirmed")),
             (Stage::Confirming, &cur07, &confirmed, None, Err("done: 0.7.0 confirmed")),
             (Stage::Confirming, &cur06, &failed, None, Err("failed: candidate 0.7.0: started 3 times and never confirmed")),

@@ -38,6 +38,9 @@ const FETCH_LIMIT: Duration = Duration::from_secs(60);
 /// How long the landed binary gets to print its version.
 const VERSION_LIMIT: Duration = Duration::from_secs(20);
 
+/// How much of a download is written between two syncs of its part.
+const SYNC_EVERY: usize = 1 << 20;
+
 use crate::version_number as running_version;
 
 /// Why a request was not filed.
@@ -617,13 +620,23 @@ impl Updater {
             file.set_len(0).map_err(internal)?;
         }
         let mut write_error: Option<std::io::Error> = None;
+        // Synced as it comes, so that what a power cut leaves is resumed
+        // from (the page cache holds up to half a minute of writes).
+        let mut unsynced = 0usize;
         let limit = FETCH_LIMIT + Duration::from_secs(15 * (bin.size / (4 << 20) + 1));
         // At most the whole binary again (a host that ignores the range).
         let max = bin.size as usize + 1;
         let answer = {
             let mut sink = |chunk: &[u8]| {
                 if write_error.is_none() {
-                    if let Err(e) = file.write_all(chunk) {
+                    unsynced += chunk.len();
+                    let synced = if unsynced >= SYNC_EVERY {
+                        unsynced = 0;
+                        file.write_all(chunk).and_then(|()| file.sync_data())
+                    } else {
+                        file.write_all(chunk)
+                    };
+                    if let Err(e) = synced {
                         write_error = Some(e);
                     }
                 }
