@@ -566,6 +566,13 @@ fn the_cli_signs_a_release_and_self_update_waits_through_the_restart() {
         )),
         "{shown}"
     );
+    // `stead status` says it in a line, from GET /v1/status's `agent`.
+    let (code, status) = d.n.cli(&["status"]);
+    assert_eq!(code, Some(0), "{status}");
+    assert!(
+        status.contains(&format!("stead {NEW} (current)  update 1 to {NEW}: done\n")),
+        "{status}"
+    );
 }
 
 #[test]

@@ -205,7 +205,7 @@ async fn route(state: &ApiState, req: Request<Incoming>) -> Result<Resp, ApiErro
         (["healthz"], &Method::GET) => healthz(state).await,
         (["readyz"], &Method::GET) => Ok(readyz(state).await),
         (["metrics"], &Method::GET) => Ok(metrics(state).await),
-        (["v1", "status"], &Method::GET) => Ok(status(state)),
+        (["v1", "status"], &Method::GET) => Ok(status(state).await),
         (["v1", "modules", name], &Method::GET) => module(state, name).await,
         (["v1", "events"], &Method::GET) => events(state, req.uri().query().unwrap_or("")).await,
         (["v1", "intentions"], &Method::GET) => {
@@ -450,9 +450,16 @@ const BOARD_BATCH: usize = 32;
 /// read from the board a batch at a time as the answer is written (no copy
 /// of the whole board, no whole text); each module's status is as it was
 /// when its batch was read.
-fn status(state: &ApiState) -> Resp {
+async fn status(state: &ApiState) -> Resp {
     let board = state.board.clone();
-    streamed_response(status_head(state), "modules", move |w| {
+    // The agent's own line: what runs and its last update (a store that
+    // does not read leaves it out rather than the status).
+    let updates = state.store.blocking(|s| s.agent_updates()).await;
+    let agent = updates.ok().map(|u| {
+        let a = views::agent::AgentView::of(state.updater.launched(), &u);
+        views::agent::AgentStatusView::from(&a)
+    });
+    streamed_response(status_head(state, agent), "modules", move |w| {
         let mut after: Option<String> = None;
         loop {
             let batch: Vec<(String, J)> = {
@@ -483,9 +490,13 @@ fn status(state: &ApiState) -> Resp {
 
 /// The node's status and the plane's, as `GET /v1/status` serves them
 /// before the modules.
-fn status_head(state: &ApiState) -> serde_json::Map<String, J> {
+fn status_head(
+    state: &ApiState,
+    agent: Option<views::agent::AgentStatusView>,
+) -> serde_json::Map<String, J> {
     let node = state.node.lock().expect("node lock").clone();
     let head = views::StatusView {
+        agent,
         modules: Vec::new(),
         node: views::NodeView::new(state.node_id.as_str(), &node, state.heartbeat),
         plane: plane::plane_view(state.plane.as_ref()),

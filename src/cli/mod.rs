@@ -736,6 +736,9 @@ fn status_text(v: &StatusView) -> String {
         None => "none yet".into(),
     };
     let _ = writeln!(out, "node {}  engine {engine}  last pass {last}", n.id);
+    if let Some(a) = &v.agent {
+        let _ = writeln!(out, "{}", a.line());
+    }
     if let Some(p) = &v.plane.plane {
         let held = match &p.held {
             Some(h) if !h.floor => format!(
@@ -1000,6 +1003,7 @@ mod tests {
             nudge: tokio::sync::mpsc::channel(1).0,
         });
         StatusView {
+            agent: Some(fixtures::agent_status()),
             modules: fixtures::board().values().map(ModuleView::from).collect(),
             node: NodeView::new("edge-1", &n, std::time::Duration::from_secs(30)),
             plane: crate::api::plane::plane_view(h.as_ref()),
@@ -1012,6 +1016,7 @@ mod tests {
         let got = status_text(&view(Some(full)));
         let want = "\
 node edge-1  engine waiting since 1970-01-01T00:01:40Z (gone)  last pass 1970-01-01T00:03:20Z (1500 ms)
+stead 0.7.1 (candidate)  previous 0.6.0  candidate 0.7.1 (started 2 times)  update 4 to 0.7.1: confirming  given up: 0.7.0 (started 3 times and never confirmed)
 plane revision 9 (still run, but no longer the floor: no key trusted now signed it)  last contact 2023-11-14T22:16:40Z; refused revision 8: rollback; HTTP 503; clock behind
 disk pressure  /var/lib/docker (images, store) 2.0 GiB free of 16.0 GiB; logs at most 30.0 MiB
 MODULE                   STATE          RESTARTS  DIGEST               CONTAINER     NOTE

@@ -29,6 +29,82 @@ pub struct AgentView {
     pub updates: Vec<AgentUpdateView>,
 }
 
+/// `GET /v1/status`'s `agent`: what runs, what the launcher holds, and the
+/// last update of stead itself with its state (the whole history is
+/// `GET /v1/agent`'s).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentStatusView {
+    /// A version on trial, and how many times the launcher started it.
+    pub candidate: Option<CandidateView>,
+    /// The last candidate given up on, and why.
+    pub failed: Option<FailedView>,
+    /// The last update, open or finished.
+    pub last_update: Option<LastUpdateView>,
+    /// The version `current` replaced.
+    pub previous: Option<String>,
+    /// What runs now.
+    pub running: RunningView,
+}
+
+/// An update in a line.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastUpdateView {
+    /// Why it failed or faulted.
+    pub failure: Option<String>,
+    pub id: u64,
+    /// Its state: `requested`, `landing`, `switching`, `confirming`,
+    /// `done`, `failed` or `faulted`.
+    pub state: String,
+    pub version: String,
+}
+
+impl From<&AgentView> for AgentStatusView {
+    fn from(a: &AgentView) -> Self {
+        AgentStatusView {
+            candidate: a.candidate.clone(),
+            failed: a.failed.clone(),
+            last_update: a.updates.last().map(|u| LastUpdateView {
+                failure: u.failure.clone(),
+                id: u.id,
+                state: u.state.clone(),
+                version: u.version.clone(),
+            }),
+            previous: a.previous.clone(),
+            running: a.running.clone(),
+        }
+    }
+}
+
+impl AgentStatusView {
+    /// The line `stead status` prints: what runs, and what is under way
+    /// or went wrong.
+    pub fn line(&self) -> String {
+        use std::fmt::Write as _;
+        let r = &self.running;
+        let mut out = format!("stead {} ({})", r.version, r.slot);
+        if let Some(p) = &self.previous {
+            let _ = write!(out, "  previous {p}");
+        }
+        if let Some(c) = &self.candidate {
+            let _ = write!(
+                out,
+                "  candidate {} (started {} times)",
+                c.version, c.starts
+            );
+        }
+        if let Some(u) = &self.last_update {
+            let _ = write!(out, "  update {} to {}: {}", u.id, u.version, u.state);
+            if let Some(f) = u.failure.as_deref().filter(|_| u.state != "done") {
+                let _ = write!(out, " ({f})");
+            }
+        }
+        if let Some(f) = &self.failed {
+            let _ = write!(out, "  given up: {} ({})", f.version, f.why);
+        }
+        out
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CandidateView {
     pub starts: u32,

@@ -197,3 +197,34 @@ pub fn reloads() -> (BTreeMap<ModuleName, UpdateState>, Vec<Request>) {
     };
     (updates, vec![request])
 }
+
+/// `GET /v1/status`'s agent with every optional fact: a candidate on
+/// trial, one given up before it, and the open update.
+pub fn agent_status() -> crate::views::agent::AgentStatusView {
+    use crate::model::agent_update::{AgentUpdate, Stage};
+    use crate::model::launch::{AgentVersion, Candidate, Failed, Slot, State};
+    let v = |s: &str| AgentVersion::parse(s).unwrap();
+    let state = State {
+        current: Some(v("0.6.1")),
+        previous: Some(v("0.6.0")),
+        candidate: Some(Candidate {
+            version: v("0.7.1"),
+            attempts: 2,
+        }),
+        failed: Some(Failed {
+            version: v("0.7.0"),
+            why: "started 3 times and never confirmed".into(),
+        }),
+        other: vec![],
+    };
+    let mut open = AgentUpdate::new(4, v("0.7.1"), "0.6.1", (vec![], None), "the API", 100);
+    open.step(Stage::Confirming, 110, "candidate 0.7.1 started");
+    let a = crate::views::agent::AgentView::new(
+        "0.7.1",
+        "aarch64-unknown-linux-musl",
+        Some(&Slot::Candidate(v("0.7.1"))),
+        Ok(state),
+        &[open],
+    );
+    crate::views::agent::AgentStatusView::from(&a)
+}

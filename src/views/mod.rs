@@ -37,6 +37,10 @@ fn secs(t: SystemTime) -> u64 {
 /// writes the modules one at a time; a reader takes the whole).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StatusView {
+    /// The agent itself and its last update (absent from an agent before
+    /// 0.6.0).
+    #[serde(default)]
+    pub agent: Option<agent::AgentStatusView>,
     /// Every module's status, by name.
     pub modules: Vec<ModuleView>,
     /// The node.
@@ -649,6 +653,7 @@ mod tests {
     fn a_status_reads_back_whole() {
         let [n, _] = fixtures::nodes();
         let view = super::StatusView {
+            agent: Some(fixtures::agent_status()),
             modules: fixtures::board()
                 .values()
                 .map(super::ModuleView::from)
