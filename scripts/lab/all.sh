@@ -2,8 +2,9 @@
 # The device lab's long run: every test of tests/lab.rs, the power-cut test
 # with 20 cuts (STEAD_LAB_CUTS; the test command runs 1). Needs the .deb
 # (scripts/release.sh x86_64-unknown-linux-musl && scripts/package.sh); sets
-# up the lab's tools and image as scripts/test.sh does. About a minute and a
-# half per cut under TCG.
+# up the lab's tools and image as scripts/test.sh does. About a minute per
+# cut under TCG; 31 minutes in all here (2026-12-02), with nothing else
+# running: a TCG machine starved of CPU stalls.
 #
 #   scripts/lab/all.sh [CUTS]
 set -euo pipefail
