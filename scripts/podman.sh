@@ -12,8 +12,8 @@
 #   machine where Podman ran before with CNI (it picks CNI by itself where
 #   CNI networks or containers exist) gets netavark for this service without
 #   a `podman system reset`; its CNI networks stay, unseen by this service.
-#   A service already answering on the socket with another backend (an
-#   earlier run of this script) is stopped and started again.
+#   A service already answering on the socket (an earlier run of this
+#   script) is stopped and started again: each run gets a fresh one.
 # - Starts `podman system service --time=0` detached on the socket, with a
 #   containers.conf of its own: `default_ulimits = []`, as Podman's default
 #   open-files limit for containers is above the hard limit of a machine like
@@ -90,10 +90,14 @@ mkdir -p "$DIR"
 printf '[containers]\ndefault_ulimits = []\n\n[engine]\nevents_logger = "file"\nevents_logfile_max_size = "64m"\n\n[network]\nnetwork_backend = "%s"\n' "$BACKEND" >"$CONF"
 export CONTAINERS_CONF="$CONF"
 
-if up && [ "$(backend)" != "$BACKEND" ]; then
+# A service already answering (an earlier run's) is stopped and started
+# again: each run gets a fresh one. One that had served for hours failed
+# the Podman suites (a restart counted twice, a create `docker events` did
+# not show) where a fresh one passed them.
+if up; then
     pid="$(service_pid)"
-    [ -n "$pid" ] || die "the service on $SOCKET uses the network backend '$(backend)' and its process is not found: stop it"
-    say "the service on $SOCKET (pid $pid) uses the network backend '$(backend)': starting it again with $BACKEND"
+    [ -n "$pid" ] || die "a service answers on $SOCKET (network backend '$(backend)') and its process is not found: stop it"
+    say "the service on $SOCKET (pid $pid, network backend '$(backend)'): starting a fresh one with $BACKEND"
     kill "$pid"
     for _ in $(seq 1 $((TIMEOUT * 4))); do
         kill -0 "$pid" 2>/dev/null || break
