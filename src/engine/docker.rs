@@ -99,6 +99,11 @@ async fn within<T>(
 }
 
 impl DockerEngine {
+    /// `path` in the API version spoken.
+    fn versioned(&self, path: &str) -> String {
+        format!("/v{}{path}", self.version)
+    }
+
     /// One call of the API version spoken; its whole answer.
     async fn call(
         &self,
@@ -106,8 +111,7 @@ impl DockerEngine {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<bytes::Bytes, EngineError> {
-        let path = format!("/v{}{path}", self.version);
-        socket::call(&self.socket, method, &path, body).await
+        socket::call(&self.socket, method, &self.versioned(path), body).await
     }
 
     /// `GET /containers/{id}/json`.
@@ -768,11 +772,10 @@ impl Engine for DockerEngine {
                 }
                 None => None,
             };
-            let path = format!(
-                "/v{}/images/create?fromImage={}",
-                self.version,
+            let path = self.versioned(&format!(
+                "/images/create?fromImage={}",
                 socket::query(reference)
-            );
+            ));
             let answer = socket::send(&self.socket, Method::POST, &path, None, auth).await?;
             // The engine says a failed pull inside its answer, on a line
             // of its progress.
@@ -910,12 +913,11 @@ impl Engine for DockerEngine {
             since_ns.div_euclid(1_000_000_000),
             since_ns.rem_euclid(1_000_000_000)
         );
-        let path = format!(
-            "/v{}/events?since={}&filters={}",
-            self.version,
+        let path = self.versioned(&format!(
+            "/events?since={}&filters={}",
             socket::query(&since),
             socket::query(&filters)
-        );
+        ));
         let answer = match socket::send(&self.socket, Method::GET, &path, None, None).await {
             Ok(a) => a,
             Err(e) => return e,
