@@ -18,6 +18,10 @@
 //!   `/usr/lib/stead/stead`);
 //! - `STEAD_LAUNCH_ATTEMPTS`: a candidate's starts before going back
 //!   (default 3).
+//!
+//! The package's version is read from `package-version` beside the
+//! package's agent (`/usr/lib/stead/package-version`, shipped by the .deb):
+//! a package of another version installed since takes over.
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
@@ -89,6 +93,24 @@ fn write_state(path: &Path, state: &State) -> std::io::Result<()> {
     written
 }
 
+/// The package's version, from `package-version` beside its agent; `None`
+/// (nothing taken over) when there is none or it does not read.
+fn installed(package: &Path) -> Option<AgentVersion> {
+    let path = package.with_file_name("package-version");
+    let text = match fs::read(&path) {
+        Ok(b) if b.len() <= 128 => String::from_utf8(b).ok()?,
+        Ok(_) => return None,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            say(&format!("{}: {e}", path.display()));
+            return None;
+        }
+    };
+    AgentVersion::parse(text.trim())
+        .map_err(|e| say(&format!("{}: {e}", path.display())))
+        .ok()
+}
+
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let dir = std::env::var_os("STEAD_AGENT_DIR")
@@ -109,10 +131,12 @@ fn main() -> ExitCode {
     let path = dir.join("launch");
     let mut state = read_state(&path);
     let present = |v: &AgentVersion| binary(&dir, v).is_file();
+    let installed = installed(&package);
     // At most three rounds: a candidate that cannot be executed is given
     // up on at once, then the current one, then the package's.
     for _ in 0..3 {
-        let Launch { slot, write, note } = launch::decide(&state, agent, &present, max);
+        let Launch { slot, write, note } =
+            launch::decide(&state, agent, &present, installed.as_ref(), max);
         if let Some(n) = note {
             say(&n);
         }

@@ -19,5 +19,12 @@ if ! cargo deb --version >/dev/null 2>&1; then
 fi
 [ -x "dist/stead-$target" ] || scripts/release.sh "$target" >&2
 mkdir -p dist
-cargo deb --no-build --no-strip --target "$target" --output dist/ >&2
+# The package's version, shipped as /usr/lib/stead/package-version: the
+# launcher lets a package of another version take over from a version stead
+# updated itself to (docs/operations.md, "The launcher").
+version="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)"
+[ -n "$version" ] || die "no version in Cargo.toml"
+deb_version="$version-1"
+printf '%s\n' "$deb_version" >"target/$target/release/package-version"
+cargo deb --no-build --no-strip --target "$target" --deb-version "$deb_version" --output dist/ >&2
 ls -1 dist/*.deb

@@ -195,6 +195,51 @@ fn releases(m: &Machine, versions: &[&str], slow: &[&str]) -> String {
         .to_string()
 }
 
+/// The machine's .deb made again as package `version`-1 (`/lab/in/
+/// stead-<version>.deb`), its agent `release_as(version)`: an operator's
+/// newer package, without a second release build.
+fn deb_as(m: &Machine, version: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let run = |cmd: &mut Command| {
+        let o = cmd.output().unwrap();
+        assert!(
+            o.status.success(),
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    run(Command::new("dpkg-deb")
+        .arg("-R")
+        .arg(m.path.join("share/in/stead.deb"))
+        .arg(&root));
+    std::fs::write(root.join("usr/lib/stead/stead"), release_as(version)).unwrap();
+    std::fs::write(
+        root.join("usr/lib/stead/package-version"),
+        format!("{version}-1\n"),
+    )
+    .unwrap();
+    let control = root.join("DEBIAN/control");
+    let text = std::fs::read_to_string(&control).unwrap();
+    let text: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("Version: ") {
+                format!("Version: {version}-1\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    std::fs::write(&control, text).unwrap();
+    // The sums of the files changed would be wrong; they are optional.
+    let _ = std::fs::remove_file(root.join("DEBIAN/md5sums"));
+    run(Command::new("dpkg-deb")
+        .args(["--root-owner-group", "-b"])
+        .arg(&root)
+        .arg(m.path.join(format!("share/in/stead-{version}.deb"))));
+}
+
 /// Signs the plane's documents for the VM (node `lab`) with the releases'
 /// key, into the share (`/lab/in/plane/r<revision>.json`): no module of
 /// the plane's, polled every 2 s, reported to `serve_slowly`'s PUT on port
@@ -227,13 +272,26 @@ fn plane_documents(m: &Machine, revisions: &[(u64, Option<(&str, &str)>)]) {
     }
 }
 
+/// The broker's and the dependent's shared directory (a read-write mount:
+/// not an input, so what the broker writes recreates nothing).
+const SHARED: &str = "[[mounts]]\nsource = \"/srv/lab/shared\"\ntarget = \"/s\"\n";
+
+/// Whether the broker is ready this boot (it wrote this boot's ID).
+const READY: &str =
+    r#"[ "$(cat /s/ready 2>/dev/null)" = "$(cat /proc/sys/kernel/random/boot_id)" ]"#;
+
+/// Every module of the install test.
+const MODULES: &str = "web data homeenv broker dependent";
+
 fn one_vm() -> std::sync::MutexGuard<'static, ()> {
     ONE_VM.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The modules of the install test: one plain, one with a read-write mount
 /// whose source under /srv does not exist yet, one reading an env file
-/// under /home.
+/// under /home, and seed 004's pair: a broker ready 15 s after it starts
+/// (its health check passes once it has written this boot's ID) and a
+/// dependent that exits at once while the broker is not ready.
 fn modules() -> String {
     let module = |name: &str, print: &str, extra: &str| {
         format!(
@@ -253,6 +311,18 @@ fn modules() -> String {
             "echo FROM_HOME=$FROM_HOME",
             "env_files = [\"/home/lab/app.env\"]\n",
         ),
+        // A trap first: a stop during the 15 s ends it at once.
+        format!(
+            "cat >/etc/stead/intentions.d/broker.toml <<'EOF'\nname = \"broker\"\nimage = \"stead-lab/busybox:1\"\nrestart = \"always\"\ncommand = [\"sh\", \"-c\", {:?}]\n{SHARED}[healthcheck]\ntest = {READY:?}\ninterval = \"5s\"\nretries = 1\nEOF\n",
+            "trap 'exit 0' TERM; sleep 15 & wait; cat /proc/sys/kernel/random/boot_id >/s/ready; echo ready; sleep 1000000 & wait"
+        ),
+        module(
+            "dependent",
+            &format!("{READY} || {{ echo broker not ready; exit 1; }}; echo up"),
+            &format!(
+                "depends_on = [{{ module = \"broker\", condition = \"healthy\" }}]\n{SHARED}"
+            ),
+        ),
     ]
     .concat()
 }
@@ -267,6 +337,7 @@ fn the_deb_on_a_fresh_system_is_ready_converges_within_the_unit_s_paths_a_reboot
         "install",
         &format!(
             r#"
+follow_events
 install_stead
 # What systemd says of the unit dpkg started: READY=1 reached it.
 wait_until 60 systemctl is-active stead
@@ -281,15 +352,16 @@ echo FROM_HOME=read-from-home >/home/lab/app.env
 echo 'settle_window = "3s"' >>/etc/stead/stead.toml
 {modules}
 systemctl restart stead
-wait_until 180 all_converged web data homeenv || true
-for m in web data homeenv; do curl -fsS "http://127.0.0.1:7411/v1/modules/$m" >"module-$m.json"; done
+wait_until 180 all_converged {all} || true
+for m in {all}; do curl -fsS "http://127.0.0.1:7411/v1/modules/$m" >"module-$m.json"; done
 if [ -d /srv/lab/data ]; then echo made; else echo missing; fi >srv
 cat /srv/lab/data/hello >hello 2>&1 || true
 docker logs stead-homeenv >homeenv.log 2>&1
 containers >containers
 creates | sort >creates
 "#,
-            modules = modules()
+            modules = modules(),
+            all = MODULES,
         ),
         &["--then", "reboot", "--timeout", "420"],
     );
@@ -309,7 +381,7 @@ creates | sort >creates
     let status = m.out("install", "status");
     assert!(status.contains("engine reachable"), "{status}");
     // Each module converged under the unit's hardening.
-    for name in ["web", "data", "homeenv"] {
+    for name in MODULES.split(' ') {
         let module = m.module("install", name);
         assert_eq!(module["state"], "converged", "{name}: {module}");
     }
@@ -321,17 +393,24 @@ creates | sort >creates
     let log = m.out("install", "homeenv.log");
     assert!(log.contains("FROM_HOME=read-from-home"), "{log}");
     let before = m.out("install", "containers");
-    assert_eq!(before.lines().count(), 3, "{before}");
+    assert_eq!(before.lines().count(), 5, "{before}");
     assert!(before.lines().all(|l| l.ends_with(" running")), "{before}");
     assert_eq!(
         m.out("install", "creates").lines().collect::<Vec<_>>(),
-        ["stead-data", "stead-homeenv", "stead-web"],
+        [
+            "stead-broker",
+            "stead-data",
+            "stead-dependent",
+            "stead-homeenv",
+            "stead-web"
+        ],
         "one create per module"
     );
 
     // After `systemctl reboot`: every module runs again, with the same
     // containers, and the engine saw no create this boot.
     let public = releases(&m, &["0.5.8", "0.5.9"], &[]);
+    deb_as(&m, "0.6.0");
     plane_documents(
         &m,
         &[
@@ -345,12 +424,22 @@ creates | sort >creates
     m.boot(
         "rebooted",
         &(r#"
+follow_events
+# When the engine came up, in microseconds since boot; the wall clock and
+# the time since boot at one moment; the dependent's state each second.
+systemctl show -p ActiveEnterTimestampMonotonic --value docker >engine-up
+echo "$(date +%s.%N) $(cut -d' ' -f1 /proc/uptime)" >clock
+( while :; do echo "$(cut -d' ' -f1 /proc/uptime) $(module_state dependent 2>/dev/null || echo none)"; sleep 1; done >>dependent-states ) &
+watcher=$!
 wait_until 60 systemctl is-active stead
 unit_show >unit
-wait_until 120 all_converged web data homeenv || true
-for m in web data homeenv; do curl -fsS "http://127.0.0.1:7411/v1/modules/$m" >"module-$m.json"; done
+wait_until 180 all_converged web data homeenv broker dependent || true
+cut -d' ' -f1 /proc/uptime >converged-at
+kill "$watcher"
+for m in web data homeenv broker dependent; do curl -fsS "http://127.0.0.1:7411/v1/modules/$m" >"module-$m.json"; done
 containers >containers
 creates >creates
+docker logs --since "$(( $(date +%s) - $(cut -d. -f1 /proc/uptime) ))" stead-dependent >dependent.log 2>&1
 [ "$(cat /proc/sys/kernel/random/boot_id)" != "$(cat ../install/boot)" ] && echo new >boot-new
 # Then the main loop hangs (STEAD_CRASH_AT=loop:hang), under a short
 # watchdog: a drop-in, as an operator would add one.
@@ -413,6 +502,20 @@ unit_show >bad-unit
 containers >bad-containers
 creates >bad-creates
 journalctl -u stead --since "@$up_since" --no-pager -o cat >update-journal
+# An operator installs a newer package by hand over the version stead
+# updated itself to: the package's agent runs.
+rm -f /etc/systemd/system/stead.service.d/lab.conf
+systemctl daemon-reload
+hand_since="$(date +%s)"
+DEBIAN_FRONTEND=noninteractive dpkg -i --force-confold /lab/in/stead-0.6.0.deb >hand-dpkg.out 2>&1 && echo 0 >hand-dpkg.rc || echo $? >hand-dpkg.rc
+wait_until 60 says "stead agent --json" '.running.version == "0.6.0"' || true
+wait_until 60 all_converged web data homeenv broker dependent || true
+stead agent --json >hand-agent.json
+cat /var/lib/stead/agent/launch >hand-launch
+unit_show >hand-unit
+containers >hand-containers
+creates >hand-creates
+journalctl -u stead --since "@$hand_since" --no-pager -o cat >hand-journal
 "#
             )),
         &["--timeout", "600"],
@@ -424,12 +527,13 @@ journalctl -u stead --since "@$up_since" --no-pager -o cat >update-journal
         ("active", "running"),
         "{unit:?}"
     );
-    for name in ["web", "data", "homeenv"] {
+    for name in MODULES.split(' ') {
         let module = m.module("rebooted", name);
         assert_eq!(module["state"], "converged", "{name}: {module}");
     }
     // The same containers, running again.
     assert_eq!(m.out("rebooted", "containers"), before);
+    reboot_in_order(&m);
 
     // systemd's watchdog killed the agent whose main loop hung, and
     // restarted it.
@@ -524,6 +628,94 @@ journalctl -u stead --since "@$up_since" --no-pager -o cat >update-journal
     assert_eq!(unit["ActiveState"], "active", "{unit:?}");
     assert_eq!(m.out("rebooted", "bad-containers"), before, "not recreated");
     assert_eq!(m.out("rebooted", "bad-creates"), "");
+
+    // A newer package installed by hand: its agent runs, the version stead
+    // had updated itself to is set aside as previous, the modules stay.
+    let journal = m.out("rebooted", "hand-journal");
+    assert_eq!(
+        m.out("rebooted", "hand-dpkg.rc").trim(),
+        "0",
+        "{}",
+        m.out("rebooted", "hand-dpkg.out")
+    );
+    let hand: serde_json::Value =
+        serde_json::from_str(&m.out("rebooted", "hand-agent.json")).unwrap();
+    assert_eq!(hand["running"]["version"], "0.6.0", "{hand:#}\n{journal}");
+    assert_eq!(hand["running"]["slot"], "package", "{hand:#}");
+    let launch = m.out("rebooted", "hand-launch");
+    assert!(launch.contains("previous 0.5.8"), "{launch}");
+    assert!(!launch.contains("\ncurrent "), "{launch}");
+    assert!(
+        journal.contains(
+            "package 0.6.0-1 was installed over package 0.5.0-1: running the package's binary, not current 0.5.8"
+        ),
+        "{journal}"
+    );
+    let unit = m.show("rebooted", "hand-unit");
+    assert_eq!(unit["ActiveState"], "active", "{unit:?}");
+    assert_eq!(
+        m.out("rebooted", "hand-containers"),
+        before,
+        "not recreated"
+    );
+    assert_eq!(m.out("rebooted", "hand-creates"), "");
+}
+
+/// After the reboot: the engine started every container at once; the
+/// dependent, which exits without its broker, was held (never
+/// crash-looping) and runs since the broker was ready. Says how long after
+/// the engine came up the broker was healthy, the dependent last started
+/// and every module read converged.
+fn reboot_in_order(m: &Machine) {
+    let num = |s: &str| -> f64 { s.trim().parse().unwrap_or_else(|e| panic!("{s:?}: {e}")) };
+    let engine_up = num(&m.out("rebooted", "engine-up")) / 1e6;
+    let clock = m.out("rebooted", "clock");
+    let (wall, uptime) = clock.trim().split_once(' ').unwrap();
+    let booted = num(wall) - num(uptime);
+    let converged = num(&m.out("rebooted", "converged-at")) - engine_up;
+    let states = m.out("rebooted", "dependent-states");
+    assert!(
+        !states.contains("crash-looping"),
+        "the dependent was held, not crash-looping:\n{states}"
+    );
+    // Engine events of this boot: `TIME NAME ACTION`, TIME in ns.
+    let events = m.out("rebooted", "events");
+    let at = |name: &str, action: &str| -> Vec<f64> {
+        events
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.splitn(3, ' ');
+                let (t, n, a) = (w.next()?, w.next()?, w.next()?);
+                (n == name && a == action).then(|| num(t) / 1e9 - booted)
+            })
+            .collect()
+    };
+    let healthy = at("stead-broker", "health_status: healthy");
+    let starts = at("stead-dependent", "start");
+    let (Some(healthy), Some(last_start)) = (healthy.first(), starts.last()) else {
+        panic!("the broker healthy and the dependent started this boot:\n{events}");
+    };
+    // The engine starts the dependent at boot and again as it exits; it
+    // fails while the broker is not ready and runs once it is. Once it ran,
+    // it never failed again: held, not restarted into a crash loop.
+    let log = m.out("rebooted", "dependent.log");
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(
+        lines.last(),
+        Some(&"up"),
+        "the dependent found its broker ready:\n{log}"
+    );
+    let first_up = lines.iter().position(|l| *l == "up").unwrap();
+    assert!(
+        lines[first_up..].iter().all(|l| *l == "up"),
+        "the dependent failed after it had run:\n{log}"
+    );
+    eprintln!(
+        "lab: after the reboot: the broker healthy {:.1} s after the engine was up, the dependent last started {:.1} s after it (after {} failed start(s) by the engine, then held by the agent), every module converged within {converged:.1} s of it",
+        healthy - engine_up,
+        last_start - engine_up,
+        lines.len() - lines.iter().filter(|l| **l == "up").count()
+    );
 }
 
 /// What every boot of the power-cut test does first: follows the engine's

@@ -173,6 +173,55 @@ fn a_candidate_that_cannot_be_executed_is_given_up_at_once() {
     assert!(!s.contains("candidate"), "{s}");
 }
 
+/// The package's version (`package-version` beside its binary) is
+/// recorded at a candidate's start; a package of another version
+/// installed since (an operator's `dpkg -i`) runs instead of the version
+/// stead updated itself to, which becomes `previous`.
+#[test]
+fn a_package_installed_since_takes_over_from_a_self_updated_version() {
+    let d = dir();
+    let package_version = d.package.with_file_name("package-version");
+    std::fs::write(&package_version, "0.5.0-1\n").unwrap();
+    d.version("0.6.0", 0);
+    d.version("0.7.0", 0);
+    d.state("current 0.6.0\ncandidate 0.7.0 0\n");
+    let (_, out, _) = d.launch(&["run"]);
+    assert!(out.starts_with("0.7.0 slot=candidate"), "{out}");
+    let s = d.read_state();
+    assert!(s.contains("package 0.5.0-1"), "{s}");
+    // Confirmed (as the agent writes it), then started again under the
+    // same package: it runs.
+    d.state(
+        &s.replace("current 0.6.0", "previous 0.6.0")
+            .replace("candidate 0.7.0 1", "current 0.7.0"),
+    );
+    let (_, out, _) = d.launch(&["run"]);
+    assert!(out.starts_with("0.7.0 slot=current"), "{out}");
+    // A package of another version is installed: it runs, and says why.
+    std::fs::write(&package_version, "0.8.0-1\n").unwrap();
+    let (_, out, err) = d.launch(&["status"]);
+    assert!(
+        out.starts_with("package slot=package"),
+        "the CLI too: {out}"
+    );
+    let (code, out, err2) = d.launch(&["run"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("package slot=package"), "{out}");
+    assert!(
+        err2.contains("package 0.8.0-1 was installed over package 0.5.0-1: running the package's binary, not current 0.7.0"),
+        "{err} {err2}"
+    );
+    let s = d.read_state();
+    assert!(s.contains("previous 0.7.0"), "{s}");
+    assert!(!s.contains("current"), "{s}");
+    // A package-version that does not read takes nothing over.
+    d.state("current 0.7.0\npackage 0.5.0-1\n");
+    std::fs::write(&package_version, "../x\n").unwrap();
+    let (_, out, err) = d.launch(&["run"]);
+    assert!(out.starts_with("0.7.0 slot=current"), "{out}");
+    assert!(err.contains("package-version"), "{err}");
+}
+
 #[test]
 fn a_missing_or_damaged_state_runs_the_package_binary() {
     let d = dir();

@@ -63,11 +63,21 @@ containers() {
     docker ps -a --filter label=stead.managed-by --format '{{.Names}} {{.ID}} {{.State}}' | sort
 }
 
+# Follows the engine's container events from its start into ./events, one
+# `TIME NAME ACTION` a line (TIME in nanoseconds since the epoch), in the
+# background: the engine keeps only its last 256 events, and a health
+# check's execs push a create out of them within minutes.
+follow_events() {
+    docker events --since 0 --filter type=container \
+        --format '{{.TimeNano}} {{.Actor.Attributes.name}} {{.Action}}' >>events &
+    sleep 1
+}
+
 # The creates the engine saw since it started (this boot), one container
-# name a line.
+# name a line, from what follow_events wrote.
 creates() {
-    docker events --since 0 --until "$(date +%s)" --filter type=container --filter event=create \
-        --format '{{.Actor.Attributes.name}}'
+    [ -f events ] || { echo "creates: no ./events: follow_events first" >&2; return 1; }
+    awk '$3 == "create" { print $2 }' events
 }
 
 # The unit as systemd sees it, one KEY=VALUE a line.

@@ -20,7 +20,16 @@
 //! previous 0.5.0
 //! candidate 0.7.0 1
 //! failed 0.7.0 started 3 times and never confirmed
+//! package 0.5.0-1
 //! ```
+//!
+//! `package` is the package version (`/usr/lib/stead/package-version`,
+//! shipped by the .deb) the launcher saw when it last started a
+//! candidate. A package of another version installed since (by hand, an
+//! operator's `dpkg -i`) takes over from the versions stead updated itself
+//! to: installing a package is the operator's word on what runs. A
+//! deliberate fleet downgrade below the package's version stays, as the
+//! package did not change.
 
 use std::fmt;
 
@@ -89,6 +98,8 @@ pub struct State {
     pub previous: Option<AgentVersion>,
     pub candidate: Option<Candidate>,
     pub failed: Option<Failed>,
+    /// The package version seen when a candidate was last started.
+    pub package: Option<AgentVersion>,
     /// Lines of keys this reader does not know, kept as they were.
     pub other: Vec<String>,
 }
@@ -151,6 +162,7 @@ impl State {
                         why: one_line(why),
                     });
                 }
+                "package" => st.package = Some(version(rest)?),
                 _ => st.other.push(line.to_string()),
             }
         }
@@ -173,6 +185,9 @@ impl State {
         }
         if let Some(f) = &self.failed {
             out.push_str(&format!("failed {} {}\n", f.version, one_line(&f.why)));
+        }
+        if let Some(v) = &self.package {
+            out.push_str(&format!("package {v}\n"));
         }
         for l in &self.other {
             out.push_str(l);
@@ -216,14 +231,20 @@ pub struct Launch {
 /// The rule. `agent` is whether the agent itself is being started (`stead
 /// run`): only those starts count toward a candidate's attempts; any other
 /// command (the CLI) runs the binary the agent runs as now and writes
-/// nothing. `present` says whether a version's binary is there.
+/// nothing. `present` says whether a version's binary is there;
+/// `installed` is the package's version (`None` when it cannot be read:
+/// nothing is taken over then).
 pub fn decide(
     state: &State,
     agent: bool,
     present: &dyn Fn(&AgentVersion) -> bool,
+    installed: Option<&AgentVersion>,
     max_attempts: u32,
 ) -> Launch {
     let max_attempts = max_attempts.max(1);
+    if let Some(taken) = taken_over(state, agent, installed) {
+        return taken;
+    }
     // What runs when no candidate does: the confirmed version, or the
     // package's binary when that one is gone.
     let settled = |note: Option<String>| match &state.current {
@@ -286,6 +307,9 @@ pub fn decide(
         version: c.version.clone(),
         attempts: c.attempts + 1,
     });
+    if let Some(p) = installed {
+        next.package = Some(p.clone());
+    }
     Launch {
         slot: Slot::Candidate(c.version.clone()),
         write: Some(next),
@@ -295,6 +319,48 @@ pub fn decide(
             c.attempts + 1
         )),
     }
+}
+
+/// A package of another version than the one the state was written under
+/// runs instead of `current` and any candidate: they are set aside
+/// (`current` becomes `previous`; a candidate is written down as failed,
+/// so the update that landed it ends saying why).
+fn taken_over(state: &State, agent: bool, installed: Option<&AgentVersion>) -> Option<Launch> {
+    let (was, now) = (state.package.as_ref()?, installed?);
+    if was == now || (state.current.is_none() && state.candidate.is_none()) {
+        return None;
+    }
+    let why = format!("package {now} was installed over package {was}");
+    let mut next = state.clone();
+    next.package = None;
+    if let Some(cur) = next.current.take() {
+        next.previous = Some(cur);
+    }
+    if let Some(c) = next.candidate.take() {
+        next.failed = Some(Failed {
+            version: c.version,
+            why: format!("{why}: the package's binary runs instead"),
+        });
+    }
+    let set_aside: Vec<String> = state
+        .current
+        .iter()
+        .map(|v| format!("current {v}"))
+        .chain(
+            state
+                .candidate
+                .iter()
+                .map(|c| format!("candidate {}", c.version)),
+        )
+        .collect();
+    Some(Launch {
+        slot: Slot::Package,
+        write: agent.then_some(next),
+        note: Some(format!(
+            "{why}: running the package's binary, not {}",
+            set_aside.join(" or ")
+        )),
+    })
 }
 
 #[cfg(test)]
@@ -342,6 +408,7 @@ mod tests {
                 version: v("0.6.1"),
                 why: "started 3 times and never confirmed".into(),
             }),
+            package: Some(v("0.5.0-1")),
             other: vec!["window 300".into()],
         };
         assert_eq!(State::parse(&s.render()).unwrap(), s);
@@ -410,7 +477,7 @@ mod tests {
             ("current 0.6.0\ncandidate 0.7.0 1", false, &only_06, cur("0.6.0"), None),
         ];
         for (text, agent, present, runs, writes) in cases {
-            let got = decide(&st(text), agent, present, MAX_ATTEMPTS);
+            let got = decide(&st(text), agent, present, Some(&v("0.5.0-1")), MAX_ATTEMPTS);
             assert_eq!(got.slot, runs, "{text:?} agent={agent}");
             match (writes, &got.write) {
                 (None, None) => {}
@@ -423,11 +490,75 @@ mod tests {
     }
 
     #[test]
+    fn a_package_installed_since_takes_over_table() {
+        let all = |_: &AgentVersion| true;
+        type Case<'a> = (
+            &'a str,
+            Option<&'a str>,
+            bool,
+            Slot,
+            Option<(&'a [&'a str], &'a [&'a str])>,
+        );
+        // (state file, the package installed, the agent starts?, runs,
+        // state written: lines it holds, lines it does not)
+        #[rustfmt::skip]
+        let cases: Vec<Case> = vec![
+            // The same package: what stead updated itself to runs.
+            ("current 0.7.0\npackage 0.5.0-1", Some("0.5.0-1"), true, Slot::Current(v("0.7.0")), None),
+            // A fleet downgrade below the package stays while the package does.
+            ("current 0.4.0\npackage 0.5.0-1", Some("0.5.0-1"), true, Slot::Current(v("0.4.0")), None),
+            // Another package, newer or older: it runs, current set aside.
+            ("current 0.7.0\nprevious 0.6.0\npackage 0.5.0-1", Some("0.8.0-1"), true, Slot::Package,
+                Some((&["previous 0.7.0"], &["current", "package"]))),
+            ("current 0.7.0\npackage 0.5.0-1", Some("0.5.0-2"), true, Slot::Package,
+                Some((&["previous 0.7.0"], &["current"]))),
+            // A candidate on trial is given up on, saying why.
+            ("current 0.7.0\ncandidate 0.8.0 1\npackage 0.5.0-1", Some("0.9.0-1"), true, Slot::Package,
+                Some((&["previous 0.7.0", "failed 0.8.0 package 0.9.0-1 was installed over package 0.5.0-1"], &["candidate", "current"]))),
+            // The CLI runs the package's binary too, and writes nothing.
+            ("current 0.7.0\npackage 0.5.0-1", Some("0.8.0-1"), false, Slot::Package, None),
+            // Nothing to compare: no takeover.
+            ("current 0.7.0", Some("0.8.0-1"), true, Slot::Current(v("0.7.0")), None),
+            ("current 0.7.0\npackage 0.5.0-1", None, true, Slot::Current(v("0.7.0")), None),
+            // Nothing set aside when the package's binary runs already.
+            ("previous 0.7.0\npackage 0.5.0-1", Some("0.8.0-1"), true, Slot::Package, None),
+        ];
+        for (text, installed, agent, runs, writes) in cases {
+            let installed = installed.map(v);
+            let got = decide(&st(text), agent, &all, installed.as_ref(), MAX_ATTEMPTS);
+            assert_eq!(got.slot, runs, "{text:?} {installed:?} agent={agent}");
+            match (writes, &got.write) {
+                (None, None) => {}
+                (Some((has, lacks)), Some(w)) => {
+                    let w = w.render();
+                    for l in has {
+                        assert!(w.contains(l), "{text:?}: wrote {w}");
+                    }
+                    for l in lacks {
+                        assert!(!w.lines().any(|x| x.starts_with(l)), "{text:?}: wrote {w}");
+                    }
+                }
+                (want, got) => panic!("{text:?}: want {want:?}, wrote {got:?}"),
+            }
+        }
+        // A candidate's start records the package it started under.
+        let got = decide(
+            &st("current 0.6.0\ncandidate 0.7.0 0"),
+            true,
+            &all,
+            Some(&v("0.5.0-1")),
+            3,
+        );
+        assert_eq!(got.write.unwrap().package, Some(v("0.5.0-1")));
+    }
+
+    #[test]
     fn going_back_keeps_current_and_previous_and_forgets_the_candidate() {
         let got = decide(
             &st("current 0.6.0\nprevious 0.5.0\ncandidate 0.7.0 3\nwindow 300"),
             true,
             &|_| true,
+            None,
             3,
         );
         let w = got.write.unwrap();
@@ -440,7 +571,7 @@ mod tests {
 
     #[test]
     fn at_least_one_start_whatever_the_limit() {
-        let got = decide(&st("candidate 0.7.0 0"), true, &|_| true, 0);
+        let got = decide(&st("candidate 0.7.0 0"), true, &|_| true, None, 0);
         assert_eq!(got.slot, Slot::Candidate(v("0.7.0")));
     }
 }

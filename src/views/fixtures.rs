@@ -215,6 +215,7 @@ pub fn agent_status() -> crate::views::agent::AgentStatusView {
             version: v("0.7.0"),
             why: "started 3 times and never confirmed".into(),
         }),
+        package: None,
         other: vec![],
     };
     let mut open = AgentUpdate::new(4, v("0.7.1"), "0.6.1", (vec![], None), "the API", 100);
