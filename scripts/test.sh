@@ -8,6 +8,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 NAME=test.sh
 . scripts/lib.sh
+# Each stage says when it began in the run (the budget is 30 minutes).
+stage() { say "$* (at $((SECONDS / 60))m$((SECONDS % 60))s)"; }
 
 scripts/engine.sh
 scripts/test-images.sh >/dev/null
@@ -59,17 +61,18 @@ if [ "${STEAD_TEST_SETUP_ONLY:-}" = 1 ]; then
     exit 0
 fi
 
-say "cargo fmt --check"
+stage "cargo fmt --check"
 cargo fmt --check
-say "cargo clippy"
+stage "cargo clippy"
 cargo clippy --all-targets --locked -- -D warnings
-say "cargo clippy --no-default-features (a device build without stead import)"
+stage "cargo clippy --no-default-features (a device build without stead import)"
 cargo clippy --no-default-features --lib --bins --locked -- -D warnings
 # The release binaries and the .deb.
+stage "release binaries and the .deb"
 scripts/release.sh
 scripts/package.sh
 
-say "cargo test"
+stage "cargo test"
 log="$(mktemp /tmp/stead-test.XXXXXX)"
 trap 'rm -f "$log"' EXIT
 # Tests named lab_all_only_ (the device lab's longest scenarios) are
@@ -78,15 +81,16 @@ cargo test --locked --no-fail-fast -- --include-ignored --skip lab_all_only_ 2>&
 # The engine suites again, against Podman's Docker-compatible service: the
 # differences the engine layer handles, and the tests that name the others
 # (docs/operations.md, "On Podman").
-say "cargo test (the engine suites on Podman, $podman_socket)"
+stage "cargo test (the engine suites on Podman, $podman_socket)"
 STEAD_TEST_ENGINE_SOCKET="$podman_socket" cargo test --locked --no-fail-fast \
     --test engine --test runtime --test hardening --test waiting --test api --test cli --test images \
     -- --include-ignored 2>&1 | tee -a "$log"
 # A Podman whose user networks cannot resolve names (CNI without the dnsname
 # plugin, as Debian's podman installed without recommends had it): the agent
 # refuses a module on one, saying what to install.
-say "cargo test (a user network without DNS, on Podman with CNI, $podman_cni)"
+stage "cargo test (a user network without DNS, on Podman with CNI, $podman_cni)"
 STEAD_TEST_ENGINE_SOCKET="$podman_cni" cargo test --locked --no-fail-fast --test runtime \
     a_user_network_that_cannot_resolve_names_is_refused_naming_the_backend -- --exact 2>&1 | tee -a "$log"
+stage "done"
 # One closing line for the whole run: the sum of every test binary's result.
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f; exit (f > 0 || p == 0) }' "$log"
