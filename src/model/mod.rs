@@ -12,6 +12,7 @@ pub mod config;
 pub mod disk;
 pub mod env_file;
 pub mod files;
+pub mod fleet;
 pub mod guard;
 pub mod intention;
 pub mod interpolate;
