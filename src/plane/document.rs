@@ -88,7 +88,7 @@ pub struct DocumentError {
 }
 
 impl DocumentError {
-    fn new(field: impl Into<String>, message: impl Into<String>) -> DocumentError {
+    pub(crate) fn new(field: impl Into<String>, message: impl Into<String>) -> DocumentError {
         DocumentError {
             field: field.into(),
             message: message.into(),
@@ -139,47 +139,10 @@ impl Desired {
     /// Parses and checks a document's payload (JSON). Any error refuses the
     /// whole document.
     pub fn parse(payload: &[u8]) -> Result<Desired, DocumentError> {
-        // serde would also read a struct from a JSON array of its fields.
-        if !starts_an_object(payload) {
-            return Err(DocumentError::new("(document)", "must be a JSON object"));
-        }
-        // A module is read as a JSON value first, which would keep the last
-        // of a repeated key: the whole payload is checked before.
-        no_repeated_keys(payload)?;
-        let mut de = serde_json::Deserializer::from_slice(payload);
-        let doc: DesiredDoc = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let said = crate::model::intention::without_values(&e.inner().to_string());
-            DocumentError::new(json_field(e.path()), said)
-        })?;
-        de.end()
-            .map_err(|e| DocumentError::new("(document)", e.to_string()))?;
+        let doc: DesiredDoc = read(payload)?;
         let node = NodeId::try_from(doc.node).map_err(|e| DocumentError::new("node", e.0))?;
-        if doc.revision == 0 {
-            return Err(DocumentError::new("revision", "must be at least 1"));
-        }
-        if doc.revision > crate::plane::accept::MAX_REVISION {
-            return Err(DocumentError::new(
-                "revision",
-                format!(
-                    "{} is over the largest a document may carry, 2^53 = {}",
-                    doc.revision,
-                    crate::plane::accept::MAX_REVISION
-                ),
-            ));
-        }
-        let issued_at =
-            parse_rfc3339(&doc.issued_at).map_err(|e| DocumentError::new("issued_at", e))?;
-        let expires = parse_rfc3339(&doc.expires).map_err(|e| DocumentError::new("expires", e))?;
-        if expires <= issued_at {
-            return Err(DocumentError::new(
-                "expires",
-                format!(
-                    "{} is not after issued_at {}",
-                    format_rfc3339(expires),
-                    format_rfc3339(issued_at)
-                ),
-            ));
-        }
+        check_revision("revision", doc.revision)?;
+        let (issued_at, expires) = check_times(&doc.issued_at, &doc.expires)?;
         let poll = doc.poll.map_or(Ok(Poll::default()), check_poll)?;
         if let Some(r) = &doc.report {
             check_report_url(r).map_err(|m| DocumentError::new("report", m))?;
@@ -201,33 +164,7 @@ impl Desired {
                 })
             }
         };
-        if doc.modules.len() > MAX_MODULES {
-            return Err(DocumentError::new(
-                "modules",
-                format!(
-                    "{} modules, more than the {MAX_MODULES} a document may name",
-                    doc.modules.len()
-                ),
-            ));
-        }
-        let mut modules = BTreeMap::new();
-        let mut seen: BTreeMap<ModuleName, usize> = BTreeMap::new();
-        // Consumed as checked: a module's JSON value goes as its intention
-        // is made, so the two are not both held for the whole document.
-        for (i, m) in doc.modules.into_iter().enumerate() {
-            let intention = check_module(i, &m)?;
-            drop(m);
-            if let Some(first) = seen.insert(intention.name.clone(), i) {
-                return Err(DocumentError::new(
-                    format!("modules[{i}] ({})", intention.name),
-                    format!(
-                        "a second module named {} (the first is modules[{first}])",
-                        intention.name
-                    ),
-                ));
-            }
-            modules.insert(intention.name.clone(), intention);
-        }
+        let modules = check_modules("modules", doc.modules)?;
         Ok(Desired {
             node,
             revision: doc.revision,
@@ -239,6 +176,97 @@ impl Desired {
             agent,
         })
     }
+}
+
+/// A document's payload read as `T`: a JSON object, no key twice, and
+/// nothing after it; an error names the field, never a value.
+pub(crate) fn read<T: serde::de::DeserializeOwned>(payload: &[u8]) -> Result<T, DocumentError> {
+    // serde would also read a struct from a JSON array of its fields.
+    if !starts_an_object(payload) {
+        return Err(DocumentError::new("(document)", "must be a JSON object"));
+    }
+    // A module is read as a JSON value first, which would keep the last
+    // of a repeated key: the whole payload is checked before.
+    no_repeated_keys(payload)?;
+    let mut de = serde_json::Deserializer::from_slice(payload);
+    let doc: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let said = crate::model::intention::without_values(&e.inner().to_string());
+        DocumentError::new(json_field(e.path()), said)
+    })?;
+    de.end()
+        .map_err(|e| DocumentError::new("(document)", e.to_string()))?;
+    Ok(doc)
+}
+
+/// A revision: at least 1, at most [`crate::plane::accept::MAX_REVISION`].
+pub(crate) fn check_revision(field: &str, revision: u64) -> Result<(), DocumentError> {
+    if revision == 0 {
+        return Err(DocumentError::new(field, "must be at least 1"));
+    }
+    if revision > crate::plane::accept::MAX_REVISION {
+        return Err(DocumentError::new(
+            field,
+            format!(
+                "{revision} is over the largest a document may carry, 2^53 = {}",
+                crate::plane::accept::MAX_REVISION
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `issued_at` and `expires` (RFC 3339), the second after the first.
+pub(crate) fn check_times(issued_at: &str, expires: &str) -> Result<(u64, u64), DocumentError> {
+    let issued_at = parse_rfc3339(issued_at).map_err(|e| DocumentError::new("issued_at", e))?;
+    let expires = parse_rfc3339(expires).map_err(|e| DocumentError::new("expires", e))?;
+    if expires <= issued_at {
+        return Err(DocumentError::new(
+            "expires",
+            format!(
+                "{} is not after issued_at {}",
+                format_rfc3339(expires),
+                format_rfc3339(issued_at)
+            ),
+        ));
+    }
+    Ok((issued_at, expires))
+}
+
+/// The modules of a document's list `field` (`modules`,
+/// `previous.modules`): at most [`MAX_MODULES`], each an intention, no
+/// name twice.
+pub(crate) fn check_modules(
+    field: &str,
+    list: Vec<serde_json::Value>,
+) -> Result<BTreeMap<ModuleName, Intention>, DocumentError> {
+    if list.len() > MAX_MODULES {
+        return Err(DocumentError::new(
+            field,
+            format!(
+                "{} modules, more than the {MAX_MODULES} a document may name",
+                list.len()
+            ),
+        ));
+    }
+    let mut modules = BTreeMap::new();
+    let mut seen: BTreeMap<ModuleName, usize> = BTreeMap::new();
+    // Consumed as checked: a module's JSON value goes as its intention
+    // is made, so the two are not both held for the whole document.
+    for (i, m) in list.into_iter().enumerate() {
+        let intention = check_module(field, i, &m)?;
+        drop(m);
+        if let Some(first) = seen.insert(intention.name.clone(), i) {
+            return Err(DocumentError::new(
+                format!("{field}[{i}] ({})", intention.name),
+                format!(
+                    "a second module named {} (the first is {field}[{first}])",
+                    intention.name
+                ),
+            ));
+        }
+        modules.insert(intention.name.clone(), intention);
+    }
+    Ok(modules)
 }
 
 /// The field a JSON error is at, `(document)` for the whole or where it
@@ -310,16 +338,16 @@ fn check_report_url(s: &str) -> Result<(), String> {
     }
 }
 
-/// Checks `modules[i]`; its errors name it by index, and by name when it
+/// Checks `<field>[i]`; its errors name it by index, and by name when it
 /// has a valid one.
-fn check_module(i: usize, m: &serde_json::Value) -> Result<Intention, DocumentError> {
+fn check_module(field: &str, i: usize, m: &serde_json::Value) -> Result<Intention, DocumentError> {
     let place = match m
         .get("name")
         .and_then(|n| n.as_str())
         .and_then(|n| ModuleName::try_from(n).ok())
     {
-        Some(name) => format!("modules[{i}] ({name})"),
-        None => format!("modules[{i}]"),
+        Some(name) => format!("{field}[{i}] ({name})"),
+        None => format!("{field}[{i}]"),
     };
     if !m.is_object() {
         return Err(DocumentError::new(

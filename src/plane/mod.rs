@@ -1,7 +1,8 @@
 //! The central plane: desired state for this node as a signed document on
 //! any static HTTP host, polled with conditional GETs, and the node's status
 //! PUT back. The document's envelope and keys ([`envelope`]), its payload
-//! ([`document`]; its times are read by [`crate::model::time`]); whether a
+//! ([`document`]; its times are read by [`crate::model::time`]), a group's
+//! document with its staged rollout ([`group`]); whether a
 //! fetched document is adopted ([`accept`]); the polling loop ([`sync`])
 //! and the reports ([`report`]). A refusal's class is data, in the model
 //! ([`crate::model::refusal`]), named here as [`RefusalClass`].
@@ -12,6 +13,7 @@ pub mod document;
 pub mod envelope;
 #[cfg(test)]
 pub(crate) mod fixtures;
+pub mod group;
 pub mod report;
 pub mod sync;
 

@@ -1,0 +1,349 @@
+//! A group document: the modules common to many devices, at one revision,
+//! with the staged rollout of that revision and the previous revision's
+//! modules, which a device runs until its turn (`model::fleet::rollout`).
+//! Checked all or nothing, as a node's document is
+//! ([`crate::plane::document`]); its fields are named by place.
+//!
+//! ```json
+//! { "group": "edge-eu", "revision": 7,
+//!   "issued_at": "2026-12-01T10:00:00Z", "expires": "2027-01-01T10:00:00Z",
+//!   "modules": [ { "name": "web", "image": "web:2" } ],
+//!   "rollout": { "start": "2026-12-01T12:00:00Z", "duration": "6h",
+//!                "salt": "r7", "canaries": ["edge-0001"],
+//!                "halt": false, "revert": false },
+//!   "previous": { "revision": 6, "modules": [ { "name": "web", "image": "web:1" } ] } }
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::model::fleet::Rollout;
+use crate::model::intention::Intention;
+use crate::model::names::{ModuleName, NodeId};
+use crate::model::time::{parse_duration, parse_rfc3339};
+use crate::plane::document::{DocumentError, check_modules, check_revision, check_times, read};
+
+/// The longest a rollout may take.
+pub const MAX_ROLLOUT: u64 = 90 * 24 * 3600;
+
+/// The most canaries a rollout may name.
+pub const MAX_CANARIES: usize = 1000;
+
+/// A group's name: what node documents list and the host's
+/// `groups/<name>/desired.json`; a node id's characters.
+pub type GroupName = NodeId;
+
+/// A checked group document.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupDesired {
+    pub group: GroupName,
+    pub revision: u64,
+    pub issued_at: u64,
+    pub expires: u64,
+    /// This revision's modules.
+    pub modules: BTreeMap<ModuleName, Intention>,
+    /// How devices come to this revision; without one, all at once.
+    pub rollout: Option<Rollout>,
+    /// The revision devices run until their turn: required with a
+    /// rollout, below this revision.
+    pub previous: Option<Previous>,
+}
+
+/// The revision a rollout moves devices from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Previous {
+    pub revision: u64,
+    pub modules: BTreeMap<ModuleName, Intention>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GroupDoc {
+    group: String,
+    revision: u64,
+    issued_at: String,
+    expires: String,
+    modules: Vec<serde_json::Value>,
+    #[serde(default)]
+    rollout: Option<RolloutDoc>,
+    #[serde(default)]
+    previous: Option<PreviousDoc>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RolloutDoc {
+    start: String,
+    duration: String,
+    salt: String,
+    #[serde(default)]
+    canaries: Vec<String>,
+    #[serde(default)]
+    halt: bool,
+    #[serde(default)]
+    revert: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PreviousDoc {
+    revision: u64,
+    modules: Vec<serde_json::Value>,
+}
+
+impl GroupDesired {
+    /// Parses and checks a group document's payload (JSON). Any error
+    /// refuses the whole document.
+    pub fn parse(payload: &[u8]) -> Result<GroupDesired, DocumentError> {
+        let doc: GroupDoc = read(payload)?;
+        let group = GroupName::try_from(doc.group).map_err(|e| DocumentError::new("group", e.0))?;
+        check_revision("revision", doc.revision)?;
+        let (issued_at, expires) = check_times(&doc.issued_at, &doc.expires)?;
+        let modules = check_modules("modules", doc.modules)?;
+        let previous = match doc.previous {
+            None => None,
+            Some(p) => {
+                check_revision("previous.revision", p.revision)?;
+                if p.revision >= doc.revision {
+                    return Err(DocumentError::new(
+                        "previous.revision",
+                        format!(
+                            "{} is not below this document's revision {}",
+                            p.revision, doc.revision
+                        ),
+                    ));
+                }
+                Some(Previous {
+                    revision: p.revision,
+                    modules: check_modules("previous.modules", p.modules)?,
+                })
+            }
+        };
+        let rollout = match doc.rollout {
+            None => None,
+            Some(r) => {
+                if previous.is_none() {
+                    return Err(DocumentError::new(
+                        "previous",
+                        "a rollout needs the previous revision's modules, which devices run until their turn",
+                    ));
+                }
+                Some(check_rollout(r)?)
+            }
+        };
+        Ok(GroupDesired {
+            group,
+            revision: doc.revision,
+            issued_at,
+            expires,
+            modules,
+            rollout,
+            previous,
+        })
+    }
+}
+
+fn check_rollout(r: RolloutDoc) -> Result<Rollout, DocumentError> {
+    let start = parse_rfc3339(&r.start).map_err(|e| DocumentError::new("rollout.start", e))?;
+    let duration = parse_duration(&r.duration)
+        .map_err(|e| DocumentError::new("rollout.duration", e))?
+        .as_secs();
+    if duration > MAX_ROLLOUT {
+        return Err(DocumentError::new(
+            "rollout.duration",
+            "must be at most 90 days",
+        ));
+    }
+    if r.salt.is_empty() || r.salt.len() > 128 {
+        return Err(DocumentError::new("rollout.salt", "must be 1 to 128 bytes"));
+    }
+    if r.canaries.len() > MAX_CANARIES {
+        return Err(DocumentError::new(
+            "rollout.canaries",
+            format!(
+                "{} canaries, more than the {MAX_CANARIES} a rollout may name",
+                r.canaries.len()
+            ),
+        ));
+    }
+    let mut canaries = std::collections::BTreeSet::new();
+    for (i, c) in r.canaries.into_iter().enumerate() {
+        let id = NodeId::try_from(c)
+            .map_err(|e| DocumentError::new(format!("rollout.canaries[{i}]"), e.0))?;
+        canaries.insert(id);
+    }
+    if r.revert && !r.halt {
+        return Err(DocumentError::new(
+            "rollout.revert",
+            "a revert halts the rollout too: say halt = true with it",
+        ));
+    }
+    Ok(Rollout {
+        start,
+        duration,
+        salt: r.salt,
+        canaries,
+        halt: r.halt,
+        revert: r.revert,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value as J, json};
+
+    fn doc() -> J {
+        json!({
+            "group": "edge-eu",
+            "revision": 7,
+            "issued_at": "2026-12-01T10:00:00Z",
+            "expires": "2027-01-01T10:00:00Z",
+            "modules": [{"name": "web", "image": "web:2"}],
+            "rollout": {"start": "2026-12-01T12:00:00Z", "duration": "6h", "salt": "r7",
+                        "canaries": ["edge-0001"]},
+            "previous": {"revision": 6, "modules": [{"name": "web", "image": "web:1"}]}
+        })
+    }
+
+    fn with(f: impl FnOnce(&mut J)) -> J {
+        let mut v = doc();
+        f(&mut v);
+        v
+    }
+
+    fn parse(v: &J) -> Result<GroupDesired, DocumentError> {
+        GroupDesired::parse(v.to_string().as_bytes())
+    }
+
+    #[test]
+    fn a_group_document_parses_whole() {
+        let g = parse(&doc()).unwrap();
+        assert_eq!(g.group.as_str(), "edge-eu");
+        assert_eq!(g.revision, 7);
+        let r = g.rollout.unwrap();
+        assert_eq!(r.duration, 6 * 3600);
+        assert_eq!(r.start, parse_rfc3339("2026-12-01T12:00:00Z").unwrap());
+        assert!(r.canaries.contains(&NodeId::try_from("edge-0001").unwrap()));
+        let p = g.previous.unwrap();
+        assert_eq!(p.revision, 6);
+        assert_eq!(
+            p.modules[&ModuleName::try_from("web").unwrap()].image,
+            "web:1"
+        );
+        // Without a rollout, a previous revision is not needed.
+        let plain = parse(&with(|v| {
+            let o = v.as_object_mut().unwrap();
+            o.remove("rollout");
+            o.remove("previous");
+        }))
+        .unwrap();
+        assert_eq!(plain.rollout, None);
+    }
+
+    #[test]
+    fn every_refusal_names_its_field() {
+        // (change, the field named, words of the message)
+        #[rustfmt::skip]
+        type Change = Box<dyn Fn(&mut J)>;
+        let cases: Vec<(Change, &str, &str)> = vec![
+            (
+                Box::new(|v| v["group"] = json!("../x")),
+                "group",
+                "invalid node id",
+            ),
+            (
+                Box::new(|v| v["revision"] = json!(0)),
+                "revision",
+                "at least 1",
+            ),
+            (
+                Box::new(|v| v["expires"] = json!("2026-11-01T00:00:00Z")),
+                "expires",
+                "not after",
+            ),
+            (
+                Box::new(|v| v["modules"][0]["image"] = json!("")),
+                "modules[0] (web): image",
+                "",
+            ),
+            (
+                Box::new(|v| {
+                    v["modules"] =
+                        json!([{"name": "web", "image": "a"}, {"name": "web", "image": "b"}])
+                }),
+                "modules[1] (web)",
+                "a second module",
+            ),
+            (
+                Box::new(|v| {
+                    v.as_object_mut().unwrap().remove("previous");
+                }),
+                "previous",
+                "needs the previous revision",
+            ),
+            (
+                Box::new(|v| v["previous"]["revision"] = json!(7)),
+                "previous.revision",
+                "not below",
+            ),
+            (
+                Box::new(|v| v["previous"]["modules"][0]["name"] = json!("Web")),
+                "previous.modules[0]",
+                "",
+            ),
+            (
+                Box::new(|v| v["rollout"]["duration"] = json!("91d")),
+                "rollout.duration",
+                "",
+            ),
+            (
+                Box::new(|v| v["rollout"]["duration"] = json!("soon")),
+                "rollout.duration",
+                "",
+            ),
+            (
+                Box::new(|v| v["rollout"]["start"] = json!("today")),
+                "rollout.start",
+                "",
+            ),
+            (
+                Box::new(|v| v["rollout"]["salt"] = json!("")),
+                "rollout.salt",
+                "1 to 128",
+            ),
+            (
+                Box::new(|v| v["rollout"]["canaries"] = json!(["ok", "no/slash"])),
+                "rollout.canaries[1]",
+                "invalid node id",
+            ),
+            (
+                Box::new(|v| v["rollout"]["revert"] = json!(true)),
+                "rollout.revert",
+                "halt = true",
+            ),
+            (
+                Box::new(|v| v["rollout"]["speed"] = json!(2)),
+                "rollout",
+                "unknown field",
+            ),
+            (
+                Box::new(|v| v["node"] = json!("edge-1")),
+                "node",
+                "unknown field",
+            ),
+        ];
+        for (change, field, words) in cases {
+            let v = with(|v| change(v));
+            let e = parse(&v).unwrap_err();
+            assert!(
+                e.field.starts_with(field) && e.message.contains(words),
+                "{v}: {e}"
+            );
+        }
+        let e = GroupDesired::parse(br#"{"group": "a", "group": "b"}"#).unwrap_err();
+        assert!(e.message.contains("group"), "{e}");
+        assert!(GroupDesired::parse(b"[]").is_err());
+    }
+}
