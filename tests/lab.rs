@@ -329,7 +329,7 @@ fn modules() -> String {
 
 #[test]
 #[ignore = "needs dist/ and the lab (scripts/test.sh sets both up)"]
-fn the_deb_on_a_fresh_system_is_ready_converges_within_the_unit_s_paths_a_reboot_recreates_nothing_and_the_watchdog_restarts_a_hung_loop()
+fn lab_the_deb_on_a_fresh_system_is_ready_converges_within_the_unit_s_paths_a_reboot_recreates_nothing_and_the_watchdog_restarts_a_hung_loop()
  {
     let _one = one_vm();
     let m = Machine::new("install");
@@ -814,7 +814,7 @@ fn cuts() -> usize {
 
 #[test]
 #[ignore = "needs dist/ and the lab (scripts/test.sh sets both up)"]
-fn power_cuts_lose_no_acknowledged_change_and_make_one_create_per_change() {
+fn lab_power_cuts_lose_no_acknowledged_change_and_make_one_create_per_change() {
     let _one = one_vm();
     let cuts = cuts();
     assert!(cuts >= 1, "STEAD_LAB_CUTS must be at least 1");

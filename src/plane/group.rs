@@ -24,6 +24,11 @@ use crate::model::names::{ModuleName, NodeId};
 use crate::model::time::{parse_duration, parse_rfc3339};
 use crate::plane::document::{DocumentError, check_modules, check_revision, check_times, read};
 
+/// A group document's DSSE payload type: a node's document
+/// ([`crate::plane::envelope::PAYLOAD_TYPE`]) is never read as a group's,
+/// nor the other way round.
+pub const GROUP_PAYLOAD_TYPE: &str = "application/vnd.stead.group.v1+json";
+
 /// The longest a rollout may take.
 pub const MAX_ROLLOUT: u64 = 90 * 24 * 3600;
 
