@@ -9,8 +9,9 @@ use serde::Deserialize;
 use crate::model::names::{Digest, NodeId};
 use crate::model::time::{format_rfc3339, parse_rfc3339};
 use crate::plane::RefusalClass;
-use crate::plane::document::Desired;
+use crate::plane::document::{Desired, DocumentError};
 use crate::plane::envelope::{self, Envelope, PublicKey};
+use crate::plane::group::{GROUP_PAYLOAD_TYPE, GroupDesired, GroupName};
 use crate::store::plane::Held;
 
 /// The largest document taken, in bytes.
@@ -106,11 +107,11 @@ pub struct Refused {
     pub revision: Option<u64>,
 }
 
-/// What to do with a document.
+/// What to do with a document (a node's, or a group's: `D`).
 #[derive(Debug)]
-pub enum Verdict {
+pub enum Verdict<D = Desired> {
     /// A new revision, every check passed: adopt it.
-    Adopt(Box<Accepted>),
+    Adopt(Box<Accepted<D>>),
     /// The revision held, the same payload: nothing to do.
     Same,
     /// Not adopted.
@@ -119,9 +120,9 @@ pub enum Verdict {
 
 /// A document that passed every check.
 #[derive(Debug)]
-pub struct Accepted {
+pub struct Accepted<D = Desired> {
     /// What it says.
-    pub desired: Desired,
+    pub desired: D,
     /// The digest of its payload.
     pub payload_digest: Digest,
     /// The trusted key that signed it.
@@ -133,13 +134,51 @@ pub struct Accepted {
 }
 
 /// The few fields read before the modules are: enough to say whose it is,
-/// which revision, and whether it is fresh.
+/// which revision, and whether it is fresh. A node's document names its
+/// node, a group's its group.
 #[derive(Deserialize)]
 struct Header {
-    node: String,
+    #[serde(default)]
+    node: Option<String>,
+    #[serde(default)]
+    group: Option<String>,
     revision: u64,
     issued_at: String,
     expires: String,
+}
+
+/// Whose document is judged: this node's own, or a group's it belongs to.
+#[derive(Clone, Copy, Debug)]
+pub enum Whose<'a> {
+    Node(&'a NodeId),
+    Group(&'a GroupName),
+}
+
+impl<'a> Whose<'a> {
+    fn payload_type(self) -> (&'static str, &'static str) {
+        match self {
+            Whose::Node(_) => (envelope::PAYLOAD_TYPE, "stead desired-state document"),
+            Whose::Group(_) => (GROUP_PAYLOAD_TYPE, "stead group document"),
+        }
+    }
+
+    /// `node` or `group`, and the name the document must carry there.
+    fn field(self) -> (&'static str, &'a str) {
+        match self {
+            Whose::Node(n) => ("node", n.as_str()),
+            Whose::Group(g) => ("group", g.as_str()),
+        }
+    }
+}
+
+/// What passed every check but the payload's own: the payload, ready to
+/// be parsed as its kind.
+struct Checked {
+    payload: Vec<u8>,
+    payload_digest: Digest,
+    key_id: String,
+    newest_issued_at: u64,
+    revision: Option<u64>,
 }
 
 /// Judges a fetched document, in this order: its size; its envelope; its
@@ -154,12 +193,79 @@ pub fn judge(
     held: Option<&Held>,
     clock: Clock,
 ) -> Verdict {
+    judge_as(
+        body,
+        Whose::Node(node),
+        trusted,
+        held,
+        clock,
+        Desired::parse,
+    )
+}
+
+/// Judges a group's fetched document as [`judge`] judges a node's, every
+/// check in the same order, against the group's own floor (`held`): its
+/// payload type is a group's, and it must name `group`.
+pub fn judge_group(
+    body: &[u8],
+    group: &GroupName,
+    trusted: &[PublicKey],
+    held: Option<&Held>,
+    clock: Clock,
+) -> Verdict<GroupDesired> {
+    judge_as(
+        body,
+        Whose::Group(group),
+        trusted,
+        held,
+        clock,
+        GroupDesired::parse,
+    )
+}
+
+fn judge_as<D>(
+    body: &[u8],
+    whose: Whose,
+    trusted: &[PublicKey],
+    held: Option<&Held>,
+    clock: Clock,
+    parse: fn(&[u8]) -> Result<D, DocumentError>,
+) -> Verdict<D> {
+    let c = match check(body, whose, trusted, held, clock) {
+        Ok(c) => c,
+        Err(None) => return Verdict::Same,
+        Err(Some(r)) => return Verdict::Refused(r),
+    };
+    match parse(&c.payload) {
+        Ok(desired) => Verdict::Adopt(Box::new(Accepted {
+            desired,
+            payload_digest: c.payload_digest,
+            key_id: c.key_id,
+            newest_issued_at: c.newest_issued_at,
+        })),
+        Err(e) => Verdict::Refused(Refused {
+            class: RefusalClass::Invalid,
+            detail: e.to_string(),
+            revision: c.revision,
+        }),
+    }
+}
+
+/// Every check before the payload is parsed as its kind; `Err(None)` is
+/// the payload held already.
+fn check(
+    body: &[u8],
+    whose: Whose,
+    trusted: &[PublicKey],
+    held: Option<&Held>,
+    clock: Clock,
+) -> Result<Checked, Option<Refused>> {
     let refuse = |class: RefusalClass, detail: String, revision: Option<u64>| {
-        Verdict::Refused(Refused {
+        Err(Some(Refused {
             class,
             detail,
             revision,
-        })
+        }))
     };
     if body.len() > MAX_DOCUMENT {
         return refuse(
@@ -181,7 +287,8 @@ pub fn judge(
             );
         }
     };
-    let key = match envelope::verify(&env, trusted) {
+    let (payload_type, what) = whose.payload_type();
+    let key = match envelope::verify_as(&env, trusted, payload_type, what) {
         Ok(k) => k,
         Err(e) => return refuse(e.class(), e.to_string(), None),
     };
@@ -191,13 +298,17 @@ pub fn judge(
         Err(e) => return refuse(RefusalClass::Invalid, format!("the payload: {e}"), None),
     };
     let revision = Some(header.revision);
-    if header.node != node.as_str() {
+    let (field, want) = whose.field();
+    let named = match whose {
+        Whose::Node(_) => header.node.as_deref(),
+        Whose::Group(_) => header.group.as_deref(),
+    };
+    if named != Some(want) {
         return refuse(
             RefusalClass::OtherNode,
             format!(
-                "the document is for node {:?}, this node is {:?}",
-                header.node,
-                node.as_str()
+                "the document is for {field} {:?}, not {want:?}",
+                named.unwrap_or("(none)")
             ),
             revision,
         );
@@ -226,7 +337,7 @@ pub fn judge(
         }
         if header.revision == h.revision {
             if payload_digest == h.payload_digest {
-                return Verdict::Same;
+                return Err(None);
             }
             return refuse(
                 RefusalClass::Equivocation,
@@ -290,17 +401,15 @@ pub fn judge(
             revision,
         );
     }
-    match Desired::parse(&env.payload) {
-        Ok(desired) => Verdict::Adopt(Box::new(Accepted {
-            desired,
-            payload_digest,
-            key_id: key.id().to_string(),
-            newest_issued_at: held
-                .map_or(0, |h| h.newest_issued_at)
-                .max(issued_at.min(ceiling)),
-        })),
-        Err(e) => refuse(RefusalClass::Invalid, e.to_string(), revision),
-    }
+    Ok(Checked {
+        payload: env.payload,
+        payload_digest,
+        key_id: key.id().to_string(),
+        newest_issued_at: held
+            .map_or(0, |h| h.newest_issued_at)
+            .max(issued_at.min(ceiling)),
+        revision,
+    })
 }
 
 /// Whether the document held still stands as the floor, judged again with
@@ -364,24 +473,47 @@ mod tests {
         }
     }
 
+    /// A document's revision, whichever its kind.
+    trait Revision {
+        fn revision(&self) -> u64;
+    }
+    impl Revision for Desired {
+        fn revision(&self) -> u64 {
+            self.revision
+        }
+    }
+    impl Revision for GroupDesired {
+        fn revision(&self) -> u64 {
+            self.revision
+        }
+    }
+
     /// The verdict in a word: `adopt r<revision>`, `same`, or the class.
-    fn word(v: &Verdict) -> String {
+    fn word<D: Revision>(v: &Verdict<D>) -> String {
         match v {
-            Verdict::Adopt(a) => format!("adopt r{}", a.desired.revision),
+            Verdict::Adopt(a) => format!("adopt r{}", a.desired.revision()),
             Verdict::Same => "same".into(),
             Verdict::Refused(r) => r.class.to_string(),
         }
     }
 
-    #[test]
-    fn every_check_in_its_order() {
-        let key = SecretKey::generate().unwrap();
-        let other = SecretKey::generate().unwrap();
-        let trusted = [key.public()];
+    /// A trusted key, one that is not, and a clock: now is T0.
+    fn keys_and_clock() -> (SecretKey, SecretKey, Clock) {
         let clock = Clock {
             system: T0,
             build: T0 - 100 * DAY,
         };
+        (
+            SecretKey::generate().unwrap(),
+            SecretKey::generate().unwrap(),
+            clock,
+        )
+    }
+
+    #[test]
+    fn every_check_in_its_order() {
+        let (key, other, clock) = keys_and_clock();
+        let trusted = [key.public()];
         let p5 = payload("edge-1", 5, T0 - DAY, T0 + 30 * DAY, "a:1");
         let h5 = held(&key, 5, &p5, T0 - DAY);
         let signed = |p: &[u8]| key.sign(PAYLOAD_TYPE, p).to_json();
@@ -703,6 +835,66 @@ mod tests {
         assert_eq!(
             ClockStatus::of(c(T0 + DAY), None, Some(T0 + 2 * DAY)),
             ClockStatus::Behind(DAY)
+        );
+    }
+
+    fn group_payload(
+        group: &str,
+        revision: u64,
+        issued: u64,
+        expires: u64,
+        image: &str,
+    ) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({
+            "group": group,
+            "revision": revision,
+            "issued_at": format_rfc3339(issued),
+            "expires": format_rfc3339(expires),
+            "modules": [{"name": "web", "image": image}],
+        }))
+        .unwrap()
+    }
+
+    /// A group's document is judged by every rule of a node's, against
+    /// the group's own floor; neither kind is ever read as the other.
+    #[test]
+    fn a_group_document_every_check_in_its_order() {
+        let (key, other, clock) = keys_and_clock();
+        let trusted = [key.public()];
+        let group = GroupName::try_from("edge-eu").unwrap();
+        let g5 = group_payload("edge-eu", 5, T0 - DAY, T0 + 30 * DAY, "a:1");
+        let h5 = held(&key, 5, &g5, T0 - DAY);
+        let signed = |p: &[u8]| key.sign(GROUP_PAYLOAD_TYPE, p).to_json();
+        let rollout_without_previous = serde_json::to_vec(&serde_json::json!({
+            "group": "edge-eu", "revision": 6,
+            "issued_at": format_rfc3339(T0), "expires": format_rfc3339(T0 + DAY),
+            "modules": [],
+            "rollout": {"start": format_rfc3339(T0), "duration": "1h", "salt": "x"},
+        }))
+        .unwrap();
+        #[rustfmt::skip]
+        let cases: Vec<(&str, Vec<u8>, Option<&Held>, &str)> = vec![
+            ("first document", signed(&g5), None, "adopt r5"),
+            ("a newer revision", signed(&group_payload("edge-eu", 6, T0, T0 + DAY, "a:2")), Some(&h5), "adopt r6"),
+            ("the same payload again", signed(&g5), Some(&h5), "same"),
+            ("a node's document", key.sign(PAYLOAD_TYPE, &payload("edge-1", 6, T0, T0 + DAY, "a:1")).to_json(), None, "payload-type"),
+            ("a node's payload signed as a group's", signed(&payload("edge-1", 6, T0, T0 + DAY, "a:1")), None, "other-node"),
+            ("another group", signed(&group_payload("edge-us", 9, T0, T0 + DAY, "a:1")), Some(&h5), "other-node"),
+            ("an unknown key", other.sign(GROUP_PAYLOAD_TYPE, &g5).to_json(), None, "unknown-key"),
+            ("an older revision", signed(&group_payload("edge-eu", 4, T0, T0 + DAY, "a:1")), Some(&h5), "rollback"),
+            ("the same revision, another payload", signed(&group_payload("edge-eu", 5, T0, T0 + DAY, "b:1")), Some(&h5), "equivocation"),
+            ("expired", signed(&group_payload("edge-eu", 6, T0 - 10 * DAY, T0 - DAY, "a:1")), Some(&h5), "stale-or-clock"),
+            ("a rollout without the previous revision", signed(&rollout_without_previous), Some(&h5), "invalid"),
+        ];
+        for (what, body, h, want) in cases {
+            let v = judge_group(&body, &group, &trusted, h, clock);
+            assert_eq!(word(&v), want, "{what}: {v:?}");
+        }
+        // A group's document is never a node's.
+        let v = judge(&signed(&g5), &node(), &trusted, None, clock);
+        assert!(
+            matches!(&v, Verdict::Refused(r) if r.class.to_string() == "payload-type"),
+            "{v:?}"
         );
     }
 }
