@@ -79,6 +79,8 @@ struct Outcome<'a> {
     entries: &'a BTreeMap<ModuleName, crate::store::Entry>,
     rejected: &'a [FileRejected],
     observed: Vec<crate::engine::Observed>,
+    /// When the engine was looked at, seconds since the epoch.
+    looked_at: u64,
     livings: &'a BTreeMap<String, observe::Lived>,
     modules: &'a [ModuleReport],
     reloaded: Vec<ModuleName>,
@@ -769,6 +771,7 @@ impl Reconciler {
         prepare::write_files(&mut resolved).await;
 
         // Observe and plan.
+        let looked_at = crate::host::clock::now();
         let observed = engine.list_containers().await?;
         self.join_network_stacks(&mut resolved, &observed);
         let restarts = self.gate_dependencies(&mut resolved, &observed, &entries);
@@ -835,6 +838,7 @@ impl Reconciler {
                 entries: &entries,
                 rejected: &rejected,
                 observed,
+                looked_at,
                 livings: &livings,
                 modules: &modules,
                 reloaded,
@@ -1047,6 +1051,7 @@ impl Reconciler {
             entries,
             rejected,
             observed,
+            looked_at,
             livings,
             modules,
             reloaded,
@@ -1064,7 +1069,7 @@ impl Reconciler {
             }
         }
         self.say_outcomes(store, modules).await?;
-        self.update_board(entries, modules, &observed, livings, rejected);
+        self.update_board(entries, modules, (&observed, looked_at), livings, rejected);
         {
             // What each module was to run, for the reload executor's measure.
             let mut board = self.board.lock().expect("board lock");

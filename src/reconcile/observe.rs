@@ -134,7 +134,7 @@ impl Reconciler {
         &self,
         entries: &BTreeMap<ModuleName, Entry>,
         reports: &[ModuleReport],
-        observed: &[Observed],
+        (observed, looked_at): (&[Observed], u64),
         livings: &BTreeMap<String, Lived>,
         rejected: &[FileRejected],
     ) {
@@ -144,6 +144,7 @@ impl Reconciler {
         for (name, entry) in entries {
             let n = name.as_str();
             let mut st = ModuleStatus::pending(n);
+            st.observed_at = Some(looked_at);
             st.last_action = previous.get(n).and_then(|p| p.last_action.clone());
             let running = observed.iter().find(|o| {
                 o.module_of(&self.node) == Some(n) && o.names.contains(&name.container_name())

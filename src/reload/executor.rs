@@ -667,22 +667,13 @@ impl Executor {
             if st.image_id != item.target_image {
                 continue;
             }
-            if item.running_target_since.is_none() {
-                item.running_target_since = Some(now);
-                item.restarts_at_start = st.restart_count;
-                changed = true;
-            }
-            if let Some(why) = crate::status::judge::unstable(st, item.restarts_at_start) {
-                rolled_back.push(rolls_back(item, why));
-                changed = true;
-                continue;
-            }
-            let held =
-                now.saturating_sub(item.running_target_since.unwrap_or(now)) >= window.as_secs();
-            let healthy = !item.healthcheck || st.health.as_deref() == Some("healthy");
-            if held && healthy && item.decision != "held" {
-                item.decision = "held".into();
-                changed = true;
+            match settle(item, st, now, window) {
+                Settle::Unstable(why) => {
+                    rolled_back.push(rolls_back(item, why));
+                    changed = true;
+                }
+                Settle::Changed => changed = true,
+                Settle::Same => {}
             }
         }
         for item in &rolled_back {
@@ -1010,6 +1001,47 @@ fn measure<'a>(item: &Item, st: Option<&'a ModuleStatus>, now: u64, asked_at: u6
     }
 }
 
+/// What one look at a module running its landed version says.
+#[derive(Debug, PartialEq)]
+enum Settle {
+    /// It is unstable, and why: it is rolled back.
+    Unstable(&'static str),
+    /// The item changed: the look started its window, or held it.
+    Changed,
+    /// Nothing new.
+    Same,
+}
+
+/// Measures a module running its item's landed version: the first look
+/// starts the window and the restart baseline; a version is held once a
+/// look taken a whole window after the first finds it stable (and
+/// healthy, with a health check). Times are the looks' own: a status no
+/// pass has renewed since (a slow pass on a busy device) holds nothing.
+fn settle(item: &mut Item, st: &ModuleStatus, now: u64, window: Duration) -> Settle {
+    let looked_at = st.observed_at.unwrap_or(now);
+    let mut changed = false;
+    if item.running_target_since.is_none() {
+        item.running_target_since = Some(looked_at);
+        item.restarts_at_start = st.restart_count;
+        changed = true;
+    }
+    if let Some(why) = crate::status::judge::unstable(st, item.restarts_at_start) {
+        return Settle::Unstable(why);
+    }
+    let held = looked_at.saturating_sub(item.running_target_since.unwrap_or(looked_at))
+        >= window.as_secs();
+    let healthy = !item.healthcheck || st.health.as_deref() == Some("healthy");
+    if held && healthy && item.decision != "held" {
+        item.decision = "held".into();
+        changed = true;
+    }
+    if changed {
+        Settle::Changed
+    } else {
+        Settle::Same
+    }
+}
+
 /// Whether an item's module is to be recreated from its landed image.
 fn needs_activation(i: &Item) -> bool {
     i.failure.is_none() && i.landed && i.target_image.is_some() && i.target_image != i.running_image
@@ -1152,6 +1184,89 @@ mod tests {
         match measure(&item, Some(&st(Failed, "old", "new")), 1001, 1000) {
             Measure::NeverRan(why) => assert!(why.contains("unable to find user"), "{why}"),
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_version_is_held_only_on_a_look_a_whole_window_after_the_first() {
+        use ModuleState::*;
+        let window = Duration::from_secs(2);
+        let look = |state, restarts: u32, at: Option<u64>| ModuleStatus {
+            restart_count: Some(restarts),
+            observed_at: at,
+            ..st(state, "new", "new")
+        };
+        // Each case: the looks in order (status, the executor's clock), and
+        // what the last one says.
+        type Case = (&'static str, Vec<(ModuleStatus, u64)>, Settle);
+        let cases: Vec<Case> = vec![
+            (
+                "a first look starts the window",
+                vec![(look(Starting, 1, Some(100)), 100)],
+                Settle::Changed,
+            ),
+            (
+                "a stable look a window later holds",
+                vec![
+                    (look(Starting, 1, Some(100)), 100),
+                    (look(Converged, 1, Some(102)), 102),
+                ],
+                Settle::Changed,
+            ),
+            (
+                "a look not renewed since holds nothing",
+                vec![
+                    (look(Starting, 1, Some(100)), 100),
+                    (look(Starting, 1, Some(100)), 103),
+                ],
+                Settle::Same,
+            ),
+            (
+                "a look in the window holds nothing",
+                vec![
+                    (look(Starting, 1, Some(100)), 100),
+                    (look(Converged, 1, Some(101)), 103),
+                ],
+                Settle::Same,
+            ),
+            (
+                "a restart since the first look is unstable",
+                vec![
+                    (look(Starting, 1, Some(100)), 100),
+                    (look(Starting, 2, Some(101)), 101),
+                ],
+                Settle::Unstable("kept restarting"),
+            ),
+            (
+                "a crash loop is unstable",
+                vec![(look(CrashLooping, 3, Some(100)), 100)],
+                Settle::Unstable("kept restarting"),
+            ),
+            (
+                "without a look's time, the clock's",
+                vec![
+                    (look(Starting, 0, None), 100),
+                    (look(Converged, 0, None), 102),
+                ],
+                Settle::Changed,
+            ),
+        ];
+        for (what, looks, want) in cases {
+            let mut item = Item {
+                target_image: Some("new".into()),
+                ..Item::default()
+            };
+            let mut last = Settle::Same;
+            for (st, now) in &looks {
+                last = settle(&mut item, st, *now, window);
+            }
+            assert_eq!(last, want, "{what}");
+            let held = item.decision == "held";
+            assert_eq!(
+                held,
+                what.ends_with("holds") || what.contains("clock's"),
+                "{what}"
+            );
         }
     }
 }

@@ -174,6 +174,11 @@ pub struct ModuleStatus {
     /// not make it run is a decided answer).
     #[serde(skip)]
     pub desired_image: Option<String>,
+    /// When the pass that wrote this looked at the engine, seconds since
+    /// the epoch (a reload holds a version only on a look taken after its
+    /// window, never on a status no pass has renewed).
+    #[serde(skip)]
+    pub observed_at: Option<u64>,
 }
 
 impl ModuleStatus {
@@ -194,6 +199,7 @@ impl ModuleStatus {
             last_error: None,
             next_attempt_at: None,
             desired_image: None,
+            observed_at: None,
         }
     }
 }

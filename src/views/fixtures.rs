@@ -147,6 +147,7 @@ pub fn board() -> Board {
         last_error: Some("it keeps restarting".into()),
         next_attempt_at: Some(1_700_000_900),
         desired_image: Some("not shown".into()),
+        observed_at: Some(1_700_000_100),
     };
     let mut b = Board::new();
     b.insert("web".into(), web);
