@@ -62,6 +62,7 @@ pub fn plane_view(plane: Option<&PlaneHandle>) -> PlaneView {
                 detail: r.detail.clone(),
                 revision: r.revision,
             }),
+            groups: s.groups.iter().map(|g| g.view(|t| t)).collect(),
             reports: ReportsView {
                 error: s.reports.error,
                 last_seq: s.reports.last_seq,

@@ -765,6 +765,9 @@ fn status_text(v: &StatusView) -> String {
             let _ = write!(note, "; clock {c}");
         }
         let _ = writeln!(out, "plane {held}  last contact {contact}{note}");
+        for g in &p.groups {
+            let _ = writeln!(out, "  {}", g.with_times(|t| format_rfc3339(*t)).line());
+        }
     }
     if let Some(d) = &n.disk {
         use crate::model::disk::human;
@@ -1018,6 +1021,8 @@ mod tests {
 node edge-1  engine waiting since 1970-01-01T00:01:40Z (gone)  last pass 1970-01-01T00:03:20Z (1500 ms)
 stead 0.7.1 (candidate)  previous 0.6.0  candidate 0.7.1 (started 2 times)  update 4 to 0.7.1: confirming  given up: 0.7.0 (started 3 times and never confirmed)
 plane revision 9 (still run, but no longer the floor: no key trusted now signed it)  last contact 2023-11-14T22:16:40Z; refused revision 8: rollback; HTTP 503; clock behind
+  group eu revision 4; rollout waiting until 2023-11-14T23:13:20Z (its turn), running revision 3
+  group cameras revision 2; rollout taken (canary); group cameras: no document at http://plane/groups/cameras/desired.json (HTTP 404)
 disk pressure  /var/lib/docker (images, store) 2.0 GiB free of 16.0 GiB; logs at most 30.0 MiB
 MODULE                   STATE          RESTARTS  DIGEST               CONTAINER     NOTE
 db                       pending               -  -                    -             

@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::intake::{NotYours, may_write};
+use crate::model::fleet::GroupName;
 use crate::model::intention::Intention;
 use crate::model::names::ModuleName;
-use crate::store::plane::{Contact, Held};
+use crate::store::plane::{Contact, Held, StoredGroup};
 use crate::store::{Entry, EventKind, IntentionRecord, Source, Store, StoreError};
 
 /// What bringing a document in did.
@@ -91,18 +92,20 @@ pub fn bring_in_line(
     out
 }
 
-/// Adopts a document's modules with the document itself (`held`) and the
-/// contact that brought it, in one transaction; then says what changed in
+/// Adopts a document's modules with the document itself (`held`), the
+/// contact that brought it and the group documents they were composed
+/// with (`groups`, those that changed), in one transaction; then says what changed in
 /// the event log. With `held` `None`, the held document's modules are
 /// taken again (a module another source released since).
 pub fn adopt(
     store: &Store,
     held: Option<(&Held, &[u8])>,
     contact: Option<&Contact>,
+    groups: &[(GroupName, StoredGroup)],
     modules: &BTreeMap<ModuleName, Intention>,
     revision: u64,
 ) -> Result<Adoption, StoreError> {
-    let adoption = store.adopt_plane(held, contact, |entries| {
+    let adoption = store.adopt_plane(held, contact, groups, |entries| {
         bring_in_line(entries, modules, revision)
     })?;
     for (verb, names) in [

@@ -11,6 +11,10 @@ use crate::model::intention::Intention;
 use crate::model::names::{ModuleName, NodeId, SettingKey};
 use crate::model::value::Value;
 
+/// A group's name: what node documents list and the host's
+/// `groups/<name>/desired.json`; a node id's characters.
+pub type GroupName = NodeId;
+
 /// A group revision's staged rollout, as its document says.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rollout {

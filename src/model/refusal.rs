@@ -38,11 +38,14 @@ pub enum RefusalClass {
     StaleOrClock,
     /// The agent died judging it, a few times in a row.
     Quarantined,
+    /// A node's document and its groups' do not compose (a module in two
+    /// places, a removal or override of what no group names).
+    Conflict,
 }
 
 impl RefusalClass {
     /// Every class, in the order the docs list them.
-    pub const ALL: [RefusalClass; 14] = [
+    pub const ALL: [RefusalClass; 15] = [
         RefusalClass::TooLarge,
         RefusalClass::Malformed,
         RefusalClass::PayloadType,
@@ -57,6 +60,7 @@ impl RefusalClass {
         RefusalClass::IssuedInFuture,
         RefusalClass::StaleOrClock,
         RefusalClass::Quarantined,
+        RefusalClass::Conflict,
     ];
 
     /// Its word.
@@ -76,6 +80,7 @@ impl RefusalClass {
             RefusalClass::IssuedInFuture => "issued-in-future",
             RefusalClass::StaleOrClock => "stale-or-clock",
             RefusalClass::Quarantined => "quarantined",
+            RefusalClass::Conflict => "conflict",
         }
     }
 

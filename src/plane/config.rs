@@ -30,6 +30,15 @@ impl PlaneConfig {
         )
     }
 
+    /// The URL of a group's document.
+    pub fn group_url(&self, group: &NodeId) -> String {
+        format!(
+            "{}/groups/{}/desired.json",
+            self.url.to_string().trim_end_matches('/'),
+            group.as_str()
+        )
+    }
+
     /// Where reports go when the document does not say.
     pub fn default_report_url(&self, node: &NodeId) -> String {
         format!(

@@ -6,15 +6,17 @@
 //! of a revision. [`stamp`] turns an operator's payload into a document
 //! ready to sign.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::model::fleet::{GroupName, Override};
 use crate::model::intention::Intention;
-use crate::model::names::{ModuleName, NodeId};
+use crate::model::names::{ModuleName, NodeId, SettingKey};
 use crate::model::time::parse_duration;
 use crate::model::time::{format_rfc3339, parse_rfc3339};
+use crate::model::value::Value;
 
 /// The most modules a document may name.
 pub const MAX_MODULES: usize = 1000;
@@ -24,6 +26,8 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(15 * 60);
 pub const MIN_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// The longest poll interval a document may ask for.
 pub const MAX_POLL_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+/// The most groups a node's document may list.
+pub const MAX_GROUPS: usize = 16;
 
 /// A checked desired-state document.
 #[derive(Clone, Debug, PartialEq)]
@@ -44,6 +48,13 @@ pub struct Desired {
     pub modules: BTreeMap<ModuleName, Intention>,
     /// The version of stead the node is to run, when the document says.
     pub agent: Option<AgentRelease>,
+    /// The groups whose modules it runs too, in the order they compose
+    /// (`groups/<name>/desired.json` on the host).
+    pub groups: Vec<GroupName>,
+    /// Group modules it does not run.
+    pub remove: BTreeSet<ModuleName>,
+    /// Group modules it runs with its own settings or image.
+    pub overrides: BTreeMap<ModuleName, Override>,
 }
 
 /// The version of stead itself a document asks for: where its signed
@@ -115,6 +126,21 @@ struct DesiredDoc {
     modules: Vec<serde_json::Value>,
     #[serde(default)]
     agent: Option<AgentDoc>,
+    #[serde(default)]
+    groups: Vec<String>,
+    #[serde(default)]
+    remove: Vec<String>,
+    #[serde(default)]
+    overrides: BTreeMap<String, OverrideDoc>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OverrideDoc {
+    #[serde(default)]
+    image: Option<String>,
+    #[serde(default)]
+    settings: BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -165,6 +191,7 @@ impl Desired {
             }
         };
         let modules = check_modules("modules", doc.modules)?;
+        let (groups, remove, overrides) = check_fleet(doc.groups, doc.remove, doc.overrides)?;
         Ok(Desired {
             node,
             revision: doc.revision,
@@ -174,8 +201,105 @@ impl Desired {
             report: doc.report,
             modules,
             agent,
+            groups,
+            remove,
+            overrides,
         })
     }
+}
+
+/// What a node's document says of its groups: the groups (at most
+/// [`MAX_GROUPS`], each once), the group modules it removes and those it
+/// overrides (only with groups; an override says something). Whether a
+/// removed or overridden module is a group's is known only once the groups
+/// are read (`plane::group::compose`).
+type Fleet = (
+    Vec<GroupName>,
+    BTreeSet<ModuleName>,
+    BTreeMap<ModuleName, Override>,
+);
+
+fn check_fleet(
+    groups: Vec<String>,
+    remove: Vec<String>,
+    overrides: BTreeMap<String, OverrideDoc>,
+) -> Result<Fleet, DocumentError> {
+    if groups.len() > MAX_GROUPS {
+        return Err(DocumentError::new(
+            "groups",
+            format!(
+                "{} groups, more than the {MAX_GROUPS} a node may be in",
+                groups.len()
+            ),
+        ));
+    }
+    let mut names = Vec::with_capacity(groups.len());
+    for (i, g) in groups.into_iter().enumerate() {
+        let name =
+            GroupName::try_from(g).map_err(|e| DocumentError::new(format!("groups[{i}]"), e.0))?;
+        if names.contains(&name) {
+            return Err(DocumentError::new(
+                format!("groups[{i}]"),
+                format!("group {name} is listed twice"),
+            ));
+        }
+        names.push(name);
+    }
+    if names.is_empty() && !(remove.is_empty() && overrides.is_empty()) {
+        let field = if remove.is_empty() {
+            "overrides"
+        } else {
+            "remove"
+        };
+        return Err(DocumentError::new(
+            field,
+            "names group modules, but the document lists no groups",
+        ));
+    }
+    let mut removed = BTreeSet::new();
+    for (i, m) in remove.into_iter().enumerate() {
+        let field = format!("remove[{i}]");
+        let name =
+            ModuleName::try_from(m).map_err(|e| DocumentError::new(&field, e.to_string()))?;
+        if !removed.insert(name.clone()) {
+            return Err(DocumentError::new(
+                field,
+                format!("module {name} is removed twice"),
+            ));
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (m, o) in overrides {
+        let name = ModuleName::try_from(m.as_str())
+            .map_err(|e| DocumentError::new("overrides", e.to_string()))?;
+        let field = format!("overrides.{name}");
+        if o.image.is_none() && o.settings.is_empty() {
+            return Err(DocumentError::new(
+                field,
+                "overrides nothing: give an image or settings",
+            ));
+        }
+        if let Some(image) = &o.image {
+            crate::model::reference::Reference::parse(image)
+                .map_err(|e| DocumentError::new(format!("{field}.image"), e.to_string()))?;
+        }
+        let mut settings = BTreeMap::new();
+        for (k, v) in o.settings {
+            let at = format!("{field}.{}", crate::model::names::setting_field(&k));
+            let key = SettingKey::try_from(k.as_str())
+                .map_err(|e| DocumentError::new(&at, e.to_string()))?;
+            let v = Value::from_json(v, &at).map_err(|m| DocumentError::new(&at, m))?;
+            settings.insert(key, v);
+        }
+        out.insert(
+            name,
+            Override {
+                settings,
+                image: o.image,
+            },
+        );
+    }
+    Ok((names, removed, out))
 }
 
 /// A document's payload read as `T`: a JSON object, no key twice, and
@@ -492,6 +616,26 @@ mod tests {
     }
 
     #[test]
+    fn a_node_document_names_its_groups_removals_and_overrides() {
+        let d = parse(&with(|v| {
+            v["groups"] = json!(["eu", "cameras"]);
+            v["remove"] = json!(["metrics"]);
+            v["overrides"] =
+                json!({"web": {"image": "web:2.1", "settings": {"log.level": "debug"}}});
+        }))
+        .unwrap();
+        let names: Vec<&str> = d.groups.iter().map(|g| g.as_str()).collect();
+        assert_eq!(names, ["eu", "cameras"]);
+        assert!(d.remove.contains(&ModuleName::try_from("metrics").unwrap()));
+        let o = &d.overrides[&ModuleName::try_from("web").unwrap()];
+        assert_eq!(o.image.as_deref(), Some("web:2.1"));
+        assert_eq!(o.settings.len(), 1);
+        // Today's form lists none.
+        let d = parse(&doc()).unwrap();
+        assert!(d.groups.is_empty() && d.remove.is_empty() && d.overrides.is_empty());
+    }
+
+    #[test]
     fn absent_fields_take_their_defaults() {
         let d = parse(&without("poll")).unwrap();
         assert_eq!(d.poll, Poll::default());
@@ -582,6 +726,96 @@ mod tests {
                 with(|v| v["agent"] = json!({"version": "0.7.0"})),
                 "agent",
                 "missing field `release`",
+            ),
+            (
+                "a group name that is no name",
+                with(|v| v["groups"] = json!(["Edge EU"])),
+                "groups[0]",
+                "invalid",
+            ),
+            (
+                "a group twice",
+                with(|v| v["groups"] = json!(["eu", "eu"])),
+                "groups[1]",
+                "listed twice",
+            ),
+            (
+                "too many groups",
+                with(|v| {
+                    v["groups"] = json!(
+                        (0..=MAX_GROUPS)
+                            .map(|i| format!("g{i}"))
+                            .collect::<Vec<_>>()
+                    )
+                }),
+                "groups",
+                "more than the 16",
+            ),
+            (
+                "a removal without groups",
+                with(|v| v["remove"] = json!(["web"])),
+                "remove",
+                "lists no groups",
+            ),
+            (
+                "an override without groups",
+                with(|v| v["overrides"] = json!({"web": {"image": "web:2"}})),
+                "overrides",
+                "lists no groups",
+            ),
+            (
+                "a removal twice",
+                with(|v| {
+                    v["groups"] = json!(["eu"]);
+                    v["remove"] = json!(["a", "a"])
+                }),
+                "remove[1]",
+                "removed twice",
+            ),
+            (
+                "a removal that is no module name",
+                with(|v| {
+                    v["groups"] = json!(["eu"]);
+                    v["remove"] = json!(["A"])
+                }),
+                "remove[0]",
+                "",
+            ),
+            (
+                "an override of nothing",
+                with(|v| {
+                    v["groups"] = json!(["eu"]);
+                    v["overrides"] = json!({"web": {}})
+                }),
+                "overrides.web",
+                "overrides nothing",
+            ),
+            (
+                "an override's bad image",
+                with(|v| {
+                    v["groups"] = json!(["eu"]);
+                    v["overrides"] = json!({"web": {"image": "UPPER CASE"}})
+                }),
+                "overrides.web.image",
+                "",
+            ),
+            (
+                "an override's bad setting",
+                with(|v| {
+                    v["groups"] = json!(["eu"]);
+                    v["overrides"] = json!({"web": {"settings": {"": 1}}})
+                }),
+                "overrides.web.settings.\"\"",
+                "invalid setting key",
+            ),
+            (
+                "an override's unknown field",
+                with(|v| {
+                    v["groups"] = json!(["eu"]);
+                    v["overrides"] = json!({"web": {"env": {}}})
+                }),
+                "overrides.web.env",
+                "unknown field",
             ),
             (
                 "no node",

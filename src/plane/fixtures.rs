@@ -2,8 +2,9 @@
 //! texts, and the node's and the board's inputs, are in
 //! [`crate::views::fixtures`]).
 
+use crate::model::fleet::{Take, Why};
 use crate::plane::accept::ClockStatus;
-use crate::plane::sync::{HeldSummary, PlaneStatus, ReportStatus};
+use crate::plane::sync::{GroupStatus, HeldSummary, PlaneStatus, ReportStatus};
 use crate::store::plane::{Contact, Refusal};
 
 /// A plane with every fact, and a bare one.
@@ -33,6 +34,27 @@ pub fn planes() -> [PlaneStatus; 2] {
         conflicts: vec![("db".into(), "a file owns it".into())],
         next_poll_at: Some(1_700_000_500),
         agent: None,
+        groups: vec![
+            GroupStatus {
+                group: "eu".into(),
+                url: "http://plane/groups/eu/desired.json".into(),
+                revision: Some(4),
+                running: Some(3),
+                take: Some(Take::Previous {
+                    why: Why::Turn,
+                    until: Some(1_700_003_600),
+                }),
+                error: None,
+            },
+            GroupStatus {
+                group: "cameras".into(),
+                url: "http://plane/groups/cameras/desired.json".into(),
+                revision: Some(2),
+                running: Some(2),
+                take: Some(Take::New(Why::Canary)),
+                error: Some("group cameras: no document at http://plane/groups/cameras/desired.json (HTTP 404)".into()),
+            },
+        ],
         reports: ReportStatus {
             url: "http://plane/nodes/edge-1/status.json".into(),
             last_sent_at: Some(1_700_000_300),

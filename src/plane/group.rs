@@ -18,11 +18,13 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::model::fleet::Rollout;
+use crate::model::fleet::{self, ComposeError, NodeOwn, Rollout, Source, Take};
 use crate::model::intention::Intention;
-use crate::model::names::{ModuleName, NodeId};
+use crate::model::names::{Digest, ModuleName, NodeId};
 use crate::model::time::{parse_duration, parse_rfc3339};
-use crate::plane::document::{DocumentError, check_modules, check_revision, check_times, read};
+use crate::plane::document::{
+    Desired, DocumentError, check_modules, check_revision, check_times, read,
+};
 
 /// A group document's DSSE payload type: a node's document
 /// ([`crate::plane::envelope::PAYLOAD_TYPE`]) is never read as a group's,
@@ -35,9 +37,7 @@ pub const MAX_ROLLOUT: u64 = 90 * 24 * 3600;
 /// The most canaries a rollout may name.
 pub const MAX_CANARIES: usize = 1000;
 
-/// A group's name: what node documents list and the host's
-/// `groups/<name>/desired.json`; a node id's characters.
-pub type GroupName = NodeId;
+pub use crate::model::fleet::GroupName;
 
 /// A checked group document.
 #[derive(Clone, Debug, PartialEq)]
@@ -147,6 +147,124 @@ impl GroupDesired {
             previous,
         })
     }
+}
+
+/// A group document as a node holds it: what it says, and whether this
+/// node took its modules before (a rollout never takes them back by
+/// itself, and a halting revision carries the same modules).
+#[derive(Clone, Debug)]
+pub struct HeldGroup {
+    pub desired: GroupDesired,
+    pub took: bool,
+}
+
+/// How one of a node's groups stands on it after a composition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupStanding {
+    pub group: GroupName,
+    /// The group document's revision.
+    pub revision: u64,
+    /// The revision whose modules the node runs: the document's, or the
+    /// previous one while its rollout has not reached this node.
+    pub running: u64,
+    /// The rollout's decision for this node; `None` without a rollout.
+    pub take: Option<Take>,
+    /// The digest of the document's modules ([`modules_digest`]), when
+    /// the node runs them.
+    pub taken: Option<Digest>,
+}
+
+/// What a node remembers of a group revision it took: the digest of its
+/// modules, each as its canonical intention document, in name order. The
+/// same modules under a later revision (a halt) are the same digest.
+pub fn modules_digest(modules: &BTreeMap<ModuleName, Intention>) -> Digest {
+    let docs: Vec<serde_json::Value> = modules.values().map(Intention::to_json).collect();
+    Digest::of(serde_json::Value::Array(docs).to_string().as_bytes())
+}
+
+impl GroupStanding {
+    /// Whether the node runs the document's own revision.
+    pub fn took(&self) -> bool {
+        self.running == self.revision
+    }
+}
+
+/// What a node runs: its modules, and how each of its groups stands.
+#[derive(Clone, Debug)]
+pub struct Composed {
+    pub modules: BTreeMap<ModuleName, Intention>,
+    pub groups: Vec<GroupStanding>,
+}
+
+/// A node's modules from its document and its groups' (`groups`, by name:
+/// every group the document lists must be there), at `now` (the agent's
+/// now, never earlier than its build or a document it accepted). Each
+/// group gives the modules of the revision its rollout decides for `id`;
+/// then [`fleet::compose`] lays the node's removals, overrides and own
+/// modules over them, and every overridden module is checked again whole,
+/// as its intention document. A node document without groups is its own
+/// modules, as before groups were.
+pub fn compose(
+    node: Desired,
+    groups: &BTreeMap<GroupName, HeldGroup>,
+    id: &NodeId,
+    now: u64,
+) -> Result<Composed, ComposeError> {
+    let mut standings = Vec::with_capacity(node.groups.len());
+    let mut taken = Vec::with_capacity(node.groups.len());
+    for name in &node.groups {
+        let Some(held) = groups.get(name) else {
+            return Err(ComposeError(format!(
+                "the node document lists group {name}, whose document this node does not hold"
+            )));
+        };
+        let d = &held.desired;
+        let take = d
+            .rollout
+            .as_ref()
+            .map(|r| fleet::rollout(r, id, now, held.took));
+        let (running, modules) = match (&take, &d.previous) {
+            (Some(Take::Previous { .. }), Some(p)) => (p.revision, &p.modules),
+            _ => (d.revision, &d.modules),
+        };
+        standings.push(GroupStanding {
+            group: name.clone(),
+            revision: d.revision,
+            running,
+            take,
+            taken: (running == d.revision).then(|| modules_digest(&d.modules)),
+        });
+        taken.push(fleet::Group {
+            name: name.as_str(),
+            modules,
+        });
+    }
+    let own = NodeOwn {
+        modules: node.modules,
+        remove: node.remove,
+        overrides: node.overrides,
+    };
+    let composed = fleet::compose(&taken, &own)?;
+    let mut modules = BTreeMap::new();
+    for (name, (intention, source)) in composed {
+        let intention = match source {
+            Source::Overridden(group) => {
+                let origin = format!("the node document's override of module {name}");
+                Intention::from_value(&intention.to_json(), &origin).map_err(|e| {
+                    ComposeError(format!(
+                        "the node document's override of module {name} (of group {group}) does not make a module: {}: {}",
+                        e.field, e.message
+                    ))
+                })?
+            }
+            Source::Group(_) | Source::Node => intention,
+        };
+        modules.insert(name, intention);
+    }
+    Ok(Composed {
+        modules,
+        groups: standings,
+    })
 }
 
 fn check_rollout(r: RolloutDoc) -> Result<Rollout, DocumentError> {
@@ -350,5 +468,156 @@ mod tests {
         let e = GroupDesired::parse(br#"{"group": "a", "group": "b"}"#).unwrap_err();
         assert!(e.message.contains("group"), "{e}");
         assert!(GroupDesired::parse(b"[]").is_err());
+    }
+
+    fn node_doc(extra: J) -> Desired {
+        let mut v = json!({
+            "node": "edge-0002", "revision": 3,
+            "issued_at": "2026-12-01T10:00:00Z", "expires": "2027-01-01T10:00:00Z",
+            "modules": [{"name": "own", "image": "own:1"}],
+            "groups": ["edge-eu"]
+        });
+        for (k, x) in extra.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        Desired::parse(v.to_string().as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn a_node_runs_the_revision_its_rollout_decides_with_its_own_over_it() {
+        let id = NodeId::try_from("edge-0002").unwrap();
+        let start = parse_rfc3339("2026-12-01T12:00:00Z").unwrap();
+        let held = |v: J, took| {
+            let g = parse(&v).unwrap();
+            [(g.group.clone(), HeldGroup { desired: g, took })].into()
+        };
+        let images = |c: &Composed| {
+            c.modules
+                .values()
+                .map(|m| format!("{}={}", m.name, m.image))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        // (what, group document, took before, now, node's extra fields, modules or refusal, running)
+        #[rustfmt::skip]
+        type Case = (&'static str, J, bool, u64, J, Result<&'static str, &'static str>, u64);
+        let cases: Vec<Case> = vec![
+            (
+                "before the start: the previous revision",
+                doc(),
+                false,
+                start - 1,
+                json!({}),
+                Ok("own=own:1 web=web:1"),
+                6,
+            ),
+            (
+                "after the whole duration: the new",
+                doc(),
+                false,
+                start + 6 * 3600,
+                json!({}),
+                Ok("own=own:1 web=web:2"),
+                7,
+            ),
+            (
+                "taken before: kept, even before the start",
+                doc(),
+                true,
+                start - 1,
+                json!({}),
+                Ok("own=own:1 web=web:2"),
+                7,
+            ),
+            (
+                "halted, not taken: the previous",
+                with(|v| v["rollout"]["halt"] = true.into()),
+                false,
+                start + 6 * 3600,
+                json!({}),
+                Ok("own=own:1 web=web:1"),
+                6,
+            ),
+            (
+                "reverted, taken: the previous",
+                with(|v| {
+                    v["rollout"]["halt"] = true.into();
+                    v["rollout"]["revert"] = true.into()
+                }),
+                true,
+                start + 6 * 3600,
+                json!({}),
+                Ok("own=own:1 web=web:1"),
+                6,
+            ),
+            (
+                "no rollout: the new at once",
+                with(|v| {
+                    v.as_object_mut().unwrap().remove("rollout");
+                }),
+                false,
+                0,
+                json!({}),
+                Ok("own=own:1 web=web:2"),
+                7,
+            ),
+            (
+                "an override pins the image",
+                doc(),
+                false,
+                start + 6 * 3600,
+                json!({"overrides": {"web": {"image": "web:pinned"}}}),
+                Ok("own=own:1 web=web:pinned"),
+                7,
+            ),
+            (
+                "a removal",
+                doc(),
+                false,
+                start + 6 * 3600,
+                json!({"remove": ["web"]}),
+                Ok("own=own:1"),
+                7,
+            ),
+            (
+                "settings where the module has no config",
+                doc(),
+                false,
+                start + 6 * 3600,
+                json!({"overrides": {"web": {"settings": {"level": "debug"}}}}),
+                Err("override of module web (of group edge-eu) does not make a module: settings"),
+                7,
+            ),
+            (
+                "a group not held",
+                doc(),
+                false,
+                start,
+                json!({"groups": ["edge-us"]}),
+                Err("lists group edge-us, whose document this node does not hold"),
+                0,
+            ),
+            (
+                "its own module in the group",
+                doc(),
+                false,
+                start,
+                json!({"modules": [{"name": "web", "image": "w:9"}]}),
+                Err("module web is in group edge-eu and in the node document"),
+                0,
+            ),
+        ];
+        for (what, g, took, now, extra, want, running) in cases {
+            let got = compose(node_doc(extra), &held(g, took), &id, now);
+            match (want, got) {
+                (Ok(w), Ok(c)) => {
+                    assert_eq!(images(&c), w, "{what}");
+                    assert_eq!(c.groups[0].running, running, "{what}");
+                    assert_eq!(c.groups[0].took(), running == 7, "{what}");
+                }
+                (Err(w), Err(e)) => assert!(e.0.contains(w), "{what}: {e}"),
+                (w, g) => panic!("{what}: want {w:?}, got {g:?}"),
+            }
+        }
     }
 }

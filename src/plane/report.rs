@@ -129,6 +129,12 @@ pub fn stable(p: &Parts) -> ReportView {
         plane: ReportPlane {
             conflicts: conflicts(&p.plane.conflicts),
             error: p.plane.contact.error.clone(),
+            groups: p
+                .plane
+                .groups
+                .iter()
+                .map(|g| g.view(format_rfc3339))
+                .collect(),
             held,
             last_contact: None,
             refusal,

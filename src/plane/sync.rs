@@ -13,16 +13,20 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
+use std::collections::BTreeMap;
+
+use crate::model::fleet::{GroupName, Take};
 use crate::model::names::NodeId;
 use crate::model::time;
 use crate::net::http::{Http, Redirects, Transport};
 use crate::plane::RefusalClass;
 use crate::plane::accept::{self, Clock, ClockStatus, MAX_DOCUMENT, Verdict};
 use crate::plane::config::PlaneConfig;
-use crate::plane::document::{Desired, Poll};
+use crate::plane::document::{AgentRelease, Desired, Poll};
 use crate::plane::envelope::Envelope;
+use crate::plane::group::{GroupDesired, GroupStanding, HeldGroup};
 use crate::store::Store;
-use crate::store::plane::{Contact, Held, Refusal};
+use crate::store::plane::{Contact, Held, Refusal, StoredGroup};
 
 /// The longest a fetch may take.
 const FETCH_LIMIT: Duration = Duration::from_secs(30);
@@ -87,6 +91,53 @@ pub struct PlaneStatus {
     pub reports: ReportStatus,
     /// The version of stead the held document asks for, and its revision.
     pub agent: Option<(u64, crate::plane::document::AgentRelease)>,
+    /// The groups the held document lists, in its order.
+    pub groups: Vec<GroupStatus>,
+}
+
+/// One of the node's groups, as the status and the reports tell it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupStatus {
+    /// The group.
+    pub group: String,
+    /// Where its document is.
+    pub url: String,
+    /// The revision of its document the node holds.
+    pub revision: Option<u64>,
+    /// The revision whose modules the node runs: the held one, or the
+    /// previous one while its rollout has not reached this node.
+    pub running: Option<u64>,
+    /// The rollout's decision for this node, when the held revision has a
+    /// rollout.
+    pub take: Option<Take>,
+    /// Why the last look at it brought nothing, while so (what is held
+    /// keeps running).
+    pub error: Option<String>,
+}
+
+impl GroupStatus {
+    /// The group as the API (`time` the identity) and the report (RFC
+    /// 3339) show it.
+    pub fn view<T>(&self, time: impl Fn(u64) -> T) -> crate::views::GroupView<T> {
+        crate::views::GroupView {
+            error: self.error.clone(),
+            group: self.group.clone(),
+            revision: self.revision,
+            rollout: self.take.as_ref().map(|t| match t {
+                Take::New(why) => crate::views::RolloutView {
+                    taken: true,
+                    until: None,
+                    why: why.as_str().to_string(),
+                },
+                Take::Previous { why, until } => crate::views::RolloutView {
+                    taken: false,
+                    until: until.map(&time),
+                    why: why.as_str().to_string(),
+                },
+            }),
+            running: self.running,
+        }
+    }
 }
 
 /// The held document, without its bytes.
@@ -151,6 +202,17 @@ struct Memory {
     /// The contact last written, and when (a poll that says nothing new
     /// is written at most hourly: an fsync per poll is wear for nothing).
     persisted: Option<(Contact, tokio::time::Instant)>,
+    /// The groups the held document lists, in its order.
+    node_groups: Vec<GroupName>,
+    /// Per group held: its record and the digest of the modules of it this
+    /// node took (the bytes stay in the store until a composition reads
+    /// them).
+    groups: BTreeMap<GroupName, (Held, Option<crate::model::names::Digest>)>,
+    /// How each listed group stood at the last composition.
+    standings: Vec<GroupStanding>,
+    /// Why the last look at a group brought nothing, by group, and the
+    /// refusal when it was one.
+    group_errors: BTreeMap<GroupName, (String, Option<Refusal>)>,
 }
 
 /// How often a contact that says nothing new is written all the same.
@@ -235,6 +297,11 @@ impl Syncer {
     /// URL are not followed.
     pub async fn load(&self) -> Result<(), crate::store::StoreError> {
         let (held, contact) = self.store.blocking(|s| s.plane()).await?;
+        let groups = self.store.blocking(|s| s.plane_groups()).await?;
+        self.memory.lock().expect("plane memory lock").groups = groups
+            .into_iter()
+            .map(|(name, g)| (name, (g.held, g.took)))
+            .collect();
         let mut revoked = None;
         if let Some(h) = &held {
             let bytes = match self.store.blocking(|s| s.plane_envelope()).await {
@@ -305,7 +372,8 @@ impl Syncer {
     }
 
     /// Takes the modules of the held document (its bytes, `envelope`)
-    /// again, and, when `follow`, its poll settings and report URL.
+    /// again, composed with the group documents held when it lists groups,
+    /// and, when `follow`, its poll settings and report URL.
     async fn take_again_from(&self, held: &Held, envelope: &[u8], follow: bool) {
         let desired = Envelope::parse(envelope)
             .map_err(|e| e.to_string())
@@ -317,27 +385,37 @@ impl Syncer {
                 return;
             }
         };
+        let followed = Followed::of(&desired);
         if follow {
-            self.remember(&desired);
+            self.remember(&followed);
         }
+        self.memory.lock().expect("plane memory lock").node_groups = followed.groups.clone();
         let revision = held.revision;
-        let modules = desired.modules;
-        match self
-            .store
-            .blocking(move |s| crate::intake::plane::adopt(s, None, None, &modules, revision))
-            .await
-        {
-            Ok(a) => {
-                if a.changed() {
-                    self.wake.notify_one();
+        let c = if desired.groups.is_empty() {
+            Composition::alone(desired.modules)
+        } else {
+            let now = self.now(Some(held));
+            match self.compose(desired, BTreeMap::new(), now).await {
+                Ok(c) => c,
+                Err(Stop::Refused(r)) => {
+                    tracing::error!(
+                        "plane: the held documents do not compose again: {}",
+                        r.detail
+                    );
+                    return;
                 }
-                self.set_conflicts(&a);
+                Err(Stop::Failed(e)) => {
+                    tracing::error!("plane: the held documents cannot be composed again: {e}");
+                    return;
+                }
             }
-            Err(e) => tracing::error!("plane: cannot take the held document again: {e}"),
+        };
+        if let Err(e) = self.adopt_again(c, revision).await {
+            tracing::error!("plane: cannot take the held document again: {e}");
         }
     }
 
-    fn remember(&self, d: &Desired) {
+    fn remember(&self, d: &Followed) {
         *self.current.lock().expect("plane lock") = Some((d.poll, d.report.clone()));
         let mut st = self.status.lock().expect("plane status lock");
         st.reports.url = self.report_url();
@@ -355,6 +433,14 @@ impl Syncer {
     /// One poll: a conditional GET, the judgement, and what it leads to.
     pub async fn poll_once(&self) -> Outcome {
         let outcome = self.fetch_and_judge().await;
+        // The groups of the document held, when the plane answered: an
+        // adopted document looked at its groups already.
+        if matches!(
+            outcome,
+            Outcome::NotModified | Outcome::Same { .. } | Outcome::Refused(_)
+        ) {
+            self.poll_groups().await;
+        }
         // A module the held document names but another source owned may
         // have been let go of since: take it at the next contact.
         if matches!(outcome, Outcome::NotModified | Outcome::Same { .. })
@@ -525,7 +611,21 @@ impl Syncer {
         validators: (Option<String>, Option<String>),
         now: u64,
     ) -> Outcome {
-        let digest = crate::model::names::Digest::of(&body);
+        if let Some(r) = self.guard_begin(&body, now).await {
+            contact.refusal = Some(r.clone());
+            self.record(None, &contact).await;
+            return Outcome::Refused(r);
+        }
+        let outcome = self.judged(held, contact, body, validators, now).await;
+        self.guard_end().await;
+        outcome
+    }
+
+    /// The crash guard around judging `body`: its digest is stored before
+    /// it is judged ([`Syncer::guard_end`] clears it after), and one the
+    /// agent died judging a few times in a row is refused, not judged.
+    async fn guard_begin(&self, body: &[u8], now: u64) -> Option<Refusal> {
+        let digest = crate::model::names::Digest::of(body);
         let (d, boot) = (digest.clone(), crate::host::boot_id());
         let begun = self
             .store
@@ -540,25 +640,26 @@ impl Syncer {
             })
             .await;
         match begun {
-            Ok(true) => {
-                let r = Refusal {
-                    class: RefusalClass::Quarantined,
-                    detail: format!(
-                        "the agent died {} times in a row judging this document ({}); it is not judged again: publish another",
-                        crate::model::guard::CRASHES,
-                        digest.short()
-                    ),
-                    revision: None,
-                    at: now,
-                };
-                contact.refusal = Some(r.clone());
-                self.record(None, &contact).await;
-                return Outcome::Refused(r);
+            Ok(true) => Some(Refusal {
+                class: RefusalClass::Quarantined,
+                detail: format!(
+                    "the agent died {} times in a row judging this document ({}); it is not judged again: publish another",
+                    crate::model::guard::CRASHES,
+                    digest.short()
+                ),
+                revision: None,
+                at: now,
+            }),
+            Ok(false) => None,
+            Err(e) => {
+                tracing::warn!("crash guard: {e}");
+                None
             }
-            Ok(false) => {}
-            Err(e) => tracing::warn!("crash guard: {e}"),
         }
-        let outcome = self.judged(held, contact, body, validators, now).await;
+    }
+
+    /// Ends [`Syncer::guard_begin`]: the document was judged.
+    async fn guard_end(&self) {
         if let Err(e) = self
             .store
             .blocking(|s| s.change_guard(|g| g.judging = None))
@@ -566,7 +667,6 @@ impl Syncer {
         {
             tracing::warn!("crash guard: {e}");
         }
-        outcome
     }
 
     async fn judged(
@@ -617,7 +717,7 @@ impl Syncer {
                 Outcome::Refused(r)
             }
             Verdict::Adopt(a) => {
-                let mut d = a.desired;
+                let d = a.desired;
                 let new = Held {
                     url: self.url.clone(),
                     revision: d.revision,
@@ -632,9 +732,36 @@ impl Syncer {
                 contact.refusal = None;
                 crate::host::crash_point("plane:after-verify");
                 let revision = d.revision;
-                // Moved, not copied: the parsed modules and the fetched
-                // bytes are the only copies of the document in memory.
-                let modules = std::mem::take(&mut d.modules);
+                let followed = Followed::of(&d);
+                let c = if d.groups.is_empty() {
+                    // Moved, not copied: the parsed modules and the fetched
+                    // bytes are the only copies of the document in memory.
+                    Composition::alone(d.modules)
+                } else {
+                    let fresh = self.fetch_groups(&d.groups).await;
+                    match self.compose(d, fresh, self.now(Some(&new))).await {
+                        Ok(c) => c,
+                        Err(Stop::Refused(r)) => {
+                            contact.refusal = Some(r.clone());
+                            self.record(None, &contact).await;
+                            return Outcome::Refused(r);
+                        }
+                        Err(Stop::Failed(error)) => {
+                            let error = format!("revision {revision} not adopted: {error}");
+                            contact.error = Some(error.clone());
+                            self.record(None, &contact).await;
+                            return Outcome::Failed {
+                                error,
+                                retry_after: None,
+                            };
+                        }
+                    }
+                };
+                let Composition {
+                    modules,
+                    writes,
+                    standings,
+                } = c;
                 let (h2, c2, bytes) = (new.clone(), contact.clone(), body);
                 let adopted = self
                     .store
@@ -643,15 +770,20 @@ impl Syncer {
                             s,
                             Some((&h2, &bytes)),
                             Some(&c2),
+                            &writes,
                             &modules,
                             revision,
                         )
+                        .map(|a| (a, writes))
                     })
                     .await;
                 match adopted {
-                    Ok(adoption) => {
+                    Ok((adoption, writes)) => {
                         crate::host::crash_point("plane:after-adopt");
-                        self.remember(&d);
+                        self.remember(&followed);
+                        self.memory.lock().expect("plane memory lock").node_groups =
+                            followed.groups;
+                        self.composed(writes, standings);
                         self.set_conflicts(&adoption);
                         {
                             let mut st = self.status.lock().expect("plane status lock");
@@ -713,6 +845,460 @@ impl Syncer {
         let mut st = self.status.lock().expect("plane status lock");
         st.held = shown;
         st.contact = contact.clone();
+    }
+}
+
+/// What the poller follows of the held document besides its modules.
+struct Followed {
+    revision: u64,
+    poll: Poll,
+    report: Option<String>,
+    agent: Option<AgentRelease>,
+    groups: Vec<GroupName>,
+}
+
+impl Followed {
+    fn of(d: &Desired) -> Followed {
+        Followed {
+            revision: d.revision,
+            poll: d.poll,
+            report: d.report.clone(),
+            agent: d.agent.clone(),
+            groups: d.groups.clone(),
+        }
+    }
+}
+
+/// What a node adopts: its modules, the group documents to write with
+/// them (new revisions, and revisions newly taken), and how each of its
+/// groups stands.
+struct Composition {
+    modules: BTreeMap<crate::model::names::ModuleName, crate::model::intention::Intention>,
+    writes: Vec<(GroupName, StoredGroup)>,
+    standings: Vec<GroupStanding>,
+}
+
+impl Composition {
+    /// A node document without groups: its own modules.
+    fn alone(
+        modules: BTreeMap<crate::model::names::ModuleName, crate::model::intention::Intention>,
+    ) -> Composition {
+        Composition {
+            modules,
+            writes: Vec::new(),
+            standings: Vec::new(),
+        }
+    }
+}
+
+/// Why nothing was composed.
+enum Stop {
+    /// Refused: the documents do not compose, or a group's was refused
+    /// and none of it is held.
+    Refused(Refusal),
+    /// A group's document could not be had, nor is one held.
+    Failed(String),
+}
+
+/// What one look at a group's document brought.
+enum GroupLook {
+    /// A new revision, every check passed: its record and bytes, and what
+    /// it says.
+    New(Box<(StoredGroup, GroupDesired)>),
+    /// The held revision stands (304, or the same payload).
+    Held,
+    /// Nothing usable, and why; what is held (if anything) stands.
+    Not(String, Option<Refusal>),
+}
+
+impl Syncer {
+    /// Now, as the agent can tell (never earlier than its build or any
+    /// document it accepted): a rollout's clock.
+    fn now(&self, node: Option<&Held>) -> u64 {
+        let m = self.memory.lock().expect("plane memory lock");
+        let groups = m.groups.values().map(|(h, _)| h.newest_issued_at).max();
+        Clock::read().now(node).max(groups.unwrap_or(0))
+    }
+
+    /// Looks at each of `names`' documents once; returns the new revisions
+    /// accepted. Why the others brought nothing is kept for the status.
+    async fn fetch_groups(
+        &self,
+        names: &[GroupName],
+    ) -> BTreeMap<GroupName, (StoredGroup, GroupDesired)> {
+        let mut fresh = BTreeMap::new();
+        for name in names {
+            let look = self.fetch_group(name).await;
+            let mut m = self.memory.lock().expect("plane memory lock");
+            match look {
+                GroupLook::New(b) => {
+                    m.group_errors.remove(name);
+                    fresh.insert(name.clone(), *b);
+                }
+                GroupLook::Held => {
+                    m.group_errors.remove(name);
+                }
+                GroupLook::Not(why, refusal) => {
+                    tracing::warn!("plane: {why}");
+                    m.group_errors.insert(name.clone(), (why, refusal));
+                }
+            }
+        }
+        fresh
+    }
+
+    /// One conditional GET of a group's document, judged under the crash
+    /// guard with every rule a node's document is judged by, against the
+    /// group's own floor.
+    async fn fetch_group(&self, name: &GroupName) -> GroupLook {
+        let url = self.config.group_url(name);
+        let held = self
+            .memory
+            .lock()
+            .expect("plane memory lock")
+            .groups
+            .get(name)
+            .cloned();
+        let uri: http::Uri = match url.parse() {
+            Ok(u) => u,
+            Err(e) => return GroupLook::Not(format!("group {name}: {url}: {e}"), None),
+        };
+        let mut headers = HeaderMap::new();
+        if let Some(etag) = held
+            .as_ref()
+            .filter(|(h, _)| h.url == url)
+            .and_then(|(h, _)| h.etag.as_deref())
+            .and_then(|e| HeaderValue::from_str(e).ok())
+        {
+            headers.insert(http::header::IF_NONE_MATCH, etag);
+        }
+        let answer = self
+            .http
+            .send(Method::GET, uri, &headers, FETCH_LIMIT, MAX_DOCUMENT)
+            .await;
+        let now = crate::host::clock::now();
+        let refused = |class, detail: String, revision| {
+            let detail = format!("group {name}: {detail}");
+            let r = Refusal {
+                class,
+                detail: detail.clone(),
+                revision,
+                at: now,
+            };
+            GroupLook::Not(detail, Some(r))
+        };
+        let answer = match answer {
+            Ok(a) => a,
+            Err(Transport::TooLarge(_)) => {
+                return refused(
+                    RefusalClass::TooLarge,
+                    format!("the document is over the {MAX_DOCUMENT}-byte limit"),
+                    None,
+                );
+            }
+            Err(t) => {
+                return GroupLook::Not(
+                    format!("group {name}: cannot fetch {url}: {}", describe(&t)),
+                    None,
+                );
+            }
+        };
+        match answer.status {
+            StatusCode::NOT_MODIFIED if held.is_some() => return GroupLook::Held,
+            StatusCode::OK => {}
+            StatusCode::NOT_FOUND => {
+                return GroupLook::Not(
+                    format!("group {name}: no document at {url} (HTTP 404)"),
+                    None,
+                );
+            }
+            s => return GroupLook::Not(format!("group {name}: {url}: HTTP {s}"), None),
+        }
+        let etag = answer
+            .headers
+            .get(http::header::ETAG)
+            .and_then(|e| e.to_str().ok())
+            .map(str::to_string);
+        if let Some(r) = self.guard_begin(&answer.body, now).await {
+            return refused(r.class, r.detail, None);
+        }
+        let verdict = accept::judge_group(
+            &answer.body,
+            name,
+            &self.config.trusted_keys,
+            held.as_ref().map(|(h, _)| h),
+            Clock::read(),
+        );
+        self.guard_end().await;
+        match verdict {
+            Verdict::Same => {
+                // The same payload under a new ETag: asked with it next time.
+                let mut m = self.memory.lock().expect("plane memory lock");
+                if let Some((h, _)) = m.groups.get_mut(name) {
+                    h.etag = etag;
+                }
+                GroupLook::Held
+            }
+            Verdict::Refused(r) => refused(r.class, r.detail, r.revision),
+            Verdict::Adopt(a) => {
+                let d = a.desired;
+                let stored = StoredGroup {
+                    held: Held {
+                        url,
+                        revision: d.revision,
+                        payload_digest: a.payload_digest,
+                        etag,
+                        issued_at: d.issued_at,
+                        expires: d.expires,
+                        newest_issued_at: a.newest_issued_at,
+                        accepted_at: now,
+                        key_id: a.key_id,
+                    },
+                    envelope: answer.body.to_vec(),
+                    took: held.and_then(|(_, took)| took),
+                };
+                GroupLook::New(Box::new((stored, d)))
+            }
+        }
+    }
+
+    /// Composes node document `d` with its groups' documents: the new
+    /// revisions in `fresh`, the rest as held (read from the store). A
+    /// group neither fresh nor held stops it, with why its look failed.
+    async fn compose(
+        &self,
+        d: Desired,
+        mut fresh: BTreeMap<GroupName, (StoredGroup, GroupDesired)>,
+        now: u64,
+    ) -> Result<Composition, Stop> {
+        let mut stored = self
+            .store
+            .blocking(|s| s.plane_groups())
+            .await
+            .map_err(|e| Stop::Failed(format!("cannot read the group documents held: {e}")))?;
+        let mut groups = BTreeMap::new();
+        for name in &d.groups {
+            if let Some((st, desired)) = fresh.get(name) {
+                let took = st.took == Some(crate::plane::group::modules_digest(&desired.modules));
+                groups.insert(
+                    name.clone(),
+                    HeldGroup {
+                        desired: desired.clone(),
+                        took,
+                    },
+                );
+                continue;
+            }
+            let Some(st) = stored.get(name) else {
+                let error = self
+                    .memory
+                    .lock()
+                    .expect("plane memory lock")
+                    .group_errors
+                    .get(name)
+                    .cloned();
+                return Err(match error {
+                    Some((_, Some(refusal))) => Stop::Refused(refusal),
+                    Some((why, None)) => Stop::Failed(why),
+                    None => Stop::Failed(format!("group {name}: not fetched")),
+                });
+            };
+            let desired = Envelope::parse(&st.envelope)
+                .map_err(|e| e.to_string())
+                .and_then(|e| GroupDesired::parse(&e.payload).map_err(|e| e.to_string()))
+                .map_err(|e| {
+                    Stop::Failed(format!(
+                        "the held document of group {name} cannot be read again: {e}"
+                    ))
+                })?;
+            let took = st.took == Some(crate::plane::group::modules_digest(&desired.modules));
+            groups.insert(name.clone(), HeldGroup { desired, took });
+        }
+        let revision = d.revision;
+        let composed = crate::plane::group::compose(d, &groups, &self.node, now).map_err(|e| {
+            Stop::Refused(Refusal {
+                class: RefusalClass::Conflict,
+                detail: e.0,
+                revision: Some(revision),
+                at: crate::host::clock::now(),
+            })
+        })?;
+        let mut writes = Vec::new();
+        for standing in &composed.groups {
+            let name = &standing.group;
+            let taken = standing.taken.clone();
+            if let Some((mut st, _)) = fresh.remove(name) {
+                st.took = taken.or(st.took);
+                writes.push((name.clone(), st));
+            } else if let Some(mut st) = stored.remove(name)
+                && taken.is_some()
+                && st.took != taken
+            {
+                st.took = taken;
+                writes.push((name.clone(), st));
+            }
+        }
+        Ok(Composition {
+            modules: composed.modules,
+            writes,
+            standings: composed.groups,
+        })
+    }
+
+    /// Keeps what a composition wrote and how the groups stand, and shows it.
+    fn composed(&self, writes: Vec<(GroupName, StoredGroup)>, standings: Vec<GroupStanding>) {
+        let mut m = self.memory.lock().expect("plane memory lock");
+        for (name, st) in writes {
+            m.groups.insert(name, (st.held, st.took));
+        }
+        m.standings = standings;
+        drop(m);
+        self.show_groups();
+    }
+
+    /// The groups as the status tells them.
+    fn show_groups(&self) {
+        let m = self.memory.lock().expect("plane memory lock");
+        let groups = m
+            .node_groups
+            .iter()
+            .map(|name| {
+                let standing = m.standings.iter().find(|s| &s.group == name);
+                GroupStatus {
+                    group: name.to_string(),
+                    url: self.config.group_url(name),
+                    revision: m.groups.get(name).map(|(h, _)| h.revision),
+                    running: standing.map(|s| s.running),
+                    take: standing.and_then(|s| s.take.clone()),
+                    error: m.group_errors.get(name).map(|(why, _)| why.clone()),
+                }
+            })
+            .collect();
+        drop(m);
+        self.status.lock().expect("plane status lock").groups = groups;
+    }
+
+    /// When a group's rollout reaches this node next, while one waits for
+    /// its turn.
+    pub fn next_turn(&self) -> Option<u64> {
+        let m = self.memory.lock().expect("plane memory lock");
+        m.standings
+            .iter()
+            .filter_map(|s| match s.take {
+                Some(Take::Previous { until, .. }) => until,
+                _ => None,
+            })
+            .min()
+    }
+
+    /// Adopts a composition of the held document (at `revision`) with the
+    /// group documents it wrote, in one transaction, and shows it.
+    async fn adopt_again(
+        &self,
+        c: Composition,
+        revision: u64,
+    ) -> Result<(), crate::store::StoreError> {
+        let Composition {
+            modules,
+            writes,
+            standings,
+        } = c;
+        let (a, writes) = self
+            .store
+            .blocking(move |s| {
+                crate::intake::plane::adopt(s, None, None, &writes, &modules, revision)
+                    .map(|a| (a, writes))
+            })
+            .await?;
+        for standing in &standings {
+            if writes.iter().any(|(n, _)| n == &standing.group) {
+                tracing::info!(
+                    group = standing.group.as_str(),
+                    "plane: group {} at revision {}, running revision {}",
+                    standing.group,
+                    standing.revision,
+                    standing.running
+                );
+            }
+        }
+        if a.changed() {
+            self.wake.notify_one();
+        }
+        self.set_conflicts(&a);
+        self.composed(writes, standings);
+        Ok(())
+    }
+
+    /// The groups of the held document, looked at again: a new revision of
+    /// one, or a rollout whose turn came for this node, composes the held
+    /// document again and adopts what it gives.
+    async fn poll_groups(&self) {
+        let (names, held) = {
+            let m = self.memory.lock().expect("plane memory lock");
+            (
+                m.node_groups.clone(),
+                m.held.clone().filter(|_| m.revoked.is_none()),
+            )
+        };
+        let Some(held) = held.filter(|_| !names.is_empty()) else {
+            return;
+        };
+        let fresh = self.fetch_groups(&names).await;
+        let now = self.now(Some(&held));
+        let due = self.next_turn().is_some_and(|t| t <= now);
+        if fresh.is_empty() && !due {
+            self.show_groups();
+            return;
+        }
+        let bytes = match self.store.blocking(|s| s.plane_envelope()).await {
+            Ok(Some(b)) => b,
+            Ok(None) => {
+                tracing::error!("plane: the held document's bytes are not in the store");
+                return;
+            }
+            Err(e) => {
+                tracing::error!("plane: cannot read the held document again: {e}");
+                return;
+            }
+        };
+        let desired = match Envelope::parse(&bytes)
+            .map_err(|e| e.to_string())
+            .and_then(|e| Desired::parse(&e.payload).map_err(|e| e.to_string()))
+        {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::error!("plane: the held document cannot be read again: {e}");
+                return;
+            }
+        };
+        let c = match self.compose(desired, fresh, now).await {
+            Ok(c) => c,
+            Err(Stop::Refused(r)) => {
+                tracing::warn!(
+                    class = r.class.as_str(),
+                    "plane: {}; what runs stays",
+                    r.detail
+                );
+                let mut m = self.memory.lock().expect("plane memory lock");
+                for name in &names {
+                    if r.detail.contains(&format!("group {name}")) {
+                        m.group_errors
+                            .insert(name.clone(), (r.detail.clone(), Some(r.clone())));
+                    }
+                }
+                drop(m);
+                self.show_groups();
+                return;
+            }
+            Err(Stop::Failed(e)) => {
+                tracing::warn!("plane: {e}");
+                self.show_groups();
+                return;
+            }
+        };
+        if let Err(e) = self.adopt_again(c, held.revision).await {
+            tracing::error!("plane: cannot store the groups' revisions: {e}");
+        }
     }
 }
 
@@ -789,6 +1375,14 @@ pub async fn run(
                 failures = 0;
                 steady(poll, r)
             }
+        };
+        // A group's rollout reaching this node before the next poll: looked
+        // at then (a second after, to be past it).
+        let wait = match syncer.next_turn() {
+            Some(t) => wait.min(Duration::from_secs(
+                t.saturating_sub(crate::host::clock::now()).max(1) + 1,
+            )),
+            None => wait,
         };
         syncer
             .status

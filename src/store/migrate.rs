@@ -12,7 +12,7 @@ use crate::store::db::io;
 use crate::store::intentions::decode_intention;
 use crate::store::records::{self, v1, v2, v3, v4, v6, v7, v8};
 use crate::store::{
-    APPLIED, EVENTS, GUARD, INTENTIONS, LIVE, META, OBSERVED, OVERLAYS, PLANE, RELOADS,
+    APPLIED, EVENTS, GROUPS, GUARD, INTENTIONS, LIVE, META, OBSERVED, OVERLAYS, PLANE, RELOADS,
     SCHEMA_VERSION, StoreError, UPDATES,
 };
 
@@ -72,7 +72,7 @@ pub fn bring_up_to_date(db: &Database, path: &Path) -> Result<(), StoreError> {
         }
     }
     for def in [
-        INTENTIONS, APPLIED, OBSERVED, OVERLAYS, UPDATES, PLANE, LIVE, GUARD,
+        INTENTIONS, APPLIED, OBSERVED, OVERLAYS, UPDATES, PLANE, LIVE, GUARD, GROUPS,
     ] {
         tx.open_table(def).map_err(io("open"))?;
     }

@@ -69,6 +69,8 @@ pub(crate) const LIVE: TableDefinition<&str, &[u8]> = TableDefinition::new("live
 /// The crash guard (one record, key `guard`): added without a schema
 /// change, since an agent that does not know the table never reads it.
 pub(crate) const GUARD: TableDefinition<&str, &[u8]> = TableDefinition::new("guard");
+/// Per group: the group document held (added without a schema change).
+pub(crate) const GROUPS: TableDefinition<&str, &[u8]> = TableDefinition::new("groups");
 
 /// Settings layered over a module's intention through the API, whichever
 /// source the intention came from.

@@ -2,17 +2,20 @@
 //! document it accepted, byte for byte (key `envelope`, read only when its
 //! modules are taken again), with its revision, ETag and times ([`Held`]),
 //! and what the last contact with the plane said ([`Contact`]).
-//! A document is adopted in ONE transaction with the intentions it states
-//! ([`Store::adopt_plane`]): a crash leaves either the old document and its
-//! intentions or the new ones, never a mix.
+//! The group documents it holds are in the `groups` table, by group name
+//! ([`StoredGroup`]). A document is adopted in ONE transaction with the
+//! group documents it was composed with and the intentions they state
+//! ([`Store::adopt_plane`]): a crash leaves either the old documents and
+//! their intentions or the new ones, never a mix.
 
 use std::collections::BTreeMap;
 
 use redb::{ReadableDatabase, ReadableTable};
 
+use crate::model::fleet::GroupName;
 use crate::model::names::{Digest, ModuleName};
-use crate::store::records::{self, v5};
-use crate::store::{Entry, INTENTIONS, META, OVERLAYS, Overlay, PLANE, Store, StoreError};
+use crate::store::records::{self, groups::GroupRecord, v5};
+use crate::store::{Entry, GROUPS, INTENTIONS, META, OVERLAYS, Overlay, PLANE, Store, StoreError};
 
 const HELD: &str = "held";
 const ENVELOPE: &str = "envelope";
@@ -41,6 +44,16 @@ pub struct Held {
     pub accepted_at: u64,
     /// The key that signed it.
     pub key_id: String,
+}
+
+/// A group document the node holds: its record, its bytes as fetched, and
+/// the digest of its modules when this node took them (runs or ran them: a
+/// staged rollout never takes them back by itself).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredGroup {
+    pub held: Held,
+    pub envelope: Vec<u8>,
+    pub took: Option<Digest>,
 }
 
 /// Why the last document fetched was not adopted.
@@ -106,6 +119,42 @@ impl Store {
         Ok((held, contact))
     }
 
+    /// The group documents held, by group.
+    pub fn plane_groups(&self) -> Result<BTreeMap<GroupName, StoredGroup>, StoreError> {
+        let tx = self.db()?.begin_read().map_err(self.io("read groups"))?;
+        let t = match tx.open_table(GROUPS) {
+            Ok(t) => t,
+            // A store no agent that knows groups has opened for writing.
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(BTreeMap::new()),
+            Err(e) => return Err(self.io("read groups")(e)),
+        };
+        let mut out = BTreeMap::new();
+        for row in t.iter().map_err(self.io("read groups"))? {
+            let (k, v) = row.map_err(self.io("read groups"))?;
+            let bad = |message: String| StoreError::Corrupt {
+                table: "groups",
+                key: k.value().to_string(),
+                message,
+            };
+            let name = GroupName::try_from(k.value()).map_err(|e| bad(e.0))?;
+            let r: GroupRecord = records::decode(records::GROUPS, v.value()).map_err(bad)?;
+            out.insert(
+                name,
+                StoredGroup {
+                    held: from_held_record(r.held).map_err(|e| bad(e.to_string()))?,
+                    envelope: r.envelope,
+                    took: match r.took {
+                        Some(t) => {
+                            Some(Digest::try_from(t.as_str()).map_err(|e| bad(e.to_string()))?)
+                        }
+                        None => None,
+                    },
+                },
+            );
+        }
+        Ok(out)
+    }
+
     /// The held document's bytes, as fetched.
     pub fn plane_envelope(&self) -> Result<Option<Vec<u8>>, StoreError> {
         let tx = self.db()?.begin_read().map_err(self.io("read plane"))?;
@@ -146,6 +195,7 @@ impl Store {
         &self,
         held: Option<(&Held, &[u8])>,
         contact: Option<&Contact>,
+        groups: &[(GroupName, StoredGroup)],
         f: impl FnOnce(&mut BTreeMap<ModuleName, Entry>) -> T,
     ) -> Result<T, StoreError> {
         let tx = self.db()?.begin_write().map_err(self.io("adopt plane"))?;
@@ -243,6 +293,20 @@ impl Store {
                         .map_err(self.io("adopt plane"))?;
                 }
             }
+            if !groups.is_empty() {
+                changed = true;
+                let mut t = tx.open_table(GROUPS).map_err(self.io("adopt plane"))?;
+                for (name, g) in groups {
+                    let record = GroupRecord {
+                        held: held_record(&g.held),
+                        envelope: g.envelope.clone(),
+                        took: g.took.as_ref().map(Digest::to_string),
+                    };
+                    let bytes = records::encode(records::GROUPS, &record);
+                    t.insert(name.as_str(), bytes.as_slice())
+                        .map_err(self.io("adopt plane"))?;
+                }
+            }
         }
         if changed {
             crate::host::crash_point("plane:before-commit");
@@ -254,21 +318,22 @@ impl Store {
     }
 }
 
+fn held_record(h: &Held) -> v5::HeldRecord {
+    v5::HeldRecord {
+        url: h.url.clone(),
+        revision: h.revision,
+        payload_digest: h.payload_digest.to_string(),
+        etag: h.etag.clone(),
+        issued_at: h.issued_at,
+        expires: h.expires,
+        newest_issued_at: h.newest_issued_at,
+        accepted_at: h.accepted_at,
+        key_id: h.key_id.clone(),
+    }
+}
+
 fn encode_held(h: &Held) -> Vec<u8> {
-    records::encode(
-        records::PLANE,
-        &v5::PlaneRecord::Held(v5::HeldRecord {
-            url: h.url.clone(),
-            revision: h.revision,
-            payload_digest: h.payload_digest.to_string(),
-            etag: h.etag.clone(),
-            issued_at: h.issued_at,
-            expires: h.expires,
-            newest_issued_at: h.newest_issued_at,
-            accepted_at: h.accepted_at,
-            key_id: h.key_id.clone(),
-        }),
-    )
+    records::encode(records::PLANE, &v5::PlaneRecord::Held(held_record(h)))
 }
 
 fn encode_contact(c: &Contact) -> Vec<u8> {
@@ -298,20 +363,23 @@ fn corrupt(key: &str) -> impl FnOnce(String) -> StoreError + '_ {
 
 fn decode_held(bytes: &[u8]) -> Result<Held, StoreError> {
     match records::decode(records::PLANE, bytes).map_err(corrupt(HELD))? {
-        v5::PlaneRecord::Held(h) => Ok(Held {
-            payload_digest: Digest::try_from(h.payload_digest.as_str())
-                .map_err(|e| corrupt(HELD)(e.to_string()))?,
-            url: h.url,
-            revision: h.revision,
-            etag: h.etag,
-            issued_at: h.issued_at,
-            expires: h.expires,
-            newest_issued_at: h.newest_issued_at,
-            accepted_at: h.accepted_at,
-            key_id: h.key_id,
-        }),
+        v5::PlaneRecord::Held(h) => from_held_record(h).map_err(corrupt(HELD)),
         _ => Err(corrupt(HELD)("not a held document's record".into())),
     }
+}
+
+fn from_held_record(h: v5::HeldRecord) -> Result<Held, String> {
+    Ok(Held {
+        payload_digest: Digest::try_from(h.payload_digest.as_str()).map_err(|e| e.to_string())?,
+        url: h.url,
+        revision: h.revision,
+        etag: h.etag,
+        issued_at: h.issued_at,
+        expires: h.expires,
+        newest_issued_at: h.newest_issued_at,
+        accepted_at: h.accepted_at,
+        key_id: h.key_id,
+    })
 }
 
 fn decode_contact(bytes: &[u8]) -> Result<Contact, StoreError> {

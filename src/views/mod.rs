@@ -343,6 +343,9 @@ pub struct PlaneDetail {
     pub conflicts: Vec<ConflictView>,
     /// The last failure to get an answer, while it holds.
     pub error: Option<String>,
+    /// The groups the held document lists (absent without any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupView<u64>>,
     /// The document held.
     pub held: Option<HeldView<u64>>,
     /// When the plane last answered.
@@ -357,6 +360,82 @@ pub struct PlaneDetail {
     pub reports: ReportsView,
     /// The document's URL.
     pub url: String,
+}
+
+/// One of the node's groups; `until` is `T` as in [`HeldView`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupView<T> {
+    /// Why the last look at its document brought nothing, while so (what
+    /// is held keeps running).
+    pub error: Option<String>,
+    /// The group.
+    pub group: String,
+    /// The revision of its document held.
+    pub revision: Option<u64>,
+    /// Its rollout here, when the held revision has one.
+    pub rollout: Option<RolloutView<T>>,
+    /// The revision whose modules the node runs (the held one, or the
+    /// previous one until the rollout reaches it).
+    pub running: Option<u64>,
+}
+
+/// A group rollout's decision for this node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolloutView<T> {
+    /// Whether the node runs the new revision.
+    pub taken: bool,
+    /// When its turn comes, while it waits for it.
+    pub until: Option<T>,
+    /// Why (`its turn`, `canary`, `taken before`, `not started`,
+    /// `halted`, `reverted`).
+    pub why: String,
+}
+
+impl<T> GroupView<T> {
+    /// The same, its time written by `f`.
+    pub fn with_times<U>(&self, f: impl Fn(&T) -> U) -> GroupView<U> {
+        GroupView {
+            error: self.error.clone(),
+            group: self.group.clone(),
+            revision: self.revision,
+            rollout: self.rollout.as_ref().map(|r| RolloutView {
+                taken: r.taken,
+                until: r.until.as_ref().map(&f),
+                why: r.why.clone(),
+            }),
+            running: self.running,
+        }
+    }
+}
+
+impl<T: std::fmt::Display> GroupView<T> {
+    /// The group in a line of `stead status`.
+    pub fn line(&self) -> String {
+        let held = self
+            .revision
+            .map_or("no document yet".to_string(), |r| format!("revision {r}"));
+        let rollout = match &self.rollout {
+            None => String::new(),
+            Some(r) if r.taken => format!("; rollout taken ({})", r.why),
+            Some(r) => match &r.until {
+                Some(t) => format!(
+                    "; rollout waiting until {t} ({}), running revision {}",
+                    r.why,
+                    self.running.map_or("-".into(), |r| r.to_string())
+                ),
+                None => format!(
+                    "; rollout {}, running revision {}",
+                    r.why,
+                    self.running.map_or("-".into(), |r| r.to_string())
+                ),
+            },
+        };
+        let error = self
+            .error
+            .as_ref()
+            .map_or(String::new(), |e| format!("; {e}"));
+        format!("group {} {held}{rollout}{error}", self.group)
+    }
 }
 
 /// The document held; its times are `T` (seconds since the epoch in the
@@ -518,6 +597,9 @@ pub struct ReportPlane {
     pub conflicts: Vec<ConflictView>,
     /// The last failure to reach it, while it holds.
     pub error: Option<String>,
+    /// The groups the held document lists (absent without any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupView<String>>,
     /// The document held.
     pub held: Option<HeldView<String>>,
     /// When it last answered.

@@ -37,6 +37,9 @@
 //!   to): version 1, since schema 6 ([`v6::LiveRecord`]).
 //! - `guard` (the crash guard, key `guard`): version 1 ([`guard::GuardRecord`]),
 //!   a table added without a schema change (an older agent never opens it).
+//! - `groups` (per group: the group document held, its bytes and the
+//!   revision this node took of it): version 1 ([`groups::GroupRecord`]), a
+//!   table added without a schema change.
 //! - `images` (images this node pulled, by ID) and `previous` (per module:
 //!   the image it runs and the one before): version 1
 //!   ([`images::PulledRecord`], [`images::HistoryRecord`]), tables added
@@ -52,6 +55,7 @@ use serde::de::DeserializeOwned;
 
 pub mod agent_update;
 mod convert;
+pub mod groups;
 pub mod guard;
 pub mod images;
 pub mod v1;
@@ -90,6 +94,8 @@ pub const PLANE: u8 = 1;
 pub const LIVE: u8 = 1;
 /// Record version of the `guard` table.
 pub const GUARD: u8 = 1;
+/// Record version of the `groups` table.
+pub const GROUPS: u8 = 1;
 /// Record version of the `images` table.
 pub const IMAGES: u8 = 1;
 /// Record version of the `previous` table.

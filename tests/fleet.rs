@@ -1,0 +1,468 @@
+//! Fleets against the real parts: Debian's nginx on loopback serving a
+//! node's signed document and its groups' (`groups/<name>/desired.json`,
+//! ETag/304), the real engine, the real store. A device in a group takes
+//! the group's change; its own override and removal win; a staged rollout
+//! holds it past the start until its own turn; a halt stops the rollout, a
+//! revert brings it back; a group document that fails a check changes
+//! nothing.
+
+mod common;
+
+use std::time::Duration;
+
+use common::agent::Agent;
+use common::desired::*;
+use common::plane::Plane;
+use common::*;
+use serde_json::{Value as J, json};
+use stead::model::fleet::{fraction, position};
+use stead::model::names::NodeId;
+use stead::model::time::format_rfc3339;
+use stead::plane::envelope::{PAYLOAD_TYPE, SecretKey};
+use stead::plane::group::GROUP_PAYLOAD_TYPE;
+
+/// A node polling `plane` every second, trusting `key`.
+fn node(tag: &str, plane: &Plane, key: &SecretKey) -> Node {
+    Node::new(tag).with_config(&format!(
+        "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
+        plane.base(),
+        key.public().to_base64()
+    ))
+}
+
+/// A group document of `group` at `revision` with `modules`, and `extra`
+/// fields (a rollout, the previous revision).
+fn group_payload(group: &str, revision: u64, modules: Vec<J>, extra: J) -> J {
+    let mut v = json!({
+        "group": group,
+        "revision": revision,
+        "issued_at": format_rfc3339(now()),
+        "expires": format_rfc3339(now() + 30 * DAY),
+        "modules": modules,
+    });
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
+fn publish_group(plane: &Plane, key: &SecretKey, group: &str, payload: &J) {
+    let bytes = key
+        .sign(GROUP_PAYLOAD_TYPE, &serde_json::to_vec(payload).unwrap())
+        .to_json();
+    plane.publish_raw_path(&format!("groups/{group}/desired.json"), &bytes);
+}
+
+/// A node document listing `groups`, with its own `modules` and `extra`
+/// fields (removals, overrides).
+fn node_payload(n: &Node, revision: u64, groups: &[&str], modules: Vec<J>, extra: J) -> J {
+    let mut v = payload(n, revision, modules);
+    v["groups"] = json!(groups);
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
+fn group_state(agent: &Agent, group: &str) -> J {
+    let p = plane_state(agent);
+    p["groups"]
+        .as_array()
+        .and_then(|gs| gs.iter().find(|g| g["group"] == group).cloned())
+        .unwrap_or(J::Null)
+}
+
+/// Waits until `group`'s state in `/v1/plane` satisfies `f`; returns it.
+fn wait_group(agent: &Agent, group: &str, what: &str, f: impl Fn(&J) -> bool) -> J {
+    let end = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let st = group_state(agent, group);
+        if f(&st) {
+            return st;
+        }
+        assert!(std::time::Instant::now() < end, "{what}: {st:#}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The image ID module `m`'s container runs.
+fn image_of(n: &Node, m: &str) -> String {
+    docker_ok(&["inspect", "--format", "{{.Image}}", &n.container_id(m)])
+}
+
+fn image_id(reference: &str) -> String {
+    docker_ok(&["image", "inspect", "--format", "{{.Id}}", reference])
+}
+
+#[test]
+fn a_device_in_a_group_takes_the_group_s_change_and_its_own_override_and_removal_win() {
+    require_engine();
+    let key = SecretKey::generate().unwrap();
+    let plane = Plane::start();
+    let n = node("fleet-group", &plane, &key);
+    let g = format!("g-{}", n.id);
+    let (a, b, own) = (n.module("a"), n.module("b"), n.module("own"));
+    publish_group(
+        &plane,
+        &key,
+        &g,
+        &group_payload(&g, 1, vec![module(&a, "g1"), module(&b, "b1")], json!({})),
+    );
+    let overrides = json!({"overrides": {b.clone(): {"image": IMAGE_2}}});
+    plane.publish(
+        &n.id,
+        &sign(
+            &key,
+            &node_payload(&n, 1, &[&g], vec![module(&own, "n1")], overrides.clone()),
+        ),
+    );
+    let agent = Agent::start(&n);
+    wait_v(&n, &a, "g1");
+    wait_v(&n, &b, "b1");
+    wait_v(&n, &own, "n1");
+    // The override pinned the image of the group's module.
+    assert_eq!(image_of(&n, &b), image_id(IMAGE_2));
+    assert_eq!(image_of(&n, &a), image_id(IMAGE_1));
+    let st = wait_plane(&n, &agent, "group revision 1", |p| {
+        p["groups"][0]["revision"] == 1
+    });
+    assert_eq!(st["groups"][0]["running"], 1, "{st:#}");
+    assert!(st["groups"][0]["rollout"].is_null(), "{st:#}");
+
+    // The group's change: taken, its module made again once, the others
+    // left alone.
+    let since = unix_now();
+    publish_group(
+        &plane,
+        &key,
+        &g,
+        &group_payload(&g, 2, vec![module(&a, "g2"), module(&b, "b1")], json!({})),
+    );
+    wait_v(&n, &a, "g2");
+    wait_plane(&n, &agent, "group revision 2", |p| {
+        p["groups"][0]["revision"] == 2
+    });
+    // Several polls more: the group document is asked for conditionally.
+    let path = format!("groups/{g}/desired.json");
+    let at = plane.count("GET", &path, 304);
+    plane.wait_count("GET", &path, 304, at + 3, 30);
+    assert_eq!(
+        n.creates_since(&a, since),
+        1,
+        "{:?}",
+        n.events_since(&a, since)
+    );
+    assert_eq!(n.creates_since(&b, since), 0);
+    assert_eq!(n.creates_since(&own, since), 0);
+    assert_eq!(plane.count("GET", &path, 200), 2, "{:#?}", plane.requests());
+
+    // The node's own document removes a group module: gone; the rest stays.
+    let since = unix_now();
+    let mut extra = overrides;
+    extra["remove"] = json!([a.clone()]);
+    plane.publish(
+        &n.id,
+        &sign(
+            &key,
+            &node_payload(&n, 2, &[&g], vec![module(&own, "n1")], extra),
+        ),
+    );
+    n.wait_for(60, "the removed group module to go", || {
+        n.container(&a).is_none()
+    });
+    assert_eq!(n.creates_since(&b, since), 0);
+    assert_eq!(n.creates_since(&own, since), 0);
+
+    // A node document that names a group module as its own: refused as a
+    // conflict naming both; what runs stays.
+    let doc = node_payload(
+        &n,
+        3,
+        &[&g],
+        vec![module(&own, "n1"), module(&b, "mine")],
+        json!({}),
+    );
+    plane.publish(&n.id, &sign(&key, &doc));
+    let p = wait_plane(&n, &agent, "the conflict", |p| {
+        p["refusal"]["class"] == "conflict"
+    });
+    let detail = p["refusal"]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!(
+            "module {b} is in group {g} and in the node document"
+        )),
+        "{p:#}"
+    );
+    assert_eq!(p["held"]["revision"], 2, "{p:#}");
+    assert_eq!(n.creates_since(&b, since), 0);
+
+    // Leaving the group: its modules go, the node's own stay.
+    plane.publish(
+        &n.id,
+        &sign(
+            &key,
+            &node_payload(&n, 4, &[], vec![module(&own, "n1")], json!({})),
+        ),
+    );
+    n.wait_for(60, "the group's modules to go", || {
+        n.container(&b).is_none()
+    });
+    assert!(n.container(&own).is_some());
+    let p = wait_plane(&n, &agent, "no groups", |p| held_revision(p) == Some(4));
+    assert!(p.get("groups").is_none(), "{p:#}");
+}
+
+fn held_revision(p: &J) -> Option<u64> {
+    p["held"]["revision"].as_u64()
+}
+
+/// A salt that puts `node` between 40 % and 60 % of a rollout.
+fn salt_near_the_middle(node: &str) -> String {
+    let id = NodeId::try_from(node).unwrap();
+    (0..1000)
+        .map(|i| format!("s{i}"))
+        .find(|s| (0.4..0.6).contains(&fraction(position(&id, s))))
+        .unwrap()
+}
+
+#[test]
+fn a_rollout_holds_a_device_until_its_turn_a_halt_stops_it_and_a_revert_brings_it_back() {
+    require_engine();
+    let key = SecretKey::generate().unwrap();
+    let plane = Plane::start();
+    let n = node("fleet-roll", &plane, &key);
+    let g = format!("g-{}", n.id);
+    let w = n.module("w");
+    let salt = salt_near_the_middle(&n.id);
+    publish_group(
+        &plane,
+        &key,
+        &g,
+        &group_payload(&g, 1, vec![module(&w, "one")], json!({})),
+    );
+    plane.publish(
+        &n.id,
+        &sign(&key, &node_payload(&n, 1, &[&g], vec![], json!({}))),
+    );
+    let agent = Agent::start(&n);
+    wait_v(&n, &w, "one");
+
+    // Revision 2 rolls out over 30 s from now: this node's turn is 12 to
+    // 18 s in. Until then it keeps revision 1 and says until when.
+    let start = now();
+    let previous = json!({"revision": 1, "modules": [module(&w, "one")]});
+    let rollout = |halt: bool, revert: bool, start: u64, duration: &str| {
+        json!({
+            "rollout": {"start": format_rfc3339(start), "duration": duration, "salt": salt,
+                        "halt": halt, "revert": revert},
+            "previous": previous,
+        })
+    };
+    let since = unix_now();
+    publish_group(
+        &plane,
+        &key,
+        &g,
+        &group_payload(
+            &g,
+            2,
+            vec![module(&w, "two")],
+            rollout(false, false, start, "30s"),
+        ),
+    );
+    let st = wait_group(&agent, &g, "revision 2", |st| st["revision"] == 2);
+    let until = st["rollout"]["until"].as_u64().unwrap();
+    assert_eq!(st["rollout"]["taken"], false, "{st:#}");
+    assert_eq!(st["rollout"]["why"], "its turn", "{st:#}");
+    assert_eq!(st["running"], 1, "{st:#}");
+    let id = NodeId::try_from(n.id.as_str()).unwrap();
+    let expected = start + (fraction(position(&id, &salt)) * 30.0).ceil() as u64;
+    assert!(
+        until.abs_diff(expected) <= 1,
+        "until {until}, expected {expected}"
+    );
+    assert!(n.logs(&w).contains("V=one") && !n.logs(&w).contains("V=two"));
+    let (_, status) = agent.get("/v1/status");
+    assert!(status.contains("\"until\""), "{status}");
+    // Its turn: taken, within a poll of it.
+    wait_v(&n, &w, "two");
+    let took_at = now();
+    assert!(
+        took_at + 1 >= until,
+        "taken at {took_at}, its turn at {until}"
+    );
+    assert!(
+        took_at <= until + 5,
+        "taken at {took_at}, its turn at {until}"
+    );
+    let st = group_state(&agent, &g);
+    assert_eq!(st["rollout"]["taken"], true, "{st:#}");
+    assert_eq!(st["running"], 2, "{st:#}");
+    assert_eq!(n.creates_since(&w, since), 1);
+
+    // A halt (revision 3, the same modules): a device that took them keeps
+    // them.
+    let since = unix_now();
+    publish_group(
+        &plane,
+        &key,
+        &g,
+        &group_payload(
+            &g,
+            3,
+            vec![module(&w, "two")],
+            rollout(true, false, start, "30s"),
+        ),
+    );
+    let st = wait_group(&agent, &g, "revision 3", |st| st["revision"] == 3);
+    assert_eq!(st["rollout"]["why"], "taken before", "{st:#}");
+    assert_eq!(st["running"], 3, "{st:#}");
+    assert_eq!(n.creates_since(&w, since), 0);
+
+    // A revert (revision 4): back to revision 1's modules, once.
+    publish_group(
+        &plane,
+        &key,
+        &g,
+        &group_payload(
+            &g,
+            4,
+            vec![module(&w, "two")],
+            rollout(true, true, start, "30s"),
+        ),
+    );
+    n.wait_for(60, "the revert", || {
+        n.logs(&w).contains("V=one") && !n.logs(&w).contains("V=two")
+    });
+    let st = group_state(&agent, &g);
+    assert_eq!(st["rollout"]["why"], "reverted", "{st:#}");
+    assert_eq!(st["running"], 1, "{st:#}");
+    assert_eq!(n.creates_since(&w, since), 1);
+
+    // A new revision halted before this node's turn (the turn long past
+    // by the clock): it keeps what it runs.
+    let since = unix_now();
+    publish_group(
+        &plane,
+        &key,
+        &g,
+        &group_payload(
+            &g,
+            5,
+            vec![module(&w, "five")],
+            rollout(true, false, start - 3600, "30s"),
+        ),
+    );
+    let st = wait_group(&agent, &g, "revision 5", |st| st["revision"] == 5);
+    assert_eq!(st["rollout"]["why"], "halted", "{st:#}");
+    let at = plane.count("GET", &format!("groups/{g}/desired.json"), 304);
+    plane.wait_count("GET", &format!("groups/{g}/desired.json"), 304, at + 3, 30);
+    assert!(!n.logs(&w).contains("V=five"));
+    assert_eq!(n.creates_since(&w, since), 0);
+}
+
+#[test]
+fn a_group_document_that_fails_a_check_changes_nothing() {
+    require_engine();
+    let key = SecretKey::generate().unwrap();
+    let stranger = SecretKey::generate().unwrap();
+    let plane = Plane::start();
+    let n = node("fleet-refuse", &plane, &key);
+    let g = format!("g-{}", n.id);
+    let w = n.module("w");
+    // Signed by a key the node does not trust: the node document that
+    // lists the group is not adopted either, and the refusal names both.
+    publish_group(
+        &plane,
+        &stranger,
+        &g,
+        &group_payload(&g, 1, vec![module(&w, "one")], json!({})),
+    );
+    plane.publish(
+        &n.id,
+        &sign(&key, &node_payload(&n, 1, &[&g], vec![], json!({}))),
+    );
+    let agent = Agent::start(&n);
+    let p = wait_plane(&n, &agent, "the refusal", |p| {
+        p["refusal"]["class"] == "unknown-key"
+    });
+    assert!(
+        p["refusal"]["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("group {g}")),
+        "{p:#}"
+    );
+    assert!(p["held"].is_null(), "{p:#}");
+    assert!(n.container(&w).is_none());
+
+    // A good one: adopted.
+    publish_group(
+        &plane,
+        &key,
+        &g,
+        &group_payload(&g, 2, vec![module(&w, "two")], json!({})),
+    );
+    wait_v(&n, &w, "two");
+    let since = unix_now();
+    // Each refused while held: what runs stays, the group says why.
+    let node_typed = key
+        .sign(
+            PAYLOAD_TYPE,
+            &serde_json::to_vec(&group_payload(&g, 3, vec![module(&w, "x")], json!({}))).unwrap(),
+        )
+        .to_json();
+    let other_group = group_payload("other", 3, vec![module(&w, "x")], json!({}));
+    for (what, bytes, says) in [
+        (
+            "an older revision",
+            key.sign(
+                GROUP_PAYLOAD_TYPE,
+                &serde_json::to_vec(&group_payload(&g, 1, vec![module(&w, "x")], json!({})))
+                    .unwrap(),
+            )
+            .to_json(),
+            "older",
+        ),
+        (
+            "the same revision, another payload",
+            key.sign(
+                GROUP_PAYLOAD_TYPE,
+                &serde_json::to_vec(&group_payload(&g, 2, vec![module(&w, "x")], json!({})))
+                    .unwrap(),
+            )
+            .to_json(),
+            "held with another payload",
+        ),
+        ("a node document's payload type", node_typed, "payload"),
+        (
+            "another group's",
+            key.sign(GROUP_PAYLOAD_TYPE, &serde_json::to_vec(&other_group).unwrap())
+                .to_json(),
+            "the document is for group",
+        ),
+        (
+            "a rollout without the previous revision",
+            key.sign(
+                GROUP_PAYLOAD_TYPE,
+                &serde_json::to_vec(&group_payload(
+                    &g,
+                    3,
+                    vec![module(&w, "x")],
+                    json!({"rollout": {"start": format_rfc3339(now()), "duration": "1h", "salt": "s"}}),
+                ))
+                .unwrap(),
+            )
+            .to_json(),
+            "previous",
+        ),
+    ] {
+        plane.publish_raw_path(&format!("groups/{g}/desired.json"), &bytes);
+        let st = wait_group(&agent, &g, what, |st| {
+            st["error"].as_str().is_some_and(|e| e.contains(says))
+        });
+        assert_eq!(st["revision"], 2, "{what}: {st:#}");
+        assert_eq!(n.creates_since(&w, since), 0, "{what}");
+    }
+    assert!(n.logs(&w).contains("V=two") && !n.logs(&w).contains("V=x"));
+}
