@@ -466,3 +466,151 @@ fn a_group_document_that_fails_a_check_changes_nothing() {
     }
     assert!(n.logs(&w).contains("V=two") && !n.logs(&w).contains("V=x"));
 }
+
+/// Runs `stead plane ARGS`; returns its stdout, asserting it succeeded.
+fn plane_cli(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stead"))
+        .arg("plane")
+        .args(args)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(
+        out.status.success(),
+        "stead plane {args:?}: {stdout}{stderr}"
+    );
+    stdout
+}
+
+fn write_json(path: &std::path::Path, v: &J) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, serde_json::to_vec_pretty(v).unwrap()).unwrap();
+}
+
+#[test]
+fn publish_signs_only_what_changed_and_watch_halts_a_rollout_whose_devices_fail() {
+    require_engine();
+    let key = SecretKey::generate().unwrap();
+    let plane = Plane::start();
+    let n = node("fleet-pub", &plane, &key);
+    let g = format!("g-{}", n.id);
+    let w = n.module("w");
+    let work = tempfile::tempdir().unwrap();
+    let key_file = work.path().join("plane.key");
+    key.write_file(&key_file).unwrap();
+    let fleet = work.path().join("fleet");
+    let site = plane.root();
+    let (k, f, s) = (
+        key_file.to_str().unwrap(),
+        fleet.to_str().unwrap(),
+        site.to_str().unwrap(),
+    );
+    write_json(
+        &fleet.join(format!("groups/{g}.json")),
+        &json!({"modules": [module(&w, "one")]}),
+    );
+    std::fs::write(
+        fleet.join("nodes.csv"),
+        format!("node,groups\n{},{g}\n", n.id),
+    )
+    .unwrap();
+    write_json(
+        &fleet.join("node-defaults.json"),
+        &json!({"poll": {"interval": "1s", "jitter": "100ms"}}),
+    );
+    let publish = |more: &[&str]| {
+        let mut args = vec!["publish", "--key", k, "--fleet", f, "--site", s];
+        args.extend_from_slice(more);
+        plane_cli(&args)
+    };
+    // A dry run writes nothing.
+    let out = publish(&["--dry-run"]);
+    assert!(out.contains("2 of 2 documents would be signed"), "{out}");
+    assert!(!site.join(format!("nodes/{}/desired.json", n.id)).exists());
+    let out = publish(&[]);
+    assert!(
+        out.contains("2 of 2 documents signed; 0 unchanged"),
+        "{out}"
+    );
+    let agent = Agent::start(&n);
+    wait_v(&n, &w, "one");
+    // Nothing changed: nothing signed.
+    let out = publish(&[]);
+    assert!(
+        out.contains("0 of 2 documents signed; 2 unchanged"),
+        "{out}"
+    );
+
+    // A bad revision, rolled out over a second: the device takes it, and
+    // its module crash-loops.
+    let crashing = json!({
+        "name": w, "image": IMAGE_1, "command": ["sh", "-c", "echo V=bad; exit 3"],
+        "restart": "always",
+    });
+    write_json(
+        &fleet.join(format!("groups/{g}.json")),
+        &json!({"modules": [crashing], "rollout": {"duration": "1s"}}),
+    );
+    let out = publish(&[]);
+    assert!(
+        out.contains(&format!("signed groups/{g}/desired.json")) && out.contains("1 of 2"),
+        "{out}"
+    );
+    n.wait_for(90, "a report of the crash loop", || {
+        plane.report_json(&n.id).is_some_and(|r| {
+            r["modules"][w.as_str()]["state"] == "crash-looping"
+                && r["plane"]["groups"][0]["running"] == r["plane"]["groups"][0]["revision"]
+        })
+    });
+    // The roll-up names the failing device and the group's progress.
+    let status = plane_cli(&["status", "--reports", s, "--json"]);
+    let st: J = serde_json::from_str(&status).unwrap();
+    assert_eq!(st["devices"], 1, "{st:#}");
+    assert_eq!(st["failing"], 1, "{st:#}");
+    assert_eq!(st["failing_listed"][0]["node"], n.id.as_str(), "{st:#}");
+    assert_eq!(st["groups"][&g]["on_newest"], 1, "{st:#}");
+    let text = plane_cli(&["status", "--reports", s]);
+    assert!(text.contains("failing 1"), "{text}");
+
+    // Below its minimum of reports the watcher waits; at it, it halts.
+    let watch = |more: &[&str]| {
+        let mut args = vec!["rollout", "watch", "--key", k, "--reports", s, "--site", s];
+        args.extend_from_slice(more);
+        plane_cli(&args)
+    };
+    let out = watch(&[]);
+    assert!(out.contains("below the threshold"), "{out}");
+    let out = watch(&["--min-reports", "1", "--dry-run"]);
+    assert!(out.contains(&format!("would halt group {g}")), "{out}");
+    let out = watch(&["--min-reports", "1"]);
+    assert!(
+        out.contains(&format!("halted group {g}")) && out.contains("1 of 1 devices"),
+        "{out}"
+    );
+    let halted = std::fs::read(site.join(format!("groups/{g}/desired.json"))).unwrap();
+    let payload: J = serde_json::from_slice(
+        &stead::plane::envelope::Envelope::parse(&halted)
+            .unwrap()
+            .payload,
+    )
+    .unwrap();
+    assert_eq!(payload["rollout"]["halt"], true, "{payload:#}");
+    assert!(
+        payload["rollout"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("failing")
+    );
+    // The device takes the halting revision (the same modules: nothing made
+    // again) and says so.
+    wait_group(&agent, &g, "the halt", |st| {
+        st["revision"] == payload["revision"] && st["rollout"]["why"] == "taken before"
+    });
+    // Watched again: halted already. Published again: the halt stays.
+    assert!(watch(&["--min-reports", "1"]).contains("halted"));
+    let out = publish(&[]);
+    assert!(out.contains("0 of 2 documents signed"), "{out}");
+}

@@ -15,7 +15,7 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::plane::{PlaneCommand, parse_lifetime, parse_node};
+use super::plane::{PlaneCommand, parse_lifetime, parse_node, parse_rate};
 use super::{Command, ImagesCommand};
 
 /// What the command line asks for.
@@ -466,6 +466,126 @@ static STEAD: Spec = group(
                     ],
                 ),
                 leaf(
+                    "publish",
+                    "Sign a fleet's documents from its description into the directory a host \
+                     serves: groups/<name>.json, nodes/<id>.json, nodes.csv (node,groups) and \
+                     node-defaults.json become groups/<name>/desired.json and \
+                     nodes/<id>/desired.json; only what changed (or expires soon) is signed, \
+                     each node checked against its groups first",
+                    &[
+                        Opt {
+                            required: true,
+                            many: true,
+                            ..valued("key", "PATH", "The secret key file (give it twice for two)")
+                        },
+                        Opt {
+                            required: true,
+                            ..valued("fleet", "DIR", "The fleet's description")
+                        },
+                        Opt {
+                            required: true,
+                            ..valued("site", "DIR", "The directory the host serves")
+                        },
+                        flag("dry-run", None, "Say what would be signed; write nothing"),
+                        Opt {
+                            default: "30d",
+                            ..valued(
+                                "expires-in",
+                                "DURATION",
+                                "How long a document signed now is good for, unless its \
+                                 payload says (at most 3650d)",
+                            )
+                        },
+                        Opt {
+                            default: "7d",
+                            ..valued(
+                                "refresh-before",
+                                "DURATION",
+                                "Sign again a document that expires within this, even unchanged",
+                            )
+                        },
+                    ],
+                ),
+                leaf(
+                    "status",
+                    "Roll a fleet's reports up (every status.json under DIR, read one at a \
+                     time): devices per revision, modules per state, failing devices and why, \
+                     devices not heard from, each group's rollout",
+                    &[
+                        Opt {
+                            required: true,
+                            ..valued("reports", "DIR", "Where the reports are")
+                        },
+                        Opt {
+                            default: "24h",
+                            ..valued(
+                                "silent-after",
+                                "DURATION",
+                                "A device whose last report is older is not heard from",
+                            )
+                        },
+                        flag("json", None, "Print JSON"),
+                    ],
+                ),
+                group(
+                    "rollout",
+                    "Staged rollouts of group documents",
+                    &[leaf(
+                        "watch",
+                        "Halt each group rollout whose devices on the new revision fail at or \
+                         over the threshold: its document is signed again, one revision on, \
+                         with halt and the reason, where the host serves it. Stateless: run \
+                         it from cron or CI where the key is",
+                        &[
+                            Opt {
+                                required: true,
+                                many: true,
+                                ..valued(
+                                    "key",
+                                    "PATH",
+                                    "The secret key file (give it twice for two)",
+                                )
+                            },
+                            Opt {
+                                required: true,
+                                ..valued("reports", "DIR", "Where the devices' reports are")
+                            },
+                            Opt {
+                                required: true,
+                                ..valued("site", "DIR", "The directory the host serves")
+                            },
+                            Opt {
+                                many: true,
+                                ..valued(
+                                    "group",
+                                    "NAME",
+                                    "Watch this group (again for more); by default every group \
+                                     the site has",
+                                )
+                            },
+                            Opt {
+                                default: "5%",
+                                ..valued(
+                                    "rate",
+                                    "PERCENT",
+                                    "Halt at or over this share of failing devices on the new \
+                                     revision (failed, crash-looping or quarantined modules)",
+                                )
+                            },
+                            Opt {
+                                default: "10",
+                                ..valued(
+                                    "min-reports",
+                                    "N",
+                                    "Halt only once at least N devices report running the new \
+                                     revision",
+                                )
+                            },
+                            flag("dry-run", None, "Say what would be halted; write nothing"),
+                        ],
+                    )],
+                ),
+                leaf(
                     "release",
                     "Sign a release statement of stead itself: its version, the store schema it \
                      writes and reads from, and each target's binary (its SHA-256 and size, \
@@ -812,6 +932,15 @@ fn build(m: &Matches) -> Result<Command, UsageError> {
             once: m.flag("once"),
         },
         "check" => Command::Check { config: config() },
+        "status" if m.path.ends_with("plane status") => Command::Plane {
+            command: PlaneCommand::Status {
+                reports: m.path("reports").unwrap_or_default(),
+                silent_after: m
+                    .parsed("silent-after", parse_lifetime)?
+                    .unwrap_or(std::time::Duration::from_secs(86_400)),
+                json: m.flag("json"),
+            },
+        },
         "status" => Command::Status {
             config: config(),
             json: m.flag("json"),
@@ -963,6 +1092,40 @@ fn build(m: &Matches) -> Result<Command, UsageError> {
                     .unwrap_or(crate::store::SCHEMA_VERSION),
                 reads_from: m.parsed("reads-from", u64_text)?.unwrap_or(1),
                 out: m.path("out"),
+            },
+        },
+        "publish" => Command::Plane {
+            command: PlaneCommand::Publish {
+                keys: m.values("key").map(PathBuf::from).collect(),
+                fleet: m.path("fleet").unwrap_or_default(),
+                site: m.path("site").unwrap_or_default(),
+                dry_run: m.flag("dry-run"),
+                expires_in: m
+                    .parsed("expires-in", parse_lifetime)?
+                    .unwrap_or(std::time::Duration::from_secs(30 * 86_400)),
+                refresh_before: m
+                    .parsed("refresh-before", parse_lifetime)?
+                    .unwrap_or(std::time::Duration::from_secs(7 * 86_400)),
+            },
+        },
+        "watch" => Command::Plane {
+            command: PlaneCommand::Watch {
+                keys: m.values("key").map(PathBuf::from).collect(),
+                reports: m.path("reports").unwrap_or_default(),
+                site: m.path("site").unwrap_or_default(),
+                groups: m
+                    .values("group")
+                    .map(|g| {
+                        parse_node(&m.text(g, "--group <NAME>")?).map_err(|e| {
+                            m.misuse(&format!("invalid value for '--group <NAME>': {e}"))
+                        })
+                    })
+                    .collect::<Result<_, _>>()?,
+                threshold: crate::model::fleet::Threshold {
+                    rate_permille: m.parsed("rate", parse_rate)?.unwrap_or(50),
+                    min_reports: m.parsed("min-reports", u64_text)?.unwrap_or(10),
+                },
+                dry_run: m.flag("dry-run"),
             },
         },
         "verify" => Command::Plane {

@@ -25,6 +25,7 @@ use client::{Answer, Client, ClientError};
 pub mod args;
 pub mod client;
 pub mod failure;
+pub mod fleet;
 #[cfg(feature = "import")]
 pub mod import;
 pub mod plane;

@@ -50,11 +50,60 @@ pub enum PlaneCommand {
         node: Option<NodeId>,
         input: Option<PathBuf>,
     },
+    /// `publish --key PATH... --fleet DIR --site DIR [--dry-run]
+    /// [--expires-in D] [--refresh-before D]`.
+    Publish {
+        keys: Vec<PathBuf>,
+        fleet: PathBuf,
+        site: PathBuf,
+        dry_run: bool,
+        expires_in: Duration,
+        refresh_before: Duration,
+    },
+    /// `status --reports DIR [--silent-after D] [--json]`.
+    Status {
+        reports: PathBuf,
+        silent_after: Duration,
+        json: bool,
+    },
+    /// `rollout watch --key PATH... --reports DIR --site DIR [--group G...]
+    /// [--rate P%] [--min-reports N] [--dry-run]`.
+    Watch {
+        keys: Vec<PathBuf>,
+        reports: PathBuf,
+        site: PathBuf,
+        groups: Vec<crate::model::fleet::GroupName>,
+        threshold: crate::model::fleet::Threshold,
+        dry_run: bool,
+    },
 }
 
 /// A node id as `--node` takes it.
 pub fn parse_node(s: &str) -> Result<NodeId, String> {
     NodeId::try_from(s).map_err(|e| e.0)
+}
+
+/// A failure rate as `--rate` takes it: `5%`, `2.5%`, in tenths of a
+/// percent, above 0 and at most 100 %.
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let n = s
+        .strip_suffix('%')
+        .ok_or_else(|| format!("{s:?}: give a percentage, such as 5%"))?;
+    let (whole, tenth) = match n.split_once('.') {
+        Some((w, t)) if t.len() == 1 => (w, t),
+        Some(_) => return Err(format!("{s:?}: at most one decimal")),
+        None => (n, "0"),
+    };
+    let digits = |t: &str| !t.is_empty() && t.len() <= 3 && t.bytes().all(|b| b.is_ascii_digit());
+    if !digits(whole) || !digits(tenth) {
+        return Err(format!("{s:?}: give a percentage, such as 5%"));
+    }
+    let permille =
+        whole.parse::<u64>().unwrap_or(u64::MAX) * 10 + tenth.parse::<u64>().unwrap_or(0);
+    if permille == 0 || permille > 1000 {
+        return Err(format!("{s:?}: must be above 0 % and at most 100 %"));
+    }
+    Ok(permille)
 }
 
 /// How long a signed document is good for ([`DurationPolicy::LIFETIME`]).
@@ -100,6 +149,27 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
         PlaneCommand::Verify { keys, node, input } => {
             verify_document(&keys, node.as_ref(), input.as_deref())
         }
+        PlaneCommand::Publish {
+            keys,
+            fleet,
+            site,
+            dry_run,
+            expires_in,
+            refresh_before,
+        } => super::fleet::publish(&keys, &fleet, &site, dry_run, (expires_in, refresh_before)),
+        PlaneCommand::Status {
+            reports,
+            silent_after,
+            json,
+        } => super::fleet::status(&reports, silent_after, json),
+        PlaneCommand::Watch {
+            keys,
+            reports,
+            site,
+            groups,
+            threshold,
+            dry_run,
+        } => super::fleet::watch(&keys, &reports, &site, &groups, threshold, dry_run),
     }
 }
 
@@ -220,7 +290,7 @@ fn release(
     Ok(ExitCode::SUCCESS)
 }
 
-fn secret_keys(paths: &[PathBuf]) -> crate::cli::failure::Result<Vec<SecretKey>> {
+pub(super) fn secret_keys(paths: &[PathBuf]) -> crate::cli::failure::Result<Vec<SecretKey>> {
     Ok(paths
         .iter()
         .map(|k| SecretKey::from_file(k))
@@ -364,13 +434,13 @@ fn read_input(file: Option<&Path>) -> crate::cli::failure::Result<Vec<u8>> {
 }
 
 /// Writes a file atomically; a bare file name is in the current directory.
-fn write_file(path: &Path, bytes: &[u8], mode: u32) -> crate::cli::failure::Result<()> {
+pub(super) fn write_file(path: &Path, bytes: &[u8], mode: u32) -> crate::cli::failure::Result<()> {
     crate::host::files::replace_atomic(&std::path::absolute(path)?, bytes, mode)
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Says why an input was refused; the exit code for it.
-fn refused(why: std::fmt::Arguments) -> ExitCode {
+pub(super) fn refused(why: std::fmt::Arguments) -> ExitCode {
     eprintln!("stead: {why}");
     ExitCode::from(EXIT_REFUSED)
 }

@@ -503,6 +503,22 @@ pub fn stamp(
     issued_at: u64,
     expires_default: u64,
 ) -> Result<Vec<u8>, DocumentError> {
+    stamp_as(
+        payload,
+        ("node", node.as_str()),
+        (revision, issued_at, expires_default),
+        |b| Desired::parse(b).map(drop),
+    )
+}
+
+/// [`stamp`] for a document named at `field` (`node`, `group`) by `name`,
+/// checked by `check`.
+pub(crate) fn stamp_as(
+    payload: &[u8],
+    (field, name): (&str, &str),
+    (revision, issued_at, expires_default): (u64, u64, u64),
+    check: impl Fn(&[u8]) -> Result<(), DocumentError>,
+) -> Result<Vec<u8>, DocumentError> {
     no_repeated_keys(payload)?;
     let mut doc: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(payload)
         .map_err(|e| {
@@ -511,24 +527,24 @@ pub fn stamp(
                 format!("the payload must be a JSON object: {e}"),
             )
         })?;
-    match doc.get("node") {
+    match doc.get(field) {
         None => {}
-        Some(n) if n.as_str() == Some(node.as_str()) => {}
+        Some(n) if n.as_str() == Some(name) => {}
         Some(n) => {
             let shown: String = n.to_string().chars().take(80).collect();
             return Err(DocumentError::new(
-                "node",
-                format!("the payload is for node {shown}, not {node}"),
+                field,
+                format!("the payload is for {field} {shown}, not {name}"),
             ));
         }
     }
-    doc.insert("node".into(), node.as_str().into());
+    doc.insert(field.into(), name.into());
     doc.insert("revision".into(), revision.into());
     doc.insert("issued_at".into(), format_rfc3339(issued_at).into());
     doc.entry("expires")
         .or_insert_with(|| format_rfc3339(expires_default).into());
     let bytes = serde_json::to_vec(&doc).expect("a JSON object serialises");
-    Desired::parse(&bytes)?;
+    check(&bytes)?;
     Ok(bytes)
 }
 

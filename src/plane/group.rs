@@ -88,6 +88,9 @@ struct RolloutDoc {
     halt: bool,
     #[serde(default)]
     revert: bool,
+    /// Why it was halted, for people (the watcher says it here).
+    #[serde(default)]
+    reason: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -147,6 +150,26 @@ impl GroupDesired {
             previous,
         })
     }
+}
+
+/// Makes an operator's payload (a JSON object) into a group document:
+/// sets `group`, `revision` and `issued_at`, and `expires` only when the
+/// payload has none; keeps everything else. Checked as
+/// [`GroupDesired::parse`] checks it; compact JSON, ready to sign. A
+/// payload that names another group is refused.
+pub fn stamp_group(
+    payload: &[u8],
+    group: &GroupName,
+    revision: u64,
+    issued_at: u64,
+    expires_default: u64,
+) -> Result<Vec<u8>, DocumentError> {
+    crate::plane::document::stamp_as(
+        payload,
+        ("group", group.as_str()),
+        (revision, issued_at, expires_default),
+        |b| GroupDesired::parse(b).map(drop),
+    )
 }
 
 /// A group document as a node holds it: what it says, and whether this
@@ -295,6 +318,12 @@ fn check_rollout(r: RolloutDoc) -> Result<Rollout, DocumentError> {
         let id = NodeId::try_from(c)
             .map_err(|e| DocumentError::new(format!("rollout.canaries[{i}]"), e.0))?;
         canaries.insert(id);
+    }
+    if r.reason.as_ref().is_some_and(|t| t.len() > 512) {
+        return Err(DocumentError::new(
+            "rollout.reason",
+            "must be at most 512 bytes",
+        ));
     }
     if r.revert && !r.halt {
         return Err(DocumentError::new(

@@ -4,7 +4,8 @@
 //! ([`document`]; its times are read by [`crate::model::time`]), a group's
 //! document with its staged rollout ([`group`]); whether a
 //! fetched document is adopted ([`accept`]); the polling loop ([`sync`])
-//! and the reports ([`report`]). A refusal's class is data, in the model
+//! and the reports ([`report`]). The publisher's side: which of a fleet's
+//! documents to sign ([`publish`]) and its reports rolled up ([`rollup`]). A refusal's class is data, in the model
 //! ([`crate::model::refusal`]), named here as [`RefusalClass`].
 
 pub mod accept;
@@ -14,7 +15,9 @@ pub mod envelope;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod group;
+pub mod publish;
 pub mod report;
+pub mod rollup;
 pub mod sync;
 
 pub use crate::model::refusal::RefusalClass;

@@ -1,0 +1,423 @@
+//! `stead plane publish`, `stead plane status --reports` and `stead plane
+//! rollout watch`: a fleet's documents signed from its description, its
+//! reports rolled up, and its rollouts halted when their devices fail. They
+//! run where the signing key lives (an operator's machine, a CI job, cron),
+//! read and write plain directories (what the host serves, what a synced
+//! bucket or an nginx DAV holds), and keep no state of their own.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::{Map, Value as J};
+
+use crate::model::fleet::{GroupName, Threshold, halt};
+use crate::model::names::NodeId;
+use crate::plane::accept::MAX_DOCUMENT;
+use crate::plane::envelope::{Envelope, PAYLOAD_TYPE};
+use crate::plane::group::{GROUP_PAYLOAD_TYPE, GroupDesired, stamp_group};
+use crate::plane::publish::{Published, Times, group_path, plan};
+use crate::plane::rollup::Rollup;
+
+/// The largest fleet file or report read.
+const MAX_FILE: u64 = 4 << 20;
+
+/// Signs what changed of a fleet's documents into the host's directory.
+pub fn publish(
+    keys: &[PathBuf],
+    fleet: &Path,
+    site: &Path,
+    dry_run: bool,
+    times: (Duration, Duration),
+) -> crate::cli::failure::Result<ExitCode> {
+    let keys = super::plane::secret_keys(keys)?;
+    let (groups, nodes) = match read_fleet(fleet) {
+        Ok(f) => f,
+        Err(e) => return Ok(super::plane::refused(format_args!("{e}"))),
+    };
+    let t = Times {
+        now: crate::host::clock::now(),
+        expires_in: times.0.as_secs(),
+        refresh_before: times.1.as_secs(),
+    };
+    let writes = match plan(&groups, &nodes, |p| read_published(&site.join(p)), t) {
+        Ok(w) => w,
+        Err(e) => {
+            return Ok(super::plane::refused(format_args!(
+                "nothing published: {e}"
+            )));
+        }
+    };
+    let (first, more) = keys.split_first().expect("the parser requires a --key");
+    for w in &writes {
+        let payload_type = if w.group {
+            GROUP_PAYLOAD_TYPE
+        } else {
+            PAYLOAD_TYPE
+        };
+        let mut envelope = first.sign(payload_type, &w.payload);
+        for k in more {
+            envelope.countersign(k);
+        }
+        let json = envelope.to_json();
+        if json.len() > MAX_DOCUMENT {
+            return Ok(super::plane::refused(format_args!(
+                "{}: the signed document would be {} bytes, over the {MAX_DOCUMENT} a node takes",
+                w.path,
+                json.len()
+            )));
+        }
+        if dry_run {
+            println!("would sign {} revision {} ({})", w.path, w.revision, w.why);
+        } else {
+            write_served(&site.join(&w.path), &json)?;
+            println!("signed {} revision {} ({})", w.path, w.revision, w.why);
+        }
+    }
+    let total = groups.len() + nodes.len();
+    println!(
+        "{} of {total} documents {}; {} unchanged",
+        writes.len(),
+        if dry_run { "would be signed" } else { "signed" },
+        total - writes.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes a document the host serves, atomically, with a modification
+/// time past the one it replaces: hosts whose ETag is the file's mtime and
+/// size (nginx) would otherwise give two writes in one second of the same
+/// size the same ETag, and devices would be told nothing changed.
+fn write_served(path: &Path, bytes: &[u8]) -> crate::cli::failure::Result<()> {
+    let before = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    super::plane::write_file(path, bytes, 0o644)?;
+    let secs = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    };
+    if let Some(before) = before {
+        let after = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        if after.is_none_or(|a| secs(a) <= secs(before)) {
+            let next = std::time::UNIX_EPOCH + Duration::from_secs(secs(before) + 1);
+            std::fs::File::options()
+                .write(true)
+                .open(path)
+                .and_then(|f| f.set_modified(next))
+                .map_err(|e| {
+                    crate::cli::failure::Failure::from(std::io::Error::new(
+                        e.kind(),
+                        format!("cannot set the time of {}: {e}", path.display()),
+                    ))
+                })?;
+        }
+    }
+    Ok(())
+}
+
+type Payloads<K> = BTreeMap<K, Map<String, J>>;
+
+/// A fleet description: `groups/<name>.json` (a group's payload),
+/// `nodes/<id>.json` (a node's payload), `nodes.csv` (`node,groups` with
+/// the groups space-separated, for nodes with nothing of their own) and
+/// `node-defaults.json` (laid under every node's payload, key by key).
+fn read_fleet(dir: &Path) -> Result<(Payloads<GroupName>, Payloads<NodeId>), String> {
+    let mut groups = BTreeMap::new();
+    for (stem, path) in json_files(&dir.join("groups"))? {
+        let name = GroupName::try_from(stem.as_str())
+            .map_err(|e| format!("{}: not a group name: {}", path.display(), e.0))?;
+        groups.insert(name, read_object(&path)?);
+    }
+    let defaults = match dir.join("node-defaults.json") {
+        p if p.exists() => read_object(&p)?,
+        _ => Map::new(),
+    };
+    let mut nodes = BTreeMap::new();
+    for (stem, path) in json_files(&dir.join("nodes"))? {
+        let id = NodeId::try_from(stem.as_str())
+            .map_err(|e| format!("{}: not a node id: {}", path.display(), e.0))?;
+        nodes.insert(id, read_object(&path)?);
+    }
+    let csv = dir.join("nodes.csv");
+    if csv.exists() {
+        let text = read_limited(&csv)?;
+        let text = String::from_utf8(text).map_err(|_| format!("{}: not UTF-8", csv.display()))?;
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') || (i == 0 && line.starts_with("node,")) {
+                continue;
+            }
+            let place = format!("{} line {}", csv.display(), i + 1);
+            let (id, list) = line.split_once(',').unwrap_or((line, ""));
+            let id = NodeId::try_from(id.trim())
+                .map_err(|e| format!("{place}: not a node id: {}", e.0))?;
+            if nodes.contains_key(&id) {
+                return Err(format!(
+                    "{place}: node {id} is described twice (nodes/{id}.json, or an earlier line)"
+                ));
+            }
+            let groups: Vec<J> = list.split_whitespace().map(J::from).collect();
+            let mut m = Map::new();
+            m.insert("groups".into(), J::Array(groups));
+            nodes.insert(id, m);
+        }
+    }
+    for payload in nodes.values_mut() {
+        for (k, v) in &defaults {
+            payload.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        payload
+            .entry("modules")
+            .or_insert_with(|| J::Array(Vec::new()));
+    }
+    Ok((groups, nodes))
+}
+
+/// The `.json` files of a directory (none when it does not exist), by
+/// their names without `.json`.
+fn json_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, String> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("cannot read {}: {e}", dir.display())),
+    };
+    let mut out = Vec::new();
+    for e in entries {
+        let e = e.map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(stem) = name.strip_suffix(".json") {
+            out.push((stem.to_string(), e.path()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn read_limited(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    let f =
+        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut bytes = Vec::new();
+    f.take(MAX_FILE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if bytes.len() as u64 > MAX_FILE {
+        return Err(format!("{}: over {MAX_FILE} bytes", path.display()));
+    }
+    Ok(bytes)
+}
+
+fn read_object(path: &Path) -> Result<Map<String, J>, String> {
+    let bytes = read_limited(path)?;
+    crate::model::json::no_repeated_keys(&bytes)
+        .map_err(|r| format!("{}: {}: {}", path.display(), r.path, r.message))?;
+    match serde_json::from_slice(&bytes) {
+        Ok(J::Object(m)) => Ok(m),
+        Ok(_) => Err(format!("{}: must be a JSON object", path.display())),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// What the host serves at `path`: its payload, revision and expiry (read
+/// without checking its signature: it is this publisher's own output).
+fn read_published(path: &Path) -> Result<Option<Published>, String> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let bytes = read_limited(path)?;
+    let env = Envelope::parse(&bytes).map_err(|e| format!("not a signed document: {e}"))?;
+    let payload: Map<String, J> = serde_json::from_slice(&env.payload)
+        .map_err(|e| format!("its payload is not a JSON object: {e}"))?;
+    let revision = payload
+        .get("revision")
+        .and_then(J::as_u64)
+        .ok_or("its payload has no revision")?;
+    let expires = payload
+        .get("expires")
+        .and_then(J::as_str)
+        .and_then(|t| crate::model::time::parse_rfc3339(t).ok())
+        .unwrap_or(0);
+    Ok(Some(Published {
+        revision,
+        expires,
+        payload,
+    }))
+}
+
+/// Rolls up every report (`status.json`) under `dir`, one at a time.
+fn roll_up(dir: &Path, silent_after: u64) -> Result<Rollup, String> {
+    let now = crate::host::clock::now();
+    let mut r = Rollup::default();
+    let mut stack = vec![dir.to_path_buf()];
+    if !dir.is_dir() {
+        return Err(format!("{} is not a directory", dir.display()));
+    }
+    while let Some(d) = stack.pop() {
+        let entries =
+            std::fs::read_dir(&d).map_err(|e| format!("cannot read {}: {e}", d.display()))?;
+        for e in entries {
+            let Ok(e) = e else { continue };
+            let path = e.path();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(path),
+                Ok(t) if t.is_file() && e.file_name() == "status.json" => {
+                    let source = path
+                        .strip_prefix(dir)
+                        .unwrap_or(&path)
+                        .display()
+                        .to_string();
+                    match read_limited(&path).and_then(|b| {
+                        serde_json::from_slice::<crate::views::ReportView>(&b)
+                            .map_err(|e| e.to_string())
+                    }) {
+                        Ok(report) => r.add(&report, now, silent_after),
+                        Err(e) => r.unreadable(&source, &e),
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(r)
+}
+
+/// `stead plane status --reports DIR`: the fleet as its reports tell it.
+pub fn status(
+    dir: &Path,
+    silent_after: Duration,
+    json: bool,
+) -> crate::cli::failure::Result<ExitCode> {
+    let r = match roll_up(dir, silent_after.as_secs()) {
+        Ok(r) => r,
+        Err(e) => return Ok(super::plane::refused(format_args!("{e}"))),
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r).expect("a roll-up serialises")
+        );
+    } else {
+        print!("{}", r.text(silent_after.as_secs()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `stead plane rollout watch`: each group's rollout (those of `only`, or
+/// every group the host serves) whose devices on the new revision fail at
+/// or over the threshold is halted: its document signed again, one
+/// revision on, with `halt` and the reason, and written where the host
+/// serves it. Stateless: the reports and the documents are all it reads.
+pub fn watch(
+    keys: &[PathBuf],
+    reports: &Path,
+    site: &Path,
+    only: &[GroupName],
+    threshold: Threshold,
+    dry_run: bool,
+) -> crate::cli::failure::Result<ExitCode> {
+    let keys = super::plane::secret_keys(keys)?;
+    let rollup = match roll_up(reports, u64::MAX / 2) {
+        Ok(r) => r,
+        Err(e) => return Ok(super::plane::refused(format_args!("{e}"))),
+    };
+    let names: Vec<GroupName> = if only.is_empty() {
+        match json_dirs(&site.join("groups")) {
+            Ok(n) => n,
+            Err(e) => return Ok(super::plane::refused(format_args!("{e}"))),
+        }
+    } else {
+        only.to_vec()
+    };
+    let now = crate::host::clock::now();
+    for name in names {
+        let path = site.join(group_path(&name));
+        let old = match read_published(&path) {
+            Ok(Some(old)) => old,
+            Ok(None) => {
+                println!("group {name}: not published");
+                continue;
+            }
+            Err(e) => {
+                return Ok(super::plane::refused(format_args!(
+                    "{}: {e}",
+                    path.display()
+                )));
+            }
+        };
+        let bytes = serde_json::to_vec(&old.payload).expect("a JSON object serialises");
+        let desired = match GroupDesired::parse(&bytes) {
+            Ok(d) => d,
+            Err(e) => {
+                println!("group {name}: its document is refused: {e}");
+                continue;
+            }
+        };
+        let Some(rollout) = &desired.rollout else {
+            println!("group {name} revision {}: no rollout", desired.revision);
+            continue;
+        };
+        if rollout.halt {
+            println!("group {name} revision {}: halted", desired.revision);
+            continue;
+        }
+        let tally = rollup
+            .groups
+            .get(name.as_str())
+            .map(|g| g.tally(desired.revision))
+            .unwrap_or_default();
+        let Some(reason) = halt(tally, threshold) else {
+            println!(
+                "group {name} revision {}: {} devices on it, {} failing: below the threshold",
+                desired.revision, tally.on_new, tally.failing
+            );
+            continue;
+        };
+        let mut payload = old.payload.clone();
+        if let Some(J::Object(r)) = payload.get_mut("rollout") {
+            r.insert("halt".into(), true.into());
+            r.insert("reason".into(), reason.clone().into());
+        }
+        let revision = now.max(old.revision.saturating_add(1));
+        let bytes = serde_json::to_vec(&payload).expect("a JSON object serialises");
+        let stamped = match stamp_group(&bytes, &name, revision, now, old.expires) {
+            Ok(s) => s,
+            Err(e) => {
+                return Ok(super::plane::refused(format_args!(
+                    "group {name}: the halting document is refused: {e}"
+                )));
+            }
+        };
+        if dry_run {
+            println!("would halt group {name} at revision {revision}: {reason}");
+            continue;
+        }
+        let (first, more) = keys.split_first().expect("the parser requires a --key");
+        let mut envelope = first.sign(GROUP_PAYLOAD_TYPE, &stamped);
+        for k in more {
+            envelope.countersign(k);
+        }
+        write_served(&path, &envelope.to_json())?;
+        println!("halted group {name} at revision {revision}: {reason}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The groups a host serves: the directories under `groups/` that hold a
+/// `desired.json`.
+fn json_dirs(dir: &Path) -> Result<Vec<GroupName>, String> {
+    let mut out = Vec::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(format!("cannot read {}: {e}", dir.display())),
+    };
+    for e in entries.flatten() {
+        if e.path().join("desired.json").is_file()
+            && let Ok(name) = GroupName::try_from(e.file_name().to_string_lossy().as_ref())
+        {
+            out.push(name);
+        }
+    }
+    out.sort();
+    Ok(out)
+}

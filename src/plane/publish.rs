@@ -1,0 +1,528 @@
+//! `stead plane publish`, decided: a fleet description (each group's
+//! payload, each node's) against what the host serves now gives the
+//! documents to sign, and only those ([`plan`]). Pure: the command reads
+//! the files, signs and writes.
+//!
+//! A document is signed again only when what it says changed, or when it
+//! would expire within the refresh margin; each one signed gets a revision
+//! above the one published (the current unix time, as `stead plane sign`
+//! gives, or one more). A group's rollout may leave out `start`, `salt` and
+//! `previous`: a new set of modules starts now, under a new salt, from the
+//! modules published before; the same modules keep what was published. A
+//! halt the host serves (the watcher's) stays until the fleet says
+//! `halt = false`. Every node is checked against its groups as a device
+//! composes them, before anything is signed.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value as J};
+
+use crate::model::fleet::GroupName;
+use crate::model::names::NodeId;
+use crate::model::time::format_rfc3339;
+use crate::plane::document::{Desired, stamp};
+use crate::plane::group::{GroupDesired, HeldGroup, compose, stamp_group};
+
+/// The fields a signer sets: not what a document says.
+const STAMPS: [&str; 3] = ["revision", "issued_at", "expires"];
+
+/// A document the host serves now: its revision and payload.
+#[derive(Clone, Debug)]
+pub struct Published {
+    pub revision: u64,
+    pub expires: u64,
+    pub payload: Map<String, J>,
+}
+
+/// What one document to sign is, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Write {
+    /// Where the host serves it, relative to its base.
+    pub path: String,
+    /// Its revision.
+    pub revision: u64,
+    /// Why it is signed: `new`, `changed`, `expiring`.
+    pub why: &'static str,
+    /// The payload, stamped and checked, ready to sign.
+    pub payload: Vec<u8>,
+    /// Whether it is a group's (signed with the group payload type).
+    pub group: bool,
+}
+
+/// Why nothing is published: the file and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{place}: {message}")]
+pub struct PublishError {
+    pub place: String,
+    pub message: String,
+}
+
+fn err(place: impl Into<String>, message: impl Into<String>) -> PublishError {
+    PublishError {
+        place: place.into(),
+        message: message.into(),
+    }
+}
+
+/// When documents are signed and for how long.
+#[derive(Clone, Copy, Debug)]
+pub struct Times {
+    pub now: u64,
+    /// How long a document signed now is good for.
+    pub expires_in: u64,
+    /// A document expiring within this is signed again.
+    pub refresh_before: u64,
+}
+
+/// The host's path of a node's document.
+pub fn node_path(node: &NodeId) -> String {
+    format!("nodes/{node}/desired.json")
+}
+
+/// The host's path of a group's document.
+pub fn group_path(group: &GroupName) -> String {
+    format!("groups/{group}/desired.json")
+}
+
+/// The documents to sign: every group's, then every node's, that changed
+/// or is expiring. `published` gives what the host serves at a path (an
+/// error: it is there and cannot be read, which refuses the publish: its
+/// revision is not known).
+/// Every document is checked whole, and every node against its groups,
+/// before anything is returned: one error refuses the publish.
+pub fn plan(
+    groups: &BTreeMap<GroupName, Map<String, J>>,
+    nodes: &BTreeMap<NodeId, Map<String, J>>,
+    published: impl Fn(&str) -> Result<Option<Published>, String>,
+    t: Times,
+) -> Result<Vec<Write>, PublishError> {
+    let mut writes = Vec::new();
+    // Each group as devices will read it, for the nodes' check.
+    let mut checked: BTreeMap<GroupName, GroupDesired> = BTreeMap::new();
+    for (name, file) in groups {
+        let path = group_path(name);
+        let place = format!("groups/{name}.json");
+        let old = published(&path).map_err(|m| err(&path, m))?;
+        let revision = next_revision(old.as_ref(), t.now);
+        let payload =
+            fill_rollout(file, old.as_ref(), revision, t.now).map_err(|m| err(&place, m))?;
+        let (why, revision) = match decide(&payload, old.as_ref(), t) {
+            Some(why) => (Some(why), revision),
+            None => (None, old.as_ref().map_or(revision, |o| o.revision)),
+        };
+        let bytes = serde_json::to_vec(&payload).expect("a JSON object serialises");
+        let stamped = stamp_group(&bytes, name, revision, t.now, t.now + t.expires_in)
+            .map_err(|e| err(&place, e.to_string()))?;
+        let desired = GroupDesired::parse(&stamped).map_err(|e| err(&place, e.to_string()))?;
+        checked.insert(name.clone(), desired);
+        if let Some(why) = why {
+            writes.push(Write {
+                path,
+                revision,
+                why,
+                payload: stamped,
+                group: true,
+            });
+        }
+    }
+    for (id, file) in nodes {
+        let path = node_path(id);
+        let place = format!("node {id}");
+        let old = published(&path).map_err(|m| err(&path, m))?;
+        let revision = next_revision(old.as_ref(), t.now);
+        let why = decide(file, old.as_ref(), t);
+        let revision = match why {
+            Some(_) => revision,
+            None => old.as_ref().map_or(revision, |o| o.revision),
+        };
+        let bytes = serde_json::to_vec(file).expect("a JSON object serialises");
+        let stamped = stamp(&bytes, id, revision, t.now, t.now + t.expires_in)
+            .map_err(|e| err(&place, e.to_string()))?;
+        check_node(&stamped, id, &checked).map_err(|m| err(&place, m))?;
+        if let Some(why) = why {
+            writes.push(Write {
+                path,
+                revision,
+                why,
+                payload: stamped,
+                group: false,
+            });
+        }
+    }
+    Ok(writes)
+}
+
+/// A revision above the one published: now, or one more.
+fn next_revision(old: Option<&Published>, now: u64) -> u64 {
+    old.map_or(now, |o| now.max(o.revision.saturating_add(1)))
+}
+
+/// Why a document is signed, if it is.
+fn decide(payload: &Map<String, J>, old: Option<&Published>, t: Times) -> Option<&'static str> {
+    let Some(old) = old else {
+        return Some("new");
+    };
+    if !same(payload, &old.payload) {
+        return Some("changed");
+    }
+    (old.expires <= t.now.saturating_add(t.refresh_before)).then_some("expiring")
+}
+
+/// Whether two payloads say the same, their stamps and their name (`node`,
+/// `group`, which the path says) aside.
+fn same(a: &Map<String, J>, b: &Map<String, J>) -> bool {
+    let strip = |m: &Map<String, J>| -> Map<String, J> {
+        m.iter()
+            .filter(|(k, _)| !STAMPS.contains(&k.as_str()) && *k != "node" && *k != "group")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    strip(a) == strip(b)
+}
+
+/// A group's payload with its rollout's `start`, `salt` and `previous`
+/// filled where the fleet file leaves them out, and the host's halt kept.
+fn fill_rollout(
+    file: &Map<String, J>,
+    old: Option<&Published>,
+    revision: u64,
+    now: u64,
+) -> Result<Map<String, J>, String> {
+    let mut out = file.clone();
+    let Some(J::Object(rollout)) = file.get("rollout") else {
+        return Ok(out);
+    };
+    let mut rollout = rollout.clone();
+    let old_rollout = old
+        .and_then(|o| o.payload.get("rollout"))
+        .and_then(J::as_object);
+    let same_modules = old.is_some_and(|o| o.payload.get("modules") == file.get("modules"));
+    let kept = |key: &str| {
+        old_rollout
+            .filter(|_| same_modules)
+            .and_then(|r| r.get(key))
+            .cloned()
+    };
+    if !rollout.contains_key("start") {
+        let start = kept("start").unwrap_or_else(|| format_rfc3339(now).into());
+        rollout.insert("start".into(), start);
+    }
+    if !rollout.contains_key("salt") {
+        let salt = kept("salt").unwrap_or_else(|| format!("r{revision}").into());
+        rollout.insert("salt".into(), salt);
+    }
+    if !rollout.contains_key("halt") && kept("halt") == Some(J::Bool(true)) {
+        rollout.insert("halt".into(), true.into());
+        if let Some(reason) = kept("reason") {
+            rollout.entry("reason").or_insert(reason);
+        }
+    }
+    out.insert("rollout".into(), J::Object(rollout));
+    if !file.contains_key("previous") {
+        let previous = match old {
+            Some(o) if same_modules => o.payload.get("previous").cloned().unwrap_or_else(
+                || serde_json::json!({"revision": o.revision, "modules": o.payload.get("modules")}),
+            ),
+            Some(o) => {
+                serde_json::json!({"revision": o.revision, "modules": o.payload.get("modules")})
+            }
+            None => {
+                return Err(
+                    "a rollout moves devices from the modules published before, and none are: \
+                     publish the group once without a rollout, or give previous"
+                        .into(),
+                );
+            }
+        };
+        out.insert("previous".into(), previous);
+    }
+    Ok(out)
+}
+
+/// Checks a node's document against its groups as a device composes them:
+/// with every group's new modules, and with every group's previous ones.
+fn check_node(
+    stamped: &[u8],
+    id: &NodeId,
+    groups: &BTreeMap<GroupName, GroupDesired>,
+) -> Result<(), String> {
+    let desired = Desired::parse(stamped).map_err(|e| e.to_string())?;
+    for g in &desired.groups {
+        if !groups.contains_key(g) {
+            return Err(format!("lists group {g}, which the fleet does not have"));
+        }
+    }
+    for took in [true, false] {
+        let held: BTreeMap<GroupName, HeldGroup> = desired
+            .groups
+            .iter()
+            .filter_map(|g| groups.get(g).map(|d| (g.clone(), d)))
+            .map(|(g, d)| {
+                let mut d = d.clone();
+                // Taken, or not started: the two sets of modules a device
+                // may run.
+                if let Some(r) = d.rollout.as_mut() {
+                    r.halt = !took;
+                }
+                (g, HeldGroup { desired: d, took })
+            })
+            .collect();
+        compose(desired.clone(), &held, id, 0).map_err(|e| e.0)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::collections::HashMap;
+
+    fn obj(v: J) -> Map<String, J> {
+        match v {
+            J::Object(m) => m,
+            _ => panic!("not an object"),
+        }
+    }
+
+    fn web(image: &str) -> J {
+        json!([{"name": "web", "image": image}])
+    }
+
+    /// A host: what was written, served back.
+    #[derive(Default)]
+    struct Host(HashMap<String, Published>);
+
+    impl Host {
+        fn take(&mut self, writes: &[Write]) {
+            for w in writes {
+                let payload = obj(serde_json::from_slice(&w.payload).unwrap());
+                let expires =
+                    crate::model::time::parse_rfc3339(payload["expires"].as_str().unwrap())
+                        .unwrap();
+                self.0.insert(
+                    w.path.clone(),
+                    Published {
+                        revision: w.revision,
+                        expires,
+                        payload,
+                    },
+                );
+            }
+        }
+
+        fn get(&self, path: &str) -> Result<Option<Published>, String> {
+            Ok(self.0.get(path).cloned())
+        }
+    }
+
+    fn times(now: u64) -> Times {
+        Times {
+            now,
+            expires_in: 30 * 86_400,
+            refresh_before: 7 * 86_400,
+        }
+    }
+
+    fn said(writes: &[Write]) -> Vec<String> {
+        writes
+            .iter()
+            .map(|w| format!("{} {} {}", w.why, w.path, w.revision))
+            .collect()
+    }
+
+    const T0: u64 = 1_800_000_000;
+
+    #[test]
+    fn only_what_changed_is_signed_each_above_the_revision_published() {
+        let g = |image| -> BTreeMap<GroupName, Map<String, J>> {
+            [(
+                GroupName::try_from("eu").unwrap(),
+                obj(json!({"modules": web(image)})),
+            )]
+            .into()
+        };
+        let nodes: BTreeMap<NodeId, Map<String, J>> = [
+            (
+                NodeId::try_from("n1").unwrap(),
+                obj(json!({"groups": ["eu"], "modules": []})),
+            ),
+            (
+                NodeId::try_from("n2").unwrap(),
+                obj(json!({"groups": ["eu"], "modules": [], "remove": ["web"]})),
+            ),
+        ]
+        .into();
+        let mut host = Host::default();
+        let w = plan(&g("web:1"), &nodes, |p| host.get(p), times(T0)).unwrap();
+        assert_eq!(
+            said(&w),
+            [
+                "new groups/eu/desired.json 1800000000",
+                "new nodes/n1/desired.json 1800000000",
+                "new nodes/n2/desired.json 1800000000"
+            ]
+        );
+        host.take(&w);
+        // Nothing changed: nothing signed, a second or a day later.
+        assert!(
+            plan(&g("web:1"), &nodes, |p| host.get(p), times(T0 + 1))
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            plan(&g("web:1"), &nodes, |p| host.get(p), times(T0 + 86_400))
+                .unwrap()
+                .is_empty()
+        );
+        // The group changed within the same second: one more revision, for it alone.
+        let w = plan(&g("web:2"), &nodes, |p| host.get(p), times(T0)).unwrap();
+        assert_eq!(said(&w), ["changed groups/eu/desired.json 1800000001"]);
+        host.take(&w);
+        // Within a week of expiring: signed again, a revision on.
+        let late = T0 + 24 * 86_400;
+        let w = plan(&g("web:2"), &nodes, |p| host.get(p), times(late)).unwrap();
+        assert_eq!(
+            said(&w),
+            [
+                format!("expiring groups/eu/desired.json {late}"),
+                format!("expiring nodes/n1/desired.json {late}"),
+                format!("expiring nodes/n2/desired.json {late}")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_rollout_is_filled_from_what_was_published_and_a_hosted_halt_stays() {
+        let group = |modules: J, rollout: J| -> BTreeMap<GroupName, Map<String, J>> {
+            [(
+                GroupName::try_from("eu").unwrap(),
+                obj(json!({"modules": modules, "rollout": rollout})),
+            )]
+            .into()
+        };
+        let nodes = BTreeMap::new();
+        let mut host = Host::default();
+        // A rollout with nothing published before: refused.
+        let e = plan(
+            &group(web("web:1"), json!({"duration": "1h"})),
+            &nodes,
+            |p| host.get(p),
+            times(T0),
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .contains("publish the group once without a rollout"),
+            "{e}"
+        );
+        let first: BTreeMap<GroupName, Map<String, J>> = [(
+            GroupName::try_from("eu").unwrap(),
+            obj(json!({"modules": web("web:1")})),
+        )]
+        .into();
+        host.take(&plan(&first, &nodes, |p| host.get(p), times(T0)).unwrap());
+        // New modules with a rollout: it starts now, under a new salt, from
+        // the modules published.
+        let w = plan(
+            &group(web("web:2"), json!({"duration": "1h"})),
+            &nodes,
+            |p| host.get(p),
+            times(T0 + 10),
+        )
+        .unwrap();
+        host.take(&w);
+        let p = &host.0["groups/eu/desired.json"].payload;
+        assert_eq!(
+            p["rollout"]["start"],
+            crate::model::time::format_rfc3339(T0 + 10)
+        );
+        assert_eq!(p["rollout"]["salt"], format!("r{}", T0 + 10));
+        assert_eq!(
+            p["previous"],
+            json!({"revision": T0, "modules": web("web:1")})
+        );
+        // Published again unchanged later: nothing to sign.
+        assert!(
+            plan(
+                &group(web("web:2"), json!({"duration": "1h"})),
+                &nodes,
+                |p| host.get(p),
+                times(T0 + 500)
+            )
+            .unwrap()
+            .is_empty()
+        );
+        // The watcher's halt on the host stays while the fleet says nothing of it.
+        let hosted = host.0.get_mut("groups/eu/desired.json").unwrap();
+        hosted.payload["rollout"]["halt"] = true.into();
+        hosted.payload["rollout"]["reason"] = "3 of 10 failing".into();
+        assert!(
+            plan(
+                &group(web("web:2"), json!({"duration": "1h"})),
+                &nodes,
+                |p| host.get(p),
+                times(T0 + 600)
+            )
+            .unwrap()
+            .is_empty()
+        );
+        // halt = false lifts it.
+        let w = plan(
+            &group(web("web:2"), json!({"duration": "1h", "halt": false})),
+            &nodes,
+            |p| host.get(p),
+            times(T0 + 700),
+        )
+        .unwrap();
+        assert_eq!(
+            said(&w),
+            [format!("changed groups/eu/desired.json {}", T0 + 700)]
+        );
+    }
+
+    #[test]
+    fn a_node_that_does_not_compose_with_its_groups_refuses_the_publish() {
+        let groups: BTreeMap<GroupName, Map<String, J>> = [(
+            GroupName::try_from("eu").unwrap(),
+            obj(json!({"modules": web("web:1")})),
+        )]
+        .into();
+        for (node, want) in [
+            (
+                json!({"groups": ["us"], "modules": []}),
+                "node n1: lists group us, which the fleet does not have",
+            ),
+            (
+                json!({"groups": ["eu"], "modules": [{"name": "web", "image": "x:1"}]}),
+                "node n1: module web is in group eu and in the node document",
+            ),
+            (
+                json!({"groups": ["eu"], "modules": [], "remove": ["db"]}),
+                "removes module db, which none of its groups names",
+            ),
+            (
+                json!({"groups": ["eu"], "modules": [], "node": "n2"}),
+                "the payload is for node",
+            ),
+            (json!({"groups": ["eu"]}), "modules"),
+        ] {
+            let nodes: BTreeMap<NodeId, Map<String, J>> =
+                [(NodeId::try_from("n1").unwrap(), obj(node))].into();
+            let e = plan(&groups, &nodes, |_| Ok(None), times(T0)).unwrap_err();
+            assert!(e.to_string().contains(want), "{e}");
+        }
+        // An unreadable document on the host: its revision is not known.
+        let e = plan(
+            &groups,
+            &BTreeMap::new(),
+            |_| Err("not a signed document".into()),
+            times(T0),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "groups/eu/desired.json: not a signed document"
+        );
+    }
+}
