@@ -196,6 +196,28 @@ fn a_device_in_a_group_takes_the_group_s_change_and_its_own_override_and_removal
     assert_eq!(p["held"]["revision"], 2, "{p:#}");
     assert_eq!(n.creates_since(&b, since), 0);
 
+    // A host that sends no ETag: the group document is asked for with the
+    // Last-Modified it came with, and answered 304.
+    let mut plane = plane;
+    plane.set_etags(false);
+    publish_group(
+        &plane,
+        &key,
+        &g,
+        &group_payload(&g, 3, vec![module(&a, "g2"), module(&b, "b1")], json!({})),
+    );
+    wait_group(&agent, &g, "revision 3 from a host without ETags", |st| {
+        st["revision"] == 3
+    });
+    let from = plane.requests().len();
+    let at = plane.count("GET", &path, 304);
+    plane.wait_count("GET", &path, 304, at + 2, 30);
+    let conditional = plane.requests()[from..]
+        .iter()
+        .filter(|r| r.path.contains(&path) && r.status == 304)
+        .all(|r| r.if_modified_since.is_some() && r.if_none_match.is_none());
+    assert!(conditional, "{:#?}", &plane.requests()[from..]);
+
     // Leaving the group: its modules go, the node's own stay.
     plane.publish(
         &n.id,

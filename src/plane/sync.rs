@@ -210,6 +210,9 @@ struct Memory {
     groups: BTreeMap<GroupName, (Held, Option<crate::model::names::Digest>)>,
     /// How each listed group stood at the last composition.
     standings: Vec<GroupStanding>,
+    /// Per group, the `Last-Modified` a host without ETags sent with a
+    /// revision (for this run only, as the node document's).
+    group_last_modified: BTreeMap<GroupName, (u64, String)>,
     /// Why the last look at a group brought nothing, by group, and the
     /// refusal when it was one.
     group_errors: BTreeMap<GroupName, (String, Option<Refusal>)>,
@@ -498,20 +501,7 @@ impl Syncer {
                 };
             }
         };
-        let mut headers = HeaderMap::new();
-        let same_url = held.as_ref().filter(|h| h.url == self.url);
-        if let Some(etag) = same_url
-            .and_then(|h| h.etag.as_deref())
-            .and_then(|e| HeaderValue::from_str(e).ok())
-        {
-            headers.insert(http::header::IF_NONE_MATCH, etag);
-        } else if let Some(since) = same_url
-            .and(last_modified.as_deref())
-            .and_then(|l| HeaderValue::from_str(l).ok())
-        {
-            // A host without ETags: its Last-Modified, as it sent it.
-            headers.insert(http::header::IF_MODIFIED_SINCE, since);
-        }
+        let headers = conditional(held.as_ref(), &self.url, last_modified.as_deref());
         let answer = self
             .http
             .send(Method::GET, uri, &headers, FETCH_LIMIT, MAX_DOCUMENT)
@@ -963,15 +953,16 @@ impl Syncer {
             Ok(u) => u,
             Err(e) => return GroupLook::Not(format!("group {name}: {url}: {e}"), None),
         };
-        let mut headers = HeaderMap::new();
-        if let Some(etag) = held
-            .as_ref()
-            .filter(|(h, _)| h.url == url)
-            .and_then(|(h, _)| h.etag.as_deref())
-            .and_then(|e| HeaderValue::from_str(e).ok())
-        {
-            headers.insert(http::header::IF_NONE_MATCH, etag);
-        }
+        // A Last-Modified counts only for the revision it was sent with: a
+        // revision fetched but not adopted is fetched whole again.
+        let since = held.as_ref().and_then(|(h, _)| {
+            let m = self.memory.lock().expect("plane memory lock");
+            m.group_last_modified
+                .get(name)
+                .filter(|(revision, _)| *revision == h.revision)
+                .map(|(_, lm)| lm.clone())
+        });
+        let headers = conditional(held.as_ref().map(|(h, _)| h), &url, since.as_deref());
         let answer = self
             .http
             .send(Method::GET, uri, &headers, FETCH_LIMIT, MAX_DOCUMENT)
@@ -1014,11 +1005,17 @@ impl Syncer {
             }
             s => return GroupLook::Not(format!("group {name}: {url}: HTTP {s}"), None),
         }
-        let etag = answer
-            .headers
-            .get(http::header::ETAG)
-            .and_then(|e| e.to_str().ok())
-            .map(str::to_string);
+        let header = |h| {
+            answer
+                .headers
+                .get(h)
+                .and_then(|e: &HeaderValue| e.to_str().ok())
+                .map(str::to_string)
+        };
+        let (etag, last_modified) = (
+            header(http::header::ETAG),
+            header(http::header::LAST_MODIFIED),
+        );
         if let Some(r) = self.guard_begin(&answer.body, now).await {
             return refused(r.class, r.detail, None);
         }
@@ -1032,16 +1029,34 @@ impl Syncer {
         self.guard_end().await;
         match verdict {
             Verdict::Same => {
-                // The same payload under a new ETag: asked with it next time.
+                // The same payload under new validators: asked with them
+                // next time.
                 let mut m = self.memory.lock().expect("plane memory lock");
+                let mut held_revision = None;
                 if let Some((h, _)) = m.groups.get_mut(name) {
                     h.etag = etag;
+                    held_revision = Some(h.revision);
+                }
+                match (held_revision, last_modified) {
+                    (Some(r), Some(lm)) => {
+                        m.group_last_modified.insert(name.clone(), (r, lm));
+                    }
+                    _ => {
+                        m.group_last_modified.remove(name);
+                    }
                 }
                 GroupLook::Held
             }
             Verdict::Refused(r) => refused(r.class, r.detail, r.revision),
             Verdict::Adopt(a) => {
                 let d = a.desired;
+                {
+                    let mut m = self.memory.lock().expect("plane memory lock");
+                    match last_modified {
+                        Some(lm) => m.group_last_modified.insert(name.clone(), (d.revision, lm)),
+                        None => m.group_last_modified.remove(name),
+                    };
+                }
                 let stored = StoredGroup {
                     held: Held {
                         url,
@@ -1300,6 +1315,26 @@ impl Syncer {
             tracing::error!("plane: cannot store the groups' revisions: {e}");
         }
     }
+}
+
+/// The validators of a conditional GET of `url`, for the document `held`
+/// (when it was fetched from there): its ETag, or, from a host without
+/// ETags, the `Last-Modified` it was sent with, as sent.
+fn conditional(held: Option<&Held>, url: &str, last_modified: Option<&str>) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    let same_url = held.filter(|h| h.url == url);
+    if let Some(etag) = same_url
+        .and_then(|h| h.etag.as_deref())
+        .and_then(|e| HeaderValue::from_str(e).ok())
+    {
+        headers.insert(http::header::IF_NONE_MATCH, etag);
+    } else if let Some(since) = same_url
+        .and(last_modified)
+        .and_then(|l| HeaderValue::from_str(l).ok())
+    {
+        headers.insert(http::header::IF_MODIFIED_SINCE, since);
+    }
+    headers
 }
 
 /// The held document as the status tells it, with why it no longer stands
