@@ -19,23 +19,10 @@ NAME=bench-memory.sh
 RUNS="${STEAD_BENCH_RUNS:-3}"
 MODULES="${STEAD_BENCH_MODULES:-1000}"
 
-if [ ! -x /usr/sbin/nginx ]; then
-    apt_install_no_start nginx
-    if command -v systemctl >/dev/null 2>&1; then systemctl disable nginx.service >/dev/null 2>&1 || true; fi
-fi
-command -v python3 >/dev/null 2>&1 || apt_install python3
+need_nginx
 docker version >/dev/null 2>&1 || die "no engine answers: start one (scripts/engine.sh)"
 
-if [ -n "${STEAD_BENCH_BIN:-}" ]; then
-    [ -x "$STEAD_BENCH_BIN" ] || die "STEAD_BENCH_BIN: $STEAD_BENCH_BIN is not an executable"
-    stead="$(realpath "$STEAD_BENCH_BIN")"
-else
-    say "cargo build --release --locked"
-    cargo build --release --locked >&2 || die "the release build failed"
-    target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
-    stead="$target_dir/release/stead"
-    [ -x "$stead" ] || die "no $stead after the build"
-fi
+release_stead STEAD_BENCH_BIN
 
 work="$(mktemp -d /tmp/stead-bench-memory.XXXXXX)"
 nginx_pid=""
@@ -51,24 +38,11 @@ trap 'exit 130' INT TERM
 # --- the plane: nginx on a free loopback port, everything in $work --------
 node="bench-memory-$$"
 mkdir -p "$work/root/nodes/$node" "$work/tmp"
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+port="$(free_port)"
 cat >"$work/nginx.conf" <<NGINX
 # Written by scripts/bench-memory.sh: master and one worker, as root, in a
 # root-only tempdir; loopback only.
-user root root;
-worker_processes 1;
-daemon off;
-pid "$work/nginx.pid";
-error_log "$work/error.log" warn;
-events { worker_connections 64; }
-http {
-    types { application/json json; }
-    default_type application/octet-stream;
-    client_body_temp_path "$work/tmp/body";
-    proxy_temp_path "$work/tmp/proxy";
-    fastcgi_temp_path "$work/tmp/fastcgi";
-    uwsgi_temp_path "$work/tmp/uwsgi";
-    scgi_temp_path "$work/tmp/scgi";
+$(nginx_head "$work" 64)
     access_log off;
     server {
         listen 127.0.0.1:$port;

@@ -6,7 +6,10 @@
 # - a 304 cycle: the document does not change (a 100-module document held);
 # - a 100-module document cycle: every poll gets a newly signed revision of
 #   the same 100 modules (only revision and issued_at change), fetched,
-#   verified, parsed and written with its intentions in one transaction.
+#   verified, parsed and written with its intentions in one transaction;
+# - a 304 cycle with one group: the same 100 modules in a group's document
+#   (published with `stead plane publish`), the node's document naming the
+#   group; both unchanged, each a conditional GET answered 304.
 # No engine: docker_socket names a path where nothing listens, so the agent
 # waits for its engine (with backoff) and never creates a container; its
 # poller starts after the 30 s it waits for a first pass. The baseline is a
@@ -28,23 +31,9 @@ CYCLES="${STEAD_BENCH_CYCLES:-14}"
 MODULES=100
 LOG_LEVEL="${STEAD_BENCH_LOG:-info}"
 
-if [ ! -x /usr/sbin/nginx ]; then
-    apt_install_no_start nginx
-    if command -v systemctl >/dev/null 2>&1; then systemctl disable nginx.service >/dev/null 2>&1 || true; fi
-fi
-command -v python3 >/dev/null 2>&1 || apt_install python3
+need_nginx
 
-if [ -n "${STEAD_BENCH_BIN:-}" ]; then
-    # Another build to measure (e.g. dist/stead-x86_64-unknown-linux-musl).
-    [ -x "$STEAD_BENCH_BIN" ] || die "STEAD_BENCH_BIN: $STEAD_BENCH_BIN is not an executable"
-    stead="$(realpath "$STEAD_BENCH_BIN")"
-else
-    say "cargo build --release --locked"
-    cargo build --release --locked >&2 || die "the release build failed"
-    target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
-    stead="$target_dir/release/stead"
-    [ -x "$stead" ] || die "no $stead after the build"
-fi
+release_stead STEAD_BENCH_BIN
 
 work="$(mktemp -d /tmp/stead-bench-plane.XXXXXX)"
 nginx_pid=""
@@ -63,28 +52,11 @@ trap 'exit 130' INT TERM
 # --- the plane: nginx on a free loopback port, everything in $work --------
 mkdir -p "$work/root/nodes" "$work/tmp"
 token="bench-plane-$$-$RANDOM"
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-answers() {
-    python3 scripts/bench-plane/answers.py "$1" "$token" 2>/dev/null
-}
 nginx_conf() {
     cat <<NGINX
 # Written by scripts/bench-plane.sh. Master and one worker, as root (the
 # script runs as root; everything is in a root-only tempdir).
-user root root;
-worker_processes 1;
-daemon off;
-pid "$work/nginx.pid";
-error_log "$work/error.log" warn;
-events { worker_connections 64; }
-http {
-    types { application/json json; }
-    default_type application/octet-stream;
-    client_body_temp_path "$work/tmp/body";
-    proxy_temp_path "$work/tmp/proxy";
-    fastcgi_temp_path "$work/tmp/fastcgi";
-    uwsgi_temp_path "$work/tmp/uwsgi";
-    scgi_temp_path "$work/tmp/scgi";
+$(nginx_head "$work" 64)
     client_max_body_size 1m;
     # Bytes on the wire per request: the whole request (line, headers, body)
     # and the whole answer (status line, headers, body). Unbuffered: a line
@@ -96,38 +68,13 @@ http {
         root "$work/root";
         location = /__bench { access_log off; return 200 "$token"; }
         location ~ ^/nodes/[^/]+/desired\.json\$ { limit_except GET { deny all; } }
-        location ~ ^/nodes/[^/]+/status\.json\$ {
-            dav_methods PUT;
-            create_full_put_path on;
-            dav_access user:rw group:r all:r;
-            limit_except GET PUT { deny all; }
-        }
+$(nginx_reports_location)
         location / { limit_except GET { deny all; } }
     }
 }
 NGINX
 }
-for _ in 1 2 3 4 5; do
-    port="$(free_port)"
-    nginx_conf >"$work/nginx.conf"
-    : >"$work/error.log"
-    /usr/sbin/nginx -p "$work/" -c "$work/nginx.conf" -e "$work/error.log" </dev/null >/dev/null 2>"$work/nginx.stderr" &
-    nginx_pid=$!
-    up=""
-    for _ in $(seq 1 100); do
-        kill -0 "$nginx_pid" 2>/dev/null || break
-        if answers "$port"; then up=1; break; fi
-        sleep 0.1
-    done
-    [ -n "$up" ] && break
-    kill -0 "$nginx_pid" 2>/dev/null && die "nginx runs but does not answer on 127.0.0.1:$port"
-    wait "$nginx_pid" 2>/dev/null || true
-    nginx_pid=""
-    grep -q 'Address already in use' "$work/error.log" "$work/nginx.stderr" 2>/dev/null && continue
-    cat "$work/error.log" "$work/nginx.stderr" >&2 2>/dev/null || true
-    die "nginx did not start"
-done
-[ -n "$nginx_pid" ] || die "nginx found no free port in 5 tries"
+start_nginx "$work" nginx_conf /__bench "$token"
 say "nginx (pid $nginx_pid) on 127.0.0.1:$port"
 
 # --- the key, the agents' configs ------------------------------------------

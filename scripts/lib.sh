@@ -59,3 +59,102 @@ start_own_engine() {
     for _ in $(seq 1 100); do docker -H "unix://$dir/docker.sock" info >/dev/null 2>&1 && return 0; sleep 0.2; done
     die "the engine of our own did not start: $(tail -5 "$dir/dockerd.log")"
 }
+
+# Debian's nginx (no service started: the system one would take port 80)
+# and python3, for the benchmarks that serve a plane on loopback.
+need_nginx() {
+    if [ ! -x /usr/sbin/nginx ]; then
+        apt_install_no_start nginx
+        if command -v systemctl >/dev/null 2>&1; then systemctl disable nginx.service >/dev/null 2>&1 || true; fi
+    fi
+    command -v python3 >/dev/null 2>&1 || apt_install python3
+}
+
+# The stead binary a benchmark measures, in $stead: the one the variable
+# named $1 gives (STEAD_BENCH_BIN, …) when set, else target/release/stead,
+# built now.
+release_stead() {
+    local given="${!1:-}" target_dir
+    if [ -n "$given" ]; then
+        [ -x "$given" ] || die "$1: $given is not an executable"
+        stead="$(realpath "$given")"
+        return 0
+    fi
+    say "cargo build --release --locked"
+    cargo build --release --locked >&2 || die "the release build failed"
+    target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+    stead="$target_dir/release/stead"
+    [ -x "$stead" ] || die "no $stead after the build"
+}
+
+# A TCP port free on loopback when asked.
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# Starts nginx with its prefix, config ($1/nginx.conf, written by the
+# function $2, which reads $port) and logs in $1, on a free loopback port:
+# up once GET http://127.0.0.1:$port$3 answers $4. Another process may take
+# the port between its pick and nginx's bind: five ports are tried. Sets
+# port and nginx_pid (stop_nginx ends it).
+start_nginx() {
+    local work="$1" conf="$2" probe="$3" token="$4" up
+    nginx_pid=""
+    for _ in 1 2 3 4 5; do
+        port="$(free_port)"
+        "$conf" >"$work/nginx.conf"
+        : >"$work/error.log"
+        /usr/sbin/nginx -p "$work/" -c "$work/nginx.conf" -e "$work/error.log" </dev/null >/dev/null 2>"$work/nginx.stderr" &
+        nginx_pid=$!
+        up=""
+        for _ in $(seq 1 100); do
+            kill -0 "$nginx_pid" 2>/dev/null || break
+            if [ "$(python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=1).read().decode())' "http://127.0.0.1:$port$probe" 2>/dev/null)" = "$token" ]; then
+                up=1
+                break
+            fi
+            sleep 0.1
+        done
+        [ -n "$up" ] && return 0
+        kill -0 "$nginx_pid" 2>/dev/null && die "nginx runs but does not answer on 127.0.0.1:$port"
+        wait "$nginx_pid" 2>/dev/null || true
+        nginx_pid=""
+        grep -q 'Address already in use' "$work/error.log" "$work/nginx.stderr" 2>/dev/null && continue
+        cat "$work/error.log" "$work/nginx.stderr" >&2 2>/dev/null || true
+        die "nginx did not start"
+    done
+    die "nginx found no free port in 5 tries"
+}
+
+# The start of an nginx config for a benchmark's plane, up to inside its
+# http block: master and one worker as root (everything in the root-only
+# directory $1), $2 connections, JSON typed, temporary files in $1/tmp.
+nginx_head() {
+    cat <<NGINX
+user root root;
+worker_processes 1;
+daemon off;
+pid "$1/nginx.pid";
+error_log "$1/error.log" warn;
+events { worker_connections $2; }
+http {
+    types { application/json json; }
+    default_type application/octet-stream;
+    client_body_temp_path "$1/tmp/body";
+    proxy_temp_path "$1/tmp/proxy";
+    fastcgi_temp_path "$1/tmp/fastcgi";
+    uwsgi_temp_path "$1/tmp/uwsgi";
+    scgi_temp_path "$1/tmp/scgi";
+NGINX
+}
+
+# The location that takes the devices' reports (WebDAV PUT), for a server
+# block.
+nginx_reports_location() {
+    cat <<'NGINX'
+        location ~ ^/nodes/[^/]+/status\.json$ {
+            dav_methods PUT;
+            create_full_put_path on;
+            dav_access user:rw group:r all:r;
+            limit_except GET PUT { deny all; }
+        }
+NGINX
+}

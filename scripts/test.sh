@@ -104,6 +104,13 @@ stage "cargo test (a user network without DNS, on Podman with CNI, $podman_cni)"
 STEAD_TEST_ENGINE_SOCKET="$podman_cni" cargo test --locked --no-fail-fast --test runtime \
     a_user_network_that_cannot_resolve_names_is_refused_naming_the_backend -- --exact 2>&1 | tee -a "$log" \
     || failed+=("the test on Podman with CNI")
+# A small simulated fleet (the shipped x86_64 binary, 20 agents against
+# nginx): a staged rollout taken on each device's turn, a failing revision
+# halted by the watcher, a revert; a property that does not hold fails.
+stage "a simulated fleet of 20 (scripts/fleet-sim.sh, checked)"
+STEAD_SIM_BIN=dist/stead-x86_64-unknown-linux-musl STEAD_SIM_DEVICES=20 STEAD_SIM_WINDOW=20 \
+    STEAD_SIM_POLL=2 STEAD_SIM_QUIET=10 STEAD_SIM_CHECK=1 scripts/fleet-sim.sh 2>&1 | tee -a "$log" \
+    || failed+=("the simulated fleet")
 stage "done"
 [ "${#failed[@]}" -eq 0 ] || say "failed: $(IFS=,; echo "${failed[*]}")"
 # One closing line for the whole run: the sum of every test binary's result.

@@ -596,6 +596,26 @@ fn publish_signs_only_what_changed_and_watch_halts_a_rollout_whose_devices_fail(
     assert_eq!(st["groups"][&g]["on_newest"], 1, "{st:#}");
     let text = plane_cli(&["status", "--reports", s]);
     assert!(text.contains("failing 1"), "{text}");
+    // The same reports through the host's listings (nginx's autoindex).
+    let index = format!("{}/nodes/", plane.base());
+    let over_http: J =
+        serde_json::from_str(&plane_cli(&["status", "--reports", &index, "--json"])).unwrap();
+    assert_eq!(over_http["devices"], 1, "{over_http:#}");
+    assert_eq!(over_http["unreadable"], 0, "{over_http:#}");
+    assert_eq!(over_http["failing_listed"][0]["node"], n.id.as_str());
+    assert_eq!(over_http["groups"][&g]["on_newest"], 1, "{over_http:#}");
+    // A listing that is not there is an error, and nothing is rolled up.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stead"))
+        .args(["plane", "status", "--reports"])
+        .arg(format!("{}/nowhere/", plane.base()))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("404"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // Below its minimum of reports the watcher waits; at it, it halts.
     let watch = |more: &[&str]| {
@@ -606,6 +626,21 @@ fn publish_signs_only_what_changed_and_watch_halts_a_rollout_whose_devices_fail(
     let out = watch(&[]);
     assert!(out.contains("below the threshold"), "{out}");
     let out = watch(&["--min-reports", "1", "--dry-run"]);
+    assert!(out.contains(&format!("would halt group {g}")), "{out}");
+    // The watcher reads the reports through the listings as well.
+    let out = plane_cli(&[
+        "rollout",
+        "watch",
+        "--key",
+        k,
+        "--reports",
+        &index,
+        "--site",
+        s,
+        "--min-reports",
+        "1",
+        "--dry-run",
+    ]);
     assert!(out.contains(&format!("would halt group {g}")), "{out}");
     let out = watch(&["--min-reports", "1"]);
     assert!(

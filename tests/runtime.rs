@@ -1022,7 +1022,7 @@ fn seed_004_a_dependent_waits_for_its_broker_instead_of_crash_looping() {
     let since = unix_now();
     // Restarted by hand (Podman does not restart a container that is
     // killed; both restart one that is restarted).
-    docker_ok(&["restart", "-t", "1", &n.container_id(&broker)]);
+    restart_by_hand(&n.container_id(&broker));
     let mut states = Vec::new();
     let end = std::time::Instant::now() + std::time::Duration::from_secs(90);
     loop {

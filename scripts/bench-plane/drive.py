@@ -85,7 +85,13 @@ def read_log():
 
 
 def gets(ls):
+    """GETs of a document: the node's and its groups'."""
     return [l for l in ls if l["method"] == "GET" and l["uri"].endswith("/desired.json")]
+
+
+def node_gets(ls):
+    """GETs of the node's document: one per poll cycle."""
+    return [l for l in gets(ls) if l["uri"].startswith("/nodes/")]
 
 
 def puts(ls):
@@ -153,7 +159,7 @@ def watch(until, timeout, on_get=None):
     while True:
         alive()
         read_log()
-        for l in gets(lines[processed:]):
+        for l in node_gets(lines[processed:]):
             if l["status"] == 200:
                 served = revision
             if on_get:
@@ -173,24 +179,26 @@ def next_revision(l):
         publish(revision)
 
 
-def measure(label, on_get=None):
-    """Rounds of `cycles` polls each: CPU and bytes per poll."""
+def measure(label, on_get=None, groups=0):
+    """Rounds of `cycles` polls each: CPU and bytes per poll (the node's
+    document and its `groups` groups' documents, each a GET)."""
     out = []
     # A window opens SETTLE after a GET and closes SETTLE after the
     # cycles-th GET after it: it holds exactly `cycles` whole polls.
-    n = len(gets(lines))
-    watch(lambda: len(gets(lines)) >= n + 1, 30, on_get)
+    n = len(node_gets(lines))
+    watch(lambda: len(node_gets(lines)) >= n + 1, 30, on_get)
     time.sleep(SETTLE)
     a = snapshot()
     for r in range(rounds):
-        n = len(gets(lines[:a["n"]]))
-        watch(lambda: len(gets(lines)) >= n + cycles, 30 + 3 * cycles, on_get)
+        n = len(node_gets(lines[:a["n"]]))
+        watch(lambda: len(node_gets(lines)) >= n + cycles, 30 + 3 * cycles, on_get)
         time.sleep(SETTLE)
         b = snapshot()
         w = lines[a["n"]:b["n"]]
         g, p = gets(w), puts(w)
-        if len(g) != cycles:
-            fail(f"{label} round {r + 1}: {len(g)} GETs in a window of {cycles} cycles")
+        if len(node_gets(w)) != cycles or len(g) != cycles * (1 + groups):
+            fail(f"{label} round {r + 1}: {len(node_gets(w))} GETs of the node's document and "
+                 f"{len(g) - len(node_gets(w))} of its groups' in a window of {cycles} cycles")
         want = 304 if on_get is None else 200
         if any(l["status"] != want for l in g):
             fail(f"{label} round {r + 1}: GET statuses {[l['status'] for l in g]}, want all {want}")
@@ -223,15 +231,22 @@ start("plane")
 start("twin")
 sys.stderr.write("bench-plane.sh: agents started; the poller waits 30 s for a first pass that never comes\n")
 watch(lambda: any(l["status"] == 200 for l in gets(lines)), 60)
-end = time.monotonic() + 10
-while held() != 1:
-    if time.monotonic() > end:
-        fail(f"revision 1 not adopted: {api('/v1/plane')}")
-    time.sleep(0.1)
-# The boot report and the one saying revision 1 are sent; then nothing
-# changes while the plane answers 304.
-n304 = len([l for l in gets(lines) if l["status"] == 304])
-watch(lambda: len([l for l in gets(lines) if l["status"] == 304]) >= n304 + 2, 30)
+
+
+def adopted(rev, timeout):
+    """Waits for the agent to hold revision `rev`, then for two more 304s:
+    the reports saying it are sent, and nothing changes while the plane
+    answers 304."""
+    end = time.monotonic() + timeout
+    while held() != rev:
+        if time.monotonic() > end:
+            fail(f"revision {rev} not adopted: {api('/v1/plane')}")
+        time.sleep(0.1)
+    n304 = len([l for l in node_gets(lines) if l["status"] == 304])
+    watch(lambda: len([l for l in node_gets(lines) if l["status"] == 304]) >= n304 + 2, 30)
+
+
+adopted(1, 10)
 
 sys.stderr.write(f"bench-plane.sh: 304 cycles: {rounds} rounds of {cycles}\n")
 r304 = measure("304")
@@ -240,6 +255,29 @@ revision += 1
 publish(revision)
 rdoc = measure("document", next_revision)
 doc_size = os.path.getsize(desired)
+
+# --- the same 100 modules from one group: `stead plane publish` of a fleet
+# whose one node is in group "bench" (the modules) and has none of its own;
+# each poll GETs the node's document and the group's.
+fleet = f"{work}/fleet"
+os.makedirs(f"{fleet}/groups", exist_ok=True)
+with open(f"{work}/payload.json") as f:
+    payload = json.load(f)
+with open(f"{fleet}/groups/bench.json", "w") as f:
+    json.dump({"modules": payload["modules"]}, f)
+with open(f"{fleet}/node-defaults.json", "w") as f:
+    json.dump({"poll": payload["poll"]}, f)
+with open(f"{fleet}/nodes.csv", "w") as f:
+    f.write(f"node,groups\n{node},bench\n")
+r = subprocess.run([stead, "plane", "publish", "--key", f"{work}/plane.key", "--fleet", fleet,
+                    "--site", f"{work}/root"], capture_output=True, text=True)
+if r.returncode != 0:
+    fail(f"stead plane publish: {r.stderr.strip()}")
+group_doc = f"{work}/root/groups/bench/desired.json"
+node_rev = json.loads(__import__("base64").b64decode(json.load(open(desired))["payload"]))["revision"]
+adopted(node_rev, 30)
+sys.stderr.write(f"bench-plane.sh: 304 cycles with one group: {rounds} rounds of {cycles}\n")
+rgroup = measure("304 with a group", groups=1)
 for p in agents.values():
     p.terminate()
 for p in agents.values():
@@ -251,7 +289,8 @@ hz = os.sysconf("SC_CLK_TCK")
 def ticks_ms(rs):
     c = rounds * cycles
     return (sum(r["ticks"]["plane"] for r in rs) - sum(r["ticks"]["twin"] for r in rs)) * 1000 / hz / c
-json.dump({"r304": r304, "rdoc": rdoc, "doc_size": doc_size,
+json.dump({"r304": r304, "rdoc": rdoc, "rgroup": rgroup, "doc_size": doc_size,
+           "group_size": os.path.getsize(group_doc), "grouped_node_size": os.path.getsize(desired),
            "payload_size": os.path.getsize(f"{work}/payload.json"),
-           "ticks_ms": {"304": ticks_ms(r304), "doc": ticks_ms(rdoc)},
+           "ticks_ms": {"304": ticks_ms(r304), "doc": ticks_ms(rdoc), "group": ticks_ms(rgroup)},
            "revisions": revision}, sys.stdout)

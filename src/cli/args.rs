@@ -508,13 +508,13 @@ static STEAD: Spec = group(
                 ),
                 leaf(
                     "status",
-                    "Roll a fleet's reports up (every status.json under DIR, read one at a \
-                     time): devices per revision, modules per state, failing devices and why, \
+                    "Roll a fleet's reports up (every status.json under DIR, or in a web \
+                     server's listing at URL and those it lists, read one at a time): devices per revision, modules per state, failing devices and why, \
                      devices not heard from, each group's rollout",
                     &[
                         Opt {
                             required: true,
-                            ..valued("reports", "DIR", "Where the reports are")
+                            ..valued("reports", "DIR|URL", "Where the reports are")
                         },
                         Opt {
                             default: "24h",
@@ -548,7 +548,7 @@ static STEAD: Spec = group(
                             },
                             Opt {
                                 required: true,
-                                ..valued("reports", "DIR", "Where the devices' reports are")
+                                ..valued("reports", "DIR|URL", "Where the devices' reports are")
                             },
                             Opt {
                                 required: true,
@@ -934,7 +934,9 @@ fn build(m: &Matches) -> Result<Command, UsageError> {
         "check" => Command::Check { config: config() },
         "status" if m.path.ends_with("plane status") => Command::Plane {
             command: PlaneCommand::Status {
-                reports: m.path("reports").unwrap_or_default(),
+                reports: m
+                    .parsed("reports", super::fleet::Reports::parse)?
+                    .unwrap_or_default(),
                 silent_after: m
                     .parsed("silent-after", parse_lifetime)?
                     .unwrap_or(std::time::Duration::from_secs(86_400)),
@@ -1111,7 +1113,9 @@ fn build(m: &Matches) -> Result<Command, UsageError> {
         "watch" => Command::Plane {
             command: PlaneCommand::Watch {
                 keys: m.values("key").map(PathBuf::from).collect(),
-                reports: m.path("reports").unwrap_or_default(),
+                reports: m
+                    .parsed("reports", super::fleet::Reports::parse)?
+                    .unwrap_or_default(),
                 site: m.path("site").unwrap_or_default(),
                 groups: m
                     .values("group")

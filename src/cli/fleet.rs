@@ -3,7 +3,8 @@
 //! reports rolled up, and its rollouts halted when their devices fail. They
 //! run where the signing key lives (an operator's machine, a CI job, cron),
 //! read and write plain directories (what the host serves, what a synced
-//! bucket or an nginx DAV holds), and keep no state of their own.
+//! bucket or an nginx DAV holds), read reports from a directory or walk a
+//! web server's listings of them, and keep no state of their own.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -244,8 +245,81 @@ fn read_published(path: &Path) -> Result<Option<Published>, String> {
     }))
 }
 
+/// Where a fleet's reports are read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reports {
+    /// A directory: every `status.json` under it.
+    Dir(PathBuf),
+    /// A web server's listing (its path ends in `/`): every `status.json`
+    /// in it and in the directories it lists, walked down.
+    Index(http::Uri),
+}
+
+impl Default for Reports {
+    fn default() -> Reports {
+        Reports::Dir(PathBuf::new())
+    }
+}
+
+impl Reports {
+    /// `--reports`: an `http://` or `https://` URL is a listing, anything
+    /// else a directory. A URL with a user name or password is refused
+    /// without being repeated.
+    pub fn parse(s: &str) -> Result<Reports, String> {
+        let Some(rest) = s
+            .strip_prefix("http://")
+            .or_else(|| s.strip_prefix("https://"))
+        else {
+            return Ok(Reports::Dir(PathBuf::from(s)));
+        };
+        if rest
+            .split(['/', '?', '#'])
+            .next()
+            .unwrap_or("")
+            .contains('@')
+        {
+            return Err("a reports URL must not carry a user name or password".into());
+        }
+        let uri: http::Uri = s.parse().map_err(|e| format!("not a URL: {e}"))?;
+        if uri.host().is_none_or(str::is_empty) {
+            return Err(format!("{uri}: no host"));
+        }
+        if uri.query().is_some() {
+            return Err(format!("{uri}: a listing's URL takes no query"));
+        }
+        if uri.path().ends_with('/') {
+            return Ok(Reports::Index(uri));
+        }
+        let mut parts = uri.into_parts();
+        let path = format!(
+            "{}/",
+            parts.path_and_query.as_ref().map_or("", |p| p.path())
+        );
+        parts.path_and_query = Some(path.parse().map_err(|e| format!("not a URL: {e}"))?);
+        http::Uri::from_parts(parts)
+            .map(Reports::Index)
+            .map_err(|e| format!("not a URL: {e}"))
+    }
+}
+
+/// Rolls up every report, one at a time.
+fn roll_up(reports: &Reports, silent_after: u64) -> Result<Rollup, String> {
+    match reports {
+        Reports::Dir(dir) => roll_up_dir(dir, silent_after),
+        Reports::Index(uri) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the async runtime: {e}"))?
+            .block_on(roll_up_index(uri, silent_after)),
+    }
+}
+
+fn read_report(bytes: &[u8]) -> Result<crate::views::ReportView, String> {
+    serde_json::from_slice(bytes).map_err(|e| e.to_string())
+}
+
 /// Rolls up every report (`status.json`) under `dir`, one at a time.
-fn roll_up(dir: &Path, silent_after: u64) -> Result<Rollup, String> {
+fn roll_up_dir(dir: &Path, silent_after: u64) -> Result<Rollup, String> {
     let now = crate::host::clock::now();
     let mut r = Rollup::default();
     let mut stack = vec![dir.to_path_buf()];
@@ -266,10 +340,7 @@ fn roll_up(dir: &Path, silent_after: u64) -> Result<Rollup, String> {
                         .unwrap_or(&path)
                         .display()
                         .to_string();
-                    match read_limited(&path).and_then(|b| {
-                        serde_json::from_slice::<crate::views::ReportView>(&b)
-                            .map_err(|e| e.to_string())
-                    }) {
+                    match read_limited(&path).and_then(|b| read_report(&b)) {
                         Ok(report) => r.add(&report, now, silent_after),
                         Err(e) => r.unreadable(&source, &e),
                     }
@@ -281,13 +352,109 @@ fn roll_up(dir: &Path, silent_after: u64) -> Result<Rollup, String> {
     Ok(r)
 }
 
-/// `stead plane status --reports DIR`: the fleet as its reports tell it.
+/// Listings and reports fetched at once.
+const AT_ONCE: usize = 16;
+/// The largest listing read: nginx lists 100,000 directories in about 15 MB.
+const MAX_LISTING: usize = 64 << 20;
+/// How far below the URL given a walk goes.
+const MAX_DEPTH: usize = 16;
+
+/// One GET, its body when it answered 200.
+async fn get(
+    http: &crate::net::http::Http,
+    uri: &http::Uri,
+    max: usize,
+) -> Result<bytes::Bytes, String> {
+    let a = http
+        .send(
+            http::Method::GET,
+            uri.clone(),
+            &http::HeaderMap::new(),
+            Duration::from_secs(60),
+            max,
+        )
+        .await
+        .map_err(|e| format!("cannot get {uri}: {e}"))?;
+    if a.status != http::StatusCode::OK {
+        return Err(format!("{uri} answered {}", a.status));
+    }
+    Ok(a.body)
+}
+
+/// Rolls up every report a web server lists under `base`, walking its
+/// listings a level at a time, [`AT_ONCE`] requests at a time, each report
+/// added as it comes. Redirects are followed only on the same host.
+async fn roll_up_index(base: &http::Uri, silent_after: u64) -> Result<Rollup, String> {
+    use crate::plane::index::{Entry, entries};
+    use futures_util::StreamExt as _;
+    let http =
+        crate::net::http::Http::new(None)?.with_redirects(crate::net::http::Redirects::SameOrigin);
+    let now = crate::host::clock::now();
+    let source = |u: &http::Uri| {
+        let p = u.path();
+        p.strip_prefix(base.path()).unwrap_or(p).to_string()
+    };
+    let mut r = Rollup::default();
+    let mut level = vec![base.clone()];
+    for depth in 0..=MAX_DEPTH {
+        if level.is_empty() {
+            break;
+        }
+        let (mut next, mut reports) = (Vec::new(), Vec::new());
+        let mut listings = futures_util::stream::iter(level)
+            .map(|d| {
+                let http = &http;
+                async move {
+                    let listing = get(http, &d, MAX_LISTING).await;
+                    (d, listing)
+                }
+            })
+            .buffer_unordered(AT_ONCE);
+        while let Some((d, listing)) = listings.next().await {
+            match listing {
+                Ok(body) => {
+                    for e in entries(&String::from_utf8_lossy(&body), &d) {
+                        match e {
+                            Entry::Dir(u) if depth < MAX_DEPTH => next.push(u),
+                            Entry::Dir(_) => {}
+                            Entry::Report(u) => reports.push(u),
+                        }
+                    }
+                }
+                // Nothing listed at all is an error; a directory under it
+                // that cannot be listed is one unreadable entry.
+                Err(e) if depth == 0 => return Err(e),
+                Err(e) => r.unreadable(&source(&d), &e),
+            }
+        }
+        drop(listings);
+        let mut fetched = futures_util::stream::iter(reports)
+            .map(|u| {
+                let http = &http;
+                async move {
+                    let report = get(http, &u, MAX_FILE as usize).await;
+                    (u, report)
+                }
+            })
+            .buffer_unordered(AT_ONCE);
+        while let Some((u, report)) = fetched.next().await {
+            match report.and_then(|b| read_report(&b)) {
+                Ok(report) => r.add(&report, now, silent_after),
+                Err(e) => r.unreadable(&source(&u), &e),
+            }
+        }
+        level = next;
+    }
+    Ok(r)
+}
+
+/// `stead plane status --reports DIR|URL`: the fleet as its reports tell it.
 pub fn status(
-    dir: &Path,
+    reports: &Reports,
     silent_after: Duration,
     json: bool,
 ) -> crate::cli::failure::Result<ExitCode> {
-    let r = match roll_up(dir, silent_after.as_secs()) {
+    let r = match roll_up(reports, silent_after.as_secs()) {
         Ok(r) => r,
         Err(e) => return Ok(super::plane::refused(format_args!("{e}"))),
     };
@@ -309,7 +476,7 @@ pub fn status(
 /// serves it. Stateless: the reports and the documents are all it reads.
 pub fn watch(
     keys: &[PathBuf],
-    reports: &Path,
+    reports: &Reports,
     site: &Path,
     only: &[GroupName],
     threshold: Threshold,
@@ -420,4 +587,28 @@ fn json_dirs(dir: &Path) -> Result<Vec<GroupName>, String> {
     }
     out.sort();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn where_reports_are_read_from() {
+        let index = |u: &str| Ok(Reports::Index(u.parse().unwrap()));
+        // (--reports, read as)
+        #[rustfmt::skip]
+        let cases: [(&str, Result<Reports, String>); 7] = [
+            ("/srv/plane", Ok(Reports::Dir("/srv/plane".into()))),
+            ("reports", Ok(Reports::Dir("reports".into()))),
+            ("http://plane.example/nodes/", index("http://plane.example/nodes/")),
+            ("https://plane.example:8443/nodes", index("https://plane.example:8443/nodes/")),
+            ("http://plane.example", index("http://plane.example/")),
+            ("http://plane.example/nodes/?sort=name", Err("http://plane.example/nodes/?sort=name: a listing's URL takes no query".into())),
+            ("https://ops:hunter2@plane.example/nodes/", Err("a reports URL must not carry a user name or password".into())),
+        ];
+        for (text, want) in cases {
+            assert_eq!(Reports::parse(text), want, "{text}");
+        }
+    }
 }

@@ -60,17 +60,17 @@ pub enum PlaneCommand {
         expires_in: Duration,
         refresh_before: Duration,
     },
-    /// `status --reports DIR [--silent-after D] [--json]`.
+    /// `status --reports DIR|URL [--silent-after D] [--json]`.
     Status {
-        reports: PathBuf,
+        reports: super::fleet::Reports,
         silent_after: Duration,
         json: bool,
     },
-    /// `rollout watch --key PATH... --reports DIR --site DIR [--group G...]
+    /// `rollout watch --key PATH... --reports DIR|URL --site DIR [--group G...]
     /// [--rate P%] [--min-reports N] [--dry-run]`.
     Watch {
         keys: Vec<PathBuf>,
-        reports: PathBuf,
+        reports: super::fleet::Reports,
         site: PathBuf,
         groups: Vec<crate::model::fleet::GroupName>,
         threshold: crate::model::fleet::Threshold,

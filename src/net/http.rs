@@ -45,6 +45,19 @@ pub enum Transport {
     Redirects(String),
 }
 
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Transport::Timeout => write!(f, "no answer in time"),
+            Transport::Connect(m) => write!(f, "connection failed: {m}"),
+            Transport::Tls(m) => write!(f, "TLS failed: {m}"),
+            Transport::NotTls(m) => write!(f, "not TLS: {m}"),
+            Transport::TooLarge(n) => write!(f, "over {n} bytes"),
+            Transport::Redirects(m) => write!(f, "redirects: {m}"),
+        }
+    }
+}
+
 /// An answer: its status, headers and (capped) body, and the URI that gave
 /// it after redirects.
 #[derive(Debug)]

@@ -5,7 +5,9 @@
 //! document with its staged rollout ([`group`]); whether a
 //! fetched document is adopted ([`accept`]); the polling loop ([`sync`])
 //! and the reports ([`report`]). The publisher's side: which of a fleet's
-//! documents to sign ([`publish`]) and its reports rolled up ([`rollup`]). A refusal's class is data, in the model
+//! documents to sign ([`publish`]), its reports rolled up ([`rollup`]),
+//! read from a web server's listings when not from a directory
+//! ([`index`]). A refusal's class is data, in the model
 //! ([`crate::model::refusal`]), named here as [`RefusalClass`].
 
 pub mod accept;
@@ -15,6 +17,7 @@ pub mod envelope;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod group;
+pub mod index;
 pub mod publish;
 pub mod report;
 pub mod rollup;

@@ -1,6 +1,7 @@
 //! The node's status, PUT to the plane ([`run`]): the whole status each
 //! time (a PUT to one URL is idempotent, and the newest status carries all
-//! an older one did), sent when it changed, at most once per
+//! an older one did), sent when it changed (a filesystem's free space:
+//! when it moved by 1 % of its size), at most once per
 //! [`MIN_SPACING`], and in any case after boot (jittered) and every
 //! [`FULL_EVERY`]. A report that cannot be delivered is kept and retried
 //! with backoff, superseded only by a newer one; the count of failed
@@ -164,6 +165,44 @@ pub fn full(
     report
 }
 
+/// The digest of what counts as a change: the stable part, less each
+/// filesystem's free bytes, which move with every line a log takes;
+/// [`free_moved`] says when they moved enough to report. Its level counts.
+fn change_digest(s: &mut ReportView) -> Digest {
+    fn filesystems(s: &mut ReportView) -> impl Iterator<Item = &mut u64> {
+        s.disk
+            .iter_mut()
+            .flat_map(|d| d.filesystems.iter_mut())
+            .map(|f| &mut f.free_bytes)
+    }
+    let free: Vec<u64> = filesystems(s).map(std::mem::take).collect();
+    let digest = Digest::canonical("stead.report", &*s);
+    for (f, b) in filesystems(s).zip(free) {
+        *f = b;
+    }
+    digest
+}
+
+/// Each filesystem's path, size and free bytes, as a report says them.
+fn free_space(r: &ReportView) -> Vec<(String, u64, u64)> {
+    r.disk
+        .iter()
+        .flat_map(|d| &d.filesystems)
+        .map(|f| (f.path.clone(), f.size_bytes, f.free_bytes))
+        .collect()
+}
+
+/// Whether a filesystem's free space moved by at least 1 % of its size
+/// since the report last delivered said it (`sent`).
+fn free_moved(sent: &[(String, u64, u64)], now: &[(String, u64, u64)]) -> bool {
+    now.iter().any(|(path, size, free)| {
+        let step = (size / 100).max(1);
+        sent.iter()
+            .find(|(p, ..)| p == path)
+            .is_some_and(|(_, _, was)| free.abs_diff(*was) >= step)
+    })
+}
+
 /// Where the reporter reads what it reports.
 pub struct Reporter {
     /// This node.
@@ -211,7 +250,7 @@ impl Reporter {
         let status = self.status.lock().expect("status lock").clone();
         // Built under the board's lock rather than from a copy of it: a
         // 1000-module board is larger than what is built from it.
-        let s = {
+        let mut s = {
             let board = self.board.lock().expect("board lock");
             stable(&Parts {
                 node: &self.node,
@@ -223,7 +262,7 @@ impl Reporter {
                 agent: Some(&agent),
             })
         };
-        let digest = Digest::canonical("stead.report", &s);
+        let digest = change_digest(&mut s);
         let now = crate::host::clock::now();
         (digest, full(s, seq, now, &plane, undelivered))
     }
@@ -274,10 +313,14 @@ pub async fn run(r: Reporter, mut passes: watch::Receiver<u64>, wake: Arc<Notify
     let jitter = r.syncer.poll().jitter;
     let mut full_due = Instant::now()
         + Duration::from_millis(crate::host::random_u64() % (jitter.as_millis() as u64 + 1));
+    // The free space the report last delivered said.
+    let mut sent_free: Vec<(String, u64, u64)> = Vec::new();
     loop {
         let now = Instant::now();
-        let (digest, _) = r.build(0, failures).await;
-        let changed = last_sent.as_ref() != Some(&digest);
+        let (digest, probe) = r.build(0, failures).await;
+        let changed =
+            last_sent.as_ref() != Some(&digest) || free_moved(&sent_free, &free_space(&probe));
+        drop(probe);
         // Before the boot report is due, changes wait for it; while a
         // report waits to be delivered, its retry decides.
         let boot_wait = last_sent.is_none() && now < full_due;
@@ -296,11 +339,13 @@ pub async fn run(r: Reporter, mut passes: watch::Receiver<u64>, wake: Arc<Notify
                 let (digest, body) = r.build(seq, failures).await;
                 let url = r.syncer.report_url();
                 last_attempt = Some(Instant::now());
+                let free = free_space(&body);
                 let bytes = serde_json::to_vec(&body).expect("a report serialises");
                 match r.put(&url, bytes).await {
                     Ok(()) => {
                         r.syncer.metrics.plane_report("delivered");
                         last_sent = Some(digest);
+                        sent_free = free;
                         failures = 0;
                         retry_at = None;
                         full_due = Instant::now() + FULL_EVERY;
@@ -348,6 +393,34 @@ pub async fn run(r: Reporter, mut passes: watch::Receiver<u64>, wake: Arc<Notify
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn free_space_is_a_change_when_it_moved_by_a_percent() {
+        let fs = |path: &str, size: u64, free: u64| (path.to_string(), size, free);
+        let sent = [
+            fs("/var/lib/docker", 1000, 500),
+            fs("/var/lib/stead", 1_000_000, 400_000),
+        ];
+        // (free space now, a change?)
+        #[rustfmt::skip]
+        let cases = [
+            (vec![fs("/var/lib/docker", 1000, 500), fs("/var/lib/stead", 1_000_000, 400_000)], false),
+            (vec![fs("/var/lib/docker", 1000, 491), fs("/var/lib/stead", 1_000_000, 409_999)], false),
+            (vec![fs("/var/lib/docker", 1000, 490)], true),      // 1 % less
+            (vec![fs("/var/lib/docker", 1000, 510)], true),      // 1 % more
+            (vec![fs("/var/lib/stead", 1_000_000, 390_000)], true),
+            (vec![fs("/mnt/other", 10, 0)], false),              // a new one: the digest says it
+            (vec![fs("/var/lib/docker", 0, 1)], true),           // no size: any byte
+        ];
+        for (now, want) in cases {
+            assert_eq!(free_moved(&sent, &now), want, "{now:?}");
+        }
+        assert!(
+            !free_moved(&[], &sent),
+            "nothing sent yet: the digest decides"
+        );
+    }
+
     use crate::plane::fixtures::planes;
     use crate::views::fixtures::{self, REPORTS, golden, same_text};
 
@@ -356,6 +429,32 @@ mod tests {
     }
 
     type Reloads = (BTreeMap<ModuleName, UpdateState>, Vec<Request>);
+
+    #[test]
+    fn the_change_digest_leaves_free_bytes_out_and_keeps_them() {
+        let (board, reloads, node) = (fixtures::board(), fixtures::reloads(), node_id());
+        let [n, _] = fixtures::nodes();
+        let [p, _] = planes();
+        let mut a = stable(&parts(&n, &p, &board, &reloads, &node));
+        let mut b = a.clone();
+        let disk = |r: &mut ReportView| r.disk.as_mut().expect("the fixture has a disk").clone();
+        let mut d = disk(&mut b);
+        d.filesystems[0].free_bytes -= 1;
+        b.disk = Some(d.clone());
+        assert_eq!(change_digest(&mut a), change_digest(&mut b));
+        assert_eq!(
+            free_space(&a)[0].2 - 1,
+            free_space(&b)[0].2,
+            "the report still says them"
+        );
+        d.filesystems[0].level = crate::model::disk::Level::Critical;
+        b.disk = Some(d);
+        assert_ne!(
+            change_digest(&mut a),
+            change_digest(&mut b),
+            "a level is a change"
+        );
+    }
 
     fn parts<'a>(
         n: &'a NodeStatus,

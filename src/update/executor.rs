@@ -181,7 +181,7 @@ impl Updater {
                 release::MAX_STATEMENT,
             )
             .await
-            .map_err(|t| RequestError::Fetch(format!("cannot fetch {url}: {}", describe(&t))))?;
+            .map_err(|t| RequestError::Fetch(format!("cannot fetch {url}: {t}")))?;
         if !a.status.is_success() {
             return Err(RequestError::Fetch(format!("{url} answered {}", a.status)));
         }
@@ -653,7 +653,7 @@ impl Updater {
         }
         let a = answer.map_err(|t| {
             Failure::Fetch(
-                format!("cannot fetch {url}: {}", describe(&t)),
+                format!("cannot fetch {url}: {t}"),
                 FetchFailure::Transport(t),
             )
         })?;
@@ -776,17 +776,6 @@ fn resolve(base: Option<&str>, url: &str) -> Result<String, String> {
     };
     let sep = if dir.ends_with('/') { "" } else { "/" };
     Ok(format!("{dir}{sep}{url}"))
-}
-
-fn describe(t: &Transport) -> String {
-    match t {
-        Transport::Timeout => "no answer in time".into(),
-        Transport::Connect(m) => format!("connection failed: {m}"),
-        Transport::Tls(m) => format!("TLS failed: {m}"),
-        Transport::NotTls(m) => format!("not TLS: {m}"),
-        Transport::TooLarge(n) => format!("over {n} bytes"),
-        Transport::Redirects(m) => format!("redirects: {m}"),
-    }
 }
 
 /// Runs the landed binary once: it must say it is `version`, for this

@@ -153,6 +153,23 @@ pub fn docker_ok(args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
+/// Restarts a container as a person would, asking again after a failure:
+/// Podman's `runc start` has failed once here while the test's own health
+/// timer was running a check in the same container. The restart is a
+/// test's stimulus, not what it tests.
+pub fn restart_by_hand(id: &str) {
+    let mut last = String::new();
+    for _ in 0..3 {
+        let o = docker(&["restart", "-t", "1", id]);
+        if o.status.success() {
+            return;
+        }
+        last = String::from_utf8_lossy(&o.stderr).to_string();
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    panic!("docker restart {id} failed three times: {last}");
+}
+
 pub fn image_id(reference: &str) -> String {
     docker_ok(&["image", "inspect", "--format", "{{.Id}}", reference])
 }

@@ -458,7 +458,9 @@ http {{
             dav_access user:rw group:r all:r;
             limit_except GET PUT {{ deny all; }}
         }}
+        # Directories listed (stead plane status --reports URL walks them).
         location / {{
+            autoindex on;
             limit_except GET {{ deny all; }}
         }}
     }}
