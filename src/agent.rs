@@ -366,6 +366,7 @@ impl<C: Connect> Agent<C> {
             path: key_path.display().to_string(),
             source,
         })?;
+        let device_key = key.identity().recipient().encode();
         reconciler.seal_stated_with(key);
         Ok(Agent {
             config,
@@ -373,7 +374,10 @@ impl<C: Connect> Agent<C> {
             connector,
             reconciler,
             wake,
-            status: Arc::new(Mutex::new(NodeStatus::default())),
+            status: Arc::new(Mutex::new(NodeStatus {
+                device_key: Some(device_key),
+                ..NodeStatus::default()
+            })),
             reload_wake: Arc::new(Notify::new()),
             pass_done: Arc::new(Notify::new()),
             report_wake: Arc::new(Notify::new()),

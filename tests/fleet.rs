@@ -587,6 +587,17 @@ fn publish_signs_only_what_changed_and_watch_halts_a_rollout_whose_devices_fail(
                 && r["plane"]["groups"][0]["running"] == r["plane"]["groups"][0]["revision"]
         })
     });
+    // The report and the status say the device's public key, the same.
+    let report = plane.report_json(&n.id).unwrap();
+    let key = report["device_key"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(key.starts_with("age1"), "{report:#}");
+    let (_, body) = agent.get("/v1/status");
+    let status: J = serde_json::from_str(&body).unwrap();
+    assert_eq!(status["node"]["device_key"], key.as_str());
+    assert!(stead::model::age::Recipient::parse(&key).is_ok());
     // The roll-up names the failing device and the group's progress.
     let status = plane_cli(&["status", "--reports", s, "--json"]);
     let st: J = serde_json::from_str(&status).unwrap();

@@ -82,6 +82,14 @@ impl LocalKey {
         Some(sealed)
     }
 
+    /// This device's age identity (X25519), derived from this key for
+    /// that one use: values sealed to the device's public key
+    /// ([`crate::model::age::Identity::recipient`]) open with it, and it
+    /// lives and goes with the key file.
+    pub fn identity(&self) -> crate::model::age::Identity {
+        crate::model::age::Identity::from_bytes(self.derive(b"stead device identity: age x25519"))
+    }
+
     /// Opens what [`LocalKey::seal`] sealed for the same `context`.
     pub fn open(&self, context: &[u8], sealed: &[u8]) -> Result<Vec<u8>, SealError> {
         let Some((nonce, body)) = sealed.split_first_chunk::<NONCE_LEN>() else {
@@ -106,6 +114,19 @@ impl LocalKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_device_identity_is_the_key_s_and_no_other_s() {
+        let a = LocalKey::from_bytes([1; KEY_LEN]);
+        let b = LocalKey::from_bytes([2; KEY_LEN]);
+        assert_eq!(a.identity().recipient(), a.clone().identity().recipient());
+        assert_ne!(a.identity().recipient(), b.identity().recipient());
+        // Not the key itself, nor what it seals with.
+        assert_ne!(
+            a.identity().encode(),
+            crate::model::age::Identity::from_bytes([1; KEY_LEN]).encode()
+        );
+    }
 
     #[test]
     fn what_is_sealed_opens_only_with_its_key_and_context() {

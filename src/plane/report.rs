@@ -122,6 +122,7 @@ pub fn stable(p: &Parts) -> ReportView {
             status: p.plane.clock.map_or("unknown", |c| c.as_str()).to_string(),
             system: String::new(),
         },
+        device_key: p.status.device_key.clone(),
         disk: (!p.status.disk.filesystems.is_empty()).then(|| p.status.disk.clone()),
         engine: EngineView::from(&p.status.engine).as_str().to_string(),
         modules,

@@ -242,6 +242,8 @@ pub struct NodeStatus {
     pub quarantine: crate::model::guard::Quarantine,
     /// The filesystems that matter, as the last pass measured them.
     pub disk: crate::model::disk::Disks,
+    /// This device's public key (`age1…`), what values are sealed to.
+    pub device_key: Option<String>,
 }
 
 impl Default for NodeStatus {
@@ -254,6 +256,7 @@ impl Default for NodeStatus {
             other_agent: None,
             quarantine: Default::default(),
             disk: Default::default(),
+            device_key: None,
         }
     }
 }

@@ -113,6 +113,8 @@ pub fn nodes() -> [NodeStatus; 2] {
             },
             events_paused: false,
         },
+        // Absent, as from an agent before 0.6.0: the texts are 0.5.0's.
+        device_key: None,
     };
     let reachable = NodeStatus {
         engine: EngineStatus::Reachable,

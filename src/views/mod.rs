@@ -52,6 +52,10 @@ pub struct StatusView {
 /// The node's part of the status.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodeView {
+    /// This device's public key (`age1…`): what values for it are sealed
+    /// to (absent from an agent before 0.6.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_key: Option<String>,
     /// The filesystems that matter and how full they are (absent before
     /// the first pass measured them, and from an agent before 0.6.0).
     #[serde(default)]
@@ -82,6 +86,7 @@ impl NodeView {
     /// The node `id` as `node` says it, its next pass a `heartbeat` after its last.
     pub fn new(id: &str, node: &NodeStatus, heartbeat: Duration) -> NodeView {
         NodeView {
+            device_key: node.device_key.clone(),
             disk: (!node.disk.filesystems.is_empty()).then(|| node.disk.clone()),
             engine: EngineView::from(&node.engine),
             failing: node.failing.as_ref().map(|(since, error)| FailingView {
@@ -556,6 +561,10 @@ pub struct ReportView {
     pub agent_version: String,
     /// The clocks.
     pub clock: ReportClock,
+    /// This device's public key (`age1…`), what values for it are sealed
+    /// to (absent from an agent before 0.6.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_key: Option<String>,
     /// The filesystems that matter and how full they are.
     #[serde(default)]
     pub disk: Option<crate::model::disk::Disks>,

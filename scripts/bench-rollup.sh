@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# `stead plane status --reports` over a large fleet (a benchmark, not a
+# test): STEAD_BENCH_REPORTS reports (100,000) written as a host keeps them
+# (nodes/<id>/status.json, each a report as an agent PUTs it: 3 modules, one
+# group; a share failing, a share silent, revisions spread), then rolled up
+# from the directory and through nginx's directory listings on loopback
+# (`autoindex on`). Printed: the wall time of each (medians of
+# STEAD_BENCH_RUNS runs, 3), reports per second, the peak resident set of
+# the rolling process, and the machine. STEAD_BENCH_BIN measures that binary
+# instead of building target/release/stead.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+NAME=bench-rollup.sh
+. scripts/lib.sh
+
+REPORTS="${STEAD_BENCH_REPORTS:-100000}"
+RUNS="${STEAD_BENCH_RUNS:-3}"
+
+need_nginx
+release_stead STEAD_BENCH_BIN
+
+work="$(mktemp -d /tmp/stead-bench-rollup.XXXXXX)"
+nginx_pid=""
+cleanup() {
+    stop_nginx "$nginx_pid"
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say "writing $REPORTS reports"
+python3 - "$work/root" "$REPORTS" <<'PY'
+import json, os, sys, time
+root, n = sys.argv[1], int(sys.argv[2])
+now = time.time()
+def at(t):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+for i in range(n):
+    node = f"edge-{i:06d}"
+    failing = i % 50 == 0
+    silent = i % 97 == 0
+    sent = now - (3 * 86400 if silent else 600)
+    module = lambda name, state: {
+        "desired_digest": "sha256:" + "ab" * 32, "health": None, "image_id": "sha256:" + "cd" * 32,
+        "last_error": {"class": state, "message": "it keeps restarting"} if state == "crash-looping" else None,
+        "restart_count": 7 if state == "crash-looping" else 0, "running_digest": "sha256:" + "ab" * 32,
+        "state": state,
+    }
+    report = {
+        "agent_version": "0.6.0",
+        "clock": {"plane_date": at(sent), "status": "ok", "system": at(sent)},
+        "disk": None, "engine": "reachable",
+        "modules": {"app": module("app", "crash-looping" if failing else "converged"),
+                    "broker": module("broker", "converged"), "sensor": module("sensor", "converged")},
+        "node": node, "passing": True,
+        "plane": {"conflicts": [], "error": None,
+                  "groups": [{"error": None, "group": "edge-eu", "revision": 7, "running": 7 if i % 3 else 6,
+                              "rollout": {"taken": bool(i % 3), "until": None if i % 3 else at(now + 3600),
+                                          "why": "its turn"}}],
+                  "held": {"accepted_at": at(sent), "expires": at(now + 30 * 86400), "floor": True,
+                           "issued_at": at(sent), "key_id": "ed25519:" + "ef" * 8, "revision": 1796290000 + i % 4,
+                           "revoked": None},
+                  "last_contact": at(sent), "refusal": None,
+                  "url": f"https://plane.example/nodes/{node}/desired.json"},
+        "quarantine": None, "sent_at": at(sent), "seq": i, "undelivered": 0,
+    }
+    d = os.path.join(root, "nodes", node)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "status.json"), "w") as f:
+        json.dump(report, f)
+PY
+du_mb="$(du -sm "$work/root" | cut -f1)"
+
+mkdir -p "$work/tmp"
+token="bench-rollup-$$-$RANDOM"
+nginx_conf() {
+    cat <<NGINX
+# Written by scripts/bench-rollup.sh.
+$(nginx_head "$work" 1024)
+    access_log off;
+    keepalive_requests 1000000;
+    server {
+        listen 127.0.0.1:$port;
+        root "$work/root";
+        location = /__rollup { return 200 "$token"; }
+        location / { autoindex on; limit_except GET { deny all; } }
+    }
+}
+NGINX
+}
+start_nginx "$work" nginx_conf /__rollup "$token"
+
+# One roll-up: wall seconds and the peak RSS (KiB) of stead; its output
+# checked for the whole count.
+roll() {
+    python3 - "$stead" "$1" "$REPORTS" <<'PY'
+import json, resource, subprocess, sys, time
+stead, source, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+t = time.monotonic()
+out = subprocess.run([stead, "plane", "status", "--reports", source, "--json"], capture_output=True, text=True)
+wall = time.monotonic() - t
+if out.returncode != 0:
+    sys.exit(f"stead plane status --reports {source}: {out.stderr}")
+r = json.loads(out.stdout)
+if r["devices"] != n or r["unreadable"] != 0:
+    sys.exit(f"rolled up {r['devices']} devices, {r['unreadable']} unreadable, of {n}")
+print(f"{wall:.3f} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}")
+PY
+}
+median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+
+for source in dir http; do
+    case "$source" in
+        dir) arg="$work/root" ;;
+        http) arg="http://127.0.0.1:$port/nodes/" ;;
+    esac
+    : >"$work/$source.times"
+    for run in $(seq 1 "$RUNS"); do
+        # The page cache warm for every run (the first run warms it).
+        roll "$arg" >>"$work/$source.times" || die "the roll-up from $source failed"
+        say "$source run $run: $(tail -1 "$work/$source.times")"
+    done
+done
+
+echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r), $(/usr/sbin/nginx -v 2>&1 | sed 's/^nginx version: //'), $(date -u +%F)"
+echo "stead: $stead; $REPORTS reports, $du_mb MB on disk; medians of $RUNS runs"
+for source in dir http; do
+    wall="$(cut -d' ' -f1 "$work/$source.times" | median)"
+    rss="$(cut -d' ' -f2 "$work/$source.times" | median)"
+    case "$source" in
+        dir) what="a directory" ;;
+        http) what="nginx's listings (autoindex), on loopback" ;;
+    esac
+    echo "from $what: ${wall} s ($(awk -v n="$REPORTS" -v w="$wall" 'BEGIN { printf "%.0f", n / w }') reports/s), peak RSS $((rss / 1024)) MiB"
+done

@@ -1,0 +1,532 @@
+//! age (age-encryption.org/v1, c2sp.org/age) with X25519 recipients: the
+//! published format values are sealed to one device in. The device's
+//! identity is an X25519 secret (`AGE-SECRET-KEY-1…`), its recipient the
+//! public half (`age1…`); a value sealed here opens with `age -d -i`, and
+//! one sealed by `age -r age1…` opens here. Only the X25519 recipient type
+//! is read (any other stanza is passed over, as the spec asks), and only
+//! the binary form (no ASCII armor). Pure: randomness comes in as bytes.
+//! Checked against C2SP's test vectors (tests/age.rs).
+
+use base64::Engine as _;
+use curve25519_dalek::montgomery::MontgomeryPoint;
+use ring::aead::{Aad, CHACHA20_POLY1305, LessSafeKey, Nonce, UnboundKey};
+use ring::{hkdf, hmac};
+
+const VERSION_LINE: &[u8] = b"age-encryption.org/v1\n";
+const X25519_INFO: &[u8] = b"age-encryption.org/v1/X25519";
+const IDENTITY_HRP: &str = "age-secret-key-";
+const RECIPIENT_HRP: &str = "age";
+const FILE_KEY_LEN: usize = 16;
+const TAG_LEN: usize = 16;
+const NONCE_LEN: usize = 16;
+const CHUNK: usize = 64 * 1024;
+/// The randomness one encryption takes: a file key, an ephemeral secret
+/// and the payload's nonce.
+pub const RANDOM_LEN: usize = FILE_KEY_LEN + 32 + NONCE_LEN;
+
+/// Why an age file does not open.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AgeError {
+    /// Its header is not age v1's.
+    #[error("not an age file: {0}")]
+    Header(String),
+    /// No stanza is for this identity.
+    #[error("not sealed to this device's key")]
+    NoMatch,
+    /// The header was changed since it was made.
+    #[error("its header was altered")]
+    Mac,
+    /// The payload does not decrypt whole.
+    #[error("its payload was altered or cut short: {0}")]
+    Payload(String),
+}
+
+/// An X25519 identity: the secret. Never printed.
+#[derive(Clone)]
+pub struct Identity([u8; 32]);
+
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Identity(..)")
+    }
+}
+
+/// An X25519 recipient: the public half of an identity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recipient([u8; 32]);
+
+impl Identity {
+    /// The identity of these 32 secret bytes.
+    pub fn from_bytes(bytes: [u8; 32]) -> Identity {
+        Identity(bytes)
+    }
+
+    /// Reads `AGE-SECRET-KEY-1…`.
+    pub fn parse(s: &str) -> Result<Identity, String> {
+        let (hrp, data) = bech32::decode(s.trim())?;
+        if hrp != IDENTITY_HRP {
+            return Err("not an age identity (AGE-SECRET-KEY-1…)".into());
+        }
+        Ok(Identity(key_bytes(&data)?))
+    }
+
+    /// `AGE-SECRET-KEY-1…`, as age-keygen writes it.
+    pub fn encode(&self) -> String {
+        bech32::encode(IDENTITY_HRP, &self.0).to_ascii_uppercase()
+    }
+
+    /// Its recipient.
+    pub fn recipient(&self) -> Recipient {
+        Recipient(MontgomeryPoint::mul_base_clamped(self.0).to_bytes())
+    }
+}
+
+impl Recipient {
+    /// Reads `age1…`.
+    pub fn parse(s: &str) -> Result<Recipient, String> {
+        let (hrp, data) = bech32::decode(s.trim())?;
+        if hrp != RECIPIENT_HRP {
+            return Err(format!("{s:?} is not an age recipient (age1…)"));
+        }
+        Ok(Recipient(key_bytes(&data)?))
+    }
+
+    /// `age1…`.
+    pub fn encode(&self) -> String {
+        bech32::encode(RECIPIENT_HRP, &self.0)
+    }
+}
+
+impl std::fmt::Display for Recipient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.encode())
+    }
+}
+
+fn key_bytes(data: &[u8]) -> Result<[u8; 32], String> {
+    data.try_into()
+        .map_err(|_| format!("a key of {} bytes, not 32", data.len()))
+}
+
+fn b64() -> base64::engine::GeneralPurpose {
+    // Unpadded, and canonical: trailing bits must be zero.
+    base64::engine::general_purpose::STANDARD_NO_PAD
+}
+
+fn hkdf32(salt: &[u8], ikm: &[u8], info: &[u8]) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    hkdf::Salt::new(hkdf::HKDF_SHA256, salt)
+        .extract(ikm)
+        .expand(&[info], hkdf::HKDF_SHA256)
+        .and_then(|okm| okm.fill(&mut out))
+        .expect("HKDF-SHA-256 gives 32 bytes");
+    out
+}
+
+fn aead(key: &[u8; 32]) -> LessSafeKey {
+    LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, key).expect("a 32-byte key"))
+}
+
+fn x25519(secret: [u8; 32], point: [u8; 32]) -> [u8; 32] {
+    MontgomeryPoint(point).mul_clamped(secret).to_bytes()
+}
+
+/// Encrypts `plain` to `to`, with `random` from a CSPRNG.
+pub fn encrypt(to: &Recipient, plain: &[u8], random: &[u8; RANDOM_LEN]) -> Vec<u8> {
+    let (file_key, rest) = random.split_at(FILE_KEY_LEN);
+    let (ephemeral, nonce) = rest.split_at(32);
+    let ephemeral: [u8; 32] = ephemeral.try_into().expect("32 bytes");
+    let share = MontgomeryPoint::mul_base_clamped(ephemeral).to_bytes();
+    let shared = x25519(ephemeral, to.0);
+    let mut salt = share.to_vec();
+    salt.extend_from_slice(&to.0);
+    let wrap = hkdf32(&salt, &shared, X25519_INFO);
+    let mut body = file_key.to_vec();
+    aead(&wrap)
+        .seal_in_place_append_tag(
+            Nonce::assume_unique_for_key([0; 12]),
+            Aad::empty(),
+            &mut body,
+        )
+        .expect("a file key seals");
+    let mut out = VERSION_LINE.to_vec();
+    out.extend_from_slice(format!("-> X25519 {}\n", b64().encode(share)).as_bytes());
+    let body = b64().encode(&body);
+    for line in body.as_bytes().chunks(64) {
+        out.extend_from_slice(line);
+        out.push(b'\n');
+    }
+    if body.len() % 64 == 0 {
+        out.push(b'\n');
+    }
+    out.extend_from_slice(b"---");
+    let mac_key = hkdf32(&[], file_key, b"header");
+    let mac = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, &mac_key), &out);
+    out.extend_from_slice(format!(" {}\n", b64().encode(mac.as_ref())).as_bytes());
+    out.extend_from_slice(nonce);
+    let payload = aead(&hkdf32(nonce, file_key, b"payload"));
+    let chunks: Vec<&[u8]> = if plain.is_empty() {
+        vec![&[]]
+    } else {
+        plain.chunks(CHUNK).collect()
+    };
+    let last = chunks.len() - 1;
+    for (n, chunk) in chunks.into_iter().enumerate() {
+        let mut c = chunk.to_vec();
+        payload
+            .seal_in_place_append_tag(chunk_nonce(n as u128, n == last), Aad::empty(), &mut c)
+            .expect("a chunk seals");
+        out.extend_from_slice(&c);
+    }
+    out
+}
+
+fn chunk_nonce(counter: u128, last: bool) -> Nonce {
+    let mut n = [0u8; 12];
+    n[..11].copy_from_slice(&counter.to_be_bytes()[5..]);
+    n[11] = u8::from(last);
+    Nonce::assume_unique_for_key(n)
+}
+
+/// One stanza: its arguments and its body.
+struct Stanza<'a> {
+    args: Vec<&'a str>,
+    body: Vec<u8>,
+}
+
+/// The header's stanzas, the bytes its MAC covers and the MAC, and where
+/// the payload starts.
+struct Header<'a> {
+    stanzas: Vec<Stanza<'a>>,
+    covered: &'a [u8],
+    mac: Vec<u8>,
+    payload_at: usize,
+}
+
+fn header_err(why: &str) -> AgeError {
+    AgeError::Header(why.to_string())
+}
+
+/// The next line (without its LF) from `at`, and where the one after
+/// starts; a line is ASCII without CR.
+fn line(file: &[u8], at: usize) -> Result<(&str, usize), AgeError> {
+    let rest = file.get(at..).unwrap_or_default();
+    let end = rest
+        .iter()
+        .position(|&b| b == b'\n')
+        .ok_or_else(|| header_err("the header ends without a line feed"))?;
+    let text = std::str::from_utf8(&rest[..end])
+        .ok()
+        .filter(|t| t.bytes().all(|b| (0x20..0x7f).contains(&b)))
+        .ok_or_else(|| header_err("a header line holds a character it may not"))?;
+    Ok((text, at + end + 1))
+}
+
+fn decode_b64(s: &str) -> Result<Vec<u8>, AgeError> {
+    if !s
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+    {
+        return Err(header_err("not base64 (unpadded)"));
+    }
+    b64()
+        .decode(s)
+        .map_err(|_| header_err("not canonical base64"))
+}
+
+fn parse_header(file: &[u8]) -> Result<Header<'_>, AgeError> {
+    if !file.starts_with(VERSION_LINE) {
+        return Err(if file.starts_with(b"age-encryption.org/") {
+            header_err("a version other than v1")
+        } else {
+            header_err("no age-encryption.org/v1 line")
+        });
+    }
+    let mut at = VERSION_LINE.len();
+    let mut stanzas = Vec::new();
+    loop {
+        let (text, next) = line(file, at)?;
+        if let Some(mac) = text.strip_prefix("--- ") {
+            if stanzas.is_empty() {
+                return Err(header_err("no recipient stanza"));
+            }
+            let mac = decode_b64(mac)?;
+            if mac.len() != 32 {
+                return Err(header_err("a MAC that is not 32 bytes"));
+            }
+            return Ok(Header {
+                stanzas,
+                covered: &file[..at + 3],
+                mac,
+                payload_at: next,
+            });
+        }
+        let args = text
+            .strip_prefix("-> ")
+            .ok_or_else(|| header_err("a line that is neither a stanza nor the MAC"))?;
+        let args: Vec<&str> = args.split(' ').collect();
+        if args.iter().any(|a| a.is_empty()) {
+            return Err(header_err("a stanza with an empty argument"));
+        }
+        at = next;
+        let mut body = String::new();
+        loop {
+            let (text, next) = line(file, at)?;
+            at = next;
+            if text.len() > 64 {
+                return Err(header_err("a stanza body line over 64 columns"));
+            }
+            body.push_str(text);
+            if text.len() < 64 {
+                break;
+            }
+        }
+        stanzas.push(Stanza {
+            args,
+            body: decode_b64(&body)?,
+        });
+    }
+}
+
+/// Opens an age file with `id`.
+pub fn decrypt(id: &Identity, file: &[u8]) -> Result<Vec<u8>, AgeError> {
+    let h = parse_header(file)?;
+    // Every X25519 stanza is checked whole before any is tried.
+    let mut ours = Vec::new();
+    for s in &h.stanzas {
+        if s.args.first() != Some(&"X25519") {
+            continue;
+        }
+        let [_, share] = s.args[..] else {
+            return Err(header_err("an X25519 stanza takes one argument"));
+        };
+        let share: [u8; 32] = decode_b64(share)?
+            .try_into()
+            .map_err(|_| header_err("an X25519 share that is not 32 bytes"))?;
+        if s.body.len() != FILE_KEY_LEN + TAG_LEN {
+            return Err(header_err(
+                "an X25519 body that is not a wrapped 16-byte file key",
+            ));
+        }
+        ours.push((share, &s.body));
+    }
+    let recipient = id.recipient();
+    let mut file_key = None;
+    for (share, body) in ours {
+        let shared = x25519(id.0, share);
+        if shared == [0; 32] {
+            return Err(header_err("an X25519 share of low order"));
+        }
+        let mut salt = share.to_vec();
+        salt.extend_from_slice(&recipient.0);
+        let wrap = hkdf32(&salt, &shared, X25519_INFO);
+        let mut body = body.clone();
+        if let Ok(key) = aead(&wrap).open_in_place(
+            Nonce::assume_unique_for_key([0; 12]),
+            Aad::empty(),
+            &mut body,
+        ) {
+            file_key = Some(key.to_vec());
+            break;
+        }
+    }
+    let file_key = file_key.ok_or(AgeError::NoMatch)?;
+    let mac_key = hkdf32(&[], &file_key, b"header");
+    hmac::verify(
+        &hmac::Key::new(hmac::HMAC_SHA256, &mac_key),
+        h.covered,
+        &h.mac,
+    )
+    .map_err(|_| AgeError::Mac)?;
+    let payload = &file[h.payload_at..];
+    if payload.len() < NONCE_LEN {
+        // The nonce is read with the header.
+        return Err(header_err("no payload nonce after the header"));
+    }
+    let (nonce, mut rest) = payload.split_at(NONCE_LEN);
+    let key = aead(&hkdf32(nonce, &file_key, b"payload"));
+    let mut plain = Vec::new();
+    let mut counter: u128 = 0;
+    loop {
+        if rest.len() < TAG_LEN {
+            return Err(AgeError::Payload("a chunk shorter than its tag".into()));
+        }
+        let take = rest.len().min(CHUNK + TAG_LEN);
+        let last = rest.len() <= CHUNK + TAG_LEN;
+        let mut chunk = rest[..take].to_vec();
+        let opened = key
+            .open_in_place(chunk_nonce(counter, last), Aad::empty(), &mut chunk)
+            .map_err(|_| {
+                AgeError::Payload(if last && take == CHUNK + TAG_LEN {
+                    "no final chunk".into()
+                } else {
+                    format!("chunk {counter} does not open")
+                })
+            })?;
+        if last && opened.is_empty() && counter > 0 {
+            return Err(AgeError::Payload("an empty final chunk".into()));
+        }
+        plain.extend_from_slice(opened);
+        rest = &rest[take..];
+        if last {
+            return Ok(plain);
+        }
+        counter += 1;
+    }
+}
+
+/// Bech32 (BIP 173), without its length limit, as age uses it.
+mod bech32 {
+    const CHARSET: &[u8; 32] = b"qpzry9x8gf2tvdw0s3jn54khce6mua7l";
+    const GEN: [u32; 5] = [
+        0x3b6a_57b2,
+        0x2650_8e6d,
+        0x1ea1_19fa,
+        0x3d42_33dd,
+        0x2a14_62b3,
+    ];
+
+    fn polymod(values: impl Iterator<Item = u8>) -> u32 {
+        let mut chk: u32 = 1;
+        for v in values {
+            let b = chk >> 25;
+            chk = ((chk & 0x01ff_ffff) << 5) ^ u32::from(v);
+            for (i, g) in GEN.iter().enumerate() {
+                if (b >> i) & 1 == 1 {
+                    chk ^= g;
+                }
+            }
+        }
+        chk
+    }
+
+    fn expand(hrp: &str) -> impl Iterator<Item = u8> + '_ {
+        hrp.bytes()
+            .map(|b| b >> 5)
+            .chain(std::iter::once(0))
+            .chain(hrp.bytes().map(|b| b & 31))
+    }
+
+    /// Regroups bits, `from` wide to `to` wide.
+    fn regroup(data: &[u8], from: u32, to: u32, pad: bool) -> Option<Vec<u8>> {
+        let (mut acc, mut bits, mut out) = (0u32, 0u32, Vec::new());
+        let max = (1u32 << to) - 1;
+        let keep = (1u32 << (from + to - 1)) - 1;
+        for &v in data {
+            acc = ((acc << from) | u32::from(v)) & keep;
+            bits += from;
+            while bits >= to {
+                bits -= to;
+                out.push(((acc >> bits) & max) as u8);
+            }
+        }
+        if pad {
+            if bits > 0 {
+                out.push(((acc << (to - bits)) & max) as u8);
+            }
+        } else if bits >= from || ((acc << (to - bits)) & max) != 0 {
+            return None;
+        }
+        Some(out)
+    }
+
+    pub fn encode(hrp: &str, data: &[u8]) -> String {
+        let values = regroup(data, 8, 5, true).unwrap_or_default();
+        let check = polymod(expand(hrp).chain(values.iter().copied()).chain([0; 6])) ^ 1;
+        let mut s = format!("{hrp}1");
+        for v in values
+            .iter()
+            .copied()
+            .chain((0..6).map(|i| ((check >> (5 * (5 - i))) & 31) as u8))
+        {
+            s.push(CHARSET[usize::from(v)] as char);
+        }
+        s
+    }
+
+    /// The lowercase human-readable part and the data.
+    pub fn decode(s: &str) -> Result<(String, Vec<u8>), String> {
+        let bad = || "not Bech32".to_string();
+        if s.bytes().any(|b| b.is_ascii_lowercase()) && s.bytes().any(|b| b.is_ascii_uppercase()) {
+            return Err("Bech32 of mixed case".into());
+        }
+        let lower = s.to_ascii_lowercase();
+        let (hrp, data) = lower.rsplit_once('1').ok_or_else(bad)?;
+        if hrp.is_empty() || data.len() < 6 || !hrp.bytes().all(|b| (33..127).contains(&b)) {
+            return Err(bad());
+        }
+        let values: Vec<u8> = data
+            .bytes()
+            .map(|c| CHARSET.iter().position(|&x| x == c).map(|p| p as u8))
+            .collect::<Option<_>>()
+            .ok_or_else(bad)?;
+        if polymod(expand(hrp).chain(values.iter().copied())) != 1 {
+            return Err("a Bech32 checksum that does not match".into());
+        }
+        let data = regroup(&values[..values.len() - 6], 5, 8, false).ok_or_else(bad)?;
+        Ok((hrp.to_string(), data))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_read_as_age_keygen_writes_them() {
+        // The identity of C2SP's vectors and its recipient.
+        let id = Identity::parse(
+            "AGE-SECRET-KEY-1EGTZVFFV20835NWYV6270LXYVK2VKNX2MMDKWYKLMGR48UAWX40Q2P2LM0",
+        )
+        .unwrap();
+        assert_eq!(
+            id.encode(),
+            "AGE-SECRET-KEY-1EGTZVFFV20835NWYV6270LXYVK2VKNX2MMDKWYKLMGR48UAWX40Q2P2LM0"
+        );
+        let r = id.recipient().encode();
+        assert_eq!(Recipient::parse(&r).unwrap(), id.recipient());
+        assert!(r.starts_with("age1"), "{r}");
+        // (text, read as a recipient?)
+        #[rustfmt::skip]
+        let cases = [
+            (r.clone(), true),
+            (r.to_ascii_uppercase(), true),
+            (format!("{}x", &r[..r.len() - 1]), false),           // checksum
+            (id.encode(), false),                                   // an identity
+            ("age1qqqqqq".to_string(), false),
+            (format!("{}{}", &r[..5].to_ascii_uppercase(), &r[5..]), false), // mixed case
+        ];
+        for (text, ok) in cases {
+            assert_eq!(Recipient::parse(&text).is_ok(), ok, "{text}");
+        }
+        assert!(Identity::parse(&r).is_err());
+    }
+
+    #[test]
+    fn what_is_sealed_opens_with_its_identity_only() {
+        let id = Identity::from_bytes([7; 32]);
+        let other = Identity::from_bytes([8; 32]);
+        for len in [0, 1, 100, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK] {
+            let plain: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            let file = encrypt(&id.recipient(), &plain, &[len as u8; RANDOM_LEN]);
+            assert_eq!(decrypt(&id, &file).unwrap(), plain, "{len}");
+            assert_eq!(decrypt(&other, &file), Err(AgeError::NoMatch));
+            // Cut short, or a byte changed in the payload: refused.
+            let mut cut = file.clone();
+            cut.pop();
+            assert!(matches!(decrypt(&id, &cut), Err(AgeError::Payload(_))));
+            let mut flipped = file.clone();
+            let last = flipped.len() - 1;
+            flipped[last] ^= 1;
+            assert!(matches!(decrypt(&id, &flipped), Err(AgeError::Payload(_))));
+        }
+        // The header's MAC covers the stanzas.
+        let file = encrypt(&id.recipient(), b"secret", &[1; RANDOM_LEN]);
+        let text = String::from_utf8_lossy(&file).into_owned();
+        let changed = text.replacen("-> X25519", "-> X25519 extra", 1);
+        assert!(matches!(
+            decrypt(&id, changed.as_bytes()),
+            Err(AgeError::Header(_))
+        ));
+    }
+}
