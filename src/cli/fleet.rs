@@ -387,8 +387,8 @@ async fn get(
 async fn roll_up_index(base: &http::Uri, silent_after: u64) -> Result<Rollup, String> {
     use crate::plane::index::{Entry, entries};
     use futures_util::StreamExt as _;
-    let http =
-        crate::net::http::Http::new(None)?.with_redirects(crate::net::http::Redirects::SameOrigin);
+    let http = crate::net::http::Http::keeping(None, AT_ONCE)?
+        .with_redirects(crate::net::http::Redirects::SameOrigin);
     let now = crate::host::clock::now();
     let source = |u: &http::Uri| {
         let p = u.path();

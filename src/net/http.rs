@@ -120,6 +120,12 @@ impl Http {
     /// A client trusting the system's CA bundle and, when given, the
     /// certificates in `extra_ca` (PEM). The error names the file at fault.
     pub fn new(extra_ca: Option<&Path>) -> Result<Http, String> {
+        Http::keeping(extra_ca, 2)
+    }
+
+    /// [`Http::new`], keeping up to `idle` connections to a host open
+    /// between requests (for a client that sends many at once).
+    pub fn keeping(extra_ca: Option<&Path>, idle: usize) -> Result<Http, String> {
         let mut roots = rustls::RootCertStore::empty();
         let mut read = |path: &Path, required: bool| -> Result<(), String> {
             use rustls::pki_types::CertificateDer;
@@ -166,7 +172,7 @@ impl Http {
             .wrap_connector(http);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
-            .pool_max_idle_per_host(2)
+            .pool_max_idle_per_host(idle)
             .build(https);
         Ok(Http {
             client,

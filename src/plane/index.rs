@@ -10,7 +10,7 @@
 use http::Uri;
 
 /// An entry of a listing worth following.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Entry {
     /// A directory directly under the one listed (its URI ends in `/`).
     Dir(Uri),
@@ -21,16 +21,14 @@ pub enum Entry {
 /// The entries of `html`, the listing of `dir` (whose path ends in `/`),
 /// each once, in the order listed.
 pub fn entries(html: &str, dir: &Uri) -> Vec<Entry> {
-    let mut out = Vec::new();
-    for href in hrefs(html) {
-        let Some(entry) = entry(&href, dir) else {
-            continue;
-        };
-        if !out.contains(&entry) {
-            out.push(entry);
-        }
-    }
-    out
+    // A listing may name 100,000 directories: each is looked up, not
+    // searched for.
+    let mut seen = std::collections::HashSet::new();
+    hrefs(html)
+        .iter()
+        .filter_map(|href| entry(href, dir))
+        .filter(|e| seen.insert(e.clone()))
+        .collect()
 }
 
 /// Every `href` attribute's value, its character references for `&`,
