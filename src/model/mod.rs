@@ -27,6 +27,7 @@ pub mod release;
 pub mod reload;
 pub mod runtime;
 pub mod seal;
+pub mod sealed;
 pub mod spec;
 pub mod text;
 pub mod time;
