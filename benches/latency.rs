@@ -178,7 +178,7 @@ fn main() {
         {
             let store_dir = tempfile::tempdir().unwrap();
             let i = stead::model::intention::Intention::parse(&intention(&module, 0), stead::model::intention::DocFormat::Toml, "bench").unwrap();
-            let inputs = stead::reconcile::resolve::resolve_inputs(&i, &mut stead::host::digest::FileDigester::new()).unwrap();
+            let inputs = stead::reconcile::resolve::resolve_inputs(&i, &mut stead::host::digest::FileDigester::new(), None).unwrap();
             let images = stead::engine::image::Images::new(engine.list_images().await.unwrap());
             let img = stead::model::spec::image_digest(&images.find(IMAGE).expect("the test image").id).unwrap();
             let mut d = stead::model::spec::desired(&i, inputs, &img, &stead::model::names::NodeId::try_from("baseline").unwrap(), store_dir.path()).unwrap();
@@ -295,7 +295,7 @@ fn main() {
         {
             let store_dir = tempfile::tempdir().unwrap();
             let i = stead::model::intention::Intention::parse(&intention(&module, 0), stead::model::intention::DocFormat::Toml, "bench").unwrap();
-            let inputs = stead::reconcile::resolve::resolve_inputs(&i, &mut stead::host::digest::FileDigester::new()).unwrap();
+            let inputs = stead::reconcile::resolve::resolve_inputs(&i, &mut stead::host::digest::FileDigester::new(), None).unwrap();
             let images = stead::engine::image::Images::new(engine.list_images().await.unwrap());
             let img = stead::model::spec::image_digest(&images.find(IMAGE).expect("the test image").id).unwrap();
             let mut d = stead::model::spec::desired(&i, inputs, &img, &stead::model::names::NodeId::try_from("floor").unwrap(), store_dir.path()).unwrap();

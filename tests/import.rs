@@ -228,8 +228,12 @@ fn every_fixture_imports_listing_what_is_not_carried_and_every_file_parses() {
         "/etc/prometheus/prometheus.yml"
     );
     assert_eq!(
-        prom.files[0].content,
-        std::fs::read_to_string(dir.join("prometheus-grafana/prometheus/prometheus.yml")).unwrap()
+        prom.files[0].content.plain(),
+        Some(
+            std::fs::read_to_string(dir.join("prometheus-grafana/prometheus/prometheus.yml"))
+                .unwrap()
+                .as_str()
+        )
     );
     // `./grafana/:/etc/grafana/provisioning/datasources/:ro`: the paths
     // without their trailing slashes, as Compose and the engine take them.
@@ -249,8 +253,8 @@ fn every_fixture_imports_listing_what_is_not_carried_and_every_file_parses() {
         "pg_isready -U gitea"
     );
     assert_eq!(
-        db.env[&stead::model::names::EnvName::try_from("POSTGRES_PASSWORD").unwrap()],
-        "example-only"
+        db.env[&stead::model::names::EnvName::try_from("POSTGRES_PASSWORD").unwrap()].plain(),
+        Some("example-only")
     );
     assert_eq!(db.restart.as_str(), "unless-stopped");
     assert_eq!(db.runtime.logging.as_ref().unwrap().driver, "local");

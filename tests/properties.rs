@@ -19,7 +19,7 @@ use stead::reconcile::resolve::resolve_inputs;
 /// documents here have no env files and no read-only mounts).
 fn digest(text: &str) -> Digest {
     let i = Intention::parse(text, DocFormat::Toml, "p.toml").expect("a valid document");
-    let inputs = resolve_inputs(&i, &mut FileDigester::new()).expect("inputs resolve");
+    let inputs = resolve_inputs(&i, &mut FileDigester::new(), None).expect("inputs resolve");
     spec::desired(
         &i,
         inputs,

@@ -2914,7 +2914,10 @@ secrets:
         assert_eq!(r.stop_grace_period, Some(std::time::Duration::from_secs(3)));
         assert_eq!(r.healthcheck.as_ref().unwrap().test, ["CMD-SHELL", "true"]);
         assert_eq!(r.volumes[0].name, "app_data");
-        assert_eq!(it.files[0].content, "server { listen 80; }\n");
+        assert_eq!(
+            it.files[0].content,
+            crate::model::sealed::Text::Plain("server { listen 80; }\n".into())
+        );
         assert_eq!(it.mounts[0].source.as_str(), "/srv/app/html");
         assert!(
             f.toml

@@ -100,6 +100,18 @@ impl ConfigFile {
             field: "config".into(),
             message: m,
         };
+        // Opened before they are rendered (`files::compose`); never the
+        // sealed text in a file.
+        let mut sealed = Vec::new();
+        for (k, v) in &merged {
+            v.sealed(k, &mut sealed);
+        }
+        if let Some((at, _)) = sealed.first() {
+            return Err(RenderError {
+                field: format!("settings.{at}"),
+                message: NOT_OPENED.into(),
+            });
+        }
         Ok(match self.format {
             ConfigFormat::Json => {
                 let mut s = serde_json::to_string_pretty(&Value::Table(merged).to_json())
@@ -114,6 +126,8 @@ impl ConfigFile {
         })
     }
 }
+
+const NOT_OPENED: &str = "a sealed value, opened only by the agent on its device";
 
 /// The most bytes a module's composed files (its config and literal files)
 /// may hold together: they are rendered in memory every pass.
@@ -168,6 +182,7 @@ fn render_env(merged: &BTreeMap<String, Value>) -> Result<String, String> {
                 Value::Array(_) => {
                     return Err(format!("{key}: an array cannot be written to an env file"));
                 }
+                Value::Sealed(_) => return Err(format!("{key}: {NOT_OPENED}")),
             };
             if text.contains(['\n', '\r', '\0']) {
                 return Err(format!(

@@ -6,8 +6,12 @@
 use std::path::{Path, PathBuf};
 
 use crate::model::config::{self, RenderError};
-use crate::model::intention::Intention;
+use std::collections::BTreeMap;
+
+use crate::model::intention::{Intention, file_field};
 use crate::model::names::{AbsPath, Digest, InputName};
+use crate::model::sealed::{Opened, Text};
+use crate::model::value::Value;
 
 /// A composed file, rendered and not yet written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,28 +22,61 @@ pub struct ComposedFile {
     pub target: AbsPath,
     /// Its bytes.
     pub content: Vec<u8>,
-    /// The digest of its bytes.
+    /// The digest of its bytes; keyed with the device's key when they
+    /// hold a sealed value.
     pub digest: Digest,
 }
 
 impl ComposedFile {
-    fn new(kind: &str, target: &AbsPath, content: Vec<u8>) -> ComposedFile {
+    fn new(kind: &str, target: &AbsPath, content: Vec<u8>, keyed: Option<Digest>) -> ComposedFile {
         ComposedFile {
             input: InputName::try_from(format!("{kind}:{target}"))
                 .expect("an absolute path makes an input name"),
             target: target.clone(),
-            digest: Digest::of(&content),
+            digest: keyed.unwrap_or_else(|| Digest::of(&content)),
             content,
         }
     }
 }
 
 /// Renders every composed file of a module, once: the config file, then the
-/// literal files.
-pub fn compose(i: &Intention) -> Result<Vec<ComposedFile>, RenderError> {
+/// literal files. Sealed values are taken from `opened`: the settings'
+/// into the config file (whose digest is then keyed), a literal file's as
+/// its content (its digest the value's keyed one).
+pub fn compose(i: &Intention, opened: &Opened) -> Result<Vec<ComposedFile>, RenderError> {
     let mut out = Vec::with_capacity(i.files.len() + 1);
     match &i.config {
-        Some(c) => out.push(ComposedFile::new("config", &c.path, c.render(&i.settings)?)),
+        Some(c) => {
+            let mut sealed = false;
+            let mut settings = BTreeMap::new();
+            for (k, v) in &i.settings {
+                let v = v.opened(&format!("settings.{k}"), &mut |at, _| {
+                    sealed = true;
+                    opened
+                        .text(at)
+                        .map(Value::String)
+                        .map_err(|message| RenderError {
+                            field: at.to_string(),
+                            message,
+                        })
+                })?;
+                settings.insert(k.clone(), v);
+            }
+            let content = c.render(&settings)?;
+            let keyed = match sealed {
+                false => None,
+                true => Some(
+                    opened
+                        .keyed(&format!("config:{}", c.path), &content)
+                        .ok_or_else(|| RenderError {
+                            field: "settings".into(),
+                            message: "sealed values are opened only by the agent on its device"
+                                .into(),
+                        })?,
+                ),
+            };
+            out.push(ComposedFile::new("config", &c.path, content, keyed));
+        }
         None => {
             if let Some(e) = config::settings_without_config(&i.settings) {
                 return Err(e);
@@ -47,11 +84,20 @@ pub fn compose(i: &Intention) -> Result<Vec<ComposedFile>, RenderError> {
         }
     }
     for f in &i.files {
-        out.push(ComposedFile::new(
-            "file",
-            &f.path,
-            f.content.clone().into_bytes(),
-        ));
+        let (content, keyed) = match &f.content {
+            Text::Plain(s) => (s.clone().into_bytes(), None),
+            Text::Sealed(_) => {
+                let field = file_field(&f.path);
+                let not_here = || RenderError {
+                    field: field.clone(),
+                    message: "a sealed value, opened only by the agent on its device".into(),
+                };
+                let value = opened.value(&field).ok_or_else(not_here)?;
+                let digest = opened.digest(&field).ok_or_else(not_here)?;
+                (value.to_vec(), Some(digest.clone()))
+            }
+        };
+        out.push(ComposedFile::new("file", &f.path, content, keyed));
     }
     config::check_composed_size(out.iter().map(|f| f.content.len()).sum())?;
     Ok(out)
@@ -76,7 +122,7 @@ mod tests {
             "t.toml",
         )
         .unwrap();
-        let files = compose(&i).unwrap();
+        let files = compose(&i, &Opened::default()).unwrap();
         let inputs: Vec<&str> = files.iter().map(|f| f.input.as_str()).collect();
         assert_eq!(inputs, ["config:/c.json", "file:/b.txt"]);
         assert_eq!(files[0].content, b"{\n  \"a\": 2\n}\n");

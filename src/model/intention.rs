@@ -16,6 +16,7 @@ use crate::model::names::{
 };
 use crate::model::reference::Reference;
 use crate::model::runtime::{self, Runtime, RuntimeDoc};
+use crate::model::sealed::{SealedText, Text};
 use crate::model::time::{format_duration, parse_duration};
 use crate::model::value::Value;
 use crate::model::version::{Range, TagVersion};
@@ -274,8 +275,8 @@ impl fmt::Display for PortSpec {
 pub struct LiteralFile {
     /// Where the container sees it.
     pub path: AbsPath,
-    /// Its content.
-    pub content: String,
+    /// Its content, in clear or sealed to the device.
+    pub content: Text,
 }
 
 /// Whether a bind mount is an input (read-only) or state (read-write, or
@@ -319,8 +320,9 @@ pub struct Intention {
     pub image: String,
     /// The command; `None` runs the image's default.
     pub command: Option<Vec<String>>,
-    /// Environment set directly; overrides env files.
-    pub env: BTreeMap<EnvName, String>,
+    /// Environment set directly, in clear or sealed to the device;
+    /// overrides env files.
+    pub env: BTreeMap<EnvName, Text>,
     /// Host files of variables, in order; later files override earlier.
     pub env_files: Vec<AbsPath>,
     /// How the env files are read.
@@ -375,7 +377,7 @@ macro_rules! intention_doc {
             #[serde(default)]
             command: Option<Vec<String>>,
             #[serde(default)]
-            env: BTreeMap<String, String>,
+            env: BTreeMap<String, serde_json::Value>,
             #[serde(default)]
             env_files: Vec<String>,
             #[serde(default)]
@@ -445,7 +447,7 @@ struct UpdateDoc {
 #[serde(deny_unknown_fields)]
 struct FileDoc {
     path: String,
-    content: String,
+    content: serde_json::Value,
 }
 
 #[derive(Deserialize)]
@@ -559,7 +561,7 @@ impl Intention {
                 J::Object(
                     self.env
                         .iter()
-                        .map(|(k, v)| (k.to_string(), J::from(v.as_str())))
+                        .map(|(k, v)| (k.to_string(), v.to_json()))
                         .collect(),
                 ),
             );
@@ -654,7 +656,7 @@ impl Intention {
                 J::Array(
                     self.files
                         .iter()
-                        .map(|f| json!({ "path": f.path.as_str(), "content": f.content }))
+                        .map(|f| json!({ "path": f.path.as_str(), "content": f.content.to_json() }))
                         .collect(),
                 ),
             );
@@ -685,8 +687,21 @@ impl Intention {
     /// Checks that the settings merge over the config's defaults and render
     /// in its format; the rendered bytes are not kept.
     pub fn check_settings(&self) -> Result<(), config::RenderError> {
+        // A sealed value is checked where it is, as a string: it is
+        // opened on its device alone.
+        let settings = self
+            .settings
+            .iter()
+            .map(|(k, v)| {
+                let v = v.opened(k.as_str(), &mut |_, s| {
+                    Ok::<_, std::convert::Infallible>(Value::String(s.as_str().into()))
+                });
+                let Ok(v) = v;
+                (k.clone(), v)
+            })
+            .collect();
         let rendered = match &self.config {
-            Some(c) => c.render(&self.settings)?.len(),
+            Some(c) => c.render(&settings)?.len(),
             None => match config::settings_without_config(&self.settings) {
                 Some(e) => return Err(e),
                 None => 0,
@@ -696,6 +711,33 @@ impl Intention {
             rendered + self.files.iter().map(|f| f.content.len()).sum::<usize>(),
         )
     }
+}
+
+impl Intention {
+    /// Every value sealed in it, with its field: `env.<NAME>`,
+    /// `settings.<key>[.<sub>…]`, `files.<path>`; what each is bound to.
+    pub fn sealed_fields(&self) -> Vec<(String, &SealedText)> {
+        let mut out = Vec::new();
+        for (k, v) in &self.env {
+            if let Text::Sealed(s) = v {
+                out.push((format!("env.{k}"), s));
+            }
+        }
+        for (k, v) in &self.settings {
+            v.sealed(&format!("settings.{k}"), &mut out);
+        }
+        for f in &self.files {
+            if let Text::Sealed(s) = &f.content {
+                out.push((file_field(&f.path), s));
+            }
+        }
+        out
+    }
+}
+
+/// The field a literal file's sealed content is bound to.
+pub fn file_field(path: &AbsPath) -> String {
+    format!("files.{path}")
 }
 
 fn path_or_file(p: &serde_path_to_error::Path) -> String {
@@ -767,7 +809,8 @@ impl IntentionDoc {
         let mut env = BTreeMap::new();
         for (k, v) in self.env {
             let key = EnvName::try_from(k.as_str()).map_err(f(&format!("env.{k}")))?;
-            if v.contains('\0') {
+            let v = Text::from_json(v).map_err(|m| (format!("env.{k}"), m))?;
+            if v.plain().is_some_and(|v| v.contains('\0')) {
                 return Err((format!("env.{k}"), "value contains a NUL byte".into()));
             }
             env.insert(key, v);
@@ -832,9 +875,24 @@ impl IntentionDoc {
                     "config.defaults",
                 ) {
                     Ok(Value::Table(t)) => t,
-                    Ok(_) => unreachable!("an object converts to a table"),
+                    Ok(_) => {
+                        return Err((
+                            "config.defaults".into(),
+                            "a table of the module's defaults".into(),
+                        ));
+                    }
                     Err(m) => return Err(("config.defaults".into(), m)),
                 };
+                let mut sealed = Vec::new();
+                for (k, v) in &defaults {
+                    v.sealed(&format!("config.defaults.{k}"), &mut sealed);
+                }
+                if let Some((at, _)) = sealed.first() {
+                    return Err((
+                        at.clone(),
+                        "a default is the module's, the same on every device: seal the setting instead".into(),
+                    ));
+                }
                 let reload = match c.reload {
                     None => None,
                     Some(r) => match r.strip_prefix("signal:") {
@@ -871,10 +929,9 @@ impl IntentionDoc {
         for (i, fd) in self.files.into_iter().enumerate() {
             let path = AbsPath::try_from(fd.path).map_err(f(&format!("files[{i}].path")))?;
             claim(&path, format!("files[{i}].path"))?;
-            files.push(LiteralFile {
-                path,
-                content: fd.content,
-            });
+            let content =
+                Text::from_json(fd.content).map_err(|m| (format!("files[{i}].content"), m))?;
+            files.push(LiteralFile { path, content });
         }
         let mut mounts = Vec::new();
         for (i, m) in self.mounts.into_iter().enumerate() {
@@ -1191,6 +1248,64 @@ read_only = true
     }
 
     #[test]
+    fn sealed_values_are_read_where_a_device_may_open_them_and_refused_elsewhere() {
+        let doc = r#"
+name = "db"
+image = "x"
+env = { MODE = "prod", DB_PASSWORD = { sealed = "YWdl" } }
+[config]
+path = "/etc/app.json"
+format = "json"
+defaults = { db = { host = "h" } }
+[settings]
+"db.password" = { sealed = "YWdl+/==" }
+hosts = ["a", { sealed = "Yg==" }]
+[[files]]
+path = "/etc/key.pem"
+content = { sealed = "Yw==" }
+"#;
+        let i = parse(doc).unwrap();
+        let fields: Vec<(String, &str)> = i
+            .sealed_fields()
+            .into_iter()
+            .map(|(f, s)| (f, s.as_str()))
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                ("env.DB_PASSWORD".to_string(), "YWdl"),
+                ("settings.db.password".into(), "YWdl+/=="),
+                ("settings.hosts[1]".into(), "Yg=="),
+                ("files./etc/key.pem".into(), "Yw=="),
+            ]
+        );
+        // The sealed text is what is kept and shown, as it was given.
+        let back = Intention::from_value(&i.to_json(), "t").unwrap();
+        assert_eq!(back, i);
+        assert_eq!(
+            i.to_json()["env"]["DB_PASSWORD"],
+            serde_json::json!({"sealed": "YWdl"})
+        );
+        // (what is added to `name = "m"` and `image = "x"`, the field, what is said)
+        #[rustfmt::skip]
+        let refused = [
+            ("env = { A = { sealed = 1 } }", "env.A", "is a string"),
+            ("env = { A = { sealed = \"not base64!\" } }", "env.A", "base64 of an age file"),
+            ("env = { A = { sealed = \"\" } }", "env.A", "base64 of an age file"),
+            ("env = { A = { other = \"YQ==\" } }", "env.A", "a string, or"),
+            ("env = { A = 1 }", "env.A", "a string, or"),
+            ("[[files]]\npath = \"/f\"\ncontent = { sealed = \"?\" }", "files[0].content", "base64"),
+            ("[config]\npath = \"/c\"\nformat = \"json\"\ndefaults = { a = { b = { sealed = \"YQ==\" } } }", "config.defaults.a.b", "seal the setting"),
+            ("[config]\npath = \"/c\"\nformat = \"json\"\n[settings]\na = { sealed = \"%\" }", "settings.\"a\"", "base64"),
+        ];
+        for (extra, field, says) in refused {
+            let e = parse(&format!("name = \"m\"\nimage = \"x\"\n{extra}")).unwrap_err();
+            assert_eq!(e.field, field, "{extra}: {e}");
+            assert!(e.message.contains(says), "{extra}: {e}");
+        }
+    }
+
+    #[test]
     fn a_key_given_twice_is_refused_in_json_as_toml_refuses_it() {
         for (json, toml, field) in [
             (
@@ -1244,8 +1359,8 @@ read_only = true
         assert_eq!(back, i);
         let plain = parse(base).unwrap();
         assert_eq!(
-            crate::model::spec::own_input_digests(&plain),
-            crate::model::spec::own_input_digests(&i)
+            crate::model::spec::own_input_digests(&plain, &Default::default()),
+            crate::model::spec::own_input_digests(&i, &Default::default())
         );
         for (text, field, says) in [
             ("depends_on = [\"app\"]", "depends_on[0]", "itself"),

@@ -152,10 +152,25 @@ impl Digest {
 
     /// Finishes a running hash into a digest.
     pub fn from_hasher(h: Hasher) -> Digest {
-        let out = h.0.finish();
+        Digest::written(h.0.finish().as_ref())
+    }
+
+    /// The keyed digest of `bytes` in a domain of its own: HMAC-SHA256
+    /// under `key`, written as a digest is. Without the key it cannot be
+    /// computed, so a guessed value cannot be checked against it.
+    pub fn keyed(key: &[u8], domain: &str, bytes: &[u8]) -> Digest {
+        let mut m =
+            ring::hmac::Context::with_key(&ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key));
+        m.update(domain.as_bytes());
+        m.update(b"\n");
+        m.update(bytes);
+        Digest::written(m.sign().as_ref())
+    }
+
+    fn written(out: &[u8]) -> Digest {
         let mut s = String::with_capacity(71);
         s.push_str("sha256:");
-        for b in out.as_ref() {
+        for b in out {
             s.push(char::from(b"0123456789abcdef"[usize::from(b >> 4)]));
             s.push(char::from(b"0123456789abcdef"[usize::from(b & 0xf)]));
         }

@@ -90,6 +90,17 @@ impl LocalKey {
         crate::model::age::Identity::from_bytes(self.derive(b"stead device identity: age x25519"))
     }
 
+    /// The key this device's digests of its sealed values are keyed with
+    /// (HMAC-SHA256), derived from this key for that one use.
+    pub fn digest_key(&self) -> [u8; 32] {
+        self.derive(b"stead keyed digests: hmac-sha256")
+    }
+
+    /// What node `node` opens the values sealed to it with.
+    pub fn device(&self, node: &str) -> crate::model::sealed::Device {
+        crate::model::sealed::Device::new(node.to_string(), self.identity(), self.digest_key())
+    }
+
     /// Opens what [`LocalKey::seal`] sealed for the same `context`.
     pub fn open(&self, context: &[u8], sealed: &[u8]) -> Result<Vec<u8>, SealError> {
         let Some((nonce, body)) = sealed.split_first_chunk::<NONCE_LEN>() else {

@@ -16,6 +16,7 @@
 use base64::Engine as _;
 
 use crate::model::age::{self, AgeError, Identity, RANDOM_LEN, Recipient};
+use crate::model::names::Digest;
 
 const MAGIC: &str = "stead-sealed/v1";
 /// The largest value sealed (what a document may carry anyway).
@@ -56,6 +57,216 @@ pub enum SealedError {
     TooLarge,
 }
 
+/// The text of a sealed value as a document carries it (base64 of an age
+/// file), checked for its alphabet and size, never opened here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SealedText(String);
+
+impl SealedText {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Checks a document's text. The message names no part of it.
+    pub fn new(text: String) -> Result<SealedText, String> {
+        let base64 = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'=');
+        if text.len() > MAX_TEXT {
+            return Err(format!(
+                "a sealed value of {} bytes, over the limit of {MAX_TEXT}",
+                text.len()
+            ));
+        }
+        if text.is_empty() || !text.bytes().all(base64) {
+            return Err(
+                "a sealed value is the base64 of an age file (what `stead plane seal` prints)"
+                    .into(),
+            );
+        }
+        Ok(SealedText(text))
+    }
+
+    /// The JSON form a document gives it: `{ "sealed": "…" }`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({ SEALED: self.0 })
+    }
+
+    /// The text of `{ "sealed": "…" }`: `None` when `v` is not an object
+    /// of that one key; an error when it is, with a text that is not one.
+    pub fn from_json(v: &serde_json::Value) -> Option<Result<SealedText, String>> {
+        let o = v.as_object().filter(|o| o.len() == 1)?;
+        let text = o.get(SEALED)?;
+        Some(match text.as_str() {
+            Some(t) => SealedText::new(t.to_string()),
+            None => Err("\"sealed\" is a string: the base64 of an age file".into()),
+        })
+    }
+}
+
+/// The key of the one-key object a document seals a value in.
+pub const SEALED: &str = "sealed";
+/// The longest sealed text: base64 of the largest value, its binding and
+/// age's overhead.
+pub const MAX_TEXT: usize = (MAX_VALUE + 4096) / 3 * 4;
+
+/// A string a document gives in clear or sealed: an env value, a literal
+/// file's content.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Text {
+    /// In clear.
+    Plain(String),
+    /// Sealed to the device.
+    Sealed(SealedText),
+}
+
+impl Text {
+    /// A string, or `{ "sealed": "…" }`.
+    pub fn from_json(v: serde_json::Value) -> Result<Text, String> {
+        if let Some(s) = SealedText::from_json(&v) {
+            return s.map(Text::Sealed);
+        }
+        match v {
+            serde_json::Value::String(s) => Ok(Text::Plain(s)),
+            _ => Err("a string, or { \"sealed\": \"…\" } (a value sealed to the device)".into()),
+        }
+    }
+
+    /// Its JSON form.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Text::Plain(s) => serde_json::Value::from(s.as_str()),
+            Text::Sealed(s) => s.to_json(),
+        }
+    }
+
+    /// The text in clear, when it is.
+    pub fn plain(&self) -> Option<&str> {
+        match self {
+            Text::Plain(s) => Some(s),
+            Text::Sealed(_) => None,
+        }
+    }
+
+    /// Its length as a document gives it (the sealed text's, sealed).
+    pub fn len(&self) -> usize {
+        match self {
+            Text::Plain(s) => s.len(),
+            Text::Sealed(s) => s.as_str().len(),
+        }
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What a device opens its sealed values with: its node id, its
+/// identity, and the key its digests of them are keyed with. Never
+/// printed.
+pub struct Device {
+    /// The node id values are bound to.
+    pub node: String,
+    identity: Identity,
+    digest_key: [u8; 32],
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Device({}, ..)", self.node)
+    }
+}
+
+impl Device {
+    /// The device `node` with these keys.
+    pub fn new(node: String, identity: Identity, digest_key: [u8; 32]) -> Device {
+        Device {
+            node,
+            identity,
+            digest_key,
+        }
+    }
+
+    /// Opens every value in `sealed` (field and text) of `module`, with
+    /// its keyed digest.
+    pub fn open_all<'a>(
+        &self,
+        module: &str,
+        sealed: impl IntoIterator<Item = (String, &'a SealedText)>,
+    ) -> Result<Opened, FieldError> {
+        let mut values = std::collections::BTreeMap::new();
+        for (field, text) in sealed {
+            let b = Binding {
+                node: &self.node,
+                module,
+                field: &field,
+            };
+            let value = open(&self.identity, &b, text.as_str()).map_err(|error| FieldError {
+                field: field.clone(),
+                error,
+            })?;
+            let digest = Digest::keyed(&self.digest_key, &format!("sealed:{field}"), &value);
+            values.insert(field, (value, digest));
+        }
+        Ok(Opened {
+            values,
+            key: Some(self.digest_key),
+        })
+    }
+}
+
+/// A sealed value that did not open, by field.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {error}")]
+pub struct FieldError {
+    /// `env.DB_PASSWORD`, `settings.db.password`, `files./etc/key.pem`.
+    pub field: String,
+    /// Why.
+    pub error: SealedError,
+}
+
+/// One module's sealed values, opened on its device: each value with its
+/// keyed digest, by field. Never printed.
+#[derive(Clone, Default)]
+pub struct Opened {
+    values: std::collections::BTreeMap<String, (Vec<u8>, Digest)>,
+    key: Option<[u8; 32]>,
+}
+
+impl std::fmt::Debug for Opened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.values.keys()).finish()
+    }
+}
+
+impl Opened {
+    /// The value of `field`, when it was sealed and opened.
+    pub fn value(&self, field: &str) -> Option<&[u8]> {
+        self.values.get(field).map(|(v, _)| v.as_slice())
+    }
+
+    /// The keyed digest of `field`'s value.
+    pub fn digest(&self, field: &str) -> Option<&Digest> {
+        self.values.get(field).map(|(_, d)| d)
+    }
+
+    /// The value of `field` as text, or why it is not here to be used.
+    pub fn text(&self, field: &str) -> Result<String, String> {
+        let v = self.value(field).ok_or_else(|| {
+            format!("{field}: a sealed value, opened only by the agent on its device")
+        })?;
+        String::from_utf8(v.to_vec())
+            .map_err(|_| format!("{field}: the sealed value is not UTF-8 text"))
+    }
+
+    /// A digest of `bytes` keyed with the device's key: for what holds a
+    /// sealed value (a config file rendered with one). `None` without the
+    /// device.
+    pub fn keyed(&self, domain: &str, bytes: &[u8]) -> Option<Digest> {
+        self.key.map(|k| Digest::keyed(&k, domain, bytes))
+    }
+}
+
 /// Seals `value` for `to`, bound to `b`, with `random` from a CSPRNG: the
 /// text a document carries.
 pub fn seal(to: &Recipient, b: &Binding, value: &[u8], random: &[u8; RANDOM_LEN]) -> String {
@@ -66,8 +277,7 @@ pub fn seal(to: &Recipient, b: &Binding, value: &[u8], random: &[u8; RANDOM_LEN]
 
 /// Opens what [`seal`] sealed, where `b` says it is.
 pub fn open(id: &Identity, b: &Binding, sealed: &str) -> Result<Vec<u8>, SealedError> {
-    // base64 of the largest value, its binding and age's overhead.
-    if sealed.len() > (MAX_VALUE + 4096) / 3 * 4 {
+    if sealed.len() > MAX_TEXT {
         return Err(SealedError::TooLarge);
     }
     let file = base64::engine::general_purpose::STANDARD

@@ -19,6 +19,7 @@ use crate::model::intention::{
 };
 use crate::model::labels::Labels;
 use crate::model::names::{AbsPath, Digest, HostPath, InputName, ModuleName, NodeId};
+use crate::model::sealed::{Opened, Text};
 
 /// A bind mount as handed to the engine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,7 +102,26 @@ pub struct Desired {
     /// With `[config] reload`: the config and literal files, swapped in
     /// place and signalled rather than recreated.
     pub live: Option<Live>,
+    /// The env variables whose values were sealed: what is recorded of the
+    /// spec leaves their values out.
+    pub sealed_env: BTreeSet<String>,
 }
+
+impl Desired {
+    /// The spec as it may be recorded: a sealed env value as `(sealed)`.
+    pub fn spec_recorded(&self) -> ContainerSpec {
+        let mut spec = self.spec.clone();
+        for (k, v) in &mut spec.env {
+            if self.sealed_env.contains(k.as_str()) {
+                *v = SEALED_SHOWN.to_string();
+            }
+        }
+        spec
+    }
+}
+
+/// What is shown of a sealed value wherever it is shown.
+pub const SEALED_SHOWN: &str = "(sealed)";
 
 /// A module's live files: mounted as directories whose content is swapped
 /// atomically (a new directory, then one symlink renamed), so a reader
@@ -133,15 +153,42 @@ pub fn input(name: String) -> InputName {
     InputName::try_from(name).expect("input names are built from checked paths")
 }
 
+/// An env value as its digest sees it: in clear, or the keyed digest of
+/// the sealed value (an env of values in clear digests as it always did).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum EnvDigested<'a> {
+    Plain(&'a str),
+    Sealed { sealed: &'a str },
+}
+
 /// The digests of the inputs the intention holds itself: command, env,
-/// ports and restart policy.
-pub fn own_input_digests(i: &Intention) -> BTreeMap<InputName, Digest> {
+/// ports and restart policy; a sealed env value by its keyed digest, from
+/// `opened`.
+pub fn own_input_digests(
+    i: &Intention,
+    opened: &Opened,
+) -> Result<BTreeMap<InputName, Digest>, String> {
     let mut digests = BTreeMap::new();
     digests.insert(
         input("command".into()),
         Digest::canonical("command", &i.command),
     );
-    digests.insert(input("env".into()), Digest::canonical("env", &i.env));
+    let mut env = BTreeMap::new();
+    for (k, v) in &i.env {
+        let shown = match v {
+            Text::Plain(s) => EnvDigested::Plain(s),
+            Text::Sealed(_) => {
+                let field = format!("env.{k}");
+                let d = opened.digest(&field).ok_or_else(|| {
+                    format!("{field}: a sealed value, opened only by the agent on its device")
+                })?;
+                EnvDigested::Sealed { sealed: d.as_str() }
+            }
+        };
+        env.insert(k, shown);
+    }
+    digests.insert(input("env".into()), Digest::canonical("env", &env));
     let ports: Vec<String> = i.ports.iter().map(ToString::to_string).collect();
     digests.insert(input("ports".into()), Digest::canonical("ports", &ports));
     digests.insert(
@@ -151,7 +198,7 @@ pub fn own_input_digests(i: &Intention) -> BTreeMap<InputName, Digest> {
     // Only the runtime fields that are set: a container made before they
     // existed keeps its digest.
     digests.extend(i.runtime.digests());
-    digests
+    Ok(digests)
 }
 
 /// The input name of an env file.
@@ -318,6 +365,12 @@ pub fn desired(
         spec,
         files,
         live,
+        sealed_env: i
+            .env
+            .iter()
+            .filter(|(_, v)| matches!(v, Text::Sealed(_)))
+            .map(|(k, _)| k.to_string())
+            .collect(),
     })
 }
 
@@ -396,7 +449,10 @@ mod tests {
         )
         .unwrap();
         assert_ne!(plain, updated);
-        assert_eq!(own_input_digests(&plain), own_input_digests(&updated));
+        assert_eq!(
+            own_input_digests(&plain, &Opened::default()),
+            own_input_digests(&updated, &Opened::default())
+        );
     }
 
     #[test]

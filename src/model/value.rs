@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::model::sealed::SealedText;
+
 /// A setting or default value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
@@ -19,6 +21,9 @@ pub enum Value {
     Array(Vec<Value>),
     /// A table (object) with sorted keys.
     Table(BTreeMap<String, Value>),
+    /// A string sealed to the device (`{ "sealed": "…" }`): a setting's
+    /// value, opened only when the module's files are composed.
+    Sealed(SealedText),
 }
 
 /// How deeply values may nest (tables and arrays): a config is a few
@@ -62,6 +67,9 @@ impl Value {
                     .collect::<Result<_, _>>()?,
             ),
             serde_json::Value::Object(m) => {
+                if let Some(s) = SealedText::from_json(&serde_json::Value::Object(m.clone())) {
+                    return s.map(Value::Sealed).map_err(|e| format!("{at}: {e}"));
+                }
                 let mut t = BTreeMap::new();
                 for (k, v) in m {
                     if k.starts_with("$__toml") {
@@ -90,7 +98,51 @@ impl Value {
             Value::Table(t) => {
                 serde_json::Value::Object(t.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
             }
+            Value::Sealed(s) => s.to_json(),
         }
+    }
+
+    /// Every sealed value in it, with its place below `at`
+    /// (`settings.db.password`, `settings.hosts[1]`).
+    pub fn sealed<'a>(&'a self, at: &str, out: &mut Vec<(String, &'a SealedText)>) {
+        match self {
+            Value::Sealed(s) => out.push((at.to_string(), s)),
+            Value::Array(a) => {
+                for (i, v) in a.iter().enumerate() {
+                    v.sealed(&format!("{at}[{i}]"), out);
+                }
+            }
+            Value::Table(t) => {
+                for (k, v) in t {
+                    v.sealed(&format!("{at}.{k}"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The value with each sealed value below `at` replaced by what
+    /// `open` makes of it (its place, then its text).
+    pub fn opened<E>(
+        &self,
+        at: &str,
+        open: &mut impl FnMut(&str, &SealedText) -> Result<Value, E>,
+    ) -> Result<Value, E> {
+        Ok(match self {
+            Value::Sealed(s) => open(at, s)?,
+            Value::Array(a) => Value::Array(
+                a.iter()
+                    .enumerate()
+                    .map(|(i, v)| v.opened(&format!("{at}[{i}]"), open))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Value::Table(t) => Value::Table(
+                t.iter()
+                    .map(|(k, v)| Ok((k.clone(), v.opened(&format!("{at}.{k}"), open)?)))
+                    .collect::<Result<_, E>>()?,
+            ),
+            v => v.clone(),
+        })
     }
 
     /// A short name of the kind, for error messages.
@@ -102,6 +154,7 @@ impl Value {
             Value::String(_) => "a string",
             Value::Array(_) => "an array",
             Value::Table(_) => "a table",
+            Value::Sealed(_) => "a sealed value",
         }
     }
 }

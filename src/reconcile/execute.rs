@@ -336,7 +336,7 @@ pub fn applied_record(
         state,
         digest: d.digest.clone(),
         inputs: d.inputs.clone(),
-        spec: d.spec.clone(),
+        spec: d.spec_recorded(),
         container_id,
         at: now(),
     }

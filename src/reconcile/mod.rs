@@ -151,6 +151,8 @@ pub struct Reconciler {
     /// The device-local key that seals the `stead.stated` label; without
     /// one, no container carries a statement.
     stated_key: Option<crate::model::seal::LocalKey>,
+    /// What this device opens the values sealed to it with.
+    device: Option<crate::model::sealed::Device>,
     /// The loop's progress, which each engine call of a pass marks (the
     /// watchdog is pinged while it moves).
     progress: Arc<crate::host::systemd::Progress>,
@@ -187,6 +189,7 @@ impl Reconciler {
             default_logging: None,
             quarantine: Default::default(),
             stated_key: None,
+            device: None,
             progress: crate::host::systemd::Progress::new(),
             steward: collect::Steward::new(
                 crate::model::disk::Policy::default(),
@@ -249,7 +252,9 @@ impl Reconciler {
     }
 
     /// Seals what containers carry for a store rebuild with this key.
+    /// Opens the values sealed to this device with it, too.
     pub fn seal_stated_with(&mut self, key: crate::model::seal::LocalKey) {
+        self.device = Some(key.device(self.node.as_str()));
         self.stated_key = Some(key);
     }
 
@@ -944,6 +949,7 @@ impl Reconciler {
                 agent: &agent,
                 default_logging: default_logging.as_ref(),
                 made: &mut self.made,
+                device: self.device.as_ref(),
             },
             host,
             &self.node,

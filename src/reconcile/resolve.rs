@@ -26,6 +26,7 @@ use crate::model::files;
 use crate::model::intention::{Access, Intention};
 use crate::model::names::{Digest, InputName, ModuleName, NodeId};
 use crate::model::reload::UpdateState;
+use crate::model::sealed::{Device, Opened, Text};
 use crate::model::spec::{self, Desired, Inputs};
 use crate::reconcile::plan::Want;
 use crate::reconcile::retry::{Retries, Tuning};
@@ -38,6 +39,10 @@ pub enum ResolveError {
     /// Its files could not be composed (settings that no longer merge).
     #[error(transparent)]
     Compose(#[from] RenderError),
+    /// A sealed value is not here to be used (no device key, or it did not
+    /// open): the message names its field.
+    #[error("{0}")]
+    Sealed(String),
     /// A host input could not be read.
     #[error("{input}: {message}")]
     Input {
@@ -54,8 +59,28 @@ pub const MAX_ENV_FILE_BYTES: u64 = 1 << 20;
 /// Resolves every input of an intention but the image: composes its files
 /// (rendering each once), reads its env files and digests its read-only
 /// mounts.
-pub fn resolve_inputs(i: &Intention, digester: &mut FileDigester) -> Result<Inputs, ResolveError> {
-    assemble(i, &read_host(i, digester)?)
+pub fn resolve_inputs(
+    i: &Intention,
+    digester: &mut FileDigester,
+    device: Option<&Device>,
+) -> Result<Inputs, ResolveError> {
+    let opened = open_sealed(i, device)?;
+    assemble(i, &read_host(i, digester)?, &opened)
+}
+
+/// Opens an intention's sealed values with the device's key (none needed
+/// when it has none).
+pub fn open_sealed(i: &Intention, device: Option<&Device>) -> Result<Opened, ResolveError> {
+    let sealed = i.sealed_fields();
+    match (sealed.first(), device) {
+        (None, _) => Ok(Opened::default()),
+        (Some((field, _)), None) => Err(ResolveError::Sealed(format!(
+            "{field}: a sealed value, opened only by the agent on its device"
+        ))),
+        (Some(_), Some(d)) => d
+            .open_all(i.name.as_str(), sealed)
+            .map_err(|e| ResolveError::Sealed(e.to_string())),
+    }
 }
 
 /// What an intention's inputs are on the host now: each env file's bytes
@@ -77,12 +102,13 @@ type EnvFileRead = (InputName, Digest, Vec<(String, String)>);
 pub fn read_host(i: &Intention, digester: &mut FileDigester) -> Result<HostRead, ResolveError> {
     let mut env_files = Vec::with_capacity(i.env_files.len());
     // By Compose's rules a file may refer to the module's env and to what
-    // the files before it set.
+    // the files before it set; a sealed value is not read here (it is
+    // opened only when the container is made).
     let own = |k: &str| {
         i.env
             .iter()
             .find(|(n, _)| n.as_str() == k)
-            .map(|(_, v)| v.clone())
+            .and_then(|(_, v)| v.plain().map(str::to_string))
     };
     let mut earlier = env_file::Known::new();
     for path in &i.env_files {
@@ -123,9 +149,9 @@ pub fn read_host(i: &Intention, digester: &mut FileDigester) -> Result<HostRead,
 /// An intention's inputs from what was read of the host: its own fields'
 /// digests, its files composed, its env (the files' first, its own over
 /// them). Pure.
-pub fn assemble(i: &Intention, read: &HostRead) -> Result<Inputs, ResolveError> {
-    let mut digests = spec::own_input_digests(i);
-    let files = files::compose(i)?;
+pub fn assemble(i: &Intention, read: &HostRead, opened: &Opened) -> Result<Inputs, ResolveError> {
+    let mut digests = spec::own_input_digests(i, opened).map_err(ResolveError::Sealed)?;
+    let files = files::compose(i, opened)?;
     for f in &files {
         digests.insert(f.input.clone(), f.digest.clone());
     }
@@ -137,7 +163,13 @@ pub fn assemble(i: &Intention, read: &HostRead) -> Result<Inputs, ResolveError> 
         digests.insert(name.clone(), digest.clone());
     }
     for (k, v) in &i.env {
-        env.insert(k.to_string(), v.clone());
+        let v = match v {
+            Text::Plain(v) => v.clone(),
+            Text::Sealed(_) => opened
+                .text(&format!("env.{k}"))
+                .map_err(ResolveError::Sealed)?,
+        };
+        env.insert(k.to_string(), v);
     }
     for (name, digest) in &read.mounts {
         digests.insert(name.clone(), digest.clone());
@@ -531,6 +563,9 @@ pub struct EngineSide<'a, E> {
     pub default_logging: Option<&'a crate::model::runtime::Logging>,
     /// Each module's last target.
     pub made: &'a mut Made,
+    /// What this device opens the values sealed to it with (a constant of
+    /// the agent's, as its node is).
+    pub device: Option<&'a Device>,
 }
 
 /// Completes each module's target with its image ID. An image the engine
@@ -552,6 +587,7 @@ pub async fn against_engine<E: Engine>(
         agent,
         default_logging,
         made,
+        device,
     } = side;
     pulls.collect(retries, tuning);
     let mut images = Images::new(engine.list_images().await?);
@@ -652,7 +688,7 @@ pub async fn against_engine<E: Engine>(
             agent,
             stated: stated.as_ref(),
         };
-        match made.made(&name, of, |from| make(from, node, files_dir)) {
+        match made.made(&name, of, |from| make(from, node, files_dir, device)) {
             Ok(d) => {
                 out.wants.insert(name, Want::Run(d));
             }
@@ -666,8 +702,14 @@ pub async fn against_engine<E: Engine>(
 
 /// A module's target made of what [`MadeFrom`] holds alone (and the agent's
 /// constants).
-fn make(from: &MadeFrom, node: &NodeId, files_dir: &Path) -> Result<Desired, String> {
-    let inputs = assemble(&from.intention, &from.read).map_err(|e| match e {
+fn make(
+    from: &MadeFrom,
+    node: &NodeId,
+    files_dir: &Path,
+    device: Option<&Device>,
+) -> Result<Desired, String> {
+    let opened = open_sealed(&from.intention, device).map_err(|e| e.to_string())?;
+    let inputs = assemble(&from.intention, &from.read, &opened).map_err(|e| match e {
         // The intention was checked when it was taken; an overlay layered
         // since may no longer merge into a changed file's config.
         ResolveError::Compose(e) if from.overlaid => {
@@ -702,7 +744,7 @@ mod tests {
     }
 
     fn resolve(i: &Intention) -> Desired {
-        let inputs = resolve_inputs(i, &mut FileDigester::new()).unwrap();
+        let inputs = resolve_inputs(i, &mut FileDigester::new(), None).unwrap();
         spec::desired(
             i,
             inputs,
@@ -711,6 +753,108 @@ mod tests {
             Path::new("/data/files"),
         )
         .unwrap()
+    }
+
+    /// A module of three values sealed to `to`'s device as node `node`:
+    /// an env value, a setting in its config, a literal file.
+    fn sealed_module(to: &crate::model::seal::LocalKey, node: &str, random: u8) -> Intention {
+        use crate::model::sealed::{Binding, seal};
+        let r = to.identity().recipient();
+        let s = |field: &str, value: &[u8], n: u8| {
+            let b = Binding {
+                node,
+                module: "db",
+                field,
+            };
+            seal(
+                &r,
+                &b,
+                value,
+                &[random.wrapping_add(n); crate::model::age::RANDOM_LEN],
+            )
+        };
+        let doc = serde_json::json!({
+            "name": "db",
+            "image": "x",
+            "env": {"MODE": "prod", "DB_PASSWORD": {"sealed": s("env.DB_PASSWORD", b"hunter2-env", 1)}},
+            "config": {"path": "/etc/app.json", "format": "json", "defaults": {"db": {"host": "h"}}},
+            "settings": {"db.password": {"sealed": s("settings.db.password", b"hunter2-setting", 2)}},
+            "files": [{"path": "/etc/key.pem", "content": {"sealed": s("files./etc/key.pem", b"hunter2-file", 3)}}],
+        });
+        Intention::from_value(&doc, "t").unwrap()
+    }
+
+    #[test]
+    fn sealed_values_open_into_the_container_alone_with_digests_keyed_by_the_device() {
+        use crate::model::seal::LocalKey;
+        let key = LocalKey::from_bytes([1; 32]);
+        let device = key.device("edge-1");
+        let i = sealed_module(&key, "edge-1", 10);
+        let inputs = resolve_inputs(&i, &mut FileDigester::new(), Some(&device)).unwrap();
+        // In the env and the files, opened.
+        assert!(
+            inputs
+                .env
+                .contains(&("DB_PASSWORD".into(), "hunter2-env".into()))
+        );
+        assert!(inputs.env.contains(&("MODE".into(), "prod".into())));
+        let config = String::from_utf8(inputs.files[0].content.clone()).unwrap();
+        assert!(
+            config.contains("\"password\": \"hunter2-setting\""),
+            "{config}"
+        );
+        assert_eq!(inputs.files[1].content, b"hunter2-file");
+        // No digest is one a guess could be checked against off the device.
+        let guessable = [
+            Digest::of(&inputs.files[0].content),
+            Digest::of(b"hunter2-file"),
+            Digest::canonical(
+                "env",
+                &BTreeMap::from([("DB_PASSWORD", "hunter2-env"), ("MODE", "prod")]),
+            ),
+        ];
+        for d in inputs.digests.values() {
+            assert!(!guessable.contains(d), "{d}");
+        }
+        // Sealed again (other randomness), the same values: the same
+        // digests, so nothing is made again.
+        let again = sealed_module(&key, "edge-1", 20);
+        assert_ne!(again, i);
+        let inputs_again = resolve_inputs(&again, &mut FileDigester::new(), Some(&device)).unwrap();
+        assert_eq!(inputs_again.digests, inputs.digests);
+        // The recorded spec says `(sealed)` for the env value.
+        let d = spec::desired(
+            &i,
+            inputs,
+            &Digest::of(b"image"),
+            &NodeId::try_from("edge-1").unwrap(),
+            Path::new("/data/files"),
+        )
+        .unwrap();
+        let recorded = d.spec_recorded();
+        assert!(
+            recorded
+                .env
+                .contains(&("DB_PASSWORD".into(), "(sealed)".into()))
+        );
+        assert!(recorded.env.contains(&("MODE".into(), "prod".into())));
+        assert!(!format!("{:?}", d.spec.labels).contains("hunter2"));
+        // Another device's key, another node, no key: refused, naming the
+        // field and never the value.
+        let other = LocalKey::from_bytes([2; 32]);
+        #[rustfmt::skip]
+        let cases = [
+            (Some(other.device("edge-1")), "env.DB_PASSWORD: a sealed value does not open: not sealed to this device's key"),
+            (Some(key.device("edge-2")), "env.DB_PASSWORD: a value sealed for node edge-1, module db, field env.DB_PASSWORD, not here"),
+            (None, "env.DB_PASSWORD: a sealed value, opened only by the agent on its device"),
+        ];
+        for (device, says) in cases {
+            let e = resolve_inputs(&i, &mut FileDigester::new(), device.as_ref())
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(says), "{e}");
+            assert!(!e.contains("hunter2"), "{e}");
+        }
     }
 
     #[test]
@@ -821,7 +965,7 @@ mod tests {
         let node = NodeId::try_from("n1").unwrap();
         let mut made = Made::default();
         let target = |made: &mut Made, of: MadeOf<'_>| {
-            made.made(&name, of, |from| make(from, &node, Path::new("/f")))
+            made.made(&name, of, |from| make(from, &node, Path::new("/f"), None))
                 .unwrap()
         };
         let first = target(&mut made, base());
@@ -902,7 +1046,7 @@ mod tests {
     #[test]
     fn a_missing_env_file_holds_the_module_naming_it() {
         let i = intention("name = \"m\"\nimage = \"x\"\nenv_files = [\"/nonexistent/stead.env\"]");
-        let e = resolve_inputs(&i, &mut FileDigester::new()).unwrap_err();
+        let e = resolve_inputs(&i, &mut FileDigester::new(), None).unwrap_err();
         assert!(
             matches!(&e, ResolveError::Input { input, .. } if input == "env_file:/nonexistent/stead.env"),
             "{e:?}"

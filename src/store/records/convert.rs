@@ -10,6 +10,7 @@ use crate::model::intention::{
     UpdateOrder, UpdatePolicy,
 };
 use crate::model::names::{AbsPath, Digest, EnvName, HostPath, InputName, ModuleName, SettingKey};
+use crate::model::sealed::Text;
 use crate::model::spec::{BindMount, ContainerSpec};
 use crate::model::value::Value;
 use crate::model::version::Range;
@@ -29,6 +30,24 @@ fn value(v: &Value) -> v1::Value {
         Value::String(s) => v1::Value::String(s.clone()),
         Value::Array(a) => v1::Value::Array(a.iter().map(value).collect()),
         Value::Table(t) => v1::Value::Table(t.iter().map(|(k, v)| (k.clone(), value(v))).collect()),
+        // Its document form: a version before sealed values reads it as a
+        // table, never the value.
+        Value::Sealed(s) => v1::Value::Table(
+            [(
+                crate::model::sealed::SEALED.to_string(),
+                v1::Value::String(s.as_str().to_string()),
+            )]
+            .into(),
+        ),
+    }
+}
+
+/// A text as a record before sealed values holds it: a sealed value as
+/// its sealed text (an older version cannot open it, nor show the value).
+fn older(t: &Text) -> String {
+    match t {
+        Text::Plain(s) => s.clone(),
+        Text::Sealed(s) => s.as_str().to_string(),
     }
 }
 
@@ -61,7 +80,7 @@ fn intention(i: &Intention) -> v1::Intention {
         env: i
             .env
             .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
+            .map(|(k, v)| (k.to_string(), older(v)))
             .collect(),
         env_files: i.env_files.iter().map(ToString::to_string).collect(),
         restart: restart(i.restart),
@@ -93,7 +112,7 @@ fn intention(i: &Intention) -> v1::Intention {
             .iter()
             .map(|f| v1::LiteralFile {
                 path: f.path.to_string(),
-                content: f.content.clone(),
+                content: older(&f.content),
             })
             .collect(),
         mounts: i
@@ -278,9 +297,21 @@ fn from_value(v: v1::Value) -> Value {
         v1::Value::Float(f) => Value::Float(f),
         v1::Value::String(s) => Value::String(s),
         v1::Value::Array(a) => Value::Array(a.into_iter().map(from_value).collect()),
-        v1::Value::Table(t) => {
-            Value::Table(t.into_iter().map(|(k, v)| (k, from_value(v))).collect())
-        }
+        v1::Value::Table(t) => match sealed_table(&t) {
+            Some(s) => Value::Sealed(s),
+            None => Value::Table(t.into_iter().map(|(k, v)| (k, from_value(v))).collect()),
+        },
+    }
+}
+
+/// A table of the one key `sealed` with a sealed text is a sealed value,
+/// as in a document.
+fn sealed_table(
+    t: &std::collections::BTreeMap<String, v1::Value>,
+) -> Option<crate::model::sealed::SealedText> {
+    match (t.len(), t.get(crate::model::sealed::SEALED)) {
+        (1, Some(v1::Value::String(s))) => crate::model::sealed::SealedText::new(s.clone()).ok(),
+        _ => None,
     }
 }
 
@@ -339,7 +370,7 @@ fn from_intention(i: v4::Intention) -> Result<Intention, String> {
         env: i
             .env
             .into_iter()
-            .map(|(k, v)| Ok((checked::<EnvName>(k)?, v)))
+            .map(|(k, v)| Ok((checked::<EnvName>(k)?, Text::Plain(v))))
             .collect::<Result<_, String>>()?,
         env_files: i
             .env_files
@@ -376,7 +407,7 @@ fn from_intention(i: v4::Intention) -> Result<Intention, String> {
             .map(|f| {
                 Ok(LiteralFile {
                     path: checked::<AbsPath>(f.path)?,
-                    content: f.content,
+                    content: Text::Plain(f.content),
                 })
             })
             .collect::<Result<_, String>>()?,
