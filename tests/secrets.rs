@@ -394,3 +394,232 @@ fn an_import_that_copies_a_file_writes_it_private_says_so_and_stays_in_its_tree(
         assert_eq!(mode(&app.join(&fresh).join("s.toml")), 0o600);
     }
 }
+
+/// Runs `stead plane ARGS` with `stdin`; returns (success, stdout, stderr).
+fn plane_cli(args: &[&str], stdin: &str) -> (bool, String, String) {
+    use std::io::Write as _;
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_stead"))
+        .arg("plane")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let out = c.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_value_sealed_to_the_device_reaches_its_container_alone_and_opens_nowhere_else() {
+    use common::desired::{payload, sign};
+    use common::plane::Plane;
+    use serde_json::json;
+    let key = stead::plane::envelope::SecretKey::generate().unwrap();
+    let plane = Plane::start();
+    let n = Node::new("sealed").with_config(&format!(
+        "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
+        plane.base(),
+        key.public().to_base64()
+    ));
+    let agent = Agent::start(&n);
+    n.wait_for(60, "a report naming the device's key", || {
+        plane
+            .report_json(&n.id)
+            .is_some_and(|r| r["device_key"].is_string())
+    });
+
+    // The operator's side: the key enrolled from the reports, values
+    // sealed to it from stdin.
+    let fleet = n.dir.path().join("fleet");
+    std::fs::create_dir_all(&fleet).unwrap();
+    let reports = plane.root().join("nodes");
+    let (ok, out, err) = plane_cli(
+        &[
+            "enroll",
+            "--fleet",
+            fleet.to_str().unwrap(),
+            "--reports",
+            reports.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert!(
+        ok && out.contains(&format!("enrolled {}", n.id)),
+        "{out}{err}"
+    );
+    let (_, status) = agent.get("/v1/status");
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    let device_key = status["node"]["device_key"].as_str().unwrap().to_string();
+    let enrolled = std::fs::read_to_string(fleet.join("device-keys.csv")).unwrap();
+    assert!(
+        enrolled.contains(&format!("{},{device_key}", n.id)),
+        "{enrolled}"
+    );
+
+    let marker = format!("s3cr3t{}", std::process::id());
+    let db = n.module("db");
+    let seal = |module: &str, field: &str, value: &str| {
+        let (ok, out, err) = plane_cli(
+            &[
+                "seal",
+                "--node",
+                &n.id,
+                "--module",
+                module,
+                "--field",
+                field,
+                "--fleet",
+                fleet.to_str().unwrap(),
+            ],
+            value,
+        );
+        assert!(ok, "{err}");
+        assert!(
+            !err.contains(&marker) && !out.contains(&marker),
+            "{out}{err}"
+        );
+        out.trim().to_string()
+    };
+    let module = |name: &str, sealed: [String; 3]| {
+        let [env, setting, file] = sealed;
+        json!({
+            "name": name,
+            "image": IMAGE_1,
+            "command": ["sh", "-c", idle_after("echo P=$DB_PASSWORD; cat /run/key; echo; cat /etc/app.json")],
+            "env": {"DB_PASSWORD": {"sealed": env}, "MODE": "x"},
+            "config": {"path": "/etc/app.json", "format": "json", "defaults": {"db": {"host": "h"}}},
+            "settings": {"db.password": {"sealed": setting}},
+            "files": [{"path": "/run/key", "content": {"sealed": file}}],
+            "restart": "always",
+        })
+    };
+    let sealed_for = |m: &str| {
+        [
+            seal(m, "env.DB_PASSWORD", &format!("{marker}-env\n")),
+            seal(m, "settings.db.password", &format!("{marker}-set")),
+            seal(m, "files./run/key", &format!("{marker}-file")),
+        ]
+    };
+    let first = sealed_for(&db);
+    plane.publish(
+        &n.id,
+        &sign(&key, &payload(&n, 1, vec![module(&db, first.clone())])),
+    );
+    n.wait_for(90, "the module running with its values opened", || {
+        n.container(&db).is_some_and(|(_, s, _)| s == "running") && {
+            let logs = n.logs(&db);
+            logs.contains(&format!("P={marker}-env\n"))
+                && logs.contains(&format!("{marker}-file"))
+                && logs.contains(&format!("\"password\": \"{marker}-set\""))
+        }
+    });
+    let id = n.container_id(&db);
+
+    // In the container's environment, and nowhere else of its inspect.
+    let mut c = inspect(&id);
+    let env = c["Config"]["Env"].take();
+    assert!(
+        env.to_string()
+            .contains(&format!("DB_PASSWORD={marker}-env\"")),
+        "{env}"
+    );
+    assert!(
+        !c.to_string().contains(&marker),
+        "the inspect holds it: {c}"
+    );
+    let ps = docker_ok(&["ps", "-a", "--no-trunc", "--format", "{{.Labels}}"]);
+    assert!(!ps.contains(&marker), "{ps}");
+    // Nowhere the API answers, with its token or without: sealed, shown
+    // as such.
+    for path in [
+        "/v1/status".to_string(),
+        "/v1/events?limit=1000".into(),
+        "/v1/intentions".into(),
+        format!("/v1/intentions/{db}"),
+        format!("/v1/modules/{db}"),
+        "/v1/plane".into(),
+        "/metrics".into(),
+    ] {
+        let (code, body) = agent.get(&path);
+        assert_eq!(code, 200, "{path}: {body}");
+        assert!(!body.contains(&marker), "{path}: {body}");
+        let (code, body) = agent.send(&n, "GET", &path, "");
+        assert_eq!(code, 200, "{path}: {body}");
+        assert!(!body.contains(&marker), "{path} with the token: {body}");
+    }
+    let (_, open) = agent.get(&format!("/v1/intentions/{db}"));
+    let open: serde_json::Value = serde_json::from_str(&open).unwrap();
+    assert_eq!(
+        open["intention"]["env"]["DB_PASSWORD"], "(sealed)",
+        "{open}"
+    );
+    let (_, full) = agent.send(&n, "GET", &format!("/v1/intentions/{db}"), "");
+    let full: serde_json::Value = serde_json::from_str(&full).unwrap();
+    assert_eq!(
+        full["intention"]["env"]["DB_PASSWORD"]["sealed"],
+        first[0].as_str()
+    );
+    // Nor in the store's file, its events, the report or the log.
+    let store = std::fs::read(n.data().join("stead.redb")).unwrap();
+    assert!(
+        !store.windows(marker.len()).any(|w| w == marker.as_bytes()),
+        "the store holds it in clear"
+    );
+    assert!(!event_texts(&n).contains(&marker));
+    n.wait_for(30, "a report of the module", || {
+        plane
+            .report_json(&n.id)
+            .is_some_and(|r| r["modules"][db.as_str()].is_object())
+    });
+    let report = String::from_utf8(plane.report(&n.id).unwrap()).unwrap();
+    assert!(!report.contains(&marker), "{report}");
+
+    // Sealed again (new randomness), the same values: a new revision taken,
+    // and nothing made again.
+    let since = unix_now();
+    plane.publish(
+        &n.id,
+        &sign(&key, &payload(&n, 2, vec![module(&db, sealed_for(&db))])),
+    );
+    common::desired::wait_plane(&n, &agent, "revision 2", |p| p["held"]["revision"] == 2);
+    n.wait_for(30, "a pass after revision 2", || {
+        agent
+            .get(&format!("/v1/modules/{db}"))
+            .1
+            .contains("\"converged\"")
+    });
+    assert_eq!(n.container_id(&db), id);
+    assert_eq!(n.creates_since(&db, since), 0);
+
+    // Values sealed for db given to another module: held, naming the
+    // field and where they belong; db runs on.
+    let other = n.module("other");
+    plane.publish(
+        &n.id,
+        &sign(
+            &key,
+            &payload(
+                &n,
+                3,
+                vec![module(&db, first.clone()), module(&other, first)],
+            ),
+        ),
+    );
+    n.wait_for(60, "the other module held", || {
+        agent.get(&format!("/v1/modules/{other}")).1.contains(&format!(
+            "env.DB_PASSWORD: a value sealed for node {}, module {db}, field env.DB_PASSWORD, not here",
+            n.id
+        ))
+    });
+    assert!(n.container(&other).is_none());
+    assert_eq!(n.container_id(&db), id);
+    let log = Agent::log(&n);
+    assert!(!log.contains(&marker), "the log holds it: {log}");
+    assert!(!event_texts(&n).contains(&marker));
+}

@@ -2,7 +2,9 @@
 //! but the values that may be secrets. The keys of `env`, `settings`, a
 //! config's `defaults` and a settings overlay stay, each value reads
 //! `null`; a literal file keeps its path, its `content` reads `null`. With
-//! the token, the whole intention is shown.
+//! the token, the whole intention is shown. A value sealed to the device
+//! reads `"(sealed)"` without the token, and its sealed text with it
+//! (which only this device opens); its value is shown by neither.
 
 use serde_json::Value as J;
 
@@ -20,7 +22,7 @@ pub fn hide_intention(doc: &mut J) {
     if let Some(J::Array(files)) = doc.get_mut("files") {
         for f in files {
             if let Some(c) = f.get_mut("content") {
-                *c = J::Null;
+                *c = hidden(c);
             }
         }
     }
@@ -30,8 +32,16 @@ pub fn hide_intention(doc: &mut J) {
 pub fn hide_map(map: Option<&mut J>) {
     if let Some(J::Object(m)) = map {
         for v in m.values_mut() {
-            *v = J::Null;
+            *v = hidden(v);
         }
+    }
+}
+
+/// What a value reads as without the token.
+fn hidden(v: &J) -> J {
+    match crate::model::sealed::SealedText::from_json(v) {
+        Some(Ok(_)) => J::from(crate::model::spec::SEALED_SHOWN),
+        _ => J::Null,
     }
 }
 
@@ -61,6 +71,10 @@ mod tests {
                 json!({"image": "i:1", "command": ["a"]}),
             ),
             (json!({"env": "odd"}), json!({"env": "odd"})),
+            (
+                json!({"env": {"A": {"sealed": "YQ=="}}, "files": [{"path": "/k", "content": {"sealed": "Yg=="}}]}),
+                json!({"env": {"A": "(sealed)"}, "files": [{"path": "/k", "content": "(sealed)"}]}),
+            ),
         ];
         for (mut doc, want) in cases {
             hide_intention(&mut doc);

@@ -507,6 +507,63 @@ static STEAD: Spec = group(
                     ],
                 ),
                 leaf(
+                    "enroll",
+                    "Take the devices' public keys from their reports into the fleet's \
+                     description (DIR/device-keys.csv: node,age1…). A node's first key is taken \
+                     on trust; a key other than the one enrolled is kept out (exit 65) unless \
+                     --replace",
+                    &[
+                        Opt {
+                            required: true,
+                            ..valued("fleet", "DIR", "The fleet's description")
+                        },
+                        Opt {
+                            required: true,
+                            ..valued("reports", "DIR|URL", "Where the reports are")
+                        },
+                        flag(
+                            "replace",
+                            None,
+                            "Take a node's new key over the one enrolled (every value sealed \
+                             for it must then be sealed again)",
+                        ),
+                    ],
+                ),
+                leaf(
+                    "seal",
+                    "Seal a value (from stdin) to one device for one field of one module: \
+                     the text to give as { \"sealed\": \"…\" } goes to stdout. One trailing \
+                     newline is dropped from an env or settings value",
+                    &[
+                        Opt {
+                            required: true,
+                            ..valued("node", "NODE", "The node it is for")
+                        },
+                        Opt {
+                            required: true,
+                            ..valued("module", "MODULE", "The module it is for")
+                        },
+                        Opt {
+                            required: true,
+                            ..valued(
+                                "field",
+                                "FIELD",
+                                "Where it goes: env.<NAME>, settings.<key> or files.<path>",
+                            )
+                        },
+                        valued(
+                            "fleet",
+                            "DIR",
+                            "Seal to the node's key enrolled in DIR/device-keys.csv",
+                        ),
+                        valued(
+                            "to",
+                            "AGE1",
+                            "Seal to this key (age1…, as stead status shows it)",
+                        ),
+                    ],
+                ),
+                leaf(
                     "status",
                     "Roll a fleet's reports up (every status.json under DIR, or in a web \
                      server's listing at URL and those it lists, read one at a time): devices per revision, modules per state, failing devices and why, \
@@ -1110,6 +1167,45 @@ fn build(m: &Matches) -> Result<Command, UsageError> {
                     .unwrap_or(std::time::Duration::from_secs(7 * 86_400)),
             },
         },
+        "enroll" => Command::Plane {
+            command: PlaneCommand::Enroll {
+                fleet: m.path("fleet").unwrap_or_default(),
+                reports: m
+                    .parsed("reports", super::fleet::Reports::parse)?
+                    .unwrap_or_default(),
+                replace: m.flag("replace"),
+            },
+        },
+        "seal" => {
+            let to = match (m.path("fleet"), m.string("to")?) {
+                (Some(dir), None) => super::devices::SealTo::Fleet(dir),
+                (None, Some(key)) => super::devices::SealTo::Key(key),
+                (Some(_), Some(_)) => {
+                    return Err(
+                        m.misuse("the argument '--fleet <DIR>' cannot be used with '--to <AGE1>'")
+                    );
+                }
+                (None, None) => {
+                    return Err(m.misuse(
+                        "the following required arguments were not provided: --fleet <DIR> or --to <AGE1>",
+                    ));
+                }
+            };
+            Command::Plane {
+                command: PlaneCommand::Seal {
+                    node: m
+                        .parsed("node", parse_node)?
+                        .unwrap_or_else(|| unreachable!("read checks that --node is given")),
+                    module: m
+                        .parsed("module", |s| {
+                            crate::model::names::ModuleName::try_from(s).map_err(|e| e.0)
+                        })?
+                        .unwrap_or_else(|| unreachable!("read checks that --module is given")),
+                    field: m.string("field")?.unwrap_or_default(),
+                    to,
+                },
+            }
+        }
         "watch" => Command::Plane {
             command: PlaneCommand::Watch {
                 keys: m.values("key").map(PathBuf::from).collect(),
@@ -1354,6 +1450,14 @@ mod tests {
             ("events --since -1", "error: a value is required for '--since <SINCE>' but none was supplied"),
             ("events --since=-1", "error: invalid value '-1' for '--since <SINCE>': invalid digit found in string"),
             // The publisher's commands.
+            ("plane enroll --fleet f --reports r", "Plane { command: Enroll { fleet: \"f\", reports: Dir(\"r\"), replace: false } }"),
+            ("plane enroll --fleet f --reports http://h/r --replace", "Plane { command: Enroll { fleet: \"f\", reports: Index(http://h/r/), replace: true } }"),
+            ("plane enroll --reports r", "error: the following required arguments were not provided: --fleet <DIR>"),
+            ("plane seal --node n --module db --field env.P --fleet f", "Plane { command: Seal { node: NodeId(\"n\"), module: ModuleName(\"db\"), field: \"env.P\", to: Fleet(\"f\") } }"),
+            ("plane seal --node n --module db --field env.P --to age1x", "Plane { command: Seal { node: NodeId(\"n\"), module: ModuleName(\"db\"), field: \"env.P\", to: Key(\"age1x\") } }"),
+            ("plane seal --node n --module db --field env.P", "error: the following required arguments were not provided: --fleet <DIR> or --to <AGE1>"),
+            ("plane seal --node n --module db --field env.P --fleet f --to age1x", "error: the argument '--fleet <DIR>' cannot be used with '--to <AGE1>'"),
+            ("plane seal --node n --module Bad --field env.P --to age1x", "error: invalid value 'Bad' for '--module <MODULE>': invalid module name \"Bad\": must match [a-z0-9][a-z0-9-]{0,62}"),
             ("plane keygen --out k", "Plane { command: Keygen { out: \"k\", force: false } }"),
             ("plane keygen", "error: the following required arguments were not provided: --out <PATH>"),
             ("plane sign --key k --node edge-1", "Plane { command: Sign { keys: [\"k\"], node: NodeId(\"edge-1\"), revision: None, expires_in: 2592000s, input: None, out: None } }"),

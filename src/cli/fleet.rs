@@ -302,15 +302,30 @@ impl Reports {
     }
 }
 
+/// What is done with each report read (where it was, and it or why it
+/// could not be read).
+pub(super) type EachReport<'a> = dyn FnMut(&str, Result<crate::views::ReportView, String>) + 'a;
+
 /// Rolls up every report, one at a time.
 fn roll_up(reports: &Reports, silent_after: u64) -> Result<Rollup, String> {
+    let now = crate::host::clock::now();
+    let mut r = Rollup::default();
+    read_reports(reports, &mut |source, report| match report {
+        Ok(report) => r.add(&report, now, silent_after),
+        Err(e) => r.unreadable(source, &e),
+    })?;
+    Ok(r)
+}
+
+/// Reads every report, one at a time, into `each`.
+pub(super) fn read_reports(reports: &Reports, each: &mut EachReport) -> Result<(), String> {
     match reports {
-        Reports::Dir(dir) => roll_up_dir(dir, silent_after),
+        Reports::Dir(dir) => read_dir_reports(dir, each),
         Reports::Index(uri) => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the async runtime: {e}"))?
-            .block_on(roll_up_index(uri, silent_after)),
+            .block_on(read_index_reports(uri, each)),
     }
 }
 
@@ -318,10 +333,8 @@ fn read_report(bytes: &[u8]) -> Result<crate::views::ReportView, String> {
     serde_json::from_slice(bytes).map_err(|e| e.to_string())
 }
 
-/// Rolls up every report (`status.json`) under `dir`, one at a time.
-fn roll_up_dir(dir: &Path, silent_after: u64) -> Result<Rollup, String> {
-    let now = crate::host::clock::now();
-    let mut r = Rollup::default();
+/// Reads every report (`status.json`) under `dir`, one at a time.
+fn read_dir_reports(dir: &Path, each: &mut EachReport) -> Result<(), String> {
     let mut stack = vec![dir.to_path_buf()];
     if !dir.is_dir() {
         return Err(format!("{} is not a directory", dir.display()));
@@ -340,16 +353,13 @@ fn roll_up_dir(dir: &Path, silent_after: u64) -> Result<Rollup, String> {
                         .unwrap_or(&path)
                         .display()
                         .to_string();
-                    match read_limited(&path).and_then(|b| read_report(&b)) {
-                        Ok(report) => r.add(&report, now, silent_after),
-                        Err(e) => r.unreadable(&source, &e),
-                    }
+                    each(&source, read_limited(&path).and_then(|b| read_report(&b)));
                 }
                 _ => {}
             }
         }
     }
-    Ok(r)
+    Ok(())
 }
 
 /// Listings and reports fetched at once.
@@ -381,20 +391,19 @@ async fn get(
     Ok(a.body)
 }
 
-/// Rolls up every report a web server lists under `base`, walking its
+/// Reads every report a web server lists under `base`, walking its
 /// listings a level at a time, [`AT_ONCE`] requests at a time, each report
-/// added as it comes. Redirects are followed only on the same host.
-async fn roll_up_index(base: &http::Uri, silent_after: u64) -> Result<Rollup, String> {
+/// given to `each` as it comes. Redirects are followed only on the same
+/// host.
+async fn read_index_reports(base: &http::Uri, each: &mut EachReport<'_>) -> Result<(), String> {
     use crate::plane::index::{Entry, entries};
     use futures_util::StreamExt as _;
     let http = crate::net::http::Http::keeping(None, AT_ONCE)?
         .with_redirects(crate::net::http::Redirects::SameOrigin);
-    let now = crate::host::clock::now();
     let source = |u: &http::Uri| {
         let p = u.path();
         p.strip_prefix(base.path()).unwrap_or(p).to_string()
     };
-    let mut r = Rollup::default();
     let mut level = vec![base.clone()];
     for depth in 0..=MAX_DEPTH {
         if level.is_empty() {
@@ -424,7 +433,7 @@ async fn roll_up_index(base: &http::Uri, silent_after: u64) -> Result<Rollup, St
                 // Nothing listed at all is an error; a directory under it
                 // that cannot be listed is one unreadable entry.
                 Err(e) if depth == 0 => return Err(e),
-                Err(e) => r.unreadable(&source(&d), &e),
+                Err(e) => each(&source(&d), Err(e)),
             }
         }
         drop(listings);
@@ -438,14 +447,11 @@ async fn roll_up_index(base: &http::Uri, silent_after: u64) -> Result<Rollup, St
             })
             .buffer_unordered(AT_ONCE);
         while let Some((u, report)) = fetched.next().await {
-            match report.and_then(|b| read_report(&b)) {
-                Ok(report) => r.add(&report, now, silent_after),
-                Err(e) => r.unreadable(&source(&u), &e),
-            }
+            each(&source(&u), report.and_then(|b| read_report(&b)));
         }
         level = next;
     }
-    Ok(r)
+    Ok(())
 }
 
 /// `stead plane status --reports DIR|URL`: the fleet as its reports tell it.

@@ -24,6 +24,7 @@ use client::{Answer, Client, ClientError};
 
 pub mod args;
 pub mod client;
+pub mod devices;
 pub mod failure;
 pub mod fleet;
 #[cfg(feature = "import")]

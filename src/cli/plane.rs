@@ -66,6 +66,19 @@ pub enum PlaneCommand {
         silent_after: Duration,
         json: bool,
     },
+    /// `enroll --fleet DIR --reports DIR|URL [--replace]`.
+    Enroll {
+        fleet: PathBuf,
+        reports: super::fleet::Reports,
+        replace: bool,
+    },
+    /// `seal --node NODE --module MODULE --field FIELD (--fleet DIR | --to AGE1)`.
+    Seal {
+        node: NodeId,
+        module: crate::model::names::ModuleName,
+        field: String,
+        to: super::devices::SealTo,
+    },
     /// `rollout watch --key PATH... --reports DIR|URL --site DIR [--group G...]
     /// [--rate P%] [--min-reports N] [--dry-run]`.
     Watch {
@@ -162,6 +175,17 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
             silent_after,
             json,
         } => super::fleet::status(&reports, silent_after, json),
+        PlaneCommand::Enroll {
+            fleet,
+            reports,
+            replace,
+        } => super::devices::enroll(&fleet, &reports, replace),
+        PlaneCommand::Seal {
+            node,
+            module,
+            field,
+            to,
+        } => super::devices::seal(&node, &module, &field, &to),
         PlaneCommand::Watch {
             keys,
             reports,

@@ -267,6 +267,24 @@ impl Opened {
     }
 }
 
+/// Checks that `field` names a place a value may be sealed for:
+/// `env.<NAME>`, `settings.<key>[.<sub>…]` or `files.<absolute path>`.
+pub fn check_field(field: &str) -> Result<(), String> {
+    use crate::model::names::{AbsPath, EnvName};
+    let said = || {
+        format!(
+            "{field:?}: a sealed value is for env.<NAME>, settings.<key> or files.<absolute path>"
+        )
+    };
+    let (kind, rest) = field.split_once('.').ok_or_else(said)?;
+    match kind {
+        "env" => EnvName::try_from(rest).map(drop).map_err(|e| e.0),
+        "settings" if !rest.is_empty() && !rest.split('.').any(str::is_empty) => Ok(()),
+        "files" => AbsPath::try_from(rest).map(drop).map_err(|e| e.0),
+        _ => Err(said()),
+    }
+}
+
 /// Seals `value` for `to`, bound to `b`, with `random` from a CSPRNG: the
 /// text a document carries.
 pub fn seal(to: &Recipient, b: &Binding, value: &[u8], random: &[u8; RANDOM_LEN]) -> String {
@@ -315,6 +333,29 @@ pub fn open(id: &Identity, b: &Binding, sealed: &str) -> Result<Vec<u8>, SealedE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_is_one_a_document_can_seal() {
+        for ok in [
+            "env.DB_PASSWORD",
+            "settings.db.password",
+            "settings.x",
+            "files./etc/k.pem",
+        ] {
+            assert_eq!(check_field(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "DB_PASSWORD",
+            "env.",
+            "env.A B",
+            "settings.",
+            "settings.a..b",
+            "files.etc/k",
+            "image.x",
+        ] {
+            assert!(check_field(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn a_sealed_value_opens_only_on_its_device_in_its_place() {

@@ -13,6 +13,7 @@
 pub mod accept;
 pub mod config;
 pub mod document;
+pub mod enroll;
 pub mod envelope;
 #[cfg(test)]
 pub(crate) mod fixtures;

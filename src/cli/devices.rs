@@ -1,0 +1,177 @@
+//! `stead plane enroll` and `stead plane seal`: the devices' public keys
+//! taken from their reports into a fleet's description
+//! (`device-keys.csv`, [`crate::plane::enroll`]), and a value sealed to
+//! one of them for one field of one module ([`crate::model::sealed`]).
+
+use std::io::{Read as _, Write as _};
+use std::path::Path;
+use std::process::ExitCode;
+
+use crate::cli::failure::Context as _;
+use crate::model::age::{RANDOM_LEN, Recipient};
+use crate::model::names::{ModuleName, NodeId};
+use crate::model::sealed::{self, Binding, MAX_VALUE};
+use crate::plane::enroll::{self, Keys, Seen};
+
+use super::fleet::Reports;
+use super::plane::{refused, write_file};
+
+/// The enrolled keys of a fleet's description (none yet: empty).
+fn read_keys(fleet: &Path) -> Result<Keys, String> {
+    let path = fleet.join(enroll::FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => enroll::parse(&text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Keys::new()),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// `stead plane enroll --fleet DIR --reports DIR|URL [--replace]`.
+pub fn enroll(
+    fleet: &Path,
+    reports: &Reports,
+    replace: bool,
+) -> crate::cli::failure::Result<ExitCode> {
+    if !fleet.is_dir() {
+        return Ok(refused(format_args!(
+            "{} is not a directory (the fleet's description)",
+            fleet.display()
+        )));
+    }
+    let mut keys = match read_keys(fleet) {
+        Ok(k) => k,
+        Err(e) => return Ok(refused(format_args!("{e}"))),
+    };
+    let (mut reported, mut without, mut unreadable) = (Vec::new(), 0u64, Vec::new());
+    let read = super::fleet::read_reports(reports, &mut |source, report| match report {
+        Ok(r) => match r.device_key {
+            Some(k) => reported.push((r.node, k)),
+            None => without += 1,
+        },
+        Err(e) => unreadable.push(format!("{source}: {e}")),
+    });
+    if let Err(e) = read {
+        return Ok(refused(format_args!("{e}")));
+    }
+    for u in &unreadable {
+        eprintln!("stead: a report that does not read: {u}");
+    }
+    let seen = enroll::take(&mut keys, &reported, replace);
+    let mut kept = 0;
+    for s in &seen {
+        match s {
+            Seen::New(node) => println!("enrolled {node}"),
+            Seen::Changed {
+                node,
+                replaced: true,
+            } => println!(
+                "replaced the key of {node}: every value sealed for {node} must be sealed again"
+            ),
+            Seen::Changed {
+                node,
+                replaced: false,
+            } => {
+                kept += 1;
+                eprintln!(
+                    "stead: {node} reports a key other than the one enrolled (its data directory \
+                     lost or replaced, or a report not its own): the enrolled key is kept; \
+                     check it on the device (stead status) and give --replace to take the new one"
+                );
+            }
+            Seen::Unreadable { node, why } => {
+                eprintln!("stead: the report of {node:?} names a key that does not read: {why}")
+            }
+        }
+    }
+    let moved = seen
+        .iter()
+        .any(|s| matches!(s, Seen::New(_) | Seen::Changed { replaced: true, .. }));
+    if moved {
+        write_file(
+            &fleet.join(enroll::FILE),
+            enroll::render(&keys).as_bytes(),
+            0o644,
+        )?;
+    }
+    println!(
+        "{} device(s) enrolled in {}; {} report(s) without a key (agents before 0.6.0)",
+        keys.len(),
+        fleet.join(enroll::FILE).display(),
+        without
+    );
+    if kept > 0 {
+        return Ok(ExitCode::from(super::EXIT_REFUSED));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Whom `stead plane seal` seals to.
+#[derive(Debug, PartialEq)]
+pub enum SealTo {
+    /// The node's key enrolled in this fleet's description.
+    Fleet(std::path::PathBuf),
+    /// This key (`age1…`).
+    Key(String),
+}
+
+/// `stead plane seal --node N --module M --field F (--fleet DIR | --to
+/// age1…)`: the value from stdin, the sealed text to stdout.
+pub fn seal(
+    node: &NodeId,
+    module: &ModuleName,
+    field: &str,
+    to: &SealTo,
+) -> crate::cli::failure::Result<ExitCode> {
+    if let Err(e) = sealed::check_field(field) {
+        return Ok(refused(format_args!("{e}")));
+    }
+    let recipient = match to {
+        SealTo::Key(k) => match Recipient::parse(k) {
+            Ok(r) => r,
+            Err(e) => return Ok(refused(format_args!("--to: {e}"))),
+        },
+        SealTo::Fleet(dir) => match read_keys(dir).map(|mut k| k.remove(node)) {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                return Ok(refused(format_args!(
+                    "{node} is not enrolled in {}: run stead plane enroll (or give --to age1…)",
+                    dir.join(enroll::FILE).display()
+                )));
+            }
+            Err(e) => return Ok(refused(format_args!("{e}"))),
+        },
+    };
+    let mut value = Vec::new();
+    std::io::stdin()
+        .take(MAX_VALUE as u64 + 1)
+        .read_to_end(&mut value)
+        .context("cannot read the value from stdin")?;
+    if value.len() > MAX_VALUE {
+        return Ok(refused(format_args!(
+            "the value is over {MAX_VALUE} bytes, the most a sealed value holds"
+        )));
+    }
+    // `echo` ends what it prints with a newline, which an env value or a
+    // setting never means; a file's content is sealed as given.
+    if !field.starts_with("files.") && value.ends_with(b"\n") {
+        value.pop();
+    }
+    let random = crate::host::random::secret::<RANDOM_LEN>()
+        .context("cannot read randomness from the system")?;
+    let b = Binding {
+        node: node.as_str(),
+        module: module.as_str(),
+        field,
+    };
+    let text = sealed::seal(&recipient, &b, &value, &random);
+    let mut out = std::io::stdout();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.write_all(b"\n"))
+        .context("cannot write the sealed value to stdout")?;
+    eprintln!(
+        "sealed {} bytes for node {node}, module {module}, field {field} (to {})",
+        value.len(),
+        recipient.encode()
+    );
+    Ok(ExitCode::SUCCESS)
+}
