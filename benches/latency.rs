@@ -181,7 +181,7 @@ fn main() {
             let inputs = stead::reconcile::resolve::resolve_inputs(&i, &mut stead::host::digest::FileDigester::new(), None).unwrap();
             let images = stead::engine::image::Images::new(engine.list_images().await.unwrap());
             let img = stead::model::spec::image_digest(&images.find(IMAGE).expect("the test image").id).unwrap();
-            let mut d = stead::model::spec::desired(&i, inputs, &img, &stead::model::names::NodeId::try_from("baseline").unwrap(), store_dir.path()).unwrap();
+            let mut d = stead::model::spec::desired(&i, inputs, &img, &stead::model::names::NodeId::try_from("baseline").unwrap(), store_dir.path(), None).unwrap();
             d.spec.name = format!("stead-baseline-{}", std::process::id());
             for (p, f) in &d.files {
                 stead::host::files::write_once(p, &f.content).unwrap();
@@ -298,7 +298,7 @@ fn main() {
             let inputs = stead::reconcile::resolve::resolve_inputs(&i, &mut stead::host::digest::FileDigester::new(), None).unwrap();
             let images = stead::engine::image::Images::new(engine.list_images().await.unwrap());
             let img = stead::model::spec::image_digest(&images.find(IMAGE).expect("the test image").id).unwrap();
-            let mut d = stead::model::spec::desired(&i, inputs, &img, &stead::model::names::NodeId::try_from("floor").unwrap(), store_dir.path()).unwrap();
+            let mut d = stead::model::spec::desired(&i, inputs, &img, &stead::model::names::NodeId::try_from("floor").unwrap(), store_dir.path(), None).unwrap();
             for (p, f) in &d.files {
                 stead::host::files::write_once(p, &f.content).unwrap();
             }

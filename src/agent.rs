@@ -368,6 +368,9 @@ impl<C: Connect> Agent<C> {
         })?;
         let device_key = key.identity().recipient().encode();
         reconciler.seal_stated_with(key);
+        if config.keyed_digests {
+            reconciler.key_digests();
+        }
         Ok(Agent {
             config,
             store,

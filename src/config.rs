@@ -90,6 +90,9 @@ pub struct Config {
     /// Keys trusted for release statements of stead itself, besides the
     /// plane's (a device without a plane).
     pub update_keys: Vec<crate::plane::envelope::PublicKey>,
+    /// Every input's digest in a container's labels keyed with the
+    /// device's key (a sealed value's always is).
+    pub keyed_digests: bool,
 }
 
 pub use crate::plane::config::PlaneConfig;
@@ -162,6 +165,8 @@ struct ConfigDoc {
     logging: Option<LoggingDoc>,
     images: Option<ImagesDoc>,
     update: Option<UpdateDoc>,
+    #[serde(default)]
+    keyed_digests: bool,
 }
 
 /// Public keys from their base64 text, at most [`MAX_TRUSTED_KEYS`]; the
@@ -307,6 +312,7 @@ impl Config {
                 doc.update.as_ref().map_or(&[][..], |u| &u.trusted_keys),
                 &invalid,
             )?,
+            keyed_digests: doc.keyed_digests,
         };
         let api_listen: SocketAddr = match doc.api_listen.as_deref() {
             None => SocketAddr::from(([127, 0, 0, 1], DEFAULT_API_PORT)),

@@ -235,6 +235,7 @@ fn through(i: &Intention) -> Result<(), TestCaseError> {
         &image,
         &node(),
         Path::new("/var/lib/stead/files"),
+        None,
     );
     // A checked intention makes a spec: a refusal here is one the check
     // missed (a document that would be held on every pass).
@@ -1530,6 +1531,7 @@ fn made(i: &Intention) -> Option<(Digest, J)> {
         &image,
         &node(),
         Path::new("/var/lib/stead/files"),
+        None,
     )
     .ok()?;
     d.spec.network_container = Some("0123456789ab".into());

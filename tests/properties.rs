@@ -26,6 +26,7 @@ fn digest(text: &str) -> Digest {
         &Digest::of(b"image"),
         &NodeId::try_from("n").unwrap(),
         Path::new("/data/files"),
+        None,
     )
     .expect("a checked intention makes a spec")
     .digest

@@ -623,3 +623,58 @@ fn a_value_sealed_to_the_device_reaches_its_container_alone_and_opens_nowhere_el
     assert!(!log.contains(&marker), "the log holds it: {log}");
     assert!(!event_texts(&n).contains(&marker));
 }
+
+#[test]
+fn keyed_digests_turned_on_recreate_nothing_and_a_container_made_after_carries_no_guessable_digest()
+{
+    let n = Node::new("keyed");
+    let m = n.module("app");
+    let intention = |v: &str| {
+        format!(
+            "name = \"{m}\"\nimage = \"{IMAGE_1}\"\ncommand = [\"sh\", \"-c\", {:?}]\nenv = {{ PIN = \"{v}\" }}\n",
+            idle_after("true")
+        )
+    };
+    n.write_intention("app.toml", intention("1234"));
+    n.once_ok();
+    let id = n.container_id(&m);
+    let plain = inspect(&id)["Config"]["Labels"].clone();
+    // A guess of the env checks against a plain label, off the device.
+    let guess = stead::model::names::Digest::canonical(
+        "env",
+        &std::collections::BTreeMap::from([("PIN", "1234")]),
+    );
+    assert_eq!(plain["stead.input.env"], guess.as_str());
+
+    // Turned on: the running container is the target in keyed terms.
+    let n = n.with_config("keyed_digests = true");
+    let since = unix_now();
+    let out = n.once_ok();
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(m.as_str()) && l.contains("unchanged")),
+        "{out}"
+    );
+    assert_eq!(n.container_id(&m), id);
+    assert_eq!(n.creates_since(&m, since), 0);
+
+    // Made again for a change: every digest keyed, none a guess matches.
+    n.write_intention("app.toml", intention("5678"));
+    n.once_ok();
+    let keyed = inspect(&n.container_id(&m))["Config"]["Labels"].clone();
+    assert_eq!(keyed["stead.digests"], "keyed");
+    let guess = stead::model::names::Digest::canonical(
+        "env",
+        &std::collections::BTreeMap::from([("PIN", "5678")]),
+    );
+    assert_ne!(keyed["stead.input.env"], guess.as_str());
+    for (k, v) in keyed.as_object().unwrap() {
+        if let Some(input) = k.strip_prefix("stead.input.") {
+            assert_ne!(plain.get(k), Some(v), "{input} kept its plain digest");
+        }
+    }
+    // And the next pass keeps it.
+    let since = unix_now();
+    n.once_ok();
+    assert_eq!(n.creates_since(&m, since), 0);
+}

@@ -26,6 +26,11 @@ pub const STATED: &str = "stead.stated";
 pub const STATED_MAX: usize = 64 * 1024;
 /// Label prefix: one digest per input, `stead.input.<input name>`.
 pub const INPUT_PREFIX: &str = "stead.input.";
+/// Label: how the digests were made, when not plain: `keyed` (HMAC-SHA256
+/// under the device's key, `keyed_digests = true`).
+pub const DIGESTS: &str = "stead.digests";
+/// [`DIGESTS`] of a container whose digests are keyed.
+pub const KEYED: &str = "keyed";
 
 /// What a container's labels say about it, typed. A label that does not
 /// parse (hand-made, or from another tool) reads as absent.
@@ -46,6 +51,8 @@ pub struct Labels {
     /// What was stated for its module beyond the files (JSON), when it
     /// says; read only when a new store is rebuilt.
     pub stated: Option<String>,
+    /// Whether its digests are keyed ([`DIGESTS`]).
+    pub keyed: bool,
 }
 
 /// Whether this agent knows `name` as an input: one of its fields (the
@@ -73,6 +80,7 @@ impl Labels {
                 .and_then(|d| Digest::try_from(d.as_str()).ok()),
             agent: map.get(AGENT).cloned(),
             stated: map.get(STATED).cloned(),
+            keyed: map.get(DIGESTS).is_some_and(|d| d == KEYED),
             inputs: map
                 .iter()
                 .filter_map(|(k, v)| {
@@ -104,6 +112,27 @@ impl Labels {
             labels.insert(format!("{INPUT_PREFIX}{k}"), v.to_string());
         }
         labels
+    }
+
+    /// The labels as a container made with keyed digests would carry
+    /// them: each input's digest keyed from its plain one
+    /// ([`crate::model::spec::keyed_inputs`]), the spec digest over them
+    /// (when it was the one over the plain inputs; else it is kept, and
+    /// matches no target, as it did not before). So a node that turns
+    /// keyed digests on compares its running containers in the new terms,
+    /// and recreates none for it.
+    pub fn keyed_with(mut self, key: &crate::model::names::DigestKey) -> Labels {
+        if self.keyed {
+            return self;
+        }
+        let consistent =
+            self.digest.as_ref() == Some(&crate::model::spec::spec_digest(&self.inputs));
+        self.inputs = crate::model::spec::keyed_inputs(key, &self.inputs);
+        if consistent {
+            self.digest = Some(crate::model::spec::spec_digest(&self.inputs));
+        }
+        self.keyed = true;
+        self
     }
 
     /// Whether `node` manages the container.

@@ -121,6 +121,17 @@ string_newtype!(
     }
 );
 
+/// A key digests are keyed with (HMAC-SHA256), derived from the device's
+/// local key. Never printed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct DigestKey(pub [u8; 32]);
+
+impl fmt::Debug for DigestKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DigestKey(..)")
+    }
+}
+
 /// A running SHA-256 (ring's, which TLS links already).
 pub struct Hasher(ring::digest::Context);
 
@@ -158,9 +169,9 @@ impl Digest {
     /// The keyed digest of `bytes` in a domain of its own: HMAC-SHA256
     /// under `key`, written as a digest is. Without the key it cannot be
     /// computed, so a guessed value cannot be checked against it.
-    pub fn keyed(key: &[u8], domain: &str, bytes: &[u8]) -> Digest {
+    pub fn keyed(key: &DigestKey, domain: &str, bytes: &[u8]) -> Digest {
         let mut m =
-            ring::hmac::Context::with_key(&ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key));
+            ring::hmac::Context::with_key(&ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &key.0));
         m.update(domain.as_bytes());
         m.update(b"\n");
         m.update(bytes);

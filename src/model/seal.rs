@@ -92,8 +92,8 @@ impl LocalKey {
 
     /// The key this device's digests of its sealed values are keyed with
     /// (HMAC-SHA256), derived from this key for that one use.
-    pub fn digest_key(&self) -> [u8; 32] {
-        self.derive(b"stead keyed digests: hmac-sha256")
+    pub fn digest_key(&self) -> crate::model::names::DigestKey {
+        crate::model::names::DigestKey(self.derive(b"stead keyed digests: hmac-sha256"))
     }
 
     /// What node `node` opens the values sealed to it with.

@@ -16,7 +16,7 @@
 use base64::Engine as _;
 
 use crate::model::age::{self, AgeError, Identity, RANDOM_LEN, Recipient};
-use crate::model::names::Digest;
+use crate::model::names::{Digest, DigestKey};
 
 const MAGIC: &str = "stead-sealed/v1";
 /// The largest value sealed (what a document may carry anyway).
@@ -168,7 +168,7 @@ pub struct Device {
     /// The node id values are bound to.
     pub node: String,
     identity: Identity,
-    digest_key: [u8; 32],
+    digest_key: DigestKey,
 }
 
 impl std::fmt::Debug for Device {
@@ -179,12 +179,17 @@ impl std::fmt::Debug for Device {
 
 impl Device {
     /// The device `node` with these keys.
-    pub fn new(node: String, identity: Identity, digest_key: [u8; 32]) -> Device {
+    pub fn new(node: String, identity: Identity, digest_key: DigestKey) -> Device {
         Device {
             node,
             identity,
             digest_key,
         }
+    }
+
+    /// The key its digests are keyed with.
+    pub fn digest_key(&self) -> &DigestKey {
+        &self.digest_key
     }
 
     /// Opens every value in `sealed` (field and text) of `module`, with
@@ -230,7 +235,7 @@ pub struct FieldError {
 #[derive(Clone, Default)]
 pub struct Opened {
     values: std::collections::BTreeMap<String, (Vec<u8>, Digest)>,
-    key: Option<[u8; 32]>,
+    key: Option<DigestKey>,
 }
 
 impl std::fmt::Debug for Opened {

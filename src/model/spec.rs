@@ -18,7 +18,7 @@ use crate::model::intention::{
     Access, DriftPolicy, Intention, PortSpec, RestartPolicy, UpdateOrder,
 };
 use crate::model::labels::Labels;
-use crate::model::names::{AbsPath, Digest, HostPath, InputName, ModuleName, NodeId};
+use crate::model::names::{AbsPath, Digest, DigestKey, HostPath, InputName, ModuleName, NodeId};
 use crate::model::sealed::{Opened, Text};
 
 /// A bind mount as handed to the engine.
@@ -105,6 +105,8 @@ pub struct Desired {
     /// The env variables whose values were sealed: what is recorded of the
     /// spec leaves their values out.
     pub sealed_env: BTreeSet<String>,
+    /// The key its digests are keyed with, when they are.
+    pub keyed: Option<DigestKey>,
 }
 
 impl Desired {
@@ -245,13 +247,37 @@ pub fn image_digest(id: &str) -> Result<Digest, String> {
     Digest::try_from(s).map_err(|e| e.0)
 }
 
-/// Completes the desired container with the image ID.
+/// The spec digest over every input's digest.
+pub fn spec_digest(inputs: &BTreeMap<InputName, Digest>) -> Digest {
+    Digest::canonical("stead-spec-v1", inputs)
+}
+
+/// An input's digest keyed under `key` from its plain one: without the key
+/// no guess of what it was made from can be checked against it.
+pub fn keyed_input(key: &DigestKey, name: &InputName, plain: &Digest) -> Digest {
+    Digest::keyed(key, &format!("input:{name}"), plain.as_str().as_bytes())
+}
+
+/// Every input's digest keyed ([`keyed_input`]).
+pub fn keyed_inputs(
+    key: &DigestKey,
+    inputs: &BTreeMap<InputName, Digest>,
+) -> BTreeMap<InputName, Digest> {
+    inputs
+        .iter()
+        .map(|(n, d)| (n.clone(), keyed_input(key, n, d)))
+        .collect()
+}
+
+/// Completes the desired container with the image ID; with `keyed`
+/// (`keyed_digests = true`), its digests keyed under the device's key.
 pub fn desired(
     i: &Intention,
     inputs: Inputs,
     image_id: &Digest,
     node: &NodeId,
     files_dir: &Path,
+    keyed: Option<&DigestKey>,
 ) -> Result<Desired, String> {
     let mut digests = inputs.digests;
     let reload = i.config.as_ref().and_then(|c| c.reload.clone());
@@ -309,8 +335,17 @@ pub fn desired(
         });
     }
     digests.insert(input("image".into()), image_id.clone());
-    let digest = Digest::canonical("stead-spec-v1", &digests);
+    if let Some(k) = keyed {
+        digests = keyed_inputs(k, &digests);
+    }
+    let digest = spec_digest(&digests);
     let mut labels = Labels::to_map(node, &i.name, &digest, &digests);
+    if keyed.is_some() {
+        labels.insert(
+            crate::model::labels::DIGESTS.to_string(),
+            crate::model::labels::KEYED.to_string(),
+        );
+    }
     // The user's own (never `stead.*`, which the intention refuses).
     for (k, v) in &i.runtime.labels {
         labels.entry(k.clone()).or_insert_with(|| v.clone());
@@ -365,6 +400,7 @@ pub fn desired(
         spec,
         files,
         live,
+        keyed: keyed.copied(),
         sealed_env: i
             .env
             .iter()
@@ -379,12 +415,16 @@ impl Desired {
     /// container whose network stack it joins), and the spec digest and
     /// labels with it.
     pub fn set_input(&mut self, input: InputName, digest: Digest) {
+        let digest = match &self.keyed {
+            Some(k) => keyed_input(k, &input, &digest),
+            None => digest,
+        };
         self.spec.labels.insert(
             format!("{}{input}", crate::model::labels::INPUT_PREFIX),
             digest.to_string(),
         );
         self.inputs.insert(input, digest);
-        self.digest = Digest::canonical("stead-spec-v1", &self.inputs);
+        self.digest = spec_digest(&self.inputs);
         self.spec.labels.insert(
             crate::model::labels::DIGEST.to_string(),
             self.digest.to_string(),

@@ -153,6 +153,9 @@ pub struct Reconciler {
     stated_key: Option<crate::model::seal::LocalKey>,
     /// What this device opens the values sealed to it with.
     device: Option<crate::model::sealed::Device>,
+    /// With `keyed_digests = true`: the key every input's digest is keyed
+    /// with.
+    keyed: Option<crate::model::names::DigestKey>,
     /// The loop's progress, which each engine call of a pass marks (the
     /// watchdog is pinged while it moves).
     progress: Arc<crate::host::systemd::Progress>,
@@ -190,6 +193,7 @@ impl Reconciler {
             quarantine: Default::default(),
             stated_key: None,
             device: None,
+            keyed: None,
             progress: crate::host::systemd::Progress::new(),
             steward: collect::Steward::new(
                 crate::model::disk::Policy::default(),
@@ -256,6 +260,14 @@ impl Reconciler {
     pub fn seal_stated_with(&mut self, key: crate::model::seal::LocalKey) {
         self.device = Some(key.device(self.node.as_str()));
         self.stated_key = Some(key);
+    }
+
+    /// Keys the digest of every input of every container made from now on
+    /// (`keyed_digests = true`), with the key of the device set by
+    /// [`Reconciler::seal_stated_with`]; running containers are compared
+    /// in keyed terms, and none is made again for it.
+    pub fn key_digests(&mut self) {
+        self.keyed = self.device.as_ref().map(|d| *d.digest_key());
     }
 
     /// What the crash guard holds, as the agent read it at start.
@@ -777,7 +789,14 @@ impl Reconciler {
 
         // Observe and plan.
         let looked_at = crate::host::clock::now();
-        let observed = engine.list_containers().await?;
+        let mut observed = engine.list_containers().await?;
+        // In the terms the targets are made in: a container made before
+        // keyed digests were turned on is compared as if made with them.
+        if let Some(k) = &self.keyed {
+            for o in &mut observed {
+                o.labels = std::mem::take(&mut o.labels).keyed_with(k);
+            }
+        }
         self.join_network_stacks(&mut resolved, &observed);
         let restarts = self.gate_dependencies(&mut resolved, &observed, &entries);
         let other_agent = self.other_agent(store, &agent, &observed).await?;
@@ -950,6 +969,7 @@ impl Reconciler {
                 default_logging: default_logging.as_ref(),
                 made: &mut self.made,
                 device: self.device.as_ref(),
+                keyed: self.keyed.as_ref(),
             },
             host,
             &self.node,

@@ -489,6 +489,7 @@ mod tests {
             agent: None,
             inputs,
             stated: None,
+            keyed: false,
         };
         Observed {
             id: id.into(),

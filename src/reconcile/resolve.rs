@@ -24,7 +24,7 @@ use crate::model::config::RenderError;
 use crate::model::env_file;
 use crate::model::files;
 use crate::model::intention::{Access, Intention};
-use crate::model::names::{Digest, InputName, ModuleName, NodeId};
+use crate::model::names::{Digest, DigestKey, InputName, ModuleName, NodeId};
 use crate::model::reload::UpdateState;
 use crate::model::sealed::{Device, Opened, Text};
 use crate::model::spec::{self, Desired, Inputs};
@@ -566,6 +566,9 @@ pub struct EngineSide<'a, E> {
     /// What this device opens the values sealed to it with (a constant of
     /// the agent's, as its node is).
     pub device: Option<&'a Device>,
+    /// The key every input's digest is keyed with, when they are
+    /// (`keyed_digests = true`).
+    pub keyed: Option<&'a DigestKey>,
 }
 
 /// Completes each module's target with its image ID. An image the engine
@@ -588,6 +591,7 @@ pub async fn against_engine<E: Engine>(
         default_logging,
         made,
         device,
+        keyed,
     } = side;
     pulls.collect(retries, tuning);
     let mut images = Images::new(engine.list_images().await?);
@@ -688,7 +692,7 @@ pub async fn against_engine<E: Engine>(
             agent,
             stated: stated.as_ref(),
         };
-        match made.made(&name, of, |from| make(from, node, files_dir, device)) {
+        match made.made(&name, of, |from| make(from, node, files_dir, device, keyed)) {
             Ok(d) => {
                 out.wants.insert(name, Want::Run(d));
             }
@@ -707,6 +711,7 @@ fn make(
     node: &NodeId,
     files_dir: &Path,
     device: Option<&Device>,
+    keyed: Option<&DigestKey>,
 ) -> Result<Desired, String> {
     let opened = open_sealed(&from.intention, device).map_err(|e| e.to_string())?;
     let inputs = assemble(&from.intention, &from.read, &opened).map_err(|e| match e {
@@ -717,7 +722,14 @@ fn make(
         }
         e => e.to_string(),
     })?;
-    let mut d = spec::desired(&from.intention, inputs, &from.image_id, node, files_dir)?;
+    let mut d = spec::desired(
+        &from.intention,
+        inputs,
+        &from.image_id,
+        node,
+        files_dir,
+        keyed,
+    )?;
     // Written only when there is one: an unset runtime takes no memory.
     if d.spec.runtime.logging.is_none() && from.logging.is_some() {
         d.spec.runtime.logging = from.logging.clone();
@@ -751,6 +763,7 @@ mod tests {
             &Digest::of(b"image"),
             &NodeId::try_from("n1").unwrap(),
             Path::new("/data/files"),
+            None,
         )
         .unwrap()
     }
@@ -829,6 +842,7 @@ mod tests {
             &Digest::of(b"image"),
             &NodeId::try_from("edge-1").unwrap(),
             Path::new("/data/files"),
+            None,
         )
         .unwrap();
         let recorded = d.spec_recorded();
@@ -855,6 +869,59 @@ mod tests {
             assert!(e.starts_with(says), "{e}");
             assert!(!e.contains("hunter2"), "{e}");
         }
+    }
+
+    #[test]
+    fn keyed_digests_are_made_from_the_plain_ones_so_a_running_container_is_compared_in_their_terms()
+     {
+        use crate::model::labels::Labels;
+        use crate::model::names::DigestKey;
+        let i = intention(
+            "name = \"m\"\nimage = \"x\"\nenv = { A = \"1\" }\n[[files]]\npath = \"/f\"\ncontent = \"pw\"\n",
+        );
+        let make = |keyed: Option<&DigestKey>| {
+            let inputs = resolve_inputs(&i, &mut FileDigester::new(), None).unwrap();
+            let node = NodeId::try_from("n1").unwrap();
+            spec::desired(
+                &i,
+                inputs,
+                &Digest::of(b"image"),
+                &node,
+                Path::new("/f"),
+                keyed,
+            )
+            .unwrap()
+        };
+        let (k, other) = (DigestKey([7; 32]), DigestKey([8; 32]));
+        let (plain, keyed) = (make(None), make(Some(&k)));
+        // Every input's label is another digest, and none is the plain one.
+        assert_eq!(keyed.inputs.len(), plain.inputs.len());
+        for (name, d) in &keyed.inputs {
+            assert_ne!(Some(d), plain.inputs.get(name), "{name}");
+        }
+        assert_eq!(keyed.spec.labels["stead.digests"], "keyed");
+        assert!(!plain.spec.labels.contains_key("stead.digests"));
+        assert_ne!(make(Some(&other)).digest, keyed.digest);
+        // A container made plain, read in keyed terms, is the keyed target:
+        // turning keyed digests on makes nothing again.
+        let running = Labels::parse(&plain.spec.labels).keyed_with(&k);
+        assert_eq!(running.digest.as_ref(), Some(&keyed.digest));
+        assert_eq!(running.inputs, keyed.inputs);
+        assert!(running.keyed);
+        // One made keyed is read as it is; one whose spec digest is not the
+        // one over its inputs still matches nothing.
+        let again = Labels::parse(&keyed.spec.labels).keyed_with(&k);
+        assert_eq!(again.digest.as_ref(), Some(&keyed.digest));
+        let mut odd = plain.spec.labels.clone();
+        odd.insert("stead.digest".into(), Digest::of(b"other").to_string());
+        let odd = Labels::parse(&odd).keyed_with(&k);
+        assert_eq!(odd.digest, Some(Digest::of(b"other")));
+        // Turned off again, a keyed container is another digest: it is
+        // made again once, with plain digests (docs/intentions.md).
+        assert_ne!(
+            Labels::parse(&keyed.spec.labels).digest.as_ref(),
+            Some(&plain.digest)
+        );
     }
 
     #[test]
@@ -965,8 +1032,10 @@ mod tests {
         let node = NodeId::try_from("n1").unwrap();
         let mut made = Made::default();
         let target = |made: &mut Made, of: MadeOf<'_>| {
-            made.made(&name, of, |from| make(from, &node, Path::new("/f"), None))
-                .unwrap()
+            made.made(&name, of, |from| {
+                make(from, &node, Path::new("/f"), None, None)
+            })
+            .unwrap()
         };
         let first = target(&mut made, base());
         let cases: Vec<(&str, MadeOf<'_>)> = vec![
