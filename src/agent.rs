@@ -405,12 +405,9 @@ impl<C: Connect> Agent<C> {
         &self,
         plane: Option<Arc<Mutex<crate::plane::sync::PlaneStatus>>>,
     ) -> Arc<crate::update::executor::Updater> {
-        let mut keys = self.config.update_keys.clone();
-        let mut ca = None;
-        if let Some(p) = &self.config.plane {
-            keys.extend(p.trusted_keys.iter().cloned());
-            ca = p.ca.clone();
-        }
+        // The plane's keys are its root's, read at each statement.
+        let keys = self.config.update_keys.clone();
+        let ca = self.config.plane.as_ref().and_then(|p| p.ca.clone());
         // A CA file that does not read leaves updates failing, saying so,
         // never the agent down.
         let http = crate::net::http::Http::new(ca.as_deref());

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::agent::Agent;
 use common::desired::*;
-use common::plane::Plane;
+use common::plane::{Plane, plane_cli};
 use common::*;
 use serde_json::{Value as J, json};
 use stead::model::fleet::{fraction, position};
@@ -487,24 +487,6 @@ fn a_group_document_that_fails_a_check_changes_nothing() {
         assert_eq!(n.creates_since(&w, since), 0, "{what}");
     }
     assert!(n.logs(&w).contains("V=two") && !n.logs(&w).contains("V=x"));
-}
-
-/// Runs `stead plane ARGS`; returns its stdout, asserting it succeeded.
-fn plane_cli(args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stead"))
-        .arg("plane")
-        .args(args)
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    assert!(
-        out.status.success(),
-        "stead plane {args:?}: {stdout}{stderr}"
-    );
-    stdout
 }
 
 fn write_json(path: &std::path::Path, v: &J) {

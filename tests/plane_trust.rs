@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::agent::Agent;
 use common::desired::*;
-use common::plane::Plane;
+use common::plane::{Plane, plane_cli};
 use common::*;
 use serde_json::{Value as J, json};
 use stead::plane::envelope::SecretKey;
@@ -319,4 +319,211 @@ fn redirects_go_only_to_the_same_origin_and_a_host_without_etags_is_asked_if_mod
     // A new document there is still seen.
     plane.publish(&n.id, &sign(&key, &payload(&n, 6, vec![])));
     wait_plane(&n, &agent, "revision 6", |p| p["held"]["revision"] == 6);
+}
+
+/// A signed root of `version`: root keys `root` (threshold `t`), document
+/// keys `docs`, signed by `by`.
+fn signed_root(
+    version: u64,
+    root: &[&SecretKey],
+    t: usize,
+    docs: &[&SecretKey],
+    by: &[&SecretKey],
+) -> Vec<u8> {
+    let r = stead::plane::root::Root {
+        version,
+        expires: now() + 365 * DAY,
+        root: stead::plane::root::Role {
+            keys: root.iter().map(|k| k.public()).collect(),
+            threshold: t,
+        },
+        documents: docs.iter().map(|k| k.public()).collect(),
+    };
+    let (first, rest) = by.split_first().unwrap();
+    let mut env = first.sign(stead::plane::root::PAYLOAD_TYPE, &r.to_payload());
+    for k in rest {
+        env.countersign(k);
+    }
+    env.to_json()
+}
+
+#[test]
+fn trust_moves_from_the_plane_by_a_root_chain_and_a_key_it_drops_signs_nothing_more() {
+    let [first, r1, r2, r3, online, online2] =
+        std::array::from_fn(|_| SecretKey::generate().unwrap());
+    let plane = Plane::start();
+    let n = Node::new("trust-root").with_config(&config(&plane, &[&first]));
+    let m = n.module("web");
+    plane.publish(
+        &n.id,
+        &sign(&first, &payload(&n, 1, vec![module(&m, "one")])),
+    );
+    let agent = Agent::start(&n);
+    wait_v(&n, &m, "one");
+    assert!(plane_state(&agent).get("root").is_none(), "no root yet");
+
+    // Root version 1, made and published with the CLI: two root keys of
+    // which both must sign the next, one online key for documents; signed
+    // by the devices' first key and by both of its own.
+    let d = tempfile::tempdir().unwrap();
+    let file = |name: &str| d.path().join(name).to_str().unwrap().to_string();
+    for (k, name) in [(&first, "first"), (&r1, "r1"), (&r2, "r2")] {
+        k.write_file(std::path::Path::new(&file(name))).unwrap();
+    }
+    let b64 = |k: &SecretKey| k.public().to_base64();
+    plane_cli(&[
+        "root",
+        "init",
+        "--root-key",
+        &b64(&r1),
+        "--root-key",
+        &b64(&r2),
+        "--threshold",
+        "2",
+        "--documents-key",
+        &b64(&online),
+        "--out",
+        &file("1.payload"),
+    ]);
+    plane_cli(&[
+        "root",
+        "sign",
+        "--key",
+        &file("first"),
+        "--in",
+        &file("1.payload"),
+        "--out",
+        &file("1.json"),
+    ]);
+    plane_cli(&[
+        "root",
+        "sign",
+        "--key",
+        &file("r1"),
+        "--key",
+        &file("r2"),
+        "--in",
+        &file("1.json"),
+        "--out",
+        &file("1.json"),
+    ]);
+    let site = plane.root();
+    let said = plane_cli(&[
+        "root",
+        "verify",
+        "--trusted",
+        &b64(&first),
+        "--site",
+        site.to_str().unwrap(),
+        "--in",
+        &file("1.json"),
+        "--publish",
+    ]);
+    assert!(
+        said.contains("version 1: root keys") && said.contains("published"),
+        "{said}"
+    );
+
+    // The online key's document is taken once the device walked to root 1;
+    // the first key signs nothing more.
+    plane.publish(
+        &n.id,
+        &sign(&online, &payload(&n, 2, vec![module(&m, "two")])),
+    );
+    wait_v(&n, &m, "two");
+    let p = plane_state(&agent);
+    assert_eq!(p["root"]["version"], 1, "{p:#}");
+    assert_eq!(p["root"]["threshold"], 2, "{p:#}");
+    assert_eq!(
+        p["root"]["document_keys"][0],
+        online.public().id().as_str(),
+        "{p:#}"
+    );
+    refused(
+        &plane,
+        &n,
+        &agent,
+        &sign(&first, &payload(&n, 3, vec![module(&m, "x")])),
+        "unknown-key",
+    );
+
+    // Root version 2 drops r1 and the online key (leaked): signed by both
+    // keys of version 1 and two of its own. A device holding version 1
+    // walks to it; what the dropped key signed is no floor any more, and
+    // a document by the new online key is taken whatever its revision.
+    let v2 = signed_root(2, &[&r2, &r3], 2, &[&online2], &[&r1, &r2, &r3]);
+    plane.publish_raw_path("roots/2.json", &v2);
+    plane.publish_raw_path("root.json", &v2);
+    wait_plane(&n, &agent, "root version 2", |p| p["root"]["version"] == 2);
+    let p = wait_plane(&n, &agent, "the held document no floor", |p| {
+        p["held"]["floor"] == false
+    });
+    assert!(
+        p["held"]["revoked"]
+            .as_str()
+            .unwrap()
+            .contains("no key trusted now signed it"),
+        "{p:#}"
+    );
+    refused(
+        &plane,
+        &n,
+        &agent,
+        &sign(&online, &payload(&n, 5, vec![module(&m, "x")])),
+        "unknown-key",
+    );
+    plane.publish(
+        &n.id,
+        &sign(&online2, &payload(&n, 1, vec![module(&m, "three")])),
+    );
+    wait_v(&n, &m, "three");
+
+    // A root short of its threshold, or skipping a version, is not taken:
+    // said, and version 2 stays.
+    let short = signed_root(3, &[&r3], 1, &[&online2], &[&r3]);
+    plane.publish_raw_path("root.json", &short);
+    let p = wait_plane(&n, &agent, "a root refused", |p| {
+        p["root"]["error"].is_string()
+    });
+    assert!(
+        p["root"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("root version 3 is signed by 1 of the root keys of version 2, which needs 2"),
+        "{p:#}"
+    );
+    let skipping = signed_root(4, &[&r3], 1, &[&online2], &[&r2, &r3]);
+    plane.publish_raw_path("root.json", &skipping);
+    let p = wait_plane(&n, &agent, "a skip refused", |p| {
+        p["root"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("roots/3.json is not there"))
+    });
+    assert_eq!(p["root"]["version"], 2);
+
+    // Taken roots are kept: a restart holds version 2 before it asks.
+    drop(agent);
+    plane.remove_path("root.json");
+    let agent = Agent::start(&n);
+    let p = wait_plane(&n, &agent, "root 2 after a restart", |p| {
+        p["root"]["version"] == 2
+    });
+    assert_eq!(
+        p["root"]["document_keys"][0],
+        online2.public().id().as_str(),
+        "{p:#}"
+    );
+    refused(
+        &plane,
+        &n,
+        &agent,
+        &sign(&online, &payload(&n, 9, vec![module(&m, "x")])),
+        "unknown-key",
+    );
+    // The report says it too.
+    n.wait_for(30, "a report with the root", || {
+        plane
+            .report_json(&n.id)
+            .is_some_and(|r| r["plane"]["root"]["version"] == 2)
+    });
 }

@@ -70,6 +70,7 @@ pub fn plane_view(plane: Option<&PlaneHandle>) -> PlaneView {
                 pending: s.reports.pending,
                 url: s.reports.url,
             },
+            root: s.root.view(|t| t),
             url: s.url,
         }),
     }

@@ -585,6 +585,105 @@ static STEAD: Spec = group(
                     ],
                 ),
                 group(
+                    "root",
+                    "The plane's root of trust: which keys sign documents, and which sign the \
+                     next root (a threshold of them), versioned and published beside the \
+                     documents",
+                    &[
+                        leaf(
+                            "init",
+                            "Write the next root's payload (unsigned): version 1, or the one \
+                             after --after's. Sign it with `root sign` by a threshold of the \
+                             previous root's keys and of its own",
+                            &[
+                                Opt {
+                                    required: true,
+                                    many: true,
+                                    ..valued(
+                                        "root-key",
+                                        "PUB",
+                                        "A key that signs the next root (a .pub file or base64)",
+                                    )
+                                },
+                                Opt {
+                                    default: "1",
+                                    ..valued(
+                                        "threshold",
+                                        "N",
+                                        "How many root keys must sign the next root",
+                                    )
+                                },
+                                Opt {
+                                    required: true,
+                                    many: true,
+                                    ..valued(
+                                        "documents-key",
+                                        "PUB",
+                                        "A key that signs documents (a .pub file or base64)",
+                                    )
+                                },
+                                valued(
+                                    "after",
+                                    "FILE",
+                                    "The root this one follows (its signed file)",
+                                ),
+                                Opt {
+                                    default: "365d",
+                                    ..valued(
+                                        "expires-in",
+                                        "DURATION",
+                                        "How long it is good for (at most 3650d)",
+                                    )
+                                },
+                                valued("out", "FILE", "Write it to FILE instead of stdout"),
+                            ],
+                        ),
+                        leaf(
+                            "sign",
+                            "Sign a root: a payload from `root init` becomes a signed root; a \
+                             signed root gets a signature by each key more",
+                            &[
+                                Opt {
+                                    required: true,
+                                    many: true,
+                                    ..valued("key", "PATH", "A secret key file")
+                                },
+                                valued("in", "FILE", "Read it from FILE instead of stdin"),
+                                valued("out", "FILE", "Write it to FILE instead of stdout"),
+                            ],
+                        ),
+                        leaf(
+                            "verify",
+                            "Walk the root chain as a device would, from the keys of its \
+                             trusted_keys through SITE/roots/1.json, 2.json, …, then, with \
+                             --in, the root given as the next one; with --publish, write it \
+                             where the host serves it (SITE/roots/<version>.json and \
+                             SITE/root.json)",
+                            &[
+                                Opt {
+                                    required: true,
+                                    many: true,
+                                    ..valued(
+                                        "trusted",
+                                        "PUB",
+                                        "A key of the devices' trusted_keys (their first root)",
+                                    )
+                                },
+                                Opt {
+                                    required: true,
+                                    ..valued("site", "DIR", "The directory the host serves")
+                                },
+                                valued("in", "FILE", "A signed root to check as the next one"),
+                                flag(
+                                    "publish",
+                                    None,
+                                    "Publish the root --in gives, once it checks",
+                                ),
+                            ],
+                        ),
+                    ],
+                ),
+                group(
                     "rollout",
                     "Staged rollouts of group documents",
                     &[leaf(
@@ -989,6 +1088,58 @@ fn build(m: &Matches) -> Result<Command, UsageError> {
             once: m.flag("once"),
         },
         "check" => Command::Check { config: config() },
+        "init" if m.path.ends_with("root init") => Command::Plane {
+            command: PlaneCommand::RootInit {
+                root_keys: m
+                    .values("root-key")
+                    .map(|k| m.text(k, "--root-key <PUB>"))
+                    .collect::<Result<_, _>>()?,
+                threshold: m
+                    .parsed("threshold", |s| {
+                        s.parse::<usize>()
+                            .ok()
+                            .filter(|n| (1..=crate::plane::root::MAX_KEYS).contains(n))
+                            .ok_or_else(|| format!("{s:?}: 1 to {}", crate::plane::root::MAX_KEYS))
+                    })?
+                    .unwrap_or(1),
+                document_keys: m
+                    .values("documents-key")
+                    .map(|k| m.text(k, "--documents-key <PUB>"))
+                    .collect::<Result<_, _>>()?,
+                after: m.path("after"),
+                expires_in: m
+                    .parsed("expires-in", parse_lifetime)?
+                    .unwrap_or(Duration::from_secs(365 * 86_400)),
+                out: m.path("out"),
+            },
+        },
+        "sign" if m.path.ends_with("root sign") => Command::Plane {
+            command: PlaneCommand::RootSign {
+                keys: m.values("key").map(PathBuf::from).collect(),
+                input: m.path("in"),
+                out: m.path("out"),
+            },
+        },
+        "verify" if m.path.ends_with("root verify") => {
+            let publish = m.flag("publish");
+            let input = m.path("in");
+            if publish && input.is_none() {
+                return Err(
+                    m.misuse("the argument '--publish' needs '--in <FILE>' (the root to publish)")
+                );
+            }
+            Command::Plane {
+                command: PlaneCommand::RootVerify {
+                    trusted: m
+                        .values("trusted")
+                        .map(|k| m.text(k, "--trusted <PUB>"))
+                        .collect::<Result<_, _>>()?,
+                    site: m.path("site").unwrap_or_default(),
+                    input,
+                    publish,
+                },
+            }
+        }
         "status" if m.path.ends_with("plane status") => Command::Plane {
             command: PlaneCommand::Status {
                 reports: m
@@ -1458,6 +1609,14 @@ mod tests {
             ("plane seal --node n --module db --field env.P", "error: the following required arguments were not provided: --fleet <DIR> or --to <AGE1>"),
             ("plane seal --node n --module db --field env.P --fleet f --to age1x", "error: the argument '--fleet <DIR>' cannot be used with '--to <AGE1>'"),
             ("plane seal --node n --module Bad --field env.P --to age1x", "error: invalid value 'Bad' for '--module <MODULE>': invalid module name \"Bad\": must match [a-z0-9][a-z0-9-]{0,62}"),
+            ("plane root init --root-key a --root-key b --threshold 2 --documents-key c", "Plane { command: RootInit { root_keys: [\"a\", \"b\"], threshold: 2, document_keys: [\"c\"], after: None, expires_in: 31536000s, out: None } }"),
+            ("plane root init --root-key a --documents-key c --after r.json --expires-in 30d --out o", "Plane { command: RootInit { root_keys: [\"a\"], threshold: 1, document_keys: [\"c\"], after: Some(\"r.json\"), expires_in: 2592000s, out: Some(\"o\") } }"),
+            ("plane root init --root-key a --documents-key c --threshold 0", "error: invalid value '0' for '--threshold <N>': \"0\": 1 to 8"),
+            ("plane root init --root-key a", "error: the following required arguments were not provided: --documents-key <PUB>"),
+            ("plane root sign --key k --in p", "Plane { command: RootSign { keys: [\"k\"], input: Some(\"p\"), out: None } }"),
+            ("plane root verify --trusted a --site s", "Plane { command: RootVerify { trusted: [\"a\"], site: \"s\", input: None, publish: false } }"),
+            ("plane root verify --trusted a --site s --in r --publish", "Plane { command: RootVerify { trusted: [\"a\"], site: \"s\", input: Some(\"r\"), publish: true } }"),
+            ("plane root verify --trusted a --site s --publish", "error: the argument '--publish' needs '--in <FILE>' (the root to publish)"),
             ("plane keygen --out k", "Plane { command: Keygen { out: \"k\", force: false } }"),
             ("plane keygen", "error: the following required arguments were not provided: --out <PATH>"),
             ("plane sign --key k --node edge-1", "Plane { command: Sign { keys: [\"k\"], node: NodeId(\"edge-1\"), revision: None, expires_in: 2592000s, input: None, out: None } }"),

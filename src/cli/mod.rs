@@ -30,6 +30,7 @@ pub mod fleet;
 #[cfg(feature = "import")]
 pub mod import;
 pub mod plane;
+pub mod trust;
 
 /// A command line, read by [`args::parse`]; each field is the option or
 /// argument of the same name (its help is in `args.rs`'s table).

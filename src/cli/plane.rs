@@ -66,6 +66,29 @@ pub enum PlaneCommand {
         silent_after: Duration,
         json: bool,
     },
+    /// `root init --root-key PUB... [--threshold N] --documents-key PUB...
+    /// [--after FILE] [--expires-in D] [--out FILE]`.
+    RootInit {
+        root_keys: Vec<String>,
+        threshold: usize,
+        document_keys: Vec<String>,
+        after: Option<PathBuf>,
+        expires_in: Duration,
+        out: Option<PathBuf>,
+    },
+    /// `root sign --key PATH... [--in FILE] [--out FILE]`.
+    RootSign {
+        keys: Vec<PathBuf>,
+        input: Option<PathBuf>,
+        out: Option<PathBuf>,
+    },
+    /// `root verify --trusted PUB... --site DIR [--in FILE [--publish]]`.
+    RootVerify {
+        trusted: Vec<String>,
+        site: PathBuf,
+        input: Option<PathBuf>,
+        publish: bool,
+    },
     /// `enroll --fleet DIR --reports DIR|URL [--replace]`.
     Enroll {
         fleet: PathBuf,
@@ -175,6 +198,30 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
             silent_after,
             json,
         } => super::fleet::status(&reports, silent_after, json),
+        PlaneCommand::RootInit {
+            root_keys,
+            threshold,
+            document_keys,
+            after,
+            expires_in,
+            out,
+        } => super::trust::init(
+            &root_keys,
+            threshold,
+            &document_keys,
+            after.as_deref(),
+            expires_in,
+            out.as_deref(),
+        ),
+        PlaneCommand::RootSign { keys, input, out } => {
+            super::trust::sign(&keys, input.as_deref(), out.as_deref())
+        }
+        PlaneCommand::RootVerify {
+            trusted,
+            site,
+            input,
+            publish,
+        } => super::trust::verify(&trusted, &site, input.as_deref(), publish),
         PlaneCommand::Enroll {
             fleet,
             reports,
@@ -430,7 +477,7 @@ fn summary(d: &Desired) -> String {
 }
 
 /// A public key from a `.pub` file, or from its base64 given directly.
-fn read_public_key(arg: &str) -> crate::cli::failure::Result<PublicKey> {
+pub(super) fn read_public_key(arg: &str) -> crate::cli::failure::Result<PublicKey> {
     let path = Path::new(arg);
     if path.symlink_metadata().is_ok() {
         let bytes = crate::host::files::read_regular(path, 4096)
@@ -442,7 +489,7 @@ fn read_public_key(arg: &str) -> crate::cli::failure::Result<PublicKey> {
         .with_context(|| format!("--key {arg:?} is neither a file nor a public key"))
 }
 
-fn read_input(file: Option<&Path>) -> crate::cli::failure::Result<Vec<u8>> {
+pub(super) fn read_input(file: Option<&Path>) -> crate::cli::failure::Result<Vec<u8>> {
     match file {
         Some(path) => {
             std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))

@@ -414,6 +414,43 @@ pub fn verify<'k>(env: &Envelope, trusted: &'k [PublicKey]) -> Result<&'k Public
     verify_as(env, trusted, PAYLOAD_TYPE, "stead desired-state document")
 }
 
+/// The distinct keys of `keys` whose signature of the envelope verifies,
+/// in `keys`' order: for a threshold (a root, signed by several keys). A
+/// key that signed twice counts once; a signature that names no key of
+/// `keys` is tried against each, [`MAX_TRIALS`] verifications at most in
+/// all.
+pub fn signers<'k>(env: &Envelope, keys: &'k [PublicKey]) -> Vec<&'k PublicKey> {
+    let message = pae(&env.payload_type, &env.payload);
+    let ids: Vec<KeyId> = keys.iter().map(PublicKey::id).collect();
+    let mut signed = vec![false; keys.len()];
+    let mut trials = 0;
+    for s in &env.signatures {
+        if s.sig.len() != 64 {
+            continue;
+        }
+        match ids.iter().position(|id| id.as_str() == s.keyid) {
+            Some(i) => signed[i] |= keys[i].verifies(&message, &s.sig),
+            None => {
+                for (i, key) in keys.iter().enumerate() {
+                    if trials == MAX_TRIALS || signed[i] {
+                        continue;
+                    }
+                    trials += 1;
+                    if key.verifies(&message, &s.sig) {
+                        signed[i] = true;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    keys.iter()
+        .zip(signed)
+        .filter(|(_, s)| *s)
+        .map(|(k, _)| k)
+        .collect()
+}
+
 /// [`verify`] for an envelope of another payload type (`what` names it in
 /// the error): a release statement of stead itself.
 pub fn verify_as<'k>(

@@ -62,10 +62,31 @@ pub fn planes() -> [PlaneStatus; 2] {
             pending: true,
             error: Some("PUT: HTTP 500".into()),
         },
+        root: super::sync::RootStatus {
+            held: Some(crate::plane::root::Root {
+                version: 2,
+                expires: 1_731_000_000,
+                root: crate::plane::root::Role {
+                    keys: vec![key(1), key(2)],
+                    threshold: 2,
+                },
+                documents: vec![key(3)],
+            }),
+            error: Some("root version 3 is signed by 1 of the root keys of version 2, which needs 2".into()),
+        },
     };
     let bare = PlaneStatus {
         url: "http://plane/d.json".into(),
         ..PlaneStatus::default()
     };
     [full, bare]
+}
+
+/// A fixed public key of the fixtures.
+fn key(n: u8) -> crate::plane::envelope::PublicKey {
+    use base64::Engine as _;
+    crate::plane::envelope::PublicKey::parse(
+        &base64::engine::general_purpose::STANDARD.encode([n; 32]),
+    )
+    .expect("32 bytes are a key")
 }

@@ -22,6 +22,7 @@ pub mod index;
 pub mod publish;
 pub mod report;
 pub mod rollup;
+pub mod root;
 pub mod sync;
 
 pub use crate::model::refusal::RefusalClass;

@@ -140,6 +140,7 @@ pub fn stable(p: &Parts) -> ReportView {
             held,
             last_contact: None,
             refusal,
+            root: p.plane.root.view(format_rfc3339),
             url: p.plane.url.clone(),
         },
         quarantine: QuarantineView::new(&p.status.quarantine),

@@ -23,8 +23,9 @@ use crate::plane::RefusalClass;
 use crate::plane::accept::{self, Clock, ClockStatus, MAX_DOCUMENT, Verdict};
 use crate::plane::config::PlaneConfig;
 use crate::plane::document::{AgentRelease, Desired, Poll};
-use crate::plane::envelope::Envelope;
+use crate::plane::envelope::{Envelope, PublicKey};
 use crate::plane::group::{GroupDesired, GroupStanding, HeldGroup};
+use crate::plane::root::{self, Root};
 use crate::store::Store;
 use crate::store::plane::{Contact, Held, Refusal, StoredGroup};
 
@@ -93,6 +94,50 @@ pub struct PlaneStatus {
     pub agent: Option<(u64, crate::plane::document::AgentRelease)>,
     /// The groups the held document lists, in its order.
     pub groups: Vec<GroupStatus>,
+    /// The root of trust held, and how the last look at the plane's went.
+    pub root: RootStatus,
+}
+
+/// The root of trust a node holds ([`crate::plane::root`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RootStatus {
+    /// The root held: the config's keys (version 0) until one is taken
+    /// from the plane.
+    pub held: Option<Root>,
+    /// Why the plane's newer root was not taken, or that the one held has
+    /// expired, while so (documents are judged by the root held).
+    pub error: Option<String>,
+}
+
+impl RootStatus {
+    /// Its view, times written by `time`: none while the config's keys
+    /// are the root and nothing is wrong.
+    pub fn view<T>(&self, time: impl Fn(u64) -> T) -> Option<crate::views::RootView<T>> {
+        let r = self.held.as_ref()?;
+        if r.version == 0 && self.error.is_none() {
+            return None;
+        }
+        let ids = |ks: &[PublicKey]| ks.iter().map(|k| k.id().as_str().to_string()).collect();
+        Some(crate::views::RootView {
+            document_keys: ids(&r.documents),
+            error: self.error.clone(),
+            expires: (r.expires != u64::MAX).then(|| time(r.expires)),
+            root_keys: ids(&r.root.keys),
+            threshold: r.root.threshold,
+            version: r.version,
+        })
+    }
+}
+
+impl PlaneStatus {
+    /// The keys documents and release statements are signed by now.
+    pub fn document_keys(&self) -> Vec<PublicKey> {
+        self.root
+            .held
+            .as_ref()
+            .map(|r| r.documents.clone())
+            .unwrap_or_default()
+    }
 }
 
 /// One of the node's groups, as the status and the reports tell it.
@@ -210,6 +255,8 @@ struct Memory {
     groups: BTreeMap<GroupName, (Held, Option<crate::model::names::Digest>)>,
     /// How each listed group stood at the last composition.
     standings: Vec<GroupStanding>,
+    /// The ETag `root.json` was last served with.
+    root_etag: Option<String>,
     /// Per group, the `Last-Modified` a host without ETags sent with a
     /// revision (for this run only, as the node document's).
     group_last_modified: BTreeMap<GroupName, (u64, String)>,
@@ -265,6 +312,10 @@ impl Syncer {
         let http = Http::new(config.ca.as_deref())?.with_redirects(Redirects::SameOrigin);
         let url = config.document_url(&node);
         let status = PlaneStatus {
+            root: RootStatus {
+                held: Some(Root::initial(&config.trusted_keys)),
+                error: None,
+            },
             url: url.clone(),
             reports: ReportStatus {
                 url: config.default_report_url(&node),
@@ -299,6 +350,18 @@ impl Syncer {
     /// trusted key signed may replace it), and its poll settings and report
     /// URL are not followed.
     pub async fn load(&self) -> Result<(), crate::store::StoreError> {
+        // The root taken last, which the config's keys started.
+        if let Some(bytes) = self.store.blocking(|s| s.plane_root()).await? {
+            let taken = Envelope::parse(&bytes)
+                .map_err(|e| e.to_string())
+                .and_then(|e| Root::parse(&e.payload).map_err(|e| e.to_string()));
+            match taken {
+                Ok(r) => self.status.lock().expect("plane status lock").root.held = Some(r),
+                Err(e) => tracing::error!(
+                    "plane: the root kept in the store does not read ({e}); the config's trusted_keys are the root until the plane's is taken again"
+                ),
+            }
+        }
         let (held, contact) = self.store.blocking(|s| s.plane()).await?;
         let groups = self.store.blocking(|s| s.plane_groups()).await?;
         self.memory.lock().expect("plane memory lock").groups = groups
@@ -313,7 +376,7 @@ impl Syncer {
                 Err(e) => Err(e.to_string()),
             };
             revoked = match &bytes {
-                Ok(b) => accept::still_stands(b, h, &self.config.trusted_keys).err(),
+                Ok(b) => accept::still_stands(b, h, &self.trusted()).err(),
                 Err(e) => Some(format!("it cannot be read again: {e}")),
             };
             if let Some(why) = &revoked {
@@ -338,6 +401,188 @@ impl Syncer {
         m.persisted = Some((contact.clone(), tokio::time::Instant::now()));
         m.contact = contact;
         Ok(())
+    }
+
+    /// The keys documents are signed by now: the root's.
+    fn trusted(&self) -> Vec<PublicKey> {
+        self.status
+            .lock()
+            .expect("plane status lock")
+            .document_keys()
+    }
+
+    /// The URL of the plane's file `rel`.
+    fn plane_url(&self, rel: &str) -> String {
+        format!(
+            "{}/{rel}",
+            self.config.url.to_string().trim_end_matches('/')
+        )
+    }
+
+    /// One GET of a root file: its body, `None` when the plane has none
+    /// (404) or it did not change (304).
+    async fn get_root(
+        &self,
+        rel: &str,
+        etag: Option<&str>,
+    ) -> Result<Option<(hyper::body::Bytes, Option<String>)>, String> {
+        let url = self.plane_url(rel);
+        let uri: http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+        let mut headers = HeaderMap::new();
+        if let Some(v) = etag.and_then(|e| HeaderValue::from_str(e).ok()) {
+            headers.insert(http::header::IF_NONE_MATCH, v);
+        }
+        let a = self
+            .http
+            .send(Method::GET, uri, &headers, FETCH_LIMIT, root::MAX_ROOT)
+            .await
+            .map_err(|t| format!("cannot fetch {url}: {}", describe(&t)))?;
+        match a.status {
+            StatusCode::OK => {
+                let etag = a
+                    .headers
+                    .get(http::header::ETAG)
+                    .and_then(|e| e.to_str().ok())
+                    .map(str::to_string);
+                Ok(Some((a.body, etag)))
+            }
+            StatusCode::NOT_MODIFIED | StatusCode::NOT_FOUND => Ok(None),
+            s => Err(format!("{url}: HTTP {s}")),
+        }
+    }
+
+    /// Looks at the plane's root (`root.json`, asked conditionally) and,
+    /// when it is newer than the one held, walks the chain to it one
+    /// version at a time (`roots/<version>.json`), keeping each root taken
+    /// in the store before the next is looked at. When one is taken, the
+    /// held documents are judged again by its keys. A root that is not
+    /// taken stops the walk, is said in the status and the log, and
+    /// changes nothing.
+    async fn follow_root(&self) {
+        let etag = self
+            .memory
+            .lock()
+            .expect("plane memory lock")
+            .root_etag
+            .clone();
+        let newest = match self.get_root("root.json", etag.as_deref()).await {
+            Ok(Some(n)) => n,
+            Ok(None) => return self.root_expiry(),
+            // The document's fetch says what is wrong with the plane.
+            Err(_) => return,
+        };
+        let Some(mut held) = self
+            .status
+            .lock()
+            .expect("plane status lock")
+            .root
+            .held
+            .clone()
+        else {
+            return;
+        };
+        let said = root::version_said(&newest.0).unwrap_or(0);
+        let mut error = None;
+        let mut taken = false;
+        while held.version < said {
+            let v = held.version + 1;
+            let bytes = if v == said {
+                newest.0.clone()
+            } else {
+                match self.get_root(&format!("roots/{v}.json"), None).await {
+                    Ok(Some((b, _))) => b,
+                    Ok(None) => {
+                        error = Some(format!(
+                            "the plane's root is version {said}, but {} is not there: the chain is walked one version at a time",
+                            self.plane_url(&format!("roots/{v}.json"))
+                        ));
+                        break;
+                    }
+                    Err(e) => {
+                        error = Some(e);
+                        break;
+                    }
+                }
+            };
+            match root::next(&held, &bytes) {
+                Ok(r) => {
+                    let b = bytes.to_vec();
+                    if let Err(e) = self.store.blocking(move |s| s.put_plane_root(&b)).await {
+                        error = Some(format!("cannot keep root version {}: {e}", r.version));
+                        break;
+                    }
+                    tracing::info!(
+                        version = r.version,
+                        "plane: took root version {}: {} document key(s), {} of {} root keys sign the next",
+                        r.version,
+                        r.documents.len(),
+                        r.root.threshold,
+                        r.root.keys.len()
+                    );
+                    held = r;
+                    taken = true;
+                    self.status.lock().expect("plane status lock").root.held = Some(held.clone());
+                }
+                Err(e) => {
+                    error = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        if error.is_none() {
+            self.memory.lock().expect("plane memory lock").root_etag = newest.1;
+        }
+        if let Some(e) = &error {
+            tracing::warn!("plane: root not taken: {e}");
+        }
+        self.status.lock().expect("plane status lock").root.error = error;
+        self.root_expiry();
+        if taken {
+            self.judge_held_again().await;
+        }
+    }
+
+    /// Says when the root held has expired (documents are still judged by
+    /// it: a device is not frozen by a root nobody signed again, and each
+    /// document carries its own expiry).
+    fn root_expiry(&self) {
+        let now = crate::host::clock::now();
+        let mut st = self.status.lock().expect("plane status lock");
+        let expired = st.root.held.as_ref().filter(|r| r.expired(now)).map(|r| {
+            format!(
+                "root version {} expired at {}: publish a newer root",
+                r.version,
+                time::format_rfc3339(r.expires)
+            )
+        });
+        match (expired, &st.root.error) {
+            (Some(e), None) => st.root.error = Some(e),
+            (None, Some(e)) if e.contains(" expired at ") => st.root.error = None,
+            _ => {}
+        }
+    }
+
+    /// The held document judged again by the keys trusted now (a root
+    /// was taken): one no key of it signed is no longer the floor.
+    async fn judge_held_again(&self) {
+        let held = self.memory.lock().expect("plane memory lock").held.clone();
+        let Some(h) = held else { return };
+        let Ok(Some(bytes)) = self.store.blocking(|s| s.plane_envelope()).await else {
+            return;
+        };
+        let revoked = accept::still_stands(&bytes, &h, &self.trusted()).err();
+        if let Some(why) = &revoked {
+            tracing::warn!(
+                revision = h.revision,
+                "plane: the held revision {} is no longer the floor: {why}; what it states keeps running until a document signed by a trusted key arrives",
+                h.revision
+            );
+        }
+        if let Some(s) = self.status.lock().expect("plane status lock").held.as_mut() {
+            s.revoked = revoked.clone();
+        }
+        let mut m = self.memory.lock().expect("plane memory lock");
+        m.revoked = revoked;
     }
 
     /// The poll interval and jitter in force.
@@ -435,6 +680,8 @@ impl Syncer {
 
     /// One poll: a conditional GET, the judgement, and what it leads to.
     pub async fn poll_once(&self) -> Outcome {
+        // The root first: a key it revoked signs nothing taken from now.
+        self.follow_root().await;
         let outcome = self.fetch_and_judge().await;
         // The groups of the document held, when the plane answered: an
         // adopted document looked at its groups already.
@@ -668,13 +915,7 @@ impl Syncer {
         now: u64,
     ) -> Outcome {
         let clock = Clock::read();
-        let verdict = accept::judge(
-            &body,
-            &self.node,
-            &self.config.trusted_keys,
-            held.as_ref(),
-            clock,
-        );
+        let verdict = accept::judge(&body, &self.node, &self.trusted(), held.as_ref(), clock);
         self.status.lock().expect("plane status lock").clock =
             Some(ClockStatus::of(clock, held.as_ref(), contact.plane_date));
         match verdict {
@@ -1022,7 +1263,7 @@ impl Syncer {
         let verdict = accept::judge_group(
             &answer.body,
             name,
-            &self.config.trusted_keys,
+            &self.trusted(),
             held.as_ref().map(|(h, _)| h),
             Clock::read(),
         );

@@ -20,6 +20,8 @@ use crate::store::{Entry, GROUPS, INTENTIONS, META, OVERLAYS, Overlay, PLANE, St
 const HELD: &str = "held";
 const ENVELOPE: &str = "envelope";
 const CONTACT: &str = "contact";
+/// The newest root taken from the plane, as fetched (an envelope record).
+const ROOT: &str = "root";
 
 /// The document the node accepted last.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -168,6 +170,36 @@ impl Store {
                 }
             }
         }
+    }
+
+    /// The newest root taken from the plane, as fetched: none while the
+    /// config's keys are the root.
+    pub fn plane_root(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        let tx = self.db()?.begin_read().map_err(self.io("read plane"))?;
+        let t = tx.open_table(PLANE).map_err(self.io("read plane"))?;
+        match t.get(ROOT).map_err(self.io("read plane"))? {
+            None => Ok(None),
+            Some(v) => match records::decode(records::PLANE, v.value()).map_err(corrupt(ROOT))? {
+                v5::PlaneRecord::Envelope(bytes) => Ok(Some(bytes)),
+                _ => Err(corrupt(ROOT)("not an envelope record".into())),
+            },
+        }
+    }
+
+    /// Keeps a root taken from the plane (each one, as the chain is
+    /// walked: a crash between two keeps the last one taken).
+    pub fn put_plane_root(&self, envelope: &[u8]) -> Result<(), StoreError> {
+        let tx = self.db()?.begin_write().map_err(self.io("write plane"))?;
+        {
+            let mut t = tx.open_table(PLANE).map_err(self.io("write plane"))?;
+            let bytes = records::encode(
+                records::PLANE,
+                &v5::PlaneRecord::Envelope(envelope.to_vec()),
+            );
+            t.insert(ROOT, bytes.as_slice())
+                .map_err(self.io("write plane"))?;
+        }
+        tx.commit().map_err(self.io("write plane"))
     }
 
     /// Records a contact that adopted nothing (and, when given, the held

@@ -86,7 +86,9 @@ pub struct Updater {
     /// Fetches statements and binaries (or why it cannot: a CA file that
     /// does not read).
     pub http: Result<Http, String>,
-    /// The keys a release statement must be signed by (one of them).
+    /// The keys a release statement may be signed by besides the plane's
+    /// (`[update] trusted_keys`); the plane's are its root's document
+    /// keys at the time (`plane`).
     pub keys: Vec<PublicKey>,
     /// The base of a faulted request's backoff.
     pub retry_interval: Duration,
@@ -130,14 +132,18 @@ impl Updater {
         }
         let env = Envelope::parse(statement)
             .map_err(|e| RequestError::Statement(format!("release statement: {e}")))?;
-        if self.keys.is_empty() {
+        let mut keys = self.keys.clone();
+        if let Some(p) = &self.plane {
+            keys.extend(p.lock().expect("plane status lock").document_keys());
+        }
+        if keys.is_empty() {
             return Err(RequestError::Statement(
                 "no key is trusted for release statements: set [plane] trusted_keys or [update] trusted_keys".into(),
             ));
         }
         envelope::verify_as(
             &env,
-            &self.keys,
+            &keys,
             release::PAYLOAD_TYPE,
             "stead release statement",
         )

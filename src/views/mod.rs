@@ -363,8 +363,33 @@ pub struct PlaneDetail {
     pub refusal: Option<RefusalView<u64>>,
     /// Where reports go, and how the last went.
     pub reports: ReportsView,
+    /// The root of trust (absent while the config's keys are it and all
+    /// is well).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<RootView<u64>>,
     /// The document's URL.
     pub url: String,
+}
+
+/// The root of trust a node holds, when one was taken from the plane or
+/// the last look at the plane's said something (absent while the config's
+/// `trusted_keys` are the root and nothing is wrong); times are `T` as in
+/// [`HeldView`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RootView<T> {
+    /// The keys documents are signed by (their ids).
+    pub document_keys: Vec<String>,
+    /// Why the plane's newer root was not taken, or that the root held has
+    /// expired, while so.
+    pub error: Option<String>,
+    /// When the root held expires (`null`: the config's, never).
+    pub expires: Option<T>,
+    /// The keys that sign the next root (their ids).
+    pub root_keys: Vec<String>,
+    /// How many of them must.
+    pub threshold: usize,
+    /// Its version: 0 for the config's keys.
+    pub version: u64,
 }
 
 /// One of the node's groups; `until` is `T` as in [`HeldView`].
@@ -615,6 +640,10 @@ pub struct ReportPlane {
     pub last_contact: Option<String>,
     /// The last document not adopted.
     pub refusal: Option<RefusalView<String>>,
+    /// The root of trust (absent while the config's keys are it and all
+    /// is well).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<RootView<String>>,
     /// The document's URL.
     pub url: String,
 }

@@ -787,3 +787,21 @@ fn children_of(pid: u32) -> Vec<u32> {
         })
         .collect()
 }
+
+/// Runs `stead plane ARGS`; returns its stdout, asserting it succeeded.
+pub fn plane_cli(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stead"))
+        .arg("plane")
+        .args(args)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert!(
+        out.status.success(),
+        "stead plane {args:?}: {stdout}{stderr}"
+    );
+    stdout
+}

@@ -1,0 +1,199 @@
+//! `stead plane root`: the plane's root of trust written, signed and
+//! checked as a device walks it ([`crate::plane::root`]), and published
+//! beside the documents.
+
+use std::io::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::cli::failure::Context as _;
+use crate::plane::envelope::{Envelope, PublicKey};
+use crate::plane::root::{self, PAYLOAD_TYPE, Role, Root};
+
+use super::plane::{read_input, read_public_key, refused, secret_keys, write_file};
+
+/// Writes `bytes` to `out`, or stdout.
+fn emit(out: Option<&Path>, bytes: &[u8]) -> crate::cli::failure::Result<()> {
+    match out {
+        Some(p) => write_file(p, bytes, 0o644),
+        None => std::io::stdout()
+            .write_all(bytes)
+            .context("cannot write to stdout"),
+    }
+}
+
+fn public_keys(args: &[String]) -> crate::cli::failure::Result<Vec<PublicKey>> {
+    args.iter().map(|a| read_public_key(a)).collect()
+}
+
+/// A root from its signed file, as `root sign` wrote it.
+fn read_root(path: &Path) -> Result<Root, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let env = Envelope::parse(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    Root::parse(&env.payload).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// `stead plane root init`.
+pub fn init(
+    root_keys: &[String],
+    threshold: usize,
+    document_keys: &[String],
+    after: Option<&Path>,
+    expires_in: Duration,
+    out: Option<&Path>,
+) -> crate::cli::failure::Result<ExitCode> {
+    let version = match after.map(read_root) {
+        None => 1,
+        Some(Ok(r)) => r.version + 1,
+        Some(Err(e)) => return Ok(refused(format_args!("--after: {e}"))),
+    };
+    let r = Root {
+        version,
+        expires: crate::host::clock::now().saturating_add(expires_in.as_secs()),
+        root: Role {
+            keys: public_keys(root_keys)?,
+            threshold,
+        },
+        documents: public_keys(document_keys)?,
+    };
+    // Checked as a device reads it: a root it would refuse is not written.
+    let payload = r.to_payload();
+    if let Err(e) = Root::parse(&payload) {
+        return Ok(refused(format_args!("{e}")));
+    }
+    emit(out, &payload)?;
+    eprintln!(
+        "root version {version}: {} of {} root key(s) sign the next, {} document key(s); sign it \
+         with a threshold of the previous root's keys and of its own",
+        r.root.threshold,
+        r.root.keys.len(),
+        r.documents.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `stead plane root sign`.
+pub fn sign(
+    keys: &[std::path::PathBuf],
+    input: Option<&Path>,
+    out: Option<&Path>,
+) -> crate::cli::failure::Result<ExitCode> {
+    let keys = secret_keys(keys)?;
+    let bytes = read_input(input)?;
+    let mut env = match Envelope::parse(&bytes) {
+        Ok(env) => env,
+        Err(_) => {
+            if let Err(e) = Root::parse(&bytes) {
+                return Ok(refused(format_args!(
+                    "neither a root's payload nor a signed root: {e}"
+                )));
+            }
+            let (first, rest) = keys.split_first().expect("the parser requires a --key");
+            let mut env = first.sign(PAYLOAD_TYPE, &bytes);
+            for k in rest {
+                env.countersign(k);
+            }
+            return finish(&env, out);
+        }
+    };
+    if env.payload_type != PAYLOAD_TYPE {
+        return Ok(refused(format_args!(
+            "a signed {:?}, not a root",
+            env.payload_type
+        )));
+    }
+    if let Err(e) = Root::parse(&env.payload) {
+        return Ok(refused(format_args!("{e}")));
+    }
+    for k in &keys {
+        env.countersign(k);
+    }
+    finish(&env, out)
+}
+
+fn finish(env: &Envelope, out: Option<&Path>) -> crate::cli::failure::Result<ExitCode> {
+    emit(out, &env.to_json())?;
+    let ids: Vec<&str> = env.signatures.iter().map(|s| s.keyid.as_str()).collect();
+    eprintln!("signed by {}", ids.join(", "));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `stead plane root verify`.
+pub fn verify(
+    trusted: &[String],
+    site: &Path,
+    input: Option<&Path>,
+    publish: bool,
+) -> crate::cli::failure::Result<ExitCode> {
+    let mut held = Root::initial(&public_keys(trusted)?);
+    println!("version 0: the devices' trusted_keys");
+    loop {
+        let path = site.join(format!("roots/{}.json", held.version + 1));
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+            Err(e) => return Ok(refused(format_args!("cannot read {}: {e}", path.display()))),
+        };
+        held = match root::next(&held, &bytes) {
+            Ok(r) => r,
+            Err(e) => return Ok(refused(format_args!("{}: {e}", path.display()))),
+        };
+        println!("{}", describe(&held));
+    }
+    let published = std::fs::read(site.join("root.json")).ok();
+    if let Some(v) = published.as_deref().and_then(root::version_said) {
+        if v != held.version {
+            return Ok(refused(format_args!(
+                "{} says version {v}, but the chain in {} ends at {}",
+                site.join("root.json").display(),
+                site.join("roots").display(),
+                held.version
+            )));
+        }
+    }
+    let Some(input) = input else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    let bytes = read_input(Some(input))?;
+    let next = match root::next(&held, &bytes) {
+        Ok(r) => r,
+        Err(e) => return Ok(refused(format_args!("{}: {e}", input.display()))),
+    };
+    println!("{} (checks as the next root)", describe(&next));
+    if next.expired(crate::host::clock::now()) {
+        return Ok(refused(format_args!(
+            "root version {} has already expired",
+            next.version
+        )));
+    }
+    if publish {
+        let versioned = site.join(format!("roots/{}.json", next.version));
+        write_file(&versioned, &bytes, 0o644)?;
+        // The newest last: a device that sees it finds every step.
+        write_file(&site.join("root.json"), &bytes, 0o644)?;
+        println!(
+            "published {} and {}",
+            versioned.display(),
+            site.join("root.json").display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn describe(r: &Root) -> String {
+    let ids = |ks: &[PublicKey]| {
+        ks.iter()
+            .map(|k| k.id().as_str().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "version {}: root keys {} ({} must sign the next), document keys {}, expires {}",
+        r.version,
+        ids(&r.root.keys),
+        r.root.threshold,
+        ids(&r.documents),
+        crate::model::time::format_rfc3339(r.expires)
+    )
+}
