@@ -407,10 +407,13 @@ impl<C: Connect> Agent<C> {
     ) -> Arc<crate::update::executor::Updater> {
         // The plane's keys are its root's, read at each statement.
         let keys = self.config.update_keys.clone();
-        let ca = self.config.plane.as_ref().and_then(|p| p.ca.clone());
         // A CA file that does not read leaves updates failing, saying so,
-        // never the agent down.
-        let http = crate::net::http::Http::new(ca.as_deref());
+        // never the agent down. The plane's host is asked as the plane is
+        // (its certificate, its credentials), and no other with them.
+        let http = match &self.config.plane {
+            Some(p) => p.http(),
+            None => crate::net::http::Http::new(None),
+        };
         if let Err(e) = &http {
             tracing::error!("agent updates: {e}; no release can be fetched until it is fixed");
         }

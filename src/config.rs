@@ -137,6 +137,11 @@ struct PlaneDoc {
     trusted_keys: Vec<String>,
     ca: Option<PathBuf>,
     poll_interval: Option<String>,
+    token_file: Option<PathBuf>,
+    s3_credentials: Option<PathBuf>,
+    s3_region: Option<String>,
+    client_cert: Option<PathBuf>,
+    client_key: Option<PathBuf>,
 }
 
 #[derive(Deserialize, Default)]
@@ -394,11 +399,51 @@ impl Config {
                     pd.poll_interval,
                     Duration::from_secs(15 * 60),
                 )?;
+                let auth = match (pd.token_file, pd.s3_credentials, pd.s3_region) {
+                    (None, None, None) => None,
+                    (Some(t), None, None) => {
+                        Some(crate::net::auth::HostAuth::Bearer { token_file: abs(t) })
+                    }
+                    (None, Some(c), region) => Some(crate::net::auth::HostAuth::S3 {
+                        credentials: abs(c),
+                        region: region.unwrap_or_else(|| "us-east-1".into()),
+                    }),
+                    (None, None, Some(_)) => {
+                        return Err(invalid(
+                            "plane.s3_region",
+                            "is the region of s3_credentials, which is not given".into(),
+                        ));
+                    }
+                    (Some(_), Some(_), _) | (Some(_), None, Some(_)) => {
+                        return Err(invalid(
+                            "plane.token_file",
+                            "a bearer token or an S3 key (s3_credentials), not both".into(),
+                        ));
+                    }
+                };
+                let client_cert = match (pd.client_cert, pd.client_key) {
+                    (None, None) => None,
+                    (Some(c), Some(k)) => Some((abs(c), abs(k))),
+                    (Some(_), None) => {
+                        return Err(invalid(
+                            "plane.client_key",
+                            "the key of client_cert is not given".into(),
+                        ));
+                    }
+                    (None, Some(_)) => {
+                        return Err(invalid(
+                            "plane.client_cert",
+                            "the certificate of client_key is not given".into(),
+                        ));
+                    }
+                };
                 Some(PlaneConfig {
                     url,
                     trusted_keys,
                     ca: pd.ca.map(abs),
                     poll_interval,
+                    auth,
+                    client_cert,
                 })
             }
         };

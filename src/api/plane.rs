@@ -68,7 +68,7 @@ pub fn plane_view(plane: Option<&PlaneHandle>) -> PlaneView {
                 last_seq: s.reports.last_seq,
                 last_sent_at: s.reports.last_sent_at,
                 pending: s.reports.pending,
-                url: s.reports.url,
+                url: crate::net::shown(&s.reports.url),
             },
             root: s.root.view(|t| t),
             url: s.url,

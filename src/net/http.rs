@@ -43,6 +43,8 @@ pub enum Transport {
     /// Redirects that do not end (a loop, or more than the limit): a
     /// definite answer.
     Redirects(String),
+    /// The host's credentials could not be read (the request was not sent).
+    Credentials(String),
 }
 
 impl std::fmt::Display for Transport {
@@ -54,6 +56,7 @@ impl std::fmt::Display for Transport {
             Transport::NotTls(m) => write!(f, "not TLS: {m}"),
             Transport::TooLarge(n) => write!(f, "over {n} bytes"),
             Transport::Redirects(m) => write!(f, "redirects: {m}"),
+            Transport::Credentials(m) => write!(f, "credentials: {m}"),
         }
     }
 }
@@ -114,6 +117,8 @@ fn origin(u: &Uri) -> Option<(&str, &str, u16)> {
 pub struct Http {
     client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
     redirects: Redirects,
+    /// How requests to one origin (this URI's) are authenticated.
+    auth: Option<Arc<(Uri, crate::net::auth::HostAuth)>>,
 }
 
 impl Http {
@@ -126,6 +131,25 @@ impl Http {
     /// [`Http::new`], keeping up to `idle` connections to a host open
     /// between requests (for a client that sends many at once).
     pub fn keeping(extra_ca: Option<&Path>, idle: usize) -> Result<Http, String> {
+        Http::build(extra_ca, idle, None)
+    }
+
+    /// [`Http::new`] presenting the client certificate in `cert` with the
+    /// key in `key` (PEM; read again when they change) to a host that asks
+    /// for one.
+    pub fn with_client_cert(
+        extra_ca: Option<&Path>,
+        cert: &Path,
+        key: &Path,
+    ) -> Result<Http, String> {
+        Http::build(extra_ca, 2, Some((cert, key)))
+    }
+
+    fn build(
+        extra_ca: Option<&Path>,
+        idle: usize,
+        client_cert: Option<(&Path, &Path)>,
+    ) -> Result<Http, String> {
         let mut roots = rustls::RootCertStore::empty();
         let mut read = |path: &Path, required: bool| -> Result<(), String> {
             use rustls::pki_types::CertificateDer;
@@ -157,11 +181,16 @@ impl Http {
             read(p, true)?;
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
+        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| e.to_string())?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+            .with_root_certificates(roots);
+        let tls = match client_cert {
+            None => builder.with_no_client_auth(),
+            Some((cert, key)) => builder.with_client_cert_resolver(Arc::new(
+                crate::net::auth::ClientCert::new(cert, key, provider)?,
+            )),
+        };
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_connect_timeout(Some(Duration::from_secs(10)));
@@ -177,7 +206,18 @@ impl Http {
         Ok(Http {
             client,
             redirects: Redirects::Any,
+            auth: None,
         })
+    }
+
+    /// The same client, authenticating every request to `base`'s origin
+    /// (scheme, host and port) with `auth`; none elsewhere.
+    pub fn with_host_auth(&self, base: &Uri, auth: Option<crate::net::auth::HostAuth>) -> Http {
+        Http {
+            client: self.client.clone(),
+            redirects: self.redirects,
+            auth: auth.map(|a| Arc::new((base.clone(), a))),
+        }
     }
 
     /// The same client (sharing its connections), following only the
@@ -186,6 +226,7 @@ impl Http {
         Http {
             client: self.client.clone(),
             redirects: policy,
+            auth: self.auth.clone(),
         }
     }
 
@@ -257,10 +298,22 @@ impl Http {
         for _ in 0..=MAX_REDIRECTS {
             authorized &= same_origin(&first, &uri);
             let mut req = Request::builder().method(method.clone()).uri(uri.clone());
+            // The host's own credentials, for each request to it (a
+            // signature is over the request it is sent with).
+            let host_auth = match &self.auth {
+                Some(a) if authorized && same_origin(&a.0, &uri) => {
+                    a.1.headers(&method, &uri, &body, crate::host::clock::now())
+                        .map_err(Transport::Credentials)?
+                }
+                _ => Vec::new(),
+            };
             for (k, v) in headers {
-                if k == http::header::AUTHORIZATION && !authorized {
+                if k == http::header::AUTHORIZATION && (!authorized || !host_auth.is_empty()) {
                     continue;
                 }
+                req = req.header(k, v);
+            }
+            for (k, v) in host_auth {
                 req = req.header(k, v);
             }
             let req = req

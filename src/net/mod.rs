@@ -3,7 +3,9 @@
 //! one TLS stack trusting one CA bundle; and the one rule for the URLs the
 //! agent is given ([`check_no_userinfo`]).
 
+pub mod auth;
 pub mod http;
+pub mod sigv4;
 
 /// The authority of a URL's text (between `scheme://` and the path, query
 /// or fragment), if it has one.
@@ -39,9 +41,32 @@ pub fn without_userinfo(url: &str) -> String {
     }
 }
 
+/// A URL as it may be shown: without a user name or password, and
+/// without its query (a presigned URL's query is a credential: its
+/// signature lets whoever holds it write until it expires).
+pub fn shown(url: &str) -> String {
+    let u = without_userinfo(url);
+    match u.split_once('?') {
+        Some((base, _)) => format!("{base}?…"),
+        None => u,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_query_is_not_shown() {
+        assert_eq!(
+            shown(
+                "https://b.s3.amazonaws.com/n/status.json?X-Amz-Signature=abc&X-Amz-Credential=AKIA"
+            ),
+            "https://b.s3.amazonaws.com/n/status.json?…"
+        );
+        assert_eq!(shown("https://u:p@h/x"), "https://…@h/x");
+        assert_eq!(shown("https://h/x"), "https://h/x");
+    }
 
     #[test]
     fn userinfo_is_refused_and_never_shown() {

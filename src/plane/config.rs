@@ -18,9 +18,28 @@ pub struct PlaneConfig {
     pub ca: Option<PathBuf>,
     /// How often to poll until a document says otherwise.
     pub poll_interval: Duration,
+    /// How each request to the plane's host is authenticated, when it is
+    /// not public: a bearer token or an S3 key, read from its file.
+    pub auth: Option<crate::net::auth::HostAuth>,
+    /// A client certificate and its key (PEM files) for a host that asks
+    /// for one.
+    pub client_cert: Option<(PathBuf, PathBuf)>,
 }
 
 impl PlaneConfig {
+    /// The client for the plane's host: its CA, its client certificate,
+    /// its credentials on every request to its origin (and to no other).
+    /// The error names a file that cannot be used.
+    pub fn http(&self) -> Result<crate::net::http::Http, String> {
+        let http = match &self.client_cert {
+            Some((cert, key)) => {
+                crate::net::http::Http::with_client_cert(self.ca.as_deref(), cert, key)?
+            }
+            None => crate::net::http::Http::new(self.ca.as_deref())?,
+        };
+        Ok(http.with_host_auth(&self.url, self.auth.clone()))
+    }
+
     /// The URL of this node's document.
     pub fn document_url(&self, node: &NodeId) -> String {
         format!(

@@ -270,7 +270,12 @@ impl Reporter {
     }
 
     async fn put(&self, url: &str, body: Vec<u8>) -> Result<(), String> {
-        let uri: http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+        let uri: http::Uri = url
+            .parse()
+            .map_err(|e| format!("{}: {e}", crate::net::shown(url)))?;
+        // Errors go to the status and the log: a presigned URL's query is
+        // not said.
+        let url = &crate::net::shown(url);
         let mut headers = HeaderMap::new();
         headers.insert(
             http::header::CONTENT_TYPE,
@@ -297,7 +302,7 @@ impl Reporter {
                 a.status
             )),
             Ok(a) => Err(format!("PUT {url}: HTTP {}", a.status)),
-            Err(t) => Err(format!("PUT {url}: {t:?}")),
+            Err(t) => Err(format!("PUT {url}: {t}")),
         }
     }
 }

@@ -309,7 +309,7 @@ impl Syncer {
         report_wake: Arc<Notify>,
         metrics: Arc<crate::status::metrics::Metrics>,
     ) -> Result<Syncer, String> {
-        let http = Http::new(config.ca.as_deref())?.with_redirects(Redirects::SameOrigin);
+        let http = config.http()?.with_redirects(Redirects::SameOrigin);
         let url = config.document_url(&node);
         let status = PlaneStatus {
             root: RootStatus {
@@ -1595,6 +1595,7 @@ fn describe(t: &Transport) -> String {
         Transport::NotTls(m) => format!("the server does not speak TLS: {m}"),
         Transport::TooLarge(n) => format!("the answer is over {n} bytes"),
         Transport::Redirects(m) => m.clone(),
+        Transport::Credentials(m) => format!("the plane's credentials: {m}"),
     }
 }
 

@@ -717,7 +717,10 @@ fn transport(r: &Reference, what: &str, object: Object, t: Transport) -> Registr
             what: format!("{} {what}", object.as_str()),
             limit: CALL_LIMIT,
         },
-        Transport::Connect(message) => RegistryError::Connect { registry, message },
+        // The registry client sets no host credentials of the plane's.
+        Transport::Connect(message) | Transport::Credentials(message) => {
+            RegistryError::Connect { registry, message }
+        }
         Transport::Tls(message) | Transport::NotTls(message) => {
             RegistryError::Tls { registry, message }
         }

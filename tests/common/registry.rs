@@ -104,6 +104,70 @@ impl Tls {
             _dir: dir,
         }
     }
+
+    /// The server certificate and its key (PEM files).
+    pub fn server(&self) -> (&Path, &Path) {
+        (&self.cert, &self.key)
+    }
+
+    /// A client certificate for `cn` signed by the CA, and its key (0600),
+    /// in `dir`.
+    pub fn client(&self, cn: &str, dir: &Path) -> (PathBuf, PathBuf) {
+        let ca_dir = self.ca.parent().unwrap();
+        let (cert, key, csr, ext) = (
+            dir.join(format!("{cn}.pem")),
+            dir.join(format!("{cn}.key")),
+            dir.join(format!("{cn}.csr")),
+            dir.join(format!("{cn}.ext")),
+        );
+        std::fs::write(
+            &ext,
+            "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n",
+        )
+        .unwrap();
+        let s = |p: &Path| p.display().to_string();
+        for args in [
+            vec![
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                &format!("/CN={cn}"),
+                "-keyout",
+                &s(&key),
+                "-out",
+                &s(&csr),
+            ],
+            vec![
+                "x509",
+                "-req",
+                "-in",
+                &s(&csr),
+                "-CA",
+                &s(&self.ca),
+                "-CAkey",
+                &s(&ca_dir.join("ca.key")),
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                &s(&ext),
+                "-out",
+                &s(&cert),
+            ],
+        ] {
+            let o = Command::new("openssl").args(&args).output().unwrap();
+            assert!(
+                o.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        (cert, key)
+    }
 }
 
 /// How a test registry authenticates.

@@ -1,0 +1,57 @@
+"""A private bucket on moto's S3 server, for tests/plane_s3.rs.
+
+    moto.py setup URL        an IAM user with a key allowed S3 and IAM (the
+                             server's first three actions, taken without
+                             authentication), a bucket `fleet`; prints the
+                             key as JSON
+    moto.py put URL KEYFILE BUCKET KEY FILE   puts FILE (botocore signs)
+    moto.py get URL KEYFILE BUCKET KEY        prints the object
+    moto.py rotate URL KEYFILE                a second key for the user,
+                             the first deleted; prints the new key
+"""
+import json
+import sys
+
+import boto3
+
+
+def client(kind, url, key=None):
+    creds = key or {"AccessKeyId": "none", "SecretAccessKey": "none"}
+    return boto3.client(
+        kind,
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id=creds["AccessKeyId"],
+        aws_secret_access_key=creds["SecretAccessKey"],
+    )
+
+
+def main():
+    cmd, url = sys.argv[1], sys.argv[2]
+    if cmd == "setup":
+        iam = client("iam", url)
+        iam.create_user(UserName="device")
+        key = iam.create_access_key(UserName="device")["AccessKey"]
+        policy = {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": ["s3:*", "iam:*"], "Resource": "*"}],
+        }
+        iam.put_user_policy(UserName="device", PolicyName="fleet", PolicyDocument=json.dumps(policy))
+        client("s3", url, key).create_bucket(Bucket="fleet")
+        print(json.dumps({"AccessKeyId": key["AccessKeyId"], "SecretAccessKey": key["SecretAccessKey"]}))
+        return
+    key = json.load(open(sys.argv[3]))
+    if cmd == "put":
+        bucket, name, path = sys.argv[4:7]
+        client("s3", url, key).put_object(Bucket=bucket, Key=name, Body=open(path, "rb").read())
+    elif cmd == "get":
+        bucket, name = sys.argv[4:6]
+        sys.stdout.buffer.write(client("s3", url, key).get_object(Bucket=bucket, Key=name)["Body"].read())
+    elif cmd == "rotate":
+        iam = client("iam", url, key)
+        new = iam.create_access_key(UserName="device")["AccessKey"]
+        iam.delete_access_key(UserName="device", AccessKeyId=key["AccessKeyId"])
+        print(json.dumps({"AccessKeyId": new["AccessKeyId"], "SecretAccessKey": new["SecretAccessKey"]}))
+
+
+main()

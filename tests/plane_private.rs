@@ -1,0 +1,379 @@
+//! A plane on a host that is not public. Over HTTPS, nginx asking for a
+//! client certificate and a bearer token: the agent presents both, and
+//! nobody without them is answered. And a private bucket of an
+//! S3-compatible server run by the test (moto's, from PyPI, which checks
+//! every request's AWS Signature Version 4 against the IAM keys it made).
+//! Documents are put by botocore (a third party's signer) and read by the
+//! real agent with its own; its report is PUT the same way; 304s work; an
+//! anonymous GET is refused; a key file others may read is refused, naming
+//! it; a key rotated by replacing the file is read again. The server comes
+//! from `STEAD_TEST_MOTO` (the venv scripts/test.sh makes): without it the
+//! test fails, saying so.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::agent::{Agent, http_get};
+use common::desired::*;
+use common::*;
+use stead::plane::envelope::SecretKey;
+
+/// The venv that holds moto's server and boto3.
+fn venv() -> PathBuf {
+    let v =
+        std::env::var("STEAD_TEST_MOTO").unwrap_or_else(|_| "/var/cache/stead-test/moto".into());
+    let v = PathBuf::from(v);
+    assert!(
+        v.join("bin/moto_server").exists(),
+        "no moto server in {} (scripts/test.sh installs it; or set STEAD_TEST_MOTO to a venv with moto[server])",
+        v.display()
+    );
+    v
+}
+
+struct Moto {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Moto {
+    /// The server on loopback, its first three actions (the IAM user, its
+    /// key and policy) taken without authentication, every later one
+    /// checked.
+    fn start() -> Moto {
+        let port = common::registry::free_port();
+        let child = Command::new(venv().join("bin/moto_server"))
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .env("INITIAL_NO_AUTH_ACTION_COUNT", "3")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let url = format!("http://127.0.0.1:{port}");
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < end,
+                "moto's server did not listen"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Moto { child, url }
+    }
+
+    /// Runs tests/data/s3/moto.py; returns its stdout.
+    fn py(&self, args: &[&str]) -> String {
+        let out = Command::new(venv().join("bin/python"))
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/s3/moto.py"))
+            .arg(args[0])
+            .arg(&self.url)
+            .args(&args[1..])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "moto.py {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+}
+
+/// Writes an AWS credentials file of `key` (moto.py's JSON) at `path`.
+fn credentials(path: &Path, key: &serde_json::Value, mode: u32) {
+    std::fs::write(
+        path,
+        format!(
+            "[default]\naws_access_key_id = {}\naws_secret_access_key = {}\n",
+            key["AccessKeyId"].as_str().unwrap(),
+            key["SecretAccessKey"].as_str().unwrap()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+}
+
+fn polls(agent: &Agent, outcome: &str) -> u64 {
+    let (_, m) = agent.get("/metrics");
+    m.lines()
+        .find_map(|l| {
+            l.strip_prefix(&format!(
+                "stead_plane_polls_total{{outcome=\"{outcome}\"}} "
+            ))
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_private_bucket_serves_the_plane_with_signed_requests_and_refuses_anyone_else() {
+    let moto = Moto::start();
+    let key: serde_json::Value = serde_json::from_str(&moto.py(&["setup"])).unwrap();
+    let signing = SecretKey::generate().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let key_file = d.path().join("key.json");
+    std::fs::write(&key_file, key.to_string()).unwrap();
+    let creds = d.path().join("credentials");
+    credentials(&creds, &key, 0o600);
+    let n = Node::new("s3").with_config(&format!(
+        "[plane]\nurl = \"{}/fleet\"\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"\ns3_credentials = {:?}\ns3_region = \"us-east-1\"",
+        moto.url,
+        signing.public().to_base64(),
+        creds.display().to_string()
+    ));
+    let m = n.module("web");
+    let put = |name: &str, bytes: &[u8]| {
+        let f = d.path().join("object");
+        std::fs::write(&f, bytes).unwrap();
+        moto.py(&[
+            "put",
+            key_file.to_str().unwrap(),
+            "fleet",
+            name,
+            f.to_str().unwrap(),
+        ]);
+    };
+    let doc = format!("nodes/{}/desired.json", n.id);
+    put(
+        &doc,
+        &sign(&signing, &payload(&n, 1, vec![module(&m, "one")])),
+    );
+
+    // Read with the agent's signatures; then asked conditionally: 304s.
+    let agent = Agent::start(&n);
+    wait_v(&n, &m, "one");
+    n.wait_for(30, "304s from the bucket", || {
+        polls(&agent, "not-modified") >= 2
+    });
+    // The report is PUT, signed, and reads back with botocore.
+    n.wait_for(30, "the report in the bucket", || {
+        let out = Command::new(venv().join("bin/python"))
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/s3/moto.py"))
+            .args(["get", &moto.url, key_file.to_str().unwrap(), "fleet"])
+            .arg(format!("nodes/{}/status.json", n.id))
+            .output()
+            .unwrap();
+        out.status.success()
+            && serde_json::from_slice::<serde_json::Value>(&out.stdout)
+                .is_ok_and(|r| r["node"] == n.id.as_str() && r["plane"]["held"]["revision"] == 1)
+    });
+    // Nobody else reads it.
+    let addr = moto.url.trim_start_matches("http://");
+    let (code, _) = http_get(addr, &format!("/fleet/{doc}"));
+    assert_eq!(code, 403, "an anonymous GET");
+    // The key is not in what the agent shows.
+    let secret = key["SecretAccessKey"].as_str().unwrap();
+    for path in ["/v1/plane", "/v1/status"] {
+        let (_, body) = agent.get(path);
+        assert!(!body.contains(secret), "{path}: {body}");
+    }
+
+    // A key file others may read is refused, named; nothing is fetched.
+    std::fs::set_permissions(&creds, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let p = wait_plane(&n, &agent, "the key file refused", |p| {
+        p["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("may be read by others (mode 0644): make it 0600"))
+    });
+    assert!(!p.to_string().contains(secret), "{p}");
+
+    // The key rotated (the old one deleted): the file replaced is read at
+    // the next request, and the next revision is taken.
+    let new: serde_json::Value =
+        serde_json::from_str(&moto.py(&["rotate", key_file.to_str().unwrap()])).unwrap();
+    std::fs::write(&key_file, new.to_string()).unwrap();
+    credentials(&creds, &new, 0o600);
+    put(
+        &doc,
+        &sign(&signing, &payload(&n, 2, vec![module(&m, "two")])),
+    );
+    wait_v(&n, &m, "two");
+    wait_plane(&n, &agent, "no error", |p| p["error"].is_null());
+    let log = Agent::log(&n);
+    assert!(!log.contains(secret) && !log.contains(new["SecretAccessKey"].as_str().unwrap()));
+}
+
+/// nginx on loopback over TLS, answering only a client with a certificate
+/// of `tls`'s CA and `Authorization: Bearer <token>`; reports are PUT.
+struct Private {
+    child: Child,
+    port: u16,
+    root: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Private {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Private {
+    fn start(tls: &common::registry::Tls, token: &str) -> Private {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display().to_string();
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join("nodes")).unwrap();
+        std::fs::create_dir_all(dir.path().join("tmp")).unwrap();
+        let port = common::registry::free_port();
+        let (cert, key) = tls.server();
+        let conf = format!(
+            r#"user root root;
+worker_processes 1;
+daemon off;
+pid "{d}/nginx.pid";
+error_log "{d}/error.log" info;
+events {{ worker_connections 64; }}
+http {{
+    default_type application/octet-stream;
+    client_body_temp_path "{d}/tmp/body";
+    proxy_temp_path "{d}/tmp/proxy";
+    fastcgi_temp_path "{d}/tmp/fastcgi";
+    uwsgi_temp_path "{d}/tmp/uwsgi";
+    scgi_temp_path "{d}/tmp/scgi";
+    access_log "{d}/access.log";
+    server {{
+        listen 127.0.0.1:{port} ssl;
+        ssl_certificate "{cert}";
+        ssl_certificate_key "{key}";
+        ssl_client_certificate "{ca}";
+        ssl_verify_client on;
+        root "{root}";
+        if ($http_authorization != "Bearer {token}") {{ return 401; }}
+        location ~ ^/nodes/[^/]+/status\.json$ {{
+            dav_methods PUT;
+            create_full_put_path on;
+            limit_except GET PUT {{ deny all; }}
+        }}
+        location / {{ limit_except GET {{ deny all; }} }}
+    }}
+}}
+"#,
+            cert = cert.display(),
+            key = key.display(),
+            ca = tls.ca.display(),
+            root = root.display(),
+        );
+        let conf_path = dir.path().join("nginx.conf");
+        std::fs::write(&conf_path, conf).unwrap();
+        let child = Command::new("/usr/sbin/nginx")
+            .arg("-p")
+            .arg(format!("{d}/"))
+            .arg("-c")
+            .arg(&conf_path)
+            .arg("-e")
+            .arg(dir.path().join("error.log"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < end,
+                "nginx did not listen: {}",
+                std::fs::read_to_string(dir.path().join("error.log")).unwrap_or_default()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Private {
+            child,
+            port,
+            root,
+            _dir: dir,
+        }
+    }
+}
+
+/// The status a GET of `url` is answered with by a client of `http`
+/// (0: no answer at all).
+fn status_of(http: &stead::net::http::Http, url: &str, headers: &http::HeaderMap) -> u16 {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(http.send(
+        http::Method::GET,
+        url.parse().unwrap(),
+        headers,
+        std::time::Duration::from_secs(10),
+        1 << 20,
+    ))
+    .map_or(0, |a| a.status.as_u16())
+}
+
+#[test]
+fn a_host_asking_for_a_client_certificate_and_a_token_is_answered_to_the_agent_alone() {
+    let tls = common::registry::Tls::new();
+    let token = format!("t0ken-{}", std::process::id());
+    let host = Private::start(&tls, &token);
+    let signing = SecretKey::generate().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let (cert, key) = tls.client("edge", d.path());
+    let token_file = d.path().join("token");
+    std::fs::write(&token_file, format!("{token}\n")).unwrap();
+    std::fs::set_permissions(
+        &token_file,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let base = format!("https://127.0.0.1:{}", host.port);
+    let n = Node::new("mtls").with_config(&format!(
+        "[plane]\nurl = {base:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"\nca = {:?}\ntoken_file = {:?}\nclient_cert = {:?}\nclient_key = {:?}",
+        signing.public().to_base64(),
+        tls.ca.display().to_string(),
+        token_file.display().to_string(),
+        cert.display().to_string(),
+        key.display().to_string(),
+    ));
+    let m = n.module("web");
+    let doc = host.root.join(format!("nodes/{}/desired.json", n.id));
+    std::fs::create_dir_all(doc.parent().unwrap()).unwrap();
+    std::fs::write(
+        &doc,
+        sign(&signing, &payload(&n, 1, vec![module(&m, "one")])),
+    )
+    .unwrap();
+    let agent = Agent::start(&n);
+    wait_v(&n, &m, "one");
+    n.wait_for(30, "the report PUT", || {
+        std::fs::read(host.root.join(format!("nodes/{}/status.json", n.id)))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .is_some_and(|r| r["node"] == n.id.as_str())
+    });
+    n.wait_for(30, "304s", || polls(&agent, "not-modified") >= 1);
+
+    // Without the certificate there is no answer but nginx's refusal;
+    // with it and without the token, 401; with both, the document.
+    let url = format!("{base}/nodes/{}/desired.json", n.id);
+    let no_cert = stead::net::http::Http::new(Some(&tls.ca)).unwrap();
+    let with_cert = stead::net::http::Http::with_client_cert(Some(&tls.ca), &cert, &key).unwrap();
+    let mut bearer = http::HeaderMap::new();
+    bearer.insert(
+        http::header::AUTHORIZATION,
+        format!("Bearer {token}").parse().unwrap(),
+    );
+    assert_eq!(status_of(&no_cert, &url, &bearer), 400, "no certificate");
+    assert_eq!(
+        status_of(&with_cert, &url, &http::HeaderMap::new()),
+        401,
+        "no token"
+    );
+    assert_eq!(status_of(&with_cert, &url, &bearer), 200);
+    // The token is said nowhere the agent speaks.
+    for path in ["/v1/plane", "/v1/status"] {
+        assert!(!agent.get(path).1.contains(&token), "{path}");
+    }
+    assert!(!Agent::log(&n).contains(&token));
+}
