@@ -257,6 +257,9 @@ struct Memory {
     standings: Vec<GroupStanding>,
     /// The ETag `root.json` was last served with.
     root_etag: Option<String>,
+    /// When the plane was found to publish no root (404): asked again an
+    /// hour later, not at every poll.
+    root_absent: Option<tokio::time::Instant>,
     /// Per group, the `Last-Modified` a host without ETags sent with a
     /// revision (for this run only, as the node document's).
     group_last_modified: BTreeMap<GroupName, (u64, String)>,
@@ -264,6 +267,9 @@ struct Memory {
     /// refusal when it was one.
     group_errors: BTreeMap<GroupName, (String, Option<Refusal>)>,
 }
+
+/// How long a plane found to publish no root is not asked for one again.
+const ROOT_ABSENT_RECHECK: Duration = Duration::from_secs(3600);
 
 /// How often a contact that says nothing new is written all the same.
 const CONTACT_REFRESH: Duration = Duration::from_secs(3600);
@@ -419,15 +425,15 @@ impl Syncer {
         )
     }
 
-    /// One GET of a root file: its body, `None` when the plane has none
-    /// (404) or it did not change (304).
+    /// One GET of a root file: its body and ETag, `Ok(None)` when it did
+    /// not change (304), `Err(None)` when the plane has none (404).
     async fn get_root(
         &self,
         rel: &str,
         etag: Option<&str>,
-    ) -> Result<Option<(hyper::body::Bytes, Option<String>)>, String> {
+    ) -> Result<Option<(hyper::body::Bytes, Option<String>)>, Option<String>> {
         let url = self.plane_url(rel);
-        let uri: http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+        let uri: http::Uri = url.parse().map_err(|e| Some(format!("{url}: {e}")))?;
         let mut headers = HeaderMap::new();
         if let Some(v) = etag.and_then(|e| HeaderValue::from_str(e).ok()) {
             headers.insert(http::header::IF_NONE_MATCH, v);
@@ -436,7 +442,7 @@ impl Syncer {
             .http
             .send(Method::GET, uri, &headers, FETCH_LIMIT, root::MAX_ROOT)
             .await
-            .map_err(|t| format!("cannot fetch {url}: {}", describe(&t)))?;
+            .map_err(|t| Some(format!("cannot fetch {url}: {}", describe(&t))))?;
         match a.status {
             StatusCode::OK => {
                 let etag = a
@@ -446,8 +452,9 @@ impl Syncer {
                     .map(str::to_string);
                 Ok(Some((a.body, etag)))
             }
-            StatusCode::NOT_MODIFIED | StatusCode::NOT_FOUND => Ok(None),
-            s => Err(format!("{url}: HTTP {s}")),
+            StatusCode::NOT_MODIFIED => Ok(None),
+            StatusCode::NOT_FOUND => Err(None),
+            s => Err(Some(format!("{url}: HTTP {s}"))),
         }
     }
 
@@ -459,18 +466,25 @@ impl Syncer {
     /// taken stops the walk, is said in the status and the log, and
     /// changes nothing.
     async fn follow_root(&self) {
-        let etag = self
-            .memory
-            .lock()
-            .expect("plane memory lock")
-            .root_etag
-            .clone();
+        let (etag, absent) = {
+            let m = self.memory.lock().expect("plane memory lock");
+            (m.root_etag.clone(), m.root_absent)
+        };
+        if absent.is_some_and(|at| at.elapsed() < ROOT_ABSENT_RECHECK) {
+            return self.root_expiry();
+        }
         let newest = match self.get_root("root.json", etag.as_deref()).await {
             Ok(Some(n)) => n,
             Ok(None) => return self.root_expiry(),
+            Err(None) => {
+                self.memory.lock().expect("plane memory lock").root_absent =
+                    Some(tokio::time::Instant::now());
+                return self.root_expiry();
+            }
             // The document's fetch says what is wrong with the plane.
-            Err(_) => return,
+            Err(Some(_)) => return,
         };
+        self.memory.lock().expect("plane memory lock").root_absent = None;
         let Some(mut held) = self
             .status
             .lock()
@@ -491,14 +505,14 @@ impl Syncer {
             } else {
                 match self.get_root(&format!("roots/{v}.json"), None).await {
                     Ok(Some((b, _))) => b,
-                    Ok(None) => {
+                    Ok(None) | Err(None) => {
                         error = Some(format!(
                             "the plane's root is version {said}, but {} is not there: the chain is walked one version at a time",
                             self.plane_url(&format!("roots/{v}.json"))
                         ));
                         break;
                     }
-                    Err(e) => {
+                    Err(Some(e)) => {
                         error = Some(e);
                         break;
                     }
@@ -683,6 +697,11 @@ impl Syncer {
         // The root first: a key it revoked signs nothing taken from now.
         self.follow_root().await;
         let outcome = self.fetch_and_judge().await;
+        // A key not trusted may be one a newly published root trusts: the
+        // root is asked for at the next poll, even if there was none.
+        if matches!(&outcome, Outcome::Refused(r) if r.class == RefusalClass::UnknownKey) {
+            self.memory.lock().expect("plane memory lock").root_absent = None;
+        }
         // The groups of the document held, when the plane answered: an
         // adopted document looked at its groups already.
         if matches!(
