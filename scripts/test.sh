@@ -44,6 +44,19 @@ fi
 command -v faketime >/dev/null 2>&1 || apt_install faketime
 # tests/import.rs runs a Compose file with docker-compose beside the agent.
 command -v docker-compose >/dev/null 2>&1 || apt_install docker-compose
+# tests/plane_s3.rs: an S3-compatible server with signatures checked
+# (moto's, from PyPI) in a venv kept between runs, keyed by its version.
+moto_version=5.2.5
+moto_venv=/var/cache/stead-test/moto
+if [ "$(cat "$moto_venv/.stead-version" 2>/dev/null)" != "$moto_version" ]; then
+    /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || apt_install python3-venv
+    rm -rf "$moto_venv"
+    /usr/bin/python3 -m venv "$moto_venv"
+    "$moto_venv/bin/pip" install -q --disable-pip-version-check "moto[server]==$moto_version" \
+        || die "pip install moto[server]==$moto_version failed"
+    echo "$moto_version" >"$moto_venv/.stead-version"
+fi
+export STEAD_TEST_MOTO="$moto_venv"
 # Podman's Docker-compatible service, for the engine suites run again on it
 # (netavark with aardvark-dns), and one whose user networks resolve no names
 # (CNI without the dnsname plugin), each on a socket of its own.
@@ -74,43 +87,59 @@ scripts/package.sh
 
 stage "cargo test: building the tests"
 log="$(mktemp /tmp/stead-test.XXXXXX)"
-podman_log="$(mktemp /tmp/stead-test-podman.XXXXXX)"
-trap 'rm -f "$log" "$podman_log"' EXIT
+beside="$(mktemp -d /tmp/stead-test-beside.XXXXXX)"
+trap 'rm -f "$log"; rm -rf "$beside"' EXIT
 cargo test --locked --no-run
-# The engine suites again, against Podman's Docker-compatible service: the
-# differences the engine layer handles, and the tests that name the others
-# (docs/operations.md, "On Podman"). Beside the Docker Engine's pass: both
-# mostly wait on their engines, and each engine is its own (2 cores).
-stage "cargo test, and beside it the engine suites on Podman ($podman_socket)"
-STEAD_TEST_ENGINE_SOCKET="$podman_socket" cargo test --locked --no-fail-fast \
-    --test engine --test runtime --test hardening --test waiting --test api --test cli --test images \
-    -- --include-ignored >"$podman_log" 2>&1 &
-podman_pass=$!
+# Beside the Docker Engine's pass, one after another, each into a log and
+# an exit code of its own (said once the main pass is done): they mostly
+# wait, on engines and servers of their own (2 cores).
+# - The engine suites again, against Podman's Docker-compatible service:
+#   the differences the engine layer handles, and the tests that name the
+#   others (docs/operations.md, "On Podman").
+# - A Podman whose user networks cannot resolve names (CNI without the
+#   dnsname plugin, as Debian's podman installed without recommends had
+#   it): the agent refuses a module on one, saying what to install.
+# - A small simulated fleet (the shipped x86_64 binary, 20 agents against
+#   nginx and a stand-in engine, a few seconds of CPU in all): a staged
+#   rollout taken on each device's turn, a failing revision halted by the
+#   watcher, a revert; a property that does not hold fails.
+beside_run() {
+    local name="$1" rc=0
+    shift
+    "$@" >"$beside/$name.log" 2>&1 || rc=$?
+    echo "$rc" >"$beside/$name.rc"
+}
+# What one of them said, into the run's log; its failure counted as `what`.
+beside_said() {
+    tee -a "$log" <"$beside/$1.log"
+    [ "$(cat "$beside/$1.rc" 2>/dev/null)" = 0 ] || failed+=("$2")
+}
+stage "cargo test, and beside it the engine suites on Podman ($podman_socket), the test on Podman with CNI ($podman_cni) and the simulated fleet"
+(
+    beside_run podman env STEAD_TEST_ENGINE_SOCKET="$podman_socket" cargo test --locked --no-fail-fast \
+        --test engine --test runtime --test hardening --test waiting --test api --test cli --test images \
+        -- --include-ignored
+    beside_run cni env STEAD_TEST_ENGINE_SOCKET="$podman_cni" cargo test --locked --no-fail-fast --test runtime \
+        a_user_network_that_cannot_resolve_names_is_refused_naming_the_backend -- --exact
+    beside_run fleet env STEAD_SIM_BIN=dist/stead-x86_64-unknown-linux-musl STEAD_SIM_DEVICES=20 STEAD_SIM_WINDOW=20 \
+        STEAD_SIM_POLL=2 STEAD_SIM_QUIET=10 STEAD_SIM_CHECK=1 scripts/fleet-sim.sh
+) &
+beside_pid=$!
 # Tests named lab_ (the device lab's VMs) run after, alone: a VM under
 # QEMU's software CPU starved of CPU stalls. Those named lab_all_only_ (its
 # longest scenarios) are scripts/lab/all.sh's.
 failed=()
 cargo test --locked --no-fail-fast -- --include-ignored --skip lab_ 2>&1 | tee "$log" || failed+=("cargo test")
-wait "$podman_pass" || failed+=("the engine suites on Podman")
+wait "$beside_pid" || true
 stage "the engine suites on Podman: what they said"
-tee -a "$log" <"$podman_log"
+beside_said podman "the engine suites on Podman"
+stage "cargo test (a user network without DNS, on Podman with CNI): what it said"
+beside_said cni "the test on Podman with CNI"
+stage "a simulated fleet of 20 (scripts/fleet-sim.sh, checked): what it said"
+beside_said fleet "the simulated fleet"
 stage "cargo test: the device lab, alone"
 cargo test --locked --no-fail-fast --test lab -- --include-ignored --skip lab_all_only_ 2>&1 | tee -a "$log" \
     || failed+=("the device lab")
-# A Podman whose user networks cannot resolve names (CNI without the dnsname
-# plugin, as Debian's podman installed without recommends had it): the agent
-# refuses a module on one, saying what to install.
-stage "cargo test (a user network without DNS, on Podman with CNI, $podman_cni)"
-STEAD_TEST_ENGINE_SOCKET="$podman_cni" cargo test --locked --no-fail-fast --test runtime \
-    a_user_network_that_cannot_resolve_names_is_refused_naming_the_backend -- --exact 2>&1 | tee -a "$log" \
-    || failed+=("the test on Podman with CNI")
-# A small simulated fleet (the shipped x86_64 binary, 20 agents against
-# nginx): a staged rollout taken on each device's turn, a failing revision
-# halted by the watcher, a revert; a property that does not hold fails.
-stage "a simulated fleet of 20 (scripts/fleet-sim.sh, checked)"
-STEAD_SIM_BIN=dist/stead-x86_64-unknown-linux-musl STEAD_SIM_DEVICES=20 STEAD_SIM_WINDOW=20 \
-    STEAD_SIM_POLL=2 STEAD_SIM_QUIET=10 STEAD_SIM_CHECK=1 scripts/fleet-sim.sh 2>&1 | tee -a "$log" \
-    || failed+=("the simulated fleet")
 stage "done"
 [ "${#failed[@]}" -eq 0 ] || say "failed: $(IFS=,; echo "${failed[*]}")"
 # One closing line for the whole run: the sum of every test binary's result.

@@ -182,7 +182,10 @@ fn a_vanished_intentions_directory_holds_and_an_empty_one_removes() {
 
 #[test]
 fn an_empty_store_file_is_refused_and_a_discarded_store_restarts_nothing() {
-    let n = Node::new("emptystore").with_heartbeat("1s");
+    // Converged once up for a second, not the default 30.
+    let n = Node::new("emptystore")
+        .with_heartbeat("1s")
+        .with_config("settle_window = \"1s\"");
     let ms: Vec<String> = ["a", "b", "api"].iter().map(|s| n.module(s)).collect();
     let with_config = |m: &str| {
         format!(

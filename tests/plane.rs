@@ -19,12 +19,23 @@ use stead::plane::envelope::SecretKey;
 
 /// A node polling `plane` every second, trusting `keys`.
 fn node(tag: &str, plane: &Plane, keys: &[&SecretKey]) -> Node {
+    node_with(tag, plane, keys, "")
+}
+
+/// [`node`], its modules converged once up for a second (not the default
+/// 30 s): for the tests that wait for converged.
+fn settled_node(tag: &str, plane: &Plane, keys: &[&SecretKey]) -> Node {
+    node_with(tag, plane, keys, "settle_window = \"1s\"\n")
+}
+
+/// [`node`] with top-level config `lines` (before its `[plane]` table).
+fn node_with(tag: &str, plane: &Plane, keys: &[&SecretKey], lines: &str) -> Node {
     let keys: Vec<String> = keys
         .iter()
         .map(|k| format!("{:?}", k.public().to_base64()))
         .collect();
     Node::new(tag).with_config(&format!(
-        "[plane]\nurl = {:?}\ntrusted_keys = [{}]\npoll_interval = \"1s\"",
+        "{lines}[plane]\nurl = {:?}\ntrusted_keys = [{}]\npoll_interval = \"1s\"",
         plane.base(),
         keys.join(", ")
     ))
@@ -127,7 +138,7 @@ fn documents_that_fail_a_check_change_nothing_and_are_reported_by_class() {
     let key = SecretKey::generate().unwrap();
     let stranger = SecretKey::generate().unwrap();
     let plane = Plane::start();
-    let n = node("plane-refuse", &plane, &[&key]);
+    let n = settled_node("plane-refuse", &plane, &[&key]);
     let m = n.module("web");
     let r1 = sign(&key, &payload(&n, 1, vec![module(&m, "one")]));
     plane.publish(&n.id, &r1);
@@ -470,7 +481,7 @@ fn a_clock_far_in_the_past_or_the_future_stops_nothing_and_is_reported() {
 fn reports_kept_while_the_endpoint_is_down_arrive_later_and_stay_spaced() {
     let key = SecretKey::generate().unwrap();
     let mut plane = Plane::start();
-    let n = node("plane-report", &plane, &[&key]);
+    let n = settled_node("plane-report", &plane, &[&key]);
     let m = n.module("web");
     plane.set_report_fault(Some((503, None)));
     plane.publish(&n.id, &sign(&key, &payload(&n, 1, vec![module(&m, "one")])));
@@ -596,7 +607,7 @@ fn one_owner_per_module_and_the_plane_takes_a_module_once_it_is_let_go() {
 fn with_the_engine_away_every_module_held_reads_pending_and_nothing_reads_passing() {
     let key = SecretKey::generate().unwrap();
     let plane = Plane::start();
-    let n = node("plane-away", &plane, &[&key]);
+    let n = settled_node("plane-away", &plane, &[&key]);
     let (web, local, late, api) = (
         n.module("web"),
         n.module("local"),

@@ -917,7 +917,11 @@ fn an_edit_of_the_image_supersedes_an_open_request_and_a_cancel_puts_back_what_r
     let (v100, _) = reg.push(repo, "1.0.0", &[]);
     let (v101, _) = reg.push(repo, "1.0.1", &[]);
     let (v110, _) = reg.push(repo, "1.1.0", &[]);
-    let n = Node::new("reloadedit").with_heartbeat("1s");
+    // Converged (what `wait_seen` waits for) once up for a second, not the
+    // default 30.
+    let n = Node::new("reloadedit")
+        .with_heartbeat("1s")
+        .with_config("settle_window = \"1s\"");
     let m = n.module("edited");
     let intention = |tag: &str| {
         // Held for an hour: the request stays activating while the test acts.

@@ -38,7 +38,8 @@ fn wait_state(n: &Node, agent: &Agent, m: &str, state: &str) {
 
 #[test]
 fn no_value_of_env_settings_or_files_is_in_a_label_an_error_or_an_unauthenticated_read() {
-    let n = Node::new("secrets");
+    // Converged once up for a second, not the default 30.
+    let n = Node::new("secrets").with_config("settle_window = \"1s\"");
     let marker = format!("m4rk3r{}", std::process::id());
     let (api, file, bad) = (n.module("api"), n.module("file"), n.module("badenv"));
     let cmd = serde_json::json!(["sh", "-c", idle_after("true")]);
@@ -221,7 +222,8 @@ fn no_value_of_env_settings_or_files_is_in_a_label_an_error_or_an_unauthenticate
 
 #[test]
 fn a_clear_label_made_by_0_5_0_is_taken_back_without_a_recreate_and_new_ones_are_sealed() {
-    let n = Node::new("clearlabel");
+    // Converged once up for a second, not the default 30.
+    let n = Node::new("clearlabel").with_config("settle_window = \"1s\"");
     let m = n.module("old");
     let cmd = serde_json::json!(["sh", "-c", idle_after("true")]);
     let body = serde_json::json!({
@@ -422,8 +424,9 @@ fn a_value_sealed_to_the_device_reaches_its_container_alone_and_opens_nowhere_el
     use serde_json::json;
     let key = stead::plane::envelope::SecretKey::generate().unwrap();
     let plane = Plane::start();
+    // Converged once up for a second, not the default 30.
     let n = Node::new("sealed").with_config(&format!(
-        "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
+        "settle_window = \"1s\"\n[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
         plane.base(),
         key.public().to_base64()
     ));
