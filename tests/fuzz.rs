@@ -393,6 +393,27 @@ fn field_name() -> impl Strategy<Value = String> {
     ]
 }
 
+/// A value given sealed (`{"sealed": …}`): base64 that is no age file, an
+/// age file to a key this node does not hold, or text that is not base64;
+/// none opens here, each is refused by its field.
+fn sealed() -> impl Strategy<Value = J> {
+    use stead::model::{age, sealed};
+    prop_oneof![
+        "[A-Za-z0-9+/]{0,64}={0,2}".prop_map(|t| json!({"sealed": t})),
+        (any::<[u8; 32]>(), "[a-z.A-Z_]{1,12}", "[ -~]{0,16}").prop_map(|(seed, field, value)| {
+            let to = age::Identity::from_bytes(seed).recipient();
+            let b = sealed::Binding {
+                node: "fuzz",
+                module: "m",
+                field: &field,
+            };
+            json!({"sealed": sealed::seal(&to, &b, value.as_bytes(), &[seed[0]; age::RANDOM_LEN])})
+        }),
+        edgy_string().prop_map(|t| json!({"sealed": t})),
+        noise().prop_map(|n| json!({"sealed": n})),
+    ]
+}
+
 /// A valid-looking absolute path in the container.
 fn container_path() -> impl Strategy<Value = String> {
     prop_oneof![
@@ -439,9 +460,13 @@ fn field_value(field: &'static str) -> BoxedStrategy<J> {
             edgy_string().prop_map(J::from),
         ]
         .boxed(),
-        "env" => prop::collection::btree_map("[A-Za-z_.-][A-Za-z0-9_.-]{0,6}", edgy_string(), 0..4)
-            .prop_map(|m| json!(m))
-            .boxed(),
+        "env" => prop::collection::btree_map(
+            "[A-Za-z_.-][A-Za-z0-9_.-]{0,6}",
+            prop_oneof![6 => edgy_string().prop_map(J::from), 1 => sealed()],
+            0..4,
+        )
+        .prop_map(|m| json!(m))
+        .boxed(),
         "env_files" => prop::collection::vec(env_file, 0..3).prop_map(J::Array).boxed(),
         "env_file_format" => mostly(vec!["raw", "compose"], vec![".env", "Compose"]),
         "restart" => mostly(vec!["no", "on-failure", "always", "unless-stopped"], vec!["sometimes"]),
@@ -494,7 +519,11 @@ fn field_value(field: &'static str) -> BoxedStrategy<J> {
             .prop_map(|m| json!(m))
             .boxed(),
         "files" => prop::collection::vec(
-            (container_path(), edgy_string()).prop_map(|(p, c)| json!({"path": p, "content": c})),
+            (
+                container_path(),
+                prop_oneof![6 => edgy_string().prop_map(J::from), 1 => sealed()],
+            )
+                .prop_map(|(p, c)| json!({"path": p, "content": c})),
             0..3,
         )
         .prop_map(J::Array)
@@ -664,6 +693,7 @@ fn setting_value() -> impl Strategy<Value = J> {
         prop::sample::select(vec![0.5, -2.25, 1e300]).prop_map(J::from),
         edgy_string().prop_map(J::from),
         Just(J::Null),
+        sealed(),
     ];
     leaf.prop_recursive(2, 12, 3, |inner| {
         prop_oneof![
