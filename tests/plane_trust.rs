@@ -481,6 +481,28 @@ fn trust_moves_from_the_plane_by_a_root_chain_and_a_key_it_drops_signs_nothing_m
     // A root short of its threshold, or skipping a version, is not taken:
     // said, and version 2 stays.
     let short = signed_root(3, &[&r3], 1, &[&online2], &[&r3]);
+    // The publisher's check says the same before anything is published.
+    std::fs::write(file("short.json"), &short).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stead"))
+        .args([
+            "plane",
+            "root",
+            "verify",
+            "--trusted",
+            &b64(&first),
+            "--site",
+        ])
+        .arg(&site)
+        .args(["--in", &file("short.json"), "--publish"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains("which needs 2"), "{said}");
+    assert!(
+        !site.join("roots/3.json").exists(),
+        "a root refused is not published"
+    );
     plane.publish_raw_path("root.json", &short);
     let p = wait_plane(&n, &agent, "a root refused", |p| {
         p["root"]["error"].is_string()

@@ -464,6 +464,56 @@ fn a_value_sealed_to_the_device_reaches_its_container_alone_and_opens_nowhere_el
         enrolled.contains(&format!("{},{device_key}", n.id)),
         "{enrolled}"
     );
+    // Another key enrolled for the node (a device replaced, or a report
+    // not its own): the reports' key is kept out until --replace.
+    let other = stead::model::age::Identity::from_bytes([9; 32])
+        .recipient()
+        .encode();
+    std::fs::write(fleet.join("device-keys.csv"), format!("{},{other}\n", n.id)).unwrap();
+    let enroll = |more: &[&str]| {
+        let mut args = vec![
+            "enroll",
+            "--fleet",
+            fleet.to_str().unwrap(),
+            "--reports",
+            reports.to_str().unwrap(),
+        ];
+        args.extend(more);
+        plane_cli(&args, "")
+    };
+    let (ok, _, err) = enroll(&[]);
+    assert!(
+        !ok && err.contains("reports a key other than the one enrolled"),
+        "{err}"
+    );
+    let kept = std::fs::read_to_string(fleet.join("device-keys.csv")).unwrap();
+    assert!(kept.contains(&other), "{kept}");
+    let (ok, out, err) = enroll(&["--replace"]);
+    assert!(
+        ok && out.contains(&format!("replaced the key of {}", n.id)),
+        "{out}{err}"
+    );
+    let replaced = std::fs::read_to_string(fleet.join("device-keys.csv")).unwrap();
+    assert!(
+        replaced.contains(&format!("{},{device_key}", n.id)),
+        "{replaced}"
+    );
+    // A node not enrolled has nothing to seal to.
+    let (ok, _, err) = plane_cli(
+        &[
+            "seal",
+            "--node",
+            "nobody",
+            "--module",
+            "db",
+            "--field",
+            "env.X",
+            "--fleet",
+            fleet.to_str().unwrap(),
+        ],
+        "v",
+    );
+    assert!(!ok && err.contains("nobody is not enrolled"), "{err}");
 
     let marker = format!("s3cr3t{}", std::process::id());
     let db = n.module("db");

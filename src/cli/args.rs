@@ -510,7 +510,7 @@ static STEAD: Spec = group(
                     "enroll",
                     "Take the devices' public keys from their reports into the fleet's \
                      description (DIR/device-keys.csv: node,age1…). A node's first key is taken \
-                     on trust; a key other than the one enrolled is kept out (exit 65) unless \
+                     on trust; a key other than the one enrolled is kept out (exit 1) unless \
                      --replace",
                     &[
                         Opt {
