@@ -28,7 +28,9 @@
 # default) lends the container this machine's rustup toolchains and cargo's
 # registry cache, read-only under overlays (what the container writes stays
 # in their upper layers), and cargo runs offline (a machine whose way out
-# is a proxy with a CA of its own cannot fetch crates from a fresh image);
+# is a proxy with a CA of its own cannot fetch crates from a fresh image;
+# for the same reason pip, which the test command runs for moto, is given
+# the host's PIP_CERT bundle when it has one);
 # STEAD_FRESH_RUST=rustup installs rustup inside from sh.rustup.rs
 # instead and fetches crates, as a new user would (needs the internet).
 #
@@ -112,6 +114,13 @@ mount -t overlay overlay -o lowerdir=/opt/rustup-host,upperdir=/opt/rustup-rw/up
 mkdir -p /opt/rustup-rw/reg-upper /opt/rustup-rw/reg-work /root/.cargo/registry
 mount -t overlay overlay -o lowerdir=/opt/registry-host,upperdir=/opt/rustup-rw/reg-upper,workdir=/opt/rustup-rw/reg-work /root/.cargo/registry
 export PATH="/root/.cargo/bin:/opt/cargo-host-bin:$PATH" CARGO_NET_OFFLINE=true'
+    # PyPI (the test command's moto venv) as this machine reaches it: through
+    # its CA bundle, which trusts a proxy's CA where the way out has one.
+    if [ -n "${PIP_CERT:-}" ] && [ -r "$PIP_CERT" ]; then
+        mounts+=(-v "$PIP_CERT:/opt/host-ca.crt:ro")
+        rust_setup+='
+export PIP_CERT=/opt/host-ca.crt'
+    fi
 else
     rust_setup='apt-get update -qq && apt-get install -y -qq --no-install-recommends curl ca-certificates >/dev/null
 curl --proto =https --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
