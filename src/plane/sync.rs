@@ -382,16 +382,9 @@ impl Syncer {
                 Err(e) => Err(e.to_string()),
             };
             revoked = match &bytes {
-                Ok(b) => accept::still_stands(b, h, &self.trusted()).err(),
-                Err(e) => Some(format!("it cannot be read again: {e}")),
+                Ok(b) => self.no_longer_stands(b, h),
+                Err(e) => Some(self.not_the_floor(h, format!("it cannot be read again: {e}"))),
             };
-            if let Some(why) = &revoked {
-                tracing::warn!(
-                    revision = h.revision,
-                    "plane: the held revision {} is no longer the floor: {why}; what it states keeps running until a document signed by a trusted key arrives",
-                    h.revision
-                );
-            }
             if let Ok(b) = bytes {
                 self.take_again_from(h, &b, revoked.is_none()).await;
             }
@@ -576,6 +569,24 @@ impl Syncer {
         }
     }
 
+    /// Why the held document `h` (its bytes) is no longer the floor with
+    /// the keys trusted now, said in the log; `None` while it stands.
+    fn no_longer_stands(&self, bytes: &[u8], h: &Held) -> Option<String> {
+        accept::still_stands(bytes, h, &self.trusted())
+            .err()
+            .map(|why| self.not_the_floor(h, why))
+    }
+
+    /// Says in the log that `h` is no longer the floor, and why.
+    fn not_the_floor(&self, h: &Held, why: String) -> String {
+        tracing::warn!(
+            revision = h.revision,
+            "plane: the held revision {} is no longer the floor: {why}; what it states keeps running until a document signed by a trusted key arrives",
+            h.revision
+        );
+        why
+    }
+
     /// The held document judged again by the keys trusted now (a root
     /// was taken): one no key of it signed is no longer the floor.
     async fn judge_held_again(&self) {
@@ -584,14 +595,7 @@ impl Syncer {
         let Ok(Some(bytes)) = self.store.blocking(|s| s.plane_envelope()).await else {
             return;
         };
-        let revoked = accept::still_stands(&bytes, &h, &self.trusted()).err();
-        if let Some(why) = &revoked {
-            tracing::warn!(
-                revision = h.revision,
-                "plane: the held revision {} is no longer the floor: {why}; what it states keeps running until a document signed by a trusted key arrives",
-                h.revision
-            );
-        }
+        let revoked = self.no_longer_stands(&bytes, &h);
         if let Some(s) = self.status.lock().expect("plane status lock").held.as_mut() {
             s.revoked = revoked.clone();
         }
