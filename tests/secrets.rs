@@ -397,30 +397,11 @@ fn an_import_that_copies_a_file_writes_it_private_says_so_and_stays_in_its_tree(
     }
 }
 
-/// Runs `stead plane ARGS` with `stdin`; returns (success, stdout, stderr).
-fn plane_cli(args: &[&str], stdin: &str) -> (bool, String, String) {
-    use std::io::Write as _;
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_stead"))
-        .arg("plane")
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    c.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    let out = c.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 fn a_value_sealed_to_the_device_reaches_its_container_alone_and_opens_nowhere_else() {
     use common::desired::{payload, sign};
     use common::plane::Plane;
+    use common::plane::plane_cli_with as plane_cli;
     use serde_json::json;
     let key = stead::plane::envelope::SecretKey::generate().unwrap();
     let plane = Plane::start();

@@ -788,20 +788,31 @@ fn children_of(pid: u32) -> Vec<u32> {
         .collect()
 }
 
-/// Runs `stead plane ARGS`; returns its stdout, asserting it succeeded.
-pub fn plane_cli(args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stead"))
+/// Runs `stead plane ARGS` with `stdin`; returns (success, stdout, stderr).
+pub fn plane_cli_with(args: &[&str], stdin: &str) -> (bool, String, String) {
+    use std::io::Write as _;
+    let mut c = Command::new(env!("CARGO_BIN_EXE_stead"))
         .arg("plane")
         .args(args)
-        .output()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    let (stdout, stderr) = (
+    // A command that refuses before reading its stdin closes it: the
+    // write may fail, and what it said is in its output.
+    let _ = c.stdin.take().unwrap().write_all(stdin.as_bytes());
+    let out = c.wait_with_output().unwrap();
+    (
+        out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    assert!(
-        out.status.success(),
-        "stead plane {args:?}: {stdout}{stderr}"
-    );
+    )
+}
+
+/// Runs `stead plane ARGS`; returns its stdout, asserting it succeeded.
+pub fn plane_cli(args: &[&str]) -> String {
+    let (ok, stdout, stderr) = plane_cli_with(args, "");
+    assert!(ok, "stead plane {args:?}: {stdout}{stderr}");
     stdout
 }
