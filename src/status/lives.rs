@@ -29,6 +29,10 @@ enum Tracked {
         /// counts a restart when it schedules it, so an inspect while it
         /// is restarting includes the start still to come.
         counted: bool,
+        /// The inspect saw it dead, and the event of that death is still to
+        /// come: a start before it is the start that death ended (stamped
+        /// after the death when the process exited at once), not a new one.
+        death_due: bool,
     },
 }
 
@@ -92,7 +96,12 @@ impl LifeBook {
                 }
                 pending.push(ev);
             }
-            Tracked::Known { life, counted, .. } => advance(life, counted, &ev),
+            Tracked::Known {
+                life,
+                counted,
+                death_due,
+                ..
+            } => advance(life, counted, death_due, &ev),
         }
     }
 
@@ -128,7 +137,7 @@ impl LifeBook {
         // whole seconds): every start and death of it was seen.
         if created > since.div_euclid(1_000_000_000) {
             tracing::debug!(id, ?state, "life born");
-            return Answer::Life(self.known(id, state, Life::default(), false));
+            return Answer::Life(self.known(id, state, Life::default(), false, false));
         }
         // Up for its window: its life does not matter until it moves (its
         // events meanwhile are kept for when it does).
@@ -165,18 +174,32 @@ impl LifeBook {
         // last start. A list that said `restarting` may be older than the
         // inspect: once started again, that start is in the count and in
         // `started_ns`, and the next one is new.
-        let counted = (inspected.restarting || state == ContainerState::Restarting)
-            && inspected.finished_ns >= inspected.started_ns;
-        self.known(id, state, inspected, counted)
+        let dead = inspected.finished_ns >= inspected.started_ns;
+        let counted = (inspected.restarting || state == ContainerState::Restarting) && dead;
+        // A death stamped at or after the stream began has its event in the
+        // stream (the event is stamped no earlier than the death).
+        let death_due = dead
+            && inspected.started_ns > 0
+            && self
+                .open_since_ns
+                .is_some_and(|since| inspected.finished_ns >= since);
+        self.known(id, state, inspected, counted, death_due)
     }
 
     /// Records a container's life from `life` on, with the events kept for
     /// it laid over.
-    fn known(&mut self, id: &str, state: ContainerState, life: Life, counted: bool) -> Life {
-        let (mut life, mut counted) = (life, counted);
+    fn known(
+        &mut self,
+        id: &str,
+        state: ContainerState,
+        life: Life,
+        counted: bool,
+        death_due: bool,
+    ) -> Life {
+        let (mut life, mut counted, mut death_due) = (life, counted, death_due);
         if let Some(Tracked::Unseeded(events)) = self.tracked.get(id) {
             for ev in events {
-                advance(&mut life, &mut counted, ev);
+                advance(&mut life, &mut counted, &mut death_due, ev);
             }
         }
         self.tracked.insert(
@@ -185,6 +208,7 @@ impl LifeBook {
                 life: life.clone(),
                 seen: state,
                 counted,
+                death_due,
             },
         );
         life
@@ -200,9 +224,19 @@ impl LifeBook {
 /// The engine stamps an event a little after the time an inspect gives for
 /// the same start or death, so times alone cannot tell them apart: a start
 /// is new only after a death that followed the last start, and later than
-/// that death.
-fn advance(life: &mut Life, counted: &mut bool, ev: &ContainerEvent) {
+/// that death. The engine stamps a start's event after its process began,
+/// which for a process that exits at once may be after its death: while an
+/// inspected death's own event is due, the one start after that death and
+/// before its event is old.
+fn advance(life: &mut Life, counted: &mut bool, death_due: &mut bool, ev: &ContainerEvent) {
     match ev.action {
+        EventAction::Start if *death_due && ev.at_ns > life.started_ns.max(life.finished_ns) => {
+            *death_due = false;
+        }
+        EventAction::Die(_) if *death_due && ev.at_ns >= life.finished_ns => {
+            *death_due = false;
+            life.finished_ns = ev.at_ns;
+        }
         EventAction::Start
             if life.finished_ns >= life.started_ns
                 && ev.at_ns > life.started_ns.max(life.finished_ns) =>
@@ -393,6 +427,71 @@ mod tests {
             panic!()
         };
         assert_eq!((l.restart_count, l.started_ns), (1, 97 * S));
+    }
+
+    #[test]
+    fn a_start_stamped_after_its_own_quick_death_is_not_a_restart() {
+        const MS: i64 = 1_000_000;
+        let at = |ms: i64| 100 * S + ms * MS;
+        let e = |action, ms| ContainerEvent {
+            id: "q".into(),
+            action,
+            at_ns: at(ms),
+        };
+        // A process that exits at once, restarted by the engine (Podman
+        // restarts without a back-off); its start events are stamped a few
+        // ms after it began, here after it had already died.
+        let quick = [
+            (EventAction::Start, 5),
+            (EventAction::Die(1), 25),
+            (EventAction::Start, 108),
+            (EventAction::Die(1), 125),
+            (EventAction::Start, 208),
+        ];
+        // Inspected dead after its first restart (started at 100 ms, died
+        // at 103 ms), every event replayed, in any split between those
+        // that came before the inspect and those after.
+        for split in 0..=quick.len() {
+            let mut b = LifeBook::default();
+            b.opened(100 * S);
+            assert_eq!(
+                b.answer("q", ContainerState::Running, 100, true),
+                Answer::Inspect
+            );
+            for &(action, ms) in &quick[..split] {
+                b.apply(e(action, ms));
+            }
+            let inspected = Life {
+                restart_count: 1,
+                started_ns: at(100),
+                finished_ns: at(103),
+                exit_code: 1,
+                restarting: false,
+                health_output: None,
+            };
+            b.seed("q", ContainerState::Exited, inspected);
+            for &(action, ms) in &quick[split..] {
+                b.apply(e(action, ms));
+            }
+            let Answer::Life(l) = b.answer("q", ContainerState::Running, 100, true) else {
+                panic!()
+            };
+            assert_eq!(
+                (l.restart_count, l.started_ns),
+                (2, at(208)),
+                "{split} events before the inspect"
+            );
+        }
+        // Dead before the stream began: its death's event is not coming,
+        // and the first start is new.
+        let mut b = LifeBook::default();
+        b.opened(100 * S);
+        b.seed("p", ContainerState::Exited, life(3, 90, 95, 1));
+        b.apply(ev("p", EventAction::Start, 101));
+        let Answer::Life(l) = b.answer("p", ContainerState::Running, 0, true) else {
+            panic!()
+        };
+        assert_eq!(l.restart_count, 4);
     }
 
     #[test]
