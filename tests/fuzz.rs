@@ -11,6 +11,14 @@
 //! row's examples, `runtime::EXAMPLES`), then mutate some of them, at any depth, into
 //! noise; raw noise and damaged text are fed too.
 //!
+//! Since 0.6.0 the fleet's formats too: group documents (judged and
+//! composed with a node document over them, at every moment of their
+//! rollout), roots (read and taken as the next of a chain), release
+//! statements (read and admitted), reports (read and rolled up) and the
+//! listings reports are found through. A panic fails, and so does an
+//! allocation beyond a bound ([`Bounded`]): an input that makes the code
+//! ask for memory in proportion to a number it states.
+//!
 //! Bounded in `cargo test` (`STEAD_FUZZ_CASES` cases per target, 1000 by
 //! default); `STEAD_FUZZ_SECS=<n>` runs each target for n seconds instead
 //! (scripts/fuzz.sh). A failing case is shrunk and its seed kept in
@@ -41,6 +49,61 @@ use stead::plane::envelope::{Envelope, PAYLOAD_TYPE, SecretKey};
 use stead::reconcile::resolve::resolve_inputs;
 use stead::store::plane::Held;
 use stead::store::{Entry, IntentionRecord, Source, records};
+
+// ---------------------------------------------------------------------
+// Allocation is bounded: an input that makes the code under test ask for
+// more than [`MAX_ONE`] bytes at once, or hold more than [`MAX_LIVE`] in
+// all, aborts the run with a message (a failure, as a panic is): every
+// format read here has a size limit, and nothing may allocate in
+// proportion to a number an input states.
+
+/// The largest single allocation allowed.
+const MAX_ONE: usize = 256 << 20;
+/// The most bytes held at once, over every target running in parallel.
+const MAX_LIVE: usize = 3 << 30;
+
+struct Bounded;
+
+static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Bounded {
+    fn take(size: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let live = LIVE.fetch_add(size, Relaxed) + size;
+        if size > MAX_ONE || live > MAX_LIVE {
+            let msg: &[u8] =
+                b"fuzz: an unbounded allocation (over the fuzz targets' bound); aborting\n";
+            // SAFETY: a write of a static buffer to the standard error.
+            unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+            std::process::abort();
+        }
+    }
+}
+
+// SAFETY: every call is passed on to the system allocator unchanged; the
+// count beside it allocates nothing.
+unsafe impl std::alloc::GlobalAlloc for Bounded {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        Bounded::take(layout.size());
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        LIVE.fetch_sub(layout.size(), std::sync::atomic::Ordering::Relaxed);
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        Bounded::take(layout.size());
+        unsafe { std::alloc::System.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new: usize) -> *mut u8 {
+        Bounded::take(new);
+        LIVE.fetch_sub(layout.size(), std::sync::atomic::Ordering::Relaxed);
+        unsafe { std::alloc::System.realloc(ptr, layout, new) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Bounded = Bounded;
 
 // ---------------------------------------------------------------------
 // The runner: a bounded number of cases, or a time budget.
@@ -1011,6 +1074,22 @@ fn keys() -> &'static Keys {
     })
 }
 
+/// What a node holds of `url`: (revision, newest issued_at), signed by
+/// the trusted key.
+fn held_at(url: &str, (revision, newest): (u64, u64)) -> Held {
+    Held {
+        url: url.into(),
+        revision,
+        payload_digest: Digest::of(b"held"),
+        etag: None,
+        issued_at: newest,
+        expires: newest + 86_400,
+        newest_issued_at: newest,
+        accepted_at: newest,
+        key_id: keys().trusted.public().id().to_string(),
+    }
+}
+
 /// Judges a payload as the node would fetch it, and drives every module
 /// of an adopted document on.
 fn plane_case(payload: &[u8], w: &Wrapping, held: Option<(u64, u64)>) -> Result<(), TestCaseError> {
@@ -1033,17 +1112,7 @@ fn plane_case(payload: &[u8], w: &Wrapping, held: Option<(u64, u64)>) -> Result<
         body = damaged(text, cut, *len, junk).into_bytes();
     }
     let trusted = [k.trusted.public()];
-    let held = held.map(|(revision, newest)| Held {
-        url: "http://127.0.0.1/desired.json".into(),
-        revision,
-        payload_digest: Digest::of(b"held"),
-        etag: None,
-        issued_at: newest,
-        expires: newest + 86_400,
-        newest_issued_at: newest,
-        accepted_at: newest,
-        key_id: k.trusted.public().id().to_string(),
-    });
+    let held = held.map(|h| held_at("http://127.0.0.1/desired.json", h));
     let clock = Clock {
         system: NOW,
         build: NOW - 86_400,
@@ -1594,6 +1663,298 @@ fn a_change_of_the_container_made_changes_the_spec_digest() {
             prop_assert_ne!(da, db, "{} changed the container and not its digest", field);
             BODIES.with(|n| n.set(n.get() + 2));
         }
+        Ok(())
+    });
+}
+
+// ---------------------------------------------------------------------
+// The fleet's formats: group documents (judged, then composed with a node
+// document that lists the group), roots (read, and taken as the next of a
+// chain), release statements (read and admitted), reports (read and rolled
+// up) and the listings reports are found through.
+
+/// A valid-looking group document's payload, for group `fuzz-group`.
+fn group_payload() -> impl Strategy<Value = J> {
+    let modules = || {
+        prop::collection::vec(
+            prop_oneof![3 => intention_with(0.1).boxed(), 1 => mutated(intention()).boxed()],
+            0..3,
+        )
+    };
+    (
+        prop_oneof![16 => Just(s("fuzz-group")), 1 => edgy_string().prop_map(J::from)],
+        prop_oneof![16 => (1u64..1000).prop_map(J::from), 1 => any::<u64>().prop_map(J::from)],
+        prop_oneof![8 => -100_000i64..50_000, 1 => -200_000i64..200_000],
+        prop::option::of((
+            prop_oneof![8 => -100_000i64..100_000, 1 => any::<i32>().prop_map(i64::from)],
+            prop_oneof![8 => Just("1h"), 4 => Just("0s"), 1 => Just("91d"), 1 => Just("x")],
+            prop_oneof![
+                8 => Just("r1".to_string()),
+                1 => edgy_string().prop_map(|s| s.chars().take(200).collect::<String>()),
+            ],
+            prop::collection::vec(prop_oneof![Just("fuzz-node"), Just("other")], 0..3),
+            any::<bool>(),
+            any::<bool>(),
+        )),
+        prop::option::of(((1u64..1000), modules())),
+        modules(),
+    )
+        .prop_map(|(group, revision, issued, rollout, previous, modules)| {
+            let issued_at = NOW as i64 + issued;
+            let mut d = json!({
+                "group": group,
+                "revision": revision,
+                "issued_at": rfc3339(issued_at),
+                "expires": rfc3339(issued_at + 1_000_000),
+                "modules": modules,
+            });
+            if let Some((start, duration, salt, canaries, halt, revert)) = rollout {
+                d["rollout"] = json!({
+                    "start": rfc3339(NOW as i64 + start),
+                    "duration": duration, "salt": salt, "canaries": canaries,
+                    "halt": halt, "revert": revert,
+                });
+            }
+            if let Some((r, m)) = previous {
+                d["previous"] = json!({"revision": r, "modules": m});
+            }
+            d
+        })
+}
+
+/// The node's document over `fuzz-group`: removals and overrides of
+/// names a group may or may not have, and a module of its own.
+fn node_over_group() -> impl Strategy<Value = J> {
+    (
+        prop::collection::vec(prop_oneof![Just("web"), Just("db"), Just("m0")], 0..2),
+        prop::option::of((
+            prop_oneof![Just("web"), Just("db"), Just("m0")],
+            prop::option::of(prop_oneof![Just("registry.example/web:2"), Just("")]),
+            prop::option::of(setting_value()),
+        )),
+        prop::collection::vec(intention_with(0.1), 0..2),
+    )
+        .prop_map(|(remove, over, modules)| {
+            let mut d = json!({
+                "node": "fuzz-node", "revision": 1,
+                "issued_at": rfc3339(NOW as i64), "expires": rfc3339(NOW as i64 + 86_400),
+                "groups": ["fuzz-group"], "modules": modules,
+            });
+            if !remove.is_empty() {
+                d["remove"] = json!(remove);
+            }
+            if let Some((name, image, setting)) = over {
+                let mut o = json!({});
+                if let Some(i) = image {
+                    o["image"] = s(i);
+                }
+                if let Some(v) = setting {
+                    o["settings"] = json!({ "key": v });
+                }
+                d["overrides"] = json!({ name: o });
+            }
+            d
+        })
+}
+
+#[test]
+fn group_documents_mutated_and_signed_never_panic_and_what_composes_makes_create_bodies() {
+    use stead::plane::accept::judge_group;
+    use stead::plane::group::{GROUP_PAYLOAD_TYPE, GroupDesired, HeldGroup, compose, stamp_group};
+    fixtures();
+    keys();
+    let payload = prop_oneof![2 => group_payload().boxed(), 1 => mutated(group_payload()).boxed()];
+    let node_doc =
+        prop_oneof![3 => node_over_group().boxed(), 1 => mutated(node_over_group()).boxed()];
+    let cases = (
+        payload,
+        node_doc,
+        held_before(),
+        any::<bool>(),
+        0i64..200_000,
+    );
+    fuzz("group", cases, |(payload, node_doc, held, took, later)| {
+        let k = keys();
+        let bytes = payload.to_string().into_bytes();
+        let body = k.trusted.sign(GROUP_PAYLOAD_TYPE, &bytes).to_json();
+        let group = NodeId::try_from("fuzz-group").unwrap();
+        let held = held.map(|h| held_at("http://127.0.0.1/groups/fuzz-group/desired.json", h));
+        let clock = Clock {
+            system: NOW,
+            build: NOW - 86_400,
+        };
+        let trusted = [k.trusted.public()];
+        // A group's payload is never a node's document, nor the other way.
+        let as_node = judge(&body, &node(), &trusted, None, clock);
+        prop_assert!(!matches!(as_node, Verdict::Adopt(_)));
+        let _ = stamp_group(&bytes, &group, 2, NOW, NOW + 86_400);
+        let Verdict::Adopt(a) = judge_group(&body, &group, &trusted, held.as_ref(), clock) else {
+            return Ok(());
+        };
+        let again = GroupDesired::parse(&bytes).ok();
+        prop_assert_eq!(again.as_ref(), Some(&a.desired));
+        let Ok(node_desired) = Desired::parse(node_doc.to_string().as_bytes()) else {
+            return Ok(());
+        };
+        let groups = BTreeMap::from([(
+            group.clone(),
+            HeldGroup {
+                desired: a.desired,
+                took,
+            },
+        )]);
+        // Composed at the rollout's every moment: before, within, after.
+        for now in [NOW, NOW + later as u64, NOW + 100 * 86_400] {
+            if let Ok(c) = compose(node_desired.clone(), &groups, &node(), now) {
+                prop_assert_eq!(c.groups.len(), node_desired.groups.len());
+                for i in c.modules.values() {
+                    through(i)?;
+                }
+            }
+        }
+        Ok(())
+    });
+}
+
+/// A root's payload, valid-looking: keys from a small pool (the trusted
+/// key among them), a threshold, a version, an expiry.
+fn root_payload() -> impl Strategy<Value = J> {
+    let key = || {
+        prop_oneof![
+            4 => Just(keys().trusted.public().to_base64()),
+            2 => Just(keys().stranger.public().to_base64()),
+            1 => edgy_string(),
+            1 => Just("A".repeat(44)),
+        ]
+    };
+    (
+        prop_oneof![8 => Just(1u64), 1 => any::<u64>(), 1 => Just(1u64 << 53)],
+        prop_oneof![8 => NOW as i64 - 100..NOW as i64 + 10_000_000, 1 => Just(0i64)],
+        prop::collection::vec(key(), 0..10),
+        prop_oneof![8 => 1u64..3, 1 => any::<u64>()],
+        prop::collection::vec(key(), 0..10),
+    )
+        .prop_map(|(version, expires, root_keys, threshold, docs)| {
+            json!({
+                "version": version,
+                "expires": rfc3339(expires),
+                "root": {"keys": root_keys, "threshold": threshold},
+                "documents": {"keys": docs},
+            })
+        })
+}
+
+#[test]
+fn roots_mutated_and_signed_never_panic_and_what_is_taken_is_the_next_version() {
+    use stead::plane::root::{self, PAYLOAD_TYPE as ROOT_TYPE, Root};
+    keys();
+    let payload = prop_oneof![
+        4 => root_payload().prop_map(|j| j.to_string().into_bytes()).boxed(),
+        2 => mutated(root_payload()).prop_map(|j| j.to_string().into_bytes()).boxed(),
+        1 => prop::collection::vec(any::<u8>(), 0..300).boxed(),
+    ];
+    let signers = prop::collection::vec(any::<bool>(), 0..3);
+    fuzz("root", (payload, signers), |(payload, signers)| {
+        let k = keys();
+        let held = Root::initial(&[k.trusted.public()]);
+        let _ = Root::parse(&payload);
+        let _ = root::version_said(&payload);
+        let mut env = k.trusted.sign(ROOT_TYPE, &payload);
+        for trusted in signers {
+            let other = if trusted { &k.trusted } else { &k.stranger };
+            env.signatures
+                .extend(other.sign(ROOT_TYPE, &payload).signatures);
+        }
+        if let Ok(next) = root::next(&held, &env.to_json()) {
+            prop_assert_eq!(next.version, 1);
+            prop_assert_eq!(Root::parse(&next.to_payload()).ok(), Some(next));
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn release_statements_and_reports_and_listings_of_any_bytes_never_panic() {
+    use stead::model::release::{Release, Running, admit};
+    use stead::plane::index;
+    use stead::plane::rollup::Rollup;
+    use stead::views::ReportView;
+    let golden_release = json!({
+        "version": "0.7.0", "schema": 9, "reads_from": 1,
+        "binaries": {"x86_64-unknown-linux-musl": {
+            "url": "stead", "sha256": "ab".repeat(32), "size": 4_190_000}},
+    });
+    // A report as 0.6.0 writes one (views' goldens, shortened).
+    let golden_report = json!({
+        "agent_version": "0.6.0",
+        "clock": {"plane_date": null, "status": "ok", "system": "2026-12-01T00:00:00Z"},
+        "device_key": "age1qyqszqgpqyqszqgpqyqszqgpqyqszqgpqyqszqgpqyqszqgpqyqs3290gq",
+        "engine": "reachable",
+        "modules": {"web": {"desired_digest": null, "health": null, "image_id": null,
+            "last_error": {"class": "crash-looping", "message": "it keeps restarting"},
+            "restart_count": 4, "running_digest": null, "state": "crash-looping"}},
+        "node": "edge-1",
+        "passing": true,
+        "plane": {"conflicts": [], "error": null,
+            "groups": [{"error": null, "group": "eu", "revision": 4,
+                "rollout": {"taken": true, "until": null, "why": "its turn"}, "running": 4}],
+            "held": {"accepted_at": "2026-12-01T00:00:00Z", "expires": "2026-12-02T00:00:00Z",
+                "floor": true, "issued_at": "2026-12-01T00:00:00Z", "key_id": "ed25519:abc",
+                "revision": 9},
+            "last_contact": null, "refusal": null, "root": null, "url": "http://plane/nodes/edge-1/desired.json"},
+        "quarantine": null,
+        "sent_at": "2026-12-01T00:00:00Z",
+        "seq": 7,
+        "undelivered": 0,
+    });
+    let listing = prop_oneof![
+        "\\PC{0,400}",
+        prop::collection::vec(
+            prop_oneof![
+                Just("<a href=\"edge-1/\">edge-1/</a>".to_string()),
+                Just("<a href=\"status.json\">x</a>".to_string()),
+                Just("<a href=\"../\">..</a>".to_string()),
+                Just("<a href='//evil/x/'>".to_string()),
+                Just("<a href=\"%2e%2e/\">".to_string()),
+                Just("href".to_string()),
+                Just("<a href=\"&amp;&#x2F;&lt;\">".to_string()),
+                edgy_string(),
+            ],
+            0..20,
+        )
+        .prop_map(|v| v.concat()),
+    ];
+    let cases = (
+        prop_oneof![
+            Just(golden_release.clone()).boxed(),
+            mutated(Just(golden_release)).boxed(),
+            noise().boxed()
+        ],
+        prop_oneof![
+            Just(golden_report.clone()).boxed(),
+            mutated(Just(golden_report)).boxed(),
+            noise().boxed()
+        ],
+        listing,
+    );
+    let version = semver::Version::new(0, 6, 0);
+    let dir: http::Uri = "http://127.0.0.1/nodes/".parse().unwrap();
+    fuzz("fleet-formats", cases, |(release, report, html)| {
+        if let Ok(r) = Release::parse(release.to_string().as_bytes()) {
+            let me = Running {
+                version: &version,
+                target: "x86_64-unknown-linux-musl",
+                store_schema: 9,
+            };
+            let _ = admit(&r, &me, false);
+            let _ = admit(&r, &me, true);
+        }
+        let mut rollup = Rollup::default();
+        if let Ok(r) = serde_json::from_str::<ReportView>(&report.to_string()) {
+            rollup.add(&r, NOW, 3600);
+        }
+        let _ = rollup.text(3600);
+        let _ = index::entries(&html, &dir);
         Ok(())
     });
 }

@@ -266,23 +266,64 @@ impl EventLog {
         }
     }
 
-    /// The module's actions and their containers' IDs from `since` to
-    /// `until` (seconds), waiting for `until` to pass; `None` if the stream
-    /// has ended.
-    fn since(&self, module: &str, since: f64, until: f64) -> Option<Vec<(String, String)>> {
-        let wait = until - unix_now();
-        if wait > 0.0 {
-            std::thread::sleep(Duration::from_secs_f64(wait));
-        }
-        let (from, to) = ((since * 1e9) as i128, (until * 1e9) as i128);
+    /// The module's actions and their containers' IDs from `since` up to
+    /// now; `None` if the stream has ended. "Now" is a barrier, not a
+    /// grace period: a sentinel container is made, and everything the
+    /// stream carried up to its create is what happened before this call,
+    /// however far the stream lags under load (the engine's stream is in
+    /// order). Waiting a fixed half second lost a Podman start event under
+    /// load once.
+    fn since(&self, module: &str, since: f64) -> Option<Vec<(String, String)>> {
+        let until = self.barrier()?;
+        let from = (since * 1e9) as i128;
         let seen = self.seen.lock().unwrap();
         Some(
             seen.as_ref()?
                 .iter()
-                .filter(|(t, m, _, _)| *t >= from && *t <= to && m == module)
+                .filter(|(t, m, _, _)| *t >= from && *t <= until && m == module)
                 .map(|(_, _, a, id)| (a.clone(), id.clone()))
                 .collect(),
         )
+    }
+
+    /// Makes a sentinel container (a module name of its own) and waits for
+    /// the stream to carry its create: the time of that event, `None` if
+    /// the stream ended or no sentinel could be made.
+    fn barrier(&self) -> Option<i128> {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let name = format!(
+            "t-barrier-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let made = docker(&[
+            "create",
+            "--label",
+            &format!("stead.module={name}"),
+            "--name",
+            &name,
+            IMAGE_1,
+            "true",
+        ]);
+        if !made.status.success() {
+            return None;
+        }
+        let end = std::time::Instant::now() + Duration::from_secs(120);
+        let at = loop {
+            let found = {
+                let seen = self.seen.lock().unwrap();
+                let Some(v) = seen.as_ref() else {
+                    break None;
+                };
+                v.iter().find(|(_, m, _, _)| *m == name).map(|(t, ..)| *t)
+            };
+            if found.is_some() || std::time::Instant::now() > end {
+                break found;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let _ = docker(&["rm", "-f", &name]);
+        at
     }
 }
 
@@ -482,10 +523,10 @@ impl Node {
     /// Every engine event of this module's containers since `since`, as
     /// far as half a second from now: (action, container ID).
     pub fn events_of_containers_since(&self, module: &str, since: f64) -> Vec<(String, String)> {
-        let until = unix_now() + 0.5;
-        if let Some(seen) = self.events.since(module, since, until) {
+        if let Some(seen) = self.events.since(module, since) {
             return seen;
         }
+        let until = unix_now() + 0.5;
         // The stream ended (the engine went away under it): what the
         // engine still keeps of its events.
         let out = docker_ok(&[
