@@ -108,14 +108,17 @@ pub fn store_reserve(total: u64) -> u64 {
 pub type Layer = (String, u64);
 
 /// What a pull of these layers is estimated to need on disk, bytes: the
-/// layers not already here, unpacked.
+/// layers not already here, unpacked. The sizes are a registry's word: a
+/// sum past `u64::MAX` is `u64::MAX` (never fits), not a wrapped small
+/// number that would.
 pub fn pull_need(layers: &[Layer], present: &BTreeSet<String>) -> u64 {
-    let fetched: u64 = layers
+    let fetched = layers
         .iter()
         .filter(|(d, _)| !present.contains(d))
-        .map(|(_, s)| *s)
-        .sum();
-    fetched.saturating_mul(UNPACK_TENTHS) / 10
+        .fold(0u64, |sum, (_, s)| sum.saturating_add(*s));
+    (fetched / 10)
+        .saturating_mul(UNPACK_TENTHS)
+        .saturating_add((fetched % 10) * UNPACK_TENTHS / 10)
 }
 
 /// Why a pull is not started.
@@ -596,6 +599,18 @@ mod tests {
         assert_eq!(pull_need(&layers, &none), 110 * MIB);
         let a: BTreeSet<String> = ["a".to_string()].into();
         assert_eq!(pull_need(&layers, &a), 10 * MIB);
+        // Sizes that overflow when summed (a registry's word) never fit.
+        let huge = vec![
+            ("a".to_string(), u64::MAX / 2 + 1),
+            ("b".to_string(), u64::MAX / 2 + 1),
+        ];
+        assert_eq!(pull_need(&huge, &none), u64::MAX);
+        assert!(!fits(pull_need(&huge, &none), s(u64::MAX, u64::MAX)));
+        // Large, not overflowing: the estimate is 2.5× still (saturating
+        // before dividing read u64::MAX / 10 here).
+        let big = vec![("a".to_string(), u64::MAX / 3)];
+        assert_eq!(pull_need(&big, &none), u64::MAX / 30 * 25 + 12);
+        assert_eq!(pull_need(&[("a".to_string(), 9)], &none), 22);
         // 1 GiB free of 4: the reserve is 409.6 MiB.
         let four = s(4 * GIB, GIB);
         assert!(fits(600 * MIB, four));
