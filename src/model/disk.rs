@@ -288,6 +288,19 @@ pub fn judge(image: &Held, needs: &Needs, policy: &Policy, now: u64) -> Option<K
     None
 }
 
+/// Since when an image counts as here, for [`judge`]'s age: when this
+/// node pulled it (`pulled`, its record), else when this agent first saw
+/// it listed (`first_seen`). A pull recorded in the future (pulled under a
+/// clock that was ahead, in 2100, and corrected since) is not believed: it
+/// would keep the image young until then. The first sighting under
+/// today's clock stands for it.
+pub fn since(pulled: Option<u64>, first_seen: u64, now: u64) -> u64 {
+    match pulled {
+        Some(at) if at <= now => at,
+        _ => first_seen.min(now),
+    }
+}
+
 /// Why images are collected now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Trigger {
@@ -530,6 +543,25 @@ mod tests {
                 judge(&held(id, since), &needs, &policy, now),
                 kept,
                 "{id} since {since}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_image_counts_from_its_pull_unless_the_record_is_in_the_future() {
+        let now = 10_000;
+        for (pulled, first_seen, want) in [
+            (Some(5_000), 9_000, 5_000),    // pulled here: from the pull
+            (None, 9_000, 9_000),           // not pulled here: first seen
+            (Some(now), 9_000, now),        // pulled this second
+            (Some(now + 1), 9_000, 9_000),  // pulled under a clock ahead
+            (Some(u64::MAX), 9_000, 9_000), // ... far ahead (2100)
+            (None, now + 5, now),           // never later than now
+        ] {
+            assert_eq!(
+                since(pulled, first_seen, now),
+                want,
+                "{pulled:?} {first_seen}"
             );
         }
     }

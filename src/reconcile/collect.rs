@@ -324,9 +324,10 @@ impl Steward {
                 id: i.id.clone(),
                 names: i.tags.iter().chain(&i.digests).cloned().collect(),
                 size: i.size,
-                since: facts.pulled.get(&i.id).map_or_else(
-                    || self.first_seen.get(&i.id).copied().unwrap_or(now),
-                    |p| p.at,
+                since: disk::since(
+                    facts.pulled.get(&i.id).map(|p| p.at),
+                    self.first_seen.get(&i.id).copied().unwrap_or(now),
+                    now,
                 ),
             })
             .collect();
