@@ -28,6 +28,8 @@ command -v cc >/dev/null 2>&1 || apt_install gcc libc6-dev
 command -v qemu-aarch64-static >/dev/null 2>&1 || apt_install qemu-user-static
 command -v readelf >/dev/null 2>&1 || apt_install binutils
 command -v systemd-analyze >/dev/null 2>&1 || apt_install systemd
+# The .deb is held to Debian's checks (tests/dist.rs).
+command -v lintian >/dev/null 2>&1 || apt_install lintian
 # The registry tests: a real OCI registry (Distribution) on loopback, one
 # plain and one with TLS from a test CA and htpasswd (bcrypt) auth.
 command -v docker-registry >/dev/null 2>&1 || apt_install docker-registry
