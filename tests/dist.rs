@@ -88,14 +88,19 @@ fn the_aarch64_binary_converges_a_module_under_qemu() {
     once("unchanged");
 }
 
-#[test]
-#[ignore = "needs dist/*.deb (scripts/test.sh builds it)"]
-fn the_deb_holds_the_binary_unit_config_and_keeps_an_edited_config() {
-    let deb = std::fs::read_dir(dist(""))
+/// The amd64 .deb scripts/package.sh made.
+fn amd64_deb() -> PathBuf {
+    std::fs::read_dir(dist(""))
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| p.to_string_lossy().ends_with("_amd64.deb"))
-        .expect("an amd64 .deb in dist/");
+        .expect("an amd64 .deb in dist/")
+}
+
+#[test]
+#[ignore = "needs dist/*.deb (scripts/test.sh builds it)"]
+fn the_deb_holds_the_binary_unit_config_and_keeps_an_edited_config() {
+    let deb = amd64_deb();
     let contents = run(Command::new("dpkg-deb").arg("-c").arg(&deb));
     for path in [
         "./usr/bin/stead",
@@ -186,11 +191,7 @@ fn the_deb_holds_the_binary_unit_config_and_keeps_an_edited_config() {
 #[test]
 #[ignore = "needs dist/*.deb (scripts/test.sh builds it) and lintian"]
 fn the_deb_passes_lintian_and_its_copyright_names_every_crate_linked() {
-    let deb = std::fs::read_dir(dist(""))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().ends_with("_amd64.deb"))
-        .expect("an amd64 .deb in dist/");
+    let deb = amd64_deb();
     // No error and no warning (what is answered instead of fixed is in
     // packaging/lintian-overrides, each with its reason).
     let out = Command::new("lintian")
