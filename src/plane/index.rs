@@ -50,7 +50,7 @@ pub struct Listing {
     dir: Uri,
     /// What has not been read yet: the tail of what arrived.
     pending: Vec<u8>,
-    seen: std::collections::HashSet<Entry>,
+    /// Every entry linked, in order, repeats among them until the end.
     found: Vec<Entry>,
     parent: bool,
     over: bool,
@@ -62,7 +62,6 @@ impl Listing {
         Listing {
             dir,
             pending: Vec::new(),
-            seen: std::collections::HashSet::new(),
             found: Vec::new(),
             parent: false,
             over: false,
@@ -87,6 +86,13 @@ impl Listing {
                 "not a listing stead reads: no link to a report, a directory or its parent (expected {READ})"
             ));
         }
+        // Each once, in the order first listed (looked up, not searched
+        // for: a listing may name 100,000 directories).
+        let mut seen = std::collections::HashSet::with_capacity(self.found.len());
+        let first: Vec<bool> = self.found.iter().map(|e| seen.insert(e)).collect();
+        drop(seen);
+        let mut first = first.into_iter();
+        self.found.retain(|_| first.next().unwrap_or(false));
         Ok(self.found)
     }
 
@@ -128,8 +134,11 @@ impl Listing {
         match link(href, &self.dir) {
             Link::Entry(e) => {
                 if self.found.len() >= MAX_ENTRIES {
+                    // Past the limit nothing more is kept: the listing is
+                    // refused whole.
                     self.over = true;
-                } else if self.seen.insert(e.clone()) {
+                    self.found = Vec::new();
+                } else if !self.over {
                     self.found.push(e);
                 }
             }
