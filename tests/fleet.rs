@@ -657,6 +657,7 @@ fn publish_signs_only_what_changed_and_watch_halts_a_rollout_whose_devices_fail(
     assert!(out.contains("below the threshold"), "{out}");
     let out = watch(&["--min-reports", "1", "--dry-run"]);
     assert!(out.contains(&format!("would halt group {g}")), "{out}");
+    assert!(out.contains("1 group claim(s) not counted"), "{out}");
     // The watcher reads the reports through the listings as well.
     let out = plane_cli(&[
         "rollout",

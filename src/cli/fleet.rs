@@ -604,6 +604,13 @@ pub fn watch(
         Ok(r) => r,
         Err(e) => return Ok(super::plane::refused(format_args!("{e}"))),
     };
+    if rollup.unreadable > 0 || rollup.not_counted > 0 {
+        println!(
+            "{} report(s) unreadable or refused, {} group claim(s) not counted \
+             (stead plane status --site names them)",
+            rollup.unreadable, rollup.not_counted
+        );
+    }
     let now = crate::host::clock::now();
     for name in names {
         let path = site.join(group_path(&name));
