@@ -466,7 +466,7 @@ async fn list(
     if let Some(kind) = kind.filter(|k| !k.starts_with("text/html")) {
         return Err(format!(
             "{uri} answered {}, not a listing stead reads (expected {READ})",
-            crate::model::text::clip(&kind, 64)
+            crate::model::text::escape(&crate::model::text::clip(&kind, 64))
         ));
     }
     listing.finish().map_err(|e| format!("{uri}: {e}"))
