@@ -406,8 +406,9 @@ const AT_ONCE: usize = 16;
 const MAX_LISTING: usize = 32 << 20;
 /// How far below the URL given a walk goes.
 const MAX_DEPTH: usize = 16;
-/// The most directories and reports one level of a walk holds.
-const MAX_LEVEL: usize = 1_000_000;
+/// The most directories and reports one level of a walk holds (as many
+/// as one listing may name).
+const MAX_LEVEL: usize = crate::plane::index::MAX_ENTRIES;
 
 /// One GET, its body when it answered 200.
 async fn get(
