@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::agent::Agent;
 use common::desired::*;
-use common::plane::{Plane, plane_cli};
+use common::plane::{Plane, plane_cli, plane_cli_with};
 use common::*;
 use serde_json::{Value as J, json};
 use stead::model::fleet::{fraction, position};
@@ -609,6 +609,43 @@ fn publish_signs_only_what_changed_and_watch_halts_a_rollout_whose_devices_fail(
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // nginx's autoindex in its json and xml formats is not a listing stead
+    // reads: an error naming the URL, never an empty fleet.
+    for format in ["json", "xml"] {
+        let url = format!("{}/{format}/nodes/", plane.base());
+        let (ok, out, err) = plane_cli_with(&["status", "--reports", &url], "");
+        assert!(
+            !ok && out.is_empty()
+                && err.contains(&url)
+                && err.contains("not a listing stead reads"),
+            "{out}{err}"
+        );
+    }
+
+    // A forged report claiming the group at a revision never published:
+    // named, not counted, and it does not hide the device on the served one.
+    let mut forged = plane.report_json(&n.id).unwrap();
+    let forged_id = format!("forged-{}", n.id);
+    forged["node"] = forged_id.as_str().into();
+    forged["plane"]["groups"][0]["revision"] = u64::MAX.into();
+    forged["plane"]["groups"][0]["running"] = u64::MAX.into();
+    write_json(
+        &site.join(format!("nodes/{forged_id}/status.json")),
+        &forged,
+    );
+    let st: J = serde_json::from_str(&plane_cli(&[
+        "status",
+        "--reports",
+        s,
+        "--site",
+        s,
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(st["not_counted"], 1, "{st:#}");
+    assert_eq!(st["not_counted_listed"][0]["node"], forged_id.as_str());
+    assert_eq!(st["groups"][&g]["on_newest"], 1, "{st:#}");
+    assert_eq!(st["groups"][&g]["newest"], st["groups"][&g]["served"]);
 
     // Below its minimum of reports the watcher waits; at it, it halts.
     let watch = |more: &[&str]| {
@@ -620,6 +657,7 @@ fn publish_signs_only_what_changed_and_watch_halts_a_rollout_whose_devices_fail(
     assert!(out.contains("below the threshold"), "{out}");
     let out = watch(&["--min-reports", "1", "--dry-run"]);
     assert!(out.contains(&format!("would halt group {g}")), "{out}");
+    assert!(out.contains("1 group claim(s) not counted"), "{out}");
     // The watcher reads the reports through the listings as well.
     let out = plane_cli(&[
         "rollout",

@@ -470,7 +470,7 @@ fn sealed() -> impl Strategy<Value = J> {
                 module: "m",
                 field: &field,
             };
-            json!({"sealed": sealed::seal(&to, &b, value.as_bytes(), &[seed[0]; age::RANDOM_LEN])})
+            json!({"sealed": sealed::seal(&to, &b, value.as_bytes(), &[seed[0]; age::RANDOM_LEN]).unwrap()})
         }),
         edgy_string().prop_map(|t| json!({"sealed": t})),
         noise().prop_map(|n| json!({"sealed": n})),

@@ -479,6 +479,58 @@ fn a_value_sealed_to_the_device_reaches_its_container_alone_and_opens_nowhere_el
         replaced.contains(&format!("{},{device_key}", n.id)),
         "{replaced}"
     );
+    // A report that names the node from another node's directory is
+    // refused; one naming another node with this device's key is not
+    // enrolled: one key is one device's. The keys stay as they were.
+    let report = std::fs::read(reports.join(&n.id).join("status.json")).unwrap();
+    let twin = format!("{}-twin", n.id);
+    std::fs::create_dir_all(reports.join(&twin)).unwrap();
+    std::fs::write(reports.join(&twin).join("status.json"), &report).unwrap();
+    let (ok, _, err) = enroll(&[]);
+    assert!(
+        !ok && err.contains(&format!(
+            "it names node {} but is in the directory of node {twin}: refused",
+            n.id
+        )),
+        "{err}"
+    );
+    let mut twin_report: serde_json::Value = serde_json::from_slice(&report).unwrap();
+    twin_report["node"] = twin.as_str().into();
+    std::fs::write(
+        reports.join(&twin).join("status.json"),
+        serde_json::to_vec(&twin_report).unwrap(),
+    )
+    .unwrap();
+    let (ok, _, err) = enroll(&["--replace"]);
+    assert!(
+        !ok && err.contains(&format!("{twin} reports the key enrolled for {}", n.id)),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fleet.join("device-keys.csv")).unwrap(),
+        replaced
+    );
+    std::fs::remove_dir_all(reports.join(&twin)).unwrap();
+    // A key of low order (the all-zero one: what is sealed to it opens
+    // for anyone) is refused, given by hand or enrolled.
+    let zero = "age1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq5cu47z";
+    let seal_to = |to: &[&str]| {
+        let mut args = vec![
+            "seal", "--node", &n.id, "--module", "db", "--field", "env.X",
+        ];
+        args.extend(to);
+        plane_cli(&args, "v")
+    };
+    let (ok, out, err) = seal_to(&["--to", zero]);
+    assert!(!ok && out.is_empty() && err.contains("low order"), "{err}");
+    let zeroed = tempfile::tempdir().unwrap();
+    std::fs::write(
+        zeroed.path().join("device-keys.csv"),
+        format!("{},{zero}\n", n.id),
+    )
+    .unwrap();
+    let (ok, out, err) = seal_to(&["--fleet", zeroed.path().to_str().unwrap()]);
+    assert!(!ok && out.is_empty() && err.contains("low order"), "{err}");
     // A node not enrolled has nothing to seal to.
     let (ok, _, err) = plane_cli(
         &[

@@ -573,6 +573,12 @@ static STEAD: Spec = group(
                             required: true,
                             ..valued("reports", "DIR|URL", "Where the reports are")
                         },
+                        valued(
+                            "site",
+                            "DIR",
+                            "The directory the host serves: each group's claims are counted \
+                             within the revision its document there has",
+                        ),
                         Opt {
                             default: "24h",
                             ..valued(
@@ -1145,6 +1151,7 @@ fn build(m: &Matches) -> Result<Command, UsageError> {
                 reports: m
                     .parsed("reports", super::fleet::Reports::parse)?
                     .unwrap_or_default(),
+                site: m.path("site"),
                 silent_after: m
                     .parsed("silent-after", parse_lifetime)?
                     .unwrap_or(std::time::Duration::from_secs(86_400)),

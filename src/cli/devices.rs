@@ -11,9 +11,10 @@ use crate::cli::failure::Context as _;
 use crate::model::age::{RANDOM_LEN, Recipient};
 use crate::model::names::{ModuleName, NodeId};
 use crate::model::sealed::{self, Binding, MAX_VALUE};
+use crate::model::text::{clip, escape};
 use crate::plane::enroll::{self, Keys, Seen};
 
-use super::fleet::Reports;
+use super::fleet::{Reports, Unread};
 use super::plane::{refused, write_file};
 
 /// The enrolled keys of a fleet's description (none yet: empty).
@@ -42,22 +43,28 @@ pub fn enroll(
         Ok(k) => k,
         Err(e) => return Ok(refused(format_args!("{e}"))),
     };
-    let (mut reported, mut without, mut unreadable) = (Vec::new(), 0u64, Vec::new());
+    let (mut reported, mut without, mut kept) = (Vec::new(), 0u64, 0);
     let read = super::fleet::read_reports(reports, &mut |source, report| match report {
         Ok(r) => match r.device_key {
             Some(k) => reported.push((r.node, k)),
             None => without += 1,
         },
-        Err(e) => unreadable.push(format!("{source}: {e}")),
+        Err(Unread::Unreadable(e)) => {
+            eprintln!(
+                "stead: a report that does not read: {}: {}",
+                escape(source),
+                escape(&e)
+            )
+        }
+        Err(Unread::Misplaced(e)) => {
+            kept += 1;
+            eprintln!("stead: {}: {}", escape(source), escape(&e));
+        }
     });
     if let Err(e) = read {
         return Ok(refused(format_args!("{e}")));
     }
-    for u in &unreadable {
-        eprintln!("stead: a report that does not read: {u}");
-    }
     let seen = enroll::take(&mut keys, &reported, replace);
-    let mut kept = 0;
     for s in &seen {
         match s {
             Seen::New(node) => println!("enrolled {node}"),
@@ -78,8 +85,18 @@ pub fn enroll(
                      check it on the device (stead status) and give --replace to take the new one"
                 );
             }
-            Seen::Unreadable { node, why } => {
-                eprintln!("stead: the report of {node:?} names a key that does not read: {why}")
+            Seen::Unreadable { node, why } => eprintln!(
+                "stead: the report of {} names a key that does not read: {}",
+                escape(&clip(node, 100)),
+                escape(why)
+            ),
+            Seen::Shared { node, with } => {
+                kept += 1;
+                eprintln!(
+                    "stead: {node} reports the key enrolled for {with}: not taken (one key is \
+                     one device's: a data directory copied to another device, or a report not \
+                     its own); check both devices (stead status)"
+                );
             }
         }
     }
@@ -163,7 +180,10 @@ pub fn seal(
         module: module.as_str(),
         field,
     };
-    let text = sealed::seal(&recipient, &b, &value, &random);
+    let text = match sealed::seal(&recipient, &b, &value, &random) {
+        Ok(t) => t,
+        Err(e) => return Ok(refused(format_args!("{}: {e}", recipient.encode()))),
+    };
     let mut out = std::io::stdout();
     out.write_all(text.as_bytes())
         .and_then(|()| out.write_all(b"\n"))

@@ -302,19 +302,44 @@ impl Reports {
     }
 }
 
-/// What is done with each report read (where it was, and it or why it
-/// could not be read).
-pub(super) type EachReport<'a> = dyn FnMut(&str, Result<crate::views::ReportView, String>) + 'a;
+/// Why a report read is not taken.
+pub(super) enum Unread {
+    /// It does not read (fetched or parsed).
+    Unreadable(String),
+    /// It names a node other than the one whose directory it is in.
+    Misplaced(String),
+}
 
-/// Rolls up every report, one at a time.
-fn roll_up(reports: &Reports, silent_after: u64) -> Result<Rollup, String> {
+/// What is done with each report read (where it was, and it or why it
+/// is not taken).
+pub(super) type EachReport<'a> = dyn FnMut(&str, Result<crate::views::ReportView, Unread>) + 'a;
+
+/// Rolls up every report, one at a time; a group's claims counted within
+/// `served` (each group's revision on the host) when it is given.
+fn roll_up(
+    reports: &Reports,
+    silent_after: u64,
+    served: Option<&BTreeMap<String, u64>>,
+) -> Result<Rollup, String> {
     let now = crate::host::clock::now();
-    let mut r = Rollup::default();
+    let mut r = served.map_or_else(Rollup::default, Rollup::served);
     read_reports(reports, &mut |source, report| match report {
         Ok(report) => r.add(&report, now, silent_after),
-        Err(e) => r.unreadable(source, &e),
+        Err(Unread::Unreadable(e) | Unread::Misplaced(e)) => r.unreadable(source, &e),
     })?;
     Ok(r)
+}
+
+/// The revision of each of `names`' documents on the host at `site`
+/// (those that read: one that does not is said by the caller).
+fn served_revisions(site: &Path, names: &[GroupName]) -> BTreeMap<String, u64> {
+    names
+        .iter()
+        .filter_map(|name| match read_published(&site.join(group_path(name))) {
+            Ok(Some(p)) => Some((name.to_string(), p.revision)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Reads every report, one at a time, into `each`.
@@ -329,8 +354,15 @@ pub(super) fn read_reports(reports: &Reports, each: &mut EachReport) -> Result<(
     }
 }
 
-fn read_report(bytes: &[u8]) -> Result<crate::views::ReportView, String> {
-    serde_json::from_slice(bytes).map_err(|e| e.to_string())
+/// A report from its bytes, taken only from the directory named for its
+/// node (`dir`: the name of the one it was read from).
+fn read_report(bytes: &[u8], dir: Option<&str>) -> Result<crate::views::ReportView, Unread> {
+    let report: crate::views::ReportView =
+        serde_json::from_slice(bytes).map_err(|e| Unread::Unreadable(e.to_string()))?;
+    match crate::plane::rollup::misplaced(&report.node, dir) {
+        Some(why) => Err(Unread::Misplaced(why)),
+        None => Ok(report),
+    }
 }
 
 /// Reads every report (`status.json`) under `dir`, one at a time.
@@ -353,7 +385,12 @@ fn read_dir_reports(dir: &Path, each: &mut EachReport) -> Result<(), String> {
                         .unwrap_or(&path)
                         .display()
                         .to_string();
-                    each(&source, read_limited(&path).and_then(|b| read_report(&b)));
+                    let node_dir = path.parent().and_then(Path::file_name);
+                    let read = read_limited(&path).map_err(Unread::Unreadable);
+                    each(
+                        &source,
+                        read.and_then(|b| read_report(&b, node_dir.and_then(|d| d.to_str()))),
+                    );
                 }
                 _ => {}
             }
@@ -364,10 +401,14 @@ fn read_dir_reports(dir: &Path, each: &mut EachReport) -> Result<(), String> {
 
 /// Listings and reports fetched at once.
 const AT_ONCE: usize = 16;
-/// The largest listing read: nginx lists 100,000 directories in about 15 MB.
-const MAX_LISTING: usize = 64 << 20;
+/// The largest listing read (as it arrives, never held whole): nginx lists
+/// 100,000 directories in about 15 MB.
+const MAX_LISTING: usize = 32 << 20;
 /// How far below the URL given a walk goes.
 const MAX_DEPTH: usize = 16;
+/// The most directories and reports one level of a walk holds (as many
+/// as one listing may name).
+const MAX_LEVEL: usize = crate::plane::index::MAX_ENTRIES;
 
 /// One GET, its body when it answered 200.
 async fn get(
@@ -391,12 +432,53 @@ async fn get(
     Ok(a.body)
 }
 
+/// One listing's entries, read as it arrives: an error when it does not
+/// answer 200, is over [`MAX_LISTING`] bytes, is not HTML, or is not a
+/// listing ([`crate::plane::index::Listing::finish`]).
+async fn list(
+    http: &crate::net::http::Http,
+    uri: &http::Uri,
+) -> Result<Vec<crate::plane::index::Entry>, String> {
+    use crate::plane::index::{Listing, READ};
+    let mut listing = Listing::new(uri.clone());
+    let a = http
+        .send_streamed(
+            http::Method::GET,
+            uri.clone(),
+            &http::HeaderMap::new(),
+            Duration::from_secs(60),
+            MAX_LISTING,
+            &mut |bytes| listing.feed(bytes),
+        )
+        .await
+        .map_err(|e| match e {
+            crate::net::http::Transport::TooLarge(n) => {
+                format!("{uri}: a listing over {n} bytes, the most read")
+            }
+            e => format!("cannot get {uri}: {e}"),
+        })?;
+    if a.status != http::StatusCode::OK {
+        return Err(format!("{uri} answered {}", a.status));
+    }
+    let kind = a
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .map(|t| String::from_utf8_lossy(t.as_bytes()).to_ascii_lowercase());
+    if let Some(kind) = kind.filter(|k| !k.starts_with("text/html")) {
+        return Err(format!(
+            "{uri} answered {}, not a listing stead reads (expected {READ})",
+            crate::model::text::escape(&crate::model::text::clip(&kind, 64))
+        ));
+    }
+    listing.finish().map_err(|e| format!("{uri}: {e}"))
+}
+
 /// Reads every report a web server lists under `base`, walking its
 /// listings a level at a time, [`AT_ONCE`] requests at a time, each report
 /// given to `each` as it comes. Redirects are followed only on the same
 /// host.
 async fn read_index_reports(base: &http::Uri, each: &mut EachReport<'_>) -> Result<(), String> {
-    use crate::plane::index::{Entry, entries};
+    use crate::plane::index::Entry;
     use futures_util::StreamExt as _;
     let http = crate::net::http::Http::keeping(None, AT_ONCE)?
         .with_redirects(crate::net::http::Redirects::SameOrigin);
@@ -414,15 +496,20 @@ async fn read_index_reports(base: &http::Uri, each: &mut EachReport<'_>) -> Resu
             .map(|d| {
                 let http = &http;
                 async move {
-                    let listing = get(http, &d, MAX_LISTING).await;
+                    let listing = list(http, &d).await;
                     (d, listing)
                 }
             })
             .buffer_unordered(AT_ONCE);
         while let Some((d, listing)) = listings.next().await {
             match listing {
-                Ok(body) => {
-                    for e in entries(&String::from_utf8_lossy(&body), &d) {
+                Ok(found) => {
+                    if next.len() + reports.len() + found.len() > MAX_LEVEL {
+                        return Err(format!(
+                            "the listings under {base} name more than {MAX_LEVEL} entries at depth {depth}"
+                        ));
+                    }
+                    for e in found {
                         match e {
                             Entry::Dir(u) if depth < MAX_DEPTH => next.push(u),
                             Entry::Dir(_) => {}
@@ -433,7 +520,7 @@ async fn read_index_reports(base: &http::Uri, each: &mut EachReport<'_>) -> Resu
                 // Nothing listed at all is an error; a directory under it
                 // that cannot be listed is one unreadable entry.
                 Err(e) if depth == 0 => return Err(e),
-                Err(e) => each(&source(&d), Err(e)),
+                Err(e) => each(&source(&d), Err(Unread::Unreadable(e))),
             }
         }
         drop(listings);
@@ -447,20 +534,33 @@ async fn read_index_reports(base: &http::Uri, each: &mut EachReport<'_>) -> Resu
             })
             .buffer_unordered(AT_ONCE);
         while let Some((u, report)) = fetched.next().await {
-            each(&source(&u), report.and_then(|b| read_report(&b)));
+            // The directory the report is in: `…/<node>/status.json`.
+            let dir = u.path().rsplit('/').nth(1).filter(|d| !d.is_empty());
+            let report = report
+                .map_err(Unread::Unreadable)
+                .and_then(|b| read_report(&b, dir));
+            each(&source(&u), report);
         }
         level = next;
     }
     Ok(())
 }
 
-/// `stead plane status --reports DIR|URL`: the fleet as its reports tell it.
+/// `stead plane status --reports DIR|URL [--site DIR]`: the fleet as its
+/// reports tell it; with the host's directory, each group's claims counted
+/// within the revision it serves.
 pub fn status(
     reports: &Reports,
+    site: Option<&Path>,
     silent_after: Duration,
     json: bool,
 ) -> crate::cli::failure::Result<ExitCode> {
-    let r = match roll_up(reports, silent_after.as_secs()) {
+    let served = match site.map(|s| json_dirs(&s.join("groups")).map(|n| served_revisions(s, &n))) {
+        Some(Err(e)) => return Ok(super::plane::refused(format_args!("{e}"))),
+        Some(Ok(served)) => Some(served),
+        None => None,
+    };
+    let r = match roll_up(reports, silent_after.as_secs(), served.as_ref()) {
         Ok(r) => r,
         Err(e) => return Ok(super::plane::refused(format_args!("{e}"))),
     };
@@ -489,10 +589,6 @@ pub fn watch(
     dry_run: bool,
 ) -> crate::cli::failure::Result<ExitCode> {
     let keys = super::plane::secret_keys(keys)?;
-    let rollup = match roll_up(reports, u64::MAX / 2) {
-        Ok(r) => r,
-        Err(e) => return Ok(super::plane::refused(format_args!("{e}"))),
-    };
     let names: Vec<GroupName> = if only.is_empty() {
         match json_dirs(&site.join("groups")) {
             Ok(n) => n,
@@ -501,6 +597,21 @@ pub fn watch(
     } else {
         only.to_vec()
     };
+    // A report's claim is counted only within what the host serves: one
+    // claiming a revision never published cannot hide the devices on the
+    // one that was.
+    let served = served_revisions(site, &names);
+    let rollup = match roll_up(reports, u64::MAX / 2, Some(&served)) {
+        Ok(r) => r,
+        Err(e) => return Ok(super::plane::refused(format_args!("{e}"))),
+    };
+    if rollup.unreadable > 0 || rollup.not_counted > 0 {
+        println!(
+            "{} report(s) unreadable or refused, {} group claim(s) not counted \
+             (stead plane status --site names them)",
+            rollup.unreadable, rollup.not_counted
+        );
+    }
     let now = crate::host::clock::now();
     for name in names {
         let path = site.join(group_path(&name));

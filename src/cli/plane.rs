@@ -60,9 +60,10 @@ pub enum PlaneCommand {
         expires_in: Duration,
         refresh_before: Duration,
     },
-    /// `status --reports DIR|URL [--silent-after D] [--json]`.
+    /// `status --reports DIR|URL [--site DIR] [--silent-after D] [--json]`.
     Status {
         reports: super::fleet::Reports,
+        site: Option<PathBuf>,
         silent_after: Duration,
         json: bool,
     },
@@ -195,9 +196,10 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
         } => super::fleet::publish(&keys, &fleet, &site, dry_run, (expires_in, refresh_before)),
         PlaneCommand::Status {
             reports,
+            site,
             silent_after,
             json,
-        } => super::fleet::status(&reports, silent_after, json),
+        } => super::fleet::status(&reports, site.as_deref(), silent_after, json),
         PlaneCommand::RootInit {
             root_keys,
             threshold,

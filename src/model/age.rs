@@ -39,6 +39,10 @@ pub enum AgeError {
     /// The payload does not decrypt whole.
     #[error("its payload was altered or cut short: {0}")]
     Payload(String),
+    /// The recipient is a point of low order: the secret shared with it
+    /// is all zeros, known to anyone.
+    #[error("a key of low order: what is sealed to it opens for anyone")]
+    LowOrder,
 }
 
 /// An X25519 identity: the secret. Never printed.
@@ -51,8 +55,9 @@ impl std::fmt::Debug for Identity {
     }
 }
 
-/// An X25519 recipient: the public half of an identity.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// An X25519 recipient: the public half of an identity; never a point of
+/// low order ([`Recipient::parse`] refuses one).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Recipient([u8; 32]);
 
 impl Identity {
@@ -82,13 +87,20 @@ impl Identity {
 }
 
 impl Recipient {
-    /// Reads `age1…`.
+    /// Reads `age1…`. A point of low order (the all-zero key among them,
+    /// and every key whose shared secret is all zeros whatever the other
+    /// side's secret) is refused, as age's reference refuses to wrap to
+    /// one.
     pub fn parse(s: &str) -> Result<Recipient, String> {
         let (hrp, data) = bech32::decode(s.trim())?;
         if hrp != RECIPIENT_HRP {
             return Err(format!("{s:?} is not an age recipient (age1…)"));
         }
-        Ok(Recipient(key_bytes(&data)?))
+        let key = key_bytes(&data)?;
+        if shared_secret([0x5a; 32], key).is_none() {
+            return Err(AgeError::LowOrder.to_string());
+        }
+        Ok(Recipient(key))
     }
 
     /// `age1…`.
@@ -127,17 +139,27 @@ fn aead(key: &[u8; 32]) -> LessSafeKey {
     LessSafeKey::new(UnboundKey::new(&CHACHA20_POLY1305, key).expect("a 32-byte key"))
 }
 
-fn x25519(secret: [u8; 32], point: [u8; 32]) -> [u8; 32] {
-    MontgomeryPoint(point).mul_clamped(secret).to_bytes()
+/// X25519 of a secret and a point, or none when the shared secret is all
+/// zeros (a point of low order: a clamped secret is a multiple of the
+/// cofactor, so it is all zeros whatever the secret), which age refuses
+/// on both sides.
+fn shared_secret(secret: [u8; 32], point: [u8; 32]) -> Option<[u8; 32]> {
+    let shared = MontgomeryPoint(point).mul_clamped(secret).to_bytes();
+    (shared != [0; 32]).then_some(shared)
 }
 
-/// Encrypts `plain` to `to`, with `random` from a CSPRNG.
-pub fn encrypt(to: &Recipient, plain: &[u8], random: &[u8; RANDOM_LEN]) -> Vec<u8> {
+/// Encrypts `plain` to `to`, with `random` from a CSPRNG; refused for a
+/// recipient of low order.
+pub fn encrypt(
+    to: &Recipient,
+    plain: &[u8],
+    random: &[u8; RANDOM_LEN],
+) -> Result<Vec<u8>, AgeError> {
     let (file_key, rest) = random.split_at(FILE_KEY_LEN);
     let (ephemeral, nonce) = rest.split_at(32);
     let ephemeral: [u8; 32] = ephemeral.try_into().expect("32 bytes");
     let share = MontgomeryPoint::mul_base_clamped(ephemeral).to_bytes();
-    let shared = x25519(ephemeral, to.0);
+    let shared = shared_secret(ephemeral, to.0).ok_or(AgeError::LowOrder)?;
     let mut salt = share.to_vec();
     salt.extend_from_slice(&to.0);
     let wrap = hkdf32(&salt, &shared, X25519_INFO);
@@ -178,7 +200,7 @@ pub fn encrypt(to: &Recipient, plain: &[u8], random: &[u8; RANDOM_LEN]) -> Vec<u
             .expect("a chunk seals");
         out.extend_from_slice(&c);
     }
-    out
+    Ok(out)
 }
 
 fn chunk_nonce(counter: u128, last: bool) -> Nonce {
@@ -313,10 +335,8 @@ pub fn decrypt(id: &Identity, file: &[u8]) -> Result<Vec<u8>, AgeError> {
     let recipient = id.recipient();
     let mut file_key = None;
     for (share, body) in ours {
-        let shared = x25519(id.0, share);
-        if shared == [0; 32] {
-            return Err(header_err("an X25519 share of low order"));
-        }
+        let shared =
+            shared_secret(id.0, share).ok_or_else(|| header_err("an X25519 share of low order"))?;
         let mut salt = share.to_vec();
         salt.extend_from_slice(&recipient.0);
         let wrap = hkdf32(&salt, &shared, X25519_INFO);
@@ -502,13 +522,75 @@ mod tests {
         assert!(Identity::parse(&r).is_err());
     }
 
+    fn hex32(h: &str) -> [u8; 32] {
+        let b: Vec<u8> = (0..64)
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+            .collect();
+        b.try_into().unwrap()
+    }
+
+    #[test]
+    fn a_key_of_low_order_is_refused_to_parse_to_wrap_and_to_unwrap() {
+        let id = Identity::from_bytes([7; 32]);
+        let good = id.recipient().0;
+        // (the point, little-endian, of low order?): the points of order
+        // 1, 2, 4 and 8, their non-canonical encodings (p - 1, p, p + 1)
+        // and the top bit set, which X25519 ignores.
+        #[rustfmt::skip]
+        let cases = [
+            ("0000000000000000000000000000000000000000000000000000000000000000", true),
+            ("0100000000000000000000000000000000000000000000000000000000000000", true),
+            ("e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800", true),
+            ("5f9c95bca3508c24b1d0b1559c83ef5b04445cc4581c8e86d8224eddd09f1157", true),
+            ("ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f", true),
+            ("edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f", true),
+            ("eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f", true),
+            ("0000000000000000000000000000000000000000000000000000000000000080", true),
+            ("0900000000000000000000000000000000000000000000000000000000000000", false), // the base point
+        ];
+        let all = cases
+            .iter()
+            .map(|(h, low)| (hex32(h), *low))
+            .chain([(good, false)]);
+        for (point, low) in all {
+            let text = bech32::encode(RECIPIENT_HRP, &point);
+            let parsed = Recipient::parse(&text);
+            assert_eq!(parsed.is_err(), low, "{text}");
+            if low {
+                assert!(parsed.unwrap_err().contains("low order"));
+            }
+            // Wrapping to it (a Recipient made by hand) is refused too.
+            let wrapped = encrypt(&Recipient(point), b"v", &[3; RANDOM_LEN]);
+            assert_eq!(wrapped.is_err(), low, "{text}");
+            // A file whose share is this point opens for nobody.
+            let file = encrypt(&id.recipient(), b"v", &[3; RANDOM_LEN]).unwrap();
+            let share = MontgomeryPoint::mul_base_clamped([3; 32]).to_bytes();
+            let forged = String::from_utf8_lossy(&file).replacen(
+                &b64().encode(share),
+                &b64().encode(point),
+                1,
+            );
+            let opened = decrypt(&id, forged.as_bytes());
+            if low {
+                assert_eq!(
+                    opened,
+                    Err(header_err("an X25519 share of low order")),
+                    "{text}"
+                );
+            } else {
+                assert!(opened.is_err(), "{text}");
+            }
+        }
+    }
+
     #[test]
     fn what_is_sealed_opens_with_its_identity_only() {
         let id = Identity::from_bytes([7; 32]);
         let other = Identity::from_bytes([8; 32]);
         for len in [0, 1, 100, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK] {
             let plain: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
-            let file = encrypt(&id.recipient(), &plain, &[len as u8; RANDOM_LEN]);
+            let file = encrypt(&id.recipient(), &plain, &[len as u8; RANDOM_LEN]).unwrap();
             assert_eq!(decrypt(&id, &file).unwrap(), plain, "{len}");
             assert_eq!(decrypt(&other, &file), Err(AgeError::NoMatch));
             // Cut short, or a byte changed in the payload: refused.
@@ -521,7 +603,7 @@ mod tests {
             assert!(matches!(decrypt(&id, &flipped), Err(AgeError::Payload(_))));
         }
         // The header's MAC covers the stanzas.
-        let file = encrypt(&id.recipient(), b"secret", &[1; RANDOM_LEN]);
+        let file = encrypt(&id.recipient(), b"secret", &[1; RANDOM_LEN]).unwrap();
         let text = String::from_utf8_lossy(&file).into_owned();
         let changed = text.replacen("-> X25519", "-> X25519 extra", 1);
         assert!(matches!(

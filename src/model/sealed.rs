@@ -291,11 +291,16 @@ pub fn check_field(field: &str) -> Result<(), String> {
 }
 
 /// Seals `value` for `to`, bound to `b`, with `random` from a CSPRNG: the
-/// text a document carries.
-pub fn seal(to: &Recipient, b: &Binding, value: &[u8], random: &[u8; RANDOM_LEN]) -> String {
+/// text a document carries (refused for a key of low order).
+pub fn seal(
+    to: &Recipient,
+    b: &Binding,
+    value: &[u8],
+    random: &[u8; RANDOM_LEN],
+) -> Result<String, age::AgeError> {
     let mut plain = format!("{MAGIC}\n{}\n{}\n{}\n", b.node, b.module, b.field).into_bytes();
     plain.extend_from_slice(value);
-    base64::engine::general_purpose::STANDARD.encode(age::encrypt(to, &plain, random))
+    age::encrypt(to, &plain, random).map(|f| base64::engine::general_purpose::STANDARD.encode(f))
 }
 
 /// Opens what [`seal`] sealed, where `b` says it is.
@@ -376,7 +381,8 @@ mod tests {
             &here,
             b"hunter2\nwith a line",
             &[5; RANDOM_LEN],
-        );
+        )
+        .unwrap();
         assert_eq!(
             open(&device, &here, &sealed).unwrap(),
             b"hunter2\nwith a line"
@@ -411,11 +417,8 @@ mod tests {
         let cut = &sealed[..sealed.len() - 8];
         let e = open(&device, &here, cut).unwrap_err().to_string();
         assert!(!e.contains("hunter2"), "{e}");
-        let plain_age = base64::engine::general_purpose::STANDARD.encode(age::encrypt(
-            &device.recipient(),
-            b"hunter2",
-            &[6; RANDOM_LEN],
-        ));
+        let plain_age = base64::engine::general_purpose::STANDARD
+            .encode(age::encrypt(&device.recipient(), b"hunter2", &[6; RANDOM_LEN]).unwrap());
         assert_eq!(open(&device, &here, &plain_age), Err(SealedError::Format));
     }
 }

@@ -7,7 +7,10 @@
 //! differs from the one enrolled is never taken silently: it is refused
 //! unless the operator replaces it, knowing that every value sealed to the
 //! old key must be sealed again (a device whose data directory was lost or
-//! replaced has a new key; so would a forged report).
+//! replaced has a new key; so would a forged report). One key is never
+//! enrolled for two nodes (a cloned data directory, or a report naming a
+//! node not its own, would have one device read what is sealed for
+//! another), and a key of low order is no key ([`Recipient::parse`]).
 
 use std::collections::BTreeMap;
 
@@ -21,9 +24,11 @@ pub const FILE: &str = "device-keys.csv";
 pub type Keys = BTreeMap<NodeId, Recipient>;
 
 /// Reads `device-keys.csv`: `node,age1…` lines; blank lines and `#`
-/// comments are passed over. An error names the line.
+/// comments are passed over. An error names the line (a key given for two
+/// nodes among them).
 pub fn parse(text: &str) -> Result<Keys, String> {
     let mut keys = Keys::new();
+    let mut owners = std::collections::HashMap::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -35,6 +40,11 @@ pub fn parse(text: &str) -> Result<Keys, String> {
             .ok_or_else(|| at("give node,age1… (the node id, a comma, its key)".into()))?;
         let node = NodeId::try_from(node.trim()).map_err(|e| at(e.0))?;
         let key = Recipient::parse(key.trim()).map_err(at)?;
+        if let Some(other) = owners.insert(key.clone(), node.clone()) {
+            return Err(at(format!(
+                "node {node} is given the key of node {other}: one key is one device's"
+            )));
+        }
         if keys.insert(node.clone(), key).is_some() {
             return Err(at(format!("node {node} is given twice")));
         }
@@ -61,13 +71,18 @@ pub enum Seen {
     Changed { node: NodeId, replaced: bool },
     /// A report whose key is not a key (named, never taken).
     Unreadable { node: String, why: String },
+    /// A key enrolled (or taken in this run) for another node: never taken
+    /// for a second one.
+    Shared { node: NodeId, with: NodeId },
 }
 
 /// Takes the keys reports name (node id and key text, in the order read)
-/// into `keys`; a key that changed only with `replace`. A node reported
-/// twice with two keys counts its last. Says what moved; an unchanged
-/// key says nothing.
+/// into `keys`; a key that changed only with `replace`, a key another node
+/// holds never. A node reported twice with two keys counts its last. Says
+/// what moved; an unchanged key says nothing.
 pub fn take(keys: &mut Keys, reported: &[(String, String)], replace: bool) -> Vec<Seen> {
+    let mut owners: std::collections::HashMap<Recipient, NodeId> =
+        keys.iter().map(|(n, k)| (k.clone(), n.clone())).collect();
     let mut seen = Vec::new();
     for (node, key) in reported {
         let parsed = NodeId::try_from(node.as_str())
@@ -83,10 +98,16 @@ pub fn take(keys: &mut Keys, reported: &[(String, String)], replace: bool) -> Ve
                 continue;
             }
         };
-        match keys.get(&node_id) {
-            Some(k) if *k == key => {}
-            Some(_) => {
+        match (keys.get(&node_id), owners.get(&key)) {
+            (Some(k), _) if *k == key => {}
+            (_, Some(other)) => seen.push(Seen::Shared {
+                node: node_id,
+                with: other.clone(),
+            }),
+            (Some(old), None) => {
                 if replace {
+                    owners.remove(old);
+                    owners.insert(key.clone(), node_id.clone());
                     keys.insert(node_id.clone(), key);
                 }
                 seen.push(Seen::Changed {
@@ -94,7 +115,8 @@ pub fn take(keys: &mut Keys, reported: &[(String, String)], replace: bool) -> Ve
                     replaced: replace,
                 });
             }
-            None => {
+            (None, None) => {
+                owners.insert(key.clone(), node_id.clone());
                 keys.insert(node_id.clone(), key);
                 seen.push(Seen::New(node_id));
             }
@@ -120,6 +142,7 @@ mod tests {
     fn the_first_key_is_taken_and_a_changed_one_only_when_replacing() {
         let enrolled = || Keys::from([(node("a"), Recipient::parse(&key(1)).unwrap())]);
         let r = |n: &str, k: String| (n.to_string(), k);
+        let zero = "age1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq5cu47z".to_string();
         // (reported, replace, what is said, a's key after)
         #[rustfmt::skip]
         let cases = [
@@ -129,6 +152,14 @@ mod tests {
             (vec![r("a", key(3))], true, vec![Seen::Changed { node: node("a"), replaced: true }], key(3)),
             (vec![r("a", "age1nope".into())], true, vec![Seen::Unreadable { node: "a".into(), why: "not Bech32".into() }], key(1)),
             (vec![r("BAD!", key(2))], false, vec![Seen::Unreadable { node: "BAD!".into(), why: "invalid node id \"BAD!\": must match [A-Za-z0-9][A-Za-z0-9._-]{0,62}".into() }], key(1)),
+            // One key for two nodes: never, enrolled or taken in this run.
+            (vec![r("b", key(1))], true, vec![Seen::Shared { node: node("b"), with: node("a") }], key(1)),
+            (vec![r("b", key(2)), r("c", key(2))], false, vec![Seen::New(node("b")), Seen::Shared { node: node("c"), with: node("b") }], key(1)),
+            (vec![r("b", key(2)), r("a", key(2))], true, vec![Seen::New(node("b")), Seen::Shared { node: node("a"), with: node("b") }], key(1)),
+            // A key replaced is free for another node after.
+            (vec![r("a", key(3)), r("b", key(1))], true, vec![Seen::Changed { node: node("a"), replaced: true }, Seen::New(node("b"))], key(3)),
+            // A key of low order is no key (the all-zero one).
+            (vec![r("b", zero.clone())], false, vec![Seen::Unreadable { node: "b".into(), why: "a key of low order: what is sealed to it opens for anyone".into() }], key(1)),
         ];
         for (reported, replace, said, after) in cases {
             let mut keys = enrolled();
@@ -152,6 +183,10 @@ mod tests {
                 "line 2: node a is given twice",
             ),
             (&format!("a b,{}", key(1)), "line 1: invalid node id"),
+            (
+                &format!("a,{}\nb,{}", key(1), key(1)),
+                "line 2: node b is given the key of node a",
+            ),
         ] {
             let e = parse(text).unwrap_err();
             assert!(e.contains(says), "{text}: {e}");

@@ -3,22 +3,59 @@
 //! module state, failing devices with their reasons, devices not heard
 //! from, and each group's rollout progress. Pure: the command streams the
 //! reports in; nothing keeps a report once it is added, and every list
-//! shown is capped, so 100,000 reports take the memory of a few.
+//! and every table of counts is capped, so 100,000 reports (or forged ones
+//! naming a new state, revision or group each) take the memory of a few.
+//!
+//! A report is not signed: what it claims of a group is counted only
+//! within what the host serves. Given the revision each group's document
+//! has on the host ([`Rollup::served`]), a claim of a revision above it (one
+//! never published) or of a group not served is named and not counted, so
+//! one forged report cannot make the newest revision one no device can
+//! hold and blind the watcher. A report is read only from the directory
+//! named for its node ([`misplaced`]), so one device's report cannot speak
+//! in another's place.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use crate::model::fleet::Tally;
+use crate::model::text::{clip, escape};
 use crate::model::time::parse_rfc3339;
 use crate::views::ReportView;
 
 /// The most devices each list names; the counts are whole.
 pub const LISTED: usize = 50;
+/// The most keys a table of counts has (states, revisions); what comes
+/// after is counted under [`OTHER`] (or a group's `other`).
+pub const MAX_KEYS: usize = 64;
+/// The most groups counted when the host's documents are not known.
+pub const MAX_GROUPS: usize = 1000;
+/// The most reasons a failing device lists.
+const MAX_REASONS: usize = 10;
+/// Where a table's counts past [`MAX_KEYS`] go.
+pub const OTHER: &str = "(other)";
 
 /// A module state that counts a device as failing.
 pub fn failing_state(state: &str) -> bool {
     matches!(state, "failed" | "crash-looping" | "quarantined")
+}
+
+/// Why a report at `dir` (the name of the directory it was read from)
+/// that names `node` is not counted: a report is read only from the
+/// directory named for its node (`nodes/<node>/status.json`).
+pub fn misplaced(node: &str, dir: Option<&str>) -> Option<String> {
+    let node = clip(node, 100);
+    match dir {
+        Some(d) if d == node => None,
+        Some(d) => Some(format!(
+            "it names node {node} but is in the directory of node {}: refused",
+            clip(d, 100)
+        )),
+        None => Some(format!(
+            "it names node {node} but is in no directory named for a node: refused"
+        )),
+    }
 }
 
 /// The fleet as its reports tell it.
@@ -40,6 +77,14 @@ pub struct Rollup {
     pub silent_listed: Vec<Silent>,
     /// Per group, its rollout's progress.
     pub groups: BTreeMap<String, GroupRollup>,
+    /// Whether the groups' revisions were checked against the documents
+    /// the host serves.
+    pub served_known: bool,
+    /// Claims of a group's revision not counted: a revision above the one
+    /// served, a group not served, groups past [`MAX_GROUPS`].
+    pub not_counted: u64,
+    /// The first [`LISTED`] of them, with why.
+    pub not_counted_listed: Vec<NotCounted>,
     /// Reports that could not be read.
     pub unreadable: u64,
     /// The first [`LISTED`] of them, with why.
@@ -69,20 +114,33 @@ pub struct Unreadable {
     pub error: String,
 }
 
+/// A claim of a group's revision that is not counted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NotCounted {
+    pub node: String,
+    pub group: String,
+    pub why: String,
+}
+
 /// One group across the fleet.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct GroupRollup {
+    /// The revision of its document the host serves, when known.
+    pub served: Option<u64>,
     /// Devices in it, by the revision of its document they hold.
     pub held: BTreeMap<u64, u64>,
     /// Devices by the revision whose modules they run.
     pub running: BTreeMap<u64, u64>,
-    /// Devices that hold the newest revision seen and run it.
+    /// Devices past [`MAX_KEYS`] revisions in `held` or `running`.
+    pub other: u64,
+    /// Devices that hold the newest revision and run it.
     pub on_newest: u64,
     /// Of those, failing.
     pub failing_on_newest: u64,
     /// Devices that hold the newest revision and wait for their turn.
     pub waiting: u64,
-    /// The newest revision any device holds.
+    /// The newest revision: the one served when known, else the newest
+    /// any device claims.
     pub newest: u64,
 }
 
@@ -100,7 +158,62 @@ impl GroupRollup {
     }
 }
 
+/// Counts one more under `key`, unless the table is full and `key` new.
+fn bump<K: Ord>(table: &mut BTreeMap<K, u64>, key: K) -> bool {
+    if table.len() >= MAX_KEYS && !table.contains_key(&key) {
+        return false;
+    }
+    *table.entry(key).or_default() += 1;
+    true
+}
+
+/// Counts one more under `key`, or under [`OTHER`] when the table is full.
+fn bump_or_other(table: &mut BTreeMap<String, u64>, key: &str) {
+    if !bump(table, key.to_string()) {
+        *table.entry(OTHER.to_string()).or_default() += 1;
+    }
+}
+
 impl Rollup {
+    /// A roll-up that counts a group's claims only within `served`: each
+    /// group's revision on the host (from its signed document).
+    pub fn served(served: &BTreeMap<String, u64>) -> Rollup {
+        let groups = served
+            .iter()
+            .map(|(name, &revision)| {
+                let g = GroupRollup {
+                    served: Some(revision),
+                    newest: revision,
+                    ..GroupRollup::default()
+                };
+                (name.clone(), g)
+            })
+            .collect();
+        Rollup {
+            groups,
+            served_known: true,
+            ..Rollup::default()
+        }
+    }
+
+    /// Why a claim of `group` holding `held` and running `running` is not
+    /// counted, if it is not.
+    fn claim_refused(&self, group: &str, held: u64, running: Option<u64>) -> Option<String> {
+        if !self.served_known {
+            return (!self.groups.contains_key(group) && self.groups.len() >= MAX_GROUPS)
+                .then(|| format!("more than {MAX_GROUPS} groups claimed"));
+        }
+        let Some(served) = self.groups.get(group).and_then(|g| g.served) else {
+            return Some("a group the host does not serve".into());
+        };
+        let claimed = held.max(running.unwrap_or(0));
+        (claimed > served).then(|| {
+            format!(
+                "revision {claimed} claimed, above the {served} the host serves: never published"
+            )
+        })
+    }
+
     /// Adds one report; `now` and `silent_after` (seconds) say which
     /// devices are not heard from.
     pub fn add(&mut self, r: &ReportView, now: u64, silent_after: u64) {
@@ -110,24 +223,30 @@ impl Rollup {
             .held
             .as_ref()
             .map_or("none".to_string(), |h| h.revision.to_string());
-        *self.revisions.entry(revision).or_default() += 1;
+        bump_or_other(&mut self.revisions, &revision);
+        let node = || clip(&r.node, 256).into_owned();
         let mut reasons = Vec::new();
+        let mut more = 0;
         for (name, m) in &r.modules {
-            *self.module_states.entry(m.state.clone()).or_default() += 1;
+            bump_or_other(&mut self.module_states, clip(&m.state, 64).as_ref());
             if failing_state(&m.state) {
+                if reasons.len() == MAX_REASONS {
+                    more += 1;
+                    continue;
+                }
                 let error = m.last_error.as_ref().map_or("", |e| e.message.as_str());
-                reasons.push(
-                    crate::model::text::clip(&format!("{name}: {}: {error}", m.state), 300)
-                        .into_owned(),
-                );
+                reasons.push(clip(&format!("{name}: {}: {error}", m.state), 300).into_owned());
             }
+        }
+        if more > 0 {
+            reasons.push(format!("and {more} more"));
         }
         let failing = !reasons.is_empty();
         if failing {
             self.failing += 1;
             if self.failing_listed.len() < LISTED {
                 self.failing_listed.push(Failing {
-                    node: r.node.clone(),
+                    node: node(),
                     reasons,
                 });
             }
@@ -137,17 +256,31 @@ impl Rollup {
             self.silent += 1;
             if self.silent_listed.len() < LISTED {
                 self.silent_listed.push(Silent {
-                    node: r.node.clone(),
-                    sent_at: r.sent_at.clone(),
+                    node: node(),
+                    sent_at: clip(&r.sent_at, 64).into_owned(),
                 });
             }
         }
         for g in &r.plane.groups {
             let Some(held) = g.revision else { continue };
+            if let Some(why) = self.claim_refused(&g.group, held, g.running) {
+                self.not_counted += 1;
+                if self.not_counted_listed.len() < LISTED {
+                    self.not_counted_listed.push(NotCounted {
+                        node: node(),
+                        group: clip(&g.group, 100).into_owned(),
+                        why,
+                    });
+                }
+                continue;
+            }
             let e = self.groups.entry(g.group.clone()).or_default();
-            *e.held.entry(held).or_default() += 1;
+            let mut counted = bump(&mut e.held, held);
             if let Some(running) = g.running {
-                *e.running.entry(running).or_default() += 1;
+                counted &= bump(&mut e.running, running);
+            }
+            if !counted {
+                e.other += 1;
             }
             if held > e.newest {
                 // A newer revision: what was counted for the older one
@@ -175,19 +308,20 @@ impl Rollup {
         self.unreadable += 1;
         if self.unreadable_listed.len() < LISTED {
             self.unreadable_listed.push(Unreadable {
-                source: source.to_string(),
-                error: crate::model::text::clip(error, 300).into_owned(),
+                source: clip(source, 300).into_owned(),
+                error: clip(error, 300).into_owned(),
             });
         }
     }
 
-    /// The roll-up as text, for people.
+    /// The roll-up as text, for people on a terminal: everything a report
+    /// said is escaped ([`escape`]).
     pub fn text(&self, silent_after: u64) -> String {
         use std::fmt::Write as _;
         let mut out = String::new();
         let list = |m: &BTreeMap<String, u64>| {
             m.iter()
-                .map(|(k, v)| format!("{k}: {v}"))
+                .map(|(k, v)| format!("{}: {v}", escape(k)))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
@@ -195,10 +329,15 @@ impl Rollup {
         let _ = writeln!(out, "revisions held  {}", list(&self.revisions));
         let _ = writeln!(out, "modules  {}", list(&self.module_states));
         for (name, g) in &self.groups {
-            let total: u64 = g.held.values().sum();
+            let total: u64 = g.held.values().sum::<u64>() + g.other;
+            let newest = match g.served {
+                Some(_) => "revision served",
+                None => "newest revision claimed",
+            };
             let _ = writeln!(
                 out,
-                "group {name}  newest revision {} held by {} of {total}; running it {} ({} failing); waiting for their turn {}",
+                "group {}  {newest} {} held by {} of {total}; running it {} ({} failing); waiting for their turn {}",
+                escape(name),
                 g.newest,
                 g.held.get(&g.newest).copied().unwrap_or(0),
                 g.on_newest,
@@ -208,7 +347,8 @@ impl Rollup {
         }
         let _ = writeln!(out, "failing {}", self.failing);
         for f in &self.failing_listed {
-            let _ = writeln!(out, "  {}  {}", f.node, f.reasons.join("; "));
+            let reasons: Vec<_> = f.reasons.iter().map(|r| escape(r)).collect();
+            let _ = writeln!(out, "  {}  {}", escape(&f.node), reasons.join("; "));
         }
         let _ = writeln!(
             out,
@@ -217,12 +357,33 @@ impl Rollup {
             self.silent
         );
         for s in &self.silent_listed {
-            let _ = writeln!(out, "  {}  last report {}", s.node, s.sent_at);
+            let _ = writeln!(
+                out,
+                "  {}  last report {}",
+                escape(&s.node),
+                escape(&s.sent_at)
+            );
+        }
+        if self.not_counted > 0 {
+            let _ = writeln!(
+                out,
+                "group claims not counted {} (a report is not signed: claims are counted within what the host serves)",
+                self.not_counted
+            );
+            for c in &self.not_counted_listed {
+                let _ = writeln!(
+                    out,
+                    "  {}  group {}: {}",
+                    escape(&c.node),
+                    escape(&c.group),
+                    escape(&c.why)
+                );
+            }
         }
         if self.unreadable > 0 {
             let _ = writeln!(out, "unreadable reports {}", self.unreadable);
             for u in &self.unreadable_listed {
-                let _ = writeln!(out, "  {}  {}", u.source, u.error);
+                let _ = writeln!(out, "  {}  {}", escape(&u.source), escape(&u.error));
             }
         }
         out
@@ -309,7 +470,7 @@ mod tests {
         );
         let text = r.text(3600);
         assert!(
-            text.contains("group eu  newest revision 6 held by 1 of 5"),
+            text.contains("group eu  newest revision claimed 6 held by 1 of 5"),
             "{text}"
         );
         assert!(text.contains("unreadable reports 1"), "{text}");
@@ -325,5 +486,122 @@ mod tests {
         assert_eq!(r.failing, (LISTED + 25) as u64);
         assert_eq!(r.failing_listed.len(), LISTED);
         assert_eq!(r.silent_listed.len(), LISTED);
+    }
+
+    #[test]
+    fn a_claim_is_counted_only_within_what_the_host_serves() {
+        let now = 1_800_000_000;
+        let served = BTreeMap::from([("eu".to_string(), 5)]);
+        // (held, running, counted?): in group eu, served at revision 5.
+        #[rustfmt::skip]
+        let cases = [
+            (5, 5, true),
+            (5, 4, true),                 // waiting for its turn
+            (4, 4, true),                 // an older revision
+            (6, 6, false),                // never published
+            (u64::MAX, u64::MAX, false),  // the forged huge revision
+            (5, 6, false),                // runs what was never published
+        ];
+        for (held, running, counted) in cases {
+            let mut r = Rollup::served(&served);
+            r.add(&report("a", now, &["failed"], held, running), now, 60);
+            assert_eq!(r.not_counted == 0, counted, "{held} {running}");
+            let g = &r.groups["eu"];
+            assert_eq!(
+                g.newest, 5,
+                "{held} {running}: the newest stays the one served"
+            );
+            assert_eq!(g.held.values().sum::<u64>(), u64::from(counted));
+            if !counted {
+                assert!(r.not_counted_listed[0].why.contains("never published"));
+            }
+        }
+        // A forged report first does not blind the count of the others.
+        let mut r = Rollup::served(&served);
+        r.add(
+            &report("forged", now, &["converged"], u64::MAX, u64::MAX),
+            now,
+            60,
+        );
+        for n in ["a", "b"] {
+            r.add(&report(n, now, &["failed"], 5, 5), now, 60);
+        }
+        assert_eq!(
+            r.groups["eu"].tally(5),
+            Tally {
+                on_new: 2,
+                failing: 2
+            }
+        );
+        // A group the host does not serve is not counted.
+        let mut r = Rollup::served(&BTreeMap::from([("us".to_string(), 5)]));
+        r.add(&report("a", now, &["failed"], 5, 5), now, 60);
+        assert_eq!((r.not_counted, r.groups.len()), (1, 1));
+        assert!(!r.groups.contains_key("eu"));
+        assert!(r.text(60).contains("group claims not counted 1"));
+    }
+
+    #[test]
+    fn tables_of_counts_are_capped_whatever_reports_claim() {
+        let now = 1_800_000_000;
+        let mut r = Rollup::default();
+        for i in 0..(MAX_KEYS as u64 + 10) {
+            let state = format!("state-{i}");
+            r.add(&report("a", now, &[state.as_str()], i + 1, i + 1), now, 60);
+        }
+        assert_eq!(r.module_states.len(), MAX_KEYS + 1);
+        assert_eq!(r.module_states[OTHER], 10);
+        let g = &r.groups["eu"];
+        assert_eq!((g.held.len(), g.other), (MAX_KEYS, 10));
+        // A device failing in many modules lists a few.
+        let states = ["failed"; 40];
+        r.add(&report("b", now, &states, 1, 1), now, 60);
+        let listed = &r.failing_listed[0].reasons;
+        assert_eq!(listed.len(), MAX_REASONS + 1);
+        assert_eq!(listed.last().unwrap(), "and 30 more");
+    }
+
+    #[test]
+    fn a_report_counts_only_in_the_directory_of_its_node() {
+        // (node named in the body, the directory it is in, refused?)
+        #[rustfmt::skip]
+        let cases = [
+            ("edge-1", Some("edge-1"), false),
+            ("edge-1", Some("edge-2"), true),
+            ("edge-1", Some("Edge-1"), true),
+            ("edge-1", None, true),
+            ("", Some(""), false),
+        ];
+        for (node, dir, refused) in cases {
+            assert_eq!(misplaced(node, dir).is_some(), refused, "{node} {dir:?}");
+        }
+        assert!(
+            misplaced("edge-1", Some("edge-2"))
+                .unwrap()
+                .contains("node edge-1")
+        );
+    }
+
+    #[test]
+    fn what_reports_say_reaches_the_terminal_escaped() {
+        let now = 1_800_000_000;
+        let mut r = Rollup::default();
+        let mut bad = report("evil\u{1b}[2J\rfailing 0\nnode", now, &["failed"], 1, 1);
+        bad.modules
+            .get_mut("m0")
+            .unwrap()
+            .last_error
+            .as_mut()
+            .unwrap()
+            .message = "\u{1b}]0;title\u{7}".into();
+        r.add(&bad, now, 60);
+        r.unreadable("nodes/\u{1b}x/status.json", "bad\r\nline");
+        let text = r.text(60);
+        assert!(!text.contains(['\u{1b}', '\r', '\u{7}']), "{text:?}");
+        assert!(text.contains("evil\\e[2J\\rfailing 0\\nnode"), "{text}");
+        assert!(text.contains("\\e]0;title\\u{7}"), "{text}");
+        assert!(text.contains("bad\\r\\nline"), "{text}");
+        // Every line is one the roll-up wrote.
+        assert_eq!(text.lines().count(), 9, "{text}");
     }
 }

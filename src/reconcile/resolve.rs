@@ -785,6 +785,7 @@ mod tests {
                 value,
                 &[random.wrapping_add(n); crate::model::age::RANDOM_LEN],
             )
+            .unwrap()
         };
         let doc = serde_json::json!({
             "name": "db",

@@ -463,6 +463,18 @@ http {{
             autoindex on;
             limit_except GET {{ deny all; }}
         }}
+        # The same listed in nginx's json and xml formats, which stead does
+        # not read (and must say so).
+        location /json/ {{
+            alias "{root}/";
+            autoindex on;
+            autoindex_format json;
+        }}
+        location /xml/ {{
+            alias "{root}/";
+            autoindex on;
+            autoindex_format xml;
+        }}
     }}
 }}
 "#,
