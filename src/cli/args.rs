@@ -479,6 +479,16 @@ static STEAD: Spec = group(
                             ..valued("key", "PATH", "The secret key file (give it twice for two)")
                         },
                         Opt {
+                            many: true,
+                            ..valued(
+                                "trusted",
+                                "PUB",
+                                "A key of the devices' trusted_keys, where a published root's \
+                                 chain starts (by default the --key keys): what the host serves \
+                                 is verified against it, or the newest root's document keys",
+                            )
+                        },
+                        Opt {
                             required: true,
                             ..valued("fleet", "DIR", "The fleet's description")
                         },
@@ -700,6 +710,16 @@ static STEAD: Spec = group(
                                     "key",
                                     "PATH",
                                     "The secret key file (give it twice for two)",
+                                )
+                            },
+                            Opt {
+                                many: true,
+                                ..valued(
+                                    "trusted",
+                                    "PUB",
+                                    "A key of the devices' trusted_keys, where a published root's \
+                                     chain starts (by default the --key keys): what the host serves \
+                                     is verified against it, or the newest root's document keys",
                                 )
                             },
                             Opt {
@@ -1307,6 +1327,10 @@ fn build(m: &Matches) -> Result<Command, UsageError> {
         "publish" => Command::Plane {
             command: PlaneCommand::Publish {
                 keys: m.values("key").map(PathBuf::from).collect(),
+                trusted: m
+                    .values("trusted")
+                    .map(|k| m.text(k, "--trusted <PUB>"))
+                    .collect::<Result<_, _>>()?,
                 fleet: m.path("fleet").unwrap_or_default(),
                 site: m.path("site").unwrap_or_default(),
                 dry_run: m.flag("dry-run"),
@@ -1360,6 +1384,10 @@ fn build(m: &Matches) -> Result<Command, UsageError> {
         "watch" => Command::Plane {
             command: PlaneCommand::Watch {
                 keys: m.values("key").map(PathBuf::from).collect(),
+                trusted: m
+                    .values("trusted")
+                    .map(|k| m.text(k, "--trusted <PUB>"))
+                    .collect::<Result<_, _>>()?,
                 reports: m
                     .parsed("reports", super::fleet::Reports::parse)?
                     .unwrap_or_default(),

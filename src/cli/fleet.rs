@@ -14,19 +14,22 @@ use std::time::Duration;
 use serde_json::{Map, Value as J};
 
 use crate::model::fleet::{GroupName, Threshold, halt};
+use crate::model::names::Digest;
 use crate::model::names::NodeId;
 use crate::plane::accept::MAX_DOCUMENT;
-use crate::plane::envelope::{Envelope, PAYLOAD_TYPE};
+use crate::plane::envelope::{PAYLOAD_TYPE, PublicKey, SecretKey};
 use crate::plane::group::{GROUP_PAYLOAD_TYPE, GroupDesired, stamp_group};
-use crate::plane::publish::{Published, Times, group_path, plan};
+use crate::plane::publish::{Published, Times, group_path, plan, read_served};
 use crate::plane::rollup::Rollup;
 
 /// The largest fleet file or report read.
 const MAX_FILE: u64 = 4 << 20;
 
 /// Signs what changed of a fleet's documents into the host's directory.
+/// `keys`: the signing keys' files, and the devices' trusted keys
+/// (`--trusted`; none: the signing keys').
 pub fn publish(
-    keys: &[PathBuf],
+    (keys, trusted): (&[PathBuf], &[String]),
     fleet: &Path,
     site: &Path,
     dry_run: bool,
@@ -37,12 +40,23 @@ pub fn publish(
         Ok(f) => f,
         Err(e) => return Ok(super::plane::refused(format_args!("{e}"))),
     };
+    std::fs::create_dir_all(site).map_err(|e| {
+        std::io::Error::new(e.kind(), format!("cannot make {}: {e}", site.display()))
+    })?;
+    let mut served = match Served::open(site, &keys, trusted)? {
+        Ok(s) => s,
+        Err(e) => {
+            return Ok(super::plane::refused(format_args!(
+                "nothing published: {e}"
+            )));
+        }
+    };
     let t = Times {
         now: crate::host::clock::now(),
         expires_in: times.0.as_secs(),
         refresh_before: times.1.as_secs(),
     };
-    let writes = match plan(&groups, &nodes, |p| read_published(&site.join(p)), t) {
+    let writes = match plan(&groups, &nodes, |p| served.read(p), t) {
         Ok(w) => w,
         Err(e) => {
             return Ok(super::plane::refused(format_args!(
@@ -72,6 +86,9 @@ pub fn publish(
         if dry_run {
             println!("would sign {} revision {} ({})", w.path, w.revision, w.why);
         } else {
+            if let Err(e) = served.unchanged(&w.path) {
+                return Ok(super::plane::refused(format_args!("{e}")));
+            }
             write_served(&site.join(&w.path), &json)?;
             println!("signed {} revision {} ({})", w.path, w.revision, w.why);
         }
@@ -219,30 +236,117 @@ fn read_object(path: &Path) -> Result<Map<String, J>, String> {
     }
 }
 
-/// What the host serves at `path`: its payload, revision and expiry (read
-/// without checking its signature: it is this publisher's own output).
-fn read_published(path: &Path) -> Result<Option<Published>, String> {
-    if !path.exists() {
-        return Ok(None);
+/// What the host's directory serves, read for a run that signs on top of
+/// it (a publish, a watch): under the site's lock, each document verified
+/// against the keys the devices take before it is used.
+struct Served<'a> {
+    site: &'a Path,
+    /// The document keys: the newest root's, or the devices' trusted keys.
+    keys: Vec<PublicKey>,
+    /// What each document read was, by its path: it must still be that
+    /// when it is replaced.
+    read: BTreeMap<String, Option<Digest>>,
+    /// The site's lock, held while this lives.
+    _lock: std::fs::File,
+}
+
+impl<'a> Served<'a> {
+    /// Takes the site's lock, without waiting (a second publish or watch
+    /// at once does not sign; it says so), and the keys what it serves
+    /// must be signed by: the document keys of the newest root the site
+    /// publishes, walked from `trusted` (or the signing keys, when none is
+    /// given), or those keys themselves when it publishes none. A signing
+    /// key the devices would not take refuses the run too.
+    fn open(
+        site: &'a Path,
+        signing: &[SecretKey],
+        trusted: &[String],
+    ) -> crate::cli::failure::Result<Result<Served<'a>, String>> {
+        let lock = crate::host::files::try_lock_dir(site).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot lock {}: {e}", site.display()))
+        })?;
+        let Some(lock) = lock else {
+            return Ok(Err(format!(
+                "another stead plane publish or rollout watch is signing into {} (it holds the \
+                 directory's lock); run again once it is done",
+                site.display()
+            )));
+        };
+        let trusted = if trusted.is_empty() {
+            signing.iter().map(SecretKey::public).collect()
+        } else {
+            trusted
+                .iter()
+                .map(|k| super::plane::read_public_key(k))
+                .collect::<crate::cli::failure::Result<Vec<_>>>()?
+        };
+        let root = match super::trust::walk(&trusted, site, &mut |_| {}) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(format!("the site's root does not check: {e}"))),
+        };
+        if !signing.iter().any(|k| root.documents.contains(&k.public())) {
+            return Ok(Err(format!(
+                "no --key is a document key of {} (devices would refuse what it signs): {}",
+                if root.version == 0 {
+                    "the devices' trusted keys (--trusted)".to_string()
+                } else {
+                    format!("root version {}", root.version)
+                },
+                root.documents
+                    .iter()
+                    .map(|k| k.id().as_str().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        Ok(Ok(Served {
+            site,
+            keys: root.documents,
+            read: BTreeMap::new(),
+            _lock: lock,
+        }))
     }
-    let bytes = read_limited(path)?;
-    let env = Envelope::parse(&bytes).map_err(|e| format!("not a signed document: {e}"))?;
-    let payload: Map<String, J> = serde_json::from_slice(&env.payload)
-        .map_err(|e| format!("its payload is not a JSON object: {e}"))?;
-    let revision = payload
-        .get("revision")
-        .and_then(J::as_u64)
-        .ok_or("its payload has no revision")?;
-    let expires = payload
-        .get("expires")
-        .and_then(J::as_str)
-        .and_then(|t| crate::model::time::parse_rfc3339(t).ok())
-        .unwrap_or(0);
-    Ok(Some(Published {
-        revision,
-        expires,
-        payload,
-    }))
+
+    /// The document the host serves at `path` (relative to the site), its
+    /// bytes remembered: `None` when there is none.
+    fn bytes(&mut self, path: &str) -> Result<Option<Vec<u8>>, String> {
+        let file = self.site.join(path);
+        let bytes = match crate::host::files::read_regular(&file, MAX_DOCUMENT as u64) {
+            Ok(b) => Some(b),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(format!("cannot read it: {e}")),
+        };
+        self.read
+            .insert(path.to_string(), bytes.as_deref().map(Digest::of));
+        Ok(bytes)
+    }
+
+    /// What the host serves at `path`, verified ([`read_served`]).
+    fn read(&mut self, path: &str) -> Result<Option<Published>, String> {
+        match self.bytes(path)? {
+            None => Ok(None),
+            Some(b) => read_served(path, &b, &self.keys).map(Some),
+        }
+    }
+
+    /// Whether `path` still holds what was read of it: a writer that did
+    /// not take the lock (a copy by hand, an older stead) stops the run
+    /// before anything is signed over it.
+    fn unchanged(&self, path: &str) -> Result<(), String> {
+        let now = match crate::host::files::read_regular(&self.site.join(path), MAX_DOCUMENT as u64)
+        {
+            Ok(b) => Some(Digest::of(&b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(format!("{path}: cannot read it again: {e}")),
+        };
+        match self.read.get(path) {
+            Some(was) if *was == now => Ok(()),
+            _ => Err(format!(
+                "{path} changed while this run read the site: nothing more is signed over it; \
+                 run again"
+            )),
+        }
+    }
 }
 
 /// Where a fleet's reports are read from.
@@ -481,7 +585,7 @@ pub fn status(
 /// revision on, with `halt` and the reason, and written where the host
 /// serves it. Stateless: the reports and the documents are all it reads.
 pub fn watch(
-    keys: &[PathBuf],
+    (keys, trusted): (&[PathBuf], &[String]),
     reports: &Reports,
     site: &Path,
     only: &[GroupName],
@@ -501,10 +605,15 @@ pub fn watch(
     } else {
         only.to_vec()
     };
+    let mut served = match Served::open(site, &keys, trusted)? {
+        Ok(s) => s,
+        Err(e) => return Ok(super::plane::refused(format_args!("nothing halted: {e}"))),
+    };
     let now = crate::host::clock::now();
     for name in names {
-        let path = site.join(group_path(&name));
-        let old = match read_published(&path) {
+        let at = group_path(&name);
+        let path = site.join(&at);
+        let old = match served.read(&at) {
             Ok(Some(old)) => old,
             Ok(None) => {
                 println!("group {name}: not published");
@@ -512,7 +621,7 @@ pub fn watch(
             }
             Err(e) => {
                 return Ok(super::plane::refused(format_args!(
-                    "{}: {e}",
+                    "{}: {e}; nothing more halted",
                     path.display()
                 )));
             }
@@ -568,6 +677,9 @@ pub fn watch(
         let mut envelope = first.sign(GROUP_PAYLOAD_TYPE, &stamped);
         for k in more {
             envelope.countersign(k);
+        }
+        if let Err(e) = served.unchanged(&at) {
+            return Ok(super::plane::refused(format_args!("{e}")));
         }
         write_served(&path, &envelope.to_json())?;
         println!("halted group {name} at revision {revision}: {reason}");
