@@ -723,8 +723,9 @@ mod tests {
             v["rollout"]["start"] = "2026-12-02T12:00:00Z".into()
         });
         // (what, group document, remembered before, now, remembered after)
+        type Case<'a> = (&'a str, J, Option<&'a Digest>, u64, Option<Digest>);
         #[rustfmt::skip]
-        let cases: Vec<(&str, J, Option<&Digest>, u64, Option<Digest>)> = vec![
+        let cases: Vec<Case> = vec![
             ("taken at its turn", doc(), None, start + 6 * 3600, Some(new.clone())),
             ("not its turn yet", doc(), None, start, None),
             ("not its turn, other modules remembered", doc(), Some(&other), start, Some(other.clone())),

@@ -551,8 +551,9 @@ mod tests {
         let g = "groups/eu/desired.json";
         let n = "nodes/n1/desired.json";
         // (what, path, bytes served, its revision or why it is refused)
+        type Case<'a> = (&'a str, &'a str, Vec<u8>, Result<u64, &'a str>);
         #[rustfmt::skip]
-        let cases: Vec<(&str, &str, Vec<u8>, Result<u64, &str>)> = vec![
+        let cases: Vec<Case> = vec![
             ("a group signed by a trusted key", g, signed(&key, GROUP_PAYLOAD_TYPE, &eu), Ok(7)),
             ("by the other trusted key", g, signed(&second, GROUP_PAYLOAD_TYPE, &eu), Ok(7)),
             ("a node's", n, signed(&key, PAYLOAD_TYPE, &node), Ok(5)),
