@@ -841,4 +841,59 @@ fn publish_and_watch_sign_nothing_over_what_they_cannot_verify_nor_twice_at_once
     let (last, image) = signed.last_key_value().unwrap();
     assert_eq!(p["revision"], *last);
     assert_eq!(p["modules"][0]["image"], image.as_str());
+
+    // A root moves document signing to a new key: the served documents are
+    // verified against its document keys, walked from --trusted.
+    use stead::plane::root::{PAYLOAD_TYPE as ROOT, Role, Root};
+    let new = SecretKey::generate().unwrap();
+    let new_file = work.path().join("new.key");
+    new.write_file(&new_file).unwrap();
+    let root = Root {
+        version: 1,
+        expires: now() + 365 * DAY,
+        root: Role {
+            keys: vec![key.public()],
+            threshold: 1,
+        },
+        documents: vec![new.public()],
+    };
+    let signed_root = key.sign(ROOT, &root.to_payload()).to_json();
+    std::fs::create_dir_all(site.join("roots")).unwrap();
+    std::fs::write(site.join("roots/1.json"), &signed_root).unwrap();
+    std::fs::write(site.join("root.json"), &signed_root).unwrap();
+    let n = new_file.to_str().unwrap();
+    let trusted = key.public().to_base64();
+    let four = fleet("four", "x:4");
+    let with = |more: &[&str]| {
+        let mut args = vec!["publish", "--fleet", &four, "--site", s];
+        args.extend_from_slice(more);
+        plane_run(&args)
+    };
+    // The chain does not start at the new key; the old key signs no document.
+    let (code, _, err) = with(&["--key", n]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("the site's root does not check"), "{err}");
+    let (code, _, err) = with(&["--key", k]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("no --key is a document key of root version 1"),
+        "{err}"
+    );
+    // From the devices' key: what the old key signed is signed anew.
+    let (code, out, err) = with(&["--key", n, "--trusted", &trusted]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains(&format!("{served}: signed by a key root version 1 dropped")),
+        "{out}"
+    );
+    let env = stead::plane::envelope::Envelope::parse(&get(&served)).unwrap();
+    stead::plane::envelope::verify_as(&env, &[new.public()], GROUP_PAYLOAD_TYPE, "group").unwrap();
+    // A document planted under the root, by a key it does not list: refused.
+    plane.publish_raw_path(&served, &other.sign(GROUP_PAYLOAD_TYPE, &bytes).to_json());
+    let (code, _, err) = with(&["--key", n, "--trusted", &trusted]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&served) && err.contains("signed only by keys"),
+        "{err}"
+    );
 }

@@ -243,6 +243,10 @@ struct Served<'a> {
     site: &'a Path,
     /// The document keys: the newest root's, or the devices' trusted keys.
     keys: Vec<PublicKey>,
+    /// The document keys of earlier roots that the newest no longer lists.
+    revoked: Vec<PublicKey>,
+    /// The newest root's version (0: the devices' trusted keys).
+    root: u64,
     /// What each document read was, by its path: it must still be that
     /// when it is replaced.
     read: BTreeMap<String, Option<Digest>>,
@@ -280,10 +284,15 @@ impl<'a> Served<'a> {
                 .map(|k| super::plane::read_public_key(k))
                 .collect::<crate::cli::failure::Result<Vec<_>>>()?
         };
-        let root = match super::trust::walk(&trusted, site, &mut |_| {}) {
+        let mut earlier = trusted.clone();
+        let root = match super::trust::walk(&trusted, site, &mut |r| {
+            earlier.extend(r.documents.iter().cloned())
+        }) {
             Ok(r) => r,
             Err(e) => return Ok(Err(format!("the site's root does not check: {e}"))),
         };
+        earlier.retain(|k| !root.documents.contains(k));
+        earlier.dedup();
         if !signing.iter().any(|k| root.documents.contains(&k.public())) {
             return Ok(Err(format!(
                 "no --key is a document key of {} (devices would refuse what it signs): {}",
@@ -302,6 +311,8 @@ impl<'a> Served<'a> {
         Ok(Ok(Served {
             site,
             keys: root.documents,
+            revoked: earlier,
+            root: root.version,
             read: BTreeMap::new(),
             _lock: lock,
         }))
@@ -321,11 +332,23 @@ impl<'a> Served<'a> {
         Ok(bytes)
     }
 
-    /// What the host serves at `path`, verified ([`read_served`]).
+    /// What the host serves at `path`, verified ([`read_served`]). One
+    /// signed by a key a newer root dropped is not used (devices no longer
+    /// take it either): it is signed anew, as if none were there.
     fn read(&mut self, path: &str) -> Result<Option<Published>, String> {
-        match self.bytes(path)? {
-            None => Ok(None),
-            Some(b) => read_served(path, &b, &self.keys).map(Some),
+        let Some(b) = self.bytes(path)? else {
+            return Ok(None);
+        };
+        match read_served(path, &b, &self.keys) {
+            Ok(p) => Ok(Some(p)),
+            Err(_) if read_served(path, &b, &self.revoked).is_ok() => {
+                println!(
+                    "{path}: signed by a key root version {} dropped: read as not published",
+                    self.root
+                );
+                Ok(None)
+            }
+            Err(e) => Err(e),
         }
     }
 
