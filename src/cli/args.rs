@@ -1629,6 +1629,9 @@ mod tests {
             ("events --since -1", "error: a value is required for '--since <SINCE>' but none was supplied"),
             ("events --since=-1", "error: invalid value '-1' for '--since <SINCE>': invalid digit found in string"),
             // The publisher's commands.
+            ("plane publish --key k --fleet f --site s", "Plane { command: Publish { keys: [\"k\"], trusted: [], fleet: \"f\", site: \"s\", dry_run: false, expires_in: 2592000s, refresh_before: 604800s } }"),
+            ("plane publish --key k --trusted a --trusted b --fleet f --site s", "Plane { command: Publish { keys: [\"k\"], trusted: [\"a\", \"b\"], fleet: \"f\", site: \"s\", dry_run: false, expires_in: 2592000s, refresh_before: 604800s } }"),
+            ("plane rollout watch --key k --trusted a --reports r --site s", "Plane { command: Watch { keys: [\"k\"], trusted: [\"a\"], reports: Dir(\"r\"), site: \"s\", groups: [], threshold: Threshold { rate_permille: 50, min_reports: 10 }, dry_run: false } }"),
             ("plane enroll --fleet f --reports r", "Plane { command: Enroll { fleet: \"f\", reports: Dir(\"r\"), replace: false } }"),
             ("plane enroll --fleet f --reports http://h/r --replace", "Plane { command: Enroll { fleet: \"f\", reports: Index(http://h/r/), replace: true } }"),
             ("plane enroll --reports r", "error: the following required arguments were not provided: --fleet <DIR>"),

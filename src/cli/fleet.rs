@@ -271,8 +271,8 @@ impl<'a> Served<'a> {
         })?;
         let Some(lock) = lock else {
             return Ok(Err(format!(
-                "another stead plane publish or rollout watch is signing into {} (it holds the \
-                 directory's lock); run again once it is done",
+                "another stead plane command (publish, rollout watch, root verify --publish) is \
+                 signing into {} (it holds the directory's lock); run again once it is done",
                 site.display()
             )));
         };

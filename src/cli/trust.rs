@@ -126,6 +126,25 @@ pub fn verify(
     input: Option<&Path>,
     publish: bool,
 ) -> crate::cli::failure::Result<ExitCode> {
+    // Publishing holds the site's lock, as publish and rollout watch do:
+    // none of them reads the root while it is replaced.
+    let _lock = if publish {
+        std::fs::create_dir_all(site).with_context(|| format!("cannot make {}", site.display()))?;
+        match crate::host::files::try_lock_dir(site)
+            .with_context(|| format!("cannot lock {}", site.display()))?
+        {
+            Some(l) => Some(l),
+            None => {
+                return Ok(refused(format_args!(
+                    "another stead plane command is signing into {} (it holds the directory's \
+                     lock); run again once it is done",
+                    site.display()
+                )));
+            }
+        }
+    } else {
+        None
+    };
     println!("version 0: the devices' trusted_keys");
     let held = match walk(&public_keys(trusted)?, site, &mut |r| {
         println!("{}", describe(r))
