@@ -361,6 +361,26 @@ fn a_rollout_holds_a_device_until_its_turn_a_halt_stops_it_and_a_revert_brings_i
     assert_eq!(st["running"], 1, "{st:#}");
     assert_eq!(n.creates_since(&w, since), 1);
 
+    // The same modules rolled out again (revision 5), starting in an hour:
+    // the revert made the node forget it took them, so it waits for its
+    // turn (it was "taken before" at once).
+    let since = unix_now();
+    publish_group(
+        &plane,
+        &key,
+        &g,
+        &group_payload(
+            &g,
+            5,
+            vec![module(&w, "two")],
+            rollout(false, false, now() + 3600, "30s"),
+        ),
+    );
+    let st = wait_group(&agent, &g, "revision 5", |st| st["revision"] == 5);
+    assert_eq!(st["rollout"]["why"], "not started", "{st:#}");
+    assert_eq!(st["running"], 1, "{st:#}");
+    assert_eq!(n.creates_since(&w, since), 0);
+
     // A new revision halted before this node's turn (the turn long past
     // by the clock): it keeps what it runs.
     let since = unix_now();
@@ -370,12 +390,12 @@ fn a_rollout_holds_a_device_until_its_turn_a_halt_stops_it_and_a_revert_brings_i
         &g,
         &group_payload(
             &g,
-            5,
+            6,
             vec![module(&w, "five")],
             rollout(true, false, start - 3600, "30s"),
         ),
     );
-    let st = wait_group(&agent, &g, "revision 5", |st| st["revision"] == 5);
+    let st = wait_group(&agent, &g, "revision 6", |st| st["revision"] == 6);
     assert_eq!(st["rollout"]["why"], "halted", "{st:#}");
     let at = plane.count("GET", &format!("groups/{g}/desired.json"), 304);
     plane.wait_count("GET", &format!("groups/{g}/desired.json"), 304, at + 3, 30);
