@@ -40,9 +40,11 @@ pub fn publish(
         Ok(f) => f,
         Err(e) => return Ok(super::plane::refused(format_args!("{e}"))),
     };
-    std::fs::create_dir_all(site).map_err(|e| {
-        std::io::Error::new(e.kind(), format!("cannot make {}: {e}", site.display()))
-    })?;
+    if !dry_run {
+        std::fs::create_dir_all(site).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot make {}: {e}", site.display()))
+        })?;
+    }
     let mut served = match Served::open(site, &keys, trusted)? {
         Ok(s) => s,
         Err(e) => {
@@ -250,8 +252,8 @@ struct Served<'a> {
     /// What each document read was, by its path: it must still be that
     /// when it is replaced.
     read: BTreeMap<String, Option<Digest>>,
-    /// The site's lock, held while this lives.
-    _lock: std::fs::File,
+    /// The site's lock, held while this lives (none when there is no site).
+    _lock: Option<std::fs::File>,
 }
 
 impl<'a> Served<'a> {
@@ -266,9 +268,18 @@ impl<'a> Served<'a> {
         signing: &[SecretKey],
         trusted: &[String],
     ) -> crate::cli::failure::Result<Result<Served<'a>, String>> {
-        let lock = crate::host::files::try_lock_dir(site).map_err(|e| {
-            std::io::Error::new(e.kind(), format!("cannot lock {}: {e}", site.display()))
-        })?;
+        let lock = match crate::host::files::try_lock_dir(site) {
+            Ok(l) => l.map(Some),
+            // No site yet (a dry run): nothing is read, nothing written.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(None),
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("cannot lock {}: {e}", site.display()),
+                )
+                .into());
+            }
+        };
         let Some(lock) = lock else {
             return Ok(Err(format!(
                 "another stead plane command (publish, rollout watch, root verify --publish) is \
