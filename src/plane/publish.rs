@@ -11,7 +11,8 @@
 //! modules published before; the same modules keep what was published. A
 //! halt the host serves (the watcher's) stays until the fleet says
 //! `halt = false`. Every node is checked against its groups as a device
-//! composes them, before anything is signed.
+//! composes them, before anything is signed. What the host serves is
+//! read only as a device would take it ([`read_served`]).
 
 use std::collections::BTreeMap;
 
