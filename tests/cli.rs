@@ -141,6 +141,28 @@ fn run_once_without_an_engine_says_so_and_fails() {
 }
 
 #[test]
+fn check_accepts_sealed_values_without_opening_them() {
+    let sealed = "name = \"s\"\nimage = \"x:1\"\nenv_files = [\"HOST/host.env\"]\nenv = { MODE = \"prod\", PW = { sealed = \"YWdl\" } }\n";
+    let (_d, out) = check_dir(&[("s.toml", sealed)]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.starts_with("s ")
+            && text.contains("sealed (env.PW): opened and digested by the agent on its device"),
+        "{text}"
+    );
+    // What the host gives is still read and digested.
+    assert!(text.contains("env_file:"), "{text}");
+    // A sealed value that is not base64 of an age file is still refused.
+    let (_d, out) = check_dir(&[("s.toml", &sealed.replace("YWdl", "not base64!"))]);
+    assert!(!out.status.success());
+}
+
+#[test]
 fn a_bad_config_names_the_field() {
     let d = tempfile::tempdir().unwrap();
     std::fs::write(d.path().join("c.toml"), "heartbeat = \"often\"\n").unwrap();

@@ -361,6 +361,26 @@ fn a_rollout_holds_a_device_until_its_turn_a_halt_stops_it_and_a_revert_brings_i
     assert_eq!(st["running"], 1, "{st:#}");
     assert_eq!(n.creates_since(&w, since), 1);
 
+    // The same modules rolled out again (revision 5), starting in an hour:
+    // the revert made the node forget it took them, so it waits for its
+    // turn (it was "taken before" at once).
+    let since = unix_now();
+    publish_group(
+        &plane,
+        &key,
+        &g,
+        &group_payload(
+            &g,
+            5,
+            vec![module(&w, "two")],
+            rollout(false, false, now() + 3600, "30s"),
+        ),
+    );
+    let st = wait_group(&agent, &g, "revision 5", |st| st["revision"] == 5);
+    assert_eq!(st["rollout"]["why"], "not started", "{st:#}");
+    assert_eq!(st["running"], 1, "{st:#}");
+    assert_eq!(n.creates_since(&w, since), 0);
+
     // A new revision halted before this node's turn (the turn long past
     // by the clock): it keeps what it runs.
     let since = unix_now();
@@ -370,12 +390,12 @@ fn a_rollout_holds_a_device_until_its_turn_a_halt_stops_it_and_a_revert_brings_i
         &g,
         &group_payload(
             &g,
-            5,
+            6,
             vec![module(&w, "five")],
             rollout(true, false, start - 3600, "30s"),
         ),
     );
-    let st = wait_group(&agent, &g, "revision 5", |st| st["revision"] == 5);
+    let st = wait_group(&agent, &g, "revision 6", |st| st["revision"] == 6);
     assert_eq!(st["rollout"]["why"], "halted", "{st:#}");
     let at = plane.count("GET", &format!("groups/{g}/desired.json"), 304);
     plane.wait_count("GET", &format!("groups/{g}/desired.json"), 304, at + 3, 30);
@@ -701,4 +721,237 @@ fn publish_signs_only_what_changed_and_watch_halts_a_rollout_whose_devices_fail(
     assert!(watch(&["--min-reports", "1"]).contains("halted"));
     let out = publish(&[]);
     assert!(out.contains("0 of 2 documents signed"), "{out}");
+}
+
+/// Runs `stead plane ARGS`: its exit code, stdout and stderr.
+fn plane_run(args: &[&str]) -> (Option<i32>, String, String) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_stead"))
+        .arg("plane")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn publish_and_watch_sign_nothing_over_what_they_cannot_verify_nor_twice_at_once() {
+    let key = SecretKey::generate().unwrap();
+    let other = SecretKey::generate().unwrap();
+    let plane = Plane::start();
+    let site = plane.root();
+    let work = tempfile::tempdir().unwrap();
+    let key_file = work.path().join("plane.key");
+    key.write_file(&key_file).unwrap();
+    let (k, s) = (key_file.to_str().unwrap(), site.to_str().unwrap());
+    let g = "g-verify";
+    let served = format!("groups/{g}/desired.json");
+    // A fleet of one group and one node, its group's image `image`.
+    let fleet = |name: &str, image: &str| {
+        let dir = work.path().join(name);
+        write_json(
+            &dir.join(format!("groups/{g}.json")),
+            &json!({"modules": [{"name": "w", "image": image}]}),
+        );
+        std::fs::write(
+            dir.join("nodes.csv"),
+            format!("node,groups\nn-verify,{g}\n"),
+        )
+        .unwrap();
+        dir.to_str().unwrap().to_string()
+    };
+    let publish = |f: &str| plane_run(&["publish", "--key", k, "--fleet", f, "--site", s]);
+    let watch = || {
+        plane_run(&[
+            "rollout",
+            "watch",
+            "--key",
+            k,
+            "--reports",
+            s,
+            "--site",
+            s,
+            "--min-reports",
+            "1",
+        ])
+    };
+    let (code, out, err) = publish(&fleet("one", "x:1"));
+    assert_eq!(code, Some(0), "{out}{err}");
+    // What devices read: through nginx.
+    let get = |rel: &str| {
+        common::plane::http(&plane.addr(), "GET", &format!("/{rel}"), &[], b"")
+            .unwrap()
+            .body
+    };
+    let node_doc = get("nodes/n-verify/desired.json");
+
+    // A planted group document with a rollout whose previous modules are
+    // another's, at a huge revision: unsigned, by a key not trusted, or
+    // a bare payload. Neither publish nor watch signs on top of it.
+    let planted = group_payload(
+        g,
+        1 << 50,
+        vec![json!({"name": "w", "image": "x:2"})],
+        json!({"previous": {"revision": 1, "modules": [{"name": "w", "image": "evil:1"}]},
+               "rollout": {"start": format_rfc3339(now()), "duration": "1h", "salt": "s"}}),
+    );
+    let bytes = serde_json::to_vec(&planted).unwrap();
+    let mut unsigned = key.sign(GROUP_PAYLOAD_TYPE, &bytes);
+    unsigned.signatures.clear();
+    let two = fleet("two", "x:2");
+    for (what, doc, says) in [
+        (
+            "signed by a key not trusted",
+            other.sign(GROUP_PAYLOAD_TYPE, &bytes).to_json(),
+            "signed only by keys",
+        ),
+        ("unsigned", unsigned.to_json(), "carries no signature"),
+        ("a bare payload", bytes.clone(), "not a signed document"),
+    ] {
+        plane.publish_raw_path(&served, &doc);
+        let (code, out, err) = publish(&two);
+        assert_eq!(code, Some(1), "{what}: {out}{err}");
+        assert!(
+            err.contains(&format!("nothing published: {served}")) && err.contains(says),
+            "{what}: {err}"
+        );
+        let (code, out, err) = watch();
+        assert_eq!(code, Some(1), "{what}: {out}{err}");
+        assert!(
+            err.contains(&served) && err.contains(says) && !out.contains("halted group"),
+            "{what}: {out}{err}"
+        );
+        assert_eq!(get(&served), doc, "{what}: nothing signed over it");
+        assert_eq!(get("nodes/n-verify/desired.json"), node_doc, "{what}");
+    }
+    // A root.json that does not walk from the keys given: nothing signed.
+    std::fs::remove_file(site.join(&served)).unwrap();
+    std::fs::write(site.join("root.json"), b"{}").unwrap();
+    let (code, _, err) = publish(&two);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("root.json says version none"), "{err}");
+    assert!(!site.join(&served).exists());
+    std::fs::remove_file(site.join("root.json")).unwrap();
+
+    // A run holding the site's lock: the second signs nothing and says so.
+    let (code, out, err) = publish(&two);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let before = get(&served);
+    let lock = stead::host::files::try_lock_dir(&site).unwrap().unwrap();
+    let (code, _, err) = publish(&fleet("three", "x:3"));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("holds the directory's lock"), "{err}");
+    let (code, _, err) = watch();
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("holds the directory's lock"), "{err}");
+    assert_eq!(get(&served), before);
+    drop(lock);
+
+    // Two publishes at once, of different payloads, again and again: never
+    // one revision signed twice.
+    let mut signed: std::collections::BTreeMap<u64, String> = Default::default();
+    for round in 0..6 {
+        let images = [format!("x:a{round}"), format!("x:b{round}")];
+        let fleets: Vec<String> = images
+            .iter()
+            .enumerate()
+            .map(|(i, im)| fleet(&format!("r{round}-{i}"), im))
+            .collect();
+        let runs: Vec<_> = fleets
+            .iter()
+            .map(|f| {
+                std::process::Command::new(env!("CARGO_BIN_EXE_stead"))
+                    .args(["plane", "publish", "--key", k, "--fleet", f, "--site", s])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for (run, image) in runs.into_iter().zip(&images) {
+            let o = run.wait_with_output().unwrap();
+            let (out, err) = (
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr),
+            );
+            if !o.status.success() {
+                assert!(err.contains("holds the directory's lock"), "{out}{err}");
+                continue;
+            }
+            let revision: u64 = out
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("signed {served} revision ")))
+                .and_then(|l| l.split(' ').next())
+                .and_then(|r| r.parse().ok())
+                .unwrap_or_else(|| panic!("{out}"));
+            if let Some(first) = signed.insert(revision, image.clone()) {
+                panic!("revision {revision} signed twice: {first} and {image}");
+            }
+        }
+    }
+    // What is served verifies, and is the last one signed.
+    let env = stead::plane::envelope::Envelope::parse(&get(&served)).unwrap();
+    stead::plane::envelope::verify_as(&env, &[key.public()], GROUP_PAYLOAD_TYPE, "group").unwrap();
+    let p: J = serde_json::from_slice(&env.payload).unwrap();
+    let (last, image) = signed.last_key_value().unwrap();
+    assert_eq!(p["revision"], *last);
+    assert_eq!(p["modules"][0]["image"], image.as_str());
+
+    // A root moves document signing to a new key: the served documents are
+    // verified against its document keys, walked from --trusted.
+    use stead::plane::root::{PAYLOAD_TYPE as ROOT, Role, Root};
+    let new = SecretKey::generate().unwrap();
+    let new_file = work.path().join("new.key");
+    new.write_file(&new_file).unwrap();
+    let root = Root {
+        version: 1,
+        expires: now() + 365 * DAY,
+        root: Role {
+            keys: vec![key.public()],
+            threshold: 1,
+        },
+        documents: vec![new.public()],
+    };
+    let signed_root = key.sign(ROOT, &root.to_payload()).to_json();
+    std::fs::create_dir_all(site.join("roots")).unwrap();
+    std::fs::write(site.join("roots/1.json"), &signed_root).unwrap();
+    std::fs::write(site.join("root.json"), &signed_root).unwrap();
+    let n = new_file.to_str().unwrap();
+    let trusted = key.public().to_base64();
+    let four = fleet("four", "x:4");
+    let with = |more: &[&str]| {
+        let mut args = vec!["publish", "--fleet", &four, "--site", s];
+        args.extend_from_slice(more);
+        plane_run(&args)
+    };
+    // The chain does not start at the new key; the old key signs no document.
+    let (code, _, err) = with(&["--key", n]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("the site's root does not check"), "{err}");
+    let (code, _, err) = with(&["--key", k]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("no --key is a document key of root version 1"),
+        "{err}"
+    );
+    // From the devices' key: what the old key signed is signed anew.
+    let (code, out, err) = with(&["--key", n, "--trusted", &trusted]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains(&format!("{served}: signed by a key root version 1 dropped")),
+        "{out}"
+    );
+    let env = stead::plane::envelope::Envelope::parse(&get(&served)).unwrap();
+    stead::plane::envelope::verify_as(&env, &[new.public()], GROUP_PAYLOAD_TYPE, "group").unwrap();
+    // A document planted under the root, by a key it does not list: refused.
+    plane.publish_raw_path(&served, &other.sign(GROUP_PAYLOAD_TYPE, &bytes).to_json());
+    let (code, _, err) = with(&["--key", n, "--trusted", &trusted]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&served) && err.contains("signed only by keys"),
+        "{err}"
+    );
 }

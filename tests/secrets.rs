@@ -342,10 +342,17 @@ fn an_import_that_copies_a_file_writes_it_private_says_so_and_stays_in_its_tree(
     std::os::unix::fs::symlink(elsewhere.join("shadow"), app.join("link.pem")).unwrap();
     let compose = |source: &str| {
         format!(
-            "services:\n  s:\n    image: x:1\n    configs: [{{source: k, target: /k.pem}}]\n  t:\n    image: x:1\nconfigs:\n  k: {{file: {source}}}\n"
+            "services:\n  s:\n    image: x:1\n    configs: [{{source: k, target: /k.pem}}]\n  t:\n    image: x:1\n    environment: {{PW: \"${{PW}}\"}}\nconfigs:\n  k: {{file: {source}}}\n"
         )
     };
     std::fs::write(app.join("compose.yml"), compose("./key.pem")).unwrap();
+    // A secret in a private .env, interpolated into t's environment.
+    std::fs::write(app.join(".env"), "PW=m4rk3r-env\n").unwrap();
+    std::fs::set_permissions(
+        app.join(".env"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
     // A link planted where the old importer put its temp file.
     let out = app.join("out");
     std::fs::create_dir_all(&out).unwrap();
@@ -368,7 +375,13 @@ fn an_import_that_copies_a_file_writes_it_private_says_so_and_stays_in_its_tree(
     );
     assert!(!err.contains("m4rk3r"), "{err}");
     assert_eq!(mode(&out.join("s.toml")), 0o600);
-    assert_eq!(mode(&out.join("t.toml")), 0o644);
+    // Every intention is written 0600: t's value came from the private .env.
+    assert_eq!(mode(&out.join("t.toml")), 0o600);
+    assert!(
+        std::fs::read_to_string(out.join("t.toml"))
+            .unwrap()
+            .contains("m4rk3r-env")
+    );
     assert!(
         std::fs::read_to_string(out.join("s.toml"))
             .unwrap()

@@ -479,6 +479,16 @@ static STEAD: Spec = group(
                             ..valued("key", "PATH", "The secret key file (give it twice for two)")
                         },
                         Opt {
+                            many: true,
+                            ..valued(
+                                "trusted",
+                                "PUB",
+                                "A key of the devices' trusted_keys, where a published root's \
+                                 chain starts (by default the --key keys): what the host serves \
+                                 is verified against it, or the newest root's document keys",
+                            )
+                        },
+                        Opt {
                             required: true,
                             ..valued("fleet", "DIR", "The fleet's description")
                         },
@@ -706,6 +716,16 @@ static STEAD: Spec = group(
                                     "key",
                                     "PATH",
                                     "The secret key file (give it twice for two)",
+                                )
+                            },
+                            Opt {
+                                many: true,
+                                ..valued(
+                                    "trusted",
+                                    "PUB",
+                                    "A key of the devices' trusted_keys, where a published root's \
+                                     chain starts (by default the --key keys): what the host serves \
+                                     is verified against it, or the newest root's document keys",
                                 )
                             },
                             Opt {
@@ -1314,6 +1334,10 @@ fn build(m: &Matches) -> Result<Command, UsageError> {
         "publish" => Command::Plane {
             command: PlaneCommand::Publish {
                 keys: m.values("key").map(PathBuf::from).collect(),
+                trusted: m
+                    .values("trusted")
+                    .map(|k| m.text(k, "--trusted <PUB>"))
+                    .collect::<Result<_, _>>()?,
                 fleet: m.path("fleet").unwrap_or_default(),
                 site: m.path("site").unwrap_or_default(),
                 dry_run: m.flag("dry-run"),
@@ -1367,6 +1391,10 @@ fn build(m: &Matches) -> Result<Command, UsageError> {
         "watch" => Command::Plane {
             command: PlaneCommand::Watch {
                 keys: m.values("key").map(PathBuf::from).collect(),
+                trusted: m
+                    .values("trusted")
+                    .map(|k| m.text(k, "--trusted <PUB>"))
+                    .collect::<Result<_, _>>()?,
                 reports: m
                     .parsed("reports", super::fleet::Reports::parse)?
                     .unwrap_or_default(),
@@ -1608,6 +1636,9 @@ mod tests {
             ("events --since -1", "error: a value is required for '--since <SINCE>' but none was supplied"),
             ("events --since=-1", "error: invalid value '-1' for '--since <SINCE>': invalid digit found in string"),
             // The publisher's commands.
+            ("plane publish --key k --fleet f --site s", "Plane { command: Publish { keys: [\"k\"], trusted: [], fleet: \"f\", site: \"s\", dry_run: false, expires_in: 2592000s, refresh_before: 604800s } }"),
+            ("plane publish --key k --trusted a --trusted b --fleet f --site s", "Plane { command: Publish { keys: [\"k\"], trusted: [\"a\", \"b\"], fleet: \"f\", site: \"s\", dry_run: false, expires_in: 2592000s, refresh_before: 604800s } }"),
+            ("plane rollout watch --key k --trusted a --reports r --site s", "Plane { command: Watch { keys: [\"k\"], trusted: [\"a\"], reports: Dir(\"r\"), site: \"s\", groups: [], threshold: Threshold { rate_permille: 50, min_reports: 10 }, dry_run: false } }"),
             ("plane enroll --fleet f --reports r", "Plane { command: Enroll { fleet: \"f\", reports: Dir(\"r\"), replace: false } }"),
             ("plane enroll --fleet f --reports http://h/r --replace", "Plane { command: Enroll { fleet: \"f\", reports: Index(http://h/r/), replace: true } }"),
             ("plane enroll --reports r", "error: the following required arguments were not provided: --fleet <DIR>"),

@@ -4,7 +4,9 @@
 //! run where the signing key lives (an operator's machine, a CI job, cron),
 //! read and write plain directories (what the host serves, what a synced
 //! bucket or an nginx DAV holds), read reports from a directory or walk a
-//! web server's listings of them, and keep no state of their own.
+//! web server's listings of them, and keep no state of their own. What the
+//! host's directory serves is verified before anything is signed on top of
+//! it, under the directory's lock (`Served`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,19 +16,22 @@ use std::time::Duration;
 use serde_json::{Map, Value as J};
 
 use crate::model::fleet::{GroupName, Threshold, halt};
+use crate::model::names::Digest;
 use crate::model::names::NodeId;
 use crate::plane::accept::MAX_DOCUMENT;
-use crate::plane::envelope::{Envelope, PAYLOAD_TYPE};
+use crate::plane::envelope::{PAYLOAD_TYPE, PublicKey, SecretKey};
 use crate::plane::group::{GROUP_PAYLOAD_TYPE, GroupDesired, stamp_group};
-use crate::plane::publish::{Published, Times, group_path, plan};
+use crate::plane::publish::{Published, Times, group_path, plan, read_served};
 use crate::plane::rollup::Rollup;
 
 /// The largest fleet file or report read.
 const MAX_FILE: u64 = 4 << 20;
 
 /// Signs what changed of a fleet's documents into the host's directory.
+/// `keys`: the signing keys' files, and the devices' trusted keys
+/// (`--trusted`; none: the signing keys').
 pub fn publish(
-    keys: &[PathBuf],
+    (keys, trusted): (&[PathBuf], &[String]),
     fleet: &Path,
     site: &Path,
     dry_run: bool,
@@ -37,12 +42,25 @@ pub fn publish(
         Ok(f) => f,
         Err(e) => return Ok(super::plane::refused(format_args!("{e}"))),
     };
+    if !dry_run {
+        std::fs::create_dir_all(site).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot make {}: {e}", site.display()))
+        })?;
+    }
+    let mut served = match Served::open(site, &keys, trusted)? {
+        Ok(s) => s,
+        Err(e) => {
+            return Ok(super::plane::refused(format_args!(
+                "nothing published: {e}"
+            )));
+        }
+    };
     let t = Times {
         now: crate::host::clock::now(),
         expires_in: times.0.as_secs(),
         refresh_before: times.1.as_secs(),
     };
-    let writes = match plan(&groups, &nodes, |p| read_published(&site.join(p)), t) {
+    let writes = match plan(&groups, &nodes, |p| served.read(p), t) {
         Ok(w) => w,
         Err(e) => {
             return Ok(super::plane::refused(format_args!(
@@ -72,6 +90,9 @@ pub fn publish(
         if dry_run {
             println!("would sign {} revision {} ({})", w.path, w.revision, w.why);
         } else {
+            if let Err(e) = served.unchanged(&w.path) {
+                return Ok(super::plane::refused(format_args!("{e}")));
+            }
             write_served(&site.join(&w.path), &json)?;
             println!("signed {} revision {} ({})", w.path, w.revision, w.why);
         }
@@ -219,30 +240,149 @@ fn read_object(path: &Path) -> Result<Map<String, J>, String> {
     }
 }
 
-/// What the host serves at `path`: its payload, revision and expiry (read
-/// without checking its signature: it is this publisher's own output).
-fn read_published(path: &Path) -> Result<Option<Published>, String> {
-    if !path.exists() {
-        return Ok(None);
+/// What the host's directory serves, read for a run that signs on top of
+/// it (a publish, a watch): under the site's lock, each document verified
+/// against the keys the devices take before it is used.
+struct Served<'a> {
+    site: &'a Path,
+    /// The document keys: the newest root's, or the devices' trusted keys.
+    keys: Vec<PublicKey>,
+    /// The document keys of earlier roots that the newest no longer lists.
+    revoked: Vec<PublicKey>,
+    /// The newest root's version (0: the devices' trusted keys).
+    root: u64,
+    /// What each document read was, by its path: it must still be that
+    /// when it is replaced.
+    read: BTreeMap<String, Option<Digest>>,
+    /// The site's lock, held while this lives (none when there is no site).
+    _lock: Option<std::fs::File>,
+}
+
+impl<'a> Served<'a> {
+    /// Takes the site's lock, without waiting (a second publish or watch
+    /// at once does not sign; it says so), and the keys what it serves
+    /// must be signed by: the document keys of the newest root the site
+    /// publishes, walked from `trusted` (or the signing keys, when none is
+    /// given), or those keys themselves when it publishes none. A signing
+    /// key the devices would not take refuses the run too.
+    fn open(
+        site: &'a Path,
+        signing: &[SecretKey],
+        trusted: &[String],
+    ) -> crate::cli::failure::Result<Result<Served<'a>, String>> {
+        let lock = match crate::host::files::try_lock_dir(site) {
+            Ok(l) => l.map(Some),
+            // No site yet (a dry run): nothing is read, nothing written.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(None),
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("cannot lock {}: {e}", site.display()),
+                )
+                .into());
+            }
+        };
+        let Some(lock) = lock else {
+            return Ok(Err(format!(
+                "another stead plane command (publish, rollout watch, root verify --publish) is \
+                 signing into {} (it holds the directory's lock); run again once it is done",
+                site.display()
+            )));
+        };
+        let trusted = if trusted.is_empty() {
+            signing.iter().map(SecretKey::public).collect()
+        } else {
+            trusted
+                .iter()
+                .map(|k| super::plane::read_public_key(k))
+                .collect::<crate::cli::failure::Result<Vec<_>>>()?
+        };
+        let mut earlier = trusted.clone();
+        let root = match super::trust::walk(&trusted, site, &mut |r| {
+            earlier.extend(r.documents.iter().cloned())
+        }) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(format!("the site's root does not check: {e}"))),
+        };
+        earlier.retain(|k| !root.documents.contains(k));
+        earlier.dedup();
+        if !signing.iter().any(|k| root.documents.contains(&k.public())) {
+            return Ok(Err(format!(
+                "no --key is a document key of {} (devices would refuse what it signs): {}",
+                if root.version == 0 {
+                    "the devices' trusted keys (--trusted)".to_string()
+                } else {
+                    format!("root version {}", root.version)
+                },
+                root.documents
+                    .iter()
+                    .map(|k| k.id().as_str().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        Ok(Ok(Served {
+            site,
+            keys: root.documents,
+            revoked: earlier,
+            root: root.version,
+            read: BTreeMap::new(),
+            _lock: lock,
+        }))
     }
-    let bytes = read_limited(path)?;
-    let env = Envelope::parse(&bytes).map_err(|e| format!("not a signed document: {e}"))?;
-    let payload: Map<String, J> = serde_json::from_slice(&env.payload)
-        .map_err(|e| format!("its payload is not a JSON object: {e}"))?;
-    let revision = payload
-        .get("revision")
-        .and_then(J::as_u64)
-        .ok_or("its payload has no revision")?;
-    let expires = payload
-        .get("expires")
-        .and_then(J::as_str)
-        .and_then(|t| crate::model::time::parse_rfc3339(t).ok())
-        .unwrap_or(0);
-    Ok(Some(Published {
-        revision,
-        expires,
-        payload,
-    }))
+
+    /// The document the host serves at `path` (relative to the site), its
+    /// bytes remembered: `None` when there is none.
+    fn bytes(&mut self, path: &str) -> Result<Option<Vec<u8>>, String> {
+        let file = self.site.join(path);
+        let bytes = match crate::host::files::read_regular(&file, MAX_DOCUMENT as u64) {
+            Ok(b) => Some(b),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(format!("cannot read it: {e}")),
+        };
+        self.read
+            .insert(path.to_string(), bytes.as_deref().map(Digest::of));
+        Ok(bytes)
+    }
+
+    /// What the host serves at `path`, verified ([`read_served`]). One
+    /// signed by a key a newer root dropped is not used (devices no longer
+    /// take it either): it is signed anew, as if none were there.
+    fn read(&mut self, path: &str) -> Result<Option<Published>, String> {
+        let Some(b) = self.bytes(path)? else {
+            return Ok(None);
+        };
+        match read_served(path, &b, &self.keys) {
+            Ok(p) => Ok(Some(p)),
+            Err(_) if read_served(path, &b, &self.revoked).is_ok() => {
+                println!(
+                    "{path}: signed by a key root version {} dropped: read as not published",
+                    self.root
+                );
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether `path` still holds what was read of it: a writer that did
+    /// not take the lock (a copy by hand, an older stead) stops the run
+    /// before anything is signed over it.
+    fn unchanged(&self, path: &str) -> Result<(), String> {
+        let now = match crate::host::files::read_regular(&self.site.join(path), MAX_DOCUMENT as u64)
+        {
+            Ok(b) => Some(Digest::of(&b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(format!("{path}: cannot read it again: {e}")),
+        };
+        match self.read.get(path) {
+            Some(was) if *was == now => Ok(()),
+            _ => Err(format!(
+                "{path} changed while this run read the site: nothing more is signed over it; \
+                 run again"
+            )),
+        }
+    }
 }
 
 /// Where a fleet's reports are read from.
@@ -330,14 +470,21 @@ fn roll_up(
     Ok(r)
 }
 
-/// The revision of each of `names`' documents on the host at `site`
-/// (those that read: one that does not is said by the caller).
+/// The revision of each of `names`' documents on the host at `site`, for
+/// `plane status --site` (those that read). Not verified: status signs
+/// nothing and shows the revisions as the site holds them; `rollout
+/// watch`, which signs, reads them through [`Served`].
 fn served_revisions(site: &Path, names: &[GroupName]) -> BTreeMap<String, u64> {
     names
         .iter()
-        .filter_map(|name| match read_published(&site.join(group_path(name))) {
-            Ok(Some(p)) => Some((name.to_string(), p.revision)),
-            _ => None,
+        .filter_map(|name| {
+            let path = group_path(name);
+            let bytes =
+                crate::host::files::read_regular(&site.join(&path), MAX_DOCUMENT as u64).ok()?;
+            Some((
+                name.to_string(),
+                crate::plane::publish::revision_served(&path, &bytes)?,
+            ))
         })
         .collect()
 }
@@ -581,7 +728,7 @@ pub fn status(
 /// revision on, with `halt` and the reason, and written where the host
 /// serves it. Stateless: the reports and the documents are all it reads.
 pub fn watch(
-    keys: &[PathBuf],
+    (keys, trusted): (&[PathBuf], &[String]),
     reports: &Reports,
     site: &Path,
     only: &[GroupName],
@@ -597,11 +744,29 @@ pub fn watch(
     } else {
         only.to_vec()
     };
-    // A report's claim is counted only within what the host serves: one
-    // claiming a revision never published cannot hide the devices on the
-    // one that was.
-    let served = served_revisions(site, &names);
-    let rollup = match roll_up(reports, u64::MAX / 2, Some(&served)) {
+    let mut served = match Served::open(site, &keys, trusted)? {
+        Ok(s) => s,
+        Err(e) => return Ok(super::plane::refused(format_args!("nothing halted: {e}"))),
+    };
+    // A report's claim is counted only within what the host serves (each
+    // document verified): one claiming a revision never published cannot
+    // hide the devices on the one that was.
+    let mut revisions = BTreeMap::new();
+    for name in &names {
+        match served.read(&group_path(name)) {
+            Ok(Some(p)) => {
+                revisions.insert(name.to_string(), p.revision);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return Ok(super::plane::refused(format_args!(
+                    "{}: {e}; nothing halted",
+                    site.join(group_path(name)).display()
+                )));
+            }
+        }
+    }
+    let rollup = match roll_up(reports, u64::MAX / 2, Some(&revisions)) {
         Ok(r) => r,
         Err(e) => return Ok(super::plane::refused(format_args!("{e}"))),
     };
@@ -614,8 +779,9 @@ pub fn watch(
     }
     let now = crate::host::clock::now();
     for name in names {
-        let path = site.join(group_path(&name));
-        let old = match read_published(&path) {
+        let at = group_path(&name);
+        let path = site.join(&at);
+        let old = match served.read(&at) {
             Ok(Some(old)) => old,
             Ok(None) => {
                 println!("group {name}: not published");
@@ -623,7 +789,7 @@ pub fn watch(
             }
             Err(e) => {
                 return Ok(super::plane::refused(format_args!(
-                    "{}: {e}",
+                    "{}: {e}; nothing more halted",
                     path.display()
                 )));
             }
@@ -679,6 +845,9 @@ pub fn watch(
         let mut envelope = first.sign(GROUP_PAYLOAD_TYPE, &stamped);
         for k in more {
             envelope.countersign(k);
+        }
+        if let Err(e) = served.unchanged(&at) {
+            return Ok(super::plane::refused(format_args!("{e}")));
         }
         write_served(&path, &envelope.to_json())?;
         println!("halted group {name} at revision {revision}: {reason}");

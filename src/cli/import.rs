@@ -1,8 +1,9 @@
 //! `stead import`: a Compose file made into intention files, one per
 //! service, written into a directory or printed, with every key that is
-//! not carried listed on stderr. An intention that carries content copied
-//! from outside the Compose file (a config's file or variable) is written
-//! readable by its owner only, and each copy is noted; a config's file
+//! not carried listed on stderr. Every intention is written readable by its
+//! owner only (a value interpolated from `.env` or the environment may be a
+//! secret, and nothing tells which); content copied from outside the
+//! Compose file (a config's file or variable) is noted; a config's file
 //! outside the Compose file's directory (by its path, or by a symlink) is
 //! refused unless `--allow-outside`. The mapping is
 //! [`crate::import`]; this reads the Compose file, the files
@@ -29,10 +30,9 @@ const MAX_COMPOSE_BYTES: u64 = 4 << 20;
 /// an env file, `.env`): composed files and env files are held to 1 MiB.
 const MAX_NAMED_BYTES: u64 = 1 << 20;
 
-/// The mode of an intention that carries copied content.
+/// The mode of every intention written: its values may have been
+/// interpolated from a private `.env` or the environment.
 const PRIVATE: u32 = 0o600;
-/// The mode of any other intention.
-const PUBLIC: u32 = 0o644;
 
 /// Runs `stead import [--out DIR] [--force] [--allow-outside] FILE`.
 pub fn run(file: &Path, out: Option<&Path>, force: bool, opts: &compose_file::Options) -> ExitCode {
@@ -100,7 +100,10 @@ pub fn run(file: &Path, out: Option<&Path>, force: bool, opts: &compose_file::Op
     }
     let n = imported.files.len();
     let mut summary = match written {
-        Some(dir) => format!("stead: wrote {n} intention files to {}", dir.display()),
+        Some(dir) => format!(
+            "stead: wrote {n} intention files to {}, each 0600",
+            dir.display()
+        ),
         None => format!("stead: printed {n} intention files"),
     };
     let private: Vec<&str> = imported
@@ -173,12 +176,11 @@ fn import_file(file: &Path, opts: &compose_file::Options) -> Result<Imported, St
 
 /// Writes every file atomically (a temp file of a random name that no
 /// link can stand in for, fsync, rename: an agent watching the directory
-/// never reads half a file), 0600 when it carries copied content.
+/// never reads half a file), 0600: readable by its owner only.
 fn write_all(dir: &Path, imported: &Imported, paths: &[PathBuf]) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
     for (f, path) in imported.files.iter().zip(paths) {
-        let mode = if f.copied.is_empty() { PUBLIC } else { PRIVATE };
-        crate::host::files::replace_atomic(path, f.toml.as_bytes(), mode)
+        crate::host::files::replace_atomic(path, f.toml.as_bytes(), PRIVATE)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())

@@ -351,10 +351,18 @@ pub fn run(command: Command) -> crate::cli::failure::Result<ExitCode> {
             for l in lines {
                 match l.result {
                     Ok((digest, inputs)) => {
-                        println!(
-                            "{:<24} {digest}  image={} (resolved by the engine at run time)",
-                            l.module, l.image
-                        );
+                        match digest {
+                            Some(digest) => println!(
+                                "{:<24} {digest}  image={} (resolved by the engine at run time)",
+                                l.module, l.image
+                            ),
+                            None => println!(
+                                "{:<24} sealed ({}): opened and digested by the agent on its device  image={}",
+                                l.module,
+                                l.sealed.join(", "),
+                                l.image
+                            ),
+                        }
                         for (name, d) in inputs {
                             println!("    {name:<40} {d}");
                         }

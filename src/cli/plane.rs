@@ -50,10 +50,11 @@ pub enum PlaneCommand {
         node: Option<NodeId>,
         input: Option<PathBuf>,
     },
-    /// `publish --key PATH... --fleet DIR --site DIR [--dry-run]
-    /// [--expires-in D] [--refresh-before D]`.
+    /// `publish --key PATH... [--trusted PUB...] --fleet DIR --site DIR
+    /// [--dry-run] [--expires-in D] [--refresh-before D]`.
     Publish {
         keys: Vec<PathBuf>,
+        trusted: Vec<String>,
         fleet: PathBuf,
         site: PathBuf,
         dry_run: bool,
@@ -103,10 +104,11 @@ pub enum PlaneCommand {
         field: String,
         to: super::devices::SealTo,
     },
-    /// `rollout watch --key PATH... --reports DIR|URL --site DIR [--group G...]
-    /// [--rate P%] [--min-reports N] [--dry-run]`.
+    /// `rollout watch --key PATH... [--trusted PUB...] --reports DIR|URL
+    /// --site DIR [--group G...] [--rate P%] [--min-reports N] [--dry-run]`.
     Watch {
         keys: Vec<PathBuf>,
+        trusted: Vec<String>,
         reports: super::fleet::Reports,
         site: PathBuf,
         groups: Vec<crate::model::fleet::GroupName>,
@@ -188,12 +190,19 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
         }
         PlaneCommand::Publish {
             keys,
+            trusted,
             fleet,
             site,
             dry_run,
             expires_in,
             refresh_before,
-        } => super::fleet::publish(&keys, &fleet, &site, dry_run, (expires_in, refresh_before)),
+        } => super::fleet::publish(
+            (&keys, &trusted),
+            &fleet,
+            &site,
+            dry_run,
+            (expires_in, refresh_before),
+        ),
         PlaneCommand::Status {
             reports,
             site,
@@ -237,12 +246,20 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
         } => super::devices::seal(&node, &module, &field, &to),
         PlaneCommand::Watch {
             keys,
+            trusted,
             reports,
             site,
             groups,
             threshold,
             dry_run,
-        } => super::fleet::watch(&keys, &reports, &site, &groups, threshold, dry_run),
+        } => super::fleet::watch(
+            (&keys, &trusted),
+            &reports,
+            &site,
+            &groups,
+            threshold,
+            dry_run,
+        ),
     }
 }
 

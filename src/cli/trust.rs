@@ -126,32 +126,32 @@ pub fn verify(
     input: Option<&Path>,
     publish: bool,
 ) -> crate::cli::failure::Result<ExitCode> {
-    let mut held = Root::initial(&public_keys(trusted)?);
-    println!("version 0: the devices' trusted_keys");
-    loop {
-        let path = site.join(format!("roots/{}.json", held.version + 1));
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
-            Err(e) => return Ok(refused(format_args!("cannot read {}: {e}", path.display()))),
-        };
-        held = match root::next(&held, &bytes) {
-            Ok(r) => r,
-            Err(e) => return Ok(refused(format_args!("{}: {e}", path.display()))),
-        };
-        println!("{}", describe(&held));
-    }
-    let published = std::fs::read(site.join("root.json")).ok();
-    if let Some(v) = published.as_deref().and_then(root::version_said) {
-        if v != held.version {
-            return Ok(refused(format_args!(
-                "{} says version {v}, but the chain in {} ends at {}",
-                site.join("root.json").display(),
-                site.join("roots").display(),
-                held.version
-            )));
+    // Publishing holds the site's lock, as publish and rollout watch do:
+    // none of them reads the root while it is replaced.
+    let _lock = if publish {
+        std::fs::create_dir_all(site).with_context(|| format!("cannot make {}", site.display()))?;
+        match crate::host::files::try_lock_dir(site)
+            .with_context(|| format!("cannot lock {}", site.display()))?
+        {
+            Some(l) => Some(l),
+            None => {
+                return Ok(refused(format_args!(
+                    "another stead plane command is signing into {} (it holds the directory's \
+                     lock); run again once it is done",
+                    site.display()
+                )));
+            }
         }
-    }
+    } else {
+        None
+    };
+    println!("version 0: the devices' trusted_keys");
+    let held = match walk(&public_keys(trusted)?, site, &mut |r| {
+        println!("{}", describe(r))
+    }) {
+        Ok(r) => r,
+        Err(e) => return Ok(refused(format_args!("{e}"))),
+    };
     let Some(input) = input else {
         return Ok(ExitCode::SUCCESS);
     };
@@ -179,6 +179,51 @@ pub fn verify(
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The newest root a site publishes, walked as a device walks it: from
+/// `trusted` (the devices' trusted_keys, version 0) through
+/// `site/roots/1.json`, `2.json`, … (each given to `each`); the
+/// `site/root.json` the devices poll must say the version the chain ends
+/// at. Version 0 when the site publishes no root.
+pub(super) fn walk(
+    trusted: &[PublicKey],
+    site: &Path,
+    each: &mut dyn FnMut(&Root),
+) -> Result<Root, String> {
+    let mut held = Root::initial(trusted);
+    loop {
+        let path = site.join(format!("roots/{}.json", held.version + 1));
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        held = root::next(&held, &bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        each(&held);
+    }
+    let newest = site.join("root.json");
+    let published = match std::fs::read(&newest) {
+        Ok(b) => Some(b),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(format!("cannot read {}: {e}", newest.display())),
+    };
+    if let Some(bytes) = published {
+        let said = root::version_said(&bytes);
+        if said != Some(held.version) {
+            return Err(format!(
+                "{} says version {}, but the chain in {} ends at {}",
+                newest.display(),
+                said.map_or_else(
+                    || "none (it is not a signed root)".into(),
+                    |v| v.to_string()
+                ),
+                site.join("roots").display(),
+                held.version
+            ));
+        }
+    }
+    Ok(held)
 }
 
 fn describe(r: &Root) -> String {

@@ -157,6 +157,26 @@ fn write_temp<'a>(
     }
 }
 
+/// Takes an exclusive advisory lock (`flock`) on directory `dir`, without
+/// waiting: `None` when another process holds it. Held until the file
+/// returned is dropped (or the process ends, however it ends).
+pub fn try_lock_dir(dir: &Path) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::fd::AsRawFd as _;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(dir)?;
+    // SAFETY: flock on a descriptor this function owns; no memory passed.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(Some(f));
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        return Ok(None);
+    }
+    Err(e)
+}
+
 /// Makes a FIFO, for tests of inputs that are not regular files.
 #[cfg(test)]
 pub fn mkfifo(path: &Path) {

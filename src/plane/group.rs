@@ -109,6 +109,7 @@ impl GroupDesired {
         check_revision("revision", doc.revision)?;
         let (issued_at, expires) = check_times(&doc.issued_at, &doc.expires)?;
         let modules = check_modules("modules", doc.modules)?;
+        no_sealed(&group, "modules", &modules)?;
         let previous = match doc.previous {
             None => None,
             Some(p) => {
@@ -122,9 +123,11 @@ impl GroupDesired {
                         ),
                     ));
                 }
+                let modules = check_modules("previous.modules", p.modules)?;
+                no_sealed(&group, "previous.modules", &modules)?;
                 Some(Previous {
                     revision: p.revision,
-                    modules: check_modules("previous.modules", p.modules)?,
+                    modules,
                 })
             }
         };
@@ -150,6 +153,27 @@ impl GroupDesired {
             previous,
         })
     }
+}
+
+/// Refuses a sealed value in a group's modules: a group document is the
+/// same for every device, and a value is sealed to one (it goes in a node
+/// document's own modules or overrides).
+fn no_sealed(
+    group: &GroupName,
+    field: &str,
+    modules: &BTreeMap<ModuleName, Intention>,
+) -> Result<(), DocumentError> {
+    for (name, m) in modules {
+        if let Some((sealed, _)) = m.sealed_fields().first() {
+            return Err(DocumentError::new(
+                format!("{field} ({name})"),
+                format!(
+                    "group {group}, module {name}, field {sealed}: a sealed value is sealed to one device, and a group document is the same for all; seal it in each node's document (its overrides)"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Makes an operator's payload (a JSON object) into a group document:
@@ -209,6 +233,22 @@ impl GroupStanding {
     /// Whether the node runs the document's own revision.
     pub fn took(&self) -> bool {
         self.running == self.revision
+    }
+
+    /// What the node remembers having taken of the group once composed,
+    /// given what it remembered `before`: the modules it runs now when they
+    /// are the document's; nothing once reverted (a later rollout of the
+    /// same modules waits for this node's turn again); else what it
+    /// remembered (a halt keeps it).
+    pub fn remembered(&self, before: Option<&Digest>) -> Option<Digest> {
+        if let Some(Take::Previous {
+            why: fleet::Why::Reverted,
+            ..
+        }) = self.take
+        {
+            return None;
+        }
+        self.taken.clone().or_else(|| before.cloned())
     }
 }
 
@@ -485,6 +525,19 @@ mod tests {
                 "node",
                 "unknown field",
             ),
+            (
+                Box::new(|v| v["modules"][0]["env"] = json!({"PW": {"sealed": "YWdl"}})),
+                "modules (web)",
+                "group edge-eu, module web, field env.PW: a sealed value",
+            ),
+            (
+                Box::new(|v| {
+                    v["previous"]["modules"][0]["files"] =
+                        json!([{"path": "/k", "content": {"sealed": "YWdl"}}])
+                }),
+                "previous.modules (web)",
+                "group edge-eu, module web, field files./k",
+            ),
         ];
         for (change, field, words) in cases {
             let v = with(|v| change(v));
@@ -647,6 +700,53 @@ mod tests {
                 (Err(w), Err(e)) => assert!(e.0.contains(w), "{what}: {e}"),
                 (w, g) => panic!("{what}: want {w:?}, got {g:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn a_revert_forgets_what_was_taken_so_a_new_rollout_waits_for_the_turn() {
+        let id = NodeId::try_from("edge-0002").unwrap();
+        let start = parse_rfc3339("2026-12-01T12:00:00Z").unwrap();
+        let new = modules_digest(&parse(&doc()).unwrap().modules);
+        let other = Digest::of(b"other modules");
+        let reverted = with(|v| {
+            v["rollout"]["halt"] = true.into();
+            v["rollout"]["revert"] = true.into()
+        });
+        let halted = with(|v| v["rollout"]["halt"] = true.into());
+        // The same modules again under a new salt, starting in a day: its
+        // turn has not come at `start`.
+        let reroll = with(|v| {
+            v["revision"] = 9.into();
+            v["rollout"]["salt"] = "r9".into();
+            v["rollout"]["canaries"] = json!([]);
+            v["rollout"]["start"] = "2026-12-02T12:00:00Z".into()
+        });
+        // (what, group document, remembered before, now, remembered after)
+        type Case<'a> = (&'a str, J, Option<&'a Digest>, u64, Option<Digest>);
+        #[rustfmt::skip]
+        let cases: Vec<Case> = vec![
+            ("taken at its turn", doc(), None, start + 6 * 3600, Some(new.clone())),
+            ("not its turn yet", doc(), None, start, None),
+            ("not its turn, other modules remembered", doc(), Some(&other), start, Some(other.clone())),
+            ("halted after taking: kept", halted, Some(&new), start, Some(new.clone())),
+            ("reverted after taking: forgotten", reverted.clone(), Some(&new), start + 6 * 3600, None),
+            ("reverted, never taken", reverted, None, start, None),
+            ("re-rolled after the revert: waits", reroll.clone(), None, start, None),
+            ("re-rolled, taken had it not been forgotten", reroll, Some(&new), start, Some(new.clone())),
+        ];
+        for (what, g, before, now, want) in cases {
+            let took = before == Some(&new);
+            let held = [(
+                GroupName::try_from("edge-eu").unwrap(),
+                HeldGroup {
+                    desired: parse(&g).unwrap(),
+                    took,
+                },
+            )]
+            .into();
+            let c = compose(node_doc(json!({})), &held, &id, now).unwrap();
+            assert_eq!(c.groups[0].remembered(before), want, "{what}");
         }
     }
 }

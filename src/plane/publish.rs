@@ -11,7 +11,8 @@
 //! modules published before; the same modules keep what was published. A
 //! halt the host serves (the watcher's) stays until the fleet says
 //! `halt = false`. Every node is checked against its groups as a device
-//! composes them, before anything is signed.
+//! composes them, before anything is signed. What the host serves is
+//! read only as a device would take it ([`read_served`]).
 
 use std::collections::BTreeMap;
 
@@ -21,7 +22,8 @@ use crate::model::fleet::GroupName;
 use crate::model::names::NodeId;
 use crate::model::time::format_rfc3339;
 use crate::plane::document::{Desired, stamp};
-use crate::plane::group::{GroupDesired, HeldGroup, compose, stamp_group};
+use crate::plane::envelope::{Envelope, PAYLOAD_TYPE, PublicKey, verify_as};
+use crate::plane::group::{GROUP_PAYLOAD_TYPE, GroupDesired, HeldGroup, compose, stamp_group};
 
 /// The fields a signer sets: not what a document says.
 const STAMPS: [&str; 3] = ["revision", "issued_at", "expires"];
@@ -84,6 +86,53 @@ pub fn group_path(group: &GroupName) -> String {
     format!("groups/{group}/desired.json")
 }
 
+/// The revision a group's document served at `path` states, read without
+/// its signature checked (for a view that signs nothing): `None` when it
+/// is not a group document of that path.
+pub fn revision_served(path: &str, bytes: &[u8]) -> Option<u64> {
+    let env = Envelope::parse(bytes).ok()?;
+    let d = GroupDesired::parse(&env.payload).ok()?;
+    (group_path(&d.group) == path).then_some(d.revision)
+}
+
+/// What the host serves at `path` (a group's document under `groups/`, a
+/// node's under `nodes/`), taken only once it verifies as a device would
+/// take it: a signed envelope of the path's payload type, signed by one of
+/// `keys` (the document keys the devices trust), whose payload checks whole
+/// and names the group or node of its path. What is signed on top of it
+/// (a revision above it, its rollout and halt kept, its modules as the
+/// previous ones) is then what a trusted key signed; anything else (a file
+/// planted on the host, a document of another path) refuses the run.
+pub fn read_served(path: &str, bytes: &[u8], keys: &[PublicKey]) -> Result<Published, String> {
+    let env = Envelope::parse(bytes).map_err(|e| format!("not a signed document: {e}"))?;
+    let group = path.starts_with("groups/");
+    let (payload_type, what) = if group {
+        (GROUP_PAYLOAD_TYPE, "stead group document")
+    } else {
+        (PAYLOAD_TYPE, "stead desired-state document")
+    };
+    verify_as(&env, keys, payload_type, what)
+        .map_err(|e| format!("not taken, nothing is signed on top of it: {e}"))?;
+    let refused = |e: crate::plane::document::DocumentError| format!("its payload is refused: {e}");
+    let (at, revision, expires) = if group {
+        let d = GroupDesired::parse(&env.payload).map_err(refused)?;
+        (group_path(&d.group), d.revision, d.expires)
+    } else {
+        let d = Desired::parse(&env.payload).map_err(refused)?;
+        (node_path(&d.node), d.revision, d.expires)
+    };
+    if at != path {
+        return Err(format!("a signed document of {at}, served at {path}"));
+    }
+    let payload = serde_json::from_slice(&env.payload)
+        .map_err(|e| format!("its payload is not a JSON object: {e}"))?;
+    Ok(Published {
+        revision,
+        expires,
+        payload,
+    })
+}
+
 /// The documents to sign: every group's, then every node's, that changed
 /// or is expiring. `published` gives what the host serves at a path (an
 /// error: it is there and cannot be read, which refuses the publish: its
@@ -93,7 +142,7 @@ pub fn group_path(group: &GroupName) -> String {
 pub fn plan(
     groups: &BTreeMap<GroupName, Map<String, J>>,
     nodes: &BTreeMap<NodeId, Map<String, J>>,
-    published: impl Fn(&str) -> Result<Option<Published>, String>,
+    mut published: impl FnMut(&str) -> Result<Option<Published>, String>,
     t: Times,
 ) -> Result<Vec<Write>, PublishError> {
     let mut writes = Vec::new();
@@ -482,6 +531,66 @@ mod tests {
     }
 
     #[test]
+    fn only_a_served_document_a_trusted_key_signed_for_its_path_is_read() {
+        use crate::plane::envelope::SecretKey;
+        let (key, other, second) = (
+            SecretKey::generate().unwrap(),
+            SecretKey::generate().unwrap(),
+            SecretKey::generate().unwrap(),
+        );
+        let trusted = [second.public(), key.public()];
+        let group = |name: &str, v: J| -> Vec<u8> {
+            let mut p = json!({"group": name, "revision": 7,
+                "issued_at": "2026-12-01T10:00:00Z", "expires": "2027-01-01T10:00:00Z",
+                "modules": web("web:1")});
+            for (k, x) in v.as_object().unwrap() {
+                p[k] = x.clone();
+            }
+            serde_json::to_vec(&p).unwrap()
+        };
+        let node = serde_json::to_vec(&json!({"node": "n1", "revision": 5,
+            "issued_at": "2026-12-01T10:00:00Z", "expires": "2027-01-01T10:00:00Z",
+            "modules": []}))
+        .unwrap();
+        let eu = group("eu", json!({}));
+        let signed = |k: &SecretKey, t: &str, p: &[u8]| k.sign(t, p).to_json();
+        let mut unsigned = key.sign(GROUP_PAYLOAD_TYPE, &eu);
+        unsigned.signatures.clear();
+        let mut changed = key.sign(GROUP_PAYLOAD_TYPE, &eu);
+        changed.payload = group("eu", json!({"modules": web("evil:1")}));
+        let g = "groups/eu/desired.json";
+        let n = "nodes/n1/desired.json";
+        // (what, path, bytes served, its revision or why it is refused)
+        type Case<'a> = (&'a str, &'a str, Vec<u8>, Result<u64, &'a str>);
+        #[rustfmt::skip]
+        let cases: Vec<Case> = vec![
+            ("a group signed by a trusted key", g, signed(&key, GROUP_PAYLOAD_TYPE, &eu), Ok(7)),
+            ("by the other trusted key", g, signed(&second, GROUP_PAYLOAD_TYPE, &eu), Ok(7)),
+            ("a node's", n, signed(&key, PAYLOAD_TYPE, &node), Ok(5)),
+            ("a bare payload, planted", g, eu.clone(), Err("not a signed document")),
+            ("no signature", g, unsigned.to_json(), Err("carries no signature")),
+            ("a key not trusted", g, signed(&other, GROUP_PAYLOAD_TYPE, &eu), Err("signed only by keys")),
+            ("changed after signing", g, changed.to_json(), Err("does not verify")),
+            ("a node's payload type at a group's path", g, signed(&key, PAYLOAD_TYPE, &eu), Err("payload type")),
+            ("a group's at a node's path", n, signed(&key, GROUP_PAYLOAD_TYPE, &node), Err("payload type")),
+            ("another group's, signed", g, signed(&key, GROUP_PAYLOAD_TYPE, &group("us", json!({}))), Err("a signed document of groups/us/desired.json, served at groups/eu/desired.json")),
+            ("another node's, signed", "nodes/n2/desired.json", signed(&key, PAYLOAD_TYPE, &node), Err("a signed document of nodes/n1/desired.json")),
+            ("signed, but a device refuses it", g, signed(&key, GROUP_PAYLOAD_TYPE, &group("eu", json!({"rollout": {"duration": "1h"}}))), Err("its payload is refused: rollout")),
+            ("a sealed value in a group, signed", g, signed(&key, GROUP_PAYLOAD_TYPE, &group("eu", json!({"modules": [{"name": "web", "image": "w:1", "env": {"PW": {"sealed": "YWdl"}}}]}))), Err("group eu, module web, field env.PW")),
+        ];
+        for (what, path, bytes, want) in cases {
+            match (read_served(path, &bytes, &trusted), want) {
+                (Ok(p), Ok(r)) => {
+                    assert_eq!(p.revision, r, "{what}");
+                    assert_eq!(p.payload["revision"], r, "{what}");
+                }
+                (Err(e), Err(w)) => assert!(e.contains(w), "{what}: {e}"),
+                (got, want) => panic!("{what}: want {want:?}, got {got:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn a_node_that_does_not_compose_with_its_groups_refuses_the_publish() {
         let groups: BTreeMap<GroupName, Map<String, J>> = [(
             GroupName::try_from("eu").unwrap(),
@@ -523,6 +632,19 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "groups/eu/desired.json: not a signed document"
+        );
+        // A group carrying a sealed value: refused, naming it.
+        let sealed: BTreeMap<GroupName, Map<String, J>> = [(
+            GroupName::try_from("eu").unwrap(),
+            obj(json!({"modules": [{"name": "web", "image": "w:1",
+                "env": {"PW": {"sealed": "YWdl"}}}]})),
+        )]
+        .into();
+        let e = plan(&sealed, &BTreeMap::new(), |_| Ok(None), times(T0)).unwrap_err();
+        assert_eq!(e.place, "groups/eu.json");
+        assert!(
+            e.message.contains("group eu, module web, field env.PW"),
+            "{e}"
         );
     }
 }

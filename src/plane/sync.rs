@@ -1405,16 +1405,15 @@ impl Syncer {
         let mut writes = Vec::new();
         for standing in &composed.groups {
             let name = &standing.group;
-            let taken = standing.taken.clone();
             if let Some((mut st, _)) = fresh.remove(name) {
-                st.took = taken.or(st.took);
+                st.took = standing.remembered(st.took.as_ref());
                 writes.push((name.clone(), st));
-            } else if let Some(mut st) = stored.remove(name)
-                && taken.is_some()
-                && st.took != taken
-            {
-                st.took = taken;
-                writes.push((name.clone(), st));
+            } else if let Some(mut st) = stored.remove(name) {
+                let took = standing.remembered(st.took.as_ref());
+                if st.took != took {
+                    st.took = took;
+                    writes.push((name.clone(), st));
+                }
             }
         }
         Ok(Composition {

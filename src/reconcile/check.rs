@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::host::digest::FileDigester;
 use crate::intake::dir::{FileRejected, IntentionsDir};
 use crate::model::names::{Digest, ModuleName};
-use crate::reconcile::resolve::resolve_inputs;
+use crate::reconcile::resolve::{read_host, resolve_inputs};
 
 /// What `stead check` says of one module.
 pub struct CheckLine {
@@ -16,9 +16,13 @@ pub struct CheckLine {
     pub module: ModuleName,
     /// The image reference, which the engine resolves at run time.
     pub image: String,
-    /// The digest over every input but the image, with each input's
-    /// digest, or why it could not be computed.
-    pub result: Result<(Digest, BTreeMap<String, Digest>), String>,
+    /// The fields holding a value sealed to the device: checked as written,
+    /// never opened here (only the agent on its device opens them).
+    pub sealed: Vec<String>,
+    /// The digest over every input but the image (none when a value is
+    /// sealed: it is the device's to compute, keyed by its key), with each
+    /// input's digest, or why one could not be computed.
+    pub result: Result<(Option<Digest>, BTreeMap<String, Digest>), String>,
 }
 
 /// Validates the intentions directory and computes each module's inputs.
@@ -28,20 +32,34 @@ pub fn check(intentions_dir: &Path) -> Result<(Vec<CheckLine>, Vec<FileRejected>
     let lines = loaded
         .intentions
         .into_iter()
-        .map(|(module, (_, i))| CheckLine {
-            module,
-            image: i.image.clone(),
-            // Without the device's key: a sealed value is named, not opened.
-            result: resolve_inputs(&i, &mut digester, None)
-                .map(|inp| {
+        .map(|(module, (_, i))| {
+            let sealed: Vec<String> = i.sealed_fields().into_iter().map(|(f, _)| f).collect();
+            let result = if sealed.is_empty() {
+                resolve_inputs(&i, &mut digester, None).map(|inp| {
                     let each = inp
                         .digests
                         .iter()
                         .map(|(k, v)| (k.to_string(), v.clone()))
                         .collect();
-                    (inp.digest_without_image(), each)
+                    (Some(inp.digest_without_image()), each)
                 })
-                .map_err(|e| e.to_string()),
+            } else {
+                // Without the device's key: what the host gives is read,
+                // the sealed values are named, not opened.
+                read_host(&i, &mut digester).map(|read| {
+                    let each = read
+                        .digests()
+                        .map(|(k, v)| (k.to_string(), v.clone()))
+                        .collect();
+                    (None, each)
+                })
+            };
+            CheckLine {
+                module,
+                image: i.image.clone(),
+                sealed,
+                result: result.map_err(|e| e.to_string()),
+            }
         })
         .collect();
     Ok((lines, loaded.rejected))

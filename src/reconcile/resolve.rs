@@ -93,6 +93,16 @@ pub struct HostRead {
     mounts: Vec<(InputName, Digest)>,
 }
 
+impl HostRead {
+    /// Each input read and its digest: the env files', then the mounts'.
+    pub fn digests(&self) -> impl Iterator<Item = (&InputName, &Digest)> {
+        self.env_files
+            .iter()
+            .map(|(n, d, _)| (n, d))
+            .chain(self.mounts.iter().map(|(n, d)| (n, d)))
+    }
+}
+
 /// An env file as read: its input, its digest, its variables.
 type EnvFileRead = (InputName, Digest, Vec<(String, String)>);
 
