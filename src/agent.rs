@@ -1060,6 +1060,16 @@ impl<C: Connect> Agent<C> {
                     engine = None;
                     _events = None;
                     _reloads = None;
+                    // What the last pass saw is no longer known: every
+                    // module reads pending now (before the node says the
+                    // engine waits), not once the engine is tried again
+                    // (an engine that takes the connection and answers
+                    // nothing takes the connect's whole limit).
+                    self.reconciler.metrics().pass_outcome(false);
+                    self.reconciler
+                        .no_pass(&self.store, &format!("engine not reachable: {err}"))
+                        .await;
+                    self.report_wake.notify_one();
                     self.set_engine(EngineStatus::Waiting {
                         since: crate::host::clock::now_system(),
                         error: err.to_string(),

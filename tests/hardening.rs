@@ -376,10 +376,12 @@ fn a_full_disk_is_said_and_the_store_recovers_when_space_returns() {
 }
 
 /// A proxy in front of the engine that can turn into an engine answering
-/// 500 to every call but its ping and version (so it looks reachable).
+/// 500 to every call but its ping and version (so it looks reachable), or
+/// into one that takes every connection and answers nothing.
 struct Faulty {
     path: std::path::PathBuf,
     failing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    hanging: std::sync::Arc<std::sync::atomic::AtomicBool>,
     conns: std::sync::Arc<std::sync::Mutex<Vec<std::os::unix::net::UnixStream>>>,
 }
 
@@ -390,12 +392,17 @@ impl Faulty {
         use std::sync::atomic::Ordering;
         let listener = UnixListener::bind(path).unwrap();
         let failing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let hanging = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let conns = std::sync::Arc::new(std::sync::Mutex::new(Vec::<UnixStream>::new()));
-        let (f, c) = (failing.clone(), conns.clone());
+        let (f, h, c) = (failing.clone(), hanging.clone(), conns.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
                 c.lock().unwrap().push(client.try_clone().unwrap());
+                if h.load(Ordering::SeqCst) {
+                    // Held open, never read nor answered.
+                    continue;
+                }
                 if !f.load(Ordering::SeqCst) {
                     let upstream = UnixStream::connect(engine_socket()).unwrap();
                     c.lock().unwrap().push(upstream.try_clone().unwrap());
@@ -466,6 +473,7 @@ impl Faulty {
         Faulty {
             path: path.to_path_buf(),
             failing,
+            hanging,
             conns,
         }
     }
@@ -474,6 +482,17 @@ impl Faulty {
     /// call meets the new mode.
     fn set_failing(&self, on: bool) {
         self.failing.store(on, std::sync::atomic::Ordering::SeqCst);
+        self.cut();
+    }
+
+    /// Takes every connection from now on and answers nothing.
+    fn set_hanging(&self) {
+        self.hanging
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.cut();
+    }
+
+    fn cut(&self) {
         for c in self.conns.lock().unwrap().drain(..) {
             let _ = c.shutdown(std::net::Shutdown::Both);
         }
@@ -542,6 +561,36 @@ fn passes_failing_against_an_engine_that_answers_errors_are_not_healthy() {
             .1
             .contains("converged")
     });
+
+    // An engine that takes the connection and answers nothing: once a
+    // pass gives up on it (its call's limit), the node says the engine
+    // waits, and no module reads what that pass could not see: each reads
+    // pending, in the API, the CLI and the metrics (the module is
+    // pending by the time the node says the engine waits).
+    faulty.set_hanging();
+    n.wait_for(90, "the engine waiting", || {
+        let (_, status) = agent.get("/v1/status");
+        serde_json::from_str::<serde_json::Value>(&status)
+            .is_ok_and(|s| s["node"]["engine"]["state"] == "waiting")
+    });
+    let (_, module) = agent.get(&format!("/v1/modules/{m}"));
+    assert!(
+        module.contains("\"pending\"") && module.contains("engine not reachable"),
+        "{module}"
+    );
+    let (_, status) = agent.get("/v1/status");
+    assert!(!status.contains("\"converged\""), "{status}");
+    let (_, metrics) = agent.get("/metrics");
+    assert!(
+        metrics.contains("stead_modules{state=\"pending\"} 1")
+            && metrics.contains("stead_modules{state=\"converged\"} 0"),
+        "{metrics}"
+    );
+    let (_, cli) = n.cli(&["status"]);
+    assert!(
+        cli.contains("pending") && !cli.contains("converged"),
+        "{cli}"
+    );
 }
 
 #[test]
