@@ -289,31 +289,6 @@ fn an_empty_store_file_is_refused_and_a_discarded_store_restarts_nothing() {
 }
 
 /// A tmpfs of its own, unmounted when dropped.
-struct Tmpfs(std::path::PathBuf);
-
-impl Tmpfs {
-    fn mount(at: &std::path::Path, size: &str) -> Tmpfs {
-        std::fs::create_dir_all(at).unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(at)
-            .status()
-            .unwrap()
-            .success();
-        assert!(
-            ok,
-            "mounting a tmpfs needs root (the engine tests run as root)"
-        );
-        Tmpfs(at.to_path_buf())
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn a_full_disk_is_said_and_the_store_recovers_when_space_returns() {
     let n = Node::new("diskfull").with_heartbeat("1s").with_config(
@@ -522,7 +497,16 @@ fn passes_failing_against_an_engine_that_answers_errors_are_not_healthy() {
             idle_after("true")
         ),
     );
+    // The store on a filesystem of its own, to see what the node says of
+    // it while passes fail.
+    let data = n.data();
+    let _fs = Tmpfs::mount(&data, "64m");
     let agent = Agent::start(&n);
+    let store_free = || -> Option<u64> {
+        let s: serde_json::Value = serde_json::from_str(&agent.get("/v1/status").1).ok()?;
+        let all = s["node"]["disk"]["filesystems"].as_array()?.clone();
+        all.iter().find(|f| f["path"] == data.to_str().unwrap())?["free_bytes"].as_u64()
+    };
     n.wait_for(30, "converged and ready", || {
         agent.get("/readyz").0 == 200
             && agent
@@ -541,6 +525,24 @@ fn passes_failing_against_an_engine_that_answers_errors_are_not_healthy() {
         module.contains("\"pending\"") && module.contains("the last pass failed"),
         "{module}"
     );
+    // The disk filling while passes fail: the node and the metrics say it
+    // as it is now, not as the last pass that completed saw it.
+    let before = store_free().expect("the store's filesystem measured");
+    std::fs::write(data.join("filler"), vec![0u8; 32 << 20]).unwrap();
+    n.wait_for(30, "the filled disk said", || {
+        store_free().is_some_and(|f| f + (30 << 20) < before)
+    });
+    let said = format!(
+        "stead_disk_free_bytes{{path=\"{}\",roles=\"store\"}} ",
+        data.display()
+    );
+    let (_, metrics) = agent.get("/metrics");
+    let free: Option<u64> = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&said)?.parse().ok());
+    assert!(free.is_some_and(|f| f + (30 << 20) < before), "{metrics}");
+    assert_eq!(agent.get("/readyz").0, 503, "passes still fail");
+    std::fs::remove_file(data.join("filler")).unwrap();
     let (_, metrics) = agent.get("/metrics");
     assert!(metrics.contains("stead_last_pass_ok 0"), "{metrics}");
     assert!(
