@@ -9,7 +9,9 @@ use crate::model::seal::{KEY_LEN, LocalKey};
 
 /// Reads the key at `path`, making it when there is none. A file that is
 /// not exactly a key (truncated, or another file) is refused naming it,
-/// and left as it is.
+/// and left as it is (`InvalidData`); so is one that is not the agent's
+/// own file alone (a symlink, another user's, others may read it:
+/// `PermissionDenied`).
 pub fn local_key(path: &Path) -> std::io::Result<LocalKey> {
     match read(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -25,7 +27,14 @@ pub fn local_key(path: &Path) -> std::io::Result<LocalKey> {
 }
 
 fn read(path: &Path) -> std::io::Result<LocalKey> {
-    let bytes = crate::host::files::read_regular(path, KEY_LEN as u64 + 1)?;
+    if let Err(e) = path.symlink_metadata() {
+        return Err(e);
+    }
+    // A link, another user's file or one others may read is refused as it
+    // is (never moved aside for a new key: the device's sealed values are
+    // sealed to this one); a file that is not a key is damaged.
+    let bytes = crate::host::files::read_secret(path, 64 * 1024)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::PermissionDenied, e))?;
     let bytes: [u8; KEY_LEN] = bytes.try_into().map_err(|b: Vec<u8>| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -55,8 +64,20 @@ mod tests {
         let sealed = k.seal(b"c", b"v").unwrap();
         assert_eq!(again.open(b"c", &sealed).unwrap(), b"v");
         std::fs::write(&p, b"short").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         let e = local_key(&p).unwrap_err();
         assert!(e.to_string().contains("is 5 bytes, not a key"), "{e}");
         assert_eq!(std::fs::read(&p).unwrap(), b"short", "left as it is");
+        // Through a link, or readable by others: refused, naming the file.
+        let link = d.path().join("link.key");
+        std::os::unix::fs::symlink(&p, &link).unwrap();
+        let e = local_key(&link).unwrap_err().to_string();
+        assert!(e.contains("link.key is a symbolic link"), "{e}");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = local_key(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("local.key may be read by others (mode 0644)"),
+            "{e}"
+        );
     }
 }
