@@ -100,11 +100,21 @@ pub fn ensure_token(config: &Config) -> Result<String, RunError> {
         path: path.display().to_string(),
         source,
     };
-    match std::fs::read_to_string(&path) {
-        Ok(t) if t.trim().len() >= 32 => return Ok(t.trim().to_string()),
-        Ok(_) => {}
+    // Read as every secret file is (the agent's own file alone); one that
+    // is not (a link, another user's, others may read it) is replaced by a
+    // new token, never followed.
+    match path.symlink_metadata() {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(err(e)),
+        Ok(_) => match crate::host::files::read_secret(&path, 4096) {
+            Ok(t) => {
+                let t = String::from_utf8_lossy(&t);
+                if t.trim().len() >= 32 {
+                    return Ok(t.trim().to_string());
+                }
+            }
+            Err(why) => tracing::warn!("{why}; a new API token replaces it"),
+        },
     }
     let bytes = crate::host::random::secret::<32>().map_err(err)?;
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();

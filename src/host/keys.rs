@@ -27,9 +27,8 @@ pub fn local_key(path: &Path) -> std::io::Result<LocalKey> {
 }
 
 fn read(path: &Path) -> std::io::Result<LocalKey> {
-    if let Err(e) = path.symlink_metadata() {
-        return Err(e);
-    }
+    // None there (not even a link): made by the caller.
+    path.symlink_metadata()?;
     // A link, another user's file or one others may read is refused as it
     // is (never moved aside for a new key: the device's sealed values are
     // sealed to this one); a file that is not a key is damaged.
