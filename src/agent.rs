@@ -100,11 +100,21 @@ pub fn ensure_token(config: &Config) -> Result<String, RunError> {
         path: path.display().to_string(),
         source,
     };
-    match std::fs::read_to_string(&path) {
-        Ok(t) if t.trim().len() >= 32 => return Ok(t.trim().to_string()),
-        Ok(_) => {}
+    // Read as every secret file is (the agent's own file alone); one that
+    // is not (a link, another user's, others may read it) is replaced by a
+    // new token, never followed.
+    match path.symlink_metadata() {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(err(e)),
+        Ok(_) => match crate::host::files::read_secret(&path, 4096) {
+            Ok(t) => {
+                let t = String::from_utf8_lossy(&t);
+                if t.trim().len() >= 32 {
+                    return Ok(t.trim().to_string());
+                }
+            }
+            Err(why) => tracing::warn!("{why}; a new API token replaces it"),
+        },
     }
     let bytes = crate::host::random::secret::<32>().map_err(err)?;
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
@@ -1060,6 +1070,16 @@ impl<C: Connect> Agent<C> {
                     engine = None;
                     _events = None;
                     _reloads = None;
+                    // What the last pass saw is no longer known: every
+                    // module reads pending now (before the node says the
+                    // engine waits), not once the engine is tried again
+                    // (an engine that takes the connection and answers
+                    // nothing takes the connect's whole limit).
+                    self.reconciler.metrics().pass_outcome(false);
+                    self.reconciler
+                        .no_pass(&self.store, &format!("engine not reachable: {err}"))
+                        .await;
+                    self.report_wake.notify_one();
                     self.set_engine(EngineStatus::Waiting {
                         since: crate::host::clock::now_system(),
                         error: err.to_string(),

@@ -289,31 +289,6 @@ fn an_empty_store_file_is_refused_and_a_discarded_store_restarts_nothing() {
 }
 
 /// A tmpfs of its own, unmounted when dropped.
-struct Tmpfs(std::path::PathBuf);
-
-impl Tmpfs {
-    fn mount(at: &std::path::Path, size: &str) -> Tmpfs {
-        std::fs::create_dir_all(at).unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(at)
-            .status()
-            .unwrap()
-            .success();
-        assert!(
-            ok,
-            "mounting a tmpfs needs root (the engine tests run as root)"
-        );
-        Tmpfs(at.to_path_buf())
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn a_full_disk_is_said_and_the_store_recovers_when_space_returns() {
     let n = Node::new("diskfull").with_heartbeat("1s").with_config(
@@ -376,10 +351,12 @@ fn a_full_disk_is_said_and_the_store_recovers_when_space_returns() {
 }
 
 /// A proxy in front of the engine that can turn into an engine answering
-/// 500 to every call but its ping and version (so it looks reachable).
+/// 500 to every call but its ping and version (so it looks reachable), or
+/// into one that takes every connection and answers nothing.
 struct Faulty {
     path: std::path::PathBuf,
     failing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    hanging: std::sync::Arc<std::sync::atomic::AtomicBool>,
     conns: std::sync::Arc<std::sync::Mutex<Vec<std::os::unix::net::UnixStream>>>,
 }
 
@@ -390,12 +367,17 @@ impl Faulty {
         use std::sync::atomic::Ordering;
         let listener = UnixListener::bind(path).unwrap();
         let failing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let hanging = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let conns = std::sync::Arc::new(std::sync::Mutex::new(Vec::<UnixStream>::new()));
-        let (f, c) = (failing.clone(), conns.clone());
+        let (f, h, c) = (failing.clone(), hanging.clone(), conns.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { return };
                 c.lock().unwrap().push(client.try_clone().unwrap());
+                if h.load(Ordering::SeqCst) {
+                    // Held open, never read nor answered.
+                    continue;
+                }
                 if !f.load(Ordering::SeqCst) {
                     let upstream = UnixStream::connect(engine_socket()).unwrap();
                     c.lock().unwrap().push(upstream.try_clone().unwrap());
@@ -466,6 +448,7 @@ impl Faulty {
         Faulty {
             path: path.to_path_buf(),
             failing,
+            hanging,
             conns,
         }
     }
@@ -474,6 +457,17 @@ impl Faulty {
     /// call meets the new mode.
     fn set_failing(&self, on: bool) {
         self.failing.store(on, std::sync::atomic::Ordering::SeqCst);
+        self.cut();
+    }
+
+    /// Takes every connection from now on and answers nothing.
+    fn set_hanging(&self) {
+        self.hanging
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.cut();
+    }
+
+    fn cut(&self) {
         for c in self.conns.lock().unwrap().drain(..) {
             let _ = c.shutdown(std::net::Shutdown::Both);
         }
@@ -503,7 +497,16 @@ fn passes_failing_against_an_engine_that_answers_errors_are_not_healthy() {
             idle_after("true")
         ),
     );
+    // The store on a filesystem of its own, to see what the node says of
+    // it while passes fail.
+    let data = n.data();
+    let _fs = Tmpfs::mount(&data, "64m");
     let agent = Agent::start(&n);
+    let store_free = || -> Option<u64> {
+        let s: serde_json::Value = serde_json::from_str(&agent.get("/v1/status").1).ok()?;
+        let all = s["node"]["disk"]["filesystems"].as_array()?.clone();
+        all.iter().find(|f| f["path"] == data.to_str().unwrap())?["free_bytes"].as_u64()
+    };
     n.wait_for(30, "converged and ready", || {
         agent.get("/readyz").0 == 200
             && agent
@@ -522,6 +525,24 @@ fn passes_failing_against_an_engine_that_answers_errors_are_not_healthy() {
         module.contains("\"pending\"") && module.contains("the last pass failed"),
         "{module}"
     );
+    // The disk filling while passes fail: the node and the metrics say it
+    // as it is now, not as the last pass that completed saw it.
+    let before = store_free().expect("the store's filesystem measured");
+    std::fs::write(data.join("filler"), vec![0u8; 32 << 20]).unwrap();
+    n.wait_for(30, "the filled disk said", || {
+        store_free().is_some_and(|f| f + (30 << 20) < before)
+    });
+    let said = format!(
+        "stead_disk_free_bytes{{path=\"{}\",roles=\"store\"}} ",
+        data.display()
+    );
+    let (_, metrics) = agent.get("/metrics");
+    let free: Option<u64> = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&said)?.parse().ok());
+    assert!(free.is_some_and(|f| f + (30 << 20) < before), "{metrics}");
+    assert_eq!(agent.get("/readyz").0, 503, "passes still fail");
+    std::fs::remove_file(data.join("filler")).unwrap();
     let (_, metrics) = agent.get("/metrics");
     assert!(metrics.contains("stead_last_pass_ok 0"), "{metrics}");
     assert!(
@@ -542,6 +563,36 @@ fn passes_failing_against_an_engine_that_answers_errors_are_not_healthy() {
             .1
             .contains("converged")
     });
+
+    // An engine that takes the connection and answers nothing: once a
+    // pass gives up on it (its call's limit), the node says the engine
+    // waits, and no module reads what that pass could not see: each reads
+    // pending, in the API, the CLI and the metrics (the module is
+    // pending by the time the node says the engine waits).
+    faulty.set_hanging();
+    n.wait_for(90, "the engine waiting", || {
+        let (_, status) = agent.get("/v1/status");
+        serde_json::from_str::<serde_json::Value>(&status)
+            .is_ok_and(|s| s["node"]["engine"]["state"] == "waiting")
+    });
+    let (_, module) = agent.get(&format!("/v1/modules/{m}"));
+    assert!(
+        module.contains("\"pending\"") && module.contains("engine not reachable"),
+        "{module}"
+    );
+    let (_, status) = agent.get("/v1/status");
+    assert!(!status.contains("\"converged\""), "{status}");
+    let (_, metrics) = agent.get("/metrics");
+    assert!(
+        metrics.contains("stead_modules{state=\"pending\"} 1")
+            && metrics.contains("stead_modules{state=\"converged\"} 0"),
+        "{metrics}"
+    );
+    let (_, cli) = n.cli(&["status"]);
+    assert!(
+        cli.contains("pending") && !cli.contains("converged"),
+        "{cli}"
+    );
 }
 
 #[test]

@@ -376,4 +376,31 @@ fn a_host_asking_for_a_client_certificate_and_a_token_is_answered_to_the_agent_a
         assert!(!agent.get(path).1.contains(&token), "{path}");
     }
     assert!(!Agent::log(&n).contains(&token));
+
+    // A client key others may read, from the start: the plane is
+    // configured, and its error names the file and its mode, as a token
+    // file's does; put right, it is used with no restart.
+    drop(agent);
+    let mode = |m: u32| {
+        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(m)).unwrap()
+    };
+    mode(0o644);
+    let agent = Agent::start(&n);
+    let plane = || -> serde_json::Value {
+        serde_json::from_str(&agent.get("/v1/plane").1).unwrap_or_default()
+    };
+    let said = format!(
+        "{} may be read by others (mode 0644): make it 0600",
+        key.display()
+    );
+    n.wait_for(30, "the key's fault in the plane's error", || {
+        let p = plane();
+        p["configured"] == true && p["error"].as_str().is_some_and(|e| e.contains(&said))
+    });
+    let held_since = plane()["last_contact"].as_u64().unwrap_or(0);
+    mode(0o600);
+    n.wait_for(30, "the host answered again", || {
+        let p = plane();
+        p["error"].is_null() && p["last_contact"].as_u64() > Some(held_since)
+    });
 }

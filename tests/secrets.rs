@@ -605,11 +605,11 @@ fn a_value_sealed_to_the_device_reaches_its_container_alone_and_opens_nowhere_el
             seal(m, "files./run/key", &format!("{marker}-file")),
         ]
     };
+    let publish = |revision: u64, modules: Vec<serde_json::Value>| {
+        plane.publish(&n.id, &sign(&key, &payload(&n, revision, modules)))
+    };
     let first = sealed_for(&db);
-    plane.publish(
-        &n.id,
-        &sign(&key, &payload(&n, 1, vec![module(&db, first.clone())])),
-    );
+    publish(1, vec![module(&db, first.clone())]);
     n.wait_for(90, "the module running with its values opened", || {
         n.container(&db).is_some_and(|(_, s, _)| s == "running") && {
             let logs = n.logs(&db);
@@ -682,10 +682,7 @@ fn a_value_sealed_to_the_device_reaches_its_container_alone_and_opens_nowhere_el
     // Sealed again (new randomness), the same values: a new revision taken,
     // and nothing made again.
     let since = unix_now();
-    plane.publish(
-        &n.id,
-        &sign(&key, &payload(&n, 2, vec![module(&db, sealed_for(&db))])),
-    );
+    publish(2, vec![module(&db, sealed_for(&db))]);
     common::desired::wait_plane(&n, &agent, "revision 2", |p| p["held"]["revision"] == 2);
     n.wait_for(30, "a pass after revision 2", || {
         agent
@@ -699,17 +696,7 @@ fn a_value_sealed_to_the_device_reaches_its_container_alone_and_opens_nowhere_el
     // Values sealed for db given to another module: held, naming the
     // field and where they belong; db runs on.
     let other = n.module("other");
-    plane.publish(
-        &n.id,
-        &sign(
-            &key,
-            &payload(
-                &n,
-                3,
-                vec![module(&db, first.clone()), module(&other, first)],
-            ),
-        ),
-    );
+    publish(3, vec![module(&db, first.clone()), module(&other, first)]);
     n.wait_for(60, "the other module held", || {
         agent.get(&format!("/v1/modules/{other}")).1.contains(&format!(
             "env.DB_PASSWORD: a value sealed for node {}, module {db}, field env.DB_PASSWORD, not here",
@@ -718,6 +705,68 @@ fn a_value_sealed_to_the_device_reaches_its_container_alone_and_opens_nowhere_el
     });
     assert!(n.container(&other).is_none());
     assert_eq!(n.container_id(&db), id);
+
+    // A value that cannot be an env value (a NUL byte, which the engine
+    // refuses, quoting it): `seal` refuses it, and the device refuses one
+    // sealed by another tool before the engine sees it, naming the field.
+    let nul = n.module("nul");
+    let (ok, out, err) = plane_cli(
+        &[
+            "seal",
+            "--node",
+            &n.id,
+            "--module",
+            &nul,
+            "--field",
+            "env.DB_PASSWORD",
+            "--fleet",
+            fleet.to_str().unwrap(),
+        ],
+        &format!("{marker}\0-nul"),
+    );
+    assert!(
+        !ok && err
+            .contains("env.DB_PASSWORD: the value cannot be sealed for it: it holds a NUL byte"),
+        "{out}{err}"
+    );
+    assert!(!err.contains(&marker), "{err}");
+    let recipient = stead::model::age::Recipient::parse(&device_key).unwrap();
+    let by_hand = |field: &str, value: &str| {
+        let at = stead::model::sealed::Binding {
+            node: &n.id,
+            module: &nul,
+            field,
+        };
+        stead::model::sealed::seal(
+            &recipient,
+            &at,
+            value.as_bytes(),
+            &[7; stead::model::age::RANDOM_LEN],
+        )
+        .unwrap()
+    };
+    let with_nul = [
+        by_hand("env.DB_PASSWORD", &format!("{marker}\0-nul\n\"q\"")),
+        by_hand("settings.db.password", &format!("{marker}-set")),
+        by_hand("files./run/key", &format!("{marker}-file")),
+    ];
+    publish(
+        4,
+        vec![module(&db, sealed_for(&db)), module(&nul, with_nul)],
+    );
+    n.wait_for(60, "the module with a NUL held", || {
+        agent
+            .get(&format!("/v1/modules/{nul}"))
+            .1
+            .contains("env.DB_PASSWORD: the opened value cannot be used there: it holds a NUL byte")
+    });
+    assert!(n.container(&nul).is_none());
+    for path in ["/v1/status".to_string(), format!("/v1/modules/{nul}")] {
+        let (_, body) = agent.get(&path);
+        assert!(!body.contains(&marker), "{path}: {body}");
+    }
+    let (_, cli) = n.cli(&["status"]);
+    assert!(cli.contains(&nul) && !cli.contains(&marker), "{cli}");
     let log = Agent::log(&n);
     assert!(!log.contains(&marker), "the log holds it: {log}");
     assert!(!event_texts(&n).contains(&marker));

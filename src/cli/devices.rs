@@ -173,6 +173,11 @@ pub fn seal(
     if !field.starts_with("files.") && value.ends_with(b"\n") {
         value.pop();
     }
+    if let Err(why) = sealed::fits(field, &value) {
+        return Ok(refused(format_args!(
+            "{field}: the value cannot be sealed for it: {why}"
+        )));
+    }
     let random = crate::host::random::secret::<RANDOM_LEN>()
         .context("cannot read randomness from the system")?;
     let b = Binding {

@@ -21,6 +21,9 @@ pub struct Fake {
     pub healthy: bool,
     /// The engine refuses every create.
     pub refuse_create: bool,
+    /// A refused create quotes the env it was given, as the engine's
+    /// runtime does of a value it cannot set.
+    pub quote_env: bool,
 }
 
 impl Fake {
@@ -102,9 +105,13 @@ impl Engine for Fake {
     async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
         if self.refuse_create {
             self.act("refused");
+            let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
             return Err(EngineError::Refused {
                 status: 400,
-                message: "port is already allocated".into(),
+                message: match self.quote_env {
+                    false => "port is already allocated".into(),
+                    true => format!("invalid env: {}", env.join(" ")),
+                },
             });
         }
         self.act("create");

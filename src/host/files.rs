@@ -51,6 +51,82 @@ pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
     }
 }
 
+/// Reads a file that holds a secret (a host's token or key, a client
+/// certificate's key, the device-local key) of at most `max` bytes: the
+/// file itself, never through a symlink (`O_NOFOLLOW`), a regular file
+/// owned by the agent's user that no one else may read or write, all
+/// judged on the file opened. The error names the file and what is wrong
+/// with it, never its content.
+pub fn read_secret(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    use std::os::unix::fs::MetadataExt;
+    let shown = path.display().to_string();
+    let cannot = |e: std::io::Error| format!("cannot read {shown}: {e}");
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(O_NONBLOCK | O_NOCTTY | libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => secret_fault(&shown, Secret::Link),
+            _ => cannot(e),
+        })?;
+    let meta = f.metadata().map_err(cannot)?;
+    if !meta.file_type().is_file() {
+        return Err(format!("{shown}: {}", not_regular(meta.file_type())));
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let agent = unsafe { libc::geteuid() };
+    let file = Secret::File {
+        uid: meta.uid(),
+        agent,
+        mode: meta.mode(),
+    };
+    if file.fault() {
+        return Err(secret_fault(&shown, file));
+    }
+    let mut out = Vec::with_capacity(meta.len().min(max) as usize);
+    f.take(max + 1).read_to_end(&mut out).map_err(cannot)?;
+    if out.len() as u64 > max {
+        return Err(format!("{shown}: over the limit of {max} bytes"));
+    }
+    Ok(out)
+}
+
+/// A secret file as its open and its stat say it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Secret {
+    /// A symbolic link.
+    Link,
+    /// A regular file: its owner, the agent's user, its mode.
+    File { uid: u32, agent: u32, mode: u32 },
+}
+
+impl Secret {
+    /// Whether it may not be read.
+    fn fault(self) -> bool {
+        match self {
+            Secret::Link => true,
+            Secret::File { uid, agent, mode } => uid != agent || mode & 0o077 != 0,
+        }
+    }
+}
+
+/// What is wrong with the secret file `file`: a symlink, another user's
+/// file, one others may read or write (the first that holds).
+fn secret_fault(file: &str, s: Secret) -> String {
+    match s {
+        Secret::Link => format!(
+            "{file} is a symbolic link: name the file itself (a secret is never read through a link)"
+        ),
+        Secret::File { uid, agent, .. } if uid != agent => {
+            format!("{file} is owned by uid {uid}, not by the agent's user (uid {agent}): chown it")
+        }
+        Secret::File { mode, .. } => format!(
+            "{file} may be read by others (mode {:04o}): make it 0600",
+            mode & 0o777
+        ),
+    }
+}
+
 /// The error for an input that is not a regular file or a directory.
 pub fn not_regular(kind: std::fs::FileType) -> std::io::Error {
     let what = if kind.is_fifo() {
@@ -210,6 +286,57 @@ mod tests {
         assert!(e.to_string().contains("a FIFO"), "{e}");
         let e = read_regular(d.path(), 1 << 20).unwrap_err();
         assert!(e.to_string().contains("a directory"), "{e}");
+    }
+
+    #[test]
+    fn a_secret_file_is_the_agents_own_file_alone() {
+        let file = |uid, mode: u32| Secret::File {
+            uid,
+            agent: 0,
+            mode: 0o100000 | mode,
+        };
+        // (the file, what is said of it)
+        #[rustfmt::skip]
+        let cases = [
+            (file(0, 0o600), None),
+            (file(0, 0o400), None),
+            (file(0, 0o700), None),
+            (Secret::Link, Some("/k is a symbolic link: name the file itself (a secret is never read through a link)")),
+            (file(1000, 0o600), Some("/k is owned by uid 1000, not by the agent's user (uid 0): chown it")),
+            (file(1000, 0o644), Some("/k is owned by uid 1000, not by the agent's user (uid 0): chown it")),
+            (file(0, 0o640), Some("/k may be read by others (mode 0640): make it 0600")),
+            (file(0, 0o604), Some("/k may be read by others (mode 0604): make it 0600")),
+            (file(0, 0o620), Some("/k may be read by others (mode 0620): make it 0600")),
+        ];
+        for (s, want) in cases {
+            let said = s.fault().then(|| secret_fault("/k", s));
+            assert_eq!(said.as_deref(), want, "{s:?}");
+        }
+        // On the file itself: a link to a good file is refused, and so is
+        // a FIFO, without blocking; the content is never in an error.
+        let d = tempfile::tempdir().unwrap();
+        let k = d.path().join("k");
+        replace_atomic(&k, b"hunter2", 0o600).unwrap();
+        assert_eq!(read_secret(&k, 64).unwrap(), b"hunter2");
+        let e = read_secret(&k, 4).unwrap_err();
+        assert!(
+            e.contains("over the limit of 4") && !e.contains("hunter2"),
+            "{e}"
+        );
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&k, &link).unwrap();
+        let e = read_secret(&link, 64).unwrap_err();
+        assert!(e.contains("link is a symbolic link"), "{e}");
+        let fifo = d.path().join("p");
+        mkfifo(&fifo);
+        let e = read_secret(&fifo, 64).unwrap_err();
+        assert!(e.contains("a FIFO"), "{e}");
+        replace_atomic(&k, b"hunter2", 0o644).unwrap();
+        let e = read_secret(&k, 64).unwrap_err();
+        assert!(
+            e.ends_with("k may be read by others (mode 0644): make it 0600"),
+            "{e}"
+        );
     }
 
     #[test]

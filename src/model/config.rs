@@ -86,9 +86,26 @@ pub fn merge(
                 }
             }
         }
-        table.insert((*last).to_string(), value.clone());
+        set(table, last, value);
     }
     Ok(root)
+}
+
+/// Sets `key` of `table` to `value`, a table over a table merged key by
+/// key: TOML's nested form (`db.password = …` unquoted, or `[settings.db]`)
+/// and JSON's nested objects merge into the defaults as the quoted
+/// `"db.password"` does, rather than replacing the whole table.
+fn set(table: &mut BTreeMap<String, Value>, key: &str, value: &Value) {
+    match (table.get_mut(key), value) {
+        (Some(Value::Table(have)), Value::Table(over)) => {
+            for (k, v) in over {
+                set(have, k, v);
+            }
+        }
+        _ => {
+            table.insert(key.to_string(), value.clone());
+        }
+    }
 }
 
 impl ConfigFile {
@@ -238,6 +255,36 @@ mod tests {
             v,
             serde_json::json!({"poll_ms": 1000, "database": {"url": "pg://x"}, "new": {"deep": {"key": true}}})
         );
+    }
+
+    #[test]
+    fn a_setting_merges_into_the_defaults_whether_its_key_is_dotted_or_nested() {
+        let d =
+            serde_json::json!({"db": {"host": "h", "port": 5432, "tls": {"on": false}}, "x": 1});
+        let table = |j: serde_json::Value| Value::from_json(j, "s").unwrap();
+        // (settings, the file's db table)
+        #[rustfmt::skip]
+        let cases = [
+            // `"db.password" = "p"`: quoted, dotted.
+            (settings(&[("db.password", Value::String("p".into()))]),
+             serde_json::json!({"host": "h", "port": 5432, "password": "p", "tls": {"on": false}})),
+            // `db.password = "p"` or `[settings.db]`: TOML's nested form.
+            (settings(&[("db", table(serde_json::json!({"password": "p"})))]),
+             serde_json::json!({"host": "h", "port": 5432, "password": "p", "tls": {"on": false}})),
+            // Deeper, and over a default: merged at every level.
+            (settings(&[("db", table(serde_json::json!({"port": 1, "tls": {"ca": "c"}})))]),
+             serde_json::json!({"host": "h", "port": 1, "tls": {"on": false, "ca": "c"}})),
+            (settings(&[("db.tls", table(serde_json::json!({"on": true})))]),
+             serde_json::json!({"host": "h", "port": 5432, "tls": {"on": true}})),
+            // A scalar over a table replaces it, as a dotted key would.
+            (settings(&[("db", Value::String("off".into()))]), serde_json::json!("off")),
+        ];
+        for (s, want) in cases {
+            let c = config(ConfigFormat::Json, d.clone());
+            let v: serde_json::Value = serde_json::from_slice(&c.render(&s).unwrap()).unwrap();
+            assert_eq!(v["db"], want, "{s:?}");
+            assert_eq!(v["x"], 1);
+        }
     }
 
     #[test]

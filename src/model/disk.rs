@@ -232,8 +232,8 @@ pub struct Needs {
     /// Each module's previous image (what a rollback goes back to), with
     /// the module.
     pub previous: BTreeMap<String, String>,
-    /// Images this node pulled.
-    pub pulled: BTreeSet<String>,
+    /// Images this node pulled, with the reference it pulled each by.
+    pub pulled: BTreeMap<String, String>,
 }
 
 /// Why an image stays.
@@ -247,6 +247,9 @@ pub enum Kept {
     Previous(String),
     /// This node did not pull it (and `collect` is `pulled`).
     NotPulledHere,
+    /// This node pulled it, but a name it did not pull points to it too
+    /// (built or pulled by hand; and `collect` is `pulled`).
+    OtherName(String),
     /// It came here less than the minimum age ago (seconds).
     Young(u64),
 }
@@ -261,6 +264,10 @@ impl std::fmt::Display for Kept {
                 "module {m} ran it before its last image change (kept for a rollback)"
             ),
             Kept::NotPulledHere => f.write_str("this node did not pull it (collect = \"pulled\")"),
+            Kept::OtherName(n) => write!(
+                f,
+                "{n} names it, a name this node did not pull (collect = \"pulled\")"
+            ),
             Kept::Young(s) => write!(f, "it came here {s}s ago, under the minimum age"),
         }
     }
@@ -278,8 +285,13 @@ pub fn judge(image: &Held, needs: &Needs, policy: &Policy, now: u64) -> Option<K
     if let Some(m) = needs.previous.get(&image.id) {
         return Some(Kept::Previous(m.clone()));
     }
-    if policy.collect == Collect::Pulled && !needs.pulled.contains(&image.id) {
-        return Some(Kept::NotPulledHere);
+    if policy.collect == Collect::Pulled {
+        let Some(pulled) = needs.pulled.get(&image.id) else {
+            return Some(Kept::NotPulledHere);
+        };
+        if let Some(n) = image.names.iter().find(|n| !came_with(n, pulled)) {
+            return Some(Kept::OtherName(n.clone()));
+        }
     }
     let age = now.saturating_sub(image.since);
     if age < policy.min_age {
@@ -299,6 +311,26 @@ pub fn since(pulled: Option<u64>, first_seen: u64, now: u64) -> u64 {
         Some(at) if at <= now => at,
         _ => first_seen.min(now),
     }
+}
+
+/// Whether the engine's name `name` for an image (a tag, or a repository
+/// digest) came with this node's pull by `pulled`: the same repository,
+/// and the tag pulled, or a digest (which a pull by tag adds). A name that
+/// does not read as a reference came with no pull; an older engine's
+/// placeholder for no name (`<none>:<none>`) is no name.
+pub fn came_with(name: &str, pulled: &str) -> bool {
+    use crate::model::reference::Reference;
+    if name.starts_with("<none>") {
+        return true;
+    }
+    let (Ok(n), Ok(p)) = (Reference::parse(name), Reference::parse(pulled)) else {
+        return false;
+    };
+    (n.registry == p.registry && n.repository == p.repository)
+        && match (&n.tag, &n.digest) {
+            (Some(t), _) => p.tag.as_ref() == Some(t),
+            (None, digest) => digest.is_some(),
+        }
 }
 
 /// Why images are collected now.
@@ -495,9 +527,13 @@ mod tests {
     use super::*;
 
     fn held(id: &str, since: u64) -> Held {
+        let mut names = vec![format!("{id}:1")];
+        if id == "renamed" {
+            names.push("mine:dev".into());
+        }
         Held {
             id: id.into(),
-            names: vec![format!("{id}:1")],
+            names,
             size: 100 * MIB,
             since,
         }
@@ -509,8 +545,8 @@ mod tests {
         needs.used.insert("used".into(), "stead-a".into());
         needs.named.insert("named".into(), "b".into());
         needs.previous.insert("prev".into(), "c".into());
-        for id in ["used", "named", "prev", "old", "young", "both"] {
-            needs.pulled.insert(id.into());
+        for id in ["used", "named", "prev", "old", "young", "both", "renamed"] {
+            needs.pulled.insert(id.into(), format!("{id}:1"));
         }
         // Used and named: the first rule says why.
         needs.used.insert("both".into(), "stead-d".into());
@@ -536,6 +572,15 @@ mod tests {
             ("used", 0, all, Some(Kept::Used("stead-a".into()))),
             ("prev", 0, all, Some(Kept::Previous("c".into()))),
             ("theirs", now - 10, all, Some(Kept::Young(10))),
+            // Pulled here, and named by hand too (`docker tag`, or built
+            // to the same ID): kept unless collect = "all".
+            (
+                "renamed",
+                0,
+                pulled,
+                Some(Kept::OtherName("mine:dev".into())),
+            ),
+            ("renamed", 0, all, None),
             // A clock behind the record reads as young, never as old.
             ("old", now + 50, pulled, Some(Kept::Young(0))),
         ] {
@@ -563,6 +608,34 @@ mod tests {
                 want,
                 "{pulled:?} {first_seen}"
             );
+        }
+    }
+
+    #[test]
+    fn a_name_came_with_a_pull_of_its_repository_by_its_tag_or_as_a_digest() {
+        let d = format!("sha256:{}", "a".repeat(64));
+        // (the engine's name, the reference pulled, came with it)
+        #[rustfmt::skip]
+        let cases = [
+            ("app:1", "app:1", true),
+            ("app:1", "docker.io/library/app:1", true),
+            ("app:latest", "app", true),
+            (&*format!("app@{d}"), "app:1", true),
+            (&*format!("reg.io:5000/x/app@{d}"), "reg.io:5000/x/app:1", true),
+            (&*format!("app@{d}"), &*format!("app@{d}"), true),
+            // Another tag, another repository, another registry.
+            ("app:2", "app:1", false),
+            ("app:1", &*format!("app@{d}"), false),
+            ("mine:dev", "app:1", false),
+            ("reg.io/app:1", "app:1", false),
+            (&*format!("other@{d}"), "app:1", false),
+            // No name; not a reference.
+            ("<none>:<none>", "app:1", true),
+            ("<none>@<none>", "app:1", true),
+            ("APP:1", "app:1", false),
+        ];
+        for (name, pulled, want) in cases {
+            assert_eq!(came_with(name, pulled), want, "{name} pulled as {pulled}");
         }
     }
 

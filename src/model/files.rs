@@ -132,4 +132,23 @@ mod tests {
             Path::new("/d/files/m").join(Digest::of(b"hello").hex())
         );
     }
+
+    #[test]
+    fn a_toml_setting_merges_the_same_dotted_quoted_or_nested() {
+        let head = "name = \"m\"\nimage = \"x\"\n[config]\npath = \"/c.json\"\nformat = \"json\"\ndefaults = { db = { host = \"h\" } }\n";
+        let rendered = |settings: &str| {
+            let i =
+                Intention::parse(&format!("{head}{settings}"), DocFormat::Toml, "t.toml").unwrap();
+            compose(&i, &Opened::default()).unwrap()[0].content.clone()
+        };
+        let want = b"{\n  \"db\": {\n    \"host\": \"h\",\n    \"password\": \"p\"\n  }\n}\n";
+        for settings in [
+            "[settings]\n\"db.password\" = \"p\"",
+            "[settings]\ndb.password = \"p\"",
+            "[settings.db]\npassword = \"p\"",
+            "[settings]\ndb = { password = \"p\" }",
+        ] {
+            assert_eq!(rendered(settings), want, "{settings}");
+        }
+    }
 }

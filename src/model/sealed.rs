@@ -55,6 +55,10 @@ pub enum SealedError {
     /// Over [`MAX_VALUE`].
     #[error("a sealed value over {MAX_VALUE} bytes")]
     TooLarge,
+    /// It opened, but cannot go where its field puts it (the value is in
+    /// no message).
+    #[error("the opened value cannot be used there: {0}")]
+    Unfit(&'static str),
 }
 
 /// The text of a sealed value as a document carries it (base64 of an age
@@ -206,10 +210,12 @@ impl Device {
                 module,
                 field: &field,
             };
-            let value = open(&self.identity, &b, text.as_str()).map_err(|error| FieldError {
-                field: field.clone(),
-                error,
-            })?;
+            let value = open(&self.identity, &b, text.as_str())
+                .and_then(|v| fits(&field, &v).map(|()| v).map_err(SealedError::Unfit))
+                .map_err(|error| FieldError {
+                    field: field.clone(),
+                    error,
+                })?;
             let digest = Digest::keyed(&self.digest_key, &format!("sealed:{field}"), &value);
             values.insert(field, (value, digest));
         }
@@ -264,12 +270,108 @@ impl Opened {
             .map_err(|_| format!("{field}: the sealed value is not UTF-8 text"))
     }
 
+    /// Every opened value, to mask in what an engine says of the module.
+    pub fn secrets(&self) -> Secrets {
+        Secrets::of(self.values.values().map(|(v, _)| v.as_slice()))
+    }
+
     /// A digest of `bytes` keyed with the device's key: for what holds a
     /// sealed value (a config file rendered with one). `None` without the
     /// device.
     pub fn keyed(&self, domain: &str, bytes: &[u8]) -> Option<Digest> {
         self.key.map(|k| Digest::keyed(&k, domain, bytes))
     }
+}
+
+/// Whether an opened `value` can go where `field` puts it: an env value
+/// or a setting is UTF-8 text without a NUL byte (the engine refuses a
+/// NUL in the env, quoting it; a config file's reader would cut the value
+/// there); a literal file takes any bytes. The reason names no part of
+/// the value.
+pub fn fits(field: &str, value: &[u8]) -> Result<(), &'static str> {
+    let text = field.starts_with("env.") || field.starts_with("settings.");
+    match std::str::from_utf8(value) {
+        _ if !text => Ok(()),
+        Err(_) => Err("it is not UTF-8 text"),
+        Ok(v) if v.contains('\0') => Err("it holds a NUL byte"),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// The opened values of one module, in every form an engine's error may
+/// quote them: what [`Secrets::mask`] hides. Never printed.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secrets(Vec<String>);
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secrets({})", self.0.len())
+    }
+}
+
+/// The shortest piece of a value (between control characters) masked on
+/// its own: shorter ones would mask ordinary words of an error.
+const MIN_PIECE: usize = 4;
+
+impl Secrets {
+    /// The forms of `values` to mask: each as text, JSON-escaped and
+    /// quoted as Go quotes (the engine's language), and each piece of it
+    /// between control characters (what a reader that stops at a NUL or a
+    /// line break quotes) of [`MIN_PIECE`] bytes or more; longest first.
+    pub fn of<'a>(values: impl IntoIterator<Item = &'a [u8]>) -> Secrets {
+        let mut forms = Vec::new();
+        for v in values {
+            let text = String::from_utf8_lossy(v).into_owned();
+            let json = serde_json::to_string(&text).unwrap_or_default();
+            let json = json.strip_prefix('"').and_then(|j| j.strip_suffix('"'));
+            forms.push(json.unwrap_or_default().to_string());
+            forms.push(go_quoted(&text));
+            forms.extend(
+                text.split(char::is_control)
+                    .filter(|p| p.len() >= MIN_PIECE)
+                    .map(str::to_string),
+            );
+            forms.push(text);
+        }
+        forms.retain(|f| !f.is_empty());
+        forms.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+        forms.dedup();
+        Secrets(forms)
+    }
+
+    /// `text` with every form of every value replaced by `(sealed)`.
+    pub fn mask(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for f in &self.0 {
+            if out.contains(f.as_str()) {
+                out = out.replace(f.as_str(), crate::model::spec::SEALED_SHOWN);
+            }
+        }
+        out
+    }
+}
+
+/// `s` inside Go's `%q` quotes, without them.
+fn go_quoted(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{b}' => out.push_str("\\v"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Checks that `field` names a place a value may be sealed for:
@@ -365,6 +467,85 @@ mod tests {
         ] {
             assert!(check_field(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_opened_value_goes_only_where_it_can_be_used() {
+        // (field, value, refused because)
+        #[rustfmt::skip]
+        let cases: [(&str, &[u8], Option<&str>); 9] = [
+            ("env.A", b"hunter2", None),
+            ("env.A", b"two\nlines", None),
+            ("env.A", b"hun\0ter2", Some("it holds a NUL byte")),
+            ("env.A", b"\xff\xfe", Some("it is not UTF-8 text")),
+            ("settings.db.password", b"hunter2", None),
+            ("settings.db.password", b"\0", Some("it holds a NUL byte")),
+            ("settings.db.password", b"\xc3", Some("it is not UTF-8 text")),
+            ("files./etc/k.bin", b"\0\xff any bytes", None),
+            ("files./etc/k.pem", b"", None),
+        ];
+        for (field, value, want) in cases {
+            assert_eq!(fits(field, value).err(), want, "{field}");
+        }
+        // Refused when opened, naming the field alone.
+        let device = Device::new(
+            "edge-1".into(),
+            Identity::from_bytes([3; 32]),
+            DigestKey([1; 32]),
+        );
+        let b = Binding {
+            node: "edge-1",
+            module: "db",
+            field: "env.A",
+        };
+        let text = SealedText::new(
+            seal(
+                &device.identity.recipient(),
+                &b,
+                b"hun\0ter2",
+                &[5; RANDOM_LEN],
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let e = device
+            .open_all("db", [("env.A".to_string(), &text)])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "env.A: the opened value cannot be used there: it holds a NUL byte"
+        );
+    }
+
+    #[test]
+    fn whatever_an_engine_says_of_a_module_is_masked_of_its_opened_values() {
+        let s = Secrets::of([
+            b"secr\0etvalue\nline2 \"q\"".as_slice(),
+            b"hunter2",
+            b"ab\0cd",
+        ]);
+        // (what the engine said, shown)
+        #[rustfmt::skip]
+        let cases = [
+            // Docker's runc, quoting the env entry as Go does.
+            (r#"environment variable value can't contain null(\x00): "A=secr\x00etvalue\nline2 \"q\"": unknown"#,
+             r#"environment variable value can't contain null(\x00): "A=(sealed)": unknown"#),
+            ("as it is: secr\0etvalue\nline2 \"q\"", "as it is: (sealed)"),
+            (r#"in JSON: "secr\u0000etvalue\nline2 \"q\"""#, r#"in JSON: "(sealed)""#),
+            // Cut at the NUL, or at the line break, by a reader in C.
+            ("cut: secr.", "cut: (sealed)."),
+            ("after: etvalue", "after: (sealed)"),
+            ("twice: hunter2 hunter2", "twice: (sealed) (sealed)"),
+            // Pieces too short to mask alone; the whole value is.
+            ("ab cd ab\0cd", "ab cd (sealed)"),
+            ("nothing of it", "nothing of it"),
+        ];
+        for (said, shown) in cases {
+            assert_eq!(s.mask(said), shown, "{said}");
+        }
+        assert_eq!(format!("{s:?}"), format!("Secrets({})", s.0.len()));
+        assert_eq!(Secrets::default().mask("hunter2"), "hunter2");
     }
 
     #[test]

@@ -107,6 +107,8 @@ pub struct Desired {
     pub sealed_env: BTreeSet<String>,
     /// The key its digests are keyed with, when they are.
     pub keyed: Option<DigestKey>,
+    /// Its opened sealed values: masked in whatever the engine says of it.
+    pub secrets: crate::model::sealed::Secrets,
 }
 
 impl Desired {
@@ -401,6 +403,7 @@ pub fn desired(
         files,
         live,
         keyed: keyed.copied(),
+        secrets: Default::default(),
         sealed_env: i
             .env
             .iter()

@@ -18,20 +18,10 @@ use crate::net::sigv4::{self, Credentials};
 /// The largest secret file read.
 const MAX_SECRET_FILE: u64 = 64 * 1024;
 
-/// Reads a secret file: the owner's alone, at most 64 KiB.
+/// Reads a secret file as text: the agent's own file alone
+/// ([`crate::host::files::read_secret`]), at most 64 KiB.
 pub fn read_secret(path: &Path) -> Result<String, String> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta =
-        std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(format!(
-            "{} may be read by others (mode {mode:04o}): make it 0600",
-            path.display()
-        ));
-    }
-    let bytes = crate::host::files::read_regular(path, MAX_SECRET_FILE)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let bytes = crate::host::files::read_secret(path, MAX_SECRET_FILE)?;
     String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", path.display()))
 }
 
@@ -141,21 +131,26 @@ pub struct ClientCert {
 type Stamp = [(Option<SystemTime>, u64); 2];
 
 impl ClientCert {
-    /// The certificate in `cert` with the key in `key` (checked now: an
-    /// error names the file at fault).
+    /// The certificate in `cert` with the key in `key`, read when first
+    /// used ([`ClientCert::check`]).
     pub fn new(
         cert: &Path,
         key: &Path,
         provider: Arc<rustls::crypto::CryptoProvider>,
-    ) -> Result<ClientCert, String> {
-        let c = ClientCert {
+    ) -> ClientCert {
+        ClientCert {
             cert: cert.to_path_buf(),
             key: key.to_path_buf(),
             provider,
             loaded: Mutex::new(None),
-        };
-        c.load()?;
-        Ok(c)
+        }
+    }
+
+    /// Whether the certificate and its key can be used as they are now:
+    /// the error names the file at fault (a key others may read, with its
+    /// mode), as a token file's does, until it is put right.
+    pub fn check(&self) -> Result<(), String> {
+        self.load().map(drop)
     }
 
     fn stamp(&self) -> Stamp {

@@ -119,6 +119,10 @@ pub struct Http {
     redirects: Redirects,
     /// How requests to one origin (this URI's) are authenticated.
     auth: Option<Arc<(Uri, crate::net::auth::HostAuth)>>,
+    /// The client certificate presented, checked before each request (a
+    /// key that cannot be used fails the request naming its file, as a
+    /// token file does).
+    cert: Option<Arc<crate::net::auth::ClientCert>>,
 }
 
 impl Http {
@@ -185,11 +189,12 @@ impl Http {
             .with_safe_default_protocol_versions()
             .map_err(|e| e.to_string())?
             .with_root_certificates(roots);
-        let tls = match client_cert {
-            None => builder.with_no_client_auth(),
-            Some((cert, key)) => builder.with_client_cert_resolver(Arc::new(
-                crate::net::auth::ClientCert::new(cert, key, provider)?,
-            )),
+        let (tls, cert) = match client_cert {
+            None => (builder.with_no_client_auth(), None),
+            Some((cert, key)) => {
+                let c = Arc::new(crate::net::auth::ClientCert::new(cert, key, provider));
+                (builder.with_client_cert_resolver(c.clone()), Some(c))
+            }
         };
         let mut http = HttpConnector::new();
         http.enforce_http(false);
@@ -207,6 +212,7 @@ impl Http {
             client,
             redirects: Redirects::Any,
             auth: None,
+            cert,
         })
     }
 
@@ -217,6 +223,7 @@ impl Http {
             client: self.client.clone(),
             redirects: self.redirects,
             auth: auth.map(|a| Arc::new((base.clone(), a))),
+            cert: self.cert.clone(),
         }
     }
 
@@ -227,6 +234,7 @@ impl Http {
             client: self.client.clone(),
             redirects: policy,
             auth: self.auth.clone(),
+            cert: self.cert.clone(),
         }
     }
 
@@ -295,6 +303,9 @@ impl Http {
         // Once a redirect leaves the first scheme and host, the credentials
         // stay behind for good (also if a later one comes back).
         let mut authorized = true;
+        if let Some(c) = &self.cert {
+            c.check().map_err(Transport::Credentials)?;
+        }
         for _ in 0..=MAX_REDIRECTS {
             authorized &= same_origin(&first, &uri);
             let mut req = Request::builder().method(method.clone()).uri(uri.clone());

@@ -531,7 +531,11 @@ fn needs(images: &Images, containers: &[Observed], f: &Facts) -> Needs {
             .entry(id.clone())
             .or_insert_with(|| module.clone());
     }
-    n.pulled = f.pulled.keys().cloned().collect();
+    n.pulled = f
+        .pulled
+        .iter()
+        .map(|(id, p)| (id.clone(), p.reference.clone()))
+        .collect();
     n
 }
 

@@ -122,11 +122,17 @@ pub async fn execute<E: Engine>(
         report(resolved, module.into(), action, container)
     };
     // A refusal fails this module; an engine that went away fails the pass.
+    // What the engine says is masked of every value opened for the module
+    // (it may quote the env it was given).
     let failed = |mut r: ModuleReport, what: &str, e: ActError| match e {
         ActError::Engine(e) if e.is_unreachable() => Err(e),
         e => {
             r.action = Action::Failed;
-            r.error = Some(format!("{what}: {e}"));
+            let said = format!("{what}: {e}");
+            r.error = Some(match r.module.module().and_then(|m| resolved.desired(m)) {
+                Some(d) => d.secrets.mask(&said),
+                None => said,
+            });
             Ok(r)
         }
     };

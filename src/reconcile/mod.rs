@@ -743,8 +743,24 @@ impl Reconciler {
         );
     }
 
-    /// Runs one pass against the engine.
+    /// Runs one pass against the engine. A pass that fails (the store's
+    /// filesystem full, say) still measures the disks, so the node and the
+    /// metrics say how full they are now, not how they were before.
     pub async fn pass<E: Engine>(
+        &mut self,
+        engine: &E,
+        store: &Arc<Store>,
+    ) -> Result<PassReport, PassError> {
+        let out = self.whole_pass(engine, store).await;
+        if out.is_err() {
+            let logs = self.steward.disks().logs.clone();
+            self.steward.measure(engine.data_root(), store, logs);
+            self.metrics.disks(self.steward.disks());
+        }
+        out
+    }
+
+    async fn whole_pass<E: Engine>(
         &mut self,
         engine: &E,
         store: &Arc<Store>,

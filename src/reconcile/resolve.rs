@@ -740,6 +740,7 @@ fn make(
         files_dir,
         keyed,
     )?;
+    d.secrets = opened.secrets();
     // Written only when there is one: an unset runtime takes no memory.
     if d.spec.runtime.logging.is_none() && from.logging.is_some() {
         d.spec.runtime.logging = from.logging.clone();

@@ -373,3 +373,45 @@ async fn a_dependency_gates_creation_and_a_cycle_or_another_source_holds_naming_
         assert!(!names.iter().any(|n| n == m), "{m} was made: {names:?}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn what_the_engine_says_of_a_module_is_masked_of_the_values_opened_for_it() {
+    use crate::model::sealed::{Binding, seal};
+    let key = crate::model::seal::LocalKey::from_bytes([7; 32]);
+    let at = Binding {
+        node: "n",
+        module: "m",
+        field: "env.PW",
+    };
+    let value = b"hunter2 \"quoted\"\nnext line";
+    let sealed = seal(
+        &key.identity().recipient(),
+        &at,
+        value,
+        &[1; crate::model::age::RANDOM_LEN],
+    )
+    .unwrap();
+    let (_d, store, mut r) = node(&[(
+        "m.toml",
+        &format!(
+            "name = \"m\"\nimage = \"img:1\"\nenv = {{ PW = {{ sealed = \"{sealed}\" }}, MODE = \"prod\" }}\n"
+        ),
+    )]);
+    r.seal_stated_with(key);
+    let engine = Fake {
+        refuse_create: true,
+        quote_env: true,
+        ..Fake::default()
+    };
+    r.pass(&engine, &store).await.unwrap();
+    let error = r.board.lock().unwrap()["m"].last_error.clone();
+    assert_eq!(
+        error.as_deref(),
+        Some("create failed: engine refused (400): invalid env: MODE=prod PW=(sealed)")
+    );
+    let events = format!("{:?}", store.events_since(0, 1000).unwrap());
+    assert!(
+        events.contains("PW=(sealed)") && !events.contains("hunter2"),
+        "{events}"
+    );
+}
