@@ -275,7 +275,13 @@ fn under_64m_a_node_in_16_groups_holds_the_limits_and_is_refused_past_them() {
     });
     let (rss, peak) = rss_and_peak_kib(agent.child.id());
     eprintln!(
-        "1,500 modules from 17 documents ({total} bytes) adopted: RSS {rss} KiB, peak {peak} KiB"
+        "1,500 modules from 17 documents ({total} bytes) adopted: RSS {rss} KiB, peak {peak} KiB; {}",
+        std::fs::read_to_string(format!("/proc/{}/status", agent.child.id()))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("Rss"))
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     assert_eq!(agent.get("/healthz").0, 200, "the agent answers");
     assert_eq!(cg.oom_kills(), 0, "no OOM kill under 64M");

@@ -466,8 +466,13 @@ mod tests {
         // (the notes each death left uncleared: the document (a node's, a
         // group's, or a composition's digest) and the boot; then what is
         // held)
+        type Case = (
+            &'static str,
+            Vec<(&'static str, &'static str)>,
+            Option<&'static str>,
+        );
         #[rustfmt::skip]
-        let cases: Vec<(&str, Vec<(&str, &str)>, Option<&str>)> = vec![
+        let cases: Vec<Case> = vec![
             ("three deaths on one", vec![("node-r2", "b1"); 3], Some("node-r2")),
             ("two are not enough", vec![("group-g-r5", "b1"); 2], None),
             ("a group's, three times", vec![("group-g-r5", "b1"); 3], Some("group-g-r5")),

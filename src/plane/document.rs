@@ -1269,8 +1269,13 @@ mod tests {
         const MIB: usize = 1 << 20;
         // (documents taken in order as (bytes, modules); the limit the next
         // fetch is given after them, or the words of the refusal)
+        type Case = (
+            &'static str,
+            Vec<(usize, usize)>,
+            Result<usize, &'static str>,
+        );
         #[rustfmt::skip]
-        let cases: Vec<(&str, Vec<(usize, usize)>, Result<usize, &str>)> = vec![
+        let cases: Vec<Case> = vec![
             ("nothing yet: one document's limit", vec![], Ok(MIB)),
             ("a node document of 1 MiB", vec![(MIB, 10)], Ok(MIB)),
             ("1.5 MiB taken: half a MiB left", vec![(MIB, 10), (MIB / 2, 10)], Ok(MIB / 2)),
