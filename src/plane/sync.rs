@@ -1465,8 +1465,9 @@ impl Syncer {
     }
 
     /// [`Syncer::compose`] under its note: each held group's document read
-    /// again (its bytes dropped once parsed unless they are written back),
-    /// every document taken from `budget`, then composed.
+    /// again, every group's document taken from `budget` (what the node's
+    /// left), then composed; each group's parsed document is moved into
+    /// the composition, not copied.
     fn compose_noted(
         &self,
         d: Desired,
