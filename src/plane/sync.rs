@@ -1530,15 +1530,15 @@ impl Syncer {
         }
         self.memory.lock().expect("plane memory lock").group_sizes = sizes;
         let revision = d.revision;
-        let composed = crate::plane::group::compose(d, &groups, &self.node, now).map_err(|e| {
-            Stop::Refused(Refusal {
-                class: RefusalClass::Conflict,
-                detail: e.0,
-                revision: Some(revision),
-                at: crate::host::clock::now(),
-            })
-        })?;
-        drop(groups);
+        let composed =
+            crate::plane::group::compose_owned(d, groups, &self.node, now).map_err(|e| {
+                Stop::Refused(Refusal {
+                    class: RefusalClass::Conflict,
+                    detail: e.0,
+                    revision: Some(revision),
+                    at: crate::host::clock::now(),
+                })
+            })?;
         let mut writes = Vec::new();
         for standing in &composed.groups {
             let name = &standing.group;
