@@ -15,7 +15,9 @@ use common::desired::*;
 use common::plane::Plane;
 use common::*;
 use serde_json::{Value as J, json};
+use stead::plane::document::{MAX_GROUPS, MAX_MODULES, MAX_TOTAL_BYTES, MAX_TOTAL_MODULES};
 use stead::plane::envelope::SecretKey;
+use stead::plane::group::GROUP_PAYLOAD_TYPE;
 
 /// Modules in the document.
 const MODULES: usize = 1000;
@@ -23,6 +25,11 @@ const MODULES: usize = 1000;
 /// A module of about 700 bytes of payload (the envelope's base64 makes it
 /// about 950): env, settings, a config file and a literal file.
 fn big_module(name: &str, k: usize) -> J {
+    padded_module(name, k, 145)
+}
+
+/// [`big_module`] with a literal file of `pad` bytes and a few more.
+fn padded_module(name: &str, k: usize, pad: usize) -> J {
     json!({
         "name": name,
         "image": "127.0.0.1:9/stead-absent/app:1.0.0",
@@ -44,7 +51,7 @@ fn big_module(name: &str, k: usize) -> J {
             "peer.url": format!("http://peer-{k}.local:9000/api/v1/endpoint"),
         },
         "files": [
-            {"path": "/etc/app/banner.txt", "content": format!("module {k}: {}\n", "b".repeat(145))},
+            {"path": "/etc/app/banner.txt", "content": format!("module {k}: {}\n", "b".repeat(pad))},
         ],
     })
 }
@@ -166,4 +173,116 @@ fn under_64m_a_1000_module_document_is_held_and_8_clients_read_every_endpoint() 
     assert_eq!(cg.oom_kills(), 0, "no OOM kill under 64M");
     let (rss, peak) = rss_and_peak_kib(agent.child.id());
     eprintln!("after the readers: RSS {rss} KiB, peak {peak} KiB");
+}
+
+/// Signs a group document of `group` at `revision` with `modules`.
+fn group_doc(key: &SecretKey, group: &str, revision: u64, modules: Vec<J>) -> Vec<u8> {
+    let p = group_payload(group, revision, modules, json!({}));
+    key.sign(GROUP_PAYLOAD_TYPE, &serde_json::to_vec(&p).unwrap())
+        .to_json()
+}
+
+#[test]
+fn under_64m_a_node_in_16_groups_holds_the_limits_and_is_refused_past_them() {
+    let key = SecretKey::generate().unwrap();
+    let plane = Plane::start();
+    let n = Node::new("mem16g").with_config(&format!(
+        "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
+        plane.base(),
+        key.public().to_base64()
+    ));
+    let groups: Vec<String> = (0..MAX_GROUPS).map(|g| format!("{}-g{g}", n.id)).collect();
+    let node_doc = |revision, modules| {
+        let mut p = payload(&n, revision, modules);
+        p["groups"] = json!(groups);
+        sign(&key, &p)
+    };
+    // Past the limits: the fleet, 16 groups of 1,000 modules, each
+    // document under its own 1 MiB (152 MB of memory in 0.6.0's
+    // beginnings): refused as too large, in bounded memory.
+    let mut k = 0;
+    for g in &groups {
+        let modules = (0..MAX_MODULES)
+            .map(|_| {
+                k += 1;
+                big_module(&format!("{}-m{k}", n.id), k)
+            })
+            .collect();
+        let doc = group_doc(&key, g, 1, modules);
+        assert!(doc.len() < 1 << 20, "each document under 1 MiB");
+        plane.publish_raw_path(&format!("groups/{g}/desired.json"), &doc);
+    }
+    plane.publish(&n.id, &node_doc(1, vec![]));
+
+    let cg = MemoryCgroup::new(&format!("stead-test-mem16-{}", std::process::id()), "64M");
+    let wrapper = cg.wrapper();
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let agent = Agent::start_under(&n, &wrapper);
+    let p = wait_plane(&n, &agent, "the fleet past the limits refused", |p| {
+        p["refusal"]["class"] == "too-large"
+    });
+    assert!(
+        p["refusal"]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("may list together")),
+        "{p:#}"
+    );
+    let (_, past) = rss_and_peak_kib(agent.child.id());
+    eprintln!("16 groups of 1,000 modules refused: peak {past} KiB");
+
+    // At the limits: 16 groups and the node's document, 1,500 modules and
+    // about 2 MiB in all, composed and adopted.
+    let pad = 420;
+    let node_own = MAX_TOTAL_MODULES - MAX_GROUPS * (MAX_TOTAL_MODULES / MAX_GROUPS);
+    let mut total = 0;
+    let mut k = 0;
+    let mut next = |count: usize| -> Vec<J> {
+        (0..count)
+            .map(|_| {
+                k += 1;
+                padded_module(&n.module(&format!("m{k}")), k, pad)
+            })
+            .collect()
+    };
+    let own = next(node_own);
+    let per_group: Vec<Vec<J>> = groups
+        .iter()
+        .map(|_| next(MAX_TOTAL_MODULES / MAX_GROUPS))
+        .collect();
+    for (g, modules) in groups.iter().zip(per_group) {
+        let doc = group_doc(&key, g, 2, modules);
+        total += doc.len();
+        plane.publish_raw_path(&format!("groups/{g}/desired.json"), &doc);
+    }
+    let doc = node_doc(2, own);
+    total += doc.len();
+    assert!(
+        total > MAX_TOTAL_BYTES * 9 / 10 && total <= MAX_TOTAL_BYTES,
+        "near the limit: {total} bytes"
+    );
+    plane.publish(&n.id, &doc);
+    wait_plane(&n, &agent, "revision 2 adopted", |p| {
+        p["held"]["revision"].as_u64() == Some(2)
+    });
+    n.wait_for(120, "every module on the board", || {
+        let (code, body) = agent.get("/v1/status");
+        code == 200
+            && serde_json::from_str::<J>(&body).is_ok_and(|s| {
+                s["modules"]
+                    .as_array()
+                    .is_some_and(|a| a.len() == MAX_TOTAL_MODULES)
+            })
+    });
+    let (rss, peak) = rss_and_peak_kib(agent.child.id());
+    eprintln!(
+        "1,500 modules from 17 documents ({total} bytes) adopted: RSS {rss} KiB, peak {peak} KiB; {}",
+        std::fs::read_to_string(format!("/proc/{}/status", agent.child.id()))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("Rss"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    assert_eq!(agent.get("/healthz").0, 200, "the agent answers");
+    assert_eq!(cg.oom_kills(), 0, "no OOM kill under 64M");
 }

@@ -12,7 +12,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::agent::Agent;
-use common::desired::{module, payload, sign, wait_v};
+use common::desired::{group_payload, module, payload, publish_group, sign, wait_plane, wait_v};
 use common::plane::Plane;
 use common::*;
 use serde_json::Value as J;
@@ -266,4 +266,53 @@ fn a_document_the_agent_dies_judging_three_times_is_not_judged_again() {
     // Another document is judged as ever.
     plane.publish(&n.id, &signed(&key, &n, 3, vec![module(&web, "three")]));
     wait_v(&n, &web, "three");
+}
+
+#[test]
+fn a_composition_the_agent_dies_in_three_times_is_not_tried_again_until_a_document_changes() {
+    // Every start dies composing (as an out-of-memory kill would: an abort,
+    // no panic hook): the note stored before the step counts each death.
+    let key = SecretKey::generate().unwrap();
+    let plane = Plane::start();
+    let n = node("guard-compose", &plane, &key);
+    let web = n.module("web");
+    let g = format!("{}-g", n.id);
+    let group =
+        |revision, v| group_payload(&g, revision, vec![module(&web, v)], serde_json::json!({}));
+    publish_group(&plane, &key, &g, &group(1, "one"));
+    let mut doc = payload(&n, 1, vec![]);
+    doc["groups"] = serde_json::json!([g]);
+    plane.publish(&n.id, &sign(&key, &doc));
+    for _ in 0..3 {
+        let mut child = Agent::spawn_with(
+            &n,
+            &[],
+            &[("STEAD_CRASH_AT".into(), "plane:composing".into())],
+        );
+        assert!(!child.wait().unwrap().success());
+    }
+    assert!(Agent::log(&n).contains("STEAD_CRASH_AT=plane:composing: aborting"));
+    let agent = Agent::start(&n);
+    let p = wait_plane(&n, &agent, "the composition refused as quarantined", |p| {
+        p["refusal"]["class"] == "quarantined"
+    });
+    let detail = p["refusal"]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("died 3 times in a row composing node document revision 1"),
+        "{detail}"
+    );
+    let s = status(&agent);
+    let q = &s["node"]["quarantine"]["document"];
+    assert_eq!(q["crashes"], 3, "{s:#}");
+    assert_eq!(q["cause"], "killed, no panic recorded", "{s:#}");
+    assert_eq!(agent.get("/healthz").0, 200, "reachable");
+    n.wait_for(30, "the report says it", || {
+        plane
+            .report_json(&n.id)
+            .is_some_and(|r| r["quarantine"]["document"]["crashes"] == 3)
+    });
+    assert!(n.container(&web).is_none(), "nothing of it ran");
+    // A new revision of the group is a new composition: tried anew.
+    publish_group(&plane, &key, &g, &group(2, "two"));
+    wait_v(&n, &web, "two");
 }

@@ -190,11 +190,12 @@ pub fn halt(t: Tally, th: Threshold) -> Option<String> {
     ))
 }
 
-/// A group's modules, under its name, as its document gives them.
+/// A group's modules, under its name, as its document gives them (moved
+/// into what is composed, not copied).
 #[derive(Clone, Debug)]
 pub struct Group<'a> {
     pub name: &'a str,
-    pub modules: &'a BTreeMap<ModuleName, Intention>,
+    pub modules: BTreeMap<ModuleName, Intention>,
 }
 
 /// What a node's document says over its groups.
@@ -239,19 +240,19 @@ pub struct ComposeError(pub String);
 /// override of a module no group names is a mistake; each is refused,
 /// naming both places, and nothing is composed.
 pub fn compose(
-    groups: &[Group],
-    node: &NodeOwn,
+    groups: Vec<Group>,
+    node: NodeOwn,
 ) -> Result<BTreeMap<ModuleName, (Intention, Source)>, ComposeError> {
     let mut out: BTreeMap<ModuleName, (Intention, Source)> = BTreeMap::new();
     for g in groups {
         for (name, m) in g.modules {
-            if let Some((_, Source::Group(other))) = out.get(name) {
+            if let Some((_, Source::Group(other))) = out.get(&name) {
                 return Err(ComposeError(format!(
                     "module {name} is in group {other} and in group {}: a module comes from one group",
                     g.name
                 )));
             }
-            out.insert(name.clone(), (m.clone(), Source::Group(g.name.to_string())));
+            out.insert(name, (m, Source::Group(g.name.to_string())));
         }
     }
     for name in &node.remove {
@@ -283,13 +284,13 @@ pub fn compose(
             *source = Source::Overridden(std::mem::take(g));
         }
     }
-    for (name, m) in &node.modules {
-        if let Some((_, Source::Group(g) | Source::Overridden(g))) = out.get(name) {
+    for (name, m) in node.modules {
+        if let Some((_, Source::Group(g) | Source::Overridden(g))) = out.get(&name) {
             return Err(ComposeError(format!(
                 "module {name} is in group {g} and in the node document: override it there, or remove it from the group"
             )));
         }
-        out.insert(name.clone(), (m.clone(), Source::Node));
+        out.insert(name, (m, Source::Node));
     }
     Ok(out)
 }
@@ -438,29 +439,29 @@ mod tests {
         // (groups, node, modules and where each came from, or the refusal)
         #[rustfmt::skip]
         let cases: Vec<(Vec<Group>, NodeOwn, Result<&str, &str>)> = vec![
-            (vec![g("base", &base)], NodeOwn::default(), Ok("db:base web:base")),
-            (vec![g("base", &base), g("extra", &extra)], NodeOwn::default(), Ok("db:base metrics:extra web:base")),
-            (vec![g("base", &base), g("other", &other)], NodeOwn::default(),
+            (vec![g("base", base.clone())], NodeOwn::default(), Ok("db:base web:base")),
+            (vec![g("base", base.clone()), g("extra", extra.clone())], NodeOwn::default(), Ok("db:base metrics:extra web:base")),
+            (vec![g("base", base.clone()), g("other", other.clone())], NodeOwn::default(),
                 Err("module web is in group base and in group other")),
-            (vec![g("base", &base)], own(&|n| { n.remove.insert(ModuleName::try_from("db").unwrap()); }), Ok("web:base")),
-            (vec![g("base", &base)], own(&|n| { n.remove.insert(ModuleName::try_from("cache").unwrap()); }),
+            (vec![g("base", base.clone())], own(&|n| { n.remove.insert(ModuleName::try_from("db").unwrap()); }), Ok("web:base")),
+            (vec![g("base", base.clone())], own(&|n| { n.remove.insert(ModuleName::try_from("cache").unwrap()); }),
                 Err("removes module cache, which none of its groups names")),
-            (vec![g("base", &base)], own(&|n| { n.overrides.insert(ModuleName::try_from("web").unwrap(), Override { image: Some("web:pinned".into()), ..Override::default() }); }),
+            (vec![g("base", base.clone())], own(&|n| { n.overrides.insert(ModuleName::try_from("web").unwrap(), Override { image: Some("web:pinned".into()), ..Override::default() }); }),
                 Ok("db:base web:base*")),
-            (vec![g("base", &base)], own(&|n| { n.overrides.insert(ModuleName::try_from("cache").unwrap(), Override::default()); }),
+            (vec![g("base", base.clone())], own(&|n| { n.overrides.insert(ModuleName::try_from("cache").unwrap(), Override::default()); }),
                 Err("overrides module cache, which none of its groups names")),
-            (vec![g("base", &base)], own(&|n| {
+            (vec![g("base", base.clone())], own(&|n| {
                 n.remove.insert(ModuleName::try_from("web").unwrap());
                 n.overrides.insert(ModuleName::try_from("web").unwrap(), Override::default());
             }), Err("both removes and overrides module web")),
-            (vec![g("base", &base)], own(&|n| { n.modules.extend(extra.clone()); }), Ok("db:base metrics:node web:base")),
-            (vec![g("base", &base)], own(&|n| { n.modules.extend(other.clone()); }),
+            (vec![g("base", base.clone())], own(&|n| { n.modules.extend(extra.clone()); }), Ok("db:base metrics:node web:base")),
+            (vec![g("base", base.clone())], own(&|n| { n.modules.extend(other.clone()); }),
                 Err("module web is in group base and in the node document")),
             // A node document alone (today's form).
             (vec![], own(&|n| { n.modules.extend(base.clone()); }), Ok("db:node web:node")),
         ];
         for (groups, n, want) in cases {
-            let got = compose(&groups, &n);
+            let got = compose(groups, n);
             match (want, got) {
                 (Ok(w), Ok(m)) => {
                     let said: Vec<String> = m
@@ -487,7 +488,7 @@ mod tests {
                 },
             );
         });
-        let m = compose(&[g("base", &base)], &n).unwrap();
+        let m = compose(vec![g("base", base.clone())], n).unwrap();
         let web = &m[&ModuleName::try_from("web").unwrap()].0;
         assert_eq!(web.settings[&key("level")], Value::String("debug".into()));
         assert!(web.image.starts_with("web@sha256:"));

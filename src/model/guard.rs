@@ -19,8 +19,13 @@
 //! - a death that names nothing and no revision to blame, or deaths that go
 //!   on while something is held: everything (no pass runs; the API and the
 //!   plane's poller still do, so a fixed revision is still taken);
-//! - a plane document whose judgement the agent died in: that document
-//!   (by digest), never judged again.
+//! - a plane document whose judgement the agent died in (a node's or a
+//!   group's, and the fetches of a node document's groups while it is
+//!   judged), or a composition of a node's document with its groups' (by
+//!   the digest of the documents composed): that document, or that
+//!   composition, never tried again; another revision of any of them is
+//!   judged anew. The note is stored before the step and cleared after, so
+//!   a death no hook sees (an out-of-memory kill) counts too.
 //!
 //! Held means never run and never removed: its containers stay as they are.
 //! A hold is lifted when what it holds changes: the module's intention, the
@@ -91,7 +96,8 @@ pub struct Guard {
     pub crashes: u32,
     /// ...and that input.
     pub last: Option<Attempt>,
-    /// A plane document being judged (its digest), and the boot.
+    /// A plane document being judged, or documents being composed (their
+    /// digest), and the boot.
     pub judging: Option<(Digest, String)>,
     /// Deaths in a row while judging the same document, and its digest.
     pub document_crashes: Option<(Digest, u32)>,
@@ -151,7 +157,7 @@ impl Guard {
                 };
                 if n >= CRASHES {
                     said.push(format!(
-                        "plane document {} (died {n} times in a row judging it)",
+                        "plane document {} (died {n} times in a row judging or composing it)",
                         doc.hex().get(..16).unwrap_or_default()
                     ));
                     self.quarantine.document = Some((
@@ -453,5 +459,51 @@ mod tests {
         }
         assert!(g.quarantine.holds_document(&doc));
         assert!(!g.quarantine.holds_document(&Digest::of(b"other")));
+    }
+
+    #[test]
+    fn deaths_noted_on_documents_hold_the_one_died_on_three_times_in_a_row() {
+        // (the notes each death left uncleared: the document (a node's, a
+        // group's, or a composition's digest) and the boot; then what is
+        // held)
+        type Case = (
+            &'static str,
+            Vec<(&'static str, &'static str)>,
+            Option<&'static str>,
+        );
+        #[rustfmt::skip]
+        let cases: Vec<Case> = vec![
+            ("three deaths on one", vec![("node-r2", "b1"); 3], Some("node-r2")),
+            ("two are not enough", vec![("group-g-r5", "b1"); 2], None),
+            ("a group's, three times", vec![("group-g-r5", "b1"); 3], Some("group-g-r5")),
+            ("a composition, three times", vec![("node-r2+groups", "b1"); 3], Some("node-r2+groups")),
+            ("another document breaks the row", vec![("node-r2", "b1"), ("group-g-r5", "b1"), ("node-r2", "b1")], None),
+            ("a power cut is not counted", vec![("node-r2", "b1"), ("node-r2", "b0"), ("node-r2", "b1")], None),
+            ("the last of two quarantined", vec![("a", "b1"), ("a", "b1"), ("a", "b1"), ("b", "b1"), ("b", "b1"), ("b", "b1")], Some("b")),
+        ];
+        for (what, deaths, held) in cases {
+            let mut g = Guard::default();
+            for (doc, boot) in deaths {
+                g.judging = Some((Digest::of(doc.as_bytes()), boot.into()));
+                g.on_start(&Start {
+                    boot: "b1",
+                    now: 1,
+                    panic: None,
+                    from_plane: &|_| false,
+                    module_key: &|_| None,
+                    all_key: Digest::of(b"all"),
+                });
+                assert_eq!(g.judging, None, "{what}: a note is taken once");
+            }
+            let got = g.quarantine.document.as_ref().map(|(d, _)| d.clone());
+            assert_eq!(got, held.map(|d| Digest::of(d.as_bytes())), "{what}");
+            if let Some((_, h)) = &g.quarantine.document {
+                assert_eq!(
+                    (h.crashes, h.cause.as_str()),
+                    (3, "killed, no panic recorded"),
+                    "{what}"
+                );
+            }
+        }
     }
 }

@@ -28,6 +28,62 @@ pub const MIN_POLL_INTERVAL: Duration = Duration::from_secs(1);
 pub const MAX_POLL_INTERVAL: Duration = Duration::from_secs(24 * 3600);
 /// The most groups a node's document may list.
 pub const MAX_GROUPS: usize = 16;
+/// The most signed bytes a node's document and its groups' documents may
+/// hold together (each is also at most
+/// [`crate::plane::accept::MAX_DOCUMENT`]): what is composed fits the
+/// unit's `MemoryMax=64M` (docs/performance.md).
+pub const MAX_TOTAL_BYTES: usize = 2 << 20;
+/// The most modules a node's document and its groups' documents may list
+/// together (`modules` and `previous.modules` of each).
+pub const MAX_TOTAL_MODULES: usize = 1500;
+
+/// What is left of the limits a node's document and its groups' share
+/// ([`MAX_TOTAL_BYTES`], [`MAX_TOTAL_MODULES`]), taken document by document
+/// as each is looked at: a document's bytes before it is parsed (the most
+/// its fetch may bring, [`Budget::bytes_left`]), its modules as soon as
+/// they are counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    bytes: usize,
+    modules: usize,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            bytes: MAX_TOTAL_BYTES,
+            modules: MAX_TOTAL_MODULES,
+        }
+    }
+}
+
+impl Budget {
+    /// The most bytes the next document may have: what is left, and never
+    /// more than one document's limit.
+    pub fn bytes_left(&self) -> usize {
+        self.bytes.min(crate::plane::accept::MAX_DOCUMENT)
+    }
+
+    /// Takes a document of `bytes` that lists `modules` (`what` names it);
+    /// one that does not fit takes nothing and says what it passes.
+    pub fn take(&mut self, what: &str, bytes: usize, modules: usize) -> Result<(), String> {
+        if bytes > self.bytes {
+            return Err(format!(
+                "{what} ({bytes} bytes) passes the {MAX_TOTAL_BYTES} bytes a node's document and its groups' may hold together ({} left)",
+                self.bytes
+            ));
+        }
+        if modules > self.modules {
+            return Err(format!(
+                "{what} ({modules} modules) passes the {MAX_TOTAL_MODULES} modules a node's document and its groups' may list together ({} left)",
+                self.modules
+            ));
+        }
+        self.bytes -= bytes;
+        self.modules -= modules;
+        Ok(())
+    }
+}
 
 /// A checked desired-state document.
 #[derive(Clone, Debug, PartialEq)]
@@ -1206,5 +1262,45 @@ mod tests {
         assert_eq!(e.field(), "(document)");
         let e = stamp(b"{}", &node, 0, at, at + 1).unwrap_err();
         assert_eq!(e.field(), "(document)", "modules is still required: {e}");
+    }
+
+    #[test]
+    fn a_node_and_its_groups_share_one_budget_taken_document_by_document() {
+        const MIB: usize = 1 << 20;
+        // (documents taken in order as (bytes, modules); the limit the next
+        // fetch is given after them, or the words of the refusal)
+        type Case = (
+            &'static str,
+            Vec<(usize, usize)>,
+            Result<usize, &'static str>,
+        );
+        #[rustfmt::skip]
+        let cases: Vec<Case> = vec![
+            ("nothing yet: one document's limit", vec![], Ok(MIB)),
+            ("a node document of 1 MiB", vec![(MIB, 10)], Ok(MIB)),
+            ("1.5 MiB taken: half a MiB left", vec![(MIB, 10), (MIB / 2, 10)], Ok(MIB / 2)),
+            ("every byte taken", vec![(MIB, 0), (MIB, 0)], Ok(0)),
+            ("one byte over", vec![(MIB, 0), (MIB, 0), (1, 0)], Err("1 bytes) passes the 2097152 bytes")),
+            ("16 groups of 1,000 modules", vec![(1000, 1); 1].into_iter().chain(vec![(60_000, 1000); 2]).collect(), Err("1000 modules) passes the 1500 modules")),
+            ("every module taken", vec![(10, 1000), (10, 500)], Ok(MIB)),
+            ("one module over", vec![(10, 1000), (10, 500), (10, 1)], Err("(1 modules) passes")),
+        ];
+        for (what, docs, want) in cases {
+            let mut b = Budget::default();
+            let mut got = Ok(());
+            for (i, (bytes, modules)) in docs.iter().enumerate() {
+                let before = b;
+                got = b.take(&format!("document {i}"), *bytes, *modules);
+                if got.is_err() {
+                    assert_eq!(b, before, "{what}: a refused document takes nothing");
+                    break;
+                }
+            }
+            match (got, want) {
+                (Ok(()), Ok(limit)) => assert_eq!(b.bytes_left(), limit, "{what}"),
+                (Err(e), Err(words)) => assert!(e.contains(words), "{what}: {e}"),
+                (got, want) => panic!("{what}: {got:?}, expected {want:?}"),
+            }
+        }
     }
 }

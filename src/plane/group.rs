@@ -273,29 +273,43 @@ pub fn compose(
     id: &NodeId,
     now: u64,
 ) -> Result<Composed, ComposeError> {
+    compose_owned(node, groups.clone(), id, now)
+}
+
+/// [`compose`], the group documents moved into what is composed rather
+/// than copied (a device composes with what it parsed, once).
+pub fn compose_owned(
+    node: Desired,
+    mut groups: BTreeMap<GroupName, HeldGroup>,
+    id: &NodeId,
+    now: u64,
+) -> Result<Composed, ComposeError> {
     let mut standings = Vec::with_capacity(node.groups.len());
     let mut taken = Vec::with_capacity(node.groups.len());
     for name in &node.groups {
-        let Some(held) = groups.get(name) else {
+        let Some(held) = groups.remove(name) else {
             return Err(ComposeError(format!(
                 "the node document lists group {name}, whose document this node does not hold"
             )));
         };
-        let d = &held.desired;
+        let d = held.desired;
         let take = d
             .rollout
             .as_ref()
             .map(|r| fleet::rollout(r, id, now, held.took));
-        let (running, modules) = match (&take, &d.previous) {
-            (Some(Take::Previous { .. }), Some(p)) => (p.revision, &p.modules),
-            _ => (d.revision, &d.modules),
+        let (running, modules, digest) = match (&take, d.previous) {
+            (Some(Take::Previous { .. }), Some(p)) => (p.revision, p.modules, None),
+            _ => {
+                let digest = modules_digest(&d.modules);
+                (d.revision, d.modules, Some(digest))
+            }
         };
         standings.push(GroupStanding {
             group: name.clone(),
             revision: d.revision,
             running,
             take,
-            taken: (running == d.revision).then(|| modules_digest(&d.modules)),
+            taken: digest,
         });
         taken.push(fleet::Group {
             name: name.as_str(),
@@ -307,7 +321,7 @@ pub fn compose(
         remove: node.remove,
         overrides: node.overrides,
     };
-    let composed = fleet::compose(&taken, &own)?;
+    let composed = fleet::compose(taken, own)?;
     let mut modules = BTreeMap::new();
     for (name, (intention, source)) in composed {
         let intention = match source {

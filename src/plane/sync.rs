@@ -22,7 +22,7 @@ use crate::net::http::{Http, Redirects, Transport};
 use crate::plane::RefusalClass;
 use crate::plane::accept::{self, Clock, ClockStatus, MAX_DOCUMENT, Verdict};
 use crate::plane::config::PlaneConfig;
-use crate::plane::document::{AgentRelease, Desired, Poll};
+use crate::plane::document::{AgentRelease, Budget, Desired, Poll};
 use crate::plane::envelope::{Envelope, PublicKey};
 use crate::plane::group::{GroupDesired, GroupStanding, HeldGroup};
 use crate::plane::root::{self, Root};
@@ -266,6 +266,12 @@ struct Memory {
     /// Why the last look at a group brought nothing, by group, and the
     /// refusal when it was one.
     group_errors: BTreeMap<GroupName, (String, Option<Refusal>)>,
+    /// Per group composed last, its document's bytes and the modules it
+    /// lists: what a held one takes of the limits a new revision of
+    /// another is fetched under.
+    group_sizes: BTreeMap<GroupName, (usize, usize)>,
+    /// The same of the node's document composed last.
+    node_size: (usize, usize),
 }
 
 /// How long a plane found to publish no root is not asked for one again.
@@ -661,7 +667,7 @@ impl Syncer {
             Composition::alone(desired.modules)
         } else {
             let now = self.now(Some(held));
-            match self.compose(desired, BTreeMap::new(), now).await {
+            match self.compose(desired, envelope, BTreeMap::new(), now).await {
                 Ok(c) => c,
                 Err(Stop::Refused(r)) => {
                     tracing::error!(
@@ -861,8 +867,9 @@ impl Syncer {
     }
 
     /// Judges a document under the crash guard: its digest is stored
-    /// before it is judged and cleared after it was (and adopted), and one
-    /// the agent died judging a few times in a row is not judged again.
+    /// before it is judged and cleared after it was (and adopted: the
+    /// fetches of its groups and their composition are under it too), and
+    /// one the agent died on a few times in a row is not judged again.
     async fn guarded(
         &self,
         held: Option<Held>,
@@ -871,58 +878,73 @@ impl Syncer {
         validators: (Option<String>, Option<String>),
         now: u64,
     ) -> Outcome {
-        if let Some(r) = self.guard_begin(&body, now).await {
-            contact.refusal = Some(r.clone());
-            self.record(None, &contact).await;
-            return Outcome::Refused(r);
-        }
+        let digest = crate::model::names::Digest::of(&body);
+        let before = match self
+            .guard_begin(&digest, "judging this document", now)
+            .await
+        {
+            Ok(before) => before,
+            Err(r) => {
+                contact.refusal = Some(r.clone());
+                self.record(None, &contact).await;
+                return Outcome::Refused(r);
+            }
+        };
         let outcome = self.judged(held, contact, body, validators, now).await;
-        self.guard_end().await;
+        self.guard_end(before).await;
         outcome
     }
 
-    /// The crash guard around judging `body`: its digest is stored before
-    /// it is judged ([`Syncer::guard_end`] clears it after), and one the
-    /// agent died judging a few times in a row is refused, not judged.
-    async fn guard_begin(&self, body: &[u8], now: u64) -> Option<Refusal> {
-        let digest = crate::model::names::Digest::of(body);
-        let (d, boot) = (digest.clone(), crate::host::boot_id());
+    /// The crash guard around a risky step on a document (judging it, or
+    /// composing documents, by the digest `key`): the key is stored before
+    /// the step ([`Syncer::guard_end`] puts back what was noted before,
+    /// returned here), so a death in it, even an out-of-memory kill, is
+    /// counted at the next start; one the agent died on a few times in a
+    /// row is refused (`doing` says what it died doing), not tried again.
+    async fn guard_begin(
+        &self,
+        key: &crate::model::names::Digest,
+        doing: &str,
+        now: u64,
+    ) -> Result<Option<(crate::model::names::Digest, String)>, Refusal> {
+        let (d, boot) = (key.clone(), crate::host::boot_id());
         let begun = self
             .store
             .blocking(move |s| {
                 s.change_guard(|g| {
-                    let quarantined = g.quarantine.holds_document(&d);
-                    if !quarantined {
-                        g.judging = Some((d, boot));
+                    if g.quarantine.holds_document(&d) {
+                        Err(())
+                    } else {
+                        Ok(g.judging.replace((d, boot)))
                     }
-                    quarantined
                 })
             })
             .await;
         match begun {
-            Ok(true) => Some(Refusal {
+            Ok(Ok(before)) => Ok(before),
+            Ok(Err(())) => Err(Refusal {
                 class: RefusalClass::Quarantined,
                 detail: format!(
-                    "the agent died {} times in a row judging this document ({}); it is not judged again: publish another",
+                    "the agent died {} times in a row {doing} ({}); it is not tried again: publish another",
                     crate::model::guard::CRASHES,
-                    digest.short()
+                    key.short()
                 ),
                 revision: None,
                 at: now,
             }),
-            Ok(false) => None,
             Err(e) => {
                 tracing::warn!("crash guard: {e}");
-                None
+                Ok(None)
             }
         }
     }
 
-    /// Ends [`Syncer::guard_begin`]: the document was judged.
-    async fn guard_end(&self) {
+    /// Ends [`Syncer::guard_begin`]: the step is done; what was noted
+    /// before it (an enclosing step's) is noted again.
+    async fn guard_end(&self, before: Option<(crate::model::names::Digest, String)>) {
         if let Err(e) = self
             .store
-            .blocking(|s| s.change_guard(|g| g.judging = None))
+            .blocking(|s| s.change_guard(|g| g.judging = before))
             .await
         {
             tracing::warn!("crash guard: {e}");
@@ -992,8 +1014,11 @@ impl Syncer {
                     // bytes are the only copies of the document in memory.
                     Composition::alone(d.modules)
                 } else {
-                    let fresh = self.fetch_groups(&d.groups).await;
-                    match self.compose(d, fresh, self.now(Some(&new))).await {
+                    let mut budget = Budget::default();
+                    // It fits: one document's limits are within the total's.
+                    let _ = budget.take("the node document", body.len(), d.modules.len());
+                    let fresh = self.fetch_groups(&d.groups, budget).await;
+                    match self.compose(d, &body, fresh, self.now(Some(&new))).await {
                         Ok(c) => c,
                         Err(Stop::Refused(r)) => {
                             contact.refusal = Some(r.clone());
@@ -1179,11 +1204,20 @@ impl Syncer {
     async fn fetch_groups(
         &self,
         names: &[GroupName],
+        mut budget: Budget,
     ) -> BTreeMap<GroupName, (StoredGroup, GroupDesired)> {
         let mut fresh = BTreeMap::new();
         for name in names {
-            let look = self.fetch_group(name).await;
+            let look = self.fetch_group(name, &mut budget).await;
             let mut m = self.memory.lock().expect("plane memory lock");
+            // A group whose held document stays takes its share of the
+            // limits a new revision of the next is fetched under (over
+            // them, the composition refuses the whole).
+            if !matches!(look, GroupLook::New(_))
+                && let Some((bytes, modules)) = m.group_sizes.get(name)
+            {
+                let _ = budget.take("", *bytes, *modules);
+            }
             match look {
                 GroupLook::New(b) => {
                     m.group_errors.remove(name);
@@ -1204,7 +1238,7 @@ impl Syncer {
     /// One conditional GET of a group's document, judged under the crash
     /// guard with every rule a node's document is judged by, against the
     /// group's own floor.
-    async fn fetch_group(&self, name: &GroupName) -> GroupLook {
+    async fn fetch_group(&self, name: &GroupName, budget: &mut Budget) -> GroupLook {
         let url = self.config.group_url(name);
         let held = self
             .memory
@@ -1227,9 +1261,12 @@ impl Syncer {
                 .map(|(_, lm)| lm.clone())
         });
         let headers = conditional(held.as_ref().map(|(h, _)| h), &url, since.as_deref());
+        // Never more than the limits the node's document and its groups
+        // share leave: the body is not read past them.
+        let limit = budget.bytes_left();
         let answer = self
             .http
-            .send(Method::GET, uri, &headers, FETCH_LIMIT, MAX_DOCUMENT)
+            .send(Method::GET, uri, &headers, FETCH_LIMIT, limit)
             .await;
         let now = crate::host::clock::now();
         let refused = |class, detail: String, revision| {
@@ -1245,11 +1282,15 @@ impl Syncer {
         let answer = match answer {
             Ok(a) => a,
             Err(Transport::TooLarge(_)) => {
-                return refused(
-                    RefusalClass::TooLarge,
-                    format!("the document is over the {MAX_DOCUMENT}-byte limit"),
-                    None,
-                );
+                let detail = if limit < MAX_DOCUMENT {
+                    format!(
+                        "the document is over the {limit} bytes left of the {} a node's document and its groups' may hold together",
+                        crate::plane::document::MAX_TOTAL_BYTES
+                    )
+                } else {
+                    format!("the document is over the {MAX_DOCUMENT}-byte limit")
+                };
+                return refused(RefusalClass::TooLarge, detail, None);
             }
             Err(t) => {
                 return GroupLook::Not(
@@ -1280,9 +1321,14 @@ impl Syncer {
             header(http::header::ETAG),
             header(http::header::LAST_MODIFIED),
         );
-        if let Some(r) = self.guard_begin(&answer.body, now).await {
-            return refused(r.class, r.detail, None);
-        }
+        let digest = crate::model::names::Digest::of(&answer.body);
+        let before = match self
+            .guard_begin(&digest, "judging this document", now)
+            .await
+        {
+            Ok(before) => before,
+            Err(r) => return refused(r.class, r.detail, None),
+        };
         let verdict = accept::judge_group(
             &answer.body,
             name,
@@ -1290,7 +1336,7 @@ impl Syncer {
             held.as_ref().map(|(h, _)| h),
             Clock::read(),
         );
-        self.guard_end().await;
+        self.guard_end(before).await;
         match verdict {
             Verdict::Same => {
                 // The same payload under new validators: asked with them
@@ -1314,6 +1360,14 @@ impl Syncer {
             Verdict::Refused(r) => refused(r.class, r.detail, r.revision),
             Verdict::Adopt(a) => {
                 let d = a.desired;
+                let revision = Some(d.revision);
+                if let Err(e) = budget.take(
+                    &format!("revision {}", d.revision),
+                    answer.body.len(),
+                    listed(&d),
+                ) {
+                    return refused(RefusalClass::TooLarge, e, revision);
+                }
                 {
                     let mut m = self.memory.lock().expect("plane memory lock");
                     match last_modified {
@@ -1333,7 +1387,8 @@ impl Syncer {
                         accepted_at: now,
                         key_id: a.key_id,
                     },
-                    envelope: answer.body.to_vec(),
+                    // Moved, not copied, where the body is the only owner.
+                    envelope: Vec::from(answer.body),
                     took: held.and_then(|(_, took)| took),
                 };
                 GroupLook::New(Box::new((stored, d)))
@@ -1341,34 +1396,105 @@ impl Syncer {
         }
     }
 
-    /// Composes node document `d` with its groups' documents: the new
-    /// revisions in `fresh`, the rest as held (read from the store). A
-    /// group neither fresh nor held stops it, with why its look failed.
+    /// Composes node document `d` (its signed bytes, `envelope`) with its
+    /// groups' documents: the new revisions in `fresh`, the rest as held
+    /// (read from the store). A group neither fresh nor held stops it, with
+    /// why its look failed; documents that pass the limits they share
+    /// ([`Budget`]) together are refused whole. Under the crash guard, by
+    /// the documents composed: a composition the agent died in a few times
+    /// in a row is not tried again until one of them changes.
     async fn compose(
         &self,
         d: Desired,
-        mut fresh: BTreeMap<GroupName, (StoredGroup, GroupDesired)>,
+        envelope: &[u8],
+        fresh: BTreeMap<GroupName, (StoredGroup, GroupDesired)>,
         now: u64,
     ) -> Result<Composition, Stop> {
+        let revision = d.revision;
         let mut stored = self
             .store
             .blocking(|s| s.plane_groups())
             .await
             .map_err(|e| Stop::Failed(format!("cannot read the group documents held: {e}")))?;
-        let mut groups = BTreeMap::new();
+        // Only the groups composed, and of those held, only the ones not
+        // fetched anew: the bytes of no other are kept.
+        stored.retain(|name, _| d.groups.contains(name) && !fresh.contains_key(name));
+        let mut budget = Budget::default();
+        let what = format!("node document revision {revision}");
+        let too_large = |detail: String| {
+            Stop::Refused(Refusal {
+                class: RefusalClass::TooLarge,
+                detail,
+                revision: Some(revision),
+                at: crate::host::clock::now(),
+            })
+        };
+        budget
+            .take(&what, envelope.len(), d.modules.len())
+            .map_err(too_large)?;
+        self.memory.lock().expect("plane memory lock").node_size =
+            (envelope.len(), d.modules.len());
+        let mut composed_of = vec![(
+            what.clone(),
+            crate::model::names::Digest::of(envelope).to_string(),
+        )];
         for name in &d.groups {
-            if let Some((st, desired)) = fresh.get(name) {
-                let took = st.took == Some(crate::plane::group::modules_digest(&desired.modules));
-                groups.insert(
-                    name.clone(),
-                    HeldGroup {
-                        desired: desired.clone(),
-                        took,
-                    },
-                );
-                continue;
+            let st = fresh
+                .get(name)
+                .map(|(st, _)| st)
+                .or_else(|| stored.get(name));
+            if let Some(st) = st {
+                composed_of.push((name.to_string(), st.held.payload_digest.to_string()));
             }
-            let Some(st) = stored.get(name) else {
+        }
+        let key = crate::model::names::Digest::canonical("stead.guard.composition", &composed_of);
+        let doing = format!("composing {what} with its groups' documents");
+        let before = self
+            .guard_begin(&key, &doing, crate::host::clock::now())
+            .await
+            .map_err(Stop::Refused)?;
+        crate::host::crash_point("plane:composing");
+        let c = self
+            .compose_noted(d, fresh, stored, budget, now)
+            .map_err(|e| match e {
+                Stop::Refused(r) if r.class == RefusalClass::TooLarge => too_large(r.detail),
+                e => e,
+            });
+        self.guard_end(before).await;
+        c
+    }
+
+    /// [`Syncer::compose`] under its note: each held group's document read
+    /// again, every group's document taken from `budget` (what the node's
+    /// left), then composed; each group's parsed document is moved into
+    /// the composition, not copied.
+    fn compose_noted(
+        &self,
+        d: Desired,
+        mut fresh: BTreeMap<GroupName, (StoredGroup, GroupDesired)>,
+        mut stored: BTreeMap<GroupName, StoredGroup>,
+        mut budget: Budget,
+        now: u64,
+    ) -> Result<Composition, Stop> {
+        let mut groups = BTreeMap::new();
+        let mut fresh_records = BTreeMap::new();
+        let mut sizes = BTreeMap::new();
+        for name in &d.groups {
+            let (bytes, desired) = if let Some((st, desired)) = fresh.remove(name) {
+                let bytes = st.envelope.len();
+                fresh_records.insert(name.clone(), st);
+                (bytes, desired)
+            } else if let Some(st) = stored.get(name) {
+                let desired = Envelope::parse(&st.envelope)
+                    .map_err(|e| e.to_string())
+                    .and_then(|e| GroupDesired::parse(&e.payload).map_err(|e| e.to_string()))
+                    .map_err(|e| {
+                        Stop::Failed(format!(
+                            "the held document of group {name} cannot be read again: {e}"
+                        ))
+                    })?;
+                (st.envelope.len(), desired)
+            } else {
                 let error = self
                     .memory
                     .lock()
@@ -1382,30 +1508,41 @@ impl Syncer {
                     None => Stop::Failed(format!("group {name}: not fetched")),
                 });
             };
-            let desired = Envelope::parse(&st.envelope)
-                .map_err(|e| e.to_string())
-                .and_then(|e| GroupDesired::parse(&e.payload).map_err(|e| e.to_string()))
+            let listed = listed(&desired);
+            sizes.insert(name.clone(), (bytes, listed));
+            budget
+                .take(&format!("group {name}"), bytes, listed)
                 .map_err(|e| {
-                    Stop::Failed(format!(
-                        "the held document of group {name} cannot be read again: {e}"
-                    ))
+                    Stop::Refused(Refusal {
+                        class: RefusalClass::TooLarge,
+                        detail: e,
+                        revision: None,
+                        at: 0,
+                    })
                 })?;
-            let took = st.took == Some(crate::plane::group::modules_digest(&desired.modules));
+            let took = fresh_records
+                .get(name)
+                .or_else(|| stored.get(name))
+                .is_some_and(|st| {
+                    st.took == Some(crate::plane::group::modules_digest(&desired.modules))
+                });
             groups.insert(name.clone(), HeldGroup { desired, took });
         }
+        self.memory.lock().expect("plane memory lock").group_sizes = sizes;
         let revision = d.revision;
-        let composed = crate::plane::group::compose(d, &groups, &self.node, now).map_err(|e| {
-            Stop::Refused(Refusal {
-                class: RefusalClass::Conflict,
-                detail: e.0,
-                revision: Some(revision),
-                at: crate::host::clock::now(),
-            })
-        })?;
+        let composed =
+            crate::plane::group::compose_owned(d, groups, &self.node, now).map_err(|e| {
+                Stop::Refused(Refusal {
+                    class: RefusalClass::Conflict,
+                    detail: e.0,
+                    revision: Some(revision),
+                    at: crate::host::clock::now(),
+                })
+            })?;
         let mut writes = Vec::new();
         for standing in &composed.groups {
             let name = &standing.group;
-            if let Some((mut st, _)) = fresh.remove(name) {
+            if let Some(mut st) = fresh_records.remove(name) {
                 st.took = standing.remembered(st.took.as_ref());
                 writes.push((name.clone(), st));
             } else if let Some(mut st) = stored.remove(name) {
@@ -1511,17 +1648,20 @@ impl Syncer {
     /// one, or a rollout whose turn came for this node, composes the held
     /// document again and adopts what it gives.
     async fn poll_groups(&self) {
-        let (names, held) = {
+        let (names, held, m_node) = {
             let m = self.memory.lock().expect("plane memory lock");
             (
                 m.node_groups.clone(),
                 m.held.clone().filter(|_| m.revoked.is_none()),
+                m.node_size,
             )
         };
         let Some(held) = held.filter(|_| !names.is_empty()) else {
             return;
         };
-        let fresh = self.fetch_groups(&names).await;
+        let mut budget = Budget::default();
+        let _ = budget.take("the node document", m_node.0, m_node.1);
+        let fresh = self.fetch_groups(&names, budget).await;
         let now = self.now(Some(&held));
         let due = self.next_turn().is_some_and(|t| t <= now);
         if fresh.is_empty() && !due {
@@ -1549,7 +1689,7 @@ impl Syncer {
                 return;
             }
         };
-        let c = match self.compose(desired, fresh, now).await {
+        let c = match self.compose(desired, &bytes, fresh, now).await {
             Ok(c) => c,
             Err(Stop::Refused(r)) => {
                 tracing::warn!(
@@ -1578,6 +1718,12 @@ impl Syncer {
             tracing::error!("plane: cannot store the groups' revisions: {e}");
         }
     }
+}
+
+/// The modules a group's document lists (its own and its previous
+/// revision's), as the limits count them.
+fn listed(d: &GroupDesired) -> usize {
+    d.modules.len() + d.previous.as_ref().map_or(0, |p| p.modules.len())
 }
 
 /// The validators of a conditional GET of `url`, for the document `held`

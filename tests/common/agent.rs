@@ -49,13 +49,17 @@ impl Agent {
             .append(true)
             .open(n.dir.path().join("agent.log"))
             .unwrap();
+        // STEAD_TEST_BIN runs another build (tests/memory.rs's figures for
+        // the release binary: docs/performance.md).
+        let bin = std::env::var("STEAD_TEST_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_stead").to_string());
         let mut cmd = match wrapper.split_first() {
             Some((first, rest)) => {
                 let mut c = Command::new(first);
-                c.args(rest).arg(env!("CARGO_BIN_EXE_stead"));
+                c.args(rest).arg(&bin);
                 c
             }
-            None => Command::new(env!("CARGO_BIN_EXE_stead")),
+            None => Command::new(&bin),
         };
         // STEAD_TEST_LOG=debug (or any STEAD_LOG filter) for more.
         let level = std::env::var("STEAD_TEST_LOG").unwrap_or_else(|_| "info".into());

@@ -81,3 +81,29 @@ pub fn wait_v(n: &Node, m: &str, v: &str) {
 pub fn sign_bytes(key: &SecretKey, payload: &[u8]) -> Vec<u8> {
     key.sign(PAYLOAD_TYPE, payload).to_json()
 }
+
+/// A group document of `group` at `revision` with `modules`, and `extra`
+/// fields (a rollout, the previous revision).
+pub fn group_payload(group: &str, revision: u64, modules: Vec<J>, extra: J) -> J {
+    let mut v = json!({
+        "group": group,
+        "revision": revision,
+        "issued_at": format_rfc3339(now()),
+        "expires": format_rfc3339(now() + 30 * DAY),
+        "modules": modules,
+    });
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
+pub fn publish_group(plane: &super::plane::Plane, key: &SecretKey, group: &str, payload: &J) {
+    let bytes = key
+        .sign(
+            stead::plane::group::GROUP_PAYLOAD_TYPE,
+            &serde_json::to_vec(payload).unwrap(),
+        )
+        .to_json();
+    plane.publish_raw_path(&format!("groups/{group}/desired.json"), &bytes);
+}
