@@ -24,6 +24,7 @@ use crate::model::agent_update::{AgentUpdate, Resume, Stage};
 use crate::model::launch::{AgentVersion, Slot};
 use crate::model::release::{self, Binary, NotTaken, Release};
 use crate::net::http::{Http, Transport};
+use crate::plane::accept;
 use crate::plane::envelope::{self, Envelope, PublicKey};
 use crate::reload::classify::{Failure, FetchFailure, Verdict, classify};
 use crate::store::Store;
@@ -116,9 +117,40 @@ impl Updater {
         self.launched.as_ref()
     }
 
+    /// Whether the running version is a floor (a release below it must
+    /// say `downgrade`): it is, unless this agent was updated to it by a
+    /// statement no key in force signed (the one rule of every floor,
+    /// [`accept::still_stands`]); a version installed otherwise is one.
+    async fn running_is_floor(&self, keys: &[PublicKey]) -> bool {
+        let Ok(all) = self.store.blocking(|s| s.agent_updates()).await else {
+            return true;
+        };
+        let Some(u) = all
+            .iter()
+            .rev()
+            .find(|u| u.stage == Stage::Done && u.version.as_str() == running_version())
+        else {
+            return true;
+        };
+        let floor = accept::Floor {
+            envelope: &u.statement,
+            payload_type: release::PAYLOAD_TYPE,
+            revision: 0,
+            key_id: "",
+        };
+        let Err(why) = accept::still_stands(floor, keys) else {
+            return true;
+        };
+        tracing::warn!(
+            "agent update: the running {} is no longer the floor: {why}; a release a key in force signed is taken below it",
+            running_version()
+        );
+        false
+    }
+
     /// Reads a statement (its envelope), checks its signature and what it
     /// says against this agent.
-    fn judge(
+    async fn judge(
         &self,
         statement: &[u8],
         downgrade: bool,
@@ -157,6 +189,7 @@ impl Updater {
             target: TARGET,
             store_schema: crate::store::SCHEMA_VERSION,
         };
+        let downgrade = downgrade || !self.running_is_floor(&keys).await;
         Ok(match release::admit(&r, &me, downgrade) {
             Ok(_) => Ok(r),
             Err(n) => Err(n),
@@ -219,7 +252,7 @@ impl Updater {
         if self.launched.is_none() {
             return Err(RequestError::NotLaunched);
         }
-        let r = match self.judge(&statement, downgrade)? {
+        let r = match self.judge(&statement, downgrade).await? {
             Ok(r) if expect.is_some_and(|v| v != r.version) => {
                 return Err(RequestError::Refused(format!(
                     "the release statement names {}, the document asks for {}",
@@ -569,7 +602,7 @@ impl Updater {
     async fn land(&self, l: &Launched, u: &AgentUpdate) -> Result<String, Failure> {
         let mismatch = |m: String| Failure::Fetch(m, FetchFailure::Mismatch);
         // The statement is judged again: a key may have been revoked since.
-        let r = match self.judge(&u.statement, u.downgrade) {
+        let r = match self.judge(&u.statement, u.downgrade).await {
             Ok(Ok(r)) => r,
             Ok(Err(NotTaken::Running)) => {
                 return Err(mismatch(format!("{} runs already", u.version)));
