@@ -30,40 +30,6 @@ fn node(tag: &str, plane: &Plane, key: &SecretKey) -> Node {
     ))
 }
 
-/// A group document of `group` at `revision` with `modules`, and `extra`
-/// fields (a rollout, the previous revision).
-fn group_payload(group: &str, revision: u64, modules: Vec<J>, extra: J) -> J {
-    let mut v = json!({
-        "group": group,
-        "revision": revision,
-        "issued_at": format_rfc3339(now()),
-        "expires": format_rfc3339(now() + 30 * DAY),
-        "modules": modules,
-    });
-    for (k, x) in extra.as_object().unwrap() {
-        v[k] = x.clone();
-    }
-    v
-}
-
-fn publish_group(plane: &Plane, key: &SecretKey, group: &str, payload: &J) {
-    let bytes = key
-        .sign(GROUP_PAYLOAD_TYPE, &serde_json::to_vec(payload).unwrap())
-        .to_json();
-    plane.publish_raw_path(&format!("groups/{group}/desired.json"), &bytes);
-}
-
-/// A node document listing `groups`, with its own `modules` and `extra`
-/// fields (removals, overrides).
-fn node_payload(n: &Node, revision: u64, groups: &[&str], modules: Vec<J>, extra: J) -> J {
-    let mut v = payload(n, revision, modules);
-    v["groups"] = json!(groups);
-    for (k, x) in extra.as_object().unwrap() {
-        v[k] = x.clone();
-    }
-    v
-}
-
 fn group_state(agent: &Agent, group: &str) -> J {
     let p = plane_state(agent);
     p["groups"]

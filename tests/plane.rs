@@ -483,10 +483,19 @@ fn reports_kept_while_the_endpoint_is_down_arrive_later_and_stay_spaced() {
     let mut plane = Plane::start();
     let n = settled_node("plane-report", &plane, &[&key]);
     let m = n.module("web");
-    plane.set_report_fault(Some((503, None)));
+    // A host that answers the PUT with 200 and stores nothing (caddy's
+    // file server serves the file there): read back, not delivered.
+    plane.set_report_fault(Some((200, None)));
     plane.publish(&n.id, &sign(&key, &payload(&n, 1, vec![module(&m, "one")])));
     let agent = Agent::start(&n);
     wait_v(&n, &m, "one");
+    let p = wait_plane(&n, &agent, "a report answered 200 but not stored", |p| {
+        p["reports"]["pending"] == true
+    });
+    let error = p["reports"]["error"].as_str().unwrap();
+    assert!(error.contains("HTTP 200, but a GET of it"), "{p:#}");
+    assert!(error.contains("did not store it"), "{p:#}");
+    plane.set_report_fault(Some((503, None)));
     // Churn while reports fail: new revisions every two seconds.
     for r in 2..=6 {
         plane.publish(
@@ -499,6 +508,9 @@ fn reports_kept_while_the_endpoint_is_down_arrive_later_and_stay_spaced() {
     plane.wait_count("PUT", "status.json", 503, 1, 30);
     let p = wait_plane(&n, &agent, "a report pending", |p| {
         p["reports"]["pending"] == true
+            && p["reports"]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("503"))
     });
     assert!(
         p["reports"]["error"].as_str().unwrap().contains("503"),

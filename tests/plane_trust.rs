@@ -15,6 +15,7 @@ use common::desired::*;
 use common::plane::{Plane, plane_cli};
 use common::*;
 use serde_json::{Value as J, json};
+use stead::model::time::format_rfc3339;
 use stead::plane::envelope::SecretKey;
 
 const MAX_REVISION: u64 = 1 << 53;
@@ -51,15 +52,27 @@ fn a_key_removed_from_the_config_stops_its_document_being_the_floor_and_what_run
     let plane = Plane::start();
     let n = Node::new("trust-revoke").with_config(&config(&plane, &[&leaked, &good]));
     let m = n.module("web");
-    // A leaked key signs the highest revision there is: with 0.5.0 the node
-    // took nothing else ever again.
+    let gm = n.module("gweb");
+    const G: &str = "trust-revoke";
+    // A leaked key signs the highest revision there is, of the node's
+    // document and of its group's: with 0.5.0 the node took nothing else
+    // ever again (with 0.6.0's first cut, nothing else of the group).
     let leaked_doc = sign(
         &leaked,
-        &payload(&n, MAX_REVISION, vec![module(&m, "leaked")]),
+        &node_payload(
+            &n,
+            MAX_REVISION,
+            &[G],
+            vec![module(&m, "leaked")],
+            json!({}),
+        ),
     );
+    let leaked_group = group_payload(G, MAX_REVISION, vec![module(&gm, "g-leaked")], json!({}));
+    publish_group(&plane, &leaked, G, &leaked_group);
     plane.publish(&n.id, &leaked_doc);
     let agent = Agent::start(&n);
     wait_v(&n, &m, "leaked");
+    wait_v(&n, &gm, "g-leaked");
     wait_plane(&n, &agent, "the top revision", |p| {
         p["held"]["revision"] == MAX_REVISION && p["held"]["floor"] == true
     });
@@ -104,6 +117,13 @@ fn a_key_removed_from_the_config_stops_its_document_being_the_floor_and_what_run
     assert_eq!(p["held"]["key_id"], leaked.public().id().to_string());
     let why = p["held"]["revoked"].as_str().unwrap();
     assert!(why.contains("no key trusted now signed it"), "{p:#}");
+    // The group's document too: no floor, what it states still runs.
+    let p = wait_plane(&n, &agent, "the group's document revoked", |p| {
+        p["groups"][0]["revoked"].is_string()
+    });
+    assert_eq!(p["groups"][0]["revision"], MAX_REVISION, "{p:#}");
+    let why = p["groups"][0]["revoked"].as_str().unwrap();
+    assert!(why.contains("no key trusted now signed it"), "{p:#}");
     // The leaked document is refused, not answered 304.
     wait_plane(&n, &agent, "the leaked document refused", |p| {
         p["refusal"]["class"] == "unknown-key"
@@ -134,16 +154,25 @@ fn a_key_removed_from_the_config_stops_its_document_being_the_floor_and_what_run
     assert_eq!(n.creates_since(&m, since), 0);
     assert!(Agent::log(&n).contains("is no longer the floor"));
 
-    // A document the trusted key signed, at a low revision, is taken.
+    // A document the trusted key signed, at a low revision, is taken, and
+    // so is its group's, at a lower revision still.
+    let group = group_payload(G, 3, vec![module(&gm, "g-three")], json!({}));
+    publish_group(&plane, &good, G, &group);
     plane.publish(
         &n.id,
-        &sign(&good, &payload(&n, 5, vec![module(&m, "five")])),
+        &sign(
+            &good,
+            &node_payload(&n, 5, &[G], vec![module(&m, "five")], json!({})),
+        ),
     );
     wait_v(&n, &m, "five");
+    wait_v(&n, &gm, "g-three");
     let p = wait_plane(&n, &agent, "revision 5 as the floor", |p| {
         p["held"]["revision"] == 5 && p["held"]["floor"] == true
     });
     assert!(p["held"]["revoked"].is_null(), "{p:#}");
+    assert_eq!(p["groups"][0]["revision"], 3, "{p:#}");
+    assert!(p["groups"][0].get("revoked").is_none(), "{p:#}");
     assert_eq!(n.creates_since(&m, since), 1);
     // And it is the floor now, across a restart too.
     drop(agent);
@@ -232,6 +261,25 @@ fn a_document_issued_in_the_future_is_blamed_keys_given_twice_are_refused_and_a_
     wait_v(&n, &m, "four");
     let p = wait_plane(&n, &agent, "revision 4", |p| p["held"]["revision"] == 4);
     assert_eq!(p["held"]["key_id"], key.public().id().to_string());
+    assert!(p["refusal"].is_null(), "{p:#}");
+
+    // Time moves at most a day in all: a document 23 h ahead, then one 46 h
+    // ahead (within a day of the first: 0.5.0 moved "now" on each), then an
+    // honest one issued now that expires in 30 h, which is still taken.
+    for (r, ahead) in [(5, 23), (6, 46)] {
+        let mut p = payload(&n, r, vec![module(&m, "four")]);
+        p["issued_at"] = json!(format_rfc3339(now() + ahead * 3600));
+        p["expires"] = json!(format_rfc3339(now() + 40 * DAY));
+        plane.publish(&n.id, &sign(&key, &p));
+        wait_plane(&n, &agent, &format!("revision {r}"), |p| {
+            p["held"]["revision"] == r
+        });
+    }
+    let mut honest = payload(&n, 7, vec![module(&m, "seven")]);
+    honest["expires"] = json!(format_rfc3339(now() + 30 * 3600));
+    plane.publish(&n.id, &sign(&key, &honest));
+    wait_v(&n, &m, "seven");
+    let p = wait_plane(&n, &agent, "revision 7", |p| p["held"]["revision"] == 7);
     assert!(p["refusal"].is_null(), "{p:#}");
 }
 

@@ -262,9 +262,11 @@ struct Memory {
     standings: Vec<GroupStanding>,
     /// The ETag `root.json` was last served with.
     root_etag: Option<String>,
-    /// When the plane was found to publish no root (404): asked again an
-    /// hour later, not at every poll.
+    /// When the plane was found to publish no root (404, or 403): asked
+    /// again an hour later, not at every poll.
     root_absent: Option<tokio::time::Instant>,
+    /// What the last 403 to a root's GET said, for the status.
+    root_forbidden: Option<String>,
     /// Per group, the `Last-Modified` a host without ETags sent with a
     /// revision (for this run only, as the node document's).
     group_last_modified: BTreeMap<GroupName, (u64, String)>,
@@ -428,14 +430,18 @@ impl Syncer {
     }
 
     /// One GET of a root file: its body and ETag, `Ok(None)` when it did
-    /// not change (304), `Err(None)` when the plane has none (404).
+    /// not change (304), `Err(None)` when the plane has none: a 404, or a
+    /// 403, which is what S3 answers for a missing file to a key that may
+    /// not list the bucket (said in the status, and the next error holds
+    /// why).
     async fn get_root(
         &self,
         rel: &str,
         etag: Option<&str>,
     ) -> Result<Option<(hyper::body::Bytes, Option<String>)>, Option<String>> {
         let url = self.plane_url(rel);
-        let uri: http::Uri = url.parse().map_err(|e| Some(format!("{url}: {e}")))?;
+        let at = crate::net::shown(&url);
+        let uri: http::Uri = url.parse().map_err(|e| Some(format!("{at}: {e}")))?;
         let mut headers = HeaderMap::new();
         if let Some(v) = etag.and_then(|e| HeaderValue::from_str(e).ok()) {
             headers.insert(http::header::IF_NONE_MATCH, v);
@@ -444,7 +450,7 @@ impl Syncer {
             .http
             .send(Method::GET, uri, &headers, FETCH_LIMIT, root::MAX_ROOT)
             .await
-            .map_err(|t| Some(format!("cannot fetch {url}: {}", describe(&t))))?;
+            .map_err(|t| Some(format!("cannot fetch {at}: {}", describe(&t))))?;
         match a.status {
             StatusCode::OK => {
                 let etag = a
@@ -456,7 +462,17 @@ impl Syncer {
             }
             StatusCode::NOT_MODIFIED => Ok(None),
             StatusCode::NOT_FOUND => Err(None),
-            s => Err(Some(format!("{url}: HTTP {s}"))),
+            StatusCode::FORBIDDEN => {
+                self.memory
+                    .lock()
+                    .expect("plane memory lock")
+                    .root_forbidden = Some(format!(
+                    "{at}: HTTP 403, taken as no root published (what S3 answers for a missing \
+                     file to a key that may not list the bucket); asked again in an hour"
+                ));
+                Err(None)
+            }
+            s => Err(Some(format!("{at}: HTTP {s}"))),
         }
     }
 
@@ -475,12 +491,20 @@ impl Syncer {
         if absent.is_some_and(|at| at.elapsed() < ROOT_ABSENT_RECHECK) {
             return self.root_expiry();
         }
+        self.memory
+            .lock()
+            .expect("plane memory lock")
+            .root_forbidden = None;
         let newest = match self.get_root("root.json", etag.as_deref()).await {
             Ok(Some(n)) => n,
             Ok(None) => return self.root_expiry(),
             Err(None) => {
-                self.memory.lock().expect("plane memory lock").root_absent =
-                    Some(tokio::time::Instant::now());
+                let forbidden = {
+                    let mut m = self.memory.lock().expect("plane memory lock");
+                    m.root_absent = Some(tokio::time::Instant::now());
+                    m.root_forbidden.take()
+                };
+                self.status.lock().expect("plane status lock").root.error = forbidden;
                 return self.root_expiry();
             }
             // The document's fetch says what is wrong with the plane.
@@ -510,7 +534,7 @@ impl Syncer {
                     Ok(None) | Err(None) => {
                         error = Some(format!(
                             "the plane's root is version {said}, but {} is not there: the chain is walked one version at a time",
-                            self.plane_url(&format!("roots/{v}.json"))
+                            crate::net::shown(&self.plane_url(&format!("roots/{v}.json")))
                         ));
                         break;
                     }
@@ -819,7 +843,7 @@ impl Syncer {
             Ok(u) => u,
             Err(e) => {
                 return Outcome::Failed {
-                    error: format!("{}: {e}", self.url),
+                    error: format!("{}: {e}", crate::net::shown(&self.url)),
                     retry_after: None,
                 };
             }
@@ -846,7 +870,11 @@ impl Syncer {
                 return Outcome::Refused(r);
             }
             Err(t) => {
-                let error = format!("cannot fetch {}: {}", self.url, describe(&t));
+                let error = format!(
+                    "cannot fetch {}: {}",
+                    crate::net::shown(&self.url),
+                    describe(&t)
+                );
                 contact.error = Some(error.clone());
                 self.record(None, &contact).await;
                 return Outcome::Failed {
@@ -895,16 +923,16 @@ impl Syncer {
                 } else {
                     None
                 };
+                let at = crate::net::shown(&self.url);
                 let error = if s == StatusCode::NOT_FOUND {
-                    format!("no document for this node at {} (HTTP 404)", self.url)
+                    format!("no document for this node at {at} (HTTP 404)")
                 } else if s.is_redirection() {
                     format!(
-                        "{}: HTTP {s}, a redirect to another scheme, host or port, not followed \
-                         (the document is fetched only from the plane's own origin)",
-                        self.url
+                        "{at}: HTTP {s}, a redirect to another scheme, host or port, not followed \
+                         (the document is fetched only from the plane's own origin)"
                     )
                 } else {
-                    format!("{}: HTTP {s}", self.url)
+                    format!("{at}: HTTP {s}")
                 };
                 contact.error = Some(error.clone());
                 self.record(None, &contact).await;
@@ -1269,6 +1297,7 @@ impl Syncer {
     /// group's own floor.
     async fn fetch_group(&self, name: &GroupName) -> GroupLook {
         let url = self.config.group_url(name);
+        let at = crate::net::shown(&url);
         let (held, revoked, clock) = {
             let m = self.memory.lock().expect("plane memory lock");
             let revoked = m.group_revoked.contains_key(name);
@@ -1281,7 +1310,7 @@ impl Syncer {
         let held = held.filter(|_| !revoked);
         let uri: http::Uri = match url.parse() {
             Ok(u) => u,
-            Err(e) => return GroupLook::Not(format!("group {name}: {url}: {e}"), None),
+            Err(e) => return GroupLook::Not(format!("group {name}: {at}: {e}"), None),
         };
         // A Last-Modified counts only for the revision it was sent with: a
         // revision fetched but not adopted is fetched whole again.
@@ -1319,7 +1348,7 @@ impl Syncer {
             }
             Err(t) => {
                 return GroupLook::Not(
-                    format!("group {name}: cannot fetch {url}: {}", describe(&t)),
+                    format!("group {name}: cannot fetch {at}: {}", describe(&t)),
                     None,
                 );
             }
@@ -1329,11 +1358,11 @@ impl Syncer {
             StatusCode::OK => {}
             StatusCode::NOT_FOUND => {
                 return GroupLook::Not(
-                    format!("group {name}: no document at {url} (HTTP 404)"),
+                    format!("group {name}: no document at {at} (HTTP 404)"),
                     None,
                 );
             }
-            s => return GroupLook::Not(format!("group {name}: {url}: HTTP {s}"), None),
+            s => return GroupLook::Not(format!("group {name}: {at}: HTTP {s}"), None),
         }
         let header = |h| {
             answer

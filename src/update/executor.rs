@@ -204,9 +204,10 @@ impl Updater {
                 "must be an http:// or https:// URL".into(),
             ));
         }
+        let at = crate::net::shown(url);
         let uri: Uri = url
             .parse()
-            .map_err(|e| RequestError::Fetch(format!("{url}: {e}")))?;
+            .map_err(|e| RequestError::Fetch(format!("{at}: {e}")))?;
         let http = self
             .http
             .as_ref()
@@ -220,9 +221,9 @@ impl Updater {
                 release::MAX_STATEMENT,
             )
             .await
-            .map_err(|t| RequestError::Fetch(format!("cannot fetch {url}: {t}")))?;
+            .map_err(|t| RequestError::Fetch(format!("cannot fetch {at}: {t}")))?;
         if !a.status.is_success() {
-            return Err(RequestError::Fetch(format!("{url} answered {}", a.status)));
+            return Err(RequestError::Fetch(format!("{at} answered {}", a.status)));
         }
         Ok(a.body.to_vec())
     }
@@ -647,9 +648,10 @@ impl Updater {
                 headers.insert(http::header::RANGE, v);
             }
         }
+        let at = crate::net::shown(url);
         let uri: Uri = url
             .parse()
-            .map_err(|e| Failure::Fetch(format!("{url}: {e}"), FetchFailure::Mismatch))?;
+            .map_err(|e| Failure::Fetch(format!("{at}: {e}"), FetchFailure::Mismatch))?;
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -692,7 +694,7 @@ impl Updater {
         }
         let a = answer.map_err(|t| {
             Failure::Fetch(
-                format!("cannot fetch {url}: {t}"),
+                format!("cannot fetch {at}: {t}"),
                 FetchFailure::Transport(t),
             )
         })?;
@@ -712,7 +714,7 @@ impl Updater {
                     .and_then(crate::model::time::parse_retry_after)
                     .map(|r| r.wait(crate::host::clock::now()));
                 return Err(Failure::Fetch(
-                    format!("{url} answered {s}"),
+                    format!("{at} answered {s}"),
                     FetchFailure::Status(s, retry),
                 ));
             }
@@ -721,7 +723,7 @@ impl Updater {
         if got < bin.size {
             return Err(Failure::Fetch(
                 format!(
-                    "{url}: the download stopped at {got} of {} bytes; the next attempt resumes it",
+                    "{at}: the download stopped at {got} of {} bytes; the next attempt resumes it",
                     bin.size
                 ),
                 FetchFailure::Transport(Transport::Connect("cut short".into())),
