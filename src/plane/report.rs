@@ -469,8 +469,9 @@ mod tests {
     fn a_report_put_counts_when_what_is_read_back_is_it_or_tells_nothing() {
         let sent = br#"{"seq":7}"#;
         // (what a GET right after answered, counted as delivered)
+        type Got<'a> = Option<(u16, &'a [u8])>;
         #[rustfmt::skip]
-        let cases: [(Option<(u16, &[u8])>, bool); 8] = [
+        let cases: [(Got, bool); 8] = [
             (Some((200, sent)), true),
             (Some((200, br#"{"seq":6}"#)), false),   // an older report: not stored
             (Some((200, b"")), false),
