@@ -367,6 +367,24 @@ fn redirects_go_only_to_the_same_origin_and_a_host_without_etags_is_asked_if_mod
     // A new document there is still seen.
     plane.publish(&n.id, &sign(&key, &payload(&n, 6, vec![])));
     wait_plane(&n, &agent, "revision 6", |p| p["held"]["revision"] == 6);
+
+    // The plane's URL changes (the same host by another path): the
+    // document served the same is asked for conditionally again from its
+    // new URL, not fetched whole at every poll.
+    plane.set_etags(true);
+    drop(agent);
+    let mut n = n;
+    n.extra = String::new();
+    let moved = config(&plane, &[&key]).replace(
+        &format!("url = {:?}", plane.base()),
+        &format!("url = {:?}", format!("{}/moved/..", plane.base())),
+    );
+    let n = n.with_config(&moved);
+    let agent = Agent::start(&n);
+    let at = plane.count("GET", "moved/../nodes", 304);
+    plane.wait_count("GET", "moved/../nodes", 304, at + 3, 30);
+    let p = plane_state(&agent);
+    assert_eq!(p["held"]["revision"], 6, "{p:#}");
 }
 
 /// A signed root of `version`: root keys `root` (threshold `t`), document
