@@ -1,10 +1,12 @@
 //! Trust and time from the central plane, against the real parts (Debian's
 //! nginx on loopback, the real agent, engine and store): a key removed from
-//! the config stops its document being the floor, revisions are bounded, a
-//! document issued in the future is blamed (not the clock), a key given
+//! the config stops its document and its group's being the floor,
+//! revisions are bounded, a document issued in the future is blamed (not
+//! the clock) and documents ahead move "now" a day in all, a key given
 //! twice is refused, a signature without a key id verifies, redirects go
-//! only where they may, and a host without ETags is polled with
-//! `If-Modified-Since`.
+//! only where they may, a host without ETags is polled with
+//! `If-Modified-Since`, a changed plane URL is asked conditionally again,
+//! and a 403 for the root is no root.
 
 mod common;
 
@@ -614,4 +616,37 @@ fn trust_moves_from_the_plane_by_a_root_chain_and_a_key_it_drops_signs_nothing_m
             .report_json(&n.id)
             .is_some_and(|r| r["plane"]["root"]["version"] == 2)
     });
+}
+
+/// S3 answers 403 for a file that is not there to a key that may not
+/// list the bucket (the policy docs/fleet.md recommends): `root.json`
+/// answered so is no root published, asked again hourly rather than at
+/// every poll, and said in the root's status.
+#[test]
+fn a_403_for_the_root_is_no_root_published_asked_hourly_and_said() {
+    use common::faults::{Fault, FaultProxy};
+    let key = SecretKey::generate().unwrap();
+    let plane = Plane::start();
+    let proxy = FaultProxy::start(&plane.addr());
+    proxy.inject("GET", "root.json", Fault::Status(403, None), 1000);
+    let n = Node::new("trust-403").with_config(&format!(
+        "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
+        format!("http://{}", proxy.addr),
+        key.public().to_base64()
+    ));
+    plane.publish(&n.id, &sign(&key, &payload(&n, 1, vec![])));
+    let agent = Agent::start(&n);
+    let p = wait_plane(&n, &agent, "the root said absent", |p| {
+        p["root"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("HTTP 403, taken as no root published"))
+    });
+    assert_eq!(p["root"]["version"], 0, "{p:#}");
+    assert_eq!(p["held"]["revision"], 1, "{p:#}");
+    // Three polls more: the root was asked for once.
+    let at = plane.count("GET", "desired.json", 304);
+    plane.wait_count("GET", "desired.json", 304, at + 3, 30);
+    let asked = proxy.seen.lock().unwrap().clone();
+    let roots = asked.iter().filter(|r| r.contains("root.json")).count();
+    assert_eq!(roots, 1, "{asked:#?}");
 }
