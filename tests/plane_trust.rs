@@ -492,13 +492,22 @@ fn trust_moves_from_the_plane_by_a_root_chain_and_a_key_it_drops_signs_nothing_m
         "{said}"
     );
 
-    // The online key's document is taken once the device walked to root 1;
-    // the first key signs nothing more.
+    // The online key's document is taken once the device walked to root 1,
+    // with its group's at the highest revision there is; the first key
+    // signs nothing more.
+    let gm = n.module("gweb");
+    const G: &str = "trust-root";
+    let huge = group_payload(G, MAX_REVISION, vec![module(&gm, "g-online")], json!({}));
+    publish_group(&plane, &online, G, &huge);
     plane.publish(
         &n.id,
-        &sign(&online, &payload(&n, 2, vec![module(&m, "two")])),
+        &sign(
+            &online,
+            &node_payload(&n, 2, &[G], vec![module(&m, "two")], json!({})),
+        ),
     );
     wait_v(&n, &m, "two");
+    wait_v(&n, &gm, "g-online");
     let p = plane_state(&agent);
     assert_eq!(p["root"]["version"], 1, "{p:#}");
     assert_eq!(p["root"]["threshold"], 2, "{p:#}");
@@ -533,6 +542,10 @@ fn trust_moves_from_the_plane_by_a_root_chain_and_a_key_it_drops_signs_nothing_m
             .contains("no key trusted now signed it"),
         "{p:#}"
     );
+    let p = wait_plane(&n, &agent, "the group's document no floor", |p| {
+        p["groups"][0]["revoked"].is_string()
+    });
+    assert_eq!(p["groups"][0]["revision"], MAX_REVISION, "{p:#}");
     refused(
         &plane,
         &n,
@@ -540,11 +553,19 @@ fn trust_moves_from_the_plane_by_a_root_chain_and_a_key_it_drops_signs_nothing_m
         &sign(&online, &payload(&n, 5, vec![module(&m, "x")])),
         "unknown-key",
     );
+    let low = group_payload(G, 2, vec![module(&gm, "g-two")], json!({}));
+    publish_group(&plane, &online2, G, &low);
     plane.publish(
         &n.id,
-        &sign(&online2, &payload(&n, 1, vec![module(&m, "three")])),
+        &sign(
+            &online2,
+            &node_payload(&n, 1, &[G], vec![module(&m, "three")], json!({})),
+        ),
     );
     wait_v(&n, &m, "three");
+    wait_v(&n, &gm, "g-two");
+    let p = plane_state(&agent);
+    assert_eq!(p["groups"][0]["revision"], 2, "{p:#}");
 
     // A root short of its threshold, or skipping a version, is not taken:
     // said, and version 2 stays.
