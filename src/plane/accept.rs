@@ -471,7 +471,12 @@ impl<'a> Floor<'a> {
 pub fn still_stands(floor: Floor, trusted: &[PublicKey]) -> Result<(), String> {
     let env =
         Envelope::parse(floor.envelope).map_err(|e| format!("it cannot be read again: {e}"))?;
-    if let Err(e) = envelope::verify_as(&env, trusted, floor.payload_type, "held") {
+    if let Err(e) = envelope::verify_as(
+        &env,
+        trusted,
+        floor.payload_type,
+        "thing of the kind it was taken as",
+    ) {
         let by = match floor.key_id {
             "" => String::new(),
             k => format!(
