@@ -454,17 +454,37 @@ fn a_clock_far_in_the_past_or_the_future_stops_nothing_and_is_reported() {
             .report_json(&n.id)
             .is_some_and(|r| r["clock"]["status"] == "behind")
     });
+    // It cannot tell a document ahead from its clock: it takes documents
+    // issued 10 and 20 days ahead, but its "now" does not move with them
+    // (0.5.0 moved it a day on each): an honest document that expires in
+    // two days is still taken.
+    for (r, ahead) in [(2, 10), (3, 20)] {
+        let mut p = payload(&n, r, vec![module(&m, "one")]);
+        p["issued_at"] = json!(format_rfc3339(now() + ahead * DAY));
+        p["expires"] = json!(format_rfc3339(now() + 40 * DAY));
+        plane.publish(&n.id, &sign(&key, &p));
+        wait_plane(&n, &agent, &format!("revision {r}"), |p| {
+            held_revision(p) == Some(r)
+        });
+    }
+    let mut honest = payload(&n, 4, vec![module(&m, "one")]);
+    honest["expires"] = json!(format_rfc3339(now() + 2 * DAY));
+    plane.publish(&n.id, &sign(&key, &honest));
+    let p = wait_plane(&n, &agent, "revision 4 under a 1970 clock", |p| {
+        held_revision(p) == Some(4)
+    });
+    assert!(p["refusal"].is_null(), "{p:#}");
     drop(agent);
     // The same device with its clock in 2100: every document reads
     // expired. Nothing is adopted, nothing stops, and the report says why.
     let since = unix_now();
     let id = n.container_id(&m);
-    plane.publish(&n.id, &sign(&key, &payload(&n, 2, vec![module(&m, "two")])));
+    plane.publish(&n.id, &sign(&key, &payload(&n, 5, vec![module(&m, "two")])));
     let agent = Agent::start_env(&n, &faketime_env("2100-01-01 00:00:00"));
     let p = wait_plane(&n, &agent, "stale-or-clock under a 2100 clock", |p| {
         p["refusal"]["class"] == "stale-or-clock"
     });
-    assert_eq!(held_revision(&p), Some(1));
+    assert_eq!(held_revision(&p), Some(4));
     assert_eq!(p["clock"], "ahead", "{p:#}");
     n.wait_for(60, "a report saying the clock is ahead", || {
         plane.report_json(&n.id).is_some_and(|r| {
