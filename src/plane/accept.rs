@@ -40,10 +40,10 @@ pub struct Clock {
     pub system: u64,
     /// When the running binary was built: no "now" is earlier.
     pub build: u64,
-    /// The time the node counted to on its own: the floor of "now" it
-    /// started this run with plus the seconds its monotonic clock counted
-    /// since (0 when none is kept). A device whose system clock is wrong
-    /// learns time from documents no faster than this.
+    /// The time the node counted to on its own: a floor of "now" it held
+    /// (at start, or raised since) plus the seconds its monotonic clock
+    /// counted since (0 when none is kept). A device whose system clock is
+    /// wrong learns time from documents no faster than this.
     pub counted: u64,
 }
 

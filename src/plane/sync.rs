@@ -276,20 +276,30 @@ struct Memory {
     /// Why a group's document held no longer stands as its floor (no key
     /// in force signed it), by group; cleared when one is adopted.
     group_revoked: BTreeMap<GroupName, String>,
-    /// The floor of "now" that stood when the floors were last judged, and
-    /// when: the time the node counts on its own from there
-    /// ([`Clock::counted`]).
+    /// A floor of "now" that stood, and when: the time the node counts on
+    /// its own from there ([`Clock::counted`]); set when the floors are
+    /// judged, moved on when a document raises one.
     counted_from: Option<(u64, tokio::time::Instant)>,
 }
 
 impl Memory {
-    /// The clock, with the time counted since the floors were judged.
+    /// The clock, with the time counted since the floor it counts from.
     fn clock(&self) -> Clock {
         let mut c = Clock::read();
         if let Some((from, at)) = self.counted_from {
             c.counted = from.saturating_add(at.elapsed().as_secs());
         }
         c
+    }
+
+    /// Counts on from `floor`, a floor of "now" a document just raised,
+    /// when it is past what was counted. No floor is past the ceiling it
+    /// was raised under, so what is counted stays within the bound.
+    fn count_from(&mut self, floor: u64) {
+        let counted = self.clock().counted;
+        if floor > counted {
+            self.counted_from = Some((floor, tokio::time::Instant::now()));
+        }
     }
 }
 
@@ -1129,6 +1139,7 @@ impl Syncer {
                             st.contact = contact.clone();
                         }
                         let mut m = self.memory.lock().expect("plane memory lock");
+                        m.count_from(new.newest_issued_at);
                         m.held = Some(new);
                         m.revoked = None;
                         m.last_modified = last_modified;
@@ -1531,6 +1542,7 @@ impl Syncer {
             });
             if !same {
                 m.group_revoked.remove(&name);
+                m.count_from(st.held.newest_issued_at);
             }
             m.groups.insert(name, (st.held, st.took));
         }
