@@ -30,17 +30,6 @@ fn node(tag: &str, plane: &Plane, key: &SecretKey) -> Node {
     ))
 }
 
-/// A node document listing `groups`, with its own `modules` and `extra`
-/// fields (removals, overrides).
-fn node_payload(n: &Node, revision: u64, groups: &[&str], modules: Vec<J>, extra: J) -> J {
-    let mut v = payload(n, revision, modules);
-    v["groups"] = json!(groups);
-    for (k, x) in extra.as_object().unwrap() {
-        v[k] = x.clone();
-    }
-    v
-}
-
 fn group_state(agent: &Agent, group: &str) -> J {
     let p = plane_state(agent);
     p["groups"]

@@ -43,7 +43,7 @@ use stead::model::names::{AbsPath, Digest, HostPath, NodeId};
 use stead::model::runtime::NodeLogging;
 use stead::model::seal::LocalKey;
 use stead::model::spec;
-use stead::plane::accept::{Clock, Verdict, judge, still_stands};
+use stead::plane::accept::{Clock, Floor, Verdict, judge, still_stands};
 use stead::plane::document::{Desired, stamp};
 use stead::plane::envelope::{Envelope, PAYLOAD_TYPE, SecretKey};
 use stead::reconcile::resolve::resolve_inputs;
@@ -1116,10 +1116,12 @@ fn plane_case(payload: &[u8], w: &Wrapping, held: Option<(u64, u64)>) -> Result<
     let clock = Clock {
         system: NOW,
         build: NOW - 86_400,
+        counted: 0,
     };
     let verdict = judge(&body, &node(), &trusted, held.as_ref(), clock);
     if let Some(h) = &held {
-        let _ = still_stands(&body, h, &trusted);
+        let floor = Floor::held(&body, stead::plane::envelope::PAYLOAD_TYPE, h);
+        let _ = still_stands(floor, &trusted);
     }
     if let Verdict::Adopt(a) = verdict {
         prop_assert!(matches!(
@@ -1170,6 +1172,7 @@ fn plane_payloads_and_envelopes_of_noise_never_panic() {
             let clock = Clock {
                 system: NOW,
                 build: 0,
+                counted: 0,
             };
             let _ = judge(&payload, &node(), &[keys().trusted.public()], None, clock);
             Ok(())
@@ -1782,6 +1785,7 @@ fn group_documents_mutated_and_signed_never_panic_and_what_composes_makes_create
         let clock = Clock {
             system: NOW,
             build: NOW - 86_400,
+            counted: 0,
         };
         let trusted = [k.trusted.public()];
         // A group's payload is never a node's document, nor the other way.

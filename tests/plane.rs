@@ -454,17 +454,37 @@ fn a_clock_far_in_the_past_or_the_future_stops_nothing_and_is_reported() {
             .report_json(&n.id)
             .is_some_and(|r| r["clock"]["status"] == "behind")
     });
+    // It cannot tell a document ahead from its clock: it takes documents
+    // issued 10 and 20 days ahead, but its "now" does not move with them
+    // (0.5.0 moved it a day on each): an honest document that expires in
+    // two days is still taken.
+    for (r, ahead) in [(2, 10), (3, 20)] {
+        let mut p = payload(&n, r, vec![module(&m, "one")]);
+        p["issued_at"] = json!(format_rfc3339(now() + ahead * DAY));
+        p["expires"] = json!(format_rfc3339(now() + 40 * DAY));
+        plane.publish(&n.id, &sign(&key, &p));
+        wait_plane(&n, &agent, &format!("revision {r}"), |p| {
+            held_revision(p) == Some(r)
+        });
+    }
+    let mut honest = payload(&n, 4, vec![module(&m, "one")]);
+    honest["expires"] = json!(format_rfc3339(now() + 2 * DAY));
+    plane.publish(&n.id, &sign(&key, &honest));
+    let p = wait_plane(&n, &agent, "revision 4 under a 1970 clock", |p| {
+        held_revision(p) == Some(4)
+    });
+    assert!(p["refusal"].is_null(), "{p:#}");
     drop(agent);
     // The same device with its clock in 2100: every document reads
     // expired. Nothing is adopted, nothing stops, and the report says why.
     let since = unix_now();
     let id = n.container_id(&m);
-    plane.publish(&n.id, &sign(&key, &payload(&n, 2, vec![module(&m, "two")])));
+    plane.publish(&n.id, &sign(&key, &payload(&n, 5, vec![module(&m, "two")])));
     let agent = Agent::start_env(&n, &faketime_env("2100-01-01 00:00:00"));
     let p = wait_plane(&n, &agent, "stale-or-clock under a 2100 clock", |p| {
         p["refusal"]["class"] == "stale-or-clock"
     });
-    assert_eq!(held_revision(&p), Some(1));
+    assert_eq!(held_revision(&p), Some(4));
     assert_eq!(p["clock"], "ahead", "{p:#}");
     n.wait_for(60, "a report saying the clock is ahead", || {
         plane.report_json(&n.id).is_some_and(|r| {
@@ -483,10 +503,19 @@ fn reports_kept_while_the_endpoint_is_down_arrive_later_and_stay_spaced() {
     let mut plane = Plane::start();
     let n = settled_node("plane-report", &plane, &[&key]);
     let m = n.module("web");
-    plane.set_report_fault(Some((503, None)));
+    // A host that answers the PUT with 200 and stores nothing (caddy's
+    // file server serves the file there): read back, not delivered.
+    plane.set_report_fault(Some((200, None)));
     plane.publish(&n.id, &sign(&key, &payload(&n, 1, vec![module(&m, "one")])));
     let agent = Agent::start(&n);
     wait_v(&n, &m, "one");
+    let p = wait_plane(&n, &agent, "a report answered 200 but not stored", |p| {
+        p["reports"]["pending"] == true
+    });
+    let error = p["reports"]["error"].as_str().unwrap();
+    assert!(error.contains("HTTP 200, but a GET of it"), "{p:#}");
+    assert!(error.contains("did not store it"), "{p:#}");
+    plane.set_report_fault(Some((503, None)));
     // Churn while reports fail: new revisions every two seconds.
     for r in 2..=6 {
         plane.publish(
@@ -499,6 +528,9 @@ fn reports_kept_while_the_endpoint_is_down_arrive_later_and_stay_spaced() {
     plane.wait_count("PUT", "status.json", 503, 1, 30);
     let p = wait_plane(&n, &agent, "a report pending", |p| {
         p["reports"]["pending"] == true
+            && p["reports"]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("503"))
     });
     assert!(
         p["reports"]["error"].as_str().unwrap().contains("503"),

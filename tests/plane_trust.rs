@@ -1,10 +1,12 @@
 //! Trust and time from the central plane, against the real parts (Debian's
 //! nginx on loopback, the real agent, engine and store): a key removed from
-//! the config stops its document being the floor, revisions are bounded, a
-//! document issued in the future is blamed (not the clock), a key given
+//! the config stops its document and its group's being the floor,
+//! revisions are bounded, a document issued in the future is blamed (not
+//! the clock) and documents ahead move "now" a day in all, a key given
 //! twice is refused, a signature without a key id verifies, redirects go
-//! only where they may, and a host without ETags is polled with
-//! `If-Modified-Since`.
+//! only where they may, a host without ETags is polled with
+//! `If-Modified-Since`, a changed plane URL is asked conditionally again,
+//! and a 403 for the root is no root.
 
 mod common;
 
@@ -15,6 +17,7 @@ use common::desired::*;
 use common::plane::{Plane, plane_cli};
 use common::*;
 use serde_json::{Value as J, json};
+use stead::model::time::format_rfc3339;
 use stead::plane::envelope::SecretKey;
 
 const MAX_REVISION: u64 = 1 << 53;
@@ -51,15 +54,27 @@ fn a_key_removed_from_the_config_stops_its_document_being_the_floor_and_what_run
     let plane = Plane::start();
     let n = Node::new("trust-revoke").with_config(&config(&plane, &[&leaked, &good]));
     let m = n.module("web");
-    // A leaked key signs the highest revision there is: with 0.5.0 the node
-    // took nothing else ever again.
+    let gm = n.module("gweb");
+    const G: &str = "trust-revoke";
+    // A leaked key signs the highest revision there is, of the node's
+    // document and of its group's: with 0.5.0 the node took nothing else
+    // ever again (with 0.6.0's first cut, nothing else of the group).
     let leaked_doc = sign(
         &leaked,
-        &payload(&n, MAX_REVISION, vec![module(&m, "leaked")]),
+        &node_payload(
+            &n,
+            MAX_REVISION,
+            &[G],
+            vec![module(&m, "leaked")],
+            json!({}),
+        ),
     );
+    let leaked_group = group_payload(G, MAX_REVISION, vec![module(&gm, "g-leaked")], json!({}));
+    publish_group(&plane, &leaked, G, &leaked_group);
     plane.publish(&n.id, &leaked_doc);
     let agent = Agent::start(&n);
     wait_v(&n, &m, "leaked");
+    wait_v(&n, &gm, "g-leaked");
     wait_plane(&n, &agent, "the top revision", |p| {
         p["held"]["revision"] == MAX_REVISION && p["held"]["floor"] == true
     });
@@ -104,6 +119,13 @@ fn a_key_removed_from_the_config_stops_its_document_being_the_floor_and_what_run
     assert_eq!(p["held"]["key_id"], leaked.public().id().to_string());
     let why = p["held"]["revoked"].as_str().unwrap();
     assert!(why.contains("no key trusted now signed it"), "{p:#}");
+    // The group's document too: no floor, what it states still runs.
+    let p = wait_plane(&n, &agent, "the group's document revoked", |p| {
+        p["groups"][0]["revoked"].is_string()
+    });
+    assert_eq!(p["groups"][0]["revision"], MAX_REVISION, "{p:#}");
+    let why = p["groups"][0]["revoked"].as_str().unwrap();
+    assert!(why.contains("no key trusted now signed it"), "{p:#}");
     // The leaked document is refused, not answered 304.
     wait_plane(&n, &agent, "the leaked document refused", |p| {
         p["refusal"]["class"] == "unknown-key"
@@ -134,16 +156,25 @@ fn a_key_removed_from_the_config_stops_its_document_being_the_floor_and_what_run
     assert_eq!(n.creates_since(&m, since), 0);
     assert!(Agent::log(&n).contains("is no longer the floor"));
 
-    // A document the trusted key signed, at a low revision, is taken.
+    // A document the trusted key signed, at a low revision, is taken, and
+    // so is its group's, at a lower revision still.
+    let group = group_payload(G, 3, vec![module(&gm, "g-three")], json!({}));
+    publish_group(&plane, &good, G, &group);
     plane.publish(
         &n.id,
-        &sign(&good, &payload(&n, 5, vec![module(&m, "five")])),
+        &sign(
+            &good,
+            &node_payload(&n, 5, &[G], vec![module(&m, "five")], json!({})),
+        ),
     );
     wait_v(&n, &m, "five");
+    wait_v(&n, &gm, "g-three");
     let p = wait_plane(&n, &agent, "revision 5 as the floor", |p| {
         p["held"]["revision"] == 5 && p["held"]["floor"] == true
     });
     assert!(p["held"]["revoked"].is_null(), "{p:#}");
+    assert_eq!(p["groups"][0]["revision"], 3, "{p:#}");
+    assert!(p["groups"][0].get("revoked").is_none(), "{p:#}");
     assert_eq!(n.creates_since(&m, since), 1);
     // And it is the floor now, across a restart too.
     drop(agent);
@@ -233,6 +264,25 @@ fn a_document_issued_in_the_future_is_blamed_keys_given_twice_are_refused_and_a_
     let p = wait_plane(&n, &agent, "revision 4", |p| p["held"]["revision"] == 4);
     assert_eq!(p["held"]["key_id"], key.public().id().to_string());
     assert!(p["refusal"].is_null(), "{p:#}");
+
+    // Time moves at most a day in all: a document 23 h ahead, then one 46 h
+    // ahead (within a day of the first: 0.5.0 moved "now" on each), then an
+    // honest one issued now that expires in 30 h, which is still taken.
+    for (r, ahead) in [(5, 23), (6, 46)] {
+        let mut p = payload(&n, r, vec![module(&m, "four")]);
+        p["issued_at"] = json!(format_rfc3339(now() + ahead * 3600));
+        p["expires"] = json!(format_rfc3339(now() + 40 * DAY));
+        plane.publish(&n.id, &sign(&key, &p));
+        wait_plane(&n, &agent, &format!("revision {r}"), |p| {
+            p["held"]["revision"] == r
+        });
+    }
+    let mut honest = payload(&n, 7, vec![module(&m, "seven")]);
+    honest["expires"] = json!(format_rfc3339(now() + 30 * 3600));
+    plane.publish(&n.id, &sign(&key, &honest));
+    wait_v(&n, &m, "seven");
+    let p = wait_plane(&n, &agent, "revision 7", |p| p["held"]["revision"] == 7);
+    assert!(p["refusal"].is_null(), "{p:#}");
 }
 
 #[test]
@@ -319,6 +369,24 @@ fn redirects_go_only_to_the_same_origin_and_a_host_without_etags_is_asked_if_mod
     // A new document there is still seen.
     plane.publish(&n.id, &sign(&key, &payload(&n, 6, vec![])));
     wait_plane(&n, &agent, "revision 6", |p| p["held"]["revision"] == 6);
+
+    // The plane's URL changes (the same host by another path): the
+    // document served the same is asked for conditionally again from its
+    // new URL, not fetched whole at every poll.
+    plane.set_etags(true);
+    drop(agent);
+    let mut n = n;
+    n.extra = String::new();
+    let moved = config(&plane, &[&key]).replace(
+        &format!("url = {:?}", plane.base()),
+        &format!("url = {:?}", format!("{}/moved/..", plane.base())),
+    );
+    let n = n.with_config(&moved);
+    let agent = Agent::start(&n);
+    let at = plane.count("GET", "moved/../nodes", 304);
+    plane.wait_count("GET", "moved/../nodes", 304, at + 3, 30);
+    let p = plane_state(&agent);
+    assert_eq!(p["held"]["revision"], 6, "{p:#}");
 }
 
 /// A signed root of `version`: root keys `root` (threshold `t`), document
@@ -424,13 +492,22 @@ fn trust_moves_from_the_plane_by_a_root_chain_and_a_key_it_drops_signs_nothing_m
         "{said}"
     );
 
-    // The online key's document is taken once the device walked to root 1;
-    // the first key signs nothing more.
+    // The online key's document is taken once the device walked to root 1,
+    // with its group's at the highest revision there is; the first key
+    // signs nothing more.
+    let gm = n.module("gweb");
+    const G: &str = "trust-root";
+    let huge = group_payload(G, MAX_REVISION, vec![module(&gm, "g-online")], json!({}));
+    publish_group(&plane, &online, G, &huge);
     plane.publish(
         &n.id,
-        &sign(&online, &payload(&n, 2, vec![module(&m, "two")])),
+        &sign(
+            &online,
+            &node_payload(&n, 2, &[G], vec![module(&m, "two")], json!({})),
+        ),
     );
     wait_v(&n, &m, "two");
+    wait_v(&n, &gm, "g-online");
     let p = plane_state(&agent);
     assert_eq!(p["root"]["version"], 1, "{p:#}");
     assert_eq!(p["root"]["threshold"], 2, "{p:#}");
@@ -465,6 +542,10 @@ fn trust_moves_from_the_plane_by_a_root_chain_and_a_key_it_drops_signs_nothing_m
             .contains("no key trusted now signed it"),
         "{p:#}"
     );
+    let p = wait_plane(&n, &agent, "the group's document no floor", |p| {
+        p["groups"][0]["revoked"].is_string()
+    });
+    assert_eq!(p["groups"][0]["revision"], MAX_REVISION, "{p:#}");
     refused(
         &plane,
         &n,
@@ -472,11 +553,19 @@ fn trust_moves_from_the_plane_by_a_root_chain_and_a_key_it_drops_signs_nothing_m
         &sign(&online, &payload(&n, 5, vec![module(&m, "x")])),
         "unknown-key",
     );
+    let low = group_payload(G, 2, vec![module(&gm, "g-two")], json!({}));
+    publish_group(&plane, &online2, G, &low);
     plane.publish(
         &n.id,
-        &sign(&online2, &payload(&n, 1, vec![module(&m, "three")])),
+        &sign(
+            &online2,
+            &node_payload(&n, 1, &[G], vec![module(&m, "three")], json!({})),
+        ),
     );
     wait_v(&n, &m, "three");
+    wait_v(&n, &gm, "g-two");
+    let p = plane_state(&agent);
+    assert_eq!(p["groups"][0]["revision"], 2, "{p:#}");
 
     // A root short of its threshold, or skipping a version, is not taken:
     // said, and version 2 stays.
@@ -548,4 +637,37 @@ fn trust_moves_from_the_plane_by_a_root_chain_and_a_key_it_drops_signs_nothing_m
             .report_json(&n.id)
             .is_some_and(|r| r["plane"]["root"]["version"] == 2)
     });
+}
+
+/// S3 answers 403 for a file that is not there to a key that may not
+/// list the bucket (the policy docs/fleet.md recommends): `root.json`
+/// answered so is no root published, asked again hourly rather than at
+/// every poll, and said in the root's status.
+#[test]
+fn a_403_for_the_root_is_no_root_published_asked_hourly_and_said() {
+    use common::faults::{Fault, FaultProxy};
+    let key = SecretKey::generate().unwrap();
+    let plane = Plane::start();
+    let proxy = FaultProxy::start(&plane.addr());
+    proxy.inject("GET", "root.json", Fault::Status(403, None), 1000);
+    let n = Node::new("trust-403").with_config(&format!(
+        "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
+        format!("http://{}", proxy.addr),
+        key.public().to_base64()
+    ));
+    plane.publish(&n.id, &sign(&key, &payload(&n, 1, vec![])));
+    let agent = Agent::start(&n);
+    let p = wait_plane(&n, &agent, "the root said absent", |p| {
+        p["root"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("HTTP 403, taken as no root published"))
+    });
+    assert_eq!(p["root"]["version"], 0, "{p:#}");
+    assert_eq!(p["held"]["revision"], 1, "{p:#}");
+    // Three polls more: the root was asked for once.
+    let at = plane.count("GET", "desired.json", 304);
+    plane.wait_count("GET", "desired.json", 304, at + 3, 30);
+    let asked = proxy.seen.lock().unwrap().clone();
+    let roots = asked.iter().filter(|r| r.contains("root.json")).count();
+    assert_eq!(roots, 1, "{asked:#?}");
 }

@@ -71,7 +71,7 @@ pub fn plane_view(plane: Option<&PlaneHandle>) -> PlaneView {
                 url: crate::net::shown(&s.reports.url),
             },
             root: s.root.view(|t| t),
-            url: s.url,
+            url: crate::net::shown(&s.url),
         }),
     }
 }

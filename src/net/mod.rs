@@ -41,15 +41,21 @@ pub fn without_userinfo(url: &str) -> String {
     }
 }
 
-/// A URL as it may be shown: without a user name or password, and
-/// without its query (a presigned URL's query is a credential: its
-/// signature lets whoever holds it write until it expires).
+/// The most of a URL's text shown (in the log, the status, a report): a
+/// URL a document or a host gave may be of any length.
+pub const SHOWN_URL: usize = 256;
+
+/// A URL as it may be shown: without a user name or password, without
+/// its query (a presigned URL's query is a credential: its signature lets
+/// whoever holds it write until it expires), clipped to [`SHOWN_URL`]
+/// bytes.
 pub fn shown(url: &str) -> String {
     let u = without_userinfo(url);
-    match u.split_once('?') {
+    let u = match u.split_once('?') {
         Some((base, _)) => format!("{base}?…"),
         None => u,
-    }
+    };
+    crate::model::text::clip(&u, SHOWN_URL).into_owned()
 }
 
 #[cfg(test)]
@@ -66,6 +72,9 @@ mod tests {
         );
         assert_eq!(shown("https://u:p@h/x"), "https://…@h/x");
         assert_eq!(shown("https://h/x"), "https://h/x");
+        let long = format!("https://h/{}", "a".repeat(60_000));
+        let s = shown(&long);
+        assert!(s.len() <= SHOWN_URL && s.ends_with("bytes cut)"), "{s}");
     }
 
     #[test]

@@ -26,9 +26,11 @@ pub const CLOCK_TOLERANCE: u64 = 300;
 /// near 2^64 would leave no room above it.
 pub const MAX_REVISION: u64 = 1 << 53;
 
-/// How far ahead of every clock the node has (the system clock, its build,
-/// the newest document it accepted) a document's `issued_at` may be: a
-/// document further ahead is wrong, and the node's "now" never moves on it.
+/// How far ahead of the node's own clocks (the system clock, its build, the
+/// time it counted since it started) a document's `issued_at` may be, and
+/// the node's "now" with it, in total: a document further ahead is wrong,
+/// and "now" never moves past that bound, however many documents lead it
+/// on a step at a time.
 pub const MAX_SKEW: u64 = 24 * 3600;
 
 /// The times the agent's "now" is made of.
@@ -38,15 +40,32 @@ pub struct Clock {
     pub system: u64,
     /// When the running binary was built: no "now" is earlier.
     pub build: u64,
+    /// The time the node counted to on its own: a floor of "now" it held
+    /// (at start, or raised since) plus the seconds its monotonic clock
+    /// counted since (0 when none is kept). A device whose system clock is
+    /// wrong learns time from documents no faster than this.
+    pub counted: u64,
 }
 
 impl Clock {
-    /// The clock as it reads now.
+    /// The clock as it reads now (nothing counted).
     pub fn read() -> Clock {
         Clock {
             system: crate::host::clock::now(),
             build: crate::BUILD_TIME,
+            counted: 0,
         }
+    }
+
+    /// The latest a document's `issued_at` may move "now" to: [`MAX_SKEW`]
+    /// past the node's own clocks, or the time it counted, whichever is
+    /// later. Never a time learned from a signature plus the skew: so the
+    /// bound holds for "now" as a whole, not per document.
+    pub fn ceiling(&self) -> u64 {
+        self.system
+            .max(self.build)
+            .saturating_add(MAX_SKEW)
+            .max(self.counted)
     }
 
     /// Now, as far as the agent can tell: never earlier than its build nor
@@ -353,21 +372,22 @@ fn check(
         Ok(t) => t,
         Err(e) => return refuse(RefusalClass::Invalid, format!("issued_at: {e}"), revision),
     };
-    // The latest time the node knows has come; a document issued further
-    // ahead of it than the skew is wrong, unless the system clock itself
-    // reads behind what is known (then nothing tells how far it is off,
-    // and the document is taken, "now" moving at most the skew).
+    // A document issued further ahead of the node's own clocks than the
+    // skew is wrong, unless the system clock itself reads behind what is
+    // known to have passed (then nothing tells how far it is off, and the
+    // document is taken). Either way "now" moves at most to the ceiling,
+    // which no signed time raises: the bound holds in total.
     let known = clock
         .system
         .max(clock.build)
         .max(held.map_or(0, |h| h.newest_issued_at));
-    let ceiling = known.saturating_add(MAX_SKEW);
+    let ceiling = clock.ceiling();
     let system_behind = clock.system.saturating_add(CLOCK_TOLERANCE) < known;
     if issued_at > ceiling && !system_behind {
         return refuse(
             RefusalClass::IssuedInFuture,
             format!(
-                "issued_at {} is more than {}h ahead of every clock this node has \
+                "issued_at {} is more than {}h ahead of this node's own clocks \
                  (the system clock reads {}): the document is wrong, not the clock; \
                  what runs keeps running",
                 format_rfc3339(issued_at),
@@ -412,24 +432,64 @@ fn check(
     })
 }
 
-/// Whether the document held still stands as the floor, judged again with
-/// the keys trusted now (at start, so after every change of the keys): it
-/// must be a stead document signed by one of them, at a revision within
-/// [`MAX_REVISION`]. When it does not stand, what it stated keeps running,
-/// but any signed document for this node may replace it, whatever its
-/// revision. The error says why, in a sentence.
-pub fn still_stands(envelope: &[u8], held: &Held, trusted: &[PublicKey]) -> Result<(), String> {
-    let env = Envelope::parse(envelope).map_err(|e| format!("it cannot be read again: {e}"))?;
-    if let Err(e) = envelope::verify(&env, trusted) {
-        return Err(format!(
-            "no key trusted now signed it (it was signed by key {}): {e}",
-            held.key_id.chars().take(64).collect::<String>()
-        ));
+/// What a node holds that is a floor for what comes after it: a node's
+/// document, a group's (its revision and its `issued_at`), or the release
+/// statement the running version came from (versions below it are a
+/// downgrade).
+#[derive(Clone, Copy, Debug)]
+pub struct Floor<'a> {
+    /// Its envelope, as kept.
+    pub envelope: &'a [u8],
+    /// The payload type it was taken as.
+    pub payload_type: &'static str,
+    /// Its revision (0 for a release statement).
+    pub revision: u64,
+    /// The key that signed it, as recorded (empty when none was).
+    pub key_id: &'a str,
+}
+
+impl<'a> Floor<'a> {
+    /// A document held (a node's or a group's, by `payload_type`).
+    pub fn held(envelope: &'a [u8], payload_type: &'static str, held: &'a Held) -> Floor<'a> {
+        Floor {
+            envelope,
+            payload_type,
+            revision: held.revision,
+            key_id: &held.key_id,
+        }
     }
-    if held.revision > MAX_REVISION {
+}
+
+/// The one rule, for every kind of floor: whether what the node holds
+/// still stands as a floor under the keys in force (judged at start, so
+/// after every change of the config's keys, and whenever a root is
+/// taken): it must still be signed by one of them, as its kind, at a
+/// revision within [`MAX_REVISION`]. When it does not stand, what it
+/// stated keeps running, but it is no floor: the next one a key in force
+/// signed is judged on its own, whatever its revision or its time. The
+/// error says why, in a sentence.
+pub fn still_stands(floor: Floor, trusted: &[PublicKey]) -> Result<(), String> {
+    let env =
+        Envelope::parse(floor.envelope).map_err(|e| format!("it cannot be read again: {e}"))?;
+    if let Err(e) = envelope::verify_as(
+        &env,
+        trusted,
+        floor.payload_type,
+        "thing of the kind it was taken as",
+    ) {
+        let by = match floor.key_id {
+            "" => String::new(),
+            k => format!(
+                " (it was signed by key {})",
+                k.chars().take(64).collect::<String>()
+            ),
+        };
+        return Err(format!("no key trusted now signed it{by}: {e}"));
+    }
+    if floor.revision > MAX_REVISION {
         return Err(format!(
             "its revision {} is over the largest a document may carry, 2^53 = {MAX_REVISION}",
-            held.revision
+            floor.revision
         ));
     }
     Ok(())
@@ -502,6 +562,7 @@ mod tests {
         let clock = Clock {
             system: T0,
             build: T0 - 100 * DAY,
+            counted: 0,
         };
         (
             SecretKey::generate().unwrap(),
@@ -550,21 +611,21 @@ mod tests {
                 "a clock in 1970: now is the build time",
                 signed(&payload("edge-1", 1, T0 - 200 * DAY, T0 - 99 * DAY, "a:1")),
                 None,
-                Clock { system: 0, build: T0 - 100 * DAY },
+                Clock { system: 0, build: T0 - 100 * DAY, counted: 0 },
                 "adopt r1",
             ),
             (
                 "a clock in 1970 with a document held: now is its issue",
                 signed(&payload("edge-1", 6, T0 - 3 * DAY, T0 - 2 * DAY, "a:1")),
                 Some(&h5),
-                Clock { system: 0, build: T0 - 100 * DAY },
+                Clock { system: 0, build: T0 - 100 * DAY, counted: 0 },
                 "stale-or-clock",
             ),
             (
                 "a clock far in the future: every document is expired",
                 signed(&payload("edge-1", 6, T0, T0 + 30 * DAY, "a:1")),
                 Some(&h5),
-                Clock { system: T0 + 3650 * DAY, build: T0 - 100 * DAY },
+                Clock { system: T0 + 3650 * DAY, build: T0 - 100 * DAY, counted: 0 },
                 "stale-or-clock",
             ),
             ("revision 2^53, the largest", signed(&payload("edge-1", MAX_REVISION, T0, T0 + DAY, "a:1")), Some(&h5), clock, "adopt r9007199254740992"),
@@ -577,7 +638,7 @@ mod tests {
                 "issued far ahead, the clock behind the build: taken",
                 signed(&payload("edge-1", 6, T0 + 10 * DAY, T0 + 40 * DAY, "a:1")),
                 Some(&h5),
-                Clock { system: 0, build: T0 - 100 * DAY },
+                Clock { system: 0, build: T0 - 100 * DAY, counted: 0 },
                 "adopt r6",
             ),
             (
@@ -630,109 +691,134 @@ mod tests {
         let ok = Clock {
             system: T0,
             build: T0 - 100 * DAY,
+            counted: 0,
         };
         let behind = Clock {
             system: 0,
             build: T0,
+            counted: 0,
+        };
+        let counting = |counted| Clock {
+            system: 0,
+            build: T0,
+            counted,
         };
         let p1 = payload("edge-1", 1, T0 - DAY, T0 + DAY, "a:1");
         let h1 = held(&key, 1, &p1, T0 - DAY);
-        for (what, issued, held, clock, want) in [
+        let ahead = held(&key, 1, &p1, T0 + DAY);
+        // (what, issued_at, held, clock, the floor of "now" after it)
+        #[rustfmt::skip]
+        let cases = [
             ("an issue in the past", T0 - 2 * DAY, None, ok, T0 - 2 * DAY),
-            (
-                "an issue older than the held one",
-                T0 - 2 * DAY,
-                Some(&h1),
-                ok,
-                T0 - DAY,
-            ),
-            (
-                "an issue 23 h ahead",
-                T0 + 23 * 3600,
-                Some(&h1),
-                ok,
-                T0 + 23 * 3600,
-            ),
-            (
-                "a clock behind the build, an issue far ahead",
-                T0 + 30 * DAY,
-                None,
-                behind,
-                T0 + MAX_SKEW,
-            ),
-            (
-                "a clock behind the held issue, an issue far ahead",
-                T0 + 30 * DAY,
-                Some(&held(&key, 1, &p1, T0 + DAY)),
-                behind,
-                T0 + DAY + MAX_SKEW,
-            ),
-        ] {
+            ("an issue older than the held one", T0 - 2 * DAY, Some(&h1), ok, T0 - DAY),
+            ("an issue 23 h ahead", T0 + 23 * 3600, Some(&h1), ok, T0 + 23 * 3600),
+            ("a floor a day ahead already, an issue 47 h ahead", T0 + 47 * 3600, Some(&ahead), behind, T0 + DAY),
+            ("a clock behind the build, an issue far ahead", T0 + 30 * DAY, None, behind, T0 + MAX_SKEW),
+            ("a clock behind the held issue, an issue far ahead: no further", T0 + 30 * DAY, Some(&ahead), behind, T0 + DAY),
+            ("the same, 3 days counted since the floor", T0 + 30 * DAY, Some(&ahead), counting(T0 + 4 * DAY), T0 + 4 * DAY),
+            ("counted past the issue: the issue", T0 + 2 * DAY, Some(&ahead), counting(T0 + 4 * DAY), T0 + 2 * DAY),
+        ];
+        for (what, issued, held, clock, want) in cases {
             let p = payload("edge-1", 2, issued, issued + 60 * DAY, "a:1");
             assert_eq!(newest(&p, held, clock), want, "{what}");
         }
     }
 
+    /// The bound holds for "now" as a whole: documents that each lead it a
+    /// day further (41 of them moved a node 40 days with 0.5.0) move it
+    /// no further than a day past the node's own clocks, whether its
+    /// clock is right or reads 1970; an honest document is taken after.
     #[test]
-    fn a_held_document_stands_only_while_a_trusted_key_signed_it() {
+    fn documents_a_day_ahead_each_move_now_at_most_a_day_in_all() {
+        let key = SecretKey::generate().unwrap();
+        let trusted = [key.public()];
+        let ok = Clock {
+            system: T0,
+            build: T0 - 100 * DAY,
+            counted: 0,
+        };
+        let in_1970 = Clock {
+            system: 3600,
+            build: T0,
+            counted: T0 + 600,
+        };
+        // (what, clock): "now" reaches at most a day past the node's clocks.
+        for (what, clock) in [("a clock that is right", ok), ("a clock in 1970", in_1970)] {
+            let bound = T0 + MAX_SKEW;
+            let mut floor: Option<Held> = None;
+            for i in 1..=41u64 {
+                let issued = T0 + i * DAY;
+                let p = payload("edge-1", i, issued, issued + 30 * DAY, "a:1");
+                let body = key.sign(PAYLOAD_TYPE, &p).to_json();
+                match judge(&body, &node(), &trusted, floor.as_ref(), clock) {
+                    Verdict::Adopt(a) => {
+                        let moved = a.newest_issued_at;
+                        assert!(moved <= bound, "{what}: document {i} moved now to {moved}");
+                        let mut h = held(&key, i, &p, issued);
+                        h.newest_issued_at = moved;
+                        floor = Some(h);
+                    }
+                    Verdict::Refused(r) => assert_eq!(r.class.to_string(), "issued-in-future"),
+                    Verdict::Same => panic!("{what}: same"),
+                }
+            }
+            let held_now = clock.now(floor.as_ref());
+            assert!(held_now <= bound, "{what}: now is {held_now}");
+            // An honest document, issued now and expiring in two days.
+            let honest = payload("edge-1", 100, T0, T0 + 2 * DAY, "b:1");
+            let body = key.sign(PAYLOAD_TYPE, &honest).to_json();
+            let v = judge(&body, &node(), &trusted, floor.as_ref(), clock);
+            assert_eq!(word(&v), "adopt r100", "{what}: {v:?}");
+        }
+    }
+
+    /// The one rule of what stands as a floor under the keys in force, for
+    /// every kind: a node's document, a group's, a release statement.
+    #[test]
+    fn a_floor_stands_only_while_a_key_in_force_signed_it_whatever_its_kind() {
         let (old, new) = (
             SecretKey::generate().unwrap(),
             SecretKey::generate().unwrap(),
         );
         let p = payload("edge-1", 7, T0, T0 + DAY, "a:1");
-        let body = old.sign(PAYLOAD_TYPE, &p).to_json();
-        let h = held(&old, 7, &p, T0);
+        let g = serde_json::to_vec(&serde_json::json!({"group": "eu", "revision": 7})).unwrap();
+        let r = br#"{"version":"0.9.0"}"#;
+        let node_doc = old.sign(PAYLOAD_TYPE, &p).to_json();
+        let group_doc = old.sign(GROUP_PAYLOAD_TYPE, &g).to_json();
+        let release = old.sign(crate::model::release::PAYLOAD_TYPE, r).to_json();
         let mut both = old.sign(PAYLOAD_TYPE, &p);
         both.countersign(&new);
-        let huge = Held {
-            revision: u64::MAX,
-            ..h.clone()
-        };
-        for (what, bytes, held, trusted, says) in [
-            (
-                "its key still trusted",
-                body.clone(),
-                &h,
-                vec![old.public()],
-                None,
-            ),
-            (
-                "signed by both, the old key removed",
-                both.to_json(),
-                &h,
-                vec![new.public()],
-                None,
-            ),
-            (
-                "its key removed",
-                body.clone(),
-                &h,
-                vec![new.public()],
-                Some("no key trusted now signed it"),
-            ),
-            (
-                "no key at all",
-                body.clone(),
-                &h,
-                vec![],
-                Some("no key trusted now signed it"),
-            ),
-            (
-                "its bytes damaged",
-                body[..30].to_vec(),
-                &h,
-                vec![old.public()],
-                Some("cannot be read again"),
-            ),
-            (
-                "a revision over 2^53 (taken by 0.5.0)",
-                body.clone(),
-                &huge,
-                vec![old.public()],
-                Some("over the largest"),
-            ),
-        ] {
-            let got = still_stands(&bytes, held, &trusted);
+        let both = both.to_json();
+        let id = old.public().id().to_string();
+        fn f<'a>(envelope: &'a [u8], payload_type: &'static str, revision: u64) -> Floor<'a> {
+            Floor {
+                envelope,
+                payload_type,
+                revision,
+                key_id: "",
+            }
+        }
+        let (n, gd, rs, b2) = (&node_doc[..], &group_doc[..], &release[..], &both[..]);
+        let (old_k, new_k, none) = (vec![old.public()], vec![new.public()], vec![]);
+        let rel = crate::model::release::PAYLOAD_TYPE;
+        // (what, the floor, the keys in force, None: it stands, or words of why not)
+        #[rustfmt::skip]
+        let cases: Vec<(&str, Floor, &Vec<PublicKey>, Option<&str>)> = vec![
+            ("a node's document, its key still trusted", f(n, PAYLOAD_TYPE, 7), &old_k, None),
+            ("a node's document signed by both, the old key removed", f(b2, PAYLOAD_TYPE, 7), &new_k, None),
+            ("a node's document, its key removed", f(n, PAYLOAD_TYPE, 7), &new_k, Some("no key trusted now signed it")),
+            ("a node's document, no key at all", f(n, PAYLOAD_TYPE, 7), &none, Some("no key trusted now signed it")),
+            ("a node's document, the key named", Floor { key_id: &id, ..f(n, PAYLOAD_TYPE, 7) }, &new_k, Some("it was signed by key ")),
+            ("a node's document damaged", f(&n[..30], PAYLOAD_TYPE, 7), &old_k, Some("cannot be read again")),
+            ("a node's document over 2^53 (taken by 0.5.0)", f(n, PAYLOAD_TYPE, u64::MAX), &old_k, Some("over the largest")),
+            ("a group's document, its key still trusted", f(gd, GROUP_PAYLOAD_TYPE, 7), &old_k, None),
+            ("a group's document, its key removed", f(gd, GROUP_PAYLOAD_TYPE, 1 << 53), &new_k, Some("no key trusted now signed it")),
+            ("a group's document held as a node's", f(gd, PAYLOAD_TYPE, 7), &old_k, Some("no key trusted now signed it")),
+            ("a release statement, its key still trusted", f(rs, rel, 0), &old_k, None),
+            ("a release statement, its key removed", f(rs, rel, 0), &new_k, Some("no key trusted now signed it")),
+        ];
+        for (what, floor, trusted, says) in cases {
+            let got = still_stands(floor, trusted);
             match says {
                 None => assert_eq!(got, Ok(()), "{what}"),
                 Some(s) => {
@@ -750,6 +836,7 @@ mod tests {
         let clock = Clock {
             system: T0,
             build: 0,
+            counted: 0,
         };
         let p = payload("edge-1", 1, T0, T0 + DAY, "a:1");
         let both = [old.public(), new.public()];
@@ -792,6 +879,7 @@ mod tests {
         let clock = Clock {
             system: T0,
             build: 0,
+            counted: 0,
         };
         let p5 = payload("edge-1", 5, T0 - DAY, T0 + DAY, "a:1");
         let h5 = held(&key, 5, &p5, T0 - DAY);
@@ -821,7 +909,11 @@ mod tests {
 
     #[test]
     fn the_clock_status() {
-        let c = |system| Clock { system, build: T0 };
+        let c = |system| Clock {
+            system,
+            build: T0,
+            counted: 0,
+        };
         assert_eq!(ClockStatus::of(c(T0 + 10), None, None), ClockStatus::Ok);
         assert_eq!(ClockStatus::of(c(0), None, None), ClockStatus::Behind(T0));
         assert_eq!(

@@ -45,6 +45,7 @@ pub fn planes() -> [PlaneStatus; 2] {
                     until: Some(1_700_003_600),
                 }),
                 error: None,
+                revoked: None,
             },
             GroupStatus {
                 group: "cameras".into(),
@@ -53,6 +54,7 @@ pub fn planes() -> [PlaneStatus; 2] {
                 running: Some(2),
                 take: Some(Take::New(Why::Canary)),
                 error: Some("group cameras: no document at http://plane/groups/cameras/desired.json (HTTP 404)".into()),
+                revoked: None,
             },
         ],
         reports: ReportStatus {

@@ -141,7 +141,7 @@ pub fn stable(p: &Parts) -> ReportView {
             last_contact: None,
             refusal,
             root: p.plane.root.view(format_rfc3339),
-            url: p.plane.url.clone(),
+            url: crate::net::shown(&p.plane.url),
         },
         quarantine: QuarantineView::new(&p.status.quarantine),
         sent_at: String::new(),
@@ -269,7 +269,8 @@ impl Reporter {
         (digest, full(s, seq, now, &plane, undelivered))
     }
 
-    async fn put(&self, url: &str, body: Vec<u8>) -> Result<(), String> {
+    /// PUTs a report; the status of a success.
+    async fn put(&self, url: &str, body: Vec<u8>) -> Result<u16, String> {
         let uri: http::Uri = url
             .parse()
             .map_err(|e| format!("{}: {e}", crate::net::shown(url)))?;
@@ -296,7 +297,7 @@ impl Reporter {
             )
             .await
         {
-            Ok(a) if a.status.is_success() => Ok(()),
+            Ok(a) if a.status.is_success() => Ok(a.status.as_u16()),
             Ok(a) if a.status.is_redirection() => Err(format!(
                 "PUT {url}: HTTP {}, a redirect, not followed (a report is PUT only where it is sent)",
                 a.status
@@ -304,6 +305,56 @@ impl Reporter {
             Ok(a) => Err(format!("PUT {url}: HTTP {}", a.status)),
             Err(t) => Err(format!("PUT {url}: {t}")),
         }
+    }
+}
+
+impl Reporter {
+    /// Reads a report just PUT back from its URL, once per URL and run:
+    /// a host may answer a PUT with 200 and store nothing (a file server
+    /// that takes no PUT, caddy's). `Err` says why it is not delivered.
+    async fn read_back(&self, url: &str, sent: &[u8], put: u16) -> Result<(), String> {
+        let Ok(uri) = url.parse::<http::Uri>() else {
+            return Ok(());
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache"),
+        );
+        let got = self
+            .http
+            .with_redirects(Redirects::Never)
+            .send(Method::GET, uri, &headers, PUT_LIMIT, 1 << 20)
+            .await
+            .ok();
+        let got = got.as_ref().map(|a| (a.status.as_u16(), &a.body[..]));
+        stored(sent, got).map_err(|why| {
+            format!(
+                "PUT {}: HTTP {put}, {why}: not counted as delivered",
+                crate::net::shown(url)
+            )
+        })
+    }
+}
+
+/// Whether a report PUT was stored, by what a GET of its URL right after
+/// answered (`None`: no answer): `Err` says why not. The same bytes: it
+/// was. Another report, or none: it was not. An answer that tells
+/// nothing (a key that may only PUT, a presigned URL for PUT alone, a
+/// server error) counts the PUT's answer as it stands.
+pub fn stored(sent: &[u8], got: Option<(u16, &[u8])>) -> Result<(), String> {
+    match got {
+        Some((200, body)) if body == sent => Ok(()),
+        Some((200, _)) => Err(
+            "but a GET of it right after reads something else: the host did not store it \
+             (a file server that answers PUT without taking it?)"
+                .into(),
+        ),
+        Some((s @ (404 | 410), _)) => Err(format!(
+            "but a GET of it right after answers HTTP {s}: the host did not store it \
+             (a file server that answers PUT without taking it?)"
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -322,6 +373,8 @@ pub async fn run(r: Reporter, mut passes: watch::Receiver<u64>, wake: Arc<Notify
         + Duration::from_millis(crate::host::random_u64() % (jitter.as_millis() as u64 + 1));
     // The free space the report last delivered said.
     let mut sent_free: Vec<(String, u64, u64)> = Vec::new();
+    // The URL a report was read back from this run.
+    let mut read_back: Option<String> = None;
     loop {
         let now = Instant::now();
         let (digest, probe) = r.build(0, failures).await;
@@ -348,7 +401,18 @@ pub async fn run(r: Reporter, mut passes: watch::Receiver<u64>, wake: Arc<Notify
                 last_attempt = Some(Instant::now());
                 let free = free_space(&body);
                 let bytes = serde_json::to_vec(&body).expect("a report serialises");
-                match r.put(&url, bytes).await {
+                let put = match r.put(&url, bytes.clone()).await {
+                    Ok(s) if read_back.as_deref() != Some(url.as_str()) => {
+                        let stored = r.read_back(&url, &bytes, s).await;
+                        if stored.is_ok() {
+                            read_back = Some(url.clone());
+                        }
+                        stored
+                    }
+                    other => other.map(|_| ()),
+                };
+                drop(bytes);
+                match put {
                     Ok(()) => {
                         r.syncer.metrics.plane_report("delivered");
                         last_sent = Some(digest);
@@ -400,6 +464,27 @@ pub async fn run(r: Reporter, mut passes: watch::Receiver<u64>, wake: Arc<Notify
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_put_counts_when_what_is_read_back_is_it_or_tells_nothing() {
+        let sent = br#"{"seq":7}"#;
+        // (what a GET right after answered, counted as delivered)
+        type Got<'a> = Option<(u16, &'a [u8])>;
+        #[rustfmt::skip]
+        let cases: [(Got, bool); 8] = [
+            (Some((200, sent)), true),
+            (Some((200, br#"{"seq":6}"#)), false),   // an older report: not stored
+            (Some((200, b"")), false),
+            (Some((404, b"")), false),               // nothing there
+            (Some((410, b"")), false),
+            (Some((403, b"")), true),                // a key that may only PUT
+            (Some((503, b"")), true),
+            (None, true),                            // no answer
+        ];
+        for (got, want) in cases {
+            assert_eq!(stored(sent, got).is_ok(), want, "{got:?}");
+        }
+    }
 
     #[test]
     fn free_space_is_a_change_when_it_moved_by_a_percent() {

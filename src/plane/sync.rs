@@ -24,7 +24,7 @@ use crate::plane::accept::{self, Clock, ClockStatus, MAX_DOCUMENT, Verdict};
 use crate::plane::config::PlaneConfig;
 use crate::plane::document::{AgentRelease, Budget, Desired, Poll};
 use crate::plane::envelope::{Envelope, PublicKey};
-use crate::plane::group::{GroupDesired, GroupStanding, HeldGroup};
+use crate::plane::group::{GROUP_PAYLOAD_TYPE, GroupDesired, GroupStanding, HeldGroup};
 use crate::plane::root::{self, Root};
 use crate::store::Store;
 use crate::store::plane::{Contact, Held, Refusal, StoredGroup};
@@ -158,6 +158,10 @@ pub struct GroupStatus {
     /// Why the last look at it brought nothing, while so (what is held
     /// keeps running).
     pub error: Option<String>,
+    /// Why the revision held is no longer its floor (no key in force
+    /// signed it), while so: what it stated keeps running until a
+    /// document a key in force signed replaces it, whatever its revision.
+    pub revoked: Option<String>,
 }
 
 impl GroupStatus {
@@ -168,6 +172,7 @@ impl GroupStatus {
             error: self.error.clone(),
             group: self.group.clone(),
             revision: self.revision,
+            revoked: self.revoked.clone(),
             rollout: self.take.as_ref().map(|t| match t {
                 Take::New(why) => crate::views::RolloutView {
                     taken: true,
@@ -257,9 +262,11 @@ struct Memory {
     standings: Vec<GroupStanding>,
     /// The ETag `root.json` was last served with.
     root_etag: Option<String>,
-    /// When the plane was found to publish no root (404): asked again an
-    /// hour later, not at every poll.
+    /// When the plane was found to publish no root (404, or 403): asked
+    /// again an hour later, not at every poll.
     root_absent: Option<tokio::time::Instant>,
+    /// What the last 403 to a root's GET said, for the status.
+    root_forbidden: Option<String>,
     /// Per group, the `Last-Modified` a host without ETags sent with a
     /// revision (for this run only, as the node document's).
     group_last_modified: BTreeMap<GroupName, (u64, String)>,
@@ -272,6 +279,34 @@ struct Memory {
     group_sizes: BTreeMap<GroupName, (usize, usize)>,
     /// The same of the node's document composed last.
     node_size: (usize, usize),
+    /// Why a group's document held no longer stands as its floor (no key
+    /// in force signed it), by group; cleared when one is adopted.
+    group_revoked: BTreeMap<GroupName, String>,
+    /// A floor of "now" that stood, and when: the time the node counts on
+    /// its own from there ([`Clock::counted`]); set when the floors are
+    /// judged, moved on when a document raises one.
+    counted_from: Option<(u64, tokio::time::Instant)>,
+}
+
+impl Memory {
+    /// The clock, with the time counted since the floor it counts from.
+    fn clock(&self) -> Clock {
+        let mut c = Clock::read();
+        if let Some((from, at)) = self.counted_from {
+            c.counted = from.saturating_add(at.elapsed().as_secs());
+        }
+        c
+    }
+
+    /// Counts on from `floor`, a floor of "now" a document just raised,
+    /// when it is past what was counted. No floor is past the ceiling it
+    /// was raised under, so what is counted stays within the bound.
+    fn count_from(&mut self, floor: u64) {
+        let counted = self.clock().counted;
+        if floor > counted {
+            self.counted_from = Some((floor, tokio::time::Instant::now()));
+        }
+    }
 }
 
 /// How long a plane found to publish no root is not asked for one again.
@@ -355,12 +390,12 @@ impl Syncer {
         self.http.clone()
     }
 
-    /// Reads what the store holds into the status, and takes the held
-    /// document's modules again (one another source may have released).
-    /// The held document is judged again with the keys trusted now: one
-    /// that no longer stands keeps running but is no floor (any document a
-    /// trusted key signed may replace it), and its poll settings and report
-    /// URL are not followed.
+    /// Reads what the store holds into the status, judges what stands as
+    /// a floor under the keys in force ([`Syncer::judge_floors`]: so after
+    /// every change of the config's keys), and takes the held document's
+    /// modules again (one another source may have released): one that no
+    /// longer stands keeps running, but its poll settings, report URL and
+    /// agent are not followed.
     pub async fn load(&self) -> Result<(), crate::store::StoreError> {
         // The root taken last, which the config's keys started.
         if let Some(bytes) = self.store.blocking(|s| s.plane_root()).await? {
@@ -376,35 +411,21 @@ impl Syncer {
         }
         let (held, contact) = self.store.blocking(|s| s.plane()).await?;
         let groups = self.store.blocking(|s| s.plane_groups()).await?;
-        self.memory.lock().expect("plane memory lock").groups = groups
-            .into_iter()
-            .map(|(name, g)| (name, (g.held, g.took)))
-            .collect();
-        let mut revoked = None;
-        if let Some(h) = &held {
-            let bytes = match self.store.blocking(|s| s.plane_envelope()).await {
-                Ok(Some(bytes)) => Ok(bytes),
-                Ok(None) => Err("its bytes are not in the store".to_string()),
-                Err(e) => Err(e.to_string()),
-            };
-            revoked = match &bytes {
-                Ok(b) => self.no_longer_stands(b, h),
-                Err(e) => Some(self.not_the_floor(h, format!("it cannot be read again: {e}"))),
-            };
-            if let Ok(b) = bytes {
-                self.take_again_from(h, &b, revoked.is_none()).await;
-            }
-        }
         {
-            let mut st = self.status.lock().expect("plane status lock");
-            st.held = held.as_ref().map(|h| summary(h, revoked.as_ref()));
-            st.contact = contact.clone();
+            let mut m = self.memory.lock().expect("plane memory lock");
+            m.groups = groups
+                .into_iter()
+                .map(|(name, g)| (name, (g.held, g.took)))
+                .collect();
+            m.held = held.clone();
+            m.persisted = Some((contact.clone(), tokio::time::Instant::now()));
+            m.contact = contact.clone();
         }
-        let mut m = self.memory.lock().expect("plane memory lock");
-        m.held = held;
-        m.revoked = revoked;
-        m.persisted = Some((contact.clone(), tokio::time::Instant::now()));
-        m.contact = contact;
+        self.status.lock().expect("plane status lock").contact = contact;
+        self.judge_floors().await;
+        if let Some(h) = &held {
+            self.take_again(h).await;
+        }
         Ok(())
     }
 
@@ -425,14 +446,18 @@ impl Syncer {
     }
 
     /// One GET of a root file: its body and ETag, `Ok(None)` when it did
-    /// not change (304), `Err(None)` when the plane has none (404).
+    /// not change (304), `Err(None)` when the plane has none: a 404, or a
+    /// 403, which is what S3 answers for a missing file to a key that may
+    /// not list the bucket (said in the status, and the next error holds
+    /// why).
     async fn get_root(
         &self,
         rel: &str,
         etag: Option<&str>,
     ) -> Result<Option<(hyper::body::Bytes, Option<String>)>, Option<String>> {
         let url = self.plane_url(rel);
-        let uri: http::Uri = url.parse().map_err(|e| Some(format!("{url}: {e}")))?;
+        let at = crate::net::shown(&url);
+        let uri: http::Uri = url.parse().map_err(|e| Some(format!("{at}: {e}")))?;
         let mut headers = HeaderMap::new();
         if let Some(v) = etag.and_then(|e| HeaderValue::from_str(e).ok()) {
             headers.insert(http::header::IF_NONE_MATCH, v);
@@ -441,7 +466,7 @@ impl Syncer {
             .http
             .send(Method::GET, uri, &headers, FETCH_LIMIT, root::MAX_ROOT)
             .await
-            .map_err(|t| Some(format!("cannot fetch {url}: {}", describe(&t))))?;
+            .map_err(|t| Some(format!("cannot fetch {at}: {}", describe(&t))))?;
         match a.status {
             StatusCode::OK => {
                 let etag = a
@@ -453,7 +478,17 @@ impl Syncer {
             }
             StatusCode::NOT_MODIFIED => Ok(None),
             StatusCode::NOT_FOUND => Err(None),
-            s => Err(Some(format!("{url}: HTTP {s}"))),
+            StatusCode::FORBIDDEN => {
+                self.memory
+                    .lock()
+                    .expect("plane memory lock")
+                    .root_forbidden = Some(format!(
+                    "{at}: HTTP 403, taken as no root published (what S3 answers for a missing \
+                     file to a key that may not list the bucket); asked again in an hour"
+                ));
+                Err(None)
+            }
+            s => Err(Some(format!("{at}: HTTP {s}"))),
         }
     }
 
@@ -472,12 +507,20 @@ impl Syncer {
         if absent.is_some_and(|at| at.elapsed() < ROOT_ABSENT_RECHECK) {
             return self.root_expiry();
         }
+        self.memory
+            .lock()
+            .expect("plane memory lock")
+            .root_forbidden = None;
         let newest = match self.get_root("root.json", etag.as_deref()).await {
             Ok(Some(n)) => n,
             Ok(None) => return self.root_expiry(),
             Err(None) => {
-                self.memory.lock().expect("plane memory lock").root_absent =
-                    Some(tokio::time::Instant::now());
+                let forbidden = {
+                    let mut m = self.memory.lock().expect("plane memory lock");
+                    m.root_absent = Some(tokio::time::Instant::now());
+                    m.root_forbidden.take()
+                };
+                self.status.lock().expect("plane status lock").root.error = forbidden;
                 return self.root_expiry();
             }
             // The document's fetch says what is wrong with the plane.
@@ -507,7 +550,7 @@ impl Syncer {
                     Ok(None) | Err(None) => {
                         error = Some(format!(
                             "the plane's root is version {said}, but {} is not there: the chain is walked one version at a time",
-                            self.plane_url(&format!("roots/{v}.json"))
+                            crate::net::shown(&self.plane_url(&format!("roots/{v}.json")))
                         ));
                         break;
                     }
@@ -551,7 +594,7 @@ impl Syncer {
         self.status.lock().expect("plane status lock").root.error = error;
         self.root_expiry();
         if taken {
-            self.judge_held_again().await;
+            self.judge_floors().await;
         }
     }
 
@@ -575,38 +618,75 @@ impl Syncer {
         }
     }
 
-    /// Why the held document `h` (its bytes) is no longer the floor with
-    /// the keys trusted now, said in the log; `None` while it stands.
-    fn no_longer_stands(&self, bytes: &[u8], h: &Held) -> Option<String> {
-        accept::still_stands(bytes, h, &self.trusted())
-            .err()
-            .map(|why| self.not_the_floor(h, why))
-    }
-
-    /// Says in the log that `h` is no longer the floor, and why.
-    fn not_the_floor(&self, h: &Held, why: String) -> String {
-        tracing::warn!(
-            revision = h.revision,
-            "plane: the held revision {} is no longer the floor: {why}; what it states keeps running until a document signed by a trusted key arrives",
-            h.revision
-        );
-        why
-    }
-
-    /// The held document judged again by the keys trusted now (a root
-    /// was taken): one no key of it signed is no longer the floor.
-    async fn judge_held_again(&self) {
+    /// The one place that says what the node holds still stands as a
+    /// floor under the keys in force: the held document and each group's
+    /// (at start, so after every change of the config's keys, and whenever
+    /// a root is taken). One no key in force signed keeps running what it
+    /// stated, but is no floor: the next document a key in force signed
+    /// is judged on its own, whatever its revision and its `issued_at`;
+    /// its time is no floor of "now"; and the node's document's poll
+    /// settings, report URL and agent are no longer followed.
+    async fn judge_floors(&self) {
         let held = self.memory.lock().expect("plane memory lock").held.clone();
-        let Some(h) = held else { return };
-        let Ok(Some(bytes)) = self.store.blocking(|s| s.plane_envelope()).await else {
-            return;
+        let revoked = match &held {
+            None => None,
+            Some(h) => match self.store.blocking(|s| s.plane_envelope()).await {
+                Ok(Some(b)) => {
+                    let floor = accept::Floor::held(&b, crate::plane::envelope::PAYLOAD_TYPE, h);
+                    accept::still_stands(floor, &self.trusted()).err()
+                }
+                Ok(None) => Some("its bytes are not in the store".to_string()),
+                Err(e) => Some(format!("it cannot be read again: {e}")),
+            }
+            .map(|why| not_the_floor(h.revision, "held document", why)),
         };
-        let revoked = self.no_longer_stands(&bytes, &h);
-        if let Some(s) = self.status.lock().expect("plane status lock").held.as_mut() {
-            s.revoked = revoked.clone();
+        let groups = match self.store.blocking(|s| s.plane_groups()).await {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::error!("plane: cannot read the group documents held: {e}");
+                BTreeMap::new()
+            }
+        };
+        let group_revoked: BTreeMap<GroupName, String> = groups
+            .iter()
+            .filter_map(|(name, g)| {
+                let floor = accept::Floor::held(&g.envelope, GROUP_PAYLOAD_TYPE, &g.held);
+                let why = accept::still_stands(floor, &self.trusted()).err()?;
+                let what = format!("document of group {name}");
+                Some((name.clone(), not_the_floor(g.held.revision, &what, why)))
+            })
+            .collect();
+        let newly_revoked = {
+            let mut m = self.memory.lock().expect("plane memory lock");
+            let newly = revoked.is_some() && m.revoked.is_none();
+            m.revoked = revoked.clone();
+            m.group_revoked = group_revoked;
+            let node = m.held.as_ref().filter(|_| m.revoked.is_none());
+            let floor = node.map(|h| h.newest_issued_at).into_iter().chain(
+                m.groups
+                    .iter()
+                    .filter(|(n, _)| !m.group_revoked.contains_key(*n))
+                    .map(|(_, (h, _))| h.newest_issued_at),
+            );
+            m.counted_from = Some((floor.max().unwrap_or(0), tokio::time::Instant::now()));
+            newly
+        };
+        if newly_revoked {
+            self.unfollow();
         }
-        let mut m = self.memory.lock().expect("plane memory lock");
-        m.revoked = revoked;
+        self.status.lock().expect("plane status lock").held =
+            held.as_ref().map(|h| summary(h, revoked.as_ref()));
+        self.show_groups();
+    }
+
+    /// The held document no longer stands: its poll settings, report URL
+    /// and agent are not followed (the config's are).
+    fn unfollow(&self) {
+        *self.current.lock().expect("plane lock") = None;
+        let url = self.report_url();
+        let mut st = self.status.lock().expect("plane status lock");
+        st.reports.url = url;
+        st.agent = None;
     }
 
     /// The poll interval and jitter in force.
@@ -632,10 +712,17 @@ impl Syncer {
             .unwrap_or_else(|| self.config.default_report_url(&self.node))
     }
 
-    /// Takes the held document's modules again and remembers its settings.
+    /// Takes the held document's modules again and, while it stands as
+    /// the floor, remembers its settings.
     async fn take_again(&self, held: &Held) {
+        let stands = self
+            .memory
+            .lock()
+            .expect("plane memory lock")
+            .revoked
+            .is_none();
         match self.store.blocking(|s| s.plane_envelope()).await {
-            Ok(Some(bytes)) => self.take_again_from(held, &bytes, true).await,
+            Ok(Some(bytes)) => self.take_again_from(held, &bytes, stands).await,
             Ok(None) => tracing::error!(
                 "the held plane document cannot be read again: its bytes are not in the store"
             ),
@@ -666,7 +753,7 @@ impl Syncer {
         let c = if desired.groups.is_empty() {
             Composition::alone(desired.modules)
         } else {
-            let now = self.now(Some(held));
+            let now = self.now(Some(held).filter(|_| follow));
             match self.compose(desired, envelope, BTreeMap::new(), now).await {
                 Ok(c) => c,
                 Err(Stop::Refused(r)) => {
@@ -772,7 +859,7 @@ impl Syncer {
             Ok(u) => u,
             Err(e) => {
                 return Outcome::Failed {
-                    error: format!("{}: {e}", self.url),
+                    error: format!("{}: {e}", crate::net::shown(&self.url)),
                     retry_after: None,
                 };
             }
@@ -799,7 +886,11 @@ impl Syncer {
                 return Outcome::Refused(r);
             }
             Err(t) => {
-                let error = format!("cannot fetch {}: {}", self.url, describe(&t));
+                let error = format!(
+                    "cannot fetch {}: {}",
+                    crate::net::shown(&self.url),
+                    describe(&t)
+                );
                 contact.error = Some(error.clone());
                 self.record(None, &contact).await;
                 return Outcome::Failed {
@@ -848,16 +939,16 @@ impl Syncer {
                 } else {
                     None
                 };
+                let at = crate::net::shown(&self.url);
                 let error = if s == StatusCode::NOT_FOUND {
-                    format!("no document for this node at {} (HTTP 404)", self.url)
+                    format!("no document for this node at {at} (HTTP 404)")
                 } else if s.is_redirection() {
                     format!(
-                        "{}: HTTP {s}, a redirect to another scheme, host or port, not followed \
-                         (the document is fetched only from the plane's own origin)",
-                        self.url
+                        "{at}: HTTP {s}, a redirect to another scheme, host or port, not followed \
+                         (the document is fetched only from the plane's own origin)"
                     )
                 } else {
-                    format!("{}: HTTP {s}", self.url)
+                    format!("{at}: HTTP {s}")
                 };
                 contact.error = Some(error.clone());
                 self.record(None, &contact).await;
@@ -959,7 +1050,7 @@ impl Syncer {
         (etag, last_modified): (Option<String>, Option<String>),
         now: u64,
     ) -> Outcome {
-        let clock = Clock::read();
+        let clock = self.memory.lock().expect("plane memory lock").clock();
         let verdict = accept::judge(&body, &self.node, &self.trusted(), held.as_ref(), clock);
         self.status.lock().expect("plane status lock").clock =
             Some(ClockStatus::of(clock, held.as_ref(), contact.plane_date));
@@ -973,10 +1064,13 @@ impl Syncer {
                     };
                 };
                 contact.refusal = None;
-                let new_etag = h.etag != etag;
+                // Served from another URL (the config's changed): the
+                // validators are this URL's from now on.
+                let new_validators = h.etag != etag || h.url != self.url;
                 h.etag = etag;
+                h.url.clone_from(&self.url);
                 self.memory.lock().expect("plane memory lock").last_modified = last_modified;
-                self.record(new_etag.then_some(&h), &contact).await;
+                self.record(new_validators.then_some(&h), &contact).await;
                 Outcome::Same {
                     revision: h.revision,
                 }
@@ -1070,6 +1164,7 @@ impl Syncer {
                             st.contact = contact.clone();
                         }
                         let mut m = self.memory.lock().expect("plane memory lock");
+                        m.count_from(new.newest_issued_at);
                         m.held = Some(new);
                         m.revoked = None;
                         m.last_modified = last_modified;
@@ -1193,10 +1288,17 @@ enum GroupLook {
 impl Syncer {
     /// Now, as the agent can tell (never earlier than its build or any
     /// document it accepted): a rollout's clock.
+    /// `node` is the node's document that stands as the floor, if any;
+    /// the groups' that stand are added.
     fn now(&self, node: Option<&Held>) -> u64 {
         let m = self.memory.lock().expect("plane memory lock");
-        let groups = m.groups.values().map(|(h, _)| h.newest_issued_at).max();
-        Clock::read().now(node).max(groups.unwrap_or(0))
+        let groups = m
+            .groups
+            .iter()
+            .filter(|(name, _)| !m.group_revoked.contains_key(*name))
+            .map(|(_, (h, _))| h.newest_issued_at)
+            .max();
+        m.clock().now(node).max(groups.unwrap_or(0))
     }
 
     /// Looks at each of `names`' documents once; returns the new revisions
@@ -1240,16 +1342,20 @@ impl Syncer {
     /// group's own floor.
     async fn fetch_group(&self, name: &GroupName, budget: &mut Budget) -> GroupLook {
         let url = self.config.group_url(name);
-        let held = self
-            .memory
-            .lock()
-            .expect("plane memory lock")
-            .groups
-            .get(name)
-            .cloned();
+        let at = crate::net::shown(&url);
+        let (held, revoked, clock) = {
+            let m = self.memory.lock().expect("plane memory lock");
+            let revoked = m.group_revoked.contains_key(name);
+            (m.groups.get(name).cloned(), revoked, m.clock())
+        };
+        // What the judgement stands on: the document held, unless it no
+        // longer stands (then nothing is asked conditionally either); what
+        // this node took of it is kept all the same.
+        let took = held.as_ref().and_then(|(_, took)| took.clone());
+        let held = held.filter(|_| !revoked);
         let uri: http::Uri = match url.parse() {
             Ok(u) => u,
-            Err(e) => return GroupLook::Not(format!("group {name}: {url}: {e}"), None),
+            Err(e) => return GroupLook::Not(format!("group {name}: {at}: {e}"), None),
         };
         // A Last-Modified counts only for the revision it was sent with: a
         // revision fetched but not adopted is fetched whole again.
@@ -1294,7 +1400,7 @@ impl Syncer {
             }
             Err(t) => {
                 return GroupLook::Not(
-                    format!("group {name}: cannot fetch {url}: {}", describe(&t)),
+                    format!("group {name}: cannot fetch {at}: {}", describe(&t)),
                     None,
                 );
             }
@@ -1304,11 +1410,11 @@ impl Syncer {
             StatusCode::OK => {}
             StatusCode::NOT_FOUND => {
                 return GroupLook::Not(
-                    format!("group {name}: no document at {url} (HTTP 404)"),
+                    format!("group {name}: no document at {at} (HTTP 404)"),
                     None,
                 );
             }
-            s => return GroupLook::Not(format!("group {name}: {url}: HTTP {s}"), None),
+            s => return GroupLook::Not(format!("group {name}: {at}: HTTP {s}"), None),
         }
         let header = |h| {
             answer
@@ -1334,7 +1440,7 @@ impl Syncer {
             name,
             &self.trusted(),
             held.as_ref().map(|(h, _)| h),
-            Clock::read(),
+            clock,
         );
         self.guard_end(before).await;
         match verdict {
@@ -1345,6 +1451,7 @@ impl Syncer {
                 let mut held_revision = None;
                 if let Some((h, _)) = m.groups.get_mut(name) {
                     h.etag = etag;
+                    h.url.clone_from(&url);
                     held_revision = Some(h.revision);
                 }
                 match (held_revision, last_modified) {
@@ -1389,7 +1496,7 @@ impl Syncer {
                     },
                     // Moved, not copied, where the body is the only owner.
                     envelope: Vec::from(answer.body),
-                    took: held.and_then(|(_, took)| took),
+                    took,
                 };
                 GroupLook::New(Box::new((stored, d)))
             }
@@ -1564,6 +1671,15 @@ impl Syncer {
     fn composed(&self, writes: Vec<(GroupName, StoredGroup)>, standings: Vec<GroupStanding>) {
         let mut m = self.memory.lock().expect("plane memory lock");
         for (name, st) in writes {
+            // Another document than the one held (only a key in force signs
+            // one taken): the group has a floor again.
+            let same = m.groups.get(&name).is_some_and(|(h, _)| {
+                h.payload_digest == st.held.payload_digest && h.key_id == st.held.key_id
+            });
+            if !same {
+                m.group_revoked.remove(&name);
+                m.count_from(st.held.newest_issued_at);
+            }
             m.groups.insert(name, (st.held, st.took));
         }
         m.standings = standings;
@@ -1586,6 +1702,7 @@ impl Syncer {
                     running: standing.map(|s| s.running),
                     take: standing.and_then(|s| s.take.clone()),
                     error: m.group_errors.get(name).map(|(why, _)| why.clone()),
+                    revoked: m.group_revoked.get(name).cloned(),
                 }
             })
             .collect();
@@ -1744,6 +1861,16 @@ fn conditional(held: Option<&Held>, url: &str, last_modified: Option<&str>) -> H
         headers.insert(http::header::IF_MODIFIED_SINCE, since);
     }
     headers
+}
+
+/// Says in the log that the held `what` at `revision` is no longer a
+/// floor, and why; returns why.
+fn not_the_floor(revision: u64, what: &str, why: String) -> String {
+    tracing::warn!(
+        revision,
+        "plane: the {what} at revision {revision} is no longer the floor: {why}; what it states keeps running until a document signed by a trusted key arrives"
+    );
+    why
 }
 
 /// The held document as the status tells it, with why it no longer stands

@@ -24,6 +24,7 @@ use crate::model::agent_update::{AgentUpdate, Resume, Stage};
 use crate::model::launch::{AgentVersion, Slot};
 use crate::model::release::{self, Binary, NotTaken, Release};
 use crate::net::http::{Http, Transport};
+use crate::plane::accept;
 use crate::plane::envelope::{self, Envelope, PublicKey};
 use crate::reload::classify::{Failure, FetchFailure, Verdict, classify};
 use crate::store::Store;
@@ -116,9 +117,40 @@ impl Updater {
         self.launched.as_ref()
     }
 
+    /// Whether the running version is a floor (a release below it must
+    /// say `downgrade`): it is, unless this agent was updated to it by a
+    /// statement no key in force signed (the one rule of every floor,
+    /// [`accept::still_stands`]); a version installed otherwise is one.
+    async fn running_is_floor(&self, keys: &[PublicKey]) -> bool {
+        let Ok(all) = self.store.blocking(|s| s.agent_updates()).await else {
+            return true;
+        };
+        let Some(u) = all
+            .iter()
+            .rev()
+            .find(|u| u.stage == Stage::Done && u.version.as_str() == running_version())
+        else {
+            return true;
+        };
+        let floor = accept::Floor {
+            envelope: &u.statement,
+            payload_type: release::PAYLOAD_TYPE,
+            revision: 0,
+            key_id: "",
+        };
+        let Err(why) = accept::still_stands(floor, keys) else {
+            return true;
+        };
+        tracing::warn!(
+            "agent update: the running {} is no longer the floor: {why}; a release a key in force signed is taken below it",
+            running_version()
+        );
+        false
+    }
+
     /// Reads a statement (its envelope), checks its signature and what it
     /// says against this agent.
-    fn judge(
+    async fn judge(
         &self,
         statement: &[u8],
         downgrade: bool,
@@ -157,6 +189,7 @@ impl Updater {
             target: TARGET,
             store_schema: crate::store::SCHEMA_VERSION,
         };
+        let downgrade = downgrade || !self.running_is_floor(&keys).await;
         Ok(match release::admit(&r, &me, downgrade) {
             Ok(_) => Ok(r),
             Err(n) => Err(n),
@@ -171,9 +204,10 @@ impl Updater {
                 "must be an http:// or https:// URL".into(),
             ));
         }
+        let at = crate::net::shown(url);
         let uri: Uri = url
             .parse()
-            .map_err(|e| RequestError::Fetch(format!("{url}: {e}")))?;
+            .map_err(|e| RequestError::Fetch(format!("{at}: {e}")))?;
         let http = self
             .http
             .as_ref()
@@ -187,9 +221,9 @@ impl Updater {
                 release::MAX_STATEMENT,
             )
             .await
-            .map_err(|t| RequestError::Fetch(format!("cannot fetch {url}: {t}")))?;
+            .map_err(|t| RequestError::Fetch(format!("cannot fetch {at}: {t}")))?;
         if !a.status.is_success() {
-            return Err(RequestError::Fetch(format!("{url} answered {}", a.status)));
+            return Err(RequestError::Fetch(format!("{at} answered {}", a.status)));
         }
         Ok(a.body.to_vec())
     }
@@ -219,7 +253,7 @@ impl Updater {
         if self.launched.is_none() {
             return Err(RequestError::NotLaunched);
         }
-        let r = match self.judge(&statement, downgrade)? {
+        let r = match self.judge(&statement, downgrade).await? {
             Ok(r) if expect.is_some_and(|v| v != r.version) => {
                 return Err(RequestError::Refused(format!(
                     "the release statement names {}, the document asks for {}",
@@ -569,7 +603,7 @@ impl Updater {
     async fn land(&self, l: &Launched, u: &AgentUpdate) -> Result<String, Failure> {
         let mismatch = |m: String| Failure::Fetch(m, FetchFailure::Mismatch);
         // The statement is judged again: a key may have been revoked since.
-        let r = match self.judge(&u.statement, u.downgrade) {
+        let r = match self.judge(&u.statement, u.downgrade).await {
             Ok(Ok(r)) => r,
             Ok(Err(NotTaken::Running)) => {
                 return Err(mismatch(format!("{} runs already", u.version)));
@@ -614,9 +648,10 @@ impl Updater {
                 headers.insert(http::header::RANGE, v);
             }
         }
+        let at = crate::net::shown(url);
         let uri: Uri = url
             .parse()
-            .map_err(|e| Failure::Fetch(format!("{url}: {e}"), FetchFailure::Mismatch))?;
+            .map_err(|e| Failure::Fetch(format!("{at}: {e}"), FetchFailure::Mismatch))?;
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -659,7 +694,7 @@ impl Updater {
         }
         let a = answer.map_err(|t| {
             Failure::Fetch(
-                format!("cannot fetch {url}: {t}"),
+                format!("cannot fetch {at}: {t}"),
                 FetchFailure::Transport(t),
             )
         })?;
@@ -679,7 +714,7 @@ impl Updater {
                     .and_then(crate::model::time::parse_retry_after)
                     .map(|r| r.wait(crate::host::clock::now()));
                 return Err(Failure::Fetch(
-                    format!("{url} answered {s}"),
+                    format!("{at} answered {s}"),
                     FetchFailure::Status(s, retry),
                 ));
             }
@@ -688,7 +723,7 @@ impl Updater {
         if got < bin.size {
             return Err(Failure::Fetch(
                 format!(
-                    "{url}: the download stopped at {got} of {} bytes; the next attempt resumes it",
+                    "{at}: the download stopped at {got} of {} bytes; the next attempt resumes it",
                     bin.size
                 ),
                 FetchFailure::Transport(Transport::Connect("cut short".into())),

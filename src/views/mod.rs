@@ -402,6 +402,10 @@ pub struct GroupView<T> {
     pub group: String,
     /// The revision of its document held.
     pub revision: Option<u64>,
+    /// Why the revision held is no longer its floor (no key in force
+    /// signed it), while so; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked: Option<String>,
     /// Its rollout here, when the held revision has one.
     pub rollout: Option<RolloutView<T>>,
     /// The revision whose modules the node runs (the held one, or the
@@ -428,6 +432,7 @@ impl<T> GroupView<T> {
             error: self.error.clone(),
             group: self.group.clone(),
             revision: self.revision,
+            revoked: self.revoked.clone(),
             rollout: self.rollout.as_ref().map(|r| RolloutView {
                 taken: r.taken,
                 until: r.until.as_ref().map(&f),
@@ -441,9 +446,13 @@ impl<T> GroupView<T> {
 impl<T: std::fmt::Display> GroupView<T> {
     /// The group in a line of `stead status`.
     pub fn line(&self) -> String {
-        let held = self
-            .revision
-            .map_or("no document yet".to_string(), |r| format!("revision {r}"));
+        let held = match (self.revision, &self.revoked) {
+            (None, _) => "no document yet".to_string(),
+            (Some(r), None) => format!("revision {r}"),
+            (Some(r), Some(why)) => {
+                format!("revision {r} (still run, but no longer the floor: {why})")
+            }
+        };
         let rollout = match &self.rollout {
             None => String::new(),
             Some(r) if r.taken => format!("; rollout taken ({})", r.why),

@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value as J, json};
 use stead::model::time::format_rfc3339;
 use stead::plane::envelope::{PAYLOAD_TYPE, SecretKey};
+use stead::plane::group::GROUP_PAYLOAD_TYPE;
 
 use super::agent::Agent;
+use super::plane::Plane;
 use super::{IMAGE_1, Node, idle_after, unix_now};
 
 pub const DAY: u64 = 86_400;
@@ -98,12 +100,20 @@ pub fn group_payload(group: &str, revision: u64, modules: Vec<J>, extra: J) -> J
     v
 }
 
-pub fn publish_group(plane: &super::plane::Plane, key: &SecretKey, group: &str, payload: &J) {
+pub fn publish_group(plane: &Plane, key: &SecretKey, group: &str, payload: &J) {
     let bytes = key
-        .sign(
-            stead::plane::group::GROUP_PAYLOAD_TYPE,
-            &serde_json::to_vec(payload).unwrap(),
-        )
+        .sign(GROUP_PAYLOAD_TYPE, &serde_json::to_vec(payload).unwrap())
         .to_json();
     plane.publish_raw_path(&format!("groups/{group}/desired.json"), &bytes);
+}
+
+/// A node document listing `groups`, with its own `modules` and `extra`
+/// fields (removals, overrides).
+pub fn node_payload(n: &Node, revision: u64, groups: &[&str], modules: Vec<J>, extra: J) -> J {
+    let mut v = payload(n, revision, modules);
+    v["groups"] = json!(groups);
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
 }
