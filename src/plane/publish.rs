@@ -21,7 +21,7 @@ use serde_json::{Map, Value as J};
 use crate::model::fleet::GroupName;
 use crate::model::names::NodeId;
 use crate::model::time::format_rfc3339;
-use crate::plane::document::{Desired, stamp};
+use crate::plane::document::{Budget, Desired, stamp};
 use crate::plane::envelope::{Envelope, PAYLOAD_TYPE, PublicKey, verify_as};
 use crate::plane::group::{GROUP_PAYLOAD_TYPE, GroupDesired, HeldGroup, compose, stamp_group};
 
@@ -147,7 +147,7 @@ pub fn plan(
 ) -> Result<Vec<Write>, PublishError> {
     let mut writes = Vec::new();
     // Each group as devices will read it, for the nodes' check.
-    let mut checked: BTreeMap<GroupName, GroupDesired> = BTreeMap::new();
+    let mut checked: BTreeMap<GroupName, (GroupDesired, usize)> = BTreeMap::new();
     for (name, file) in groups {
         let path = group_path(name);
         let place = format!("groups/{name}.json");
@@ -163,7 +163,7 @@ pub fn plan(
         let stamped = stamp_group(&bytes, name, revision, t.now, t.now + t.expires_in)
             .map_err(|e| err(&place, e.to_string()))?;
         let desired = GroupDesired::parse(&stamped).map_err(|e| err(&place, e.to_string()))?;
-        checked.insert(name.clone(), desired);
+        checked.insert(name.clone(), (desired, stamped.len()));
         if let Some(why) = why {
             writes.push(Write {
                 path,
@@ -288,19 +288,40 @@ fn fill_rollout(
     Ok(out)
 }
 
+/// The most bytes a payload of `len` bytes takes once signed: its base64
+/// in a DSSE envelope with up to two signatures (what a device counts
+/// against its limits).
+pub fn signed_len(len: usize) -> usize {
+    len.div_ceil(3) * 4 + 512
+}
+
 /// Checks a node's document against its groups as a device composes them:
+/// within the limits a node's document and its groups' share
+/// ([`Budget`]: their signed bytes, their modules and previous modules),
 /// with every group's new modules, and with every group's previous ones.
 fn check_node(
     stamped: &[u8],
     id: &NodeId,
-    groups: &BTreeMap<GroupName, GroupDesired>,
+    groups: &BTreeMap<GroupName, (GroupDesired, usize)>,
 ) -> Result<(), String> {
     let desired = Desired::parse(stamped).map_err(|e| e.to_string())?;
+    let mut budget = Budget::default();
+    budget.take(
+        "the node's document",
+        signed_len(stamped.len()),
+        desired.modules.len(),
+    )?;
     for g in &desired.groups {
-        if !groups.contains_key(g) {
+        let Some((d, len)) = groups.get(g) else {
             return Err(format!("lists group {g}, which the fleet does not have"));
-        }
+        };
+        let modules = d.modules.len() + d.previous.as_ref().map_or(0, |p| p.modules.len());
+        budget.take(&format!("group {g}'s document"), signed_len(*len), modules)?;
     }
+    let groups: BTreeMap<GroupName, GroupDesired> = groups
+        .iter()
+        .map(|(g, (d, _))| (g.clone(), d.clone()))
+        .collect();
     for took in [true, false] {
         let held: BTreeMap<GroupName, HeldGroup> = desired
             .groups
@@ -632,6 +653,40 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "groups/eu/desired.json: not a signed document"
+        );
+        // Within one document's limits each, past what a node's document
+        // and its groups' may list together: refused as a device would
+        // refuse it (plane::document::Budget), naming the group.
+        let many = |n: usize, at: usize| {
+            (0..n)
+                .map(|i| json!({"name": format!("m{}", at + i), "image": "x:1"}))
+                .collect::<Vec<_>>()
+        };
+        let big: BTreeMap<GroupName, Map<String, J>> = [
+            (
+                GroupName::try_from("a").unwrap(),
+                obj(json!({"modules": many(800, 0)})),
+            ),
+            (
+                GroupName::try_from("b").unwrap(),
+                obj(json!({"modules": many(800, 800)})),
+            ),
+        ]
+        .into();
+        let nodes = |groups: J| -> BTreeMap<NodeId, Map<String, J>> {
+            [(
+                NodeId::try_from("n1").unwrap(),
+                obj(json!({"groups": groups, "modules": []})),
+            )]
+            .into()
+        };
+        assert!(plan(&big, &nodes(json!(["a"])), |_| Ok(None), times(T0)).is_ok());
+        let e = plan(&big, &nodes(json!(["a", "b"])), |_| Ok(None), times(T0)).unwrap_err();
+        assert_eq!(e.place, "node n1");
+        assert!(
+            e.message
+                .contains("group b's document (800 modules) passes"),
+            "{e}"
         );
         // A group carrying a sealed value: refused, naming it.
         let sealed: BTreeMap<GroupName, Map<String, J>> = [(
