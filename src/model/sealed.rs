@@ -11,7 +11,8 @@
 //! another module's field, or another device's document, is refused,
 //! naming where it belongs (names are not secret; the value is never in
 //! an error). Any age implementation can seal one (`age -r age1… | base64`
-//! of the bound plaintext); `stead plane seal` does it.
+//! of the bound plaintext, wrapped or not, or `age -a`'s armor); `stead
+//! plane seal` does it.
 
 use base64::Engine as _;
 
@@ -72,9 +73,20 @@ impl SealedText {
         &self.0
     }
 
-    /// Checks a document's text. The message names no part of it.
+    /// Checks a document's text. The message names no part of it. Base64
+    /// wrapped over lines (what `base64` prints: 76 columns) and age's
+    /// ASCII armor (`-----BEGIN AGE ENCRYPTED FILE-----`, what `age -a`
+    /// prints) are taken too, as the one line of base64 they stand for.
     pub fn new(text: String) -> Result<SealedText, String> {
         let base64 = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'=');
+        // Line breaks and armor add a little: bounded before they go.
+        if text.len() > MAX_TEXT + MAX_TEXT / 32 + 128 {
+            return Err(format!(
+                "a sealed value of {} bytes, over the limit of {MAX_TEXT}",
+                text.len()
+            ));
+        }
+        let text = unwrap_text(&text)?;
         if text.len() > MAX_TEXT {
             return Err(format!(
                 "a sealed value of {} bytes, over the limit of {MAX_TEXT}",
@@ -105,6 +117,25 @@ impl SealedText {
             None => Err("\"sealed\" is a string: the base64 of an age file".into()),
         })
     }
+}
+
+/// The armor age writes around a file (age-encryption.org/v1, "ASCII
+/// armor"): base64 between these lines.
+const ARMOR_BEGIN: &str = "-----BEGIN AGE ENCRYPTED FILE-----";
+const ARMOR_END: &str = "-----END AGE ENCRYPTED FILE-----";
+
+/// A sealed value's text as one line of base64: line breaks and blanks
+/// (wrapped base64) dropped; age's armor taken off (its header and footer
+/// lines, nothing outside them).
+fn unwrap_text(text: &str) -> Result<String, String> {
+    let t = text.trim();
+    let body = match t.strip_prefix(ARMOR_BEGIN) {
+        Some(rest) => rest.strip_suffix(ARMOR_END).ok_or(
+            "a sealed value in age's armor ends with its END line (\"-----END AGE ENCRYPTED FILE-----\")",
+        )?,
+        None => t,
+    };
+    Ok(body.chars().filter(|c| !c.is_ascii_whitespace()).collect())
 }
 
 /// The key of the one-key object a document seals a value in.
@@ -601,5 +632,45 @@ mod tests {
         let plain_age = base64::engine::general_purpose::STANDARD
             .encode(age::encrypt(&device.recipient(), b"hunter2", &[6; RANDOM_LEN]).unwrap());
         assert_eq!(open(&device, &here, &plain_age), Err(SealedError::Format));
+    }
+
+    #[test]
+    fn wrapped_base64_and_age_s_armor_read_as_the_one_line_they_stand_for() {
+        let device = Identity::from_bytes([3; 32]);
+        let here = Binding {
+            node: "edge-1",
+            module: "db",
+            field: "env.A",
+        };
+        let line = seal(&device.recipient(), &here, b"hunter2", &[5; RANDOM_LEN]).unwrap();
+        let wrap = |n: usize, nl: &str| {
+            line.as_bytes()
+                .chunks(n)
+                .map(|c| std::str::from_utf8(c).unwrap())
+                .collect::<Vec<_>>()
+                .join(nl)
+        };
+        let armored = format!("{ARMOR_BEGIN}\n{}\n{ARMOR_END}\n", wrap(64, "\n"));
+        // (the text a document gives, read as the line)
+        for text in [
+            line.clone(),
+            wrap(76, "\n") + "\n", // `| base64`
+            wrap(64, "\r\n"),
+            format!("  {line}\n"),
+            armored.clone(),
+        ] {
+            let t = SealedText::new(text.clone()).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+            assert_eq!(t.as_str(), line, "{text:?}");
+            assert_eq!(open(&device, &here, t.as_str()).unwrap(), b"hunter2");
+        }
+        // Armor cut short, or base64 with other characters: refused.
+        let cut = armored
+            .trim_end()
+            .strip_suffix(ARMOR_END)
+            .unwrap()
+            .to_string();
+        assert!(SealedText::new(cut).unwrap_err().contains("END line"));
+        assert!(SealedText::new(format!("{line}!")).is_err());
+        assert!(SealedText::new("\n \n".into()).is_err());
     }
 }
