@@ -319,7 +319,8 @@ impl<C: Connect> Agent<C> {
         }
         let launched = crate::host::launch::Launched::from_env();
         // Across an update of itself: a candidate's snapshot before it
-        // migrates the store, or the previous version's return to it.
+        // migrates the store; the previous version's return to the
+        // snapshot is in the open below.
         match crate::update::snapshot::before_open(&config.store_path(), launched.as_ref()) {
             Ok(Some(said)) => tracing::warn!("{said}"),
             Ok(None) => {}
@@ -333,7 +334,14 @@ impl<C: Connect> Agent<C> {
             }
             Err(e) => tracing::error!("the store across an update: {e}"),
         }
-        let store = Arc::new(Store::open(&config.store_path())?);
+        let (store, said) = crate::update::snapshot::open(&config.store_path(), launched.as_ref())?;
+        if let Some(said) = said {
+            tracing::error!("{said}");
+        }
+        if let Some(crate::model::launch::Slot::Candidate(_)) = launched.as_ref().map(|l| &l.slot) {
+            crate::host::candidate_damage(&config.store_path(), &config.data_dir);
+        }
+        let store = Arc::new(store);
         let mut reconciler = Reconciler::new(
             config.node_id.clone(),
             config.intentions_dir.clone(),
@@ -419,6 +427,7 @@ impl<C: Connect> Agent<C> {
         }
         Arc::new(crate::update::executor::Updater {
             store: self.store.clone(),
+            store_path: self.config.store_path(),
             launched: self.launched.clone(),
             http,
             keys,
@@ -452,7 +461,6 @@ impl<C: Connect> Agent<C> {
         };
         crate::host::panic_point("candidate:start");
         let status = self.status.clone();
-        let started = crate::host::clock::now();
         let proof = move || {
             let s = status.lock().expect("status lock");
             let mut p = Proof {
@@ -467,9 +475,11 @@ impl<C: Connect> Agent<C> {
             };
             drop(s);
             if let Some(ps) = &plane {
-                let c = ps.lock().expect("plane status lock").contact.clone();
-                p.plane = Some(c.at.is_some_and(|at| at >= started));
-                p.plane_missing = c.error;
+                let ps = ps.lock().expect("plane status lock");
+                let (taken, missing) =
+                    crate::update::confirm::plane_proof(ps.taken_here, &ps.contact);
+                p.plane = Some(taken);
+                p.plane_missing = missing;
             }
             p
         };
