@@ -88,7 +88,8 @@ pub fn before_open(store: &Path, launched: Option<&Launched>) -> Result<Option<S
 /// Opens the store. A version that is not a candidate, finding a store it
 /// cannot open and a snapshot, puts the snapshot back (the store it could
 /// not open set aside) and opens that; one that opens the store forgets a
-/// snapshot left (a switch cut short, a candidate that failed harmlessly).
+/// snapshot left (a switch cut short, a candidate that failed harmlessly)
+/// unless the launcher still has a candidate on trial.
 /// Returns the store and what was done, for the log.
 pub fn open(
     path: &Path,
@@ -99,7 +100,11 @@ pub fn open(
     };
     match Store::open(path) {
         Ok(s) => {
-            forget(path);
+            // Kept while the launcher still has a candidate on trial (a
+            // start it could not count ran this version instead).
+            if l.read_state().is_ok_and(|st| st.candidate.is_none()) {
+                forget(path);
+            }
             Ok((s, None))
         }
         Err(e) if snapshot_path(path).is_file() => {
@@ -324,6 +329,11 @@ mod tests {
             take(&s, &store).unwrap();
         }
         std::fs::write(with_suffix(&snapshot_path(&store), ".tmp"), b"half").unwrap();
+        // Not while a candidate is on trial: it may yet run.
+        std::fs::write(l.state_path(), "candidate 0.7.0 1\n").unwrap();
+        drop(open(&store, Some(&l)).unwrap());
+        assert!(snapshot_path(&store).exists());
+        std::fs::write(l.state_path(), "failed 0.7.0 x\n").unwrap();
         drop(open(&store, Some(&l)).unwrap());
         assert!(!snapshot_path(&store).exists());
         assert!(!with_suffix(&snapshot_path(&store), ".tmp").exists());
