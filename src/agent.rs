@@ -625,16 +625,19 @@ impl<C: Connect> Agent<C> {
         })?;
         // The token first: a client that finds the address finds the token.
         let token = ensure_token(&self.config)?;
-        // Where the CLI finds the API when the port was chosen by the OS.
-        crate::host::files::replace_atomic(
-            &self.config.api_addr_path(),
-            addr.to_string().as_bytes(),
-            0o644,
-        )
-        .map_err(|source| RunError::DataDir {
-            path: self.config.api_addr_path().display().to_string(),
-            source,
-        })?;
+        // Where the CLI finds the API when the port was chosen by the OS:
+        // written when it changed; one that cannot be written (a full
+        // disk) leaves the agent running, saying so.
+        let addr_path = self.config.api_addr_path();
+        let said = addr.to_string();
+        if std::fs::read(&addr_path).ok().as_deref() != Some(said.as_bytes()) {
+            if let Err(e) = crate::host::files::replace_atomic(&addr_path, said.as_bytes(), 0o644) {
+                tracing::error!(
+                    "{}: {e}; the CLI finds the API at the configured address only",
+                    addr_path.display()
+                );
+            }
+        }
         self.start_guard().await;
         let agent = self
             .store

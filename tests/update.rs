@@ -662,7 +662,8 @@ fn a_candidate_that_corrupts_the_store_is_given_up_and_the_old_version_puts_the_
         "{u:#}"
     );
     assert!(
-        d.log().contains("the snapshot taken before the switch is the store again"),
+        d.log()
+            .contains("the snapshot taken before the switch is the store again"),
         "{}",
         d.log()
     );
