@@ -230,8 +230,9 @@ mod tests {
             }),
             plane_date: None,
         };
+        type Case = (u64, Contact, (bool, Option<&'static str>));
         #[rustfmt::skip]
-        let cases: &[(u64, Contact, (bool, Option<&str>))] = &[
+        let cases: &[Case] = &[
             // (taken by this process, the last contact, proof)
             // The version before answered in the candidate's first second:
             // its contact is not the candidate's.

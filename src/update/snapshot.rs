@@ -259,8 +259,8 @@ mod tests {
             let mut f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
             f.write_all(&[0xa5; 8192]).unwrap();
         };
-        let damages: [(&str, &dyn Fn(&Path)); 2] =
-            [("newer schema", &newer), ("garbage", &garbage)];
+        type Damage<'a> = (&'a str, &'a dyn Fn(&Path));
+        let damages: [Damage; 2] = [("newer schema", &newer), ("garbage", &garbage)];
         for (what, damage) in damages {
             for p in [store.clone(), aside_path(&store)] {
                 let _ = std::fs::remove_file(p);
