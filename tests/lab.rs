@@ -1198,7 +1198,7 @@ cut_here
 }
 
 /// A bad candidate never leaves a node that cannot start, in
-/// `scripts/lab/all.sh` only (about six minutes under TCG). The data
+/// `scripts/lab/all.sh` only (about three minutes under TCG). The data
 /// directory is a 128 MiB filesystem of its own. A candidate that writes
 /// garbage over the store and aborts (`candidate:corrupt-store`) is given
 /// up after three starts, and the version it replaced puts back the
