@@ -329,7 +329,8 @@ impl<C: Connect> Agent<C> {
         }
         let launched = crate::host::launch::Launched::from_env();
         // Across an update of itself: a candidate's snapshot before it
-        // migrates the store, or the previous version's return to it.
+        // migrates the store; the previous version's return to the
+        // snapshot is in the open below.
         match crate::update::snapshot::before_open(&config.store_path(), launched.as_ref()) {
             Ok(Some(said)) => tracing::warn!("{said}"),
             Ok(None) => {}
@@ -343,7 +344,14 @@ impl<C: Connect> Agent<C> {
             }
             Err(e) => tracing::error!("the store across an update: {e}"),
         }
-        let store = Arc::new(Store::open(&config.store_path())?);
+        let (store, said) = crate::update::snapshot::open(&config.store_path(), launched.as_ref())?;
+        if let Some(said) = said {
+            tracing::error!("{said}");
+        }
+        if let Some(crate::model::launch::Slot::Candidate(_)) = launched.as_ref().map(|l| &l.slot) {
+            crate::host::candidate_damage(&config.store_path(), &config.data_dir);
+        }
+        let store = Arc::new(store);
         let mut reconciler = Reconciler::new(
             config.node_id.clone(),
             config.intentions_dir.clone(),
@@ -429,6 +437,7 @@ impl<C: Connect> Agent<C> {
         }
         Arc::new(crate::update::executor::Updater {
             store: self.store.clone(),
+            store_path: self.config.store_path(),
             launched: self.launched.clone(),
             http,
             keys,
@@ -462,7 +471,6 @@ impl<C: Connect> Agent<C> {
         };
         crate::host::panic_point("candidate:start");
         let status = self.status.clone();
-        let started = crate::host::clock::now();
         let proof = move || {
             let s = status.lock().expect("status lock");
             let mut p = Proof {
@@ -477,9 +485,11 @@ impl<C: Connect> Agent<C> {
             };
             drop(s);
             if let Some(ps) = &plane {
-                let c = ps.lock().expect("plane status lock").contact.clone();
-                p.plane = Some(c.at.is_some_and(|at| at >= started));
-                p.plane_missing = c.error;
+                let ps = ps.lock().expect("plane status lock");
+                let (taken, missing) =
+                    crate::update::confirm::plane_proof(ps.taken_here, &ps.contact);
+                p.plane = Some(taken);
+                p.plane_missing = missing;
             }
             p
         };
@@ -625,16 +635,19 @@ impl<C: Connect> Agent<C> {
         })?;
         // The token first: a client that finds the address finds the token.
         let token = ensure_token(&self.config)?;
-        // Where the CLI finds the API when the port was chosen by the OS.
-        crate::host::files::replace_atomic(
-            &self.config.api_addr_path(),
-            addr.to_string().as_bytes(),
-            0o644,
-        )
-        .map_err(|source| RunError::DataDir {
-            path: self.config.api_addr_path().display().to_string(),
-            source,
-        })?;
+        // Where the CLI finds the API when the port was chosen by the OS:
+        // written when it changed; one that cannot be written (a full
+        // disk) leaves the agent running, saying so.
+        let addr_path = self.config.api_addr_path();
+        let said = addr.to_string();
+        if std::fs::read(&addr_path).ok().as_deref() != Some(said.as_bytes()) {
+            if let Err(e) = crate::host::files::replace_atomic(&addr_path, said.as_bytes(), 0o644) {
+                tracing::error!(
+                    "{}: {e}; the CLI finds the API at the configured address only",
+                    addr_path.display()
+                );
+            }
+        }
         self.start_guard().await;
         let agent = self
             .store

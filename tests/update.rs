@@ -620,3 +620,99 @@ fn a_crash_in_the_switch_ends_with_the_update_done_and_one_restart_per_attempt()
         assert_eq!(d.agent().unwrap()["running"]["version"], NEW);
     }
 }
+
+#[test]
+fn a_candidate_that_corrupts_the_store_is_given_up_and_the_old_version_puts_the_snapshot_back() {
+    let plane = Plane::start();
+    let key = SecretKey::generate().unwrap();
+    let mut d = Device::new("upd-corrupt", &key, "");
+    // The candidate writes garbage over the store once it is open, then
+    // aborts; its later starts cannot open the store.
+    let corrupts = [("STEAD_CRASH_AT", "candidate:corrupt-store")];
+    d.start_env(&corrupts);
+    let url = publish(&plane, &key, NEW, &build_as(NEW), None);
+    let (code, body) = d.post("/v1/agent/update", &format!(r#"{{"url":"{url}"}}"#));
+    assert_eq!(code, 202, "{body}");
+    let store = d.n.data().join("stead.redb");
+    let snapshot = d.n.data().join("stead.redb.before-update");
+    for n in 1..=3 {
+        if n > 1 {
+            d.start_env(&corrupts);
+        }
+        let st = d.child.as_mut().unwrap().wait().unwrap();
+        assert!(!st.success(), "start {n} of the candidate failed: {st:?}");
+        assert!(d.state().contains(&format!("candidate {NEW} {n}")));
+        // Taken by the running version before it named the candidate.
+        assert!(snapshot.is_file(), "start {n}: the snapshot is there");
+    }
+    assert!(d.log().contains("damaged, aborting"), "{}", d.log());
+    let damaged = std::fs::read(&store).unwrap();
+    assert!(damaged.starts_with(&[0xa5; 64]));
+    // The version it replaced: the store does not open, the snapshot is
+    // put back, the damaged store kept aside, the update failed.
+    d.start();
+    let u = d.wait(60, "the old version reports the failure", |d| {
+        d.last_update().filter(|u| u["state"] == "failed")
+    });
+    assert!(
+        u["failure"]
+            .as_str()
+            .unwrap()
+            .contains("started 3 times and never confirmed"),
+        "{u:#}"
+    );
+    assert!(
+        d.log()
+            .contains("the snapshot taken before the switch is the store again"),
+        "{}",
+        d.log()
+    );
+    assert_eq!(
+        std::fs::read(d.n.data().join("stead.redb.from-candidate")).unwrap(),
+        damaged
+    );
+    assert!(!snapshot.exists(), "the snapshot is the store now");
+    let a = d.agent().unwrap();
+    assert_eq!(a["running"]["slot"], "package", "{a:#}");
+    assert_eq!(a["failed"]["version"], NEW, "{a:#}");
+}
+
+#[test]
+fn a_candidate_whose_plane_fetches_are_all_refused_is_not_confirmed_by_the_old_versions_contact() {
+    let mut plane = Plane::start();
+    let key = SecretKey::generate().unwrap();
+    let mut d = Device::of(Node::new("upd-refused").with_config(&format!(
+        "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"\n[update]\nconfirm_window = \"6s\"",
+        plane.base(),
+        key.public().to_base64()
+    )));
+    let p = common::desired::payload(&d.n, 1, vec![]);
+    plane.publish(&d.n.id, &common::desired::sign(&key, &p));
+    d.start();
+    d.wait(60, "the old version took the plane's document", |d| {
+        d.log().contains("adopted revision 1").then_some(())
+    });
+    // From now on the plane refuses every fetch of the document; the
+    // release is still served.
+    plane.set_fault(Some((403, None)));
+    let url = publish(&plane, &key, NEW, &build_as(NEW), None);
+    let (code, body) = d.post("/v1/agent/update", &format!(r#"{{"url":"{url}"}}"#));
+    assert_eq!(code, 202, "{body}");
+    let u = d.wait(120, "the update decided", |d| {
+        d.last_update()
+            .filter(|u| u["state"] == "failed" || u["state"] == "done")
+    });
+    assert_eq!(u["state"], "failed", "{u:#}");
+    let failure = u["failure"].as_str().unwrap();
+    assert!(
+        failure.contains("the plane never answered") && failure.contains("403"),
+        "{u:#}"
+    );
+    assert!(
+        d.log().contains(&format!("candidate {NEW}: confirming")),
+        "the candidate ran: {}",
+        d.log()
+    );
+    assert!(!d.log().contains(&format!("candidate {NEW}: confirmed")));
+    assert_eq!(d.agent().unwrap()["running"]["slot"], "package");
+}

@@ -40,6 +40,32 @@ pub fn crash_point(point: &str) {
     }
 }
 
+/// A bad candidate, for the tests of the way back (called only in a
+/// candidate, once its store is open): `candidate:corrupt-store` writes
+/// garbage over the store file's start, `candidate:fill-disk` fills the
+/// data directory's filesystem (`<data_dir>/candidate-fill`); each fsyncs
+/// what it wrote, then aborts.
+pub fn candidate_damage(store: &std::path::Path, data_dir: &std::path::Path) {
+    use std::io::Write;
+    let (path, fill) = match crash_at().as_deref() {
+        Some("candidate:corrupt-store") => (store.to_path_buf(), false),
+        Some("candidate:fill-disk") => (data_dir.join("candidate-fill"), true),
+        _ => return,
+    };
+    let garbage = vec![0xa5u8; 1 << 20];
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(fill)
+        .open(&path)
+    {
+        while f.write_all(&garbage).is_ok() && fill {}
+        let _ = f.sync_all();
+    }
+    eprintln!("STEAD_CRASH_AT: {} damaged, aborting", path.display());
+    std::process::abort();
+}
+
 /// Panics on the spot when `STEAD_CRASH_AT` names this point: lets the
 /// crash guard's tests make a pass panic as an unknown bug would (the panic
 /// hook notes what the agent was acting on, then aborts).

@@ -257,6 +257,24 @@ pub fn resume(u: &AgentUpdate, slot: &Slot, launch: &State, last_words: Option<&
     }
 }
 
+/// What must stay free beside the store's snapshot for a switch: the
+/// candidate's room to run (its store, its log) and the way back's.
+pub const SNAPSHOT_SLACK: u64 = 32 << 20;
+
+/// The rule for the snapshot taken before a switch: a store of `len`
+/// bytes is copied only when its filesystem has `free` for it and
+/// [`SNAPSHOT_SLACK`] besides; otherwise the switch is not made, saying
+/// what is missing.
+pub fn snapshot_room(len: u64, free: u64) -> Result<(), String> {
+    let need = len.saturating_add(SNAPSHOT_SLACK);
+    if free >= need {
+        return Ok(());
+    }
+    Err(format!(
+        "no room for the store's snapshot before the switch: {free} bytes free on its filesystem, {need} needed (the store's {len} and {SNAPSHOT_SLACK} to run on)"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,5 +402,27 @@ mod tests {
         }
         assert_eq!(u.log.len(), MAX_LOG);
         assert_eq!(u.log[0].1, "line 36");
+    }
+
+    #[test]
+    fn the_snapshot_is_taken_only_with_room_for_it_and_to_run_on() {
+        const M: u64 = 1 << 20;
+        #[rustfmt::skip]
+        let cases: &[(u64, u64, Result<(), &str>)] = &[
+            // (store bytes, free bytes, verdict)
+            (M, 33 * M, Ok(())),
+            (M, 100 * M, Ok(())),
+            (0, SNAPSHOT_SLACK, Ok(())),
+            (M, 33 * M - 1, Err("34603007 bytes free on its filesystem, 34603008 needed")),
+            (M, 0, Err("no room for the store's snapshot")),
+            (u64::MAX, u64::MAX - 1, Err("needed")),
+        ];
+        for (len, free, want) in cases {
+            match (snapshot_room(*len, *free), want) {
+                (Ok(()), Ok(())) => {}
+                (Err(e), Err(w)) => assert!(e.contains(w), "{len} {free}: {e}"),
+                (got, want) => panic!("{len} {free}: {got:?}, want {want:?}"),
+            }
+        }
     }
 }

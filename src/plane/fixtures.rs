@@ -76,6 +76,7 @@ pub fn planes() -> [PlaneStatus; 2] {
             }),
             error: Some("root version 3 is signed by 1 of the root keys of version 2, which needs 2".into()),
         },
+        taken_here: 7,
     };
     let bare = PlaneStatus {
         url: "http://plane/d.json".into(),

@@ -96,6 +96,10 @@ pub struct PlaneStatus {
     pub groups: Vec<GroupStatus>,
     /// The root of trust held, and how the last look at the plane's went.
     pub root: RootStatus,
+    /// How many polls of this process the plane answered with a document
+    /// taken (adopted, the same, not modified): counted in memory only,
+    /// never stored, so it is this process's own (a candidate's proof).
+    pub taken_here: u64,
 }
 
 /// The root of trust a node holds ([`crate::plane::root`]).
@@ -835,7 +839,14 @@ impl Syncer {
             Outcome::NotModified | Outcome::Same { .. } => {}
         }
         self.metrics.plane_poll(outcome.as_str());
-        if let Some(h) = &self.status.lock().expect("plane status lock").held {
+        let mut st = self.status.lock().expect("plane status lock");
+        if matches!(
+            outcome,
+            Outcome::NotModified | Outcome::Same { .. } | Outcome::Adopted { .. }
+        ) {
+            st.taken_here += 1;
+        }
+        if let Some(h) = &st.held {
             self.metrics.plane_revision(h.revision);
         }
         self.report_wake.notify_one();

@@ -34,6 +34,17 @@ pub enum StoreError {
         /// The version found.
         found: u64,
     },
+    /// The store did not open and its snapshot from before an update of
+    /// stead could not be put back.
+    #[error(
+        "the store at {path} did not open, and its snapshot from before the update could not be put back: {why}"
+    )]
+    Restore {
+        /// The file.
+        path: String,
+        /// Why.
+        why: String,
+    },
     /// The file is there but empty: a store is never empty, so this is
     /// not one (a truncation, a copy gone wrong). It is not taken as new.
     #[error(
@@ -196,6 +207,22 @@ impl Store {
             Err(e) => return Err(open_err(e)),
         };
         schema_of(&ro)
+    }
+
+    /// Copies the store file to `to` (made anew, fsynced) while a write
+    /// transaction is held open, so no commit lands mid-copy: the copy is
+    /// the last commit, as a crash would leave it (opened, it is repaired).
+    /// Returns the bytes copied.
+    pub fn copy_to(&self, to: &Path) -> Result<u64, StoreError> {
+        let tx = self.db()?.begin_write().map_err(self.io("copy"))?;
+        let copied = std::fs::copy(&self.path, to)
+            .and_then(|n| std::fs::File::open(to)?.sync_all().map(|()| n))
+            .map_err(|e| StoreError::Io {
+                op: "copy",
+                source: redb::Error::Io(e),
+            });
+        tx.abort().map_err(self.io("copy"))?;
+        copied
     }
 
     /// The database for one operation, reopened first when an I/O error

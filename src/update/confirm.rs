@@ -1,7 +1,8 @@
 //! A candidate proves itself, or gives up. Confirmation is measured, not
 //! claimed: the candidate has opened the store (it is running), completed
-//! a pass with the engine, and, with a plane, heard the plane answer once,
-//! all within its window. Then it writes itself into the launcher's state
+//! a pass with the engine, and, with a plane, had a document taken from
+//! the plane once, all within its window, each counted in the candidate
+//! process's own memory (nothing stored by the version before counts). Then it writes itself into the launcher's state
 //! as `current` (the version it replaced becomes `previous`). A candidate
 //! that has not proved itself when its window ends leaves its last words
 //! (what was missing), writes itself down as failed and asks for a
@@ -28,6 +29,27 @@ pub struct Proof {
     pub plane: Option<bool>,
     /// Why the plane did not answer (its last error).
     pub plane_missing: Option<String>,
+}
+
+/// The plane's part of the proof: whether the plane answered this process
+/// with a document it took (`taken_here`, counted in the process's own
+/// memory: a 304, the same document, one adopted), and, when not, why (the
+/// last contact's error or refusal). The contact's time is no evidence:
+/// the version before the candidate stored it, in the same second maybe.
+pub fn plane_proof(
+    taken_here: u64,
+    contact: &crate::store::plane::Contact,
+) -> (bool, Option<String>) {
+    if taken_here > 0 {
+        return (true, None);
+    }
+    let why = contact.error.clone().or_else(|| {
+        contact
+            .refusal
+            .as_ref()
+            .map(|r| format!("its document refused: {}", r.detail))
+    });
+    (false, why)
 }
 
 /// Where a candidate stands.
@@ -190,6 +212,42 @@ mod tests {
                     other => panic!("{proof:?} at {elapsed:?}: {other:?}"),
                 },
             }
+        }
+    }
+
+    #[test]
+    fn only_what_the_candidate_itself_took_from_the_plane_proves_it() {
+        use crate::store::plane::Contact;
+        let at_start = Some(1_800_000_000);
+        let contact = |at: Option<u64>, error: Option<&str>, refused: bool| Contact {
+            at,
+            error: error.map(str::to_string),
+            refusal: refused.then(|| crate::store::plane::Refusal {
+                class: crate::plane::RefusalClass::Rollback,
+                detail: "revision 3 is older than 4".into(),
+                revision: Some(3),
+                at: 1_800_000_000,
+            }),
+            plane_date: None,
+        };
+        type Case = (u64, Contact, (bool, Option<&'static str>));
+        #[rustfmt::skip]
+        let cases: &[Case] = &[
+            // (taken by this process, the last contact, proof)
+            // The version before answered in the candidate's first second:
+            // its contact is not the candidate's.
+            (0, contact(at_start, None, false), (false, None)),
+            (0, contact(Some(u64::MAX), None, false), (false, None)),
+            // Every fetch of the candidate refused by the host.
+            (0, contact(at_start, Some("HTTP 403"), false), (false, Some("HTTP 403"))),
+            // An answer the candidate refused is not one it took.
+            (0, contact(at_start, None, true), (false, Some("its document refused: revision 3 is older than 4"))),
+            (1, contact(None, None, false), (true, None)),
+            (3, contact(at_start, Some("HTTP 503"), false), (true, None)),
+        ];
+        for (taken, c, (proved, why)) in cases {
+            let got = plane_proof(*taken, c);
+            assert_eq!(got, (*proved, why.map(str::to_string)), "{taken} {c:?}");
         }
     }
 }

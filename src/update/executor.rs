@@ -81,6 +81,8 @@ pub enum Filed {
 /// The updater: one per agent.
 pub struct Updater {
     pub store: Arc<Store>,
+    /// The store's file: copied before a switch (`update::snapshot`).
+    pub store_path: std::path::PathBuf,
     /// How the launcher started this agent (`None`: it did not, and no
     /// update is taken).
     pub launched: Option<Launched>,
@@ -553,8 +555,8 @@ impl Updater {
         }
     }
 
-    /// The switch: the stamp stored first, then the launcher's state, then
-    /// the one restart.
+    /// The switch: the stamp stored first, then the store's snapshot, then
+    /// the launcher's state, then the one restart.
     async fn switch(&self, l: &Launched, u: &AgentUpdate) {
         let now = crate::host::clock::now();
         let Some(stamped) = self
@@ -574,6 +576,22 @@ impl Updater {
             return;
         };
         crate::host::crash_point("update:after-switch-stamp");
+        // The store as it is now, stamp included, for the way back: no
+        // candidate is named without it.
+        let path = self.store_path.clone();
+        let taken = self
+            .store
+            .blocking(move |s| crate::update::snapshot::take(s, &path))
+            .await;
+        match taken {
+            Ok(said) => tracing::info!("update {}: {said}", u.id),
+            Err(e) => {
+                let at = crate::host::clock::now();
+                self.change(u.id, move |u| u.fault(at, e)).await;
+                return;
+            }
+        }
+        crate::host::crash_point("update:after-snapshot");
         let v = stamped.version.clone();
         let written = l.change_state(|s| {
             s.candidate = Some(crate::model::launch::Candidate {
