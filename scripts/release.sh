@@ -34,8 +34,16 @@ for t in "${targets[@]}"; do
                 || apt_install gcc-aarch64-linux-gnu libc6-dev-arm64-cross
             export CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc ;;
     esac
-    say "building $t"
-    cargo build --release --locked --target "$t" >&2
+    # The device build: an ARM device runs the agent and its local client;
+    # `stead import` (Compose files to intentions, the `import` feature) is
+    # left out of it, as Cargo.toml allows a device build to, and kept in
+    # the x86_64 build (a workstation's, CI's and an x86 device's). Its 160
+    # KB would put the aarch64 binary over its 4 MiB budget
+    # (docs/performance.md).
+    features=()
+    case "$t" in aarch64-* | armv7-*) features=(--no-default-features) ;; esac
+    say "building $t ${features[*]}"
+    cargo build --release --locked --target "$t" "${features[@]}" >&2
     for bin in stead stead-launch; do
         out="dist/$bin-$t"
         cp "target/$t/release/$bin" "$out"

@@ -409,15 +409,15 @@ creates | sort >creates
 
     // After `systemctl reboot`: every module runs again, with the same
     // containers, and the engine saw no create this boot.
-    let public = releases(&m, &["0.5.8", "0.5.9"], &[]);
-    deb_as(&m, "0.6.0");
+    let public = releases(&m, &["0.6.8", "0.6.9"], &[]);
+    deb_as(&m, "0.7.0");
     plane_documents(
         &m,
         &[
             (1, None),
             (
                 2,
-                Some(("0.5.8", "http://127.0.0.1:8088/0.5.8/release.json")),
+                Some(("0.6.8", "http://127.0.0.1:8088/0.6.8/release.json")),
             ),
         ],
     );
@@ -468,7 +468,7 @@ journalctl -u stead --since "@$since" --no-pager -o cat >hang-journal
 # busybox's httpd, reports taken by serve_slowly's PUT), its key trusted.
 rm -f /etc/systemd/system/stead.service.d/lab.conf
 systemctl daemon-reload
-mkdir -p /srv/rel/plane/nodes/lab && cp -r /lab/in/rel/0.5.8 /lab/in/rel/0.5.9 /srv/rel/
+mkdir -p /srv/rel/plane/nodes/lab && cp -r /lab/in/rel/0.6.8 /lab/in/rel/0.6.9 /srv/rel/
 cp /lab/in/plane/r1.json /srv/rel/plane/nodes/lab/desired.json
 /lab/in/busybox httpd -p 127.0.0.1:8088 -h /srv/rel
 serve_slowly 8089 /srv/rel
@@ -480,12 +480,12 @@ plane_at() {{ says "curl -fsS http://127.0.0.1:7411/v1/plane" ".held.revision ==
 wait_until 60 plane_at 1 || true
 up_since="$(date +%s)"
 systemctl show -p NRestarts --value stead >update-restarts-before
-# Revision 2 names 0.5.8.
+# Revision 2 names 0.6.8.
 cp /lab/in/plane/r2.json /srv/rel/plane/nodes/lab/desired.json.new
 mv /srv/rel/plane/nodes/lab/desired.json.new /srv/rel/plane/nodes/lab/desired.json
-wait_until 300 says "stead agent --json" '.updates[-1].version == "0.5.8" and (.updates[-1].state == "done" or .updates[-1].state == "failed")' || true
+wait_until 300 says "stead agent --json" '.updates[-1].version == "0.6.8" and (.updates[-1].state == "done" or .updates[-1].state == "failed")' || true
 systemctl show -p NRestarts --value stead >update-restarts-after
-reported() {{ says "cat put-lab.json" '.agent.running.version == "0.5.8"'; }}
+reported() {{ says "cat put-lab.json" '.agent.running.version == "0.6.8"'; }}
 wait_until 60 reported || true
 cp put-lab.json update-report.json || true
 stead agent --json >agent.json
@@ -495,7 +495,7 @@ creates >update-creates
 mkdir -p /etc/systemd/system/stead.service.d
 printf '[Service]\nEnvironment=STEAD_CRASH_AT=candidate:start\n' >/etc/systemd/system/stead.service.d/lab.conf
 systemctl daemon-reload
-stead self-update --wait /srv/rel/0.5.9/release.json >bad.out 2>&1 && echo 0 >bad.rc || echo $? >bad.rc
+stead self-update --wait /srv/rel/0.6.9/release.json >bad.out 2>&1 && echo 0 >bad.rc || echo $? >bad.rc
 stead agent --json >bad-agent.json
 systemctl show -p NRestarts --value stead >bad-restarts
 unit_show >bad-unit
@@ -507,8 +507,8 @@ journalctl -u stead --since "@$up_since" --no-pager -o cat >update-journal
 rm -f /etc/systemd/system/stead.service.d/lab.conf
 systemctl daemon-reload
 hand_since="$(date +%s)"
-DEBIAN_FRONTEND=noninteractive dpkg -i --force-confold /lab/in/stead-0.6.0.deb >hand-dpkg.out 2>&1 && echo 0 >hand-dpkg.rc || echo $? >hand-dpkg.rc
-wait_until 60 says "stead agent --json" '.running.version == "0.6.0"' || true
+DEBIAN_FRONTEND=noninteractive dpkg -i --force-confold /lab/in/stead-0.7.0.deb >hand-dpkg.out 2>&1 && echo 0 >hand-dpkg.rc || echo $? >hand-dpkg.rc
+wait_until 60 says "stead agent --json" '.running.version == "0.7.0"' || true
 wait_until 60 all_converged web data homeenv broker dependent || true
 stead agent --json >hand-agent.json
 cat /var/lib/stead/agent/launch >hand-launch
@@ -579,9 +579,9 @@ journalctl -u stead --since "@$hand_since" --no-pager -o cat >hand-journal
         agent["updates"][0]["requested_by"], "plane revision 2",
         "{agent:#}\n{journal}"
     );
-    assert_eq!(agent["running"]["version"], "0.5.8", "{agent:#}");
+    assert_eq!(agent["running"]["version"], "0.6.8", "{agent:#}");
     assert_eq!(agent["running"]["slot"], "current", "{agent:#}");
-    assert_eq!(agent["current"], "0.5.8", "{agent:#}");
+    assert_eq!(agent["current"], "0.6.8", "{agent:#}");
     assert_eq!(agent["updates"][0]["state"], "done", "{agent:#}");
     assert_eq!(
         n("update-restarts-after") - n("update-restarts-before"),
@@ -597,10 +597,10 @@ journalctl -u stead --since "@$hand_since" --no-pager -o cat >hand-journal
     // The plane's report says so.
     let report: serde_json::Value =
         serde_json::from_str(&m.out("rebooted", "update-report.json")).unwrap();
-    assert_eq!(report["agent"]["running"]["version"], "0.5.8", "{report:#}");
+    assert_eq!(report["agent"]["running"]["version"], "0.6.8", "{report:#}");
     assert_eq!(report["plane"]["held"]["revision"], 2, "{report:#}");
     // A candidate that dies at every start: the launcher gives it three,
-    // then runs 0.5.8 again, which reports why; the modules never stop.
+    // then runs 0.6.8 again, which reports why; the modules never stop.
     assert_eq!(
         m.out("rebooted", "bad.rc").trim(),
         "1",
@@ -609,8 +609,8 @@ journalctl -u stead --since "@$hand_since" --no-pager -o cat >hand-journal
     );
     let bad: serde_json::Value =
         serde_json::from_str(&m.out("rebooted", "bad-agent.json")).unwrap();
-    assert_eq!(bad["running"]["version"], "0.5.8", "{bad:#}");
-    assert_eq!(bad["failed"]["version"], "0.5.9", "{bad:#}");
+    assert_eq!(bad["running"]["version"], "0.6.8", "{bad:#}");
+    assert_eq!(bad["failed"]["version"], "0.6.9", "{bad:#}");
     let last = &bad["updates"][1];
     assert_eq!(last["state"], "failed", "{bad:#}");
     let failure = last["failure"].as_str().unwrap();
@@ -640,14 +640,14 @@ journalctl -u stead --since "@$hand_since" --no-pager -o cat >hand-journal
     );
     let hand: serde_json::Value =
         serde_json::from_str(&m.out("rebooted", "hand-agent.json")).unwrap();
-    assert_eq!(hand["running"]["version"], "0.6.0", "{hand:#}\n{journal}");
+    assert_eq!(hand["running"]["version"], "0.7.0", "{hand:#}\n{journal}");
     assert_eq!(hand["running"]["slot"], "package", "{hand:#}");
     let launch = m.out("rebooted", "hand-launch");
-    assert!(launch.contains("previous 0.5.8"), "{launch}");
+    assert!(launch.contains("previous 0.6.8"), "{launch}");
     assert!(!launch.contains("\ncurrent "), "{launch}");
     assert!(
         journal.contains(
-            "package 0.6.0-1 was installed over package 0.5.0-1: running the package's binary, not current 0.5.8"
+            "package 0.7.0-1 was installed over package 0.6.0-1: running the package's binary, not current 0.6.8"
         ),
         "{journal}"
     );
@@ -972,13 +972,13 @@ fn lines_raw(path: &Path) -> Vec<(String, String)> {
 fn lab_all_only_self_update_failures_and_power_cuts_end_on_a_working_version() {
     let _one = one_vm();
     let m = Machine::new("update");
-    let versions = ["0.5.5", "0.5.6", "0.5.7", "0.5.8", "0.5.9", "0.6.0"];
-    let public = releases(&m, &versions, &["0.5.7"]);
+    let versions = ["0.6.5", "0.6.6", "0.6.7", "0.6.8", "0.6.9", "0.7.0"];
+    let public = releases(&m, &versions, &["0.6.7"]);
     let module = format!(
         "cat >/etc/stead/intentions.d/web.toml <<'EOF'\nname = \"web\"\nimage = \"stead-lab/busybox:1\"\nrestart = \"always\"\ncommand = [\"sh\", \"-c\", {:?}]\nEOF\n",
         idle_after("echo up")
     );
-    // Shared by every boot: the releases served (0.5.7 slowly), how to ask
+    // Shared by every boot: the releases served (0.6.7 slowly), how to ask
     // for one and what to collect.
     let common = r#"
 mkdir -p /srv/rel && cp -r /lab/in/rel/0.* /srv/rel/
@@ -1001,7 +1001,7 @@ cut_here() {
 }
 "#;
     let bin = "stead-x86_64-unknown-linux-musl";
-    let size = std::fs::metadata(m.path.join("share/in/rel/0.5.7").join(bin))
+    let size = std::fs::metadata(m.path.join("share/in/rel/0.6.7").join(bin))
         .unwrap()
         .len();
     m.boot(
@@ -1020,7 +1020,7 @@ systemctl restart stead
 wait_until 180 all_converged web || true
 containers >containers-before
 # A candidate whose main loop hangs: killed by the watchdog at each start.
-stead self-update --wait /srv/rel/0.5.5/release.json >hang.out 2>&1 && echo 0 >hang.rc || echo $? >hang.rc
+stead self-update --wait /srv/rel/0.6.5/release.json >hang.out 2>&1 && echo 0 >hang.rc || echo $? >hang.rc
 collect hang
 # A candidate that never reaches the engine: the engine stopped after the
 # landing's check, for the candidate's whole window.
@@ -1028,15 +1028,15 @@ rm /etc/systemd/system/stead.service.d/lab.conf
 systemctl daemon-reload
 # Masked: the unit's Wants= would start it again with the restart.
 systemctl mask --runtime --now docker.socket docker.service
-stead self-update --wait /srv/rel/0.5.6/release.json >away.out 2>&1 && echo 0 >away.rc || echo $? >away.rc
+stead self-update --wait /srv/rel/0.6.6/release.json >away.out 2>&1 && echo 0 >away.rc || echo $? >away.rc
 systemctl unmask --runtime docker.socket docker.service
 systemctl start docker.service
 wait_until 120 all_converged web || true
 collect away
-# The power goes in the middle of a landing: 0.5.7 comes from the slow
+# The power goes in the middle of a landing: 0.6.7 comes from the slow
 # host, and the cut once more than 1.5 MiB of it is here.
-stead self-update /srv/rel/0.5.7/release.json >cut.out 2>&1
-part=/var/lib/stead/agent/0.5.7/stead.part
+stead self-update /srv/rel/0.6.7/release.json >cut.out 2>&1
+part=/var/lib/stead/agent/0.6.7/stead.part
 wait_until 120 sh -c "[ \$(stat -c %s $part 2>/dev/null || echo 0) -gt 1572864 ]"
 stat -c %s $part >part-at-cut
 cut_here
@@ -1074,7 +1074,7 @@ cut_here
     };
     // The hanging candidate: given up after three starts.
     let a = gave_up("hang", 0, "started 3 times and never confirmed");
-    assert_eq!(a["failed"]["version"], "0.5.5", "{a:#}");
+    assert_eq!(a["failed"]["version"], "0.6.5", "{a:#}");
     assert_eq!(m.out("hang", "active-hang").trim(), "active");
     // The candidate without an engine: it gave up itself when its window
     // ended, naming what was missing.
@@ -1089,7 +1089,7 @@ cut_here
         at_cut > 1_572_864 && at_cut < size,
         "{at_cut} of {size} bytes"
     );
-    let path = format!("/0.5.7/{bin}");
+    let path = format!("/0.6.7/{bin}");
     assert!(
         m.out("hang", "requests-8089")
             .lines()
@@ -1141,13 +1141,13 @@ printf '[Service]\nEnvironment=STEAD_CRASH_AT=pause:update:after-switch-stamp\n'
 systemctl daemon-reload
 systemctl restart stead
 wait_until 90 stead agent
-stead self-update /srv/rel/0.5.8/release.json >cut.out 2>&1
+stead self-update /srv/rel/0.6.8/release.json >cut.out 2>&1
 wait_until 120 sh -c 'journalctl -b -u stead | grep -q "STEAD_CRASH_AT=pause:update:after-switch-stamp: stopped here"'
 journalctl -b -u stead | grep "stopped here" >paused
 cut_here
 "#;
-    boot_cut("cut1", &step("0.5.7", switch_cut), "0-0");
-    ended_on("cut1", "0.5.7");
+    boot_cut("cut1", &step("0.6.7", switch_cut), "0-0");
+    ended_on("cut1", "0.6.7");
     // The landing resumed from what the cut left (synced as it came).
     let resumed: Vec<u64> = m
         .out("cut1", "requests-8089")
@@ -1166,14 +1166,14 @@ cut_here
     // started once.
     let confirm_cut = r#"
 systemctl mask --runtime --now docker.socket docker.service
-stead self-update /srv/rel/0.5.9/release.json >cut.out 2>&1
-wait_until 120 grep -q '^candidate 0.5.9 1$' /var/lib/stead/agent/launch
+stead self-update /srv/rel/0.6.9/release.json >cut.out 2>&1
+wait_until 120 grep -q '^candidate 0.6.9 1$' /var/lib/stead/agent/launch
 sleep 3
 cp /var/lib/stead/agent/launch launch-at-cut
 cut_here
 "#;
-    boot_cut("cut2", &step("0.5.8", confirm_cut), "0-0");
-    let log = ended_on("cut2", "0.5.8");
+    boot_cut("cut2", &step("0.6.8", confirm_cut), "0-0");
+    let log = ended_on("cut2", "0.6.8");
     assert!(
         log.iter()
             .any(|l| l.contains("the switch was cut short before the candidate started")),
@@ -1181,20 +1181,20 @@ cut_here
     );
     // And one at a random moment of the next.
     let random_cut = r#"
-stead self-update /srv/rel/0.6.0/release.json >cut.out 2>&1
+stead self-update /srv/rel/0.7.0/release.json >cut.out 2>&1
 cut_here
 "#;
-    boot_cut("cut3", &step("0.5.9", random_cut), "1-3");
-    assert!(m.out("cut2", "launch-at-cut").contains("candidate 0.5.9 1"));
-    let log = ended_on("cut3", "0.5.9");
+    boot_cut("cut3", &step("0.6.9", random_cut), "1-3");
+    assert!(m.out("cut2", "launch-at-cut").contains("candidate 0.6.9 1"));
+    let log = ended_on("cut3", "0.6.9");
     assert!(
         log.iter().any(|l| l.contains(
-            "candidate 0.5.9 started again (start 2 of the launcher's): the start before ended without confirming"
+            "candidate 0.6.9 started again (start 2 of the launcher's): the start before ended without confirming"
         )),
         "{log:#?}"
     );
-    m.boot("end", &step("0.6.0", ""), &["--timeout", "600"]);
-    ended_on("end", "0.6.0");
+    m.boot("end", &step("0.7.0", ""), &["--timeout", "600"]);
+    ended_on("end", "0.7.0");
 }
 
 /// A bad candidate never leaves a node that cannot start, in
@@ -1214,7 +1214,7 @@ cut_here
 fn lab_all_only_a_candidate_that_corrupts_the_store_or_fills_the_disk_leaves_a_node_that_starts() {
     let _one = one_vm();
     let m = Machine::new("bad-candidate");
-    let public = releases(&m, &["0.5.5", "0.5.6"], &[]);
+    let public = releases(&m, &["0.6.5", "0.6.6"], &[]);
     let module = format!(
         "cat >/etc/stead/intentions.d/web.toml <<'EOF'\nname = \"web\"\nimage = \"stead-lab/busybox:1\"\nrestart = \"always\"\ncommand = [\"sh\", \"-c\", {:?}]\nEOF\n",
         idle_after("echo up")
@@ -1247,14 +1247,14 @@ systemctl daemon-reload
 systemctl restart stead
 wait_until 180 all_converged web || true
 containers >containers-before
-stead self-update --wait /srv/rel/0.5.5/release.json >corrupt.out 2>&1 && echo 0 >corrupt.rc || echo $? >corrupt.rc
+stead self-update --wait /srv/rel/0.6.5/release.json >corrupt.out 2>&1 && echo 0 >corrupt.rc || echo $? >corrupt.rc
 wait_until 60 all_converged web || true
 collect corrupt
 cmp -s -n 4096 /var/lib/stead/stead.redb.from-candidate /dev/zero && echo zero >aside-head || od -An -tx1 -N4 /var/lib/stead/stead.redb.from-candidate | tr -d ' ' >aside-head
 # The next candidate fills the disk.
 printf '[Service]\nEnvironment=STEAD_CRASH_AT=candidate:fill-disk\n' >/run/systemd/system/stead.service.d/lab.conf
 systemctl daemon-reload
-stead self-update /srv/rel/0.5.6/release.json >fill.out 2>&1
+stead self-update /srv/rel/0.6.6/release.json >fill.out 2>&1
 wait_until 300 test -f /var/lib/stead/candidate-fill || true
 wait_until 180 says "stead agent --json" '.running.slot == "package"' || true
 df -B1 --output=avail /var/lib/stead | tail -1 | tr -d ' ' >avail-full
@@ -1306,7 +1306,7 @@ collect after
     );
     let a = agent("corrupt");
     assert_eq!(a["running"]["slot"], "package", "{a:#}");
-    assert_eq!(a["failed"]["version"], "0.5.5", "{a:#}");
+    assert_eq!(a["failed"]["version"], "0.6.5", "{a:#}");
     let failure = a["updates"][0]["failure"].as_str().unwrap_or_default();
     assert!(
         failure.contains("started 3 times and never confirmed"),
@@ -1326,9 +1326,9 @@ collect after
     let a = agent("full");
     assert_eq!(a["running"]["slot"], "package", "{a:#}");
     let launch = m.out("bad", "launch-full");
-    let on_trial = launch.contains("candidate 0.5.6 ");
+    let on_trial = launch.contains("candidate 0.6.6 ");
     assert!(
-        on_trial || launch.contains("failed 0.5.6 started 3 times"),
+        on_trial || launch.contains("failed 0.6.6 started 3 times"),
         "{launch}"
     );
     assert_eq!(
@@ -1342,10 +1342,10 @@ collect after
     // confirmed; one given up stays given up.
     let a = agent("after");
     let last = a["updates"].as_array().unwrap().last().unwrap().clone();
-    assert_eq!(last["version"], "0.5.6", "{a:#}");
+    assert_eq!(last["version"], "0.6.6", "{a:#}");
     if on_trial {
         assert_eq!(last["state"], "done", "{a:#}");
-        assert_eq!(a["running"]["version"], "0.5.6", "{a:#}");
+        assert_eq!(a["running"]["version"], "0.6.6", "{a:#}");
     } else {
         assert_eq!(last["state"], "failed", "{a:#}");
         assert_eq!(a["running"]["slot"], "package", "{a:#}");

@@ -17,7 +17,7 @@ use common::plane::Plane;
 use common::*;
 use stead::plane::envelope::SecretKey;
 
-const NEW: &str = "0.5.9";
+const NEW: &str = "0.6.9";
 
 fn target() -> String {
     let v = Command::new(env!("CARGO_BIN_EXE_stead"))
@@ -268,10 +268,10 @@ fn an_update_lands_switches_once_and_confirms_without_recreating_a_module() {
     for said in [
         "requested by the API",
         "landing",
-        "landed and checked: stead 0.5.9",
-        "switching to 0.5.9",
-        "candidate 0.5.9 started",
-        "0.5.9 confirmed",
+        "landed and checked: stead 0.6.9",
+        "switching to 0.6.9",
+        "candidate 0.6.9 started",
+        "0.6.9 confirmed",
     ] {
         assert!(lines.iter().any(|l| l.contains(said)), "{said}: {lines:#?}");
     }
@@ -322,7 +322,7 @@ fn a_binary_that_is_not_the_signed_one_fails_and_nothing_switches() {
     assert_eq!(starts(&d.log()), 1);
     // Signed by another key: refused before anything is filed.
     let other = SecretKey::generate().unwrap();
-    let url = publish(&plane, &other, "0.5.8", &build_as("0.5.8"), None);
+    let url = publish(&plane, &other, "0.6.8", &build_as("0.6.8"), None);
     let (code, body) = d.post("/v1/agent/update", &format!(r#"{{"url":"{url}"}}"#));
     assert_eq!(code, 422, "{body}");
     assert!(body.contains("does not trust"), "{body}");
@@ -367,7 +367,7 @@ fn a_candidate_that_dies_at_every_start_is_given_up_after_three_and_the_old_vers
         u["failure"]
             .as_str()
             .unwrap()
-            .contains("candidate 0.5.9: started 3 times and never confirmed"),
+            .contains("candidate 0.6.9: started 3 times and never confirmed"),
         "{u:#}"
     );
     // Its history names each start that ended without confirming.
@@ -584,7 +584,7 @@ fn a_crash_in_the_switch_ends_with_the_update_done_and_one_restart_per_attempt()
         // switch cut short, faults it, and tries again after the backoff.
         ("update:after-switch-stamp", 1, "the switch was cut short"),
         // The launcher told: the next start is the candidate's.
-        ("update:after-launch-state", 0, "candidate 0.5.9 started"),
+        ("update:after-launch-state", 0, "candidate 0.6.9 started"),
     ] {
         let mut d = Device::new("upd-crash", &key, "confirm_window = \"60s\"");
         let cfg = std::fs::read_to_string(d.n.config()).unwrap();
