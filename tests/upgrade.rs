@@ -12,6 +12,11 @@
 //! (`tests/fixtures/store-0.5.0/make.sh`), with a record of every kind: file, API
 //! and plane intentions, an overlay, applied, observed, events, a live
 //! record, a done reload and its update state, the held plane document.
+//! `store-0.6.0.redb` was written by release 0.6.0 (schema 9) the same way
+//! (`tests/fixtures/store-0.6.0/make.sh`), adding a module with a value
+//! sealed to the node, one with `depends_on`, a node document that lists a
+//! group and the group's document, root version 1, the crash guard, the
+//! images pulled and each module's image history: every kind reads back.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -336,48 +341,17 @@ fn intentions_of_0_5_0_digest_the_same_so_an_upgrade_recreates_nothing() {
 /// The store 0.5.0 wrote (schema 7): every kind of record reads back.
 #[test]
 fn a_store_written_by_0_5_0_reads_back_every_kind_of_record() {
-    use stead::model::intention::{DocFormat, Intention};
-    use stead::model::names::ModuleName;
-    use stead::model::reload::Status;
-
     let d = tempfile::tempdir().unwrap();
-    let p = d.path().join("stead.redb");
-    std::fs::copy(fixture("store-0.5.0.redb"), &p).unwrap();
-    let store = Store::open(&p).unwrap();
-    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
-    let name = |s: &str| ModuleName::try_from(s).unwrap();
-
-    // Intentions from files, as this version parses the same files.
+    let store = open_copy(d.path(), "store-0.5.0.redb");
     let entries = store.entries().unwrap();
-    let dir = fixture("store-0.5.0/intentions");
-    for m in ["rt", "live", "web", "app"] {
-        let f = dir.join(format!("{m}.toml"));
-        let text = std::fs::read_to_string(&f).unwrap();
-        let want = Intention::parse(&text, DocFormat::Toml, &f.display().to_string()).unwrap();
-        let got = entries[&name(m)].record.as_ref().expect(m);
-        assert!(
-            matches!(got.source, Source::File(_)),
-            "{m}: {:?}",
-            got.source
-        );
-        assert_eq!(*got.intention, want, "{m}");
-    }
-
-    // The API's module: its PUT with the settings its PATCH changed.
-    let api = &entries[&name("api-mod")];
-    let mut body: J = serde_json::from_slice(
-        &std::fs::read(fixture("store-0.5.0/api/api-mod.put.json")).unwrap(),
-    )
-    .unwrap();
-    body["settings"] = json!({ "log.level": "warn", "peer.url": "http://10.0.0.2:8080" });
-    let want = Intention::parse_json(body.to_string().as_bytes(), "api-mod.put.json").unwrap();
-    let rec = api.record.as_ref().unwrap();
-    assert_eq!(rec.source, Source::Api);
-    assert_eq!(rec.revision, 2, "a PUT and a PATCH");
-    assert_eq!(api.effective().as_deref(), Some(&want));
+    let files: Vec<_> = ["rt", "live", "web", "app"]
+        .map(|m| (m, format!("store-0.5.0/intentions/{m}.toml")))
+        .to_vec();
+    file_intentions_read_back(&entries, &files);
+    api_module_reads_back(&entries, "store-0.5.0/api/api-mod.put.json");
 
     // The plane's module and the document it came in.
-    let planed = entries[&name("planed")].record.as_ref().unwrap();
+    let planed = entries[&module("planed")].record.as_ref().unwrap();
     assert_eq!(planed.source, Source::Plane);
     let (held, contact) = store.plane().unwrap();
     let held = held.expect("a held document");
@@ -393,36 +367,237 @@ fn a_store_written_by_0_5_0_reads_back_every_kind_of_record() {
         std::fs::read(fixture("store-0.5.0/desired.json")).unwrap()
     );
 
-    // Applied and observed for every module; the live record.
+    containers_read_back(&store, &["rt", "live", "web", "app", "api-mod", "planed"]);
+    app_reload_reads_back(&store);
+    events_read_back(&store);
+}
+
+/// A copy of a store fixture in `dir`, opened with this version's code:
+/// brought to this version's schema.
+fn open_copy(dir: &Path, name: &str) -> Store {
+    let p = dir.join("stead.redb");
+    std::fs::copy(fixture(name), &p).unwrap();
+    let store = Store::open(&p).unwrap();
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    store
+}
+
+fn module(s: &str) -> stead::model::names::ModuleName {
+    stead::model::names::ModuleName::try_from(s).unwrap()
+}
+
+/// Each (module, fixture file) was stated from a file, as this version
+/// parses that file.
+fn file_intentions_read_back(
+    entries: &BTreeMap<stead::model::names::ModuleName, stead::store::Entry>,
+    files: &[(&str, String)],
+) {
+    use stead::model::intention::{DocFormat, Intention};
+    for (m, f) in files {
+        let f = fixture(f);
+        let text = std::fs::read_to_string(&f).unwrap();
+        let want = Intention::parse(&text, DocFormat::Toml, &f.display().to_string()).unwrap();
+        let got = entries[&module(m)].record.as_ref().expect(m);
+        assert!(
+            matches!(got.source, Source::File(_)),
+            "{m}: {:?}",
+            got.source
+        );
+        assert_eq!(*got.intention, want, "{m}");
+    }
+}
+
+/// The API's module: its PUT (the fixture file `put`) with the settings
+/// its PATCH changed.
+fn api_module_reads_back(
+    entries: &BTreeMap<stead::model::names::ModuleName, stead::store::Entry>,
+    put: &str,
+) {
+    let api = &entries[&module("api-mod")];
+    let mut body: J = serde_json::from_slice(&std::fs::read(fixture(put)).unwrap()).unwrap();
+    body["settings"] = json!({ "log.level": "warn", "peer.url": "http://10.0.0.2:8080" });
+    let want =
+        stead::model::intention::Intention::parse_json(body.to_string().as_bytes(), put).unwrap();
+    let rec = api.record.as_ref().unwrap();
+    assert_eq!(rec.source, Source::Api);
+    assert_eq!(rec.revision, 2, "a PUT and a PATCH");
+    assert_eq!(api.effective().as_deref(), Some(&want));
+}
+
+/// Applied and observed for every module; `live`'s live record.
+fn containers_read_back(store: &Store, modules: &[&str]) {
     let applied = store.all_applied().unwrap();
     let observed = store.all_observed().unwrap();
-    for m in ["rt", "live", "web", "app", "api-mod", "planed"] {
-        assert_eq!(applied[m].state, ApplyState::Applied, "{m}");
-        assert!(applied[m].container_id.is_some(), "{m}");
-        assert!(observed.contains_key(m), "{m}");
+    for m in modules {
+        assert_eq!(applied[*m].state, ApplyState::Applied, "{m}");
+        assert!(applied[*m].container_id.is_some(), "{m}");
+        assert!(observed.contains_key(*m), "{m}");
     }
-    let (container, _) = store.live(&name("live")).unwrap().expect("a live record");
+    let (container, _) = store.live(&module("live")).unwrap().expect("a live record");
     assert_eq!(Some(&container), applied["live"].container_id.as_ref());
+}
 
-    // The reload: 1.0.0 -> 1.1.0, done; what it landed stands.
+/// The reload: app 1.0.0 -> 1.1.0, done; what it landed stands, returned.
+fn app_reload_reads_back(store: &Store) -> stead::model::reload::Landed {
     let reloads = store.reloads().unwrap();
     assert_eq!(reloads.len(), 1, "{reloads:?}");
     let r = &reloads[0];
     assert_eq!(
         (r.id, r.status, r.module.as_deref()),
-        (1, Status::Done, Some("app"))
+        (1, stead::model::reload::Status::Done, Some("app"))
     );
     assert_eq!(r.items[0].running_version.as_deref(), Some("1.0.0"));
     assert_eq!(r.items[0].found_version.as_deref(), Some("1.1.0"));
     let updates = store.updates().unwrap();
-    let landed = updates[&name("app")].landed.as_ref().expect("landed");
+    let landed = updates[&module("app")].landed.clone().expect("landed");
     assert_eq!(landed.version, "1.1.0");
     assert_eq!(landed.request, 1);
+    landed
+}
 
-    // The event log, whole.
+/// The event log, whole.
+fn events_read_back(store: &Store) {
     let events = store.events_since(0, usize::MAX).unwrap();
     assert!(events.len() > 10, "{events:?}");
     assert!(events.windows(2).all(|w| w[0].seq < w[1].seq));
+}
+
+/// What 0.6.0 printed for its fixture's intentions (every runtime field, a
+/// live config, a module reloaded from a registry, one that depends on
+/// another, a plain one): the same digests now. The module with a sealed
+/// value (`vault.toml`) is not among them: its digest is keyed by the
+/// node's `local.key`, which went with the node; the store test reads it
+/// back instead.
+#[test]
+fn intentions_of_0_6_0_digest_the_same_so_an_upgrade_recreates_nothing() {
+    let want = std::fs::read_to_string(fixture("store-0.6.0/check-0.6.0.txt")).unwrap();
+    assert!(
+        want.contains("networks") && want.contains("volumes") && want.contains("dep sha256:"),
+        "{want}"
+    );
+    assert_eq!(
+        check_intentions(&fixture("store-0.6.0/intentions")),
+        want.trim_end()
+    );
+}
+
+/// The store 0.6.0 wrote (schema 9): every kind of record reads back.
+#[test]
+fn a_store_written_by_0_6_0_reads_back_every_kind_of_record() {
+    use stead::model::fleet::GroupName;
+
+    let d = tempfile::tempdir().unwrap();
+    // Every table this version writes is in it but agent_updates (an
+    // update of stead itself needs the launcher).
+    {
+        use redb::{ReadableDatabase, TableHandle};
+        let p = d.path().join("tables.redb");
+        std::fs::copy(fixture("store-0.6.0.redb"), &p).unwrap();
+        let db = redb::Database::open(&p).unwrap();
+        let tx = db.begin_read().unwrap();
+        let tables: Vec<String> = tx
+            .list_tables()
+            .unwrap()
+            .map(|t| t.name().to_string())
+            .collect();
+        for t in [
+            "meta",
+            "intentions",
+            "overlays",
+            "applied",
+            "observed",
+            "events",
+            "live",
+            "reloads",
+            "updates",
+            "plane",
+            "groups",
+            "guard",
+            "images",
+            "previous",
+        ] {
+            assert!(tables.iter().any(|n| n == t), "{t}: {tables:?}");
+        }
+    }
+    let store = open_copy(d.path(), "store-0.6.0.redb");
+    let fix = |f: &str| std::fs::read(fixture(&format!("store-0.6.0/{f}"))).unwrap();
+
+    // Intentions from files, as this version parses the same files; the
+    // sealed value still sealed.
+    let entries = store.entries().unwrap();
+    let mut files: Vec<_> = ["rt", "live", "web", "app", "dep"]
+        .map(|m| (m, format!("store-0.6.0/intentions/{m}.toml")))
+        .to_vec();
+    files.push(("vault", "store-0.6.0/vault.toml".into()));
+    file_intentions_read_back(&entries, &files);
+    let vault = &entries[&module("vault")].record.as_ref().unwrap().intention;
+    let sealed: Vec<String> = vault.sealed_fields().into_iter().map(|(f, _)| f).collect();
+    assert_eq!(sealed, ["env.DB_PASSWORD"]);
+    api_module_reads_back(&entries, "store-0.6.0/api/api-mod.put.json");
+
+    // The plane's: the node's own module and its group's, the node's
+    // document, the group's and the root, each as fetched.
+    let (held, contact) = store.plane().unwrap();
+    let held = held.expect("a held document");
+    assert!(held.etag.is_some() && held.expires > held.issued_at);
+    assert!(
+        contact.at.is_some() && contact.refusal.is_none(),
+        "{contact:?}"
+    );
+    for m in ["planed", "grouped"] {
+        let r = entries[&module(m)].record.as_ref().expect(m);
+        assert_eq!(r.source, Source::Plane, "{m}");
+        assert!(r.plane_revision.is_some(), "{m}");
+    }
+    assert_eq!(store.plane_envelope().unwrap(), Some(fix("desired.json")));
+    let groups = store.plane_groups().unwrap();
+    let g = &groups[&GroupName::try_from("fixture-g").unwrap()];
+    assert_eq!(g.envelope, fix("group-fixture-g.json"));
+    assert!(
+        g.took.is_some() && g.held.expires > g.held.issued_at,
+        "{g:?}"
+    );
+    assert_eq!(groups.len(), 1);
+    assert_eq!(store.plane_root().unwrap(), Some(fix("root.json")));
+
+    containers_read_back(
+        &store,
+        &[
+            "rt", "live", "web", "dep", "app", "vault", "api-mod", "planed", "grouped",
+        ],
+    );
+    let landed = app_reload_reads_back(&store);
+
+    // The images pulled: app's 1.0.0 by a pass, 1.1.0 by the reload, by
+    // the digest it landed; app runs 1.1.0 and ran 1.0.0 before.
+    let pulled = store.pulled_images().unwrap();
+    let first = pulled
+        .iter()
+        .find(|(_, p)| p.reference.ends_with("/fixture/app:1.0.0"))
+        .map(|(id, _)| id.clone())
+        .expect("1.0.0 pulled");
+    let by_reload = pulled.get(&landed.image_id).expect("1.1.0 pulled");
+    assert!(
+        by_reload
+            .reference
+            .ends_with(&format!("/fixture/app@{}", landed.digest)),
+        "{by_reload:?} {landed:?}"
+    );
+    assert!(!by_reload.layers.is_empty(), "{by_reload:?}");
+    let history = store.image_history().unwrap();
+    let app = &history["app"];
+    assert_eq!(
+        (app.current.as_str(), app.previous.as_deref()),
+        (landed.image_id.as_str(), Some(first.as_str()))
+    );
+    assert_eq!(store.all_observed().unwrap()["app"].image_id, app.current);
+    assert!(history.contains_key("rt"), "{history:?}");
+
+    // The crash guard a clean stop leaves: no start under way, nothing held.
+    let guard = store.guard().unwrap();
+    assert!(guard.open.is_none() && guard.crashes == 0, "{guard:?}");
+
+    events_read_back(&store);
 }
 
 /// An env file 0.5.0 read (it read every env file raw: values verbatim,
