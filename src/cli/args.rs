@@ -78,6 +78,19 @@ const fn flag(long: &'static str, short: Option<char>, help: &'static str) -> Op
     }
 }
 
+/// `--trusted PUB` of the commands that sign over what a site serves
+/// (`plane publish`, `plane rollout watch`).
+const TRUSTED: Opt = Opt {
+    many: true,
+    ..valued(
+        "trusted",
+        "PUB",
+        "A key of the devices' trusted_keys, where a published root's \
+         chain starts (by default the --key keys): what the host serves \
+         is verified against it, or the newest root's document keys",
+    )
+};
+
 const fn valued(long: &'static str, value: &'static str, help: &'static str) -> Opt {
     Opt {
         long,
@@ -478,16 +491,7 @@ static STEAD: Spec = group(
                             many: true,
                             ..valued("key", "PATH", "The secret key file (give it twice for two)")
                         },
-                        Opt {
-                            many: true,
-                            ..valued(
-                                "trusted",
-                                "PUB",
-                                "A key of the devices' trusted_keys, where a published root's \
-                                 chain starts (by default the --key keys): what the host serves \
-                                 is verified against it, or the newest root's document keys",
-                            )
-                        },
+                        TRUSTED,
                         Opt {
                             required: true,
                             ..valued("fleet", "DIR", "The fleet's description")
@@ -718,16 +722,7 @@ static STEAD: Spec = group(
                                     "The secret key file (give it twice for two)",
                                 )
                             },
-                            Opt {
-                                many: true,
-                                ..valued(
-                                    "trusted",
-                                    "PUB",
-                                    "A key of the devices' trusted_keys, where a published root's \
-                                     chain starts (by default the --key keys): what the host serves \
-                                     is verified against it, or the newest root's document keys",
-                                )
-                            },
+                            TRUSTED,
                             Opt {
                                 required: true,
                                 ..valued("reports", "DIR|URL", "Where the devices' reports are")
