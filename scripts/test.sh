@@ -79,9 +79,9 @@ fi
 stage "cargo fmt --check"
 cargo fmt --check
 stage "cargo clippy"
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked -- -D warnings
 stage "cargo clippy --no-default-features (a device build without stead import)"
-cargo clippy --no-default-features --lib --bins --locked -- -D warnings
+cargo clippy --workspace --no-default-features --lib --bins --locked -- -D warnings
 # The release binaries and the .deb.
 stage "release binaries and the .deb"
 scripts/release.sh
@@ -91,7 +91,7 @@ stage "cargo test: building the tests"
 log="$(mktemp /tmp/stead-test.XXXXXX)"
 beside="$(mktemp -d /tmp/stead-test-beside.XXXXXX)"
 trap 'rm -f "$log"; rm -rf "$beside"' EXIT
-cargo test --locked --no-run
+cargo test --workspace --locked --no-run
 # Beside the Docker Engine's pass, one after another, each into a log and
 # an exit code of its own (said once the main pass is done): they mostly
 # wait, on engines and servers of their own (2 cores).
@@ -131,7 +131,7 @@ beside_pid=$!
 # QEMU's software CPU starved of CPU stalls. Those named lab_all_only_ (its
 # longest scenarios) are scripts/lab/all.sh's.
 failed=()
-cargo test --locked --no-fail-fast -- --include-ignored --skip lab_ 2>&1 | tee "$log" || failed+=("cargo test")
+cargo test --workspace --locked --no-fail-fast -- --include-ignored --skip lab_ 2>&1 | tee "$log" || failed+=("cargo test")
 wait "$beside_pid" || true
 stage "the engine suites on Podman: what they said"
 beside_said podman "the engine suites on Podman"

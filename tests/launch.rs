@@ -65,7 +65,7 @@ impl Dir {
 
     /// Runs the launcher: (exit code, stdout, stderr).
     fn launch(&self, args: &[&str]) -> (i32, String, String) {
-        let o = Command::new(env!("CARGO_BIN_EXE_stead-launch"))
+        let o = Command::new(common::workspace_bin("stead-launch"))
             .args(args)
             .env("STEAD_AGENT_DIR", &self.agents)
             .env("STEAD_PACKAGE_BINARY", &self.package)
@@ -255,7 +255,7 @@ fn a_start_that_cannot_be_counted_does_not_start_the_candidate() {
         .arg(r#"mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" "$1" && exec "$2" run"#)
         .arg("sh")
         .arg(&d.agents)
-        .arg(env!("CARGO_BIN_EXE_stead-launch"))
+        .arg(common::workspace_bin("stead-launch"))
         .env("STEAD_AGENT_DIR", &d.agents)
         .env("STEAD_PACKAGE_BINARY", &d.package)
         .output()
@@ -303,7 +303,7 @@ fn real_candidate(n: &Node) -> Dir {
 }
 
 fn launch_agent(d: &Dir, n: &Node, systemd: bool) -> std::process::Child {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_stead-launch"));
+    let mut c = Command::new(common::workspace_bin("stead-launch"));
     c.args(["run", "--config"])
         .arg(n.config())
         .env("STEAD_AGENT_DIR", &d.agents)
@@ -407,7 +407,7 @@ fn a_candidate_confirms_itself_once_a_pass_completed_against_the_engine() {
     c.kill().unwrap();
     c.wait().unwrap();
     // The next start runs it as the current version.
-    let o = Command::new(env!("CARGO_BIN_EXE_stead-launch"))
+    let o = Command::new(common::workspace_bin("stead-launch"))
         .arg("--version")
         .env("STEAD_AGENT_DIR", &d.agents)
         .env("STEAD_PACKAGE_BINARY", &d.package)

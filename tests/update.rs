@@ -141,7 +141,7 @@ impl Device {
             .open(self.n.dir.path().join("agent.log"))
             .unwrap();
         self.child = Some(
-            Command::new(env!("CARGO_BIN_EXE_stead-launch"))
+            Command::new(common::workspace_bin("stead-launch"))
                 .args(["run", "--config"])
                 .arg(self.n.config())
                 .env("STEAD_AGENT_DIR", &self.agents)

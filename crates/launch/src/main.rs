@@ -31,7 +31,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-use stead::model::launch::{self, AgentVersion, Launch, Slot, State};
+use stead_launch::{self as launch, AgentVersion, Launch, Slot, State};
 
 const AGENT_DIR: &str = "/var/lib/stead/agent";
 const PACKAGE_BINARY: &str = "/usr/lib/stead/stead";

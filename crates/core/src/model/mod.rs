@@ -19,7 +19,7 @@ pub mod intention;
 pub mod interpolate;
 pub mod json;
 pub mod labels;
-pub mod launch;
+pub use stead_launch as launch;
 pub mod names;
 pub mod reference;
 pub mod refusal;
