@@ -15,8 +15,6 @@ pub mod api;
 pub mod cli;
 pub mod config;
 pub mod engine;
-#[cfg(feature = "import")]
-pub mod import;
 pub mod intake;
 pub mod plane;
 pub mod reconcile;

@@ -207,12 +207,34 @@ fn a_usage_error_names_the_argument_and_exits_2_and_help_exits_0() {
     for args in [
         &["--help"][..],
         &["-h"],
-        &["help", "plane", "sign"],
-        &["plane", "sign", "-h"],
+        &["help", "reload"],
+        &["reload", "-h"],
     ] {
         let out = stead().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{args:?}");
         let help = String::from_utf8_lossy(&out.stdout);
         assert!(help.contains("Usage: stead"), "{args:?}: {help}");
     }
+}
+
+/// The device's binary carries no operator verb: each says where it went
+/// (exit 2, nothing done), and the help lists none.
+#[test]
+fn the_operators_verbs_say_where_they_went() {
+    for (args, to) in [
+        (&["plane", "publish", "--key", "k", "--fleet", "f", "--site", "s"][..], "stead-plane publish --key k --fleet f --site s"),
+        (&["plane", "rollout", "watch"], "stead-plane rollout watch"),
+        (&["plane"], "stead-plane "),
+        (&["import", "compose.yml"], "stead-plane import compose.yml"),
+    ] {
+        let out = stead().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("run `{to}`")), "{args:?}: {err}");
+        assert!(out.stdout.is_empty());
+    }
+    let help = stead().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("\n  run "), "{help}");
+    assert!(!help.contains("\n  plane ") && !help.contains("\n  import "), "{help}");
 }

@@ -487,7 +487,7 @@ fn publish_signs_only_what_changed_and_watch_halts_a_rollout_whose_devices_fail(
     let w = n.module("w");
     let work = tempfile::tempdir().unwrap();
     let key_file = work.path().join("plane.key");
-    key.write_file(&key_file).unwrap();
+    stead::host::keyfile::write(&key_file, &key).unwrap();
     let fleet = work.path().join("fleet");
     let site = plane.root();
     let (k, f, s) = (
@@ -581,8 +581,8 @@ fn publish_signs_only_what_changed_and_watch_halts_a_rollout_whose_devices_fail(
     assert_eq!(over_http["failing_listed"][0]["node"], n.id.as_str());
     assert_eq!(over_http["groups"][&g]["on_newest"], 1, "{over_http:#}");
     // A listing that is not there is an error, and nothing is rolled up.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stead"))
-        .args(["plane", "status", "--reports"])
+    let out = std::process::Command::new(common::workspace_bin("stead-plane"))
+        .args(["status", "--reports"])
         .arg(format!("{}/nowhere/", plane.base()))
         .output()
         .unwrap();
@@ -688,8 +688,7 @@ fn publish_signs_only_what_changed_and_watch_halts_a_rollout_whose_devices_fail(
 
 /// Runs `stead plane ARGS`: its exit code, stdout and stderr.
 fn plane_run(args: &[&str]) -> (Option<i32>, String, String) {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_stead"))
-        .arg("plane")
+    let o = std::process::Command::new(common::workspace_bin("stead-plane"))
         .args(args)
         .output()
         .unwrap();
@@ -708,7 +707,7 @@ fn publish_and_watch_sign_nothing_over_what_they_cannot_verify_nor_twice_at_once
     let site = plane.root();
     let work = tempfile::tempdir().unwrap();
     let key_file = work.path().join("plane.key");
-    key.write_file(&key_file).unwrap();
+    stead::host::keyfile::write(&key_file, &key).unwrap();
     let (k, s) = (key_file.to_str().unwrap(), site.to_str().unwrap());
     let g = "g-verify";
     let served = format!("groups/{g}/desired.json");
@@ -826,8 +825,8 @@ fn publish_and_watch_sign_nothing_over_what_they_cannot_verify_nor_twice_at_once
         let runs: Vec<_> = fleets
             .iter()
             .map(|f| {
-                std::process::Command::new(env!("CARGO_BIN_EXE_stead"))
-                    .args(["plane", "publish", "--key", k, "--fleet", f, "--site", s])
+                std::process::Command::new(common::workspace_bin("stead-plane"))
+                    .args(["publish", "--key", k, "--fleet", f, "--site", s])
                     .stdout(std::process::Stdio::piped())
                     .stderr(std::process::Stdio::piped())
                     .spawn()
@@ -868,7 +867,7 @@ fn publish_and_watch_sign_nothing_over_what_they_cannot_verify_nor_twice_at_once
     use stead::plane::root::{PAYLOAD_TYPE as ROOT, Role, Root};
     let new = SecretKey::generate().unwrap();
     let new_file = work.path().join("new.key");
-    new.write_file(&new_file).unwrap();
+    stead::host::keyfile::write(&new_file, &new).unwrap();
     let root = Root {
         version: 1,
         expires: now() + 365 * DAY,

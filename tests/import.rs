@@ -22,7 +22,7 @@ fn root() -> PathBuf {
 
 /// `stead import ARGS`, with more environment.
 fn import(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stead"))
+    std::process::Command::new(common::workspace_bin("stead-plane"))
         .arg("import")
         .args(args)
         .envs(env.iter().copied())

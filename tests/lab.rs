@@ -6,6 +6,9 @@
 //! plain `cargo test` lists them as ignored; scripts/test.sh sets both up
 //! and runs them. One VM at a time (the machine has 2 cores).
 
+#[path = "common/bins.rs"]
+mod bins;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
@@ -152,8 +155,7 @@ fn release_as(version: &str) -> Vec<u8> {
 /// returns the public key.
 fn releases(m: &Machine, versions: &[&str], slow: &[&str]) -> String {
     let stead = |args: &[&str]| {
-        let o = Command::new(env!("CARGO_BIN_EXE_stead"))
-            .args(args)
+        let o = bins::stead_cmd(args)
             .output()
             .unwrap();
         assert!(
@@ -259,8 +261,8 @@ fn plane_documents(m: &Machine, revisions: &[(u64, Option<(&str, &str)>)]) {
         }
         let input = dir.join(format!("r{revision}.payload.json"));
         std::fs::write(&input, payload.to_string()).unwrap();
-        let o = Command::new(env!("CARGO_BIN_EXE_stead"))
-            .args(["plane", "sign", "--key"])
+        let o = std::process::Command::new(bins::workspace_bin("stead-plane"))
+            .args(["sign", "--key"])
             .arg(&key)
             .args(["--node", "lab", "--revision", &revision.to_string(), "--in"])
             .arg(&input)

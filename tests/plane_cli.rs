@@ -1,17 +1,19 @@
 //! `stead plane keygen | sign | verify` through the real binary: a key pair,
 //! a signed document, and every refusal a publisher meets. No engine needed.
 
+#[path = "common/bins.rs"]
+mod bins;
+
 use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use serde_json::{Value as J, json};
 
 /// Runs `stead` in `dir` with `args`, `stdin` on its standard input.
 fn stead(dir: &Path, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_stead"))
-        .args(args)
+    let mut child = bins::stead_cmd(args)
         .current_dir(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -436,7 +436,7 @@ fn trust_moves_from_the_plane_by_a_root_chain_and_a_key_it_drops_signs_nothing_m
     let d = tempfile::tempdir().unwrap();
     let file = |name: &str| d.path().join(name).to_str().unwrap().to_string();
     for (k, name) in [(&first, "first"), (&r1, "r1"), (&r2, "r2")] {
-        k.write_file(std::path::Path::new(&file(name))).unwrap();
+        stead::host::keyfile::write(std::path::Path::new(&file(name)), k).unwrap();
     }
     let b64 = |k: &SecretKey| k.public().to_base64();
     plane_cli(&[
@@ -572,9 +572,8 @@ fn trust_moves_from_the_plane_by_a_root_chain_and_a_key_it_drops_signs_nothing_m
     let short = signed_root(3, &[&r3], 1, &[&online2], &[&r3]);
     // The publisher's check says the same before anything is published.
     std::fs::write(file("short.json"), &short).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_stead"))
+    let out = std::process::Command::new(common::workspace_bin("stead-plane"))
         .args([
-            "plane",
             "root",
             "verify",
             "--trusted",

@@ -313,7 +313,7 @@ fn a_clear_label_made_by_0_5_0_is_taken_back_without_a_recreate_and_new_ones_are
 
 /// `stead import ARGS` in `dir`: (exit code, stderr).
 fn import(dir: &std::path::Path, args: &[&str]) -> (i32, String) {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_stead"))
+    let o = std::process::Command::new(common::workspace_bin("stead-plane"))
         .current_dir(dir)
         .arg("import")
         .args(args)

@@ -481,8 +481,7 @@ fn the_cli_signs_a_release_and_self_update_waits_through_the_restart() {
     let plane = Plane::start();
     let dir = tempfile::tempdir().unwrap();
     let stead = |args: &[&str]| {
-        let o = Command::new(env!("CARGO_BIN_EXE_stead"))
-            .args(args)
+        let o = common::bins::stead_cmd(args)
             .output()
             .unwrap();
         (

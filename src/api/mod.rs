@@ -435,7 +435,7 @@ async fn metrics(state: &ApiState) -> Resp {
         .blocking(|s| s.agent_updates())
         .await
         .unwrap_or_default();
-    text.push_str(&views::agent::AgentView::of(l.as_ref(), &updates).metrics_text());
+    text.push_str(&views::agent::of(l.as_ref(), &updates).metrics_text());
     Response::builder()
         .status(StatusCode::OK)
         .header(CONTENT_TYPE, "text/plain; version=0.0.4")
@@ -456,7 +456,7 @@ async fn status(state: &ApiState) -> Resp {
     // does not read leaves it out rather than the status).
     let updates = state.store.blocking(|s| s.agent_updates()).await;
     let agent = updates.ok().map(|u| {
-        let a = views::agent::AgentView::of(state.updater.launched(), &u);
+        let a = views::agent::of(state.updater.launched(), &u);
         views::agent::AgentStatusView::from(&a)
     });
     streamed_response(status_head(state, agent), "modules", move |w| {
@@ -778,7 +778,7 @@ async fn agent(state: &ApiState) -> Result<Resp, ApiError> {
     let l = state.updater.launched();
     Ok(json_response(
         StatusCode::OK,
-        &to_json(views::agent::AgentView::of(l, &updates)),
+        &to_json(views::agent::of(l, &updates)),
     ))
 }
 

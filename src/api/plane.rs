@@ -36,7 +36,7 @@ pub fn plane_view(plane: Option<&PlaneHandle>) -> PlaneView {
     };
     let s = p.status.lock().expect("plane status lock").clone();
     // Times are seconds since the epoch, as everywhere in the API.
-    let now = crate::plane::accept::Clock::read().now(None);
+    let now = crate::plane::read_clock().now(None);
     PlaneView {
         configured: true,
         plane: Some(PlaneDetail {

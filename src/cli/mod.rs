@@ -1,7 +1,9 @@
 //! The command line: `stead run` (the agent, or one pass with `--once`),
 //! `stead check` (validate intentions and print their digests offline),
-//! `stead import` (intentions from a Compose file, [`import`]), and the
-//! client commands that talk to a running agent's API ([`client`]).
+//! and the client commands that talk to a running agent's API
+//! ([`client`]). The operator's commands (`plane …`, `import`) are the
+//! operator's tool's, `stead-plane`: asked here, they say so
+//! ([`Command::Moved`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,13 +26,8 @@ use client::{Answer, Client, ClientError};
 
 pub mod args;
 pub mod client;
-pub mod devices;
-pub mod failure;
-pub mod fleet;
-#[cfg(feature = "import")]
-pub mod import;
-pub mod plane;
-pub mod trust;
+
+pub use stead_core::failure;
 
 /// A command line, read by [`args::parse`]; each field is the option or
 /// argument of the same name (its help is in `args.rs`'s table).
@@ -97,19 +94,9 @@ pub enum Command {
         follow: bool,
         since: u64,
     },
-    /// `stead import [OPTIONS] FILE`; `volume_names` is `compose` or
-    /// `plain`.
-    #[cfg(feature = "import")]
-    Import {
-        out: Option<PathBuf>,
-        force: bool,
-        allow_outside: bool,
-        project_name: Option<String>,
-        volume_names: String,
-        file: PathBuf,
-    },
-    /// `stead plane ...`.
-    Plane { command: plane::PlaneCommand },
+    /// `stead plane …` or `stead import …`: an operator's command, which
+    /// the operator's tool (`stead-plane`) runs; the words given.
+    Moved { words: Vec<String> },
 }
 
 /// What `stead images` does.
@@ -120,6 +107,20 @@ pub enum ImagesCommand {
         config: Option<PathBuf>,
         dry_run: bool,
     },
+}
+
+/// What `stead plane …` and `stead import …` say: the same words, to
+/// the operator's tool.
+pub fn moved(words: &[String]) -> String {
+    let to = match words.split_first() {
+        Some((first, rest)) if first == "plane" => rest.join(" "),
+        _ => words.join(" "),
+    };
+    format!(
+        "stead: `stead {}` is the operator's tool's: run `stead-plane {to}` (a binary and \
+         package of its own; the device's stead carries the agent and its client only)",
+        words.join(" ")
+    )
 }
 
 /// Exit code: the agent refused, with a reason.
@@ -310,22 +311,9 @@ pub fn run(command: Command) -> crate::cli::failure::Result<ExitCode> {
         Command::Images {
             command: ImagesCommand::Prune { config, dry_run },
         } => client_command(config, move |c| prune(c, dry_run)),
-        Command::Plane { command } => plane::run(command),
-        #[cfg(feature = "import")]
-        Command::Import {
-            out,
-            force,
-            allow_outside,
-            project_name,
-            volume_names,
-            file,
-        } => {
-            let opts = crate::import::Options {
-                allow_outside,
-                project: project_name,
-                plain_volume_names: volume_names == "plain",
-            };
-            Ok(import::run(&file, out.as_deref(), force, &opts))
+        Command::Moved { words } => {
+            eprintln!("{}", moved(&words));
+            Ok(ExitCode::from(2))
         }
         Command::Check { config } => {
             let config = load_config(config)?;

@@ -356,8 +356,7 @@ impl IntentionsDir {
     }
 }
 
-/// The largest intention file taken.
-pub const MAX_INTENTION_BYTES: u64 = 256 << 10;
+pub use crate::model::intention::MAX_INTENTION_BYTES;
 
 /// Reads an intention file: a regular file of at most
 /// [`MAX_INTENTION_BYTES`], or a symlink to one inside the directory (a

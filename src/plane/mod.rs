@@ -1,28 +1,20 @@
-//! The central plane: desired state for this node as a signed document on
-//! any static HTTP host, polled with conditional GETs, and the node's status
-//! PUT back. The document's envelope and keys ([`envelope`]), its payload
-//! ([`document`]; its times are read by [`crate::model::time`]), a group's
-//! document with its staged rollout ([`group`]); whether a
-//! fetched document is adopted ([`accept`]); the polling loop ([`sync`])
-//! and the reports ([`report`]). The publisher's side: which of a fleet's
-//! documents to sign ([`publish`]), its reports rolled up ([`rollup`]),
-//! read from a web server's listings when not from a directory
-//! ([`index`]). A refusal's class is data, in the model
-//! ([`crate::model::refusal`]), named here as [`RefusalClass`].
+//! The central plane, on the device: polling a node's document and its
+//! groups' with conditional GETs ([`sync`]), the node's status PUT back
+//! ([`report`]), its config ([`config`]). The documents and every rule
+//! that judges them are the core's (`stead_core::plane`, re-exported
+//! here: [`envelope`], [`document`], [`group`], [`accept`], [`root`]);
+//! the publisher's side is the operator's tool, `stead-plane`.
 
-pub mod accept;
 pub mod config;
-pub mod document;
-pub mod enroll;
-pub mod envelope;
 #[cfg(test)]
 pub(crate) mod fixtures;
-pub mod group;
-pub mod index;
-pub mod publish;
 pub mod report;
-pub mod rollup;
-pub mod root;
 pub mod sync;
 
-pub use crate::model::refusal::RefusalClass;
+pub use stead_core::plane::{RefusalClass, accept, document, envelope, group, root};
+
+/// The node's clocks as they read now (nothing counted): the system
+/// clock read here, the build time the core knows.
+pub fn read_clock() -> accept::Clock {
+    accept::Clock::at(crate::host::clock::now())
+}

@@ -232,7 +232,7 @@ impl Reporter {
         let (updates, reloads, agent) = self
             .store
             .blocking(move |s| {
-                let agent = crate::views::agent::AgentView::of(
+                let agent = crate::views::agent::of(
                     launched.as_ref(),
                     &s.agent_updates().unwrap_or_default(),
                 );

@@ -295,7 +295,7 @@ struct Memory {
 impl Memory {
     /// The clock, with the time counted since the floor it counts from.
     fn clock(&self) -> Clock {
-        let mut c = Clock::read();
+        let mut c = crate::plane::read_clock();
         if let Some((from, at)) = self.counted_from {
             c.counted = from.saturating_add(at.elapsed().as_secs());
         }

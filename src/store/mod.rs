@@ -42,14 +42,10 @@ pub mod reloads;
 pub use db::{Store, StoreError};
 pub use events::{EVENT_LOG_CAPACITY, MAX_EVENT_DETAIL};
 
-/// The store's schema version: which record version each table holds.
-/// Version 1 is 0.1.0's; version 2 adds the plane revision to intentions;
-/// version 3 their update order; version 4 reload requests and update
-/// states; version 5 the central plane's held document; version 6 the
-/// runtime fields of intentions; version 7 their views; version 8 what
-/// each reload item was resolved against and the failed auto-update
-/// digests; version 9 each intention as its canonical document.
-pub const SCHEMA_VERSION: u64 = 9;
+/// The store's schema version (the core's [`crate::model::release::STORE_SCHEMA`],
+/// where its history is, so that the operator's tool signs release
+/// statements with this build's).
+pub const SCHEMA_VERSION: u64 = crate::model::release::STORE_SCHEMA;
 
 pub(crate) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// Meta key, present on a store created new and until its first pass has

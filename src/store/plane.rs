@@ -23,30 +23,7 @@ const CONTACT: &str = "contact";
 /// The newest root taken from the plane, as fetched (an envelope record).
 const ROOT: &str = "root";
 
-/// The document the node accepted last.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Held {
-    /// Where it was fetched from.
-    pub url: String,
-    /// Its revision: the floor below which nothing is accepted.
-    pub revision: u64,
-    /// The digest of its payload: the same revision with another payload is
-    /// an equivocation.
-    pub payload_digest: Digest,
-    /// The ETag it was served with, for the next conditional GET.
-    pub etag: Option<String>,
-    /// When the plane issued it, seconds since the epoch.
-    pub issued_at: u64,
-    /// When it expires.
-    pub expires: u64,
-    /// The newest `issued_at` of every document ever accepted: the agent's
-    /// clock is never taken to be earlier than this.
-    pub newest_issued_at: u64,
-    /// When this node accepted it.
-    pub accepted_at: u64,
-    /// The key that signed it.
-    pub key_id: String,
-}
+pub use crate::plane::accept::Held;
 
 /// A group document the node holds: its record, its bytes as fetched, and
 /// the digest of its modules when this node took them (runs or ran them: a

@@ -15,14 +15,34 @@
 //! sorted), which is the text the agent always sent. A key absent from the
 //! text is `skip_serializing_if`; one that reads `null` is a plain `Option`.
 
-pub mod agent;
+pub use stead_core::views::*;
 
-use std::collections::BTreeMap;
+/// The agent's own view (the core's), made here from what the launcher
+/// and the store say.
+pub mod agent {
+    pub use stead_core::views::agent::*;
+
+    /// This agent's view: `launched` as the launcher started it (`None`:
+    /// it did not; its state file is read now), `updates` the store's.
+    pub fn of(
+        launched: Option<&crate::host::launch::Launched>,
+        updates: &[crate::model::agent_update::AgentUpdate],
+    ) -> AgentView {
+        let state = launched.map_or(Ok(crate::model::launch::State::default()), |l| l.read_state());
+        AgentView::new(
+            crate::version_number(),
+            crate::TARGET,
+            launched.map(|l| &l.slot),
+            state,
+            updates,
+        )
+    }
+}
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::guard::{Hold, Quarantine};
 use crate::model::names::Digest;
 use crate::model::refusal::RefusalClass;
 use crate::status::{EngineStatus, ModuleStatus, NodeStatus};
@@ -168,84 +188,6 @@ pub struct LastPassView {
     pub duration_ms: f64,
 }
 
-/// What the crash guard holds (the API and the report say it alike).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QuarantineView {
-    /// A plane document never judged again (its `digest`).
-    pub document: Option<HoldView>,
-    /// Everything: no pass runs.
-    pub everything: Option<HoldView>,
-    /// Modules held (each its `module`).
-    pub modules: Vec<HoldView>,
-    /// A plane revision held (its `revision`).
-    pub revision: Option<HoldView>,
-    /// All of it in a line.
-    pub summary: String,
-}
-
-impl QuarantineView {
-    /// What `q` holds; `None` when nothing is.
-    pub fn new(q: &Quarantine) -> Option<QuarantineView> {
-        if q.is_empty() {
-            return None;
-        }
-        Some(QuarantineView {
-            document: q.document.as_ref().map(|(d, h)| HoldView {
-                digest: Some(d.as_str().to_string()),
-                ..HoldView::new(h)
-            }),
-            everything: q.everything.as_ref().map(HoldView::new),
-            modules: q
-                .modules
-                .iter()
-                .map(|(m, h)| HoldView {
-                    module: Some(m.to_string()),
-                    ..HoldView::new(h)
-                })
-                .collect(),
-            revision: q.revision.as_ref().map(|(r, h)| HoldView {
-                revision: Some(*r),
-                ..HoldView::new(h)
-            }),
-            summary: q.summary(),
-        })
-    }
-}
-
-/// One thing the crash guard holds, and why; what it is (`digest`,
-/// `module`, `revision`) is there only where it says which.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HoldView {
-    /// The last death's cause.
-    pub cause: String,
-    /// Deaths in a row.
-    pub crashes: u32,
-    /// The document held.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub digest: Option<String>,
-    /// The module held.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub module: Option<String>,
-    /// The plane revision held.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revision: Option<u64>,
-    /// Since when, seconds since the epoch.
-    pub since: u64,
-}
-
-impl HoldView {
-    fn new(h: &Hold) -> HoldView {
-        HoldView {
-            cause: h.cause.clone(),
-            crashes: h.crashes,
-            digest: None,
-            module: None,
-            revision: None,
-            since: h.since,
-        }
-    }
-}
-
 /// One module's status.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModuleView {
@@ -371,168 +313,6 @@ pub struct PlaneDetail {
     pub url: String,
 }
 
-/// The root of trust a node holds, when one was taken from the plane or
-/// the last look at the plane's said something (absent while the config's
-/// `trusted_keys` are the root and nothing is wrong); times are `T` as in
-/// [`HeldView`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RootView<T> {
-    /// The keys documents are signed by (their ids).
-    pub document_keys: Vec<String>,
-    /// Why the plane's newer root was not taken, or that the root held has
-    /// expired, while so.
-    pub error: Option<String>,
-    /// When the root held expires (`null`: the config's, never).
-    pub expires: Option<T>,
-    /// The keys that sign the next root (their ids).
-    pub root_keys: Vec<String>,
-    /// How many of them must.
-    pub threshold: usize,
-    /// Its version: 0 for the config's keys.
-    pub version: u64,
-}
-
-/// One of the node's groups; `until` is `T` as in [`HeldView`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GroupView<T> {
-    /// Why the last look at its document brought nothing, while so (what
-    /// is held keeps running).
-    pub error: Option<String>,
-    /// The group.
-    pub group: String,
-    /// The revision of its document held.
-    pub revision: Option<u64>,
-    /// Why the revision held is no longer its floor (no key in force
-    /// signed it), while so; absent otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revoked: Option<String>,
-    /// Its rollout here, when the held revision has one.
-    pub rollout: Option<RolloutView<T>>,
-    /// The revision whose modules the node runs (the held one, or the
-    /// previous one until the rollout reaches it).
-    pub running: Option<u64>,
-}
-
-/// A group rollout's decision for this node.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RolloutView<T> {
-    /// Whether the node runs the new revision.
-    pub taken: bool,
-    /// When its turn comes, while it waits for it.
-    pub until: Option<T>,
-    /// Why (`its turn`, `canary`, `taken before`, `not started`,
-    /// `halted`, `reverted`).
-    pub why: String,
-}
-
-impl<T> GroupView<T> {
-    /// The same, its time written by `f`.
-    pub fn with_times<U>(&self, f: impl Fn(&T) -> U) -> GroupView<U> {
-        GroupView {
-            error: self.error.clone(),
-            group: self.group.clone(),
-            revision: self.revision,
-            revoked: self.revoked.clone(),
-            rollout: self.rollout.as_ref().map(|r| RolloutView {
-                taken: r.taken,
-                until: r.until.as_ref().map(&f),
-                why: r.why.clone(),
-            }),
-            running: self.running,
-        }
-    }
-}
-
-impl<T: std::fmt::Display> GroupView<T> {
-    /// The group in a line of `stead status`.
-    pub fn line(&self) -> String {
-        let held = match (self.revision, &self.revoked) {
-            (None, _) => "no document yet".to_string(),
-            (Some(r), None) => format!("revision {r}"),
-            (Some(r), Some(why)) => {
-                format!("revision {r} (still run, but no longer the floor: {why})")
-            }
-        };
-        let rollout = match &self.rollout {
-            None => String::new(),
-            Some(r) if r.taken => format!("; rollout taken ({})", r.why),
-            Some(r) => match &r.until {
-                Some(t) => format!(
-                    "; rollout waiting until {t} ({}), running revision {}",
-                    r.why,
-                    self.running.map_or("-".into(), |r| r.to_string())
-                ),
-                None => format!(
-                    "; rollout {}, running revision {}",
-                    r.why,
-                    self.running.map_or("-".into(), |r| r.to_string())
-                ),
-            },
-        };
-        let error = self
-            .error
-            .as_ref()
-            .map_or(String::new(), |e| format!("; {e}"));
-        format!("group {} {held}{rollout}{error}", self.group)
-    }
-}
-
-/// The document held; its times are `T` (seconds since the epoch in the
-/// API, RFC 3339 text in the report).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HeldView<T> {
-    /// When this node adopted it.
-    pub accepted_at: T,
-    /// Past its `expires` (the API says it; the report does not).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expired: Option<bool>,
-    /// When it expires.
-    pub expires: T,
-    /// Whether it still stands as the revision floor.
-    pub floor: bool,
-    /// When the plane issued it.
-    pub issued_at: T,
-    /// The key that signed it.
-    pub key_id: String,
-    /// Its revision.
-    pub revision: u64,
-    /// Why it no longer stands as the floor.
-    pub revoked: Option<String>,
-}
-
-/// The last document not adopted; `at` is `T` as in [`HeldView`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RefusalView<T> {
-    /// When.
-    pub at: T,
-    /// Its class.
-    pub class: RefusalClass,
-    /// What was wrong.
-    pub detail: String,
-    /// The revision it said, when it could be read.
-    pub revision: Option<u64>,
-}
-
-/// A module the held document names that another source owns.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ConflictView {
-    /// What owns it.
-    pub error: String,
-    /// The module.
-    pub module: String,
-}
-
-/// The modules the held document names that another source owns, each
-/// `(module, what owns it)`, as the API and the report say them.
-pub fn conflicts(c: &[(String, String)]) -> Vec<ConflictView> {
-    c.iter()
-        .map(|(m, e)| ConflictView {
-            error: e.clone(),
-            module: m.clone(),
-        })
-        .collect()
-}
-
 /// Where reports go, and how the last went.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportsView {
@@ -582,139 +362,6 @@ pub enum OutcomeView {
     },
     /// Past a minute: the poll goes on.
     UnderWay,
-}
-
-/// The report PUT to the plane: the node's whole status.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReportView {
-    /// The agent: what runs, the launcher's state, its updates (absent in
-    /// reports of agents before 0.6.0).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent: Option<agent::AgentView>,
-    /// The agent's version.
-    pub agent_version: String,
-    /// The clocks.
-    pub clock: ReportClock,
-    /// This device's public key (`age1…`), what values for it are sealed
-    /// to (absent from an agent before 0.6.0).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub device_key: Option<String>,
-    /// The filesystems that matter and how full they are.
-    #[serde(default)]
-    pub disk: Option<crate::model::disk::Disks>,
-    /// The engine in a word (`unknown`, `reachable`, `waiting`).
-    pub engine: String,
-    /// Every module, by name.
-    pub modules: BTreeMap<String, ReportModule>,
-    /// This node.
-    pub node: String,
-    /// Whether passes run and complete.
-    pub passing: bool,
-    /// The plane as the node holds it.
-    pub plane: ReportPlane,
-    /// What the crash guard holds.
-    pub quarantine: Option<QuarantineView>,
-    /// When sent (RFC 3339).
-    pub sent_at: String,
-    /// Grows with every report, across restarts.
-    pub seq: u64,
-    /// Failed attempts since the last delivered report.
-    pub undelivered: u32,
-}
-
-/// The clocks, in a report.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReportClock {
-    /// The plane's `Date` at the last answer.
-    pub plane_date: Option<String>,
-    /// `ok`, `behind`, `ahead` or `unknown`.
-    pub status: String,
-    /// The system clock when sent.
-    pub system: String,
-}
-
-/// The plane, in a report.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReportPlane {
-    /// Modules the held document names that another source owns.
-    pub conflicts: Vec<ConflictView>,
-    /// The last failure to reach it, while it holds.
-    pub error: Option<String>,
-    /// The groups the held document lists (absent without any).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub groups: Vec<GroupView<String>>,
-    /// The document held.
-    pub held: Option<HeldView<String>>,
-    /// When it last answered.
-    pub last_contact: Option<String>,
-    /// The last document not adopted.
-    pub refusal: Option<RefusalView<String>>,
-    /// The root of trust (absent while the config's keys are it and all
-    /// is well).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub root: Option<RootView<String>>,
-    /// The document's URL.
-    pub url: String,
-}
-
-/// A module, in a report.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReportModule {
-    /// The digest its inputs give now.
-    pub desired_digest: Option<Digest>,
-    /// Its container's health.
-    pub health: Option<String>,
-    /// The image ID its container runs.
-    pub image_id: Option<String>,
-    /// The last error, with the state it left the module in as its class.
-    pub last_error: Option<ReportError>,
-    /// What reloads did for it, when any did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reload: Option<ReportReload>,
-    /// How many times the engine restarted its container.
-    pub restart_count: Option<u32>,
-    /// The digest its container carries.
-    pub running_digest: Option<Digest>,
-    /// Its state.
-    pub state: String,
-}
-
-/// A module's last error, in a report.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReportError {
-    /// The module's state.
-    pub class: String,
-    /// The error.
-    pub message: String,
-}
-
-/// What reloads did for a module, in a report.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReportReload {
-    /// The version landed.
-    pub landed: Option<ReportLanded>,
-    /// The newest request naming it.
-    pub request: Option<ReportRequest>,
-}
-
-/// A landed version, in a report.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReportLanded {
-    /// Its digest.
-    pub digest: String,
-    /// Its version.
-    pub version: String,
-}
-
-/// A reload request, in a report.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReportRequest {
-    /// Why it failed, when it did.
-    pub failure: Option<String>,
-    /// Its id.
-    pub id: u64,
-    /// Its status.
-    pub status: String,
 }
 
 /// `GET /v1/events`: a page of the event log (the API writes the events

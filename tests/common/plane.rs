@@ -803,8 +803,7 @@ fn children_of(pid: u32) -> Vec<u32> {
 /// Runs `stead plane ARGS` with `stdin`; returns (success, stdout, stderr).
 pub fn plane_cli_with(args: &[&str], stdin: &str) -> (bool, String, String) {
     use std::io::Write as _;
-    let mut c = Command::new(env!("CARGO_BIN_EXE_stead"))
-        .arg("plane")
+    let mut c = std::process::Command::new(super::workspace_bin("stead-plane"))
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -4,7 +4,10 @@
 //! statements and the launcher's rule ([`model`]). No I/O, no clock, no
 //! async runtime: every function here is a function of its arguments.
 
+pub mod failure;
 pub mod model;
+pub mod plane;
+pub mod views;
 
 /// When this binary was built (its commit's time), seconds since the
 /// epoch: no clock reading is taken to be earlier.

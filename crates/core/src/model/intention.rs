@@ -21,6 +21,9 @@ use crate::model::time::{format_duration, parse_duration};
 use crate::model::value::Value;
 use crate::model::version::{Range, TagVersion};
 
+/// The largest intention file taken.
+pub const MAX_INTENTION_BYTES: u64 = 256 << 10;
+
 /// The restart policy handed to the engine.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

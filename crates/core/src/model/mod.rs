@@ -31,5 +31,6 @@ pub mod sealed;
 pub mod spec;
 pub mod text;
 pub mod time;
+pub mod url;
 pub mod value;
 pub mod version;

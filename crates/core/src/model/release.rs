@@ -26,6 +26,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::launch::AgentVersion;
 
+/// The store schema this build of stead writes (`stead::store`): which
+/// record version each table holds; a new one is a step in the store's
+/// migrations (`src/store/migrate.rs`).
+/// Version 1 is 0.1.0's; version 2 adds the plane revision to intentions;
+/// version 3 their update order; version 4 reload requests and update
+/// states; version 5 the central plane's held document; version 6 the
+/// runtime fields of intentions; version 7 their views; version 8 what
+/// each reload item was resolved against and the failed auto-update
+/// digests; version 9 each intention as its canonical document.
+pub const STORE_SCHEMA: u64 = 9;
+
 /// The payload type of a release statement.
 pub const PAYLOAD_TYPE: &str = "application/vnd.stead.release.v1+json";
 

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod digest;
 pub mod disk;
 pub mod files;
+pub mod keyfile;
 pub mod keys;
 pub mod launch;
 pub mod live;

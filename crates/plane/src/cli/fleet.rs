@@ -1,4 +1,4 @@
-//! `stead plane publish`, `stead plane status --reports` and `stead plane
+//! `stead-plane publish`, `stead-plane status --reports` and `stead-plane
 //! rollout watch`: a fleet's documents signed from its description, its
 //! reports rolled up, and its rollouts halted when their devices fail. They
 //! run where the signing key lives (an operator's machine, a CI job, cron),
@@ -284,7 +284,7 @@ impl<'a> Served<'a> {
         };
         let Some(lock) = lock else {
             return Ok(Err(format!(
-                "another stead plane command (publish, rollout watch, root verify --publish) is \
+                "another stead-plane command (publish, rollout watch, root verify --publish) is \
                  signing into {} (it holds the directory's lock); run again once it is done",
                 site.display()
             )));
@@ -693,7 +693,7 @@ async fn read_index_reports(base: &http::Uri, each: &mut EachReport<'_>) -> Resu
     Ok(())
 }
 
-/// `stead plane status --reports DIR|URL [--site DIR]`: the fleet as its
+/// `stead-plane status --reports DIR|URL [--site DIR]`: the fleet as its
 /// reports tell it; with the host's directory, each group's claims counted
 /// within the revision it serves.
 pub fn status(
@@ -722,7 +722,7 @@ pub fn status(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `stead plane rollout watch`: each group's rollout (those of `only`, or
+/// `stead-plane rollout watch`: each group's rollout (those of `only`, or
 /// every group the host serves) whose devices on the new revision fail at
 /// or over the threshold is halted: its document signed again, one
 /// revision on, with `halt` and the reason, and written where the host
@@ -773,7 +773,7 @@ pub fn watch(
     if rollup.unreadable > 0 || rollup.not_counted > 0 {
         println!(
             "{} report(s) unreadable or refused, {} group claim(s) not counted \
-             (stead plane status --site names them)",
+             (stead-plane status --site names them)",
             rollup.unreadable, rollup.not_counted
         );
     }

@@ -177,22 +177,6 @@ impl From<&AgentUpdate> for AgentUpdateView {
 }
 
 impl AgentView {
-    /// This agent's view: `launched` as the launcher started it (`None`:
-    /// it did not; its state file is read now), `updates` the store's.
-    pub fn of(
-        launched: Option<&crate::host::launch::Launched>,
-        updates: &[AgentUpdate],
-    ) -> AgentView {
-        let state = launched.map_or(Ok(State::default()), |l| l.read_state());
-        AgentView::new(
-            crate::version_number(),
-            crate::TARGET,
-            launched.map(|l| &l.slot),
-            state,
-            updates,
-        )
-    }
-
     /// `slot`: how the launcher started this agent (`None`: it did not);
     /// `state`: the launcher's state, or why it does not read. A candidate
     /// the state names as current confirmed itself: it runs as current.

@@ -505,7 +505,7 @@ fn check_poll(p: PollDoc) -> Result<Poll, DocumentError> {
 /// An absolute `http://` or `https://` URL with a host, and no user name
 /// or password.
 fn check_report_url(s: &str) -> Result<(), String> {
-    crate::net::check_no_userinfo(s)?;
+    crate::model::url::check_no_userinfo(s)?;
     let uri: http::Uri = s
         .parse()
         .map_err(|e| format!("not a URL ({e}): must be an absolute http:// or https:// URL"))?;

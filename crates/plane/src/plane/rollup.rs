@@ -1,5 +1,5 @@
-//! A fleet's reports rolled up, one at a time (`stead plane status
-//! --reports`, `stead plane rollout watch`): devices per revision, per
+//! A fleet's reports rolled up, one at a time (`stead-plane status
+//! --reports`, `stead-plane rollout watch`): devices per revision, per
 //! module state, failing devices with their reasons, devices not heard
 //! from, and each group's rollout progress. Pure: the command streams the
 //! reports in; nothing keeps a report once it is added, and every list

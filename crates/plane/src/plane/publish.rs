@@ -1,11 +1,11 @@
-//! `stead plane publish`, decided: a fleet description (each group's
+//! `stead-plane publish`, decided: a fleet description (each group's
 //! payload, each node's) against what the host serves now gives the
 //! documents to sign, and only those ([`plan`]). Pure: the command reads
 //! the files, signs and writes.
 //!
 //! A document is signed again only when what it says changed, or when it
 //! would expire within the refresh margin; each one signed gets a revision
-//! above the one published (the current unix time, as `stead plane sign`
+//! above the one published (the current unix time, as `stead-plane sign`
 //! gives, or one more). A group's rollout may leave out `start`, `salt` and
 //! `previous`: a new set of modules starts now, under a new salt, from the
 //! modules published before; the same modules keep what was published. A

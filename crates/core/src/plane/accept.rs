@@ -12,7 +12,6 @@ use crate::plane::RefusalClass;
 use crate::plane::document::{Desired, DocumentError};
 use crate::plane::envelope::{self, Envelope, PublicKey};
 use crate::plane::group::{GROUP_PAYLOAD_TYPE, GroupDesired, GroupName};
-use crate::store::plane::Held;
 
 /// The largest document taken, in bytes.
 pub const MAX_DOCUMENT: usize = 1 << 20;
@@ -33,6 +32,32 @@ pub const MAX_REVISION: u64 = 1 << 53;
 /// on a step at a time.
 pub const MAX_SKEW: u64 = 24 * 3600;
 
+/// The document the node accepted last, as the store keeps it (the
+/// floor every later document is judged against).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Held {
+    /// Where it was fetched from.
+    pub url: String,
+    /// Its revision: the floor below which nothing is accepted.
+    pub revision: u64,
+    /// The digest of its payload: the same revision with another payload is
+    /// an equivocation.
+    pub payload_digest: Digest,
+    /// The ETag it was served with, for the next conditional GET.
+    pub etag: Option<String>,
+    /// When the plane issued it, seconds since the epoch.
+    pub issued_at: u64,
+    /// When it expires.
+    pub expires: u64,
+    /// The newest `issued_at` of every document ever accepted: the agent's
+    /// clock is never taken to be earlier than this.
+    pub newest_issued_at: u64,
+    /// When this node accepted it.
+    pub accepted_at: u64,
+    /// The key that signed it.
+    pub key_id: String,
+}
+
 /// The times the agent's "now" is made of.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Clock {
@@ -48,10 +73,11 @@ pub struct Clock {
 }
 
 impl Clock {
-    /// The clock as it reads now (nothing counted).
-    pub fn read() -> Clock {
+    /// The clock at a system time (nothing counted): the device reads
+    /// the system clock (`crate::plane::read_clock`), the core never does.
+    pub fn at(system: u64) -> Clock {
         Clock {
-            system: crate::host::clock::now(),
+            system,
             build: crate::BUILD_TIME,
             counted: 0,
         }

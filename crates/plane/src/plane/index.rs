@@ -1,5 +1,5 @@
-//! A web server's directory listing read as links, for `stead plane status
-//! --reports URL` and `stead plane rollout watch --reports URL`: the
+//! A web server's directory listing read as links, for `stead-plane status
+//! --reports URL` and `stead-plane rollout watch --reports URL`: the
 //! directories under the one listed and the reports (`status.json`) in it.
 //! The listings of nginx's `autoindex` (its default `html` format),
 //! Apache's, Caddy's `browse` and Python's `http.server` are all HTML with

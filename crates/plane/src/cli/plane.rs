@@ -1,4 +1,4 @@
-//! `stead plane`: the publisher's side of the central plane, offline and
+//! `stead-plane`: the publisher's side of the central plane, offline and
 //! without an agent: make a signing key pair (`keygen`), sign a desired-state
 //! payload for one node (`sign`), and check a signed document as a node
 //! would (`verify`).
@@ -17,7 +17,7 @@ use crate::plane::accept::MAX_DOCUMENT;
 use crate::plane::document::{Desired, stamp};
 use crate::plane::envelope::{Envelope, PAYLOAD_TYPE, PublicKey, SecretKey, verify};
 
-/// The `stead plane` subcommands, read by [`super::args::parse`] (the
+/// The `stead-plane` fleet verbs, read by [`crate::args::Cli`] (the
 /// options' help is in its table).
 #[derive(Debug, PartialEq)]
 pub enum PlaneCommand {
@@ -150,7 +150,7 @@ pub fn parse_lifetime(s: &str) -> Result<Duration, String> {
     parse_duration_with(s, &DurationPolicy::LIFETIME)
 }
 
-/// Runs a `stead plane` subcommand.
+/// Runs a `stead-plane` subcommand.
 pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
     match command {
         PlaneCommand::Keygen { out, force } => keygen(&out, force),
@@ -383,7 +383,7 @@ fn release(
 pub(super) fn secret_keys(paths: &[PathBuf]) -> crate::cli::failure::Result<Vec<SecretKey>> {
     Ok(paths
         .iter()
-        .map(|k| SecretKey::from_file(k))
+        .map(|k| crate::host::keyfile::read(k))
         .collect::<Result<Vec<_>, _>>()?)
 }
 
@@ -446,9 +446,9 @@ fn keygen(out: &Path, force: bool) -> crate::cli::failure::Result<ExitCode> {
             }
         }
     }
-    let key = SecretKey::generate().context("cannot read /dev/urandom")?;
+    let key = SecretKey::generate().context("cannot make a key")?;
     let public = key.public();
-    key.write_file(out)
+    crate::host::keyfile::write(out, &key)
         .with_context(|| format!("cannot write {}", out.display()))?;
     write_file(
         &public_path,
@@ -531,7 +531,7 @@ pub(super) fn write_file(path: &Path, bytes: &[u8], mode: u32) -> crate::cli::fa
 
 /// Says why an input was refused; the exit code for it.
 pub(super) fn refused(why: std::fmt::Arguments) -> ExitCode {
-    eprintln!("stead: {why}");
+    eprintln!("stead-plane: {why}");
     ExitCode::from(EXIT_REFUSED)
 }
 

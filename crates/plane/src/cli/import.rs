@@ -1,4 +1,4 @@
-//! `stead import`: a Compose file made into intention files, one per
+//! `stead-plane import`: a Compose file made into intention files, one per
 //! service, written into a directory or printed, with every key that is
 //! not carried listed on stderr. Every intention is written readable by its
 //! owner only (a value interpolated from `.env` or the environment may be a
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::import::{self as compose_file, Copied, ImportError, Imported};
-use crate::intake::dir::MAX_INTENTION_BYTES;
+use crate::model::intention::MAX_INTENTION_BYTES;
 
 /// Exit code: written, but some keys were not carried.
 pub const EXIT_UNMAPPED: u8 = 3;
@@ -34,10 +34,10 @@ const MAX_NAMED_BYTES: u64 = 1 << 20;
 /// interpolated from a private `.env` or the environment.
 const PRIVATE: u32 = 0o600;
 
-/// Runs `stead import [--out DIR] [--force] [--allow-outside] FILE`.
+/// Runs `stead-plane import [--out DIR] [--force] [--allow-outside] FILE`.
 pub fn run(file: &Path, out: Option<&Path>, force: bool, opts: &compose_file::Options) -> ExitCode {
     let refuse = |what: String| {
-        eprintln!("stead: import refused, nothing written: {what}");
+        eprintln!("stead-plane: import refused, nothing written: {what}");
         ExitCode::from(EXIT_IMPORT_REFUSED)
     };
     let imported = match import_file(file, opts) {
@@ -86,7 +86,7 @@ pub fn run(file: &Path, out: Option<&Path>, force: bool, opts: &compose_file::Op
                 }
             }
             if let Err(e) = write_all(dir, &imported, &paths) {
-                eprintln!("stead: {e}");
+                eprintln!("stead-plane: {e}");
                 return ExitCode::from(1);
             }
             Some(dir)
@@ -101,10 +101,10 @@ pub fn run(file: &Path, out: Option<&Path>, force: bool, opts: &compose_file::Op
     let n = imported.files.len();
     let mut summary = match written {
         Some(dir) => format!(
-            "stead: wrote {n} intention files to {}, each 0600",
+            "stead-plane: wrote {n} intention files to {}, each 0600",
             dir.display()
         ),
-        None => format!("stead: printed {n} intention files"),
+        None => format!("stead-plane: printed {n} intention files"),
     };
     let private: Vec<&str> = imported
         .files

@@ -1,4 +1,4 @@
-//! `stead plane root`: the plane's root of trust written, signed and
+//! `stead-plane root`: the plane's root of trust written, signed and
 //! checked as a device walks it ([`crate::plane::root`]), and published
 //! beside the documents.
 
@@ -34,7 +34,7 @@ fn read_root(path: &Path) -> Result<Root, String> {
     Root::parse(&env.payload).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// `stead plane root init`.
+/// `stead-plane root init`.
 pub fn init(
     root_keys: &[String],
     threshold: usize,
@@ -73,7 +73,7 @@ pub fn init(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `stead plane root sign`.
+/// `stead-plane root sign`.
 pub fn sign(
     keys: &[std::path::PathBuf],
     input: Option<&Path>,
@@ -119,7 +119,7 @@ fn finish(env: &Envelope, out: Option<&Path>) -> crate::cli::failure::Result<Exi
     Ok(ExitCode::SUCCESS)
 }
 
-/// `stead plane root verify`.
+/// `stead-plane root verify`.
 pub fn verify(
     trusted: &[String],
     site: &Path,
@@ -136,7 +136,7 @@ pub fn verify(
             Some(l) => Some(l),
             None => {
                 return Ok(refused(format_args!(
-                    "another stead plane command is signing into {} (it holds the directory's \
+                    "another stead-plane command is signing into {} (it holds the directory's \
                      lock); run again once it is done",
                     site.display()
                 )));

@@ -10,7 +10,6 @@
 
 use std::fmt;
 use std::io;
-use std::path::Path;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE};
@@ -289,9 +288,12 @@ impl fmt::Debug for SecretKey {
 }
 
 impl SecretKey {
-    /// A new key from 32 bytes of `/dev/urandom`.
+    /// A new key from 32 bytes of the system's random source (ring's,
+    /// the `getrandom` system call).
     pub fn generate() -> io::Result<SecretKey> {
-        let seed = crate::host::random::secret::<32>()?;
+        let mut seed = [0u8; 32];
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut seed)
+            .map_err(|_| io::Error::other("the system's random source failed"))?;
         Ok(SecretKey::from_seed(seed))
     }
 
@@ -302,29 +304,16 @@ impl SecretKey {
         SecretKey { seed, pair }
     }
 
-    /// Reads a key file: the standard base64 of the 32-byte seed.
-    pub fn from_file(path: &Path) -> Result<SecretKey, KeyError> {
-        let shown = path.display().to_string();
-        // A key file is a line; a larger file is not one.
-        let bytes =
-            crate::host::files::read_regular(path, 4096).map_err(|source| KeyError::Read {
-                path: shown.clone(),
-                source,
-            })?;
-        let text = String::from_utf8_lossy(&bytes);
-        let seed = key_bytes(&text, "secret").map_err(|e| KeyError::File {
-            path: shown,
-            source: Box::new(e),
-        })?;
-        Ok(SecretKey::from_seed(seed))
+    /// Reads a key file's text: the standard base64 of the 32-byte seed
+    /// (`stead_host::host::keyfile` reads and writes the file).
+    pub fn from_text(text: &str) -> Result<SecretKey, KeyError> {
+        Ok(SecretKey::from_seed(key_bytes(text, "secret")?))
     }
 
-    /// Writes the key file (base64 of the seed and a newline), mode 0600,
-    /// atomically: a reader sees the old file or the whole new one.
-    pub fn write_file(&self, path: &Path) -> io::Result<()> {
-        let text = format!("{}\n", STANDARD.encode(self.seed));
-        // Absolute: a bare file name has an empty parent directory.
-        crate::host::files::replace_atomic(&std::path::absolute(path)?, text.as_bytes(), 0o600)
+    /// A key file's text: the base64 of the seed and a newline. Its only
+    /// reader is the file it is written to.
+    pub fn to_text(&self) -> String {
+        format!("{}\n", STANDARD.encode(self.seed))
     }
 
     /// The public half.
@@ -667,30 +656,18 @@ mod tests {
     }
 
     #[test]
-    fn a_secret_key_file_is_private_and_reads_back() {
-        use std::os::unix::fs::PermissionsExt;
-        let d = tempfile::tempdir().unwrap();
-        let path = d.path().join("plane.key");
+    fn a_secret_key_reads_back_from_its_text_which_debug_never_shows() {
         let k = SecretKey::generate().unwrap();
-        k.write_file(&path).unwrap();
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o600);
-        let text = std::fs::read_to_string(&path).unwrap();
+        let text = k.to_text();
         assert!(text.ends_with('\n') && text.len() == 45, "{text:?}");
-        let back = SecretKey::from_file(&path).unwrap();
+        let back = SecretKey::from_text(&text).unwrap();
         assert_eq!(back.public(), k.public());
         assert_ne!(SecretKey::generate().unwrap().public(), k.public());
         let debug = format!("{k:?}");
         assert!(!debug.contains(text.trim()), "{debug}");
         assert!(debug.contains(k.public().id().as_str()), "{debug}");
-        std::fs::write(&path, "short\n").unwrap();
-        let e = SecretKey::from_file(&path).unwrap_err();
-        assert!(
-            e.to_string().contains("plane.key") && e.to_string().contains("secret key"),
-            "{e}"
-        );
-        let e = SecretKey::from_file(&d.path().join("none")).unwrap_err();
-        assert!(matches!(e, KeyError::Read { .. }), "{e}");
+        let e = SecretKey::from_text("short\n").unwrap_err();
+        assert!(e.to_string().contains("secret key"), "{e}");
     }
 
     #[test]

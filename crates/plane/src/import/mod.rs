@@ -1,4 +1,4 @@
-//! `stead import`'s mapping: a Compose file (the Compose Specification,
+//! `stead-plane import`'s mapping: a Compose file (the Compose Specification,
 //! and the version 2 and 3 file formats people have; `version:` is
 //! ignored) read into one intention file per service, in TOML ([`import`]).
 //! Every key is carried into the intention, or reported by service and key
@@ -292,7 +292,7 @@ pub fn import(
                 .collect::<Vec<_>>(),
         ));
         let mut toml =
-            format!("# Imported by `stead import` from the Compose service {service:?}.\n");
+            format!("# Imported by `stead-plane import` from the Compose service {service:?}.\n");
         toml.push_str(
             &toml::to_string(&out)
                 .map_err(|e| serr("(intention)", format!("cannot be written as TOML: {e}")))?,
@@ -329,7 +329,7 @@ pub fn import(
 }
 
 /// How a Compose file is imported, beyond the file itself.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Options {
     /// A config's `file:` outside the Compose file's tree is copied into
     /// the intention (refused otherwise).
@@ -2921,7 +2921,7 @@ secrets:
         assert_eq!(it.mounts[0].source.as_str(), "/srv/app/html");
         assert!(
             f.toml
-                .starts_with("# Imported by `stead import` from the Compose service \"s\".\n")
+                .starts_with("# Imported by `stead-plane import` from the Compose service \"s\".\n")
         );
         // Service names become module names.
         let i = run("services: {Web_App: {image: x}}").unwrap();

@@ -1,4 +1,4 @@
-//! `stead plane enroll` and `stead plane seal`: the devices' public keys
+//! `stead-plane enroll` and `stead-plane seal`: the devices' public keys
 //! taken from their reports into a fleet's description
 //! (`device-keys.csv`, [`crate::plane::enroll`]), and a value sealed to
 //! one of them for one field of one module ([`crate::model::sealed`]).
@@ -27,7 +27,7 @@ fn read_keys(fleet: &Path) -> Result<Keys, String> {
     }
 }
 
-/// `stead plane enroll --fleet DIR --reports DIR|URL [--replace]`.
+/// `stead-plane enroll --fleet DIR --reports DIR|URL [--replace]`.
 pub fn enroll(
     fleet: &Path,
     reports: &Reports,
@@ -51,14 +51,14 @@ pub fn enroll(
         },
         Err(Unread::Unreadable(e)) => {
             eprintln!(
-                "stead: a report that does not read: {}: {}",
+                "stead-plane: a report that does not read: {}: {}",
                 escape(source),
                 escape(&e)
             )
         }
         Err(Unread::Misplaced(e)) => {
             kept += 1;
-            eprintln!("stead: {}: {}", escape(source), escape(&e));
+            eprintln!("stead-plane: {}: {}", escape(source), escape(&e));
         }
     });
     if let Err(e) = read {
@@ -80,20 +80,20 @@ pub fn enroll(
             } => {
                 kept += 1;
                 eprintln!(
-                    "stead: {node} reports a key other than the one enrolled (its data directory \
+                    "stead-plane: {node} reports a key other than the one enrolled (its data directory \
                      lost or replaced, or a report not its own): the enrolled key is kept; \
                      check it on the device (stead status) and give --replace to take the new one"
                 );
             }
             Seen::Unreadable { node, why } => eprintln!(
-                "stead: the report of {} names a key that does not read: {}",
+                "stead-plane: the report of {} names a key that does not read: {}",
                 escape(&clip(node, 100)),
                 escape(why)
             ),
             Seen::Shared { node, with } => {
                 kept += 1;
                 eprintln!(
-                    "stead: {node} reports the key enrolled for {with}: not taken (one key is \
+                    "stead-plane: {node} reports the key enrolled for {with}: not taken (one key is \
                      one device's: a data directory copied to another device, or a report not \
                      its own); check both devices (stead status)"
                 );
@@ -122,7 +122,7 @@ pub fn enroll(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Whom `stead plane seal` seals to.
+/// Whom `stead-plane seal` seals to.
 #[derive(Debug, PartialEq)]
 pub enum SealTo {
     /// The node's key enrolled in this fleet's description.
@@ -131,7 +131,7 @@ pub enum SealTo {
     Key(String),
 }
 
-/// `stead plane seal --node N --module M --field F (--fleet DIR | --to
+/// `stead-plane seal --node N --module M --field F (--fleet DIR | --to
 /// age1…)`: the value from stdin, the sealed text to stdout.
 pub fn seal(
     node: &NodeId,
@@ -151,7 +151,7 @@ pub fn seal(
             Ok(Some(r)) => r,
             Ok(None) => {
                 return Ok(refused(format_args!(
-                    "{node} is not enrolled in {}: run stead plane enroll (or give --to age1…)",
+                    "{node} is not enrolled in {}: run stead-plane enroll (or give --to age1…)",
                     dir.join(enroll::FILE).display()
                 )));
             }
