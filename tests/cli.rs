@@ -222,7 +222,12 @@ fn a_usage_error_names_the_argument_and_exits_2_and_help_exits_0() {
 #[test]
 fn the_operators_verbs_say_where_they_went() {
     for (args, to) in [
-        (&["plane", "publish", "--key", "k", "--fleet", "f", "--site", "s"][..], "stead-plane publish --key k --fleet f --site s"),
+        (
+            &[
+                "plane", "publish", "--key", "k", "--fleet", "f", "--site", "s",
+            ][..],
+            "stead-plane publish --key k --fleet f --site s",
+        ),
         (&["plane", "rollout", "watch"], "stead-plane rollout watch"),
         (&["plane"], "stead-plane "),
         (&["import", "compose.yml"], "stead-plane import compose.yml"),
@@ -236,5 +241,8 @@ fn the_operators_verbs_say_where_they_went() {
     let help = stead().arg("--help").output().unwrap();
     let help = String::from_utf8_lossy(&help.stdout);
     assert!(help.contains("\n  run "), "{help}");
-    assert!(!help.contains("\n  plane ") && !help.contains("\n  import "), "{help}");
+    assert!(
+        !help.contains("\n  plane ") && !help.contains("\n  import "),
+        "{help}"
+    );
 }

@@ -35,7 +35,6 @@ use serde_json::{Value as J, json};
 use stead::engine::Flavour;
 use stead::engine::docker::{create_body, podman_refuses};
 use stead::host::digest::FileDigester;
-use stead_plane::import as compose_file;
 use stead::intake::labels as stated;
 use stead::model::intention::{Access, DocFormat, Intention};
 use stead::model::labels::Labels;
@@ -49,6 +48,7 @@ use stead::plane::envelope::{Envelope, PAYLOAD_TYPE, SecretKey};
 use stead::reconcile::resolve::resolve_inputs;
 use stead::store::plane::Held;
 use stead::store::{Entry, IntentionRecord, Source, records};
+use stead_plane::import as compose_file;
 
 // ---------------------------------------------------------------------
 // Allocation is bounded: an input that makes the code under test ask for
@@ -1880,9 +1880,9 @@ fn roots_mutated_and_signed_never_panic_and_what_is_taken_is_the_next_version() 
 #[test]
 fn release_statements_and_reports_and_listings_of_any_bytes_never_panic() {
     use stead::model::release::{Release, Running, admit};
+    use stead::views::ReportView;
     use stead_plane::plane::index;
     use stead_plane::plane::rollup::Rollup;
-    use stead::views::ReportView;
     let golden_release = json!({
         "version": "0.7.0", "schema": 9, "reads_from": 1,
         "binaries": {"x86_64-unknown-linux-musl": {

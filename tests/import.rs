@@ -39,7 +39,7 @@ fn stderr(o: &Output) -> String {
 fn unmapped(o: &Output) -> BTreeSet<String> {
     stderr(o)
         .lines()
-        .filter(|l| !l.starts_with("note: ") && !l.starts_with("stead: "))
+        .filter(|l| !l.starts_with("note: ") && !l.starts_with("stead-plane: "))
         .map(|l| {
             let mut parts = l.splitn(3, ": ");
             format!("{}: {}", parts.next().unwrap(), parts.next().unwrap_or(""))
@@ -196,7 +196,7 @@ fn every_fixture_imports_listing_what_is_not_carried_and_every_file_parses() {
         let names: Vec<&str> = written.keys().map(String::as_str).collect();
         assert_eq!(&names, modules, "{file}");
         assert!(stderr(&o).contains(&format!(
-            "stead: wrote {} intention files to ",
+            "stead-plane: wrote {} intention files to ",
             modules.len()
         )));
     }

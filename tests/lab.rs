@@ -155,9 +155,7 @@ fn release_as(version: &str) -> Vec<u8> {
 /// returns the public key.
 fn releases(m: &Machine, versions: &[&str], slow: &[&str]) -> String {
     let stead = |args: &[&str]| {
-        let o = bins::stead_cmd(args)
-            .output()
-            .unwrap();
+        let o = bins::stead_cmd(args).output().unwrap();
         assert!(
             o.status.success(),
             "stead {args:?}: {}",

@@ -573,13 +573,7 @@ fn trust_moves_from_the_plane_by_a_root_chain_and_a_key_it_drops_signs_nothing_m
     // The publisher's check says the same before anything is published.
     std::fs::write(file("short.json"), &short).unwrap();
     let out = std::process::Command::new(common::workspace_bin("stead-plane"))
-        .args([
-            "root",
-            "verify",
-            "--trusted",
-            &b64(&first),
-            "--site",
-        ])
+        .args(["root", "verify", "--trusted", &b64(&first), "--site"])
         .arg(&site)
         .args(["--in", &file("short.json"), "--publish"])
         .output()

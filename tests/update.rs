@@ -481,9 +481,7 @@ fn the_cli_signs_a_release_and_self_update_waits_through_the_restart() {
     let plane = Plane::start();
     let dir = tempfile::tempdir().unwrap();
     let stead = |args: &[&str]| {
-        let o = common::bins::stead_cmd(args)
-            .output()
-            .unwrap();
+        let o = common::bins::stead_cmd(args).output().unwrap();
         (
             o.status.code(),
             String::from_utf8_lossy(&o.stdout).into_owned(),

@@ -76,7 +76,6 @@ const fn flag(long: &'static str, short: Option<char>, help: &'static str) -> Op
     }
 }
 
-
 const fn valued(long: &'static str, value: &'static str, help: &'static str) -> Opt {
     Opt {
         long,
@@ -341,7 +340,10 @@ pub fn parse(args: &[OsString]) -> Result<Parsed, UsageError> {
     if let Some(first) = args.first().and_then(|a| a.to_str())
         && matches!(first, "plane" | "import")
     {
-        let words = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        let words = args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
         return Ok(Parsed::Command(Command::Moved { words }));
     }
     let mut spec = &STEAD;

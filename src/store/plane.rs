@@ -23,7 +23,7 @@ const CONTACT: &str = "contact";
 /// The newest root taken from the plane, as fetched (an envelope record).
 const ROOT: &str = "root";
 
-pub use crate::plane::accept::Held;
+pub use stead_core::plane::accept::Held;
 
 /// A group document the node holds: its record, its bytes as fetched, and
 /// the digest of its modules when this node took them (runs or ran them: a

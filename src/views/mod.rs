@@ -28,7 +28,9 @@ pub mod agent {
         launched: Option<&crate::host::launch::Launched>,
         updates: &[crate::model::agent_update::AgentUpdate],
     ) -> AgentView {
-        let state = launched.map_or(Ok(crate::model::launch::State::default()), |l| l.read_state());
+        let state = launched.map_or(Ok(crate::model::launch::State::default()), |l| {
+            l.read_state()
+        });
         AgentView::new(
             crate::version_number(),
             crate::TARGET,

@@ -23,11 +23,21 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     let path = stead.with_file_name(name);
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
     if !built.iter().any(|b| b == name) {
-        let profile = stead.parent().and_then(|d| d.file_name()).and_then(|d| d.to_str());
+        let profile = stead
+            .parent()
+            .and_then(|d| d.file_name())
+            .and_then(|d| d.to_str());
         let target_dir = stead.parent().and_then(|d| d.parent()).expect("target dir");
         let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
         c.current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args(["build", "--quiet", "--workspace", "--bin", name, "--target-dir"])
+            .args([
+                "build",
+                "--quiet",
+                "--workspace",
+                "--bin",
+                name,
+                "--target-dir",
+            ])
             .arg(target_dir);
         if profile == Some("release") {
             c.arg("--release");

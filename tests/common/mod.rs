@@ -764,4 +764,3 @@ impl Drop for Tmpfs {
             .status();
     }
 }
-

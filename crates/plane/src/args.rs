@@ -404,9 +404,7 @@ impl Cli {
                 input,
                 out,
             }),
-            Verb::Verify { keys, node, input } => {
-                plane(PlaneCommand::Verify { keys, node, input })
-            }
+            Verb::Verify { keys, node, input } => plane(PlaneCommand::Verify { keys, node, input }),
             Verb::Publish {
                 keys,
                 trusted,

@@ -116,7 +116,8 @@ mod tests {
     /// `marker`: every backquoted word there that looks like a class.
     fn documented(doc: &str, marker: &str) -> BTreeSet<String> {
         let text =
-            std::fs::read_to_string(format!("{}/../../docs/{doc}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+            std::fs::read_to_string(format!("{}/../../docs/{doc}", env!("CARGO_MANIFEST_DIR")))
+                .unwrap();
         let block = text
             .split("\n\n")
             .flat_map(|p| p.split("\n|"))

@@ -2920,8 +2920,9 @@ secrets:
         );
         assert_eq!(it.mounts[0].source.as_str(), "/srv/app/html");
         assert!(
-            f.toml
-                .starts_with("# Imported by `stead-plane import` from the Compose service \"s\".\n")
+            f.toml.starts_with(
+                "# Imported by `stead-plane import` from the Compose service \"s\".\n"
+            )
         );
         // Service names become module names.
         let i = run("services: {Web_App: {image: x}}").unwrap();
