@@ -16,6 +16,12 @@
 //!
 //! Every step is stored before it acts, so an agent killed anywhere
 //! (either version) finds where the request stood at its next start.
+//!
+//! Every move asks the guard first ([`AgentUpdate::can_become`], over the
+//! one table [`Stage::may_become`]) and then sets the new [`Phase`], which
+//! carries what that stage has (when it ended or faulted, why); a refused
+//! move returns a [`TransitionError`] and changes nothing. The store's
+//! record spells it flat ([`FlatState`]), as it always has.
 
 use crate::model::launch::{AgentVersion, Slot, State};
 
@@ -61,12 +67,7 @@ impl Stage {
     pub fn is_final(self) -> bool {
         matches!(self, Stage::Done | Stage::Failed)
     }
-}
 
-/// Log lines kept per request.
-pub const MAX_LOG: usize = 64;
-
-impl Stage {
     /// Whether moving to `next` is allowed: the one table of the moves.
     pub fn may_become(self, next: Stage) -> bool {
         use Stage::*;
@@ -83,6 +84,9 @@ impl Stage {
         )
     }
 }
+
+/// Log lines kept per request.
+pub const MAX_LOG: usize = 64;
 
 /// Where a request stands, with what that stage has: the stage of each
 /// variant is [`Phase::stage`].

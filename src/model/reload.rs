@@ -11,6 +11,14 @@
 //! landing → done (nothing to activate)
 //! requested | faulted → failed (cancelled, or superseded by an edit)
 //! ```
+//!
+//! One style for every move: a transition (`begin_landing`, `finish`,
+//! `fail`, …) asks the guard first ([`Request::can_become`], over the one
+//! table [`Status::may_become`]), then sets the new [`State`], which
+//! carries what that state has (when it ended, why, its fault). A refused
+//! move returns a [`TransitionError`] naming the request, where it is and
+//! where it was to go, and changes nothing. The store and the API spell
+//! the state flat ([`Flat`]), as they always have.
 
 use std::fmt;
 
