@@ -443,7 +443,7 @@ fn app_reload_reads_back(store: &Store) -> stead::model::reload::Landed {
     assert_eq!(reloads.len(), 1, "{reloads:?}");
     let r = &reloads[0];
     assert_eq!(
-        (r.id, r.status, r.module.as_deref()),
+        (r.id, r.status(), r.module.as_deref()),
         (1, stead::model::reload::Status::Done, Some("app"))
     );
     assert_eq!(r.items[0].running_version.as_deref(), Some("1.0.0"));

@@ -766,7 +766,7 @@ async fn file_reload(state: &ApiState, body: &[u8]) -> Result<Resp, ApiError> {
         StatusCode::ACCEPTED,
         &to_json(views::FiledView {
             id: r.id,
-            status: r.status,
+            status: r.status(),
             url,
         }),
     ))
@@ -891,7 +891,7 @@ async fn cancel_reload(state: &ApiState, id: &str, query: &str) -> Result<Resp, 
         }
         Err(e) => return Err(ApiError::Conflict(e.to_string())),
     };
-    tracing::info!(id, "reload {}", r.failure.as_deref().unwrap_or("cancelled"));
+    tracing::info!(id, "reload {}", r.failure().unwrap_or("cancelled"));
     // The pass puts back what the module ran; the executor lets it go.
     state.wake.notify_one();
     state.reload_wake.notify_one();

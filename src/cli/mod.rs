@@ -898,8 +898,8 @@ async fn reload(
             println!("{} {}", format_rfc3339(l.at), l.text);
         }
         printed = printed.max(r.log.len());
-        let failure = r.failure.as_deref().unwrap_or("");
-        match r.status {
+        let failure = r.failure().unwrap_or("");
+        match r.status() {
             Status::Done => return Ok(ExitCode::SUCCESS),
             Status::Failed => {
                 eprintln!("stead: reload {id} failed: {failure}");
@@ -930,7 +930,8 @@ async fn cancel_reload(c: Client, id: u64) -> Result<ExitCode, ClientError> {
         .await?;
     let failure = if (200..300).contains(&a.status) {
         a.view::<Request>(&format!("DELETE /v1/reloads/{id}"))?
-            .failure
+            .failure()
+            .map(str::to_string)
     } else {
         None
     };
@@ -980,7 +981,7 @@ fn reloads_text(v: &ReloadsView) -> String {
             "{:>4} {} {:<10} {:<24} {} — {}\n",
             r.id,
             format_rfc3339(r.requested_at),
-            r.status.as_str(),
+            r.status().as_str(),
             r.module.as_deref().unwrap_or("(every module)"),
             r.reason,
             items.join("; ")

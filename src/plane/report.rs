@@ -94,9 +94,9 @@ pub fn stable(p: &Parts) -> ReportView {
                 version: l.version.clone(),
             }),
             request: request.map(|r| ReportRequest {
-                failure: r.failure.clone(),
+                failure: r.failure().map(str::to_string),
                 id: r.id,
-                status: r.status.as_str().to_string(),
+                status: r.status().as_str().to_string(),
             }),
         });
         let module = ReportModule {

@@ -478,7 +478,7 @@ fn gather(s: &Store) -> Result<Facts, StoreError> {
     }
     for r in s.reloads()? {
         if matches!(
-            r.status,
+            r.status(),
             crate::model::reload::Status::Done | crate::model::reload::Status::Failed
         ) {
             continue;

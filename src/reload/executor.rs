@@ -24,7 +24,7 @@
 //! Every failure is classified in one place ([`crate::reload::classify`]).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
@@ -33,7 +33,9 @@ use crate::engine::Engine;
 use crate::model::intention::Intention;
 use crate::model::names::ModuleName;
 use crate::model::reference::Reference;
-use crate::model::reload::{Activation, Item, Landed, Request, Status, UpdateState};
+use crate::model::reload::{
+    Activation, Item, Landed, Request, Status, TransitionError, UpdateState,
+};
 use crate::model::version::TagVersion;
 use crate::net::http::Http;
 use crate::registry::auth::Credentials;
@@ -177,14 +179,14 @@ impl Executor {
     ) -> Result<Option<Duration>, StoreError> {
         let requests = self.blocking(|s| s.reloads()).await?;
         if let Some(m) = &self.metrics {
-            m.reloads(requests.iter().map(|r| r.status));
+            m.reloads(requests.iter().map(|r| r.status()));
         }
         let interval = self.settings.retry_interval.as_secs().max(1);
         let mut next: Option<Duration> = None;
         let mut sooner = |d: Duration| next = Some(next.map_or(d, |n| n.min(d)));
         let mut open = Vec::new();
         for r in requests {
-            if r.status.is_final() {
+            if r.status().is_final() {
                 continue;
             }
             if let Err(e) = r.check_ours(self.agent) {
@@ -212,7 +214,7 @@ impl Executor {
             let key = lane_key(r.module.as_deref(), registry.as_deref(), r.id);
             by_lane.entry(key).or_default().push(r.id);
         }
-        let mut lanes = self.lanes.lock().expect("lanes lock");
+        let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
         lanes.retain(|_, l| !l.task.is_finished());
         // A request a lane still moves is left to it (even if its module
         // now names another registry).
@@ -250,7 +252,7 @@ impl Executor {
         for &id in ids {
             let now = now.saturating_add(started.elapsed().as_secs());
             let mut r = match self.blocking(move |s| s.reload(id)).await {
-                Ok(Some(r)) if !r.status.is_final() => r,
+                Ok(Some(r)) if !r.status().is_final() => r,
                 Ok(_) => continue,
                 Err(e) => {
                     tracing::warn!("reloads: {e}");
@@ -259,9 +261,17 @@ impl Executor {
             };
             for _ in 0..8 {
                 let before = r.clone();
-                if let Err(e) = self.step(engine, &mut r, now).await {
-                    tracing::warn!("reload {id}: {e}");
-                    break;
+                match self.step(engine, &mut r, now).await {
+                    Ok(()) => {}
+                    Err(StepError::Store(e)) => {
+                        tracing::warn!("reload {id}: {e}");
+                        break;
+                    }
+                    // Left as stored: see [`StepError::Breach`].
+                    Err(e @ StepError::Breach(_)) => {
+                        tracing::error!("reload {id}: {e}");
+                        break;
+                    }
                 }
                 if r == before {
                     break;
@@ -276,9 +286,9 @@ impl Executor {
         engine: &E,
         r: &mut Request,
         now: u64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), StepError> {
         if matches!(
-            r.status,
+            r.status(),
             Status::Landing | Status::Activating | Status::Faulted
         ) {
             let (entries, _) = self.modules().await?;
@@ -288,17 +298,16 @@ impl Executor {
                 Some((i.image.clone(), u.range.as_str().to_string()))
             };
             if r.supersede(current, now) {
-                if r.status == Status::Faulted {
+                if r.status() == Status::Faulted {
                     // Not re-armed against an intention edited since.
-                    r.end_failed(r.failures(), now).expect("faulted → failed");
+                    r.fail(r.failures(), now)?;
                 }
                 self.put(r).await?;
             }
         }
-        match r.status {
+        match r.status() {
             Status::Requested => {
-                r.advance(Status::Landing, now)
-                    .expect("requested → landing");
+                r.begin_landing(now)?;
                 self.put(r).await?;
                 crash_point("after-landing-begins");
             }
@@ -307,7 +316,7 @@ impl Executor {
             Status::Faulted => {
                 let interval = self.settings.retry_interval.as_secs().max(1);
                 if r.due_at(interval).is_some_and(|due| due <= now) {
-                    r.rearm(now).expect("faulted → requested");
+                    r.rearm(now)?;
                     self.put(r).await?;
                 }
             }
@@ -322,15 +331,13 @@ impl Executor {
         engine: &E,
         r: &mut Request,
         now: u64,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), StepError> {
         let (entries, updates) = self.modules().await?;
         if r.items.is_empty() {
             r.items = self.items_for(r, &entries, &updates);
             if r.items.is_empty() {
-                r.activation = Some(Activation::NotNeeded);
-                r.activation_detail = Some("no module has an [update] section".into());
-                r.advance(Status::Done, now).expect("landing → done");
-                return self.put(r).await;
+                r.finish(Some("no module has an [update] section".into()), now)?;
+                return Ok(self.put(r).await?);
             }
             r.note(now, format!("{} module(s) to look at", r.items.len()));
             self.put(r).await?;
@@ -441,27 +448,24 @@ impl Executor {
             return Ok(());
         }
         if let Some(status) = r.outcome_of_failures() {
-            r.failure = Some(r.failures());
-            if status == Status::Faulted {
-                r.not_before = asked.map(|d| now + d.as_secs());
-            }
-            r.advance(status, now).expect("landing → failed or faulted");
-            return self.put(r).await;
+            let not_before = asked.map(|d| now + d.as_secs());
+            let failures = r.failures();
+            end_with(r, status, failures, not_before, now)?;
+            return Ok(self.put(r).await?);
         }
         if r.items.iter().all(|i| !needs_activation(i)) {
-            r.activation = Some(Activation::NotNeeded);
-            r.activation_detail =
-                Some("every module already runs its newest compatible version".into());
-            r.advance(Status::Done, now).expect("landing → done");
+            r.finish(
+                Some("every module already runs its newest compatible version".into()),
+                now,
+            )?;
         } else {
-            r.activation = Some(Activation::Restart);
-            r.activation_detail = Some(
+            r.begin_activating(
+                Activation::Restart,
                 "one restart per module: its container is recreated from the landed image".into(),
-            );
-            r.advance(Status::Activating, now)
-                .expect("landing → activating");
+                now,
+            )?;
         }
-        self.put(r).await
+        Ok(self.put(r).await?)
     }
 
     /// Finds what `item` is to run: the newest compatible tag, its digest
@@ -569,10 +573,9 @@ impl Executor {
     }
 
     /// Activates the landed versions (the one restart) and measures them.
-    async fn activate(&self, r: &mut Request, now: u64) -> Result<(), StoreError> {
-        if r.restart_requested_at.is_none() {
-            // The stamp first: a resumed executor does not ask again.
-            r.restart_requested_at = Some(now);
+    async fn activate(&self, r: &mut Request, now: u64) -> Result<(), StepError> {
+        // The stamp first: a resumed executor does not ask again.
+        if r.stamp_restart(now)? {
             r.note(
                 now,
                 "restart requested: the landed versions become the desired images",
@@ -628,11 +631,15 @@ impl Executor {
         }
         crash_point("after-landed-written");
         // Measure what runs.
-        let board = self.board.lock().expect("board lock").clone();
+        let board = self
+            .board
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         let mut changed = false;
         let mut rolled_back = Vec::new();
         let mut stalled = Vec::new();
-        let asked_at = r.restart_requested_at.unwrap_or(now);
+        let asked_at = r.restart_requested_at().unwrap_or(now);
         for item in r.items.iter_mut().filter(|i| needs_activation(i)) {
             let known = ModuleName::try_from(item.module.as_str())
                 .ok()
@@ -678,31 +685,28 @@ impl Executor {
         }
         for item in &rolled_back {
             if let Err(e) = self.roll_back(item).await {
-                r.failure = Some(format!("the rollback of {} failed: {e}", item.module));
-                r.advance(Status::Faulted, now)
-                    .expect("activating → faulted");
-                return self.put(r).await;
+                let why = format!("the rollback of {} failed: {e}", item.module);
+                r.fault_with(why, None, now)?;
+                return Ok(self.put(r).await?);
             }
             self.wake_pass.notify_one();
         }
         if !stalled.is_empty() && rolled_back.is_empty() {
             // Not running what was landed, long after it was asked: tried
             // again as a new attempt (with its own one restart).
-            r.failure = Some(format!(
+            let why = format!(
                 "{} not running the landed image {} min after the restart was asked",
                 stalled.join(", "),
                 ACTIVATION_LIMIT.as_secs() / 60
-            ));
-            r.advance(Status::Faulted, now)
-                .expect("activating → faulted");
-            return self.put(r).await;
+            );
+            r.fault_with(why, None, now)?;
+            return Ok(self.put(r).await?);
         }
         if rolled_back.is_empty() && r.items.iter().any(|i| i.failure.is_some()) {
             if let Some(status) = r.outcome_of_failures() {
-                r.failure = Some(r.failures());
-                r.advance(status, now)
-                    .expect("activating → failed or faulted");
-                return self.put(r).await;
+                let failures = r.failures();
+                end_with(r, status, failures, None, now)?;
+                return Ok(self.put(r).await?);
             }
         }
         if !rolled_back.is_empty() {
@@ -710,16 +714,15 @@ impl Executor {
                 .iter()
                 .filter_map(|i| i.failure.clone().map(|f| format!("{}: {f}", i.module)))
                 .collect();
-            r.failure = Some(names.join("; "));
-            r.advance(Status::Failed, now).expect("activating → failed");
-            return self.put(r).await;
+            r.fail(names.join("; "), now)?;
+            return Ok(self.put(r).await?);
         }
         if r.items
             .iter()
             .filter(|i| needs_activation(i))
             .all(|i| i.decision == "held")
         {
-            r.advance(Status::Done, now).expect("activating → done");
+            r.finish(None, now)?;
             changed = true;
         }
         if changed {
@@ -770,7 +773,11 @@ impl Executor {
         entries: &BTreeMap<ModuleName, Intention>,
         updates: &BTreeMap<ModuleName, UpdateState>,
     ) -> Vec<Item> {
-        let board = self.board.lock().expect("board lock").clone();
+        let board = self
+            .board
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         let mut out = Vec::new();
         for (name, i) in entries {
             if r.module.as_deref().is_some_and(|m| m != name.as_str()) {
@@ -867,7 +874,7 @@ impl Executor {
         if let Some(room) = &self.room {
             room.present
                 .lock()
-                .expect("room lock")
+                .unwrap_or_else(PoisonError::into_inner)
                 .extend(layers.iter().map(|(d, _)| d.clone()));
         }
         let p = crate::store::images::Pulled {
@@ -907,6 +914,37 @@ impl Executor {
 
     async fn blocking<T: Send + 'static>(&self, f: impl FnOnce(&Store) -> T + Send + 'static) -> T {
         self.store.blocking(f).await
+    }
+}
+
+/// Why a step stopped.
+#[derive(Debug, thiserror::Error)]
+enum StepError {
+    /// The store failed: the step is tried again on the next run.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A guard refused a move the executor asked for: the executor's
+    /// rule and the request's guards disagree. The move is not made and
+    /// nothing of this step is written: the request stays as stored, to
+    /// be read afresh on the next run. Safer than marking it faulted: a
+    /// fault is a move too (refused from a final state, which must never
+    /// reopen), and a re-arm would begin an attempt with its own restart.
+    #[error("invariant breach, the request is left as stored: {0}")]
+    Breach(#[from] TransitionError),
+}
+
+/// Ends `r` as `status` says (from [`Request::outcome_of_failures`]):
+/// faulted (not re-armed before `not_before`) or failed.
+fn end_with(
+    r: &mut Request,
+    status: Status,
+    failure: String,
+    not_before: Option<u64>,
+    now: u64,
+) -> Result<(), TransitionError> {
+    match status {
+        Status::Faulted => r.fault_with(failure, not_before, now),
+        _ => r.fail(failure, now),
     }
 }
 

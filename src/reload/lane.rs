@@ -62,7 +62,7 @@ impl Executor {
             .await?
             .into_iter()
             // A record this agent did not write holds nothing up.
-            .filter(|r| !r.status.is_final() && r.check_ours(self.agent()).is_ok())
+            .filter(|r| !r.status().is_final() && r.check_ours(self.agent()).is_ok())
             .map(|r| r.module)
             .collect();
         let mut out = Vec::new();

@@ -6,7 +6,7 @@
 
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
-use crate::model::agent_update::{AgentUpdate, Stage};
+use crate::model::agent_update::{AgentUpdate, Stage, TransitionError};
 use crate::store::records::agent_update::{decode, encode};
 use crate::store::{Store, StoreError};
 
@@ -69,7 +69,7 @@ impl Store {
             .agent_updates()?
             .into_iter()
             .rev()
-            .find(|u| !u.stage.is_final()))
+            .find(|u| !u.stage().is_final()))
     }
 
     /// Files a request made by `make` from its new id, in one transaction:
@@ -96,25 +96,32 @@ impl Store {
             // record) leaves the open one alone.
             let open = all
                 .iter()
-                .filter(|u| !u.stage.is_final() && !new.stage.is_final());
+                .filter(|u| !u.stage().is_final() && !new.stage().is_final());
             for mut u in open.cloned() {
-                if matches!(u.stage, Stage::Switching | Stage::Confirming) {
+                if matches!(u.stage(), Stage::Switching | Stage::Confirming) {
                     return Err(FileError::Busy {
                         id: u.id,
                         version: u.version.to_string(),
-                        stage: u.stage.as_str(),
+                        stage: u.stage().as_str(),
                     });
                 }
-                u.fail(at, format!("superseded by update {id} to {}", new.version));
-                t.insert(u.id, encode(&u).as_slice())
-                    .map_err(self.io("file agent update"))?;
+                // Requested, landing or faulted: each may fail.
+                match u.fail(at, format!("superseded by update {id} to {}", new.version)) {
+                    Ok(()) => t
+                        .insert(u.id, encode(&u).as_slice())
+                        .map(drop)
+                        .map_err(self.io("file agent update"))?,
+                    Err(e) => {
+                        tracing::error!("agent update: invariant breach, left as stored: {e}")
+                    }
+                }
             }
             t.insert(id, encode(&new).as_slice())
                 .map_err(self.io("file agent update"))?;
             // The finished ones beyond the count go, oldest first.
             let finished: Vec<u64> = all
                 .iter()
-                .filter(|u| u.stage.is_final())
+                .filter(|u| u.stage().is_final())
                 .map(|u| u.id)
                 .collect();
             for id in finished
@@ -130,12 +137,14 @@ impl Store {
     }
 
     /// Changes request `id` in one transaction; returns it as written
-    /// (`None`: no such request).
+    /// (`None`: no such request). A move `f` asks for that its guard
+    /// refuses writes nothing: the refusal is returned, the record stays
+    /// as stored.
     pub fn change_agent_update(
         &self,
         id: u64,
-        f: impl FnOnce(&mut AgentUpdate),
-    ) -> Result<Option<AgentUpdate>, StoreError> {
+        f: impl FnOnce(&mut AgentUpdate) -> Result<(), TransitionError>,
+    ) -> Result<Option<Result<AgentUpdate, TransitionError>>, StoreError> {
         let tx = self.db()?.begin_write().map_err(self.io("agent update"))?;
         let out = {
             let mut t = tx
@@ -147,10 +156,14 @@ impl Store {
                 .map(|v| decode(v.value()));
             match found {
                 Some(Ok(mut u)) => {
-                    f(&mut u);
+                    if let Err(e) = f(&mut u) {
+                        drop(t);
+                        tx.abort().map_err(self.io("agent update"))?;
+                        return Ok(Some(Err(e)));
+                    }
                     t.insert(id, encode(&u).as_slice())
                         .map_err(self.io("agent update"))?;
-                    Some(u)
+                    Some(Ok(u))
                 }
                 Some(Err(e)) => {
                     return Err(StoreError::Corrupt {
@@ -198,18 +211,22 @@ mod tests {
         assert_eq!(s.open_agent_update().unwrap(), Some(a.clone()));
         // A second one supersedes it while it only lands.
         s.change_agent_update(1, |u| u.step(Stage::Landing, 11, "landing"))
+            .unwrap()
+            .unwrap()
             .unwrap();
         let b = s.file_agent_update(12, |id| request(id, "0.7.1")).unwrap();
         let all = s.agent_updates().unwrap();
-        assert_eq!(all[0].stage, Stage::Failed);
-        assert_eq!(
-            all[0].failure.as_deref(),
-            Some("superseded by update 2 to 0.7.1")
-        );
+        assert_eq!(all[0].stage(), Stage::Failed);
+        assert_eq!(all[0].failure(), Some("superseded by update 2 to 0.7.1"));
         assert_eq!(s.open_agent_update().unwrap().unwrap().id, b.id);
         // Switching: a third is refused, nothing changes.
-        s.change_agent_update(2, |u| u.step(Stage::Switching, 13, "switching"))
-            .unwrap();
+        s.change_agent_update(2, |u| {
+            u.step(Stage::Landing, 13, "landing")?;
+            u.step(Stage::Switching, 13, "switching")
+        })
+        .unwrap()
+        .unwrap()
+        .unwrap();
         let e = s
             .file_agent_update(14, |id| request(id, "0.8.0"))
             .unwrap_err();
@@ -218,9 +235,22 @@ mod tests {
             "{e}"
         );
         assert_eq!(s.agent_updates().unwrap().len(), 2);
+        // A move its guard refuses writes nothing.
+        let stored = s.agent_updates().unwrap();
+        assert_eq!(
+            s.change_agent_update(2, |u| u.step(Stage::Landing, 15, "again"))
+                .unwrap(),
+            Some(Err(TransitionError {
+                id: 2,
+                from: Stage::Switching,
+                to: Stage::Landing
+            }))
+        );
+        assert_eq!(s.agent_updates().unwrap(), stored);
         // What was written reads back whole.
         let got = s
             .change_agent_update(2, |u| u.fail(15, "x"))
+            .unwrap()
             .unwrap()
             .unwrap();
         assert_eq!(s.agent_updates().unwrap()[1], got);
@@ -230,19 +260,24 @@ mod tests {
                 .file_agent_update(20 + n, |id| request(id, "0.9.0"))
                 .unwrap();
             s.change_agent_update(u.id, |u| u.fail(21 + n, "no"))
+                .unwrap()
+                .unwrap()
                 .unwrap();
         }
         assert!(s.agent_updates().unwrap().len() <= KEEP_FINISHED + 1);
-        assert_eq!(s.change_agent_update(999, |_| {}).unwrap(), None);
+        assert_eq!(s.change_agent_update(999, |_| Ok(())).unwrap(), None);
         // A refusal kept for the record supersedes nothing, even while one
         // switches.
         let open = s.file_agent_update(90, |id| request(id, "1.0.0")).unwrap();
-        s.change_agent_update(open.id, |u| u.step(Stage::Switching, 91, "switching"))
-            .unwrap();
+        s.change_agent_update(open.id, |u| {
+            u.step(Stage::Landing, 91, "landing")?;
+            u.step(Stage::Switching, 91, "switching")
+        })
+        .unwrap()
+        .unwrap()
+        .unwrap();
         s.file_agent_update(92, |id| {
-            let mut u = request(id, "1.0.1");
-            u.fail(92, "not signed by a trusted key");
-            u
+            request(id, "1.0.1").refused(92, "not signed by a trusted key")
         })
         .unwrap();
         assert_eq!(s.open_agent_update().unwrap().unwrap().id, open.id);
@@ -255,7 +290,7 @@ mod tests {
         let u = decode(&bytes).unwrap();
         assert_eq!(u.version.as_str(), "0.9.0");
         assert_eq!(
-            u.stage,
+            u.stage(),
             Stage::Faulted,
             "a stage it does not know is retried, never final"
         );

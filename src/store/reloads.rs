@@ -9,7 +9,8 @@ use redb::{ReadableDatabase, ReadableTable};
 
 use crate::model::names::ModuleName;
 use crate::model::reload::{
-    Activation, FailedDigest, Item, Landed, LogLine, Request, RequestError, Status, UpdateState,
+    Activation, FailedDigest, Flat, Item, Landed, LogLine, Request, RequestError, Status,
+    UpdateState,
 };
 use crate::store::records::{self, v4, v8};
 use crate::store::{META, RELOADS, Store, StoreError, UPDATES};
@@ -66,7 +67,7 @@ impl Store {
                 for row in t.iter().map_err(self.io("file reload"))? {
                     let (k, v) = row.map_err(self.io("file reload"))?;
                     let rec = decode(k.value(), v.value())?;
-                    if !rec.status.is_final() {
+                    if !rec.status().is_final() {
                         open.push(rec);
                     }
                 }
@@ -91,7 +92,7 @@ impl Store {
             for row in t.iter().map_err(self.io("file reload"))? {
                 let (k, v) = row.map_err(self.io("file reload"))?;
                 let rec = decode(k.value(), v.value())?;
-                if rec.status.is_final() {
+                if rec.status().is_final() {
                     finished.push((k.value(), v.value().len()));
                 }
             }
@@ -116,7 +117,7 @@ impl Store {
                 Some(v) => Some(decode(r.id, v.value())?),
                 None => None,
             };
-            if let Some(stored) = stored.filter(|s| s.status.is_final()) {
+            if let Some(stored) = stored.filter(|s| s.status().is_final()) {
                 drop(t);
                 tx.abort().map_err(self.io("write reload"))?;
                 return Ok((stored != *r).then_some(stored));
@@ -206,7 +207,7 @@ impl Store {
         let changed = {
             let t = tx.open_table(RELOADS).map_err(self.io("write update"))?;
             let open = match t.get(id).map_err(self.io("write update"))? {
-                Some(v) => !decode(id, v.value())?.status.is_final(),
+                Some(v) => !decode(id, v.value())?.status().is_final(),
                 None => false,
             };
             drop(t);
@@ -378,6 +379,8 @@ fn from_status(s: v4::ReloadStatus) -> Status {
 }
 
 fn record(r: &Request) -> v8::ReloadRecord {
+    // The record spells the request's state flat, as it always has.
+    let r = Flat::from(r.clone());
     let base = v4::ReloadRecord {
         id: r.id,
         written_by: r.written_by,
@@ -446,7 +449,7 @@ fn record(r: &Request) -> v8::ReloadRecord {
 fn from_record(rec: v8::ReloadRecord) -> Request {
     let mut extras = rec.items.into_iter();
     let r = rec.base;
-    Request {
+    Request::from(Flat {
         id: r.id,
         written_by: r.written_by,
         module: r.module,
@@ -503,7 +506,7 @@ fn from_record(rec: v8::ReloadRecord) -> Request {
                 text: l.text,
             })
             .collect(),
-    }
+    })
 }
 
 fn update_record(u: &UpdateState) -> v8::UpdateRecord {
@@ -582,7 +585,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(r.id, 1);
-        r.advance(Status::Landing, 101).unwrap();
+        r.begin_landing(101).unwrap();
         r.items.push(Item {
             module: "sensor".into(),
             image: "r/x:1.4.2".into(),
@@ -594,8 +597,10 @@ mod tests {
             restarts_at_start: Some(2),
             ..Item::default()
         });
-        r.activation = Some(Activation::Restart);
-        r.restart_requested_at = Some(102);
+        r.begin_activating(Activation::Restart, "one restart".into(), 102)
+            .unwrap();
+        r.stamp_restart(102).unwrap();
+        r.fault_with("sensor: 503".into(), Some(200), 103).unwrap();
         s.put_reload(&r).unwrap();
         assert_eq!(s.reload(1).unwrap().as_ref(), Some(&r));
         let second = s
@@ -671,8 +676,8 @@ mod tests {
                 .file_reload(|id| Request::new(id, 1, None, "x", "x", k as u64))
                 .unwrap()
                 .unwrap();
-            r.advance(Status::Landing, 1).unwrap();
-            r.advance(Status::Done, 2).unwrap();
+            r.begin_landing(1).unwrap();
+            r.finish(None, 2).unwrap();
             s.put_reload(&r).unwrap();
         }
         s.file_reload(|id| Request::new(id, 1, None, "last", "x", 0))
@@ -680,7 +685,7 @@ mod tests {
             .unwrap();
         let all = s.reloads().unwrap();
         assert_eq!(
-            all.iter().filter(|r| r.status.is_final()).count(),
+            all.iter().filter(|r| r.status().is_final()).count(),
             KEEP_FINISHED
         );
         assert_eq!(all[0], open, "an open request is never dropped");

@@ -20,7 +20,7 @@ use http::{HeaderMap, HeaderValue, Method, Uri};
 use tokio::sync::Notify;
 
 use crate::host::launch::Launched;
-use crate::model::agent_update::{AgentUpdate, Resume, Stage};
+use crate::model::agent_update::{AgentUpdate, Resume, Stage, TransitionError};
 use crate::model::launch::{AgentVersion, Slot};
 use crate::model::release::{self, Binary, NotTaken, Release};
 use crate::net::http::{Http, Transport};
@@ -130,7 +130,7 @@ impl Updater {
         let Some(u) = all
             .iter()
             .rev()
-            .find(|u| u.stage == Stage::Done && u.version.as_str() == running_version())
+            .find(|u| u.stage() == Stage::Done && u.version.as_str() == running_version())
         else {
             return true;
         };
@@ -328,16 +328,11 @@ impl Updater {
             let line2 = line.clone();
             let r = self
                 .store
-                .blocking(move |s| {
-                    s.change_agent_update(open.id, |u| match stage {
-                        Stage::Failed => u.fail(now, line2),
-                        Stage::Faulted => u.fault(now, line2),
-                        s => u.step(s, now, line2),
-                    })
-                })
+                .blocking(move |s| s.change_agent_update(open.id, |u| u.step(stage, now, line2)))
                 .await;
             match (r, stage) {
                 (Err(e), _) => tracing::error!("agent update: {e}"),
+                (Ok(Some(Err(e))), _) => tracing::error!("agent update: {}", breach(e)),
                 (Ok(_), Stage::Failed | Stage::Faulted) => tracing::error!("agent update: {line}"),
                 (Ok(_), _) => tracing::info!("agent update: {line}"),
             }
@@ -366,8 +361,10 @@ impl Updater {
                 })
             })
             .await;
-        if let Err(e) = r {
-            tracing::error!("agent update: {e}");
+        match r {
+            Err(e) => tracing::error!("agent update: {e}"),
+            Ok(Some(Err(e))) => tracing::error!("agent update: {}", breach(e)),
+            Ok(_) => {}
         }
     }
 
@@ -461,16 +458,15 @@ impl Updater {
             .store
             .blocking(move |s| {
                 s.file_agent_update(now, |id| {
-                    let mut u = AgentUpdate::new(
+                    AgentUpdate::new(
                         id,
                         version,
                         running_version(),
                         (statement, Some(url)),
                         &by,
                         now,
-                    );
-                    u.fail(now, why);
-                    u
+                    )
+                    .refused(now, why)
                 })
             })
             .await;
@@ -491,7 +487,7 @@ impl Updater {
             }
         };
         let now = crate::host::clock::now();
-        match u.stage {
+        match u.stage() {
             Stage::Requested => {
                 self.change(u.id, move |u| {
                     u.step(Stage::Landing, now, format!("landing {}", u.version))
@@ -506,6 +502,7 @@ impl Updater {
                         self.change(u.id, move |u| {
                             u.landed = true;
                             u.say(at, said);
+                            Ok(())
                         })
                         .await;
                         self.switch(&l, &u).await;
@@ -537,17 +534,25 @@ impl Updater {
         }
     }
 
+    /// Changes request `id` by `f`; returns it as written, or `None` when
+    /// nothing was (no such request, the store failed, or a guard refused
+    /// the move: said in the log, the request left as stored).
     async fn change(
         &self,
         id: u64,
-        f: impl FnOnce(&mut AgentUpdate) + Send + 'static,
+        f: impl FnOnce(&mut AgentUpdate) -> Result<(), TransitionError> + Send + 'static,
     ) -> Option<AgentUpdate> {
         match self
             .store
             .blocking(move |s| s.change_agent_update(id, f))
             .await
         {
-            Ok(u) => u,
+            Ok(Some(Ok(u))) => Some(u),
+            Ok(Some(Err(e))) => {
+                tracing::error!("agent update {id}: {}", breach(e));
+                None
+            }
+            Ok(None) => None,
             Err(e) => {
                 tracing::error!("agent update {id}: {e}");
                 None
@@ -561,15 +566,12 @@ impl Updater {
         let now = crate::host::clock::now();
         let Some(stamped) = self
             .change(u.id, move |u| {
-                u.restart_requested_at = Some(now);
-                u.step(
-                    Stage::Switching,
-                    now,
-                    format!(
-                        "switching to {}: the launcher is told, one restart asked for",
-                        u.version
-                    ),
+                let line = format!(
+                    "switching to {}: the launcher is told, one restart asked for",
+                    u.version
                 );
+                // The move stamps the one restart of this attempt.
+                u.step(Stage::Switching, now, line)
             })
             .await
         else {
@@ -835,6 +837,17 @@ fn resolve(base: Option<&str>, url: &str) -> Result<String, String> {
     };
     let sep = if dir.ends_with('/') { "" } else { "/" };
     Ok(format!("{dir}{sep}{url}"))
+}
+
+/// What is logged when a guard refuses a move the executor asked for:
+/// its rule and the request's guards disagree, so the move is not made and
+/// the request stays as stored. Safer than marking it faulted: a fault is
+/// a move too (refused from a final stage, which must never reopen), and
+/// from switching or confirming the agent that starts next decides from
+/// the launcher's state ([`crate::model::agent_update::resume`]); a fault
+/// there would begin a new attempt with its own restart.
+fn breach(e: TransitionError) -> String {
+    format!("invariant breach, the request is left as stored: {e}")
 }
 
 /// Runs the landed binary once: it must say it is `version`, for this

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::model::guard::{Hold, Quarantine};
 use crate::model::names::{Digest, ModuleName};
-use crate::model::reload::{Item, Landed, Request, Status, UpdateState};
+use crate::model::reload::{Flat, Item, Landed, Request, Status, UpdateState};
 use crate::model::spec::Moved;
 use crate::status::{Board, EngineStatus, LastAction, ModuleState, ModuleStatus, NodeStatus};
 
@@ -176,7 +176,7 @@ pub fn reloads() -> (BTreeMap<ModuleName, UpdateState>, Vec<Request>) {
             ..UpdateState::default()
         },
     );
-    let request = Request {
+    let request = Request::from(Flat {
         id: 5,
         written_by: 1,
         module: Some("web".into()),
@@ -197,14 +197,14 @@ pub fn reloads() -> (BTreeMap<ModuleName, UpdateState>, Vec<Request>) {
         failure: Some("it did not settle".into()),
         finished_at: None,
         log: vec![],
-    };
+    });
     (updates, vec![request])
 }
 
 /// `GET /v1/status`'s agent with every optional fact: a candidate on
 /// trial, one given up before it, and the open update.
 pub fn agent_status() -> crate::views::agent::AgentStatusView {
-    use crate::model::agent_update::{AgentUpdate, Stage};
+    use crate::model::agent_update::{AgentUpdate, FlatState, Stage};
     use crate::model::launch::{AgentVersion, Candidate, Failed, Slot, State};
     let v = |s: &str| AgentVersion::parse(s).unwrap();
     let state = State {
@@ -221,8 +221,16 @@ pub fn agent_status() -> crate::views::agent::AgentStatusView {
         package: None,
         other: vec![],
     };
-    let mut open = AgentUpdate::new(4, v("0.7.1"), "0.6.1", (vec![], None), "the API", 100);
-    open.step(Stage::Confirming, 110, "candidate 0.7.1 started");
+    // Confirming as a record holds it (what the moves before wrote aside).
+    let mut open = AgentUpdate::new(4, v("0.7.1"), "0.6.1", (vec![], None), "the API", 100)
+        .restored(FlatState {
+            stage: Stage::Confirming,
+            restart_requested_at: None,
+            finished_at: None,
+            failure: None,
+            faulted_at: None,
+        });
+    open.say(110, "candidate 0.7.1 started");
     let a = crate::views::agent::AgentView::new(
         "0.7.1",
         "aarch64-unknown-linux-musl",

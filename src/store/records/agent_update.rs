@@ -42,6 +42,8 @@ pub struct AgentUpdateRecord {
 
 pub fn record(u: &m::AgentUpdate) -> AgentUpdateRecord {
     use base64::Engine as _;
+    // The record spells the request's state flat, as it always has.
+    let flat = u.flat();
     AgentUpdateRecord {
         id: u.id,
         version: u.version.to_string(),
@@ -51,41 +53,44 @@ pub fn record(u: &m::AgentUpdate) -> AgentUpdateRecord {
         requested_by: u.requested_by.clone(),
         requested_at: u.requested_at,
         downgrade: u.downgrade,
-        stage: u.stage.as_str().to_string(),
+        stage: flat.stage.as_str().to_string(),
         landed: u.landed,
-        restart_requested_at: u.restart_requested_at,
-        finished_at: u.finished_at,
-        failure: u.failure.clone(),
+        restart_requested_at: flat.restart_requested_at,
+        finished_at: flat.finished_at,
+        failure: flat.failure,
         attempt: u.attempt,
-        faulted_at: u.faulted_at,
+        faulted_at: flat.faulted_at,
         log: u.log.clone(),
     }
 }
 
 pub fn from_record(r: AgentUpdateRecord) -> Result<m::AgentUpdate, String> {
     use base64::Engine as _;
-    Ok(m::AgentUpdate {
-        id: r.id,
-        version: AgentVersion::parse(&r.version)?,
-        from: r.from,
-        statement: base64::engine::general_purpose::STANDARD
-            .decode(&r.statement)
-            .map_err(|e| format!("statement: {e}"))?,
-        statement_url: r.statement_url,
-        requested_by: r.requested_by,
-        requested_at: r.requested_at,
-        downgrade: r.downgrade,
+    let statement = base64::engine::general_purpose::STANDARD
+        .decode(&r.statement)
+        .map_err(|e| format!("statement: {e}"))?;
+    let mut u = m::AgentUpdate::new(
+        r.id,
+        AgentVersion::parse(&r.version)?,
+        &r.from,
+        (statement, r.statement_url),
+        &r.requested_by,
+        r.requested_at,
+    )
+    .restored(m::FlatState {
         // A stage a later version named is read as faulted: tried again,
         // never taken for final.
         stage: m::Stage::parse(&r.stage).unwrap_or(m::Stage::Faulted),
-        landed: r.landed,
         restart_requested_at: r.restart_requested_at,
         finished_at: r.finished_at,
         failure: r.failure,
-        attempt: r.attempt,
         faulted_at: r.faulted_at,
-        log: r.log,
-    })
+    });
+    u.downgrade = r.downgrade;
+    u.landed = r.landed;
+    u.attempt = r.attempt;
+    u.log = r.log;
+    Ok(u)
 }
 
 pub fn encode(u: &m::AgentUpdate) -> Vec<u8> {

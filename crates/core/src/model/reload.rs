@@ -11,6 +11,14 @@
 //! landing → done (nothing to activate)
 //! requested | faulted → failed (cancelled, or superseded by an edit)
 //! ```
+//!
+//! One style for every move: a transition (`begin_landing`, `finish`,
+//! `fail`, …) asks the guard first ([`Request::can_become`], over the one
+//! table [`Status::may_become`]), then sets the new [`State`], which
+//! carries what that state has (when it ended, why, its fault). A refused
+//! move returns a [`TransitionError`] naming the request, where it is and
+//! where it was to go, and changes nothing. The store and the API spell
+//! the state flat ([`Flat`]), as they always have.
 
 use std::fmt;
 
@@ -154,19 +162,140 @@ pub struct LogLine {
 }
 
 /// A reload request.
+///
+/// Where it is and what that state has are one value ([`State`]), moved
+/// only by the guarded transitions below; the store's record and the API's
+/// JSON spell it flat ([`Flat`]), exactly as before.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "Flat", from = "Flat")]
 pub struct Request {
     /// Its id.
     pub id: u64,
     /// The agent that wrote it (its store's agent id): the executor acts
     /// only on requests stead itself wrote.
-    #[serde(skip)]
     pub written_by: u64,
     /// The module, or every module with an `[update]` section.
     pub module: Option<String>,
     /// Why: carried into every log line.
     pub reason: String,
     /// Who asked (a user, `auto-update`, a watcher).
+    pub requested_by: String,
+    /// When, seconds since the epoch.
+    pub requested_at: u64,
+    /// Where it is, with what that state has.
+    state: State,
+    /// How many times a faulted attempt was re-armed.
+    pub attempt: u32,
+    /// Its modules.
+    pub items: Vec<Item>,
+    /// How it is activated, once decided.
+    pub activation: Option<Activation>,
+    /// The activation in words.
+    pub activation_detail: Option<String>,
+    /// When the one restart of this attempt was asked for. Stamped before
+    /// the restart ([`Request::stamp_restart`]): a resumed executor that
+    /// finds it does not ask again. It belongs to the attempt, not to a
+    /// state: kept when the attempt ends, cleared by a re-arm.
+    restart_requested_at: Option<u64>,
+    /// Every step, in order.
+    pub log: Vec<LogLine>,
+}
+
+/// Where a request is, with what that state has: the status of each
+/// variant is [`State::status`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Filed; no step taken in this attempt yet.
+    Requested,
+    /// Resolving versions and pulling what is to land.
+    Landing,
+    /// The landed versions are being started and measured.
+    Activating,
+    /// Every module runs its target (or had nothing to do). Final.
+    Done {
+        /// When, seconds since the epoch.
+        at: u64,
+    },
+    /// A decided answer. Final.
+    Failed {
+        /// When, seconds since the epoch.
+        at: u64,
+        /// Why, by name.
+        failure: String,
+        /// The fault it had when it was ended (cancelled or superseded
+        /// while faulted), kept for the record.
+        fault: Option<Fault>,
+    },
+    /// An answer that may clear: re-armed with backoff.
+    Faulted {
+        /// When and until when.
+        fault: Fault,
+        /// Why, by name.
+        failure: String,
+    },
+}
+
+/// When an attempt faulted, and the time before which it is not re-armed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fault {
+    /// When the attempt faulted.
+    pub at: u64,
+    /// Not re-armed before this time (a registry's `Retry-After`).
+    pub not_before: Option<u64>,
+}
+
+impl State {
+    /// Its status.
+    pub fn status(&self) -> Status {
+        match self {
+            State::Requested => Status::Requested,
+            State::Landing => Status::Landing,
+            State::Activating => Status::Activating,
+            State::Done { .. } => Status::Done,
+            State::Failed { .. } => Status::Failed,
+            State::Faulted { .. } => Status::Faulted,
+        }
+    }
+}
+
+/// A move refused by a guard: the request stays as it was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("request {id} is {from}; it cannot become {to}")]
+pub struct TransitionError {
+    /// The request.
+    pub id: u64,
+    /// Where it is.
+    pub from: Status,
+    /// Where it was to go.
+    pub to: Status,
+}
+
+impl From<TransitionError> for RequestError {
+    fn from(e: TransitionError) -> Self {
+        RequestError::Transition {
+            id: e.id,
+            from: e.from,
+            to: e.to,
+        }
+    }
+}
+
+/// A request as the store's record and the API's JSON spell it: the status
+/// and, beside it, the optional fields some states have. Reading one is
+/// total: a field its status does not have is not kept, and a final
+/// status's missing time reads as 0 (no version wrote either).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Flat {
+    /// Its id.
+    pub id: u64,
+    /// The agent that wrote it (not in the JSON).
+    #[serde(skip)]
+    pub written_by: u64,
+    /// The module, or every module with an `[update]` section.
+    pub module: Option<String>,
+    /// Why.
+    pub reason: String,
+    /// Who asked.
     pub requested_by: String,
     /// When, seconds since the epoch.
     pub requested_at: u64,
@@ -184,8 +313,7 @@ pub struct Request {
     pub activation: Option<Activation>,
     /// The activation in words.
     pub activation_detail: Option<String>,
-    /// When the one restart of this attempt was asked for. Stamped before
-    /// the restart: a resumed executor that finds it does not ask again.
+    /// When the one restart of this attempt was asked for.
     pub restart_requested_at: Option<u64>,
     /// Why it is red, by name.
     pub failure: Option<String>,
@@ -193,6 +321,88 @@ pub struct Request {
     pub finished_at: Option<u64>,
     /// Every step, in order.
     pub log: Vec<LogLine>,
+}
+
+impl From<Request> for Flat {
+    fn from(r: Request) -> Flat {
+        let status = r.state.status();
+        let (faulted_at, not_before, failure, finished_at) = match r.state {
+            State::Requested | State::Landing | State::Activating => (None, None, None, None),
+            State::Done { at } => (None, None, None, Some(at)),
+            State::Failed { at, failure, fault } => (
+                fault.map(|f| f.at),
+                fault.and_then(|f| f.not_before),
+                Some(failure),
+                Some(at),
+            ),
+            State::Faulted { fault, failure } => {
+                (Some(fault.at), fault.not_before, Some(failure), None)
+            }
+        };
+        Flat {
+            id: r.id,
+            written_by: r.written_by,
+            module: r.module,
+            reason: r.reason,
+            requested_by: r.requested_by,
+            requested_at: r.requested_at,
+            status,
+            attempt: r.attempt,
+            faulted_at,
+            not_before,
+            items: r.items,
+            activation: r.activation,
+            activation_detail: r.activation_detail,
+            restart_requested_at: r.restart_requested_at,
+            failure,
+            finished_at,
+            log: r.log,
+        }
+    }
+}
+
+impl From<Flat> for Request {
+    fn from(f: Flat) -> Request {
+        let fault = f.faulted_at.map(|at| Fault {
+            at,
+            not_before: f.not_before,
+        });
+        let state = match f.status {
+            Status::Requested => State::Requested,
+            Status::Landing => State::Landing,
+            Status::Activating => State::Activating,
+            Status::Done => State::Done {
+                at: f.finished_at.unwrap_or(0),
+            },
+            Status::Failed => State::Failed {
+                at: f.finished_at.unwrap_or(0),
+                failure: f.failure.unwrap_or_default(),
+                fault,
+            },
+            Status::Faulted => State::Faulted {
+                fault: fault.unwrap_or(Fault {
+                    at: 0,
+                    not_before: f.not_before,
+                }),
+                failure: f.failure.unwrap_or_default(),
+            },
+        };
+        Request {
+            id: f.id,
+            written_by: f.written_by,
+            module: f.module,
+            reason: f.reason,
+            requested_by: f.requested_by,
+            requested_at: f.requested_at,
+            state,
+            attempt: f.attempt,
+            items: f.items,
+            activation: f.activation,
+            activation_detail: f.activation_detail,
+            restart_requested_at: f.restart_requested_at,
+            log: f.log,
+        }
+    }
 }
 
 /// What a reload landed for a module: from then on the module's desired
@@ -349,7 +559,7 @@ pub fn may_file(module: Option<&str>, open: &[&Request]) -> Result<(), RequestEr
     {
         return Err(RequestError::Open {
             id: o.id,
-            status: o.status,
+            status: o.status(),
             module: match (module, o.module.as_deref()) {
                 (Some(m), _) | (None, Some(m)) => m.to_string(),
                 (None, None) => "every module".into(),
@@ -394,16 +604,12 @@ impl Request {
             reason: reason.to_string(),
             requested_by: requested_by.trim().to_string(),
             requested_at: now,
-            status: Status::Requested,
+            state: State::Requested,
             attempt: 0,
-            faulted_at: None,
-            not_before: None,
             items: Vec::new(),
             activation: None,
             activation_detail: None,
             restart_requested_at: None,
-            failure: None,
-            finished_at: None,
             log: Vec::new(),
         };
         let who = if r.requested_by.is_empty() {
@@ -436,22 +642,138 @@ impl Request {
         });
     }
 
-    /// Moves the request to `next`, if the move is allowed; logs it.
-    pub fn advance(&mut self, next: Status, at: u64) -> Result<(), RequestError> {
-        if !self.status.may_become(next) {
-            return Err(RequestError::Transition {
+    /// Where it is, with what that state has.
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// Its status.
+    pub fn status(&self) -> Status {
+        self.state.status()
+    }
+
+    /// Why it is red, by name (failed or faulted).
+    pub fn failure(&self) -> Option<&str> {
+        match &self.state {
+            State::Failed { failure, .. } | State::Faulted { failure, .. } => Some(failure),
+            _ => None,
+        }
+    }
+
+    /// When it was done or failed.
+    pub fn finished_at(&self) -> Option<u64> {
+        match self.state {
+            State::Done { at } | State::Failed { at, .. } => Some(at),
+            _ => None,
+        }
+    }
+
+    /// The fault of this attempt: the one it is in, or the one it had
+    /// when it was ended.
+    pub fn fault(&self) -> Option<Fault> {
+        match self.state {
+            State::Faulted { fault, .. } => Some(fault),
+            State::Failed { fault, .. } => fault,
+            _ => None,
+        }
+    }
+
+    /// When the one restart of this attempt was asked for.
+    pub fn restart_requested_at(&self) -> Option<u64> {
+        self.restart_requested_at
+    }
+
+    /// The guard: whether it may become `to` from where it is.
+    pub fn can_become(&self, to: Status) -> Result<(), TransitionError> {
+        let from = self.status();
+        if from.may_become(to) {
+            Ok(())
+        } else {
+            Err(TransitionError {
                 id: self.id,
-                from: self.status,
-                to: next,
+                from,
+                to,
+            })
+        }
+    }
+
+    /// Sets the state its guard allowed, and logs it.
+    fn enter(&mut self, state: State, at: u64) {
+        let now = state.status();
+        self.state = state;
+        self.note(at, format!("now {now}"));
+    }
+
+    /// `requested → landing`.
+    pub fn begin_landing(&mut self, at: u64) -> Result<(), TransitionError> {
+        self.can_become(Status::Landing)?;
+        self.enter(State::Landing, at);
+        Ok(())
+    }
+
+    /// `landing → activating`, with how (decided at the end of landing).
+    pub fn begin_activating(
+        &mut self,
+        activation: Activation,
+        detail: String,
+        at: u64,
+    ) -> Result<(), TransitionError> {
+        self.can_become(Status::Activating)?;
+        self.activation = Some(activation);
+        self.activation_detail = Some(detail);
+        self.enter(State::Activating, at);
+        Ok(())
+    }
+
+    /// Stamps the one restart of this attempt, once, while activating.
+    /// Says whether it stamped (false: it was stamped before).
+    pub fn stamp_restart(&mut self, at: u64) -> Result<bool, TransitionError> {
+        if self.status() != Status::Activating {
+            return Err(TransitionError {
+                id: self.id,
+                from: self.status(),
+                to: Status::Activating,
             });
         }
-        self.status = next;
-        match next {
-            Status::Done | Status::Failed => self.finished_at = Some(at),
-            Status::Faulted => self.faulted_at = Some(at),
-            _ => {}
+        if self.restart_requested_at.is_some() {
+            return Ok(false);
         }
-        self.note(at, format!("now {next}"));
+        self.restart_requested_at = Some(at);
+        Ok(true)
+    }
+
+    /// `landing → done` with nothing to activate (said why), or
+    /// `activating → done` (`None`: the activation stands as decided).
+    pub fn finish(&mut self, not_needed: Option<String>, at: u64) -> Result<(), TransitionError> {
+        self.can_become(Status::Done)?;
+        if let Some(detail) = not_needed {
+            self.activation = Some(Activation::NotNeeded);
+            self.activation_detail = Some(detail);
+        }
+        self.enter(State::Done { at }, at);
+        Ok(())
+    }
+
+    /// `landing | activating → faulted`: an answer that may clear, not
+    /// re-armed before `not_before` if a registry asked so.
+    pub fn fault_with(
+        &mut self,
+        failure: String,
+        not_before: Option<u64>,
+        at: u64,
+    ) -> Result<(), TransitionError> {
+        self.can_become(Status::Faulted)?;
+        let fault = Fault { at, not_before };
+        self.enter(State::Faulted { fault, failure }, at);
+        Ok(())
+    }
+
+    /// `→ failed`: a decided answer (from landing or activating), a
+    /// cancel or a supersede (from requested or faulted).
+    pub fn fail(&mut self, failure: String, at: u64) -> Result<(), TransitionError> {
+        self.can_become(Status::Failed)?;
+        let fault = self.fault();
+        self.enter(State::Failed { at, failure, fault }, at);
         Ok(())
     }
 
@@ -467,27 +789,25 @@ impl Request {
     /// When a faulted request is due to be re-armed: `faulted_at +
     /// interval × 2^min(attempt, 5)`, or later when the registry asked.
     pub fn due_at(&self, interval_secs: u64) -> Option<u64> {
-        if self.status != Status::Faulted {
+        let State::Faulted { fault, .. } = self.state else {
             return None;
-        }
+        };
         let backoff = interval_secs.saturating_mul(1 << self.attempt.min(5));
-        let due = self.faulted_at.unwrap_or(0).saturating_add(backoff);
-        Some(due.max(self.not_before.unwrap_or(0)))
+        let due = fault.at.saturating_add(backoff);
+        Some(due.max(fault.not_before.unwrap_or(0)))
     }
 
     /// Re-arms a faulted request for a new attempt: the log stays, the
     /// attempt counts up, every field the executor wrote is cleared (the
     /// one-restart stamp too: the rule holds per attempt).
-    pub fn rearm(&mut self, at: u64) -> Result<(), RequestError> {
-        self.advance(Status::Requested, at)?;
+    pub fn rearm(&mut self, at: u64) -> Result<(), TransitionError> {
+        self.can_become(Status::Requested)?;
+        self.enter(State::Requested, at);
         self.attempt += 1;
         self.items.clear();
         self.activation = None;
         self.activation_detail = None;
         self.restart_requested_at = None;
-        self.failure = None;
-        self.faulted_at = None;
-        self.not_before = None;
         self.note(at, format!("attempt {} begins", self.attempt));
         Ok(())
     }
@@ -536,23 +856,14 @@ impl Request {
     /// Ends an open request as failed with this reason (cancelled, or every
     /// item superseded while it was faulted).
     pub fn end_failed(&mut self, why: String, at: u64) -> Result<(), RequestError> {
-        if self.status.is_final() {
-            return Err(RequestError::Transition {
-                id: self.id,
-                from: self.status,
-                to: Status::Failed,
-            });
-        }
-        self.advance(Status::Failed, at)?;
-        self.failure = Some(why);
-        Ok(())
+        Ok(self.fail(why, at)?)
     }
 
     /// The digests an auto-update request failed on, by module, under this
     /// agent version: what the auto lane leaves alone from then on (empty
     /// for any other request, or one not failed).
     pub fn failed_digests(&self, agent: &str) -> Vec<(String, FailedDigest)> {
-        if self.requested_by != AUTO_UPDATE || self.status != Status::Failed {
+        if self.requested_by != AUTO_UPDATE || self.status() != Status::Failed {
             return Vec::new();
         }
         self.items
@@ -613,6 +924,18 @@ mod tests {
     use super::*;
     use Status::*;
 
+    /// Moves `r` to `to` by the transition that goes there.
+    fn go(r: &mut Request, to: Status, at: u64) -> Result<(), TransitionError> {
+        match to {
+            Requested => r.rearm(at),
+            Landing => r.begin_landing(at),
+            Activating => r.begin_activating(Activation::Restart, "one restart".into(), at),
+            Done => r.finish(None, at),
+            Failed => r.fail("decided".into(), at),
+            Faulted => r.fault_with("may clear".into(), None, at),
+        }
+    }
+
     fn req() -> Request {
         Request::new(
             7,
@@ -623,6 +946,154 @@ mod tests {
             1000,
         )
         .unwrap()
+    }
+
+    /// A request at `s`, reached by the transitions that go there.
+    fn at(s: Status) -> Request {
+        let path: &[Status] = match s {
+            Requested => &[],
+            Landing => &[Landing],
+            Activating => &[Landing, Activating],
+            Done => &[Landing, Done],
+            Failed => &[Landing, Failed],
+            Faulted => &[Landing, Faulted],
+        };
+        let mut r = req();
+        for (k, to) in path.iter().enumerate() {
+            go(&mut r, *to, k as u64 + 1).unwrap();
+        }
+        r
+    }
+
+    /// Every transition a request has.
+    #[derive(Clone, Copy, Debug)]
+    enum Move {
+        BeginLanding,
+        BeginActivating,
+        StampRestart,
+        Finish,
+        Fail,
+        Fault,
+        Rearm,
+    }
+
+    fn apply(r: &mut Request, m: Move) -> Result<(), TransitionError> {
+        match m {
+            Move::BeginLanding => r.begin_landing(9),
+            Move::BeginActivating => r.begin_activating(Activation::Restart, "x".into(), 9),
+            Move::StampRestart => r.stamp_restart(9).map(|_| ()),
+            Move::Finish => r.finish(None, 9),
+            Move::Fail => r.fail("x".into(), 9),
+            Move::Fault => r.fault_with("x".into(), None, 9),
+            Move::Rearm => r.rearm(9),
+        }
+    }
+
+    #[test]
+    fn every_state_and_transition_is_allowed_or_refused_by_name() {
+        use Move::*;
+        // (from, transition, Ok(where it is then) or Err(the refused target))
+        #[rustfmt::skip]
+        let cases: &[(Status, Move, Result<Status, Status>)] = &[
+            (Requested, BeginLanding, Ok(Landing)),
+            (Requested, BeginActivating, Err(Activating)),
+            (Requested, StampRestart, Err(Activating)),
+            (Requested, Finish, Err(Done)),
+            (Requested, Fail, Ok(Failed)),
+            (Requested, Fault, Err(Faulted)),
+            (Requested, Rearm, Err(Requested)),
+            (Landing, BeginLanding, Err(Landing)),
+            (Landing, BeginActivating, Ok(Activating)),
+            (Landing, StampRestart, Err(Activating)),
+            (Landing, Finish, Ok(Done)),
+            (Landing, Fail, Ok(Failed)),
+            (Landing, Fault, Ok(Faulted)),
+            (Landing, Rearm, Err(Requested)),
+            (Activating, BeginLanding, Err(Landing)),
+            (Activating, BeginActivating, Err(Activating)),
+            (Activating, StampRestart, Ok(Activating)),
+            (Activating, Finish, Ok(Done)),
+            (Activating, Fail, Ok(Failed)),
+            (Activating, Fault, Ok(Faulted)),
+            (Activating, Rearm, Err(Requested)),
+            (Done, BeginLanding, Err(Landing)),
+            (Done, BeginActivating, Err(Activating)),
+            (Done, StampRestart, Err(Activating)),
+            (Done, Finish, Err(Done)),
+            (Done, Fail, Err(Failed)),
+            (Done, Fault, Err(Faulted)),
+            (Done, Rearm, Err(Requested)),
+            (Failed, BeginLanding, Err(Landing)),
+            (Failed, BeginActivating, Err(Activating)),
+            (Failed, StampRestart, Err(Activating)),
+            (Failed, Finish, Err(Done)),
+            (Failed, Fail, Err(Failed)),
+            (Failed, Fault, Err(Faulted)),
+            (Failed, Rearm, Err(Requested)),
+            (Faulted, BeginLanding, Err(Landing)),
+            (Faulted, BeginActivating, Err(Activating)),
+            (Faulted, StampRestart, Err(Activating)),
+            (Faulted, Finish, Err(Done)),
+            (Faulted, Fail, Ok(Failed)),
+            (Faulted, Fault, Err(Faulted)),
+            (Faulted, Rearm, Ok(Requested)),
+        ];
+        assert_eq!(cases.len(), Status::ALL.len() * 7, "every pair");
+        for &(from, m, want) in cases {
+            let mut r = at(from);
+            assert_eq!(r.status(), from);
+            let before = r.clone();
+            match (apply(&mut r, m), want) {
+                (Ok(()), Ok(to)) => assert_eq!(r.status(), to, "{from} {m:?}"),
+                (Err(e), Err(to)) => {
+                    assert_eq!(e, TransitionError { id: 7, from, to }, "{from} {m:?}");
+                    assert_eq!(r, before, "{from} {m:?}: a refused move changes nothing");
+                }
+                (got, want) => panic!("{from} {m:?}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn each_state_has_its_own_data_and_spells_it_flat_as_before() {
+        let mut r = req();
+        r.begin_landing(1).unwrap();
+        r.begin_activating(Activation::Restart, "one restart".into(), 2)
+            .unwrap();
+        r.stamp_restart(3).unwrap();
+        r.fault_with("503".into(), Some(500), 4).unwrap();
+        assert_eq!(
+            r.state(),
+            &State::Faulted {
+                fault: Fault {
+                    at: 4,
+                    not_before: Some(500)
+                },
+                failure: "503".into()
+            }
+        );
+        r.end_failed("cancelled by ops".into(), 5).unwrap();
+        // Ended while faulted: the fault is kept for the record, as the
+        // flat record kept `faulted_at` and `not_before`.
+        assert_eq!(
+            (r.failure(), r.finished_at(), r.fault().map(|f| f.at)),
+            (Some("cancelled by ops"), Some(5), Some(4))
+        );
+        r.log.truncate(1);
+        let json = serde_json::to_string(&r).unwrap();
+        assert_eq!(
+            json,
+            r#"{"id":7,"module":"sensor","reason":"needs 1.5","requested_by":"ops","requested_at":1000,"status":"failed","attempt":0,"faulted_at":4,"not_before":500,"items":[],"activation":"restart","activation_detail":"one restart","restart_requested_at":3,"failure":"cancelled by ops","finished_at":5,"log":[{"at":1000,"attempt":0,"text":"requested by ops for sensor: needs 1.5"}]}"#
+        );
+        let mut back: Request = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.written_by, 0, "not in the JSON");
+        back.written_by = r.written_by;
+        assert_eq!(back, r);
+        // Every state reads back from its flat spelling as it was.
+        for s in Status::ALL {
+            let r = at(s);
+            assert_eq!(Request::from(Flat::from(r.clone())), r, "{s}");
+        }
     }
 
     #[test]
@@ -639,58 +1110,58 @@ mod tests {
             }
         }
         let r = req();
-        assert_eq!(r.status, Requested);
+        assert_eq!(r.status(), Requested);
         assert_eq!(r.log[0].text, "requested by ops for sensor: needs 1.5");
     }
 
     #[test]
     fn requested_may_only_begin_landing_or_end_failed() {
         let mut r = req();
-        assert!(r.clone().advance(Failed, 1).is_ok(), "cancelled");
+        assert!(go(&mut r.clone(), Failed, 1).is_ok(), "cancelled");
         for to in [Activating, Done, Faulted, Requested] {
-            assert!(r.clone().advance(to, 1).is_err(), "{to}");
+            assert!(go(&mut r.clone(), to, 1).is_err(), "{to}");
         }
-        r.advance(Landing, 1).unwrap();
-        assert_eq!(r.status, Landing);
+        go(&mut r, Landing, 1).unwrap();
+        assert_eq!(r.status(), Landing);
     }
 
     #[test]
     fn landing_ends_in_activating_done_failed_or_faulted() {
         for to in [Activating, Done, Failed, Faulted] {
             let mut r = req();
-            r.advance(Landing, 1).unwrap();
-            r.advance(to, 2).unwrap();
+            go(&mut r, Landing, 1).unwrap();
+            go(&mut r, to, 2).unwrap();
         }
         let mut r = req();
-        r.advance(Landing, 1).unwrap();
-        assert!(r.clone().advance(Requested, 2).is_err());
-        assert!(r.advance(Landing, 2).is_err());
+        go(&mut r, Landing, 1).unwrap();
+        assert!(go(&mut r.clone(), Requested, 2).is_err());
+        assert!(go(&mut r, Landing, 2).is_err());
     }
 
     #[test]
     fn activating_ends_in_done_failed_or_faulted() {
         for to in [Done, Failed, Faulted] {
             let mut r = req();
-            r.advance(Landing, 1).unwrap();
-            r.advance(Activating, 2).unwrap();
-            r.advance(to, 3).unwrap();
-            assert_eq!(r.finished_at.is_some(), to != Faulted);
+            go(&mut r, Landing, 1).unwrap();
+            go(&mut r, Activating, 2).unwrap();
+            go(&mut r, to, 3).unwrap();
+            assert_eq!(r.finished_at().is_some(), to != Faulted);
         }
         let mut r = req();
-        r.advance(Landing, 1).unwrap();
-        r.advance(Activating, 2).unwrap();
-        assert!(r.advance(Landing, 3).is_err());
+        go(&mut r, Landing, 1).unwrap();
+        go(&mut r, Activating, 2).unwrap();
+        assert!(go(&mut r, Landing, 3).is_err());
     }
 
     #[test]
     fn done_and_failed_are_final() {
         for end in [Done, Failed] {
             let mut r = req();
-            r.advance(Landing, 1).unwrap();
-            r.advance(end, 2).unwrap();
-            assert!(r.status.is_final());
+            go(&mut r, Landing, 1).unwrap();
+            go(&mut r, end, 2).unwrap();
+            assert!(r.status().is_final());
             for to in [Requested, Landing, Activating, Done, Failed, Faulted] {
-                assert!(r.clone().advance(to, 3).is_err(), "{end} → {to}");
+                assert!(go(&mut r.clone(), to, 3).is_err(), "{end} → {to}");
             }
             assert!(r.rearm(3).is_err());
         }
@@ -699,28 +1170,32 @@ mod tests {
     #[test]
     fn faulted_is_never_final_and_is_rearmed_with_backoff() {
         let mut r = req();
-        r.advance(Landing, 1).unwrap();
+        go(&mut r, Landing, 1).unwrap();
         r.items.push(Item {
             module: "sensor".into(),
             failure: Some("503".into()),
             transient: true,
             ..Item::default()
         });
-        r.restart_requested_at = Some(1);
-        r.advance(Faulted, 100).unwrap();
-        assert!(!r.status.is_final());
+        go(&mut r, Activating, 2).unwrap();
+        assert_eq!(r.stamp_restart(3), Ok(true));
+        assert_eq!(r.stamp_restart(4), Ok(false), "once per attempt");
+        assert_eq!(r.restart_requested_at(), Some(3));
+        let mut later = r.clone();
+        go(&mut r, Faulted, 100).unwrap();
+        assert!(!r.status().is_final());
         // faulted_at + interval × 2^min(attempt, 5)
         assert_eq!(r.due_at(60), Some(160));
-        r.not_before = Some(500);
-        assert_eq!(r.due_at(60), Some(500), "Retry-After when longer");
+        later.fault_with("503".into(), Some(500), 100).unwrap();
+        assert_eq!(later.due_at(60), Some(500), "Retry-After when longer");
         let lines = r.log.len();
         r.rearm(600).unwrap();
-        assert_eq!((r.status, r.attempt), (Requested, 1));
-        assert!(r.items.is_empty() && r.restart_requested_at.is_none() && r.failure.is_none());
+        assert_eq!((r.status(), r.attempt), (Requested, 1));
+        assert!(r.items.is_empty() && r.restart_requested_at().is_none() && r.failure().is_none());
         assert!(r.log.len() > lines, "the log is kept");
         r.attempt = 9;
-        r.advance(Landing, 700).unwrap();
-        r.advance(Faulted, 1000).unwrap();
+        go(&mut r, Landing, 700).unwrap();
+        go(&mut r, Faulted, 1000).unwrap();
         assert_eq!(
             r.due_at(60),
             Some(1000 + 60 * 32),
@@ -822,11 +1297,11 @@ mod tests {
         ] {
             let mut r = req();
             for s in steps {
-                r.advance(*s, 1).unwrap();
+                go(&mut r, *s, 1).unwrap();
             }
             r.end_failed("cancelled by ops".into(), 2).unwrap();
             assert_eq!(
-                (r.status, r.failure.as_deref()),
+                (r.status(), r.failure()),
                 (Failed, Some("cancelled by ops"))
             );
             assert!(r.end_failed("again".into(), 3).is_err(), "{steps:?}");

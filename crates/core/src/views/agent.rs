@@ -154,8 +154,8 @@ impl From<&AgentUpdate> for AgentUpdateView {
         AgentUpdateView {
             attempt: u.attempt,
             downgrade: u.downgrade,
-            failure: u.failure.clone(),
-            finished_at: u.finished_at,
+            failure: u.failure().map(str::to_string),
+            finished_at: u.finished_at(),
             from: u.from.clone(),
             id: u.id,
             landed: u.landed,
@@ -169,8 +169,8 @@ impl From<&AgentUpdate> for AgentUpdateView {
                 .collect(),
             requested_at: u.requested_at,
             requested_by: u.requested_by.clone(),
-            restart_requested_at: u.restart_requested_at,
-            state: u.stage.as_str().to_string(),
+            restart_requested_at: u.restart_requested_at(),
+            state: u.stage().as_str().to_string(),
             version: u.version.to_string(),
         }
     }
