@@ -94,6 +94,7 @@ enum Step {
     Fill(&'static str, &'static str),
 }
 
+/// A step checked byte for byte, with nothing on stdin.
 const fn run(name: &'static str, at: &'static str, args: &'static str) -> Step {
     Step::Run {
         name,
