@@ -729,6 +729,7 @@ fn health_readiness_metrics_events_and_the_cli() {
     assert!(serde_json::from_str::<J>(&out).is_ok());
     let (code, out, err) = cli(&["set", &m, "database.url=pg://cli", "level=\"warn\""]);
     assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with(&format!("{m}: revision ")), "{out}");
     r.node.wait_logs(&m, "pg://cli");
     let (code, _, err) = cli(&["set", &m, "level.deeper=1"]);
     assert_eq!(code, 1, "refused: {err}");
@@ -744,6 +745,10 @@ fn health_readiness_metrics_events_and_the_cli() {
     std::fs::write(&file, module_text(&api_mod, "recreate", "").toml()).unwrap();
     let (code, out, err) = cli(&["apply", file.to_str().unwrap()]);
     assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.starts_with(&format!("{api_mod}: revision ")) && out.ends_with("(applied)\n"),
+        "{out}"
+    );
     r.node.wait_for(20, "the applied module's container", || {
         r.node.container(&api_mod).is_some()
     });

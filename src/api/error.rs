@@ -2,7 +2,7 @@
 //! status ([`ApiError::status`]).
 
 use hyper::StatusCode;
-use serde_json::{Value as J, json};
+use serde_json::Value as J;
 
 use crate::api::MAX_BODY;
 use crate::intake::api::WriteError;
@@ -83,12 +83,19 @@ impl ApiError {
 
     /// The JSON body of the error.
     pub fn body(&self) -> J {
-        let mut e = json!({ "status": self.status().as_u16(), "message": self.to_string() });
-        if let ApiError::Invalid { field, message } = self {
-            e["field"] = J::from(field.as_str());
-            e["message"] = J::from(message.as_str());
-        }
-        json!({ "error": e })
+        let error = match self {
+            ApiError::Invalid { field, message } => crate::views::ErrorDetail {
+                field: Some(field.to_string()),
+                message: message.clone(),
+                status: self.status().as_u16(),
+            },
+            _ => crate::views::ErrorDetail {
+                field: None,
+                message: self.to_string(),
+                status: self.status().as_u16(),
+            },
+        };
+        super::to_json(crate::views::ErrorView { error })
     }
 }
 
@@ -134,5 +141,23 @@ mod tests {
             message: "must be absolute".into(),
         };
         assert_eq!(e.body()["error"]["field"], "mounts[0].target");
+    }
+
+    #[test]
+    fn an_error_s_body_is_the_text_0_6_0_wrote() {
+        let invalid = ApiError::Invalid {
+            field: "mounts[0].target".into(),
+            message: "must be absolute".into(),
+        };
+        // (error, its body as 0.6.0 wrote it, compact)
+        #[rustfmt::skip]
+        let cases = [
+            (ApiError::NotFound("no module \"x\"".into()), r#"{"error":{"message":"no module \"x\"","status":404}}"#),
+            (ApiError::MethodNotAllowed, r#"{"error":{"message":"method not allowed","status":405}}"#),
+            (invalid, r#"{"error":{"field":"mounts[0].target","message":"must be absolute","status":422}}"#),
+        ];
+        for (e, want) in cases {
+            assert_eq!(e.body().to_string(), want, "{e}");
+        }
     }
 }

@@ -717,7 +717,12 @@ async fn put_intention(state: &ApiState, name: ModuleName, body: &[u8]) -> Resul
     };
     Ok(json_response(
         status,
-        &json!({ "name": name.as_str(), "revision": out.revision, "changed": out.changed }),
+        &to_json(views::WrittenView {
+            changed: out.changed,
+            name: name.to_string(),
+            revision: out.revision,
+            settings: None,
+        }),
     ))
 }
 
@@ -834,7 +839,10 @@ async fn file_agent_update(state: &ApiState, body: &[u8]) -> Result<Resp, ApiErr
             StatusCode::ACCEPTED,
             &to_json(views::agent::AgentUpdateView::from(&*u)),
         )),
-        Ok(Filed::Running(v)) => Ok(json_response(StatusCode::OK, &json!({ "running": v }))),
+        Ok(Filed::Running(running)) => Ok(json_response(
+            StatusCode::OK,
+            &to_json(views::agent::AlreadyRunningView { running }),
+        )),
         Err(e @ (RequestError::NotLaunched | RequestError::Busy(_))) => {
             Err(ApiError::Conflict(e.to_string()))
         }
@@ -983,6 +991,11 @@ async fn patch_settings(state: &ApiState, name: ModuleName, body: &[u8]) -> Resu
         .collect();
     Ok(json_response(
         StatusCode::OK,
-        &json!({ "name": name.as_str(), "revision": out.revision, "changed": out.changed, "settings": settings }),
+        &to_json(views::WrittenView {
+            changed: out.changed,
+            name: name.to_string(),
+            revision: out.revision,
+            settings: Some(settings),
+        }),
     ))
 }

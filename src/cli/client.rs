@@ -48,11 +48,13 @@ impl Answer {
 
     /// The error message of a refusal, as the API words it.
     pub fn error_message(&self) -> String {
-        let e = &self.body["error"];
-        match (e["field"].as_str(), e["message"].as_str()) {
-            (Some(f), Some(m)) => format!("{f}: {m}"),
-            (None, Some(m)) => m.to_string(),
-            _ => self.body.to_string(),
+        match self.view::<crate::views::ErrorView>("an error") {
+            Ok(v) => match v.error.field {
+                Some(f) => format!("{f}: {}", v.error.message),
+                None => v.error.message,
+            },
+            // Not the API's error: said as it came.
+            Err(_) => self.body.to_string(),
         }
     }
 }
@@ -161,6 +163,27 @@ pub fn parse_assignment(arg: &str) -> Result<(String, serde_json::Value), String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_is_said_as_the_api_words_it() {
+        // (the answer's body, what the client says of it)
+        #[rustfmt::skip]
+        let cases = [
+            (r#"{"error":{"field":"mounts[0].target","message":"must be absolute","status":422}}"#, "mounts[0].target: must be absolute"),
+            (r#"{"error":{"message":"no module \"x\"","status":404}}"#, "no module \"x\""),
+            (r#"{"error":{"message":"gone"}}"#, "gone"),
+            (r#"{"error":{"field":"f"}}"#, r#"{"error":{"field":"f"}}"#),
+            (r#"{"oops":1}"#, r#"{"oops":1}"#),
+            ("null", "null"),
+        ];
+        for (body, want) in cases {
+            let a = Answer {
+                status: 400,
+                body: serde_json::from_str(body).unwrap(),
+            };
+            assert_eq!(a.error_message(), want, "{body}");
+        }
+    }
 
     #[test]
     fn assignments() {

@@ -233,15 +233,14 @@ pub fn run(command: Command) -> crate::cli::failure::Result<ExitCode> {
                 let a = c
                     .request(Method::PUT, &format!("/v1/intentions/{name}"), Some(&doc))
                     .await?;
+                let Some(w) = written(&a, "PUT /v1/intentions")? else {
+                    return Ok(report(&a, String::new));
+                };
                 Ok(report(&a, || {
                     format!(
                         "{name}: revision {} ({})",
-                        a.body["revision"],
-                        if a.body["changed"] == true {
-                            "applied"
-                        } else {
-                            "unchanged"
-                        }
+                        w.revision,
+                        if w.changed { "applied" } else { "unchanged" }
                     )
                 }))
             })
@@ -511,10 +510,10 @@ fn self_update(
         }
     };
     if a.status == 200 {
-        println!(
-            "{} runs already: nothing to do",
-            a.body["running"].as_str().unwrap_or("it")
-        );
+        let running = a
+            .view::<crate::views::agent::AlreadyRunningView>("POST /v1/agent/update")
+            .map_or_else(|_| "it".to_string(), |v| v.running);
+        println!("{running} runs already: nothing to do");
         return Ok(ExitCode::SUCCESS);
     }
     if a.status != 202 {
@@ -614,10 +613,21 @@ fn patch_settings(
                 Some(&body),
             )
             .await?;
-        Ok(report(&a, || {
-            format!("{module}: revision {}", a.body["revision"])
-        }))
+        let Some(w) = written(&a, "PATCH /v1/intentions/{name}/settings")? else {
+            return Ok(report(&a, String::new));
+        };
+        Ok(report(&a, || format!("{module}: revision {}", w.revision)))
     })
+}
+
+/// A write's answer read as the intention written, when it was written
+/// (2xx); `None` for a refusal, which [`report`] says.
+fn written(a: &Answer, endpoint: &str) -> Result<Option<crate::views::WrittenView>, ClientError> {
+    if (200..300).contains(&a.status) {
+        a.view(endpoint).map(Some)
+    } else {
+        Ok(None)
+    }
 }
 
 async fn prune(c: Client, dry_run: bool) -> Result<ExitCode, ClientError> {
@@ -708,11 +718,12 @@ async fn status(c: Client, json: bool) -> Result<ExitCode, ClientError> {
     let view: StatusView = a.view("GET /v1/status")?;
     if view.plane.configured && view.plane.plane.is_none() {
         // Say which of the plane's fields is missing.
-        let plane = Answer {
-            status: a.status,
-            body: a.body["plane"].clone(),
-        };
-        plane.view::<PlaneDetail>("GET /v1/status, plane")?;
+        #[derive(serde::Deserialize)]
+        struct Plane {
+            #[allow(dead_code)]
+            plane: PlaneDetail,
+        }
+        a.view::<Plane>("GET /v1/status, plane")?;
     }
     print!("{}", status_text(&view));
     Ok(ExitCode::SUCCESS)

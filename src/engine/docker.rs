@@ -528,7 +528,47 @@ pub fn create_body(spec: &ContainerSpec) -> wire::CreateBody {
             });
         }
     }
-    let r = &spec.runtime;
+    // Every field of the runtime, by name and without `..`: a field added
+    // to the table (`model::runtime`) does not compile until it is mapped
+    // here, or said to be mapped elsewhere.
+    let crate::model::runtime::Runtime {
+        entrypoint,
+        working_dir,
+        user,
+        // The user's labels are in `spec.labels`, beside the agent's
+        // (`model::spec`).
+        labels: _,
+        devices,
+        device_cgroup_rules,
+        privileged,
+        cap_add,
+        cap_drop,
+        network_mode,
+        extra_hosts,
+        dns,
+        tmpfs,
+        read_only,
+        mem_limit,
+        memswap_limit,
+        nano_cpus,
+        pids_limit,
+        ulimits,
+        sysctls,
+        init,
+        stop_signal,
+        stop_grace_period,
+        healthcheck,
+        logging,
+        volumes,
+        // The first here; the others joined before the container starts
+        // (`create`).
+        networks,
+        shm_size,
+        hostname,
+        // With the module's name and the host name, in each network's
+        // endpoint (`network_aliases`).
+        aliases: _,
+    } = &*spec.runtime;
     let mounts = spec
         .mounts
         .iter()
@@ -538,7 +578,7 @@ pub fn create_body(spec: &ContainerSpec) -> wire::CreateBody {
             kind: "bind",
             read_only: m.read_only,
         })
-        .chain(r.volumes.iter().map(|v| wire::Mount {
+        .chain(volumes.iter().map(|v| wire::Mount {
             target: v.target.to_string(),
             source: v.name.clone(),
             kind: "volume",
@@ -548,7 +588,7 @@ pub fn create_body(spec: &ContainerSpec) -> wire::CreateBody {
     // The first network at create (the engine takes one there); the others
     // are joined before the container starts. In each, the module's name
     // resolves to it, and its aliases and host name.
-    let first_network = r.networks.iter().next();
+    let first_network = networks.iter().next();
     let ns = |d: std::time::Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
     let big = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
     let some_vec = |v: Vec<String>| (!v.is_empty()).then_some(v);
@@ -568,19 +608,19 @@ pub fn create_body(spec: &ContainerSpec) -> wire::CreateBody {
         image: Some(spec.image_id.clone()),
         cmd: spec.command.clone(),
         // An empty entrypoint clears the image's: the engine's spelling.
-        entrypoint: r.entrypoint.as_ref().map(|e| {
+        entrypoint: entrypoint.as_ref().map(|e| {
             if e.is_empty() {
                 vec![String::new()]
             } else {
                 e.clone()
             }
         }),
-        working_dir: r.working_dir.as_ref().map(ToString::to_string),
-        hostname: r.hostname.clone(),
-        user: r.user.clone(),
-        stop_signal: r.stop_signal.clone(),
-        stop_timeout: r.stop_grace_period.map(|d| big(d.as_secs())),
-        healthcheck: r.healthcheck.as_ref().map(|h| wire::HealthConfig {
+        working_dir: working_dir.as_ref().map(ToString::to_string),
+        hostname: hostname.clone(),
+        user: user.clone(),
+        stop_signal: stop_signal.clone(),
+        stop_timeout: stop_grace_period.map(|d| big(d.as_secs())),
+        healthcheck: healthcheck.as_ref().map(|h| wire::HealthConfig {
             // Empty: the image's own test (the engine keeps it).
             test: (!h.test.is_empty()).then(|| h.test.clone()),
             interval: h.interval.map(ns),
@@ -597,8 +637,8 @@ pub fn create_body(spec: &ContainerSpec) -> wire::CreateBody {
             restart_policy: wire::RestartPolicy {
                 name: restart_policy(spec.restart),
             },
-            devices: (!r.devices.is_empty()).then(|| {
-                r.devices
+            devices: (!devices.is_empty()).then(|| {
+                devices
                     .iter()
                     .map(|d| wire::DeviceMapping {
                         path_on_host: d.host.to_string(),
@@ -607,11 +647,11 @@ pub fn create_body(spec: &ContainerSpec) -> wire::CreateBody {
                     })
                     .collect()
             }),
-            device_cgroup_rules: some_vec(r.device_cgroup_rules.clone()),
-            privileged: r.privileged.then_some(true),
-            cap_add: some_vec(r.cap_add.iter().cloned().collect()),
-            cap_drop: some_vec(r.cap_drop.iter().cloned().collect()),
-            network_mode: first_network.cloned().or_else(|| match &r.network_mode {
+            device_cgroup_rules: some_vec(device_cgroup_rules.clone()),
+            privileged: privileged.then_some(true),
+            cap_add: some_vec(cap_add.iter().cloned().collect()),
+            cap_drop: some_vec(cap_drop.iter().cloned().collect()),
+            network_mode: first_network.cloned().or_else(|| match network_mode {
                 NetworkMode::Bridge => None,
                 // The container it joins, by ID: found running by the pass.
                 NetworkMode::Container(_) => spec
@@ -621,26 +661,26 @@ pub fn create_body(spec: &ContainerSpec) -> wire::CreateBody {
                 other => Some(other.spelled()),
             }),
             extra_hosts: some_vec(
-                r.extra_hosts
+                extra_hosts
                     .iter()
                     .flat_map(|(h, ips)| ips.iter().map(move |ip| format!("{h}:{ip}")))
                     .collect(),
             ),
-            dns: some_vec(r.dns.iter().map(ToString::to_string).collect()),
+            dns: some_vec(dns.iter().map(ToString::to_string).collect()),
             tmpfs: some_map(
-                r.tmpfs
+                tmpfs
                     .iter()
                     .map(|(p, o)| (p.to_string(), o.clone()))
                     .collect(),
             ),
-            readonly_rootfs: r.read_only.then_some(true),
-            memory: r.mem_limit.map(big),
-            memory_swap: r.memswap_limit,
-            nano_cpus: r.nano_cpus.map(big),
-            pids_limit: r.pids_limit,
-            shm_size: r.shm_size.map(big),
-            ulimits: (!r.ulimits.is_empty()).then(|| {
-                r.ulimits
+            readonly_rootfs: read_only.then_some(true),
+            memory: mem_limit.map(big),
+            memory_swap: *memswap_limit,
+            nano_cpus: nano_cpus.map(big),
+            pids_limit: *pids_limit,
+            shm_size: shm_size.map(big),
+            ulimits: (!ulimits.is_empty()).then(|| {
+                ulimits
                     .iter()
                     .map(|(name, u)| wire::Ulimit {
                         name: name.clone(),
@@ -649,9 +689,9 @@ pub fn create_body(spec: &ContainerSpec) -> wire::CreateBody {
                     })
                     .collect()
             }),
-            sysctls: some_map(pairs(&r.sysctls)),
-            init: r.init.then_some(true),
-            log_config: r.logging.as_ref().map(|l| wire::LogConfig {
+            sysctls: some_map(pairs(sysctls)),
+            init: init.then_some(true),
+            log_config: logging.as_ref().map(|l| wire::LogConfig {
                 driver: l.driver.clone(),
                 config: pairs(&l.options),
             }),

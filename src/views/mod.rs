@@ -394,6 +394,41 @@ pub struct FiledView {
     pub url: String,
 }
 
+/// `PUT /v1/intentions/{name}` and `PATCH /v1/intentions/{name}/settings`:
+/// the intention written.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WrittenView {
+    /// Whether it changed (writing what it was already changes nothing).
+    pub changed: bool,
+    /// The module.
+    pub name: String,
+    /// Its revision now.
+    pub revision: u64,
+    /// Its settings after the write (a PATCH's answer; absent from a PUT's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Every error the API answers: `{"error": {…}}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorView {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// An error of the API.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    /// The field at fault, when one is (an intention refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// What is wrong.
+    pub message: String,
+    /// The HTTP status, again.
+    #[serde(default)]
+    pub status: u16,
+}
+
 #[cfg(test)]
 pub(crate) mod fixtures;
 
@@ -408,6 +443,28 @@ mod tests {
 
     fn module_text(m: &crate::status::ModuleStatus) -> String {
         same_text(&super::ModuleView::from(m))
+    }
+
+    #[test]
+    fn a_write_s_and_an_update_s_answers_are_the_texts_0_6_0_wrote() {
+        let written = |settings| super::WrittenView {
+            changed: true,
+            name: "web".into(),
+            revision: 3,
+            settings,
+        };
+        let settings = serde_json::json!({"log": {"level": "debug"}});
+        let settings = settings.as_object().cloned();
+        // (the view, its text as 0.6.0's json! wrote it)
+        #[rustfmt::skip]
+        let cases = [
+            (same_text(&written(None)), r#"{"changed":true,"name":"web","revision":3}"#),
+            (same_text(&written(settings)), r#"{"changed":true,"name":"web","revision":3,"settings":{"log":{"level":"debug"}}}"#),
+            (same_text(&super::agent::AlreadyRunningView { running: "0.6.0".into() }), r#"{"running":"0.6.0"}"#),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, want);
+        }
     }
 
     // The plane's view, the sync outcome and the report are built by the

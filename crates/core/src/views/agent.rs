@@ -265,3 +265,10 @@ impl AgentView {
             .find(|u| !matches!(u.state.as_str(), "done" | "failed"))
     }
 }
+
+/// `POST /v1/agent/update` when the version asked for runs already.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlreadyRunningView {
+    /// The version that runs.
+    pub running: String,
+}
