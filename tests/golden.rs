@@ -34,16 +34,15 @@ use common::plane::libfaketime;
 /// The operator's tool, with `args` after its name: every run of it in
 /// this file is made here.
 ///
-/// NOTE for the move of the operator's verbs from `stead plane X` to a
-/// binary of their own (`stead-plane X`): switch it here, in this one
-/// place (the default below), and nowhere else; the fixtures hold only
-/// the arguments after the verb's prefix. `STEAD_GOLDEN_OPERATOR` gives
-/// another command line for it, words split on blanks: `make.sh` runs the
+/// The fixtures were made by 0.6.0's `stead plane X`; the tool is now a
+/// binary of its own, `stead-plane X`, and the fixtures hold only the
+/// arguments after the verb's prefix. `STEAD_GOLDEN_OPERATOR` gives
+/// another command line for it, words split on blanks: `make.sh` ran the
 /// binary the fixtures were made with as `"/path/to/stead plane"`.
 fn operator(args: &[&str]) -> Command {
     let prefix: Vec<String> = match std::env::var("STEAD_GOLDEN_OPERATOR") {
         Ok(line) => line.split_whitespace().map(str::to_string).collect(),
-        Err(_) => vec![env!("CARGO_BIN_EXE_stead").to_string(), "plane".to_string()],
+        Err(_) => vec![common::workspace_bin("stead-plane").display().to_string()],
     };
     let (program, first) = prefix
         .split_first()
@@ -51,6 +50,27 @@ fn operator(args: &[&str]) -> Command {
     let mut c = Command::new(program);
     c.args(first).args(args);
     c
+}
+
+/// A golden message as the tool says it now: its lines name the program
+/// (`stead: …` in 0.6.0, `stead-plane: …` now) and the verbs by their
+/// new command (`stead plane X` is `stead-plane X`). Nothing else of a
+/// message may differ. With `STEAD_GOLDEN_OPERATOR` (the old binary) the
+/// golden text is taken as it is.
+fn renamed(golden: &[u8]) -> Vec<u8> {
+    if std::env::var_os("STEAD_GOLDEN_OPERATOR").is_some() {
+        return golden.to_vec();
+    }
+    let text = String::from_utf8_lossy(golden);
+    let mut out = String::new();
+    for line in text.split_inclusive('\n') {
+        let line = match line.strip_prefix("stead: ") {
+            Some(rest) => format!("stead-plane: {rest}"),
+            None => line.to_string(),
+        };
+        out.push_str(&line.replace("stead plane ", "stead-plane "));
+    }
+    out.into_bytes()
 }
 
 /// How a step's outputs are checked.
@@ -645,7 +665,7 @@ fn differences(check: Check, got: &Record, want: &Record) -> Vec<String> {
     };
     same("command", got.command.as_bytes(), want.command.as_bytes());
     same("exit code", got.code.as_bytes(), want.code.as_bytes());
-    same("stderr", &got.stderr, &want.stderr);
+    same("stderr", &got.stderr, &renamed(&want.stderr));
     same(
         "files written (modes)",
         got.modes.as_bytes(),
