@@ -55,11 +55,11 @@ NGINX
 nginx_pid=$!
 
 # --- the document ----------------------------------------------------------
-"$stead" plane keygen --out "$work/plane.key" >/dev/null
+"$stead_plane" keygen --out "$work/plane.key" >/dev/null
 python3 scripts/bench-memory/payload.py "$MODULES" >"$work/payload.json"
-"$stead" plane sign --key "$work/plane.key" --node "$node" --revision 1 \
+"$stead_plane" sign --key "$work/plane.key" --node "$node" --revision 1 \
     --in "$work/payload.json" --out "$work/root/nodes/$node/desired.json" >"$work/sign.log" 2>&1 ||
-    { cat "$work/sign.log" >&2; die "stead plane sign failed"; }
+    { cat "$work/sign.log" >&2; die "stead-plane sign failed"; }
 say "a $MODULES-module document of $(stat -c %s "$work/root/nodes/$node/desired.json") bytes"
 
 # --- the runs ----------------------------------------------------------------

@@ -79,7 +79,7 @@ say "nginx (pid $nginx_pid) on 127.0.0.1:$port"
 
 # --- the key, the agents' configs ------------------------------------------
 node="bench-plane"
-"$stead" plane keygen --out "$work/plane.key" >/dev/null || die "stead plane keygen failed"
+"$stead_plane" keygen --out "$work/plane.key" >/dev/null || die "stead-plane keygen failed"
 pub="$(cat "$work/plane.key.pub")"
 for who in plane twin; do
     mkdir -p "$work/$who/i"

@@ -94,13 +94,13 @@ start_nginx "$work" nginx_conf /__rollup "$token"
 # checked for the whole count.
 roll() {
     python3 - "$stead" "$1" "$REPORTS" <<'PY'
-import json, resource, subprocess, sys, time
+import json, os, resource, subprocess, sys, time
 stead, source, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 t = time.monotonic()
-out = subprocess.run([stead, "plane", "status", "--reports", source, "--json"], capture_output=True, text=True)
+out = subprocess.run([os.path.join(os.path.dirname(stead), "stead-plane"), "status", "--reports", source, "--json"], capture_output=True, text=True)
 wall = time.monotonic() - t
 if out.returncode != 0:
-    sys.exit(f"stead plane status --reports {source}: {out.stderr}")
+    sys.exit(f"stead-plane status --reports {source}: {out.stderr}")
 r = json.loads(out.stdout)
 if r["devices"] != n or r["unreadable"] != 0:
     sys.exit(f"rolled up {r['devices']} devices, {r['unreadable']} unreadable, of {n}")

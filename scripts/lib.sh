@@ -72,19 +72,22 @@ need_nginx() {
 
 # The stead binary a benchmark measures, in $stead: the one the variable
 # named $1 gives (STEAD_BENCH_BIN, …) when set, else target/release/stead,
-# built now.
+# built now; and the operator's tool beside it, in $stead_plane.
 release_stead() {
     local given="${!1:-}" target_dir
     if [ -n "$given" ]; then
         [ -x "$given" ] || die "$1: $given is not an executable"
         stead="$(realpath "$given")"
+        stead_plane="$(dirname "$stead")/stead-plane"
+        [ -x "$stead_plane" ] || die "$1: no stead-plane beside $given"
         return 0
     fi
     say "cargo build --release --locked"
-    cargo build --release --locked >&2 || die "the release build failed"
+    cargo build --release --locked -p stead -p stead-plane >&2 || die "the release build failed"
     target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
     stead="$target_dir/release/stead"
-    [ -x "$stead" ] || die "no $stead after the build"
+    stead_plane="$target_dir/release/stead-plane"
+    [ -x "$stead" ] && [ -x "$stead_plane" ] || die "no $stead or $stead_plane after the build"
 }
 
 # A TCP port free on loopback when asked.

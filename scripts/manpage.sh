@@ -41,8 +41,9 @@ HEAD
 cat <<'MID'
 .PP
 The agent runs as a systemd service (stead.service) and reads
-/etc/stead/stead.toml; the same binary is the local client of its API and
-the operator's tool for a fleet (stead plane). The references are in
+/etc/stead/stead.toml; the same binary is the local client of its API.
+The operator's tool for a fleet is another program, stead-plane, with
+manual pages of its own (stead-plane man). The references are in
 /usr/share/doc/stead/ (README.md, configuration.md, intentions.md, api.md,
 operations.md, fleet.md and the rest).
 .SH COMMANDS

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the release binaries dist/stead-<target> (the agent) and
-# dist/stead-launch-<target> (the launcher, /usr/bin/stead in the .deb): static (musl), stripped,
+# Builds the release binaries dist/stead-<target> (the agent),
+# dist/stead-launch-<target> (the launcher, /usr/bin/stead in the .deb) and
+# dist/stead-plane-<target> (the operator's tool): static (musl), stripped,
 # tuned for size (see [profile.release] in Cargo.toml), linked by rust-lld
 # (.cargo/config.toml). ring (rustls' cryptography) compiles a little C and
 # assembly for the target: musl-gcc for x86_64, Debian's aarch64 cross gcc
@@ -34,17 +35,13 @@ for t in "${targets[@]}"; do
                 || apt_install gcc-aarch64-linux-gnu libc6-dev-arm64-cross
             export CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc ;;
     esac
-    # The device build: an ARM device runs the agent and its local client;
-    # `stead import` (Compose files to intentions, the `import` feature) is
-    # left out of it, as Cargo.toml allows a device build to, and kept in
-    # the x86_64 build (a workstation's, CI's and an x86 device's). Its 160
-    # KB would put the aarch64 binary over its 4 MiB budget
-    # (docs/performance.md).
-    features=()
-    case "$t" in aarch64-* | armv7-*) features=(--no-default-features) ;; esac
-    say "building $t ${features[*]}"
-    cargo build --release --locked --target "$t" "${features[@]}" >&2
-    for bin in stead stead-launch; do
+    # Each target's three binaries: the device's agent and its launcher
+    # (the .deb's), and the operator's tool, stead-plane, static too, for
+    # a workstation or CI of that architecture. Each is its own crate's:
+    # the agent links none of the operator's code.
+    say "building $t"
+    cargo build --release --locked --target "$t" -p stead -p stead-launch -p stead-plane >&2
+    for bin in stead stead-launch stead-plane; do
         out="dist/$bin-$t"
         cp "target/$t/release/$bin" "$out"
         if readelf -l "$out" | grep -q 'program interpreter'; then

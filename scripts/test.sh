@@ -80,8 +80,6 @@ stage "cargo fmt --check"
 cargo fmt --check
 stage "cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
-stage "cargo clippy --no-default-features (a device build without stead import)"
-cargo clippy --workspace --no-default-features --lib --bins --locked -- -D warnings
 # The release binaries and the .deb.
 stage "release binaries and the .deb"
 scripts/release.sh

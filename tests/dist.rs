@@ -39,10 +39,13 @@ fn run(cmd: &mut Command) -> String {
 #[test]
 #[ignore = "needs dist/ (scripts/test.sh builds it)"]
 fn release_binaries_are_static_and_stripped() {
-    for bin in [AARCH64, X86_64]
-        .into_iter()
-        .flat_map(|t| [format!("stead-{t}"), format!("stead-launch-{t}")])
-    {
+    for bin in [AARCH64, X86_64].into_iter().flat_map(|t| {
+        [
+            format!("stead-{t}"),
+            format!("stead-launch-{t}"),
+            format!("stead-plane-{t}"),
+        ]
+    }) {
         let t = &bin;
         let bin = dist(&bin);
         let headers = run(Command::new("readelf").arg("-lS").arg(&bin));
@@ -55,6 +58,60 @@ fn release_binaries_are_static_and_stripped() {
     }
     let v = run(Command::new(dist(&format!("stead-{X86_64}"))).arg("--version"));
     assert!(v.contains(X86_64), "{v}");
+    // The operator's tool: every fleet verb, its completions and pages.
+    let plane = dist(&format!("stead-plane-{X86_64}"));
+    let help = run(Command::new(&plane).arg("--help"));
+    for verb in [
+        "keygen",
+        "sign",
+        "verify",
+        "publish",
+        "enroll",
+        "seal",
+        "status",
+        "root",
+        "rollout",
+        "release",
+        "import",
+        "completions",
+        "man",
+    ] {
+        assert!(help.contains(&format!("\n  {verb} ")), "{verb}: {help}");
+    }
+    for shell in ["bash", "zsh", "fish"] {
+        let c = run(Command::new(&plane).args(["completions", shell]));
+        assert!(
+            c.contains("stead-plane") && c.contains("publish"),
+            "{shell}"
+        );
+    }
+    let pages = tempfile::tempdir().unwrap();
+    run(Command::new(&plane)
+        .arg("man")
+        .arg("--out")
+        .arg(pages.path()));
+    for page in [
+        "stead-plane.1",
+        "stead-plane-publish.1",
+        "stead-plane-root-init.1",
+    ] {
+        let text = std::fs::read_to_string(pages.path().join(page)).unwrap();
+        assert!(text.starts_with(".ie") || text.contains(".TH"), "{page}");
+    }
+    // The device's binary carries none of the operator's verbs: their
+    // help is not in it, and each says where it went.
+    let device = std::fs::read(dist(&format!("stead-{AARCH64}"))).unwrap();
+    for text in [
+        &b"Halt each group rollout"[..],
+        b"Sign a release statement",
+        b"Make intention files from a Compose file",
+    ] {
+        assert!(
+            !device.windows(text.len()).any(|w| w == text),
+            "the device's binary carries {:?}",
+            String::from_utf8_lossy(text)
+        );
+    }
 }
 
 #[test]
