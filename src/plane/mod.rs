@@ -4,7 +4,8 @@
 //! ([`document`]; its times are read by [`crate::model::time`]), a group's
 //! document with its staged rollout ([`group`]); whether a
 //! fetched document is adopted ([`accept`]); the polling loop ([`sync`])
-//! and the reports ([`report`]). The publisher's side: which of a fleet's
+//! and the reports ([`report`]); the one holder of the node's trust
+//! ([`trusted`]). The publisher's side: which of a fleet's
 //! documents to sign ([`publish`]), its reports rolled up ([`rollup`]),
 //! read from a web server's listings when not from a directory
 //! ([`index`]). A refusal's class is data, in the model
@@ -24,5 +25,6 @@ pub mod report;
 pub mod rollup;
 pub mod root;
 pub mod sync;
+pub mod trusted;
 
 pub use crate::model::refusal::RefusalClass;

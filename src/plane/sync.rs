@@ -20,12 +20,13 @@ use crate::model::names::NodeId;
 use crate::model::time;
 use crate::net::http::{Http, Redirects, Transport};
 use crate::plane::RefusalClass;
-use crate::plane::accept::{self, Clock, ClockStatus, MAX_DOCUMENT, Verdict};
+use crate::plane::accept::{Clock, ClockStatus, MAX_DOCUMENT, Verdict};
 use crate::plane::config::PlaneConfig;
 use crate::plane::document::{AgentRelease, Budget, Desired, Poll};
 use crate::plane::envelope::{Envelope, PublicKey};
 use crate::plane::group::{GROUP_PAYLOAD_TYPE, GroupDesired, GroupStanding, HeldGroup};
 use crate::plane::root::{self, Root};
+use crate::plane::trusted::{self, TrustedSet};
 use crate::store::Store;
 use crate::store::plane::{Contact, Held, Refusal, StoredGroup};
 
@@ -130,17 +131,6 @@ impl RootStatus {
             threshold: r.root.threshold,
             version: r.version,
         })
-    }
-}
-
-impl PlaneStatus {
-    /// The keys documents and release statements are signed by now.
-    pub fn document_keys(&self) -> Vec<PublicKey> {
-        self.root
-            .held
-            .as_ref()
-            .map(|r| r.documents.clone())
-            .unwrap_or_default()
     }
 }
 
@@ -324,6 +314,19 @@ fn same_but_times(a: &Contact, b: &Contact) -> bool {
     a.refusal == b.refusal && a.error == b.error
 }
 
+/// What the plane asks of the updater, as the poller last said it: the
+/// trusted set in force (the one holder of the node's trust, handed over
+/// whole) and the version of stead the held document asks for, with its
+/// revision. Sent on a watch channel whenever either changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlaneAsk {
+    /// What the node trusts now.
+    pub trusted: TrustedSet,
+    /// The version of stead the held document asks for (while it stands
+    /// as the floor), and its revision.
+    pub agent: Option<(u64, AgentRelease)>,
+}
+
 /// A request to poll now, answered with what the poll did.
 pub type Nudge = oneshot::Sender<Outcome>;
 
@@ -347,11 +350,16 @@ pub struct Syncer {
     memory: Mutex<Memory>,
     /// The counters.
     pub metrics: Arc<crate::status::metrics::Metrics>,
+    /// What the node trusts and what the plane asks of the updater: the
+    /// one place both are kept, and how the updater hears of them.
+    asks: watch::Sender<PlaneAsk>,
 }
 
 impl Syncer {
     /// A poller for this node's document; the error names a CA file that
-    /// cannot be used.
+    /// cannot be used. From here on, `asks` says the config's keys as the
+    /// root (version 0) and every root the poller takes after; the keys
+    /// the set it held trusted for release statements only stay so.
     pub fn new(
         node: NodeId,
         config: PlaneConfig,
@@ -359,9 +367,14 @@ impl Syncer {
         wake: Arc<Notify>,
         report_wake: Arc<Notify>,
         metrics: Arc<crate::status::metrics::Metrics>,
+        asks: watch::Sender<PlaneAsk>,
     ) -> Result<Syncer, String> {
         let http = config.http()?.with_redirects(Redirects::SameOrigin);
         let url = config.document_url(&node);
+        asks.send_modify(|a| {
+            a.trusted = TrustedSet::new(&config.trusted_keys)
+                .with_release_keys(a.trusted.release_keys().to_vec());
+        });
         let status = PlaneStatus {
             root: RootStatus {
                 held: Some(Root::initial(&config.trusted_keys)),
@@ -386,6 +399,7 @@ impl Syncer {
             current: Mutex::new(None),
             memory: Mutex::new(Memory::default()),
             metrics,
+            asks,
         })
     }
 
@@ -403,11 +417,9 @@ impl Syncer {
     pub async fn load(&self) -> Result<(), crate::store::StoreError> {
         // The root taken last, which the config's keys started.
         if let Some(bytes) = self.store.blocking(|s| s.plane_root()).await? {
-            let taken = Envelope::parse(&bytes)
-                .map_err(|e| e.to_string())
-                .and_then(|e| Root::parse(&e.payload).map_err(|e| e.to_string()));
-            match taken {
-                Ok(r) => self.status.lock().expect("plane status lock").root.held = Some(r),
+            let mut set = self.trusted();
+            match set.resume(&bytes) {
+                Ok(()) => self.trust(set),
                 Err(e) => tracing::error!(
                     "plane: the root kept in the store does not read ({e}); the config's trusted_keys are the root until the plane's is taken again"
                 ),
@@ -433,12 +445,35 @@ impl Syncer {
         Ok(())
     }
 
-    /// The keys documents are signed by now: the root's.
-    fn trusted(&self) -> Vec<PublicKey> {
-        self.status
-            .lock()
-            .expect("plane status lock")
-            .document_keys()
+    /// What the node trusts now (its one holder is `asks`).
+    fn trusted(&self) -> TrustedSet {
+        self.asks.borrow().trusted.clone()
+    }
+
+    /// Trusts `set` from now on: handed to the updater, and its root shown.
+    fn trust(&self, set: TrustedSet) {
+        let root = set.root().clone();
+        self.asks.send_if_modified(|a| {
+            let changed = a.trusted != set;
+            a.trusted = set;
+            changed
+        });
+        if let Ok(mut st) = self.status.lock() {
+            st.root.held = Some(root);
+        }
+    }
+
+    /// Asks the updater for `agent` (the held document's, while it stands)
+    /// and shows it.
+    fn ask(&self, agent: Option<(u64, AgentRelease)>) {
+        self.asks.send_if_modified(|a| {
+            let changed = a.agent != agent;
+            a.agent.clone_from(&agent);
+            changed
+        });
+        if let Ok(mut st) = self.status.lock() {
+            st.agent = agent;
+        }
     }
 
     /// The URL of the plane's file `rel`.
@@ -531,71 +566,58 @@ impl Syncer {
             Err(Some(_)) => return,
         };
         self.memory.lock().expect("plane memory lock").root_absent = None;
-        let Some(mut held) = self
-            .status
-            .lock()
-            .expect("plane status lock")
-            .root
-            .held
-            .clone()
-        else {
-            return;
-        };
         let said = root::version_said(&newest.0).unwrap_or(0);
-        let mut error = None;
-        let mut taken = false;
-        while held.version < said {
-            let v = held.version + 1;
-            let bytes = if v == said {
-                newest.0.clone()
-            } else {
-                match self.get_root(&format!("roots/{v}.json"), None).await {
-                    Ok(Some((b, _))) => b,
-                    Ok(None) | Err(None) => {
-                        error = Some(format!(
+        let from = self.trusted();
+        let walked = from
+            .walk(
+                &newest.0,
+                |v| async move {
+                    let rel = format!("roots/{v}.json");
+                    match self.get_root(&rel, None).await {
+                        Ok(Some((b, _))) => Ok(b.to_vec()),
+                        Ok(None) | Err(None) => Err(format!(
                             "the plane's root is version {said}, but {} is not there: the chain is walked one version at a time",
-                            crate::net::shown(&self.plane_url(&format!("roots/{v}.json")))
-                        ));
-                        break;
+                            crate::net::shown(&self.plane_url(&rel))
+                        )),
+                        Err(Some(e)) => Err(e),
                     }
-                    Err(Some(e)) => {
-                        error = Some(e);
-                        break;
-                    }
-                }
-            };
-            match root::next(&held, &bytes) {
-                Ok(r) => {
-                    let b = bytes.to_vec();
-                    if let Err(e) = self.store.blocking(move |s| s.put_plane_root(&b)).await {
-                        error = Some(format!("cannot keep root version {}: {e}", r.version));
-                        break;
-                    }
-                    tracing::info!(
-                        version = r.version,
-                        "plane: took root version {}: {} document key(s), {} of {} root keys sign the next",
-                        r.version,
-                        r.documents.len(),
-                        r.root.threshold,
-                        r.root.keys.len()
-                    );
-                    held = r;
-                    taken = true;
-                    self.status.lock().expect("plane status lock").root.held = Some(held.clone());
-                }
-                Err(e) => {
-                    error = Some(e.to_string());
-                    break;
-                }
-            }
+                },
+                |_, b| async move {
+                    self.store
+                        .blocking(move |s| s.put_plane_root(&b))
+                        .await
+                        .map_err(|e| e.to_string())
+                },
+            )
+            .await;
+        for r in &walked.taken {
+            tracing::info!(
+                version = r.version,
+                "plane: took root version {}: {} document key(s), {} of {} root keys sign the next",
+                r.version,
+                r.documents.len(),
+                r.root.threshold,
+                r.root.keys.len()
+            );
         }
-        if error.is_none() {
+        let taken = !walked.taken.is_empty();
+        if taken {
+            self.trust(walked.trusted);
+        }
+        // A walk cut short is walked on at the next poll: `root.json` is
+        // then asked for whole again.
+        if walked.complete {
             self.memory.lock().expect("plane memory lock").root_etag = newest.1;
+        } else if walked.error.is_none() {
+            tracing::info!(
+                "plane: the plane's root is version {said}; {} root(s) taken this poll, the rest at the next",
+                trusted::MAX_ROOTS_PER_POLL
+            );
         }
-        if let Some(e) = &error {
+        if let Some(e) = &walked.error {
             tracing::warn!("plane: root not taken: {e}");
         }
-        self.status.lock().expect("plane status lock").root.error = error;
+        self.status.lock().expect("plane status lock").root.error = walked.error;
         self.root_expiry();
         if taken {
             self.judge_floors().await;
@@ -606,19 +628,9 @@ impl Syncer {
     /// it: a device is not frozen by a root nobody signed again, and each
     /// document carries its own expiry).
     fn root_expiry(&self) {
-        let now = crate::host::clock::now();
-        let mut st = self.status.lock().expect("plane status lock");
-        let expired = st.root.held.as_ref().filter(|r| r.expired(now)).map(|r| {
-            format!(
-                "root version {} expired at {}: publish a newer root",
-                r.version,
-                time::format_rfc3339(r.expires)
-            )
-        });
-        match (expired, &st.root.error) {
-            (Some(e), None) => st.root.error = Some(e),
-            (None, Some(e)) if e.contains(" expired at ") => st.root.error = None,
-            _ => {}
+        let expired = self.trusted().expiry(crate::host::clock::now());
+        if let Ok(mut st) = self.status.lock() {
+            st.root.error = trusted::root_error(st.root.error.take(), expired);
         }
     }
 
@@ -635,10 +647,10 @@ impl Syncer {
         let revoked = match &held {
             None => None,
             Some(h) => match self.store.blocking(|s| s.plane_envelope()).await {
-                Ok(Some(b)) => {
-                    let floor = accept::Floor::held(&b, crate::plane::envelope::PAYLOAD_TYPE, h);
-                    accept::still_stands(floor, &self.trusted()).err()
-                }
+                Ok(Some(b)) => self
+                    .trusted()
+                    .document_stands(&b, crate::plane::envelope::PAYLOAD_TYPE, h)
+                    .err(),
                 Ok(None) => Some("its bytes are not in the store".to_string()),
                 Err(e) => Some(format!("it cannot be read again: {e}")),
             }
@@ -651,11 +663,13 @@ impl Syncer {
                 BTreeMap::new()
             }
         };
+        let trusted = self.trusted();
         let group_revoked: BTreeMap<GroupName, String> = groups
             .iter()
             .filter_map(|(name, g)| {
-                let floor = accept::Floor::held(&g.envelope, GROUP_PAYLOAD_TYPE, &g.held);
-                let why = accept::still_stands(floor, &self.trusted()).err()?;
+                let why = trusted
+                    .document_stands(&g.envelope, GROUP_PAYLOAD_TYPE, &g.held)
+                    .err()?;
                 let what = format!("document of group {name}");
                 Some((name.clone(), not_the_floor(g.held.revision, &what, why)))
             })
@@ -688,9 +702,10 @@ impl Syncer {
     fn unfollow(&self) {
         *self.current.lock().expect("plane lock") = None;
         let url = self.report_url();
-        let mut st = self.status.lock().expect("plane status lock");
-        st.reports.url = url;
-        st.agent = None;
+        if let Ok(mut st) = self.status.lock() {
+            st.reports.url = url;
+        }
+        self.ask(None);
     }
 
     /// The poll interval and jitter in force.
@@ -780,9 +795,11 @@ impl Syncer {
 
     fn remember(&self, d: &Followed) {
         *self.current.lock().expect("plane lock") = Some((d.poll, d.report.clone()));
-        let mut st = self.status.lock().expect("plane status lock");
-        st.reports.url = self.report_url();
-        st.agent = d.agent.clone().map(|a| (d.revision, a));
+        let url = self.report_url();
+        if let Ok(mut st) = self.status.lock() {
+            st.reports.url = url;
+        }
+        self.ask(d.agent.clone().map(|a| (d.revision, a)));
     }
 
     fn set_conflicts(&self, a: &crate::intake::plane::Adoption) {
@@ -1062,7 +1079,9 @@ impl Syncer {
         now: u64,
     ) -> Outcome {
         let clock = self.memory.lock().expect("plane memory lock").clock();
-        let verdict = accept::judge(&body, &self.node, &self.trusted(), held.as_ref(), clock);
+        let verdict = self
+            .trusted()
+            .verify_document(&body, &self.node, held.as_ref(), clock);
         self.status.lock().expect("plane status lock").clock =
             Some(ClockStatus::of(clock, held.as_ref(), contact.plane_date));
         match verdict {
@@ -1446,13 +1465,9 @@ impl Syncer {
             Ok(before) => before,
             Err(r) => return refused(r.class, r.detail, None),
         };
-        let verdict = accept::judge_group(
-            &answer.body,
-            name,
-            &self.trusted(),
-            held.as_ref().map(|(h, _)| h),
-            clock,
-        );
+        let verdict =
+            self.trusted()
+                .verify_group(&answer.body, name, held.as_ref().map(|(h, _)| h), clock);
         self.guard_end(before).await;
         match verdict {
             Verdict::Same => {
