@@ -19,6 +19,7 @@ pub mod envelope;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod group;
+pub mod held;
 pub mod index;
 pub mod publish;
 pub mod report;
