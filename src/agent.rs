@@ -417,14 +417,13 @@ impl<C: Connect> Agent<C> {
     }
 
     /// The updater of stead itself: trusts the plane's keys and those of
-    /// `[update] trusted_keys`; fetches through the plane's CA when it has
-    /// one; a faulted request is retried on the reloads' backoff.
+    /// `[update] trusted_keys` (the trusted set `asks` says, with what the
+    /// plane asks); fetches through the plane's CA when it has one; a
+    /// faulted request is retried on the reloads' backoff.
     fn updater(
         &self,
-        plane: Option<Arc<Mutex<crate::plane::sync::PlaneStatus>>>,
+        asks: tokio::sync::watch::Receiver<crate::plane::sync::PlaneAsk>,
     ) -> Arc<crate::update::executor::Updater> {
-        // The plane's keys are its root's, read at each statement.
-        let keys = self.config.update_keys.clone();
         // A CA file that does not read leaves updates failing, saying so,
         // never the agent down. The plane's host is asked as the plane is
         // (its certificate, its credentials), and no other with them.
@@ -440,12 +439,11 @@ impl<C: Connect> Agent<C> {
             store_path: self.config.store_path(),
             launched: self.launched.clone(),
             http,
-            keys,
             retry_interval: self.config.reload_retry_interval,
             restart: self.restart.clone(),
             restart_asked: self.restart_asked.clone(),
             wake: Default::default(),
-            plane,
+            asks,
             plane_tried: Default::default(),
         })
     }
@@ -679,8 +677,17 @@ impl<C: Connect> Agent<C> {
         );
         let look_now = executor.look_now.clone();
         self.executor = Some(executor);
-        let (plane, _plane_tasks) = self.start_plane(agent).await;
-        let updater = self.updater(plane.as_ref().map(|p| p.status.clone()));
+        // What the node trusts, and what the plane asks of the updater: the
+        // keys of `[update] trusted_keys` alone until the plane's poller
+        // starts with its own (and the roots it takes).
+        let trusted = crate::plane::trusted::TrustedSet::new(&[])
+            .with_release_keys(self.config.update_keys.clone());
+        let (asks, asked) = tokio::sync::watch::channel(crate::plane::sync::PlaneAsk {
+            trusted,
+            agent: None,
+        });
+        let (plane, _plane_tasks) = self.start_plane(agent, asks).await;
+        let updater = self.updater(asked);
         // What became of a switch begun before this start, before anything
         // else of the update is done.
         updater.resume().await;
@@ -790,7 +797,11 @@ impl<C: Connect> Agent<C> {
     /// Starts polling the central plane and reporting to it, when one is
     /// configured. A plane that cannot be set up (its CA file) is said and
     /// left: the node runs what it holds.
-    async fn start_plane(&self, _agent: u64) -> (Option<api::PlaneHandle>, Vec<AbortOnDrop>) {
+    async fn start_plane(
+        &self,
+        _agent: u64,
+        asks: tokio::sync::watch::Sender<crate::plane::sync::PlaneAsk>,
+    ) -> (Option<api::PlaneHandle>, Vec<AbortOnDrop>) {
         let Some(pc) = self.config.plane.clone() else {
             return (None, vec![]);
         };
@@ -802,6 +813,7 @@ impl<C: Connect> Agent<C> {
             self.wake.clone(),
             report_wake.clone(),
             self.reconciler.metrics(),
+            asks,
         ) {
             Ok(s) => Arc::new(s),
             Err(e) => {

@@ -6,8 +6,15 @@
 //! with jitter; after a failure it backs off (`min(interval, 15 s × 2^n)`,
 //! full jitter, at least what a `Retry-After` asks) and never stops. A
 //! nudge (`POST /v1/plane/sync`, `stead sync`) polls at once.
+//!
+//! The poller does the I/O: what the node holds from the plane is one
+//! value ([`crate::plane::held::Held`], moved by its pure transitions),
+//! everything it trusts is the trusted set
+//! ([`crate::plane::trusted::TrustedSet`], the only verifier, kept in the
+//! watch channel that hands it, with what the plane asks, to the
+//! updater), and the status ([`PlaneStatus`]) is derived from both.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
@@ -20,12 +27,14 @@ use crate::model::names::NodeId;
 use crate::model::time;
 use crate::net::http::{Http, Redirects, Transport};
 use crate::plane::RefusalClass;
-use crate::plane::accept::{self, Clock, ClockStatus, MAX_DOCUMENT, Verdict};
+use crate::plane::accept::{ClockStatus, MAX_DOCUMENT, Verdict};
 use crate::plane::config::PlaneConfig;
 use crate::plane::document::{AgentRelease, Budget, Desired, Poll};
 use crate::plane::envelope::{Envelope, PublicKey};
 use crate::plane::group::{GROUP_PAYLOAD_TYPE, GroupDesired, GroupStanding, HeldGroup};
+use crate::plane::held::{self, GroupLooked};
 use crate::plane::root::{self, Root};
+use crate::plane::trusted::{self, TrustedSet};
 use crate::store::Store;
 use crate::store::plane::{Contact, Held, Refusal, StoredGroup};
 
@@ -73,7 +82,9 @@ impl Outcome {
     }
 }
 
-/// The plane as the status and the reports tell it.
+/// The plane as the status and the reports tell it: derived from what is
+/// held, trusted and asked ([`PlaneStatus::show`]) but for the reports'
+/// own fields, which the reporter keeps.
 #[derive(Clone, Debug, Default)]
 pub struct PlaneStatus {
     /// The document's URL.
@@ -134,13 +145,34 @@ impl RootStatus {
 }
 
 impl PlaneStatus {
-    /// The keys documents and release statements are signed by now.
-    pub fn document_keys(&self) -> Vec<PublicKey> {
-        self.root
-            .held
-            .as_ref()
-            .map(|r| r.documents.clone())
-            .unwrap_or_default()
+    /// Shows what the node holds from the plane (`h`; `group_url` says
+    /// where a group's document is): the held document's summary, the
+    /// last contact, the groups, why the root was not taken. Derived
+    /// whole, after every transition.
+    pub fn show(&mut self, h: &held::Held, group_url: impl Fn(&GroupName) -> String) {
+        self.held = h.node.as_ref().map(|n| summary(n, h.revoked.as_ref()));
+        self.contact = h.contact.clone();
+        self.root.error = h.root_error.clone();
+        self.clock = h.clock;
+        self.conflicts.clone_from(&h.conflicts);
+        self.next_poll_at = h.next_poll_at;
+        self.taken_here = h.taken_here;
+        self.groups = h
+            .node_groups
+            .iter()
+            .map(|name| {
+                let standing = h.standings.iter().find(|s| &s.group == name);
+                GroupStatus {
+                    group: name.to_string(),
+                    url: group_url(name),
+                    revision: h.groups.get(name).map(|(r, _)| r.revision),
+                    running: standing.map(|s| s.running),
+                    take: standing.and_then(|s| s.take.clone()),
+                    error: h.group_errors.get(name).map(|(why, _)| why.clone()),
+                    revoked: h.group_revoked.get(name).cloned(),
+                }
+            })
+            .collect();
     }
 }
 
@@ -241,87 +273,22 @@ pub struct ReportStatus {
     pub error: Option<String>,
 }
 
-/// The store's plane records as the poller last wrote or read them.
-#[derive(Default)]
-struct Memory {
-    held: Option<Held>,
-    /// Why `held` no longer stands as the floor, judged at start with the
-    /// keys trusted now; cleared when a document is adopted.
-    revoked: Option<String>,
-    /// The `Last-Modified` the held document was last served with, for a
-    /// host that sends no ETag (kept for this run only: the first poll
-    /// after a start is a whole fetch there).
-    last_modified: Option<String>,
-    contact: Contact,
-    /// The contact last written, and when (a poll that says nothing new
-    /// is written at most hourly: an fsync per poll is wear for nothing).
-    persisted: Option<(Contact, tokio::time::Instant)>,
-    /// The groups the held document lists, in its order.
-    node_groups: Vec<GroupName>,
-    /// Per group held: its record and the digest of the modules of it this
-    /// node took (the bytes stay in the store until a composition reads
-    /// them).
-    groups: BTreeMap<GroupName, (Held, Option<crate::model::names::Digest>)>,
-    /// How each listed group stood at the last composition.
-    standings: Vec<GroupStanding>,
-    /// The ETag `root.json` was last served with.
-    root_etag: Option<String>,
-    /// When the plane was found to publish no root (404, or 403): asked
-    /// again an hour later, not at every poll.
-    root_absent: Option<tokio::time::Instant>,
-    /// What the last 403 to a root's GET said, for the status.
-    root_forbidden: Option<String>,
-    /// Per group, the `Last-Modified` a host without ETags sent with a
-    /// revision (for this run only, as the node document's).
-    group_last_modified: BTreeMap<GroupName, (u64, String)>,
-    /// Why the last look at a group brought nothing, by group, and the
-    /// refusal when it was one.
-    group_errors: BTreeMap<GroupName, (String, Option<Refusal>)>,
-    /// Per group composed last, its document's bytes and the modules it
-    /// lists: what a held one takes of the limits a new revision of
-    /// another is fetched under.
-    group_sizes: BTreeMap<GroupName, (usize, usize)>,
-    /// The same of the node's document composed last.
-    node_size: (usize, usize),
-    /// Why a group's document held no longer stands as its floor (no key
-    /// in force signed it), by group; cleared when one is adopted.
-    group_revoked: BTreeMap<GroupName, String>,
-    /// A floor of "now" that stood, and when: the time the node counts on
-    /// its own from there ([`Clock::counted`]); set when the floors are
-    /// judged, moved on when a document raises one.
-    counted_from: Option<(u64, tokio::time::Instant)>,
+/// What the plane asks of the updater, as the poller last said it: the
+/// trusted set in force (the one holder of the node's trust, handed over
+/// whole) and the version of stead the held document asks for, with its
+/// revision. Sent on a watch channel whenever either changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlaneAsk {
+    /// What the node trusts now.
+    pub trusted: TrustedSet,
+    /// The version of stead the held document asks for (while it stands
+    /// as the floor), and its revision.
+    pub agent: Option<(u64, AgentRelease)>,
 }
 
-impl Memory {
-    /// The clock, with the time counted since the floor it counts from.
-    fn clock(&self) -> Clock {
-        let mut c = crate::plane::read_clock();
-        if let Some((from, at)) = self.counted_from {
-            c.counted = from.saturating_add(at.elapsed().as_secs());
-        }
-        c
-    }
-
-    /// Counts on from `floor`, a floor of "now" a document just raised,
-    /// when it is past what was counted. No floor is past the ceiling it
-    /// was raised under, so what is counted stays within the bound.
-    fn count_from(&mut self, floor: u64) {
-        let counted = self.clock().counted;
-        if floor > counted {
-            self.counted_from = Some((floor, tokio::time::Instant::now()));
-        }
-    }
-}
-
-/// How long a plane found to publish no root is not asked for one again.
-const ROOT_ABSENT_RECHECK: Duration = Duration::from_secs(3600);
-
-/// How often a contact that says nothing new is written all the same.
-const CONTACT_REFRESH: Duration = Duration::from_secs(3600);
-
-/// Whether two contacts say the same but for their times.
-fn same_but_times(a: &Contact, b: &Contact) -> bool {
-    a.refusal == b.refusal && a.error == b.error
+/// The monotonic clock, for what [`held::Held`] counts.
+fn mono() -> std::time::Instant {
+    tokio::time::Instant::now().into_std()
 }
 
 /// A request to poll now, answered with what the poll did.
@@ -340,18 +307,22 @@ pub struct Syncer {
     report_wake: Arc<Notify>,
     /// The plane's state, for the API and the reports.
     pub status: Arc<Mutex<PlaneStatus>>,
-    /// The held document's poll settings and report URL.
-    current: Mutex<Option<(Poll, Option<String>)>>,
-    /// What the store holds (the held document's record and the last
-    /// contact), read once at start: a poll reads no store.
-    memory: Mutex<Memory>,
+    /// What the node holds from the plane, as one value: read from the
+    /// store once at start (a poll reads no store), then moved by its
+    /// transitions.
+    held: Mutex<held::Held>,
     /// The counters.
     pub metrics: Arc<crate::status::metrics::Metrics>,
+    /// What the node trusts and what the plane asks of the updater: the
+    /// one place both are kept, and how the updater hears of them.
+    asks: watch::Sender<PlaneAsk>,
 }
 
 impl Syncer {
     /// A poller for this node's document; the error names a CA file that
-    /// cannot be used.
+    /// cannot be used. From here on, `asks` says the config's keys as the
+    /// root (version 0) and every root the poller takes after; the keys
+    /// the set it held trusted for release statements only stay so.
     pub fn new(
         node: NodeId,
         config: PlaneConfig,
@@ -359,9 +330,14 @@ impl Syncer {
         wake: Arc<Notify>,
         report_wake: Arc<Notify>,
         metrics: Arc<crate::status::metrics::Metrics>,
+        asks: watch::Sender<PlaneAsk>,
     ) -> Result<Syncer, String> {
         let http = config.http()?.with_redirects(Redirects::SameOrigin);
         let url = config.document_url(&node);
+        asks.send_modify(|a| {
+            a.trusted = TrustedSet::new(&config.trusted_keys)
+                .with_release_keys(a.trusted.release_keys().to_vec());
+        });
         let status = PlaneStatus {
             root: RootStatus {
                 held: Some(Root::initial(&config.trusted_keys)),
@@ -383,15 +359,46 @@ impl Syncer {
             wake,
             report_wake,
             status: Arc::new(Mutex::new(status)),
-            current: Mutex::new(None),
-            memory: Mutex::new(Memory::default()),
+            held: Mutex::new(held::Held::default()),
             metrics,
+            asks,
         })
     }
 
     /// The HTTP client (the reporter shares it).
     pub fn http(&self) -> Http {
         self.http.clone()
+    }
+
+    /// What the node holds from the plane (a panic elsewhere while it was
+    /// held leaves it as it was: every transition is whole).
+    fn mem(&self) -> MutexGuard<'_, held::Held> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The plane's status, for the API and the reports.
+    fn shown(&self) -> MutexGuard<'_, PlaneStatus> {
+        self.status.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Shows what is held, what is trusted and what is asked: the status
+    /// is derived from them (but for the reports' own fields).
+    fn show(&self) {
+        let (root, agent) = {
+            let a = self.asks.borrow();
+            (a.trusted.root().clone(), a.agent.clone())
+        };
+        let m = self.mem();
+        let report_url = m
+            .followed
+            .as_ref()
+            .and_then(|(_, r)| r.clone())
+            .unwrap_or_else(|| self.config.default_report_url(&self.node));
+        let mut st = self.shown();
+        st.show(&m, |g| self.config.group_url(g));
+        st.reports.url = report_url;
+        st.root.held = Some(root);
+        st.agent = agent;
     }
 
     /// Reads what the store holds into the status, judges what stands as
@@ -403,11 +410,9 @@ impl Syncer {
     pub async fn load(&self) -> Result<(), crate::store::StoreError> {
         // The root taken last, which the config's keys started.
         if let Some(bytes) = self.store.blocking(|s| s.plane_root()).await? {
-            let taken = Envelope::parse(&bytes)
-                .map_err(|e| e.to_string())
-                .and_then(|e| Root::parse(&e.payload).map_err(|e| e.to_string()));
-            match taken {
-                Ok(r) => self.status.lock().expect("plane status lock").root.held = Some(r),
+            let mut set = self.trusted();
+            match set.resume(&bytes) {
+                Ok(()) => self.trust(set),
                 Err(e) => tracing::error!(
                     "plane: the root kept in the store does not read ({e}); the config's trusted_keys are the root until the plane's is taken again"
                 ),
@@ -415,17 +420,8 @@ impl Syncer {
         }
         let (held, contact) = self.store.blocking(|s| s.plane()).await?;
         let groups = self.store.blocking(|s| s.plane_groups()).await?;
-        {
-            let mut m = self.memory.lock().expect("plane memory lock");
-            m.groups = groups
-                .into_iter()
-                .map(|(name, g)| (name, (g.held, g.took)))
-                .collect();
-            m.held = held.clone();
-            m.persisted = Some((contact.clone(), tokio::time::Instant::now()));
-            m.contact = contact.clone();
-        }
-        self.status.lock().expect("plane status lock").contact = contact;
+        *self.mem() = held::Held::loaded(held.clone(), contact, groups, mono());
+        self.show();
         self.judge_floors().await;
         if let Some(h) = &held {
             self.take_again(h).await;
@@ -433,12 +429,30 @@ impl Syncer {
         Ok(())
     }
 
-    /// The keys documents are signed by now: the root's.
-    fn trusted(&self) -> Vec<PublicKey> {
-        self.status
-            .lock()
-            .expect("plane status lock")
-            .document_keys()
+    /// What the node trusts now (its one holder is `asks`).
+    fn trusted(&self) -> TrustedSet {
+        self.asks.borrow().trusted.clone()
+    }
+
+    /// Trusts `set` from now on: handed to the updater, and its root shown.
+    fn trust(&self, set: TrustedSet) {
+        self.asks.send_if_modified(|a| {
+            let changed = a.trusted != set;
+            a.trusted = set;
+            changed
+        });
+        self.show();
+    }
+
+    /// Asks the updater for `agent` (the held document's, while it stands)
+    /// and shows it.
+    fn ask(&self, agent: Option<(u64, AgentRelease)>) {
+        self.asks.send_if_modified(|a| {
+            let changed = a.agent != agent;
+            a.agent.clone_from(&agent);
+            changed
+        });
+        self.show();
     }
 
     /// The URL of the plane's file `rel`.
@@ -483,10 +497,7 @@ impl Syncer {
             StatusCode::NOT_MODIFIED => Ok(None),
             StatusCode::NOT_FOUND => Err(None),
             StatusCode::FORBIDDEN => {
-                self.memory
-                    .lock()
-                    .expect("plane memory lock")
-                    .root_forbidden = Some(format!(
+                self.mem().root_forbidden = Some(format!(
                     "{at}: HTTP 403, taken as no root published (what S3 answers for a missing \
                      file to a key that may not list the bucket); asked again in an hour"
                 ));
@@ -504,98 +515,79 @@ impl Syncer {
     /// taken stops the walk, is said in the status and the log, and
     /// changes nothing.
     async fn follow_root(&self) {
-        let (etag, absent) = {
-            let m = self.memory.lock().expect("plane memory lock");
-            (m.root_etag.clone(), m.root_absent)
+        let (etag, due) = {
+            let m = self.mem();
+            (m.root_etag.clone(), m.root_due(mono()))
         };
-        if absent.is_some_and(|at| at.elapsed() < ROOT_ABSENT_RECHECK) {
+        if !due {
             return self.root_expiry();
         }
-        self.memory
-            .lock()
-            .expect("plane memory lock")
-            .root_forbidden = None;
+        self.mem().root_forbidden = None;
         let newest = match self.get_root("root.json", etag.as_deref()).await {
             Ok(Some(n)) => n,
             Ok(None) => return self.root_expiry(),
             Err(None) => {
-                let forbidden = {
-                    let mut m = self.memory.lock().expect("plane memory lock");
-                    m.root_absent = Some(tokio::time::Instant::now());
-                    m.root_forbidden.take()
-                };
-                self.status.lock().expect("plane status lock").root.error = forbidden;
+                let mut m = self.mem();
+                m.root_error = m.root_not_published(mono());
+                drop(m);
                 return self.root_expiry();
             }
             // The document's fetch says what is wrong with the plane.
             Err(Some(_)) => return,
         };
-        self.memory.lock().expect("plane memory lock").root_absent = None;
-        let Some(mut held) = self
-            .status
-            .lock()
-            .expect("plane status lock")
-            .root
-            .held
-            .clone()
-        else {
-            return;
-        };
+        self.mem().root_absent = None;
         let said = root::version_said(&newest.0).unwrap_or(0);
-        let mut error = None;
-        let mut taken = false;
-        while held.version < said {
-            let v = held.version + 1;
-            let bytes = if v == said {
-                newest.0.clone()
-            } else {
-                match self.get_root(&format!("roots/{v}.json"), None).await {
-                    Ok(Some((b, _))) => b,
-                    Ok(None) | Err(None) => {
-                        error = Some(format!(
+        let from = self.trusted();
+        let walked = from
+            .walk(
+                &newest.0,
+                |v| async move {
+                    let rel = format!("roots/{v}.json");
+                    match self.get_root(&rel, None).await {
+                        Ok(Some((b, _))) => Ok(b.to_vec()),
+                        Ok(None) | Err(None) => Err(format!(
                             "the plane's root is version {said}, but {} is not there: the chain is walked one version at a time",
-                            crate::net::shown(&self.plane_url(&format!("roots/{v}.json")))
-                        ));
-                        break;
+                            crate::net::shown(&self.plane_url(&rel))
+                        )),
+                        Err(Some(e)) => Err(e),
                     }
-                    Err(Some(e)) => {
-                        error = Some(e);
-                        break;
-                    }
-                }
-            };
-            match root::next(&held, &bytes) {
-                Ok(r) => {
-                    let b = bytes.to_vec();
-                    if let Err(e) = self.store.blocking(move |s| s.put_plane_root(&b)).await {
-                        error = Some(format!("cannot keep root version {}: {e}", r.version));
-                        break;
-                    }
-                    tracing::info!(
-                        version = r.version,
-                        "plane: took root version {}: {} document key(s), {} of {} root keys sign the next",
-                        r.version,
-                        r.documents.len(),
-                        r.root.threshold,
-                        r.root.keys.len()
-                    );
-                    held = r;
-                    taken = true;
-                    self.status.lock().expect("plane status lock").root.held = Some(held.clone());
-                }
-                Err(e) => {
-                    error = Some(e.to_string());
-                    break;
-                }
-            }
+                },
+                |_, b| async move {
+                    self.store
+                        .blocking(move |s| s.put_plane_root(&b))
+                        .await
+                        .map_err(|e| e.to_string())
+                },
+            )
+            .await;
+        for r in &walked.taken {
+            tracing::info!(
+                version = r.version,
+                "plane: took root version {}: {} document key(s), {} of {} root keys sign the next",
+                r.version,
+                r.documents.len(),
+                r.root.threshold,
+                r.root.keys.len()
+            );
         }
-        if error.is_none() {
-            self.memory.lock().expect("plane memory lock").root_etag = newest.1;
+        let taken = !walked.taken.is_empty();
+        if taken {
+            self.trust(walked.trusted);
         }
-        if let Some(e) = &error {
+        // A walk cut short is walked on at the next poll: `root.json` is
+        // then asked for whole again.
+        if walked.complete {
+            self.mem().root_etag = newest.1;
+        } else if walked.error.is_none() {
+            tracing::info!(
+                "plane: the plane's root is version {said}; {} root(s) taken this poll, the rest at the next",
+                trusted::MAX_ROOTS_PER_POLL
+            );
+        }
+        if let Some(e) = &walked.error {
             tracing::warn!("plane: root not taken: {e}");
         }
-        self.status.lock().expect("plane status lock").root.error = error;
+        self.mem().root_error = walked.error;
         self.root_expiry();
         if taken {
             self.judge_floors().await;
@@ -606,20 +598,12 @@ impl Syncer {
     /// it: a device is not frozen by a root nobody signed again, and each
     /// document carries its own expiry).
     fn root_expiry(&self) {
-        let now = crate::host::clock::now();
-        let mut st = self.status.lock().expect("plane status lock");
-        let expired = st.root.held.as_ref().filter(|r| r.expired(now)).map(|r| {
-            format!(
-                "root version {} expired at {}: publish a newer root",
-                r.version,
-                time::format_rfc3339(r.expires)
-            )
-        });
-        match (expired, &st.root.error) {
-            (Some(e), None) => st.root.error = Some(e),
-            (None, Some(e)) if e.contains(" expired at ") => st.root.error = None,
-            _ => {}
+        let expired = self.trusted().expiry(crate::host::clock::now());
+        {
+            let mut m = self.mem();
+            m.root_error = trusted::root_error(m.root_error.take(), expired);
         }
+        self.show();
     }
 
     /// The one place that says what the node holds still stands as a
@@ -631,14 +615,14 @@ impl Syncer {
     /// its time is no floor of "now"; and the node's document's poll
     /// settings, report URL and agent are no longer followed.
     async fn judge_floors(&self) {
-        let held = self.memory.lock().expect("plane memory lock").held.clone();
+        let held = self.mem().node.clone();
         let revoked = match &held {
             None => None,
             Some(h) => match self.store.blocking(|s| s.plane_envelope()).await {
-                Ok(Some(b)) => {
-                    let floor = accept::Floor::held(&b, crate::plane::envelope::PAYLOAD_TYPE, h);
-                    accept::still_stands(floor, &self.trusted()).err()
-                }
+                Ok(Some(b)) => self
+                    .trusted()
+                    .document_stands(&b, crate::plane::envelope::PAYLOAD_TYPE, h)
+                    .err(),
                 Ok(None) => Some("its bytes are not in the store".to_string()),
                 Err(e) => Some(format!("it cannot be read again: {e}")),
             }
@@ -651,53 +635,30 @@ impl Syncer {
                 BTreeMap::new()
             }
         };
+        let trusted = self.trusted();
         let group_revoked: BTreeMap<GroupName, String> = groups
             .iter()
             .filter_map(|(name, g)| {
-                let floor = accept::Floor::held(&g.envelope, GROUP_PAYLOAD_TYPE, &g.held);
-                let why = accept::still_stands(floor, &self.trusted()).err()?;
+                let why = trusted
+                    .document_stands(&g.envelope, GROUP_PAYLOAD_TYPE, &g.held)
+                    .err()?;
                 let what = format!("document of group {name}");
                 Some((name.clone(), not_the_floor(g.held.revision, &what, why)))
             })
             .collect();
-        let newly_revoked = {
-            let mut m = self.memory.lock().expect("plane memory lock");
-            let newly = revoked.is_some() && m.revoked.is_none();
-            m.revoked = revoked.clone();
-            m.group_revoked = group_revoked;
-            let node = m.held.as_ref().filter(|_| m.revoked.is_none());
-            let floor = node.map(|h| h.newest_issued_at).into_iter().chain(
-                m.groups
-                    .iter()
-                    .filter(|(n, _)| !m.group_revoked.contains_key(*n))
-                    .map(|(_, (h, _))| h.newest_issued_at),
-            );
-            m.counted_from = Some((floor.max().unwrap_or(0), tokio::time::Instant::now()));
-            newly
-        };
+        let newly_revoked = self.mem().floors_judged(revoked, group_revoked, mono());
         if newly_revoked {
-            self.unfollow();
+            // The held document no longer stands: its poll settings, report
+            // URL and agent are not followed (the config's are).
+            self.ask(None);
         }
-        self.status.lock().expect("plane status lock").held =
-            held.as_ref().map(|h| summary(h, revoked.as_ref()));
-        self.show_groups();
-    }
-
-    /// The held document no longer stands: its poll settings, report URL
-    /// and agent are not followed (the config's are).
-    fn unfollow(&self) {
-        *self.current.lock().expect("plane lock") = None;
-        let url = self.report_url();
-        let mut st = self.status.lock().expect("plane status lock");
-        st.reports.url = url;
-        st.agent = None;
+        self.show();
     }
 
     /// The poll interval and jitter in force.
     pub fn poll(&self) -> Poll {
-        self.current
-            .lock()
-            .expect("plane lock")
+        self.mem()
+            .followed
             .as_ref()
             .map(|(p, _)| *p)
             .unwrap_or(Poll {
@@ -708,9 +669,8 @@ impl Syncer {
 
     /// Where reports go: the held document's `report`, or the default.
     pub fn report_url(&self) -> String {
-        self.current
-            .lock()
-            .expect("plane lock")
+        self.mem()
+            .followed
             .as_ref()
             .and_then(|(_, r)| r.clone())
             .unwrap_or_else(|| self.config.default_report_url(&self.node))
@@ -719,12 +679,7 @@ impl Syncer {
     /// Takes the held document's modules again and, while it stands as
     /// the floor, remembers its settings.
     async fn take_again(&self, held: &Held) {
-        let stands = self
-            .memory
-            .lock()
-            .expect("plane memory lock")
-            .revoked
-            .is_none();
+        let stands = self.mem().revoked.is_none();
         match self.store.blocking(|s| s.plane_envelope()).await {
             Ok(Some(bytes)) => self.take_again_from(held, &bytes, stands).await,
             Ok(None) => tracing::error!(
@@ -752,7 +707,7 @@ impl Syncer {
         if follow {
             self.remember(&followed);
         }
-        self.memory.lock().expect("plane memory lock").node_groups = followed.groups.clone();
+        self.mem().node_groups = followed.groups.clone();
         let revision = held.revision;
         let c = if desired.groups.is_empty() {
             Composition::alone(desired.modules)
@@ -778,19 +733,20 @@ impl Syncer {
         }
     }
 
+    /// Follows the held document's poll settings, report URL and agent.
     fn remember(&self, d: &Followed) {
-        *self.current.lock().expect("plane lock") = Some((d.poll, d.report.clone()));
-        let mut st = self.status.lock().expect("plane status lock");
-        st.reports.url = self.report_url();
-        st.agent = d.agent.clone().map(|a| (d.revision, a));
+        self.mem().followed = Some((d.poll, d.report.clone()));
+        self.ask(d.agent.clone().map(|a| (d.revision, a)));
+        self.show();
     }
 
     fn set_conflicts(&self, a: &crate::intake::plane::Adoption) {
-        self.status.lock().expect("plane status lock").conflicts = a
+        self.mem().conflicts = a
             .conflicts
             .iter()
             .map(|(n, e)| (n.to_string(), e.to_string()))
             .collect();
+        self.show();
     }
 
     /// One poll: a conditional GET, the judgement, and what it leads to.
@@ -801,7 +757,7 @@ impl Syncer {
         // A key not trusted may be one a newly published root trusts: the
         // root is asked for at the next poll, even if there was none.
         if matches!(&outcome, Outcome::Refused(r) if r.class == RefusalClass::UnknownKey) {
-            self.memory.lock().expect("plane memory lock").root_absent = None;
+            self.mem().root_absent = None;
         }
         // The groups of the document held, when the plane answered: an
         // adopted document looked at its groups already.
@@ -814,14 +770,9 @@ impl Syncer {
         // A module the held document names but another source owned may
         // have been let go of since: take it at the next contact.
         if matches!(outcome, Outcome::NotModified | Outcome::Same { .. })
-            && !self
-                .status
-                .lock()
-                .expect("plane status lock")
-                .conflicts
-                .is_empty()
+            && !self.mem().conflicts.is_empty()
         {
-            let held = self.memory.lock().expect("plane memory lock").held.clone();
+            let held = self.mem().node.clone();
             if let Some(h) = held {
                 self.take_again(&h).await;
             }
@@ -839,33 +790,35 @@ impl Syncer {
             Outcome::NotModified | Outcome::Same { .. } => {}
         }
         self.metrics.plane_poll(outcome.as_str());
-        let mut st = self.status.lock().expect("plane status lock");
-        if matches!(
-            outcome,
-            Outcome::NotModified | Outcome::Same { .. } | Outcome::Adopted { .. }
-        ) {
-            st.taken_here += 1;
-        }
-        if let Some(h) = &st.held {
-            self.metrics.plane_revision(h.revision);
+        let revision = {
+            let mut m = self.mem();
+            if matches!(
+                outcome,
+                Outcome::NotModified | Outcome::Same { .. } | Outcome::Adopted { .. }
+            ) {
+                m.taken_here += 1;
+            }
+            m.node.as_ref().map(|h| h.revision)
+        };
+        self.show();
+        if let Some(revision) = revision {
+            self.metrics.plane_revision(revision);
         }
         self.report_wake.notify_one();
         outcome
     }
 
     async fn fetch_and_judge(&self) -> Outcome {
-        let (held, revoked, last_modified, mut contact) = {
-            let m = self.memory.lock().expect("plane memory lock");
+        // What the judgement stands on: the held document, unless it no
+        // longer stands (then nothing is asked conditionally either).
+        let (held, last_modified, mut contact) = {
+            let m = self.mem();
             (
-                m.held.clone(),
-                m.revoked.is_some(),
+                m.standing().cloned(),
                 m.last_modified.clone(),
                 m.contact.clone(),
             )
         };
-        // What the judgement stands on: the held document, unless it no
-        // longer stands (then nothing is asked conditionally either).
-        let held = held.filter(|_| !revoked);
         let uri: http::Uri = match self.url.parse() {
             Ok(u) => u,
             Err(e) => {
@@ -1061,10 +1014,11 @@ impl Syncer {
         (etag, last_modified): (Option<String>, Option<String>),
         now: u64,
     ) -> Outcome {
-        let clock = self.memory.lock().expect("plane memory lock").clock();
-        let verdict = accept::judge(&body, &self.node, &self.trusted(), held.as_ref(), clock);
-        self.status.lock().expect("plane status lock").clock =
-            Some(ClockStatus::of(clock, held.as_ref(), contact.plane_date));
+        let clock = self.mem().clock(crate::plane::read_clock(), mono());
+        let verdict = self
+            .trusted()
+            .verify_document(&body, &self.node, held.as_ref(), clock);
+        self.mem().clock = Some(ClockStatus::of(clock, held.as_ref(), contact.plane_date));
         match verdict {
             Verdict::Same => {
                 // `judge` says Same only of a document held.
@@ -1080,7 +1034,7 @@ impl Syncer {
                 let new_validators = h.etag != etag || h.url != self.url;
                 h.etag = etag;
                 h.url.clone_from(&self.url);
-                self.memory.lock().expect("plane memory lock").last_modified = last_modified;
+                self.mem().last_modified = last_modified;
                 self.record(new_validators.then_some(&h), &contact).await;
                 Outcome::Same {
                     revision: h.revision,
@@ -1164,23 +1118,19 @@ impl Syncer {
                 match adopted {
                     Ok((adoption, writes)) => {
                         crate::host::crash_point("plane:after-adopt");
-                        self.remember(&followed);
-                        self.memory.lock().expect("plane memory lock").node_groups =
-                            followed.groups;
                         self.composed(writes, standings);
+                        self.mem().adopted(
+                            new,
+                            contact,
+                            last_modified,
+                            (followed.poll, followed.report.clone()),
+                            followed.groups.clone(),
+                            crate::plane::read_clock(),
+                            mono(),
+                        );
+                        self.ask(followed.agent.map(|a| (followed.revision, a)));
                         self.set_conflicts(&adoption);
-                        {
-                            let mut st = self.status.lock().expect("plane status lock");
-                            st.held = Some(HeldSummary::from(&new));
-                            st.contact = contact.clone();
-                        }
-                        let mut m = self.memory.lock().expect("plane memory lock");
-                        m.count_from(new.newest_issued_at);
-                        m.held = Some(new);
-                        m.revoked = None;
-                        m.last_modified = last_modified;
-                        m.persisted = Some((contact.clone(), tokio::time::Instant::now()));
-                        m.contact = contact;
+                        self.show();
                         self.wake.notify_one();
                         Outcome::Adopted { revision }
                     }
@@ -1197,39 +1147,21 @@ impl Syncer {
     /// `write_held`), and shows both. The store is written when the held
     /// record changed, when the contact says something new, or hourly.
     async fn record(&self, write_held: Option<&Held>, contact: &Contact) {
-        let now = tokio::time::Instant::now();
-        let (write, shown) = {
-            let mut m = self.memory.lock().expect("plane memory lock");
-            if let Some(h) = write_held {
-                m.held = Some(h.clone());
-            }
-            m.contact = contact.clone();
-            let write = write_held.is_some()
-                || m.persisted.as_ref().is_none_or(|(c, at)| {
-                    !same_but_times(c, contact) || now.duration_since(*at) >= CONTACT_REFRESH
-                });
-            (
-                write,
-                m.held.as_ref().map(|h| summary(h, m.revoked.as_ref())),
-            )
-        };
-        if write {
-            let (h, c) = (write_held.cloned(), contact.clone());
+        let at = mono();
+        let write = self.mem().contacted(write_held, contact, at);
+        if let Some(w) = write {
+            let held::ContactWrite { held, contact } = w;
+            let c = contact.clone();
             match self
                 .store
-                .blocking(move |s| s.plane_contact(h.as_ref(), &c))
+                .blocking(move |s| s.plane_contact(held.as_ref(), &c))
                 .await
             {
-                Ok(()) => {
-                    self.memory.lock().expect("plane memory lock").persisted =
-                        Some((contact.clone(), now));
-                }
+                Ok(()) => self.mem().kept(contact, at),
                 Err(e) => tracing::error!("plane: cannot record the contact: {e}"),
             }
         }
-        let mut st = self.status.lock().expect("plane status lock");
-        st.held = shown;
-        st.contact = contact.clone();
+        self.show();
     }
 }
 
@@ -1302,14 +1234,7 @@ impl Syncer {
     /// `node` is the node's document that stands as the floor, if any;
     /// the groups' that stand are added.
     fn now(&self, node: Option<&Held>) -> u64 {
-        let m = self.memory.lock().expect("plane memory lock");
-        let groups = m
-            .groups
-            .iter()
-            .filter(|(name, _)| !m.group_revoked.contains_key(*name))
-            .map(|(_, (h, _))| h.newest_issued_at)
-            .max();
-        m.clock().now(node).max(groups.unwrap_or(0))
+        self.mem().now(node, crate::plane::read_clock(), mono())
     }
 
     /// Looks at each of `names`' documents once; returns the new revisions
@@ -1322,7 +1247,7 @@ impl Syncer {
         let mut fresh = BTreeMap::new();
         for name in names {
             let look = self.fetch_group(name, &mut budget).await;
-            let mut m = self.memory.lock().expect("plane memory lock");
+            let mut m = self.mem();
             // A group whose held document stays takes its share of the
             // limits a new revision of the next is fetched under (over
             // them, the composition refuses the whole).
@@ -1331,19 +1256,18 @@ impl Syncer {
             {
                 let _ = budget.take("", *bytes, *modules);
             }
-            match look {
+            let looked = match look {
                 GroupLook::New(b) => {
-                    m.group_errors.remove(name);
                     fresh.insert(name.clone(), *b);
+                    GroupLooked::Fine
                 }
-                GroupLook::Held => {
-                    m.group_errors.remove(name);
-                }
+                GroupLook::Held => GroupLooked::Fine,
                 GroupLook::Not(why, refusal) => {
                     tracing::warn!("plane: {why}");
-                    m.group_errors.insert(name.clone(), (why, refusal));
+                    GroupLooked::Not(why, refusal)
                 }
-            }
+            };
+            m.group_looked(name, looked);
         }
         fresh
     }
@@ -1355,9 +1279,13 @@ impl Syncer {
         let url = self.config.group_url(name);
         let at = crate::net::shown(&url);
         let (held, revoked, clock) = {
-            let m = self.memory.lock().expect("plane memory lock");
+            let m = self.mem();
             let revoked = m.group_revoked.contains_key(name);
-            (m.groups.get(name).cloned(), revoked, m.clock())
+            (
+                m.groups.get(name).cloned(),
+                revoked,
+                m.clock(crate::plane::read_clock(), mono()),
+            )
         };
         // What the judgement stands on: the document held, unless it no
         // longer stands (then nothing is asked conditionally either); what
@@ -1370,13 +1298,9 @@ impl Syncer {
         };
         // A Last-Modified counts only for the revision it was sent with: a
         // revision fetched but not adopted is fetched whole again.
-        let since = held.as_ref().and_then(|(h, _)| {
-            let m = self.memory.lock().expect("plane memory lock");
-            m.group_last_modified
-                .get(name)
-                .filter(|(revision, _)| *revision == h.revision)
-                .map(|(_, lm)| lm.clone())
-        });
+        let since = held
+            .as_ref()
+            .and_then(|(h, _)| self.mem().group_since(name, h.revision));
         let headers = conditional(held.as_ref().map(|(h, _)| h), &url, since.as_deref());
         // Never more than the limits the node's document and its groups
         // share leave: the body is not read past them.
@@ -1446,33 +1370,16 @@ impl Syncer {
             Ok(before) => before,
             Err(r) => return refused(r.class, r.detail, None),
         };
-        let verdict = accept::judge_group(
-            &answer.body,
-            name,
-            &self.trusted(),
-            held.as_ref().map(|(h, _)| h),
-            clock,
-        );
+        let verdict =
+            self.trusted()
+                .verify_group(&answer.body, name, held.as_ref().map(|(h, _)| h), clock);
         self.guard_end(before).await;
         match verdict {
             Verdict::Same => {
                 // The same payload under new validators: asked with them
                 // next time.
-                let mut m = self.memory.lock().expect("plane memory lock");
-                let mut held_revision = None;
-                if let Some((h, _)) = m.groups.get_mut(name) {
-                    h.etag = etag;
-                    h.url.clone_from(&url);
-                    held_revision = Some(h.revision);
-                }
-                match (held_revision, last_modified) {
-                    (Some(r), Some(lm)) => {
-                        m.group_last_modified.insert(name.clone(), (r, lm));
-                    }
-                    _ => {
-                        m.group_last_modified.remove(name);
-                    }
-                }
+                self.mem()
+                    .group_served_again(name, &url, etag, last_modified);
                 GroupLook::Held
             }
             Verdict::Refused(r) => refused(r.class, r.detail, r.revision),
@@ -1486,13 +1393,8 @@ impl Syncer {
                 ) {
                     return refused(RefusalClass::TooLarge, e, revision);
                 }
-                {
-                    let mut m = self.memory.lock().expect("plane memory lock");
-                    match last_modified {
-                        Some(lm) => m.group_last_modified.insert(name.clone(), (d.revision, lm)),
-                        None => m.group_last_modified.remove(name),
-                    };
-                }
+                self.mem()
+                    .group_fetched(name, Some(d.revision), last_modified);
                 let stored = StoredGroup {
                     held: Held {
                         url,
@@ -1550,8 +1452,7 @@ impl Syncer {
         budget
             .take(&what, envelope.len(), d.modules.len())
             .map_err(too_large)?;
-        self.memory.lock().expect("plane memory lock").node_size =
-            (envelope.len(), d.modules.len());
+        self.mem().node_size = (envelope.len(), d.modules.len());
         let mut composed_of = vec![(
             what.clone(),
             crate::model::names::Digest::of(envelope).to_string(),
@@ -1613,13 +1514,7 @@ impl Syncer {
                     })?;
                 (st.envelope.len(), desired)
             } else {
-                let error = self
-                    .memory
-                    .lock()
-                    .expect("plane memory lock")
-                    .group_errors
-                    .get(name)
-                    .cloned();
+                let error = self.mem().group_errors.get(name).cloned();
                 return Err(match error {
                     Some((_, Some(refusal))) => Stop::Refused(refusal),
                     Some((why, None)) => Stop::Failed(why),
@@ -1646,7 +1541,7 @@ impl Syncer {
                 });
             groups.insert(name.clone(), HeldGroup { desired, took });
         }
-        self.memory.lock().expect("plane memory lock").group_sizes = sizes;
+        self.mem().group_sizes = sizes;
         let revision = d.revision;
         let composed =
             crate::plane::group::compose_owned(d, groups, &self.node, now).map_err(|e| {
@@ -1680,58 +1575,15 @@ impl Syncer {
 
     /// Keeps what a composition wrote and how the groups stand, and shows it.
     fn composed(&self, writes: Vec<(GroupName, StoredGroup)>, standings: Vec<GroupStanding>) {
-        let mut m = self.memory.lock().expect("plane memory lock");
-        for (name, st) in writes {
-            // Another document than the one held (only a key in force signs
-            // one taken): the group has a floor again.
-            let same = m.groups.get(&name).is_some_and(|(h, _)| {
-                h.payload_digest == st.held.payload_digest && h.key_id == st.held.key_id
-            });
-            if !same {
-                m.group_revoked.remove(&name);
-                m.count_from(st.held.newest_issued_at);
-            }
-            m.groups.insert(name, (st.held, st.took));
-        }
-        m.standings = standings;
-        drop(m);
-        self.show_groups();
-    }
-
-    /// The groups as the status tells them.
-    fn show_groups(&self) {
-        let m = self.memory.lock().expect("plane memory lock");
-        let groups = m
-            .node_groups
-            .iter()
-            .map(|name| {
-                let standing = m.standings.iter().find(|s| &s.group == name);
-                GroupStatus {
-                    group: name.to_string(),
-                    url: self.config.group_url(name),
-                    revision: m.groups.get(name).map(|(h, _)| h.revision),
-                    running: standing.map(|s| s.running),
-                    take: standing.and_then(|s| s.take.clone()),
-                    error: m.group_errors.get(name).map(|(why, _)| why.clone()),
-                    revoked: m.group_revoked.get(name).cloned(),
-                }
-            })
-            .collect();
-        drop(m);
-        self.status.lock().expect("plane status lock").groups = groups;
+        self.mem()
+            .composed(&writes, standings, crate::plane::read_clock(), mono());
+        self.show();
     }
 
     /// When a group's rollout reaches this node next, while one waits for
     /// its turn.
     pub fn next_turn(&self) -> Option<u64> {
-        let m = self.memory.lock().expect("plane memory lock");
-        m.standings
-            .iter()
-            .filter_map(|s| match s.take {
-                Some(Take::Previous { until, .. }) => until,
-                _ => None,
-            })
-            .min()
+        self.mem().next_turn()
     }
 
     /// Adopts a composition of the held document (at `revision`) with the
@@ -1777,12 +1629,8 @@ impl Syncer {
     /// document again and adopts what it gives.
     async fn poll_groups(&self) {
         let (names, held, m_node) = {
-            let m = self.memory.lock().expect("plane memory lock");
-            (
-                m.node_groups.clone(),
-                m.held.clone().filter(|_| m.revoked.is_none()),
-                m.node_size,
-            )
+            let m = self.mem();
+            (m.node_groups.clone(), m.standing().cloned(), m.node_size)
         };
         let Some(held) = held.filter(|_| !names.is_empty()) else {
             return;
@@ -1793,7 +1641,7 @@ impl Syncer {
         let now = self.now(Some(&held));
         let due = self.next_turn().is_some_and(|t| t <= now);
         if fresh.is_empty() && !due {
-            self.show_groups();
+            self.show();
             return;
         }
         let bytes = match self.store.blocking(|s| s.plane_envelope()).await {
@@ -1825,20 +1673,13 @@ impl Syncer {
                     "plane: {}; what runs stays",
                     r.detail
                 );
-                let mut m = self.memory.lock().expect("plane memory lock");
-                for name in &names {
-                    if r.detail.contains(&format!("group {name}")) {
-                        m.group_errors
-                            .insert(name.clone(), (r.detail.clone(), Some(r.clone())));
-                    }
-                }
-                drop(m);
-                self.show_groups();
+                self.mem().groups_refused(&r);
+                self.show();
                 return;
             }
             Err(Stop::Failed(e)) => {
                 tracing::warn!("plane: {e}");
-                self.show_groups();
+                self.show();
                 return;
             }
         };
@@ -1967,11 +1808,8 @@ pub async fn run(
             )),
             None => wait,
         };
-        syncer
-            .status
-            .lock()
-            .expect("plane status lock")
-            .next_poll_at = Some(crate::host::clock::now() + wait.as_secs());
+        syncer.mem().next_poll_at = Some(crate::host::clock::now() + wait.as_secs());
+        syncer.show();
         tokio::select! {
             () = tokio::time::sleep(wait) => {}
             Some(n) = nudges.recv() => {
@@ -2016,6 +1854,80 @@ mod tests {
         // A short interval caps the back-off.
         let short = Duration::from_secs(5);
         assert!(backoff(9, short, None, 4_999) <= short);
+    }
+
+    #[test]
+    fn the_status_is_derived_from_what_is_held() {
+        let record = |revision| Held {
+            url: "u".into(),
+            revision,
+            payload_digest: crate::model::names::Digest::of(b"p"),
+            etag: None,
+            issued_at: 10,
+            expires: 20,
+            newest_issued_at: 10,
+            accepted_at: 11,
+            key_id: "k".into(),
+        };
+        let (a, b) = (
+            GroupName::try_from("a").unwrap(),
+            GroupName::try_from("b").unwrap(),
+        );
+        let contact = Contact {
+            at: Some(5),
+            error: Some("HTTP 500".into()),
+            ..Contact::default()
+        };
+        let h = held::Held {
+            node: Some(record(7)),
+            revoked: Some("no key trusted now signed it".into()),
+            contact: contact.clone(),
+            node_groups: vec![a.clone(), b.clone()],
+            groups: BTreeMap::from([(a.clone(), (record(3), None))]),
+            group_errors: BTreeMap::from([(b.clone(), ("group b: HTTP 404".into(), None))]),
+            group_revoked: BTreeMap::from([(a.clone(), "revoked".into())]),
+            root_error: Some("root version 2 is not the next one".into()),
+            conflicts: vec![("web".into(), "api".into())],
+            next_poll_at: Some(99),
+            taken_here: 4,
+            ..held::Held::default()
+        };
+        let mut st = PlaneStatus::default();
+        st.show(&h, |g| format!("groups/{g}.json"));
+        let held = st.held.clone().unwrap();
+        assert_eq!(
+            (held.revision, held.revoked.as_deref()),
+            (7, h.revoked.as_deref())
+        );
+        assert_eq!(st.contact, contact);
+        assert_eq!(st.root.error, h.root_error);
+        assert_eq!((st.next_poll_at, st.taken_here), (Some(99), 4));
+        assert_eq!(st.conflicts, h.conflicts);
+        // (group, url, revision held, error, revoked), in the document's order
+        let groups: Vec<_> = st
+            .groups
+            .iter()
+            .map(|g| {
+                (
+                    g.group.as_str(),
+                    g.url.as_str(),
+                    g.revision,
+                    g.error.as_deref(),
+                    g.revoked.as_deref(),
+                )
+            })
+            .collect();
+        #[rustfmt::skip]
+        assert_eq!(groups, vec![
+            ("a", "groups/a.json", Some(3), None, Some("revoked")),
+            ("b", "groups/b.json", None, Some("group b: HTTP 404"), None),
+        ]);
+        // Nothing held: nothing shown of it, and the rest as it was.
+        st.show(&held::Held::default(), |g| g.to_string());
+        assert_eq!(
+            (st.held.clone(), st.groups.len(), st.taken_here),
+            (None, 0, 0)
+        );
     }
 
     #[test]

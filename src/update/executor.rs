@@ -17,15 +17,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderValue, Method, Uri};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 use crate::host::launch::Launched;
 use crate::model::agent_update::{AgentUpdate, Resume, Stage, TransitionError};
 use crate::model::launch::{AgentVersion, Slot};
 use crate::model::release::{self, Binary, NotTaken, Release};
 use crate::net::http::{Http, Transport};
-use crate::plane::accept;
-use crate::plane::envelope::{self, Envelope, PublicKey};
+use crate::plane::sync::PlaneAsk;
+use crate::plane::trusted::TrustedSet;
 use crate::reload::classify::{Failure, FetchFailure, Verdict, classify};
 use crate::store::Store;
 use crate::store::agent_updates::FileError;
@@ -89,10 +89,6 @@ pub struct Updater {
     /// Fetches statements and binaries (or why it cannot: a CA file that
     /// does not read).
     pub http: Result<Http, String>,
-    /// The keys a release statement may be signed by besides the plane's
-    /// (`[update] trusted_keys`); the plane's are its root's document
-    /// keys at the time (`plane`).
-    pub keys: Vec<PublicKey>,
     /// The base of a faulted request's backoff.
     pub retry_interval: Duration,
     /// Ends the agent's run for the one restart, `restart_asked` saying so.
@@ -100,8 +96,12 @@ pub struct Updater {
     pub restart_asked: Arc<AtomicBool>,
     /// Wakes the executor: a request was filed.
     pub wake: Arc<Notify>,
-    /// The plane's state: the version of stead its held document asks for.
-    pub plane: Option<Arc<std::sync::Mutex<crate::plane::sync::PlaneStatus>>>,
+    /// What the node trusts (`[update] trusted_keys` for statements, and
+    /// the plane's root's document keys at the time) and the version of
+    /// stead the plane's held document asks for: said by the plane's
+    /// poller on this channel whenever either changes (without a plane,
+    /// only the set it was made with).
+    pub asks: watch::Receiver<PlaneAsk>,
     /// The plane's ask last fetched and failed to fetch, and when: tried
     /// again after [`PLANE_RETRY`].
     pub plane_tried: std::sync::Mutex<Option<(String, tokio::time::Instant)>>,
@@ -111,8 +111,9 @@ pub struct Updater {
 /// before it is fetched again.
 const PLANE_RETRY: Duration = Duration::from_secs(300);
 
-/// How often the plane's ask is looked at.
-const PLANE_LOOK: Duration = Duration::from_secs(10);
+/// How soon what the plane asks is followed again after the store failed
+/// or another request was switching or confirming.
+const PLANE_AGAIN: Duration = Duration::from_secs(10);
 
 impl Updater {
     pub fn launched(&self) -> Option<&Launched> {
@@ -122,8 +123,8 @@ impl Updater {
     /// Whether the running version is a floor (a release below it must
     /// say `downgrade`): it is, unless this agent was updated to it by a
     /// statement no key in force signed (the one rule of every floor,
-    /// [`accept::still_stands`]); a version installed otherwise is one.
-    async fn running_is_floor(&self, keys: &[PublicKey]) -> bool {
+    /// [`TrustedSet::release_stands`]); a version installed otherwise is one.
+    async fn running_is_floor(&self, trusted: &TrustedSet) -> bool {
         let Ok(all) = self.store.blocking(|s| s.agent_updates()).await else {
             return true;
         };
@@ -134,13 +135,7 @@ impl Updater {
         else {
             return true;
         };
-        let floor = accept::Floor {
-            envelope: &u.statement,
-            payload_type: release::PAYLOAD_TYPE,
-            revision: 0,
-            key_id: "",
-        };
-        let Err(why) = accept::still_stands(floor, keys) else {
+        let Err(why) = trusted.release_stands(&u.statement) else {
             return true;
         };
         tracing::warn!(
@@ -157,32 +152,10 @@ impl Updater {
         statement: &[u8],
         downgrade: bool,
     ) -> Result<Result<Release, NotTaken>, RequestError> {
-        if statement.len() > release::MAX_STATEMENT {
-            return Err(RequestError::Statement(format!(
-                "the release statement is {} bytes, over the {} allowed",
-                statement.len(),
-                release::MAX_STATEMENT
-            )));
-        }
-        let env = Envelope::parse(statement)
-            .map_err(|e| RequestError::Statement(format!("release statement: {e}")))?;
-        let mut keys = self.keys.clone();
-        if let Some(p) = &self.plane {
-            keys.extend(p.lock().expect("plane status lock").document_keys());
-        }
-        if keys.is_empty() {
-            return Err(RequestError::Statement(
-                "no key is trusted for release statements: set [plane] trusted_keys or [update] trusted_keys".into(),
-            ));
-        }
-        envelope::verify_as(
-            &env,
-            &keys,
-            release::PAYLOAD_TYPE,
-            "stead release statement",
-        )
-        .map_err(|e| RequestError::Statement(format!("release statement: {e}")))?;
-        let r = Release::parse(&env.payload).map_err(RequestError::Statement)?;
+        let trusted = self.asks.borrow().trusted.clone();
+        let r = trusted
+            .verify_release(statement)
+            .map_err(RequestError::Statement)?;
         let running = semver::Version::parse(running_version()).map_err(|e| {
             RequestError::Refused(format!("this agent's own version does not read: {e}"))
         })?;
@@ -191,7 +164,7 @@ impl Updater {
             target: TARGET,
             store_schema: crate::store::SCHEMA_VERSION,
         };
-        let downgrade = downgrade || !self.running_is_floor(&keys).await;
+        let downgrade = downgrade || !self.running_is_floor(&trusted).await;
         Ok(match release::admit(&r, &me, downgrade) {
             Ok(_) => Ok(r),
             Err(n) => Err(n),
@@ -368,20 +341,32 @@ impl Updater {
         }
     }
 
-    /// Runs for ever: moves the open request on, then waits to be woken
-    /// or for a faulted one's retry.
+    /// Runs for ever: follows what the plane asks, moves the open request
+    /// on, then waits to be woken, for the plane to ask anew, or for a
+    /// faulted one's retry (or a failed fetch of the plane's statement's).
     pub async fn run(self: Arc<Self>) {
+        let mut asks = self.asks.clone();
+        // Whether the poller still says what the plane asks (none runs
+        // without a plane, or once the agent stops).
+        let mut open = true;
         loop {
-            self.follow_plane().await;
-            let mut wait = self.step().await;
-            if self.plane.is_some() {
-                wait = Some(wait.map_or(PLANE_LOOK, |d| d.min(PLANE_LOOK)));
-            }
-            match wait {
-                Some(d) => {
-                    let _ = tokio::time::timeout(d, self.wake.notified()).await;
+            asks.mark_unchanged();
+            let retry = self.follow_plane().await;
+            let wait = self.step().await;
+            let wait = match (wait, retry) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let sleep = async {
+                match wait {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending().await,
                 }
-                None => self.wake.notified().await,
+            };
+            tokio::select! {
+                () = sleep => {}
+                () = self.wake.notified() => {}
+                r = asks.changed(), if open => open = r.is_ok(),
             }
         }
     }
@@ -389,19 +374,18 @@ impl Updater {
     /// Files what the plane's held document asks for, once per (version,
     /// statement URL): a request that failed is not filed again until the
     /// document names another release; one in progress is left to go on.
-    async fn follow_plane(&self) {
-        let Some(plane) = &self.plane else { return };
-        let Some((revision, ask)) = plane.lock().expect("plane status lock").agent.clone() else {
-            return;
-        };
+    /// Returns how long until a statement that could not be fetched is
+    /// fetched again, while one waits to be.
+    async fn follow_plane(&self) -> Option<Duration> {
+        let (revision, ask) = self.asks.borrow().agent.clone()?;
         if self.launched.is_none() || ask.version == running_version() {
-            return;
+            return None;
         }
         let all = match self.store.blocking(|s| s.agent_updates()).await {
             Ok(a) => a,
             Err(e) => {
                 tracing::error!("agent update: {e}");
-                return;
+                return Some(PLANE_AGAIN);
             }
         };
         let asked_before = all.iter().any(|u| {
@@ -410,22 +394,25 @@ impl Updater {
                 && u.requested_by.starts_with("plane")
         });
         if asked_before {
-            return;
+            return None;
         }
         let key = format!("{} {}", ask.version, ask.release);
-        if let Some((k, at)) = &*self.plane_tried.lock().expect("plane tried lock") {
-            if *k == key && at.elapsed() < PLANE_RETRY {
-                return;
-            }
+        if let Ok(tried) = self.plane_tried.lock()
+            && let Some((k, at)) = &*tried
+            && *k == key
+            && at.elapsed() < PLANE_RETRY
+        {
+            return Some(PLANE_RETRY.saturating_sub(at.elapsed()));
         }
         let by = format!("plane revision {revision}");
         let statement = match self.fetch_statement(&ask.release).await {
             Ok(s) => s,
             Err(e) => {
                 tracing::warn!("agent update asked by {by}: {e}; tried again in {PLANE_RETRY:?}");
-                *self.plane_tried.lock().expect("plane tried lock") =
-                    Some((key, tokio::time::Instant::now()));
-                return;
+                if let Ok(mut tried) = self.plane_tried.lock() {
+                    *tried = Some((key, tokio::time::Instant::now()));
+                }
+                return Some(PLANE_RETRY);
             }
         };
         let filed = self
@@ -438,11 +425,11 @@ impl Updater {
             )
             .await;
         let why = match filed {
-            Ok(_) => return,
-            Err(RequestError::NotLaunched) => return,
+            Ok(_) => return None,
+            Err(RequestError::NotLaunched) => return None,
             Err(e @ RequestError::Store(_)) | Err(e @ RequestError::Busy(_)) => {
                 tracing::warn!("agent update asked by {by}: {e}");
-                return;
+                return Some(PLANE_AGAIN);
             }
             Err(e) => e.to_string(),
         };
@@ -450,7 +437,7 @@ impl Updater {
         // asked again for this release.
         tracing::error!("agent update asked by {by}: {why}");
         let Ok(version) = AgentVersion::parse(&ask.version) else {
-            return;
+            return None;
         };
         let now = crate::host::clock::now();
         let url = ask.release.clone();
@@ -473,6 +460,7 @@ impl Updater {
         if let Err(e) = r {
             tracing::warn!("agent update: {e}");
         }
+        None
     }
 
     /// One step of the open request; how long until the next is due.
