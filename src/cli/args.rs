@@ -1,7 +1,10 @@
 //! The command line read into a [`Command`]: one table row per command
 //! (its options, arguments and help), read by one small parser, with the
-//! help and the usage lines printed from the same rows. [`parse`] is pure:
-//! the arguments in, a command, a help text or a usage error out.
+//! help and the usage lines printed from the same rows. Each command's row
+//! carries its typed id ([`Verb`]): the word typed is looked up in the
+//! table once, and what it is made into is an exhaustive match on the
+//! verb ([`build`]), never a string matched again at run time. [`parse`]
+//! is pure: the arguments in, a command, a help text or a usage error out.
 //!
 //! The conventions are the usual ones: `--name VALUE`, `--name=VALUE`,
 //! `-c VALUE`, `-cVALUE`, short flags together (`-fc FILE`), `--` before
@@ -118,6 +121,33 @@ const MODULE: Arg = Arg {
     help: "The module",
 };
 
+/// The device's commands, one per row of the table that runs something:
+/// what [`build`] makes a [`Command`] of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Verb {
+    Run,
+    Check,
+    Status,
+    Apply,
+    Set,
+    Unset,
+    Rm,
+    Reload,
+    Reloads,
+    Agent,
+    SelfUpdate,
+    Sync,
+    ImagesPrune,
+    Events,
+}
+
+/// What a row of the table is: a command that runs, by its verb, or a
+/// group of commands.
+enum Body {
+    Leaf(Verb),
+    Group(&'static [Spec]),
+}
+
 /// A command: its options and arguments, or its subcommands.
 struct Spec {
     name: &'static str,
@@ -127,24 +157,38 @@ struct Spec {
     more: &'static str,
     opts: &'static [Opt],
     args: &'static [Arg],
-    subs: &'static [Spec],
+    body: Body,
 }
 
-const fn leaf(name: &'static str, about: &'static str, opts: &'static [Opt]) -> Spec {
+impl Spec {
+    /// Its subcommands: none for a command that runs.
+    fn subs(&self) -> &'static [Spec] {
+        match self.body {
+            Body::Leaf(_) => &[],
+            Body::Group(subs) => subs,
+        }
+    }
+}
+
+const fn leaf(name: &'static str, verb: Verb, about: &'static str, opts: &'static [Opt]) -> Spec {
     Spec {
         name,
         about,
         more: "",
         opts,
         args: &[],
-        subs: &[],
+        body: Body::Leaf(verb),
     }
 }
 
 const fn group(name: &'static str, about: &'static str, subs: &'static [Spec]) -> Spec {
     Spec {
-        subs,
-        ..leaf(name, about, &[])
+        name,
+        about,
+        more: "",
+        opts: &[],
+        args: &[],
+        body: Body::Group(subs),
     }
 }
 
@@ -154,6 +198,7 @@ static STEAD: Spec = group(
     &[
         leaf(
             "run",
+            Verb::Run,
             "Run the agent (or one pass with --once)",
             &[
                 AGENT_CONFIG,
@@ -166,11 +211,13 @@ static STEAD: Spec = group(
         ),
         leaf(
             "check",
+            Verb::Check,
             "Validate the intentions and print each module's digests without touching the engine",
             &[AGENT_CONFIG],
         ),
         leaf(
             "status",
+            Verb::Status,
             "Show the running agent's node and module status",
             &[
                 CLIENT_CONFIG,
@@ -185,6 +232,7 @@ static STEAD: Spec = group(
             }],
             ..leaf(
                 "apply",
+                Verb::Apply,
                 "State a module's intention (a TOML or JSON intention file) through the API",
                 &[CLIENT_CONFIG],
             )
@@ -200,6 +248,7 @@ static STEAD: Spec = group(
             ],
             ..leaf(
                 "set",
+                Verb::Set,
                 "Set settings of a module: KEY=VALUE (VALUE read as JSON when it is JSON)",
                 &[CLIENT_CONFIG],
             )
@@ -213,12 +262,18 @@ static STEAD: Spec = group(
                     help: "Dotted keys",
                 },
             ],
-            ..leaf("unset", "Remove settings of a module", &[CLIENT_CONFIG])
+            ..leaf(
+                "unset",
+                Verb::Unset,
+                "Remove settings of a module",
+                &[CLIENT_CONFIG],
+            )
         },
         Spec {
             args: &[MODULE],
             ..leaf(
                 "rm",
+                Verb::Rm,
                 "Delete a module stated through the API (its container is removed)",
                 &[CLIENT_CONFIG],
             )
@@ -231,6 +286,7 @@ static STEAD: Spec = group(
             }],
             ..leaf(
                 "reload",
+                Verb::Reload,
                 "Ask for a module (or every module with an [update] section) to be reloaded: \
                  its newest compatible version landed, with one restart",
                 &[
@@ -256,6 +312,7 @@ static STEAD: Spec = group(
         },
         leaf(
             "reloads",
+            Verb::Reloads,
             "List reload requests",
             &[
                 CLIENT_CONFIG,
@@ -264,6 +321,7 @@ static STEAD: Spec = group(
         ),
         leaf(
             "agent",
+            Verb::Agent,
             "Show the agent itself: the version running and how the launcher started it, the \
              launcher's state (current, previous, a candidate on trial, the last one given up \
              on) and the updates of stead itself",
@@ -279,6 +337,7 @@ static STEAD: Spec = group(
             }],
             ..leaf(
                 "self-update",
+                Verb::SelfUpdate,
                 "Update stead itself to the release a signed statement names: landed beside the \
                  running version, checked, switched with one restart, confirmed by what the new \
                  version does (or the launcher goes back)",
@@ -300,6 +359,7 @@ static STEAD: Spec = group(
         },
         leaf(
             "sync",
+            Verb::Sync,
             "Fetch the central plane's document now (a nudge: the plane stays the one source \
              of truth) and say what came of it",
             &[CLIENT_CONFIG],
@@ -309,6 +369,7 @@ static STEAD: Spec = group(
             "The engine's images as this node keeps them",
             &[leaf(
                 "prune",
+                Verb::ImagesPrune,
                 "Remove the images no module of this node needs (those this node pulled, unless \
                  `[images] collect = \"all\"`), each with why; the others are listed with why \
                  each stays",
@@ -320,6 +381,7 @@ static STEAD: Spec = group(
         ),
         leaf(
             "events",
+            Verb::Events,
             "Print the agent's event log",
             &[
                 CLIENT_CONFIG,
@@ -349,7 +411,11 @@ pub fn parse(args: &[OsString]) -> Result<Parsed, UsageError> {
     let mut spec = &STEAD;
     let mut path = String::from("stead");
     let mut rest = args;
-    while !spec.subs.is_empty() {
+    let verb = loop {
+        let subs = match spec.body {
+            Body::Leaf(verb) => break verb,
+            Body::Group(subs) => subs,
+        };
         let Some((first, more)) = rest.split_first() else {
             // As clap did: a group without its command is its help, on
             // stderr, exit 2.
@@ -359,11 +425,11 @@ pub fn parse(args: &[OsString]) -> Result<Parsed, UsageError> {
         let word = first.to_str().unwrap_or_default();
         match word {
             "-h" | "--help" => return Ok(Parsed::Help(help(spec, &path))),
-            "-V" | "--version" if spec.name == "stead" => return Ok(Parsed::Version),
+            "-V" | "--version" if std::ptr::eq(spec, &STEAD) => return Ok(Parsed::Version),
             "help" => return help_command(spec, path, rest),
             _ => {}
         }
-        match spec.subs.iter().find(|s| s.name == word) {
+        match subs.iter().find(|s| s.name == word) {
             Some(sub) => {
                 spec = sub;
                 path = format!("{path} {word}");
@@ -376,8 +442,8 @@ pub fn parse(args: &[OsString]) -> Result<Parsed, UsageError> {
                 return Err(misuse(spec, &path, &what));
             }
         }
-    }
-    let m = match read(spec, &path, rest)? {
+    };
+    let m = match read(spec, verb, &path, rest)? {
         Read::Help => return Ok(Parsed::Help(help(spec, &path))),
         Read::Matches(m) => m,
     };
@@ -392,7 +458,7 @@ fn help_command(
 ) -> Result<Parsed, UsageError> {
     for name in names {
         let word = name.to_str().unwrap_or_default();
-        match spec.subs.iter().find(|s| s.name == word) {
+        match spec.subs().iter().find(|s| s.name == word) {
             Some(sub) => {
                 spec = sub;
                 path = format!("{path} {word}");
@@ -409,6 +475,8 @@ fn help_command(
 /// What a leaf command's arguments were, before they are made a command.
 struct Matches {
     spec: &'static Spec,
+    /// The command it is.
+    verb: Verb,
     path: String,
     /// Each option given, in order, with its value (empty for a flag).
     opts: Vec<(&'static Opt, OsString)>,
@@ -421,9 +489,15 @@ enum Read {
 }
 
 /// Reads a leaf command's options and arguments.
-fn read(spec: &'static Spec, path: &str, args: &[OsString]) -> Result<Read, UsageError> {
+fn read(
+    spec: &'static Spec,
+    verb: Verb,
+    path: &str,
+    args: &[OsString],
+) -> Result<Read, UsageError> {
     let mut m = Matches {
         spec,
+        verb,
         path: path.to_string(),
         opts: Vec::new(),
         args: Vec::new(),
@@ -632,35 +706,35 @@ impl Matches {
 fn build(m: &Matches) -> Result<Command, UsageError> {
     let config = || m.path("config");
     let u64_text = |s: &str| s.parse::<u64>().map_err(|e| e.to_string());
-    Ok(match m.spec.name {
-        "run" => Command::Run {
+    Ok(match m.verb {
+        Verb::Run => Command::Run {
             config: config(),
             once: m.flag("once"),
         },
-        "check" => Command::Check { config: config() },
-        "status" => Command::Status {
+        Verb::Check => Command::Check { config: config() },
+        Verb::Status => Command::Status {
             config: config(),
             json: m.flag("json"),
         },
-        "apply" => Command::Apply {
+        Verb::Apply => Command::Apply {
             config: config(),
             file: m.args.first().map(PathBuf::from).unwrap_or_default(),
         },
-        "set" => Command::Set {
+        Verb::Set => Command::Set {
             config: config(),
             module: m.required(0)?,
             settings: m.texts(1)?,
         },
-        "unset" => Command::Unset {
+        Verb::Unset => Command::Unset {
             config: config(),
             module: m.required(0)?,
             keys: m.texts(1)?,
         },
-        "rm" => Command::Rm {
+        Verb::Rm => Command::Rm {
             config: config(),
             module: m.required(0)?,
         },
-        "reload" => {
+        Verb::Reload => {
             let module = m.arg(0)?;
             let reason = m.string("reason")?;
             let wait = m.flag("wait");
@@ -691,33 +765,32 @@ fn build(m: &Matches) -> Result<Command, UsageError> {
                 cancel,
             }
         }
-        "reloads" => Command::Reloads {
+        Verb::Reloads => Command::Reloads {
             config: config(),
             follow: m.flag("follow"),
         },
-        "sync" => Command::Sync { config: config() },
-        "agent" => Command::Agent {
+        Verb::Sync => Command::Sync { config: config() },
+        Verb::Agent => Command::Agent {
             config: config(),
             json: m.flag("json"),
         },
-        "self-update" => Command::SelfUpdate {
+        Verb::SelfUpdate => Command::SelfUpdate {
             config: config(),
             statement: m.required(0)?,
             downgrade: m.flag("downgrade"),
             wait: m.flag("wait"),
         },
-        "prune" => Command::Images {
+        Verb::ImagesPrune => Command::Images {
             command: ImagesCommand::Prune {
                 config: config(),
                 dry_run: m.flag("dry-run"),
             },
         },
-        "events" => Command::Events {
+        Verb::Events => Command::Events {
             config: config(),
             follow: m.flag("follow"),
             since: m.parsed("since", u64_text)?.unwrap_or_default(),
         },
-        other => unreachable!("no command {other} in the table"),
     })
 }
 
@@ -741,7 +814,7 @@ fn arg_usage(a: &Arg) -> String {
 /// `Usage: stead plane sign [OPTIONS] --key <PATH> --node <NODE>`.
 fn usage(spec: &Spec, path: &str) -> String {
     let mut u = format!("Usage: {path}");
-    if !spec.subs.is_empty() {
+    if !spec.subs().is_empty() {
         u.push_str(" <COMMAND>");
         return u;
     }
@@ -766,7 +839,7 @@ fn help(spec: &Spec, path: &str) -> String {
     }
     out = format!("{out}{}\n", usage(spec, path));
     let mut commands: Vec<(String, String)> = spec
-        .subs
+        .subs()
         .iter()
         .map(|s| (s.name.to_string(), s.about.to_string()))
         .collect();
@@ -798,7 +871,7 @@ fn help(spec: &Spec, path: &str) -> String {
         })
         .collect();
     opts.push(("-h, --help".into(), "Print help".into()));
-    if spec.name == "stead" {
+    if std::ptr::eq(spec, &STEAD) {
         opts.push(("-V, --version".into(), "Print version".into()));
     }
     for (title, rows) in [
@@ -953,6 +1026,65 @@ mod tests {
     }
 
     #[test]
+    fn every_verb_is_run_by_one_row_of_the_table_and_its_words() {
+        /// The words that run each verb: exhaustive, so a verb added is
+        /// named here.
+        fn words(v: Verb) -> &'static str {
+            match v {
+                Verb::Run => "run",
+                Verb::Check => "check",
+                Verb::Status => "status",
+                Verb::Apply => "apply",
+                Verb::Set => "set",
+                Verb::Unset => "unset",
+                Verb::Rm => "rm",
+                Verb::Reload => "reload",
+                Verb::Reloads => "reloads",
+                Verb::Agent => "agent",
+                Verb::SelfUpdate => "self-update",
+                Verb::Sync => "sync",
+                Verb::ImagesPrune => "images prune",
+                Verb::Events => "events",
+            }
+        }
+        const ALL: [Verb; 14] = [
+            Verb::Run,
+            Verb::Check,
+            Verb::Status,
+            Verb::Apply,
+            Verb::Set,
+            Verb::Unset,
+            Verb::Rm,
+            Verb::Reload,
+            Verb::Reloads,
+            Verb::Agent,
+            Verb::SelfUpdate,
+            Verb::Sync,
+            Verb::ImagesPrune,
+            Verb::Events,
+        ];
+        fn leaves(spec: &'static Spec, path: &str, out: &mut Vec<(Verb, String)>) {
+            match spec.body {
+                Body::Leaf(v) => out.push((v, path.to_string())),
+                Body::Group(subs) => {
+                    for s in subs {
+                        let path = [path, s.name].join(" ");
+                        leaves(s, path.trim_start(), out);
+                    }
+                }
+            }
+        }
+        let mut rows = Vec::new();
+        leaves(&STEAD, "", &mut rows);
+        for (verb, path) in &rows {
+            assert_eq!(*path, words(*verb), "{verb:?}");
+        }
+        let mut verbs: Vec<Verb> = rows.iter().map(|(v, _)| *v).collect();
+        verbs.sort();
+        assert_eq!(verbs, ALL, "each verb on exactly one row");
+    }
+
+    #[test]
     fn every_help_lists_every_option_argument_and_command() {
         fn walk(spec: &'static Spec, path: &str) {
             let h = help(spec, path);
@@ -966,13 +1098,13 @@ mod tests {
             for a in spec.args {
                 assert!(h.contains(&arg_usage(a)), "{path}: {h}");
             }
-            for s in spec.subs {
+            for s in spec.subs() {
                 assert!(h.contains(&format!("  {}  ", s.name)), "{path}: {h}");
                 walk(s, &format!("{path} {}", s.name));
             }
         }
         walk(&STEAD, "stead");
-        let h = help(&STEAD.subs[0], "stead run");
+        let h = help(&STEAD.subs()[0], "stead run");
         assert_eq!(
             h,
             "Run the agent (or one pass with --once)\n\n\

@@ -6,7 +6,10 @@
 //! ([`StoredGroup`]). A document is adopted in ONE transaction with the
 //! group documents it was composed with and the intentions they state
 //! ([`Store::adopt_plane`]): a crash leaves either the old documents and
-//! their intentions or the new ones, never a mix.
+//! their intentions or the new ones, never a mix. The records are the
+//! core's (`stead_core::plane::accept::Held`, `stead_core::plane::held`'s
+//! [`StoredGroup`], [`Contact`] and [`Refusal`]), re-exported here: the
+//! store encodes and decodes them.
 
 use std::collections::BTreeMap;
 
@@ -24,44 +27,7 @@ const CONTACT: &str = "contact";
 const ROOT: &str = "root";
 
 pub use stead_core::plane::accept::Held;
-
-/// A group document the node holds: its record, its bytes as fetched, and
-/// the digest of its modules when this node took them (runs or ran them: a
-/// staged rollout never takes them back by itself).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StoredGroup {
-    pub held: Held,
-    pub envelope: Vec<u8>,
-    pub took: Option<Digest>,
-}
-
-/// Why the last document fetched was not adopted.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
-    /// Its class.
-    pub class: crate::model::refusal::RefusalClass,
-    /// What was wrong, in a sentence.
-    pub detail: String,
-    /// The revision the document said, when it could be read.
-    pub revision: Option<u64>,
-    /// When.
-    pub at: u64,
-}
-
-/// What the last contact with the plane said.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Contact {
-    /// When the plane last answered (any HTTP answer), seconds since the epoch.
-    pub at: Option<u64>,
-    /// The last refusal, until a document is adopted again or the same one
-    /// is served.
-    pub refusal: Option<Refusal>,
-    /// The last failure to get an answer (or an answer that was an error),
-    /// while it holds.
-    pub error: Option<String>,
-    /// The plane's clock (its `Date` header) at the last answer.
-    pub plane_date: Option<u64>,
-}
+pub use stead_core::plane::held::{Contact, Refusal, StoredGroup};
 
 impl Store {
     /// The next epoch of report sequence numbers: one more than the last

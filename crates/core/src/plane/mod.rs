@@ -3,7 +3,10 @@
 //! document ([`document`]; its times are read by [`crate::model::time`]),
 //! a group's document with its staged rollout ([`group`]), whether a
 //! fetched document is adopted ([`accept`]), the root of trust and how a
-//! new one is taken ([`root`]). The device polls and adopts
+//! new one is taken ([`root`]), the one holder of a node's trust that
+//! verifies every document, group document, release statement and root
+//! ([`trusted`]), and what a node holds from the plane as one value with
+//! pure transitions ([`held`]). The device polls and adopts
 //! (`stead::plane`); the operator signs and publishes (`stead-plane`). A
 //! refusal's class is data, in the model ([`crate::model::refusal`]),
 //! named here as [`RefusalClass`].
@@ -12,6 +15,8 @@ pub mod accept;
 pub mod document;
 pub mod envelope;
 pub mod group;
+pub mod held;
 pub mod root;
+pub mod trusted;
 
 pub use crate::model::refusal::RefusalClass;

@@ -6,7 +6,8 @@
 //! bucket or an nginx DAV holds), read reports from a directory or walk a
 //! web server's listings of them, and keep no state of their own. What the
 //! host's directory serves is verified before anything is signed on top of
-//! it, under the directory's lock (`Served`).
+//! it, under the directory's lock (`Served`), by the document keys of the
+//! trusted set a device holds once it has walked the site's roots.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ use crate::plane::envelope::{PAYLOAD_TYPE, PublicKey, SecretKey};
 use crate::plane::group::{GROUP_PAYLOAD_TYPE, GroupDesired, stamp_group};
 use crate::plane::publish::{Published, Times, group_path, plan, read_served};
 use crate::plane::rollup::Rollup;
+use crate::plane::trusted::TrustedSet;
 
 /// The largest fleet file or report read.
 const MAX_FILE: u64 = 4 << 20;
@@ -245,12 +247,12 @@ fn read_object(path: &Path) -> Result<Map<String, J>, String> {
 /// against the keys the devices take before it is used.
 struct Served<'a> {
     site: &'a Path,
-    /// The document keys: the newest root's, or the devices' trusted keys.
-    keys: Vec<PublicKey>,
+    /// What the devices trust once they have walked the site's roots: the
+    /// newest root's document keys, or the devices' trusted keys (version
+    /// 0).
+    trusted: TrustedSet,
     /// The document keys of earlier roots that the newest no longer lists.
     revoked: Vec<PublicKey>,
-    /// The newest root's version (0: the devices' trusted keys).
-    root: u64,
     /// What each document read was, by its path: it must still be that
     /// when it is replaced.
     read: BTreeMap<String, Option<Digest>>,
@@ -298,12 +300,13 @@ impl<'a> Served<'a> {
                 .collect::<crate::cli::failure::Result<Vec<_>>>()?
         };
         let mut earlier = trusted.clone();
-        let root = match super::trust::walk(&trusted, site, &mut |r| {
+        let walked = match super::trust::walk(&trusted, site, &mut |r| {
             earlier.extend(r.documents.iter().cloned())
         }) {
-            Ok(r) => r,
+            Ok(t) => t,
             Err(e) => return Ok(Err(format!("the site's root does not check: {e}"))),
         };
+        let root = walked.root();
         earlier.retain(|k| !root.documents.contains(k));
         earlier.dedup();
         if !signing.iter().any(|k| root.documents.contains(&k.public())) {
@@ -323,9 +326,8 @@ impl<'a> Served<'a> {
         }
         Ok(Ok(Served {
             site,
-            keys: root.documents,
+            trusted: walked,
             revoked: earlier,
-            root: root.version,
             read: BTreeMap::new(),
             _lock: lock,
         }))
@@ -352,12 +354,12 @@ impl<'a> Served<'a> {
         let Some(b) = self.bytes(path)? else {
             return Ok(None);
         };
-        match read_served(path, &b, &self.keys) {
+        match read_served(path, &b, self.trusted.document_keys()) {
             Ok(p) => Ok(Some(p)),
             Err(_) if read_served(path, &b, &self.revoked).is_ok() => {
                 println!(
                     "{path}: signed by a key root version {} dropped: read as not published",
-                    self.root
+                    self.trusted.root().version
                 );
                 Ok(None)
             }

@@ -1,6 +1,10 @@
 //! `stead-plane root`: the plane's root of trust written, signed and
-//! checked as a device walks it ([`crate::plane::root`]), and published
-//! beside the documents.
+//! checked as a device walks it, and published beside the documents. Each
+//! step of the chain is taken by the device's own holder of trust
+//! ([`TrustedSet::next_root`]): the operator's check and the device's walk
+//! are one rule; [`walk`] hands the set it ends at to `publish` and
+//! `rollout watch`, whose document keys are what the site's documents
+//! must be signed by.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -10,6 +14,7 @@ use std::time::Duration;
 use crate::cli::failure::Context as _;
 use crate::plane::envelope::{Envelope, PublicKey};
 use crate::plane::root::{self, PAYLOAD_TYPE, Role, Root};
+use crate::plane::trusted::TrustedSet;
 
 use super::plane::{read_input, read_public_key, refused, secret_keys, write_file};
 
@@ -156,8 +161,8 @@ pub fn verify(
         return Ok(ExitCode::SUCCESS);
     };
     let bytes = read_input(Some(input))?;
-    let next = match root::next(&held, &bytes) {
-        Ok(r) => r,
+    let next = match held.next_root(&bytes) {
+        Ok(t) => t.root().clone(),
         Err(e) => return Ok(refused(format_args!("{}: {e}", input.display()))),
     };
     println!("{} (checks as the next root)", describe(&next));
@@ -181,26 +186,29 @@ pub fn verify(
     Ok(ExitCode::SUCCESS)
 }
 
-/// The newest root a site publishes, walked as a device walks it: from
-/// `trusted` (the devices' trusted_keys, version 0) through
-/// `site/roots/1.json`, `2.json`, … (each given to `each`); the
+/// The trusted set a device holds once it has walked the roots a site
+/// publishes: from `trusted` (the devices' trusted_keys, version 0)
+/// through `site/roots/1.json`, `2.json`, … (each root taken given to
+/// `each`), every step taken by [`TrustedSet::next_root`]; the
 /// `site/root.json` the devices poll must say the version the chain ends
 /// at. Version 0 when the site publishes no root.
 pub(super) fn walk(
     trusted: &[PublicKey],
     site: &Path,
     each: &mut dyn FnMut(&Root),
-) -> Result<Root, String> {
-    let mut held = Root::initial(trusted);
+) -> Result<TrustedSet, String> {
+    let mut held = TrustedSet::new(trusted);
     loop {
-        let path = site.join(format!("roots/{}.json", held.version + 1));
+        let path = site.join(format!("roots/{}.json", held.root().version + 1));
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
             Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
         };
-        held = root::next(&held, &bytes).map_err(|e| format!("{}: {e}", path.display()))?;
-        each(&held);
+        held = held
+            .next_root(&bytes)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        each(held.root());
     }
     let newest = site.join("root.json");
     let published = match std::fs::read(&newest) {
@@ -210,7 +218,7 @@ pub(super) fn walk(
     };
     if let Some(bytes) = published {
         let said = root::version_said(&bytes);
-        if said != Some(held.version) {
+        if said != Some(held.root().version) {
             return Err(format!(
                 "{} says version {}, but the chain in {} ends at {}",
                 newest.display(),
@@ -219,7 +227,7 @@ pub(super) fn walk(
                     |v| v.to_string()
                 ),
                 site.join("roots").display(),
-                held.version
+                held.root().version
             ));
         }
     }

@@ -2,11 +2,12 @@
 //! documents to sign ([`publish`]), its reports rolled up ([`rollup`]),
 //! a web server's listing of them read as links ([`index`]), its devices'
 //! keys taken from their reports ([`enroll`]). The documents themselves
-//! are the core's, re-exported here.
+//! and the trusted set that verifies them (a device's, [`trusted`]) are
+//! the core's, re-exported here.
 
 pub mod enroll;
 pub mod index;
 pub mod publish;
 pub mod rollup;
 
-pub use stead_core::plane::{RefusalClass, accept, document, envelope, group, root};
+pub use stead_core::plane::{RefusalClass, accept, document, envelope, group, root, trusted};

@@ -5,20 +5,62 @@
 //! poll settings and report URL), the state of the look at the plane's
 //! root, and the time the node counts on its own. Its transitions are pure
 //! functions that change it and say what to store ([`Held::contacted`]);
-//! the status the API and the reports show is derived from it
-//! ([`crate::plane::sync::PlaneStatus`]'s `show`); the poller only does
-//! the I/O. No clock is read here: the monotonic instant (`at`) and the
-//! clock as read ([`Clock`]) are passed in.
+//! the status the API and the reports show is derived from it (the
+//! device's `stead::plane::sync::PlaneStatus::show`); the poller only does
+//! the I/O. The plain records it is made of, which the device's store
+//! keeps and re-exports, are here too: a group's document held
+//! ([`StoredGroup`]), the last contact ([`Contact`]) and the last refusal
+//! ([`Refusal`]); the node's document's is
+//! [`crate::plane::accept::Held`]. No clock is read here: the monotonic
+//! instant (`at`) and the clock as read ([`Clock`]) are passed in.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::model::fleet::{GroupName, Take};
 use crate::model::names::Digest;
-use crate::plane::accept::{Clock, ClockStatus};
+use crate::model::refusal::RefusalClass;
+use crate::plane::accept::{Clock, ClockStatus, Held as Record};
 use crate::plane::document::Poll;
 use crate::plane::group::GroupStanding;
-use crate::store::plane::{Contact, Held as Record, Refusal, StoredGroup};
+
+/// A group document the node holds: its record, its bytes as fetched, and
+/// the digest of its modules when this node took them (runs or ran them: a
+/// staged rollout never takes them back by itself).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredGroup {
+    pub held: Record,
+    pub envelope: Vec<u8>,
+    pub took: Option<Digest>,
+}
+
+/// Why the last document fetched was not adopted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// Its class.
+    pub class: RefusalClass,
+    /// What was wrong, in a sentence.
+    pub detail: String,
+    /// The revision the document said, when it could be read.
+    pub revision: Option<u64>,
+    /// When.
+    pub at: u64,
+}
+
+/// What the last contact with the plane said.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Contact {
+    /// When the plane last answered (any HTTP answer), seconds since the epoch.
+    pub at: Option<u64>,
+    /// The last refusal, until a document is adopted again or the same one
+    /// is served.
+    pub refusal: Option<Refusal>,
+    /// The last failure to get an answer (or an answer that was an error),
+    /// while it holds.
+    pub error: Option<String>,
+    /// The plane's clock (its `Date` header) at the last answer.
+    pub plane_date: Option<u64>,
+}
 
 /// How often a contact that says nothing new is written all the same (a
 /// poll that says nothing new is not an fsync: wear for nothing).
@@ -408,7 +450,7 @@ mod tests {
 
     fn refusal(detail: &str) -> Refusal {
         Refusal {
-            class: crate::model::refusal::RefusalClass::Rollback,
+            class: RefusalClass::Rollback,
             detail: detail.into(),
             revision: None,
             at: 1,

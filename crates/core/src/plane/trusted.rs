@@ -5,7 +5,9 @@
 //! and the floors they imply ([`accept::still_stands`]). It is the only
 //! thing that verifies a node's document, a group's document, a release
 //! statement or a next root; the plane's poller and the updater are handed
-//! it and do the I/O. Pure: no clock is read (times and the agent's
+//! it and do the I/O, and the operator's tool (`stead-plane root verify`,
+//! `publish`, `rollout watch`) takes each root of a site's chain by it
+//! too, so the publisher's check and the device's walk are one rule. Pure: no clock is read (times and the agent's
 //! [`Clock`] are passed in), no file or network is touched; the walk of
 //! the root chain ([`TrustedSet::walk`]) is handed its fetches and its
 //! keeping as functions, and is bounded per poll ([`MAX_ROOTS_PER_POLL`]).
@@ -15,12 +17,11 @@ use std::future::Future;
 use crate::model::names::NodeId;
 use crate::model::release::{self, Release};
 use crate::model::time::format_rfc3339;
-use crate::plane::accept::{self, Clock, Floor, Verdict};
+use crate::plane::accept::{self, Clock, Floor, Held, Verdict};
 use crate::plane::document::Desired;
 use crate::plane::envelope::{self, Envelope, PublicKey};
 use crate::plane::group::{GroupDesired, GroupName};
 use crate::plane::root::{self, Root, RootError};
-use crate::store::plane::Held;
 
 /// The most roots one poll walks: a plane many versions ahead is followed
 /// over several polls, never by one unbounded run of fetches.
