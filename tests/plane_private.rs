@@ -424,6 +424,33 @@ fn publish_uploads_the_site_to_a_private_bucket_and_then_only_what_changed() {
     );
     assert!(out.contains("signed nodes/a/desired.json"), "{out}");
     assert_eq!(versions(), want, "nothing put");
+    // A key that may list but not put: the first step that fails (the
+    // group's) names the file and the answer, and the nodes after it are
+    // not put.
+    let reader: serde_json::Value = serde_json::from_str(&moto.py(&["reader", kf])).unwrap();
+    let reader_creds = d.path().join("reader");
+    credentials(&reader_creds, &reader, 0o600);
+    std::fs::write(
+        fleet.join("groups/edge.json"),
+        json!({"modules": [web("2")]}).to_string(),
+    )
+    .unwrap();
+    let (ok, out, err) = publish(&reader_creds);
+    assert!(!ok, "{out}{err}");
+    assert!(out.contains("signed groups/edge/desired.json"), "{out}");
+    assert!(
+        err.contains(
+            "cannot upload groups/edge/desired.json to s3://fleet/prod/groups/edge/desired.json: \
+             HTTP 403 Forbidden (AccessDenied)"
+        ),
+        "{err}"
+    );
+    assert!(
+        !err.contains("nodes/a") && !out.contains("uploaded"),
+        "{out}{err}"
+    );
+    assert!(!format!("{out}{err}").contains(reader["SecretAccessKey"].as_str().unwrap()));
+    assert_eq!(versions(), want, "nothing put");
     // A file others may read is refused, naming it, never its content.
     std::fs::set_permissions(&creds, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
     let (ok, out, err) = publish(&creds);
@@ -438,13 +465,17 @@ fn publish_uploads_the_site_to_a_private_bucket_and_then_only_what_changed() {
     let (ok, out, err) = publish(&creds);
     assert!(ok, "{out}{err}");
     assert!(out.contains("0 of 4 documents signed"), "{out}");
-    assert!(out.contains("1 of 6 documents uploaded"), "{out}");
+    assert!(out.contains("2 of 6 documents uploaded"), "{out}");
     want.insert("prod/nodes/a/desired.json".into(), 3);
+    want.insert("prod/groups/edge/desired.json".into(), 2);
     assert_eq!(versions(), want);
-    assert_eq!(
-        read_back("nodes/a/desired.json"),
-        std::fs::read(site.join("nodes/a/desired.json")).unwrap()
-    );
+    for rel in served {
+        assert_eq!(
+            read_back(rel),
+            std::fs::read(site.join(rel)).unwrap(),
+            "{rel}"
+        );
+    }
 }
 
 /// nginx on loopback over TLS, answering only a client with a certificate

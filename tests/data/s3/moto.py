@@ -8,6 +8,9 @@
     moto.py get URL KEYFILE BUCKET KEY        prints the object
     moto.py rotate URL KEYFILE                a second key for the user,
                              the first deleted; prints the new key
+    moto.py reader URL KEYFILE                a second user, allowed to list
+                             the bucket and get its objects alone; prints
+                             its key
     moto.py versioning URL KEYFILE BUCKET     keeps every version of an object
                              (each PUT one more)
     moto.py versions URL KEYFILE BUCKET PREFIX   prints {key: versions} of
@@ -51,6 +54,16 @@ def main():
     elif cmd == "get":
         bucket, name = sys.argv[4:6]
         sys.stdout.buffer.write(client("s3", url, key).get_object(Bucket=bucket, Key=name)["Body"].read())
+    elif cmd == "reader":
+        iam = client("iam", url, key)
+        iam.create_user(UserName="reader")
+        new = iam.create_access_key(UserName="reader")["AccessKey"]
+        policy = {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetObject"], "Resource": "*"}],
+        }
+        iam.put_user_policy(UserName="reader", PolicyName="read", PolicyDocument=json.dumps(policy))
+        print(json.dumps({"AccessKeyId": new["AccessKeyId"], "SecretAccessKey": new["SecretAccessKey"]}))
     elif cmd == "versioning":
         client("s3", url, key).put_bucket_versioning(
             Bucket=sys.argv[4], VersioningConfiguration={"Status": "Enabled"}
