@@ -382,6 +382,11 @@ fn publish_uploads_the_site_to_a_private_bucket_and_then_only_what_changed() {
             "{rel}"
         );
     }
+    assert_eq!(
+        moto.py(&["type", kf, "fleet", "prod/nodes/a/desired.json"])
+            .trim(),
+        "application/json"
+    );
 
     // One node changed: its document alone is signed and put.
     std::fs::write(fleet.join("nodes/a.json"), own("2")).unwrap();

@@ -6,6 +6,7 @@
                              key as JSON
     moto.py put URL KEYFILE BUCKET KEY FILE   puts FILE (botocore signs)
     moto.py get URL KEYFILE BUCKET KEY        prints the object
+    moto.py type URL KEYFILE BUCKET KEY       prints its Content-Type
     moto.py rotate URL KEYFILE                a second key for the user,
                              the first deleted; prints the new key
     moto.py reader URL KEYFILE                a second user, allowed to list
@@ -54,6 +55,9 @@ def main():
     elif cmd == "get":
         bucket, name = sys.argv[4:6]
         sys.stdout.buffer.write(client("s3", url, key).get_object(Bucket=bucket, Key=name)["Body"].read())
+    elif cmd == "type":
+        bucket, name = sys.argv[4:6]
+        print(client("s3", url, key).head_object(Bucket=bucket, Key=name)["ContentType"])
     elif cmd == "reader":
         iam = client("iam", url, key)
         iam.create_user(UserName="reader")
