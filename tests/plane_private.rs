@@ -6,9 +6,14 @@
 //! Documents are put by botocore (a third party's signer) and read by the
 //! real agent with its own; its report is PUT the same way; 304s work; an
 //! anonymous GET is refused; a key file others may read is refused, naming
-//! it; a key rotated by replacing the file is read again. The server comes
-//! from `STEAD_TEST_MOTO` (the venv scripts/test.sh makes): without it the
-//! test fails, saying so.
+//! it; a key rotated by replacing the file is read again. And the
+//! operator's tool publishing straight to that bucket (`stead-plane
+//! publish --upload`, `root verify --upload`) with the same credentials
+//! file: every object reads back byte for byte, a second publish puts
+//! only what changed, a key refused or not allowed to put fails naming the
+//! answer and no secret, and a device takes what was published so. The
+//! server comes from `STEAD_TEST_MOTO` (the venv scripts/test.sh makes):
+//! without it the test fails, saying so.
 
 mod common;
 

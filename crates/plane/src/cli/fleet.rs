@@ -3,10 +3,11 @@
 //! reports rolled up, and its rollouts halted when their devices fail. They
 //! run where the signing key lives (an operator's machine, a CI job, cron),
 //! read and write plain directories (what the host serves, what a synced
-//! bucket or an nginx DAV holds), read reports from a directory or walk a
-//! web server's listings of them, and keep no state of their own. What the
-//! host's directory serves is verified before anything is signed on top of
-//! it, under the directory's lock (`Served`).
+//! bucket or an nginx DAV holds; with `--upload`, put into an S3 bucket
+//! by [`super::upload`] once written, under the same lock), read reports
+//! from a directory or walk a web server's listings of them, and keep no
+//! state of their own. What the host's directory serves is verified before
+//! anything is signed on top of it, under the directory's lock (`Served`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
