@@ -6,9 +6,14 @@
 //! Documents are put by botocore (a third party's signer) and read by the
 //! real agent with its own; its report is PUT the same way; 304s work; an
 //! anonymous GET is refused; a key file others may read is refused, naming
-//! it; a key rotated by replacing the file is read again. The server comes
-//! from `STEAD_TEST_MOTO` (the venv scripts/test.sh makes): without it the
-//! test fails, saying so.
+//! it; a key rotated by replacing the file is read again. And the
+//! operator's tool publishing straight to that bucket (`stead-plane
+//! publish --upload`, `root verify --upload`) with the same credentials
+//! file: every object reads back byte for byte, a second publish puts
+//! only what changed, a key refused or not allowed to put fails naming the
+//! answer and no secret, and a device takes what was published so. The
+//! server comes from `STEAD_TEST_MOTO` (the venv scripts/test.sh makes):
+//! without it the test fails, saying so.
 
 mod common;
 
@@ -198,8 +203,289 @@ fn a_private_bucket_serves_the_plane_with_signed_requests_and_refuses_anyone_els
     );
     wait_v(&n, &m, "two");
     wait_plane(&n, &agent, "no error", |p| p["error"].is_null());
+
+    // The operator's tool publishes the next one from a fleet description
+    // straight to the bucket, with the same credentials file: the device
+    // takes it.
+    let key_path = d.path().join("plane.key");
+    stead::host::keyfile::write(&key_path, &signing).unwrap();
+    let fleet = d.path().join("fleet");
+    std::fs::create_dir_all(fleet.join("nodes")).unwrap();
+    std::fs::write(
+        fleet.join(format!("nodes/{}.json", n.id)),
+        serde_json::json!({
+            "poll": {"interval": "1s", "jitter": "100ms"},
+            "modules": [module(&m, "three")],
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let site = d.path().join("site");
+    let (ok, out, err) = common::plane::plane_cli_with(
+        &[
+            "publish",
+            "--key",
+            key_path.to_str().unwrap(),
+            "--fleet",
+            fleet.to_str().unwrap(),
+            "--site",
+            site.to_str().unwrap(),
+            "--upload",
+            "s3://fleet",
+            "--s3-credentials",
+            creds.to_str().unwrap(),
+            "--s3-endpoint",
+            &moto.url,
+        ],
+        "",
+    );
+    assert!(ok, "{out}{err}");
+    assert!(out.contains(&format!("uploaded {doc}")), "{out}");
+    wait_v(&n, &m, "three");
     let log = Agent::log(&n);
     assert!(!log.contains(secret) && !log.contains(new["SecretAccessKey"].as_str().unwrap()));
+    assert!(!out.contains(new["SecretAccessKey"].as_str().unwrap()));
+}
+
+/// `stead-plane publish --upload` to a private bucket (moto checking
+/// every signature), with the credentials file format the devices use: a
+/// fleet and its root go up and read back byte for byte with botocore; a
+/// second publish with one node changed puts that node's document alone
+/// (the bucket keeps every version: each PUT is one); wrong credentials
+/// exit non-zero naming the answer and no secret, the site written; the
+/// next run puts what the bucket misses.
+#[test]
+fn publish_uploads_the_site_to_a_private_bucket_and_then_only_what_changed() {
+    use serde_json::json;
+    let moto = Moto::start();
+    let key: serde_json::Value = serde_json::from_str(&moto.py(&["setup"])).unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let key_file = d.path().join("key.json");
+    std::fs::write(&key_file, key.to_string()).unwrap();
+    let kf = key_file.to_str().unwrap();
+    moto.py(&["versioning", kf, "fleet"]);
+    let creds = d.path().join("credentials");
+    credentials(&creds, &key, 0o600);
+    let signing = SecretKey::generate().unwrap();
+    let key_path = d.path().join("plane.key");
+    stead::host::keyfile::write(&key_path, &signing).unwrap();
+    let public = signing.public().to_base64();
+    let (fleet, site) = (d.path().join("fleet"), d.path().join("site"));
+    std::fs::create_dir_all(fleet.join("groups")).unwrap();
+    std::fs::create_dir_all(fleet.join("nodes")).unwrap();
+    let web = |tag: &str| json!({"name": "web", "image": format!("registry.example/web:{tag}")});
+    std::fs::write(
+        fleet.join("groups/edge.json"),
+        json!({"modules": [web("1")]}).to_string(),
+    )
+    .unwrap();
+    let own = |tag: &str| {
+        json!({"groups": ["edge"], "modules": [{"name": "own", "image": format!("registry.example/own:{tag}")}]})
+            .to_string()
+    };
+    std::fs::write(fleet.join("nodes/a.json"), own("1")).unwrap();
+    std::fs::write(fleet.join("nodes.csv"), "node,groups\nb,edge\nc,edge\n").unwrap();
+    let plane = |args: &[&str], creds: &Path| {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend([
+            "--site",
+            site.to_str().unwrap(),
+            "--upload",
+            "s3://fleet/prod",
+            "--s3-credentials",
+            creds.to_str().unwrap(),
+            "--s3-endpoint",
+            &moto.url,
+        ]);
+        common::plane::plane_cli_with(&all, "")
+    };
+    let publish = |creds: &Path| {
+        plane(
+            &[
+                "publish",
+                "--key",
+                key_path.to_str().unwrap(),
+                "--fleet",
+                fleet.to_str().unwrap(),
+            ],
+            creds,
+        )
+    };
+    let versions = || -> std::collections::BTreeMap<String, u64> {
+        serde_json::from_str(&moto.py(&["versions", kf, "fleet", "prod/"])).unwrap()
+    };
+
+    // A root, checked and published with root verify, then the fleet.
+    let root = d.path().join("root-1.json");
+    common::plane::plane_cli(&[
+        "root",
+        "init",
+        "--root-key",
+        &public,
+        "--documents-key",
+        &public,
+        "--out",
+        root.to_str().unwrap(),
+    ]);
+    common::plane::plane_cli(&[
+        "root",
+        "sign",
+        "--key",
+        key_path.to_str().unwrap(),
+        "--in",
+        root.to_str().unwrap(),
+        "--out",
+        root.to_str().unwrap(),
+    ]);
+    let (ok, out, err) = plane(
+        &[
+            "root",
+            "verify",
+            "--trusted",
+            &public,
+            "--in",
+            root.to_str().unwrap(),
+            "--publish",
+        ],
+        &creds,
+    );
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains("2 of 2 documents uploaded to s3://fleet/prod"),
+        "{out}"
+    );
+    let (ok, out, err) = publish(&creds);
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains("4 of 6 documents uploaded to s3://fleet/prod; 2 already there"),
+        "{out}"
+    );
+    let served = [
+        "root.json",
+        "roots/1.json",
+        "groups/edge/desired.json",
+        "nodes/a/desired.json",
+        "nodes/b/desired.json",
+        "nodes/c/desired.json",
+    ];
+    let want: std::collections::BTreeMap<String, u64> =
+        served.iter().map(|r| (format!("prod/{r}"), 1)).collect();
+    assert_eq!(versions(), want, "one PUT of each, nothing else");
+    let read_back = |rel: &str| {
+        let out = Command::new(venv().join("bin/python"))
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/s3/moto.py"))
+            .args(["get", &moto.url, kf, "fleet", &format!("prod/{rel}")])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{rel}");
+        out.stdout
+    };
+    for rel in served {
+        assert_eq!(
+            read_back(rel),
+            std::fs::read(site.join(rel)).unwrap(),
+            "{rel}"
+        );
+    }
+    assert_eq!(
+        moto.py(&["type", kf, "fleet", "prod/nodes/a/desired.json"])
+            .trim(),
+        "application/json"
+    );
+
+    // One node changed: its document alone is signed and put.
+    std::fs::write(fleet.join("nodes/a.json"), own("2")).unwrap();
+    let (ok, out, err) = publish(&creds);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("uploaded nodes/a/desired.json"), "{out}");
+    assert!(out.contains("1 of 6 documents uploaded"), "{out}");
+    let mut want = want;
+    want.insert("prod/nodes/a/desired.json".into(), 2);
+    assert_eq!(versions(), want);
+    assert_eq!(
+        read_back("nodes/a/desired.json"),
+        std::fs::read(site.join("nodes/a/desired.json")).unwrap()
+    );
+
+    // Wrong credentials: the site is written, nothing goes up, the answer
+    // is named and no secret said.
+    let wrong = d.path().join("wrong");
+    std::fs::write(
+        &wrong,
+        format!(
+            "[default]\naws_access_key_id = {}\naws_secret_access_key = n0t-the-s3cret\n",
+            key["AccessKeyId"].as_str().unwrap()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrong, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    std::fs::write(fleet.join("nodes/a.json"), own("3")).unwrap();
+    let (ok, out, err) = publish(&wrong);
+    assert!(!ok, "{out}{err}");
+    assert!(
+        err.contains("cannot list s3://fleet/prod: HTTP 403 Forbidden"),
+        "{err}"
+    );
+    let said = format!("{out}{err}");
+    assert!(!said.contains("n0t-the-s3cret"), "{said}");
+    assert!(
+        !said.contains(key["SecretAccessKey"].as_str().unwrap()),
+        "{said}"
+    );
+    assert!(out.contains("signed nodes/a/desired.json"), "{out}");
+    assert_eq!(versions(), want, "nothing put");
+    // A key that may list but not put: the first step that fails (the
+    // group's) names the file and the answer, and the nodes after it are
+    // not put.
+    let reader: serde_json::Value = serde_json::from_str(&moto.py(&["reader", kf])).unwrap();
+    let reader_creds = d.path().join("reader");
+    credentials(&reader_creds, &reader, 0o600);
+    std::fs::write(
+        fleet.join("groups/edge.json"),
+        json!({"modules": [web("2")]}).to_string(),
+    )
+    .unwrap();
+    let (ok, out, err) = publish(&reader_creds);
+    assert!(!ok, "{out}{err}");
+    assert!(out.contains("signed groups/edge/desired.json"), "{out}");
+    assert!(
+        err.contains(
+            "cannot upload groups/edge/desired.json to s3://fleet/prod/groups/edge/desired.json: \
+             HTTP 403 Forbidden (AccessDenied)"
+        ),
+        "{err}"
+    );
+    assert!(
+        !err.contains("nodes/a") && !out.contains("uploaded"),
+        "{out}{err}"
+    );
+    assert!(!format!("{out}{err}").contains(reader["SecretAccessKey"].as_str().unwrap()));
+    assert_eq!(versions(), want, "nothing put");
+    // A file others may read is refused, naming it, never its content.
+    std::fs::set_permissions(&creds, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let (ok, out, err) = publish(&creds);
+    assert!(!ok, "{out}{err}");
+    assert!(
+        err.contains("may be read by others (mode 0644): make it 0600"),
+        "{err}"
+    );
+    assert!(!format!("{out}{err}").contains(key["SecretAccessKey"].as_str().unwrap()));
+    // The next run signs nothing and puts what the bucket misses.
+    std::fs::set_permissions(&creds, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let (ok, out, err) = publish(&creds);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("0 of 4 documents signed"), "{out}");
+    assert!(out.contains("2 of 6 documents uploaded"), "{out}");
+    want.insert("prod/nodes/a/desired.json".into(), 3);
+    want.insert("prod/groups/edge/desired.json".into(), 2);
+    assert_eq!(versions(), want);
+    for rel in served {
+        assert_eq!(
+            read_back(rel),
+            std::fs::read(site.join(rel)).unwrap(),
+            "{rel}"
+        );
+    }
 }
 
 /// nginx on loopback over TLS, answering only a client with a certificate

@@ -14,6 +14,7 @@ use crate::cli::fleet::Reports;
 use crate::cli::plane::{PlaneCommand, parse_lifetime, parse_node, parse_rate};
 use crate::model::fleet::{GroupName, Threshold};
 use crate::model::names::{ModuleName, NodeId};
+use crate::plane::upload::Target;
 
 /// The operator's tool for a fleet of stead devices: keys, signed
 /// documents, publishing, enrolment, sealed values, roll-ups, staged
@@ -110,6 +111,8 @@ pub enum Verb {
         /// Sign again a document that expires within this, even unchanged
         #[arg(long, value_name = "DURATION", default_value = "7d", value_parser = parse_lifetime)]
         refresh_before: Duration,
+        #[command(flatten)]
+        upload: Upload,
     },
     /// Take the devices' public keys from their reports into the fleet's
     /// description (DIR/device-keys.csv: node,age1…). A node's first key
@@ -256,6 +259,81 @@ pub struct Trusted {
     pub trusted: Vec<String>,
 }
 
+/// `--upload s3://BUCKET/PREFIX` and its options, of the commands that
+/// write the site (docs/fleet.md, "Publishing to a bucket").
+#[derive(Debug, Args)]
+pub struct Upload {
+    /// Once the run has written the site, put into the bucket every
+    /// document of the site that the bucket does not hold as it is (by
+    /// its ETag), roots first, then groups, then nodes; the site stays the
+    /// source of truth. Path-style, on --s3-endpoint
+    #[arg(long, value_name = "s3://BUCKET/PREFIX", value_parser = Target::parse, requires = "s3_credentials")]
+    pub upload: Option<Target>,
+    /// The AWS credentials file whose [default] key signs the upload (the
+    /// format the devices' plane.s3_credentials has; the operator's own
+    /// file, 0600)
+    #[arg(long, value_name = "FILE", requires = "upload")]
+    pub s3_credentials: Option<PathBuf>,
+    /// The region the upload's signatures are for
+    #[arg(
+        long,
+        value_name = "REGION",
+        default_value = "us-east-1",
+        requires = "upload"
+    )]
+    pub s3_region: String,
+    /// The S3 endpoint (MinIO, Ceph, Garage, moto: http://host:9000); by
+    /// default AWS's for the region, https://s3.REGION.amazonaws.com
+    #[arg(long, value_name = "URL", value_parser = parse_endpoint, requires = "upload")]
+    pub s3_endpoint: Option<http::Uri>,
+    /// A PEM file of CA certificates trusted for the endpoint, besides the
+    /// system's bundle
+    #[arg(long, value_name = "FILE", requires = "upload")]
+    pub s3_ca: Option<PathBuf>,
+}
+
+impl Upload {
+    /// The upload asked for, if any.
+    fn into_upload(self) -> Option<Box<crate::cli::upload::Upload>> {
+        let target = self.upload?;
+        let endpoint = self.s3_endpoint.unwrap_or_else(|| {
+            format!("https://s3.{}.amazonaws.com", self.s3_region)
+                .parse()
+                .unwrap_or_else(|_| http::Uri::from_static("https://s3.amazonaws.com"))
+        });
+        Some(Box::new(crate::cli::upload::Upload {
+            target,
+            // clap's `requires` holds it with --upload.
+            credentials: self.s3_credentials.unwrap_or_default(),
+            region: self.s3_region,
+            endpoint,
+            ca: self.s3_ca,
+        }))
+    }
+}
+
+/// `--s3-endpoint`: an `http://` or `https://` URL of a host alone (no
+/// path, query or credentials).
+fn parse_endpoint(s: &str) -> Result<http::Uri, String> {
+    let uri: http::Uri = s.parse().map_err(|e| format!("not a URL: {e}"))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        return Err("an http:// or https:// URL".into());
+    }
+    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+        return Err("an endpoint must not carry a user name or password".into());
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err("no host".into());
+    }
+    if uri.path_and_query().is_some_and(|p| p.as_str() != "/") {
+        return Err("a host alone, without a path or query (the bucket is --upload's)".into());
+    }
+    let authority = uri.authority().map(|a| a.as_str()).unwrap_or_default();
+    format!("{}://{authority}", uri.scheme_str().unwrap_or("https"))
+        .parse()
+        .map_err(|e| format!("not a URL: {e}"))
+}
+
 /// `stead-plane root …`.
 #[derive(Debug, Subcommand)]
 pub enum RootVerb {
@@ -312,6 +390,8 @@ pub enum RootVerb {
         /// Publish the root --in gives, once it checks
         #[arg(long, requires = "input")]
         publish: bool,
+        #[command(flatten)]
+        upload: Upload,
     },
 }
 
@@ -349,6 +429,8 @@ pub enum RolloutVerb {
         /// Say what would be halted; write nothing
         #[arg(long)]
         dry_run: bool,
+        #[command(flatten)]
+        upload: Upload,
     },
 }
 
@@ -413,6 +495,7 @@ impl Cli {
                 dry_run,
                 expires_in,
                 refresh_before,
+                upload,
             } => plane(PlaneCommand::Publish {
                 keys,
                 trusted: trusted.trusted,
@@ -421,6 +504,7 @@ impl Cli {
                 dry_run,
                 expires_in,
                 refresh_before,
+                upload: upload.into_upload(),
             }),
             Verb::Enroll {
                 fleet,
@@ -482,11 +566,13 @@ impl Cli {
                 site,
                 input,
                 publish,
+                upload,
             }) => plane(PlaneCommand::RootVerify {
                 trusted,
                 site,
                 input,
                 publish,
+                upload: upload.into_upload(),
             }),
             Verb::Rollout(RolloutVerb::Watch {
                 keys,
@@ -497,6 +583,7 @@ impl Cli {
                 rate,
                 min_reports,
                 dry_run,
+                upload,
             }) => plane(PlaneCommand::Watch {
                 keys,
                 trusted: trusted.trusted,
@@ -508,6 +595,7 @@ impl Cli {
                     min_reports,
                 },
                 dry_run,
+                upload: upload.into_upload(),
             }),
             Verb::Release {
                 keys,

@@ -1,4 +1,4 @@
-"""A private bucket on moto's S3 server, for tests/plane_s3.rs.
+"""A private bucket on moto's S3 server, for tests/plane_private.rs.
 
     moto.py setup URL        an IAM user with a key allowed S3 and IAM (the
                              server's first three actions, taken without
@@ -6,8 +6,16 @@
                              key as JSON
     moto.py put URL KEYFILE BUCKET KEY FILE   puts FILE (botocore signs)
     moto.py get URL KEYFILE BUCKET KEY        prints the object
+    moto.py type URL KEYFILE BUCKET KEY       prints its Content-Type
     moto.py rotate URL KEYFILE                a second key for the user,
                              the first deleted; prints the new key
+    moto.py reader URL KEYFILE                a second user, allowed to list
+                             the bucket and get its objects alone; prints
+                             its key
+    moto.py versioning URL KEYFILE BUCKET     keeps every version of an object
+                             (each PUT one more)
+    moto.py versions URL KEYFILE BUCKET PREFIX   prints {key: versions} of
+                             the keys under PREFIX, as JSON
 """
 import json
 import sys
@@ -47,6 +55,31 @@ def main():
     elif cmd == "get":
         bucket, name = sys.argv[4:6]
         sys.stdout.buffer.write(client("s3", url, key).get_object(Bucket=bucket, Key=name)["Body"].read())
+    elif cmd == "type":
+        bucket, name = sys.argv[4:6]
+        print(client("s3", url, key).head_object(Bucket=bucket, Key=name)["ContentType"])
+    elif cmd == "reader":
+        iam = client("iam", url, key)
+        iam.create_user(UserName="reader")
+        new = iam.create_access_key(UserName="reader")["AccessKey"]
+        policy = {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetObject"], "Resource": "*"}],
+        }
+        iam.put_user_policy(UserName="reader", PolicyName="read", PolicyDocument=json.dumps(policy))
+        print(json.dumps({"AccessKeyId": new["AccessKeyId"], "SecretAccessKey": new["SecretAccessKey"]}))
+    elif cmd == "versioning":
+        client("s3", url, key).put_bucket_versioning(
+            Bucket=sys.argv[4], VersioningConfiguration={"Status": "Enabled"}
+        )
+    elif cmd == "versions":
+        bucket, prefix = sys.argv[4:6]
+        counts = {}
+        pages = client("s3", url, key).get_paginator("list_object_versions")
+        for page in pages.paginate(Bucket=bucket, Prefix=prefix):
+            for v in page.get("Versions", []):
+                counts[v["Key"]] = counts.get(v["Key"], 0) + 1
+        print(json.dumps(counts))
     elif cmd == "rotate":
         iam = client("iam", url, key)
         new = iam.create_access_key(UserName="device")["AccessKey"]

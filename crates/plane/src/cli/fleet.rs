@@ -3,11 +3,13 @@
 //! reports rolled up, and its rollouts halted when their devices fail. They
 //! run where the signing key lives (an operator's machine, a CI job, cron),
 //! read and write plain directories (what the host serves, what a synced
-//! bucket or an nginx DAV holds), read reports from a directory or walk a
-//! web server's listings of them, and keep no state of their own. What the
-//! host's directory serves is verified before anything is signed on top of
-//! it, under the directory's lock (`Served`), by the document keys of the
-//! trusted set a device holds once it has walked the site's roots.
+//! bucket or an nginx DAV holds; with `--upload`, put into an S3 bucket
+//! by [`super::upload`] once written, under the same lock), read reports
+//! from a directory or walk a web server's listings of them, and keep no
+//! state of their own. What the host's directory serves is verified before
+//! anything is signed on top of it, under the directory's lock (`Served`),
+//! by the document keys of the trusted set a device holds once it has
+//! walked the site's roots.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,13 +31,14 @@ use crate::plane::trusted::TrustedSet;
 /// The largest fleet file or report read.
 const MAX_FILE: u64 = 4 << 20;
 
-/// Signs what changed of a fleet's documents into the host's directory.
+/// Signs what changed of a fleet's documents into the host's directory,
+/// and, with `upload`, puts what the bucket does not hold of it there.
 /// `keys`: the signing keys' files, and the devices' trusted keys
 /// (`--trusted`; none: the signing keys').
 pub fn publish(
     (keys, trusted): (&[PathBuf], &[String]),
     fleet: &Path,
-    site: &Path,
+    (site, upload): (&Path, Option<&super::upload::Upload>),
     dry_run: bool,
     times: (Duration, Duration),
 ) -> crate::cli::failure::Result<ExitCode> {
@@ -106,6 +109,23 @@ pub fn publish(
         if dry_run { "would be signed" } else { "signed" },
         total - writes.len()
     );
+    // Under the site's lock still: what goes up is what this run left.
+    finish_upload(upload, site, dry_run)
+}
+
+/// Puts what the bucket does not hold of the site, when asked to: a
+/// failure exits 1, naming the file and the answer; the site stays as
+/// written, and the next run puts what is missing.
+fn finish_upload(
+    upload: Option<&super::upload::Upload>,
+    site: &Path,
+    dry_run: bool,
+) -> crate::cli::failure::Result<ExitCode> {
+    if let Some(up) = upload
+        && let Err(e) = up.run(site, dry_run)
+    {
+        return Ok(super::plane::refused(format_args!("{e}")));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -728,11 +748,12 @@ pub fn status(
 /// every group the host serves) whose devices on the new revision fail at
 /// or over the threshold is halted: its document signed again, one
 /// revision on, with `halt` and the reason, and written where the host
-/// serves it. Stateless: the reports and the documents are all it reads.
+/// serves it (and, with `upload`, put into the bucket). Stateless: the
+/// reports and the documents are all it reads.
 pub fn watch(
     (keys, trusted): (&[PathBuf], &[String]),
     reports: &Reports,
-    site: &Path,
+    (site, upload): (&Path, Option<&super::upload::Upload>),
     only: &[GroupName],
     threshold: Threshold,
     dry_run: bool,
@@ -854,7 +875,7 @@ pub fn watch(
         write_served(&path, &envelope.to_json())?;
         println!("halted group {name} at revision {revision}: {reason}");
     }
-    Ok(ExitCode::SUCCESS)
+    finish_upload(upload, site, dry_run)
 }
 
 /// The groups a host serves: the directories under `groups/` that hold a

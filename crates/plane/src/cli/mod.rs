@@ -1,6 +1,7 @@
 //! The operator's commands: `keygen`, `sign`, `verify`, `release`
 //! ([`plane`]); `publish`, `status`, `rollout watch` ([`fleet`]);
 //! `enroll`, `seal` ([`devices`]); `root init|sign|verify` ([`trust`]);
+//! what they wrote put into an S3 bucket (`--upload`, [`upload`]);
 //! `import` ([`import`]). Each reads its typed arguments and returns the
 //! exit code; the command line itself is `src/main.rs`'s (clap).
 
@@ -9,6 +10,7 @@ pub mod fleet;
 pub mod import;
 pub mod plane;
 pub mod trust;
+pub mod upload;
 
 pub use stead_core::failure;
 

@@ -60,6 +60,7 @@ pub enum PlaneCommand {
         dry_run: bool,
         expires_in: Duration,
         refresh_before: Duration,
+        upload: Option<Box<super::upload::Upload>>,
     },
     /// `status --reports DIR|URL [--site DIR] [--silent-after D] [--json]`.
     Status {
@@ -90,6 +91,7 @@ pub enum PlaneCommand {
         site: PathBuf,
         input: Option<PathBuf>,
         publish: bool,
+        upload: Option<Box<super::upload::Upload>>,
     },
     /// `enroll --fleet DIR --reports DIR|URL [--replace]`.
     Enroll {
@@ -114,6 +116,7 @@ pub enum PlaneCommand {
         groups: Vec<crate::model::fleet::GroupName>,
         threshold: crate::model::fleet::Threshold,
         dry_run: bool,
+        upload: Option<Box<super::upload::Upload>>,
     },
 }
 
@@ -196,10 +199,11 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
             dry_run,
             expires_in,
             refresh_before,
+            upload,
         } => super::fleet::publish(
             (&keys, &trusted),
             &fleet,
-            &site,
+            (&site, upload.as_deref()),
             dry_run,
             (expires_in, refresh_before),
         ),
@@ -232,7 +236,13 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
             site,
             input,
             publish,
-        } => super::trust::verify(&trusted, &site, input.as_deref(), publish),
+            upload,
+        } => super::trust::verify(
+            &trusted,
+            (&site, upload.as_deref()),
+            input.as_deref(),
+            publish,
+        ),
         PlaneCommand::Enroll {
             fleet,
             reports,
@@ -252,10 +262,11 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
             groups,
             threshold,
             dry_run,
+            upload,
         } => super::fleet::watch(
             (&keys, &trusted),
             &reports,
-            &site,
+            (&site, upload.as_deref()),
             &groups,
             threshold,
             dry_run,

@@ -124,16 +124,18 @@ fn finish(env: &Envelope, out: Option<&Path>) -> crate::cli::failure::Result<Exi
     Ok(ExitCode::SUCCESS)
 }
 
-/// `stead-plane root verify`.
+/// `stead-plane root verify`; with `upload`, what the bucket does not
+/// hold of the site is put there once the chain checks (and the root
+/// given is published, with `--publish`).
 pub fn verify(
     trusted: &[String],
-    site: &Path,
+    (site, upload): (&Path, Option<&super::upload::Upload>),
     input: Option<&Path>,
     publish: bool,
 ) -> crate::cli::failure::Result<ExitCode> {
-    // Publishing holds the site's lock, as publish and rollout watch do:
-    // none of them reads the root while it is replaced.
-    let _lock = if publish {
+    // Publishing (and uploading) holds the site's lock, as publish and
+    // rollout watch do: none of them reads the root while it is replaced.
+    let _lock = if publish || upload.is_some() {
         std::fs::create_dir_all(site).with_context(|| format!("cannot make {}", site.display()))?;
         match crate::host::files::try_lock_dir(site)
             .with_context(|| format!("cannot lock {}", site.display()))?
@@ -158,7 +160,7 @@ pub fn verify(
         Err(e) => return Ok(refused(format_args!("{e}"))),
     };
     let Some(input) = input else {
-        return Ok(ExitCode::SUCCESS);
+        return Ok(upload_site(upload, site));
     };
     let bytes = read_input(Some(input))?;
     let next = match held.next_root(&bytes) {
@@ -183,7 +185,15 @@ pub fn verify(
             site.join("root.json").display()
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(upload_site(upload, site))
+}
+
+/// Puts what the bucket does not hold of the site, when asked to.
+fn upload_site(upload: Option<&super::upload::Upload>, site: &Path) -> ExitCode {
+    match upload.map(|up| up.run(site, false)) {
+        Some(Err(e)) => refused(format_args!("{e}")),
+        _ => ExitCode::SUCCESS,
+    }
 }
 
 /// The trusted set a device holds once it has walked the roots a site

@@ -1,7 +1,8 @@
 //! The publisher's side of the central plane, pure: which of a fleet's
 //! documents to sign ([`publish`]), its reports rolled up ([`rollup`]),
 //! a web server's listing of them read as links ([`index`]), its devices'
-//! keys taken from their reports ([`enroll`]). The documents themselves
+//! keys taken from their reports ([`enroll`]), what a site's upload to a
+//! bucket puts and in what order ([`upload`]). The documents themselves
 //! and the trusted set that verifies them (a device's, [`trusted`]) are
 //! the core's, re-exported here.
 
@@ -9,5 +10,6 @@ pub mod enroll;
 pub mod index;
 pub mod publish;
 pub mod rollup;
+pub mod upload;
 
 pub use stead_core::plane::{RefusalClass, accept, document, envelope, group, root, trusted};
