@@ -1,13 +1,15 @@
 //! The operator's commands: `keygen`, `sign`, `verify`, `release`
 //! ([`plane`]); `publish`, `status`, `rollout watch` ([`fleet`]);
 //! `enroll`, `seal` ([`devices`]); `root init|sign|verify` ([`trust`]);
-//! `import` ([`import`]). Each reads its typed arguments and returns the
+//! `import` ([`import`]); long runs show their [`progress`] on a
+//! terminal. Each reads its typed arguments and returns the
 //! exit code; the command line itself is `src/main.rs`'s (clap).
 
 pub mod devices;
 pub mod fleet;
 pub mod import;
 pub mod plane;
+pub mod progress;
 pub mod trust;
 
 pub use stead_core::failure;
