@@ -29,11 +29,11 @@ impl Progress {
         };
         let (template, bar) = match len {
             Some(n) => (
-                "{msg} {wide_bar} {human_pos}/{human_len} ({per_sec}, {eta} left)",
+                "{msg} {wide_bar} {human_pos}/{human_len} ({eta} left)",
                 ProgressBar::with_draw_target(Some(n), target),
             ),
             None => (
-                "{spinner} {msg}: {human_pos} ({per_sec})",
+                "{spinner} {msg}: {human_pos} in {elapsed}",
                 ProgressBar::with_draw_target(None, target),
             ),
         };
