@@ -1,8 +1,9 @@
 //! age (age-encryption.org/v1, c2sp.org/age) with X25519 recipients: the
 //! published format values are sealed to one device in. The device's
 //! identity is an X25519 secret (`AGE-SECRET-KEY-1…`), its recipient the
-//! public half (`age1…`); a value sealed here opens with `age -d -i`, and
-//! one sealed by `age -r age1…` opens here. Only the X25519 recipient type
+//! public half (`age1…`); a value sealed by `age -r age1…` (or the `age`
+//! crate, as `stead-plane seal` does) opens here. The device only reads:
+//! the writer ([`encrypt`]) is built for tests alone. Only the X25519 recipient type
 //! is read (any other stanza is passed over, as the spec asks), and only
 //! the binary form (no ASCII armor). Pure: randomness comes in as bytes.
 //! Checked against C2SP's test vectors (tests/age.rs).
@@ -22,6 +23,7 @@ const NONCE_LEN: usize = 16;
 const CHUNK: usize = 64 * 1024;
 /// The randomness one encryption takes: a file key, an ephemeral secret
 /// and the payload's nonce.
+#[cfg(any(test, feature = "test-writer"))]
 pub const RANDOM_LEN: usize = FILE_KEY_LEN + 32 + NONCE_LEN;
 
 /// Why an age file does not open.
@@ -150,6 +152,15 @@ fn shared_secret(secret: [u8; 32], point: [u8; 32]) -> Option<[u8; 32]> {
 
 /// Encrypts `plain` to `to`, with `random` from a CSPRNG; refused for a
 /// recipient of low order.
+///
+/// Built for tests alone (this crate's, and with the feature
+/// `test-writer` the agent's): a value sealed from a seed makes a
+/// failure reproduce (proptest, the reconciler's tables), which the
+/// reference, drawing its own randomness, cannot. The device only opens;
+/// what it opens in the field is written by `stead-plane seal` with the
+/// reference implementation (the `age` crate), and tests/age.rs and the
+/// operator's tool's tests hold this reader to it.
+#[cfg(any(test, feature = "test-writer"))]
 pub fn encrypt(
     to: &Recipient,
     plain: &[u8],

@@ -11,12 +11,16 @@
 //! another module's field, or another device's document, is refused,
 //! naming where it belongs (names are not secret; the value is never in
 //! an error). Any age implementation can seal one (`age -r age1… | base64`
-//! of the bound plaintext, wrapped or not, or `age -a`'s armor); `stead
-//! plane seal` does it.
+//! of the bound plaintext ([`bound`]), wrapped or not, or `age -a`'s
+//! armor); `stead-plane seal` does it with the reference implementation
+//! (the `age` crate). The device only opens: the writer here
+//! ([`seal`]) is built for tests alone (feature `test-writer`).
 
 use base64::Engine as _;
 
-use crate::model::age::{self, AgeError, Identity, RANDOM_LEN, Recipient};
+#[cfg(any(test, feature = "test-writer"))]
+use crate::model::age::Recipient;
+use crate::model::age::{self, AgeError, Identity};
 use crate::model::names::{Digest, DigestKey};
 
 const MAGIC: &str = "stead-sealed/v1";
@@ -423,17 +427,33 @@ pub fn check_field(field: &str) -> Result<(), String> {
     }
 }
 
+/// The plaintext a sealed value's age file holds: `value` bound to `b`
+/// (`stead-sealed/v1 LF node LF module LF field LF value`). The operator's
+/// tool encrypts it with the reference age implementation; the device
+/// only opens ([`open`]).
+pub fn bound(b: &Binding, value: &[u8]) -> Vec<u8> {
+    let mut plain = format!("{MAGIC}\n{}\n{}\n{}\n", b.node, b.module, b.field).into_bytes();
+    plain.extend_from_slice(value);
+    plain
+}
+
+/// The text a document carries for an age file: its standard base64.
+pub fn text_of(file: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(file)
+}
+
 /// Seals `value` for `to`, bound to `b`, with `random` from a CSPRNG: the
-/// text a document carries (refused for a key of low order).
+/// text a document carries (refused for a key of low order). Tests only
+/// (see [`age::encrypt`]): values a device opens are sealed by
+/// `stead-plane seal`, with the reference age implementation.
+#[cfg(any(test, feature = "test-writer"))]
 pub fn seal(
     to: &Recipient,
     b: &Binding,
     value: &[u8],
-    random: &[u8; RANDOM_LEN],
+    random: &[u8; age::RANDOM_LEN],
 ) -> Result<String, age::AgeError> {
-    let mut plain = format!("{MAGIC}\n{}\n{}\n{}\n", b.node, b.module, b.field).into_bytes();
-    plain.extend_from_slice(value);
-    age::encrypt(to, &plain, random).map(|f| base64::engine::general_purpose::STANDARD.encode(f))
+    age::encrypt(to, &bound(b, value), random).map(|f| text_of(&f))
 }
 
 /// Opens what [`seal`] sealed, where `b` says it is.
@@ -476,6 +496,7 @@ pub fn open(id: &Identity, b: &Binding, sealed: &str) -> Result<Vec<u8>, SealedE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::age::RANDOM_LEN;
 
     #[test]
     fn a_field_is_one_a_document_can_seal() {

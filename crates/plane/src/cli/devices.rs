@@ -1,14 +1,15 @@
 //! `stead-plane enroll` and `stead-plane seal`: the devices' public keys
 //! taken from their reports into a fleet's description
 //! (`device-keys.csv`, [`crate::plane::enroll`]), and a value sealed to
-//! one of them for one field of one module ([`crate::model::sealed`]).
+//! one of them for one field of one module ([`crate::model::sealed`]),
+//! written by the reference age implementation ([`crate::plane::seal`]).
 
 use std::io::{Read as _, Write as _};
 use std::path::Path;
 use std::process::ExitCode;
 
 use crate::cli::failure::Context as _;
-use crate::model::age::{RANDOM_LEN, Recipient};
+use crate::model::age::Recipient;
 use crate::model::names::{ModuleName, NodeId};
 use crate::model::sealed::{self, Binding, MAX_VALUE};
 use crate::model::text::{clip, escape};
@@ -178,16 +179,15 @@ pub fn seal(
             "{field}: the value cannot be sealed for it: {why}"
         )));
     }
-    let random = crate::host::random::secret::<RANDOM_LEN>()
-        .context("cannot read randomness from the system")?;
     let b = Binding {
         node: node.as_str(),
         module: module.as_str(),
         field,
     };
-    let text = match sealed::seal(&recipient, &b, &value, &random) {
+    // Written by the reference age implementation (crate::plane::seal).
+    let text = match crate::plane::seal::seal(&recipient, &b, &value) {
         Ok(t) => t,
-        Err(e) => return Ok(refused(format_args!("{}: {e}", recipient.encode()))),
+        Err(e) => return Ok(refused(format_args!("{e}"))),
     };
     let mut out = std::io::stdout();
     out.write_all(text.as_bytes())

@@ -9,7 +9,8 @@
 //! state of their own. What the host's directory serves is verified before
 //! anything is signed on top of it, under the directory's lock (`Served`),
 //! by the document keys of the trusted set a device holds once it has
-//! walked the site's roots.
+//! walked the site's roots. On a terminal, each shows its progress on
+//! stderr ([`super::progress`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,8 @@ use crate::plane::group::{GROUP_PAYLOAD_TYPE, GroupDesired, stamp_group};
 use crate::plane::publish::{Published, Times, group_path, plan, read_served};
 use crate::plane::rollup::Rollup;
 use crate::plane::trusted::TrustedSet;
+
+use super::progress::Progress;
 
 /// The largest fleet file or report read.
 const MAX_FILE: u64 = 4 << 20;
@@ -65,7 +68,17 @@ pub fn publish(
         expires_in: times.0.as_secs(),
         refresh_before: times.1.as_secs(),
     };
-    let writes = match plan(&groups, &nodes, |p| served.read(p), t) {
+    let total = groups.len() + nodes.len();
+    let checking = Progress::stderr("checking what is served", Some(total as u64));
+    let writes = match plan(
+        &groups,
+        &nodes,
+        |p| {
+            checking.step();
+            served.read(p)
+        },
+        t,
+    ) {
         Ok(w) => w,
         Err(e) => {
             return Ok(super::plane::refused(format_args!(
@@ -73,7 +86,12 @@ pub fn publish(
             )));
         }
     };
+    checking.done();
     let (first, more) = keys.split_first().expect("the parser requires a --key");
+    let signing = Progress::stderr(
+        if dry_run { "planning" } else { "signing" },
+        Some(writes.len() as u64),
+    );
     for w in &writes {
         let payload_type = if w.group {
             GROUP_PAYLOAD_TYPE
@@ -93,16 +111,23 @@ pub fn publish(
             )));
         }
         if dry_run {
-            println!("would sign {} revision {} ({})", w.path, w.revision, w.why);
+            signing.say(format_args!(
+                "would sign {} revision {} ({})",
+                w.path, w.revision, w.why
+            ));
         } else {
             if let Err(e) = served.unchanged(&w.path) {
                 return Ok(super::plane::refused(format_args!("{e}")));
             }
             write_served(&site.join(&w.path), &json)?;
-            println!("signed {} revision {} ({})", w.path, w.revision, w.why);
+            signing.say(format_args!(
+                "signed {} revision {} ({})",
+                w.path, w.revision, w.why
+            ));
         }
+        signing.step();
     }
-    let total = groups.len() + nodes.len();
+    signing.done();
     println!(
         "{} of {total} documents {}; {} unchanged",
         writes.len(),
@@ -485,10 +510,15 @@ fn roll_up(
 ) -> Result<Rollup, String> {
     let now = crate::host::clock::now();
     let mut r = served.map_or_else(Rollup::default, Rollup::served);
-    read_reports(reports, &mut |source, report| match report {
-        Ok(report) => r.add(&report, now, silent_after),
-        Err(Unread::Unreadable(e) | Unread::Misplaced(e)) => r.unreadable(source, &e),
+    let reading = Progress::stderr("reports read", None);
+    read_reports(reports, &mut |source, report| {
+        reading.step();
+        match report {
+            Ok(report) => r.add(&report, now, silent_after),
+            Err(Unread::Unreadable(e) | Unread::Misplaced(e)) => r.unreadable(source, &e),
+        }
     })?;
+    reading.done();
     Ok(r)
 }
 

@@ -2,13 +2,15 @@
 //! ([`plane`]); `publish`, `status`, `rollout watch` ([`fleet`]);
 //! `enroll`, `seal` ([`devices`]); `root init|sign|verify` ([`trust`]);
 //! what they wrote put into an S3 bucket (`--upload`, [`upload`]);
-//! `import` ([`import`]). Each reads its typed arguments and returns the
+//! `import` ([`import`]); long runs show their [`progress`] on a
+//! terminal. Each reads its typed arguments and returns the
 //! exit code; the command line itself is `src/main.rs`'s (clap).
 
 pub mod devices;
 pub mod fleet;
 pub mod import;
 pub mod plane;
+pub mod progress;
 pub mod trust;
 pub mod upload;
 
