@@ -90,6 +90,10 @@ log="$(mktemp /tmp/stead-test.XXXXXX)"
 beside="$(mktemp -d /tmp/stead-test-beside.XXXXXX)"
 trap 'rm -f "$log"; rm -rf "$beside"' EXIT
 cargo test --workspace --locked --no-run
+# The binaries of the other packages the tests run (the launcher, the
+# operator's tool): built here, so the tests' own build of them
+# (tests/common/bins.rs) finds them fresh and two passes never build at once.
+cargo build --workspace --locked --bins
 # Beside the Docker Engine's pass, one after another, each into a log and
 # an exit code of its own (said once the main pass is done): they mostly
 # wait, on engines and servers of their own (2 cores).

@@ -136,7 +136,7 @@ fn a_plane_revision_the_agent_dies_on_is_held_and_the_next_one_is_taken() {
         q["revision"]["cause"]
             .as_str()
             .unwrap()
-            .contains("a panic at src/"),
+            .contains("a panic at crates/host/src/host/mod.rs"),
         "{s:#}"
     );
     assert_eq!(state_of(&s, &web), "quarantined", "{s:#}");
