@@ -40,6 +40,10 @@ fn main() {
         let script = std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default())
             .join("packaging/discard-unwind.ld");
         println!("cargo:rustc-link-arg-bins=--no-eh-frame-hdr");
+        // Identical code folded (lld): Rust emits its functions
+        // `unnamed_addr` (their addresses mean nothing), so the copies that
+        // monomorphisation makes of one body for types alike are kept once.
+        println!("cargo:rustc-link-arg-bins=--icf=all");
         println!("cargo:rustc-link-arg-bins={}", script.display());
         println!("cargo:rerun-if-changed=packaging/discard-unwind.ld");
     }
