@@ -297,7 +297,9 @@ fn the_deb_passes_lintian_and_its_copyright_names_every_crate_linked() {
     // The manual page, from the binary's own help.
     let man = x.path().join("usr/share/man/man8/stead.8.gz");
     let page = run(Command::new("zcat").arg(&man));
-    assert!(page.contains(".SS \"stead plane rollout watch\""), "{page}");
+    assert!(page.contains(".SS \"stead images prune\""), "{page}");
+    assert!(page.contains("stead-plane"), "{page}");
+    assert!(!page.contains(".SS \"stead plane"), "{page}");
 }
 
 #[test]
