@@ -103,7 +103,7 @@ TOML
 # --- the driver: publishes, runs the agents, measures ----------------------
 # In the background and waited for, so a signal to this script is acted on
 # at once (the trap ends the driver, the agents and nginx).
-python3 scripts/bench-plane/drive.py "$stead" "$work" "$node" "$MODULES" "$ROUNDS" "$CYCLES" "$LOG_LEVEL" >"$work/results.json" &
+STEAD_PLANE="$stead_plane" python3 scripts/bench-plane/drive.py "$stead" "$work" "$node" "$MODULES" "$ROUNDS" "$CYCLES" "$LOG_LEVEL" >"$work/results.json" &
 driver_pid=$!
 wait "$driver_pid" || die "the measurement failed"
 driver_pid=""

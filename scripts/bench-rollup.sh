@@ -93,11 +93,11 @@ start_nginx "$work" nginx_conf /__rollup "$token"
 # One roll-up: wall seconds and the peak RSS (KiB) of stead; its output
 # checked for the whole count.
 roll() {
-    python3 - "$stead" "$1" "$REPORTS" <<'PY'
+    STEAD_PLANE="$stead_plane" python3 - "$stead" "$1" "$REPORTS" <<'PY'
 import json, os, resource, subprocess, sys, time
 stead, source, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 t = time.monotonic()
-out = subprocess.run([os.path.join(os.path.dirname(stead), "stead-plane"), "status", "--reports", source, "--json"], capture_output=True, text=True)
+out = subprocess.run([os.environ["STEAD_PLANE"], "status", "--reports", source, "--json"], capture_output=True, text=True)
 wall = time.monotonic() - t
 if out.returncode != 0:
     sys.exit(f"stead-plane status --reports {source}: {out.stderr}")

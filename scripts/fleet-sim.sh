@@ -74,7 +74,7 @@ NGINX
 start_nginx "$work" nginx_conf /__sim "$token"
 say "nginx (pid $nginx_pid) on 127.0.0.1:$port; $DEVICES devices, poll ${POLL}s, window ${WINDOW}s"
 
-python3 scripts/fleet-sim/drive.py "$stead" "$work" "$port" "$DEVICES" "$POLL" "$WINDOW" "$QUIET" "${CHECK:+check}" >"$work/results.txt" &
+STEAD_PLANE="$stead_plane" python3 scripts/fleet-sim/drive.py "$stead" "$work" "$port" "$DEVICES" "$POLL" "$WINDOW" "$QUIET" "${CHECK:+check}" >"$work/results.txt" &
 driver_pid=$!
 rc=0
 wait "$driver_pid" || rc=$?

@@ -78,7 +78,12 @@ release_stead() {
     if [ -n "$given" ]; then
         [ -x "$given" ] || die "$1: $given is not an executable"
         stead="$(realpath "$given")"
+        # Beside it: stead-plane in a target directory, or
+        # dist/stead-plane-<target> beside dist/stead-<target>.
         stead_plane="$(dirname "$stead")/stead-plane"
+        case "$(basename "$stead")" in
+            stead-*) [ -x "$stead_plane" ] || stead_plane="$(dirname "$stead")/stead-plane-$(basename "$stead" | sed 's/^stead-//')" ;;
+        esac
         [ -x "$stead_plane" ] || die "$1: no stead-plane beside $given"
         return 0
     fi

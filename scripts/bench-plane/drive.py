@@ -54,7 +54,7 @@ def publish(revision):
     global last_mtime
     tmp = f"{root}/.desired.json.publishing"
     r = subprocess.run(
-        [stead, "plane", "sign", "--key", f"{work}/plane.key", "--node", node,
+        [os.environ["STEAD_PLANE"], "sign", "--key", f"{work}/plane.key", "--node", node,
          "--revision", str(revision), "--in", f"{work}/payload.json", "--out", tmp],
         capture_output=True, text=True)
     if r.returncode != 0:
@@ -269,7 +269,7 @@ with open(f"{fleet}/node-defaults.json", "w") as f:
     json.dump({"poll": payload["poll"]}, f)
 with open(f"{fleet}/nodes.csv", "w") as f:
     f.write(f"node,groups\n{node},bench\n")
-r = subprocess.run([stead, "plane", "publish", "--key", f"{work}/plane.key", "--fleet", fleet,
+r = subprocess.run([os.environ["STEAD_PLANE"], "publish", "--key", f"{work}/plane.key", "--fleet", fleet,
                     "--site", f"{work}/root"], capture_output=True, text=True)
 if r.returncode != 0:
     fail(f"stead plane publish: {r.stderr.strip()}")

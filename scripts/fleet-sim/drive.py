@@ -60,7 +60,7 @@ def fail(msg):
 
 
 def plane(*args):
-    out = subprocess.run([os.path.join(os.path.dirname(stead), "stead-plane"), *args], capture_output=True, text=True)
+    out = subprocess.run([os.environ["STEAD_PLANE"], *args], capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(f"stead plane {args}: {out.stdout}{out.stderr}")
     return out.stdout
