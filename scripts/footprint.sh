@@ -32,18 +32,10 @@ D=(docker -H "unix://$work/docker.sock")
 pid=""
 cleanup() {
     [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
-    "${D[@]}" ps -aq 2>/dev/null | timeout 600 xargs -r "${D[@]}" rm -f >/dev/null 2>&1 || true
-    [ -n "${ENGINE_PID:-}" ] && { kill "$ENGINE_PID" 2>/dev/null; timeout 60 tail --pid="$ENGINE_PID" -f /dev/null || kill -9 "$ENGINE_PID" 2>/dev/null; } || true
-    # Whatever the engine left mounted under the work directory.
-    mount | awk -v w="$work/" 'index($3, w) == 1 {print $3}' | sort -r | xargs -r umount -l 2>/dev/null || true
-    ip netns del "$ns" 2>/dev/null || true
-    rm -rf "$work" 2>/dev/null || true
+    own_engine_down "$work" "$ns"
 }
 trap cleanup EXIT
-ip netns add "$ns"
-ip -n "$ns" link set lo up
-start_own_engine "$work" "$ns"
-docker save stead-test/busybox:1 | "${D[@]}" load >/dev/null
+own_engine_up "$work" "$ns" stead-test/busybox:1
 
 mib() { awk -v b="$1" 'BEGIN { printf "%.2f MiB", b / 1048576 }'; }
 declare -A out

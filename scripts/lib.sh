@@ -60,6 +60,28 @@ start_own_engine() {
     die "the engine of our own did not start: $(tail -5 "$dir/dockerd.log")"
 }
 
+# An engine of a benchmark's own, in a network namespace of its own ($2),
+# its data under $1 (its socket: unix://$1/docker.sock), holding the images
+# named after them (copied from the machine's engine). own_engine_down
+# takes all of it away again (the script's EXIT trap).
+own_engine_up() {
+    local dir="$1" ns="$2"
+    shift 2
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    start_own_engine "$dir" "$ns"
+    [ "$#" -eq 0 ] || docker save "$@" | docker -H "unix://$dir/docker.sock" load >/dev/null
+}
+own_engine_down() {
+    local dir="$1" ns="$2" D=(docker -H "unix://$1/docker.sock")
+    "${D[@]}" ps -aq 2>/dev/null | timeout 600 xargs -r "${D[@]}" rm -f >/dev/null 2>&1 || true
+    [ -n "${ENGINE_PID:-}" ] && { kill "$ENGINE_PID" 2>/dev/null; timeout 60 tail --pid="$ENGINE_PID" -f /dev/null || kill -9 "$ENGINE_PID" 2>/dev/null; } || true
+    # Whatever the engine left mounted under its directory.
+    mount | awk -v w="$dir/" 'index($3, w) == 1 {print $3}' | sort -r | xargs -r umount -l 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true
+    rm -rf "$dir" 2>/dev/null || true
+}
+
 # Debian's nginx (no service started: the system one would take port 80)
 # and python3, for the benchmarks that serve a plane on loopback.
 need_nginx() {

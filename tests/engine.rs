@@ -360,14 +360,16 @@ fn a_crash_between_any_two_engine_calls_of_a_recreate_converges_once() {
     n.once_ok();
     // Every point between two engine calls of a recreate (the successor
     // made beside the old container, the old one stopped, the successor
-    // started, the old one removed, the successor renamed) and of a create;
-    // after each, a fresh agent finishes the change without a second create.
+    // started, the old one moved aside, the successor renamed, the old one
+    // removed) and of a create; after each, a fresh agent finishes the
+    // change without a second create.
     let points = [
         ("recreate:after-create", "recreated"),
         ("recreate:after-stop", "recreated"),
         ("recreate:after-start", "recreated"),
-        ("recreate:after-remove", "recreated"),
+        ("recreate:after-retire", "recreated"),
         ("recreate:after-rename", "unchanged"),
+        ("recreate:after-remove", "unchanged"),
     ];
     for (k, (point, expect)) in points.iter().enumerate() {
         let k = k + 1;
@@ -411,6 +413,41 @@ fn a_crash_between_any_two_engine_calls_of_a_recreate_converges_once() {
         );
         assert_eq!(n.creates_since(&c, start), 1, "{point}: one create");
     }
+}
+
+#[test]
+fn a_recreate_whose_old_container_cannot_be_moved_aside_removes_it_first() {
+    let n = Node::new("retired");
+    let m = n.module("rt");
+    // Someone else's container holding the name the old one is moved to.
+    let stranger = docker_ok(&[
+        "create",
+        "--name",
+        &format!("stead-{m}.old"),
+        IMAGE_1,
+        "sleep",
+        "1000",
+    ]);
+    let _cleanup = Cleanup(stranger.clone());
+    n.write_intention("rt.toml", config_module(&m, "v0", "d", "recreate"));
+    let start = unix_now();
+    n.once_ok();
+    n.write_intention("rt.toml", config_module(&m, "v1", "d", "recreate"));
+    let (ok, out, err) = n.once();
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(&m) && l.contains("recreated")),
+        "{out}"
+    );
+    assert!(err.contains("could not be moved aside"), "{err}");
+    n.wait_logs(&m, "\"url\": \"v1\"");
+    assert!(n.once_ok().contains("unchanged"));
+    assert_eq!(n.creates_since(&m, start), 2, "one create per change");
+    let ids = docker_ok(&["ps", "-aq", "--filter", &format!("label=stead.module={m}")]);
+    assert_eq!(ids.lines().count(), 1, "one container: {ids}");
+    let state = docker_ok(&["inspect", "--format", "{{.State.Status}}", &stranger]);
+    assert_eq!(state, "created", "the stranger is untouched");
 }
 
 #[test]
@@ -623,14 +660,20 @@ fn start_first_starts_the_new_container_before_the_old_one_stops() {
         at(&format!("start {new}")) < at(&format!("die {old}")),
         "the new container started before the old one stopped:\n{events}"
     );
+    // It took the module's name before the old one stopped: the old one's
+    // stop is not on the change's way.
+    assert!(
+        at(&format!("rename {new}")) < at(&format!("die {old}")),
+        "the new container took the module's name before the old one stopped:\n{events}"
+    );
 
     // Crash-safe as the stop-first path: one create per change.
     let points = [
         "recreate:after-create",
         "recreate:after-start",
-        "recreate:after-stop",
-        "recreate:after-remove",
+        "recreate:after-retire",
         "recreate:after-rename",
+        "recreate:after-remove",
     ];
     for (k, point) in points.iter().enumerate() {
         let v = format!("v{}", k + 2);

@@ -359,13 +359,17 @@ async fn record_target(store: &Arc<Store>, d: &Desired) -> Result<(), ActError> 
 }
 
 /// Replaces `old` with the target's container, never leaving the module
-/// without one while that can be helped: the successor is made beside the
-/// running container (under the successor name), the old one stops, the
-/// successor starts (or the old one starts again, if it cannot), the old
-/// one goes and the successor takes the module's name. Every state in
-/// between is recognised from names and labels by the next pass (the plan's
-/// `successor` and `Promote`), so a crash anywhere still makes one
-/// container per change.
+/// without one while that can be helped, and with nothing on the way to
+/// the new container running under the module's name that can wait: the
+/// successor is made beside the running container (under the successor
+/// name); it starts (start-first), or the old one stops and it starts (or
+/// the old one starts again, if it cannot: stop-first); the old one is moved
+/// aside (the retired name), the successor takes the module's name, the
+/// target is recorded as applied, and only then is the old one stopped and
+/// removed. Every state in between is recognised from names and labels by
+/// the next pass (the plan's `successor`, `Promote`, and the removal of a
+/// module's container under any other name), so a crash anywhere still
+/// makes one container per change.
 async fn replace<E: Engine>(
     engine: &E,
     store: &Arc<Store>,
@@ -403,7 +407,6 @@ async fn replace<E: Engine>(
                 let _ = engine.remove(&new).await;
                 return Err(("start failed; the old container runs again", e.into()));
             }
-            crate::host::crash_point("recreate:after-start");
         }
         UpdateOrder::StartFirst => {
             // The new one starts while the old one serves: no gap.
@@ -411,25 +414,51 @@ async fn replace<E: Engine>(
                 let _ = engine.remove(&new).await;
                 return Err(("start failed; the old container runs on", e.into()));
             }
-            crate::host::crash_point("recreate:after-start");
-            engine
-                .stop(old)
-                .await
-                .map_err(|e| ("stopping the old container failed", e.into()))?;
-            crate::host::crash_point("recreate:after-stop");
         }
     }
-    engine
-        .remove(old)
-        .await
-        .map_err(|e| ("removing the old container failed", e.into()))?;
-    crate::host::crash_point("recreate:after-remove");
+    crate::host::crash_point("recreate:after-start");
+    // The old one steps aside, so that the new one has the module's name
+    // now; its stop and removal wait until after. Where it cannot (say, an
+    // old one of an earlier crash holds the retired name and could not be
+    // removed), it is removed first, as the name needs.
+    let retired = match engine.rename(old, &d.name.retired_name()).await {
+        Ok(()) => {
+            crate::host::crash_point("recreate:after-retire");
+            true
+        }
+        Err(e) => {
+            tracing::warn!(
+                module = d.name.as_str(),
+                "the old container {} could not be moved aside ({e}): it is removed first",
+                short_id(Some(old))
+            );
+            engine
+                .remove(old)
+                .await
+                .map_err(|e| ("removing the old container failed", e.into()))?;
+            crate::host::crash_point("recreate:after-remove");
+            false
+        }
+    };
     engine
         .rename(&new, &d.spec.name)
         .await
         .map_err(|e| ("renaming the new container failed", e.into()))?;
     crate::host::crash_point("recreate:after-rename");
     applied(store, d, &new).await;
+    if retired {
+        // The change is made; the old container's stop (its grace) and
+        // removal are not on its way. One that cannot be removed now is
+        // the next pass's: a container of the module under another name.
+        if let Err(e) = engine.remove(old).await {
+            tracing::warn!(
+                module = d.name.as_str(),
+                "the old container {} is left for the next pass to remove: {e}",
+                short_id(Some(old))
+            );
+        }
+        crate::host::crash_point("recreate:after-remove");
+    }
     Ok(new)
 }
 

@@ -62,8 +62,9 @@ async fn a_target_that_keeps_failing_is_retried_with_doubling_capped_waits() {
             .iter()
             .map(|(a, _)| a.as_str())
             .collect::<Vec<_>>(),
-        ["create", "stop", "start", "rename"],
-        "the successor is made beside the old container, which stops only then"
+        ["create", "stop", "start", "rename", "rename"],
+        "the successor is made beside the old container, which stops only then; \
+         the old one is moved aside and the successor takes the module's name"
     );
 }
 

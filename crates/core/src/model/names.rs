@@ -87,6 +87,14 @@ impl ModuleName {
     pub fn successor_name(&self) -> String {
         format!("stead-{}.next", self.0)
     }
+
+    /// The name the module's old container is moved to during a recreate,
+    /// once its successor runs, so that the successor can take the module's
+    /// name at once and the old one is stopped and removed afterwards (a
+    /// dot: no module's container can take it).
+    pub fn retired_name(&self) -> String {
+        format!("stead-{}.old", self.0)
+    }
 }
 
 string_newtype!(
