@@ -32,7 +32,7 @@ use crate::plane::config::PlaneConfig;
 use crate::plane::document::{AgentRelease, Budget, Desired, Poll};
 use crate::plane::envelope::{Envelope, PublicKey};
 use crate::plane::group::{GROUP_PAYLOAD_TYPE, GroupDesired, GroupStanding, HeldGroup};
-use crate::plane::held::{self, GroupLooked};
+use crate::plane::held::{self, GroupLooked, Heard};
 use crate::plane::root::{self, Root};
 use crate::plane::trusted::{self, TrustedSet};
 use crate::store::Store;
@@ -837,15 +837,16 @@ impl Syncer {
         let answer = match answer {
             Ok(a) => a,
             Err(Transport::TooLarge(_)) => {
-                contact.at = Some(now);
-                contact.error = None;
                 let r = Refusal {
                     class: RefusalClass::TooLarge,
                     detail: format!("the document is over the {MAX_DOCUMENT}-byte limit"),
                     revision: None,
                     at: now,
                 };
-                contact.refusal = Some(r.clone());
+                contact.hear(Heard::TooLarge {
+                    at: now,
+                    refusal: r.clone(),
+                });
                 self.record(None, &contact).await;
                 return Outcome::Refused(r);
             }
@@ -855,7 +856,7 @@ impl Syncer {
                     crate::net::shown(&self.url),
                     describe(&t)
                 );
-                contact.error = Some(error.clone());
+                contact.hear(Heard::Failed(error.clone()));
                 self.record(None, &contact).await;
                 return Outcome::Failed {
                     error,
@@ -863,12 +864,14 @@ impl Syncer {
                 };
             }
         };
-        contact.at = Some(now);
-        contact.plane_date = answer
-            .headers
-            .get(http::header::DATE)
-            .and_then(|d| d.to_str().ok())
-            .and_then(time::parse_http_date);
+        contact.hear(Heard::Answered {
+            at: now,
+            date: answer
+                .headers
+                .get(http::header::DATE)
+                .and_then(|d| d.to_str().ok())
+                .and_then(time::parse_http_date),
+        });
         let header = |name| {
             answer
                 .headers
@@ -880,12 +883,12 @@ impl Syncer {
         let last_modified = header(http::header::LAST_MODIFIED);
         match answer.status {
             StatusCode::NOT_MODIFIED if held.is_some() => {
-                contact.error = None;
+                contact.hear(Heard::Fine);
                 self.record(None, &contact).await;
                 Outcome::NotModified
             }
             StatusCode::OK => {
-                contact.error = None;
+                contact.hear(Heard::Fine);
                 self.guarded(held, contact, answer.body, (etag, last_modified), now)
                     .await
             }
@@ -914,7 +917,7 @@ impl Syncer {
                 } else {
                     format!("{at}: HTTP {s}")
                 };
-                contact.error = Some(error.clone());
+                contact.hear(Heard::Failed(error.clone()));
                 self.record(None, &contact).await;
                 Outcome::Failed { error, retry_after }
             }
@@ -940,7 +943,7 @@ impl Syncer {
         {
             Ok(before) => before,
             Err(r) => {
-                contact.refusal = Some(r.clone());
+                contact.hear(Heard::Refused(r.clone()));
                 self.record(None, &contact).await;
                 return Outcome::Refused(r);
             }
@@ -1028,7 +1031,7 @@ impl Syncer {
                         retry_after: None,
                     };
                 };
-                contact.refusal = None;
+                contact.hear(Heard::Stands);
                 // Served from another URL (the config's changed): the
                 // validators are this URL's from now on.
                 let new_validators = h.etag != etag || h.url != self.url;
@@ -1047,24 +1050,14 @@ impl Syncer {
                     revision: r.revision,
                     at: now,
                 };
-                contact.refusal = Some(r.clone());
+                contact.hear(Heard::Refused(r.clone()));
                 self.record(None, &contact).await;
                 Outcome::Refused(r)
             }
             Verdict::Adopt(a) => {
+                let new = a.record(&self.url, etag, now);
                 let d = a.desired;
-                let new = Held {
-                    url: self.url.clone(),
-                    revision: d.revision,
-                    payload_digest: a.payload_digest,
-                    etag,
-                    issued_at: d.issued_at,
-                    expires: d.expires,
-                    newest_issued_at: a.newest_issued_at,
-                    accepted_at: now,
-                    key_id: a.key_id,
-                };
-                contact.refusal = None;
+                contact.hear(Heard::Stands);
                 crate::host::crash_point("plane:after-verify");
                 let revision = d.revision;
                 let followed = Followed::of(&d);
@@ -1080,13 +1073,13 @@ impl Syncer {
                     match self.compose(d, &body, fresh, self.now(Some(&new))).await {
                         Ok(c) => c,
                         Err(Stop::Refused(r)) => {
-                            contact.refusal = Some(r.clone());
+                            contact.hear(Heard::Refused(r.clone()));
                             self.record(None, &contact).await;
                             return Outcome::Refused(r);
                         }
                         Err(Stop::Failed(error)) => {
                             let error = format!("revision {revision} not adopted: {error}");
-                            contact.error = Some(error.clone());
+                            contact.hear(Heard::Failed(error.clone()));
                             self.record(None, &contact).await;
                             return Outcome::Failed {
                                 error,

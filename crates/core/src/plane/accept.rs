@@ -178,6 +178,24 @@ pub struct Accepted<D = Desired> {
     pub newest_issued_at: u64,
 }
 
+impl Accepted<Desired> {
+    /// The record of the node's document accepted: fetched from `url` with
+    /// `etag`, at `now`.
+    pub fn record(&self, url: &str, etag: Option<String>, now: u64) -> Held {
+        Held {
+            url: url.to_string(),
+            revision: self.desired.revision,
+            payload_digest: self.payload_digest.clone(),
+            etag,
+            issued_at: self.desired.issued_at,
+            expires: self.desired.expires,
+            newest_issued_at: self.newest_issued_at,
+            accepted_at: now,
+            key_id: self.key_id.clone(),
+        }
+    }
+}
+
 /// The few fields read before the modules are: enough to say whose it is,
 /// which revision, and whether it is fresh. A node's document names its
 /// node, a group's its group.

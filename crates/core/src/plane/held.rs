@@ -4,7 +4,8 @@
 //! contact and refusal, what the poller follows of the held document (its
 //! poll settings and report URL), the state of the look at the plane's
 //! root, and the time the node counts on its own. Its transitions are pure
-//! functions that change it and say what to store ([`Held::contacted`]);
+//! functions that change it and say what to store ([`Held::contacted`]),
+//! and what each look at the plane came to is one [`Heard`];
 //! the status the API and the reports show is derived from it (the
 //! device's `stead::plane::sync::PlaneStatus::show`); the poller only does
 //! the I/O. The plain records it is made of, which the device's store
@@ -60,6 +61,48 @@ pub struct Contact {
     pub error: Option<String>,
     /// The plane's clock (its `Date` header) at the last answer.
     pub plane_date: Option<u64>,
+}
+
+/// What one look at the node's document came to, as the last contact
+/// keeps it ([`Contact::hear`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Heard {
+    /// The plane answered (any HTTP status) at `at`, its clock saying
+    /// `date` (its `Date` header, when it sent one that reads).
+    Answered { at: u64, date: Option<u64> },
+    /// The answer brings nothing wrong: nothing new (304), or a document to
+    /// judge (200).
+    Fine,
+    /// No answer, an answer that is an error, or a document that could not
+    /// be adopted: why, until the next answer without one.
+    Failed(String),
+    /// An answer over the size limit at `at`: refused, without its headers.
+    TooLarge { at: u64, refusal: Refusal },
+    /// What was served is refused: said until a document stands again.
+    Refused(Refusal),
+    /// A document stands: the held one served again, or a new one adopted.
+    Stands,
+}
+
+impl Contact {
+    /// The contact after `heard`: each case changes only what it says.
+    pub fn hear(&mut self, heard: Heard) {
+        match heard {
+            Heard::Answered { at, date } => {
+                self.at = Some(at);
+                self.plane_date = date;
+            }
+            Heard::Fine => self.error = None,
+            Heard::Failed(error) => self.error = Some(error),
+            Heard::TooLarge { at, refusal } => {
+                self.at = Some(at);
+                self.error = None;
+                self.refusal = Some(refusal);
+            }
+            Heard::Refused(refusal) => self.refusal = Some(refusal),
+            Heard::Stands => self.refusal = None,
+        }
+    }
 }
 
 /// How often a contact that says nothing new is written all the same (a
@@ -462,6 +505,62 @@ mod tests {
         build: 500,
         counted: 0,
     };
+
+    #[test]
+    fn what_is_heard_changes_only_what_it_says() {
+        let r = refusal("r");
+        let before = Contact {
+            at: Some(1),
+            refusal: Some(refusal("old")),
+            error: Some("e".into()),
+            plane_date: Some(2),
+        };
+        let with = |f: fn(&mut Contact)| {
+            let mut c = before.clone();
+            f(&mut c);
+            c
+        };
+        let cases: Vec<(&str, Heard, Contact)> = vec![
+            (
+                "answered",
+                Heard::Answered {
+                    at: 9,
+                    date: Some(8),
+                },
+                with(|c| (c.at, c.plane_date) = (Some(9), Some(8))),
+            ),
+            (
+                "answered, no date",
+                Heard::Answered { at: 9, date: None },
+                with(|c| (c.at, c.plane_date) = (Some(9), None)),
+            ),
+            ("fine", Heard::Fine, with(|c| c.error = None)),
+            (
+                "failed",
+                Heard::Failed("f".into()),
+                with(|c| c.error = Some("f".into())),
+            ),
+            (
+                "too large",
+                Heard::TooLarge {
+                    at: 9,
+                    refusal: r.clone(),
+                },
+                with(|c| (c.at, c.error, c.refusal) = (Some(9), None, Some(refusal("r")))),
+            ),
+            (
+                "refused",
+                Heard::Refused(r.clone()),
+                with(|c| c.refusal = Some(refusal("r"))),
+            ),
+            ("stands", Heard::Stands, with(|c| c.refusal = None)),
+        ];
+        for (name, heard, after) in cases {
+            let mut c = before.clone();
+            c.hear(heard);
+            assert_eq!(c, after, "{name}");
+        }
+    }
 
     #[test]
     fn a_contact_is_stored_when_it_says_something_new_or_hourly() {
