@@ -42,7 +42,8 @@ fn rounds() -> usize {
         .unwrap_or(15)
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
+fn median(v: &[Duration]) -> Duration {
+    let mut v = v.to_vec();
     v.sort();
     v[v.len() / 2]
 }
@@ -179,6 +180,79 @@ async fn wait_new_running(engine: &DockerEngine, node: &str, module: &str, old: 
     }
 }
 
+/// The module's container spec as stead makes it (its composed file
+/// written under `dir`), for the bare engine to run, labelled as node
+/// `node`'s.
+async fn bare_spec(
+    engine: &DockerEngine,
+    module: &str,
+    node: &str,
+    dir: &std::path::Path,
+) -> stead::model::spec::ContainerSpec {
+    let i = stead::model::intention::Intention::parse(
+        &intention(module, 0),
+        stead::model::intention::DocFormat::Toml,
+        "bench",
+    )
+    .unwrap();
+    let inputs = stead::reconcile::resolve::resolve_inputs(
+        &i,
+        &mut stead::host::digest::FileDigester::new(),
+        None,
+    )
+    .unwrap();
+    let images = stead::engine::image::Images::new(engine.list_images().await.unwrap());
+    let img =
+        stead::model::spec::image_digest(&images.find(IMAGE).expect("the test image").id).unwrap();
+    let d = stead::model::spec::desired(
+        &i,
+        inputs,
+        &img,
+        &stead::model::names::NodeId::try_from(node).unwrap(),
+        dir,
+        None,
+    )
+    .unwrap();
+    for (p, f) in &d.files {
+        stead::host::files::write_once(p, &f.content).unwrap();
+    }
+    d.spec
+}
+
+/// One round of the bare engine, paired with a round of stead's: a
+/// create and start (the baseline), then that container replaced the way
+/// stead's order does it, to running under its name (the order's own
+/// floor). Start-first: create and start the new one, move the old aside,
+/// rename the new. Stop-first: create the new one, stop the old, start the
+/// new, and the same renames.
+async fn paired(
+    engine: &DockerEngine,
+    spec: &stead::model::spec::ContainerSpec,
+    k: usize,
+    start_first: bool,
+) -> (Duration, Duration) {
+    let name = format!("stead-pair-{}-{k}", std::process::id());
+    let mut s = spec.clone();
+    s.name = name.clone();
+    let t = Instant::now();
+    let old = engine.create(&s).await.unwrap();
+    engine.start(&old).await.unwrap();
+    let base = t.elapsed();
+    s.name = format!("{name}.next");
+    let t = Instant::now();
+    let new = engine.create(&s).await.unwrap();
+    if !start_first {
+        engine.stop(&old).await.unwrap();
+    }
+    engine.start(&new).await.unwrap();
+    engine.rename(&old, &format!("{name}.old")).await.unwrap();
+    engine.rename(&new, &name).await.unwrap();
+    let floor = t.elapsed();
+    engine.remove(&old).await.unwrap();
+    engine.remove(&new).await.unwrap();
+    (base, floor)
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -207,18 +281,11 @@ fn main() {
         let mut baseline = Vec::new();
         {
             let store_dir = tempfile::tempdir().unwrap();
-            let i = stead::model::intention::Intention::parse(&intention(&module, 0), stead::model::intention::DocFormat::Toml, "bench").unwrap();
-            let inputs = stead::reconcile::resolve::resolve_inputs(&i, &mut stead::host::digest::FileDigester::new(), None).unwrap();
-            let images = stead::engine::image::Images::new(engine.list_images().await.unwrap());
-            let img = stead::model::spec::image_digest(&images.find(IMAGE).expect("the test image").id).unwrap();
-            let mut d = stead::model::spec::desired(&i, inputs, &img, &stead::model::names::NodeId::try_from("baseline").unwrap(), store_dir.path(), None).unwrap();
-            d.spec.name = format!("stead-baseline-{}", std::process::id());
-            for (p, f) in &d.files {
-                stead::host::files::write_once(p, &f.content).unwrap();
-            }
+            let mut spec = bare_spec(&engine, &module, "baseline", store_dir.path()).await;
+            spec.name = format!("stead-baseline-{}", std::process::id());
             for _ in 0..rounds() {
                 let t = Instant::now();
-                let id = engine.create(&d.spec).await.unwrap();
+                let id = engine.create(&spec).await.unwrap();
                 engine.start(&id).await.unwrap();
                 baseline.push(t.elapsed());
                 engine.remove(&id).await.unwrap();
@@ -265,7 +332,14 @@ fn main() {
         }
         // The gap of stead's stop-first order, for PATCHes.
         let (mut gap_stop_first, mut started_stop_first, mut named_stop_first) = (Vec::new(), Vec::new(), Vec::new());
+        // Each round paired with the bare engine doing the same just before
+        // (a baseline and the order's own floor), so that both see the same
+        // machine.
+        let pair_dir = tempfile::tempdir().unwrap();
+        let pair_spec = bare_spec(&engine, &module, "pair", pair_dir.path()).await;
+        let (mut pair_stop_first, mut pair_start_first) = (Vec::new(), Vec::new());
         for k in 1..=rounds() {
+            pair_stop_first.push(paired(&engine, &pair_spec, k, false).await);
             let old = running(&engine, &node, &module).await;
             let since = unix_now();
             client.request(Method::PATCH, &format!("/v1/intentions/{module}/settings"), Some(&json!({ "n": 5000 + k }))).await.unwrap();
@@ -287,6 +361,7 @@ fn main() {
         let mut sf_digest = wait_new_running(&engine, &node, &sf, "").await;
         let (mut sf_running, mut gap_start_first, mut sf_started, mut sf_named) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for k in 1..=rounds() {
+            pair_start_first.push(paired(&engine, &pair_spec, k, true).await);
             let old = running(&engine, &node, &sf).await;
             let since = unix_now();
             let t = Instant::now();
@@ -324,25 +399,18 @@ fn main() {
         // The engine's floor for a stop-first swap: the new container
         // already created, stop the old, start the new; and for a
         // stop-first change whole: create, stop the old, start the new.
-        let (mut floor_gap, mut floor_swap, mut floor_change) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut floor_gap, mut floor_swap, mut floor_change, mut floor_start_first) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         {
             let store_dir = tempfile::tempdir().unwrap();
-            let i = stead::model::intention::Intention::parse(&intention(&module, 0), stead::model::intention::DocFormat::Toml, "bench").unwrap();
-            let inputs = stead::reconcile::resolve::resolve_inputs(&i, &mut stead::host::digest::FileDigester::new(), None).unwrap();
-            let images = stead::engine::image::Images::new(engine.list_images().await.unwrap());
-            let img = stead::model::spec::image_digest(&images.find(IMAGE).expect("the test image").id).unwrap();
-            let mut d = stead::model::spec::desired(&i, inputs, &img, &stead::model::names::NodeId::try_from("floor").unwrap(), store_dir.path(), None).unwrap();
-            for (p, f) in &d.files {
-                stead::host::files::write_once(p, &f.content).unwrap();
-            }
-            d.spec.labels.insert("stead.module".into(), format!("floor{}", std::process::id()));
-            d.spec.name = format!("stead-floor-{}-0", std::process::id());
-            let mut old = engine.create(&d.spec).await.unwrap();
+            let mut spec = bare_spec(&engine, &module, "floor", store_dir.path()).await;
+            spec.labels.insert("stead.module".into(), format!("floor{}", std::process::id()));
+            spec.name = format!("stead-floor-{}-0", std::process::id());
+            let mut old = engine.create(&spec).await.unwrap();
             engine.start(&old).await.unwrap();
             for k in 1..=rounds() {
-                d.spec.name = format!("stead-floor-{}-{k}", std::process::id());
+                spec.name = format!("stead-floor-{}-{k}", std::process::id());
                 let made = Instant::now();
-                let new = engine.create(&d.spec).await.unwrap();
+                let new = engine.create(&spec).await.unwrap();
                 let since = unix_now();
                 let t = Instant::now();
                 engine.stop(&old).await.unwrap();
@@ -350,6 +418,27 @@ fn main() {
                 floor_swap.push(t.elapsed());
                 floor_change.push(made.elapsed());
                 floor_gap.push(gap(&events(&format!("label=stead.module=floor{}", std::process::id()), since), &old, &new));
+                engine.remove(&old).await.unwrap();
+                old = new;
+            }
+            engine.remove(&old).await.unwrap();
+
+            // The engine's floor for a start-first change, to running under
+            // the module's name: create the new one beside the old, start
+            // it, move the old one aside, give the new one the name (the old
+            // one's stop and removal after, untimed).
+            let name = format!("stead-floorsf-{}", std::process::id());
+            spec.name = name.clone();
+            let mut old = engine.create(&spec).await.unwrap();
+            engine.start(&old).await.unwrap();
+            for _ in 1..=rounds() {
+                spec.name = format!("{name}.next");
+                let t = Instant::now();
+                let new = engine.create(&spec).await.unwrap();
+                engine.start(&new).await.unwrap();
+                engine.rename(&old, &format!("{name}.old")).await.unwrap();
+                engine.rename(&new, &name).await.unwrap();
+                floor_start_first.push(t.elapsed());
                 engine.remove(&old).await.unwrap();
                 old = new;
             }
@@ -365,30 +454,37 @@ fn main() {
             engine.remove(&c.id).await.unwrap();
         }
 
-        let (b, p, f) = (median(baseline), median(patch), median(file));
-        let floor = median(floor_gap);
+        let (b, p, f) = (median(&baseline), median(&patch), median(&file));
+        let floor = median(&floor_gap);
         println!("rounds: {} each", rounds());
         println!("baseline  engine create+start            median {:>8.1} ms", ms(b));
         println!("stead     PATCH -> new container running median {:>8.1} ms  ({:.2}x baseline)", ms(p), ms(p) / ms(b));
         println!("stead     file  -> new container running median {:>8.1} ms  ({:.2}x baseline)", ms(f), ms(f) / ms(b));
-        println!("stead     start-first PATCH -> running   median {:>8.1} ms  ({:.2}x baseline)", ms(median(sf_running.clone())), ms(median(sf_running)) / ms(b));
-        println!("stead     stop-first PATCH -> new started  median {:>8.1} ms  ({:.2}x floor swap)", ms(median(started_stop_first.clone())), ms(median(started_stop_first)) / ms(median(floor_swap.clone())));
-        println!("stead     start-first PATCH -> new started median {:>8.1} ms  ({:.2}x baseline)", ms(median(sf_started.clone())), ms(median(sf_started)) / ms(b));
-        println!("stead     start-first PATCH -> named (engine's clock) median {:>8.1} ms  ({:.2}x baseline)", ms(median(sf_named.clone())), ms(median(sf_named)) / ms(b));
-        println!("stead     stop-first PATCH -> named (engine's clock)  median {:>8.1} ms  ({:.2}x baseline)", ms(median(named_stop_first.clone())), ms(median(named_stop_first.clone())) / ms(b));
-        println!("engine    floor: stop old + start new     median {:>8.1} ms", ms(median(floor_swap.clone())));
-        let change = ms(median(floor_change));
+        println!("stead     start-first PATCH -> running   median {:>8.1} ms  ({:.2}x baseline)", ms(median(&sf_running)), ms(median(&sf_running)) / ms(b));
+        println!("stead     stop-first PATCH -> new started  median {:>8.1} ms  ({:.2}x floor swap)", ms(median(&started_stop_first)), ms(median(&started_stop_first)) / ms(median(&floor_swap)));
+        println!("stead     start-first PATCH -> new started median {:>8.1} ms  ({:.2}x baseline)", ms(median(&sf_started)), ms(median(&sf_started)) / ms(b));
+        println!("stead     start-first PATCH -> named (engine's clock) median {:>8.1} ms  ({:.2}x baseline)", ms(median(&sf_named)), ms(median(&sf_named)) / ms(b));
+        let sf_floor = ms(median(&floor_start_first));
+        println!("engine    floor: create + start new + 2 renames median {:>8.1} ms  ({:.2}x baseline; start-first's own floor)", sf_floor, sf_floor / ms(b));
+        println!("stead     start-first PATCH -> running / that floor {:>8.2}x; named (engine's clock) / that floor {:.2}x", ms(median(&sf_running)) / sf_floor, ms(median(&sf_named)) / sf_floor);
+        println!("stead     stop-first PATCH -> named (engine's clock)  median {:>8.1} ms  ({:.2}x baseline)", ms(median(&named_stop_first)), ms(median(&named_stop_first)) / ms(b));
+        println!("engine    floor: stop old + start new     median {:>8.1} ms", ms(median(&floor_swap)));
+        let change = ms(median(&floor_change));
         println!("engine    floor: create + stop old + start new median {:>8.1} ms", change);
         println!("stead     PATCH -> running / that floor  {:>8.2}x (stop-first's own floor)", ms(p) / change);
-        println!("stead     stop-first PATCH -> named (engine's clock) / that floor {:>8.2}x", ms(median(named_stop_first)) / change);
+        println!("stead     stop-first PATCH -> named (engine's clock) / that floor {:>8.2}x", ms(median(&named_stop_first)) / change);
         println!("gap       engine floor (stop-first swap)  median {:>8.1} ms  (1.00x)", ms(floor));
-        println!("gap       stead stop-first               median {:>8.1} ms  ({:.2}x floor)", ms(median(gap_stop_first.clone())), ms(median(gap_stop_first)) / ms(floor));
-        println!("gap       stead start-first              median {:>8.1} ms", ms(median(gap_start_first)));
-        println!("repair    docker rm -f -> new running     median {:>8.1} ms", ms(median(repaired)));
+        println!("gap       stead stop-first               median {:>8.1} ms  ({:.2}x floor)", ms(median(&gap_stop_first)), ms(median(&gap_stop_first)) / ms(floor));
+        println!("gap       stead start-first              median {:>8.1} ms", ms(median(&gap_start_first)));
+        println!("repair    docker rm -f -> new running     median {:>8.1} ms", ms(median(&repaired)));
+        let pairs = |p: &[(Duration, Duration)]| (median(&p.iter().map(|x| x.0).collect::<Vec<_>>()), median(&p.iter().map(|x| x.1).collect::<Vec<_>>()));
+        let ((sb, sfl), (tb, tfl)) = (pairs(&pair_stop_first), pairs(&pair_start_first));
+        println!("paired    stop-first:  engine create+start {:>8.1} ms, its floor (create + stop + start + renames) {:>8.1} ms; stead named {:.2}x the create+start, {:.2}x the floor", ms(sb), ms(sfl), ms(median(&named_stop_first)) / ms(sb), ms(median(&named_stop_first)) / ms(sfl));
+        println!("paired    start-first: engine create+start {:>8.1} ms, its floor (create + start + renames) {:>8.1} ms; stead named {:.2}x the create+start, {:.2}x the floor", ms(tb), ms(tfl), ms(median(&sf_named)) / ms(tb), ms(median(&sf_named)) / ms(tfl));
         match compose {
             Some((running, gaps)) => {
-                println!("compose   up -d -> new container running median {:>8.1} ms  ({:.2}x baseline)", ms(median(running.clone())), ms(median(running)) / ms(b));
-                println!("gap       compose                        median {:>8.1} ms  ({:.2}x floor)", ms(median(gaps.clone())), ms(median(gaps)) / ms(floor));
+                println!("compose   up -d -> new container running median {:>8.1} ms  ({:.2}x baseline)", ms(median(&running)), ms(median(&running)) / ms(b));
+                println!("gap       compose                        median {:>8.1} ms  ({:.2}x floor)", ms(median(&gaps)), ms(median(&gaps)) / ms(floor));
             }
             None => println!("compose   (docker-compose not installed: not measured)"),
         }
