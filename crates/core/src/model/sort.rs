@@ -173,7 +173,7 @@ mod tests {
             let mut ours = case.to_vec();
             sort_by(&mut ours, |a, b| a.0.cmp(&b.0));
             let mut std = case.to_vec();
-            std.sort_by(|a, b| a.0.cmp(&b.0));
+            std.sort_by_key(|a| a.0);
             assert_eq!(ours, std, "{case:?}");
         }
         // Every permutation of 6 distinct elements, and `sort`.
