@@ -843,11 +843,14 @@ impl Executor {
         StoreError,
     > {
         self.blocking(|s| {
+            // Collected, not built by insertion (model::sort): a tree built
+            // in bulk has full nodes, and this one holds every module's
+            // intention.
             let entries = s
                 .entries()?
                 .into_iter()
                 .filter_map(|(k, e)| e.effective().map(|i| (k, Arc::unwrap_or_clone(i))))
-                .into_map();
+                .collect();
             Ok((entries, s.updates()?))
         })
         .await
