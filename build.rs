@@ -1,38 +1,10 @@
-//! Stamps the git commit, its time and the target into the binary: the
-//! commit and target for `--version`, the time as the earliest "now" the
-//! agent believes (a device whose clock reads 1970 is at least as late as
-//! the code it runs).
+//! The release binaries' link arguments. The commit, its time and the
+//! target the binary says (`--version`, the metrics' `stead_build_info`)
+//! are stamped once, by the core's build script (`stead_core::COMMIT`,
+//! `TARGET`, `BUILD_TIME`, `VERSION`).
 
 fn main() {
-    let commit = std::process::Command::new("git")
-        .args(["rev-parse", "--short=12", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "unknown".into());
-    println!("cargo:rustc-env=STEAD_GIT_COMMIT={commit}");
-    // SOURCE_DATE_EPOCH first (reproducible builds), then the commit's time.
-    let time = std::env::var("SOURCE_DATE_EPOCH")
-        .ok()
-        .or_else(|| {
-            std::process::Command::new("git")
-                .args(["log", "-1", "--format=%ct"])
-                .output()
-                .ok()
-                .filter(|o| o.status.success())
-                .and_then(|o| String::from_utf8(o.stdout).ok())
-        })
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    println!("cargo:rustc-env=STEAD_BUILD_TIME={time}");
-    println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
-    println!(
-        "cargo:rustc-env=STEAD_TARGET={}",
-        std::env::var("TARGET").unwrap_or_default()
-    );
+    println!("cargo:rerun-if-changed=build.rs");
     // The static release binaries (musl, linked by rust-lld) drop their
     // unwind tables: the release profile aborts on panic, nothing unwinds.
     let target = std::env::var("TARGET").unwrap_or_default();
@@ -47,6 +19,4 @@ fn main() {
         println!("cargo:rustc-link-arg-bins={}", script.display());
         println!("cargo:rerun-if-changed=packaging/discard-unwind.ld");
     }
-    println!("cargo:rerun-if-changed=.git/HEAD");
-    println!("cargo:rerun-if-changed=.git/refs/heads");
 }

@@ -29,4 +29,4 @@ pub use stead_core::model;
 pub use stead_host::host;
 pub use stead_net::net;
 
-pub use stead_core::{BUILD_TIME, TARGET, VERSION, version_number};
+pub use stead_core::{BUILD_TIME, COMMIT, TARGET, VERSION, version_number};

@@ -7,6 +7,7 @@
 //! (one store transaction, off the async threads) and wake the agent. Every
 //! error maps to its status in one place, [`ApiError::status`].
 
+use crate::model::sort::Insert as _;
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::ops::Bound::{Excluded, Unbounded};
@@ -599,7 +600,7 @@ fn entry_json(name: &ModuleName, e: &Entry, values: bool) -> Option<J> {
         .overlay
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_json()))
-        .collect();
+        .into_object();
     let mut doc = json!({
         "name": name.as_str(),
         "source": source,
@@ -988,7 +989,7 @@ async fn patch_settings(state: &ApiState, name: ModuleName, body: &[u8]) -> Resu
         .settings
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_json()))
-        .collect();
+        .into_object();
     Ok(json_response(
         StatusCode::OK,
         &to_json(views::WrittenView {

@@ -5,6 +5,7 @@
 //! operator's tool's, `stead-plane`: asked here, they say so
 //! ([`Command::Moved`]).
 
+use crate::model::sort::Insert as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -272,7 +273,7 @@ pub fn run(command: Command) -> crate::cli::failure::Result<ExitCode> {
             let patch = keys
                 .into_iter()
                 .map(|k| (k, serde_json::Value::Null))
-                .collect();
+                .into_object();
             patch_settings(config, module, patch)
         }
         Command::Rm { config, module } => client_command(config, |c| async move {

@@ -4,6 +4,7 @@
 //! bodies and answers are [`super::wire`]; how they travel,
 //! [`super::socket`].
 
+use crate::model::sort::Insert as _;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
@@ -422,7 +423,7 @@ fn network_aliases(spec: &ContainerSpec) -> Vec<String> {
         .chain(&r.hostname)
         .cloned()
         .collect();
-    names.sort();
+    crate::model::sort::sort(&mut names);
     names.dedup();
     names
 }
@@ -603,7 +604,7 @@ pub fn create_body(spec: &ContainerSpec) -> wire::CreateBody {
                 },
             )]
             .into_iter()
-            .collect(),
+            .into_map(),
         }),
         image: Some(spec.image_id.clone()),
         cmd: spec.command.clone(),
@@ -671,7 +672,7 @@ pub fn create_body(spec: &ContainerSpec) -> wire::CreateBody {
                 tmpfs
                     .iter()
                     .map(|(p, o)| (p.to_string(), o.clone()))
-                    .collect(),
+                    .into_map(),
             ),
             readonly_rootfs: read_only.then_some(true),
             memory: mem_limit.map(big),
@@ -856,7 +857,7 @@ impl Engine for DockerEngine {
                 .get(crate::model::labels::MANAGED_BY)
                 .map(|n| (crate::model::labels::MANAGED_BY.to_string(), n.clone()))
                 .into_iter()
-                .collect();
+                .into_map();
             for v in &spec.runtime.volumes {
                 // Idempotent: a volume that exists (its content is state)
                 // is used as it is.

@@ -4,6 +4,7 @@
 //! with it. A bad file is an error naming the file and the field; it never
 //! stops the others and never changes the module it names.
 
+use crate::model::sort::Insert as _;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -108,7 +109,7 @@ impl IntentionsDir {
             }
         }
         let inside = std::fs::canonicalize(&self.path)?;
-        paths.sort();
+        crate::model::sort::sort(&mut paths);
         self.parsed.retain(|p, _| paths.binary_search(p).is_ok());
         let mut out = Loaded::default();
         let mut claimed: BTreeMap<ModuleName, PathBuf> = BTreeMap::new();
@@ -260,12 +261,12 @@ impl IntentionsDir {
             .rejected
             .iter()
             .map(|r| r.path.display().to_string())
-            .collect();
+            .into_set();
         let mut protected: BTreeSet<ModuleName> = loaded
             .rejected
             .iter()
             .filter_map(|r| r.module.clone())
-            .collect();
+            .into_set();
         for (name, e) in entries.iter() {
             if let Some(Source::File(p)) = e.record.as_ref().map(|r| &r.source) {
                 if rejected_paths.contains(p) {
@@ -273,7 +274,7 @@ impl IntentionsDir {
                 }
             }
         }
-        let taken: BTreeSet<ModuleName> = loaded.intentions.keys().cloned().collect();
+        let taken: BTreeSet<ModuleName> = loaded.intentions.keys().cloned().into_set();
         for (name, (path, i)) in std::mem::take(&mut loaded.intentions) {
             let source = Source::File(path.display().to_string());
             // The usual case, decided without a write transaction.

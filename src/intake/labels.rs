@@ -10,6 +10,7 @@
 //! a log shipper) reads no env or settings value. A clear JSON label, as
 //! 0.5.0 wrote it, is still taken back.
 
+use crate::model::sort::Insert as _;
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
@@ -53,7 +54,7 @@ fn statement(entry: &Entry) -> Option<String> {
                 .overlay
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_json()))
-                .collect();
+                .into_object();
             serde_json::json!({ "overlay": o })
         }
         _ => return None,

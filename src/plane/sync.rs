@@ -14,6 +14,7 @@
 //! watch channel that hands it, with what the plane asks, to the
 //! updater), and the status ([`PlaneStatus`]) is derived from both.
 
+use crate::model::sort::Insert as _;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -645,7 +646,7 @@ impl Syncer {
                 let what = format!("document of group {name}");
                 Some((name.clone(), not_the_floor(g.held.revision, &what, why)))
             })
-            .collect();
+            .into_map();
         let newly_revoked = self.mem().floors_judged(revoked, group_revoked, mono());
         if newly_revoked {
             // The held document no longer stands: its poll settings, report

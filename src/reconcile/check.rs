@@ -2,6 +2,7 @@
 //! inputs resolved and digested, without the engine (so without the image
 //! ID, which only the engine knows).
 
+use crate::model::sort::Insert as _;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -40,7 +41,7 @@ pub fn check(intentions_dir: &Path) -> Result<(Vec<CheckLine>, Vec<FileRejected>
                         .digests
                         .iter()
                         .map(|(k, v)| (k.to_string(), v.clone()))
-                        .collect();
+                        .into_map();
                     (Some(inp.digest_without_image()), each)
                 })
             } else {
@@ -50,7 +51,7 @@ pub fn check(intentions_dir: &Path) -> Result<(Vec<CheckLine>, Vec<FileRejected>
                     let each = read
                         .digests()
                         .map(|(k, v)| (k.to_string(), v.clone()))
-                        .collect();
+                        .into_map();
                     (None, each)
                 })
             };

@@ -10,6 +10,7 @@
 //! A quiet pass on a disk below its threshold costs no engine call here:
 //! a collection lists the images and containers itself, only when due.
 
+use crate::model::sort::Insert as _;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -311,7 +312,7 @@ impl Steward {
         let containers = engine.list_containers().await?;
         let facts = store.blocking(gather).await?;
         let now = crate::host::clock::now();
-        let listed: BTreeSet<&str> = images.all().iter().map(|i| i.id.as_str()).collect();
+        let listed: BTreeSet<&str> = images.all().iter().map(|i| i.id.as_str()).into_set();
         self.first_seen.retain(|id, _| listed.contains(id.as_str()));
         for i in images.all() {
             self.first_seen.entry(i.id.clone()).or_insert(now);
@@ -423,7 +424,7 @@ impl Steward {
             .await?
             .into_values()
             .flat_map(|p| p.layers.into_iter().map(|(d, _)| d))
-            .collect();
+            .into_set();
         *room.present.lock().expect("room lock") = present;
         Ok(())
     }
@@ -535,7 +536,7 @@ fn needs(images: &Images, containers: &[Observed], f: &Facts) -> Needs {
         .pulled
         .iter()
         .map(|(id, p)| (id.clone(), p.reference.clone()))
-        .collect();
+        .into_map();
     n
 }
 

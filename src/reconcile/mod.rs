@@ -22,6 +22,7 @@
 //! (file digests, parsed intention files), what was already said, and the
 //! retry policy's clock: never a reason to act.
 
+use crate::model::sort::Insert as _;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -320,7 +321,7 @@ impl Reconciler {
                     .holds(n, from_plane(e))
                     .map(|r| (n.clone(), r))
             })
-            .collect())
+            .into_map())
     }
 
     /// While everything is held no pass runs: lifts the hold once any
@@ -487,7 +488,7 @@ impl Reconciler {
                     d.depends_on.iter().map(|x| x.module.to_string()).collect(),
                 )
             })
-            .collect();
+            .into_map();
         self.lost.retain(|(d, _)| graph.contains_key(d.as_str()));
         if graph.is_empty() {
             return BTreeMap::new();
@@ -734,7 +735,7 @@ impl Reconciler {
                     let why = self.quarantine.holds(n, crate::store::guard::from_plane(e));
                     (n.to_string(), why)
                 })
-                .collect()
+                .into_map()
         });
         crate::status::judge::all_pending(
             &mut self.board.lock().expect("board lock"),
@@ -855,7 +856,7 @@ impl Reconciler {
             self.execute(engine, store, steps, &resolved, &held, now)
                 .await?,
         );
-        modules.sort_by(|a, b| a.module.cmp(&b.module));
+        crate::model::sort::sort_by(&mut modules, |a, b| a.module.cmp(&b.module));
         let reloaded = self
             .deliver_live(engine, store, &resolved, &observed, &modules)
             .await?;
@@ -869,7 +870,7 @@ impl Reconciler {
             })
             .collect();
         let logs = logs_bound(&resolved);
-        let modules_stated: BTreeSet<ModuleName> = entries.keys().cloned().collect();
+        let modules_stated: BTreeSet<ModuleName> = entries.keys().cloned().into_set();
 
         // Record.
         self.record(
@@ -952,7 +953,7 @@ impl Reconciler {
         let (entries, (host, watched_inputs)) = {
             let digester = self.digester.clone();
             let key = self.stated_key.clone();
-            let skip: BTreeSet<ModuleName> = held.keys().cloned().collect();
+            let skip: BTreeSet<ModuleName> = held.keys().cloned().into_set();
             blocking(move || {
                 let mut digester = digester.lock().expect("digester lock");
                 let r =
@@ -1137,11 +1138,11 @@ impl Reconciler {
         let mut keep: BTreeSet<PathBuf> = observed
             .iter()
             .flat_map(|o| o.mount_sources.iter().map(PathBuf::from))
-            .collect();
+            .into_set();
         for d in resolved.running() {
             keep.extend(d.files.iter().map(|(p, _)| p.clone()));
         }
-        let wanted: BTreeSet<String> = resolved.running().map(|d| d.name.to_string()).collect();
+        let wanted: BTreeSet<String> = resolved.running().map(|d| d.name.to_string()).into_set();
         store
             .blocking(move |s| -> Result<(), StoreError> {
                 let (obs, applied) = observe::records_to_write(

@@ -4,6 +4,7 @@
 //! whatever order the engine lists it in; the planner is never told why it
 //! runs.
 
+use crate::model::sort::Insert as _;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::engine::{ContainerState, Observed};
@@ -275,8 +276,10 @@ pub fn plan<'a, T: Runs + 'a>(
         .iter()
         .filter(|o| o.labels.managed_by(node))
         .collect();
-    ours.sort_by(|a, b| (&a.labels.module, &a.id).cmp(&(&b.labels.module, &b.id)));
-    let wanted: BTreeSet<&str> = wants.iter().map(|w| w.name().as_str()).collect();
+    crate::model::sort::sort_by(&mut ours, |a, b| {
+        (&a.labels.module, &a.id).cmp(&(&b.labels.module, &b.id))
+    });
+    let wanted: BTreeSet<&str> = wants.iter().map(|w| w.name().as_str()).into_set();
 
     for &want in &wants {
         let name = want.name();

@@ -8,6 +8,7 @@
 //! ([`Made`]) and made again only when something it is made from differs,
 //! compared whole.
 
+use crate::model::sort::Insert as _;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -611,7 +612,7 @@ pub async fn against_engine<E: Engine>(
             .iter()
             .filter(|h| h.read.is_ok() && images.find(&h.intention.image).is_none())
             .map(|h| h.intention.image.as_str())
-            .collect();
+            .into_set();
         for image in missing {
             if retries.pull_held_back(image, now).is_none() {
                 pulls.start(engine, image);
@@ -622,7 +623,7 @@ pub async fn against_engine<E: Engine>(
         }
     }
     // The targets of modules gone (or held before resolving) are forgotten.
-    let named: BTreeSet<&ModuleName> = host.iter().map(|h| &h.name).collect();
+    let named: BTreeSet<&ModuleName> = host.iter().map(|h| &h.name).into_set();
     made.keep(|n| named.contains(n));
     let mut missing = BTreeSet::new();
     let mut out = Resolved {

@@ -23,6 +23,7 @@
 //!
 //! Every failure is classified in one place ([`crate::reload::classify`]).
 
+use crate::model::sort::Insert as _;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -218,7 +219,7 @@ impl Executor {
         lanes.retain(|_, l| !l.task.is_finished());
         // A request a lane still moves is left to it (even if its module
         // now names another registry).
-        let busy: BTreeSet<u64> = lanes.values().flat_map(|l| l.requests.clone()).collect();
+        let busy: BTreeSet<u64> = lanes.values().flat_map(|l| l.requests.clone()).into_set();
         for (key, ids) in by_lane {
             if lanes.contains_key(&key) {
                 continue;
@@ -842,6 +843,9 @@ impl Executor {
         StoreError,
     > {
         self.blocking(|s| {
+            // Collected, not built by insertion (model::sort): a tree built
+            // in bulk has full nodes, and this one holds every module's
+            // intention.
             let entries = s
                 .entries()?
                 .into_iter()

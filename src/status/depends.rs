@@ -5,6 +5,7 @@
 //! keeps restarting is stopped until it is met, so an ordering never reads
 //! as a crash loop.
 
+use crate::model::sort::Insert as _;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -100,7 +101,7 @@ pub fn cycles(graph: &BTreeMap<String, Vec<String>>) -> BTreeMap<String, String>
     };
     let mut dependents: BTreeMap<&String, Vec<&String>> = BTreeMap::new();
     let mut out: BTreeMap<&String, usize> = BTreeMap::new();
-    let mut into: BTreeMap<&String, usize> = graph.keys().map(|m| (m, 0)).collect();
+    let mut into: BTreeMap<&String, usize> = graph.keys().map(|m| (m, 0)).into_map();
     for m in graph.keys() {
         let e = edges(m);
         out.insert(m, e.len());
@@ -135,7 +136,7 @@ pub fn cycles(graph: &BTreeMap<String, Vec<String>>) -> BTreeMap<String, String>
             }
         }
     }
-    let left: BTreeSet<&String> = graph.keys().filter(|m| !gone.contains(m)).collect();
+    let left: BTreeSet<&String> = graph.keys().filter(|m| !gone.contains(m)).into_set();
     // From each module left, the shortest way back to itself, if any.
     let mut found = BTreeMap::new();
     for start in &left {

@@ -6,6 +6,7 @@
 //! status; and the build itself (`stead_build_info`: version, commit,
 //! target).
 
+use crate::model::sort::Insert as _;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::Mutex;
@@ -111,7 +112,7 @@ impl Metrics {
         let mut by: BTreeMap<&'static str, u64> = crate::model::reload::Status::ALL
             .iter()
             .map(|s| (s.as_str(), 0))
-            .collect();
+            .into_map();
         for s in statuses {
             *by.entry(s.as_str()).or_default() += 1;
         }
@@ -146,8 +147,8 @@ impl Metrics {
             o,
             "# HELP stead_build_info The running binary: its version, commit and target (always 1).\n# TYPE stead_build_info gauge\nstead_build_info{{version=\"{}\",commit=\"{}\",target=\"{}\"}} 1",
             env!("CARGO_PKG_VERSION"),
-            env!("STEAD_GIT_COMMIT"),
-            env!("STEAD_TARGET")
+            crate::COMMIT,
+            crate::TARGET
         );
         let passes = self.passes.load(Ordering::Relaxed);
         let _ = writeln!(
@@ -291,18 +292,18 @@ mod tests {
         let line = format!(
             "stead_build_info{{version=\"{}\",commit=\"{}\",target=\"{}\"}} 1\n",
             env!("CARGO_PKG_VERSION"),
-            env!("STEAD_GIT_COMMIT"),
-            env!("STEAD_TARGET")
+            crate::COMMIT,
+            crate::TARGET
         );
         assert!(text.starts_with(&format!(
             "# HELP stead_build_info The running binary: its version, commit and target (always 1).\n# TYPE stead_build_info gauge\n{line}"
         )), "{text}");
         // The same three as `stead --version` says.
         assert!(crate::VERSION.starts_with(env!("CARGO_PKG_VERSION")));
-        assert!(crate::VERSION.contains(env!("STEAD_GIT_COMMIT")));
-        assert!(crate::VERSION.contains(env!("STEAD_TARGET")));
+        assert!(crate::VERSION.contains(crate::COMMIT));
+        assert!(crate::VERSION.contains(crate::TARGET));
         // Label values Prometheus can read unescaped.
-        for v in [env!("STEAD_GIT_COMMIT"), env!("STEAD_TARGET")] {
+        for v in [crate::COMMIT, crate::TARGET] {
             assert!(!v.is_empty() && !v.contains(['"', '\\', '\n']), "{v:?}");
         }
     }

@@ -11,6 +11,7 @@
 //! [`StoredGroup`], [`Contact`] and [`Refusal`]), re-exported here: the
 //! store encodes and decodes them.
 
+use crate::model::sort::Insert as _;
 use std::collections::BTreeMap;
 
 use redb::{ReadableDatabase, ReadableTable};
@@ -214,7 +215,7 @@ impl Store {
             }
             out = f(&mut after);
             let names: std::collections::BTreeSet<&ModuleName> =
-                before.keys().chain(after.keys()).collect();
+                before.keys().chain(after.keys()).into_set();
             for name in names {
                 let a = after.get(name);
                 let record = a

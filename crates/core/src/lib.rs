@@ -25,6 +25,10 @@ const fn const_u64(s: &str) -> u64 {
     n
 }
 
+/// The commit this binary was built from (12 hex digits, or `unknown`
+/// outside a git checkout).
+pub const COMMIT: &str = env!("STEAD_GIT_COMMIT");
+
 /// The target triple this binary was built for: which binary of a
 /// release of stead is this one's.
 pub const TARGET: &str = env!("STEAD_TARGET");

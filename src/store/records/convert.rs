@@ -2,6 +2,7 @@
 //! checked again (names, digests, paths): one that does not check is
 //! reported as unreadable, never taken on trust.
 
+use crate::model::sort::Insert as _;
 use std::sync::Arc;
 
 use crate::model::config::{ConfigFile, ConfigFormat};
@@ -29,7 +30,9 @@ fn value(v: &Value) -> v1::Value {
         Value::Float(f) => v1::Value::Float(*f),
         Value::String(s) => v1::Value::String(s.clone()),
         Value::Array(a) => v1::Value::Array(a.iter().map(value).collect()),
-        Value::Table(t) => v1::Value::Table(t.iter().map(|(k, v)| (k.clone(), value(v))).collect()),
+        Value::Table(t) => {
+            v1::Value::Table(t.iter().map(|(k, v)| (k.clone(), value(v))).into_map())
+        }
         // Its document form: a version before sealed values reads it as a
         // table, never the value.
         Value::Sealed(s) => v1::Value::Table(
@@ -209,7 +212,7 @@ pub fn intention_record_v4(r: &IntentionRecord) -> v4::IntentionRecord {
 
 /// The record of an overlay.
 pub fn overlay(o: &Overlay) -> v1::Overlay {
-    o.iter().map(|(k, v)| (k.to_string(), value(v))).collect()
+    o.iter().map(|(k, v)| (k.to_string(), value(v))).into_map()
 }
 
 /// The record of an applied spec.
@@ -224,7 +227,7 @@ pub fn applied(a: &AppliedRecord) -> v1::AppliedRecord {
             .inputs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
+            .into_map(),
         spec: v1::ContainerSpec {
             name: a.spec.name.clone(),
             image_id: a.spec.image_id.clone(),
@@ -299,7 +302,7 @@ fn from_value(v: v1::Value) -> Value {
         v1::Value::Array(a) => Value::Array(a.into_iter().map(from_value).collect()),
         v1::Value::Table(t) => match sealed_table(&t) {
             Some(s) => Value::Sealed(s),
-            None => Value::Table(t.into_iter().map(|(k, v)| (k, from_value(v))).collect()),
+            None => Value::Table(t.into_iter().map(|(k, v)| (k, from_value(v))).into_map()),
         },
     }
 }
@@ -371,7 +374,7 @@ fn from_intention(i: v4::Intention) -> Result<Intention, String> {
             .env
             .into_iter()
             .map(|(k, v)| Ok((checked::<EnvName>(k)?, Text::Plain(v))))
-            .collect::<Result<_, String>>()?,
+            .try_into_map::<_, _, String>()?,
         env_files: i
             .env_files
             .into_iter()
@@ -397,7 +400,7 @@ fn from_intention(i: v4::Intention) -> Result<Intention, String> {
                     .defaults
                     .into_iter()
                     .map(|(k, v)| (k, from_value(v)))
-                    .collect(),
+                    .into_map(),
             }),
         },
         settings: from_overlay(i.settings)?,
@@ -510,7 +513,7 @@ fn from_intention_record_v4(r: v4::IntentionRecord) -> Result<IntentionRecord, S
 pub fn from_overlay(o: v1::Overlay) -> Result<Overlay, String> {
     o.into_iter()
         .map(|(k, v)| Ok((checked::<SettingKey>(k)?, from_value(v))))
-        .collect()
+        .try_into_map()
 }
 
 /// An applied spec from its record.
@@ -525,7 +528,7 @@ pub fn from_applied(a: v1::AppliedRecord) -> Result<AppliedRecord, String> {
             .inputs
             .into_iter()
             .map(|(k, v)| Ok((checked::<InputName>(k)?, checked::<Digest>(v)?)))
-            .collect::<Result<_, String>>()?,
+            .try_into_map::<_, _, String>()?,
         spec: ContainerSpec {
             name: a.spec.name,
             image_id: a.spec.image_id,

@@ -2,6 +2,7 @@
 //! without a schema change), and its conversions. Field order and variant
 //! order are the encoding: never change them.
 
+use crate::model::sort::Insert as _;
 use serde::{Deserialize, Serialize};
 
 use super::convert::checked;
@@ -112,7 +113,7 @@ pub fn from_record(r: GuardRecord) -> Result<g::Guard, String> {
                 .modules
                 .into_iter()
                 .map(|(m, h)| Ok((checked::<ModuleName>(m)?, from_hold(h)?)))
-                .collect::<Result<_, String>>()?,
+                .try_into_map::<_, _, String>()?,
             revision: r
                 .revision
                 .map(|(n, h)| from_hold(h).map(|h| (n, h)))

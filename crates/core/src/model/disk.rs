@@ -375,7 +375,9 @@ pub fn choose<'a>(
     policy: &Policy,
 ) -> Vec<&'a Held> {
     let mut by_age: Vec<&Held> = removable.to_vec();
-    by_age.sort_by(|a, b| a.since.cmp(&b.since).then(a.id.cmp(&b.id)));
+    super::sort::sort_by(&mut by_age, |a, b| {
+        a.since.cmp(&b.since).then(a.id.cmp(&b.id))
+    });
     let goal_used = match trigger {
         Trigger::Changed | Trigger::Asked => return by_age,
         Trigger::Pressure => space.total / 100 * u64::from(policy.low),

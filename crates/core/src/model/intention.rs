@@ -3,6 +3,7 @@
 //! [`Intention`]; a bad document is an error naming its origin and the field.
 //! Where documents come from is the intake's business.
 
+use crate::model::sort::Insert as _;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
@@ -565,7 +566,7 @@ impl Intention {
                     self.env
                         .iter()
                         .map(|(k, v)| (k.to_string(), v.to_json()))
-                        .collect(),
+                        .into_object(),
                 ),
             );
         }
@@ -634,7 +635,7 @@ impl Intention {
                 .defaults
                 .iter()
                 .map(|(k, v)| (k.clone(), v.to_json()))
-                .collect();
+                .into_object();
             let mut cfg =
                 json!({ "path": c.path.as_str(), "format": format, "defaults": defaults });
             if let Some(r) = &c.reload {
@@ -649,7 +650,7 @@ impl Intention {
                     self.settings
                         .iter()
                         .map(|(k, v)| (k.to_string(), v.to_json()))
-                        .collect(),
+                        .into_object(),
                 ),
             );
         }
@@ -702,7 +703,7 @@ impl Intention {
                 let Ok(v) = v;
                 (k.clone(), v)
             })
-            .collect();
+            .into_map();
         let rendered = match &self.config {
             Some(c) => c.render(&settings)?.len(),
             None => match config::settings_without_config(&self.settings) {
@@ -847,7 +848,7 @@ impl IntentionDoc {
             }
             ports.push(spec);
         }
-        ports.sort();
+        super::sort::sort(&mut ports);
         if self.update_order == UpdateOrder::StartFirst {
             if let Some((i, p)) = ports.iter().enumerate().find(|(_, p)| p.host.is_some()) {
                 return Err((

@@ -3,6 +3,7 @@
 //! spec is made ([`Labels::to_map`]) and parsed once when the engine lists
 //! the container ([`Labels::parse`]); nothing else reads label strings.
 
+use crate::model::sort::Insert as _;
 use std::collections::BTreeMap;
 
 use crate::model::names::{Digest, InputName, ModuleName, NodeId};
@@ -92,7 +93,7 @@ impl Labels {
                     let d = Digest::try_from(v.as_str()).ok()?;
                     Some((name, d))
                 })
-                .collect(),
+                .into_map(),
         }
     }
 

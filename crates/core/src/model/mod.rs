@@ -28,6 +28,7 @@ pub mod reload;
 pub mod runtime;
 pub mod seal;
 pub mod sealed;
+pub mod sort;
 pub mod spec;
 pub mod text;
 pub mod time;

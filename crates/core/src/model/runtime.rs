@@ -9,6 +9,7 @@
 //! digest. Each field is one row of `runtime_fields!` and one [`Field`]
 //! impl; everything that lists the fields is made from the rows.
 
+use crate::model::sort::Insert as _;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::time::Duration;
@@ -236,7 +237,7 @@ fn string_or_list(field: &str, v: Option<J>) -> Result<Option<StringOrList>, Fie
 fn list_or_map(field: &str, v: Option<J>) -> Result<Option<ListOrMap>, FieldError> {
     match v {
         None | Some(J::Null) => Ok(None),
-        Some(J::Object(m)) => Ok(Some(ListOrMap::Map(m.into_iter().collect()))),
+        Some(J::Object(m)) => Ok(Some(ListOrMap::Map(m.into_iter().into_map()))),
         Some(a @ J::Array(_)) => Ok(Some(ListOrMap::List(strings(field, Some(a))?))),
         Some(_) => Err(wrong(field, "a table or a list of strings")),
     }
@@ -920,7 +921,7 @@ impl Field for Devices {
                 permissions,
             });
         }
-        devices.sort_by(|a, b| a.container.cmp(&b.container));
+        super::sort::sort_by(&mut devices, |a, b| a.container.cmp(&b.container));
         Ok(devices)
     }
     fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
@@ -961,7 +962,7 @@ impl Field for DeviceCgroupRules {
             }
             rules.push(words.join(" "));
         }
-        rules.sort();
+        super::sort::sort(&mut rules);
         rules.dedup();
         Ok(rules)
     }
@@ -994,7 +995,7 @@ fn capabilities(field: &str, v: Option<J>) -> Result<BTreeSet<String>, FieldErro
         .iter()
         .enumerate()
         .map(|(i, c)| capability(&format!("{field}[{i}]"), c))
-        .collect()
+        .try_into_set()
 }
 
 struct CapAdd;
@@ -1216,7 +1217,7 @@ impl Field for Tmpfs {
                 .map(str::trim)
                 .filter(|o| !o.is_empty())
                 .collect();
-            opts.sort();
+            super::sort::sort(&mut opts);
             opts.dedup();
             if tmpfs.insert(target.clone(), opts.join(",")).is_some() {
                 return Err((field, format!("{target} is given twice")));
@@ -1398,7 +1399,7 @@ impl Field for Ulimits {
         ulimits
             .into_iter()
             .map(|(name, u)| Ok((name.clone(), ulimit(&name, u)?)))
-            .collect()
+            .try_into_map()
     }
     fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
         nonempty(v)
@@ -1407,7 +1408,7 @@ impl Field for Ulimits {
         json_of(nonempty(v).map(|u| {
             u.iter()
                 .map(|(k, u)| (k, serde_json::json!({"soft": u.soft, "hard": u.hard})))
-                .collect::<BTreeMap<_, _>>()
+                .into_map()
         }))
     }
 }
@@ -1752,7 +1753,7 @@ impl Field for Volumes {
                 read_only,
             });
         }
-        out.sort_by(|a, b| a.target.cmp(&b.target));
+        super::sort::sort_by(&mut out, |a, b| a.target.cmp(&b.target));
         Ok(out)
     }
     fn input(v: &Self::Value) -> Option<impl Serialize + '_> {

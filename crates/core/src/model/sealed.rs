@@ -369,7 +369,7 @@ impl Secrets {
             forms.push(text);
         }
         forms.retain(|f| !f.is_empty());
-        forms.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+        super::sort::sort_by(&mut forms, |a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
         forms.dedup();
         Secrets(forms)
     }

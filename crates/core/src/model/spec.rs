@@ -7,6 +7,7 @@
 //! input name to input digest, so a change of any input changes it, and the
 //! labels a container carries (one per input) say which input moved.
 
+use crate::model::sort::Insert as _;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -268,7 +269,7 @@ pub fn keyed_inputs(
     inputs
         .iter()
         .map(|(n, d)| (n.clone(), keyed_input(key, n, d)))
-        .collect()
+        .into_map()
 }
 
 /// Completes the desired container with the image ID; with `keyed`
@@ -464,7 +465,7 @@ pub fn moved(
     running: &BTreeMap<InputName, Digest>,
     desired: &BTreeMap<InputName, Digest>,
 ) -> Vec<Moved> {
-    let names: BTreeSet<&InputName> = running.keys().chain(desired.keys()).collect();
+    let names: BTreeSet<&InputName> = running.keys().chain(desired.keys()).into_set();
     names
         .into_iter()
         .filter(|n| running.get(*n) != desired.get(*n))

@@ -2,6 +2,7 @@
 //! null. Its natural JSON form (for files, the API and rendering) goes through
 //! [`Value::from_json`] and [`Value::to_json`].
 
+use crate::model::sort::Insert as _;
 use std::collections::BTreeMap;
 
 use crate::model::sealed::SealedText;
@@ -95,9 +96,11 @@ impl Value {
                 .unwrap_or(serde_json::Value::Null),
             Value::String(s) => serde_json::Value::String(s.clone()),
             Value::Array(a) => serde_json::Value::Array(a.iter().map(Value::to_json).collect()),
-            Value::Table(t) => {
-                serde_json::Value::Object(t.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
-            }
+            Value::Table(t) => serde_json::Value::Object(
+                t.iter()
+                    .map(|(k, v)| (k.clone(), v.to_json()))
+                    .into_object(),
+            ),
             Value::Sealed(s) => s.to_json(),
         }
     }
@@ -139,7 +142,7 @@ impl Value {
             Value::Table(t) => Value::Table(
                 t.iter()
                     .map(|(k, v)| Ok((k.clone(), v.opened(&format!("{at}.{k}"), open)?)))
-                    .collect::<Result<_, E>>()?,
+                    .try_into_map::<_, _, E>()?,
             ),
             v => v.clone(),
         })

@@ -125,7 +125,7 @@ pub fn candidates<'a>(
         .filter_map(TagVersion::parse)
         .filter(|t| t.same_variant(running) && range.matches(t) && t.version >= running.version)
         .collect();
-    out.sort_by(|a, b| {
+    super::sort::sort_by(&mut out, |a, b| {
         b.version
             .cmp(&a.version)
             .then_with(|| {

@@ -15,6 +15,7 @@
 //! [`crate::plane::accept::Held`]. No clock is read here: the monotonic
 //! instant (`at`) and the clock as read ([`Clock`]) are passed in.
 
+use crate::model::sort::Insert as _;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -218,7 +219,7 @@ impl Held {
             groups: groups
                 .into_iter()
                 .map(|(name, g)| (name, (g.held, g.took)))
-                .collect(),
+                .into_map(),
             ..Held::default()
         }
     }

@@ -140,7 +140,7 @@ impl FileDigester {
             .map(|e| e.map(|e| e.file_name()))
             .collect::<Result<_, _>>()
             .map_err(err(&dir))?;
-        names.sort();
+        crate::model::sort::sort(&mut names);
         if names.len() as u64 > self.budget.entries {
             return Err(err(&dir)(over(format!(
                 "more than {MAX_INPUT_ENTRIES} entries"

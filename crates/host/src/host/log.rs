@@ -53,7 +53,7 @@ impl Filter {
             }
         }
         // The longest prefix first.
-        f.targets.sort_by_key(|t| std::cmp::Reverse(t.0.len()));
+        crate::model::sort::sort_by(&mut f.targets, |a, b| b.0.len().cmp(&a.0.len()));
         Ok(f)
     }
 

@@ -5,6 +5,7 @@
 //! goes silent after the first rename. The heartbeat stays the safety net
 //! for anything a watch misses.
 
+use crate::model::sort::Insert as _;
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -35,7 +36,7 @@ impl WatchSet {
     /// The directories to ask the OS to watch, with their mode.
     fn watches(&self) -> BTreeSet<(PathBuf, bool)> {
         let mut w: BTreeSet<(PathBuf, bool)> =
-            self.dirs.iter().map(|d| (d.clone(), false)).collect();
+            self.dirs.iter().map(|d| (d.clone(), false)).into_set();
         for i in &self.inputs {
             if let Some(parent) = i.parent() {
                 w.insert((parent.to_path_buf(), false));

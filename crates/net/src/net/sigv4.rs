@@ -129,7 +129,7 @@ pub fn canonical_request(r: &Request) -> (String, String) {
             )
         })
         .collect();
-    headers.sort();
+    crate::model::sort::sort(&mut headers);
     let signed: Vec<&str> = headers.iter().map(|(k, _)| k.as_str()).collect();
     let signed = signed.join(";");
     let mut query: Vec<(&str, &str)> = r
@@ -138,7 +138,7 @@ pub fn canonical_request(r: &Request) -> (String, String) {
         .filter(|p| !p.is_empty())
         .map(|p| p.split_once('=').unwrap_or((p, "")))
         .collect();
-    query.sort();
+    crate::model::sort::sort(&mut query);
     let query: Vec<String> = query.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let canonical_headers: String = headers.iter().map(|(k, v)| format!("{k}:{v}\n")).collect();
     (
