@@ -18,7 +18,7 @@
 # keeps it under $STEAD_LAB_CACHE/arm64-<hash>/ like scripts/lab/image.sh.
 # The VM has no network (-nic none); the engine pulls nothing (the test
 # image is imported from the image's own static busybox). Under TCG on 2
-# Xeon cores: the image 25 min once, then about 6 min a run (boot, engine,
+# Xeon cores: the image 25 min once, then 5 to 6 min a run (boot, engine,
 # 50 containers in 165 s, settle, the minute of samples, poweroff). Env: STEAD_LAB_CACHE, STEAD_LAB_SUITE,
 # STEAD_FOOTPRINT_MODULES (default 50), STEAD_LAB_TIMEOUT (seconds for the
 # whole boot, default 3600).
