@@ -43,27 +43,7 @@ declare -A out
 # Measures one binary ($1, column $2) from a fresh store and directory.
 measure() {
     local bin="$1" col="$2" run="$work/run$2" node="footprint-$$-$2"
-    mkdir -p "$run/i"
-    cat >"$run/c.toml" <<TOML
-node_id = "$node"
-data_dir = "data"
-intentions_dir = "i"
-api_listen = "127.0.0.1:0"
-settle_window = "5s"
-docker_socket = "unix://$work/docker.sock"
-TOML
-    for n in $(seq 1 "$MODULES"); do
-        cat >"$run/i/m$n.toml" <<TOML
-name = "fp$n-$$-$col"
-image = "stead-test/busybox:1"
-command = ["sh", "-c", "trap 'exit 0' TERM; sleep 1000000 & wait"]
-restart = "unless-stopped"
-[config]
-path = "/etc/m/config.json"
-format = "json"
-defaults = { module = $n, poll_ms = 1000 }
-TOML
-    done
+    footprint_workload "$run" "$node" "$MODULES" "-$$-$col" "unix://$work/docker.sock"
     STEAD_LOG=warn "$bin" run --config "$run/c.toml" 2>"$run/log" &
     pid=$!
     say "$bin (agent $pid): waiting for $MODULES modules to converge"

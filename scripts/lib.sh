@@ -82,6 +82,36 @@ own_engine_down() {
     rm -rf "$dir" 2>/dev/null || true
 }
 
+# The footprint benchmarks' workload, in one place (scripts/footprint.sh on
+# x86_64, scripts/lab/footprint-aarch64.sh in an arm64 VM): an agent's
+# config in $1/c.toml for node $2 on the engine at socket $5, and $3
+# intentions in $1/i/, named fp<n>$4, each an idle busybox with a composed
+# config file.
+footprint_workload() {
+    local run="$1" node="$2" modules="$3" suffix="$4" socket="$5" n
+    mkdir -p "$run/i"
+    cat >"$run/c.toml" <<TOML
+node_id = "$node"
+data_dir = "data"
+intentions_dir = "i"
+api_listen = "127.0.0.1:0"
+settle_window = "5s"
+docker_socket = "$socket"
+TOML
+    for n in $(seq 1 "$modules"); do
+        cat >"$run/i/m$n.toml" <<TOML
+name = "fp$n$suffix"
+image = "stead-test/busybox:1"
+command = ["sh", "-c", "trap 'exit 0' TERM; sleep 1000000 & wait"]
+restart = "unless-stopped"
+[config]
+path = "/etc/m/config.json"
+format = "json"
+defaults = { module = $n, poll_ms = 1000 }
+TOML
+    done
+}
+
 # Debian's nginx (no service started: the system one would take port 80)
 # and python3, for the benchmarks that serve a plane on loopback.
 need_nginx() {

@@ -125,6 +125,8 @@ mkdir -p "$share/in" "$share/steps" "$share/out"
 qemu-img create -q -f qcow2 -F raw -b "$image/disk.raw" "$vm/disk.qcow2"
 cp "$BIN" "$share/in/stead"
 chmod 0755 "$share/in/stead"
+# The workload, made here as scripts/footprint.sh makes it.
+footprint_workload "$share/in/run" footprint-aarch64 "$MODULES" "" "unix:///var/run/docker.sock"
 echo footprint >"$share/next"
 echo poweroff >"$share/then"
 cat >"$share/steps/footprint.sh" <<STEP
@@ -159,28 +161,9 @@ tar -C "$r" --numeric-owner --owner=0 --group=0 -cf - . \
 log "test image imported"
 run=/root/run
 node=footprint-aarch64
-mkdir -p "$run/i"
+mkdir -p "$run"
+cp -r /lab/in/run/. "$run/"
 cp /lab/in/stead "$run/stead"
-cat >"$run/c.toml" <<TOML
-node_id = "$node"
-data_dir = "data"
-intentions_dir = "i"
-api_listen = "127.0.0.1:0"
-settle_window = "5s"
-docker_socket = "unix:///var/run/docker.sock"
-TOML
-for n in $(seq 1 "$MODULES"); do
-    cat >"$run/i/m$n.toml" <<TOML
-name = "fp$n"
-image = "stead-test/busybox:1"
-command = ["sh", "-c", "trap 'exit 0' TERM; sleep 1000000 & wait"]
-restart = "unless-stopped"
-[config]
-path = "/etc/m/config.json"
-format = "json"
-defaults = { module = $n, poll_ms = 1000 }
-TOML
-done
 cd "$run"
 STEAD_LOG=warn ./stead run --config c.toml 2>agent.log &
 pid=$!
