@@ -15,6 +15,7 @@ pub mod env_file;
 pub mod files;
 pub mod fleet;
 pub mod guard;
+pub mod image_policy;
 pub mod intention;
 pub mod interpolate;
 pub mod json;
