@@ -662,6 +662,19 @@ impl<C: Connect> Agent<C> {
                 Err(e) => tracing::error!("registry credentials: {e}"),
             }
         }
+        // The image policy the plane's documents compose: not known until
+        // the poller has read what the store holds (nothing covered runs
+        // meanwhile); without a plane, none.
+        let (images, images_rx) = match &self.config.plane {
+            Some(_) => {
+                let (tx, rx) =
+                    tokio::sync::watch::channel(crate::model::image_policy::Known::NotYet);
+                let registries = registries(&self.config).map(Arc::new);
+                self.reconciler.set_image_policy(rx.clone(), registries);
+                (Some(tx), Some(rx))
+            }
+            None => (None, None),
+        };
         let executor = Arc::new(
             Executor::new(
                 self.store.clone(),
@@ -676,7 +689,8 @@ impl<C: Connect> Agent<C> {
                 agent,
             )
             .with_metrics(self.reconciler.metrics())
-            .with_room(self.reconciler.room()),
+            .with_room(self.reconciler.room())
+            .with_image_policy(images_rx),
         );
         let look_now = executor.look_now.clone();
         self.executor = Some(executor);
@@ -688,15 +702,6 @@ impl<C: Connect> Agent<C> {
         let (asks, asked) = tokio::sync::watch::channel(crate::plane::sync::PlaneAsk {
             trusted,
             agent: None,
-        });
-        // The image policy the plane's documents compose: not known until
-        // the poller has read what the store holds (nothing covered runs
-        // meanwhile); without a plane, none.
-        let images = self.config.plane.as_ref().map(|_| {
-            let (tx, rx) = tokio::sync::watch::channel(crate::model::image_policy::Known::NotYet);
-            let registries = registries(&self.config).map(Arc::new);
-            self.reconciler.set_image_policy(rx, registries);
-            tx
         });
         let (plane, _plane_tasks) = self.start_plane(agent, asks, images).await;
         let updater = self.updater(asked);

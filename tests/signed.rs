@@ -15,7 +15,7 @@ use base64::engine::general_purpose::STANDARD;
 use common::agent::Agent;
 use common::desired::*;
 use common::plane::Plane;
-use common::registry::{Registry, raw};
+use common::registry::{Registry, Tls, Trusted, docker_engine, raw};
 use common::*;
 use ring::rand::SystemRandom;
 use ring::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair};
@@ -119,13 +119,80 @@ fn push_blob(reg: &Registry, repo: &str, bytes: &[u8]) -> String {
     digest
 }
 
-/// A node polling `plane` every second, trusting `key`.
-fn node(tag: &str, plane: &Plane, key: &SecretKey) -> Node {
-    Node::new(tag).with_config(&format!(
-        "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
-        plane.base(),
-        key.public().to_base64()
-    ))
+/// Where the images are: a plain registry they are pushed to (from the
+/// Docker Engine, which keeps none of them) and signed in, and the same
+/// storage served over TLS with a login, which the agent and its engine
+/// pull from (Podman pulls plain HTTP from no registry it is not told is
+/// insecure).
+struct Site {
+    plain: Registry,
+    reg: Registry,
+    tls: Tls,
+    _trusted: Trusted,
+}
+
+impl Site {
+    fn new() -> Site {
+        let plain = Registry::plain();
+        let tls = Tls::new();
+        let reg = Registry::tls_with_auth(&tls, &plain.storage, "ci", "s3cret");
+        let trusted = Trusted::new(&tls, &reg.addr);
+        Site {
+            plain,
+            reg,
+            tls,
+            _trusted: trusted,
+        }
+    }
+
+    /// The agent's name of `repo:tag`.
+    fn image(&self, repo: &str, tag: &str) -> String {
+        format!("{}/{repo}:{tag}", self.reg.addr)
+    }
+
+    /// Pushes a new image to `repo:tag`; its manifest digest.
+    fn push(&self, repo: &str, tag: &str, v: &str) -> String {
+        let (_, digest) = self.plain.push(repo, tag, &[("v", v)]);
+        docker_engine(&["rmi", &format!("{}/{repo}:{tag}", self.plain.addr)]);
+        digest
+    }
+
+    /// Signs `digest` for `repo:tag` (the agent's name) with `key`; at
+    /// another digest's tag when `at` says one.
+    fn sign(&self, key: &CosignKey, repo: &str, tag: &str, digest: &str, at: Option<&str>) {
+        key.sign(&self.plain, repo, &self.image(repo, tag), digest, at);
+    }
+
+    /// A node polling `plane` every second, trusting `key`, logged in to
+    /// the registry and trusting its CA.
+    fn node(&self, tag: &str, plane: &Plane, key: &SecretKey) -> Node {
+        let n = Node::new(tag);
+        let auth = n.dir.path().join("registry-auth.json");
+        std::fs::write(
+            &auth,
+            format!(
+                r#"{{"auths": {{"{}": {{"username": "ci", "password": "s3cret"}}}}}}"#,
+                self.reg.addr
+            ),
+        )
+        .unwrap();
+        n.with_config(&format!(
+            "registry_auth = {:?}\nregistry_ca = {:?}\n[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
+            auth.display().to_string(),
+            self.tls.ca.display().to_string(),
+            plane.base(),
+            key.public().to_base64()
+        ))
+    }
+}
+
+/// The ID the suite's engine gives an image (Podman's may be its own), or
+/// none when it does not hold it.
+fn id_of(reference: &str) -> Option<String> {
+    let o = docker(&["image", "inspect", "--format", "{{.Id}}", reference]);
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
 }
 
 /// A module of `image` that idles.
@@ -163,67 +230,54 @@ fn wait_error(agent: &Agent, n: &Node, m: &str, parts: &[&str]) -> String {
     last
 }
 
-/// Removes the engine's copies of `reference` (pushed from it), so the
-/// agent must pull.
-fn forget(reference: &str) {
-    let _ = docker(&["rmi", "-f", reference]);
-}
-
 #[test]
 fn an_image_runs_only_when_signed_as_the_policy_asks_and_each_refusal_says_why() {
     require_engine();
     let plane = Plane::start();
     let key = SecretKey::generate().unwrap();
-    let reg = Registry::plain();
+    let site = Site::new();
     let (a, b) = (CosignKey::new(), CosignKey::new());
-    let r = &reg.addr;
+    let r = site.reg.addr.clone();
     // Signed by the trusted key.
-    let (good_id, good) = reg.push("app", "good", &[("v", "good")]);
-    a.sign(&reg, "app", &format!("{r}/app:good"), &good, None);
+    let good = site.push("app", "good", "good");
+    site.sign(&a, "app", "good", &good, None);
     // Not signed at all.
-    let (_, unsigned) = reg.push("app", "unsigned", &[("v", "unsigned")]);
+    let unsigned = site.push("app", "unsigned", "unsigned");
     // Signed by another key.
-    let (_, other) = reg.push("app", "other", &[("v", "other")]);
-    b.sign(&reg, "app", &format!("{r}/app:other"), &other, None);
+    let other = site.push("app", "other", "other");
+    site.sign(&b, "app", "other", &other, None);
     // A signature of the good digest, put where another digest's goes.
-    let (_, moved) = reg.push("app", "moved", &[("v", "moved")]);
-    a.sign(&reg, "app", &format!("{r}/app:moved"), &good, Some(&moved));
+    let moved = site.push("app", "moved", "moved");
+    site.sign(&a, "app", "moved", &good, Some(&moved));
     // Signed, then the tag pointed at a new image.
-    let (_, first) = reg.push("app", "repointed", &[("v", "first")]);
-    a.sign(&reg, "app", &format!("{r}/app:repointed"), &first, None);
-    let (_, repointed) = reg.push("app", "repointed", &[("v", "second")]);
+    let first = site.push("app", "repointed", "first");
+    site.sign(&a, "app", "repointed", &first, None);
+    let repointed = site.push("app", "repointed", "second");
     // Signed for another tag of the repository.
-    let (_, retagged) = reg.push("app", "retagged", &[("v", "retagged")]);
-    a.sign(&reg, "app", &format!("{r}/app:elsewhere"), &retagged, None);
+    let retagged = site.push("app", "retagged", "retagged");
+    site.sign(&a, "app", "elsewhere", &retagged, None);
     // No rule covers this repository.
-    let (free_id, _) = reg.push("free", "1", &[("v", "free")]);
-    for t in [
-        "good",
-        "unsigned",
-        "other",
-        "moved",
-        "repointed",
-        "retagged",
-    ] {
-        forget(&format!("{r}/app:{t}"));
-    }
-    forget(&format!("{r}/free:1"));
+    site.push("free", "1", "free");
+    // A registry that is not there.
+    let away = format!("127.0.0.1:{}", common::registry::free_port());
 
-    let n = node("signed", &plane, &key);
+    let n = site.node("signed", &plane, &key);
     let policy = json!([
         {"scope": format!("{r}/app"), "require": "sigstore", "keys": [a.pem()]},
+        {"scope": away, "require": "sigstore", "keys": [a.pem()]},
     ]);
     let mut doc = payload(
         &n,
         1,
         vec![
-            module_of("good", &format!("{r}/app:good")),
-            module_of("unsigned", &format!("{r}/app:unsigned")),
-            module_of("other", &format!("{r}/app:other")),
-            module_of("moved", &format!("{r}/app:moved")),
-            module_of("repointed", &format!("{r}/app:repointed")),
-            module_of("retagged", &format!("{r}/app:retagged")),
-            module_of("free", &format!("{r}/free:1")),
+            module_of("good", &site.image("app", "good")),
+            module_of("unsigned", &site.image("app", "unsigned")),
+            module_of("other", &site.image("app", "other")),
+            module_of("moved", &site.image("app", "moved")),
+            module_of("repointed", &site.image("app", "repointed")),
+            module_of("retagged", &site.image("app", "retagged")),
+            module_of("free", &site.image("free", "1")),
+            module_of("away", &format!("{away}/app:1")),
         ],
     );
     doc["images"] = policy;
@@ -237,8 +291,8 @@ fn an_image_runs_only_when_signed_as_the_policy_asks_and_each_refusal_says_why()
             .all(|m| n.container(m).is_some_and(|(_, s, _)| s == "running"))
     });
     let image_of = |m: &str| docker_ok(&["inspect", "--format", "{{.Image}}", &n.container_id(m)]);
-    assert_eq!(image_of("good"), good_id);
-    assert_eq!(image_of("free"), free_id);
+    assert_eq!(Some(image_of("good")), id_of(&format!("{r}/app@{good}")));
+    assert_eq!(Some(image_of("free")), id_of(&site.image("free", "1")));
 
     let key_id = stead::model::image_policy::PublicKey::from_pem(&a.pem())
         .unwrap()
@@ -281,5 +335,118 @@ fn an_image_runs_only_when_signed_as_the_policy_asks_and_each_refusal_says_why()
             "{m}: a refused image is not pulled"
         );
     }
+    // A registry that does not answer is waited for, not a refusal.
+    wait_error(
+        &agent,
+        &n,
+        "away",
+        &[&format!(
+            "image {away}/app:1: its signature cannot be checked yet"
+        )],
+    );
+    let v = module_view(&agent, "away");
+    assert!(
+        v["next_attempt_at"].is_string() || v["next_attempt_at"].is_u64(),
+        "{v}"
+    );
+    assert!(n.container("away").is_none());
+
+    // After a restart the signed module runs on, never made again: its
+    // check is made again before anything would be created of it.
+    let running = n.container_id("good");
+    let since = unix_now();
+    drop(agent);
+    let agent = Agent::start(&n);
+    n.wait_for(60, "good seen converged again after the restart", || {
+        module_view(&agent, "good")["state"] == "converged"
+    });
+    assert_eq!(n.container_id("good"), running);
+    assert_eq!(n.creates_since("good", since), 0);
+    drop(agent);
+}
+
+/// Files a reload of `module` and waits for it to end.
+fn reload(agent: &Agent, n: &Node, module: &str) -> J {
+    let (code, out) = agent.send(
+        n,
+        "POST",
+        "/v1/reloads",
+        &format!(r#"{{"module": "{module}", "reason": "signed test"}}"#),
+    );
+    assert_eq!(code, 202, "{out}");
+    let id = serde_json::from_str::<J>(&out).unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    let mut last = J::Null;
+    n.wait_for(90, "the reload to end", || {
+        let (_, body) = agent.get(&format!("/v1/reloads/{id}"));
+        last = serde_json::from_str(&body).unwrap_or_default();
+        matches!(last["status"].as_str(), Some("done" | "failed"))
+    });
+    last
+}
+
+#[test]
+fn a_reload_lands_only_a_signed_version() {
+    require_engine();
+    let plane = Plane::start();
+    let key = SecretKey::generate().unwrap();
+    let site = Site::new();
+    let a = CosignKey::new();
+    let r = site.reg.addr.clone();
+    let repo = "acme/sensor";
+    let old = site.push(repo, "1.0.0", "1.0.0");
+    site.sign(&a, repo, "1.0.0", &old, None);
+    let new = site.push(repo, "1.1.0", "1.1.0");
+    let n = site
+        .node("signed-reload", &plane, &key)
+        .with_heartbeat("1s");
+    let mut doc = payload(&n, 1, vec![]);
+    doc["images"] = json!([{"scope": r, "require": "sigstore", "keys": [a.pem()]}]);
+    plane.publish(&n.id, &sign(&key, &doc));
+    let m = n.module("sensor");
+    n.write_intention(
+        "s.toml",
+        common::intention::Module::new(&m, &site.image(repo, "1.0.0"))
+            .sh(&idle_after("up"))
+            .set("restart", "\"always\"")
+            .table("update", "range = \"^1\"\nhealth_window = \"2s\""),
+    );
+    let agent = Agent::start(&n);
+    let runs = |digest: &str| {
+        n.container(&m).is_some_and(|(id, s, _)| {
+            s == "running"
+                && Some(docker_ok(&["inspect", "--format", "{{.Image}}", &id]))
+                    == id_of(&format!("{r}/{repo}@{digest}"))
+        })
+    };
+    n.wait_for(90, "the module running 1.0.0", || runs(&old));
+    let running = n.container_id(&m);
+
+    // 1.1.0 is not signed: the reload fails, decided, and nothing moves.
+    let done = reload(&agent, &n, &m);
+    assert_eq!(done["status"], "failed", "{done:#}");
+    let item = &done["items"][0];
+    let failure = item["failure"].as_str().unwrap_or_default();
+    assert!(
+        failure.contains(&format!(
+            "image {r}/{repo}:1.1.0 ({new}): refused by the image policy"
+        )) && failure.contains("found no signature"),
+        "{done:#}"
+    );
+    assert_eq!(n.container_id(&m), running);
+    assert_eq!(
+        id_of(&format!("{r}/{repo}@{new}")),
+        None,
+        "a refused version is not pulled"
+    );
+
+    // Signed since: the next reload lands it with one create.
+    site.sign(&a, repo, "1.1.0", &new, None);
+    let since = unix_now();
+    let done = reload(&agent, &n, &m);
+    assert_eq!(done["status"], "done", "{done:#}");
+    n.wait_for(90, "the module running 1.1.0", || runs(&new));
+    assert_eq!(n.creates_since(&m, since), 1);
     drop(agent);
 }

@@ -57,6 +57,8 @@ pub enum Admit {
     Run(String),
     /// Signed, and not here: pulled by its verified digest (`repo@sha256:…`).
     Pull(String),
+    /// Being checked: what is under way (its container is left as it is).
+    Check(String),
     /// Not now: why, and when to look again (none: when a check ends).
     Hold(String, Option<Instant>),
 }
@@ -180,12 +182,9 @@ impl Gate {
         let policy: Arc<Policy> = match &self.known {
             None => return Admit::Free,
             Some(Known::NotYet) => {
-                return Admit::Hold(
-                    format!(
-                        "image {image}: the image policy is not known yet (the plane's documents are being read)"
-                    ),
-                    None,
-                );
+                return Admit::Check(format!(
+                    "image {image}: the image policy is not known yet (the plane's documents are being read)"
+                ));
             }
             Some(Known::Is(p)) => p.clone(),
         };
@@ -225,7 +224,9 @@ impl Gate {
             ),
             _ => {
                 self.start(image, r, policy);
-                Admit::Hold(format!("image {image}: checking its signature"), None)
+                Admit::Check(format!(
+                    "image {image}: its signature is being checked against the image policy"
+                ))
             }
         }
     }

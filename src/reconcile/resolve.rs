@@ -669,6 +669,10 @@ pub async fn against_engine<E: Engine>(
             Admit::Free => i.image.clone(),
             Admit::Run(id) => id,
             Admit::Pull(pinned) => pinned,
+            Admit::Check(doing) => {
+                out.wants.insert(name.clone(), Want::Pull { name, doing });
+                continue;
+            }
             Admit::Hold(why, at) => {
                 if let Some(at) = at {
                     out.retry_at.insert(name.clone(), at);
@@ -715,7 +719,8 @@ pub async fn against_engine<E: Engine>(
                     );
                     pulls.start(engine, &image);
                 }
-                out.wants.insert(name.clone(), Want::Pull { name, image });
+                let doing = format!("image {image} is being pulled");
+                out.wants.insert(name.clone(), Want::Pull { name, doing });
                 continue;
             }
         };

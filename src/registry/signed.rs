@@ -45,7 +45,8 @@ pub enum Unchecked {
     Unreachable(RegistryError),
 }
 
-/// Checks `image` against what the policy asks of it (`asks`, not empty).
+/// Checks `image` against what the policy asks of it (`asks`, not empty):
+/// the manifest it pins, or the one its tag names now.
 pub async fn check(
     registries: &Registries,
     platform: &Platform,
@@ -62,20 +63,32 @@ pub async fn check(
                 .digest
         }
     };
+    check_at(registries, platform, asks, image, &digest).await
+}
+
+/// Checks the manifest `digest` of `image` (named by its tag, or pinned)
+/// against what the policy asks of it.
+pub async fn check_at(
+    registries: &Registries,
+    platform: &Platform,
+    asks: &[(&str, &Rule)],
+    image: &Reference,
+    digest: &str,
+) -> Result<Checked, Unchecked> {
     let signatures = registries
-        .signatures(image, &digest)
+        .signatures(image, digest)
         .await
         .map_err(Unchecked::Unreachable)?;
-    let verified = judge(asks, image, &digest, &signatures).map_err(|why| Unchecked::Refused {
-        digest: digest.clone(),
+    let verified = judge(asks, image, digest, &signatures).map_err(|why| Unchecked::Refused {
+        digest: digest.to_string(),
         why,
     })?;
     let config = registries
-        .config(image, &digest, platform)
+        .config(image, digest, platform)
         .await
         .map_err(Unchecked::Unreachable)?;
     Ok(Checked {
-        manifest: digest,
+        manifest: digest.to_string(),
         config: config.id,
         by: verified.by,
     })
