@@ -75,18 +75,17 @@ pub async fn check_at(
     image: &Reference,
     digest: &str,
 ) -> Result<Checked, Unchecked> {
-    let signatures = registries
-        .signatures(image, digest)
-        .await
-        .map_err(Unchecked::Unreachable)?;
+    // The signatures and the config the manifest names, asked together.
+    let (signatures, config) = tokio::join!(
+        registries.signatures(image, digest),
+        registries.config(image, digest, platform)
+    );
+    let signatures = signatures.map_err(Unchecked::Unreachable)?;
     let verified = judge(asks, image, digest, &signatures).map_err(|why| Unchecked::Refused {
         digest: digest.to_string(),
         why,
     })?;
-    let config = registries
-        .config(image, digest, platform)
-        .await
-        .map_err(Unchecked::Unreachable)?;
+    let config = config.map_err(Unchecked::Unreachable)?;
     Ok(Checked {
         manifest: digest.to_string(),
         config: config.id,
