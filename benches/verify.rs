@@ -17,9 +17,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use ring::rand::SystemRandom;
-use ring::signature::{
-    ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, Ed25519KeyPair, KeyPair as _,
-};
+use ring::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, Ed25519KeyPair, KeyPair as _};
 use serde_json::json;
 use stead::model::image_policy::{
     Policy, PublicKey, Require, Rule, Rules, Scope, Signature, judge,
@@ -79,7 +77,13 @@ fn raw(addr: &str, method: &str, path: &str, ctype: &str, body: &[u8]) -> (u16, 
 
 fn push_blob(addr: &str, repo: &str, bytes: &[u8]) -> String {
     let digest = sha256(bytes);
-    let (code, head) = raw(addr, "POST", &format!("/v2/{repo}/blobs/uploads/"), "text/plain", b"");
+    let (code, head) = raw(
+        addr,
+        "POST",
+        &format!("/v2/{repo}/blobs/uploads/"),
+        "text/plain",
+        b"",
+    );
     assert_eq!(code, 202, "{head}");
     let location = head
         .lines()
@@ -122,8 +126,8 @@ fn main() {
         &rng,
     )
     .unwrap();
-    let ed = Ed25519KeyPair::from_pkcs8(Ed25519KeyPair::generate_pkcs8(&rng).unwrap().as_ref())
-        .unwrap();
+    let ed =
+        Ed25519KeyPair::from_pkcs8(Ed25519KeyPair::generate_pkcs8(&rng).unwrap().as_ref()).unwrap();
     let digest = format!("sha256:{}", "ab".repeat(32));
     let image = Reference::parse("registry.example/app:1").unwrap();
     let p = payload("registry.example/app:1", &digest);
@@ -217,7 +221,8 @@ fn main() {
         "-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----",
         STANDARD.encode(key.to_der())
     );
-    let rules = Rules::parse(json!([{"scope": addr, "require": "sigstore", "keys": [pem]}])).unwrap();
+    let rules =
+        Rules::parse(json!([{"scope": addr, "require": "sigstore", "keys": [pem]}])).unwrap();
     let policy = Policy::of_node(rules);
     let image = Reference::parse(&reference).unwrap();
     let asks = policy.asks(&image);

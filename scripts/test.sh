@@ -59,6 +59,13 @@ if [ "$(cat "$moto_venv/.stead-version" 2>/dev/null)" != "$moto_version" ]; then
     echo "$moto_version" >"$moto_venv/.stead-version"
 fi
 export STEAD_TEST_MOTO="$moto_venv"
+# tests/signed.rs: image signatures made and checked by the Sigstore
+# project's own implementation (scripts/cosign-ref, built once into a cache:
+# Debian's skopeo and podman have sigstore disabled), and a key in the
+# format skopeo reads made by scripts/sigstore-key.py.
+/usr/bin/python3 -c 'import cryptography, nacl' 2>/dev/null || apt_install python3-cryptography python3-nacl
+STEAD_TEST_COSIGN_REF="$(scripts/cosign-ref.sh)" || die "scripts/cosign-ref.sh failed"
+export STEAD_TEST_COSIGN_REF
 # Podman's Docker-compatible service, for the engine suites run again on it
 # (netavark with aardvark-dns), and one whose user networks resolve no names
 # (CNI without the dnsname plugin), each on a socket of its own.

@@ -450,3 +450,152 @@ fn a_reload_lands_only_a_signed_version() {
     assert_eq!(n.creates_since(&m, since), 1);
     drop(agent);
 }
+
+/// The reference signer and verifier (the Sigstore project's own Rust
+/// implementation, `scripts/cosign-ref`): the test command builds it and
+/// says where; run alone, the script is asked (it builds it once).
+fn cosign_ref() -> std::path::PathBuf {
+    if let Ok(p) = std::env::var("STEAD_TEST_COSIGN_REF") {
+        return p.into();
+    }
+    let o = std::process::Command::new("scripts/cosign-ref.sh")
+        .output()
+        .expect("scripts/cosign-ref.sh runs");
+    assert!(
+        o.status.success(),
+        "scripts/cosign-ref.sh: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().into()
+}
+
+/// Runs the reference tool; its exit code and what it said.
+fn reference(args: &[&str], password: &str) -> (i32, String) {
+    let o = std::process::Command::new(cosign_ref())
+        .env("COSIGN_PASSWORD", password)
+        .args(args)
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.code().unwrap_or(-1), said)
+}
+
+#[test]
+fn signatures_made_by_the_sigstore_reference_are_taken_and_its_verifier_agrees_case_by_case() {
+    require_engine();
+    let plane = Plane::start();
+    let key = SecretKey::generate().unwrap();
+    let site = Site::new();
+    let dir = tempfile::tempdir().unwrap();
+    let path = |f: &str| dir.path().join(f).display().to_string();
+    // The trusted key in the format skopeo's --sign-by-sigstore-private-key
+    // reads, made by scripts/sigstore-key.py; another made by the
+    // reference itself.
+    let o = std::process::Command::new("/usr/bin/python3")
+        .arg("scripts/sigstore-key.py")
+        .arg(path("trusted"))
+        .env("SIGSTORE_PASSWORD", "s3cret")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (rc, said) = reference(&["generate", &path("other")], "other");
+    assert_eq!(rc, 0, "{said}");
+    let trusted_pem = std::fs::read_to_string(path("trusted.pub")).unwrap();
+    let (r, plain) = (site.reg.addr.clone(), site.plain.addr.clone());
+    // Each tag: who signs it, for which identity (None: not signed).
+    let cases: [(&str, Option<(&str, &str, String)>); 5] = [
+        // cosign's own identity: the repository alone.
+        (
+            "repo",
+            Some(("trusted.private", "s3cret", format!("{r}/app"))),
+        ),
+        // skopeo's: the reference with its tag.
+        (
+            "tagged",
+            Some(("trusted.private", "s3cret", format!("{r}/app:tagged"))),
+        ),
+        ("other", Some(("other.key", "other", format!("{r}/app")))),
+        ("unsigned", None),
+        (
+            "repointed",
+            Some(("trusted.private", "s3cret", format!("{r}/app"))),
+        ),
+    ];
+    for (tag, signer) in &cases {
+        site.push("app", tag, tag);
+        if let Some((k, password, identity)) = signer {
+            let (rc, said) = reference(
+                &[
+                    "sign",
+                    "--key",
+                    &path(k),
+                    "--identity",
+                    identity,
+                    &format!("{plain}/app:{tag}"),
+                ],
+                password,
+            );
+            assert_eq!(rc, 0, "{tag}: {said}");
+        }
+    }
+    site.push("app", "repointed", "second");
+    let n = site.node("signed-reference", &plane, &key);
+    let mut doc = payload(
+        &n,
+        1,
+        cases
+            .iter()
+            .map(|(tag, _)| module_of(tag, &site.image("app", tag)))
+            .collect(),
+    );
+    doc["images"] =
+        json!([{"scope": format!("{r}/app"), "require": "sigstore", "keys": [trusted_pem]}]);
+    plane.publish(&n.id, &sign(&key, &doc));
+    let agent = Agent::start(&n);
+    for (tag, _) in &cases {
+        // The reference's verdict on what the registry holds for the tag.
+        let (rc, said) = reference(
+            &[
+                "verify",
+                "--key",
+                &path("trusted.pub"),
+                &format!("{plain}/app:{tag}"),
+            ],
+            "",
+        );
+        assert!(
+            rc == 0 || rc == 1,
+            "{tag}: the reference decided nothing: {said}"
+        );
+        let mut runs = false;
+        let mut last = J::Null;
+        n.wait_for(90, &format!("the agent's verdict on {tag}"), || {
+            last = module_view(&agent, tag);
+            runs = n.container(tag).is_some_and(|(_, s, _)| s == "running");
+            runs || last["state"] == "failed"
+        });
+        eprintln!(
+            "{tag}: the reference says {rc} ({}), the agent {}",
+            said.trim(),
+            if runs { "runs it" } else { "refuses it" }
+        );
+        assert_eq!(
+            runs,
+            rc == 0,
+            "{tag}: the reference said {said}; the agent: {last}"
+        );
+        if !runs {
+            assert!(
+                last["last_error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("refused by the image policy")),
+                "{tag}: {last}"
+            );
+        }
+    }
+    drop(agent);
+}

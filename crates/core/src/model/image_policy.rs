@@ -9,9 +9,11 @@
 //! docker-manifest-digest`, `critical.type`) signed as cosign signs it
 //! (ECDSA over SHA-256 in ASN.1 DER, or Ed25519 over the payload).
 //!
-//! The identity rule is containers/image's default for sigstore
-//! (`matchRepoDigestOrExact`): the signature must name the image's
-//! repository, and the same tag when the image is named by a tag.
+//! The identity rule: the signature must name the image's repository; one
+//! that names a tag too (as skopeo signs) binds that tag, so an image named
+//! by another tag is refused (containers/image's `matchRepoDigestOrExact`);
+//! one that names the repository alone (as cosign signs) is for its digest
+//! under any tag.
 //!
 //! No I/O: the registry's fetches are the device's; this says only what
 //! the bytes mean.
@@ -394,7 +396,8 @@ fn payload_refusal(payload: &[u8], image: &Reference, digest: &str) -> Option<St
             crate::model::text::clip(&p.critical.image.docker_manifest_digest, 80)
         ));
     }
-    let who = match Reference::parse(&p.critical.identity.docker_reference) {
+    let text = &p.critical.identity.docker_reference;
+    let who = match Reference::parse(text) {
         Ok(r) => r,
         Err(e) => return Some(format!("a signed identity that is not a reference ({e})")),
     };
@@ -404,8 +407,15 @@ fn payload_refusal(payload: &[u8], image: &Reference, digest: &str) -> Option<St
             who.name()
         ));
     }
-    // Named by tag: the signature must name the same tag.
-    if image.digest.is_none() && who.tag != image.tag {
+    // A signature that names a tag binds it: an image named by another
+    // tag is not the one signed. One that names the repository alone (as
+    // cosign signs) is for the digest wherever it is tagged.
+    let names_a_tag = !text.contains('@')
+        && text
+            .rsplit('/')
+            .next()
+            .is_some_and(|last| last.contains(':'));
+    if image.digest.is_none() && names_a_tag && who.tag != image.tag {
         return Some(format!(
             "a signature for another tag ({})",
             who.tag.as_deref().unwrap_or("none")
@@ -619,6 +629,13 @@ mod tests {
                 image,
                 D1,
                 Err("found a signature for another tag (v2)"),
+            ),
+            // Signed for the repository alone (as cosign signs): any tag.
+            (
+                vec![a.sign(&payload("reg.example:5000/team/app", D1, SIGSTORE_TYPE))],
+                image,
+                D1,
+                Ok(()),
             ),
             // Named by digest: any tag of the repository.
             (
