@@ -507,7 +507,9 @@ fn signatures_made_by_the_sigstore_reference_are_taken_and_its_verifier_agrees_c
     let trusted_pem = std::fs::read_to_string(path("trusted.pub")).unwrap();
     let (r, plain) = (site.reg.addr.clone(), site.plain.addr.clone());
     // Each tag: who signs it, for which identity (None: not signed).
-    let cases: [(&str, Option<(&str, &str, String)>); 5] = [
+    /// A signer's key file, its password, the identity it signs for.
+    type Signer<'a> = Option<(&'a str, &'a str, String)>;
+    let cases: [(&str, Signer); 5] = [
         // cosign's own identity: the repository alone.
         (
             "repo",
