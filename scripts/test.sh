@@ -64,6 +64,19 @@ export STEAD_TEST_MOTO="$moto_venv"
 # Debian's skopeo and podman have sigstore disabled), and a key in the
 # format skopeo reads made by scripts/sigstore-key.py.
 /usr/bin/python3 -c 'import cryptography, nacl' 2>/dev/null || apt_install python3-cryptography python3-nacl
+# In-toto attestations made by securesystemslib's DSSE (scripts/attest.py),
+# in a venv kept between runs, keyed by its version.
+sslib_version=1.6.0
+sslib_venv=/var/cache/stead-test/sslib
+if [ "$(cat "$sslib_venv/.stead-version" 2>/dev/null)" != "$sslib_version" ]; then
+    /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || apt_install python3-venv
+    rm -rf "$sslib_venv"
+    /usr/bin/python3 -m venv "$sslib_venv"
+    "$sslib_venv/bin/pip" install -q --disable-pip-version-check "securesystemslib[crypto]==$sslib_version" \
+        || die "pip install securesystemslib[crypto]==$sslib_version failed"
+    echo "$sslib_version" >"$sslib_venv/.stead-version"
+fi
+export STEAD_TEST_SSLIB="$sslib_venv"
 STEAD_TEST_COSIGN_REF="$(scripts/cosign-ref.sh)" || die "scripts/cosign-ref.sh failed"
 export STEAD_TEST_COSIGN_REF
 # Podman's Docker-compatible service, for the engine suites run again on it

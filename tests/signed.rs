@@ -601,3 +601,99 @@ fn signatures_made_by_the_sigstore_reference_are_taken_and_its_verifier_agrees_c
     }
     drop(agent);
 }
+
+/// Runs `scripts/attest.py` with securesystemslib's venv (the test command
+/// makes it and says where).
+fn attest_py(args: &[&str]) {
+    let python = std::env::var("STEAD_TEST_SSLIB")
+        .map(|v| format!("{v}/bin/python"))
+        .unwrap_or_else(|_| "/var/cache/stead-test/sslib/bin/python".into());
+    let o = std::process::Command::new(&python)
+        .arg("scripts/attest.py")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{python}: {e} (scripts/test.sh makes the venv)"));
+    assert!(
+        o.status.success(),
+        "attest.py {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn a_rule_that_asks_for_an_attestation_runs_only_images_attested_by_its_key_of_its_predicate_type()
+{
+    require_engine();
+    let plane = Plane::start();
+    let key = SecretKey::generate().unwrap();
+    let site = Site::new();
+    let a = CosignKey::new();
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = |f: &str| dir.path().join(f).display().to_string();
+    attest_py(&["keygen", &prefix("ci")]);
+    attest_py(&["keygen", &prefix("intruder")]);
+    const SLSA: &str = "https://slsa.dev/provenance/v1";
+    let plain = site.plain.addr.clone();
+    // Each tag: who attests it, of which predicate type (None: nobody).
+    let cases = [
+        ("attested", Some(("ci", SLSA))),
+        ("unattested", None),
+        ("other-predicate", Some(("ci", "https://spdx.dev/Document"))),
+        ("other-key", Some(("intruder", SLSA))),
+    ];
+    for (tag, by) in cases {
+        let digest = site.push("app", tag, tag);
+        site.sign(&a, "app", tag, &digest, None);
+        if let Some((k, predicate)) = by {
+            attest_py(&["attest", &prefix(k), &plain, "app", &digest, predicate]);
+        }
+    }
+    let n = site.node("attested", &plane, &key);
+    let mut doc = payload(
+        &n,
+        1,
+        cases
+            .iter()
+            .map(|(tag, _)| module_of(tag, &site.image("app", tag)))
+            .collect(),
+    );
+    doc["images"] = json!([{
+        "scope": format!("{}/app", site.reg.addr),
+        "require": "sigstore",
+        "keys": [a.pem()],
+        "attestation": {
+            "predicate_type": SLSA,
+            "keys": [std::fs::read_to_string(prefix("ci.pub")).unwrap()],
+        },
+    }]);
+    plane.publish(&n.id, &sign(&key, &doc));
+    let agent = Agent::start(&n);
+    n.wait_for(90, "attested to run", || {
+        n.container("attested")
+            .is_some_and(|(_, s, _)| s == "running")
+    });
+    for (tag, why) in [
+        ("unattested", "found no attestation"),
+        (
+            "other-predicate",
+            "found an attestation of another predicate type (https://spdx.dev/Document)",
+        ),
+        (
+            "other-key",
+            "found an attestation signed by no key the rule names",
+        ),
+    ] {
+        let said = wait_error(
+            &agent,
+            &n,
+            tag,
+            &[
+                &format!("asks for an attestation of {SLSA} by ecdsa-p256:"),
+                why,
+            ],
+        );
+        eprintln!("{tag}: {said}");
+        assert!(n.container(tag).is_none(), "{tag}: nothing is created");
+    }
+    drop(agent);
+}

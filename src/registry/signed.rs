@@ -75,15 +75,27 @@ pub async fn check_at(
     image: &Reference,
     digest: &str,
 ) -> Result<Checked, Unchecked> {
-    // The signatures and the config the manifest names, asked together.
-    let (signatures, config) = tokio::join!(
+    // The signatures, the attestations when a rule asks for one, and the
+    // config the manifest names, asked together.
+    let attest = asks.iter().any(|(_, r)| r.attestation.is_some());
+    let (signatures, attestations, config) = tokio::join!(
         registries.signatures(image, digest),
+        async {
+            if attest {
+                registries.attestations(image, digest).await
+            } else {
+                Ok(Vec::new())
+            }
+        },
         registries.config(image, digest, platform)
     );
     let signatures = signatures.map_err(Unchecked::Unreachable)?;
-    let verified = judge(asks, image, digest, &signatures).map_err(|why| Unchecked::Refused {
-        digest: digest.to_string(),
-        why,
+    let attestations = attestations.map_err(Unchecked::Unreachable)?;
+    let verified = judge(asks, image, digest, &signatures, &attestations).map_err(|why| {
+        Unchecked::Refused {
+            digest: digest.to_string(),
+            why,
+        }
     })?;
     let config = config.map_err(Unchecked::Unreachable)?;
     Ok(Checked {

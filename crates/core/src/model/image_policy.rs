@@ -38,6 +38,12 @@ pub const MAX_PAYLOAD: usize = 64 * 1024;
 pub const SIGSTORE_TYPE: &str = "cosign container image signature";
 /// The media type of a cosign signature layer.
 pub const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+/// The media type of a cosign attestation layer (a DSSE envelope).
+pub const DSSE_ENVELOPE: &str = "application/vnd.dsse.envelope.v1+json";
+/// The payload type of an in-toto statement in a DSSE envelope.
+pub const IN_TOTO: &str = "application/vnd.in-toto+json";
+/// The most bytes an attestation's envelope may have.
+pub const MAX_ATTESTATION: usize = 4 * 1024 * 1024;
 /// The annotation a cosign signature layer carries its signature in.
 pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 
@@ -202,6 +208,17 @@ impl Scope {
 pub struct Rule {
     pub scope: Scope,
     pub require: Require,
+    /// An in-toto attestation the image must carry too.
+    pub attestation: Option<Attestation>,
+}
+
+/// An attestation a rule asks for: a DSSE envelope of an in-toto
+/// statement about the image's manifest digest, of this predicate type,
+/// signed by one of these keys (as `cosign attest --key` makes it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attestation {
+    pub predicate_type: String,
+    pub keys: Vec<PublicKey>,
 }
 
 /// A document's image policy: its rules, at most one per scope.
@@ -215,6 +232,30 @@ struct RuleDoc {
     require: String,
     #[serde(default)]
     keys: Vec<String>,
+    #[serde(default)]
+    attestation: Option<AttestationDoc>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AttestationDoc {
+    predicate_type: String,
+    keys: Vec<String>,
+}
+
+/// Reads 1 to [`MAX_KEYS`] PEM keys at `at`.
+fn read_keys(at: &str, texts: &[String], what: &str) -> Result<Vec<PublicKey>, (String, String)> {
+    if texts.is_empty() || texts.len() > MAX_KEYS {
+        return Err((
+            format!("{at}.keys"),
+            format!("1 to {MAX_KEYS} public keys (PEM) {what}"),
+        ));
+    }
+    texts
+        .iter()
+        .enumerate()
+        .map(|(k, text)| PublicKey::from_pem(text).map_err(|e| (format!("{at}.keys[{k}]"), e)))
+        .collect()
 }
 
 impl Rules {
@@ -240,25 +281,13 @@ impl Rules {
                 ));
             }
             let require = match d.require.as_str() {
-                "sigstore" => {
-                    if d.keys.is_empty() || d.keys.len() > MAX_KEYS {
+                "sigstore" => Require::Sigstore(read_keys(&at, &d.keys, "for require = sigstore")?),
+                "none" => {
+                    if !d.keys.is_empty() || d.attestation.is_some() {
                         return Err((
                             format!("{at}.keys"),
-                            format!("1 to {MAX_KEYS} public keys (PEM) for require = sigstore"),
+                            "require = none takes no keys and no attestation".into(),
                         ));
-                    }
-                    let mut keys = Vec::with_capacity(d.keys.len());
-                    for (k, text) in d.keys.iter().enumerate() {
-                        keys.push(
-                            PublicKey::from_pem(text)
-                                .map_err(|e| (format!("{at}.keys[{k}]"), e))?,
-                        );
-                    }
-                    Require::Sigstore(keys)
-                }
-                "none" => {
-                    if !d.keys.is_empty() {
-                        return Err((format!("{at}.keys"), "require = none takes no keys".into()));
                     }
                     Require::Nothing
                 }
@@ -269,7 +298,27 @@ impl Rules {
                     ));
                 }
             };
-            rules.push(Rule { scope, require });
+            let attestation = match d.attestation {
+                None => None,
+                Some(a) => {
+                    let at = format!("{at}.attestation");
+                    if a.predicate_type.is_empty() || a.predicate_type.len() > 255 {
+                        return Err((
+                            format!("{at}.predicate_type"),
+                            "1 to 255 characters (a URI: https://slsa.dev/provenance/v1)".into(),
+                        ));
+                    }
+                    Some(Attestation {
+                        keys: read_keys(&at, &a.keys, "for the attestation")?,
+                        predicate_type: a.predicate_type,
+                    })
+                }
+            };
+            rules.push(Rule {
+                scope,
+                require,
+                attestation,
+            });
         }
         Ok(Rules(rules))
     }
@@ -435,6 +484,7 @@ pub fn judge(
     image: &Reference,
     digest: &str,
     signatures: &[Signature],
+    attestations: &[Vec<u8>],
 ) -> Result<Verified, String> {
     let mut by = Vec::new();
     if asks.is_empty() {
@@ -484,7 +534,24 @@ pub fn judge(
             continue;
         };
         match good.iter().find(|(_, k)| rule_keys.contains(k)) {
-            Some((_, k)) => by.push((doc.to_string(), k.id())),
+            Some((_, k)) => {
+                by.push((doc.to_string(), k.id()));
+                if let Some(a) = &rule.attestation {
+                    let k = attested(a, digest, attestations).map_err(|why| {
+                        format!(
+                            "{doc}'s rule for {} asks for an attestation of {} by {}: found {why}",
+                            rule.scope.as_str(),
+                            a.predicate_type,
+                            a.keys
+                                .iter()
+                                .map(PublicKey::id)
+                                .collect::<Vec<_>>()
+                                .join(" or ")
+                        )
+                    })?;
+                    by.push((format!("{doc} (attestation)"), k));
+                }
+            }
             None => {
                 let nearest = misses
                     .iter()
@@ -514,6 +581,115 @@ pub fn judge(
         digest: digest.to_string(),
         by,
     })
+}
+
+#[derive(Deserialize)]
+struct DsseDoc {
+    #[serde(rename = "payloadType")]
+    payload_type: String,
+    payload: String,
+    signatures: Vec<DsseSignature>,
+}
+
+#[derive(Deserialize)]
+struct DsseSignature {
+    sig: String,
+}
+
+#[derive(Deserialize)]
+struct Statement {
+    #[serde(rename = "_type")]
+    kind: String,
+    subject: Vec<Subject>,
+    #[serde(rename = "predicateType")]
+    predicate_type: String,
+}
+
+#[derive(Deserialize)]
+struct Subject {
+    digest: BTreeMap<String, String>,
+}
+
+/// Which key of `a` signed an attestation of the manifest `digest` of the
+/// predicate type `a` asks for, among `envelopes` (DSSE envelopes, as the
+/// registry holds them); or the nearest miss.
+fn attested(a: &Attestation, digest: &str, envelopes: &[Vec<u8>]) -> Result<String, String> {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    let mut misses: Vec<(u8, String)> = Vec::new();
+    for bytes in envelopes.iter().take(MAX_SIGNATURES) {
+        if bytes.len() > MAX_ATTESTATION {
+            misses.push((2, format!("an attestation of {} bytes", bytes.len())));
+            continue;
+        }
+        let Ok(env) = serde_json::from_slice::<DsseDoc>(bytes) else {
+            misses.push((2, "an attestation that is not a DSSE envelope".into()));
+            continue;
+        };
+        let Ok(payload) = STANDARD
+            .decode(env.payload.as_bytes())
+            .or_else(|_| base64::engine::general_purpose::URL_SAFE.decode(env.payload.as_bytes()))
+        else {
+            misses.push((2, "an attestation whose payload is not base64".into()));
+            continue;
+        };
+        let message = crate::model::dsse::pae(&env.payload_type, &payload);
+        let signer = env.signatures.iter().take(MAX_SIGNATURES).find_map(|s| {
+            let sig = STANDARD.decode(s.sig.as_bytes()).ok()?;
+            a.keys.iter().find(|k| k.verifies(&message, &sig))
+        });
+        let Some(key) = signer else {
+            misses.push((1, "an attestation signed by no key the rule names".into()));
+            continue;
+        };
+        if env.payload_type != IN_TOTO {
+            misses.push((
+                0,
+                format!(
+                    "an attestation of payload type {:?}",
+                    crate::model::text::clip(&env.payload_type, 80)
+                ),
+            ));
+            continue;
+        }
+        let Ok(st) = serde_json::from_slice::<Statement>(&payload) else {
+            misses.push((0, "an attestation that is not an in-toto statement".into()));
+            continue;
+        };
+        if !st.kind.starts_with("https://in-toto.io/Statement/") {
+            misses.push((
+                0,
+                format!(
+                    "an in-toto statement of type {:?}",
+                    crate::model::text::clip(&st.kind, 80)
+                ),
+            ));
+            continue;
+        }
+        let about = st.subject.iter().any(|s| {
+            s.digest
+                .get("sha256")
+                .is_some_and(|d| d.eq_ignore_ascii_case(hex))
+        });
+        if !about {
+            misses.push((0, "an attestation about another digest".into()));
+            continue;
+        }
+        if st.predicate_type != a.predicate_type {
+            misses.push((
+                0,
+                format!(
+                    "an attestation of another predicate type ({})",
+                    crate::model::text::clip(&st.predicate_type, 120)
+                ),
+            ));
+            continue;
+        }
+        return Ok(key.id());
+    }
+    Err(misses
+        .into_iter()
+        .min_by_key(|(rank, _)| *rank)
+        .map_or_else(|| "no attestation".into(), |(_, m)| m))
 }
 
 /// Which miss says most: one by a trusted key that names something else
@@ -580,6 +756,7 @@ mod tests {
             } else {
                 Require::Sigstore(keys)
             },
+            attestation: None,
         }
     }
 
@@ -703,7 +880,7 @@ mod tests {
         let r = rule("reg.example:5000/team", vec![a.key()]);
         for (n, (sigs, image, digest, want)) in cases.into_iter().enumerate() {
             let asks = [("node", &r)];
-            let got = judge(&asks, &at(image), digest, &sigs);
+            let got = judge(&asks, &at(image), digest, &sigs, &[]);
             match want {
                 Ok(()) => assert_eq!(
                     got.map(|v| v.by),
@@ -738,13 +915,13 @@ mod tests {
         );
         let both = [("group g", &r_ed), ("node", &r_a)];
         assert_eq!(
-            judge(&both, &image, D1, std::slice::from_ref(&ed_sig)).unwrap_err(),
+            judge(&both, &image, D1, std::slice::from_ref(&ed_sig), &[]).unwrap_err(),
             format!(
                 "node's rule for * asks for a signature by {}: found a signature by another document's key only",
                 a.key().id()
             )
         );
-        let v = judge(&both, &image, D1, &[ed_sig, a.sign(&p)]).unwrap();
+        let v = judge(&both, &image, D1, &[ed_sig, a.sign(&p)], &[]).unwrap();
         assert_eq!(
             v.by,
             vec![
@@ -862,6 +1039,149 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A DSSE envelope of an in-toto statement about `digest`, signed by `by`.
+    fn attestation(
+        by: &Signer,
+        payload_type: &str,
+        kind: &str,
+        digest: &str,
+        predicate: &str,
+    ) -> Vec<u8> {
+        let statement = serde_json::json!({
+            "_type": kind,
+            "subject": [{"name": "reg.example/app", "digest": {"sha256": digest.trim_start_matches("sha256:")}}],
+            "predicateType": predicate,
+            "predicate": {"builder": {"id": "ci"}}
+        })
+        .to_string();
+        let sig =
+            by.0.sign(
+                &SystemRandom::new(),
+                &crate::model::dsse::pae(payload_type, statement.as_bytes()),
+            )
+            .unwrap();
+        serde_json::json!({
+            "payloadType": payload_type,
+            "payload": STANDARD.encode(statement.as_bytes()),
+            "signatures": [{"keyid": "", "sig": STANDARD.encode(sig.as_ref())}]
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    #[test]
+    fn an_attestation_counts_only_signed_by_its_keys_about_this_digest_of_its_predicate_type() {
+        let (a, b, ci) = (p256(), p256(), p256());
+        let image = Reference::parse("reg.example/app:1").unwrap();
+        let sig = a.sign(&payload("reg.example/app:1", D1, SIGSTORE_TYPE));
+        const SLSA: &str = "https://slsa.dev/provenance/v1";
+        const V1: &str = "https://in-toto.io/Statement/v1";
+        let r = Rule {
+            attestation: Some(Attestation {
+                predicate_type: SLSA.into(),
+                keys: vec![ci.key()],
+            }),
+            ..rule("reg.example", vec![a.key()])
+        };
+        // (the attestations held, the refusal's end or None)
+        let cases: Vec<(Vec<Vec<u8>>, Option<&str>)> = vec![
+            (vec![attestation(&ci, IN_TOTO, V1, D1, SLSA)], None),
+            (
+                vec![attestation(
+                    &ci,
+                    IN_TOTO,
+                    "https://in-toto.io/Statement/v0.1",
+                    D1,
+                    SLSA,
+                )],
+                None,
+            ),
+            (vec![], Some("found no attestation")),
+            (
+                vec![attestation(&b, IN_TOTO, V1, D1, SLSA)],
+                Some("found an attestation signed by no key the rule names"),
+            ),
+            (
+                vec![attestation(&ci, IN_TOTO, V1, D2, SLSA)],
+                Some("found an attestation about another digest"),
+            ),
+            (
+                vec![attestation(
+                    &ci,
+                    IN_TOTO,
+                    V1,
+                    D1,
+                    "https://spdx.dev/Document",
+                )],
+                Some("found an attestation of another predicate type (https://spdx.dev/Document)"),
+            ),
+            (
+                vec![attestation(&ci, "application/json", V1, D1, SLSA)],
+                Some("found an attestation of payload type \"application/json\""),
+            ),
+            (
+                vec![attestation(
+                    &ci,
+                    IN_TOTO,
+                    "https://example.com/Statement",
+                    D1,
+                    SLSA,
+                )],
+                Some("found an in-toto statement of type \"https://example.com/Statement\""),
+            ),
+            (
+                vec![b"{}".to_vec()],
+                Some("found an attestation that is not a DSSE envelope"),
+            ),
+            // A good one after misses is found; the nearest miss is said.
+            (
+                vec![
+                    attestation(&b, IN_TOTO, V1, D1, SLSA),
+                    attestation(&ci, IN_TOTO, V1, D1, SLSA),
+                ],
+                None,
+            ),
+            (
+                vec![
+                    attestation(&b, IN_TOTO, V1, D1, SLSA),
+                    attestation(&ci, IN_TOTO, V1, D2, SLSA),
+                ],
+                Some("found an attestation about another digest"),
+            ),
+        ];
+        for (n, (atts, want)) in cases.into_iter().enumerate() {
+            let got = judge(
+                &[("node", &r)],
+                &image,
+                D1,
+                std::slice::from_ref(&sig),
+                &atts,
+            );
+            match want {
+                None => assert_eq!(
+                    got.map(|v| v.by.len()),
+                    Ok(2),
+                    "case {n}: the signature's key and the attestation's"
+                ),
+                Some(end) => {
+                    let e = got.unwrap_err();
+                    assert!(e.ends_with(end), "case {n}: {e}");
+                    assert!(e.contains("asks for an attestation of https://slsa.dev/provenance/v1 by ecdsa-p256:"), "case {n}: {e}");
+                }
+            }
+        }
+        // Without the signature, the signature is what is missing.
+        let e = judge(
+            &[("node", &r)],
+            &image,
+            D1,
+            &[],
+            &[attestation(&ci, IN_TOTO, V1, D1, SLSA)],
+        )
+        .unwrap_err();
+        assert!(e.ends_with("found no signature"), "{e}");
     }
 
     #[test]

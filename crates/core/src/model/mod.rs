@@ -11,6 +11,7 @@ pub mod age;
 pub mod agent_update;
 pub mod config;
 pub mod disk;
+pub mod dsse;
 pub mod env_file;
 pub mod files;
 pub mod fleet;
