@@ -1002,8 +1002,9 @@ fn plane_payload() -> impl Strategy<Value = J> {
         // depth).
         // (A document is taken all or nothing: fewer fields per module.)
         prop::collection::vec(prop_oneof![3 => intention_with(0.1).boxed(), 1 => mutated(intention()).boxed()], 0..4),
+        prop::option::of(image_rules()),
     )
-        .prop_map(|(node, revision, issued, lasts, poll, report, modules)| {
+        .prop_map(|(node, revision, issued, lasts, poll, report, modules, images)| {
             let issued_at = NOW as i64 + issued;
             let mut d = json!({
                 "node": node,
@@ -1021,8 +1022,51 @@ fn plane_payload() -> impl Strategy<Value = J> {
             if let Some(r) = report {
                 d["report"] = s(r);
             }
+            if let Some(i) = images {
+                d["images"] = i;
+            }
             d
         })
+}
+
+/// A public key as a policy names it: a real one, or text that is not.
+fn policy_key() -> impl Strategy<Value = J> {
+    const P256: &str = "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEOIpEfiF1+GiWbFSpXcB6b8/AZ/r8\nAWJNVD+AgHiZsx4yQRvovQL8lgzdHrKcSi0qdPYK95bUpUZpJl/csNh6cQ==\n-----END PUBLIC KEY-----\n";
+    prop_oneof![
+        8 => Just(s(P256)),
+        1 => edgy_string().prop_map(|e| s(&format!("-----BEGIN PUBLIC KEY-----\n{e}\n-----END PUBLIC KEY-----"))),
+        1 => edgy_string().prop_map(J::from),
+        1 => noise(),
+    ]
+}
+
+/// A document's image policy: rules of every kind, some wrong.
+fn image_rules() -> impl Strategy<Value = J> {
+    let rule = (
+        prop_oneof![
+            4 => Just(s("*")),
+            4 => Just(s("registry.example/acme")),
+            4 => Just(s("127.0.0.1:5000")),
+            1 => edgy_string().prop_map(J::from),
+        ],
+        prop_oneof![6 => Just(s("sigstore")), 2 => Just(s("none")), 1 => edgy_string().prop_map(J::from)],
+        prop::collection::vec(policy_key(), 0..3),
+        prop::option::of((
+            prop_oneof![4 => Just(s("https://slsa.dev/provenance/v1")), 1 => edgy_string().prop_map(J::from)],
+            prop::collection::vec(policy_key(), 0..3),
+        )),
+    )
+        .prop_map(|(scope, require, keys, attestation)| {
+            let mut r = json!({"scope": scope, "require": require, "keys": keys});
+            if let Some((predicate, keys)) = attestation {
+                r["attestation"] = json!({"predicate_type": predicate, "keys": keys});
+            }
+            r
+        });
+    prop_oneof![
+        8 => prop::collection::vec(rule, 0..4).prop_map(J::from),
+        1 => noise(),
+    ]
 }
 
 /// How a payload reaches the node.
@@ -1152,6 +1196,74 @@ fn plane_documents_mutated_and_signed_never_panic_and_what_is_adopted_makes_crea
     fuzz("plane", cases, |(payload, w, held)| {
         plane_case(payload.to_string().as_bytes(), &w, held)
     });
+}
+
+/// Signatures and attestations of any payload, signed by the key a rule
+/// names (so that what is inside is read), are judged without a panic;
+/// none is let through.
+#[test]
+fn image_signatures_and_attestations_of_any_payload_never_panic() {
+    use base64::Engine as _;
+    use ring::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair as _};
+    use stead::model::image_policy::{Attestation, PublicKey, Require, Rule, Scope, Signature};
+    let rng = ring::rand::SystemRandom::new();
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &rng).unwrap();
+    let pair =
+        EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, pkcs8.as_ref(), &rng).unwrap();
+    let key = PublicKey::P256(pair.public_key().as_ref().to_vec());
+    let rule = Rule {
+        scope: Scope::parse("registry.example").unwrap(),
+        require: Require::Sigstore(vec![key.clone()]),
+        attestation: Some(Attestation {
+            predicate_type: "https://slsa.dev/provenance/v1".into(),
+            keys: vec![key],
+        }),
+    };
+    let image = stead::model::reference::Reference::parse("registry.example/app:1").unwrap();
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    let bytes = prop_oneof![
+        noise().prop_map(|j| j.to_string().into_bytes()),
+        noise().prop_map(|j| json!({"critical": j}).to_string().into_bytes()),
+        noise().prop_map(|j| json!({"critical": {"identity": {"docker-reference": j}, "image": {"docker-manifest-digest": "sha256:ab"}, "type": "cosign container image signature"}}).to_string().into_bytes()),
+        noise().prop_map(|j| json!({"_type": "https://in-toto.io/Statement/v1", "subject": j, "predicateType": "https://slsa.dev/provenance/v1"}).to_string().into_bytes()),
+        prop::collection::vec(any::<u8>(), 0..200),
+    ];
+    fuzz(
+        "image-signatures",
+        (bytes, any::<bool>()),
+        |(payload, in_toto)| {
+            let sig = pair.sign(&rng, &payload).unwrap();
+            let b64 = base64::engine::general_purpose::STANDARD;
+            let signatures = [Signature {
+                payload: payload.clone(),
+                signature: b64.encode(sig.as_ref()),
+            }];
+            let payload_type = if in_toto {
+                "application/vnd.in-toto+json"
+            } else {
+                "text/plain"
+            };
+            let env_sig = pair
+                .sign(&rng, &stead::model::dsse::pae(payload_type, &payload))
+                .unwrap();
+            let envelope = json!({
+                "payloadType": payload_type,
+                "payload": b64.encode(&payload),
+                "signatures": [{"sig": b64.encode(env_sig.as_ref())}],
+            })
+            .to_string()
+            .into_bytes();
+            let verdict = stead::model::image_policy::judge(
+                &[("node", &rule)],
+                &image,
+                &digest,
+                &signatures,
+                &[envelope, payload.clone()],
+            );
+            prop_assert!(verdict.is_err(), "{:?}", String::from_utf8_lossy(&payload));
+            Ok(())
+        },
+    );
 }
 
 #[test]
