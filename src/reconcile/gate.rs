@@ -111,64 +111,83 @@ impl Gate {
             let Some(task) = self.in_flight.remove(reference) else {
                 continue;
             };
-            let Some(Ok(outcome)) = task.now_or_never() else {
-                continue;
-            };
-            let verdict = match outcome {
-                Ok(c) => {
-                    tracing::info!(
-                        image = reference.as_str(),
-                        digest = c.manifest.as_str(),
-                        "image signature verified ({})",
-                        c.by.iter()
-                            .map(|(d, k)| format!("{d}: {k}"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    );
-                    Verdict::Signed(c)
-                }
-                Err(Unchecked::Refused { digest, why }) => {
-                    tracing::warn!(
-                        image = reference.as_str(),
-                        digest = digest.as_str(),
-                        "refused by the image policy: {why}"
-                    );
-                    Verdict::Refused {
-                        digest,
-                        why,
-                        at: now,
-                    }
-                }
-                Err(Unchecked::Unreachable(e)) => {
-                    let failures = match self.verdicts.get(reference) {
-                        Some(Verdict::Unreachable { failures, .. }) => failures.saturating_add(1),
-                        _ => 1,
-                    };
-                    let wait = UNREACHABLE_MIN
-                        .saturating_mul(1 << (failures - 1).min(8))
-                        .min(UNREACHABLE_MAX);
-                    tracing::warn!(
-                        image = reference.as_str(),
-                        "the image's signature cannot be checked: {e}"
-                    );
-                    Verdict::Unreachable {
-                        error: e.to_string(),
-                        failures,
-                        next_at: now + wait,
-                    }
-                }
-            };
-            self.verdicts.insert(reference.clone(), verdict);
+            if let Some(Ok(outcome)) = task.now_or_never() {
+                self.settle(reference, outcome, now);
+            }
         }
         !done.is_empty()
     }
 
-    /// Waits for every check under way (`stead run --once`).
+    /// Waits for every check under way and takes its outcome (`stead run
+    /// --once`).
     pub async fn join(&mut self) {
-        for t in self.in_flight.values_mut() {
-            let _ = (&mut *t).await;
+        for (reference, task) in std::mem::take(&mut self.in_flight) {
+            if let Ok(outcome) = task.await {
+                self.settle(&reference, outcome, Instant::now());
+            }
         }
-        self.collect(Instant::now());
+    }
+
+    /// Keeps what a check of `reference` found.
+    fn settle(&mut self, reference: &str, outcome: Result<Checked, Unchecked>, now: Instant) {
+        let verdict = match outcome {
+            Ok(c) => {
+                tracing::info!(
+                    image = reference,
+                    digest = c.manifest.as_str(),
+                    "image signature verified ({})",
+                    c.by.iter()
+                        .map(|(d, k)| format!("{d}: {k}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                Verdict::Signed(c)
+            }
+            Err(Unchecked::Refused { digest, why }) => {
+                tracing::warn!(
+                    image = reference,
+                    digest = digest.as_str(),
+                    "refused by the image policy: {why}"
+                );
+                Verdict::Refused {
+                    digest,
+                    why,
+                    at: now,
+                }
+            }
+            Err(Unchecked::Unreachable(e)) => {
+                let failures = match self.verdicts.get(reference) {
+                    Some(Verdict::Unreachable { failures, .. }) => failures.saturating_add(1),
+                    _ => 1,
+                };
+                let wait = UNREACHABLE_MIN
+                    .saturating_mul(1 << (failures - 1).min(8))
+                    .min(UNREACHABLE_MAX);
+                tracing::warn!(
+                    image = reference,
+                    "the image's signature cannot be checked: {e}"
+                );
+                Verdict::Unreachable {
+                    error: e.to_string(),
+                    failures,
+                    next_at: now + wait,
+                }
+            }
+        };
+        self.verdicts.insert(reference.to_string(), verdict);
+    }
+
+    /// Forgets the checks of references no module names any more (and
+    /// stops those under way): what is kept is bounded by the modules.
+    pub fn keep(&mut self, named: &std::collections::BTreeSet<&str>) {
+        self.verdicts.retain(|r, _| named.contains(r.as_str()));
+        self.in_flight.retain(|r, t| {
+            let keep = named.contains(r.as_str());
+            if !keep {
+                t.abort();
+            }
+            keep
+        });
     }
 
     /// Whether a check is under way.
@@ -257,5 +276,74 @@ impl Gate {
             out
         });
         self.in_flight.insert(image.to_string(), task);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::image_policy::{PublicKey, Require, Rule, Rules, Scope};
+
+    fn policy() -> Known {
+        let key = PublicKey::Ed25519(vec![7; 32]);
+        Known::Is(Arc::new(Policy::of_node(Rules(vec![Rule {
+            scope: Scope::parse("reg.example").unwrap(),
+            require: Require::Sigstore(vec![key]),
+            attestation: None,
+        }]))))
+    }
+
+    #[tokio::test]
+    async fn what_the_gate_says_as_the_policy_and_the_checks_move() {
+        let images = Images::new(Vec::new());
+        let now = Instant::now();
+        let mut gate = Gate::default();
+        gate.set_registries(Err("no CA file".into()));
+        // No plane: nothing is asked.
+        assert_eq!(gate.admit("reg.example/app:1", &images, now), Admit::Free);
+        // A plane whose documents are not read yet: everything waits.
+        gate.set_policy(Known::NotYet);
+        assert!(matches!(
+            gate.admit("other.example/app:1", &images, now),
+            Admit::Check(w) if w.contains("the image policy is not known yet")
+        ));
+        gate.set_policy(Known::Is(Arc::default()));
+        assert_eq!(gate.admit("reg.example/app:1", &images, now), Admit::Free);
+        gate.set_policy(policy());
+        // Not covered: free; covered: checked in the background.
+        assert_eq!(gate.admit("other.example/app:1", &images, now), Admit::Free);
+        assert!(matches!(
+            gate.admit("reg.example/app:1", &images, now),
+            Admit::Check(w) if w.contains("its signature is being checked")
+        ));
+        assert!(gate.checking());
+        gate.join().await;
+        // The check could not be made (no client): waited for, with a time
+        // to look again, not refused.
+        match gate.admit("reg.example/app:1", &images, now) {
+            Admit::Hold(why, Some(at)) => {
+                assert!(
+                    why.contains("cannot be checked yet") && why.contains("no CA file"),
+                    "{why}"
+                );
+                assert!(at >= now + UNREACHABLE_MIN);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Past its time it is checked again.
+        assert!(matches!(
+            gate.admit("reg.example/app:1", &images, now + UNREACHABLE_MAX),
+            Admit::Check(_)
+        ));
+        gate.join().await;
+        // A reference no module names any more is forgotten.
+        gate.keep(&std::collections::BTreeSet::new());
+        assert!(gate.verdicts.is_empty() && !gate.checking());
+        // A new policy forgets every verdict.
+        gate.admit("reg.example/app:1", &images, now);
+        gate.join().await;
+        assert_eq!(gate.verdicts.len(), 1);
+        gate.set_policy(Known::Is(Arc::default()));
+        assert!(gate.verdicts.is_empty());
     }
 }

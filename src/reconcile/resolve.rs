@@ -641,6 +641,8 @@ pub async fn against_engine<E: Engine>(
     }
     // The targets of modules gone (or held before resolving) are forgotten.
     let named: BTreeSet<&ModuleName> = host.iter().map(|h| &h.name).into_set();
+    // The image references named, whose checks are kept.
+    let references: BTreeSet<String> = host.iter().map(|h| h.intention.image.clone()).into_set();
     made.keep(|n| named.contains(n));
     let mut missing = BTreeSet::new();
     let mut out = Resolved {
@@ -742,6 +744,7 @@ pub async fn against_engine<E: Engine>(
     }
     // Backoffs of images that are no longer missing, or no longer named.
     retries.keep_pulls(&missing);
+    gate.keep(&references.iter().map(String::as_str).into_set());
     Ok(out)
 }
 
