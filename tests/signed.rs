@@ -291,7 +291,8 @@ fn an_image_runs_only_when_signed_as_the_policy_asks_and_each_refusal_says_why()
             .all(|m| n.container(m).is_some_and(|(_, s, _)| s == "running"))
     });
     let image_of = |m: &str| docker_ok(&["inspect", "--format", "{{.Image}}", &n.container_id(m)]);
-    assert_eq!(Some(image_of("good")), id_of(&format!("{r}/app@{good}")));
+    let good_image = image_of("good");
+    assert_eq!(Some(good_image.clone()), id_of(&format!("{r}/app@{good}")));
     assert_eq!(Some(image_of("free")), id_of(&site.image("free", "1")));
 
     let key_id = stead::model::image_policy::PublicKey::from_pem(&a.pem())
@@ -351,17 +352,31 @@ fn an_image_runs_only_when_signed_as_the_policy_asks_and_each_refusal_says_why()
     );
     assert!(n.container("away").is_none());
 
-    // After a restart the signed module runs on, never made again: its
-    // check is made again before anything would be created of it.
+    // After a restart, with the registry gone, the signed module runs on,
+    // never made again and never held: what was verified is kept in the
+    // store under the policy it was verified under.
     let running = n.container_id("good");
     let since = unix_now();
     drop(agent);
+    drop(site);
     let agent = Agent::start(&n);
     n.wait_for(60, "good seen converged again after the restart", || {
         module_view(&agent, "good")["state"] == "converged"
     });
     assert_eq!(n.container_id("good"), running);
     assert_eq!(n.creates_since("good", since), 0);
+    // Still away from its registry, a change to the module is made of the
+    // image verified before.
+    let mut doc = doc;
+    doc["revision"] = json!(2);
+    doc["modules"][0]["env"] = json!({"CHANGED": "1"});
+    plane.publish(&n.id, &sign(&key, &doc));
+    n.wait_for(60, "good made again with the change, offline", || {
+        n.container("good").is_some_and(|(id, s, _)| {
+            s == "running" && id != running && image_of("good") == good_image
+        })
+    });
+    assert_eq!(n.creates_since("good", since), 1);
     drop(agent);
 }
 

@@ -24,6 +24,7 @@ use crate::model::image_policy::{Known, Policy};
 use crate::model::reference::Reference;
 use crate::registry::client::{Platform, Registries};
 use crate::registry::signed::{Checked, Unchecked, check};
+use crate::store::images::Checked as StoredCheck;
 
 /// When a refused image is looked at again under the same policy.
 pub const REFUSED_RECHECK: Duration = Duration::from_secs(3600);
@@ -74,6 +75,15 @@ pub struct Gate {
     no_client: Option<String>,
     verdicts: HashMap<String, Verdict>,
     in_flight: HashMap<String, JoinHandle<Result<Checked, Unchecked>>>,
+    /// The digest of the policy in force, while one is.
+    policy_digest: Option<String>,
+    /// Whether the checks the store keeps are to be taken (once per
+    /// policy).
+    wants_stored: bool,
+    /// References whose check the store keeps.
+    stored: std::collections::HashSet<String>,
+    /// What the store is to keep or forget, since it was last told.
+    writes: Vec<(String, Option<StoredCheck>)>,
     /// Woken when a check ends.
     pub wake: Option<Arc<Notify>>,
 }
@@ -95,7 +105,50 @@ impl Gate {
             for (_, t) in self.in_flight.drain() {
                 t.abort();
             }
+            self.policy_digest = match &known {
+                Known::Is(p) if !p.is_empty() => Some(p.digest()),
+                _ => None,
+            };
+            self.wants_stored = self.policy_digest.is_some();
             self.known = Some(known);
+        }
+    }
+
+    /// Whether the checks the store keeps are to be read now (the first
+    /// pass under a policy).
+    pub fn wants_stored(&self) -> bool {
+        self.wants_stored
+    }
+
+    /// Takes the checks the store keeps: those made under the policy in
+    /// force count as made (a device away from its registry still knows
+    /// what it verified); the others are forgotten.
+    pub fn take_stored(&mut self, stored: std::collections::BTreeMap<String, StoredCheck>) {
+        self.wants_stored = false;
+        for (reference, c) in stored {
+            self.stored.insert(reference.clone());
+            if Some(&c.policy) != self.policy_digest.as_ref() {
+                self.forget_stored(&reference);
+                continue;
+            }
+            self.verdicts
+                .entry(reference)
+                .or_insert(Verdict::Signed(Checked {
+                    manifest: c.manifest,
+                    config: c.config,
+                    by: c.by,
+                }));
+        }
+    }
+
+    /// What the store is to keep or forget since it was last told.
+    pub fn take_writes(&mut self) -> Vec<(String, Option<StoredCheck>)> {
+        std::mem::take(&mut self.writes)
+    }
+
+    fn forget_stored(&mut self, reference: &str) {
+        if self.stored.remove(reference) {
+            self.writes.push((reference.to_string(), None));
         }
     }
 
@@ -141,9 +194,23 @@ impl Gate {
                         .collect::<Vec<_>>()
                         .join(", ")
                 );
+                if let Some(policy) = &self.policy_digest {
+                    self.stored.insert(reference.to_string());
+                    self.writes.push((
+                        reference.to_string(),
+                        Some(StoredCheck {
+                            policy: policy.clone(),
+                            manifest: c.manifest.clone(),
+                            config: c.config.clone(),
+                            by: c.by.clone(),
+                            at: crate::host::clock::now(),
+                        }),
+                    ));
+                }
                 Verdict::Signed(c)
             }
             Err(Unchecked::Refused { digest, why }) => {
+                self.forget_stored(reference);
                 tracing::warn!(
                     image = reference,
                     digest = digest.as_str(),
@@ -181,6 +248,15 @@ impl Gate {
     /// stops those under way): what is kept is bounded by the modules.
     pub fn keep(&mut self, named: &std::collections::BTreeSet<&str>) {
         self.verdicts.retain(|r, _| named.contains(r.as_str()));
+        let gone: Vec<String> = self
+            .stored
+            .iter()
+            .filter(|r| !named.contains(r.as_str()))
+            .cloned()
+            .collect();
+        for r in gone {
+            self.forget_stored(&r);
+        }
         self.in_flight.retain(|r, t| {
             let keep = named.contains(r.as_str());
             if !keep {

@@ -998,6 +998,12 @@ impl Reconciler {
             let known = p.borrow().clone();
             self.gate.set_policy(known);
         }
+        if self.gate.wants_stored() {
+            match store.blocking(|s| s.image_checks()).await {
+                Ok(stored) => self.gate.take_stored(stored),
+                Err(e) => tracing::error!("the image checks kept cannot be read: {e}"),
+            }
+        }
         let mut resolved = resolve::against_engine(
             resolve::EngineSide {
                 engine,
@@ -1017,6 +1023,12 @@ impl Reconciler {
             now,
         )
         .await?;
+        let writes = self.gate.take_writes();
+        if !writes.is_empty() {
+            if let Err(e) = store.blocking(move |s| s.note_image_checks(&writes)).await {
+                tracing::error!("the image checks are not kept: {e}");
+            }
+        }
         for (name, reason) in held {
             resolved.hold(name, reason);
         }

@@ -15,8 +15,9 @@ use crate::store::{Store, StoreError};
 
 pub(crate) const IMAGES: TableDefinition<&str, &[u8]> = TableDefinition::new("images");
 pub(crate) const PREVIOUS: TableDefinition<&str, &[u8]> = TableDefinition::new("previous");
+pub(crate) const IMAGE_CHECKS: TableDefinition<&str, &[u8]> = TableDefinition::new("image_checks");
 
-pub use rec::{HistoryRecord as History, PulledRecord as Pulled};
+pub use rec::{CheckedRecord as Checked, HistoryRecord as History, PulledRecord as Pulled};
 
 impl Store {
     /// The images this node pulled, by ID.
@@ -83,6 +84,41 @@ impl Store {
         tx.commit().map_err(self.io("previous images"))
     }
 
+    /// Per image reference, the manifest found signed as the image policy
+    /// asks (a check kept across restarts, so that a device without its
+    /// registry still knows what it verified).
+    pub fn image_checks(&self) -> Result<BTreeMap<String, Checked>, StoreError> {
+        self.read_all(IMAGE_CHECKS, records::IMAGE_CHECKS, "image checks")
+    }
+
+    /// Keeps (or, with `None`, forgets) image references' checks, in one
+    /// transaction.
+    pub fn note_image_checks(
+        &self,
+        changes: &[(String, Option<Checked>)],
+    ) -> Result<(), StoreError> {
+        let tx = self.db()?.begin_write().map_err(self.io("image checks"))?;
+        {
+            let mut t = tx
+                .open_table(IMAGE_CHECKS)
+                .map_err(self.io("image checks"))?;
+            for (reference, c) in changes {
+                match c {
+                    Some(c) => {
+                        let bytes = records::encode(records::IMAGE_CHECKS, c);
+                        t.insert(reference.as_str(), bytes.as_slice())
+                            .map_err(self.io("image checks"))?;
+                    }
+                    None => {
+                        t.remove(reference.as_str())
+                            .map_err(self.io("image checks"))?;
+                    }
+                }
+            }
+        }
+        tx.commit().map_err(self.io("image checks"))
+    }
+
     fn read_all<T: serde::de::DeserializeOwned>(
         &self,
         table: TableDefinition<&str, &[u8]>,
@@ -138,6 +174,19 @@ mod tests {
         let s = Store::open(&dir.path().join("s.redb")).unwrap();
         assert_eq!(s.pulled_images().unwrap().get("sha256:11"), Some(&p));
         assert_eq!(s.image_history().unwrap().get("app"), Some(&h));
+        let c = Checked {
+            policy: "sha256:pp".into(),
+            manifest: "sha256:mm".into(),
+            config: "sha256:cc".into(),
+            by: vec![("the node document".into(), "ed25519:0011".into())],
+            at: 5,
+        };
+        assert!(s.image_checks().unwrap().is_empty());
+        s.note_image_checks(&[("r/app:1".into(), Some(c.clone()))])
+            .unwrap();
+        assert_eq!(s.image_checks().unwrap().get("r/app:1"), Some(&c));
+        s.note_image_checks(&[("r/app:1".into(), None)]).unwrap();
+        assert!(s.image_checks().unwrap().is_empty());
         s.forget_pulled(&["sha256:11".into()]).unwrap();
         s.note_history(&[("app".into(), None)]).unwrap();
         assert!(s.pulled_images().unwrap().is_empty());

@@ -27,3 +27,20 @@ pub struct HistoryRecord {
     /// When `current` was first seen, seconds since the epoch.
     pub since: u64,
 }
+
+/// An image reference found signed as the image policy asks (the
+/// `image_checks` table, by the reference as a module names it; version
+/// 1, a table added without a schema change).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct CheckedRecord {
+    /// The digest of the policy it was checked under.
+    pub policy: String,
+    /// The manifest (or index) digest verified.
+    pub manifest: String,
+    /// The config digest it names for this platform: the image ID.
+    pub config: String,
+    /// Per document, the key that signed it.
+    pub by: Vec<(String, String)>,
+    /// When, seconds since the epoch.
+    pub at: u64,
+}

@@ -44,6 +44,9 @@
 //!   the image it runs and the one before): version 1
 //!   ([`images::PulledRecord`], [`images::HistoryRecord`]), tables added
 //!   without a schema change.
+//! - `image_checks` (per image reference: the manifest found signed as the
+//!   image policy asks, under which policy): version 1
+//!   ([`images::CheckedRecord`]), a table added without a schema change.
 //!
 //! The domain types are converted to their records and back in
 //! `convert.rs`. Converting a record to its domain type checks it again
@@ -100,6 +103,8 @@ pub const GROUPS: u8 = 1;
 pub const IMAGES: u8 = 1;
 /// Record version of the `previous` table.
 pub const PREVIOUS: u8 = 1;
+/// Record version of the `image_checks` table.
+pub const IMAGE_CHECKS: u8 = 1;
 /// Record version of the `agent_updates` table (JSON: read by the version
 /// that filed it and the one it installs).
 pub const AGENT_UPDATES: u8 = 1;

@@ -352,6 +352,42 @@ impl Policy {
         self.0.insert(format!("group {name}"), rules);
     }
 
+    /// A digest of the policy, for what is kept of a check made under it:
+    /// every document's rules, scopes, requirements and keys.
+    pub fn digest(&self) -> String {
+        let mut text = String::new();
+        let keys = |ks: &[PublicKey]| -> String {
+            ks.iter()
+                .map(|k| {
+                    k.to_der()
+                        .iter()
+                        .map(|b| format!("{b:02x}"))
+                        .collect::<String>()
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        for (doc, rules) in &self.0 {
+            text.push_str(&format!("{doc:?}\n"));
+            for r in &rules.0 {
+                let require = match &r.require {
+                    Require::Sigstore(k) => format!("sigstore {}", keys(k)),
+                    Require::Nothing => "none".into(),
+                };
+                let attestation = r
+                    .attestation
+                    .as_ref()
+                    .map(|a| format!("{:?} {}", a.predicate_type, keys(&a.keys)))
+                    .unwrap_or_default();
+                text.push_str(&format!(
+                    "  {:?} {require} {attestation}\n",
+                    r.scope.as_str()
+                ));
+            }
+        }
+        crate::model::names::Digest::of(text.as_bytes()).to_string()
+    }
+
     /// Whether no document has a rule.
     pub fn is_empty(&self) -> bool {
         self.0.values().all(|r| r.0.is_empty())
