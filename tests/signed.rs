@@ -367,7 +367,6 @@ fn an_image_runs_only_when_signed_as_the_policy_asks_and_each_refusal_says_why()
     assert_eq!(n.creates_since("good", since), 0);
     // Still away from its registry, a change to the module is made of the
     // image verified before.
-    let mut doc = doc;
     doc["revision"] = json!(2);
     doc["modules"][0]["env"] = json!({"CHANGED": "1"});
     plane.publish(&n.id, &sign(&key, &doc));
