@@ -26,6 +26,9 @@ const ENVELOPE: &str = "envelope";
 const CONTACT: &str = "contact";
 /// The newest root taken from the plane, as fetched (an envelope record).
 const ROOT: &str = "root";
+/// The allow-list of image digests taken last (an envelope record, as the
+/// root's: no new record type, so no new schema).
+const ALLOW_LIST: &str = "allow-list";
 
 pub use stead_core::plane::accept::Held;
 pub use stead_core::plane::held::{Contact, Refusal, StoredGroup};
@@ -141,6 +144,37 @@ impl Store {
                 &v5::PlaneRecord::Envelope(envelope.to_vec()),
             );
             t.insert(ROOT, bytes.as_slice())
+                .map_err(self.io("write plane"))?;
+        }
+        tx.commit().map_err(self.io("write plane"))
+    }
+
+    /// The newest allow-list of image digests taken from the plane, as
+    /// fetched: none before one is.
+    pub fn plane_allow_list(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        let tx = self.db()?.begin_read().map_err(self.io("read plane"))?;
+        let t = tx.open_table(PLANE).map_err(self.io("read plane"))?;
+        match t.get(ALLOW_LIST).map_err(self.io("read plane"))? {
+            None => Ok(None),
+            Some(v) => {
+                match records::decode(records::PLANE, v.value()).map_err(corrupt(ALLOW_LIST))? {
+                    v5::PlaneRecord::Envelope(bytes) => Ok(Some(bytes)),
+                    _ => Err(corrupt(ALLOW_LIST)("not an envelope record".into())),
+                }
+            }
+        }
+    }
+
+    /// Keeps an allow-list taken from the plane.
+    pub fn put_plane_allow_list(&self, envelope: &[u8]) -> Result<(), StoreError> {
+        let tx = self.db()?.begin_write().map_err(self.io("write plane"))?;
+        {
+            let mut t = tx.open_table(PLANE).map_err(self.io("write plane"))?;
+            let bytes = records::encode(
+                records::PLANE,
+                &v5::PlaneRecord::Envelope(envelope.to_vec()),
+            );
+            t.insert(ALLOW_LIST, bytes.as_slice())
                 .map_err(self.io("write plane"))?;
         }
         tx.commit().map_err(self.io("write plane"))

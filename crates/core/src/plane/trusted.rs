@@ -736,4 +736,146 @@ mod tests {
         assert!(resumed.resume(b"{}").is_err());
         assert_eq!(resumed, moved);
     }
+
+    #[test]
+    fn the_allow_list_is_taken_under_the_root_s_role_and_follows_it() {
+        use crate::plane::allowlist::{self, Listed};
+        let (cfg, r, online, o1, o2, o3) = (key(), key(), key(), key(), key(), key());
+        let config = TrustedSet::new(&[cfg.public()]);
+        let with_role = |v: u64, keys: &[&SecretKey]| {
+            let mut x = root(v, &[&r], 1, &[&online]);
+            x.allow_list = Some(Role {
+                keys: keys.iter().map(|k| k.public()).collect(),
+                threshold: 2,
+            });
+            x
+        };
+        let at1 = config
+            .next_root(&signed(&with_role(1, &[&o1, &o2, &o3]), &[&cfg, &r]))
+            .unwrap();
+        let d = format!("sha256:{}", "a".repeat(64));
+        let list = |v: u64, by: &[&SecretKey]| {
+            let p = allowlist::AllowList::payload(v, 2_000_000_000, &[Listed::parse(&d).unwrap()]);
+            let (first, more) = by.split_first().unwrap();
+            let mut env = first.sign(allowlist::PAYLOAD_TYPE, &p);
+            for k in more {
+                env.countersign(k);
+            }
+            env.to_json()
+        };
+        let now = 1_900_000_000;
+        // Before a list: asked for, none held.
+        assert!(matches!(at1.authority().allow_list, Some(None)));
+        assert!(matches!(config.authority().allow_list, None));
+        let v3 = at1
+            .next_allow_list(&list(3, &[&o1, &o2]), now)
+            .unwrap()
+            .unwrap();
+        assert_eq!(v3.allow_list().map(|l| l.version), Some(3));
+        assert!(matches!(v3.authority().allow_list, Some(Some(_))));
+        // (what, the set, the list, what is said)
+        #[rustfmt::skip]
+        let cases: Vec<(&str, &TrustedSet, Vec<u8>, &str)> = vec![
+            ("no role named", &config, list(3, &[&o1, &o2]), "names no allow-list role"),
+            ("the online key alone", &at1, list(3, &[&online]), "signed by 0 of"),
+            ("one offline key", &at1, list(3, &[&o1]), "signed by 1 of"),
+            ("a stale version", &v3, list(2, &[&o1, &o2]), "older than version 3"),
+            ("the same again", &v3, list(3, &[&o2, &o1]), "same"),
+            ("the next", &v3, list(4, &[&o2, &o3]), "v4"),
+        ];
+        for (what, set, bytes, says) in cases {
+            let got = match set.next_allow_list(&bytes, now) {
+                Ok(Some(t)) => format!("v{}", t.allow_list().unwrap().version),
+                Ok(None) => "same".into(),
+                Err(e) => e.to_string(),
+            };
+            assert!(got.contains(says), "{what}: {got}");
+        }
+        // Kept and read again as taken, under the root held.
+        let mut resumed = at1.clone();
+        assert_eq!(
+            resumed.resume_allow_list(v3.allow_list_envelope().unwrap()),
+            Ok(())
+        );
+        assert_eq!(resumed, v3);
+        let mut none = config.clone();
+        assert!(
+            none.resume_allow_list(v3.allow_list_envelope().unwrap())
+                .is_err()
+        );
+        assert_eq!(none, config);
+        // A next root with the same role keeps the list; one whose role's
+        // keys moved drops it (asked for again); one without a role
+        // asks for none.
+        let same = v3
+            .next_root(&signed(&with_role(2, &[&o1, &o2, &o3]), &[&r]))
+            .unwrap();
+        assert_eq!(same.allow_list(), v3.allow_list());
+        let moved = v3
+            .next_root(&signed(&with_role(2, &[&o3, &cfg, &online]), &[&r]))
+            .unwrap();
+        assert_eq!(moved.allow_list(), None);
+        assert!(matches!(moved.authority().allow_list, Some(None)));
+        let dropped = v3
+            .next_root(&signed(&root(2, &[&r], 1, &[&online]), &[&r]))
+            .unwrap();
+        assert!(matches!(dropped.authority().allow_list, None));
+    }
+
+    #[test]
+    fn a_delegation_s_document_stands_while_its_threshold_signed_it() {
+        use crate::plane::root::Delegation;
+        let (cfg, r, online, ci, other) = (key(), key(), key(), key(), key());
+        let delegated = |keys: &[&SecretKey]| {
+            let mut x = root(1, &[&r], 1, &[&online]);
+            x.delegations = vec![Delegation {
+                name: "team-a".into(),
+                role: Role {
+                    keys: keys.iter().map(|k| k.public()).collect(),
+                    threshold: 1,
+                },
+                groups: vec![GroupName::try_from("edge-eu").unwrap()],
+                modules: None,
+            }];
+            x
+        };
+        let config = TrustedSet::new(&[cfg.public()]);
+        let with_ci = config
+            .next_root(&signed(&delegated(&[&ci]), &[&cfg, &r]))
+            .unwrap();
+        let without = config
+            .next_root(&signed(&delegated(&[&other]), &[&cfg, &r]))
+            .unwrap();
+        let g = ci
+            .sign(crate::plane::group::GROUP_PAYLOAD_TYPE, b"{}")
+            .to_json();
+        let held = |revision| Held {
+            url: String::new(),
+            revision,
+            payload_digest: Digest::of(b""),
+            etag: None,
+            issued_at: 0,
+            expires: 0,
+            newest_issued_at: 0,
+            accepted_at: 0,
+            key_id: String::new(),
+        };
+        let gt = crate::plane::group::GROUP_PAYLOAD_TYPE;
+        // (what, the set, the payload type held as, the revision, stands)
+        #[rustfmt::skip]
+        let cases: Vec<(&str, &TrustedSet, &'static str, u64, bool)> = vec![
+            ("its delegation names its key", &with_ci, gt, 7, true),
+            ("its key no longer delegated", &without, gt, 7, false),
+            ("held as another kind", &with_ci, crate::plane::envelope::PAYLOAD_TYPE, 7, false),
+            ("over 2^53", &with_ci, gt, u64::MAX, false),
+            ("no delegation at all", &config, gt, 7, false),
+        ];
+        for (what, set, t, revision, stands) in cases {
+            assert_eq!(
+                set.document_stands(&g, t, &held(revision)).is_ok(),
+                stands,
+                "{what}"
+            );
+        }
+    }
 }

@@ -75,6 +75,16 @@ pub enum PlaneCommand {
         root_keys: Vec<String>,
         threshold: usize,
         document_keys: Vec<String>,
+        scoped: super::trust::Scoped,
+        after: Option<PathBuf>,
+        expires_in: Duration,
+        out: Option<PathBuf>,
+    },
+    /// `root allow-list [--image IMAGE...] [--images-from FILE] [--after FILE]
+    /// [--expires-in DURATION] [--out FILE]`.
+    AllowList {
+        images: Vec<String>,
+        images_from: Option<PathBuf>,
         after: Option<PathBuf>,
         expires_in: Duration,
         out: Option<PathBuf>,
@@ -90,6 +100,7 @@ pub enum PlaneCommand {
         trusted: Vec<String>,
         site: PathBuf,
         input: Option<PathBuf>,
+        allow_list: Option<PathBuf>,
         publish: bool,
         upload: Option<Box<super::upload::Upload>>,
     },
@@ -217,6 +228,7 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
             root_keys,
             threshold,
             document_keys,
+            scoped,
             after,
             expires_in,
             out,
@@ -224,6 +236,7 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
             &root_keys,
             threshold,
             &document_keys,
+            &scoped,
             after.as_deref(),
             expires_in,
             out.as_deref(),
@@ -231,16 +244,30 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
         PlaneCommand::RootSign { keys, input, out } => {
             super::trust::sign(&keys, input.as_deref(), out.as_deref())
         }
+        PlaneCommand::AllowList {
+            images,
+            images_from,
+            after,
+            expires_in,
+            out,
+        } => super::trust::allow_list(
+            &images,
+            images_from.as_deref(),
+            after.as_deref(),
+            expires_in,
+            out.as_deref(),
+        ),
         PlaneCommand::RootVerify {
             trusted,
             site,
             input,
+            allow_list,
             publish,
             upload,
         } => super::trust::verify(
             &trusted,
             (&site, upload.as_deref()),
-            input.as_deref(),
+            (input.as_deref(), allow_list.as_deref()),
             publish,
         ),
         PlaneCommand::Enroll {
