@@ -119,11 +119,31 @@ fn a_delegated_key_signs_its_own_group_and_is_refused_another_by_name() {
     assert!(said.contains("delegation team-a: keys"), "{said}");
     // The node's document (the online key's) lists the team's group,
     // whose document the team's key alone signed: taken.
-    publish_group(
-        &plane,
-        &team,
+    // The team's CI signs its group's document with the CLI.
+    let payload_file = d.path().join("group.json");
+    std::fs::write(
+        &payload_file,
+        serde_json::to_vec(&json!({"modules": [module(&ma, "team")]})).unwrap(),
+    )
+    .unwrap();
+    let team_file = key_file(&d, "team", &team);
+    let signed_file = d.path().join("group.signed");
+    plane_cli(&[
+        "sign-group",
+        "--key",
+        &team_file,
+        "--group",
         mine,
-        &group_payload(mine, 1, vec![module(&ma, "team")], json!({})),
+        "--revision",
+        "1",
+        "--in",
+        payload_file.to_str().unwrap(),
+        "--out",
+        signed_file.to_str().unwrap(),
+    ]);
+    plane.publish_raw_path(
+        &format!("groups/{mine}/desired.json"),
+        &std::fs::read(&signed_file).unwrap(),
     );
     plane.publish(
         &n.id,

@@ -68,6 +68,34 @@ pub enum Verb {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
+    /// Sign a group's payload (JSON, from stdin or --in), as a team's
+    /// delegated key signs its own group's document; the signed document
+    /// goes to stdout (or --out), to be served as
+    /// groups/<name>/desired.json. Sets group, revision and issued_at
+    /// (now); sets expires only when the payload has none
+    SignGroup {
+        /// The secret key file (give it again for more signatures: a
+        /// delegation's threshold)
+        #[arg(long = "key", value_name = "PATH", required = true)]
+        keys: Vec<PathBuf>,
+        /// The group the document is for
+        #[arg(long, value_name = "NAME", value_parser = parse_node)]
+        group: GroupName,
+        /// The revision (1 to 2^53). By default the current unix time in
+        /// seconds
+        #[arg(long, value_name = "N", value_parser = parse_revision)]
+        revision: Option<u64>,
+        /// How long the document is good for when the payload has no
+        /// expires (at most 3650d)
+        #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = parse_lifetime)]
+        expires_in: Duration,
+        /// Read the payload from FILE instead of stdin
+        #[arg(long = "in", value_name = "FILE")]
+        input: Option<PathBuf>,
+        /// Write the signed document to FILE (atomically) instead of stdout
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
     /// Check a signed document (from stdin or --in) as a node would:
     /// signed by a trusted key, a valid payload, not expired (and, with
     /// --node, for that node). Prints what it holds and which key signed it
@@ -512,6 +540,21 @@ impl Cli {
         let plane = Command::Plane;
         match self.verb {
             Verb::Keygen { out, force } => plane(PlaneCommand::Keygen { out, force }),
+            Verb::SignGroup {
+                keys,
+                group,
+                revision,
+                expires_in,
+                input,
+                out,
+            } => plane(PlaneCommand::SignGroup {
+                keys,
+                group,
+                revision,
+                expires_in,
+                input,
+                out,
+            }),
             Verb::Sign {
                 keys,
                 node,

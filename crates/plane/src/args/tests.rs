@@ -51,6 +51,7 @@ fn each_command_line_is_its_command_or_says_what_is_wrong() {
         ("root init --root-key a --documents-key c --allow-list-threshold 2", "error: the following required arguments were not provided: --allow-list-key <PUB>"),
         ("root allow-list --image sha256:x --images-from f --after a --out o", "Plane(AllowList { images: [\"sha256:x\"], images_from: Some(\"f\"), after: Some(\"a\"), expires_in: 2592000s, out: Some(\"o\") })"),
         ("root verify --trusted a --site s --publish", "error: the following required arguments were not provided: <--in <FILE>|--allow-list <FILE>>"),
+        ("sign-group --key k --group edge-eu --in p", "Plane(SignGroup { keys: [\"k\"], group: NodeId(\"edge-eu\"), revision: None, expires_in: 2592000s, input: Some(\"p\"), out: None })"),
         ("keygen --out k", "Plane(Keygen { out: \"k\", force: false })"),
         ("keygen", "error: the following required arguments were not provided: --out <PATH>"),
         ("sign --key k --node edge-1", "Plane(Sign { keys: [\"k\"], node: NodeId(\"edge-1\"), revision: None, expires_in: 2592000s, input: None, out: None })"),

@@ -33,6 +33,17 @@ pub enum PlaneCommand {
         input: Option<PathBuf>,
         out: Option<PathBuf>,
     },
+    /// `sign-group --key PATH... --group NAME [--revision N] [--expires-in
+    /// DURATION] [--in FILE] [--out FILE]`: a group's document, as a
+    /// delegated key signs its own group's.
+    SignGroup {
+        keys: Vec<PathBuf>,
+        group: NodeId,
+        revision: Option<u64>,
+        expires_in: Duration,
+        input: Option<PathBuf>,
+        out: Option<PathBuf>,
+    },
     /// `release --key PATH... --version V --binary TARGET=FILE...
     /// [--url-base URL] [--schema N] [--reads-from N] [--out FILE]`.
     Release {
@@ -177,7 +188,22 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
             out,
         } => sign(
             &keys,
-            &node,
+            For::Node(&node),
+            revision,
+            expires_in,
+            input.as_deref(),
+            out.as_deref(),
+        ),
+        PlaneCommand::SignGroup {
+            keys,
+            group,
+            revision,
+            expires_in,
+            input,
+            out,
+        } => sign(
+            &keys,
+            For::Group(&group),
             revision,
             expires_in,
             input.as_deref(),
@@ -301,9 +327,16 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
     }
 }
 
+/// Whose document `sign` signs: a node's, or a group's.
+#[derive(Clone, Copy)]
+enum For<'a> {
+    Node(&'a NodeId),
+    Group(&'a NodeId),
+}
+
 fn sign(
     keys: &[PathBuf],
-    node: &NodeId,
+    whose: For,
     revision: Option<u64>,
     expires_in: Duration,
     input: Option<&Path>,
@@ -314,12 +347,19 @@ fn sign(
     let now = crate::host::clock::now();
     let revision = revision.unwrap_or(now);
     let expires = now.saturating_add(expires_in.as_secs());
-    let stamped = match stamp(&payload, node, revision, now, expires) {
+    let (stamped, payload_type) = match whose {
+        For::Node(node) => (stamp(&payload, node, revision, now, expires), PAYLOAD_TYPE),
+        For::Group(group) => (
+            crate::plane::group::stamp_group(&payload, group, revision, now, expires),
+            crate::plane::group::GROUP_PAYLOAD_TYPE,
+        ),
+    };
+    let stamped = match stamped {
         Ok(s) => s,
         Err(e) => return Ok(refused(format_args!("the payload is refused: {e}"))),
     };
     let (first, more) = keys.split_first().expect("the parser requires a --key");
-    let mut envelope = first.sign(PAYLOAD_TYPE, &stamped);
+    let mut envelope = first.sign(payload_type, &stamped);
     for k in more {
         envelope.countersign(k);
     }
@@ -341,13 +381,16 @@ fn sign(
             .write_all(&json)
             .context("cannot write the signed document to stdout")?,
     }
-    let d = Desired::parse(&stamped).expect("stamp checked it");
+    let said = match whose {
+        For::Node(_) => summary(&Desired::parse(&stamped).expect("stamp checked it")),
+        For::Group(group) => format!("group {group} revision {revision}"),
+    };
     let ids: Vec<&str> = envelope
         .signatures
         .iter()
         .map(|s| s.keyid.as_str())
         .collect();
-    eprintln!("signed {} with key {}", summary(&d), ids.join(", "));
+    eprintln!("signed {said} with key {}", ids.join(", "));
     Ok(ExitCode::SUCCESS)
 }
 
