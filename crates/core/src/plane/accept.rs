@@ -1461,14 +1461,8 @@ mod authority_tests {
             &[da.clone(), format!("registry.example/app@{db}")],
             T0 + DAY,
         );
-        let expired = listed(&[da.clone()], T0 - 1);
-        let with = |l: Option<Option<&'static AllowList>>| Authority {
-            documents: Box::leak(Box::new(docs.clone())),
-            delegations: Box::leak(Box::new(delegations.clone())),
-            allow_list: l,
-        };
-        let list: &'static AllowList = Box::leak(Box::new(list));
-        let expired: &'static AllowList = Box::leak(Box::new(expired));
+        let expired = listed(std::slice::from_ref(&da), T0 - 1);
+        let (list, expired) = (&list, &expired);
         let pinned = format!("busybox@{da}");
         let app = format!("registry.example/app@{db}");
         let unlisted = format!("busybox@{dc}");
@@ -1484,8 +1478,16 @@ mod authority_tests {
         };
         // (what, the document, signed by, the list asked for and held, the
         //  verdict, words of its detail)
+        type Case<'a> = (
+            &'a str,
+            Doc,
+            &'a SecretKey,
+            Option<Option<&'a AllowList>>,
+            &'a str,
+            &'a str,
+        );
         #[rustfmt::skip]
-        let cases: Vec<(&str, Doc, &SecretKey, Option<Option<&AllowList>>, &str, &str)> = vec![
+        let cases: Vec<Case> = vec![
             ("no list asked for: a tag runs", n(&[("web", "busybox:1")], json!({})), &online, None, "adopt", ""),
             ("a listed digest", n(&[("web", &pinned)], json!({})), &online, Some(Some(list)), "adopt", ""),
             ("a digest listed with its repository", n(&[("web", &app)], json!({})), &online, Some(Some(list)), "adopt", ""),
@@ -1503,7 +1505,12 @@ mod authority_tests {
         ];
         let mut failed = Vec::new();
         for (what, doc, by, l, want, says) in cases {
-            let (got, detail) = judged(&doc, &[by], with(l));
+            let a = Authority {
+                documents: &docs,
+                delegations: &delegations,
+                allow_list: l,
+            };
+            let (got, detail) = judged(&doc, &[by], a);
             if got != want || !detail.contains(says) {
                 failed.push(format!(
                     "{what}: got {got} ({detail}), want {want} ({says})"

@@ -766,7 +766,7 @@ mod tests {
         let now = 1_900_000_000;
         // Before a list: asked for, none held.
         assert!(matches!(at1.authority().allow_list, Some(None)));
-        assert!(matches!(config.authority().allow_list, None));
+        assert!(config.authority().allow_list.is_none());
         let v3 = at1
             .next_allow_list(&list(3, &[&o1, &o2]), now)
             .unwrap()
@@ -819,7 +819,7 @@ mod tests {
         let dropped = v3
             .next_root(&signed(&root(2, &[&r], 1, &[&online]), &[&r]))
             .unwrap();
-        assert!(matches!(dropped.authority().allow_list, None));
+        assert!(dropped.authority().allow_list.is_none());
     }
 
     #[test]
