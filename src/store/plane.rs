@@ -413,3 +413,28 @@ fn decode_contact(bytes: &[u8]) -> Result<Contact, StoreError> {
         _ => Err(corrupt(CONTACT)("not a contact record".into())),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The allow-list and the root are kept apart, each read back as kept,
+    /// through a reopen.
+    #[test]
+    fn the_allow_list_is_kept_beside_the_root_and_read_back() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s.redb");
+        let s = crate::store::Store::open(&p).unwrap();
+        assert_eq!(s.plane_allow_list().unwrap(), None);
+        s.put_plane_root(b"root").unwrap();
+        s.put_plane_allow_list(b"list 1").unwrap();
+        s.put_plane_allow_list(b"list 2").unwrap();
+        drop(s);
+        let s = crate::store::Store::open(&p).unwrap();
+        assert_eq!(
+            s.plane_allow_list().unwrap().as_deref(),
+            Some(&b"list 2"[..])
+        );
+        assert_eq!(s.plane_root().unwrap().as_deref(), Some(&b"root"[..]));
+    }
+}
