@@ -150,7 +150,9 @@ fn a_delegated_key_signs_its_own_group_and_is_refused_another_by_name() {
         &sign(&online, &node_payload(&n, 1, &[mine], vec![], json!({}))),
     );
     let agent = Agent::start(&n);
-    wait_plane(&n, &agent, "root version 1", |p| p["root"]["version"] == 1);
+    let p = wait_plane(&n, &agent, "root version 1", |p| p["root"]["version"] == 1);
+    assert_eq!(p["root"]["delegations"], json!(["team-a"]), "{p:#}");
+    assert!(p["root"].get("allow_list").is_none(), "{p:#}");
     wait_v(&n, &ma, "team");
     // Another team's group, signed by the team's key: refused by name,
     // and the node's document that lists it with it (a node runs its
@@ -384,6 +386,14 @@ fn only_images_in_the_allow_list_two_offline_keys_signed_run() {
     wait_v(&n, &m, "now-listed");
     let p = plane_state(&agent);
     assert!(p["root"]["error"].is_null(), "{p:#}");
+    // The status says the list held.
+    assert_eq!(p["root"]["allow_list"]["version"], 2, "{p:#}");
+    assert_eq!(p["root"]["allow_list"]["images"], 2, "{p:#}");
+    assert_eq!(p["root"]["allow_list"]["threshold"], 2, "{p:#}");
+    assert!(
+        p["root"]["allow_list"]["expires"].as_u64() > Some(now()),
+        "{p:#}"
+    );
     // The stale version 1 served again: refused by the CLI and the device,
     // which keeps version 2 (through a restart too).
     let (ok, out, err) = verify(&v1);

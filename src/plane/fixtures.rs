@@ -77,6 +77,7 @@ pub fn planes() -> [PlaneStatus; 2] {
                 allow_list: None,
             }),
             error: Some("root version 3 is signed by 1 of the root keys of version 2, which needs 2".into()),
+            allow_list: None,
         },
         taken_here: 7,
     };

@@ -125,6 +125,9 @@ pub struct RootStatus {
     /// Why the plane's newer root was not taken, or that the one held has
     /// expired, while so (documents are judged by the root held).
     pub error: Option<String>,
+    /// The allow-list held (its version, expiry and count of images),
+    /// when the root asks for one and one is.
+    pub allow_list: Option<(u64, u64, usize)>,
 }
 
 impl RootStatus {
@@ -143,6 +146,16 @@ impl RootStatus {
             root_keys: ids(&r.root.keys),
             threshold: r.root.threshold,
             version: r.version,
+            delegations: r.delegations.iter().map(|d| d.name.clone()).collect(),
+            allow_list: r
+                .allow_list
+                .as_ref()
+                .map(|role| crate::views::AllowListView {
+                    threshold: role.threshold,
+                    version: self.allow_list.map(|l| l.0),
+                    expires: self.allow_list.map(|l| time(l.1)),
+                    images: self.allow_list.map_or(0, |l| l.2),
+                }),
         })
     }
 }
@@ -355,6 +368,7 @@ impl Syncer {
             root: RootStatus {
                 held: Some(Root::initial(&config.trusted_keys)),
                 error: None,
+                allow_list: None,
             },
             url: url.clone(),
             reports: ReportStatus {
@@ -398,9 +412,13 @@ impl Syncer {
     /// Shows what is held, what is trusted and what is asked: the status
     /// is derived from them (but for the reports' own fields).
     fn show(&self) {
-        let (root, agent) = {
+        let (root, agent, allow_list) = {
             let a = self.asks.borrow();
-            (a.trusted.root().clone(), a.agent.clone())
+            let l = a
+                .trusted
+                .allow_list()
+                .map(|l| (l.version, l.expires, l.images.len()));
+            (a.trusted.root().clone(), a.agent.clone(), l)
         };
         let m = self.mem();
         let report_url = m
@@ -420,6 +438,7 @@ impl Syncer {
         }
         st.reports.url = report_url;
         st.root.held = Some(root);
+        st.root.allow_list = allow_list;
         st.agent = agent;
     }
 
