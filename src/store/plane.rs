@@ -416,8 +416,6 @@ fn decode_contact(bytes: &[u8]) -> Result<Contact, StoreError> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     /// The allow-list and the root are kept apart, each read back as kept,
     /// through a reopen.
     #[test]
