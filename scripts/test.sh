@@ -59,6 +59,26 @@ if [ "$(cat "$moto_venv/.stead-version" 2>/dev/null)" != "$moto_version" ]; then
     echo "$moto_version" >"$moto_venv/.stead-version"
 fi
 export STEAD_TEST_MOTO="$moto_venv"
+# tests/signed.rs: image signatures made and checked by the Sigstore
+# project's own implementation (scripts/cosign-ref, built once into a cache:
+# Debian's skopeo and podman have sigstore disabled), and a key in the
+# format skopeo reads made by scripts/sigstore-key.py.
+/usr/bin/python3 -c 'import cryptography, nacl' 2>/dev/null || apt_install python3-cryptography python3-nacl
+# In-toto attestations made by securesystemslib's DSSE (scripts/attest.py),
+# in a venv kept between runs, keyed by its version.
+sslib_version=1.6.0
+sslib_venv=/var/cache/stead-test/sslib
+if [ "$(cat "$sslib_venv/.stead-version" 2>/dev/null)" != "$sslib_version" ]; then
+    /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || apt_install python3-venv
+    rm -rf "$sslib_venv"
+    /usr/bin/python3 -m venv "$sslib_venv"
+    "$sslib_venv/bin/pip" install -q --disable-pip-version-check "securesystemslib[crypto]==$sslib_version" \
+        || die "pip install securesystemslib[crypto]==$sslib_version failed"
+    echo "$sslib_version" >"$sslib_venv/.stead-version"
+fi
+export STEAD_TEST_SSLIB="$sslib_venv"
+STEAD_TEST_COSIGN_REF="$(scripts/cosign-ref.sh)" || die "scripts/cosign-ref.sh failed"
+export STEAD_TEST_COSIGN_REF
 # Podman's Docker-compatible service, for the engine suites run again on it
 # (netavark with aardvark-dns), and one whose user networks resolve no names
 # (CNI without the dnsname plugin), each on a socket of its own.
@@ -121,7 +141,7 @@ beside_said() {
 stage "cargo test, and beside it the engine suites on Podman ($podman_socket), the test on Podman with CNI ($podman_cni) and the simulated fleet"
 (
     beside_run podman env STEAD_TEST_ENGINE_SOCKET="$podman_socket" cargo test --locked --no-fail-fast \
-        --test engine --test runtime --test hardening --test waiting --test api --test cli --test images \
+        --test engine --test runtime --test hardening --test waiting --test api --test cli --test images --test signed \
         -- --include-ignored
     beside_run cni env STEAD_TEST_ENGINE_SOCKET="$podman_cni" cargo test --locked --no-fail-fast --test runtime \
         a_user_network_that_cannot_resolve_names_is_refused_naming_the_backend -- --exact

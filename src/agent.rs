@@ -246,17 +246,20 @@ async fn run_reloads<E: Engine>(
 
 /// The check that a pull fits, with the registries' CA and logins.
 fn room(config: &Config) -> Result<Arc<crate::registry::room::Room>, String> {
+    Ok(crate::registry::room::Room::new(registries(config)?))
+}
+
+/// A registry client with the registries' CA and logins.
+fn registries(config: &Config) -> Result<crate::registry::client::Registries, String> {
     let credentials = match &config.registry_auth {
         Some(p) => crate::registry::auth::Credentials::load(p)?,
         None => Default::default(),
     };
     let http = crate::net::http::Http::new(config.registry_ca.as_deref())?;
-    Ok(crate::registry::room::Room::new(
-        crate::registry::client::Registries::new(
-            http,
-            credentials,
-            config.insecure_registries.clone(),
-        ),
+    Ok(crate::registry::client::Registries::new(
+        http,
+        credentials,
+        config.insecure_registries.clone(),
     ))
 }
 
@@ -659,6 +662,19 @@ impl<C: Connect> Agent<C> {
                 Err(e) => tracing::error!("registry credentials: {e}"),
             }
         }
+        // The image policy the plane's documents compose: not known until
+        // the poller has read what the store holds (nothing covered runs
+        // meanwhile); without a plane, none.
+        let (images, images_rx) = match &self.config.plane {
+            Some(_) => {
+                let (tx, rx) =
+                    tokio::sync::watch::channel(crate::model::image_policy::Known::NotYet);
+                let registries = registries(&self.config).map(Arc::new);
+                self.reconciler.set_image_policy(rx.clone(), registries);
+                (Some(tx), Some(rx))
+            }
+            None => (None, None),
+        };
         let executor = Arc::new(
             Executor::new(
                 self.store.clone(),
@@ -673,7 +689,8 @@ impl<C: Connect> Agent<C> {
                 agent,
             )
             .with_metrics(self.reconciler.metrics())
-            .with_room(self.reconciler.room()),
+            .with_room(self.reconciler.room())
+            .with_image_policy(images_rx),
         );
         let look_now = executor.look_now.clone();
         self.executor = Some(executor);
@@ -686,7 +703,7 @@ impl<C: Connect> Agent<C> {
             trusted,
             agent: None,
         });
-        let (plane, _plane_tasks) = self.start_plane(agent, asks).await;
+        let (plane, _plane_tasks) = self.start_plane(agent, asks, images).await;
         let updater = self.updater(asked);
         // What became of a switch begun before this start, before anything
         // else of the update is done.
@@ -801,8 +818,9 @@ impl<C: Connect> Agent<C> {
         &self,
         _agent: u64,
         asks: tokio::sync::watch::Sender<crate::plane::sync::PlaneAsk>,
+        images: Option<tokio::sync::watch::Sender<crate::model::image_policy::Known>>,
     ) -> (Option<api::PlaneHandle>, Vec<AbortOnDrop>) {
-        let Some(pc) = self.config.plane.clone() else {
+        let (Some(pc), Some(images)) = (self.config.plane.clone(), images) else {
             return (None, vec![]);
         };
         let report_wake = self.report_wake.clone();
@@ -815,9 +833,14 @@ impl<C: Connect> Agent<C> {
             self.reconciler.metrics(),
             asks,
         ) {
-            Ok(s) => Arc::new(s),
+            Ok(s) => Arc::new(s.with_image_policy(images)),
             Err(e) => {
                 tracing::error!("central plane: {e}; not polled");
+                // The policy of documents held stays unknown (what they
+                // cover is not created); with none held, there is none.
+                if let Ok(None) = self.store.blocking(|s| s.plane_envelope()).await {
+                    images.send_replace(crate::model::image_policy::Known::Is(Default::default()));
+                }
                 return (None, vec![]);
             }
         };

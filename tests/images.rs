@@ -10,24 +10,8 @@ mod common;
 
 use common::agent::Agent;
 use common::intention::Module;
-use common::registry::{Registry, Tls};
+use common::registry::{Registry, Tls, Trusted, docker_engine};
 use common::*;
-
-/// The Docker Engine's CLI, whichever engine the suite runs against: the
-/// test images are pushed from it.
-fn docker_engine(args: &[&str]) -> String {
-    let o = std::process::Command::new("docker")
-        .env("DOCKER_HOST", "unix:///var/run/docker.sock")
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "docker {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
-}
 
 /// Pushes a new image to `repo:tag` of a plain registry, from the Docker
 /// Engine (which keeps nothing of it); returns its image ID there.
@@ -46,29 +30,6 @@ fn push(reg: &Registry, repo: &str, tag: &str) -> String {
     let id = docker_engine(&["image", "inspect", "--format", "{{.Id}}", &target]);
     docker_engine(&["rmi", &target]);
     id
-}
-
-/// Podman trusts the test CA for this registry while it lives.
-struct Trusted(Option<std::path::PathBuf>);
-
-impl Trusted {
-    fn new(tls: &Tls, addr: &str) -> Trusted {
-        if !on_podman() {
-            return Trusted(None);
-        }
-        let dir = std::path::PathBuf::from(format!("/etc/containers/certs.d/{addr}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::copy(&tls.ca, dir.join("ca.crt")).unwrap();
-        Trusted(Some(dir))
-    }
-}
-
-impl Drop for Trusted {
-    fn drop(&mut self) {
-        if let Some(d) = &self.0 {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
 }
 
 #[test]

@@ -332,6 +332,9 @@ pub struct Syncer {
     /// What the node trusts and what the plane asks of the updater: the
     /// one place both are kept, and how the updater hears of them.
     asks: watch::Sender<PlaneAsk>,
+    /// Where the image policy the held documents compose is said (the
+    /// pass and the reloads listen).
+    images: Option<watch::Sender<crate::model::image_policy::Known>>,
     /// The allow-list's last look: the ETag of the list held (asked
     /// conditionally) and why the plane's was not taken, while so.
     allow_list: Mutex<AllowListLook>,
@@ -389,8 +392,34 @@ impl Syncer {
             held: Mutex::new(held::Held::default()),
             metrics,
             asks,
+            images: None,
             allow_list: Mutex::new(AllowListLook::default()),
         })
+    }
+
+    /// Says the image policy the held documents compose on `images`.
+    pub fn with_image_policy(
+        mut self,
+        images: watch::Sender<crate::model::image_policy::Known>,
+    ) -> Syncer {
+        self.images = Some(images);
+        self
+    }
+
+    /// The image policy in force from now on; the pass is woken when it
+    /// changed.
+    fn police(&self, policy: crate::model::image_policy::Policy) {
+        use crate::model::image_policy::Known;
+        let Some(tx) = &self.images else { return };
+        let changed = tx.send_if_modified(|k| {
+            let new = Known::Is(Arc::new(policy));
+            let changed = *k != new;
+            *k = new;
+            changed
+        });
+        if changed {
+            self.wake.notify_one();
+        }
     }
 
     /// The HTTP client (the reporter shares it).
@@ -476,8 +505,10 @@ impl Syncer {
         *self.mem() = held::Held::loaded(held.clone(), contact, groups, mono());
         self.show();
         self.judge_floors().await;
-        if let Some(h) = &held {
-            self.take_again(h).await;
+        match &held {
+            Some(h) => self.take_again(h).await,
+            // Nothing held: no document asks anything of an image yet.
+            None => self.police(crate::model::image_policy::Policy::default()),
         }
         Ok(())
     }
@@ -876,7 +907,7 @@ impl Syncer {
         self.mem().node_groups = followed.groups.clone();
         let revision = held.revision;
         let c = if desired.groups.is_empty() {
-            Composition::alone(desired.modules)
+            Composition::alone(desired.modules, desired.images)
         } else {
             let now = self.now(Some(held).filter(|_| follow));
             match self.compose(desired, envelope, BTreeMap::new(), now).await {
@@ -1232,7 +1263,7 @@ impl Syncer {
                 let c = if d.groups.is_empty() {
                     // Moved, not copied: the parsed modules and the fetched
                     // bytes are the only copies of the document in memory.
-                    Composition::alone(d.modules)
+                    Composition::alone(d.modules, d.images)
                 } else {
                     let mut budget = Budget::default();
                     // It fits: one document's limits are within the total's.
@@ -1260,6 +1291,7 @@ impl Syncer {
                     modules,
                     writes,
                     standings,
+                    images,
                 } = c;
                 let (h2, c2, bytes) = (new.clone(), contact.clone(), body);
                 let adopted = self
@@ -1279,6 +1311,7 @@ impl Syncer {
                 match adopted {
                     Ok((adoption, writes)) => {
                         crate::host::crash_point("plane:after-adopt");
+                        self.police(images);
                         self.composed(writes, standings);
                         self.mem().adopted(
                             new,
@@ -1354,17 +1387,20 @@ struct Composition {
     modules: BTreeMap<crate::model::names::ModuleName, crate::model::intention::Intention>,
     writes: Vec<(GroupName, StoredGroup)>,
     standings: Vec<GroupStanding>,
+    images: crate::model::image_policy::Policy,
 }
 
 impl Composition {
-    /// A node document without groups: its own modules.
+    /// A node document without groups: its own modules and image policy.
     fn alone(
         modules: BTreeMap<crate::model::names::ModuleName, crate::model::intention::Intention>,
+        images: crate::model::image_policy::Rules,
     ) -> Composition {
         Composition {
             modules,
             writes: Vec::new(),
             standings: Vec::new(),
+            images: crate::model::image_policy::Policy::of_node(images),
         }
     }
 }
@@ -1729,6 +1765,7 @@ impl Syncer {
         }
         Ok(Composition {
             modules: composed.modules,
+            images: composed.images,
             writes,
             standings: composed.groups,
         })
@@ -1758,6 +1795,7 @@ impl Syncer {
             modules,
             writes,
             standings,
+            images,
         } = c;
         let (a, writes) = self
             .store
@@ -1777,6 +1815,7 @@ impl Syncer {
                 );
             }
         }
+        self.police(images);
         if a.changed() {
             self.wake.notify_one();
         }

@@ -68,10 +68,10 @@ pub fn at_once(resolved: &Resolved, step: Step) -> Result<ModuleReport, Step> {
         Step::Pulling {
             module,
             container,
-            image,
+            doing,
         } => {
             let mut r = report(&module, Action::Pulling, container);
-            r.error = Some(format!("image {image} is being pulled"));
+            r.error = Some(doing);
             Ok(r)
         }
         Step::Conflict { module, container } => {

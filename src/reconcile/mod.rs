@@ -45,6 +45,7 @@ use crate::store::{EventKind, Store, StoreError};
 pub mod check;
 pub mod collect;
 pub mod execute;
+pub mod gate;
 pub mod observe;
 pub mod plan;
 pub mod prepare;
@@ -126,6 +127,9 @@ pub struct Reconciler {
     baselines: HashMap<String, u32>,
     retries: retry::Retries,
     pulls: resolve::Pulls,
+    /// The image policy's checks, and where the policy in force is said.
+    gate: gate::Gate,
+    image_policy: Option<tokio::sync::watch::Receiver<crate::model::image_policy::Known>>,
     /// Each module's last target, made again only when what it is made
     /// from moves.
     made: resolve::Made,
@@ -182,6 +186,8 @@ impl Reconciler {
             baselines: HashMap::new(),
             retries: retry::Retries::default(),
             pulls: resolve::Pulls::default(),
+            gate: gate::Gate::default(),
+            image_policy: None,
             made: resolve::Made::default(),
             lost: BTreeSet::new(),
             agent: None,
@@ -209,6 +215,17 @@ impl Reconciler {
     /// is measured, and the store keeps a reserve on it).
     pub fn set_disk(&mut self, policy: crate::model::disk::Policy, data_dir: PathBuf) {
         self.steward = collect::Steward::new(policy, data_dir, PathBuf::from(LOG_DIR));
+    }
+
+    /// Images are let through as the policy `policy` says (the plane's
+    /// documents compose it), checked with `registries`.
+    pub fn set_image_policy(
+        &mut self,
+        policy: tokio::sync::watch::Receiver<crate::model::image_policy::Known>,
+        registries: Result<Arc<crate::registry::client::Registries>, String>,
+    ) {
+        self.gate.set_registries(registries);
+        self.image_policy = Some(policy);
     }
 
     /// Pulls are checked for room first with this.
@@ -588,7 +605,8 @@ impl Reconciler {
 
     /// Image pulls run in the background and wake `wake` when they end.
     pub fn wake_on_pulls(&mut self, wake: Arc<tokio::sync::Notify>) {
-        self.pulls.wake = Some(wake);
+        self.pulls.wake = Some(wake.clone());
+        self.gate.wake = Some(wake);
     }
 
     /// Image pulls are waited for within the pass (for one pass alone).
@@ -976,6 +994,10 @@ impl Reconciler {
             .default_logging
             .as_ref()
             .map(|l| engine.flavour().node_logging(l));
+        if let Some(p) = &self.image_policy {
+            let known = p.borrow().clone();
+            self.gate.set_policy(known);
+        }
         let mut resolved = resolve::against_engine(
             resolve::EngineSide {
                 engine,
@@ -987,6 +1009,7 @@ impl Reconciler {
                 made: &mut self.made,
                 device: self.device.as_ref(),
                 keyed: self.keyed.as_ref(),
+                gate: &mut self.gate,
             },
             host,
             &self.node,

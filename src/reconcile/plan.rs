@@ -98,13 +98,14 @@ pub enum Want<T> {
         /// `always` or `unless-stopped`).
         engine_restarts: bool,
     },
-    /// Its image is being pulled (in the background: no other module waits
-    /// for it): leave its container as it is until the image is there.
+    /// Its image is being pulled, or checked against the image policy (in
+    /// the background: no other module waits for it): leave its container
+    /// as it is until the image is there.
     Pull {
         /// The module.
         name: ModuleName,
-        /// The image reference.
-        image: String,
+        /// What is under way, said as the module's error.
+        doing: String,
     },
 }
 
@@ -219,8 +220,8 @@ pub enum Step {
         module: ModuleName,
         /// Its container, if any.
         container: Option<String>,
-        /// The image.
-        image: String,
+        /// What is under way (the image being pulled or checked).
+        doing: String,
     },
     /// A container this node does not manage holds the module's name.
     Conflict {
@@ -354,11 +355,11 @@ pub fn plan<'a, T: Runs + 'a>(
                 });
                 continue;
             }
-            Want::Pull { image, .. } => {
+            Want::Pull { doing, .. } => {
                 steps.push(Step::Pulling {
                     module: name.clone(),
                     container: at_name.map(|c| c.id.clone()),
-                    image: image.clone(),
+                    doing: doing.clone(),
                 });
                 continue;
             }
@@ -697,7 +698,7 @@ mod tests {
                 "a module whose image is being pulled keeps its container",
                 vec![Want::Pull {
                     name: m("a"),
-                    image: "img:2".into(),
+                    doing: "image img:2 is being pulled".into(),
                 }],
                 vec![container(
                     "c1",
@@ -710,7 +711,7 @@ mod tests {
                 vec![Step::Pulling {
                     module: m("a"),
                     container: Some("c1".into()),
-                    image: "img:2".into(),
+                    doing: "image img:2 is being pulled".into(),
                 }],
             ),
             (

@@ -29,6 +29,7 @@ use crate::model::names::{Digest, DigestKey, InputName, ModuleName, NodeId};
 use crate::model::reload::UpdateState;
 use crate::model::sealed::{Device, Opened, Text};
 use crate::model::spec::{self, Desired, Inputs};
+use crate::reconcile::gate::Admit;
 use crate::reconcile::plan::Want;
 use crate::reconcile::retry::{Retries, Tuning};
 use crate::store::Entry;
@@ -580,6 +581,8 @@ pub struct EngineSide<'a, E> {
     /// The key every input's digest is keyed with, when they are
     /// (`keyed_digests = true`).
     pub keyed: Option<&'a DigestKey>,
+    /// The image policy's checks.
+    pub gate: &'a mut crate::reconcile::gate::Gate,
 }
 
 /// Completes each module's target with its image ID. An image the engine
@@ -603,17 +606,31 @@ pub async fn against_engine<E: Engine>(
         made,
         device,
         keyed,
+        gate,
     } = side;
     pulls.collect(retries, tuning);
+    gate.collect(now);
     let mut images = Images::new(engine.list_images().await?);
-    // `stead run --once`: every missing image is pulled now, together.
+    // `stead run --once`: every image checked, then every missing one
+    // pulled now, together.
     if pulls.wait {
-        let missing: BTreeSet<&str> = host
+        for h in host.iter().filter(|h| h.read.is_ok()) {
+            gate.admit(&h.intention.image, &images, now);
+        }
+        gate.join().await;
+        let missing: BTreeSet<String> = host
             .iter()
-            .filter(|h| h.read.is_ok() && images.find(&h.intention.image).is_none())
-            .map(|h| h.intention.image.as_str())
+            .filter(|h| h.read.is_ok())
+            .filter_map(|h| match gate.admit(&h.intention.image, &images, now) {
+                Admit::Free => images
+                    .find(&h.intention.image)
+                    .is_none()
+                    .then(|| h.intention.image.clone()),
+                Admit::Pull(pinned) => Some(pinned),
+                _ => None,
+            })
             .into_set();
-        for image in missing {
+        for image in &missing {
             if retries.pull_held_back(image, now).is_none() {
                 pulls.start(engine, image);
             }
@@ -646,21 +663,39 @@ pub async fn against_engine<E: Engine>(
                 continue;
             }
         };
-        let image_id = match images.find(&i.image).map(|img| spec::image_digest(&img.id)) {
+        // What the image policy lets through: the reference as named, the
+        // verified image, or its verified digest to pull.
+        let image = match gate.admit(&i.image, &images, now) {
+            Admit::Free => i.image.clone(),
+            Admit::Run(id) => id,
+            Admit::Pull(pinned) => pinned,
+            Admit::Check(doing) => {
+                out.wants.insert(name.clone(), Want::Pull { name, doing });
+                continue;
+            }
+            Admit::Hold(why, at) => {
+                if let Some(at) = at {
+                    out.retry_at.insert(name.clone(), at);
+                }
+                out.hold(&name, &why);
+                continue;
+            }
+        };
+        let image_id = match images.find(&image).map(|img| spec::image_digest(&img.id)) {
             Some(Ok(id)) => id,
             Some(Err(e)) => {
                 out.hold(&name, &format!("image: {e}"));
                 continue;
             }
             None => {
-                missing.insert(i.image.clone());
-                if let Some(h) = retries.pull_held_back(&i.image, now) {
+                missing.insert(image.clone());
+                if let Some(h) = retries.pull_held_back(&image, now) {
                     out.retry_at.insert(name.clone(), h.next_at);
                     out.hold(
                         &name,
                         &format!(
                             "image: {} is not present: the pull failed ({})",
-                            i.image,
+                            image,
                             h.last_error.as_deref().unwrap_or("no reason given")
                         ),
                     );
@@ -671,26 +706,21 @@ pub async fn against_engine<E: Engine>(
                         &name,
                         &format!(
                             "image: {} is not present: the pull brought no such image",
-                            i.image
+                            image
                         ),
                     );
                     continue;
                 }
-                if !pulls.in_flight.contains_key(&i.image) {
+                if !pulls.in_flight.contains_key(&image) {
                     tracing::info!(
                         module = name.as_str(),
-                        image = i.image,
+                        image = image.as_str(),
                         "image not present; pulling"
                     );
-                    pulls.start(engine, &i.image);
+                    pulls.start(engine, &image);
                 }
-                out.wants.insert(
-                    name.clone(),
-                    Want::Pull {
-                        name,
-                        image: i.image.clone(),
-                    },
-                );
+                let doing = format!("image {image} is being pulled");
+                out.wants.insert(name.clone(), Want::Pull { name, doing });
                 continue;
             }
         };

@@ -288,6 +288,94 @@ impl Registries {
         })
     }
 
+    /// The sigstore signatures the registry holds for the manifest
+    /// `digest` of `r`'s repository: cosign's signature manifest at the
+    /// tag `sha256-<hex>.sig`, each simple-signing layer's payload (checked
+    /// against its digest) with the signature its annotation carries. No
+    /// such manifest is no signature.
+    pub async fn signatures(
+        &self,
+        r: &Reference,
+        digest: &str,
+    ) -> Result<Vec<crate::model::image_policy::Signature>, RegistryError> {
+        use crate::model::image_policy::{
+            MAX_PAYLOAD, MAX_SIGNATURES, SIGNATURE_ANNOTATION, SIMPLE_SIGNING, Signature,
+        };
+        let tag = format!("{}.sig", digest.replacen(':', "-", 1));
+        let a = match self.manifest(r, &tag).await {
+            Ok(a) => a,
+            Err(RegistryError::Status { status: 404, .. }) => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let doc: Manifest = serde_json::from_slice(&a.body)
+            .map_err(|e| malformed(r, Object::Manifest, &format!("{tag}: {e}")))?;
+        let mut out = Vec::new();
+        for l in doc
+            .layers
+            .unwrap_or_default()
+            .into_iter()
+            .take(MAX_SIGNATURES)
+        {
+            if l.media_type.as_deref() != Some(SIMPLE_SIGNING) {
+                continue;
+            }
+            let Some(sig) = l.annotations.get(SIGNATURE_ANNOTATION) else {
+                continue;
+            };
+            if !is_digest(&l.digest) {
+                continue;
+            }
+            let path = format!("/v2/{}/blobs/{}", r.repository, l.digest);
+            let b = self
+                .call(r, Method::GET, &path, &[], Object::Blob, MAX_PAYLOAD)
+                .await?;
+            check_digest(r, Object::Blob, &l.digest, &b.body)?;
+            out.push(Signature {
+                payload: b.body.to_vec(),
+                signature: sig.clone(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// The in-toto attestations the registry holds for the manifest
+    /// `digest` (cosign's attestation manifest at the tag
+    /// `sha256-<hex>.att`): each DSSE envelope layer's bytes, checked
+    /// against its digest. No such manifest is none.
+    pub async fn attestations(
+        &self,
+        r: &Reference,
+        digest: &str,
+    ) -> Result<Vec<Vec<u8>>, RegistryError> {
+        use crate::model::image_policy::{DSSE_ENVELOPE, MAX_ATTESTATION, MAX_SIGNATURES};
+        let tag = format!("{}.att", digest.replacen(':', "-", 1));
+        let a = match self.manifest(r, &tag).await {
+            Ok(a) => a,
+            Err(RegistryError::Status { status: 404, .. }) => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let doc: Manifest = serde_json::from_slice(&a.body)
+            .map_err(|e| malformed(r, Object::Manifest, &format!("{tag}: {e}")))?;
+        let mut out = Vec::new();
+        for l in doc
+            .layers
+            .unwrap_or_default()
+            .into_iter()
+            .take(MAX_SIGNATURES)
+        {
+            if l.media_type.as_deref() != Some(DSSE_ENVELOPE) || !is_digest(&l.digest) {
+                continue;
+            }
+            let path = format!("/v2/{}/blobs/{}", r.repository, l.digest);
+            let b = self
+                .call(r, Method::GET, &path, &[], Object::Blob, MAX_ATTESTATION)
+                .await?;
+            check_digest(r, Object::Blob, &l.digest, &b.body)?;
+            out.push(b.body.to_vec());
+        }
+        Ok(out)
+    }
+
     /// The layers (digest, compressed size) of the image a tag or digest
     /// names, for `platform` when it is an index: manifests only, no blob.
     pub async fn layers(
@@ -633,6 +721,10 @@ struct Descriptor {
     digest: String,
     platform: Option<PlatformDoc>,
     size: Option<u64>,
+    #[serde(rename = "mediaType", default)]
+    media_type: Option<String>,
+    #[serde(default)]
+    annotations: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(serde::Deserialize)]

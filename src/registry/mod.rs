@@ -7,4 +7,5 @@ pub mod auth;
 pub mod client;
 pub mod error;
 pub mod room;
+pub mod signed;
 pub mod tags;

@@ -57,6 +57,9 @@ pub enum Failure {
     /// fetched; retried, since room may be freed.
     #[error("{0}")]
     NoRoom(String),
+    /// The version found is not signed as the image policy asks: decided.
+    #[error("{0}")]
+    Unsigned(String),
     /// Fetching a file over HTTP (an update of stead itself: its release
     /// statement or binary), and how it went wrong.
     #[error("{0}")]
@@ -133,7 +136,7 @@ pub fn classify(f: &Failure) -> Verdict {
             EngineFailure::Answered(0) => pull_message(message),
             EngineFailure::Answered(_) => Verdict::Decided,
         },
-        Failure::Floor { .. } => Verdict::Decided,
+        Failure::Floor { .. } | Failure::Unsigned(_) => Verdict::Decided,
         Failure::Internal(_) | Failure::NoRoom(_) => transient,
         Failure::Fetch(_, f) => match f {
             FetchFailure::Transport(
@@ -208,6 +211,11 @@ mod tests {
             ("408", status(408), t.clone()),
             ("429", status(429), t.clone()),
             ("404", status(404), d.clone()),
+            (
+                "not signed as the image policy asks",
+                Failure::Unsigned("image r/a:1 (sha256:…): refused by the image policy".into()),
+                d.clone(),
+            ),
             (
                 "fetch 503",
                 fetch(FetchFailure::Status(503, None)),

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 use crate::engine::Engine;
 use crate::model::intention::Intention;
@@ -98,6 +98,8 @@ pub struct Executor {
     pub lane_done: Arc<Notify>,
     /// Whether a pull fits, checked before it starts.
     room: Option<Arc<crate::registry::room::Room>>,
+    /// The image policy in force, when a plane says one.
+    image_policy: Option<watch::Receiver<crate::model::image_policy::Known>>,
 }
 
 /// Stops every lane when dropped (the engine was lost: what the lanes
@@ -154,6 +156,7 @@ impl Executor {
             lanes: Mutex::default(),
             lane_done: Arc::default(),
             room: None,
+            image_policy: None,
         }
     }
 
@@ -166,6 +169,15 @@ impl Executor {
     /// Checks each landing's pull for room with this first.
     pub fn with_room(mut self, room: Option<Arc<crate::registry::room::Room>>) -> Executor {
         self.room = room;
+        self
+    }
+
+    /// Lands only versions signed as the image policy `policy` says.
+    pub fn with_image_policy(
+        mut self,
+        policy: Option<watch::Receiver<crate::model::image_policy::Known>>,
+    ) -> Executor {
+        self.image_policy = policy;
         self
     }
 
@@ -519,6 +531,8 @@ impl Executor {
             .await?;
         item.found_version = Some(version.tag.clone());
         item.found_digest = Some(head.digest.clone());
+        self.signed(registries, &base.with_tag(&version.tag), &head.digest, item)
+            .await?;
         // A registry's text: clipped before it reaches the store.
         item.found_floor = config
             .labels
@@ -571,6 +585,44 @@ impl Executor {
             );
         }
         Ok(())
+    }
+
+    /// Whether the version found (`candidate`, its manifest `digest`) is
+    /// signed as the image policy asks: a refusal is decided, and says
+    /// why; a registry that does not answer is not.
+    async fn signed(
+        &self,
+        registries: &Registries,
+        candidate: &Reference,
+        digest: &str,
+        item: &mut Item,
+    ) -> Result<(), Failure> {
+        use crate::model::image_policy::Known;
+        use crate::registry::signed::{Unchecked, check_at};
+        let policy = match self.image_policy.as_ref().map(|p| p.borrow().clone()) {
+            None => return Ok(()),
+            Some(Known::NotYet) => {
+                return Err(Failure::Internal(
+                    "the image policy is not known yet (the plane's documents are being read)"
+                        .into(),
+                ));
+            }
+            Some(Known::Is(p)) => p,
+        };
+        let asks = policy.asks(candidate);
+        if asks.is_empty() {
+            return Ok(());
+        }
+        match check_at(registries, &self.platform, &asks, candidate, digest).await {
+            Ok(_) => Ok(()),
+            Err(Unchecked::Unreachable(e)) => Err(Failure::Registry(e)),
+            Err(Unchecked::Refused { digest, why }) => {
+                let said =
+                    format!("image {candidate} ({digest}): refused by the image policy: {why}");
+                item.decision = format!("refused — {said}");
+                Err(Failure::Unsigned(said))
+            }
+        }
     }
 
     /// Activates the landed versions (the one restart) and measures them.

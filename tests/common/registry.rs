@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{IMAGE_1, docker_ok};
+use super::IMAGE_1;
 
 /// A registry process; killed on drop.
 pub struct Registry {
@@ -180,6 +180,46 @@ enum Auth<'a> {
     Token(&'a str, &'a Path),
 }
 
+/// The Docker Engine's CLI, whichever engine the suite runs against: the
+/// test images are pushed from it.
+pub fn docker_engine(args: &[&str]) -> String {
+    let o = Command::new("docker")
+        .env("DOCKER_HOST", "unix:///var/run/docker.sock")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "docker {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// Podman trusts the test CA for this registry while it lives (Podman
+/// pulls plain HTTP from no registry it is not told is insecure).
+pub struct Trusted(Option<PathBuf>);
+
+impl Trusted {
+    pub fn new(tls: &Tls, addr: &str) -> Trusted {
+        if !super::on_podman() {
+            return Trusted(None);
+        }
+        let dir = PathBuf::from(format!("/etc/containers/certs.d/{addr}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(&tls.ca, dir.join("ca.crt")).unwrap();
+        Trusted(Some(dir))
+    }
+}
+
+impl Drop for Trusted {
+    fn drop(&mut self) {
+        if let Some(d) = &self.0 {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
 /// A free loopback port (bound and released: the registry takes it next).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -293,7 +333,7 @@ impl Registry {
     /// its manifest digest.
     pub fn push_changed(&self, repo: &str, tag: &str, changes: &[&str]) -> (String, String) {
         let target = format!("{}/{repo}:{tag}", self.addr);
-        let tmp = docker_ok(&["create", IMAGE_1, "true"]);
+        let tmp = docker_engine(&["create", IMAGE_1, "true"]);
         let mut args = vec!["commit".to_string()];
         // A label that differs per push, so every push is its own image.
         args.push("--change".into());
@@ -305,11 +345,11 @@ impl Registry {
         args.push(tmp.clone());
         args.push(target.clone());
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
-        docker_ok(&a);
-        docker_ok(&["rm", &tmp]);
-        docker_ok(&["push", &target]);
-        let id = docker_ok(&["image", "inspect", "--format", "{{.Id}}", &target]);
-        let digests = docker_ok(&[
+        docker_engine(&a);
+        docker_engine(&["rm", &tmp]);
+        docker_engine(&["push", &target]);
+        let id = docker_engine(&["image", "inspect", "--format", "{{.Id}}", &target]);
+        let digests = docker_engine(&[
             "image",
             "inspect",
             "--format",

@@ -284,6 +284,7 @@ impl Names for Desired {
                 .chain(self.overrides.keys())
                 .collect(),
             agent: self.agent.is_some(),
+            policy: !self.images.0.is_empty(),
         }
     }
 
@@ -304,6 +305,7 @@ impl Names for GroupDesired {
             groups: Vec::new(),
             modules: self.modules.keys().chain(previous(self).keys()).collect(),
             agent: false,
+            policy: !self.images.0.is_empty(),
         }
     }
 
@@ -1397,6 +1399,9 @@ mod authority_tests {
             ("team A's key, another team's group", g("edge-us", &[("web", "a:1")], json!({})), vec![&ci_a], "out-of-scope", "delegation team-a (key "),
             ("the same names the group and its groups", g("edge-us", &[("web", "a:1")], json!({})), vec![&ci_a], "out-of-scope", "group edge-us is not one of its groups (edge-eu, edge-eu-lab)"),
             ("team A's key, a node's document", n(&[("web", "a:1")], json!({})), vec![&ci_a], "out-of-scope", "a node's document is signed only by the root's document keys or a delegation with a module prefix"),
+            ("team A's key, its group with an image policy", g("edge-eu", &[("web", "a:1")], json!({"images": [{"scope": "*", "require": "none"}]})), vec![&ci_a], "out-of-scope", "it carries an image policy (images)"),
+            ("team B's key, a node's document with an image policy", n(&[("b-web", "a:1")], json!({"images": [{"scope": "*", "require": "none"}]})), vec![&ci_b], "out-of-scope", "only the root's document keys set one"),
+            ("the document key, an image policy", g("edge-us", &[("web", "a:1")], json!({"images": [{"scope": "*", "require": "none"}]})), vec![&online], "adopt", ""),
             ("team A's key beside the document key", g("edge-us", &[("web", "a:1")], json!({})), vec![&ci_a, &online], "adopt", ""),
             ("team B's key, any group, its modules", g("edge-us", &[("b-web", "a:1"), ("b-db", "a:1")], json!({})), vec![&ci_b], "adopt", ""),
             ("team B's key, a module outside its prefix", g("edge-us", &[("b-web", "a:1"), ("web", "a:1")], json!({})), vec![&ci_b], "out-of-scope", "module web does not start with its prefix \"b-\""),

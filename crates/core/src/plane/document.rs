@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::model::fleet::{GroupName, Override};
+use crate::model::image_policy::Rules;
 use crate::model::intention::Intention;
 use crate::model::names::{ModuleName, NodeId, SettingKey};
 use crate::model::time::parse_duration;
@@ -111,6 +112,9 @@ pub struct Desired {
     pub remove: BTreeSet<ModuleName>,
     /// Group modules it runs with its own settings or image.
     pub overrides: BTreeMap<ModuleName, Override>,
+    /// Which images may run (`images`: signatures required per registry or
+    /// repository).
+    pub images: Rules,
 }
 
 /// The version of stead itself a document asks for: where its signed
@@ -188,6 +192,8 @@ struct DesiredDoc {
     remove: Vec<String>,
     #[serde(default)]
     overrides: BTreeMap<String, OverrideDoc>,
+    #[serde(default)]
+    images: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -248,6 +254,7 @@ impl Desired {
         };
         let modules = check_modules("modules", doc.modules)?;
         let (groups, remove, overrides) = check_fleet(doc.groups, doc.remove, doc.overrides)?;
+        let images = check_images(doc.images)?;
         Ok(Desired {
             node,
             revision: doc.revision,
@@ -260,7 +267,16 @@ impl Desired {
             groups,
             remove,
             overrides,
+            images,
         })
+    }
+}
+
+/// A document's image policy (`images`), each fault named by its rule.
+pub(crate) fn check_images(v: Option<serde_json::Value>) -> Result<Rules, DocumentError> {
+    match v {
+        None => Ok(Rules::default()),
+        Some(v) => Rules::parse(v).map_err(|(at, m)| DocumentError::new(format!("images{at}"), m)),
     }
 }
 

@@ -30,21 +30,7 @@ pub const MAX_SIGNATURES: usize = 16;
 /// document can ask for.
 pub const MAX_TRIALS: usize = 32;
 
-/// The DSSE v1 pre-authentication encoding, the bytes a signature covers:
-/// `"DSSEv1" SP LEN(type) SP type SP LEN(body) SP body`, each LEN the byte
-/// length in ASCII decimal.
-pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(payload_type.len() + payload.len() + 32);
-    out.extend_from_slice(b"DSSEv1 ");
-    out.extend_from_slice(payload_type.len().to_string().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(payload_type.as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(payload.len().to_string().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(payload);
-    out
-}
+pub use crate::model::dsse::pae;
 
 /// A DSSE envelope: a payload, its type, and signatures over both.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -53,6 +53,9 @@ pub struct GroupDesired {
     /// The revision devices run until their turn: required with a
     /// rollout, below this revision.
     pub previous: Option<Previous>,
+    /// Which images may run on the group's devices (`images`), whatever
+    /// revision its rollout gives them.
+    pub images: crate::model::image_policy::Rules,
 }
 
 /// The revision a rollout moves devices from.
@@ -74,6 +77,8 @@ struct GroupDoc {
     rollout: Option<RolloutDoc>,
     #[serde(default)]
     previous: Option<PreviousDoc>,
+    #[serde(default)]
+    images: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -151,6 +156,7 @@ impl GroupDesired {
             modules,
             rollout,
             previous,
+            images: crate::plane::document::check_images(doc.images)?,
         })
     }
 }
@@ -257,6 +263,8 @@ impl GroupStanding {
 pub struct Composed {
     pub modules: BTreeMap<ModuleName, Intention>,
     pub groups: Vec<GroupStanding>,
+    /// Which images may run: the node document's rules and each group's.
+    pub images: crate::model::image_policy::Policy,
 }
 
 /// A node's modules from its document and its groups' (`groups`, by name:
@@ -286,6 +294,7 @@ pub fn compose_owned(
 ) -> Result<Composed, ComposeError> {
     let mut standings = Vec::with_capacity(node.groups.len());
     let mut taken = Vec::with_capacity(node.groups.len());
+    let mut images = crate::model::image_policy::Policy::of_node(node.images.clone());
     for name in &node.groups {
         let Some(held) = groups.remove(name) else {
             return Err(ComposeError(format!(
@@ -293,6 +302,7 @@ pub fn compose_owned(
             )));
         };
         let d = held.desired;
+        images.add_group(name.as_str(), d.images.clone());
         let take = d
             .rollout
             .as_ref()
@@ -341,6 +351,7 @@ pub fn compose_owned(
     Ok(Composed {
         modules,
         groups: standings,
+        images,
     })
 }
 

@@ -117,6 +117,9 @@ pub struct Named<'a> {
     pub modules: Vec<&'a ModuleName>,
     /// Whether it asks for a version of stead itself.
     pub agent: bool,
+    /// Whether it carries an image policy (`images`), which applies to
+    /// every image of the node, whoever's module it is.
+    pub policy: bool,
 }
 
 impl Delegation {
@@ -165,6 +168,12 @@ impl Delegation {
                     );
                 }
             }
+        }
+        if named.policy {
+            return Some(
+                "it carries an image policy (images), which covers every module of the node: only the root's document keys set one"
+                    .into(),
+            );
         }
         if let Some(prefix) = &self.modules
             && let Some(m) = named
@@ -741,12 +750,14 @@ mod tests {
             groups: vec![],
             modules: ms,
             agent: false,
+            policy: false,
         };
         let node = |gs: Vec<&'static GroupName>, ms: Vec<&'static ModuleName>, agent| Named {
             group: None,
             groups: gs,
             modules: ms,
             agent,
+            policy: false,
         };
         let (eu, us, web, a_web): (&'static _, &'static _, &'static _, &'static _) = (
             Box::leak(Box::new(eu)),
@@ -768,6 +779,10 @@ mod tests {
             ("a node's, its group", d(&[eu], Some("a-")), node(vec![eu], vec![a_web], false), None),
             ("a node's, asking for stead", d(&[eu], Some("a-")), node(vec![eu], vec![a_web], true), Some("asks for a version of stead")),
             ("a node's, outside its prefix", d(&[eu], Some("a-")), node(vec![eu], vec![web], false), Some("module web")),
+            ("its group, an image policy", d(&[eu], None), Named { policy: true, ..group(eu, vec![web]) }, Some("it carries an image policy")),
+            ("a node's, an image policy", d(&[eu], Some("a-")), Named { policy: true, ..node(vec![eu], vec![a_web], false) }, Some("only the root's document keys set one")),
+            ("its group, an image policy", d(&[eu], None), Named { policy: true, ..group(eu, vec![web]) }, Some("it carries an image policy")),
+            ("a node's, an image policy", d(&[eu], Some("a-")), Named { policy: true, ..node(vec![eu], vec![a_web], false) }, Some("only the root's document keys set one")),
         ];
         for (what, d, named, says) in cases {
             match (d.out_of_scope(&named), says) {

@@ -1,0 +1,106 @@
+//! Whether an image may run under the node's image policy, asked of its
+//! registry: the manifest digest a tag names now (or the one a reference
+//! pins), the sigstore signatures held for it, the core's verdict on them
+//! ([`crate::model::image_policy::judge`]), and the config digest the
+//! verified manifest names for this platform: the image ID that may run.
+//! A refusal is decided (a signature will not appear by asking again); a
+//! registry that does not answer is not.
+
+use crate::model::image_policy::{Rule, judge};
+use crate::model::reference::Reference;
+use crate::registry::client::{Platform, Registries};
+use crate::registry::error::RegistryError;
+
+/// An image found signed as the policy asks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checked {
+    /// The manifest (or index) digest verified.
+    pub manifest: String,
+    /// The config digest it names for this platform: the image ID.
+    pub config: String,
+    /// Per document, the key that signed it.
+    pub by: Vec<(String, String)>,
+}
+
+impl Checked {
+    /// Whether the engine's image `id` is the one the verified manifest
+    /// names (its config, or the manifest itself on an engine that names
+    /// images by their manifest).
+    pub fn runs_as(&self, id: &str) -> bool {
+        id == self.config || id == self.manifest
+    }
+}
+
+/// Why an image is not let through.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unchecked {
+    /// Its signatures do not satisfy the policy: decided.
+    Refused {
+        /// The manifest digest looked at.
+        digest: String,
+        /// Why.
+        why: String,
+    },
+    /// The registry could not be asked: tried again later.
+    Unreachable(RegistryError),
+}
+
+/// Checks `image` against what the policy asks of it (`asks`, not empty):
+/// the manifest it pins, or the one its tag names now.
+pub async fn check(
+    registries: &Registries,
+    platform: &Platform,
+    asks: &[(&str, &Rule)],
+    image: &Reference,
+) -> Result<Checked, Unchecked> {
+    let digest = match &image.digest {
+        Some(d) => d.clone(),
+        None => {
+            registries
+                .head(image)
+                .await
+                .map_err(Unchecked::Unreachable)?
+                .digest
+        }
+    };
+    check_at(registries, platform, asks, image, &digest).await
+}
+
+/// Checks the manifest `digest` of `image` (named by its tag, or pinned)
+/// against what the policy asks of it.
+pub async fn check_at(
+    registries: &Registries,
+    platform: &Platform,
+    asks: &[(&str, &Rule)],
+    image: &Reference,
+    digest: &str,
+) -> Result<Checked, Unchecked> {
+    // The signatures, the attestations when a rule asks for one, and the
+    // config the manifest names, asked together.
+    let attest = asks.iter().any(|(_, r)| r.attestation.is_some());
+    let (signatures, attestations, config) = tokio::join!(
+        registries.signatures(image, digest),
+        async {
+            if attest {
+                registries.attestations(image, digest).await
+            } else {
+                Ok(Vec::new())
+            }
+        },
+        registries.config(image, digest, platform)
+    );
+    let signatures = signatures.map_err(Unchecked::Unreachable)?;
+    let attestations = attestations.map_err(Unchecked::Unreachable)?;
+    let verified = judge(asks, image, digest, &signatures, &attestations).map_err(|why| {
+        Unchecked::Refused {
+            digest: digest.to_string(),
+            why,
+        }
+    })?;
+    let config = config.map_err(Unchecked::Unreachable)?;
+    Ok(Checked {
+        manifest: digest.to_string(),
+        config: config.id,
+        by: verified.by,
+    })
+}
