@@ -876,6 +876,8 @@ fn publish_and_watch_sign_nothing_over_what_they_cannot_verify_nor_twice_at_once
             threshold: 1,
         },
         documents: vec![new.public()],
+        delegations: Vec::new(),
+        allow_list: None,
     };
     let signed_root = key.sign(ROOT, &root.to_payload()).to_json();
     std::fs::create_dir_all(site.join("roots")).unwrap();

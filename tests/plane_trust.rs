@@ -406,6 +406,8 @@ fn signed_root(
             threshold: t,
         },
         documents: docs.iter().map(|k| k.public()).collect(),
+        delegations: Vec::new(),
+        allow_list: None,
     };
     let (first, rest) = by.split_first().unwrap();
     let mut env = first.sign(stead::plane::root::PAYLOAD_TYPE, &r.to_payload());

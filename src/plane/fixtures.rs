@@ -73,8 +73,11 @@ pub fn planes() -> [PlaneStatus; 2] {
                     threshold: 2,
                 },
                 documents: vec![key(3)],
+                delegations: Vec::new(),
+                allow_list: None,
             }),
             error: Some("root version 3 is signed by 1 of the root keys of version 2, which needs 2".into()),
+            allow_list: None,
         },
         taken_here: 7,
     };

@@ -4,7 +4,8 @@
 //! judges them, the one holder of the node's trust ([`trusted`]) and what
 //! the node holds from the plane as one value with pure transitions
 //! ([`held`]) are the core's (`stead_core::plane`, re-exported here:
-//! [`envelope`], [`document`], [`group`], [`accept`], [`root`]);
+//! [`envelope`], [`document`], [`group`], [`accept`], [`root`],
+//! [`allowlist`]);
 //! the publisher's side is the operator's tool, `stead-plane`.
 
 pub mod config;
@@ -13,7 +14,9 @@ pub(crate) mod fixtures;
 pub mod report;
 pub mod sync;
 
-pub use stead_core::plane::{RefusalClass, accept, document, envelope, group, held, root, trusted};
+pub use stead_core::plane::{
+    RefusalClass, accept, allowlist, document, envelope, group, held, root, trusted,
+};
 
 /// The node's clocks as they read now (nothing counted): the system
 /// clock read here, the build time the core knows.

@@ -39,6 +39,8 @@ use crate::plane::trusted::{self, TrustedSet};
 use crate::store::Store;
 use crate::store::plane::{Contact, Held, Refusal, StoredGroup};
 
+/// The allow-list of image digests, beside `root.json`.
+pub const ALLOW_LIST: &str = "allow-list.json";
 /// The longest a fetch may take.
 const FETCH_LIMIT: Duration = Duration::from_secs(30);
 /// The first back-off after a failure; it doubles up to the poll interval.
@@ -123,6 +125,9 @@ pub struct RootStatus {
     /// Why the plane's newer root was not taken, or that the one held has
     /// expired, while so (documents are judged by the root held).
     pub error: Option<String>,
+    /// The allow-list held (its version, expiry and count of images),
+    /// when the root asks for one and one is.
+    pub allow_list: Option<(u64, u64, usize)>,
 }
 
 impl RootStatus {
@@ -141,6 +146,16 @@ impl RootStatus {
             root_keys: ids(&r.root.keys),
             threshold: r.root.threshold,
             version: r.version,
+            delegations: r.delegations.iter().map(|d| d.name.clone()).collect(),
+            allow_list: r
+                .allow_list
+                .as_ref()
+                .map(|role| crate::views::AllowListView {
+                    threshold: role.threshold,
+                    version: self.allow_list.map(|l| l.0),
+                    expires: self.allow_list.map(|l| time(l.1)),
+                    images: self.allow_list.map_or(0, |l| l.2),
+                }),
         })
     }
 }
@@ -320,6 +335,16 @@ pub struct Syncer {
     /// Where the image policy the held documents compose is said (the
     /// pass and the reloads listen).
     images: Option<watch::Sender<crate::model::image_policy::Known>>,
+    /// The allow-list's last look: the ETag of the list held (asked
+    /// conditionally) and why the plane's was not taken, while so.
+    allow_list: Mutex<AllowListLook>,
+}
+
+/// The allow-list's last look ([`Syncer::follow_allow_list`]).
+#[derive(Default)]
+struct AllowListLook {
+    etag: Option<String>,
+    error: Option<String>,
 }
 
 impl Syncer {
@@ -346,6 +371,7 @@ impl Syncer {
             root: RootStatus {
                 held: Some(Root::initial(&config.trusted_keys)),
                 error: None,
+                allow_list: None,
             },
             url: url.clone(),
             reports: ReportStatus {
@@ -367,6 +393,7 @@ impl Syncer {
             metrics,
             asks,
             images: None,
+            allow_list: Mutex::new(AllowListLook::default()),
         })
     }
 
@@ -414,9 +441,13 @@ impl Syncer {
     /// Shows what is held, what is trusted and what is asked: the status
     /// is derived from them (but for the reports' own fields).
     fn show(&self) {
-        let (root, agent) = {
+        let (root, agent, allow_list) = {
             let a = self.asks.borrow();
-            (a.trusted.root().clone(), a.agent.clone())
+            let l = a
+                .trusted
+                .allow_list()
+                .map(|l| (l.version, l.expires, l.images.len()));
+            (a.trusted.root().clone(), a.agent.clone(), l)
         };
         let m = self.mem();
         let report_url = m
@@ -426,8 +457,17 @@ impl Syncer {
             .unwrap_or_else(|| self.config.default_report_url(&self.node));
         let mut st = self.shown();
         st.show(&m, |g| self.config.group_url(g));
+        // Why the plane's allow-list was not taken is said with the root's.
+        let allow_error = self.look().error.clone();
+        if let Some(e) = allow_error {
+            st.root.error = Some(match st.root.error.take() {
+                None => e,
+                Some(r) => format!("{r}; {e}"),
+            });
+        }
         st.reports.url = report_url;
         st.root.held = Some(root);
+        st.root.allow_list = allow_list;
         st.agent = agent;
     }
 
@@ -448,6 +488,18 @@ impl Syncer {
                 ),
             }
         }
+        // The allow-list taken last, read again under the root held.
+        if let Some(bytes) = self.store.blocking(|s| s.plane_allow_list()).await? {
+            let mut set = self.trusted();
+            if set.root().allow_list.is_some() {
+                match set.resume_allow_list(&bytes) {
+                    Ok(()) => self.trust(set),
+                    Err(e) => tracing::warn!(
+                        "plane: the allow-list kept in the store is not taken again ({e}); it is fetched at the next poll"
+                    ),
+                }
+            }
+        }
         let (held, contact) = self.store.blocking(|s| s.plane()).await?;
         let groups = self.store.blocking(|s| s.plane_groups()).await?;
         *self.mem() = held::Held::loaded(held.clone(), contact, groups, mono());
@@ -459,6 +511,13 @@ impl Syncer {
             None => self.police(crate::model::image_policy::Policy::default()),
         }
         Ok(())
+    }
+
+    /// The allow-list's last look.
+    fn look(&self) -> MutexGuard<'_, AllowListLook> {
+        self.allow_list
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// What the node trusts now (its one holder is `asks`).
@@ -626,6 +685,112 @@ impl Syncer {
         }
     }
 
+    /// Looks at the plane's allow-list (`allow-list.json`, asked
+    /// conditionally) when the root held asks for one, and takes it when
+    /// it is newer than the one held ([`TrustedSet::next_allow_list`]:
+    /// signed by a threshold of the root's allow-list role, not older,
+    /// not expired), kept in the store before it is trusted. One that is
+    /// not taken changes nothing and is said with the root's error.
+    async fn follow_allow_list(&self) {
+        let set = self.trusted();
+        if set.root().allow_list.is_none() {
+            let mut l = self.look();
+            *l = AllowListLook::default();
+            return;
+        }
+        let etag = match set.allow_list() {
+            Some(_) => self.look().etag.clone(),
+            None => None,
+        };
+        let url = self.plane_url(ALLOW_LIST);
+        let at = crate::net::shown(&url);
+        let got = async {
+            let uri: http::Uri = url.parse().map_err(|e| format!("{at}: {e}"))?;
+            let mut headers = HeaderMap::new();
+            if let Some(v) = etag.as_deref().and_then(|e| HeaderValue::from_str(e).ok()) {
+                headers.insert(http::header::IF_NONE_MATCH, v);
+            }
+            let a = self
+                .http
+                .send(
+                    Method::GET,
+                    uri,
+                    &headers,
+                    FETCH_LIMIT,
+                    crate::plane::allowlist::MAX_ALLOW_LIST,
+                )
+                .await
+                .map_err(|t| format!("cannot fetch {at}: {}", describe(&t)))?;
+            match a.status {
+                StatusCode::OK => {
+                    let etag = a
+                        .headers
+                        .get(http::header::ETAG)
+                        .and_then(|e| e.to_str().ok())
+                        .map(str::to_string);
+                    Ok(Some((a.body, etag)))
+                }
+                StatusCode::NOT_MODIFIED => Ok(None),
+                s => Err(format!(
+                    "the root (version {}) asks for an allow-list of images, and {at} answers HTTP {s}",
+                    set.root().version
+                )),
+            }
+        }
+        .await;
+        let (bytes, etag) = match got {
+            Ok(Some(b)) => b,
+            Ok(None) => {
+                self.look().error = None;
+                return self.show();
+            }
+            Err(e) => {
+                tracing::warn!("plane: allow-list: {e}");
+                self.look().error = Some(format!("allow-list: {e}"));
+                return self.show();
+            }
+        };
+        let node = self.mem().node.clone();
+        let now = self.now(node.as_ref());
+        let error = match set.next_allow_list(&bytes, now) {
+            Ok(None) => None,
+            Ok(Some(next)) => {
+                let kept = bytes.to_vec();
+                match self
+                    .store
+                    .blocking(move |s| s.put_plane_allow_list(&kept))
+                    .await
+                {
+                    Ok(()) => {
+                        if let Some(l) = next.allow_list() {
+                            tracing::info!(
+                                version = l.version,
+                                "plane: took allow-list version {}: {} image(s), expires {}",
+                                l.version,
+                                l.images.len(),
+                                time::format_rfc3339(l.expires)
+                            );
+                        }
+                        self.trust(next);
+                        None
+                    }
+                    Err(e) => Some(format!("allow-list: cannot keep it: {e}")),
+                }
+            }
+            Err(e) => Some(format!("allow-list not taken: {e}")),
+        };
+        let mut l = self.look();
+        if error.is_none() {
+            l.etag = etag;
+        }
+        if let Some(e) = &error {
+            tracing::warn!("plane: {e}");
+        }
+        l.error = error;
+        drop(l);
+        self.show();
+    }
+
     /// Says when the root held has expired (documents are still judged by
     /// it: a device is not frozen by a root nobody signed again, and each
     /// document carries its own expiry).
@@ -783,8 +948,10 @@ impl Syncer {
 
     /// One poll: a conditional GET, the judgement, and what it leads to.
     pub async fn poll_once(&self) -> Outcome {
-        // The root first: a key it revoked signs nothing taken from now.
+        // The root first: a key it revoked signs nothing taken from now;
+        // then the allow-list it asks for, which every image must be in.
         self.follow_root().await;
+        self.follow_allow_list().await;
         let outcome = self.fetch_and_judge().await;
         // A key not trusted may be one a newly published root trusts: the
         // root is asked for at the next poll, even if there was none.

@@ -26,6 +26,9 @@ const ENVELOPE: &str = "envelope";
 const CONTACT: &str = "contact";
 /// The newest root taken from the plane, as fetched (an envelope record).
 const ROOT: &str = "root";
+/// The allow-list of image digests taken last (an envelope record, as the
+/// root's: no new record type, so no new schema).
+const ALLOW_LIST: &str = "allow-list";
 
 pub use stead_core::plane::accept::Held;
 pub use stead_core::plane::held::{Contact, Refusal, StoredGroup};
@@ -141,6 +144,37 @@ impl Store {
                 &v5::PlaneRecord::Envelope(envelope.to_vec()),
             );
             t.insert(ROOT, bytes.as_slice())
+                .map_err(self.io("write plane"))?;
+        }
+        tx.commit().map_err(self.io("write plane"))
+    }
+
+    /// The newest allow-list of image digests taken from the plane, as
+    /// fetched: none before one is.
+    pub fn plane_allow_list(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        let tx = self.db()?.begin_read().map_err(self.io("read plane"))?;
+        let t = tx.open_table(PLANE).map_err(self.io("read plane"))?;
+        match t.get(ALLOW_LIST).map_err(self.io("read plane"))? {
+            None => Ok(None),
+            Some(v) => {
+                match records::decode(records::PLANE, v.value()).map_err(corrupt(ALLOW_LIST))? {
+                    v5::PlaneRecord::Envelope(bytes) => Ok(Some(bytes)),
+                    _ => Err(corrupt(ALLOW_LIST)("not an envelope record".into())),
+                }
+            }
+        }
+    }
+
+    /// Keeps an allow-list taken from the plane.
+    pub fn put_plane_allow_list(&self, envelope: &[u8]) -> Result<(), StoreError> {
+        let tx = self.db()?.begin_write().map_err(self.io("write plane"))?;
+        {
+            let mut t = tx.open_table(PLANE).map_err(self.io("write plane"))?;
+            let bytes = records::encode(
+                records::PLANE,
+                &v5::PlaneRecord::Envelope(envelope.to_vec()),
+            );
+            t.insert(ALLOW_LIST, bytes.as_slice())
                 .map_err(self.io("write plane"))?;
         }
         tx.commit().map_err(self.io("write plane"))
@@ -377,5 +411,28 @@ fn decode_contact(bytes: &[u8]) -> Result<Contact, StoreError> {
             plane_date: c.plane_date,
         }),
         _ => Err(corrupt(CONTACT)("not a contact record".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The allow-list and the root are kept apart, each read back as kept,
+    /// through a reopen.
+    #[test]
+    fn the_allow_list_is_kept_beside_the_root_and_read_back() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s.redb");
+        let s = crate::store::Store::open(&p).unwrap();
+        assert_eq!(s.plane_allow_list().unwrap(), None);
+        s.put_plane_root(b"root").unwrap();
+        s.put_plane_allow_list(b"list 1").unwrap();
+        s.put_plane_allow_list(b"list 2").unwrap();
+        drop(s);
+        let s = crate::store::Store::open(&p).unwrap();
+        assert_eq!(
+            s.plane_allow_list().unwrap().as_deref(),
+            Some(&b"list 2"[..])
+        );
+        assert_eq!(s.plane_root().unwrap().as_deref(), Some(&b"root"[..]));
     }
 }

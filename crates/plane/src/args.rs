@@ -68,6 +68,34 @@ pub enum Verb {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
+    /// Sign a group's payload (JSON, from stdin or --in), as a team's
+    /// delegated key signs its own group's document; the signed document
+    /// goes to stdout (or --out), to be served as
+    /// groups/<name>/desired.json. Sets group, revision and issued_at
+    /// (now); sets expires only when the payload has none
+    SignGroup {
+        /// The secret key file (give it again for more signatures: a
+        /// delegation's threshold)
+        #[arg(long = "key", value_name = "PATH", required = true)]
+        keys: Vec<PathBuf>,
+        /// The group the document is for
+        #[arg(long, value_name = "NAME", value_parser = parse_node)]
+        group: GroupName,
+        /// The revision (1 to 2^53). By default the current unix time in
+        /// seconds
+        #[arg(long, value_name = "N", value_parser = parse_revision)]
+        revision: Option<u64>,
+        /// How long the document is good for when the payload has no
+        /// expires (at most 3650d)
+        #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = parse_lifetime)]
+        expires_in: Duration,
+        /// Read the payload from FILE instead of stdin
+        #[arg(long = "in", value_name = "FILE")]
+        input: Option<PathBuf>,
+        /// Write the signed document to FILE (atomically) instead of stdout
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
     /// Check a signed document (from stdin or --in) as a node would:
     /// signed by a trusted key, a valid payload, not expired (and, with
     /// --node, for that node). Prints what it holds and which key signed it
@@ -350,6 +378,18 @@ pub enum RootVerb {
         /// A key that signs documents (a .pub file or base64)
         #[arg(long = "documents-key", value_name = "PUB", required = true)]
         document_keys: Vec<String>,
+        /// A delegation: keys that sign documents only within a scope,
+        /// `name=team-a;keys=a.pub,b.pub;threshold=1;groups=eu,eu-lab;modules=a-`
+        /// (groups, a module prefix, or both; threshold 1 by default)
+        #[arg(long = "delegate", value_name = "SPEC")]
+        delegations: Vec<String>,
+        /// A key of the allow-list role: with one, every image a document
+        /// names must be pinned and in the allow-list these keys sign
+        #[arg(long = "allow-list-key", value_name = "PUB")]
+        allow_list_keys: Vec<String>,
+        /// How many allow-list keys must sign the allow-list
+        #[arg(long, value_name = "N", default_value = "1", value_parser = parse_threshold, requires = "allow_list_keys")]
+        allow_list_threshold: usize,
         /// The root this one follows (its signed file)
         #[arg(long, value_name = "FILE")]
         after: Option<PathBuf>,
@@ -360,8 +400,29 @@ pub enum RootVerb {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
-    /// Sign a root: a payload from `root init` becomes a signed root; a
-    /// signed root gets a signature by each key more
+    /// Write the next allow-list of image digests (unsigned): version 1,
+    /// or the one after --after's. Sign it with `root sign` by a
+    /// threshold of the root's allow-list keys
+    AllowList {
+        /// An image allowed: `sha256:<digest>` or `<repository>@sha256:<digest>`
+        #[arg(long = "image", value_name = "IMAGE")]
+        images: Vec<String>,
+        /// A file of images allowed, one a line (`#` starts a comment)
+        #[arg(long = "images-from", value_name = "FILE")]
+        images_from: Option<PathBuf>,
+        /// The allow-list this one follows (its signed file)
+        #[arg(long, value_name = "FILE")]
+        after: Option<PathBuf>,
+        /// How long it is good for (at most 3650d)
+        #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = parse_lifetime)]
+        expires_in: Duration,
+        /// Write it to FILE instead of stdout
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Sign a root or an allow-list: a payload from `root init` or `root
+    /// allow-list` becomes signed; a signed one gets a signature by each
+    /// key more
     Sign {
         /// A secret key file
         #[arg(long = "key", value_name = "PATH", required = true)]
@@ -375,8 +436,12 @@ pub enum RootVerb {
     },
     /// Walk the root chain as a device would, from the keys of its
     /// trusted_keys through SITE/roots/1.json, 2.json, …, then, with --in,
-    /// the root given as the next one; with --publish, write it where the
-    /// host serves it (SITE/roots/<version>.json and SITE/root.json)
+    /// the root given as the next one, and with --allow-list the
+    /// allow-list given, under the root the chain ends at; with
+    /// --publish, write them where the host serves them
+    /// (SITE/roots/<version>.json and SITE/root.json,
+    /// SITE/allow-list.json)
+    #[command(group(clap::ArgGroup::new("published").args(["input", "allow_list"]).multiple(true)))]
     Verify {
         /// A key of the devices' trusted_keys (their first root)
         #[arg(long = "trusted", value_name = "PUB", required = true)]
@@ -387,8 +452,12 @@ pub enum RootVerb {
         /// A signed root to check as the next one
         #[arg(long = "in", value_name = "FILE")]
         input: Option<PathBuf>,
-        /// Publish the root --in gives, once it checks
-        #[arg(long, requires = "input")]
+        /// A signed allow-list to check under the root
+        #[arg(long = "allow-list", value_name = "FILE")]
+        allow_list: Option<PathBuf>,
+        /// Publish the root --in gives and the allow-list --allow-list
+        /// gives, once they check
+        #[arg(long, requires = "published")]
         publish: bool,
         #[command(flatten)]
         upload: Upload,
@@ -471,6 +540,21 @@ impl Cli {
         let plane = Command::Plane;
         match self.verb {
             Verb::Keygen { out, force } => plane(PlaneCommand::Keygen { out, force }),
+            Verb::SignGroup {
+                keys,
+                group,
+                revision,
+                expires_in,
+                input,
+                out,
+            } => plane(PlaneCommand::SignGroup {
+                keys,
+                group,
+                revision,
+                expires_in,
+                input,
+                out,
+            }),
             Verb::Sign {
                 keys,
                 node,
@@ -547,6 +631,9 @@ impl Cli {
                 root_keys,
                 threshold,
                 document_keys,
+                delegations,
+                allow_list_keys,
+                allow_list_threshold,
                 after,
                 expires_in,
                 out,
@@ -554,6 +641,24 @@ impl Cli {
                 root_keys,
                 threshold,
                 document_keys,
+                scoped: crate::cli::trust::Scoped {
+                    delegations,
+                    allow_list_keys,
+                    allow_list_threshold,
+                },
+                after,
+                expires_in,
+                out,
+            }),
+            Verb::Root(RootVerb::AllowList {
+                images,
+                images_from,
+                after,
+                expires_in,
+                out,
+            }) => plane(PlaneCommand::AllowList {
+                images,
+                images_from,
                 after,
                 expires_in,
                 out,
@@ -565,12 +670,14 @@ impl Cli {
                 trusted,
                 site,
                 input,
+                allow_list,
                 publish,
                 upload,
             }) => plane(PlaneCommand::RootVerify {
                 trusted,
                 site,
                 input,
+                allow_list,
                 publish,
                 upload: upload.into_upload(),
             }),

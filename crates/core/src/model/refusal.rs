@@ -41,11 +41,17 @@ pub enum RefusalClass {
     /// A node's document and its groups' do not compose (a module in two
     /// places, a removal or override of what no group names).
     Conflict,
+    /// Signed only by a delegation, naming what it may not sign (another
+    /// group, a module outside its prefix).
+    OutOfScope,
+    /// An image not pinned by digest, or not in the allow-list the root
+    /// asks for (or no allow-list held, or one expired).
+    UnlistedImage,
 }
 
 impl RefusalClass {
     /// Every class, in the order the docs list them.
-    pub const ALL: [RefusalClass; 15] = [
+    pub const ALL: [RefusalClass; 17] = [
         RefusalClass::TooLarge,
         RefusalClass::Malformed,
         RefusalClass::PayloadType,
@@ -61,6 +67,8 @@ impl RefusalClass {
         RefusalClass::StaleOrClock,
         RefusalClass::Quarantined,
         RefusalClass::Conflict,
+        RefusalClass::OutOfScope,
+        RefusalClass::UnlistedImage,
     ];
 
     /// Its word.
@@ -81,6 +89,8 @@ impl RefusalClass {
             RefusalClass::StaleOrClock => "stale-or-clock",
             RefusalClass::Quarantined => "quarantined",
             RefusalClass::Conflict => "conflict",
+            RefusalClass::OutOfScope => "out-of-scope",
+            RefusalClass::UnlistedImage => "unlisted-image",
         }
     }
 

@@ -2,16 +2,21 @@
 //! one pure function of the bytes, this node, its trusted keys, what it
 //! holds and its clock ([`judge`]). The signature is verified over the
 //! envelope before a byte of the payload is parsed; the revision floor and
-//! the freshness rule depend on nothing the transport says.
+//! the freshness rule depend on nothing the transport says. A document
+//! signed only by a delegation of the root is adopted only within its
+//! scope, and when the root asks for an allow-list every image it names
+//! must be pinned and listed ([`judge_by`], [`Authority`]).
 
 use serde::Deserialize;
 
-use crate::model::names::{Digest, NodeId};
+use crate::model::names::{Digest, ModuleName, NodeId};
 use crate::model::time::{format_rfc3339, parse_rfc3339};
 use crate::plane::RefusalClass;
+use crate::plane::allowlist::AllowList;
 use crate::plane::document::{Desired, DocumentError};
-use crate::plane::envelope::{self, Envelope, PublicKey};
+use crate::plane::envelope::{self, Envelope, PublicKey, VerifyError};
 use crate::plane::group::{GROUP_PAYLOAD_TYPE, GroupDesired, GroupName};
+use crate::plane::root::{Delegation, Named};
 
 /// The largest document taken, in bytes.
 pub const MAX_DOCUMENT: usize = 1 << 20;
@@ -234,12 +239,135 @@ impl<'a> Whose<'a> {
     }
 }
 
+/// Who may sign a document and what its images must be in: the root's
+/// document keys (anything), its delegations (each within its scope),
+/// and, when the root names an allow-list role, the list held.
+#[derive(Clone, Copy, Debug)]
+pub struct Authority<'a> {
+    /// The keys that sign any document; one signature is enough.
+    pub documents: &'a [PublicKey],
+    /// The delegations, in the root's order.
+    pub delegations: &'a [Delegation],
+    /// `None`: no allow-list is asked for; `Some(None)`: one is, and none
+    /// is held (every document naming an image is refused).
+    pub allow_list: Option<Option<&'a AllowList>>,
+}
+
+impl<'a> Authority<'a> {
+    /// The document keys alone (no delegation, no allow-list).
+    pub fn keys(documents: &'a [PublicKey]) -> Authority<'a> {
+        Authority {
+            documents,
+            delegations: &[],
+            allow_list: None,
+        }
+    }
+}
+
+/// What a document names, for a delegation's scope and the allow-list.
+pub trait Names {
+    /// Whose it is, its groups, its modules, whether it asks for stead.
+    fn named(&self) -> Named<'_>;
+    /// Every image it names, with the module that names it.
+    fn images(&self) -> Vec<(&ModuleName, &str)>;
+}
+
+impl Names for Desired {
+    fn named(&self) -> Named<'_> {
+        Named {
+            group: None,
+            groups: self.groups.iter().collect(),
+            modules: self
+                .modules
+                .keys()
+                .chain(&self.remove)
+                .chain(self.overrides.keys())
+                .collect(),
+            agent: self.agent.is_some(),
+            policy: !self.images.0.is_empty(),
+        }
+    }
+
+    fn images(&self) -> Vec<(&ModuleName, &str)> {
+        let own = self.modules.iter().map(|(m, i)| (m, i.image.as_str()));
+        let over = self
+            .overrides
+            .iter()
+            .filter_map(|(m, o)| o.image.as_deref().map(|i| (m, i)));
+        own.chain(over).collect()
+    }
+}
+
+impl Names for GroupDesired {
+    fn named(&self) -> Named<'_> {
+        Named {
+            group: Some(&self.group),
+            groups: Vec::new(),
+            modules: self.modules.keys().chain(previous(self).keys()).collect(),
+            agent: false,
+            policy: !self.images.0.is_empty(),
+        }
+    }
+
+    fn images(&self) -> Vec<(&ModuleName, &str)> {
+        self.modules
+            .iter()
+            .chain(previous(self))
+            .map(|(m, i)| (m, i.image.as_str()))
+            .collect()
+    }
+}
+
+/// A group's previous modules (none without a previous revision).
+fn previous(
+    g: &GroupDesired,
+) -> &std::collections::BTreeMap<ModuleName, crate::model::intention::Intention> {
+    static NONE: std::collections::BTreeMap<ModuleName, crate::model::intention::Intention> =
+        std::collections::BTreeMap::new();
+    g.previous.as_ref().map_or(&NONE, |p| &p.modules)
+}
+
+/// The first delegation, in the root's order, whose threshold the
+/// envelope's signatures meet (every delegation is terminating: it alone
+/// decides), with the id of the first of its keys that signed; `Ok(None)`
+/// when no delegated key signed; the error, when some did, short of
+/// every threshold, says whose and how many.
+pub fn delegated(
+    env: &Envelope,
+    delegations: &[Delegation],
+) -> Result<Option<(usize, String)>, String> {
+    let mut short = None;
+    for (i, d) in delegations.iter().enumerate() {
+        let by = envelope::signers(env, &d.role.keys);
+        if by.len() >= d.role.threshold {
+            let id = by.first().map(|k| k.id().to_string()).unwrap_or_default();
+            return Ok(Some((i, id)));
+        }
+        if !by.is_empty() && short.is_none() {
+            short = Some(format!(
+                "signed by {} of delegation {}'s keys ({}), which needs {}",
+                by.len(),
+                d.name,
+                by.iter()
+                    .map(|k| k.id().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                d.role.threshold
+            ));
+        }
+    }
+    short.map_or(Ok(None), Err)
+}
+
 /// What passed every check but the payload's own: the payload, ready to
 /// be parsed as its kind.
 struct Checked {
     payload: Vec<u8>,
     payload_digest: Digest,
     key_id: String,
+    /// The delegation that signed it (an index of the authority's), when
+    /// no document key did.
+    delegation: Option<usize>,
     newest_issued_at: u64,
     revision: Option<u64>,
 }
@@ -256,10 +384,26 @@ pub fn judge(
     held: Option<&Held>,
     clock: Clock,
 ) -> Verdict {
+    judge_by(body, node, Authority::keys(trusted), held, clock)
+}
+
+/// Judges a node's fetched document as [`judge`] does, by a root's whole
+/// authority: signed by a document key, or by a delegation and then
+/// only within its scope (`out-of-scope` otherwise, naming the key, the
+/// delegation and what is outside it); and, when an allow-list is asked
+/// for, every image it names pinned and listed (`unlisted-image`, naming
+/// the module and the image).
+pub fn judge_by(
+    body: &[u8],
+    node: &NodeId,
+    authority: Authority,
+    held: Option<&Held>,
+    clock: Clock,
+) -> Verdict {
     judge_as(
         body,
         Whose::Node(node),
-        trusted,
+        authority,
         held,
         clock,
         Desired::parse,
@@ -276,42 +420,90 @@ pub fn judge_group(
     held: Option<&Held>,
     clock: Clock,
 ) -> Verdict<GroupDesired> {
+    judge_group_by(body, group, Authority::keys(trusted), held, clock)
+}
+
+/// Judges a group's fetched document as [`judge_by`] judges a node's.
+pub fn judge_group_by(
+    body: &[u8],
+    group: &GroupName,
+    authority: Authority,
+    held: Option<&Held>,
+    clock: Clock,
+) -> Verdict<GroupDesired> {
     judge_as(
         body,
         Whose::Group(group),
-        trusted,
+        authority,
         held,
         clock,
         GroupDesired::parse,
     )
 }
 
-fn judge_as<D>(
+fn judge_as<D: Names>(
     body: &[u8],
     whose: Whose,
-    trusted: &[PublicKey],
+    authority: Authority,
     held: Option<&Held>,
     clock: Clock,
     parse: fn(&[u8]) -> Result<D, DocumentError>,
 ) -> Verdict<D> {
-    let c = match check(body, whose, trusted, held, clock) {
+    let c = match check(body, whose, &authority, held, clock) {
         Ok(c) => c,
         Err(None) => return Verdict::Same,
         Err(Some(r)) => return Verdict::Refused(r),
     };
-    match parse(&c.payload) {
-        Ok(desired) => Verdict::Adopt(Box::new(Accepted {
-            desired,
-            payload_digest: c.payload_digest,
-            key_id: c.key_id,
-            newest_issued_at: c.newest_issued_at,
-        })),
-        Err(e) => Verdict::Refused(Refused {
-            class: RefusalClass::Invalid,
-            detail: e.to_string(),
+    let refused = |class, detail| {
+        Verdict::Refused(Refused {
+            class,
+            detail,
             revision: c.revision,
-        }),
+        })
+    };
+    let desired = match parse(&c.payload) {
+        Ok(d) => d,
+        Err(e) => return refused(RefusalClass::Invalid, e.to_string()),
+    };
+    if let Some(d) = c.delegation.and_then(|i| authority.delegations.get(i))
+        && let Some(why) = d.out_of_scope(&desired.named())
+    {
+        return refused(
+            RefusalClass::OutOfScope,
+            format!(
+                "signed only by delegation {} (key {}), outside its scope: {why}",
+                d.name, c.key_id
+            ),
+        );
     }
+    if let Some(list) = authority.allow_list {
+        let now = clock.now(held);
+        for (module, image) in desired.images() {
+            let image_shown: String = image.chars().take(200).collect();
+            let why = match list {
+                None => "no allow-list is held, and the root asks for one".to_string(),
+                Some(l) if l.expired(now) => format!(
+                    "allow-list version {} expired at {}",
+                    l.version,
+                    format_rfc3339(l.expires)
+                ),
+                Some(l) => match l.admits(image) {
+                    Ok(()) => continue,
+                    Err(e) => e,
+                },
+            };
+            return refused(
+                RefusalClass::UnlistedImage,
+                format!("module {module}: image {image_shown:?}: {why}"),
+            );
+        }
+    }
+    Verdict::Adopt(Box::new(Accepted {
+        desired,
+        payload_digest: c.payload_digest,
+        key_id: c.key_id,
+        newest_issued_at: c.newest_issued_at,
+    }))
 }
 
 /// Every check before the payload is parsed as its kind; `Err(None)` is
@@ -319,7 +511,7 @@ fn judge_as<D>(
 fn check(
     body: &[u8],
     whose: Whose,
-    trusted: &[PublicKey],
+    authority: &Authority,
     held: Option<&Held>,
     clock: Clock,
 ) -> Result<Checked, Option<Refused>> {
@@ -351,10 +543,20 @@ fn check(
         }
     };
     let (payload_type, what) = whose.payload_type();
-    let key = match envelope::verify_as(&env, trusted, payload_type, what) {
-        Ok(k) => k,
-        Err(e) => return refuse(e.class(), e.to_string(), None),
-    };
+    let (key_id, delegation) =
+        match envelope::verify_as(&env, authority.documents, payload_type, what) {
+            Ok(k) => (k.id().to_string(), None),
+            // Not a document key's: a delegation's, judged by its scope
+            // once the payload is read.
+            Err(e @ VerifyError::UnknownKey { .. }) => {
+                match delegated(&env, authority.delegations) {
+                    Ok(Some((i, id))) => (id, Some(i)),
+                    Ok(None) => return refuse(e.class(), e.to_string(), None),
+                    Err(short) => return refuse(e.class(), short, None),
+                }
+            }
+            Err(e) => return refuse(e.class(), e.to_string(), None),
+        };
     // Signed by a trusted key: the payload may be read now.
     let header: Header = match serde_json::from_slice(&env.payload) {
         Ok(h) => h,
@@ -468,7 +670,8 @@ fn check(
     Ok(Checked {
         payload: env.payload,
         payload_digest,
-        key_id: key.id().to_string(),
+        key_id,
+        delegation,
         newest_issued_at: held
             .map_or(0, |h| h.newest_issued_at)
             .max(issued_at.min(ceiling)),
@@ -1032,5 +1235,293 @@ mod tests {
             matches!(&v, Verdict::Refused(r) if r.class.to_string() == "payload-type"),
             "{v:?}"
         );
+    }
+}
+
+/// Delegations and the allow-list, as the verdict takes them: every
+/// refusal a row.
+#[cfg(test)]
+mod authority_tests {
+    use super::*;
+    use crate::plane::allowlist::Listed;
+    use crate::plane::envelope::{PAYLOAD_TYPE, SecretKey};
+    use crate::plane::root::Role;
+    use serde_json::{Value as J, json};
+
+    const DAY: u64 = 86_400;
+    const T0: u64 = 1_793_491_200;
+
+    fn key() -> SecretKey {
+        SecretKey::generate().unwrap()
+    }
+
+    fn clock() -> Clock {
+        Clock {
+            system: T0,
+            build: T0 - 100 * DAY,
+            counted: 0,
+        }
+    }
+
+    fn delegation(
+        name: &str,
+        keys: &[&SecretKey],
+        t: usize,
+        groups: &[&str],
+        prefix: Option<&str>,
+    ) -> Delegation {
+        Delegation {
+            name: name.into(),
+            role: Role {
+                keys: keys.iter().map(|k| k.public()).collect(),
+                threshold: t,
+            },
+            groups: groups
+                .iter()
+                .map(|g| GroupName::try_from(*g).unwrap())
+                .collect(),
+            modules: prefix.map(str::to_string),
+        }
+    }
+
+    fn modules(names: &[(&str, &str)]) -> J {
+        names
+            .iter()
+            .map(|(n, i)| json!({"name": n, "image": i}))
+            .collect()
+    }
+
+    /// A node's document for edge-1 with `extra` fields.
+    fn node_doc(mods: &[(&str, &str)], extra: J) -> Vec<u8> {
+        let mut d = json!({
+            "node": "edge-1", "revision": 2,
+            "issued_at": format_rfc3339(T0), "expires": format_rfc3339(T0 + DAY),
+            "modules": modules(mods),
+        });
+        if let (Some(o), J::Object(e)) = (d.as_object_mut(), extra) {
+            o.extend(e);
+        }
+        serde_json::to_vec(&d).unwrap()
+    }
+
+    /// A group's document with `extra` fields.
+    fn group_doc(group: &str, mods: &[(&str, &str)], extra: J) -> Vec<u8> {
+        let mut d = json!({
+            "group": group, "revision": 2,
+            "issued_at": format_rfc3339(T0), "expires": format_rfc3339(T0 + DAY),
+            "modules": modules(mods),
+        });
+        if let (Some(o), J::Object(e)) = (d.as_object_mut(), extra) {
+            o.extend(e);
+        }
+        serde_json::to_vec(&d).unwrap()
+    }
+
+    enum Doc {
+        Node(Vec<u8>),
+        Group(&'static str, Vec<u8>),
+    }
+
+    fn sign(doc: &Doc, by: &[&SecretKey]) -> Vec<u8> {
+        let (t, p) = match doc {
+            Doc::Node(p) => (PAYLOAD_TYPE, p),
+            Doc::Group(_, p) => (GROUP_PAYLOAD_TYPE, p),
+        };
+        let (first, more) = by.split_first().unwrap();
+        let mut env = first.sign(t, p);
+        for k in more {
+            env.countersign(k);
+        }
+        env.to_json()
+    }
+
+    /// The verdict's word and, when refused, its detail.
+    fn judged(doc: &Doc, by: &[&SecretKey], a: Authority) -> (String, String) {
+        let body = sign(doc, by);
+        let node = NodeId::try_from("edge-1").unwrap();
+        let (class, detail) = match doc {
+            Doc::Node(_) => match judge_by(&body, &node, a, None, clock()) {
+                Verdict::Adopt(_) => return ("adopt".into(), String::new()),
+                Verdict::Same => return ("same".into(), String::new()),
+                Verdict::Refused(r) => (r.class, r.detail),
+            },
+            Doc::Group(g, _) => {
+                let g = GroupName::try_from(*g).unwrap();
+                match judge_group_by(&body, &g, a, None, clock()) {
+                    Verdict::Adopt(_) => return ("adopt".into(), String::new()),
+                    Verdict::Same => return ("same".into(), String::new()),
+                    Verdict::Refused(r) => (r.class, r.detail),
+                }
+            }
+        };
+        (class.to_string(), detail)
+    }
+
+    #[test]
+    fn a_delegated_key_signs_only_within_its_scope() {
+        let (online, ci_a, ci_b, c1, c2, stray) = (key(), key(), key(), key(), key(), key());
+        let delegations = vec![
+            // Team A's CI: the documents of its groups, any module.
+            delegation("team-a", &[&ci_a], 1, &["edge-eu", "edge-eu-lab"], None),
+            // Team B's CI: any group's document and node documents, its
+            // modules only.
+            delegation("team-b", &[&ci_b], 1, &[], Some("b-")),
+            // Two of three keys, a group and a prefix.
+            delegation("team-c", &[&c1, &c2, &stray], 2, &["edge-c"], Some("c-")),
+            // A second delegation of team A's key: never reached (the
+            // first one met decides).
+            delegation("team-a-wide", &[&ci_a], 1, &["edge-us"], None),
+        ];
+        let docs = [online.public()];
+        let a = Authority {
+            documents: &docs,
+            delegations: &delegations,
+            allow_list: None,
+        };
+        let g = |name: &'static str, mods: &[(&str, &str)], extra: J| {
+            Doc::Group(name, group_doc(name, mods, extra))
+        };
+        let n = |mods: &[(&str, &str)], extra: J| Doc::Node(node_doc(mods, extra));
+        let prev = |mods: &[(&str, &str)]| {
+            json!({
+                "rollout": {"start": format_rfc3339(T0), "duration": "1h", "salt": "x"},
+                "previous": {"revision": 1, "modules": modules(mods)},
+            })
+        };
+        let other = key();
+        // (what, the document, signed by, the verdict, words of its detail)
+        #[rustfmt::skip]
+        let cases: Vec<(&str, Doc, Vec<&SecretKey>, &str, &str)> = vec![
+            ("the document key signs any group", g("edge-us", &[("web", "a:1")], json!({})), vec![&online], "adopt", ""),
+            ("the document key signs any node's document", n(&[("web", "a:1")], json!({"agent": {"version": "9.0.0", "release": "https://p/r.json"}})), vec![&online], "adopt", ""),
+            ("team A's key, its group", g("edge-eu", &[("web", "a:1")], json!({})), vec![&ci_a], "adopt", ""),
+            ("team A's key, its other group", g("edge-eu-lab", &[("any", "a:1")], json!({})), vec![&ci_a], "adopt", ""),
+            ("team A's key, another team's group", g("edge-us", &[("web", "a:1")], json!({})), vec![&ci_a], "out-of-scope", "delegation team-a (key "),
+            ("the same names the group and its groups", g("edge-us", &[("web", "a:1")], json!({})), vec![&ci_a], "out-of-scope", "group edge-us is not one of its groups (edge-eu, edge-eu-lab)"),
+            ("team A's key, a node's document", n(&[("web", "a:1")], json!({})), vec![&ci_a], "out-of-scope", "a node's document is signed only by the root's document keys or a delegation with a module prefix"),
+            ("team A's key, its group with an image policy", g("edge-eu", &[("web", "a:1")], json!({"images": [{"scope": "*", "require": "none"}]})), vec![&ci_a], "out-of-scope", "it carries an image policy (images)"),
+            ("team B's key, a node's document with an image policy", n(&[("b-web", "a:1")], json!({"images": [{"scope": "*", "require": "none"}]})), vec![&ci_b], "out-of-scope", "only the root's document keys set one"),
+            ("the document key, an image policy", g("edge-us", &[("web", "a:1")], json!({"images": [{"scope": "*", "require": "none"}]})), vec![&online], "adopt", ""),
+            ("team A's key beside the document key", g("edge-us", &[("web", "a:1")], json!({})), vec![&ci_a, &online], "adopt", ""),
+            ("team B's key, any group, its modules", g("edge-us", &[("b-web", "a:1"), ("b-db", "a:1")], json!({})), vec![&ci_b], "adopt", ""),
+            ("team B's key, a module outside its prefix", g("edge-us", &[("b-web", "a:1"), ("web", "a:1")], json!({})), vec![&ci_b], "out-of-scope", "module web does not start with its prefix \"b-\""),
+            ("team B's key, a previous module outside its prefix", g("edge-us", &[("b-web", "a:2")], prev(&[("web", "a:1")])), vec![&ci_b], "out-of-scope", "module web does not start"),
+            ("team B's key, a node's document of its modules", n(&[("b-web", "a:1")], json!({})), vec![&ci_b], "adopt", ""),
+            ("team B's key, a node's module outside its prefix", n(&[("b-web", "a:1"), ("web", "a:1")], json!({})), vec![&ci_b], "out-of-scope", "module web does not start"),
+            ("team B's key, a node's document listing a group", n(&[("b-web", "a:1")], json!({"groups": ["edge-eu"]})), vec![&ci_b], "out-of-scope", "lists group edge-eu, not one of its groups (none)"),
+            ("team B's key, a version of stead", n(&[("b-web", "a:1")], json!({"agent": {"version": "9.0.0", "release": "https://p/r.json"}})), vec![&ci_b], "out-of-scope", "asks for a version of stead"),
+            ("team C, two of three, its group and prefix", g("edge-c", &[("c-web", "a:1")], json!({})), vec![&c1, &c2], "adopt", ""),
+            ("team C, one of three", g("edge-c", &[("c-web", "a:1")], json!({})), vec![&c1], "unknown-key", "signed by 1 of delegation team-c's keys"),
+            ("team C, the same key twice", g("edge-c", &[("c-web", "a:1")], json!({})), vec![&c1, &c1], "unknown-key", "which needs 2"),
+            ("team C, another group", g("edge-eu", &[("c-web", "a:1")], json!({})), vec![&c1, &stray], "out-of-scope", "group edge-eu is not one of its groups (edge-c)"),
+            ("team C, its group, a module outside its prefix", g("edge-c", &[("web", "a:1")], json!({})), vec![&c1, &c2], "out-of-scope", "module web does not start with its prefix \"c-\""),
+            ("team C, a node's document in its group and prefix", n(&[("c-web", "a:1")], json!({"groups": ["edge-c"]})), vec![&c1, &c2], "adopt", ""),
+            ("team C, a node's document removing another's module", n(&[("c-web", "a:1")], json!({"groups": ["edge-c"], "remove": ["web"]})), vec![&c1, &c2], "out-of-scope", "module web does not start"),
+            ("team C, a node's document overriding another's module", n(&[("c-web", "a:1")], json!({"groups": ["edge-c"], "overrides": {"web": {"image": "x:1"}}})), vec![&c1, &c2], "out-of-scope", "module web does not start"),
+            ("team C, a node's document in another group", n(&[("c-web", "a:1")], json!({"groups": ["edge-c", "edge-eu"]})), vec![&c1, &c2], "out-of-scope", "lists group edge-eu"),
+            ("a key of no delegation", g("edge-eu", &[("web", "a:1")], json!({})), vec![&other], "unknown-key", "signed only by keys this node does not trust"),
+            ("the first delegation met decides", g("edge-us", &[("web", "a:1")], json!({})), vec![&ci_a], "out-of-scope", "delegation team-a "),
+        ];
+        let mut failed = Vec::new();
+        for (what, doc, by, want, says) in cases {
+            let (got, detail) = judged(&doc, &by, a);
+            if got != want || !detail.contains(says) {
+                failed.push(format!(
+                    "{what}: got {got} ({detail}), want {want} ({says})"
+                ));
+            }
+        }
+        assert!(failed.is_empty(), "{}", failed.join("\n"));
+        // The refusal names the key that signed.
+        let (_, detail) = judged(&g("edge-us", &[("web", "a:1")], json!({})), &[&ci_a], a);
+        assert!(detail.contains(ci_a.public().id().as_str()), "{detail}");
+        // A delegated key's signature moved onto another payload counts
+        // for nothing.
+        let good = sign(&g("edge-eu", &[("web", "a:1")], json!({})), &[&ci_a]);
+        let mut env = Envelope::parse(&good).unwrap();
+        env.payload = group_doc("edge-eu", &[("web", "b:1")], json!({}));
+        let eu = GroupName::try_from("edge-eu").unwrap();
+        match judge_group_by(&env.to_json(), &eu, a, None, clock()) {
+            Verdict::Refused(r) => assert_eq!(r.class, RefusalClass::UnknownKey, "{}", r.detail),
+            v => panic!("{v:?}"),
+        }
+    }
+
+    #[test]
+    fn every_image_is_pinned_and_listed_when_the_root_asks_for_a_list() {
+        let (online, ci) = (key(), key());
+        let delegations = vec![delegation("team-a", &[&ci], 1, &["edge-eu"], None)];
+        let docs = [online.public()];
+        let hex = |c: char| std::iter::repeat_n(c, 64).collect::<String>();
+        let (da, db, dc) = (
+            format!("sha256:{}", hex('a')),
+            format!("sha256:{}", hex('b')),
+            format!("sha256:{}", hex('c')),
+        );
+        let listed = |e: &[String], expires: u64| {
+            let l: Vec<Listed> = e.iter().map(|t| Listed::parse(t).unwrap()).collect();
+            AllowList::parse(&AllowList::payload(4, expires, &l)).unwrap()
+        };
+        let list = listed(
+            &[da.clone(), format!("registry.example/app@{db}")],
+            T0 + DAY,
+        );
+        let expired = listed(std::slice::from_ref(&da), T0 - 1);
+        let (list, expired) = (&list, &expired);
+        let pinned = format!("busybox@{da}");
+        let app = format!("registry.example/app@{db}");
+        let unlisted = format!("busybox@{dc}");
+        let g = |mods: &[(&str, &str)], extra: J| {
+            Doc::Group("edge-eu", group_doc("edge-eu", mods, extra))
+        };
+        let n = |mods: &[(&str, &str)], extra: J| Doc::Node(node_doc(mods, extra));
+        let prev = |mods: &[(&str, &str)]| {
+            json!({
+                "rollout": {"start": format_rfc3339(T0), "duration": "1h", "salt": "x"},
+                "previous": {"revision": 1, "modules": modules(mods)},
+            })
+        };
+        // (what, the document, signed by, the list asked for and held, the
+        //  verdict, words of its detail)
+        type Case<'a> = (
+            &'a str,
+            Doc,
+            &'a SecretKey,
+            Option<Option<&'a AllowList>>,
+            &'a str,
+            &'a str,
+        );
+        #[rustfmt::skip]
+        let cases: Vec<Case> = vec![
+            ("no list asked for: a tag runs", n(&[("web", "busybox:1")], json!({})), &online, None, "adopt", ""),
+            ("a listed digest", n(&[("web", &pinned)], json!({})), &online, Some(Some(list)), "adopt", ""),
+            ("a digest listed with its repository", n(&[("web", &app)], json!({})), &online, Some(Some(list)), "adopt", ""),
+            ("a delegated key, a listed digest", g(&[("web", &pinned)], json!({})), &ci, Some(Some(list)), "adopt", ""),
+            ("a tag: not pinned", n(&[("web", "busybox:1")], json!({})), &online, Some(Some(list)), "unlisted-image", "module web: image \"busybox:1\": is not pinned by digest"),
+            ("a digest not listed, by the online key", n(&[("web", &unlisted)], json!({})), &online, Some(Some(list)), "unlisted-image", "of docker.io/library/busybox is not in the allow-list (version 4)"),
+            ("a digest not listed, by a delegated key", g(&[("web", &pinned), ("db", &unlisted)], json!({})), &ci, Some(Some(list)), "unlisted-image", "module db: image"),
+            ("a listed digest from another repository", n(&[("web", &format!("registry.example/other@{db}"))], json!({})), &online, Some(Some(list)), "unlisted-image", "is not in the allow-list"),
+            ("an override's image not listed", n(&[("web", &pinned)], json!({"groups": ["edge-eu"], "overrides": {"db": {"image": unlisted.clone()}}})), &online, Some(Some(list)), "unlisted-image", "module db: image"),
+            ("a previous revision's image not listed", g(&[("web", &pinned)], prev(&[("web", &unlisted)])), &online, Some(Some(list)), "unlisted-image", "module web: image"),
+            ("a list asked for, none held", n(&[("web", &pinned)], json!({})), &online, Some(None), "unlisted-image", "no allow-list is held"),
+            ("the list held has expired", n(&[("web", &pinned)], json!({})), &online, Some(Some(expired)), "unlisted-image", "allow-list version 4 expired at"),
+            ("no image, no list needed", n(&[], json!({})), &online, Some(None), "adopt", ""),
+            ("out of scope is said before the images", Doc::Group("edge-us", group_doc("edge-us", &[("web", &unlisted)], json!({}))), &ci, Some(Some(list)), "out-of-scope", "group edge-us"),
+        ];
+        let mut failed = Vec::new();
+        for (what, doc, by, l, want, says) in cases {
+            let a = Authority {
+                documents: &docs,
+                delegations: &delegations,
+                allow_list: l,
+            };
+            let (got, detail) = judged(&doc, &[by], a);
+            if got != want || !detail.contains(says) {
+                failed.push(format!(
+                    "{what}: got {got} ({detail}), want {want} ({says})"
+                ));
+            }
+        }
+        assert!(failed.is_empty(), "{}", failed.join("\n"));
     }
 }

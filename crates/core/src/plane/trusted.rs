@@ -17,7 +17,8 @@ use std::future::Future;
 use crate::model::names::NodeId;
 use crate::model::release::{self, Release};
 use crate::model::time::format_rfc3339;
-use crate::plane::accept::{self, Clock, Floor, Held, Verdict};
+use crate::plane::accept::{self, Authority, Clock, Floor, Held, Verdict};
+use crate::plane::allowlist::{self, AllowList, AllowListError};
 use crate::plane::document::Desired;
 use crate::plane::envelope::{self, Envelope, PublicKey};
 use crate::plane::group::{GroupDesired, GroupName};
@@ -35,6 +36,9 @@ pub struct TrustedSet {
     /// Keys that sign release statements only (`[update] trusted_keys`),
     /// besides the root's document keys.
     release_keys: Vec<PublicKey>,
+    /// The allow-list taken under the root's allow-list role, with its
+    /// envelope (kept in the store as fetched).
+    allow_list: Option<(AllowList, Vec<u8>)>,
 }
 
 /// What one walk of the root chain did.
@@ -99,6 +103,7 @@ impl TrustedSet {
         TrustedSet {
             root: Root::initial(config_keys),
             release_keys: Vec::new(),
+            allow_list: None,
         }
     }
 
@@ -141,8 +146,28 @@ impl TrustedSet {
         keys
     }
 
-    /// Judges this node's fetched document ([`accept::judge`]) by the
-    /// document keys.
+    /// Who signs documents and what their images must be in: the root's
+    /// document keys, its delegations, and the allow-list held when the
+    /// root asks for one.
+    pub fn authority(&self) -> Authority<'_> {
+        Authority {
+            documents: &self.root.documents,
+            delegations: &self.root.delegations,
+            allow_list: self
+                .root
+                .allow_list
+                .as_ref()
+                .map(|_| self.allow_list.as_ref().map(|(l, _)| l)),
+        }
+    }
+
+    /// The allow-list held, when one is.
+    pub fn allow_list(&self) -> Option<&AllowList> {
+        self.allow_list.as_ref().map(|(l, _)| l)
+    }
+
+    /// Judges this node's fetched document ([`accept::judge_by`]) by the
+    /// root's authority.
     pub fn verify_document(
         &self,
         body: &[u8],
@@ -150,11 +175,11 @@ impl TrustedSet {
         held: Option<&Held>,
         clock: Clock,
     ) -> Verdict<Desired> {
-        accept::judge(body, node, self.document_keys(), held, clock)
+        accept::judge_by(body, node, self.authority(), held, clock)
     }
 
-    /// Judges a group's fetched document ([`accept::judge_group`]) by the
-    /// document keys.
+    /// Judges a group's fetched document ([`accept::judge_group_by`]) by
+    /// the root's authority.
     pub fn verify_group(
         &self,
         body: &[u8],
@@ -162,7 +187,47 @@ impl TrustedSet {
         held: Option<&Held>,
         clock: Clock,
     ) -> Verdict<GroupDesired> {
-        accept::judge_group(body, group, self.document_keys(), held, clock)
+        accept::judge_group_by(body, group, self.authority(), held, clock)
+    }
+
+    /// The set with `bytes` (an allow-list's envelope, `allow-list.json`)
+    /// taken after the list held ([`allowlist::next`]: signed by a
+    /// threshold of the root's allow-list role, not older, not expired at
+    /// `now`); `Ok(None)` when it is the list held. The set is unchanged
+    /// when it is not taken.
+    pub fn next_allow_list(
+        &self,
+        bytes: &[u8],
+        now: u64,
+    ) -> Result<Option<TrustedSet>, AllowListError> {
+        let Some(role) = &self.root.allow_list else {
+            return Err(AllowListError::NotAsked(self.root.version));
+        };
+        Ok(
+            allowlist::next(role, self.allow_list(), bytes, now)?.map(|l| TrustedSet {
+                allow_list: Some((l, bytes.to_vec())),
+                ..self.clone()
+            }),
+        )
+    }
+
+    /// The allow-list's envelope held, as it was taken (for the store).
+    pub fn allow_list_envelope(&self) -> Option<&[u8]> {
+        self.allow_list.as_ref().map(|(_, b)| b.as_slice())
+    }
+
+    /// With the allow-list kept in the store read again: taken only while
+    /// the root held still names an allow-list role whose threshold
+    /// signed it (its version is its floor; its expiry is judged with
+    /// each document). The error says why it is not; the set is then
+    /// unchanged.
+    pub fn resume_allow_list(&mut self, kept: &[u8]) -> Result<(), String> {
+        let Some(role) = &self.root.allow_list else {
+            return Err(AllowListError::NotAsked(self.root.version).to_string());
+        };
+        let l = allowlist::verified(role, kept).map_err(|e| e.to_string())?;
+        self.allow_list = Some((l, kept.to_vec()));
+        Ok(())
     }
 
     /// Reads a release statement (its envelope, within
@@ -195,17 +260,38 @@ impl TrustedSet {
 
     /// Whether a document held (a node's or a group's, by `payload_type`;
     /// its envelope as kept) still stands as a floor under the document
-    /// keys ([`accept::still_stands`]); the error says why not.
+    /// keys ([`accept::still_stands`]), or a threshold of a delegation's
+    /// keys still signed it; the error says why not.
     pub fn document_stands(
         &self,
         envelope: &[u8],
         payload_type: &'static str,
         held: &Held,
     ) -> Result<(), String> {
-        accept::still_stands(
+        let by_keys = accept::still_stands(
             Floor::held(envelope, payload_type, held),
             self.document_keys(),
-        )
+        );
+        let Err(why) = by_keys else {
+            return Ok(());
+        };
+        if self.root.delegations.is_empty() {
+            return Err(why);
+        }
+        let delegated = Envelope::parse(envelope)
+            .ok()
+            .filter(|env| env.payload_type == payload_type)
+            .and_then(|env| {
+                accept::delegated(&env, &self.root.delegations)
+                    .ok()
+                    .flatten()
+            });
+        match delegated {
+            // The delegation's threshold signed it: judged as by the keys
+            // (the revision bound) with the keys that did.
+            Some(_) if held.revision <= accept::MAX_REVISION => Ok(()),
+            _ => Err(why),
+        }
     }
 
     /// Whether the release statement the running version came from still
@@ -226,9 +312,16 @@ impl TrustedSet {
     /// unchanged when it is not.
     pub fn next_root(&self, bytes: &[u8]) -> Result<TrustedSet, RootError> {
         let root = root::next(&self.root, bytes)?;
+        // The allow-list held stays only while the new root's role still
+        // signs it (a role whose keys moved asks for a list they signed).
+        let allow_list = match (&root.allow_list, &self.allow_list) {
+            (Some(role), Some((_, b))) => allowlist::verified(role, b).ok().map(|l| (l, b.clone())),
+            _ => None,
+        };
         Ok(TrustedSet {
             root,
             release_keys: self.release_keys.clone(),
+            allow_list,
         })
     }
 
@@ -335,6 +428,8 @@ mod tests {
                 threshold,
             },
             documents: docs.iter().map(|k| k.public()).collect(),
+            delegations: Vec::new(),
+            allow_list: None,
         }
     }
 
@@ -640,5 +735,147 @@ mod tests {
         assert_eq!(resumed, moved);
         assert!(resumed.resume(b"{}").is_err());
         assert_eq!(resumed, moved);
+    }
+
+    #[test]
+    fn the_allow_list_is_taken_under_the_root_s_role_and_follows_it() {
+        use crate::plane::allowlist::{self, Listed};
+        let (cfg, r, online, o1, o2, o3) = (key(), key(), key(), key(), key(), key());
+        let config = TrustedSet::new(&[cfg.public()]);
+        let with_role = |v: u64, keys: &[&SecretKey]| {
+            let mut x = root(v, &[&r], 1, &[&online]);
+            x.allow_list = Some(Role {
+                keys: keys.iter().map(|k| k.public()).collect(),
+                threshold: 2,
+            });
+            x
+        };
+        let at1 = config
+            .next_root(&signed(&with_role(1, &[&o1, &o2, &o3]), &[&cfg, &r]))
+            .unwrap();
+        let d = format!("sha256:{}", "a".repeat(64));
+        let list = |v: u64, by: &[&SecretKey]| {
+            let p = allowlist::AllowList::payload(v, 2_000_000_000, &[Listed::parse(&d).unwrap()]);
+            let (first, more) = by.split_first().unwrap();
+            let mut env = first.sign(allowlist::PAYLOAD_TYPE, &p);
+            for k in more {
+                env.countersign(k);
+            }
+            env.to_json()
+        };
+        let now = 1_900_000_000;
+        // Before a list: asked for, none held.
+        assert!(matches!(at1.authority().allow_list, Some(None)));
+        assert!(config.authority().allow_list.is_none());
+        let v3 = at1
+            .next_allow_list(&list(3, &[&o1, &o2]), now)
+            .unwrap()
+            .unwrap();
+        assert_eq!(v3.allow_list().map(|l| l.version), Some(3));
+        assert!(matches!(v3.authority().allow_list, Some(Some(_))));
+        // (what, the set, the list, what is said)
+        #[rustfmt::skip]
+        let cases: Vec<(&str, &TrustedSet, Vec<u8>, &str)> = vec![
+            ("no role named", &config, list(3, &[&o1, &o2]), "names no allow-list role"),
+            ("the online key alone", &at1, list(3, &[&online]), "signed by 0 of"),
+            ("one offline key", &at1, list(3, &[&o1]), "signed by 1 of"),
+            ("a stale version", &v3, list(2, &[&o1, &o2]), "older than version 3"),
+            ("the same again", &v3, list(3, &[&o2, &o1]), "same"),
+            ("the next", &v3, list(4, &[&o2, &o3]), "v4"),
+        ];
+        for (what, set, bytes, says) in cases {
+            let got = match set.next_allow_list(&bytes, now) {
+                Ok(Some(t)) => format!("v{}", t.allow_list().unwrap().version),
+                Ok(None) => "same".into(),
+                Err(e) => e.to_string(),
+            };
+            assert!(got.contains(says), "{what}: {got}");
+        }
+        // Kept and read again as taken, under the root held.
+        let mut resumed = at1.clone();
+        assert_eq!(
+            resumed.resume_allow_list(v3.allow_list_envelope().unwrap()),
+            Ok(())
+        );
+        assert_eq!(resumed, v3);
+        let mut none = config.clone();
+        assert!(
+            none.resume_allow_list(v3.allow_list_envelope().unwrap())
+                .is_err()
+        );
+        assert_eq!(none, config);
+        // A next root with the same role keeps the list; one whose role's
+        // keys moved drops it (asked for again); one without a role
+        // asks for none.
+        let same = v3
+            .next_root(&signed(&with_role(2, &[&o1, &o2, &o3]), &[&r]))
+            .unwrap();
+        assert_eq!(same.allow_list(), v3.allow_list());
+        let moved = v3
+            .next_root(&signed(&with_role(2, &[&o3, &cfg, &online]), &[&r]))
+            .unwrap();
+        assert_eq!(moved.allow_list(), None);
+        assert!(matches!(moved.authority().allow_list, Some(None)));
+        let dropped = v3
+            .next_root(&signed(&root(2, &[&r], 1, &[&online]), &[&r]))
+            .unwrap();
+        assert!(dropped.authority().allow_list.is_none());
+    }
+
+    #[test]
+    fn a_delegation_s_document_stands_while_its_threshold_signed_it() {
+        use crate::plane::root::Delegation;
+        let (cfg, r, online, ci, other) = (key(), key(), key(), key(), key());
+        let delegated = |keys: &[&SecretKey]| {
+            let mut x = root(1, &[&r], 1, &[&online]);
+            x.delegations = vec![Delegation {
+                name: "team-a".into(),
+                role: Role {
+                    keys: keys.iter().map(|k| k.public()).collect(),
+                    threshold: 1,
+                },
+                groups: vec![GroupName::try_from("edge-eu").unwrap()],
+                modules: None,
+            }];
+            x
+        };
+        let config = TrustedSet::new(&[cfg.public()]);
+        let with_ci = config
+            .next_root(&signed(&delegated(&[&ci]), &[&cfg, &r]))
+            .unwrap();
+        let without = config
+            .next_root(&signed(&delegated(&[&other]), &[&cfg, &r]))
+            .unwrap();
+        let g = ci
+            .sign(crate::plane::group::GROUP_PAYLOAD_TYPE, b"{}")
+            .to_json();
+        let held = |revision| Held {
+            url: String::new(),
+            revision,
+            payload_digest: Digest::of(b""),
+            etag: None,
+            issued_at: 0,
+            expires: 0,
+            newest_issued_at: 0,
+            accepted_at: 0,
+            key_id: String::new(),
+        };
+        let gt = crate::plane::group::GROUP_PAYLOAD_TYPE;
+        // (what, the set, the payload type held as, the revision, stands)
+        #[rustfmt::skip]
+        let cases: Vec<(&str, &TrustedSet, &'static str, u64, bool)> = vec![
+            ("its delegation names its key", &with_ci, gt, 7, true),
+            ("its key no longer delegated", &without, gt, 7, false),
+            ("held as another kind", &with_ci, crate::plane::envelope::PAYLOAD_TYPE, 7, false),
+            ("over 2^53", &with_ci, gt, u64::MAX, false),
+            ("no delegation at all", &config, gt, 7, false),
+        ];
+        for (what, set, t, revision, stands) in cases {
+            assert_eq!(
+                set.document_stands(&g, t, &held(revision)).is_ok(),
+                stands,
+                "{what}"
+            );
+        }
     }
 }

@@ -117,6 +117,27 @@ pub struct RootView<T> {
     pub threshold: usize,
     /// Its version: 0 for the config's keys.
     pub version: u64,
+    /// The names of its delegations, in its order (absent: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delegations: Vec<String>,
+    /// The allow-list of image digests it asks for (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_list: Option<AllowListView<T>>,
+}
+
+/// The allow-list a root asks for, and the one held; times are `T` as in
+/// [`HeldView`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllowListView<T> {
+    /// How many of the allow-list role's keys must sign it.
+    pub threshold: usize,
+    /// The version held (`null`: none yet; every document naming an
+    /// image is refused until one is).
+    pub version: Option<u64>,
+    /// When the list held expires.
+    pub expires: Option<T>,
+    /// How many images it lists.
+    pub images: usize,
 }
 
 /// One of the node's groups; `until` is `T` as in [`HeldView`].

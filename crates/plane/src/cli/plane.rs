@@ -33,6 +33,17 @@ pub enum PlaneCommand {
         input: Option<PathBuf>,
         out: Option<PathBuf>,
     },
+    /// `sign-group --key PATH... --group NAME [--revision N] [--expires-in
+    /// DURATION] [--in FILE] [--out FILE]`: a group's document, as a
+    /// delegated key signs its own group's.
+    SignGroup {
+        keys: Vec<PathBuf>,
+        group: NodeId,
+        revision: Option<u64>,
+        expires_in: Duration,
+        input: Option<PathBuf>,
+        out: Option<PathBuf>,
+    },
     /// `release --key PATH... --version V --binary TARGET=FILE...
     /// [--url-base URL] [--schema N] [--reads-from N] [--out FILE]`.
     Release {
@@ -75,6 +86,16 @@ pub enum PlaneCommand {
         root_keys: Vec<String>,
         threshold: usize,
         document_keys: Vec<String>,
+        scoped: super::trust::Scoped,
+        after: Option<PathBuf>,
+        expires_in: Duration,
+        out: Option<PathBuf>,
+    },
+    /// `root allow-list [--image IMAGE...] [--images-from FILE] [--after FILE]
+    /// [--expires-in DURATION] [--out FILE]`.
+    AllowList {
+        images: Vec<String>,
+        images_from: Option<PathBuf>,
         after: Option<PathBuf>,
         expires_in: Duration,
         out: Option<PathBuf>,
@@ -90,6 +111,7 @@ pub enum PlaneCommand {
         trusted: Vec<String>,
         site: PathBuf,
         input: Option<PathBuf>,
+        allow_list: Option<PathBuf>,
         publish: bool,
         upload: Option<Box<super::upload::Upload>>,
     },
@@ -166,7 +188,22 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
             out,
         } => sign(
             &keys,
-            &node,
+            For::Node(&node),
+            revision,
+            expires_in,
+            input.as_deref(),
+            out.as_deref(),
+        ),
+        PlaneCommand::SignGroup {
+            keys,
+            group,
+            revision,
+            expires_in,
+            input,
+            out,
+        } => sign(
+            &keys,
+            For::Group(&group),
             revision,
             expires_in,
             input.as_deref(),
@@ -217,6 +254,7 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
             root_keys,
             threshold,
             document_keys,
+            scoped,
             after,
             expires_in,
             out,
@@ -224,6 +262,7 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
             &root_keys,
             threshold,
             &document_keys,
+            &scoped,
             after.as_deref(),
             expires_in,
             out.as_deref(),
@@ -231,16 +270,30 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
         PlaneCommand::RootSign { keys, input, out } => {
             super::trust::sign(&keys, input.as_deref(), out.as_deref())
         }
+        PlaneCommand::AllowList {
+            images,
+            images_from,
+            after,
+            expires_in,
+            out,
+        } => super::trust::allow_list(
+            &images,
+            images_from.as_deref(),
+            after.as_deref(),
+            expires_in,
+            out.as_deref(),
+        ),
         PlaneCommand::RootVerify {
             trusted,
             site,
             input,
+            allow_list,
             publish,
             upload,
         } => super::trust::verify(
             &trusted,
             (&site, upload.as_deref()),
-            input.as_deref(),
+            (input.as_deref(), allow_list.as_deref()),
             publish,
         ),
         PlaneCommand::Enroll {
@@ -274,9 +327,16 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
     }
 }
 
+/// Whose document `sign` signs: a node's, or a group's.
+#[derive(Clone, Copy)]
+enum For<'a> {
+    Node(&'a NodeId),
+    Group(&'a NodeId),
+}
+
 fn sign(
     keys: &[PathBuf],
-    node: &NodeId,
+    whose: For,
     revision: Option<u64>,
     expires_in: Duration,
     input: Option<&Path>,
@@ -287,12 +347,19 @@ fn sign(
     let now = crate::host::clock::now();
     let revision = revision.unwrap_or(now);
     let expires = now.saturating_add(expires_in.as_secs());
-    let stamped = match stamp(&payload, node, revision, now, expires) {
+    let (stamped, payload_type) = match whose {
+        For::Node(node) => (stamp(&payload, node, revision, now, expires), PAYLOAD_TYPE),
+        For::Group(group) => (
+            crate::plane::group::stamp_group(&payload, group, revision, now, expires),
+            crate::plane::group::GROUP_PAYLOAD_TYPE,
+        ),
+    };
+    let stamped = match stamped {
         Ok(s) => s,
         Err(e) => return Ok(refused(format_args!("the payload is refused: {e}"))),
     };
     let (first, more) = keys.split_first().expect("the parser requires a --key");
-    let mut envelope = first.sign(PAYLOAD_TYPE, &stamped);
+    let mut envelope = first.sign(payload_type, &stamped);
     for k in more {
         envelope.countersign(k);
     }
@@ -314,13 +381,16 @@ fn sign(
             .write_all(&json)
             .context("cannot write the signed document to stdout")?,
     }
-    let d = Desired::parse(&stamped).expect("stamp checked it");
+    let said = match whose {
+        For::Node(_) => summary(&Desired::parse(&stamped).expect("stamp checked it")),
+        For::Group(group) => format!("group {group} revision {revision}"),
+    };
     let ids: Vec<&str> = envelope
         .signatures
         .iter()
         .map(|s| s.keyid.as_str())
         .collect();
-    eprintln!("signed {} with key {}", summary(&d), ids.join(", "));
+    eprintln!("signed {said} with key {}", ids.join(", "));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -14,4 +14,6 @@ pub mod rollup;
 pub mod seal;
 pub mod upload;
 
-pub use stead_core::plane::{RefusalClass, accept, document, envelope, group, root, trusted};
+pub use stead_core::plane::{
+    RefusalClass, accept, allowlist, document, envelope, group, root, trusted,
+};
