@@ -167,9 +167,10 @@ fn a_private_bucket_serves_the_plane_with_signed_requests_and_refuses_anyone_els
             .arg(format!("nodes/{}/status.json", n.id))
             .output()
             .unwrap();
-        out.status.success()
-            && serde_json::from_slice::<serde_json::Value>(&out.stdout)
-                .is_ok_and(|r| r["node"] == n.id.as_str() && r["plane"]["held"]["revision"] == 1)
+        out.status.success() && {
+            let r = common::plane::open_report(&n.id, &out.stdout);
+            r["node"] == n.id.as_str() && r["plane"]["held"]["revision"] == 1
+        }
     });
     // Nobody else reads it.
     let addr = moto.url.trim_start_matches("http://");

@@ -180,7 +180,7 @@ impl fmt::Display for Unverified {
                 "it names node {} but is in no directory named for a node: refused",
                 clip(node, 100)
             ),
-            Unverified::Unsigned => f.write_str("not signed (an agent before 0.7.0): not counted"),
+            Unverified::Unsigned => f.write_str("not signed (an agent before 0.7.0)"),
             Unverified::NoKeys => f.write_str("not checked: no enrolled device keys were given"),
             Unverified::NotEnrolled => f.write_str("its node is not enrolled"),
             Unverified::NoReportKey => f.write_str(

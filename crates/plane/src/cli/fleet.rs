@@ -766,8 +766,8 @@ pub fn status(
     };
     if keys.is_none() {
         eprintln!(
-            "stead-plane: no --fleet: no report is checked against the devices' enrolled keys, \
-             and none is counted (each is listed, not-checked)"
+            "stead-plane: no --fleet: no report can be checked against the devices' enrolled \
+             keys, and none is counted (each is listed, with why)"
         );
     }
     let served = match site.map(|s| json_dirs(&s.join("groups")).map(|n| served_revisions(s, &n))) {

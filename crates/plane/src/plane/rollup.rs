@@ -82,7 +82,7 @@ pub struct Rollup {
     pub unverified: u64,
     /// Of them, how many of each class ([`Unverified::class`]).
     pub unverified_by: BTreeMap<String, u64>,
-    /// The first [`LISTED`] of them, with why.
+    /// The first [`LISTED`] of them read, with why, by where they are.
     pub unverified_listed: Vec<Unreadable>,
     /// The `seq` of each node's report counted: a node counts once.
     #[serde(skip)]
@@ -339,10 +339,15 @@ impl Rollup {
             .entry(why.class().to_string())
             .or_default() += 1;
         if self.unverified_listed.len() < LISTED {
-            self.unverified_listed.push(Unreadable {
+            let u = Unreadable {
                 source: clip(source, 300).into_owned(),
                 error: clip(&why.to_string(), 300).into_owned(),
-            });
+            };
+            // In the order of their paths, whatever order they were read in.
+            let at = self
+                .unverified_listed
+                .partition_point(|l| l.source <= u.source);
+            self.unverified_listed.insert(at, u);
         }
     }
 
