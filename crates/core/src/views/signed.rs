@@ -344,6 +344,8 @@ mod tests {
         r
     }
 
+    type Verdict = Result<ReportView, Unverified>;
+
     fn json(r: &ReportView) -> Vec<u8> {
         serde_json::to_vec(r).unwrap()
     }
@@ -378,29 +380,165 @@ mod tests {
         let not_its = |w: &str| Err(Unverified::NotItsKey(w.into()));
         // (what, the report read, its directory, what is enrolled there, the verdict)
         #[rustfmt::skip]
-        let cases: Vec<(&str, Read, Option<&str>, Enrolled, Result<ReportView, Unverified>)> = vec![
-            ("a good one", good(), Some("edge-a"), Enrolled::Key(&ka), ok.clone()),
-            ("a replay: an older genuine report in its place verifies (a reader keeps no state)",
-                signed(&report("edge-a", Some(&a), 3), &a), Some("edge-a"), Enrolled::Key(&ka), Ok(report("edge-a", Some(&a), 3))),
-            ("moved to another node's path", good(), Some("edge-b"), Enrolled::Key(&kb), moved_to_b()),
-            ("moved, the other node not enrolled", good(), Some("edge-b"), Enrolled::NotEnrolled, moved_to_b()),
-            ("moved, no keys given", good(), Some("edge-b"), Enrolled::NoKeys, moved_to_b()),
-            ("in no node's directory", good(), None, Enrolled::Key(&ka), Err(Unverified::Moved { node: "edge-a".into(), dir: None })),
-            ("signed by another key, naming the node", signed(&report("edge-a", Some(&c), 7), &c), Some("edge-a"), Enrolled::Key(&ka), Err(Unverified::OtherKey(ids(&c)))),
-            ("signed by another node's key, moved in and renamed", signed(&report("edge-a", Some(&b), 7), &b), Some("edge-a"), Enrolled::Key(&ka), Err(Unverified::OtherKey(ids(&b)))),
-            ("another key claiming the enrolled key's id", tampered(signed(&report("edge-a", Some(&c), 7), &c), |e| e.signatures[0].keyid = ka.id().to_string()), Some("edge-a"), Enrolled::Key(&ka), Err(Unverified::BadSignature)),
-            ("changed after it was signed", tampered(good(), |e| { let n = e.payload.len() - 2; e.payload[n] ^= 1 }), Some("edge-a"), Enrolled::Key(&ka), Err(Unverified::BadSignature)),
-            ("a signature cut", tampered(good(), |e| e.signatures[0].sig.truncate(63)), Some("edge-a"), Enrolled::Key(&ka), Err(Unverified::BadSignature)),
-            ("an envelope without a signature", tampered(good(), |e| e.signatures.clear()), Some("edge-a"), Enrolled::Key(&ka), Err(Unverified::Unsigned)),
-            ("unsigned: an older agent's plain report", old(), Some("edge-a"), Enrolled::Key(&ka), Err(Unverified::Unsigned)),
-            ("unsigned, no keys given", old(), Some("edge-a"), Enrolled::NoKeys, Err(Unverified::Unsigned)),
-            ("unsigned and moved", old(), Some("edge-b"), Enrolled::Key(&kb), moved_to_b()),
-            ("no keys given", good(), Some("edge-a"), Enrolled::NoKeys, Err(Unverified::NoKeys)),
-            ("not enrolled", good(), Some("edge-a"), Enrolled::NotEnrolled, Err(Unverified::NotEnrolled)),
-            ("enrolled without a report key", good(), Some("edge-a"), Enrolled::NoReportKey, Err(Unverified::NoReportKey)),
-            ("signed by the enrolled key, carrying another", signed(&report("edge-a", Some(&c), 7), &a), Some("edge-a"), Enrolled::Key(&ka), not_its("it carries a report key other than the enrolled one that signed it")),
-            ("signed by the enrolled key, carrying none", signed(&report("edge-a", None, 7), &a), Some("edge-a"), Enrolled::Key(&ka), not_its("it is signed but carries no report key")),
-            ("signed, its payload no report", Read::parse(&a.sign(PAYLOAD_TYPE, b"{}").to_json()).unwrap(), Some("edge-a"), Enrolled::Key(&ka), Err(Unverified::Unreadable("missing field `agent_version` at line 1 column 2".into()))),
+        type Case<'k> = (&'k str, Read, Option<&'k str>, Enrolled<'k>, Verdict);
+        let cases: Vec<Case> = vec![
+            (
+                "a good one",
+                good(),
+                Some("edge-a"),
+                Enrolled::Key(&ka),
+                ok.clone(),
+            ),
+            (
+                "a replay: an older genuine report in its place verifies (a reader keeps no state)",
+                signed(&report("edge-a", Some(&a), 3), &a),
+                Some("edge-a"),
+                Enrolled::Key(&ka),
+                Ok(report("edge-a", Some(&a), 3)),
+            ),
+            (
+                "moved to another node's path",
+                good(),
+                Some("edge-b"),
+                Enrolled::Key(&kb),
+                moved_to_b(),
+            ),
+            (
+                "moved, the other node not enrolled",
+                good(),
+                Some("edge-b"),
+                Enrolled::NotEnrolled,
+                moved_to_b(),
+            ),
+            (
+                "moved, no keys given",
+                good(),
+                Some("edge-b"),
+                Enrolled::NoKeys,
+                moved_to_b(),
+            ),
+            (
+                "in no node's directory",
+                good(),
+                None,
+                Enrolled::Key(&ka),
+                Err(Unverified::Moved {
+                    node: "edge-a".into(),
+                    dir: None,
+                }),
+            ),
+            (
+                "signed by another key, naming the node",
+                signed(&report("edge-a", Some(&c), 7), &c),
+                Some("edge-a"),
+                Enrolled::Key(&ka),
+                Err(Unverified::OtherKey(ids(&c))),
+            ),
+            (
+                "signed by another node's key, moved in and renamed",
+                signed(&report("edge-a", Some(&b), 7), &b),
+                Some("edge-a"),
+                Enrolled::Key(&ka),
+                Err(Unverified::OtherKey(ids(&b))),
+            ),
+            (
+                "another key claiming the enrolled key's id",
+                tampered(signed(&report("edge-a", Some(&c), 7), &c), |e| {
+                    e.signatures[0].keyid = ka.id().to_string()
+                }),
+                Some("edge-a"),
+                Enrolled::Key(&ka),
+                Err(Unverified::BadSignature),
+            ),
+            (
+                "changed after it was signed",
+                tampered(good(), |e| {
+                    let n = e.payload.len() - 2;
+                    e.payload[n] ^= 1
+                }),
+                Some("edge-a"),
+                Enrolled::Key(&ka),
+                Err(Unverified::BadSignature),
+            ),
+            (
+                "a signature cut",
+                tampered(good(), |e| e.signatures[0].sig.truncate(63)),
+                Some("edge-a"),
+                Enrolled::Key(&ka),
+                Err(Unverified::BadSignature),
+            ),
+            (
+                "an envelope without a signature",
+                tampered(good(), |e| e.signatures.clear()),
+                Some("edge-a"),
+                Enrolled::Key(&ka),
+                Err(Unverified::Unsigned),
+            ),
+            (
+                "unsigned: an older agent's plain report",
+                old(),
+                Some("edge-a"),
+                Enrolled::Key(&ka),
+                Err(Unverified::Unsigned),
+            ),
+            (
+                "unsigned, no keys given",
+                old(),
+                Some("edge-a"),
+                Enrolled::NoKeys,
+                Err(Unverified::Unsigned),
+            ),
+            (
+                "unsigned and moved",
+                old(),
+                Some("edge-b"),
+                Enrolled::Key(&kb),
+                moved_to_b(),
+            ),
+            (
+                "no keys given",
+                good(),
+                Some("edge-a"),
+                Enrolled::NoKeys,
+                Err(Unverified::NoKeys),
+            ),
+            (
+                "not enrolled",
+                good(),
+                Some("edge-a"),
+                Enrolled::NotEnrolled,
+                Err(Unverified::NotEnrolled),
+            ),
+            (
+                "enrolled without a report key",
+                good(),
+                Some("edge-a"),
+                Enrolled::NoReportKey,
+                Err(Unverified::NoReportKey),
+            ),
+            (
+                "signed by the enrolled key, carrying another",
+                signed(&report("edge-a", Some(&c), 7), &a),
+                Some("edge-a"),
+                Enrolled::Key(&ka),
+                not_its("it carries a report key other than the enrolled one that signed it"),
+            ),
+            (
+                "signed by the enrolled key, carrying none",
+                signed(&report("edge-a", None, 7), &a),
+                Some("edge-a"),
+                Enrolled::Key(&ka),
+                not_its("it is signed but carries no report key"),
+            ),
+            (
+                "signed, its payload no report",
+                Read::parse(&a.sign(PAYLOAD_TYPE, b"{}").to_json()).unwrap(),
+                Some("edge-a"),
+                Enrolled::Key(&ka),
+                Err(Unverified::Unreadable(
+                    "missing field `agent_version` at line 1 column 2".into(),
+                )),
+            ),
         ];
         for (what, read, dir, enrolled, want) in cases {
             assert_eq!(verify(read, dir, enrolled), want, "{what}");
@@ -417,15 +555,75 @@ mod tests {
         };
         // (what, the report read, its directory, what it claims)
         #[rustfmt::skip]
-        let cases: Vec<(&str, Read, Option<&str>, Result<Claim, Unverified>)> = vec![
-            ("signed by the key it carries", signed(&report("edge-a", Some(&a), 7), &a), Some("edge-a"), Ok(claim_of("edge-a", Some(&a)))),
-            ("an older agent's plain report: its age key alone", Read::parse(&json(&report("edge-a", None, 7))).unwrap(), Some("edge-a"), Ok(claim_of("edge-a", None))),
-            ("signed by another key than it carries", signed(&report("edge-a", Some(&a), 7), &c), Some("edge-a"), Err(Unverified::NotItsKey(format!("it is not signed by the report key it carries ({})", a.public().id())))),
-            ("changed after it was signed", tampered(signed(&report("edge-a", Some(&a), 7), &a), |e| { let n = e.payload.len() - 2; e.payload[n] ^= 1 }), Some("edge-a"), Err(Unverified::NotItsKey(format!("it is not signed by the report key it carries ({})", a.public().id())))),
-            ("signed, carrying no key", signed(&report("edge-a", None, 7), &a), Some("edge-a"), Err(Unverified::NotItsKey("it is signed but carries no report key".into()))),
-            ("an envelope without a signature", tampered(signed(&report("edge-a", Some(&a), 7), &a), |e| e.signatures.clear()), Some("edge-a"), Err(Unverified::Unsigned)),
-            ("moved to another node's path", signed(&report("edge-a", Some(&a), 7), &a), Some("edge-b"), Err(Unverified::Moved { node: "edge-a".into(), dir: Some("edge-b".into()) })),
-            ("plain, moved", Read::parse(&json(&report("edge-a", None, 7))).unwrap(), Some("edge-b"), Err(Unverified::Moved { node: "edge-a".into(), dir: Some("edge-b".into()) })),
+        type Case<'k> = (&'k str, Read, Option<&'k str>, Result<Claim, Unverified>);
+        let cases: Vec<Case> = vec![
+            (
+                "signed by the key it carries",
+                signed(&report("edge-a", Some(&a), 7), &a),
+                Some("edge-a"),
+                Ok(claim_of("edge-a", Some(&a))),
+            ),
+            (
+                "an older agent's plain report: its age key alone",
+                Read::parse(&json(&report("edge-a", None, 7))).unwrap(),
+                Some("edge-a"),
+                Ok(claim_of("edge-a", None)),
+            ),
+            (
+                "signed by another key than it carries",
+                signed(&report("edge-a", Some(&a), 7), &c),
+                Some("edge-a"),
+                Err(Unverified::NotItsKey(format!(
+                    "it is not signed by the report key it carries ({})",
+                    a.public().id()
+                ))),
+            ),
+            (
+                "changed after it was signed",
+                tampered(signed(&report("edge-a", Some(&a), 7), &a), |e| {
+                    let n = e.payload.len() - 2;
+                    e.payload[n] ^= 1
+                }),
+                Some("edge-a"),
+                Err(Unverified::NotItsKey(format!(
+                    "it is not signed by the report key it carries ({})",
+                    a.public().id()
+                ))),
+            ),
+            (
+                "signed, carrying no key",
+                signed(&report("edge-a", None, 7), &a),
+                Some("edge-a"),
+                Err(Unverified::NotItsKey(
+                    "it is signed but carries no report key".into(),
+                )),
+            ),
+            (
+                "an envelope without a signature",
+                tampered(signed(&report("edge-a", Some(&a), 7), &a), |e| {
+                    e.signatures.clear()
+                }),
+                Some("edge-a"),
+                Err(Unverified::Unsigned),
+            ),
+            (
+                "moved to another node's path",
+                signed(&report("edge-a", Some(&a), 7), &a),
+                Some("edge-b"),
+                Err(Unverified::Moved {
+                    node: "edge-a".into(),
+                    dir: Some("edge-b".into()),
+                }),
+            ),
+            (
+                "plain, moved",
+                Read::parse(&json(&report("edge-a", None, 7))).unwrap(),
+                Some("edge-b"),
+                Err(Unverified::Moved {
+                    node: "edge-a".into(),
+                    dir: Some("edge-b".into()),
+                }),
+            ),
         ];
         for (what, read, dir, want) in cases {
             assert_eq!(claim(read, dir), want, "{what}");

@@ -651,18 +651,73 @@ mod tests {
         // (what, the reports read: the directory each is in and its bytes,
         // devices counted (all failing), the unverified by class)
         #[rustfmt::skip]
-        let cases: Vec<(&str, Reading, u64, Vec<(&str, u64)>)> = vec![
+        type Case<'a> = (&'a str, Reading<'a>, u64, Vec<(&'a str, u64)>);
+        let cases: Vec<Case> = vec![
             ("a good one", vec![("a", sig("a", 9, &a, &a))], 1, vec![]),
-            ("two nodes", vec![("a", sig("a", 9, &a, &a)), ("b", sig("b", 4, &b, &b))], 2, vec![]),
-            ("moved to another node's path", vec![("b", sig("a", 9, &a, &a))], 0, vec![("moved", 1)]),
-            ("moved beside the other's own", vec![("b", sig("b", 4, &b, &b)), ("b", sig("a", 9, &a, &a))], 1, vec![("moved", 1)]),
-            ("replayed: an older report beside the newer", vec![("a", sig("a", 9, &a, &a)), ("a", sig("a", 3, &a, &a))], 1, vec![("duplicate", 1)]),
-            ("replayed: the older read first counts, once", vec![("a", sig("a", 3, &a, &a)), ("a", sig("a", 9, &a, &a))], 1, vec![("duplicate", 1)]),
-            ("another key, carrying itself", vec![("a", sig("a", 9, &other, &other))], 0, vec![("other-key", 1)]),
-            ("another key, carrying the enrolled one", vec![("a", sig("a", 9, &other, &a))], 0, vec![("other-key", 1)]),
-            ("unsigned: an older agent's plain report", vec![("a", plain("a"))], 0, vec![("unsigned", 1)]),
-            ("a node not enrolled", vec![("c", sig("c", 1, &other, &other))], 0, vec![("not-enrolled", 1)]),
-            ("a mixed fleet", vec![("a", sig("a", 9, &a, &a)), ("b", plain("b")), ("c", plain("c"))], 1, vec![("unsigned", 2)]),
+            (
+                "two nodes",
+                vec![("a", sig("a", 9, &a, &a)), ("b", sig("b", 4, &b, &b))],
+                2,
+                vec![],
+            ),
+            (
+                "moved to another node's path",
+                vec![("b", sig("a", 9, &a, &a))],
+                0,
+                vec![("moved", 1)],
+            ),
+            (
+                "moved beside the other's own",
+                vec![("b", sig("b", 4, &b, &b)), ("b", sig("a", 9, &a, &a))],
+                1,
+                vec![("moved", 1)],
+            ),
+            (
+                "replayed: an older report beside the newer",
+                vec![("a", sig("a", 9, &a, &a)), ("a", sig("a", 3, &a, &a))],
+                1,
+                vec![("duplicate", 1)],
+            ),
+            (
+                "replayed: the older read first counts, once",
+                vec![("a", sig("a", 3, &a, &a)), ("a", sig("a", 9, &a, &a))],
+                1,
+                vec![("duplicate", 1)],
+            ),
+            (
+                "another key, carrying itself",
+                vec![("a", sig("a", 9, &other, &other))],
+                0,
+                vec![("other-key", 1)],
+            ),
+            (
+                "another key, carrying the enrolled one",
+                vec![("a", sig("a", 9, &other, &a))],
+                0,
+                vec![("other-key", 1)],
+            ),
+            (
+                "unsigned: an older agent's plain report",
+                vec![("a", plain("a"))],
+                0,
+                vec![("unsigned", 1)],
+            ),
+            (
+                "a node not enrolled",
+                vec![("c", sig("c", 1, &other, &other))],
+                0,
+                vec![("not-enrolled", 1)],
+            ),
+            (
+                "a mixed fleet",
+                vec![
+                    ("a", sig("a", 9, &a, &a)),
+                    ("b", plain("b")),
+                    ("c", plain("c")),
+                ],
+                1,
+                vec![("unsigned", 2)],
+            ),
         ];
         for (what, reading, counted, unverified) in cases {
             let mut r = Rollup::served(&BTreeMap::from([("eu".to_string(), 5)]));
