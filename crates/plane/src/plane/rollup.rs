@@ -2,9 +2,11 @@
 //! --reports`, `stead-plane rollout watch`): devices per revision, per
 //! module state, failing devices with their reasons, devices not heard
 //! from, and each group's rollout progress. Pure: the command streams the
-//! reports in; nothing keeps a report once it is added, and every list
-//! and every table of counts is capped, so 100,000 reports (or forged ones
-//! naming a new state, revision or group each) take the memory of a few.
+//! reports in; nothing keeps a report once it is added (only each counted
+//! node's id and `seq`, and a report is counted only for an enrolled
+//! node), and every list and every table of counts is capped, so 100,000
+//! reports (or forged ones naming a new state, revision or group each)
+//! take the memory of a few.
 //!
 //! Only a report signed by the key enrolled for the node whose directory
 //! it is in, and naming that node, is counted
