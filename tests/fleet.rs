@@ -719,6 +719,9 @@ fn publish_signs_only_what_changed_and_watch_halts_a_rollout_whose_devices_fail(
         "{st:#}"
     );
     assert_eq!(st["devices"], 2, "{st:#}");
+    // The 30 enrolled on trust from their unsigned reports: no report
+    // counted, named.
+    assert_eq!(st["missing"], 30, "{st:#}");
     assert_eq!(st["not_counted"], 1, "{st:#}");
     assert_eq!(st["not_counted_listed"][0]["node"], liar_id.as_str());
     assert_eq!(st["groups"][&g]["on_newest"], 1, "{st:#}");

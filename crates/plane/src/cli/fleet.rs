@@ -525,6 +525,9 @@ fn roll_up(
         }
     })?;
     reading.done();
+    if let Some(keys) = keys {
+        r.missing(keys.keys().map(|n| n.as_str()));
+    }
     Ok(r)
 }
 

@@ -86,6 +86,12 @@ pub struct Rollup {
     pub unverified_by: BTreeMap<String, u64>,
     /// The first [`LISTED`] of them read, with why, by where they are.
     pub unverified_listed: Vec<Unreadable>,
+    /// Enrolled nodes no report of which was counted (a report deleted, a
+    /// device never heard from or not yet signing), when the enrolled keys
+    /// were given ([`Rollup::missing`]).
+    pub missing: u64,
+    /// The first [`LISTED`] of them, by node.
+    pub missing_listed: Vec<String>,
     /// The `seq` of each node's report counted: a node counts once.
     #[serde(skip)]
     counted: std::collections::HashMap<String, u64>,
@@ -333,6 +339,19 @@ impl Rollup {
         }
     }
 
+    /// Once every report is taken: counts the `enrolled` nodes (in order)
+    /// no report of which was counted.
+    pub fn missing<'n>(&mut self, enrolled: impl IntoIterator<Item = &'n str>) {
+        for node in enrolled {
+            if !self.counted.contains_key(node) {
+                self.missing += 1;
+                if self.missing_listed.len() < LISTED {
+                    self.missing_listed.push(clip(node, 256).into_owned());
+                }
+            }
+        }
+    }
+
     /// Lists a report read and not counted.
     pub fn unverified(&mut self, source: &str, why: &Unverified) {
         self.unverified += 1;
@@ -432,6 +451,12 @@ impl Rollup {
                     escape(&c.group),
                     escape(&c.why)
                 );
+            }
+        }
+        if self.missing > 0 {
+            let _ = writeln!(out, "enrolled, no report counted {}", self.missing);
+            for m in &self.missing_listed {
+                let _ = writeln!(out, "  {}", escape(m));
             }
         }
         if self.unverified > 0 {
@@ -773,6 +798,18 @@ mod tests {
         assert!(
             text.contains("unverified reports 1, not counted (duplicate: 1)\n  x/a/status.json  a second report"),
             "{text}"
+        );
+        // Enrolled nodes with no report counted are named.
+        r.missing(["a", "b", "c"]);
+        assert_eq!(
+            (r.missing, r.missing_listed.clone()),
+            (2, vec!["b".to_string(), "c".to_string()])
+        );
+        assert!(
+            r.text(60)
+                .contains("enrolled, no report counted 2\n  b\n  c\n"),
+            "{}",
+            r.text(60)
         );
         // A payload that does not read is unreadable, not unverified.
         r.take(
