@@ -307,6 +307,8 @@ pub struct Agent<C: Connect> {
     /// gave up); `restart_asked` says so after `run` returns.
     restart: Arc<Notify>,
     restart_asked: Arc<std::sync::atomic::AtomicBool>,
+    /// The key this device's reports are signed with.
+    report_key: Arc<crate::plane::envelope::SecretKey>,
 }
 
 impl<C: Connect> Agent<C> {
@@ -388,6 +390,11 @@ impl<C: Connect> Agent<C> {
             source,
         })?;
         let device_key = key.identity().recipient().encode();
+        // The key its reports are signed with: derived from the same local
+        // key, for that one use (nothing more is kept).
+        let report_key = Arc::new(crate::plane::envelope::SecretKey::from_seed(
+            key.report_seed(),
+        ));
         reconciler.seal_stated_with(key);
         if config.keyed_digests {
             reconciler.key_digests();
@@ -400,6 +407,7 @@ impl<C: Connect> Agent<C> {
             wake,
             status: Arc::new(Mutex::new(NodeStatus {
                 device_key: Some(device_key),
+                report_key: Some(report_key.public().to_base64()),
                 ..NodeStatus::default()
             })),
             reload_wake: Arc::new(Notify::new()),
@@ -411,6 +419,7 @@ impl<C: Connect> Agent<C> {
             launched,
             restart: Arc::new(Notify::new()),
             restart_asked: Default::default(),
+            report_key,
         })
     }
 
@@ -867,6 +876,7 @@ impl<C: Connect> Agent<C> {
             syncer: syncer.clone(),
             epoch,
             launched: self.launched.clone(),
+            key: self.report_key.clone(),
         };
         let report = AbortOnDrop(tokio::spawn(crate::plane::report::run(
             reporter,

@@ -472,6 +472,11 @@ fn a_group_document_that_fails_a_check_changes_nothing() {
     assert!(n.logs(&w).contains("V=two") && !n.logs(&w).contains("V=x"));
 }
 
+fn write_raw(path: &std::path::Path, bytes: &[u8]) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, bytes).unwrap();
+}
+
 fn write_json(path: &std::path::Path, v: &J) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, serde_json::to_vec_pretty(v).unwrap()).unwrap();
@@ -563,21 +568,53 @@ fn publish_signs_only_what_changed_and_watch_halts_a_rollout_whose_devices_fail(
     let status: J = serde_json::from_str(&body).unwrap();
     assert_eq!(status["node"]["device_key"], key.as_str());
     assert!(stead::model::age::Recipient::parse(&key).is_ok());
-    // The roll-up names the failing device and the group's progress.
-    let status = plane_cli(&["status", "--reports", s, "--json"]);
+    // The report is signed by the device's report key, which the status
+    // says; enrolled by the CLI from it.
+    let report_key = status["node"]["report_key"].as_str().unwrap().to_string();
+    assert_eq!(report["report_key"], report_key.as_str(), "{report:#}");
+    let out = plane_cli(&["enroll", "--fleet", f, "--reports", s]);
+    assert!(out.contains(&format!("enrolled {}", n.id)), "{out}");
+    let enrolled = std::fs::read_to_string(fleet.join("device-keys.csv")).unwrap();
+    assert!(
+        enrolled.contains(&format!("{},{key},{report_key}\n", n.id)),
+        "{enrolled}"
+    );
+    // Without the enrolled keys nothing is checked, and nothing counted:
+    // the report is listed.
+    let (ok, out, err) = plane_cli_with(&["status", "--reports", s, "--json"], "");
+    let st: J = serde_json::from_str(&out).unwrap();
+    assert!(ok && err.contains("no --fleet"), "{err}");
+    assert_eq!(
+        (st["devices"].as_u64(), st["failing"].as_u64()),
+        (Some(0), Some(0)),
+        "{st:#}"
+    );
+    assert_eq!(st["unverified_by"], json!({"not-checked": 1}), "{st:#}");
+    // With them, the roll-up names the failing device and the group's
+    // progress.
+    let status = plane_cli(&["status", "--reports", s, "--fleet", f, "--json"]);
     let st: J = serde_json::from_str(&status).unwrap();
     assert_eq!(st["devices"], 1, "{st:#}");
+    assert_eq!(st["unverified"], 0, "{st:#}");
     assert_eq!(st["failing"], 1, "{st:#}");
     assert_eq!(st["failing_listed"][0]["node"], n.id.as_str(), "{st:#}");
     assert_eq!(st["groups"][&g]["on_newest"], 1, "{st:#}");
-    let text = plane_cli(&["status", "--reports", s]);
+    let text = plane_cli(&["status", "--reports", s, "--fleet", f]);
     assert!(text.contains("failing 1"), "{text}");
     // The same reports through the host's listings (nginx's autoindex).
     let index = format!("{}/nodes/", plane.base());
-    let over_http: J =
-        serde_json::from_str(&plane_cli(&["status", "--reports", &index, "--json"])).unwrap();
+    let over_http: J = serde_json::from_str(&plane_cli(&[
+        "status",
+        "--reports",
+        &index,
+        "--fleet",
+        f,
+        "--json",
+    ]))
+    .unwrap();
     assert_eq!(over_http["devices"], 1, "{over_http:#}");
     assert_eq!(over_http["unreadable"], 0, "{over_http:#}");
+    assert_eq!(over_http["unverified"], 0, "{over_http:#}");
     assert_eq!(over_http["failing_listed"][0]["node"], n.id.as_str());
     assert_eq!(over_http["groups"][&g]["on_newest"], 1, "{over_http:#}");
     // A listing that is not there is an error, and nothing is rolled up.
@@ -605,34 +642,125 @@ fn publish_signs_only_what_changed_and_watch_halts_a_rollout_whose_devices_fail(
         );
     }
 
-    // A forged report claiming the group at a revision never published:
-    // named, not counted, and it does not hide the device on the served one.
-    let mut forged = plane.report_json(&n.id).unwrap();
-    let forged_id = format!("forged-{}", n.id);
-    forged["node"] = forged_id.as_str().into();
-    forged["plane"]["groups"][0]["revision"] = u64::MAX.into();
-    forged["plane"]["groups"][0]["running"] = u64::MAX.into();
-    write_json(
-        &site.join(format!("nodes/{forged_id}/status.json")),
-        &forged,
+    // Reports that do not count, each listed by class, none hiding the
+    // device's own: its signed report copied to another node's path
+    // (moved); one naming it, signed by another key, beside its own
+    // (other-key); and 30 unsigned ones (as an agent before 0.7.0 sends)
+    // of nodes on the served revision, converged, which would dilute its
+    // failure below the watcher's 5 % if they counted.
+    let signed = plane.report(&n.id).unwrap();
+    let moved_to = format!("moved-{}", n.id);
+    write_raw(&site.join(format!("nodes/{moved_to}/status.json")), &signed);
+    let stranger = SecretKey::generate().unwrap();
+    let mut other = report.clone();
+    other["report_key"] = stranger.public().to_base64().into();
+    write_raw(
+        &site.join(format!("nodes/x/{}/status.json", n.id)),
+        &stead::views::signed::sign(&serde_json::to_vec(&other).unwrap(), &stranger),
+    );
+    for i in 0..30u8 {
+        let mut quiet = report.clone();
+        let id = format!("old-{i}-{}", n.id);
+        quiet["node"] = id.as_str().into();
+        quiet["device_key"] = stead::model::age::Identity::from_bytes([100 + i; 32])
+            .recipient()
+            .encode()
+            .into();
+        quiet.as_object_mut().unwrap().remove("report_key");
+        quiet["modules"][w.as_str()]["state"] = "converged".into();
+        quiet["modules"][w.as_str()]["last_error"] = J::Null;
+        write_json(&site.join(format!("nodes/{id}/status.json")), &quiet);
+    }
+    // A device that lies (enrolled on trust from its own signed report):
+    // it claims the group at a revision never published, named and not
+    // counted, and it does not hide the device on the served one.
+    let liar_id = format!("liar-{}", n.id);
+    let liar_key =
+        SecretKey::from_seed(stead::model::seal::LocalKey::from_bytes([7; 32]).report_seed());
+    let mut liar = report.clone();
+    liar["node"] = liar_id.as_str().into();
+    liar["device_key"] = stead::model::age::Identity::from_bytes([7; 32])
+        .recipient()
+        .encode()
+        .into();
+    liar["report_key"] = liar_key.public().to_base64().into();
+    liar["plane"]["groups"][0]["revision"] = u64::MAX.into();
+    liar["plane"]["groups"][0]["running"] = u64::MAX.into();
+    write_raw(
+        &site.join(format!("nodes/{liar_id}/status.json")),
+        &stead::views::signed::sign(&serde_json::to_vec(&liar).unwrap(), &liar_key),
+    );
+    // Enrolment refuses the moved report by name and takes the liar (its
+    // first key, on trust); the unsigned ones, their age keys alone.
+    let (ok, out, err) = plane_cli_with(&["enroll", "--fleet", f, "--reports", s], "");
+    assert!(
+        !ok && out.contains(&format!("enrolled {liar_id}"))
+            && err.contains(&format!(
+                "it names node {} but is in the directory of node {moved_to}: refused",
+                n.id
+            ))
+            && out.contains("30 report(s) unsigned"),
+        "{out}{err}"
     );
     let st: J = serde_json::from_str(&plane_cli(&[
         "status",
         "--reports",
         s,
+        "--fleet",
+        f,
         "--site",
         s,
         "--json",
     ]))
     .unwrap();
+    assert_eq!(
+        st["unverified_by"],
+        json!({"moved": 1, "other-key": 1, "unsigned": 30}),
+        "{st:#}"
+    );
+    assert_eq!(st["devices"], 2, "{st:#}");
+    // The 30 enrolled on trust from their unsigned reports: no report
+    // counted, named.
+    assert_eq!(st["missing"], 30, "{st:#}");
     assert_eq!(st["not_counted"], 1, "{st:#}");
-    assert_eq!(st["not_counted_listed"][0]["node"], forged_id.as_str());
+    assert_eq!(st["not_counted_listed"][0]["node"], liar_id.as_str());
     assert_eq!(st["groups"][&g]["on_newest"], 1, "{st:#}");
+    assert_eq!(st["groups"][&g]["failing_on_newest"], 1, "{st:#}");
     assert_eq!(st["groups"][&g]["newest"], st["groups"][&g]["served"]);
+    // The watcher needs the enrolled keys.
+    let empty = work.path().join("no-fleet");
+    std::fs::create_dir_all(&empty).unwrap();
+    let (ok, _, err) = plane_cli_with(
+        &[
+            "rollout",
+            "watch",
+            "--key",
+            k,
+            "--reports",
+            s,
+            "--fleet",
+            empty.to_str().unwrap(),
+            "--site",
+            s,
+        ],
+        "",
+    );
+    assert!(!ok && err.contains("device-keys.csv is not there"), "{err}");
 
     // Below its minimum of reports the watcher waits; at it, it halts.
     let watch = |more: &[&str]| {
-        let mut args = vec!["rollout", "watch", "--key", k, "--reports", s, "--site", s];
+        let mut args = vec![
+            "rollout",
+            "watch",
+            "--key",
+            k,
+            "--reports",
+            s,
+            "--fleet",
+            f,
+            "--site",
+            s,
+        ];
         args.extend_from_slice(more);
         plane_cli(&args)
     };
@@ -640,7 +768,12 @@ fn publish_signs_only_what_changed_and_watch_halts_a_rollout_whose_devices_fail(
     assert!(out.contains("below the threshold"), "{out}");
     let out = watch(&["--min-reports", "1", "--dry-run"]);
     assert!(out.contains(&format!("would halt group {g}")), "{out}");
-    assert!(out.contains("1 group claim(s) not counted"), "{out}");
+    assert!(
+        out.contains(
+            "0 report(s) unreadable, 32 unverified and not counted, 1 group claim(s) not counted"
+        ),
+        "{out}"
+    );
     // The watcher reads the reports through the listings as well.
     let out = plane_cli(&[
         "rollout",
@@ -649,6 +782,8 @@ fn publish_signs_only_what_changed_and_watch_halts_a_rollout_whose_devices_fail(
         k,
         "--reports",
         &index,
+        "--fleet",
+        f,
         "--site",
         s,
         "--min-reports",
@@ -726,6 +861,10 @@ fn publish_and_watch_sign_nothing_over_what_they_cannot_verify_nor_twice_at_once
         dir.to_str().unwrap().to_string()
     };
     let publish = |f: &str| plane_run(&["publish", "--key", k, "--fleet", f, "--site", s]);
+    // No device enrolled yet: the watcher reads the site all the same.
+    let keys = work.path().join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    std::fs::write(keys.join("device-keys.csv"), "# none yet\n").unwrap();
     let watch = || {
         plane_run(&[
             "rollout",
@@ -734,6 +873,8 @@ fn publish_and_watch_sign_nothing_over_what_they_cannot_verify_nor_twice_at_once
             k,
             "--reports",
             s,
+            "--fleet",
+            keys.to_str().unwrap(),
             "--site",
             s,
             "--min-reports",

@@ -1992,7 +1992,7 @@ fn roots_mutated_and_signed_never_panic_and_what_is_taken_is_the_next_version() 
 #[test]
 fn release_statements_and_reports_and_listings_of_any_bytes_never_panic() {
     use stead::model::release::{Release, Running, admit};
-    use stead::views::ReportView;
+    use stead::views::{ReportView, signed};
     use stead_plane::plane::index;
     use stead_plane::plane::rollup::Rollup;
     let golden_release = json!({
@@ -2023,6 +2023,16 @@ fn release_statements_and_reports_and_listings_of_any_bytes_never_panic() {
         "seq": 7,
         "undelivered": 0,
     });
+    // The same, signed as a 0.7.0 agent PUTs it (an envelope, as JSON).
+    let report_key = stead::plane::envelope::SecretKey::from_seed([5; 32]);
+    let enrolled = report_key.public();
+    let mut carrying = golden_report.clone();
+    carrying["report_key"] = enrolled.to_base64().into();
+    let golden_signed: J = serde_json::from_slice(&stead::views::signed::sign(
+        carrying.to_string().as_bytes(),
+        &report_key,
+    ))
+    .unwrap();
     let listing = prop_oneof![
         "\\PC{0,400}",
         prop::collection::vec(
@@ -2049,6 +2059,8 @@ fn release_statements_and_reports_and_listings_of_any_bytes_never_panic() {
         prop_oneof![
             Just(golden_report.clone()).boxed(),
             mutated(Just(golden_report)).boxed(),
+            Just(golden_signed.clone()).boxed(),
+            mutated(Just(golden_signed)).boxed(),
             noise().boxed()
         ],
         listing,
@@ -2066,8 +2078,17 @@ fn release_statements_and_reports_and_listings_of_any_bytes_never_panic() {
             let _ = admit(&r, &me, true);
         }
         let mut rollup = Rollup::default();
-        if let Ok(r) = serde_json::from_str::<ReportView>(&report.to_string()) {
+        let bytes = report.to_string();
+        if let Ok(r) = serde_json::from_str::<ReportView>(&bytes) {
             rollup.add(&r, NOW, 3600);
+        }
+        // Read as the roll-up and enroll read a report: signed or plain.
+        if let Ok(read) = signed::Read::parse(bytes.as_bytes()) {
+            let _ = signed::claim(read.clone(), Some("edge-1"));
+            for e in [signed::Enrolled::Key(&enrolled), signed::Enrolled::NoKeys] {
+                let verdict = signed::verify(read.clone(), Some("edge-1"), e);
+                rollup.take("nodes/edge-1/status.json", verdict, NOW, 3600);
+            }
         }
         let _ = rollup.text(3600);
         let _ = index::entries(&html, &dir);

@@ -167,9 +167,10 @@ fn a_private_bucket_serves_the_plane_with_signed_requests_and_refuses_anyone_els
             .arg(format!("nodes/{}/status.json", n.id))
             .output()
             .unwrap();
-        out.status.success()
-            && serde_json::from_slice::<serde_json::Value>(&out.stdout)
-                .is_ok_and(|r| r["node"] == n.id.as_str() && r["plane"]["held"]["revision"] == 1)
+        out.status.success() && {
+            let r = common::plane::open_report(&n.id, &out.stdout);
+            r["node"] == n.id.as_str() && r["plane"]["held"]["revision"] == 1
+        }
     });
     // Nobody else reads it.
     let addr = moto.url.trim_start_matches("http://");
@@ -635,8 +636,7 @@ fn a_host_asking_for_a_client_certificate_and_a_token_is_answered_to_the_agent_a
     n.wait_for(30, "the report PUT", || {
         std::fs::read(host.root.join(format!("nodes/{}/status.json", n.id)))
             .ok()
-            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            .is_some_and(|r| r["node"] == n.id.as_str())
+            .is_some_and(|b| common::plane::open_report(&n.id, &b)["node"] == n.id.as_str())
     });
     n.wait_for(30, "304s", || polls(&agent, "not-modified") >= 1);
 

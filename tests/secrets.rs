@@ -453,9 +453,11 @@ fn a_value_sealed_to_the_device_reaches_its_container_alone_and_opens_nowhere_el
     let (_, status) = agent.get("/v1/status");
     let status: serde_json::Value = serde_json::from_str(&status).unwrap();
     let device_key = status["node"]["device_key"].as_str().unwrap().to_string();
+    // Its report key beside it, taken from the report it signed.
+    let report_key = status["node"]["report_key"].as_str().unwrap().to_string();
     let enrolled = std::fs::read_to_string(fleet.join("device-keys.csv")).unwrap();
     assert!(
-        enrolled.contains(&format!("{},{device_key}", n.id)),
+        enrolled.contains(&format!("{},{device_key},{report_key}\n", n.id)),
         "{enrolled}"
     );
     // Another key enrolled for the node (a device replaced, or a report
@@ -507,11 +509,21 @@ fn a_value_sealed_to_the_device_reaches_its_container_alone_and_opens_nowhere_el
         )),
         "{err}"
     );
-    let mut twin_report: serde_json::Value = serde_json::from_slice(&report).unwrap();
+    // A second device with this one's data directory copied: it signs its
+    // own report, naming itself, with this device's keys.
+    let local: [u8; 32] = std::fs::read(n.data().join("local.key"))
+        .unwrap()
+        .try_into()
+        .unwrap();
+    let cloned = stead::plane::envelope::SecretKey::from_seed(
+        stead::model::seal::LocalKey::from_bytes(local).report_seed(),
+    );
+    assert_eq!(cloned.public().to_base64(), report_key);
+    let mut twin_report = common::plane::open_report(&n.id, &report);
     twin_report["node"] = twin.as_str().into();
     std::fs::write(
         reports.join(&twin).join("status.json"),
-        serde_json::to_vec(&twin_report).unwrap(),
+        stead::views::signed::sign(&serde_json::to_vec(&twin_report).unwrap(), &cloned),
     )
     .unwrap();
     let (ok, _, err) = enroll(&["--replace"]);
@@ -676,7 +688,8 @@ fn a_value_sealed_to_the_device_reaches_its_container_alone_and_opens_nowhere_el
             .report_json(&n.id)
             .is_some_and(|r| r["modules"][db.as_str()].is_object())
     });
-    let report = String::from_utf8(plane.report(&n.id).unwrap()).unwrap();
+    // The payload, as signed (in the envelope it is base64).
+    let report = common::plane::open_report(&n.id, &plane.report(&n.id).unwrap()).to_string();
     assert!(!report.contains(&marker), "{report}");
 
     // Sealed again (new randomness), the same values: a new revision taken,

@@ -295,6 +295,9 @@ if late:
 # fleet took the revision on a loaded machine too (the watcher needs 10
 # devices on it); measured, the figures of docs/fleet.md's runs.
 bad_window = (6 if check else 4) * window
+# The watcher counts only reports signed by their devices' enrolled keys:
+# every device has reported by now (the good rollout), and is enrolled.
+log(plane("enroll", "--fleet", fleet, "--reports", root).strip().splitlines()[-1])
 write(os.path.join(fleet, "groups", f"{group}.json"),
       {"modules": [module("bad", fails=FAILS)], "rollout": {"duration": f"{bad_window}s"}})
 t1 = time.time()
@@ -302,7 +305,7 @@ publish()
 halted_at = None
 end = time.time() + bad_window + 60
 while time.time() < end:
-    out = plane("rollout", "watch", "--key", key, "--reports", root, "--site", root)
+    out = plane("rollout", "watch", "--key", key, "--reports", root, "--fleet", fleet, "--site", root)
     if "halted group" in out:
         halted_at = time.time()
         log(out.strip())

@@ -6,7 +6,9 @@
 //! [`FULL_EVERY`]. A report that cannot be delivered is kept and retried
 //! with backoff, superseded only by a newer one; the count of failed
 //! attempts travels in the next report that arrives. Reporting runs beside
-//! the passes and never holds one up.
+//! the passes and never holds one up. Every report is signed by the
+//! device's report key ([`crate::views::signed`]): a DSSE envelope of the
+//! report's JSON.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -144,6 +146,7 @@ pub fn stable(p: &Parts) -> ReportView {
             url: crate::net::shown(&p.plane.url),
         },
         quarantine: QuarantineView::new(&p.status.quarantine),
+        report_key: p.status.report_key.clone(),
         sent_at: String::new(),
         seq: 0,
         undelivered: 0,
@@ -224,6 +227,9 @@ pub struct Reporter {
     pub epoch: u64,
     /// How the launcher started this agent (for the report's `agent`).
     pub launched: Option<crate::host::launch::Launched>,
+    /// The device's report key, every report is signed with
+    /// ([`crate::views::signed`]).
+    pub key: Arc<crate::plane::envelope::SecretKey>,
 }
 
 impl Reporter {
@@ -400,7 +406,12 @@ pub async fn run(r: Reporter, mut passes: watch::Receiver<u64>, wake: Arc<Notify
                 let url = r.syncer.report_url();
                 last_attempt = Some(Instant::now());
                 let free = free_space(&body);
-                let bytes = serde_json::to_vec(&body).expect("a report serialises");
+                // Signed: a DSSE envelope of the report's JSON, as it was PUT
+                // before 0.7.0.
+                let bytes = crate::views::signed::sign(
+                    &serde_json::to_vec(&body).expect("a report serialises"),
+                    &r.key,
+                );
                 let put = match r.put(&url, bytes.clone()).await {
                     Ok(s) if read_back.as_deref() != Some(url.as_str()) => {
                         let stored = r.read_back(&url, &bytes, s).await;

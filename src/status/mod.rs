@@ -244,6 +244,9 @@ pub struct NodeStatus {
     pub disk: crate::model::disk::Disks,
     /// This device's public key (`age1…`), what values are sealed to.
     pub device_key: Option<String>,
+    /// This device's report key (Ed25519, base64), what its reports are
+    /// signed with.
+    pub report_key: Option<String>,
 }
 
 impl Default for NodeStatus {
@@ -257,6 +260,7 @@ impl Default for NodeStatus {
             quarantine: Default::default(),
             disk: Default::default(),
             device_key: None,
+            report_key: None,
         }
     }
 }

@@ -115,6 +115,7 @@ pub fn nodes() -> [NodeStatus; 2] {
         },
         // Absent, as from an agent before 0.6.0: the texts are 0.5.0's.
         device_key: None,
+        report_key: None,
     };
     let reachable = NodeStatus {
         engine: EngineStatus::Reachable,

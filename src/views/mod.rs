@@ -100,6 +100,11 @@ pub struct NodeView {
     pub passing: bool,
     /// What the crash guard holds.
     pub quarantine: Option<QuarantineView>,
+    /// This device's report key (Ed25519, the standard base64 of its 32
+    /// bytes): what its reports are signed with, and `stead-plane enroll`
+    /// takes (absent from an agent before 0.7.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_key: Option<String>,
     /// The agent's version.
     pub version: String,
 }
@@ -125,6 +130,7 @@ impl NodeView {
             passes: node.passes,
             passing: node.passing(),
             quarantine: QuarantineView::new(&node.quarantine),
+            report_key: node.report_key.clone(),
             version: crate::VERSION.to_string(),
         }
     }

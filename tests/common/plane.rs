@@ -237,16 +237,10 @@ impl Plane {
         std::fs::read(self.root().join(format!("nodes/{node}/status.json"))).ok()
     }
 
-    /// The node's last report as JSON, if any (panics if it is not JSON).
+    /// The node's last report as JSON, if any: the payload of the signed
+    /// report its agent PUT ([`open_report`]).
     pub fn report_json(&self, node: &str) -> Option<serde_json::Value> {
-        self.report(node).map(|b| {
-            serde_json::from_slice(&b).unwrap_or_else(|e| {
-                panic!(
-                    "the report of {node} is not JSON ({e}): {}",
-                    String::from_utf8_lossy(&b)
-                )
-            })
-        })
+        self.report(node).map(|b| open_report(node, &b))
     }
 
     /// Every request nginx has logged, in order (across restarts).
@@ -826,4 +820,23 @@ pub fn plane_cli(args: &[&str]) -> String {
     let (ok, stdout, stderr) = plane_cli_with(args, "");
     assert!(ok, "stead plane {args:?}: {stdout}{stderr}");
     stdout
+}
+
+/// A report as the agent PUTs it, opened: the JSON of its payload, once
+/// its envelope verified under the report key it carries and it names
+/// `node` (panics otherwise: every agent signs its reports).
+pub fn open_report(node: &str, bytes: &[u8]) -> serde_json::Value {
+    use stead::views::signed::{Read, claim};
+    let text = || String::from_utf8_lossy(bytes).into_owned();
+    let read = Read::parse(bytes)
+        .unwrap_or_else(|e| panic!("the report of {node} does not read ({e}): {}", text()));
+    let Read::Signed(envelope) = &read else {
+        panic!("the report of {node} is not signed: {}", text())
+    };
+    let payload = envelope.payload.clone();
+    let claim = claim(read, Some(node))
+        .unwrap_or_else(|e| panic!("the report of {node} does not verify: {e}: {}", text()));
+    assert!(claim.report_key.is_some(), "{}", text());
+    serde_json::from_slice(&payload)
+        .unwrap_or_else(|e| panic!("the report of {node} is not JSON ({e}): {}", text()))
 }

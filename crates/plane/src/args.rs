@@ -143,8 +143,9 @@ pub enum Verb {
         upload: Upload,
     },
     /// Take the devices' public keys from their reports into the fleet's
-    /// description (DIR/device-keys.csv: node,age1…). A node's first key
-    /// is taken on trust; a key other than the one enrolled is kept out
+    /// description (DIR/device-keys.csv: node,age1…,report key). A report
+    /// key is taken only from a report it signed; a node's first keys are
+    /// taken on trust; keys other than the ones enrolled are kept out
     /// (exit 1) unless --replace
     Enroll {
         /// The fleet's description
@@ -187,6 +188,11 @@ pub enum Verb {
         /// Where the reports are
         #[arg(long, value_name = "DIR|URL", value_parser = Reports::parse)]
         reports: Reports,
+        /// The fleet's description: a report counts only signed by the
+        /// report key DIR/device-keys.csv enrolls for its node (without it,
+        /// none is checked, and none counts: all are listed)
+        #[arg(long, value_name = "DIR")]
+        fleet: Option<PathBuf>,
         /// The directory the host serves: each group's claims are counted
         /// within the revision its document there has
         #[arg(long, value_name = "DIR")]
@@ -480,6 +486,10 @@ pub enum RolloutVerb {
         /// Where the devices' reports are
         #[arg(long, value_name = "DIR|URL", value_parser = Reports::parse)]
         reports: Reports,
+        /// The fleet's description: a report counts only signed by the
+        /// report key DIR/device-keys.csv enrolls for its node
+        #[arg(long, value_name = "DIR")]
+        fleet: PathBuf,
         /// The directory the host serves
         #[arg(long, value_name = "DIR")]
         site: PathBuf,
@@ -618,11 +628,13 @@ impl Cli {
             }),
             Verb::Status {
                 reports,
+                fleet,
                 site,
                 silent_after,
                 json,
             } => plane(PlaneCommand::Status {
                 reports,
+                fleet,
                 site,
                 silent_after,
                 json,
@@ -685,6 +697,7 @@ impl Cli {
                 keys,
                 trusted,
                 reports,
+                fleet,
                 site,
                 groups,
                 rate,
@@ -695,6 +708,7 @@ impl Cli {
                 keys,
                 trusted: trusted.trusted,
                 reports,
+                fleet,
                 site,
                 groups,
                 threshold: Threshold {

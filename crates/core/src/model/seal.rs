@@ -96,6 +96,14 @@ impl LocalKey {
         crate::model::names::DigestKey(self.derive(b"stead keyed digests: hmac-sha256"))
     }
 
+    /// The seed of this device's report key (Ed25519, the key its reports
+    /// are signed with), derived from this key for that one use: it lives
+    /// and goes with the key file, as the age identity does, so nothing
+    /// more is kept, and it is never the age key nor the sealing key.
+    pub fn report_seed(&self) -> [u8; 32] {
+        self.derive(b"stead report signing: ed25519")
+    }
+
     /// What node `node` opens the values sealed to it with.
     pub fn device(&self, node: &str) -> crate::model::sealed::Device {
         crate::model::sealed::Device::new(node.to_string(), self.identity(), self.digest_key())
@@ -137,6 +145,16 @@ mod tests {
             a.identity().encode(),
             crate::model::age::Identity::from_bytes([1; KEY_LEN]).encode()
         );
+        // The report key's seed: the key's own, stable, and none of the
+        // others derived from it.
+        assert_eq!(a.report_seed(), a.clone().report_seed());
+        assert_ne!(a.report_seed(), b.report_seed());
+        assert_ne!(a.report_seed(), [1; KEY_LEN]);
+        assert_ne!(
+            a.report_seed(),
+            a.derive(b"stead device identity: age x25519")
+        );
+        assert_ne!(a.report_seed(), a.digest_key().0);
     }
 
     #[test]

@@ -283,8 +283,10 @@ impl SecretKey {
         Ok(SecretKey::from_seed(seed))
     }
 
-    /// The key of a seed (any 32 bytes are one).
-    fn from_seed(seed: [u8; 32]) -> SecretKey {
+    /// The key of a seed (any 32 bytes are one): a key file's, or one
+    /// derived for one use from a device's local key
+    /// ([`crate::model::seal::LocalKey::report_seed`]).
+    pub fn from_seed(seed: [u8; 32]) -> SecretKey {
         let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(&seed)
             .expect("any 32 bytes are an Ed25519 seed");
         SecretKey { seed, pair }

@@ -2,8 +2,8 @@
 //! PUTs (its whole status) and the views of the facts it shares with the
 //! device's API (quarantine, the held document, its groups and rollout,
 //! the root, a refusal, conflicts) and the agent's own view
-//! ([`agent`]). The device writes them; the operator's tool rolls them
-//! up. The device's API views are `stead::views`, which re-exports these.
+//! ([`agent`]). The device writes them, the report signed
+//! ([`signed`]); the operator's tool rolls them up. The device's API views are `stead::views`, which re-exports these.
 //!
 //! Fields are declared in alphabetical order: serialised directly, a view
 //! gives the text a `serde_json::Value` of it gives (whose keys are
@@ -11,6 +11,7 @@
 //! text is `skip_serializing_if`; one that reads `null` is a plain `Option`.
 
 pub mod agent;
+pub mod signed;
 
 use std::collections::BTreeMap;
 
@@ -311,6 +312,12 @@ pub struct ReportView {
     pub plane: ReportPlane,
     /// What the crash guard holds.
     pub quarantine: Option<QuarantineView>,
+    /// This device's report key: the public half of the Ed25519 key its
+    /// report is signed with ([`signed`]), the standard base64 of its 32
+    /// bytes (absent from an agent before 0.7.0, whose report is not
+    /// signed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report_key: Option<String>,
     /// When sent (RFC 3339).
     pub sent_at: String,
     /// Grows with every report, across restarts.

@@ -1,6 +1,7 @@
 //! `stead-plane enroll` and `stead-plane seal`: the devices' public keys
 //! taken from their reports into a fleet's description
-//! (`device-keys.csv`, [`crate::plane::enroll`]), and a value sealed to
+//! (`device-keys.csv`, [`crate::plane::enroll`]; a report key only from a
+//! report it signed, [`crate::views::signed::claim`]), and a value sealed to
 //! one of them for one field of one module ([`crate::model::sealed`]),
 //! written by the reference age implementation ([`crate::plane::seal`]).
 
@@ -15,11 +16,12 @@ use crate::model::sealed::{self, Binding, MAX_VALUE};
 use crate::model::text::{clip, escape};
 use crate::plane::enroll::{self, Keys, Seen};
 
-use super::fleet::{Reports, Unread};
+use super::fleet::Reports;
 use super::plane::{refused, write_file};
+use crate::views::signed::{self, Unverified};
 
 /// The enrolled keys of a fleet's description (none yet: empty).
-fn read_keys(fleet: &Path) -> Result<Keys, String> {
+pub(super) fn read_keys(fleet: &Path) -> Result<Keys, String> {
     let path = fleet.join(enroll::FILE);
     match std::fs::read_to_string(&path) {
         Ok(text) => enroll::parse(&text),
@@ -44,22 +46,32 @@ pub fn enroll(
         Ok(k) => k,
         Err(e) => return Ok(refused(format_args!("{e}"))),
     };
-    let (mut reported, mut without, mut kept) = (Vec::new(), 0u64, 0);
-    let read = super::fleet::read_reports(reports, &mut |source, report| match report {
-        Ok(r) => match r.device_key {
-            Some(k) => reported.push((r.node, k)),
-            None => without += 1,
-        },
-        Err(Unread::Unreadable(e)) => {
+    let (mut reported, mut without, mut unsigned, mut kept) = (Vec::new(), 0u64, 0u64, 0);
+    let read = super::fleet::read_reports(reports, &mut |source, dir, read| {
+        let unreadable = |e: &str| {
             eprintln!(
                 "stead-plane: a report that does not read: {}: {}",
                 escape(source),
-                escape(&e)
+                escape(e)
             )
-        }
-        Err(Unread::Misplaced(e)) => {
-            kept += 1;
-            eprintln!("stead-plane: {}: {}", escape(source), escape(&e));
+        };
+        // A report key only from a report it signed, in its node's
+        // directory.
+        match read.map(|r| signed::claim(r, dir)) {
+            Ok(Ok(c)) if c.device_key.is_none() => without += 1,
+            Ok(Ok(c)) => {
+                unsigned += u64::from(c.report_key.is_none());
+                reported.push(c);
+            }
+            Err(e) | Ok(Err(Unverified::Unreadable(e))) => unreadable(&e),
+            Ok(Err(why)) => {
+                kept += 1;
+                eprintln!(
+                    "stead-plane: {}: {}",
+                    escape(source),
+                    escape(&why.to_string())
+                );
+            }
         }
     });
     if let Err(e) = read {
@@ -91,6 +103,19 @@ pub fn enroll(
                 escape(&clip(node, 100)),
                 escape(why)
             ),
+            Seen::ReportKey(node) => println!(
+                "took the report key of {node} (enrolled before from an unsigned report: taken \
+                 on trust, as its first key was; check it on the device: stead status --json, \
+                 node.report_key)"
+            ),
+            Seen::Unsigned(node) => {
+                kept += 1;
+                eprintln!(
+                    "stead-plane: {node} sends an unsigned report but is enrolled with a report key: \
+                     nothing taken (an older agent put back on it, or a report not its own); \
+                     check it on the device (stead status)"
+                );
+            }
             Seen::Shared { node, with } => {
                 kept += 1;
                 eprintln!(
@@ -101,9 +126,12 @@ pub fn enroll(
             }
         }
     }
-    let moved = seen
-        .iter()
-        .any(|s| matches!(s, Seen::New(_) | Seen::Changed { replaced: true, .. }));
+    let moved = seen.iter().any(|s| {
+        matches!(
+            s,
+            Seen::New(_) | Seen::ReportKey(_) | Seen::Changed { replaced: true, .. }
+        )
+    });
     if moved {
         write_file(
             &fleet.join(enroll::FILE),
@@ -117,6 +145,13 @@ pub fn enroll(
         fleet.join(enroll::FILE).display(),
         without
     );
+    if unsigned > 0 {
+        println!(
+            "{unsigned} report(s) unsigned (agents before 0.7.0): their nodes have no report key, \
+             and stead-plane status and rollout watch count none of their reports until they \
+             are enrolled again from a signed one"
+        );
+    }
     if kept > 0 {
         return Ok(ExitCode::from(super::EXIT_REFUSED));
     }
@@ -149,7 +184,7 @@ pub fn seal(
             Err(e) => return Ok(refused(format_args!("--to: {e}"))),
         },
         SealTo::Fleet(dir) => match read_keys(dir).map(|mut k| k.remove(node)) {
-            Ok(Some(r)) => r,
+            Ok(Some(e)) => e.age,
             Ok(None) => {
                 return Ok(refused(format_args!(
                     "{node} is not enrolled in {}: run stead-plane enroll (or give --to age1…)",

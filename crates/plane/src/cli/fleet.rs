@@ -23,11 +23,13 @@ use crate::model::fleet::{GroupName, Threshold, halt};
 use crate::model::names::Digest;
 use crate::model::names::NodeId;
 use crate::plane::accept::MAX_DOCUMENT;
+use crate::plane::enroll::{self, Keys};
 use crate::plane::envelope::{PAYLOAD_TYPE, PublicKey, SecretKey};
 use crate::plane::group::{GROUP_PAYLOAD_TYPE, GroupDesired, stamp_group};
 use crate::plane::publish::{Published, Times, group_path, plan, read_served};
 use crate::plane::rollup::Rollup;
 use crate::plane::trusted::TrustedSet;
+use crate::views::signed::{self, Enrolled, Read};
 
 use super::progress::Progress;
 
@@ -489,36 +491,43 @@ impl Reports {
     }
 }
 
-/// Why a report read is not taken.
-pub(super) enum Unread {
-    /// It does not read (fetched or parsed).
-    Unreadable(String),
-    /// It names a node other than the one whose directory it is in.
-    Misplaced(String),
-}
+/// What is done with each report read: where it was, the name of the
+/// directory it is in (`nodes/<node>/status.json`: the node it may speak
+/// for), and it or why it does not read.
+pub(super) type EachReport<'a> = dyn FnMut(&str, Option<&str>, Result<Read, String>) + 'a;
 
-/// What is done with each report read (where it was, and it or why it
-/// is not taken).
-pub(super) type EachReport<'a> = dyn FnMut(&str, Result<crate::views::ReportView, Unread>) + 'a;
-
-/// Rolls up every report, one at a time; a group's claims counted within
-/// `served` (each group's revision on the host) when it is given.
+/// Rolls up every report, one at a time, counting only those signed by
+/// the report key `keys` enroll for the node whose directory each is in
+/// (none given: none is counted, all are listed); a group's claims counted
+/// within `served` (each group's revision on the host) when it is given.
 fn roll_up(
     reports: &Reports,
+    keys: Option<&Keys>,
     silent_after: u64,
     served: Option<&BTreeMap<String, u64>>,
 ) -> Result<Rollup, String> {
     let now = crate::host::clock::now();
     let mut r = served.map_or_else(Rollup::default, Rollup::served);
     let reading = Progress::stderr("reports read", None);
-    read_reports(reports, &mut |source, report| {
+    read_reports(reports, &mut |source, dir, read| {
         reading.step();
-        match report {
-            Ok(report) => r.add(&report, now, silent_after),
-            Err(Unread::Unreadable(e) | Unread::Misplaced(e)) => r.unreadable(source, &e),
+        match read {
+            Ok(read) => {
+                let enrolled = keys.map_or(Enrolled::NoKeys, |k| enroll::enrolled(k, dir));
+                r.take(
+                    source,
+                    signed::verify(read, dir, enrolled),
+                    now,
+                    silent_after,
+                );
+            }
+            Err(e) => r.unreadable(source, &e),
         }
     })?;
     reading.done();
+    if let Some(keys) = keys {
+        r.missing(keys.keys().map(|n| n.as_str()));
+    }
     Ok(r)
 }
 
@@ -553,17 +562,6 @@ pub(super) fn read_reports(reports: &Reports, each: &mut EachReport) -> Result<(
     }
 }
 
-/// A report from its bytes, taken only from the directory named for its
-/// node (`dir`: the name of the one it was read from).
-fn read_report(bytes: &[u8], dir: Option<&str>) -> Result<crate::views::ReportView, Unread> {
-    let report: crate::views::ReportView =
-        serde_json::from_slice(bytes).map_err(|e| Unread::Unreadable(e.to_string()))?;
-    match crate::plane::rollup::misplaced(&report.node, dir) {
-        Some(why) => Err(Unread::Misplaced(why)),
-        None => Ok(report),
-    }
-}
-
 /// Reads every report (`status.json`) under `dir`, one at a time.
 fn read_dir_reports(dir: &Path, each: &mut EachReport) -> Result<(), String> {
     let mut stack = vec![dir.to_path_buf()];
@@ -585,11 +583,8 @@ fn read_dir_reports(dir: &Path, each: &mut EachReport) -> Result<(), String> {
                         .display()
                         .to_string();
                     let node_dir = path.parent().and_then(Path::file_name);
-                    let read = read_limited(&path).map_err(Unread::Unreadable);
-                    each(
-                        &source,
-                        read.and_then(|b| read_report(&b, node_dir.and_then(|d| d.to_str()))),
-                    );
+                    let read = read_limited(&path).and_then(|b| Read::parse(&b));
+                    each(&source, node_dir.and_then(|d| d.to_str()), read);
                 }
                 _ => {}
             }
@@ -719,7 +714,7 @@ async fn read_index_reports(base: &http::Uri, each: &mut EachReport<'_>) -> Resu
                 // Nothing listed at all is an error; a directory under it
                 // that cannot be listed is one unreadable entry.
                 Err(e) if depth == 0 => return Err(e),
-                Err(e) => each(&source(&d), Err(Unread::Unreadable(e))),
+                Err(e) => each(&source(&d), None, Err(e)),
             }
         }
         drop(listings);
@@ -735,31 +730,60 @@ async fn read_index_reports(base: &http::Uri, each: &mut EachReport<'_>) -> Resu
         while let Some((u, report)) = fetched.next().await {
             // The directory the report is in: `…/<node>/status.json`.
             let dir = u.path().rsplit('/').nth(1).filter(|d| !d.is_empty());
-            let report = report
-                .map_err(Unread::Unreadable)
-                .and_then(|b| read_report(&b, dir));
-            each(&source(&u), report);
+            each(&source(&u), dir, report.and_then(|b| Read::parse(&b)));
         }
         level = next;
     }
     Ok(())
 }
 
-/// `stead-plane status --reports DIR|URL [--site DIR]`: the fleet as its
-/// reports tell it; with the host's directory, each group's claims counted
-/// within the revision it serves.
+/// The enrolled keys a roll-up checks reports with: the fleet's
+/// `device-keys.csv`, which must be there.
+fn enrolled_keys(fleet: &Path) -> Result<Keys, String> {
+    let file = fleet.join(enroll::FILE);
+    if !file.is_file() {
+        return Err(format!(
+            "{} is not there: no device is enrolled, so no report can be checked \
+             (stead-plane enroll --fleet {} takes the devices' keys from their reports)",
+            file.display(),
+            fleet.display()
+        ));
+    }
+    super::devices::read_keys(fleet)
+}
+
+/// `stead-plane status --reports DIR|URL [--fleet DIR] [--site DIR]`: the
+/// fleet as the reports signed by their nodes' enrolled keys tell it, the
+/// others listed (without `--fleet`, all); with the host's directory, each
+/// group's claims counted within the revision it serves.
 pub fn status(
     reports: &Reports,
+    fleet: Option<&Path>,
     site: Option<&Path>,
     silent_after: Duration,
     json: bool,
 ) -> crate::cli::failure::Result<ExitCode> {
+    let keys = match fleet.map(enrolled_keys).transpose() {
+        Ok(k) => k,
+        Err(e) => return Ok(super::plane::refused(format_args!("{e}"))),
+    };
+    if keys.is_none() {
+        eprintln!(
+            "stead-plane: no --fleet: no report can be checked against the devices' enrolled \
+             keys, and none is counted (each is listed, with why)"
+        );
+    }
     let served = match site.map(|s| json_dirs(&s.join("groups")).map(|n| served_revisions(s, &n))) {
         Some(Err(e)) => return Ok(super::plane::refused(format_args!("{e}"))),
         Some(Ok(served)) => Some(served),
         None => None,
     };
-    let r = match roll_up(reports, silent_after.as_secs(), served.as_ref()) {
+    let r = match roll_up(
+        reports,
+        keys.as_ref(),
+        silent_after.as_secs(),
+        served.as_ref(),
+    ) {
         Ok(r) => r,
         Err(e) => return Ok(super::plane::refused(format_args!("{e}"))),
     };
@@ -779,16 +803,22 @@ pub fn status(
 /// or over the threshold is halted: its document signed again, one
 /// revision on, with `halt` and the reason, and written where the host
 /// serves it (and, with `upload`, put into the bucket). Stateless: the
-/// reports and the documents are all it reads.
+/// reports, the devices' enrolled keys (`fleet`'s `device-keys.csv`) and
+/// the documents are all it reads, and only a report signed by its node's
+/// enrolled report key is counted.
 pub fn watch(
     (keys, trusted): (&[PathBuf], &[String]),
-    reports: &Reports,
+    (reports, fleet): (&Reports, &Path),
     (site, upload): (&Path, Option<&super::upload::Upload>),
     only: &[GroupName],
     threshold: Threshold,
     dry_run: bool,
 ) -> crate::cli::failure::Result<ExitCode> {
     let keys = super::plane::secret_keys(keys)?;
+    let enrolled = match enrolled_keys(fleet) {
+        Ok(k) => k,
+        Err(e) => return Ok(super::plane::refused(format_args!("{e}; nothing halted"))),
+    };
     let names: Vec<GroupName> = if only.is_empty() {
         match json_dirs(&site.join("groups")) {
             Ok(n) => n,
@@ -819,15 +849,15 @@ pub fn watch(
             }
         }
     }
-    let rollup = match roll_up(reports, u64::MAX / 2, Some(&revisions)) {
+    let rollup = match roll_up(reports, Some(&enrolled), u64::MAX / 2, Some(&revisions)) {
         Ok(r) => r,
         Err(e) => return Ok(super::plane::refused(format_args!("{e}"))),
     };
-    if rollup.unreadable > 0 || rollup.not_counted > 0 {
+    if rollup.unreadable > 0 || rollup.unverified > 0 || rollup.not_counted > 0 {
         println!(
-            "{} report(s) unreadable or refused, {} group claim(s) not counted \
-             (stead-plane status --site names them)",
-            rollup.unreadable, rollup.not_counted
+            "{} report(s) unreadable, {} unverified and not counted, {} group claim(s) not \
+             counted (stead-plane status --fleet --site names them)",
+            rollup.unreadable, rollup.unverified, rollup.not_counted
         );
     }
     let now = crate::host::clock::now();

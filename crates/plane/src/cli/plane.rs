@@ -73,9 +73,10 @@ pub enum PlaneCommand {
         refresh_before: Duration,
         upload: Option<Box<super::upload::Upload>>,
     },
-    /// `status --reports DIR|URL [--site DIR] [--silent-after D] [--json]`.
+    /// `status --reports DIR|URL [--fleet DIR] [--site DIR] [--silent-after D] [--json]`.
     Status {
         reports: super::fleet::Reports,
+        fleet: Option<PathBuf>,
         site: Option<PathBuf>,
         silent_after: Duration,
         json: bool,
@@ -129,11 +130,13 @@ pub enum PlaneCommand {
         to: super::devices::SealTo,
     },
     /// `rollout watch --key PATH... [--trusted PUB...] --reports DIR|URL
-    /// --site DIR [--group G...] [--rate P%] [--min-reports N] [--dry-run]`.
+    /// --fleet DIR --site DIR [--group G...] [--rate P%] [--min-reports N]
+    /// [--dry-run]`.
     Watch {
         keys: Vec<PathBuf>,
         trusted: Vec<String>,
         reports: super::fleet::Reports,
+        fleet: PathBuf,
         site: PathBuf,
         groups: Vec<crate::model::fleet::GroupName>,
         threshold: crate::model::fleet::Threshold,
@@ -246,10 +249,17 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
         ),
         PlaneCommand::Status {
             reports,
+            fleet,
             site,
             silent_after,
             json,
-        } => super::fleet::status(&reports, site.as_deref(), silent_after, json),
+        } => super::fleet::status(
+            &reports,
+            fleet.as_deref(),
+            site.as_deref(),
+            silent_after,
+            json,
+        ),
         PlaneCommand::RootInit {
             root_keys,
             threshold,
@@ -311,6 +321,7 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
             keys,
             trusted,
             reports,
+            fleet,
             site,
             groups,
             threshold,
@@ -318,7 +329,7 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
             upload,
         } => super::fleet::watch(
             (&keys, &trusted),
-            &reports,
+            (&reports, &fleet),
             (&site, upload.as_deref()),
             &groups,
             threshold,

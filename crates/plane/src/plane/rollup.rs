@@ -2,18 +2,24 @@
 //! --reports`, `stead-plane rollout watch`): devices per revision, per
 //! module state, failing devices with their reasons, devices not heard
 //! from, and each group's rollout progress. Pure: the command streams the
-//! reports in; nothing keeps a report once it is added, and every list
-//! and every table of counts is capped, so 100,000 reports (or forged ones
-//! naming a new state, revision or group each) take the memory of a few.
+//! reports in; nothing keeps a report once it is added (only each counted
+//! node's id and `seq`, and a report is counted only for an enrolled
+//! node), and every list and every table of counts is capped, so 100,000
+//! reports (or forged ones naming a new state, revision or group each)
+//! take the memory of a few.
 //!
-//! A report is not signed: what it claims of a group is counted only
-//! within what the host serves. Given the revision each group's document
-//! has on the host ([`Rollup::served`]), a claim of a revision above it (one
-//! never published) or of a group not served is named and not counted, so
-//! one forged report cannot make the newest revision one no device can
-//! hold and blind the watcher. A report is read only from the directory
-//! named for its node ([`misplaced`]), so one device's report cannot speak
-//! in another's place.
+//! Only a report signed by the key enrolled for the node whose directory
+//! it is in, and naming that node, is counted
+//! ([`crate::views::signed::verify`], [`Rollup::take`]); the others (an
+//! older agent's, one moved to another node's directory, one of another
+//! key, a node's second in one reading) are listed as unverified, by
+//! class, and never counted. A device's own report still claims what it
+//! likes of a group: its claims are counted only within what the host
+//! serves. Given the revision each group's document has on the host
+//! ([`Rollup::served`]), a claim of a revision above it (one never
+//! published) or of a group not served is named and not counted, so one
+//! report cannot make the newest revision one no device can hold and blind
+//! the watcher.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +29,7 @@ use crate::model::fleet::Tally;
 use crate::model::text::{clip, escape};
 use crate::model::time::parse_rfc3339;
 use crate::views::ReportView;
+use crate::views::signed::Unverified;
 
 /// The most devices each list names; the counts are whole.
 pub const LISTED: usize = 50;
@@ -41,27 +48,10 @@ pub fn failing_state(state: &str) -> bool {
     matches!(state, "failed" | "crash-looping" | "quarantined")
 }
 
-/// Why a report at `dir` (the name of the directory it was read from)
-/// that names `node` is not counted: a report is read only from the
-/// directory named for its node (`nodes/<node>/status.json`).
-pub fn misplaced(node: &str, dir: Option<&str>) -> Option<String> {
-    let node = clip(node, 100);
-    match dir {
-        Some(d) if d == node => None,
-        Some(d) => Some(format!(
-            "it names node {node} but is in the directory of node {}: refused",
-            clip(d, 100)
-        )),
-        None => Some(format!(
-            "it names node {node} but is in no directory named for a node: refused"
-        )),
-    }
-}
-
 /// The fleet as its reports tell it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Rollup {
-    /// Reports read.
+    /// Reports counted: each signed by the key enrolled for its node.
     pub devices: u64,
     /// Devices by the revision of their own document held (`none`).
     pub revisions: BTreeMap<String, u64>,
@@ -89,6 +79,22 @@ pub struct Rollup {
     pub unreadable: u64,
     /// The first [`LISTED`] of them, with why.
     pub unreadable_listed: Vec<Unreadable>,
+    /// Reports read and not counted: not signed by the key enrolled for
+    /// their node, or a node's second.
+    pub unverified: u64,
+    /// Of them, how many of each class ([`Unverified::class`]).
+    pub unverified_by: BTreeMap<String, u64>,
+    /// The first [`LISTED`] of them read, with why, by where they are.
+    pub unverified_listed: Vec<Unreadable>,
+    /// Enrolled nodes no report of which was counted (a report deleted, a
+    /// device never heard from or not yet signing), when the enrolled keys
+    /// were given ([`Rollup::missing`]).
+    pub missing: u64,
+    /// The first [`LISTED`] of them, by node.
+    pub missing_listed: Vec<String>,
+    /// The `seq` of each node's report counted: a node counts once.
+    #[serde(skip)]
+    counted: std::collections::HashMap<String, u64>,
 }
 
 /// A failing device.
@@ -303,6 +309,69 @@ impl Rollup {
         }
     }
 
+    /// Takes one report read at `source` as [`crate::views::signed::verify`]
+    /// judged it: counted when verified and its node's first in this
+    /// reading (a replay of an older report of the node beside its own
+    /// counts once, whichever is read first), listed otherwise.
+    pub fn take(
+        &mut self,
+        source: &str,
+        verdict: Result<ReportView, Unverified>,
+        now: u64,
+        silent_after: u64,
+    ) {
+        match verdict {
+            Ok(r) => match self.counted.get(&r.node) {
+                Some(&counted) => self.unverified(
+                    source,
+                    &Unverified::Duplicate {
+                        seq: r.seq,
+                        counted,
+                    },
+                ),
+                None => {
+                    self.counted.insert(r.node.clone(), r.seq);
+                    self.add(&r, now, silent_after);
+                }
+            },
+            Err(Unverified::Unreadable(e)) => self.unreadable(source, &e),
+            Err(why) => self.unverified(source, &why),
+        }
+    }
+
+    /// Once every report is taken: counts the `enrolled` nodes (in order)
+    /// no report of which was counted.
+    pub fn missing<'n>(&mut self, enrolled: impl IntoIterator<Item = &'n str>) {
+        for node in enrolled {
+            if !self.counted.contains_key(node) {
+                self.missing += 1;
+                if self.missing_listed.len() < LISTED {
+                    self.missing_listed.push(clip(node, 256).into_owned());
+                }
+            }
+        }
+    }
+
+    /// Lists a report read and not counted.
+    pub fn unverified(&mut self, source: &str, why: &Unverified) {
+        self.unverified += 1;
+        *self
+            .unverified_by
+            .entry(why.class().to_string())
+            .or_default() += 1;
+        if self.unverified_listed.len() < LISTED {
+            let u = Unreadable {
+                source: clip(source, 300).into_owned(),
+                error: clip(&why.to_string(), 300).into_owned(),
+            };
+            // In the order of their paths, whatever order they were read in.
+            let at = self
+                .unverified_listed
+                .partition_point(|l| l.source <= u.source);
+            self.unverified_listed.insert(at, u);
+        }
+    }
+
     /// Counts a report that could not be read.
     pub fn unreadable(&mut self, source: &str, error: &str) {
         self.unreadable += 1;
@@ -325,7 +394,11 @@ impl Rollup {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let _ = writeln!(out, "devices {}", self.devices);
+        let _ = writeln!(
+            out,
+            "devices {} (reports signed by their enrolled keys)",
+            self.devices
+        );
         let _ = writeln!(out, "revisions held  {}", list(&self.revisions));
         let _ = writeln!(out, "modules  {}", list(&self.module_states));
         for (name, g) in &self.groups {
@@ -367,7 +440,7 @@ impl Rollup {
         if self.not_counted > 0 {
             let _ = writeln!(
                 out,
-                "group claims not counted {} (a report is not signed: claims are counted within what the host serves)",
+                "group claims not counted {} (claims are counted within what the host serves)",
                 self.not_counted
             );
             for c in &self.not_counted_listed {
@@ -378,6 +451,23 @@ impl Rollup {
                     escape(&c.group),
                     escape(&c.why)
                 );
+            }
+        }
+        if self.missing > 0 {
+            let _ = writeln!(out, "enrolled, no report counted {}", self.missing);
+            for m in &self.missing_listed {
+                let _ = writeln!(out, "  {}", escape(m));
+            }
+        }
+        if self.unverified > 0 {
+            let _ = writeln!(
+                out,
+                "unverified reports {}, not counted ({})",
+                self.unverified,
+                list(&self.unverified_by)
+            );
+            for u in &self.unverified_listed {
+                let _ = writeln!(out, "  {}  {}", escape(&u.source), escape(&u.error));
             }
         }
         if self.unreadable > 0 {
@@ -562,24 +652,173 @@ mod tests {
     }
 
     #[test]
-    fn a_report_counts_only_in_the_directory_of_its_node() {
-        // (node named in the body, the directory it is in, refused?)
-        #[rustfmt::skip]
-        let cases = [
-            ("edge-1", Some("edge-1"), false),
-            ("edge-1", Some("edge-2"), true),
-            ("edge-1", Some("Edge-1"), true),
-            ("edge-1", None, true),
-            ("", Some(""), false),
-        ];
-        for (node, dir, refused) in cases {
-            assert_eq!(misplaced(node, dir).is_some(), refused, "{node} {dir:?}");
-        }
-        assert!(
-            misplaced("edge-1", Some("edge-2"))
-                .unwrap()
-                .contains("node edge-1")
+    fn only_reports_signed_by_their_node_s_enrolled_key_count_and_a_node_once() {
+        use crate::plane::envelope::SecretKey;
+        use crate::views::signed::{self, Enrolled, Read};
+        let now = 1_800_000_000;
+        let (a, b, other) = (
+            SecretKey::from_seed([1; 32]),
+            SecretKey::from_seed([2; 32]),
+            SecretKey::from_seed([3; 32]),
         );
+        let (ka, kb) = (a.public(), b.public());
+        // A failing report of `node` at `seq` carrying `carries`' key.
+        let view = |node: &str, seq: u64, carries: &SecretKey| {
+            let mut r = report(node, now, &["failed"], 5, 5);
+            r.seq = seq;
+            r.report_key = Some(carries.public().to_base64());
+            r
+        };
+        // Signed as a device signs it.
+        let sig = |node: &str, seq: u64, by: &SecretKey, carries: &SecretKey| {
+            signed::sign(&serde_json::to_vec(&view(node, seq, carries)).unwrap(), by)
+        };
+        let plain = |node: &str| serde_json::to_vec(&report(node, now, &["failed"], 5, 5)).unwrap();
+        type Reading<'a> = Vec<(&'a str, Vec<u8>)>;
+        // (what, the reports read: the directory each is in and its bytes,
+        // devices counted (all failing), the unverified by class)
+        #[rustfmt::skip]
+        type Case<'a> = (&'a str, Reading<'a>, u64, Vec<(&'a str, u64)>);
+        let cases: Vec<Case> = vec![
+            ("a good one", vec![("a", sig("a", 9, &a, &a))], 1, vec![]),
+            (
+                "two nodes",
+                vec![("a", sig("a", 9, &a, &a)), ("b", sig("b", 4, &b, &b))],
+                2,
+                vec![],
+            ),
+            (
+                "moved to another node's path",
+                vec![("b", sig("a", 9, &a, &a))],
+                0,
+                vec![("moved", 1)],
+            ),
+            (
+                "moved beside the other's own",
+                vec![("b", sig("b", 4, &b, &b)), ("b", sig("a", 9, &a, &a))],
+                1,
+                vec![("moved", 1)],
+            ),
+            (
+                "replayed: an older report beside the newer",
+                vec![("a", sig("a", 9, &a, &a)), ("a", sig("a", 3, &a, &a))],
+                1,
+                vec![("duplicate", 1)],
+            ),
+            (
+                "replayed: the older read first counts, once",
+                vec![("a", sig("a", 3, &a, &a)), ("a", sig("a", 9, &a, &a))],
+                1,
+                vec![("duplicate", 1)],
+            ),
+            (
+                "another key, carrying itself",
+                vec![("a", sig("a", 9, &other, &other))],
+                0,
+                vec![("other-key", 1)],
+            ),
+            (
+                "another key, carrying the enrolled one",
+                vec![("a", sig("a", 9, &other, &a))],
+                0,
+                vec![("other-key", 1)],
+            ),
+            (
+                "unsigned: an older agent's plain report",
+                vec![("a", plain("a"))],
+                0,
+                vec![("unsigned", 1)],
+            ),
+            (
+                "a node not enrolled",
+                vec![("c", sig("c", 1, &other, &other))],
+                0,
+                vec![("not-enrolled", 1)],
+            ),
+            (
+                "a mixed fleet",
+                vec![
+                    ("a", sig("a", 9, &a, &a)),
+                    ("b", plain("b")),
+                    ("c", plain("c")),
+                ],
+                1,
+                vec![("unsigned", 2)],
+            ),
+        ];
+        for (what, reading, counted, unverified) in cases {
+            let mut r = Rollup::served(&BTreeMap::from([("eu".to_string(), 5)]));
+            for (dir, bytes) in reading {
+                let enrolled = match dir {
+                    "a" => Enrolled::Key(&ka),
+                    "b" => Enrolled::Key(&kb),
+                    _ => Enrolled::NotEnrolled,
+                };
+                let read = Read::parse(&bytes).unwrap();
+                let source = format!("nodes/{dir}/status.json");
+                r.take(&source, signed::verify(read, Some(dir), enrolled), now, 60);
+            }
+            assert_eq!(r.devices, counted, "{what}");
+            assert_eq!(r.failing, counted, "{what}: only what is counted fails");
+            assert_eq!(
+                r.groups["eu"].tally(5),
+                Tally {
+                    on_new: counted,
+                    failing: counted
+                },
+                "{what}: the watcher counts what is counted"
+            );
+            let by: Vec<(&str, u64)> = r
+                .unverified_by
+                .iter()
+                .map(|(k, v)| (k.as_str(), *v))
+                .collect();
+            assert_eq!(by, unverified, "{what}");
+            assert_eq!(
+                r.unverified,
+                unverified.iter().map(|(_, n)| n).sum::<u64>(),
+                "{what}"
+            );
+            assert_eq!(r.unverified_listed.len() as u64, r.unverified, "{what}");
+            assert_eq!(r.unreadable, 0, "{what}");
+        }
+        // Listed with why, and said in the text.
+        let mut r = Rollup::default();
+        let dup = |seq| Ok(view("a", seq, &a));
+        r.take("nodes/a/status.json", dup(9), now, 60);
+        r.take("x/a/status.json", dup(3), now, 60);
+        assert_eq!(
+            r.unverified_listed[0],
+            Unreadable {
+                source: "x/a/status.json".into(),
+                error: "a second report of its node in this reading (seq 3; the one counted has seq 9): a node counts once".into()
+            }
+        );
+        let text = r.text(60);
+        assert!(
+            text.contains("unverified reports 1, not counted (duplicate: 1)\n  x/a/status.json  a second report"),
+            "{text}"
+        );
+        // Enrolled nodes with no report counted are named.
+        r.missing(["a", "b", "c"]);
+        assert_eq!(
+            (r.missing, r.missing_listed.clone()),
+            (2, vec!["b".to_string(), "c".to_string()])
+        );
+        assert!(
+            r.text(60)
+                .contains("enrolled, no report counted 2\n  b\n  c\n"),
+            "{}",
+            r.text(60)
+        );
+        // A payload that does not read is unreadable, not unverified.
+        r.take(
+            "nodes/b/status.json",
+            Err(Unverified::Unreadable("EOF".into())),
+            now,
+            60,
+        );
+        assert_eq!((r.unreadable, r.unverified), (1, 1));
     }
 
     #[test]
