@@ -485,7 +485,7 @@ cp /lab/in/plane/r2.json /srv/rel/plane/nodes/lab/desired.json.new
 mv /srv/rel/plane/nodes/lab/desired.json.new /srv/rel/plane/nodes/lab/desired.json
 wait_until 300 says "stead agent --json" '.updates[-1].version == "0.6.8" and (.updates[-1].state == "done" or .updates[-1].state == "failed")' || true
 systemctl show -p NRestarts --value stead >update-restarts-after
-reported() {{ says "cat put-lab.json" '.agent.running.version == "0.6.8"'; }}
+reported() {{ says "cat put-lab.json" '.payload | @base64d | fromjson | .agent.running.version == "0.6.8"'; }}
 wait_until 60 reported || true
 cp put-lab.json update-report.json || true
 stead agent --json >agent.json
@@ -594,9 +594,17 @@ journalctl -u stead --since "@$hand_since" --no-pager -o cat >hand-journal
         "not recreated"
     );
     assert_eq!(m.out("rebooted", "update-creates"), "");
-    // The plane's report says so.
-    let report: serde_json::Value =
-        serde_json::from_str(&m.out("rebooted", "update-report.json")).unwrap();
+    // The plane's report says so, signed by the device's report key.
+    let report = m.out("rebooted", "update-report.json");
+    let read = stead::views::signed::Read::parse(report.as_bytes())
+        .unwrap_or_else(|e| panic!("the report does not read ({e}): {report}"));
+    let stead::views::signed::Read::Signed(envelope) = &read else {
+        panic!("the report is not signed: {report}")
+    };
+    let payload = envelope.payload.clone();
+    stead::views::signed::claim(read, Some("lab"))
+        .unwrap_or_else(|e| panic!("the report does not verify: {e}: {report}"));
+    let report: serde_json::Value = serde_json::from_slice(&payload).unwrap();
     assert_eq!(report["agent"]["running"]["version"], "0.6.8", "{report:#}");
     assert_eq!(report["plane"]["held"]["revision"], 2, "{report:#}");
     // A candidate that dies at every start: the launcher gives it three,
