@@ -110,7 +110,10 @@ def reported_revision(node):
     try:
         with open(os.path.join(root, "nodes", node, "status.json")) as f:
             r = json.load(f)
-    except (OSError, ValueError):
+        # A report is signed by its device: its payload is the report.
+        if "payloadType" in r:
+            r = json.loads(base64.b64decode(r["payload"]))
+    except (OSError, ValueError, KeyError):
         return 0
     for g in (r.get("plane") or {}).get("groups") or []:
         if g.get("group") == group:
