@@ -230,12 +230,16 @@ fn wait_error(agent: &Agent, n: &Node, m: &str, parts: &[&str]) -> String {
     last
 }
 
+/// The engine checked, a plane on nginx with its signing key, and a site
+/// of registries: what every test here starts from.
+fn start() -> (Plane, SecretKey, Site) {
+    require_engine();
+    (Plane::start(), SecretKey::generate().unwrap(), Site::new())
+}
+
 #[test]
 fn an_image_runs_only_when_signed_as_the_policy_asks_and_each_refusal_says_why() {
-    require_engine();
-    let plane = Plane::start();
-    let key = SecretKey::generate().unwrap();
-    let site = Site::new();
+    let (plane, key, site) = start();
     let (a, b) = (CosignKey::new(), CosignKey::new());
     let r = site.reg.addr.clone();
     // Signed by the trusted key.
@@ -402,10 +406,7 @@ fn reload(agent: &Agent, n: &Node, module: &str) -> J {
 
 #[test]
 fn a_reload_lands_only_a_signed_version() {
-    require_engine();
-    let plane = Plane::start();
-    let key = SecretKey::generate().unwrap();
-    let site = Site::new();
+    let (plane, key, site) = start();
     let a = CosignKey::new();
     let r = site.reg.addr.clone();
     let repo = "acme/sensor";
@@ -500,10 +501,7 @@ fn reference(args: &[&str], password: &str) -> (i32, String) {
 
 #[test]
 fn signatures_made_by_the_sigstore_reference_are_taken_and_its_verifier_agrees_case_by_case() {
-    require_engine();
-    let plane = Plane::start();
-    let key = SecretKey::generate().unwrap();
-    let site = Site::new();
+    let (plane, key, site) = start();
     let dir = tempfile::tempdir().unwrap();
     let path = |f: &str| dir.path().join(f).display().to_string();
     // The trusted key in the format skopeo's --sign-by-sigstore-private-key
@@ -637,10 +635,7 @@ fn attest_py(args: &[&str]) {
 #[test]
 fn a_rule_that_asks_for_an_attestation_runs_only_images_attested_by_its_key_of_its_predicate_type()
 {
-    require_engine();
-    let plane = Plane::start();
-    let key = SecretKey::generate().unwrap();
-    let site = Site::new();
+    let (plane, key, site) = start();
     let a = CosignKey::new();
     let dir = tempfile::tempdir().unwrap();
     let prefix = |f: &str| dir.path().join(f).display().to_string();

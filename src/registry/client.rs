@@ -299,43 +299,22 @@ impl Registries {
         digest: &str,
     ) -> Result<Vec<crate::model::image_policy::Signature>, RegistryError> {
         use crate::model::image_policy::{
-            MAX_PAYLOAD, MAX_SIGNATURES, SIGNATURE_ANNOTATION, SIMPLE_SIGNING, Signature,
+            MAX_PAYLOAD, SIGNATURE_ANNOTATION, SIMPLE_SIGNING, Signature,
         };
-        let tag = format!("{}.sig", digest.replacen(':', "-", 1));
-        let a = match self.manifest(r, &tag).await {
-            Ok(a) => a,
-            Err(RegistryError::Status { status: 404, .. }) => return Ok(Vec::new()),
-            Err(e) => return Err(e),
-        };
-        let doc: Manifest = serde_json::from_slice(&a.body)
-            .map_err(|e| malformed(r, Object::Manifest, &format!("{tag}: {e}")))?;
-        let mut out = Vec::new();
-        for l in doc
-            .layers
-            .unwrap_or_default()
+        let layers = self
+            .cosign_layers(
+                r,
+                digest,
+                "sig",
+                SIMPLE_SIGNING,
+                Some(SIGNATURE_ANNOTATION),
+                MAX_PAYLOAD,
+            )
+            .await?;
+        Ok(layers
             .into_iter()
-            .take(MAX_SIGNATURES)
-        {
-            if l.media_type.as_deref() != Some(SIMPLE_SIGNING) {
-                continue;
-            }
-            let Some(sig) = l.annotations.get(SIGNATURE_ANNOTATION) else {
-                continue;
-            };
-            if !is_digest(&l.digest) {
-                continue;
-            }
-            let path = format!("/v2/{}/blobs/{}", r.repository, l.digest);
-            let b = self
-                .call(r, Method::GET, &path, &[], Object::Blob, MAX_PAYLOAD)
-                .await?;
-            check_digest(r, Object::Blob, &l.digest, &b.body)?;
-            out.push(Signature {
-                payload: b.body.to_vec(),
-                signature: sig.clone(),
-            });
-        }
-        Ok(out)
+            .map(|(signature, payload)| Signature { payload, signature })
+            .collect())
     }
 
     /// The in-toto attestations the registry holds for the manifest
@@ -347,8 +326,29 @@ impl Registries {
         r: &Reference,
         digest: &str,
     ) -> Result<Vec<Vec<u8>>, RegistryError> {
-        use crate::model::image_policy::{DSSE_ENVELOPE, MAX_ATTESTATION, MAX_SIGNATURES};
-        let tag = format!("{}.att", digest.replacen(':', "-", 1));
+        use crate::model::image_policy::{DSSE_ENVELOPE, MAX_ATTESTATION};
+        let layers = self
+            .cosign_layers(r, digest, "att", DSSE_ENVELOPE, None, MAX_ATTESTATION)
+            .await?;
+        Ok(layers.into_iter().map(|(_, bytes)| bytes).collect())
+    }
+
+    /// The layers of `media_type` (at most
+    /// [`crate::model::image_policy::MAX_SIGNATURES`], each at most `max`
+    /// bytes and checked against its digest) of the manifest cosign tags
+    /// `sha256-<hex>.<suffix>` for `digest`, each with the value of its
+    /// annotation `annotation` (a layer without it is passed over); none
+    /// when there is no such manifest.
+    async fn cosign_layers(
+        &self,
+        r: &Reference,
+        digest: &str,
+        suffix: &str,
+        media_type: &str,
+        annotation: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<(String, Vec<u8>)>, RegistryError> {
+        let tag = format!("{}.{suffix}", digest.replacen(':', "-", 1));
         let a = match self.manifest(r, &tag).await {
             Ok(a) => a,
             Err(RegistryError::Status { status: 404, .. }) => return Ok(Vec::new()),
@@ -357,21 +357,27 @@ impl Registries {
         let doc: Manifest = serde_json::from_slice(&a.body)
             .map_err(|e| malformed(r, Object::Manifest, &format!("{tag}: {e}")))?;
         let mut out = Vec::new();
-        for l in doc
-            .layers
-            .unwrap_or_default()
+        let layers = doc.layers.unwrap_or_default();
+        for l in layers
             .into_iter()
-            .take(MAX_SIGNATURES)
+            .take(crate::model::image_policy::MAX_SIGNATURES)
         {
-            if l.media_type.as_deref() != Some(DSSE_ENVELOPE) || !is_digest(&l.digest) {
+            if l.media_type.as_deref() != Some(media_type) || !is_digest(&l.digest) {
                 continue;
             }
+            let said = match annotation {
+                Some(name) => match l.annotations.get(name) {
+                    Some(v) => v.clone(),
+                    None => continue,
+                },
+                None => String::new(),
+            };
             let path = format!("/v2/{}/blobs/{}", r.repository, l.digest);
             let b = self
-                .call(r, Method::GET, &path, &[], Object::Blob, MAX_ATTESTATION)
+                .call(r, Method::GET, &path, &[], Object::Blob, max)
                 .await?;
             check_digest(r, Object::Blob, &l.digest, &b.body)?;
-            out.push(b.body.to_vec());
+            out.push((said, b.body.to_vec()));
         }
         Ok(out)
     }
