@@ -578,11 +578,7 @@ impl Syncer {
             .map_err(|t| Some(format!("cannot fetch {at}: {}", describe(&t))))?;
         match a.status {
             StatusCode::OK => {
-                let etag = a
-                    .headers
-                    .get(http::header::ETAG)
-                    .and_then(|e| e.to_str().ok())
-                    .map(str::to_string);
+                let etag = etag_of(&a.headers);
                 Ok(Some((a.body, etag)))
             }
             StatusCode::NOT_MODIFIED => Ok(None),
@@ -723,11 +719,7 @@ impl Syncer {
                 .map_err(|t| format!("cannot fetch {at}: {}", describe(&t)))?;
             match a.status {
                 StatusCode::OK => {
-                    let etag = a
-                        .headers
-                        .get(http::header::ETAG)
-                        .and_then(|e| e.to_str().ok())
-                        .map(str::to_string);
+                    let etag = etag_of(&a.headers);
                     Ok(Some((a.body, etag)))
                 }
                 StatusCode::NOT_MODIFIED => Ok(None),
@@ -1898,6 +1890,13 @@ fn listed(d: &GroupDesired) -> usize {
 /// The validators of a conditional GET of `url`, for the document `held`
 /// (when it was fetched from there): its ETag, or, from a host without
 /// ETags, the `Last-Modified` it was sent with, as sent.
+/// The ETag an answer carries, when it is text.
+fn etag_of(h: &HeaderMap) -> Option<String> {
+    h.get(http::header::ETAG)
+        .and_then(|e| e.to_str().ok())
+        .map(str::to_string)
+}
+
 fn conditional(held: Option<&Held>, url: &str, last_modified: Option<&str>) -> HeaderMap {
     let mut headers = HeaderMap::new();
     let same_url = held.filter(|h| h.url == url);
