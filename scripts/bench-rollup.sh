@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `stead plane status --reports` over a large fleet (a benchmark, not a
 # test): STEAD_BENCH_REPORTS reports (100,000) written as a host keeps them
-# (nodes/<id>/status.json, each a report as an agent of 0.7.0 PUTs it,
-# signed by its device's report key: 3 modules, one group; a share failing,
-# a share silent, revisions spread) with every device enrolled
-# (fleet/device-keys.csv), then rolled up from the directory and through
+# by scripts/fleet-reports.py (nodes/<id>/status.json, each a report as an
+# agent of 0.7.0 PUTs it, signed by its device's report key: 3 modules, one
+# group; a share failing, a share silent, revisions spread) with every
+# device enrolled (fleet/device-keys.csv), then rolled up from the directory and through
 # nginx's directory listings on loopback (`autoindex on`), every report's
 # signature checked (`status --fleet`). Printed: the wall time of each (medians of
 # STEAD_BENCH_RUNS runs, 3), reports per second, the peak resident set of
@@ -32,90 +32,7 @@ trap 'exit 130' INT TERM
 
 say "writing $REPORTS signed reports and their devices' keys"
 mkdir -p "$work/fleet"
-python3 - "$work/root" "$REPORTS" "$work/fleet/device-keys.csv" <<'PY'
-import base64, hashlib, json, os, sys, time
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-root, n, keys_file = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-now = time.time()
-RAW = (Encoding.Raw, PublicFormat.Raw)
-# Bech32 (BIP 173), as age writes its recipients.
-CHARSET = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
-def polymod(values):
-    g = [0x3b6a57b2, 0x26508e6d, 0x1ea119fa, 0x3d4233dd, 0x2a1462b3]
-    chk = 1
-    for v in values:
-        b = chk >> 25
-        chk = (chk & 0x1ffffff) << 5 ^ v
-        for i in range(5):
-            chk ^= g[i] if (b >> i) & 1 else 0
-    return chk
-def bech32(hrp, data):
-    bits, acc, out = 0, 0, []
-    for b in data:
-        acc, bits = acc << 8 | b, bits + 8
-        while bits >= 5:
-            bits -= 5
-            out.append(acc >> bits & 31)
-    if bits:
-        out.append(acc << (5 - bits) & 31)
-    hrpx = [ord(c) >> 5 for c in hrp] + [0] + [ord(c) & 31 for c in hrp]
-    pm = polymod(hrpx + out + [0] * 6) ^ 1
-    return hrp + "1" + "".join(CHARSET[d] for d in out + [pm >> 5 * (5 - i) & 31 for i in range(6)])
-def pae(t, body):
-    return b"DSSEv1 %d %s %d %s" % (len(t), t.encode(), len(body), body)
-PT = "application/vnd.stead.report.v1+json"
-enrolled = open(keys_file, "w")
-enrolled.write("# node,device key,report key (stead-plane enroll)\n")
-def at(t):
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
-for i in range(n):
-    node = f"edge-{i:06d}"
-    failing = i % 50 == 0
-    silent = i % 97 == 0
-    sent = now - (3 * 86400 if silent else 600)
-    module = lambda name, state: {
-        "desired_digest": "sha256:" + "ab" * 32, "health": None, "image_id": "sha256:" + "cd" * 32,
-        "last_error": {"class": state, "message": "it keeps restarting"} if state == "crash-looping" else None,
-        "restart_count": 7 if state == "crash-looping" else 0, "running_digest": "sha256:" + "ab" * 32,
-        "state": state,
-    }
-    report = {
-        "agent_version": "0.6.0",
-        "clock": {"plane_date": at(sent), "status": "ok", "system": at(sent)},
-        "disk": None, "engine": "reachable",
-        "modules": {"app": module("app", "crash-looping" if failing else "converged"),
-                    "broker": module("broker", "converged"), "sensor": module("sensor", "converged")},
-        "node": node, "passing": True,
-        "plane": {"conflicts": [], "error": None,
-                  "groups": [{"error": None, "group": "edge-eu", "revision": 7, "running": 7 if i % 3 else 6,
-                              "rollout": {"taken": bool(i % 3), "until": None if i % 3 else at(now + 3600),
-                                          "why": "its turn"}}],
-                  "held": {"accepted_at": at(sent), "expires": at(now + 30 * 86400), "floor": True,
-                           "issued_at": at(sent), "key_id": "ed25519:" + "ef" * 8, "revision": 1796290000 + i % 4,
-                           "revoked": None},
-                  "last_contact": at(sent), "refusal": None,
-                  "url": f"https://plane.example/nodes/{node}/desired.json"},
-        "quarantine": None, "sent_at": at(sent), "seq": i, "undelivered": 0,
-    }
-    seed = hashlib.sha256(f"bench {node}".encode()).digest()
-    signer = Ed25519PrivateKey.from_private_bytes(seed)
-    public = signer.public_key().public_bytes(*RAW)
-    age = bech32("age", X25519PrivateKey.from_private_bytes(hashlib.sha256(seed).digest()).public_key().public_bytes(*RAW))
-    report["device_key"] = age
-    report["report_key"] = base64.b64encode(public).decode()
-    payload = json.dumps(report, sort_keys=True, separators=(",", ":")).encode()
-    envelope = {"payloadType": PT, "payload": base64.b64encode(payload).decode(),
-                "signatures": [{"keyid": hashlib.sha256(public).hexdigest()[:16],
-                                "sig": base64.b64encode(signer.sign(pae(PT, payload))).decode()}]}
-    enrolled.write(f"{node},{age},{report['report_key']}\n")
-    d = os.path.join(root, "nodes", node)
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "status.json"), "w") as f:
-        json.dump(envelope, f, indent=2)
-enrolled.close()
-PY
+scripts/fleet-reports.py "$work/root" "$REPORTS" "$work/fleet/device-keys.csv"
 du_mb="$(du -sm "$work/root" | cut -f1)"
 
 mkdir -p "$work/tmp"

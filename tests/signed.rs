@@ -15,7 +15,7 @@ use base64::engine::general_purpose::STANDARD;
 use common::agent::Agent;
 use common::desired::*;
 use common::plane::Plane;
-use common::registry::{Registry, Tls, Trusted, docker_engine, raw};
+use common::registry::{Registry, Site, raw};
 use common::*;
 use ring::rand::SystemRandom;
 use ring::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair};
@@ -119,70 +119,16 @@ fn push_blob(reg: &Registry, repo: &str, bytes: &[u8]) -> String {
     digest
 }
 
-/// Where the images are: a plain registry they are pushed to (from the
-/// Docker Engine, which keeps none of them) and signed in, and the same
-/// storage served over TLS with a login, which the agent and its engine
-/// pull from (Podman pulls plain HTTP from no registry it is not told is
-/// insecure).
-struct Site {
-    plain: Registry,
-    reg: Registry,
-    tls: Tls,
-    _trusted: Trusted,
-}
-
-impl Site {
-    fn new() -> Site {
-        let plain = Registry::plain();
-        let tls = Tls::new();
-        let reg = Registry::tls_with_auth(&tls, &plain.storage, "ci", "s3cret");
-        let trusted = Trusted::new(&tls, &reg.addr);
-        Site {
-            plain,
-            reg,
-            tls,
-            _trusted: trusted,
-        }
-    }
-
-    /// The agent's name of `repo:tag`.
-    fn image(&self, repo: &str, tag: &str) -> String {
-        format!("{}/{repo}:{tag}", self.reg.addr)
-    }
-
-    /// Pushes a new image to `repo:tag`; its manifest digest.
-    fn push(&self, repo: &str, tag: &str, v: &str) -> String {
-        let (_, digest) = self.plain.push(repo, tag, &[("v", v)]);
-        docker_engine(&["rmi", &format!("{}/{repo}:{tag}", self.plain.addr)]);
-        digest
-    }
-
+/// Signing at the site's plain registry, as the agent names the image.
+trait Signs {
     /// Signs `digest` for `repo:tag` (the agent's name) with `key`; at
     /// another digest's tag when `at` says one.
+    fn sign(&self, key: &CosignKey, repo: &str, tag: &str, digest: &str, at: Option<&str>);
+}
+
+impl Signs for Site {
     fn sign(&self, key: &CosignKey, repo: &str, tag: &str, digest: &str, at: Option<&str>) {
         key.sign(&self.plain, repo, &self.image(repo, tag), digest, at);
-    }
-
-    /// A node polling `plane` every second, trusting `key`, logged in to
-    /// the registry and trusting its CA.
-    fn node(&self, tag: &str, plane: &Plane, key: &SecretKey) -> Node {
-        let n = Node::new(tag);
-        let auth = n.dir.path().join("registry-auth.json");
-        std::fs::write(
-            &auth,
-            format!(
-                r#"{{"auths": {{"{}": {{"username": "ci", "password": "s3cret"}}}}}}"#,
-                self.reg.addr
-            ),
-        )
-        .unwrap();
-        n.with_config(&format!(
-            "registry_auth = {:?}\nregistry_ca = {:?}\n[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
-            auth.display().to_string(),
-            self.tls.ca.display().to_string(),
-            plane.base(),
-            key.public().to_base64()
-        ))
     }
 }
 

@@ -104,6 +104,8 @@ pub fn stable(p: &Parts) -> ReportView {
         let module = ReportModule {
             desired_digest: m.desired_digest.clone(),
             health: m.health.clone(),
+            image: m.image.clone(),
+            image_digests: m.image_digests.clone(),
             image_id: m.image_id.clone(),
             last_error: m.last_error.as_ref().map(|e| ReportError {
                 class: m.state.as_str().to_string(),

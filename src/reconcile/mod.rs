@@ -1147,7 +1147,14 @@ impl Reconciler {
             }
         }
         self.say_outcomes(store, modules).await?;
-        self.update_board(entries, modules, (&observed, looked_at), livings, rejected);
+        self.update_board(
+            entries,
+            modules,
+            (&observed, looked_at),
+            livings,
+            rejected,
+            &resolved.images,
+        );
         {
             // What each module was to run, for the reload executor's measure.
             let mut board = self.board.lock().expect("board lock");

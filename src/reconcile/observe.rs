@@ -137,6 +137,7 @@ impl Reconciler {
         (observed, looked_at): (&[Observed], u64),
         livings: &BTreeMap<String, Lived>,
         rejected: &[FileRejected],
+        images: &crate::engine::image::Images,
     ) {
         let mut board = self.board.lock().expect("board lock");
         let previous = std::mem::take(&mut *board);
@@ -152,6 +153,11 @@ impl Reconciler {
             st.running_digest = running.and_then(|o| o.labels.digest.clone());
             st.container_id = running.map(|o| o.id.clone());
             st.image_id = running.map(|o| o.image_id.clone());
+            st.image_digests = running
+                .and_then(|o| images.find(&o.image_id))
+                .map(|i| i.digests.clone())
+                .unwrap_or_default();
+            st.image = entry.record.as_ref().map(|r| r.intention.image.clone());
             st.health = running.and_then(|o| o.health()).map(str::to_string);
             let living = livings.get(n);
             st.restart_count = living.and_then(|l| l.restarts);

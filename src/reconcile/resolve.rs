@@ -486,6 +486,9 @@ pub struct Resolved {
     pub wants: BTreeMap<ModuleName, Want<Arc<Desired>>>,
     /// When a held module's image pull is tried again, by module.
     pub retry_at: BTreeMap<ModuleName, Instant>,
+    /// The engine's images as the pass last listed them (what each
+    /// container runs is named in the status by its repository digests).
+    pub images: Images,
 }
 
 impl Resolved {
@@ -648,6 +651,7 @@ pub async fn against_engine<E: Engine>(
     let mut out = Resolved {
         wants: BTreeMap::new(),
         retry_at: BTreeMap::new(),
+        images: Images::default(),
     };
     for HostResolved {
         name,
@@ -745,6 +749,7 @@ pub async fn against_engine<E: Engine>(
     // Backoffs of images that are no longer missing, or no longer named.
     retries.keep_pulls(&missing);
     gate.keep(&references.iter().map(String::as_str).into_set());
+    out.images = images;
     Ok(out)
 }
 

@@ -153,6 +153,12 @@ pub struct ModuleStatus {
     pub container_id: Option<String>,
     /// The image ID its container runs.
     pub image_id: Option<String>,
+    /// The image reference its intention names.
+    pub image: Option<String>,
+    /// The manifest digests the engine knows for the image its container
+    /// runs (`repo@sha256:…`, its `RepoDigests`: the digest it was pulled
+    /// by; a local build has none).
+    pub image_digests: Vec<String>,
     /// Its container's health, when it has a health check (`starting`,
     /// `healthy`, `unhealthy`).
     pub health: Option<String>,
@@ -191,6 +197,8 @@ impl ModuleStatus {
             running_digest: None,
             container_id: None,
             image_id: None,
+            image: None,
+            image_digests: Vec::new(),
             health: None,
             health_output: None,
             restart_count: None,

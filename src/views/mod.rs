@@ -207,6 +207,13 @@ pub struct ModuleView {
     pub health: Option<String>,
     /// What the last probe printed, while it is unhealthy.
     pub health_output: Option<String>,
+    /// The image reference its intention names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// The manifest digests the engine knows for the image its container
+    /// runs (`repo@sha256:…`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_digests: Vec<String>,
     /// The image ID its container runs.
     pub image_id: Option<String>,
     /// The inputs that differ between the container and what they say now.
@@ -234,6 +241,8 @@ impl From<&ModuleStatus> for ModuleView {
             desired_digest: m.desired_digest.clone(),
             health: m.health.clone(),
             health_output: m.health_output.clone(),
+            image: m.image.clone(),
+            image_digests: m.image_digests.clone(),
             image_id: m.image_id.clone(),
             inputs_differ: m
                 .inputs_differ

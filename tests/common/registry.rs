@@ -3,14 +3,18 @@
 //! htpasswd (bcrypt) auth; two of them may share one storage directory, so
 //! images pushed to the plain one (the engine pushes to loopback without
 //! TLS) are served by the TLS one too. Versioned images are made from the
-//! test image with `docker commit --change LABEL …`.
+//! test image with `docker commit --change LABEL …`. A [`Site`] is the
+//! two together, as a fleet's devices pull from it.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::IMAGE_1;
+use stead::plane::envelope::SecretKey;
+
+use super::plane::Plane;
+use super::{IMAGE_1, Node};
 
 /// A registry process; killed on drop.
 pub struct Registry {
@@ -451,4 +455,65 @@ pub fn raw(
     let head = String::from_utf8_lossy(&out[..split]).to_string();
     let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
     (status, head, out[split + 4..].to_vec())
+}
+
+/// Where the images are: a plain registry they are pushed to (from the
+/// Docker Engine, which keeps none of them) and signed in, and the same
+/// storage served over TLS with a login, which the agent and its engine
+/// pull from (Podman pulls plain HTTP from no registry it is not told is
+/// insecure).
+pub struct Site {
+    pub plain: Registry,
+    pub reg: Registry,
+    pub tls: Tls,
+    _trusted: Trusted,
+}
+
+impl Site {
+    pub fn new() -> Site {
+        let plain = Registry::plain();
+        let tls = Tls::new();
+        let reg = Registry::tls_with_auth(&tls, &plain.storage, "ci", "s3cret");
+        let trusted = Trusted::new(&tls, &reg.addr);
+        Site {
+            plain,
+            reg,
+            tls,
+            _trusted: trusted,
+        }
+    }
+
+    /// The agent's name of `repo:tag`.
+    pub fn image(&self, repo: &str, tag: &str) -> String {
+        format!("{}/{repo}:{tag}", self.reg.addr)
+    }
+
+    /// Pushes a new image to `repo:tag`; its manifest digest.
+    pub fn push(&self, repo: &str, tag: &str, v: &str) -> String {
+        let (_, digest) = self.plain.push(repo, tag, &[("v", v)]);
+        docker_engine(&["rmi", &format!("{}/{repo}:{tag}", self.plain.addr)]);
+        digest
+    }
+
+    /// A node polling `plane` every second, trusting `key`, logged in to
+    /// the registry and trusting its CA.
+    pub fn node(&self, tag: &str, plane: &Plane, key: &SecretKey) -> Node {
+        let n = Node::new(tag);
+        let auth = n.dir.path().join("registry-auth.json");
+        std::fs::write(
+            &auth,
+            format!(
+                r#"{{"auths": {{"{}": {{"username": "ci", "password": "s3cret"}}}}}}"#,
+                self.reg.addr
+            ),
+        )
+        .unwrap();
+        n.with_config(&format!(
+            "registry_auth = {:?}\nregistry_ca = {:?}\n[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
+            auth.display().to_string(),
+            self.tls.ca.display().to_string(),
+            plane.base(),
+            key.public().to_base64()
+        ))
+    }
 }

@@ -204,6 +204,43 @@ pub enum Verb {
         #[arg(long)]
         json: bool,
     },
+    /// Which devices run an image, or an image holding a vulnerable
+    /// package version: from the reports signed by their devices' enrolled
+    /// keys, every affected device, group and module listed whole, with
+    /// (given the host's directory) the published revision that moves each
+    /// off it. Without a question: the devices per image digest
+    Exposure {
+        /// Where the reports are
+        #[arg(long, value_name = "DIR|URL", value_parser = Reports::parse)]
+        reports: Reports,
+        /// The fleet's description: a report counts only signed by the
+        /// report key DIR/device-keys.csv enrolls for its node
+        #[arg(long, value_name = "DIR")]
+        fleet: PathBuf,
+        /// An image's manifest digest or ID (sha256:…, or repo@sha256:…);
+        /// give one per image
+        #[arg(long = "digest", value_name = "DIGEST")]
+        digests: Vec<String>,
+        /// A vulnerable package version (name@version, or a package URL
+        /// pkg:type/namespace/name@version); give one per version
+        #[arg(long = "package", value_name = "PACKAGE")]
+        packages: Vec<String>,
+        /// A file of vulnerable package versions, one per line
+        #[arg(long, value_name = "FILE")]
+        vulnerable: Option<PathBuf>,
+        /// A directory of SBOMs (CycloneDX or SPDX JSON, bare or an in-toto
+        /// statement's predicate), each naming the image digest it is of:
+        /// where a package is found
+        #[arg(long = "sbom", value_name = "DIR")]
+        sboms: Vec<PathBuf>,
+        /// The directory the host serves: each affected module told which
+        /// published revision moves it off the image
+        #[arg(long, value_name = "DIR")]
+        site: Option<PathBuf>,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// The plane's root of trust: which keys sign documents, and which sign
     /// the next root (a threshold of them), versioned and published beside
     /// the documents
@@ -626,6 +663,25 @@ impl Cli {
                     (None, None) => SealTo::Key(String::new()),
                 },
             }),
+            Verb::Exposure {
+                reports,
+                fleet,
+                digests,
+                packages,
+                vulnerable,
+                sboms,
+                site,
+                json,
+            } => plane(PlaneCommand::Exposure(crate::cli::exposure::Ask {
+                reports,
+                fleet,
+                site,
+                digests,
+                packages,
+                vulnerable,
+                sboms,
+                json,
+            })),
             Verb::Status {
                 reports,
                 fleet,

@@ -99,7 +99,7 @@ impl Recipient {
             return Err(format!("{s:?} is not an age recipient (age1…)"));
         }
         let key = key_bytes(&data)?;
-        if shared_secret([0x5a; 32], key).is_none() {
+        if small_order(&key) {
             return Err(AgeError::LowOrder.to_string());
         }
         Ok(Recipient(key))
@@ -145,6 +145,48 @@ fn aead(key: &[u8; 32]) -> LessSafeKey {
 /// zeros (a point of low order: a clamped secret is a multiple of the
 /// cofactor, so it is all zeros whatever the secret), which age refuses
 /// on both sides.
+/// The u-coordinates of the points of small order (on the curve and its
+/// twist: orders 1, 2, 4 and 8) and their non-canonical encodings, little
+/// endian, as libsodium lists them: a point is one of them exactly when
+/// every clamped secret shares all zeros with it ([`shared_secret`]; a
+/// test holds the two to each other). Compared without the top bit,
+/// which X25519 ignores: a fleet's enrolled keys are read in a
+/// microsecond each, not a scalar multiplication each.
+const SMALL_ORDER: [[u8; 32]; 7] = {
+    let mut l = [[0u8; 32]; 7];
+    l[1][0] = 1;
+    l[2] = [
+        0xe0, 0xeb, 0x7a, 0x7c, 0x3b, 0x41, 0xb8, 0xae, 0x16, 0x56, 0xe3, 0xfa, 0xf1, 0x9f, 0xc4,
+        0x6a, 0xda, 0x09, 0x8d, 0xeb, 0x9c, 0x32, 0xb1, 0xfd, 0x86, 0x62, 0x05, 0x16, 0x5f, 0x49,
+        0xb8, 0x00,
+    ];
+    l[3] = [
+        0x5f, 0x9c, 0x95, 0xbc, 0xa3, 0x50, 0x8c, 0x24, 0xb1, 0xd0, 0xb1, 0x55, 0x9c, 0x83, 0xef,
+        0x5b, 0x04, 0x44, 0x5c, 0xc4, 0x58, 0x1c, 0x8e, 0x86, 0xd8, 0x22, 0x4e, 0xdd, 0xd0, 0x9f,
+        0x11, 0x57,
+    ];
+    // p - 1, p, p + 1.
+    let mut n = 4;
+    while n < 7 {
+        let mut k = 1;
+        while k < 31 {
+            l[n][k] = 0xff;
+            k += 1;
+        }
+        l[n][0] = 0xec + (n as u8 - 4);
+        l[n][31] = 0x7f;
+        n += 1;
+    }
+    l
+};
+
+/// Whether `point` is of small order ([`SMALL_ORDER`]).
+fn small_order(point: &[u8; 32]) -> bool {
+    let mut p = *point;
+    p[31] &= 0x7f;
+    SMALL_ORDER.contains(&p)
+}
+
 fn shared_secret(secret: [u8; 32], point: [u8; 32]) -> Option<[u8; 32]> {
     let shared = MontgomeryPoint(point).mul_clamped(secret).to_bytes();
     (shared != [0; 32]).then_some(shared)
@@ -539,6 +581,36 @@ mod tests {
             .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
             .collect();
         b.try_into().unwrap()
+    }
+
+    #[test]
+    fn the_list_of_small_order_points_is_the_points_every_secret_shares_zeros_with() {
+        // Every listed point (and with its top bit set), and points drawn
+        // at random, and small ones: the list says low order exactly when a
+        // scalar multiplication does.
+        let rng = ring::rand::SystemRandom::new();
+        let listed = SMALL_ORDER.iter().flat_map(|p| {
+            let mut high = *p;
+            high[31] |= 0x80;
+            [*p, high]
+        });
+        let small = (0u8..=255).map(|b| {
+            let mut p = [0u8; 32];
+            p[0] = b;
+            p
+        });
+        let random = (0..5000).map(|_| {
+            let mut p = [0u8; 32];
+            ring::rand::SecureRandom::fill(&rng, &mut p).unwrap();
+            p
+        });
+        let mut low = 0;
+        for p in listed.chain(small).chain(random) {
+            let zeros = shared_secret([0x5a; 32], p).is_none();
+            assert_eq!(small_order(&p), zeros, "{p:02x?}");
+            low += usize::from(zeros);
+        }
+        assert!(low >= 14, "{low}");
     }
 
     #[test]

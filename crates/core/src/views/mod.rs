@@ -368,6 +368,16 @@ pub struct ReportModule {
     pub desired_digest: Option<Digest>,
     /// Its container's health.
     pub health: Option<String>,
+    /// The image reference its intention names (absent from an agent
+    /// before 0.7.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// The manifest digests the engine knows for the image its container
+    /// runs, `repo@sha256:…` (the engine's `RepoDigests`; none for an
+    /// image built on the device, or from an agent before 0.7.0): what
+    /// `stead-plane exposure` finds devices by.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_digests: Vec<String>,
     /// The image ID its container runs.
     pub image_id: Option<String>,
     /// The last error, with the state it left the module in as its class.

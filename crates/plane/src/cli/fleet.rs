@@ -739,7 +739,7 @@ async fn read_index_reports(base: &http::Uri, each: &mut EachReport<'_>) -> Resu
 
 /// The enrolled keys a roll-up checks reports with: the fleet's
 /// `device-keys.csv`, which must be there.
-fn enrolled_keys(fleet: &Path) -> Result<Keys, String> {
+pub(super) fn enrolled_keys(fleet: &Path) -> Result<Keys, String> {
     let file = fleet.join(enroll::FILE);
     if !file.is_file() {
         return Err(format!(

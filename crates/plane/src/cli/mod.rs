@@ -1,12 +1,13 @@
 //! The operator's commands: `keygen`, `sign`, `verify`, `release`
 //! ([`plane`]); `publish`, `status`, `rollout watch` ([`fleet`]);
-//! `enroll`, `seal` ([`devices`]); `root init|sign|verify` ([`trust`]);
+//! `enroll`, `seal` ([`devices`]); `exposure` ([`exposure`]); `root init|sign|verify` ([`trust`]);
 //! what they wrote put into an S3 bucket (`--upload`, [`upload`]);
 //! `import` ([`import`]); long runs show their [`progress`] on a
 //! terminal. Each reads its typed arguments and returns the
 //! exit code; the command line itself is `src/main.rs`'s (clap).
 
 pub mod devices;
+pub mod exposure;
 pub mod fleet;
 pub mod import;
 pub mod plane;

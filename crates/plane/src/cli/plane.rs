@@ -74,6 +74,9 @@ pub enum PlaneCommand {
         upload: Option<Box<super::upload::Upload>>,
     },
     /// `status --reports DIR|URL [--fleet DIR] [--site DIR] [--silent-after D] [--json]`.
+    /// `exposure --reports DIR|URL --fleet DIR [--digest D]...
+    /// [--package P]... [--vulnerable FILE] [--sbom DIR]... [--site DIR]`.
+    Exposure(super::exposure::Ask),
     Status {
         reports: super::fleet::Reports,
         fleet: Option<PathBuf>,
@@ -247,6 +250,7 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
             dry_run,
             (expires_in, refresh_before),
         ),
+        PlaneCommand::Exposure(ask) => super::exposure::exposure(&ask),
         PlaneCommand::Status {
             reports,
             fleet,

@@ -1,5 +1,6 @@
 //! The publisher's side of the central plane, pure: which of a fleet's
 //! documents to sign ([`publish`]), its reports rolled up ([`rollup`]),
+//! which devices run an image or a vulnerable package ([`exposure`]),
 //! a web server's listing of them read as links ([`index`]), its devices'
 //! keys taken from their reports ([`enroll`]), a value sealed to one of
 //! them by the reference age implementation ([`seal`]), what a site's
@@ -8,6 +9,7 @@
 //! [`trusted`]) are the core's, re-exported here.
 
 pub mod enroll;
+pub mod exposure;
 pub mod index;
 pub mod publish;
 pub mod rollup;

@@ -1,0 +1,285 @@
+//! `stead-plane exposure`: which devices run an image, or an image with a
+//! vulnerable package in it, from the fleet's signed reports (read as
+//! `status` reads them, one at a time, every signature checked against
+//! the enrolled keys), the SBOMs given, and, with the host's directory,
+//! which published revision moves each affected module off it. The rules
+//! are [`crate::plane::exposure`]'s; this reads the files.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use crate::cli::fleet::{EachReport, Reports, enrolled_keys, read_reports};
+use crate::model::fleet::GroupName;
+use crate::model::names::{ModuleName, NodeId};
+use crate::plane::document::Desired;
+use crate::plane::enroll;
+use crate::plane::envelope::Envelope;
+use crate::plane::exposure::{Exposure, MoveOff, Package, Question, Sbom, moves_off, read_sbom};
+use crate::plane::group::{GroupDesired, HeldGroup, compose};
+use crate::plane::publish::{group_path, node_path};
+use crate::views::signed;
+
+/// The largest SBOM read.
+const MAX_SBOM: u64 = 256 << 20;
+/// The largest list of package versions read.
+const MAX_LIST: u64 = 16 << 20;
+/// The largest document read from the site.
+const MAX_DOCUMENT: u64 = 4 << 20;
+/// A time past every rollout's end: what the documents served give once
+/// each rollout has reached every device (a halted one stays halted).
+const AT_THE_END: u64 = u32::MAX as u64;
+
+/// What `exposure` is asked.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Ask {
+    pub reports: Reports,
+    pub fleet: PathBuf,
+    pub site: Option<PathBuf>,
+    pub digests: Vec<String>,
+    pub packages: Vec<String>,
+    pub vulnerable: Option<PathBuf>,
+    pub sboms: Vec<PathBuf>,
+    pub json: bool,
+}
+
+/// Runs it: exit 0 with the answer (affected devices or not), 1 refused
+/// (bad input, nothing read).
+pub fn exposure(ask: &Ask) -> crate::cli::failure::Result<ExitCode> {
+    let refused = |e: String| Ok(super::plane::refused(format_args!("{e}")));
+    let keys = match enrolled_keys(&ask.fleet) {
+        Ok(k) => k,
+        Err(e) => return refused(e),
+    };
+    let mut vulnerable = Vec::new();
+    for p in &ask.packages {
+        match Package::parse(p) {
+            Ok(p) => vulnerable.push(p),
+            Err(e) => return refused(format!("--package: {e}")),
+        }
+    }
+    if let Some(file) = &ask.vulnerable {
+        match read_list(file) {
+            Ok(mut l) => vulnerable.append(&mut l),
+            Err(e) => return refused(e),
+        }
+    }
+    if !vulnerable.is_empty() && ask.sboms.is_empty() {
+        return refused(
+            "a package is found in an image only through its SBOM: give --sbom DIR \
+             (CycloneDX or SPDX JSON, one per image)"
+                .into(),
+        );
+    }
+    let mut sboms = Vec::new();
+    for dir in &ask.sboms {
+        match read_sboms(dir) {
+            Ok(mut s) => sboms.append(&mut s),
+            Err(e) => return refused(e),
+        }
+    }
+    let mut question = None::<Question>;
+    for d in &ask.digests {
+        match crate::plane::exposure::parse_digest(d) {
+            Ok(d) => question.get_or_insert_default().digest(d),
+            Err(e) => return refused(format!("--digest: {e}")),
+        }
+    }
+    if !vulnerable.is_empty() {
+        let q = question.get_or_insert_default();
+        for (_, sbom) in &sboms {
+            q.sbom(sbom, &vulnerable);
+        }
+    }
+    let asked_packages = !vulnerable.is_empty();
+    // Which digests an SBOM was given for (marked in the table).
+    let described: HashMap<String, usize> = sboms
+        .iter()
+        .flat_map(|(_, s)| s.digests.iter().map(|d| (d.clone(), s.packages.len())))
+        .collect();
+    let mut x = Exposure::new(question);
+    let reading = super::progress::Progress::stderr("reports read", None);
+    let each: &mut EachReport = &mut |source, dir, read| {
+        reading.step();
+        let verdict = match read {
+            Ok(read) => signed::verify(read, dir, enroll::enrolled(&keys, dir)),
+            Err(e) => Err(signed::Unverified::Unreadable(e)),
+        };
+        x.take(source, verdict);
+    };
+    if let Err(e) = read_reports(&ask.reports, each) {
+        return refused(e);
+    }
+    reading.done();
+    x.finish(
+        keys.keys().map(|n| n.as_str()),
+        (!ask.sboms.is_empty()).then_some(&described),
+    );
+    if let Some(site) = &ask.site {
+        let mut served = Served::new(site);
+        for a in &mut x.affected {
+            for m in &mut a.modules {
+                m.moved_off =
+                    Some(served.moves_off(&a.node, &m.module, &m.digest, m.image.as_deref()));
+            }
+        }
+    }
+    if asked_packages && x.asked.as_ref().is_some_and(BTreeMap::is_empty) {
+        eprintln!(
+            "stead-plane: no SBOM given lists a version asked for: no image is known to hold one"
+        );
+    }
+    if ask.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&x).expect("an exposure serialises")
+        );
+    } else {
+        print!("{}", x.text());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A list of package versions: one per line (`#` starts a comment).
+fn read_list(file: &Path) -> Result<Vec<Package>, String> {
+    let bytes = crate::host::files::read_regular(file, MAX_LIST)
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let text =
+        String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", file.display()))?;
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        out.push(Package::parse(line).map_err(|e| format!("{}:{}: {e}", file.display(), n + 1))?);
+    }
+    if out.is_empty() {
+        return Err(format!("{} lists no package version", file.display()));
+    }
+    Ok(out)
+}
+
+/// Every SBOM in `dir` (its `.json` files, not below): one that does not
+/// read refuses the run, naming it.
+fn read_sboms(dir: &Path) -> Result<Vec<(String, Sbom)>, String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("--sbom {}: {e}", dir.display()))?;
+    let mut out = Vec::new();
+    for e in entries {
+        let e = e.map_err(|e| format!("--sbom {}: {e}", dir.display()))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".json") || !e.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        let path = e.path();
+        let bytes = crate::host::files::read_regular(&path, MAX_SBOM)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let sbom = read_sbom(&bytes, &name).map_err(|e| format!("{}: {e}", path.display()))?;
+        out.push((name, sbom));
+    }
+    if out.is_empty() {
+        return Err(format!("--sbom {}: no .json file in it", dir.display()));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// The documents the host serves, read once each (not verified: like
+/// `status`, this signs nothing and says what the site holds).
+struct Served<'a> {
+    site: &'a Path,
+    groups: HashMap<GroupName, Result<GroupDesired, String>>,
+}
+
+impl<'a> Served<'a> {
+    fn new(site: &'a Path) -> Served<'a> {
+        Served {
+            site,
+            groups: HashMap::new(),
+        }
+    }
+
+    fn read(&self, path: &str) -> Result<Vec<u8>, String> {
+        let bytes = crate::host::files::read_regular(&self.site.join(path), MAX_DOCUMENT)
+            .map_err(|e| format!("{path}: {e}"))?;
+        let env = Envelope::parse(&bytes).map_err(|e| format!("{path}: {e}"))?;
+        Ok(env.payload)
+    }
+
+    fn group(&mut self, name: &GroupName) -> Result<GroupDesired, String> {
+        if !self.groups.contains_key(name) {
+            let path = group_path(name);
+            let d = self
+                .read(&path)
+                .and_then(|p| GroupDesired::parse(&p).map_err(|e| format!("{path}: {e}")));
+            self.groups.insert(name.clone(), d);
+        }
+        self.groups[name].clone()
+    }
+
+    /// What the served documents do to `node`'s `module`, running `digest`.
+    fn moves_off(
+        &mut self,
+        node: &str,
+        module: &str,
+        digest: &str,
+        reported: Option<&str>,
+    ) -> MoveOff {
+        match self.compose(node, module) {
+            Ok((image, document, revision)) => {
+                moves_off((image.as_deref(), &document, revision), digest, reported)
+            }
+            Err(why) => MoveOff::Unknown { why },
+        }
+    }
+
+    /// The image the served documents give `module` on `node` once every
+    /// rollout is over, and the document (and its revision) that decides
+    /// it.
+    fn compose(
+        &mut self,
+        node: &str,
+        module: &str,
+    ) -> Result<(Option<String>, String, u64), String> {
+        let id = NodeId::try_from(node).map_err(|e| format!("node {node:?}: {e}"))?;
+        let name = ModuleName::try_from(module).map_err(|e| format!("module {module:?}: {e}"))?;
+        let path = node_path(&id);
+        let payload = self.read(&path)?;
+        let desired = Desired::parse(&payload).map_err(|e| format!("{path}: {e}"))?;
+        let mut groups = BTreeMap::new();
+        for g in &desired.groups {
+            let d = self.group(g)?;
+            groups.insert(
+                g.clone(),
+                HeldGroup {
+                    desired: d,
+                    took: false,
+                },
+            );
+        }
+        // The document that decides the module: the node's own when it
+        // names, changes or removes it, else the first of its groups that
+        // has it.
+        let own = desired.modules.contains_key(&name)
+            || desired.overrides.contains_key(&name)
+            || desired.remove.contains(&name);
+        let decider = if own {
+            (path.clone(), desired.revision)
+        } else {
+            desired
+                .groups
+                .iter()
+                .find_map(|g| {
+                    let d = &groups.get(g)?.desired;
+                    d.modules
+                        .contains_key(&name)
+                        .then(|| (group_path(g), d.revision))
+                })
+                .unwrap_or((path.clone(), desired.revision))
+        };
+        let composed =
+            compose(desired, &groups, &id, AT_THE_END).map_err(|e| format!("{path}: {e}"))?;
+        let image = composed.modules.get(&name).map(|i| i.image.clone());
+        Ok((image, decider.0, decider.1))
+    }
+}
