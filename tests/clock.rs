@@ -13,212 +13,16 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 
 use common::agent::Agent;
 use common::desired::*;
+use common::tls::{Certs, Tls};
 use common::*;
 use stead::host::clock::Floor;
 use stead::model::time::format_rfc3339;
 use stead::plane::envelope::SecretKey;
-
-/// A CA and a server certificate for 127.0.0.1 made at `at` (seconds
-/// since the epoch: both begin then), valid for `days`.
-struct Certs {
-    ca: PathBuf,
-    cert: PathBuf,
-    key: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Certs {
-    fn made_at(at: u64, days: u32) -> Certs {
-        let dir = tempfile::tempdir().unwrap();
-        let p = |n: &str| dir.path().join(n);
-        let s = |p: PathBuf| p.display().to_string();
-        let days = days.to_string();
-        std::fs::write(
-            p("ext"),
-            "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
-        )
-        .unwrap();
-        let env = common::plane::faketime_env(&civil(at));
-        for args in [
-            vec![
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-nodes",
-                "-days",
-                &days,
-                "-subj",
-                "/CN=stead clock test CA",
-                "-keyout",
-                &s(p("ca.key")),
-                "-out",
-                &s(p("ca.pem")),
-            ],
-            vec![
-                "req",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-nodes",
-                "-subj",
-                "/CN=127.0.0.1",
-                "-keyout",
-                &s(p("server.key")),
-                "-out",
-                &s(p("server.csr")),
-            ],
-            vec![
-                "x509",
-                "-req",
-                "-in",
-                &s(p("server.csr")),
-                "-CA",
-                &s(p("ca.pem")),
-                "-CAkey",
-                &s(p("ca.key")),
-                "-CAcreateserial",
-                "-days",
-                &days,
-                "-extfile",
-                &s(p("ext")),
-                "-out",
-                &s(p("server.pem")),
-            ],
-        ] {
-            let o = Command::new("openssl")
-                .args(&args)
-                .envs(env.iter().map(|(k, v)| (k, v)))
-                .output()
-                .unwrap();
-            assert!(
-                o.status.success(),
-                "openssl {args:?}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
-        let o = Command::new("openssl")
-            .args(["x509", "-noout", "-startdate", "-in", &s(p("server.pem"))])
-            .output()
-            .unwrap();
-        let start = String::from_utf8_lossy(&o.stdout).to_string();
-        assert!(
-            start.contains(&civil(at)[..4]),
-            "libfaketime did not move openssl's clock: {start}"
-        );
-        Certs {
-            ca: p("ca.pem"),
-            cert: p("server.pem"),
-            key: p("server.key"),
-            _dir: dir,
-        }
-    }
-}
-
-/// `YYYY-MM-DD HH:MM:SS` (UTC) of `t`, as libfaketime reads it.
-fn civil(t: u64) -> String {
-    format_rfc3339(t).replace('T', " ").replace('Z', "")
-}
-
-/// nginx on loopback over TLS with `certs`, serving `root` (reports PUT).
-struct Tls {
-    child: Child,
-    port: u16,
-    root: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Tls {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Tls {
-    fn start(certs: &Certs) -> Tls {
-        let dir = tempfile::tempdir().unwrap();
-        let d = dir.path().display().to_string();
-        let root = dir.path().join("root");
-        std::fs::create_dir_all(root.join("nodes")).unwrap();
-        std::fs::create_dir_all(dir.path().join("tmp")).unwrap();
-        std::fs::write(root.join("hello"), "hello").unwrap();
-        let port = common::registry::free_port();
-        let conf = format!(
-            r#"user root root;
-worker_processes 1;
-daemon off;
-pid "{d}/nginx.pid";
-error_log "{d}/error.log" info;
-events {{ worker_connections 64; }}
-http {{
-    default_type application/octet-stream;
-    client_body_temp_path "{d}/tmp/body";
-    proxy_temp_path "{d}/tmp/proxy";
-    fastcgi_temp_path "{d}/tmp/fastcgi";
-    uwsgi_temp_path "{d}/tmp/uwsgi";
-    scgi_temp_path "{d}/tmp/scgi";
-    access_log "{d}/access.log";
-    server {{
-        listen 127.0.0.1:{port} ssl;
-        ssl_certificate "{cert}";
-        ssl_certificate_key "{key}";
-        root "{root}";
-        location ~ ^/nodes/[^/]+/status\.json$ {{
-            dav_methods PUT;
-            create_full_put_path on;
-            limit_except GET PUT {{ deny all; }}
-        }}
-        location / {{ limit_except GET {{ deny all; }} }}
-    }}
-}}
-"#,
-            cert = certs.cert.display(),
-            key = certs.key.display(),
-            root = root.display(),
-        );
-        let conf_path = dir.path().join("nginx.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let child = Command::new("/usr/sbin/nginx")
-            .arg("-p")
-            .arg(format!("{d}/"))
-            .arg("-c")
-            .arg(&conf_path)
-            .arg("-e")
-            .arg(dir.path().join("error.log"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                std::time::Instant::now() < end,
-                "nginx did not listen: {}",
-                std::fs::read_to_string(dir.path().join("error.log")).unwrap_or_default()
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        Tls {
-            child,
-            port,
-            root,
-            _dir: dir,
-        }
-    }
-
-    fn base(&self) -> String {
-        format!("https://127.0.0.1:{}", self.port)
-    }
-}
 
 /// What a GET of `url` by a client trusting `ca` with `floor` comes to:
 /// the status, or why there was none.
@@ -243,7 +47,7 @@ fn get(ca: &Path, floor: u64, url: &str) -> Result<u16, String> {
 fn a_certificate_is_checked_at_the_clock_or_the_floor_whichever_is_later() {
     let now = now();
     // Begins in two days: not yet valid by the clock.
-    let ahead = Certs::made_at(now + 2 * DAY, 30);
+    let ahead = Certs::made_at(now + 2 * DAY, 30, "127.0.0.1");
     let host = Tls::start(&ahead);
     let url = format!("{}/hello", host.base());
     let refused = get(&ahead.ca, 0, &url).unwrap_err();
@@ -256,7 +60,7 @@ fn a_certificate_is_checked_at_the_clock_or_the_floor_whichever_is_later() {
     drop(host);
 
     // Valid by the clock, expired by the floor: refused with it.
-    let today = Certs::made_at(now - DAY, 2);
+    let today = Certs::made_at(now - DAY, 2, "127.0.0.1");
     let host = Tls::start(&today);
     let url = format!("{}/hello", host.base());
     assert_eq!(get(&today.ca, 0, &url), Ok(200));
@@ -271,7 +75,7 @@ fn an_agent_whose_clock_reads_1970_reaches_its_plane_over_tls_and_keeps_the_floo
     assert!(build > 1_600_000_000, "this build has a time: {build}");
     // A certificate that began an hour before the build (as a CA's
     // issued before it), valid for a year: a 1970 clock is long before it.
-    let certs = Certs::made_at(build - 3600, 365);
+    let certs = Certs::made_at(build - 3600, 365, "127.0.0.1");
     let host = Tls::start(&certs);
     let signing = SecretKey::generate().unwrap();
     let n = Node::new("clock1970").with_config(&format!(
@@ -312,6 +116,20 @@ fn an_agent_whose_clock_reads_1970_reaches_its_plane_over_tls_and_keeps_the_floo
         log.contains(&format!("clock: time floor {}", format_rfc3339(build))),
         "{log}"
     );
+    // Its report says how far its clock is from the host's `Date`: about
+    // 1970-01-02 less now.
+    let report = host.root.join(format!("nodes/{}/status.json", n.id));
+    n.wait_for(30, "a report with the clock's skew", || {
+        std::fs::read(&report).ok().is_some_and(|b| {
+            common::plane::open_report(&n.id, &b)["clock"]["skew"]
+                .as_i64()
+                .is_some()
+        })
+    });
+    let r = common::plane::open_report(&n.id, &std::fs::read(&report).unwrap());
+    let skew = r["clock"]["skew"].as_i64().unwrap();
+    let want = DAY as i64 - now() as i64;
+    assert!((skew - want).abs() < 600, "skew {skew}, about {want}: {r}");
     // Asked to step without the capability: said once, nothing else.
     let said = "[clock] step is on but the system clock cannot be set";
     assert_eq!(log.matches(said).count(), 1, "{log}");
