@@ -255,7 +255,11 @@ fn registries(config: &Config) -> Result<crate::registry::client::Registries, St
         Some(p) => crate::registry::auth::Credentials::load(p)?,
         None => Default::default(),
     };
-    let http = crate::net::http::Http::new(config.registry_ca.as_deref())?;
+    let http = crate::net::http::Http::at_floor(
+        config.registry_ca.as_deref(),
+        None,
+        crate::host::clock::process_floor(),
+    )?;
     Ok(crate::registry::client::Registries::new(
         http,
         credentials,
@@ -357,6 +361,9 @@ impl<C: Connect> Agent<C> {
             crate::host::candidate_damage(&config.store_path(), &config.data_dir);
         }
         let store = Arc::new(store);
+        // The time floor, before any network access: every TLS client
+        // checks certificates at the later of it and the clock.
+        crate::plane::clock::start(&store, config.clock_step);
         let mut reconciler = Reconciler::new(
             config.node_id.clone(),
             config.intentions_dir.clone(),
@@ -441,7 +448,9 @@ impl<C: Connect> Agent<C> {
         // (its certificate, its credentials), and no other with them.
         let http = match &self.config.plane {
             Some(p) => p.http(),
-            None => crate::net::http::Http::new(None),
+            None => {
+                crate::net::http::Http::at_floor(None, None, crate::host::clock::process_floor())
+            }
         };
         if let Err(e) = &http {
             tracing::error!("agent updates: {e}; no release can be fetched until it is fixed");

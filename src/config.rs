@@ -93,6 +93,10 @@ pub struct Config {
     /// Every input's digest in a container's labels keyed with the
     /// device's key (a sealed value's always is).
     pub keyed_digests: bool,
+    /// `[clock] step`: with CAP_SYS_TIME, the system clock is stepped
+    /// forward to the time floor at start and to a plane host's `Date`
+    /// read over verified TLS.
+    pub clock_step: bool,
 }
 
 pub use crate::plane::config::PlaneConfig;
@@ -120,6 +124,12 @@ struct ImagesDoc {
     high: Option<u8>,
     low: Option<u8>,
     min_age: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClockDoc {
+    step: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -172,6 +182,7 @@ struct ConfigDoc {
     update: Option<UpdateDoc>,
     #[serde(default)]
     keyed_digests: bool,
+    clock: Option<ClockDoc>,
 }
 
 /// Public keys from their base64 text, at most [`MAX_TRUSTED_KEYS`]; the
@@ -318,6 +329,7 @@ impl Config {
                 &invalid,
             )?,
             keyed_digests: doc.keyed_digests,
+            clock_step: doc.clock.as_ref().and_then(|c| c.step).unwrap_or(false),
         };
         let api_listen: SocketAddr = match doc.api_listen.as_deref() {
             None => SocketAddr::from(([127, 0, 0, 1], DEFAULT_API_PORT)),
@@ -646,6 +658,29 @@ mod tests {
             let e = Config::parse(text, Path::new("c.toml")).unwrap_err();
             assert!(e.to_string().contains("invalid type"), "{e}");
             assert!(!e.to_string().contains("3141592"), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_clock_is_stepped_only_when_asked_and_bad_values_are_named() {
+        for (text, want) in [
+            ("", Ok(false)),
+            ("[clock]", Ok(false)),
+            ("[clock]\nstep = false", Ok(false)),
+            ("[clock]\nstep = true", Ok(true)),
+            ("[clock]\nstep = \"yes\"", Err("clock.step")),
+            ("[clock]\nstep = 1", Err("clock.step")),
+            ("[clock]\nslew = true", Err("unknown field")),
+            ("clock = true", Err("clock")),
+        ] {
+            let got = Config::parse(text, Path::new("c.toml"))
+                .map(|c| c.clock_step)
+                .map_err(|e| e.to_string());
+            match (got, want) {
+                (Ok(g), Ok(w)) => assert_eq!(g, w, "{text}"),
+                (Err(e), Err(field)) => assert!(e.contains(field), "{text}: {e}"),
+                (got, want) => panic!("{text}: {got:?}, wanted {want:?}"),
+            }
         }
     }
 

@@ -8,6 +8,9 @@
 
 #[path = "common/bins.rs"]
 mod bins;
+#[path = "common/tls.rs"]
+#[allow(dead_code)]
+mod tls;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -1363,4 +1366,174 @@ collect after
             .contains("stead.redb.before-update")
     );
     working("after");
+}
+
+/// A device with no clock to speak of, in `scripts/lab/all.sh` only: its
+/// real-time clock starts at 1970-01-01 (QEMU's `-rtc`), nothing sets it
+/// (the image has no NTP client; systemd raises it at boot to its own
+/// build's time at most, which the step records), and its plane is nginx
+/// on this machine over HTTPS (QEMU's user network: the host's loopback at
+/// 10.0.2.2, no route beyond), with a certificate that began an hour
+/// before the agent's build: after the device's clock, before its floor.
+/// With the unit as packaged the agent converges to the plane's revision,
+/// its clock still before the certificate; with `[clock] step = true` and
+/// the capability given by a drop-in, it steps the clock forward to its
+/// floor and then to the host's `Date`.
+#[test]
+#[ignore = "needs dist/ and the lab; scripts/lab/all.sh runs it"]
+fn lab_all_only_a_device_booted_in_1970_without_ntp_converges_to_its_plane_over_https() {
+    let _one = one_vm();
+    // The floor the .deb's agent starts from is its build's time: the
+    // commit this test is built at, so dist/ must be of it.
+    let dist = Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/stead-x86_64-unknown-linux-musl");
+    let o = Command::new(&dist).arg("--version").output().unwrap();
+    let version = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        version.contains(stead::COMMIT),
+        "dist/ is of another commit ({version:?}, this is {}): scripts/release.sh \
+         x86_64-unknown-linux-musl && scripts/package.sh",
+        stead::COMMIT
+    );
+    let build = stead::BUILD_TIME;
+    let not_before = build - 3600;
+    let certs = tls::Certs::made_at(not_before, 365, "10.0.2.2");
+    let host = tls::Tls::start(&certs);
+    let m = Machine::new("clock");
+    let dir = m.path.join("share/in/clock");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(&certs.ca, dir.join("ca.pem")).unwrap();
+    // The document: one module, issued a minute after the build (by the
+    // operator's tool with libfaketime's clock there), polled every 2 s.
+    let key = dir.join("online.key");
+    let plane = |args: &[&str], env: &[(String, String)]| {
+        let o = Command::new(bins::workspace_bin("stead-plane"))
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    plane(&["keygen", "--out", key.to_str().unwrap()], &[]);
+    let payload = dir.join("payload.json");
+    std::fs::write(
+        &payload,
+        serde_json::json!({
+            "modules": [{
+                "name": "web",
+                "image": "stead-lab/busybox:1",
+                "restart": "always",
+                "command": ["sh", "-c", idle_after("echo up")],
+            }],
+            "poll": {"interval": "2s"},
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let doc = host.root.join("nodes/lab/desired.json");
+    std::fs::create_dir_all(doc.parent().unwrap()).unwrap();
+    plane(
+        &[
+            "sign",
+            "--key",
+            key.to_str().unwrap(),
+            "--node",
+            "lab",
+            "--revision",
+            "1",
+            "--in",
+            payload.to_str().unwrap(),
+            "--out",
+            doc.to_str().unwrap(),
+        ],
+        &tls::faketime_env(&tls::civil(build + 60)),
+    );
+    let public = std::fs::read_to_string(key.with_extension("key.pub")).unwrap();
+    let config = format!(
+        "node_id = \"lab\"\nsettle_window = \"3s\"\n[plane]\nurl = \"https://10.0.2.2:{}\"\ntrusted_keys = [{:?}]\nca = \"/etc/stead/plane-ca.pem\"\npoll_interval = \"2s\"\n",
+        host.port,
+        public.trim()
+    );
+    m.boot(
+        "clock",
+        &format!(
+            r#"
+date -u +%s >clock-at-boot
+iface=""
+# The NIC QEMU gives (a device of its own: not lo, not the engine's bridge).
+for i in /sys/class/net/*; do [ -e "$i/device" ] && {{ iface="${{i##*/}}"; break; }}; done
+[ -n "$iface" ] || {{ echo "no network interface"; exit 1; }}
+/lab/in/busybox ip link set "$iface" up
+/lab/in/busybox ip addr add 10.0.2.15/24 dev "$iface"
+install_stead
+busybox_image
+cp /lab/in/clock/ca.pem /etc/stead/plane-ca.pem
+cat >/etc/stead/stead.toml <<'CONFIG'
+{config}CONFIG
+systemctl restart stead
+wait_until 300 sh -c 'curl -fsS http://127.0.0.1:7411/v1/plane | jq -e ".held.revision == 1"' || true
+wait_until 180 all_converged web || true
+curl -fsS http://127.0.0.1:7411/v1/plane >plane.json || true
+curl -fsS http://127.0.0.1:7411/v1/modules/web >module-web.json || true
+date -u +%s >clock-converged
+journalctl -u stead -o cat >journal-converged
+# The clock stepped: the capability and the syscalls, by a drop-in.
+mkdir -p /etc/systemd/system/stead.service.d
+cat >/etc/systemd/system/stead.service.d/clock.conf <<'DROPIN'
+[Service]
+CapabilityBoundingSet=CAP_SYS_TIME
+ProtectClock=no
+SystemCallFilter=@clock
+DROPIN
+printf '[clock]\nstep = true\n' >>/etc/stead/stead.toml
+systemctl daemon-reload
+systemctl restart stead
+wait_until 120 sh -c 'journalctl -u stead -o cat | grep -q "Date over verified TLS"' || true
+date -u +%s >clock-stepped
+journalctl -u stead -o cat >journal-stepped
+"#
+        ),
+        &["--rtc", "1970-01-01", "--host-net", "--timeout", "900"],
+    );
+    let secs = |file: &str| -> u64 { m.out("clock", file).trim().parse().unwrap() };
+    // The device's clock was before the certificate began, at boot and
+    // still once it had converged: TLS was checked at its floor.
+    assert!(
+        secs("clock-at-boot") < not_before,
+        "the clock at boot {} is not before the certificate ({not_before})",
+        secs("clock-at-boot")
+    );
+    assert!(
+        secs("clock-converged") < not_before,
+        "the clock once converged {} is not before the certificate ({not_before})",
+        secs("clock-converged")
+    );
+    let held: serde_json::Value = serde_json::from_str(&m.out("clock", "plane.json")).unwrap();
+    assert_eq!(held["held"]["revision"], 1, "{held}");
+    assert_eq!(m.module("clock", "web")["state"], "converged");
+    let journal = m.out("clock", "journal-converged");
+    assert!(
+        journal.contains(&format!(
+            "clock: time floor {}",
+            stead::model::time::format_rfc3339(build)
+        )),
+        "{journal}"
+    );
+    // With the capability: stepped to the floor (the document's issue,
+    // kept in the store), then to the host's Date, forward each time.
+    let journal = m.out("clock", "journal-stepped");
+    assert!(
+        journal.contains("stepped the system clock forward")
+            && journal.contains("(the time floor)"),
+        "{journal}"
+    );
+    assert!(journal.contains("Date over verified TLS"), "{journal}");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let stepped = secs("clock-stepped");
+    assert!(
+        stepped + 900 > now && stepped <= now + 5,
+        "the clock stepped to {stepped}, the host's is {now}"
+    );
 }

@@ -10,7 +10,8 @@
 #       scripts/package.sh), in/busybox (Debian's static busybox, for a test
 #       image made in the VM) and in/lib.sh (scripts/lab/step-lib.sh).
 #   scripts/lab/run.sh boot DIR STEP [--then poweroff|reboot] [--timeout SECS]
-#                                     [--cut-after MIN-MAX]
+#                                     [--cut-after MIN-MAX] [--rtc DATE]
+#                                     [--host-net]
 #       Boots the machine, which runs DIR/share/steps/STEP.sh (written by
 #       the caller) as root in /lab/out/STEP/ (what it writes there is read
 #       back in DIR/share/out/STEP/, its output in log, its exit status in
@@ -19,7 +20,12 @@
 #       bounds boot, step and shutdown. --cut-after cuts the power (SIGKILL
 #       of QEMU, the disk written with cache=none) at a random moment MIN to
 #       MAX seconds after the step opens its window (writes the file
-#       cut-window in its directory); the step is not let end.
+#       cut-window in its directory); the step is not let end. --rtc
+#       starts the machine's real-time clock at DATE (YYYY-MM-DD, UTC; it
+#       runs on with the VM: clock=vm) instead of the host's time.
+#       --host-net gives it one virtio NIC on QEMU's user network, which
+#       the step configures itself (10.0.2.15/24, no route out): the host's
+#       loopback answers at 10.0.2.2, nothing else does.
 #
 # Exits 0 when the step ran and exited 0 (or the power was cut as asked);
 # otherwise says why, with the step's log or the serial console's tail: a
@@ -27,7 +33,7 @@
 # time on this machine (a lock under $STEAD_LAB_CACHE); 2 vCPUs, 1.5 GiB.
 # The accelerator is KVM when it boots the lab's kernel here (tried once per
 # boot of this machine), else QEMU's software CPU (TCG); the choice is
-# printed. VMs have no network (-nic none).
+# printed. VMs have no network (-nic none) unless --host-net.
 #
 # Env: STEAD_LAB_ACCEL=kvm|tcg forces the accelerator; STEAD_LAB_CACHE.
 set -euo pipefail
@@ -38,7 +44,7 @@ NAME=lab/run.sh
 # shellcheck source=scripts/lab/lib.sh
 . "$here/lib.sh"
 
-usage() { die "usage: scripts/lab/run.sh new DIR [--deb FILE] | boot DIR STEP [--then poweroff|reboot] [--timeout SECS] [--cut-after MIN-MAX]"; }
+usage() { die "usage: scripts/lab/run.sh new DIR [--deb FILE] | boot DIR STEP [--then poweroff|reboot] [--timeout SECS] [--cut-after MIN-MAX] [--rtc YYYY-MM-DD] [--host-net]"; }
 
 [ "$(id -u)" -eq 0 ] || die "must run as root"
 cmd="${1:-}"
@@ -112,9 +118,16 @@ case "$cmd" in
         [ "$#" -ge 1 ] || usage
         step="$1"
         shift
-        then=poweroff timeout=300 cut=""
+        then=poweroff timeout=300 cut="" rtc=() nic=(-nic none)
         while [ "$#" -gt 0 ]; do
             case "$1" in
+                --rtc)
+                    [ "$#" -ge 2 ] || usage
+                    [[ "$2" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}$ ]] || die "--rtc must be a date YYYY-MM-DD, not '$2'"
+                    rtc=(-rtc "base=$2T00:00:00,clock=vm")
+                    shift 2
+                    ;;
+                --host-net) nic=(-nic user,model=virtio-net-pci); shift ;;
                 --then) [ "$#" -ge 2 ] || usage; then="$2"; shift 2 ;;
                 --timeout) [ "$#" -ge 2 ] || usage; timeout="$2"; shift 2 ;;
                 --cut-after) [ "$#" -ge 2 ] || usage; cut="$2"; shift 2 ;;
@@ -152,7 +165,7 @@ case "$cmd" in
         out="$share/out/$step"
         start=$SECONDS
         qemu-system-x86_64 -name "stead-lab-$step" -accel "$acc" -cpu "$cpu" -smp 2 -m 1536 \
-            -nodefaults -display none -no-reboot -nic none \
+            -nodefaults -display none -no-reboot "${nic[@]}" ${rtc[@]+"${rtc[@]}"} \
             -kernel "$image/vmlinuz" -initrd "$image/initrd.img" \
             -append "root=/dev/vda rw console=ttyS0 panic=-1 quiet" \
             -drive "file=$dir/disk.qcow2,format=qcow2,if=virtio,cache=none" \

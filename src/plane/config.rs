@@ -31,12 +31,14 @@ impl PlaneConfig {
     /// its credentials on every request to its origin (and to no other).
     /// The error names a file that cannot be used.
     pub fn http(&self) -> Result<crate::net::http::Http, String> {
-        let http = match &self.client_cert {
-            Some((cert, key)) => {
-                crate::net::http::Http::with_client_cert(self.ca.as_deref(), cert, key)?
-            }
-            None => crate::net::http::Http::new(self.ca.as_deref())?,
-        };
+        // Certificates are checked at max(clock, the time floor).
+        let http = crate::net::http::Http::at_floor(
+            self.ca.as_deref(),
+            self.client_cert
+                .as_ref()
+                .map(|(c, k)| (c.as_path(), k.as_path())),
+            crate::host::clock::process_floor(),
+        )?;
         Ok(http.with_host_auth(&self.url, self.auth.clone()))
     }
 

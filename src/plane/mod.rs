@@ -8,6 +8,7 @@
 //! [`allowlist`]);
 //! the publisher's side is the operator's tool, `stead-plane`.
 
+pub mod clock;
 pub mod config;
 #[cfg(test)]
 pub(crate) mod fixtures;

@@ -123,6 +123,7 @@ pub fn stable(p: &Parts) -> ReportView {
         agent_version: crate::VERSION.to_string(),
         clock: ReportClock {
             plane_date: None,
+            skew: None,
             status: p.plane.clock.map_or("unknown", |c| c.as_str()).to_string(),
             system: String::new(),
         },
@@ -169,6 +170,11 @@ pub fn full(
     report.plane.last_contact = p.contact.at.map(format_rfc3339);
     report.clock.system = format_rfc3339(now);
     report.clock.plane_date = p.contact.plane_date.map(format_rfc3339);
+    report.clock.skew = p
+        .contact
+        .at
+        .zip(p.contact.plane_date)
+        .map(|(at, date)| crate::model::clock::skew(at, date));
     report
 }
 
@@ -590,12 +596,32 @@ mod tests {
         bytes
     }
 
-    /// The report as 0.5.0 PUT it (the texts in [`crate::views::fixtures`]).
+    /// The report as 0.5.0 PUT it (the texts in [`crate::views::fixtures`]),
+    /// with the clock's skew against the plane host's `Date` since (absent
+    /// without a `Date`); a report without it (0.6.0's) still reads.
     #[test]
     fn the_wire_format_is_as_it_was() {
         let cases = fixtures::nodes().into_iter().zip(planes());
         for ((n, p), want) in cases.zip(REPORTS) {
-            assert_eq!(report(&n, &p), golden(want));
+            let bytes = report(&n, &p);
+            assert_eq!(bytes, golden(want));
+            let mut older: serde_json::Value = serde_json::from_str(&bytes).unwrap();
+            let skew = older["clock"]
+                .as_object_mut()
+                .unwrap()
+                .remove("skew")
+                .and_then(|s| s.as_i64());
+            let read: ReportView = serde_json::from_value(older).unwrap();
+            assert_eq!(read.clock.skew, None);
+            let now: ReportView = serde_json::from_str(&bytes).unwrap();
+            assert_eq!(now.clock.skew, skew);
+            assert_eq!(
+                ReportView {
+                    clock: now.clock.clone(),
+                    ..read
+                },
+                now
+            );
         }
     }
 

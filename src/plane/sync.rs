@@ -981,6 +981,7 @@ impl Syncer {
             Outcome::NotModified | Outcome::Same { .. } => {}
         }
         self.metrics.plane_poll(outcome.as_str());
+        self.keep_floor().await;
         let revision = {
             let mut m = self.mem();
             if matches!(
@@ -997,6 +998,25 @@ impl Syncer {
         }
         self.report_wake.notify_one();
         outcome
+    }
+
+    /// Raises the time floor to the newest `issued_at` of the documents
+    /// accepted (the node's and its groups'): in the store when it moves,
+    /// and in the floor every TLS client checks certificates at.
+    async fn keep_floor(&self) {
+        let seen = {
+            let m = self.mem();
+            m.node
+                .iter()
+                .map(|h| h.newest_issued_at)
+                .chain(m.groups.values().map(|(h, _)| h.newest_issued_at))
+                .max()
+        };
+        if let Some(seen) = seen.filter(|s| *s > crate::host::clock::process_floor().get()) {
+            self.store
+                .blocking(move |s| crate::plane::clock::raise(s, seen))
+                .await;
+        }
     }
 
     async fn fetch_and_judge(&self) -> Outcome {
@@ -1055,14 +1075,22 @@ impl Syncer {
                 };
             }
         };
-        contact.hear(Heard::Answered {
-            at: now,
-            date: answer
-                .headers
-                .get(http::header::DATE)
-                .and_then(|d| d.to_str().ok())
-                .and_then(time::parse_http_date),
-        });
+        let date = answer
+            .headers
+            .get(http::header::DATE)
+            .and_then(|d| d.to_str().ok())
+            .and_then(time::parse_http_date);
+        // A `Date` read over TLS that verified (an answer over https is
+        // one) may step the clock forward (`[clock] step`); the contact
+        // keeps the clock as it reads after.
+        let now = match date {
+            Some(d) if self.url.starts_with("https://") => {
+                crate::plane::clock::step_forward(now, d, "the plane host's Date over verified TLS")
+                    .unwrap_or(now)
+            }
+            _ => now,
+        };
+        contact.hear(Heard::Answered { at: now, date });
         let header = |name| {
             answer
                 .headers

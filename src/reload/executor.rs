@@ -950,7 +950,11 @@ impl Executor {
             Some(p) => Credentials::load(p)?,
             None => Credentials::default(),
         };
-        let http = Http::new(self.settings.registry_ca.as_deref())?;
+        let http = Http::at_floor(
+            self.settings.registry_ca.as_deref(),
+            None,
+            crate::host::clock::process_floor(),
+        )?;
         Ok(Registries::new(
             http,
             credentials,

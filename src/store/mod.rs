@@ -28,6 +28,7 @@ use crate::model::spec::ContainerSpec;
 use crate::model::value::Value;
 
 pub mod agent_updates;
+pub mod clock;
 mod containers;
 mod db;
 mod events;

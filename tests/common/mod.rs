@@ -13,6 +13,7 @@ pub mod intention;
 pub mod own_engine;
 pub mod plane;
 pub mod registry;
+pub mod tls;
 
 pub use bins::workspace_bin;
 

@@ -9,6 +9,7 @@
 
 pub mod age;
 pub mod agent_update;
+pub mod clock;
 pub mod config;
 pub mod disk;
 pub mod dsse;

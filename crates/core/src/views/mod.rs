@@ -331,6 +331,11 @@ pub struct ReportView {
 pub struct ReportClock {
     /// The plane's `Date` at the last answer.
     pub plane_date: Option<String>,
+    /// The device's clock less the plane host's `Date` at the last answer
+    /// that had one, in seconds (positive: the device is ahead); absent
+    /// before such an answer, and in reports of agents before it was added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skew: Option<i64>,
     /// `ok`, `behind`, `ahead` or `unknown`.
     pub status: String,
     /// The system clock when sent.

@@ -16,6 +16,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
+use crate::host::clock::Floor;
+
 /// Where the system keeps its CA bundle (Debian, Alpine, Fedora, OpenSUSE).
 const SYSTEM_BUNDLES: [&str; 4] = [
     "/etc/ssl/certs/ca-certificates.crt",
@@ -135,7 +137,19 @@ impl Http {
     /// [`Http::new`], keeping up to `idle` connections to a host open
     /// between requests (for a client that sends many at once).
     pub fn keeping(extra_ca: Option<&Path>, idle: usize) -> Result<Http, String> {
-        Http::build(extra_ca, idle, None)
+        Http::build(extra_ca, idle, None, Floor::default())
+    }
+
+    /// The agent's client: [`Http::new`], presenting `client_cert` (a
+    /// certificate and its key, PEM) to a host that asks for one, and
+    /// checking servers' certificates at max(clock, `floor`) (the time the
+    /// device knows has passed, shared with every client it makes).
+    pub fn at_floor(
+        extra_ca: Option<&Path>,
+        client_cert: Option<(&Path, &Path)>,
+        floor: &Floor,
+    ) -> Result<Http, String> {
+        Http::build(extra_ca, 2, client_cert, floor.clone())
     }
 
     /// [`Http::new`] presenting the client certificate in `cert` with the
@@ -146,13 +160,14 @@ impl Http {
         cert: &Path,
         key: &Path,
     ) -> Result<Http, String> {
-        Http::build(extra_ca, 2, Some((cert, key)))
+        Http::build(extra_ca, 2, Some((cert, key)), Floor::default())
     }
 
     fn build(
         extra_ca: Option<&Path>,
         idle: usize,
         client_cert: Option<(&Path, &Path)>,
+        floor: Floor,
     ) -> Result<Http, String> {
         let mut roots = rustls::RootCertStore::empty();
         let mut read = |path: &Path, required: bool| -> Result<(), String> {
@@ -187,8 +202,25 @@ impl Http {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
-            .with_root_certificates(roots);
+            .map_err(|e| e.to_string())?;
+        // rustls' own verifier, handed max(clock, floor) as now: with no
+        // floor raised (the operator's tool, a test), the clock itself.
+        // Without a certificate to trust, no server's verifies at any time.
+        let builder = if roots.is_empty() {
+            builder.with_root_certificates(roots)
+        } else {
+            let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider.clone(),
+            )
+            .build()
+            .map_err(|e| e.to_string())?;
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(crate::net::tls::FloorVerifier::new(
+                    webpki, floor,
+                )))
+        };
         let (tls, cert) = match client_cert {
             None => (builder.with_no_client_auth(), None),
             Some((cert, key)) => {

@@ -6,5 +6,6 @@
 pub mod auth;
 pub mod http;
 pub mod sigv4;
+pub mod tls;
 
 pub use crate::model::url::{SHOWN_URL, check_no_userinfo, shown, without_userinfo};

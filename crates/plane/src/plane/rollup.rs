@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::model::clock::{SKEW_LIMIT, SkewTally};
 use crate::model::fleet::Tally;
 use crate::model::text::{clip, escape};
 use crate::model::time::parse_rfc3339;
@@ -92,9 +93,22 @@ pub struct Rollup {
     pub missing: u64,
     /// The first [`LISTED`] of them, by node.
     pub missing_listed: Vec<String>,
+    /// The devices' clocks against the plane host's `Date`, as their
+    /// reports say (absent when none says a skew: reports of agents
+    /// before it was reported).
+    #[serde(
+        skip_serializing_if = "SkewTally::is_empty",
+        serialize_with = "skew_summary"
+    )]
+    pub skew: SkewTally,
     /// The `seq` of each node's report counted: a node counts once.
     #[serde(skip)]
     counted: std::collections::HashMap<String, u64>,
+}
+
+/// The skews' summary, as the JSON says them.
+fn skew_summary<S: serde::Serializer>(t: &SkewTally, s: S) -> Result<S::Ok, S::Error> {
+    t.summary().serialize(s)
 }
 
 /// A failing device.
@@ -257,6 +271,9 @@ impl Rollup {
                 });
             }
         }
+        if let Some(skew) = r.clock.skew {
+            self.skew.add(skew);
+        }
         let sent = parse_rfc3339(&r.sent_at).unwrap_or(0);
         if sent.saturating_add(silent_after) < now {
             self.silent += 1;
@@ -418,6 +435,18 @@ impl Rollup {
                 g.waiting
             );
         }
+        if !self.skew.is_empty() {
+            let k = self.skew.summary();
+            let secs = |s: Option<i64>| s.map_or("-".to_string(), |s| format!("{s:+} s"));
+            let _ = writeln!(
+                out,
+                "clock skew  {} of {} reporting beyond ±{SKEW_LIMIT} s; worst {}, median {}",
+                k.beyond,
+                k.devices,
+                secs(k.worst),
+                secs(k.median)
+            );
+        }
         let _ = writeln!(out, "failing {}", self.failing);
         for f in &self.failing_listed {
             let reasons: Vec<_> = f.reasons.iter().map(|r| escape(r)).collect();
@@ -564,6 +593,31 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("unreadable reports 1"), "{text}");
+    }
+
+    #[test]
+    fn the_fleet_s_clock_skew_is_shown_only_when_reports_say_one() {
+        let now = 1_800_000_000;
+        let mut r = Rollup::default();
+        // An older agent's report says none: nothing is shown.
+        r.add(&report("old", now, &["converged"], 1, 1), now, 3600);
+        assert!(!r.text(3600).contains("clock skew"), "{}", r.text(3600));
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(json.get("skew").is_none(), "{json}");
+        for (node, skew) in [("a", 0), ("b", -3), ("c", 61), ("d", -900), ("e", 2)] {
+            let mut rep = report(node, now, &["converged"], 1, 1);
+            rep.clock.skew = Some(skew);
+            r.add(&rep, now, 3600);
+        }
+        let text = r.text(3600);
+        assert!(
+            text.contains("clock skew  2 of 5 reporting beyond ±60 s; worst -900 s, median +0 s"),
+            "{text}"
+        );
+        assert_eq!(
+            serde_json::to_value(&r).unwrap()["skew"],
+            json!({"devices": 5, "beyond": 2, "worst": -900, "median": 0})
+        );
     }
 
     #[test]
