@@ -1,6 +1,7 @@
 //! Whether an image may run under the node's image policy, asked of its
 //! registry: the manifest digest a tag names now (or the one a reference
-//! pins), the sigstore signatures held for it, the core's verdict on them
+//! pins), the sigstore signatures held for it (cosign's `.sig` and `.att`
+//! tags, and the Sigstore bundles its referrers list), the core's verdict on them
 //! ([`crate::model::image_policy::judge`]), and the config digest the
 //! verified manifest names for this platform: the image ID that may run.
 //! A refusal is decided (a signature will not appear by asking again); a
@@ -78,7 +79,7 @@ pub async fn check_at(
     // The signatures, the attestations when a rule asks for one, and the
     // config the manifest names, asked together.
     let attest = asks.iter().any(|(_, r)| r.attestation.is_some());
-    let (signatures, attestations, config) = tokio::join!(
+    let (signatures, attestations, bundles, config) = tokio::join!(
         registries.signatures(image, digest),
         async {
             if attest {
@@ -87,16 +88,19 @@ pub async fn check_at(
                 Ok(Vec::new())
             }
         },
+        registries.bundles(image, digest),
         registries.config(image, digest, platform)
     );
     let signatures = signatures.map_err(Unchecked::Unreachable)?;
     let attestations = attestations.map_err(Unchecked::Unreachable)?;
-    let verified = judge(asks, image, digest, &signatures, &attestations).map_err(|why| {
-        Unchecked::Refused {
-            digest: digest.to_string(),
-            why,
-        }
-    })?;
+    let bundles = bundles.map_err(Unchecked::Unreachable)?;
+    let verified =
+        judge(asks, image, digest, &signatures, &attestations, &bundles).map_err(|why| {
+            Unchecked::Refused {
+                digest: digest.to_string(),
+                why,
+            }
+        })?;
     let config = config.map_err(Unchecked::Unreachable)?;
     Ok(Checked {
         manifest: digest.to_string(),
