@@ -166,6 +166,13 @@ impl Site {
     /// A node polling `plane` every second, trusting `key`, logged in to
     /// the registry and trusting its CA.
     fn node(&self, tag: &str, plane: &Plane, key: &SecretKey) -> Node {
+        self.node_with(tag, "", Some((plane, key)))
+    }
+
+    /// A node logged in to the registry and trusting its CA, with `extra`
+    /// config (tables), polling `plane` every second and trusting its key
+    /// when there is one.
+    fn node_with(&self, tag: &str, extra: &str, plane: Option<(&Plane, &SecretKey)>) -> Node {
         let n = Node::new(tag);
         let auth = n.dir.path().join("registry-auth.json");
         std::fs::write(
@@ -176,12 +183,17 @@ impl Site {
             ),
         )
         .unwrap();
+        let plane = plane.map_or(String::new(), |(plane, key)| {
+            format!(
+                "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
+                plane.base(),
+                key.public().to_base64()
+            )
+        });
         n.with_config(&format!(
-            "registry_auth = {:?}\nregistry_ca = {:?}\n[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
+            "registry_auth = {:?}\nregistry_ca = {:?}\n{extra}\n{plane}",
             auth.display().to_string(),
             self.tls.ca.display().to_string(),
-            plane.base(),
-            key.public().to_base64()
         ))
     }
 }
@@ -1111,5 +1123,232 @@ fn bundles_listed_by_the_referrers_api_sign_an_image_and_a_referrer_of_another_m
             .any(|p| p == &format!("/v2/app/referrers/{signed}")),
         "{asked:?}"
     );
+    drop(agent);
+}
+
+/// Publishes a root on `plane` that the node's first key (`first`) hands
+/// to `root`, with `online` signing documents and `offline` (threshold 1)
+/// the allow-list role, and an allow-list of `images` signed by
+/// `offline`, each checked and published by the operator's tool.
+fn publish_allow_list(
+    plane: &Plane,
+    first: &SecretKey,
+    [root, online, offline]: [&SecretKey; 3],
+    images: &[String],
+) {
+    use common::plane::plane_cli;
+    let d = tempfile::tempdir().unwrap();
+    let file = |name: &str| d.path().join(name).to_str().unwrap().to_string();
+    let key_file = |name: &str, k: &SecretKey| {
+        stead::host::keyfile::write(&d.path().join(name), k).unwrap();
+        file(name)
+    };
+    let b64 = |k: &SecretKey| k.public().to_base64();
+    let site = plane.root().to_str().unwrap().to_string();
+    plane_cli(&[
+        "root",
+        "init",
+        "--root-key",
+        &b64(root),
+        "--documents-key",
+        &b64(online),
+        "--allow-list-key",
+        &b64(offline),
+        "--allow-list-threshold",
+        "1",
+        "--out",
+        &file("root.payload"),
+    ]);
+    plane_cli(&[
+        "root",
+        "sign",
+        "--key",
+        &key_file("first", first),
+        "--key",
+        &key_file("root", root),
+        "--in",
+        &file("root.payload"),
+        "--out",
+        &file("root.json"),
+    ]);
+    let trusted = b64(first);
+    plane_cli(&[
+        "root",
+        "verify",
+        "--trusted",
+        &trusted,
+        "--site",
+        &site,
+        "--in",
+        &file("root.json"),
+        "--publish",
+    ]);
+    let mut args = vec!["root", "allow-list", "--out"];
+    let payload = file("list.payload");
+    args.push(&payload);
+    for i in images {
+        args.extend(["--image", i]);
+    }
+    plane_cli(&args);
+    let (kf, signed) = (key_file("offline", offline), file("list.json"));
+    plane_cli(&[
+        "root", "sign", "--in", &payload, "--key", &kf, "--out", &signed,
+    ]);
+    plane_cli(&[
+        "root",
+        "verify",
+        "--trusted",
+        &trusted,
+        "--site",
+        &site,
+        "--allow-list",
+        &signed,
+        "--publish",
+    ]);
+}
+
+#[test]
+fn with_an_allow_list_what_the_devices_intentions_or_a_reload_name_runs_only_when_listed() {
+    let (plane, first, site) = start();
+    let [root, online, offline] = std::array::from_fn(|_| SecretKey::generate().unwrap());
+    let r = site.reg.addr.clone();
+    let repo = "acme/listed";
+    let listed = site.push(repo, "1.0.0", "1.0.0");
+    let unlisted = site.push(repo, "1.1.0", "1.1.0");
+    let pinned = site.push("acme/other", "1", "other");
+    publish_allow_list(
+        &plane,
+        &first,
+        [&root, &online, &offline],
+        &[format!("{r}/{repo}@{listed}")],
+    );
+    let n = site.node("allowed", &plane, &first).with_heartbeat("1s");
+    plane.publish(&n.id, &sign(&online, &payload(&n, 1, vec![])));
+    let agent = Agent::start(&n);
+    // A device that has never reached its plane holds no allow-list: the
+    // modules are written once it has taken it.
+    wait_plane(&n, &agent, "the allow-list taken", |p| {
+        p["root"]["allow_list"]["version"] == 1
+    });
+    let (m, other, tagged) = (n.module("sensor"), n.module("other"), n.module("tagged"));
+    let idle = |name: &str, image: &str| {
+        common::intention::Module::new(name, image)
+            .sh(&idle_after("up"))
+            .set("restart", "\"always\"")
+    };
+    n.write_intention(
+        "s.toml",
+        idle(&m, &site.image(repo, "1.0.0"))
+            .table("update", "range = \"^1\"\nhealth_window = \"2s\""),
+    );
+    // A digest the list does not hold, pinned: refused without asking.
+    n.write_intention("o.toml", idle(&other, &format!("{r}/acme/other@{pinned}")));
+    // A tag whose digest the list does not hold: refused once resolved.
+    n.write_intention("t.toml", idle(&tagged, &site.image(repo, "1.1.0")));
+    let runs = |digest: &str| {
+        n.container(&m).is_some_and(|(id, s, _)| {
+            s == "running"
+                && Some(docker_ok(&["inspect", "--format", "{{.Image}}", &id]))
+                    == id_of(&format!("{r}/{repo}@{digest}"))
+        })
+    };
+    n.wait_for(90, "the listed tag running", || runs(&listed));
+    for (module, image, digest) in [
+        (&other, format!("{r}/acme/other@{pinned}"), &pinned),
+        (&tagged, site.image(repo, "1.1.0"), &unlisted),
+    ] {
+        let said = wait_error(
+            &agent,
+            &n,
+            module,
+            &[
+                &format!("image {image} ({digest}): refused (unlisted-image): {digest} of "),
+                "is not in the allow-list (version 1)",
+            ],
+        );
+        eprintln!("{module}: {said}");
+        assert_eq!(module_view(&agent, module)["state"], "failed");
+        assert!(
+            n.container(module).is_none(),
+            "{module}: nothing is created"
+        );
+    }
+    assert_eq!(id_of(&format!("{r}/acme/other@{pinned}")), None);
+    assert_eq!(id_of(&format!("{r}/{repo}@{unlisted}")), None);
+    // A reload to 1.1.0, whose digest is not listed: failed, decided, and
+    // nothing moves.
+    let running = n.container_id(&m);
+    let done = reload(&agent, &n, &m);
+    assert_eq!(done["status"], "failed", "{done:#}");
+    let failure = done["items"][0]["failure"].as_str().unwrap_or_default();
+    assert!(
+        failure.contains(&format!(
+            "image {r}/{repo}:1.1.0 ({unlisted}): refused (unlisted-image)"
+        )),
+        "{done:#}"
+    );
+    assert_eq!(n.container_id(&m), running);
+    assert_eq!(id_of(&format!("{r}/{repo}@{unlisted}")), None);
+    drop(agent);
+}
+
+#[test]
+fn a_policy_in_the_devices_own_config_holds_without_a_plane_and_as_a_floor_under_the_planes() {
+    let (plane, key, site) = start();
+    let a = CosignKey::new();
+    let r = site.reg.addr.clone();
+    let good = site.push("app", "cfg-good", "cfg-good");
+    site.sign(&a, "app", "cfg-good", &good, None);
+    let unsigned = site.push("app", "cfg-unsigned", "cfg-unsigned");
+    let keys = tempfile::tempdir().unwrap();
+    let pub_file = keys.path().join("release.pub");
+    std::fs::write(&pub_file, a.pem()).unwrap();
+    // The key by its file's path.
+    let rules = format!(
+        "[[image_policy]]\nscope = \"{r}/app\"\nrequire = \"sigstore\"\nkeys = [{:?}]\n",
+        pub_file.display().to_string()
+    );
+    let idle = |name: &str, image: &str| {
+        common::intention::Module::new(name, image)
+            .sh(&idle_after("up"))
+            .set("restart", "\"always\"")
+    };
+    let why = format!(
+        "image {r}/app:cfg-unsigned ({unsigned}): refused by the image policy: the device's config's rule for {r}/app asks for a signature by"
+    );
+    // Without a plane: the config's rules alone, over the intentions.
+    let alone = site.node_with("cfg-alone", &rules, None);
+    let (g, u) = (alone.module("good"), alone.module("unsigned"));
+    alone.write_intention("g.toml", idle(&g, &site.image("app", "cfg-good")));
+    alone.write_intention("u.toml", idle(&u, &site.image("app", "cfg-unsigned")));
+    let agent = Agent::start(&alone);
+    alone.wait_for(90, "the signed one to run", || {
+        alone.container(&g).is_some_and(|(_, s, _)| s == "running")
+    });
+    let said = wait_error(&agent, &alone, &u, &[&why, "found no signature"]);
+    eprintln!("alone: {said}");
+    assert!(alone.container(&u).is_none());
+    drop(agent);
+    // With a plane whose document lets the repository through: the
+    // config's rule is a floor the document does not loosen.
+    let n = site.node_with("cfg-floor", &rules, Some((&plane, &key)));
+    let mut doc = payload(
+        &n,
+        1,
+        vec![
+            module_of("good", &site.image("app", "cfg-good")),
+            module_of("unsigned", &site.image("app", "cfg-unsigned")),
+        ],
+    );
+    doc["images"] = json!([{"scope": format!("{r}/app"), "require": "none"}]);
+    plane.publish(&n.id, &sign(&key, &doc));
+    let agent = Agent::start(&n);
+    n.wait_for(90, "the signed one to run", || {
+        n.container("good").is_some_and(|(_, s, _)| s == "running")
+    });
+    let said = wait_error(&agent, &n, "unsigned", &[&why, "found no signature"]);
+    eprintln!("floor: {said}");
+    assert!(n.container("unsigned").is_none());
+    assert_eq!(id_of(&format!("{r}/app@{unsigned}")), None);
     drop(agent);
 }

@@ -350,27 +350,47 @@ impl Rules {
 }
 
 /// The policy a node lives by: each signed document's rules (the node's
-/// own and each group's), by what the document is called. An image must
-/// satisfy every document's narrowest rule covering it: one document
-/// cannot loosen what another requires.
+/// own and each group's), by what the document is called, the device's
+/// own config's rules as one more document (a floor no document can
+/// loosen), and the root's allow-list of image digests when the node's
+/// plane has one. An image must satisfy every document's narrowest rule
+/// covering it: one document cannot loosen what another requires; and,
+/// with an allow-list, its manifest digest must be listed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Policy(pub BTreeMap<String, Rules>);
+pub struct Policy {
+    /// The rules, by the document that says them.
+    pub documents: BTreeMap<String, Rules>,
+    /// The allow-list every image's digest must be in, when there is one.
+    pub allowed: Option<crate::plane::allowlist::AllowList>,
+}
+
+/// What the device's config's rules are called among the documents.
+pub const CONFIG_DOCUMENT: &str = "the device's config";
 
 impl Policy {
     /// A node document's rules, before any group's.
     pub fn of_node(rules: Rules) -> Policy {
         let mut p = Policy::default();
-        p.0.insert("the node document".into(), rules);
+        p.documents.insert("the node document".into(), rules);
         p
     }
 
     /// Adds group `name`'s rules.
     pub fn add_group(&mut self, name: &str, rules: Rules) {
-        self.0.insert(format!("group {name}"), rules);
+        self.documents.insert(format!("group {name}"), rules);
+    }
+
+    /// Adds the device's own config's rules (none: nothing is added).
+    pub fn with_config(mut self, rules: &Rules) -> Policy {
+        if !rules.0.is_empty() {
+            self.documents.insert(CONFIG_DOCUMENT.into(), rules.clone());
+        }
+        self
     }
 
     /// A digest of the policy, for what is kept of a check made under it:
-    /// every document's rules, scopes, requirements and keys.
+    /// every document's rules, scopes, requirements and keys, and the
+    /// allow-list's version and payload.
     pub fn digest(&self) -> String {
         let mut text = String::new();
         let keys = |ks: &[PublicKey]| -> String {
@@ -384,7 +404,7 @@ impl Policy {
                 .collect::<Vec<_>>()
                 .join(",")
         };
-        for (doc, rules) in &self.0 {
+        for (doc, rules) in &self.documents {
             text.push_str(&format!("{doc:?}\n"));
             for r in &rules.0 {
                 let require = match &r.require {
@@ -402,19 +422,40 @@ impl Policy {
                 ));
             }
         }
+        if let Some(l) = &self.allowed {
+            text.push_str(&format!("allow-list {} {}\n", l.version, l.payload_digest));
+        }
         crate::model::names::Digest::of(text.as_bytes()).to_string()
     }
 
-    /// Whether no document has a rule.
+    /// Whether nothing is asked of any image: no document has a rule and
+    /// there is no allow-list.
     pub fn is_empty(&self) -> bool {
-        self.0.values().all(|r| r.0.is_empty())
+        self.allowed.is_none() && self.documents.values().all(|r| r.0.is_empty())
+    }
+
+    /// Whether anything is asked of `image`: a rule asks for a signature,
+    /// or an allow-list must list its digest.
+    pub fn covers(&self, image: &Reference) -> bool {
+        self.allowed.is_some() || !self.asks(image).is_empty()
+    }
+
+    /// Why the manifest `digest` of `image` may not run by the allow-list
+    /// (`refused (unlisted-image): …`), when there is one and it does not
+    /// list it (alone, or with the image's repository).
+    pub fn unlisted(&self, image: &Reference, digest: &str) -> Option<String> {
+        let l = self.allowed.as_ref()?;
+        let pinned = format!("{}@{digest}", image.name());
+        l.admits(&pinned)
+            .err()
+            .map(|why| format!("refused (unlisted-image): {why}"))
     }
 
     /// What `image` must satisfy: per document, its narrowest rule that
     /// requires a signature (a `none` rule asks nothing). Empty when
     /// nothing is asked of it.
     pub fn asks(&self, image: &Reference) -> Vec<(&str, &Rule)> {
-        self.0
+        self.documents
             .iter()
             .filter_map(|(doc, rules)| rules.for_image(image).map(|r| (doc.as_str(), r)))
             .filter(|(_, r)| matches!(r.require, Require::Sigstore(_)))
@@ -1100,7 +1141,7 @@ mod tests {
     fn the_narrowest_rule_of_each_document_applies() {
         let a = p256();
         let mut p = Policy::default();
-        p.0.insert(
+        p.documents.insert(
             "node".into(),
             Rules(vec![
                 rule("*", vec![a.key()]),
@@ -1126,7 +1167,7 @@ mod tests {
                 .collect();
             assert_eq!(got, want, "{image}");
         }
-        p.0.insert(
+        p.documents.insert(
             "group g".into(),
             Rules(vec![rule("reg.example/public", vec![a.key()])]),
         );
@@ -1498,6 +1539,66 @@ mod tests {
         assert!(
             e.ends_with("found an attestation about another digest"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn the_allow_list_and_the_configs_rules_are_part_of_the_policy() {
+        let a = p256();
+        let listed = D1;
+        let list = crate::plane::allowlist::AllowList::parse(
+            serde_json::json!({
+                "version": 4,
+                "expires": "2099-01-01T00:00:00Z",
+                "images": [listed, format!("reg.example/team/app@{D2}")],
+            })
+            .to_string()
+            .as_bytes(),
+        )
+        .unwrap();
+        let mut p = Policy::default();
+        let free = Reference::parse("reg.example/other:1").unwrap();
+        assert!(p.is_empty() && !p.covers(&free));
+        p.allowed = Some(list);
+        // (image, digest, refused or not)
+        let cases = [
+            ("reg.example/other:1", D1, None),
+            ("reg.example/team/app:1", D2, None),
+            (
+                "reg.example/other:1",
+                D2,
+                Some(format!(
+                    "refused (unlisted-image): {D2} of reg.example/other is not in the allow-list (version 4)"
+                )),
+            ),
+            (
+                "reg.example/team/app:1",
+                "sha256:3333333333333333333333333333333333333333333333333333333333333333",
+                Some("refused (unlisted-image): sha256:3333333333333333333333333333333333333333333333333333333333333333 of reg.example/team/app is not in the allow-list (version 4)".into()),
+            ),
+        ];
+        for (image, digest, want) in cases {
+            let r = Reference::parse(image).unwrap();
+            assert!(p.covers(&r), "{image}");
+            assert!(p.asks(&r).is_empty(), "{image}");
+            assert_eq!(p.unlisted(&r, digest), want, "{image} {digest}");
+        }
+        let before = p.digest();
+        // The config's rules are one more document, a floor: a document's
+        // `none` does not lift them.
+        let config = Rules(vec![rule("reg.example", vec![a.key()])]);
+        let mut p = p.with_config(&config);
+        p.documents.insert(
+            "the node document".into(),
+            Rules(vec![rule("reg.example/team", vec![])]),
+        );
+        assert_ne!(p.digest(), before);
+        let r = Reference::parse("reg.example/team/app:1").unwrap();
+        let asks: Vec<&str> = p.asks(&r).iter().map(|(d, _)| *d).collect();
+        assert_eq!(asks, vec![CONFIG_DOCUMENT]);
+        assert_eq!(
+            Policy::default().with_config(&Rules::default()),
+            Policy::default()
         );
     }
 
