@@ -420,7 +420,12 @@ impl Syncer {
         use crate::model::image_policy::Known;
         let Some(tx) = &self.images else { return };
         let mut policy = policy.with_config(&self.local_images);
-        policy.allowed = self.asks.borrow().trusted.allow_list().cloned();
+        policy.allowed = self
+            .asks
+            .borrow()
+            .trusted
+            .allow_list()
+            .map(crate::plane::allowlist::AllowList::allowed);
         let changed = tx.send_if_modified(|k| {
             let new = Known::Is(Arc::new(policy));
             let changed = *k != new;

@@ -361,7 +361,41 @@ pub struct Policy {
     /// The rules, by the document that says them.
     pub documents: BTreeMap<String, Rules>,
     /// The allow-list every image's digest must be in, when there is one.
-    pub allowed: Option<crate::plane::allowlist::AllowList>,
+    pub allowed: Option<Allowed>,
+}
+
+/// The root's allow-list as the policy holds it (the plane's
+/// `AllowList`, which it is made of, is read and verified above this).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Allowed {
+    /// The list's version.
+    pub version: u64,
+    /// The digest of its payload: what a check kept under it names.
+    pub payload: String,
+    /// Each listed digest (`sha256:…`, lower case), with the repository
+    /// it must come from when the entry names one.
+    pub images: std::collections::BTreeSet<(Option<String>, String)>,
+}
+
+impl Allowed {
+    /// Whether the manifest `digest` of `image`'s repository is listed,
+    /// alone or with that repository; why not.
+    pub fn admits(&self, image: &Reference, digest: &str) -> Result<(), String> {
+        let name = image.name();
+        let digest = digest.to_ascii_lowercase();
+        let listed = self
+            .images
+            .iter()
+            .any(|(repo, d)| *d == digest && repo.as_ref().is_none_or(|r| *r == name));
+        if listed {
+            Ok(())
+        } else {
+            Err(format!(
+                "{digest} of {name} is not in the allow-list (version {})",
+                self.version
+            ))
+        }
+    }
 }
 
 /// What the device's config's rules are called among the documents.
@@ -423,7 +457,7 @@ impl Policy {
             }
         }
         if let Some(l) = &self.allowed {
-            text.push_str(&format!("allow-list {} {}\n", l.version, l.payload_digest));
+            text.push_str(&format!("allow-list {} {}\n", l.version, l.payload));
         }
         crate::model::names::Digest::of(text.as_bytes()).to_string()
     }
@@ -445,8 +479,7 @@ impl Policy {
     /// list it (alone, or with the image's repository).
     pub fn unlisted(&self, image: &Reference, digest: &str) -> Option<String> {
         let l = self.allowed.as_ref()?;
-        let pinned = format!("{}@{digest}", image.name());
-        l.admits(&pinned)
+        l.admits(image, digest)
             .err()
             .map(|why| format!("refused (unlisted-image): {why}"))
     }
@@ -1546,16 +1579,16 @@ mod tests {
     fn the_allow_list_and_the_configs_rules_are_part_of_the_policy() {
         let a = p256();
         let listed = D1;
-        let list = crate::plane::allowlist::AllowList::parse(
-            serde_json::json!({
-                "version": 4,
-                "expires": "2099-01-01T00:00:00Z",
-                "images": [listed, format!("reg.example/team/app@{D2}")],
-            })
-            .to_string()
-            .as_bytes(),
-        )
-        .unwrap();
+        let list = Allowed {
+            version: 4,
+            payload: "sha256:00".into(),
+            images: [
+                (None, listed.to_string()),
+                (Some("reg.example/team/app".to_string()), D2.to_string()),
+            ]
+            .into_iter()
+            .collect(),
+        };
         let mut p = Policy::default();
         let free = Reference::parse("reg.example/other:1").unwrap();
         assert!(p.is_empty() && !p.covers(&free));
