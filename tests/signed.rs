@@ -938,6 +938,9 @@ fn bundles_found_by_the_referrers_tag_schema_sign_an_image_and_each_bad_one_is_r
     drop(agent);
 }
 
+/// What [`ReferrersApi`] is told for a digest it is to answer 405 for.
+const NO_ROUTE: &str = "405";
+
 /// An in-test stand-in for the OCI 1.1 referrers API, which no registry
 /// here serves (Debian's docker-registry 2.8 answers 404 to it): a
 /// plain-HTTP proxy on loopback to a real registry that answers `GET
@@ -1008,6 +1011,11 @@ impl ReferrersApi {
                 .get(digest)
                 .cloned()
                 .unwrap_or_else(|| referrers_index(&[]));
+            if body == NO_ROUTE {
+                // As a registry from before the API may answer.
+                c.write_all(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
+                return Ok(());
+            }
             write!(
                 c,
                 "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.index.v1+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -1064,6 +1072,16 @@ fn bundles_listed_by_the_referrers_api_sign_an_image_and_a_referrer_of_another_m
         .lock()
         .unwrap()
         .insert(stolen.clone(), referrers_index(&[d]));
+    // A registry from before the API that answers 405 for it (not the
+    // spec's 404): the tag schema is read for it all the same.
+    let old = site.push("app", "api-old", "api-old");
+    let b = bundle_py(&prefix("ci"), &format!("{r}/app"), &old, COSIGN_SIGN);
+    let d = attach_bundle(&site.plain, "app", &old, &b);
+    put_referrers_tag(&site.plain, "app", &old, &[d]);
+    api.indexes
+        .lock()
+        .unwrap()
+        .insert(old.clone(), NO_ROUTE.into());
     let n = Node::new("referrers-api").with_config(&format!(
         "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
         plane.base(),
@@ -1076,6 +1094,7 @@ fn bundles_listed_by_the_referrers_api_sign_an_image_and_a_referrer_of_another_m
         vec![
             module_of("signed", &image("api-signed")),
             module_of("stolen", &image("api-stolen")),
+            module_of("old", &image("api-old")),
         ],
     );
     let ci_pem = std::fs::read_to_string(prefix("ci.pub")).unwrap();
@@ -1099,14 +1118,18 @@ fn bundles_listed_by_the_referrers_api_sign_an_image_and_a_referrer_of_another_m
         // Podman pulls over plain HTTP from no registry it is not told is
         // insecure, and this stand-in is plain HTTP: the verdict on the
         // signed one is the log's.
-        n.wait_for(90, "the signed one verified", || {
+        n.wait_for(90, "the signed ones verified", || {
             let log = Agent::log(&n);
-            log.contains("image signature verified") && log.contains(&signed)
+            [&signed, &old].iter().all(|d| {
+                log.lines()
+                    .any(|l| l.contains("image signature verified") && l.contains(d.as_str()))
+            })
         });
     } else {
-        n.wait_for(90, "the signed one to run", || {
-            n.container("signed")
-                .is_some_and(|(_, s, _)| s == "running")
+        n.wait_for(90, "the signed ones to run", || {
+            ["signed", "old"]
+                .iter()
+                .all(|m| n.container(m).is_some_and(|(_, s, _)| s == "running"))
         });
         let id = docker_ok(&[
             "inspect",

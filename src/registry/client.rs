@@ -341,7 +341,8 @@ impl Registries {
     /// (OCI distribution 1.1): the referrers API's index
     /// (`/v2/<repo>/referrers/<digest>`, its pages followed), or, where
     /// the registry has no such API (it answers 404), the referrers tag
-    /// schema's index at the tag `sha256-<hex>`; none when neither is
+    /// schema's index at the tag `sha256-<hex>` (also where a registry from
+    /// before the API answers 400, 405 or 501); none when neither is
     /// there. Each referrer whose artifact type is a bundle's is read: its
     /// manifest (checked against its digest, its `subject` this digest)
     /// and its bundle layers (each at most
@@ -375,8 +376,13 @@ impl Registries {
                 .await
             {
                 Ok(a) => a,
-                // No referrers API (the spec's answer): the tag schema.
-                Err(RegistryError::Status { status: 404, .. }) if pages == 1 => {
+                // No referrers API: the tag schema. 404 is the spec's
+                // answer; a registry from before it may say it does not
+                // know the route otherwise (400, 405, 501).
+                Err(RegistryError::Status {
+                    status: 404 | 400 | 405 | 501,
+                    ..
+                }) if pages == 1 => {
                     let tag = digest.replacen(':', "-", 1);
                     match self.manifest(r, &tag).await {
                         Ok(a) => a,
