@@ -13,6 +13,13 @@ sha256-<hex>.att in the image's repository.
     python scripts/attest.py attest <prefix> <registry> <repo> <digest> <predicate-type>
         signs a statement about <digest> and pushes it to the plain-HTTP
         registry at <registry> (a loopback address)
+    python scripts/attest.py bundle <prefix> <name> <digest> <predicate-type>
+        prints a key-based Sigstore bundle (v0.3, protobuf-specs' JSON) whose
+        dsseEnvelope is securesystemslib's DSSE of an in-toto statement
+        about <digest> (subject name <name>) of <predicate-type>: with
+        https://sigstore.dev/cosign/sign/v1 it is what `cosign sign` (the
+        bundle format) attaches to an image; the caller pushes it as an OCI
+        referrer. No transparency-log entry, as cosign's --tlog-upload=false
 
 Needs securesystemslib 1.6 with its crypto extra (the test command keeps a
 venv of it).
@@ -68,15 +75,16 @@ def put_blob(reg, repo, data):
     return digest
 
 
-def attest(prefix, reg, repo, digest, predicate_type):
+def envelope(prefix, name, digest, predicate_type, predicate):
+    """securesystemslib's DSSE envelope of an in-toto statement about digest."""
     with open(prefix + ".pem", "rb") as f:
         private = serialization.load_pem_private_key(f.read(), None)
     signer = CryptoSigner(private, SSlibKey.from_crypto(private.public_key()))
     statement = {
         "_type": "https://in-toto.io/Statement/v1",
-        "subject": [{"name": f"{reg}/{repo}", "digest": {"sha256": digest.split(":", 1)[1]}}],
+        "subject": [{"name": name, "digest": {"sha256": digest.split(":", 1)[1]}}],
         "predicateType": predicate_type,
-        "predicate": {"buildDefinition": {"buildType": "https://stead.invalid/test"}},
+        "predicate": predicate,
     }
     env = Envelope(
         payload=json.dumps(statement).encode(),
@@ -84,9 +92,31 @@ def attest(prefix, reg, repo, digest, predicate_type):
         signatures={},
     )
     env.sign(signer)
-    # securesystemslib checks its own signature before it is pushed.
+    # securesystemslib checks its own signature before it is used.
     env.verify([signer.public_key], 1)
-    body = json.dumps(env.to_dict()).encode()
+    return env.to_dict()
+
+
+def bundle(prefix, name, digest, predicate_type):
+    predicate = {} if predicate_type.startswith("https://sigstore.dev/") else {
+        "buildDefinition": {"buildType": "https://stead.invalid/test"}
+    }
+    env = envelope(prefix, name, digest, predicate_type, predicate)
+    # protobuf-specs' Envelope JSON: payload, payloadType, signatures[{sig, keyid}].
+    for s in env["signatures"]:
+        s.setdefault("keyid", "")
+    b = {
+        "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+        "verificationMaterial": {"publicKey": {"hint": ""}},
+        "dsseEnvelope": env,
+    }
+    sys.stdout.write(json.dumps(b))
+
+
+def attest(prefix, reg, repo, digest, predicate_type):
+    predicate = {"buildDefinition": {"buildType": "https://stead.invalid/test"}}
+    env = envelope(prefix, f"{reg}/{repo}", digest, predicate_type, predicate)
+    body = json.dumps(env).encode()
     config = b"{}"
     m = {
         "schemaVersion": 2,
@@ -121,5 +151,7 @@ if __name__ == "__main__":
         keygen(sys.argv[2])
     elif len(sys.argv) == 7 and sys.argv[1] == "attest":
         attest(*sys.argv[2:])
+    elif len(sys.argv) == 6 and sys.argv[1] == "bundle":
+        bundle(*sys.argv[2:])
     else:
         sys.exit(__doc__)

@@ -680,9 +680,10 @@ impl<C: Connect> Agent<C> {
                 Err(e) => tracing::error!("registry credentials: {e}"),
             }
         }
-        // The image policy the plane's documents compose: not known until
-        // the poller has read what the store holds (nothing covered runs
-        // meanwhile); without a plane, none.
+        // The image policy the plane's documents compose (with the
+        // config's rules): not known until the poller has read what the
+        // store holds (nothing covered runs meanwhile); without a plane,
+        // the config's rules alone, or none.
         let (images, images_rx) = match &self.config.plane {
             Some(_) => {
                 let (tx, rx) =
@@ -690,6 +691,16 @@ impl<C: Connect> Agent<C> {
                 let registries = registries(&self.config).map(Arc::new);
                 self.reconciler.set_image_policy(rx.clone(), registries);
                 (Some(tx), Some(rx))
+            }
+            None if !self.config.image_policy.0.is_empty() => {
+                let policy = crate::model::image_policy::Policy::default()
+                    .with_config(&self.config.image_policy);
+                let (_, rx) = tokio::sync::watch::channel(crate::model::image_policy::Known::Is(
+                    Arc::new(policy),
+                ));
+                let registries = registries(&self.config).map(Arc::new);
+                self.reconciler.set_image_policy(rx.clone(), registries);
+                (None, Some(rx))
             }
             None => (None, None),
         };
@@ -851,13 +862,15 @@ impl<C: Connect> Agent<C> {
             self.reconciler.metrics(),
             asks,
         ) {
-            Ok(s) => Arc::new(s.with_image_policy(images)),
+            Ok(s) => Arc::new(s.with_image_policy(images, self.config.image_policy.clone())),
             Err(e) => {
                 tracing::error!("central plane: {e}; not polled");
                 // The policy of documents held stays unknown (what they
                 // cover is not created); with none held, there is none.
                 if let Ok(None) = self.store.blocking(|s| s.plane_envelope()).await {
-                    images.send_replace(crate::model::image_policy::Known::Is(Default::default()));
+                    let config = crate::model::image_policy::Policy::default()
+                        .with_config(&self.config.image_policy);
+                    images.send_replace(crate::model::image_policy::Known::Is(Arc::new(config)));
                 }
                 return (None, vec![]);
             }

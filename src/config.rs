@@ -97,6 +97,10 @@ pub struct Config {
     /// forward to the time floor at start and to a plane host's `Date`
     /// read over verified TLS.
     pub clock_step: bool,
+    /// `[[image_policy]]`: which images may run, by the device's own
+    /// config (the rules a document's `images` holds), one more document
+    /// beside the plane's, or alone on a device without a plane.
+    pub image_policy: crate::model::image_policy::Rules,
 }
 
 pub use crate::plane::config::PlaneConfig;
@@ -183,6 +187,54 @@ struct ConfigDoc {
     #[serde(default)]
     keyed_digests: bool,
     clock: Option<ClockDoc>,
+    image_policy: Option<serde_json::Value>,
+}
+
+/// Reads `[[image_policy]]` as a document's `images` is read, each key a
+/// PEM text or the path of a PEM file (relative to the config's
+/// directory: `base`); the error names the field.
+fn image_policy(
+    value: Option<serde_json::Value>,
+    base: &Path,
+) -> Result<crate::model::image_policy::Rules, (String, String)> {
+    use crate::model::image_policy::Rules;
+    let Some(mut value) = value else {
+        return Ok(Rules::default());
+    };
+    let read = |at: String, key: &mut serde_json::Value| -> Result<(), (String, String)> {
+        let Some(text) = key.as_str() else {
+            return Ok(());
+        };
+        if text.trim_start().starts_with("-----BEGIN") {
+            return Ok(());
+        }
+        let path = base.join(text);
+        let pem = std::fs::read_to_string(&path).map_err(|e| {
+            (
+                at,
+                format!("cannot read the key file {}: {e}", path.display()),
+            )
+        })?;
+        *key = serde_json::Value::String(pem);
+        Ok(())
+    };
+    if let Some(rules) = value.as_array_mut() {
+        for (i, rule) in rules.iter_mut().enumerate() {
+            if let Some(keys) = rule.get_mut("keys").and_then(|k| k.as_array_mut()) {
+                for (k, key) in keys.iter_mut().enumerate() {
+                    read(format!("[{i}].keys[{k}]"), key)?;
+                }
+            }
+            let keys = rule
+                .get_mut("attestation")
+                .and_then(|a| a.get_mut("keys"))
+                .and_then(|k| k.as_array_mut());
+            for (k, key) in keys.into_iter().flatten().enumerate() {
+                read(format!("[{i}].attestation.keys[{k}]"), key)?;
+            }
+        }
+    }
+    Rules::parse(value)
 }
 
 /// Public keys from their base64 text, at most [`MAX_TRUSTED_KEYS`]; the
@@ -330,6 +382,8 @@ impl Config {
             )?,
             keyed_digests: doc.keyed_digests,
             clock_step: doc.clock.as_ref().and_then(|c| c.step).unwrap_or(false),
+            image_policy: image_policy(doc.image_policy, base)
+                .map_err(|(f, m)| invalid(&format!("image_policy{f}"), m))?,
         };
         let api_listen: SocketAddr = match doc.api_listen.as_deref() {
             None => SocketAddr::from(([127, 0, 0, 1], DEFAULT_API_PORT)),
@@ -616,6 +670,102 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_configs_image_policy_reads_keys_inline_or_from_files_and_names_each_fault() {
+        use base64::Engine as _;
+        let dir = tempfile::tempdir().unwrap();
+        let key = crate::model::image_policy::PublicKey::Ed25519(vec![7; 32]);
+        let pem = format!(
+            "-----BEGIN PUBLIC KEY-----\n{}\n-----END PUBLIC KEY-----\n",
+            base64::engine::general_purpose::STANDARD.encode(key.to_der())
+        );
+        std::fs::write(dir.path().join("cosign.pub"), &pem).unwrap();
+        std::fs::write(
+            dir.path().join("rsa.pub"),
+            "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n",
+        )
+        .unwrap();
+        let at = dir.path().join("stead.toml");
+        let rule = |keys: &str| {
+            format!(
+                "[[image_policy]]\nscope = \"reg.example/acme\"\nrequire = \"sigstore\"\nkeys = [{keys}]\n"
+            )
+        };
+        // (the config, the field at fault and its message's start, or None)
+        let cases: Vec<(String, Option<(&str, &str)>)> = vec![
+            (String::new(), None),
+            (rule(&format!("{pem:?}")), None),
+            (rule("\"cosign.pub\""), None),
+            (
+                rule(&format!(
+                    "{:?}",
+                    dir.path().join("cosign.pub").display().to_string()
+                )),
+                None,
+            ),
+            (
+                rule("\"missing.pub\""),
+                Some(("image_policy[0].keys[0]", "cannot read the key file")),
+            ),
+            (
+                rule("\"rsa.pub\""),
+                Some(("image_policy[0].keys[0]", "not an ECDSA P-256 or Ed25519")),
+            ),
+            (
+                rule("").replace("keys = []", ""),
+                Some(("image_policy[0].keys", "1 to 8 public keys")),
+            ),
+            (
+                format!(
+                    "{}attestation = {{ predicate_type = \"https://slsa.dev/provenance/v1\", keys = [\"nope.pub\"] }}\n",
+                    rule("\"cosign.pub\"")
+                ),
+                Some((
+                    "image_policy[0].attestation.keys[0]",
+                    "cannot read the key file",
+                )),
+            ),
+            (
+                "[[image_policy]]\nscope = \"library/app\"\nrequire = \"none\"\n".into(),
+                Some((
+                    "image_policy[0].scope",
+                    "scope \"library/app\": name the registry",
+                )),
+            ),
+            (
+                "[[image_policy]]\nscope = \"*\"\nrequire = \"gpg\"\n".into(),
+                Some(("image_policy[0].require", "\"gpg\"")),
+            ),
+        ];
+        for (text, want) in cases {
+            let got = Config::parse(&text, &at);
+            match want {
+                None => {
+                    let c = got.unwrap_or_else(|e| panic!("{text}: {e}"));
+                    if !text.is_empty() {
+                        let rules = &c.image_policy.0;
+                        assert_eq!(rules.len(), 1, "{text}");
+                        assert_eq!(
+                            rules[0].require,
+                            crate::model::image_policy::Require::Sigstore(vec![key.clone()])
+                        );
+                    } else {
+                        assert!(c.image_policy.0.is_empty());
+                    }
+                }
+                Some((field, start)) => match got {
+                    Err(ConfigError::Invalid {
+                        field: f, message, ..
+                    }) => {
+                        assert_eq!(f, field, "{text}: {message}");
+                        assert!(message.starts_with(start), "{text}: {message}");
+                    }
+                    other => panic!("{text}: {other:?}"),
+                },
+            }
+        }
+    }
 
     #[test]
     fn defaults_and_relative_paths() {

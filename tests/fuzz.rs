@@ -1253,12 +1253,19 @@ fn image_signatures_and_attestations_of_any_payload_never_panic() {
             })
             .to_string()
             .into_bytes();
+            let bundle = format!(
+                r#"{{"mediaType": "{}", "dsseEnvelope": {}}}"#,
+                stead::model::image_policy::BUNDLE_TYPES[0],
+                String::from_utf8_lossy(&envelope)
+            )
+            .into_bytes();
             let verdict = stead::model::image_policy::judge(
                 &[("node", &rule)],
                 &image,
                 &digest,
                 &signatures,
                 &[envelope, payload.clone()],
+                &[bundle, payload.clone()],
             );
             prop_assert!(verdict.is_err(), "{:?}", String::from_utf8_lossy(&payload));
             Ok(())

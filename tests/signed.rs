@@ -652,3 +652,660 @@ fn a_rule_that_asks_for_an_attestation_runs_only_images_attested_by_its_key_of_i
     }
     drop(agent);
 }
+
+/// The media type (and artifact type) of a Sigstore bundle v0.3.
+const BUNDLE: &str = "application/vnd.dev.sigstore.bundle.v0.3+json";
+/// The predicate type cosign signs an image with in a bundle.
+const COSIGN_SIGN: &str = "https://sigstore.dev/cosign/sign/v1";
+
+/// A key-based Sigstore bundle made by securesystemslib's DSSE
+/// (`scripts/attest.py bundle`): a statement about `digest` of
+/// `predicate`, signed by the key at `prefix`.
+fn bundle_py(prefix: &str, name: &str, digest: &str, predicate: &str) -> Vec<u8> {
+    let python = std::env::var("STEAD_TEST_SSLIB")
+        .map(|v| format!("{v}/bin/python"))
+        .unwrap_or_else(|_| "/var/cache/stead-test/sslib/bin/python".into());
+    let o = std::process::Command::new(&python)
+        .args([
+            "scripts/attest.py",
+            "bundle",
+            prefix,
+            name,
+            digest,
+            predicate,
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("{python}: {e} (scripts/test.sh makes the venv)"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    o.stdout
+}
+
+/// The media type the registry gives the manifest `digest` of `repo`.
+fn media_type(reg: &Registry, repo: &str, digest: &str) -> String {
+    let (code, head, _) = raw(
+        &reg.addr,
+        "HEAD",
+        &format!("/v2/{repo}/manifests/{digest}"),
+        &[(
+            "Accept",
+            "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json",
+        )],
+        b"",
+    );
+    assert_eq!(code, 200, "{head}");
+    head.lines()
+        .find_map(|l| l.strip_prefix("Content-Type: "))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// Attaches `bundle` to the manifest `subject` of `repo` as cosign does
+/// (its Cosign Bundle Specification): the bundle as a blob, the empty
+/// config, and an OCI manifest of artifact type [`BUNDLE`] whose subject
+/// is `subject`, pushed by its digest. Returns the descriptor a referrers
+/// index lists it by.
+fn attach_bundle(reg: &Registry, repo: &str, subject: &str, bundle: &[u8]) -> J {
+    let empty = b"{}";
+    let manifest = json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "artifactType": BUNDLE,
+        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "size": 2, "digest": push_blob(reg, repo, empty)},
+        "layers": [{"mediaType": BUNDLE, "size": bundle.len(), "digest": push_blob(reg, repo, bundle)}],
+        "subject": {"mediaType": media_type(reg, repo, subject), "size": 0, "digest": subject},
+        "annotations": {"dev.sigstore.bundle.content": "dsse-envelope", "dev.sigstore.bundle.predicateType": COSIGN_SIGN},
+    })
+    .to_string();
+    let digest = stead::registry::client::sha256(manifest.as_bytes());
+    let (code, head, _) = raw(
+        &reg.addr,
+        "PUT",
+        &format!("/v2/{repo}/manifests/{digest}"),
+        &[("Content-Type", "application/vnd.oci.image.manifest.v1+json")],
+        manifest.as_bytes(),
+    );
+    assert_eq!(code, 201, "{head}");
+    json!({
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "digest": digest,
+        "size": manifest.len(),
+        "artifactType": BUNDLE,
+    })
+}
+
+/// The referrers index listing `descriptors`.
+fn referrers_index(descriptors: &[J]) -> String {
+    json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": descriptors,
+    })
+    .to_string()
+}
+
+/// Puts the referrers tag schema's index for `subject` (the tag
+/// `sha256-<hex>`), as a client does where the registry has no referrers
+/// API (OCI distribution spec 1.1).
+fn put_referrers_tag(reg: &Registry, repo: &str, subject: &str, descriptors: &[J]) {
+    let index = referrers_index(descriptors);
+    let (code, head, _) = raw(
+        &reg.addr,
+        "PUT",
+        &format!("/v2/{repo}/manifests/{}", subject.replacen(':', "-", 1)),
+        &[("Content-Type", "application/vnd.oci.image.index.v1+json")],
+        index.as_bytes(),
+    );
+    assert_eq!(code, 201, "{head}");
+}
+
+#[test]
+fn bundles_found_by_the_referrers_tag_schema_sign_an_image_and_each_bad_one_is_refused_by_name() {
+    let (plane, key, site) = start();
+    let a = CosignKey::new();
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = |f: &str| dir.path().join(f).display().to_string();
+    attest_py(&["keygen", &prefix("ci")]);
+    attest_py(&["keygen", &prefix("intruder")]);
+    let r = site.reg.addr.clone();
+    const SLSA: &str = "https://slsa.dev/provenance/v1";
+    let bundled = site.push("app", "bundled", "bundled");
+    // Each tag: who signs a bundle for it, about which digest (None: its
+    // own), of which predicate type.
+    let cases = [
+        ("other-key", "intruder", None, COSIGN_SIGN),
+        ("other-digest", "ci", Some(bundled.clone()), COSIGN_SIGN),
+        ("other-predicate", "ci", None, SLSA),
+    ];
+    let mut digests = std::collections::BTreeMap::new();
+    let attach = |tag: &str, digest: &str, by: &str, about: &str, predicate: &str| {
+        let b = bundle_py(&prefix(by), &format!("{r}/app"), about, predicate);
+        let d = attach_bundle(&site.plain, "app", digest, &b);
+        put_referrers_tag(&site.plain, "app", digest, &[d]);
+        eprintln!("{tag}: a bundle by {by} about {about} of {predicate}");
+    };
+    attach("bundled", &bundled, "ci", &bundled, COSIGN_SIGN);
+    for (tag, by, about, predicate) in &cases {
+        let digest = site.push("app", tag, tag);
+        attach(
+            tag,
+            &digest,
+            by,
+            about.as_deref().unwrap_or(&digest),
+            predicate,
+        );
+        digests.insert(*tag, digest);
+    }
+    // A cosign `.sig` signature still counts beside the bundles.
+    let sig = site.push("app", "sig", "sig");
+    site.sign(&a, "app", "sig", &sig, None);
+
+    let n = site.node("bundles", &plane, &key);
+    let mut doc = payload(
+        &n,
+        1,
+        [
+            "bundled",
+            "sig",
+            "other-key",
+            "other-digest",
+            "other-predicate",
+        ]
+        .iter()
+        .map(|t| module_of(t, &site.image("app", t)))
+        .collect(),
+    );
+    let ci_pem = std::fs::read_to_string(prefix("ci.pub")).unwrap();
+    doc["images"] =
+        json!([{"scope": format!("{r}/app"), "require": "sigstore", "keys": [ci_pem, a.pem()]}]);
+    plane.publish(&n.id, &sign(&key, &doc));
+    let agent = Agent::start(&n);
+    n.wait_for(90, "bundled and sig to run", || {
+        ["bundled", "sig"]
+            .iter()
+            .all(|m| n.container(m).is_some_and(|(_, s, _)| s == "running"))
+    });
+    let image = docker_ok(&[
+        "inspect",
+        "--format",
+        "{{.Image}}",
+        &n.container_id("bundled"),
+    ]);
+    assert_eq!(Some(image), id_of(&format!("{r}/app@{bundled}")));
+    for (tag, why) in [
+        (
+            "other-key",
+            "found a bundle signed by no key the policy names".to_string(),
+        ),
+        ("other-digest", "found a bundle about another digest".into()),
+        (
+            "other-predicate",
+            format!("found a bundle of predicate type {SLSA}, not {COSIGN_SIGN}"),
+        ),
+    ] {
+        let said = wait_error(
+            &agent,
+            &n,
+            tag,
+            &[&format!("{r}/app:{tag}"), &digests[tag], &why],
+        );
+        eprintln!("{tag}: {said}");
+        assert!(
+            said.contains("refused by the image policy"),
+            "{tag}: {said}"
+        );
+        assert!(n.container(tag).is_none(), "{tag}: nothing is created");
+    }
+    // The registry has no referrers API (it answers 404, which its log
+    // does not list): the tag schema's index was read, and served.
+    let tag = format!(
+        "http.request.uri=/v2/app/manifests/{} ",
+        bundled.replacen(':', "-", 1)
+    );
+    let log = std::fs::read_to_string(&site.reg.log).unwrap_or_default();
+    assert!(
+        log.lines().any(|l| l.contains("response completed")
+            && l.contains(&tag)
+            && l.contains("http.response.status=200")),
+        "the registry's log lists no {tag}"
+    );
+    drop(agent);
+}
+
+/// What [`ReferrersApi`] is told for a digest it is to answer 405 for.
+const NO_ROUTE: &str = "405";
+
+/// An in-test stand-in for the OCI 1.1 referrers API, which no registry
+/// here serves (Debian's docker-registry 2.8 answers 404 to it): a
+/// plain-HTTP proxy on loopback to a real registry that answers `GET
+/// /v2/<repo>/referrers/<digest>` itself, with the index set for that
+/// digest (an empty one otherwise, as the API does), and passes every
+/// other request through to the registry untouched.
+struct ReferrersApi {
+    addr: String,
+    indexes: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
+    asked: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ReferrersApi {
+    fn new(upstream: &str) -> ReferrersApi {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let api = ReferrersApi {
+            addr,
+            indexes: Default::default(),
+            asked: Default::default(),
+        };
+        let (indexes, asked, upstream) =
+            (api.indexes.clone(), api.asked.clone(), upstream.to_string());
+        std::thread::spawn(move || {
+            for c in listener.incoming().flatten() {
+                let (indexes, asked, upstream) = (indexes.clone(), asked.clone(), upstream.clone());
+                std::thread::spawn(move || {
+                    let _ = Self::serve(c, &upstream, &indexes, &asked);
+                });
+            }
+        });
+        api
+    }
+
+    fn serve(
+        mut c: std::net::TcpStream,
+        upstream: &str,
+        indexes: &std::sync::Mutex<std::collections::HashMap<String, String>>,
+        asked: &std::sync::Mutex<Vec<String>>,
+    ) -> std::io::Result<()> {
+        use std::io::{Read, Write};
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if c.read(&mut byte)? == 0 {
+                return Ok(());
+            }
+            if head.is_empty() && byte[0] == 0x16 {
+                // A TLS hello: answered as a plain-HTTP server answers it.
+                c.write_all(b"HTTP/1.0 400 Bad Request\r\n\r\n")?;
+                return Ok(());
+            }
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head).to_string();
+        let path = head
+            .split_whitespace()
+            .nth(1)
+            .unwrap_or_default()
+            .to_string();
+        if path.contains("/referrers/") {
+            asked.lock().unwrap().push(path.clone());
+            let digest = path.rsplit('/').next().unwrap_or_default();
+            let digest = digest.split('?').next().unwrap_or_default();
+            let body = indexes
+                .lock()
+                .unwrap()
+                .get(digest)
+                .cloned()
+                .unwrap_or_else(|| referrers_index(&[]));
+            if body == NO_ROUTE {
+                // As a registry from before the API may answer.
+                c.write_all(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
+                return Ok(());
+            }
+            write!(
+                c,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.index.v1+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )?;
+            return Ok(());
+        }
+        let length: usize = head
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse().ok())?
+            })
+            .unwrap_or(0);
+        let mut body = vec![0u8; length];
+        c.read_exact(&mut body)?;
+        let mut forward: String = head
+            .trim_end()
+            .lines()
+            .filter(|l| !l.to_ascii_lowercase().starts_with("connection:"))
+            .map(|l| format!("{l}\r\n"))
+            .collect();
+        forward.push_str("Connection: close\r\n\r\n");
+        let mut u = std::net::TcpStream::connect(upstream)?;
+        u.write_all(forward.as_bytes())?;
+        u.write_all(&body)?;
+        std::io::copy(&mut u, &mut c)?;
+        Ok(())
+    }
+}
+
+#[test]
+fn bundles_listed_by_the_referrers_api_sign_an_image_and_a_referrer_of_another_manifest_does_not() {
+    let (plane, key, site) = start();
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = |f: &str| dir.path().join(f).display().to_string();
+    attest_py(&["keygen", &prefix("ci")]);
+    let api = ReferrersApi::new(&site.plain.addr);
+    let r = api.addr.clone();
+    let signed = site.push("app", "api-signed", "api-signed");
+    let b = bundle_py(&prefix("ci"), &format!("{r}/app"), &signed, COSIGN_SIGN);
+    let d = attach_bundle(&site.plain, "app", &signed, &b);
+    // Listed by the API only (no tag-schema index is put): found only by
+    // asking the API.
+    api.indexes
+        .lock()
+        .unwrap()
+        .insert(signed.clone(), referrers_index(std::slice::from_ref(&d)));
+    // Another image whose referrers list the first one's bundle (its
+    // manifest's subject is the first image): not this image's signature.
+    let stolen = site.push("app", "api-stolen", "api-stolen");
+    api.indexes
+        .lock()
+        .unwrap()
+        .insert(stolen.clone(), referrers_index(&[d]));
+    // A registry from before the API that answers 405 for it (not the
+    // spec's 404): the tag schema is read for it all the same.
+    let old = site.push("app", "api-old", "api-old");
+    let b = bundle_py(&prefix("ci"), &format!("{r}/app"), &old, COSIGN_SIGN);
+    let d = attach_bundle(&site.plain, "app", &old, &b);
+    put_referrers_tag(&site.plain, "app", &old, &[d]);
+    api.indexes
+        .lock()
+        .unwrap()
+        .insert(old.clone(), NO_ROUTE.into());
+    let n = Node::new("referrers-api").with_config(&format!(
+        "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
+        plane.base(),
+        key.public().to_base64()
+    ));
+    let image = |tag: &str| format!("{r}/app:{tag}");
+    let mut doc = payload(
+        &n,
+        1,
+        vec![
+            module_of("signed", &image("api-signed")),
+            module_of("stolen", &image("api-stolen")),
+            module_of("old", &image("api-old")),
+        ],
+    );
+    let ci_pem = std::fs::read_to_string(prefix("ci.pub")).unwrap();
+    doc["images"] = json!([{"scope": format!("{r}/app"), "require": "sigstore", "keys": [ci_pem]}]);
+    plane.publish(&n.id, &sign(&key, &doc));
+    let agent = Agent::start(&n);
+    let said = wait_error(
+        &agent,
+        &n,
+        "stolen",
+        &[
+            &image("api-stolen"),
+            &stolen,
+            "refused by the image policy",
+            "found no signature",
+        ],
+    );
+    eprintln!("stolen: {said}");
+    assert!(n.container("stolen").is_none());
+    if on_podman() {
+        // Podman pulls over plain HTTP from no registry it is not told is
+        // insecure, and this stand-in is plain HTTP: the verdict on the
+        // signed one is the log's.
+        n.wait_for(90, "the signed ones verified", || {
+            let log = Agent::log(&n);
+            [&signed, &old].iter().all(|d| {
+                log.lines()
+                    .any(|l| l.contains("image signature verified") && l.contains(d.as_str()))
+            })
+        });
+    } else {
+        n.wait_for(90, "the signed ones to run", || {
+            ["signed", "old"]
+                .iter()
+                .all(|m| n.container(m).is_some_and(|(_, s, _)| s == "running"))
+        });
+        let id = docker_ok(&[
+            "inspect",
+            "--format",
+            "{{.Image}}",
+            &n.container_id("signed"),
+        ]);
+        assert_eq!(Some(id), id_of(&format!("{r}/app@{signed}")));
+    }
+    let asked = api.asked.lock().unwrap().clone();
+    assert!(
+        asked
+            .iter()
+            .any(|p| p == &format!("/v2/app/referrers/{signed}")),
+        "{asked:?}"
+    );
+    drop(agent);
+}
+
+/// Publishes a root on `plane` that the node's first key (`first`) hands
+/// to `root`, with `online` signing documents and `offline` (threshold 1)
+/// the allow-list role, and an allow-list of `images` signed by
+/// `offline`, each checked and published by the operator's tool.
+fn publish_allow_list(
+    plane: &Plane,
+    first: &SecretKey,
+    [root, online, offline]: [&SecretKey; 3],
+    images: &[String],
+) {
+    use common::plane::plane_cli;
+    let d = tempfile::tempdir().unwrap();
+    let file = |name: &str| d.path().join(name).to_str().unwrap().to_string();
+    let key_file = |name: &str, k: &SecretKey| {
+        stead::host::keyfile::write(&d.path().join(name), k).unwrap();
+        file(name)
+    };
+    let b64 = |k: &SecretKey| k.public().to_base64();
+    let site = plane.root().to_str().unwrap().to_string();
+    plane_cli(&[
+        "root",
+        "init",
+        "--root-key",
+        &b64(root),
+        "--documents-key",
+        &b64(online),
+        "--allow-list-key",
+        &b64(offline),
+        "--allow-list-threshold",
+        "1",
+        "--out",
+        &file("root.payload"),
+    ]);
+    plane_cli(&[
+        "root",
+        "sign",
+        "--key",
+        &key_file("first", first),
+        "--key",
+        &key_file("root", root),
+        "--in",
+        &file("root.payload"),
+        "--out",
+        &file("root.json"),
+    ]);
+    let trusted = b64(first);
+    plane_cli(&[
+        "root",
+        "verify",
+        "--trusted",
+        &trusted,
+        "--site",
+        &site,
+        "--in",
+        &file("root.json"),
+        "--publish",
+    ]);
+    let mut args = vec!["root", "allow-list", "--out"];
+    let payload = file("list.payload");
+    args.push(&payload);
+    for i in images {
+        args.extend(["--image", i]);
+    }
+    plane_cli(&args);
+    let (kf, signed) = (key_file("offline", offline), file("list.json"));
+    plane_cli(&[
+        "root", "sign", "--in", &payload, "--key", &kf, "--out", &signed,
+    ]);
+    plane_cli(&[
+        "root",
+        "verify",
+        "--trusted",
+        &trusted,
+        "--site",
+        &site,
+        "--allow-list",
+        &signed,
+        "--publish",
+    ]);
+}
+
+#[test]
+fn with_an_allow_list_what_the_devices_intentions_or_a_reload_name_runs_only_when_listed() {
+    let (plane, first, site) = start();
+    let [root, online, offline] = std::array::from_fn(|_| SecretKey::generate().unwrap());
+    let r = site.reg.addr.clone();
+    let repo = "acme/listed";
+    let listed = site.push(repo, "1.0.0", "1.0.0");
+    let unlisted = site.push(repo, "1.1.0", "1.1.0");
+    let pinned = site.push("acme/other", "1", "other");
+    publish_allow_list(
+        &plane,
+        &first,
+        [&root, &online, &offline],
+        &[format!("{r}/{repo}@{listed}")],
+    );
+    let n = site.node("allowed", &plane, &first).with_heartbeat("1s");
+    plane.publish(&n.id, &sign(&online, &payload(&n, 1, vec![])));
+    let agent = Agent::start(&n);
+    // A device that has never reached its plane holds no allow-list: the
+    // modules are written once it has taken it.
+    wait_plane(&n, &agent, "the allow-list taken", |p| {
+        p["root"]["allow_list"]["version"] == 1
+    });
+    let (m, other, tagged) = (n.module("sensor"), n.module("other"), n.module("tagged"));
+    let idle = |name: &str, image: &str| {
+        common::intention::Module::new(name, image)
+            .sh(&idle_after("up"))
+            .set("restart", "\"always\"")
+    };
+    n.write_intention(
+        "s.toml",
+        idle(&m, &site.image(repo, "1.0.0"))
+            .table("update", "range = \"^1\"\nhealth_window = \"2s\""),
+    );
+    // A digest the list does not hold, pinned: refused without asking.
+    n.write_intention("o.toml", idle(&other, &format!("{r}/acme/other@{pinned}")));
+    // A tag whose digest the list does not hold: refused once resolved.
+    n.write_intention("t.toml", idle(&tagged, &site.image(repo, "1.1.0")));
+    let runs = |digest: &str| {
+        n.container(&m).is_some_and(|(id, s, _)| {
+            s == "running"
+                && Some(docker_ok(&["inspect", "--format", "{{.Image}}", &id]))
+                    == id_of(&format!("{r}/{repo}@{digest}"))
+        })
+    };
+    n.wait_for(90, "the listed tag running", || runs(&listed));
+    for (module, image, digest) in [
+        (&other, format!("{r}/acme/other@{pinned}"), &pinned),
+        (&tagged, site.image(repo, "1.1.0"), &unlisted),
+    ] {
+        let said = wait_error(
+            &agent,
+            &n,
+            module,
+            &[
+                &format!("image {image} ({digest}): refused (unlisted-image): {digest} of "),
+                "is not in the allow-list (version 1)",
+            ],
+        );
+        eprintln!("{module}: {said}");
+        assert_eq!(module_view(&agent, module)["state"], "failed");
+        assert!(
+            n.container(module).is_none(),
+            "{module}: nothing is created"
+        );
+    }
+    assert_eq!(id_of(&format!("{r}/acme/other@{pinned}")), None);
+    assert_eq!(id_of(&format!("{r}/{repo}@{unlisted}")), None);
+    // A reload to 1.1.0, whose digest is not listed: failed, decided, and
+    // nothing moves.
+    let running = n.container_id(&m);
+    let done = reload(&agent, &n, &m);
+    assert_eq!(done["status"], "failed", "{done:#}");
+    let failure = done["items"][0]["failure"].as_str().unwrap_or_default();
+    assert!(
+        failure.contains(&format!(
+            "image {r}/{repo}:1.1.0 ({unlisted}): refused (unlisted-image)"
+        )),
+        "{done:#}"
+    );
+    assert_eq!(n.container_id(&m), running);
+    assert_eq!(id_of(&format!("{r}/{repo}@{unlisted}")), None);
+    drop(agent);
+}
+
+#[test]
+fn a_policy_in_the_devices_own_config_holds_without_a_plane_and_as_a_floor_under_the_planes() {
+    let (plane, key, site) = start();
+    let a = CosignKey::new();
+    let r = site.reg.addr.clone();
+    let good = site.push("app", "cfg-good", "cfg-good");
+    site.sign(&a, "app", "cfg-good", &good, None);
+    let unsigned = site.push("app", "cfg-unsigned", "cfg-unsigned");
+    let keys = tempfile::tempdir().unwrap();
+    let pub_file = keys.path().join("release.pub");
+    std::fs::write(&pub_file, a.pem()).unwrap();
+    // The key by its file's path.
+    let rules = format!(
+        "[[image_policy]]\nscope = \"{r}/app\"\nrequire = \"sigstore\"\nkeys = [{:?}]\n",
+        pub_file.display().to_string()
+    );
+    let idle = |name: &str, image: &str| {
+        common::intention::Module::new(name, image)
+            .sh(&idle_after("up"))
+            .set("restart", "\"always\"")
+    };
+    let why = format!(
+        "image {r}/app:cfg-unsigned ({unsigned}): refused by the image policy: the device's config's rule for {r}/app asks for a signature by"
+    );
+    // Without a plane: the config's rules alone, over the intentions.
+    let alone = site.node_with("cfg-alone", &rules, None);
+    let (g, u) = (alone.module("good"), alone.module("unsigned"));
+    alone.write_intention("g.toml", idle(&g, &site.image("app", "cfg-good")));
+    alone.write_intention("u.toml", idle(&u, &site.image("app", "cfg-unsigned")));
+    let agent = Agent::start(&alone);
+    alone.wait_for(90, "the signed one to run", || {
+        alone.container(&g).is_some_and(|(_, s, _)| s == "running")
+    });
+    let said = wait_error(&agent, &alone, &u, &[&why, "found no signature"]);
+    eprintln!("alone: {said}");
+    assert!(alone.container(&u).is_none());
+    drop(agent);
+    // With a plane whose document lets the repository through: the
+    // config's rule is a floor the document does not loosen.
+    let n = site.node_with("cfg-floor", &rules, Some((&plane, &key)));
+    let mut doc = payload(
+        &n,
+        1,
+        vec![
+            module_of("good", &site.image("app", "cfg-good")),
+            module_of("unsigned", &site.image("app", "cfg-unsigned")),
+        ],
+    );
+    doc["images"] = json!([{"scope": format!("{r}/app"), "require": "none"}]);
+    plane.publish(&n.id, &sign(&key, &doc));
+    let agent = Agent::start(&n);
+    n.wait_for(90, "the signed one to run", || {
+        n.container("good").is_some_and(|(_, s, _)| s == "running")
+    });
+    let said = wait_error(&agent, &n, "unsigned", &[&why, "found no signature"]);
+    eprintln!("floor: {said}");
+    assert!(n.container("unsigned").is_none());
+    assert_eq!(id_of(&format!("{r}/app@{unsigned}")), None);
+    drop(agent);
+}

@@ -335,6 +335,9 @@ pub struct Syncer {
     /// Where the image policy the held documents compose is said (the
     /// pass and the reloads listen).
     images: Option<watch::Sender<crate::model::image_policy::Known>>,
+    /// The device's config's image rules, one more document in the
+    /// policy the held documents compose.
+    local_images: crate::model::image_policy::Rules,
     /// The allow-list's last look: the ETag of the list held (asked
     /// conditionally) and why the plane's was not taken, while so.
     allow_list: Mutex<AllowListLook>,
@@ -393,24 +396,36 @@ impl Syncer {
             metrics,
             asks,
             images: None,
+            local_images: Default::default(),
             allow_list: Mutex::new(AllowListLook::default()),
         })
     }
 
-    /// Says the image policy the held documents compose on `images`.
+    /// Says the image policy the held documents compose on `images`, with
+    /// the device's config's rules (`local`) as one more document.
     pub fn with_image_policy(
         mut self,
         images: watch::Sender<crate::model::image_policy::Known>,
+        local: crate::model::image_policy::Rules,
     ) -> Syncer {
         self.images = Some(images);
+        self.local_images = local;
         self
     }
 
-    /// The image policy in force from now on; the pass is woken when it
+    /// The image policy in force from now on (the documents' rules, the
+    /// config's, and the allow-list held); the pass is woken when it
     /// changed.
     fn police(&self, policy: crate::model::image_policy::Policy) {
         use crate::model::image_policy::Known;
         let Some(tx) = &self.images else { return };
+        let mut policy = policy.with_config(&self.local_images);
+        policy.allowed = self
+            .asks
+            .borrow()
+            .trusted
+            .allow_list()
+            .map(crate::plane::allowlist::AllowList::allowed);
         let changed = tx.send_if_modified(|k| {
             let new = Known::Is(Arc::new(policy));
             let changed = *k != new;
@@ -419,6 +434,21 @@ impl Syncer {
         });
         if changed {
             self.wake.notify_one();
+        }
+    }
+
+    /// The policy in force again with the allow-list held now (taken,
+    /// replaced or dropped with the root); nothing while the documents
+    /// are still being read.
+    fn police_allow_list(&self) {
+        use crate::model::image_policy::Known;
+        let Some(tx) = &self.images else { return };
+        let held = tx.borrow().clone();
+        if let Known::Is(p) = held {
+            let mut p = (*p).clone();
+            p.documents
+                .remove(crate::model::image_policy::CONFIG_DOCUMENT);
+            self.police(p);
         }
     }
 
@@ -527,11 +557,16 @@ impl Syncer {
 
     /// Trusts `set` from now on: handed to the updater, and its root shown.
     fn trust(&self, set: TrustedSet) {
+        let mut list_moved = false;
         self.asks.send_if_modified(|a| {
             let changed = a.trusted != set;
+            list_moved = a.trusted.allow_list() != set.allow_list();
             a.trusted = set;
             changed
         });
+        if list_moved {
+            self.police_allow_list();
+        }
         self.show();
     }
 

@@ -9,6 +9,12 @@
 //! when the policy changes, or after [`REFUSED_RECHECK`] (a signature
 //! added since). A registry that does not answer is tried again with
 //! backoff, as a pull is.
+//!
+//! With an allow-list (the root's, when the node's plane has one), every
+//! image is looked at: a pinned digest it does not list is refused at
+//! once (`refused (unlisted-image)`), one it lists runs as it is; a tag is
+//! resolved to its digest by the registry first, then judged the same,
+//! and what runs is pulled by that digest.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -211,11 +217,7 @@ impl Gate {
             }
             Err(Unchecked::Refused { digest, why }) => {
                 self.forget_stored(reference);
-                tracing::warn!(
-                    image = reference,
-                    digest = digest.as_str(),
-                    "refused by the image policy: {why}"
-                );
+                tracing::warn!(image = reference, digest = digest.as_str(), "{why}");
                 Verdict::Refused {
                     digest,
                     why,
@@ -289,8 +291,20 @@ impl Gate {
         let Ok(r) = Reference::parse(image) else {
             return Admit::Free;
         };
-        if policy.asks(&r).is_empty() {
+        if !policy.covers(&r) {
             return Admit::Free;
+        }
+        // A pinned digest the allow-list does not list: refused now, no
+        // registry asked.
+        // A pinned digest it lists, of an image no rule asks a signature
+        // of: as it is (the engine pulls that very digest).
+        if let Some(d) = &r.digest {
+            if let Some(why) = policy.unlisted(&r, d) {
+                return Admit::Hold(format!("image {image} ({d}): {why}"), None);
+            }
+            if policy.asks(&r).is_empty() {
+                return Admit::Free;
+            }
         }
         match self.verdicts.get(image) {
             Some(Verdict::Signed(c)) => {
@@ -308,10 +322,7 @@ impl Gate {
                 }
             }
             Some(Verdict::Refused { digest, why, at }) if now < *at + REFUSED_RECHECK => {
-                Admit::Hold(
-                    format!("image {image} ({digest}): refused by the image policy: {why}"),
-                    None,
-                )
+                Admit::Hold(format!("image {image} ({digest}): {why}"), None)
             }
             Some(Verdict::Unreachable { error, next_at, .. }) if now < *next_at => Admit::Hold(
                 format!("image {image}: its signature cannot be checked yet ({error})"),
@@ -335,10 +346,7 @@ impl Gate {
         let wake = self.wake.clone();
         let task = tokio::spawn(async move {
             let out = match registries {
-                Some(reg) => {
-                    let asks = policy.asks(&r);
-                    check(&reg, &Platform::this(), &asks, &r).await
-                }
+                Some(reg) => check(&reg, &Platform::this(), &policy, &r).await,
                 None => Err(Unchecked::Unreachable(
                     crate::registry::error::RegistryError::Reference(format!(
                         "no registry client: {}",
@@ -421,5 +429,50 @@ mod tests {
         assert_eq!(gate.verdicts.len(), 1);
         gate.set_policy(Known::Is(Arc::default()));
         assert!(gate.verdicts.is_empty());
+    }
+
+    #[tokio::test]
+    async fn with_an_allow_list_a_pinned_digest_is_judged_at_once_and_a_tag_is_resolved_first() {
+        const LISTED: &str =
+            "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+        const OTHER: &str =
+            "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+        let list = crate::model::image_policy::Allowed {
+            version: 2,
+            payload: "sha256:00".into(),
+            images: [(None, LISTED.to_string())].into_iter().collect(),
+        };
+        let images = Images::new(Vec::new());
+        let now = Instant::now();
+        let mut gate = Gate::default();
+        gate.set_registries(Err("no CA file".into()));
+        gate.set_policy(Known::Is(Arc::new(Policy {
+            allowed: Some(list),
+            ..Policy::default()
+        })));
+        // (image, what the gate says: "free", "check" or the refusal's end)
+        let cases = [
+            (format!("reg.example/app@{LISTED}"), "free"),
+            (
+                format!("reg.example/app@{OTHER}"),
+                "refused (unlisted-image): sha256:2222222222222222222222222222222222222222222222222222222222222222 of reg.example/app is not in the allow-list (version 2)",
+            ),
+            ("reg.example/app:1".to_string(), "check"),
+        ];
+        for (image, want) in cases {
+            match (gate.admit(&image, &images, now), want) {
+                (Admit::Free, "free") | (Admit::Check(_), "check") => {}
+                (Admit::Hold(why, None), end) => {
+                    assert!(why.starts_with(&format!("image {image} (")), "{why}");
+                    assert!(why.ends_with(end), "{image}: {why}");
+                }
+                (other, _) => panic!("{image}: {other:?}"),
+            }
+        }
+        assert_eq!(
+            gate.in_flight.len(),
+            1,
+            "only the tag is asked of a registry"
+        );
     }
 }

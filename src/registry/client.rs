@@ -44,6 +44,10 @@ const MAX_TAGS_TOTAL: usize = 16 * 1024 * 1024;
 const MAX_TAGS_PAGES: usize = 100;
 /// Tags asked for per page.
 const TAGS_PAGE: usize = 1000;
+/// Referrers-API pages followed.
+const MAX_REFERRERS_PAGES: usize = 8;
+/// Referrers read from those pages (they are filtered to bundles after).
+const MAX_REFERRERS: usize = 1024;
 
 /// A manifest's identity, from a `HEAD` (or a GET when the registry does
 /// not say its digest).
@@ -331,6 +335,117 @@ impl Registries {
             .cosign_layers(r, digest, "att", DSSE_ENVELOPE, None, MAX_ATTESTATION)
             .await?;
         Ok(layers.into_iter().map(|(_, bytes)| bytes).collect())
+    }
+
+    /// The Sigstore bundles the registry holds for the manifest `digest`
+    /// (OCI distribution 1.1): the referrers API's index
+    /// (`/v2/<repo>/referrers/<digest>`, its pages followed), or, where
+    /// the registry has no such API (it answers 404), the referrers tag
+    /// schema's index at the tag `sha256-<hex>` (also where a registry from
+    /// before the API answers 400, 405 or 501); none when neither is
+    /// there. Each referrer whose artifact type is a bundle's is read: its
+    /// manifest (checked against its digest, its `subject` this digest)
+    /// and its bundle layers (each at most
+    /// [`crate::model::image_policy::MAX_ATTESTATION`] bytes, checked
+    /// against its digest); at most
+    /// [`crate::model::image_policy::MAX_SIGNATURES`] in all.
+    pub async fn bundles(
+        &self,
+        r: &Reference,
+        digest: &str,
+    ) -> Result<Vec<Vec<u8>>, RegistryError> {
+        use crate::model::image_policy::{BUNDLE_TYPES, MAX_ATTESTATION, MAX_SIGNATURES};
+        if !is_digest(digest) {
+            return Err(malformed(r, Object::Manifest, "not a sha256 digest"));
+        }
+        let accept = "application/vnd.oci.image.index.v1+json";
+        let mut referrers: Vec<Descriptor> = Vec::new();
+        let mut next = Some(format!("/v2/{}/referrers/{digest}", r.repository));
+        let mut pages = 0;
+        while let Some(path) = next.take() {
+            pages += 1;
+            let a = match self
+                .call(
+                    r,
+                    Method::GET,
+                    &path,
+                    &[("accept", accept)],
+                    Object::Manifest,
+                    MAX_MANIFEST,
+                )
+                .await
+            {
+                Ok(a) => a,
+                // No referrers API: the tag schema. 404 is the spec's
+                // answer; a registry from before it may say it does not
+                // know the route otherwise (400, 405, 501).
+                Err(RegistryError::Status {
+                    status: 404 | 400 | 405 | 501,
+                    ..
+                }) if pages == 1 => {
+                    let tag = digest.replacen(':', "-", 1);
+                    match self.manifest(r, &tag).await {
+                        Ok(a) => a,
+                        Err(RegistryError::Status { status: 404, .. }) => return Ok(Vec::new()),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(e) => return Err(e),
+            };
+            let doc: Manifest = serde_json::from_slice(&a.body).map_err(|e| {
+                malformed(r, Object::Manifest, &format!("referrers of {digest}: {e}"))
+            })?;
+            referrers.extend(doc.manifests.unwrap_or_default());
+            if pages < MAX_REFERRERS_PAGES && referrers.len() < MAX_REFERRERS {
+                next = a
+                    .headers
+                    .get(http::header::LINK)
+                    .and_then(|l| l.to_str().ok())
+                    .and_then(next_link);
+            }
+        }
+        let mut out = Vec::new();
+        let bundles = referrers.into_iter().filter(|d| {
+            d.artifact_type
+                .as_deref()
+                .is_some_and(|t| BUNDLE_TYPES.contains(&t))
+                && is_digest(&d.digest)
+        });
+        for d in bundles.take(MAX_SIGNATURES) {
+            let a = match self.manifest(r, &d.digest).await {
+                Ok(a) => a,
+                // Listed, and gone since: not there.
+                Err(RegistryError::Status { status: 404, .. }) => continue,
+                Err(e) => return Err(e),
+            };
+            check_digest(r, Object::Manifest, &d.digest, &a.body)?;
+            let m: Manifest = serde_json::from_slice(&a.body)
+                .map_err(|e| malformed(r, Object::Manifest, &format!("{}: {e}", d.digest)))?;
+            // A referrer of another manifest (a tag-schema index anyone
+            // could write) is not this one's.
+            if m.subject.as_ref().map(|s| s.digest.as_str()) != Some(digest) {
+                continue;
+            }
+            for l in m.layers.unwrap_or_default() {
+                if out.len() >= MAX_SIGNATURES {
+                    break;
+                }
+                let is_bundle = l
+                    .media_type
+                    .as_deref()
+                    .is_some_and(|t| BUNDLE_TYPES.contains(&t));
+                if !is_bundle || !is_digest(&l.digest) {
+                    continue;
+                }
+                let path = format!("/v2/{}/blobs/{}", r.repository, l.digest);
+                let b = self
+                    .call(r, Method::GET, &path, &[], Object::Blob, MAX_ATTESTATION)
+                    .await?;
+                check_digest(r, Object::Blob, &l.digest, &b.body)?;
+                out.push(b.body.to_vec());
+            }
+        }
+        Ok(out)
     }
 
     /// The layers of `media_type` (at most
@@ -720,6 +835,9 @@ struct Manifest {
     manifests: Option<Vec<Descriptor>>,
     config: Option<Descriptor>,
     layers: Option<Vec<Descriptor>>,
+    /// What an artifact's manifest refers to (OCI image spec 1.1).
+    #[serde(default)]
+    subject: Option<Descriptor>,
 }
 
 #[derive(serde::Deserialize)]
@@ -731,6 +849,9 @@ struct Descriptor {
     media_type: Option<String>,
     #[serde(default)]
     annotations: std::collections::BTreeMap<String, String>,
+    /// A referrer's artifact type, as an index lists it.
+    #[serde(rename = "artifactType", default)]
+    artifact_type: Option<String>,
 }
 
 #[derive(serde::Deserialize)]

@@ -609,16 +609,14 @@ impl Executor {
             }
             Some(Known::Is(p)) => p,
         };
-        let asks = policy.asks(candidate);
-        if asks.is_empty() {
+        if !policy.covers(candidate) {
             return Ok(());
         }
-        match check_at(registries, &self.platform, &asks, candidate, digest).await {
+        match check_at(registries, &self.platform, &policy, candidate, digest).await {
             Ok(_) => Ok(()),
             Err(Unchecked::Unreachable(e)) => Err(Failure::Registry(e)),
             Err(Unchecked::Refused { digest, why }) => {
-                let said =
-                    format!("image {candidate} ({digest}): refused by the image policy: {why}");
+                let said = format!("image {candidate} ({digest}): {why}");
                 item.decision = format!("refused — {said}");
                 Err(Failure::Unsigned(said))
             }

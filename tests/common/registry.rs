@@ -498,6 +498,13 @@ impl Site {
     /// A node polling `plane` every second, trusting `key`, logged in to
     /// the registry and trusting its CA.
     pub fn node(&self, tag: &str, plane: &Plane, key: &SecretKey) -> Node {
+        self.node_with(tag, "", Some((plane, key)))
+    }
+
+    /// A node logged in to the registry and trusting its CA, with `extra`
+    /// config (tables), polling `plane` every second and trusting its key
+    /// when there is one.
+    pub fn node_with(&self, tag: &str, extra: &str, plane: Option<(&Plane, &SecretKey)>) -> Node {
         let n = Node::new(tag);
         let auth = n.dir.path().join("registry-auth.json");
         std::fs::write(
@@ -508,12 +515,17 @@ impl Site {
             ),
         )
         .unwrap();
+        let plane = plane.map_or(String::new(), |(plane, key)| {
+            format!(
+                "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
+                plane.base(),
+                key.public().to_base64()
+            )
+        });
         n.with_config(&format!(
-            "registry_auth = {:?}\nregistry_ca = {:?}\n[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
+            "registry_auth = {:?}\nregistry_ca = {:?}\n{extra}\n{plane}",
             auth.display().to_string(),
             self.tls.ca.display().to_string(),
-            plane.base(),
-            key.public().to_base64()
         ))
     }
 }

@@ -7,7 +7,15 @@
 //! sigstore's key-based signatures, a simple-signing payload
 //! (`critical.identity.docker-reference`, `critical.image.
 //! docker-manifest-digest`, `critical.type`) signed as cosign signs it
-//! (ECDSA over SHA-256 in ASN.1 DER, or Ed25519 over the payload).
+//! (ECDSA over SHA-256 in ASN.1 DER, or Ed25519 over the payload); and
+//! Sigstore bundles (v0.3, as cosign 3 attaches them through the OCI
+//! referrers API), key-based: a `dsseEnvelope` of an in-toto statement
+//! whose subject is the manifest digest, of predicate type [`COSIGN_SIGN`]
+//! for a signature (or the rule's own for an attestation). A bundle's
+//! `messageSignature` (what cosign makes for a blob, not an image) does
+//! not count, and the bundle's transparency-log entries are not read (as
+//! `cosign verify --key … --insecure-ignore-tlog`); a bundle binds the
+//! digest only, not a repository or a tag (as cosign verifies it).
 //!
 //! The identity rule: the signature must name the image's repository; one
 //! that names a tag too (as skopeo signs) binds that tag, so an image named
@@ -46,6 +54,15 @@ pub const IN_TOTO: &str = "application/vnd.in-toto+json";
 pub const MAX_ATTESTATION: usize = 4 * 1024 * 1024;
 /// The annotation a cosign signature layer carries its signature in.
 pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+/// The media types (and OCI artifact types) of a Sigstore bundle v0.3, as
+/// the protobuf-specs name it; cosign writes the first.
+pub const BUNDLE_TYPES: [&str; 2] = [
+    "application/vnd.dev.sigstore.bundle.v0.3+json",
+    "application/vnd.dev.sigstore.bundle+json;version=0.3",
+];
+/// The predicate type of the in-toto statement cosign signs an image with
+/// in a bundle (`cosign sign` with the bundle format, cosign 3's default).
+pub const COSIGN_SIGN: &str = "https://sigstore.dev/cosign/sign/v1";
 
 /// DER SubjectPublicKeyInfo up to the key's bytes: id-ecPublicKey,
 /// prime256v1, a 66-byte BIT STRING (no unused bits, then the point).
@@ -333,27 +350,81 @@ impl Rules {
 }
 
 /// The policy a node lives by: each signed document's rules (the node's
-/// own and each group's), by what the document is called. An image must
-/// satisfy every document's narrowest rule covering it: one document
-/// cannot loosen what another requires.
+/// own and each group's), by what the document is called, the device's
+/// own config's rules as one more document (a floor no document can
+/// loosen), and the root's allow-list of image digests when the node's
+/// plane has one. An image must satisfy every document's narrowest rule
+/// covering it: one document cannot loosen what another requires; and,
+/// with an allow-list, its manifest digest must be listed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Policy(pub BTreeMap<String, Rules>);
+pub struct Policy {
+    /// The rules, by the document that says them.
+    pub documents: BTreeMap<String, Rules>,
+    /// The allow-list every image's digest must be in, when there is one.
+    pub allowed: Option<Allowed>,
+}
+
+/// The root's allow-list as the policy holds it (the plane's
+/// `AllowList`, which it is made of, is read and verified above this).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Allowed {
+    /// The list's version.
+    pub version: u64,
+    /// The digest of its payload: what a check kept under it names.
+    pub payload: String,
+    /// Each listed digest (`sha256:…`, lower case), with the repository
+    /// it must come from when the entry names one.
+    pub images: std::collections::BTreeSet<(Option<String>, String)>,
+}
+
+impl Allowed {
+    /// Whether the manifest `digest` of `image`'s repository is listed,
+    /// alone or with that repository; why not.
+    pub fn admits(&self, image: &Reference, digest: &str) -> Result<(), String> {
+        let name = image.name();
+        let digest = digest.to_ascii_lowercase();
+        let listed = self
+            .images
+            .iter()
+            .any(|(repo, d)| *d == digest && repo.as_ref().is_none_or(|r| *r == name));
+        if listed {
+            Ok(())
+        } else {
+            Err(format!(
+                "{digest} of {name} is not in the allow-list (version {})",
+                self.version
+            ))
+        }
+    }
+}
+
+/// What the device's config's rules are called among the documents.
+pub const CONFIG_DOCUMENT: &str = "the device's config";
 
 impl Policy {
     /// A node document's rules, before any group's.
     pub fn of_node(rules: Rules) -> Policy {
         let mut p = Policy::default();
-        p.0.insert("the node document".into(), rules);
+        p.documents.insert("the node document".into(), rules);
         p
     }
 
     /// Adds group `name`'s rules.
     pub fn add_group(&mut self, name: &str, rules: Rules) {
-        self.0.insert(format!("group {name}"), rules);
+        self.documents.insert(format!("group {name}"), rules);
+    }
+
+    /// Adds the device's own config's rules (none: nothing is added).
+    pub fn with_config(mut self, rules: &Rules) -> Policy {
+        if !rules.0.is_empty() {
+            self.documents.insert(CONFIG_DOCUMENT.into(), rules.clone());
+        }
+        self
     }
 
     /// A digest of the policy, for what is kept of a check made under it:
-    /// every document's rules, scopes, requirements and keys.
+    /// every document's rules, scopes, requirements and keys, and the
+    /// allow-list's version and payload.
     pub fn digest(&self) -> String {
         let mut text = String::new();
         let keys = |ks: &[PublicKey]| -> String {
@@ -367,7 +438,7 @@ impl Policy {
                 .collect::<Vec<_>>()
                 .join(",")
         };
-        for (doc, rules) in &self.0 {
+        for (doc, rules) in &self.documents {
             text.push_str(&format!("{doc:?}\n"));
             for r in &rules.0 {
                 let require = match &r.require {
@@ -385,19 +456,39 @@ impl Policy {
                 ));
             }
         }
+        if let Some(l) = &self.allowed {
+            text.push_str(&format!("allow-list {} {}\n", l.version, l.payload));
+        }
         crate::model::names::Digest::of(text.as_bytes()).to_string()
     }
 
-    /// Whether no document has a rule.
+    /// Whether nothing is asked of any image: no document has a rule and
+    /// there is no allow-list.
     pub fn is_empty(&self) -> bool {
-        self.0.values().all(|r| r.0.is_empty())
+        self.allowed.is_none() && self.documents.values().all(|r| r.0.is_empty())
+    }
+
+    /// Whether anything is asked of `image`: a rule asks for a signature,
+    /// or an allow-list must list its digest.
+    pub fn covers(&self, image: &Reference) -> bool {
+        self.allowed.is_some() || !self.asks(image).is_empty()
+    }
+
+    /// Why the manifest `digest` of `image` may not run by the allow-list
+    /// (`refused (unlisted-image): …`), when there is one and it does not
+    /// list it (alone, or with the image's repository).
+    pub fn unlisted(&self, image: &Reference, digest: &str) -> Option<String> {
+        let l = self.allowed.as_ref()?;
+        l.admits(image, digest)
+            .err()
+            .map(|why| format!("refused (unlisted-image): {why}"))
     }
 
     /// What `image` must satisfy: per document, its narrowest rule that
     /// requires a signature (a `none` rule asks nothing). Empty when
     /// nothing is asked of it.
     pub fn asks(&self, image: &Reference) -> Vec<(&str, &Rule)> {
-        self.0
+        self.documents
             .iter()
             .filter_map(|(doc, rules)| rules.for_image(image).map(|r| (doc.as_str(), r)))
             .filter(|(_, r)| matches!(r.require, Require::Sigstore(_)))
@@ -513,14 +604,19 @@ fn payload_refusal(payload: &[u8], image: &Reference, digest: &str) -> Option<St
 /// given the signatures the registry holds for that digest and what the
 /// policy asks of it (`asks`, from [`Policy::asks`]): every document's
 /// rule must be met by one signature whose payload names this digest and
-/// this image, signed by one of the rule's keys. The refusal says why,
-/// the nearest miss first.
+/// this image, signed by one of the rule's keys; or by one Sigstore
+/// bundle (`bundles`, each as the registry holds it) whose DSSE statement
+/// about this digest, of predicate type [`COSIGN_SIGN`], is signed by one
+/// of them. A bundle's statement of another predicate type counts as an
+/// attestation, beside `attestations` (DSSE envelopes). The refusal says
+/// why, the nearest miss first.
 pub fn judge(
     asks: &[(&str, &Rule)],
     image: &Reference,
     digest: &str,
     signatures: &[Signature],
     attestations: &[Vec<u8>],
+    bundles: &[Vec<u8>],
 ) -> Result<Verified, String> {
     let mut by = Vec::new();
     if asks.is_empty() {
@@ -565,6 +661,44 @@ pub fn judge(
             good.push((n, k));
         }
     }
+    // The bundles: each one's envelope read once, counted as a signature
+    // when it is one, and as an attestation in any case.
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    let mut envelopes: Vec<Vec<u8>> = Vec::new();
+    for (n, bytes) in bundles.iter().take(MAX_SIGNATURES).enumerate() {
+        let env = match bundle_envelope(bytes) {
+            Ok(env) => env,
+            Err(why) => {
+                misses.push(why);
+                continue;
+            }
+        };
+        if let Ok(raw) = serde_json::to_vec(&env) {
+            envelopes.push(raw);
+        }
+        let Ok(env) = serde_json::from_value::<DsseDoc>(env) else {
+            misses.push("a bundle whose envelope is not a DSSE one".into());
+            continue;
+        };
+        match open_statement(&env, &keys, hex) {
+            Ok((signers, st)) => {
+                if st.predicate_type != COSIGN_SIGN {
+                    misses.push(format!(
+                        "a bundle of predicate type {}, not {COSIGN_SIGN}",
+                        crate::model::text::clip(&st.predicate_type, 120)
+                    ));
+                    continue;
+                }
+                for k in signers {
+                    good.push((usize::MAX - n, k));
+                }
+            }
+            Err((_, why)) => misses.push(
+                why.replacen(NOUN, "a bundle", 1)
+                    .replace("the rule names", "the policy names"),
+            ),
+        }
+    }
     for (doc, rule) in asks {
         let Require::Sigstore(rule_keys) = &rule.require else {
             continue;
@@ -573,7 +707,9 @@ pub fn judge(
             Some((_, k)) => {
                 by.push((doc.to_string(), k.id()));
                 if let Some(a) = &rule.attestation {
-                    let k = attested(a, digest, attestations).map_err(|why| {
+                    let all: Vec<Vec<u8>> =
+                        attestations.iter().chain(&envelopes).cloned().collect();
+                    let k = attested(a, digest, &all).map_err(|why| {
                         format!(
                             "{doc}'s rule for {} asks for an attestation of {} by {}: found {why}",
                             rule.scope.as_str(),
@@ -595,7 +731,7 @@ pub fn judge(
                     .min_by_key(|m| miss_rank(m))
                     .cloned()
                     .unwrap_or_else(|| {
-                        if signatures.is_empty() {
+                        if signatures.is_empty() && bundles.is_empty() {
                             "no signature".into()
                         } else {
                             "a signature by another document's key only".into()
@@ -651,6 +787,7 @@ struct Subject {
 /// registry holds them); or the nearest miss.
 fn attested(a: &Attestation, digest: &str, envelopes: &[Vec<u8>]) -> Result<String, String> {
     let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    let keys: Vec<&PublicKey> = a.keys.iter().collect();
     let mut misses: Vec<(u8, String)> = Vec::new();
     for bytes in envelopes.iter().take(MAX_SIGNATURES) {
         if bytes.len() > MAX_ATTESTATION {
@@ -661,55 +798,13 @@ fn attested(a: &Attestation, digest: &str, envelopes: &[Vec<u8>]) -> Result<Stri
             misses.push((2, "an attestation that is not a DSSE envelope".into()));
             continue;
         };
-        let Ok(payload) = STANDARD
-            .decode(env.payload.as_bytes())
-            .or_else(|_| base64::engine::general_purpose::URL_SAFE.decode(env.payload.as_bytes()))
-        else {
-            misses.push((2, "an attestation whose payload is not base64".into()));
-            continue;
+        let (signers, st) = match open_statement(&env, &keys, hex) {
+            Ok(found) => found,
+            Err((rank, why)) => {
+                misses.push((rank, why.replacen(NOUN, "an attestation", 1)));
+                continue;
+            }
         };
-        let message = crate::model::dsse::pae(&env.payload_type, &payload);
-        let signer = env.signatures.iter().take(MAX_SIGNATURES).find_map(|s| {
-            let sig = STANDARD.decode(s.sig.as_bytes()).ok()?;
-            a.keys.iter().find(|k| k.verifies(&message, &sig))
-        });
-        let Some(key) = signer else {
-            misses.push((1, "an attestation signed by no key the rule names".into()));
-            continue;
-        };
-        if env.payload_type != IN_TOTO {
-            misses.push((
-                0,
-                format!(
-                    "an attestation of payload type {:?}",
-                    crate::model::text::clip(&env.payload_type, 80)
-                ),
-            ));
-            continue;
-        }
-        let Ok(st) = serde_json::from_slice::<Statement>(&payload) else {
-            misses.push((0, "an attestation that is not an in-toto statement".into()));
-            continue;
-        };
-        if !st.kind.starts_with("https://in-toto.io/Statement/") {
-            misses.push((
-                0,
-                format!(
-                    "an in-toto statement of type {:?}",
-                    crate::model::text::clip(&st.kind, 80)
-                ),
-            ));
-            continue;
-        }
-        let about = st.subject.iter().any(|s| {
-            s.digest
-                .get("sha256")
-                .is_some_and(|d| d.eq_ignore_ascii_case(hex))
-        });
-        if !about {
-            misses.push((0, "an attestation about another digest".into()));
-            continue;
-        }
         if st.predicate_type != a.predicate_type {
             misses.push((
                 0,
@@ -720,7 +815,9 @@ fn attested(a: &Attestation, digest: &str, envelopes: &[Vec<u8>]) -> Result<Stri
             ));
             continue;
         }
-        return Ok(key.id());
+        if let Some(key) = signers.first() {
+            return Ok(key.id());
+        }
     }
     Err(misses
         .into_iter()
@@ -728,10 +825,116 @@ fn attested(a: &Attestation, digest: &str, envelopes: &[Vec<u8>]) -> Result<Stri
         .map_or_else(|| "no attestation".into(), |(_, m)| m))
 }
 
+/// What [`open_statement`]'s misses call the envelope; its caller names it.
+const NOUN: &str = "{envelope}";
+
+/// The in-toto statement a DSSE envelope signs about the manifest whose
+/// sha256 is `hex`, with the keys among `keys` that signed it (at least
+/// one); or why not, ranked (0: signed by a key given, about something
+/// else; 1: by none of them; 2: not readable), its envelope called
+/// [`NOUN`].
+fn open_statement<'k>(
+    env: &DsseDoc,
+    keys: &[&'k PublicKey],
+    hex: &str,
+) -> Result<(Vec<&'k PublicKey>, Statement), (u8, String)> {
+    let Ok(payload) = STANDARD
+        .decode(env.payload.as_bytes())
+        .or_else(|_| base64::engine::general_purpose::URL_SAFE.decode(env.payload.as_bytes()))
+    else {
+        return Err((2, format!("{NOUN} whose payload is not base64")));
+    };
+    let message = crate::model::dsse::pae(&env.payload_type, &payload);
+    let sigs: Vec<Vec<u8>> = env
+        .signatures
+        .iter()
+        .take(MAX_SIGNATURES)
+        .filter_map(|s| STANDARD.decode(s.sig.as_bytes()).ok())
+        .collect();
+    let signers: Vec<&'k PublicKey> = keys
+        .iter()
+        .copied()
+        .filter(|k| sigs.iter().any(|sig| k.verifies(&message, sig)))
+        .collect();
+    if signers.is_empty() {
+        return Err((1, format!("{NOUN} signed by no key the rule names")));
+    }
+    if env.payload_type != IN_TOTO {
+        return Err((
+            0,
+            format!(
+                "{NOUN} of payload type {:?}",
+                crate::model::text::clip(&env.payload_type, 80)
+            ),
+        ));
+    }
+    let Ok(st) = serde_json::from_slice::<Statement>(&payload) else {
+        return Err((0, format!("{NOUN} that is not an in-toto statement")));
+    };
+    if !st.kind.starts_with("https://in-toto.io/Statement/") {
+        return Err((
+            0,
+            format!(
+                "an in-toto statement of type {:?}",
+                crate::model::text::clip(&st.kind, 80)
+            ),
+        ));
+    }
+    let about = st.subject.iter().any(|s| {
+        s.digest
+            .get("sha256")
+            .is_some_and(|d| d.eq_ignore_ascii_case(hex))
+    });
+    if !about {
+        return Err((0, format!("{NOUN} about another digest")));
+    }
+    Ok((signers, st))
+}
+
+#[derive(Deserialize)]
+struct BundleDoc {
+    #[serde(rename = "mediaType", default)]
+    media_type: String,
+    #[serde(rename = "dsseEnvelope", default)]
+    dsse_envelope: Option<serde_json::Value>,
+    #[serde(rename = "messageSignature", default)]
+    message_signature: Option<serde_json::Value>,
+}
+
+/// The DSSE envelope a Sigstore bundle v0.3 carries, or why it carries
+/// none that can sign an image.
+fn bundle_envelope(bytes: &[u8]) -> Result<serde_json::Value, String> {
+    if bytes.len() > MAX_ATTESTATION {
+        return Err(format!("a bundle of {} bytes", bytes.len()));
+    }
+    let b: BundleDoc = serde_json::from_slice(bytes)
+        .map_err(|e| format!("a bundle that is not a Sigstore bundle ({e})"))?;
+    if !BUNDLE_TYPES.contains(&b.media_type.as_str()) {
+        return Err(format!(
+            "a bundle of media type {:?}, not {}",
+            crate::model::text::clip(&b.media_type, 80),
+            BUNDLE_TYPES[0]
+        ));
+    }
+    match (b.dsse_envelope, b.message_signature) {
+        (Some(env), _) => Ok(env),
+        (None, Some(_)) => Err(
+            "a bundle with a message signature (cosign signs an image with a DSSE statement)"
+                .into(),
+        ),
+        (None, None) => Err("a bundle with no DSSE envelope".into()),
+    }
+}
+
 /// Which miss says most: one by a trusted key that names something else
 /// before one by no trusted key.
 fn miss_rank(m: &str) -> u8 {
-    if m.starts_with("a signature by no key") || m.starts_with("a signature that is not") {
+    if m.starts_with("a signature by no key")
+        || m.starts_with("a signature that is not")
+        || m.starts_with("a bundle signed by no key")
+        || m.starts_with("a bundle whose payload")
+        || m.starts_with("a bundle that is not")
+    {
         1
     } else {
         0
@@ -916,7 +1119,7 @@ mod tests {
         let r = rule("reg.example:5000/team", vec![a.key()]);
         for (n, (sigs, image, digest, want)) in cases.into_iter().enumerate() {
             let asks = [("node", &r)];
-            let got = judge(&asks, &at(image), digest, &sigs, &[]);
+            let got = judge(&asks, &at(image), digest, &sigs, &[], &[]);
             match want {
                 Ok(()) => assert_eq!(
                     got.map(|v| v.by),
@@ -951,13 +1154,13 @@ mod tests {
         );
         let both = [("group g", &r_ed), ("node", &r_a)];
         assert_eq!(
-            judge(&both, &image, D1, std::slice::from_ref(&ed_sig), &[]).unwrap_err(),
+            judge(&both, &image, D1, std::slice::from_ref(&ed_sig), &[], &[]).unwrap_err(),
             format!(
                 "node's rule for * asks for a signature by {}: found a signature by another document's key only",
                 a.key().id()
             )
         );
-        let v = judge(&both, &image, D1, &[ed_sig, a.sign(&p)], &[]).unwrap();
+        let v = judge(&both, &image, D1, &[ed_sig, a.sign(&p)], &[], &[]).unwrap();
         assert_eq!(
             v.by,
             vec![
@@ -971,7 +1174,7 @@ mod tests {
     fn the_narrowest_rule_of_each_document_applies() {
         let a = p256();
         let mut p = Policy::default();
-        p.0.insert(
+        p.documents.insert(
             "node".into(),
             Rules(vec![
                 rule("*", vec![a.key()]),
@@ -997,7 +1200,7 @@ mod tests {
                 .collect();
             assert_eq!(got, want, "{image}");
         }
-        p.0.insert(
+        p.documents.insert(
             "group g".into(),
             Rules(vec![rule("reg.example/public", vec![a.key()])]),
         );
@@ -1113,7 +1316,6 @@ mod tests {
         let image = Reference::parse("reg.example/app:1").unwrap();
         let sig = a.sign(&payload("reg.example/app:1", D1, SIGSTORE_TYPE));
         const SLSA: &str = "https://slsa.dev/provenance/v1";
-        const V1: &str = "https://in-toto.io/Statement/v1";
         let r = Rule {
             attestation: Some(Attestation {
                 predicate_type: SLSA.into(),
@@ -1194,6 +1396,7 @@ mod tests {
                 D1,
                 std::slice::from_ref(&sig),
                 &atts,
+                &[],
             );
             match want {
                 None => assert_eq!(
@@ -1215,9 +1418,221 @@ mod tests {
             D1,
             &[],
             &[attestation(&ci, IN_TOTO, V1, D1, SLSA)],
+            &[],
         )
         .unwrap_err();
         assert!(e.ends_with("found no signature"), "{e}");
+    }
+
+    /// A Sigstore bundle (v0.3, key-based) whose DSSE envelope signs an
+    /// in-toto statement about `digest` of `predicate`.
+    fn bundle(by: &Signer, digest: &str, predicate: &str) -> Vec<u8> {
+        let env: serde_json::Value =
+            serde_json::from_slice(&attestation(by, IN_TOTO, V1, digest, predicate)).unwrap();
+        serde_json::json!({
+            "mediaType": BUNDLE_TYPES[0],
+            "verificationMaterial": {"publicKey": {"hint": "test"}},
+            "dsseEnvelope": env,
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    const V1: &str = "https://in-toto.io/Statement/v1";
+
+    #[test]
+    fn a_bundle_counts_as_a_signature_signed_by_a_policy_key_about_this_digest_of_cosigns_predicate()
+     {
+        let (a, b) = (p256(), p256());
+        let image = Reference::parse("reg.example/app:1").unwrap();
+        let r = rule("reg.example", vec![a.key()]);
+        let good = bundle(&a, D1, COSIGN_SIGN);
+        // A bundle whose envelope's signature is of another statement.
+        let mut forged: serde_json::Value = serde_json::from_slice(&good).unwrap();
+        forged["dsseEnvelope"]["signatures"] = serde_json::from_slice::<serde_json::Value>(
+            &bundle(&a, D2, COSIGN_SIGN),
+        )
+        .unwrap()["dsseEnvelope"]["signatures"]
+            .clone();
+        let forged = forged.to_string().into_bytes();
+        let alt_type = String::from_utf8(good.clone())
+            .unwrap()
+            .replace(BUNDLE_TYPES[0], BUNDLE_TYPES[1])
+            .into_bytes();
+        let message = serde_json::json!({
+            "mediaType": BUNDLE_TYPES[0],
+            "messageSignature": {"messageDigest": {"algorithm": "SHA2_256", "digest": ""}, "signature": ""},
+        })
+        .to_string()
+        .into_bytes();
+        let old = String::from_utf8(good.clone())
+            .unwrap()
+            .replace(
+                BUNDLE_TYPES[0],
+                "application/vnd.dev.sigstore.bundle+json;version=0.1",
+            )
+            .into_bytes();
+        // (the bundles held, the refusal's end or None)
+        let cases: Vec<(Vec<Vec<u8>>, Option<&str>)> = vec![
+            (vec![good.clone()], None),
+            (vec![alt_type], None),
+            (
+                vec![bundle(&b, D1, COSIGN_SIGN)],
+                Some("found a bundle signed by no key the policy names"),
+            ),
+            (
+                vec![bundle(&a, D2, COSIGN_SIGN)],
+                Some("found a bundle about another digest"),
+            ),
+            (
+                vec![bundle(&a, D1, "https://slsa.dev/provenance/v1")],
+                Some(
+                    "found a bundle of predicate type https://slsa.dev/provenance/v1, not https://sigstore.dev/cosign/sign/v1",
+                ),
+            ),
+            (
+                vec![forged],
+                Some("found a bundle signed by no key the policy names"),
+            ),
+            (
+                vec![message],
+                Some(
+                    "found a bundle with a message signature (cosign signs an image with a DSSE statement)",
+                ),
+            ),
+            (
+                vec![old],
+                Some(
+                    "found a bundle of media type \"application/vnd.dev.sigstore.bundle+json;version=0.1\", not application/vnd.dev.sigstore.bundle.v0.3+json",
+                ),
+            ),
+            (
+                vec![b"not json".to_vec()],
+                Some("found a bundle that is not a Sigstore bundle"),
+            ),
+            // A good one after misses is found; a trusted key's miss is
+            // said before an unknown key's.
+            (vec![bundle(&b, D1, COSIGN_SIGN), good.clone()], None),
+            (
+                vec![bundle(&a, D2, COSIGN_SIGN), bundle(&b, D1, COSIGN_SIGN)],
+                Some("found a bundle about another digest"),
+            ),
+        ];
+        for (n, (bundles, want)) in cases.into_iter().enumerate() {
+            let got = judge(&[("node", &r)], &image, D1, &[], &[], &bundles);
+            match want {
+                None => assert_eq!(
+                    got.map(|v| v.by),
+                    Ok(vec![("node".into(), a.key().id())]),
+                    "case {n}"
+                ),
+                Some(end) => {
+                    let e = got.unwrap_err();
+                    assert!(e.contains(end), "case {n}: {e}");
+                    assert!(
+                        e.starts_with(
+                            "node's rule for reg.example asks for a signature by ecdsa-p256:"
+                        ),
+                        "case {n}: {e}"
+                    );
+                }
+            }
+        }
+        // A bundle's attestation of the rule's predicate type counts as the
+        // attestation; a .sig signature and a bundle work together.
+        const SLSA: &str = "https://slsa.dev/provenance/v1";
+        let ci = p256();
+        let r = Rule {
+            attestation: Some(Attestation {
+                predicate_type: SLSA.into(),
+                keys: vec![ci.key()],
+            }),
+            ..rule("reg.example", vec![a.key()])
+        };
+        let sig = a.sign(&payload("reg.example/app:1", D1, SIGSTORE_TYPE));
+        let v = judge(
+            &[("node", &r)],
+            &image,
+            D1,
+            std::slice::from_ref(&sig),
+            &[],
+            &[bundle(&ci, D1, SLSA)],
+        )
+        .unwrap();
+        assert_eq!(v.by.len(), 2);
+        let e = judge(
+            &[("node", &r)],
+            &image,
+            D1,
+            &[],
+            &[],
+            &[good, bundle(&ci, D2, SLSA)],
+        )
+        .unwrap_err();
+        assert!(
+            e.ends_with("found an attestation about another digest"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_allow_list_and_the_configs_rules_are_part_of_the_policy() {
+        let a = p256();
+        let listed = D1;
+        let list = Allowed {
+            version: 4,
+            payload: "sha256:00".into(),
+            images: [
+                (None, listed.to_string()),
+                (Some("reg.example/team/app".to_string()), D2.to_string()),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let mut p = Policy::default();
+        let free = Reference::parse("reg.example/other:1").unwrap();
+        assert!(p.is_empty() && !p.covers(&free));
+        p.allowed = Some(list);
+        // (image, digest, refused or not)
+        let cases = [
+            ("reg.example/other:1", D1, None),
+            ("reg.example/team/app:1", D2, None),
+            (
+                "reg.example/other:1",
+                D2,
+                Some(format!(
+                    "refused (unlisted-image): {D2} of reg.example/other is not in the allow-list (version 4)"
+                )),
+            ),
+            (
+                "reg.example/team/app:1",
+                "sha256:3333333333333333333333333333333333333333333333333333333333333333",
+                Some("refused (unlisted-image): sha256:3333333333333333333333333333333333333333333333333333333333333333 of reg.example/team/app is not in the allow-list (version 4)".into()),
+            ),
+        ];
+        for (image, digest, want) in cases {
+            let r = Reference::parse(image).unwrap();
+            assert!(p.covers(&r), "{image}");
+            assert!(p.asks(&r).is_empty(), "{image}");
+            assert_eq!(p.unlisted(&r, digest), want, "{image} {digest}");
+        }
+        let before = p.digest();
+        // The config's rules are one more document, a floor: a document's
+        // `none` does not lift them.
+        let config = Rules(vec![rule("reg.example", vec![a.key()])]);
+        let mut p = p.with_config(&config);
+        p.documents.insert(
+            "the node document".into(),
+            Rules(vec![rule("reg.example/team", vec![])]),
+        );
+        assert_ne!(p.digest(), before);
+        let r = Reference::parse("reg.example/team/app:1").unwrap();
+        let asks: Vec<&str> = p.asks(&r).iter().map(|(d, _)| *d).collect();
+        assert_eq!(asks, vec![CONFIG_DOCUMENT]);
+        assert_eq!(
+            Policy::default().with_config(&Rules::default()),
+            Policy::default()
+        );
     }
 
     #[test]

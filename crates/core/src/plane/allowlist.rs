@@ -185,6 +185,19 @@ impl AllowList {
         .expect("an allow-list serialises")
     }
 
+    /// The list as an image policy holds it.
+    pub fn allowed(&self) -> crate::model::image_policy::Allowed {
+        crate::model::image_policy::Allowed {
+            version: self.version,
+            payload: self.payload_digest.to_string(),
+            images: self
+                .images
+                .iter()
+                .map(|l| (l.repository.clone(), l.digest.clone()))
+                .collect(),
+        }
+    }
+
     /// Whether it has expired at `now`.
     pub fn expired(&self, now: u64) -> bool {
         self.expires <= now
@@ -385,8 +398,17 @@ mod tests {
             ("no tag at all", "busybox".into(), Some("is not pinned by digest")),
             ("not a reference", "Busy Box".into(), Some("does not read")),
         ];
+        let allowed = l.allowed();
         for (what, image, says) in cases {
-            match (l.admits(&image), says) {
+            let got = l.admits(&image);
+            // The image policy's copy of the list (the device's gate)
+            // says the same of every pinned reference.
+            if let Ok(r) = Reference::parse(&image) {
+                if let Some(d) = &r.digest {
+                    assert_eq!(allowed.admits(&r, d), got, "{what}");
+                }
+            }
+            match (got, says) {
                 (Ok(()), None) => {}
                 (Err(e), Some(s)) => assert!(e.contains(s), "{what}: {e}"),
                 (got, want) => panic!("{what}: {got:?}, wanted {want:?}"),
