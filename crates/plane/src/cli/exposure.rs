@@ -9,16 +9,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::cli::fleet::{EachReport, Reports, enrolled_keys, read_reports};
+use crate::cli::fleet::{Reports, enrolled_keys, read_reports_judged, verdict};
 use crate::model::fleet::GroupName;
 use crate::model::names::{ModuleName, NodeId};
 use crate::plane::document::Desired;
-use crate::plane::enroll;
 use crate::plane::envelope::Envelope;
 use crate::plane::exposure::{Exposure, MoveOff, Package, Question, Sbom, moves_off, read_sbom};
 use crate::plane::group::{GroupDesired, HeldGroup, compose};
 use crate::plane::publish::{group_path, node_path};
-use crate::views::signed;
 
 /// The largest SBOM read.
 const MAX_SBOM: u64 = 256 << 20;
@@ -99,15 +97,15 @@ pub fn exposure(ask: &Ask) -> crate::cli::failure::Result<ExitCode> {
         .collect();
     let mut x = Exposure::new(question);
     let reading = super::progress::Progress::stderr("reports read", None);
-    let each: &mut EachReport = &mut |source, dir, read| {
-        reading.step();
-        let verdict = match read {
-            Ok(read) => signed::verify(read, dir, enroll::enrolled(&keys, dir)),
-            Err(e) => Err(signed::Unverified::Unreadable(e)),
-        };
-        x.take(source, verdict);
-    };
-    if let Err(e) = read_reports(&ask.reports, each) {
+    let read = read_reports_judged(
+        &ask.reports,
+        &|dir, read| verdict(Some(&keys), dir, read),
+        &mut |source, v| {
+            reading.step();
+            x.take(source, v);
+        },
+    );
+    if let Err(e) = read {
         return refused(e);
     }
     reading.done();

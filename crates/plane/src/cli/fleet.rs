@@ -29,7 +29,8 @@ use crate::plane::group::{GROUP_PAYLOAD_TYPE, GroupDesired, stamp_group};
 use crate::plane::publish::{Published, Times, group_path, plan, read_served};
 use crate::plane::rollup::Rollup;
 use crate::plane::trusted::TrustedSet;
-use crate::views::signed::{self, Enrolled, Read};
+use crate::views::ReportView;
+use crate::views::signed::{self, Enrolled, Read, Unverified};
 
 use super::progress::Progress;
 
@@ -496,6 +497,18 @@ impl Reports {
 /// for), and it or why it does not read.
 pub(super) type EachReport<'a> = dyn FnMut(&str, Option<&str>, Result<Read, String>) + 'a;
 
+/// A report judged: signed by the report key `keys` enroll for the node
+/// whose directory it is in (none given: none is), or why it is not
+/// counted.
+pub(super) fn verdict(
+    keys: Option<&Keys>,
+    dir: Option<&str>,
+    read: Result<Read, String>,
+) -> Result<ReportView, Unverified> {
+    let enrolled = keys.map_or(Enrolled::NoKeys, |k| enroll::enrolled(k, dir));
+    signed::verify(read.map_err(Unverified::Unreadable)?, dir, enrolled)
+}
+
 /// Rolls up every report, one at a time, counting only those signed by
 /// the report key `keys` enroll for the node whose directory each is in
 /// (none given: none is counted, all are listed); a group's claims counted
@@ -509,21 +522,14 @@ fn roll_up(
     let now = crate::host::clock::now();
     let mut r = served.map_or_else(Rollup::default, Rollup::served);
     let reading = Progress::stderr("reports read", None);
-    read_reports(reports, &mut |source, dir, read| {
-        reading.step();
-        match read {
-            Ok(read) => {
-                let enrolled = keys.map_or(Enrolled::NoKeys, |k| enroll::enrolled(k, dir));
-                r.take(
-                    source,
-                    signed::verify(read, dir, enrolled),
-                    now,
-                    silent_after,
-                );
-            }
-            Err(e) => r.unreadable(source, &e),
-        }
-    })?;
+    read_reports_judged(
+        reports,
+        &|dir, read| verdict(keys, dir, read),
+        &mut |source, v| {
+            reading.step();
+            r.take(source, v, now, silent_after);
+        },
+    )?;
     reading.done();
     if let Some(keys) = keys {
         r.missing(keys.keys().map(|n| n.as_str()));
@@ -552,43 +558,132 @@ fn served_revisions(site: &Path, names: &[GroupName]) -> BTreeMap<String, u64> {
 
 /// Reads every report, one at a time, into `each`.
 pub(super) fn read_reports(reports: &Reports, each: &mut EachReport) -> Result<(), String> {
+    read_reports_judged(
+        reports,
+        &|dir: Option<&str>, read| (dir.map(str::to_string), read),
+        &mut |source, (dir, read)| each(source, dir.as_deref(), read),
+    )
+}
+
+/// Judges every report with `judge` (given the directory it is in and it,
+/// or why it does not read) and gives each verdict to `each`, one at a
+/// time, on this thread. A directory's reports are read and judged on as
+/// many threads as there are cores (up to [`READERS`]), in no set order; a
+/// listing's as they arrive.
+pub(super) fn read_reports_judged<T: Send>(
+    reports: &Reports,
+    judge: &(dyn Fn(Option<&str>, Result<Read, String>) -> T + Sync),
+    each: &mut dyn FnMut(&str, T),
+) -> Result<(), String> {
     match reports {
-        Reports::Dir(dir) => read_dir_reports(dir, each),
+        Reports::Dir(dir) => read_dir_reports(dir, judge, each),
         Reports::Index(uri) => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the async runtime: {e}"))?
-            .block_on(read_index_reports(uri, each)),
+            .block_on(read_index_reports(uri, &mut |source, dir, read| {
+                each(source, judge(dir, read))
+            })),
     }
 }
 
-/// Reads every report (`status.json`) under `dir`, one at a time.
-fn read_dir_reports(dir: &Path, each: &mut EachReport) -> Result<(), String> {
-    let mut stack = vec![dir.to_path_buf()];
+/// The most threads reading and judging a directory's reports.
+const READERS: usize = 8;
+/// Reports passed between the threads at once (a thread woken per batch,
+/// not per report).
+const BATCH: usize = 256;
+/// The most batches waiting between the threads.
+const QUEUED: usize = 16;
+
+/// Reads every report (`status.json`) under `dir`: one thread walks the
+/// directories, the readers read and judge each report, and `each` takes
+/// the verdicts here. A directory that cannot be read ends the walk, and
+/// the run, with its error (the verdicts already made are given first).
+fn read_dir_reports<T: Send>(
+    dir: &Path,
+    judge: &(dyn Fn(Option<&str>, Result<Read, String>) -> T + Sync),
+    each: &mut dyn FnMut(&str, T),
+) -> Result<(), String> {
+    use std::sync::{Mutex, mpsc};
     if !dir.is_dir() {
         return Err(format!("{} is not a directory", dir.display()));
     }
+    let readers = std::thread::available_parallelism().map_or(1, |n| n.get().min(READERS));
+    let (paths, queued) = mpsc::sync_channel::<Vec<PathBuf>>(QUEUED);
+    let queued = Mutex::new(queued);
+    let (verdicts, judged) = mpsc::sync_channel::<Vec<(String, T)>>(QUEUED);
+    std::thread::scope(|scope| {
+        let walker = scope.spawn(move || walk_reports(dir, &paths));
+        for _ in 0..readers {
+            let (queued, verdicts) = (&queued, verdicts.clone());
+            scope.spawn(move || {
+                loop {
+                    let next = queued
+                        .lock()
+                        .map_err(|_| ())
+                        .and_then(|q| q.recv().map_err(|_| ()));
+                    let Ok(batch) = next else { break };
+                    let judged = batch
+                        .into_iter()
+                        .map(|path| {
+                            let source = path
+                                .strip_prefix(dir)
+                                .unwrap_or(&path)
+                                .display()
+                                .to_string();
+                            let node_dir = path
+                                .parent()
+                                .and_then(Path::file_name)
+                                .and_then(|d| d.to_str());
+                            let read = read_limited(&path).and_then(|b| Read::parse(&b));
+                            (source, judge(node_dir, read))
+                        })
+                        .collect();
+                    if verdicts.send(judged).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(verdicts);
+        for batch in judged {
+            for (source, verdict) in batch {
+                each(&source, verdict);
+            }
+        }
+        walker
+            .join()
+            .unwrap_or_else(|_| Err("the walk of the reports stopped".into()))
+    })
+}
+
+/// Walks `dir`, sending the path of every `status.json` under it, in
+/// batches.
+fn walk_reports(
+    dir: &Path,
+    paths: &std::sync::mpsc::SyncSender<Vec<PathBuf>>,
+) -> Result<(), String> {
+    let mut stack = vec![dir.to_path_buf()];
+    let mut batch = Vec::with_capacity(BATCH);
     while let Some(d) = stack.pop() {
         let entries =
             std::fs::read_dir(&d).map_err(|e| format!("cannot read {}: {e}", d.display()))?;
         for e in entries {
             let Ok(e) = e else { continue };
-            let path = e.path();
             match e.file_type() {
-                Ok(t) if t.is_dir() => stack.push(path),
+                Ok(t) if t.is_dir() => stack.push(e.path()),
                 Ok(t) if t.is_file() && e.file_name() == "status.json" => {
-                    let source = path
-                        .strip_prefix(dir)
-                        .unwrap_or(&path)
-                        .display()
-                        .to_string();
-                    let node_dir = path.parent().and_then(Path::file_name);
-                    let read = read_limited(&path).and_then(|b| Read::parse(&b));
-                    each(&source, node_dir.and_then(|d| d.to_str()), read);
+                    batch.push(e.path());
+                    if batch.len() == BATCH && paths.send(std::mem::take(&mut batch)).is_err() {
+                        return Ok(());
+                    }
                 }
                 _ => {}
             }
         }
+    }
+    if !batch.is_empty() {
+        let _ = paths.send(batch);
     }
     Ok(())
 }

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# `stead-plane exposure` over a large fleet (a benchmark, not a test):
+# STEAD_BENCH_REPORTS reports (1,000,000) written by scripts/fleet-reports.py
+# as a host keeps them (nodes/<id>/status.json, each signed by its device's
+# report key, every device enrolled; three modules, each running one of a
+# few versions of its image, named by manifest digest) and a CycloneDX SBOM
+# per image version, then asked three questions from the directory, every
+# report's signature checked: the devices per digest (no question), the
+# devices running one digest (--digest: 5 % of the fleet), and those running
+# an image whose SBOM lists a vulnerable version (--sbom --vulnerable: 10 %).
+# Printed: the wall time of each (medians of STEAD_BENCH_RUNS runs, 3), the
+# CPU time, reports per second, the peak resident set, and the machine.
+# STEAD_BENCH_BIN measures that binary instead of building
+# target/release/stead; STEAD_BENCH_DIR keeps the generated fleet there
+# (made once, reused while its count is the same) instead of a temporary
+# directory.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+NAME=bench-exposure.sh
+. scripts/lib.sh
+
+REPORTS="${STEAD_BENCH_REPORTS:-1000000}"
+RUNS="${STEAD_BENCH_RUNS:-3}"
+
+release_stead STEAD_BENCH_BIN
+
+if [ -n "${STEAD_BENCH_DIR:-}" ]; then
+    work="$STEAD_BENCH_DIR"
+    mkdir -p "$work"
+    trap 'exit 130' INT TERM
+else
+    work="$(mktemp -d /tmp/stead-bench-exposure.XXXXXX)"
+    trap 'rm -rf "$work"' EXIT
+    trap 'exit 130' INT TERM
+fi
+
+if [ "$(cat "$work/count" 2>/dev/null)" != "$REPORTS" ]; then
+    say "writing $REPORTS signed reports, their devices' keys and the SBOMs"
+    rm -rf "$work/root" "$work/fleet" "$work/sboms" "$work/count"
+    mkdir -p "$work/fleet"
+    scripts/fleet-reports.py "$work/root" "$REPORTS" "$work/fleet/device-keys.csv" --sboms "$work/sboms"
+    echo "$REPORTS" >"$work/count"
+fi
+du_mb="$(du -sm "$work/root" | cut -f1)"
+# app's version 3 (one device in 20); busybox 1.33.0 is in app's versions 3
+# and 13 (one in 10).
+digest="sha256:$(printf 'manifest app 3' | sha256sum | cut -d' ' -f1)"
+printf '# an advisory\nbusybox@1.33.0\n' >"$work/vulnerable.txt"
+
+# One question: wall seconds, CPU seconds and peak RSS (KiB); the answer
+# checked for the whole count and the devices affected.
+ask() {
+    local affected="$1"
+    shift
+    python3 - "$stead_plane" "$REPORTS" "$affected" "$@" <<'PY'
+import json, resource, subprocess, sys, time
+plane, n, affected, args = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+t = time.monotonic()
+out = subprocess.run([plane, "exposure", *args, "--json"], capture_output=True, text=True)
+wall = time.monotonic() - t
+if out.returncode != 0:
+    sys.exit(f"stead-plane exposure {args}: {out.stderr}")
+r = json.loads(out.stdout)
+if r["devices"] != n or r["unverified"] or r["unreadable"] or r["affected_devices"] != affected:
+    sys.exit(f"counted {r['devices']} of {n}, {r['unverified']} unverified, {r['unreadable']} unreadable, "
+             f"{r['affected_devices']} affected (expected {affected})")
+u = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(f"{wall:.3f} {u.ru_utime + u.ru_stime:.3f} {u.ru_maxrss}")
+PY
+}
+median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+
+base=(--reports "$work/root" --fleet "$work/fleet")
+for q in table digest packages; do
+    : >"$work/$q.times"
+    for run in $(seq 1 "$RUNS"); do
+        case "$q" in
+            table) ask 0 "${base[@]}" ;;
+            digest) ask $(((REPORTS + 19) / 20)) "${base[@]}" --digest "$digest" ;;
+            packages) ask $(((REPORTS + 9) / 10)) "${base[@]}" --sbom "$work/sboms" --vulnerable "$work/vulnerable.txt" ;;
+        esac >>"$work/$q.times" || die "the question '$q' failed"
+        say "$q run $run: $(tail -1 "$work/$q.times")"
+    done
+done
+
+echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r), $(date -u +%F)"
+echo "stead-plane: $stead_plane; $REPORTS reports, $du_mb MB on disk; medians of $RUNS runs"
+for q in table digest packages; do
+    wall="$(cut -d' ' -f1 "$work/$q.times" | median)"
+    cpu="$(cut -d' ' -f2 "$work/$q.times" | median)"
+    rss="$(cut -d' ' -f3 "$work/$q.times" | median)"
+    case "$q" in
+        table) what="devices per digest" ;;
+        digest) what="--digest (5 % affected)" ;;
+        packages) what="--sbom --vulnerable (10 % affected)" ;;
+    esac
+    echo "$what: ${wall} s wall, ${cpu} s CPU ($(awk -v n="$REPORTS" -v w="$wall" 'BEGIN { printf "%.0f", n / w }') reports/s), peak RSS $((rss / 1024)) MiB"
+done
