@@ -7,13 +7,18 @@
 //! device by that digest, by a vulnerable package an SBOM of the image
 //! lists (CycloneDX and SPDX), says which published revision moves it off,
 //! and finds it no longer once it has moved; a report moved to another
-//! node's directory is not counted; bad input is refused by name.
+//! node's directory is not counted; bad input is refused by name. With
+//! `--sbom-from-registry` the SBOMs come from the registry itself (with
+//! its login and CA): a cosign attestation (a DSSE envelope of an in-toto
+//! CycloneDX statement at `sha256-<hex>.att`) and an SPDX referrer found
+//! through the referrers tag schema; a registry not trusted is reported
+//! per digest and fails nothing.
 
 mod common;
 
 use common::agent::Agent;
 use common::plane::{Plane, plane_cli, plane_cli_with};
-use common::registry::Site;
+use common::registry::{Registry, Site, raw};
 use common::*;
 use serde_json::{Value as J, json};
 use stead::plane::envelope::SecretKey;
@@ -21,6 +26,117 @@ use stead::plane::envelope::SecretKey;
 fn write_json(path: &std::path::Path, v: &J) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, serde_json::to_vec_pretty(v).unwrap()).unwrap();
+}
+
+/// Uploads a blob to `repo`; its descriptor (with `media_type`).
+fn push_blob(reg: &Registry, repo: &str, media_type: &str, bytes: &[u8]) -> J {
+    let digest = stead::registry::client::sha256(bytes);
+    let (code, head, _) = raw(
+        &reg.addr,
+        "POST",
+        &format!("/v2/{repo}/blobs/uploads/"),
+        &[],
+        b"",
+    );
+    assert_eq!(code, 202, "{head}");
+    let location = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Location: "))
+        .expect("an upload's location")
+        .trim();
+    let path = location
+        .strip_prefix(&format!("http://{}", reg.addr))
+        .unwrap_or(location);
+    let (code, head, _) = raw(
+        &reg.addr,
+        "PUT",
+        &format!("{path}&digest={digest}"),
+        &[("Content-Type", "application/octet-stream")],
+        bytes,
+    );
+    assert_eq!(code, 201, "{head}");
+    json!({"mediaType": media_type, "digest": digest, "size": bytes.len()})
+}
+
+/// Puts `manifest` (of `media_type`) at `at` (a tag, or its digest when
+/// none); its descriptor.
+fn put_manifest(reg: &Registry, repo: &str, at: Option<&str>, media_type: &str, manifest: &J) -> J {
+    let body = manifest.to_string();
+    let digest = stead::registry::client::sha256(body.as_bytes());
+    let (code, head, _) = raw(
+        &reg.addr,
+        "PUT",
+        &format!("/v2/{repo}/manifests/{}", at.unwrap_or(&digest)),
+        &[("Content-Type", media_type)],
+        body.as_bytes(),
+    );
+    assert_eq!(code, 201, "{head}");
+    json!({"mediaType": media_type, "digest": digest, "size": body.len()})
+}
+
+const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+
+/// Attaches `sbom` to `digest` as `cosign attest --type cyclonedx` does:
+/// a DSSE envelope of an in-toto statement (its signature is not
+/// checked by the flag, so none is made) as the layer of the manifest
+/// tagged `sha256-<hex>.att`.
+fn attest_sbom(reg: &Registry, repo: &str, digest: &str, sbom: &J) {
+    use base64::Engine as _;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let statement = json!({
+        "_type": "https://in-toto.io/Statement/v0.1",
+        "predicateType": "https://cyclonedx.org/bom",
+        "subject": [{"name": repo, "digest": {"sha256": digest.trim_start_matches("sha256:")}}],
+        "predicate": sbom,
+    });
+    let envelope = json!({
+        "payloadType": "application/vnd.in-toto+json",
+        "payload": b64(statement.to_string().as_bytes()),
+        "signatures": [{"keyid": "", "sig": b64(b"not checked")}],
+    });
+    let mut layer = push_blob(
+        reg,
+        repo,
+        "application/vnd.dsse.envelope.v1+json",
+        envelope.to_string().as_bytes(),
+    );
+    layer["annotations"] = json!({"predicateType": "https://cyclonedx.org/bom"});
+    let config = push_blob(reg, repo, "application/vnd.oci.image.config.v1+json", b"{}");
+    let tag = format!("{}.att", digest.replacen(':', "-", 1));
+    put_manifest(
+        reg,
+        repo,
+        Some(&tag),
+        OCI_MANIFEST,
+        &json!({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "config": config, "layers": [layer]}),
+    );
+}
+
+/// Attaches `sbom` (SPDX JSON) to `digest` as an OCI 1.1 referrer, listed
+/// in the referrers tag schema's index (the registry has no referrers
+/// API).
+fn refer_sbom(reg: &Registry, repo: &str, digest: &str, sbom: &J) {
+    let spdx = "application/spdx+json";
+    let layer = push_blob(reg, repo, spdx, sbom.to_string().as_bytes());
+    let config = push_blob(reg, repo, "application/vnd.oci.empty.v1+json", b"{}");
+    let subject = json!({"mediaType": "application/vnd.docker.distribution.manifest.v2+json", "size": 0, "digest": digest});
+    let mut d = put_manifest(
+        reg,
+        repo,
+        None,
+        OCI_MANIFEST,
+        &json!({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": spdx,
+                "config": config, "layers": [layer], "subject": subject}),
+    );
+    d["artifactType"] = json!(spdx);
+    let index = "application/vnd.oci.image.index.v1+json";
+    put_manifest(
+        reg,
+        repo,
+        Some(&digest.replacen(':', "-", 1)),
+        index,
+        &json!({"schemaVersion": 2, "mediaType": index, "manifests": [d]}),
+    );
 }
 
 /// `stead-plane exposure` with `args`, as JSON (it must succeed).
@@ -227,6 +343,89 @@ fn exposure_finds_the_devices_that_run_a_digest_or_a_vulnerable_package_and_what
     let marked = exposure(&["--reports", s, "--fleet", f, "--sbom", sb]);
     assert_eq!(marked["digests"][&d1]["sbom"], true, "{marked:#}");
 
+    // SBOMs from the registry, asked with its login and CA: app:1's
+    // attested by cosign's tag, app:2's an SPDX referrer.
+    attest_sbom(
+        &site.plain,
+        "app",
+        &d1,
+        &json!({
+            "bomFormat": "CycloneDX", "specVersion": "1.5", "version": 1,
+            "components": [{"type": "library", "name": "openssl", "version": "3.0.11-1",
+                            "purl": "pkg:deb/debian/openssl@3.0.11-1"}],
+        }),
+    );
+    refer_sbom(
+        &site.plain,
+        "app",
+        &d2,
+        &json!({
+            "spdxVersion": "SPDX-2.3", "SPDXID": "SPDXRef-DOCUMENT", "name": "app",
+            "packages": [{"SPDXID": "SPDXRef-z", "name": "zlib", "versionInfo": "1.2.13"}],
+        }),
+    );
+    let auth = work.path().join("registry-auth.json");
+    std::fs::write(
+        &auth,
+        format!(
+            r#"{{"auths": {{"{}": {{"username": "ci", "password": "s3cret"}}}}}}"#,
+            site.reg.addr
+        ),
+    )
+    .unwrap();
+    let (auth, ca) = (auth.to_str().unwrap(), site.tls.ca.to_str().unwrap());
+    let from_registry = |package: &str, trusted: bool| {
+        let mut args = vec![
+            "--reports",
+            s,
+            "--fleet",
+            f,
+            "--package",
+            package,
+            "--sbom-from-registry",
+            "--registry-auth",
+            auth,
+        ];
+        if trusted {
+            args.extend(["--registry-ca", ca]);
+        }
+        exposure(&args)
+    };
+    let fetched = from_registry("pkg:deb/debian/openssl@3.0.11-1", true);
+    assert_eq!(fetched["affected_devices"], 1, "{fetched:#}");
+    assert_eq!(fetched["affected"][0]["node"], n.id.as_str(), "{fetched:#}");
+    assert_eq!(
+        fetched["affected"][0]["modules"][0]["why"],
+        json!(["pkg:deb/debian/openssl@3.0.11-1"]),
+        "{fetched:#}"
+    );
+    assert_eq!(
+        fetched["registry"][&d1],
+        json!({"repository": format!("{}/app", site.reg.addr), "sboms": 1}),
+        "{fetched:#}"
+    );
+    // A registry whose certificate is not trusted: not known, per digest,
+    // and the run still answers.
+    let untrusted = from_registry("pkg:deb/debian/openssl@3.0.11-1", false);
+    assert_eq!(untrusted["affected_devices"], 0, "{untrusted:#}");
+    let why = untrusted["registry"][&d1]["not_known"]
+        .as_str()
+        .unwrap_or("");
+    assert!(why.contains("TLS"), "{untrusted:#}");
+    let text = plane_cli(&[
+        "exposure",
+        "--reports",
+        s,
+        "--fleet",
+        f,
+        "--package",
+        "openssl@3.0.11-1",
+        "--sbom-from-registry",
+        "--registry-auth",
+        auth,
+    ]);
+    assert!(text.contains(&format!("SBOM not known: {d1}")), "{text}");
+
     // The revision published: the device moves to app:2 and runs app:1
     // no longer.
     publish(s);
@@ -247,6 +446,10 @@ fn exposure_finds_the_devices_that_run_a_digest_or_a_vulnerable_package_and_what
         list.to_str().unwrap(),
     ]);
     assert_eq!(by_list["affected"][0]["node"], n.id.as_str(), "{by_list:#}");
+    // app:2's SPDX referrer, from the registry.
+    let referred = from_registry("zlib@1.2.13", true);
+    assert_eq!(referred["affected_devices"], 1, "{referred:#}");
+    assert_eq!(referred["registry"][&d2]["sboms"], 1, "{referred:#}");
 
     // A report copied to another node's directory is listed, not counted,
     // and the other node (enrolled) is not known.
@@ -277,6 +480,7 @@ fn exposure_finds_the_devices_that_run_a_digest_or_a_vulnerable_package_and_what
             "--digest: \"app:1\" is not an image digest",
         ),
         (vec!["--package", "busybox@1.36.1"], "give --sbom DIR"),
+        (vec!["--registry-auth", "x.json"], "--sbom-from-registry"),
         (
             vec!["--package", "busybox"],
             "--package: \"busybox\" names no package version",

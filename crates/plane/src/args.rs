@@ -233,6 +233,23 @@ pub enum Verb {
         /// where a package is found
         #[arg(long = "sbom", value_name = "DIR")]
         sboms: Vec<PathBuf>,
+        /// Also fetch, for every image digest the counted reports name by
+        /// repository, the SBOMs its registry holds: OCI referrers (the
+        /// referrers API or its tag schema) of a CycloneDX or SPDX type, and
+        /// cosign's attestations (tag sha256-<hex>.att) of those predicate
+        /// types. Each blob is checked against its digest; an attestation's
+        /// signature is not checked. A registry that does not answer is
+        /// reported per digest and fails nothing
+        #[arg(long)]
+        sbom_from_registry: bool,
+        /// Registry logins for --sbom-from-registry (Docker's config.json
+        /// form, as the agent's registry_auth)
+        #[arg(long, value_name = "FILE", requires = "sbom_from_registry")]
+        registry_auth: Option<PathBuf>,
+        /// Extra CA certificates (PEM) a registry is trusted by, for
+        /// --sbom-from-registry
+        #[arg(long, value_name = "FILE", requires = "sbom_from_registry")]
+        registry_ca: Option<PathBuf>,
         /// The directory the host serves: each affected module told which
         /// published revision moves it off the image
         #[arg(long, value_name = "DIR")]
@@ -670,6 +687,9 @@ impl Cli {
                 packages,
                 vulnerable,
                 sboms,
+                sbom_from_registry,
+                registry_auth,
+                registry_ca,
                 site,
                 json,
             } => plane(PlaneCommand::Exposure(crate::cli::exposure::Ask {
@@ -680,6 +700,12 @@ impl Cli {
                 packages,
                 vulnerable,
                 sboms,
+                from_registry: sbom_from_registry.then(|| {
+                    Box::new(crate::cli::exposure::FromRegistry {
+                        auth: registry_auth,
+                        ca: registry_ca,
+                    })
+                }),
                 json,
             })),
             Verb::Status {

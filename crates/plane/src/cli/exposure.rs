@@ -3,13 +3,17 @@
 //! `status` reads them, one at a time, every signature checked against
 //! the enrolled keys), the SBOMs given, and, with the host's directory,
 //! which published revision moves each affected module off it. The rules
-//! are [`crate::plane::exposure`]'s; this reads the files.
+//! are [`crate::plane::exposure`]'s; this reads the files, and with
+//! `--sbom-from-registry` asks each digest's registry for its SBOMs
+//! ([`crate::cli::registry`]) the first time a counted report names it,
+//! during the one pass over the reports.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::cli::fleet::{Reports, enrolled_keys, read_reports_judged, verdict};
+use crate::cli::registry::Registries;
 use crate::model::fleet::GroupName;
 use crate::model::names::{ModuleName, NodeId};
 use crate::plane::document::Desired;
@@ -38,7 +42,16 @@ pub struct Ask {
     pub packages: Vec<String>,
     pub vulnerable: Option<PathBuf>,
     pub sboms: Vec<PathBuf>,
+    /// SBOMs fetched from the registry, with its logins and CA.
+    pub from_registry: Option<Box<FromRegistry>>,
     pub json: bool,
+}
+
+/// `--sbom-from-registry`'s logins and CA.
+#[derive(Debug, PartialEq, Eq)]
+pub struct FromRegistry {
+    pub auth: Option<PathBuf>,
+    pub ca: Option<PathBuf>,
 }
 
 /// Runs it: exit 0 with the answer (affected devices or not), 1 refused
@@ -62,10 +75,10 @@ pub fn exposure(ask: &Ask) -> crate::cli::failure::Result<ExitCode> {
             Err(e) => return refused(e),
         }
     }
-    if !vulnerable.is_empty() && ask.sboms.is_empty() {
+    if !vulnerable.is_empty() && ask.sboms.is_empty() && ask.from_registry.is_none() {
         return refused(
             "a package is found in an image only through its SBOM: give --sbom DIR \
-             (CycloneDX or SPDX JSON, one per image)"
+             (CycloneDX or SPDX JSON, one per image) or --sbom-from-registry"
                 .into(),
         );
     }
@@ -90,8 +103,25 @@ pub fn exposure(ask: &Ask) -> crate::cli::failure::Result<ExitCode> {
         }
     }
     let asked_packages = !vulnerable.is_empty();
+    let mut registries = match &ask.from_registry {
+        None => None,
+        Some(f) => match Registries::new(f.auth.as_deref(), f.ca.as_deref()) {
+            Ok(r) => Some(r),
+            Err(e) => return refused(e),
+        },
+    };
+    let runtime = match registries {
+        None => None,
+        Some(_) => match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(r) => Some(r),
+            Err(e) => return refused(format!("cannot start the async runtime: {e}")),
+        },
+    };
     // Which digests an SBOM was given for (marked in the table).
-    let described: HashMap<String, usize> = sboms
+    let mut described: HashMap<String, usize> = sboms
         .iter()
         .flat_map(|(_, s)| s.digests.iter().map(|d| (d.clone(), s.packages.len())))
         .collect();
@@ -102,6 +132,9 @@ pub fn exposure(ask: &Ask) -> crate::cli::failure::Result<ExitCode> {
         &|dir, read| verdict(Some(&keys), dir, read),
         &mut |source, v| {
             reading.step();
+            if let (Some(reg), Some(rt), Ok(r)) = (registries.as_mut(), runtime.as_ref(), &v) {
+                fetch_new(&mut x, reg, rt, r, &vulnerable);
+            }
             x.take(source, v);
         },
     );
@@ -109,9 +142,14 @@ pub fn exposure(ask: &Ask) -> crate::cli::failure::Result<ExitCode> {
         return refused(e);
     }
     reading.done();
+    for (d, f) in x.registry.iter().flatten() {
+        if f.sboms > 0 {
+            described.insert(d.clone(), f.sboms);
+        }
+    }
     x.finish(
         keys.keys().map(|n| n.as_str()),
-        (!ask.sboms.is_empty()).then_some(&described),
+        (!ask.sboms.is_empty() || ask.from_registry.is_some()).then_some(&described),
     );
     if let Some(site) = &ask.site {
         let mut served = Served::new(site);
@@ -124,7 +162,7 @@ pub fn exposure(ask: &Ask) -> crate::cli::failure::Result<ExitCode> {
     }
     if asked_packages && x.asked.as_ref().is_some_and(BTreeMap::is_empty) {
         eprintln!(
-            "stead-plane: no SBOM given lists a version asked for: no image is known to hold one"
+            "stead-plane: no SBOM given or fetched lists a version asked for: no image is known to hold one"
         );
     }
     if ask.json {
@@ -136,6 +174,49 @@ pub fn exposure(ask: &Ask) -> crate::cli::failure::Result<ExitCode> {
         print!("{}", x.text());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Fetches the SBOMs of every digest `r` names by a repository that no
+/// report named before, and asks about them, before `r` is taken. A
+/// digest is looked up at each repository `r` names it by until one
+/// answers; why none did is recorded for it.
+fn fetch_new(
+    x: &mut Exposure,
+    reg: &mut Registries,
+    rt: &tokio::runtime::Runtime,
+    r: &crate::views::ReportView,
+    vulnerable: &[Package],
+) {
+    let mut by_digest: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (d, repo) in Exposure::named_by(r) {
+        if !x.fetched(&d) {
+            by_digest.entry(d).or_default().push(repo);
+        }
+    }
+    for (d, repos) in by_digest {
+        let mut last = (String::new(), Err(String::new()));
+        for repo in repos {
+            // Its own thread: the reports may be read inside a runtime
+            // already (from a URL), where another cannot block.
+            let found = std::thread::scope(|s| {
+                s.spawn(|| rt.block_on(reg.sboms(&repo, &d)))
+                    .join()
+                    .unwrap_or_else(|_| Err("the registry client failed".into()))
+            });
+            let ok = found.is_ok();
+            last = (repo, found);
+            if ok {
+                break;
+            }
+        }
+        let (repo, found) = last;
+        x.ask_sbom(
+            &repo,
+            &d,
+            found.as_deref().map_err(Clone::clone),
+            vulnerable,
+        );
+    }
 }
 
 /// A list of package versions: one per line (`#` starts a comment).

@@ -565,6 +565,10 @@ pub(super) fn read_reports(reports: &Reports, each: &mut EachReport) -> Result<(
     )
 }
 
+/// What judges a report: given the directory it is in and it, or why it
+/// does not read.
+pub(super) type Judge<'a, T> = dyn Fn(Option<&str>, Result<Read, String>) -> T + Sync + 'a;
+
 /// Judges every report with `judge` (given the directory it is in and it,
 /// or why it does not read) and gives each verdict to `each`, one at a
 /// time, on this thread. A directory's reports are read and judged on as
@@ -572,7 +576,7 @@ pub(super) fn read_reports(reports: &Reports, each: &mut EachReport) -> Result<(
 /// listing's as they arrive.
 pub(super) fn read_reports_judged<T: Send>(
     reports: &Reports,
-    judge: &(dyn Fn(Option<&str>, Result<Read, String>) -> T + Sync),
+    judge: &Judge<'_, T>,
     each: &mut dyn FnMut(&str, T),
 ) -> Result<(), String> {
     match reports {
@@ -601,7 +605,7 @@ const QUEUED: usize = 16;
 /// the run, with its error (the verdicts already made are given first).
 fn read_dir_reports<T: Send>(
     dir: &Path,
-    judge: &(dyn Fn(Option<&str>, Result<Read, String>) -> T + Sync),
+    judge: &Judge<'_, T>,
     each: &mut dyn FnMut(&str, T),
 ) -> Result<(), String> {
     use std::sync::{Mutex, mpsc};

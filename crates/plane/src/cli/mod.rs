@@ -12,6 +12,7 @@ pub mod fleet;
 pub mod import;
 pub mod plane;
 pub mod progress;
+pub mod registry;
 pub mod trust;
 pub mod upload;
 

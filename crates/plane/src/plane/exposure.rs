@@ -13,6 +13,16 @@
 //! ID. Without a question, the answer is the devices per digest, every
 //! digest whole. With one, every affected device is listed, never capped:
 //! it is the list a security officer acts on.
+//!
+//! SBOMs fetched from the registry (`--sbom-from-registry`) keep the one
+//! pass: the question may grow while reports are read
+//! ([`Exposure::ask_sbom`]). The first time a counted report names a
+//! digest by a repository, its SBOMs are fetched and asked about before
+//! that report is taken, so every report naming a digest is matched
+//! against a question already settled for it; what is kept is one entry
+//! per distinct digest ([`Exposure::registry`]), never per device. A
+//! digest is looked up once, at the repositories the first report naming
+//! it gives.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -474,10 +484,27 @@ pub struct Exposure {
     /// Enrolled nodes without a counted report (not known either).
     pub missing: u64,
     pub missing_listed: Vec<String>,
+    /// With SBOMs from the registry: per digest the counted reports name
+    /// by a repository, what its registry holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registry: Option<BTreeMap<String, FromRegistry>>,
     #[serde(skip)]
     question: Option<Question>,
     #[serde(skip)]
     counted: HashSet<String>,
+}
+
+/// What a registry holds for one digest.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FromRegistry {
+    /// The repository asked.
+    pub repository: String,
+    /// The SBOMs found for it (0: none).
+    pub sboms: usize,
+    /// Why nothing is known (the registry did not answer, refused, or
+    /// served something unreadable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_known: Option<String>,
 }
 
 /// Every digest a report's module is found by: its repository digests
@@ -508,6 +535,58 @@ impl Exposure {
             question,
             ..Exposure::default()
         }
+    }
+
+    /// Whether `digest` was looked up in its registry already.
+    pub fn fetched(&self, digest: &str) -> bool {
+        self.registry
+            .as_ref()
+            .is_some_and(|r| r.contains_key(digest))
+    }
+
+    /// Records what the registry of `repository` holds for `digest`: its
+    /// SBOMs (asked about `vulnerable` when there is a question) or why
+    /// nothing is known. Done before the first report naming `digest` is
+    /// taken.
+    pub fn ask_sbom(
+        &mut self,
+        repository: &str,
+        digest: &str,
+        found: Result<&[Sbom], String>,
+        vulnerable: &[Package],
+    ) {
+        let (sboms, not_known) = match found {
+            Ok(sboms) => {
+                if let Some(q) = self.question.as_mut() {
+                    for s in sboms {
+                        q.sbom(s, vulnerable);
+                    }
+                    self.asked = Some(q.targets.clone());
+                }
+                (sboms.len(), None)
+            }
+            Err(why) => (0, Some(why)),
+        };
+        self.registry.get_or_insert_default().insert(
+            digest.to_string(),
+            FromRegistry {
+                repository: repository.to_string(),
+                sboms,
+                not_known,
+            },
+        );
+    }
+
+    /// The repositories a report names each digest by.
+    pub fn named_by(r: &ReportView) -> Vec<(String, String)> {
+        r.modules
+            .values()
+            .flat_map(|m| &m.image_digests)
+            .filter_map(|x| {
+                let (repo, _) = x.rsplit_once('@')?;
+                Some((digest_of(x)?, repo.to_string()))
+            })
+            .collect()
     }
 
     /// Takes one report as [`crate::views::signed::verify`] judged it.
@@ -697,6 +776,16 @@ impl Exposure {
                 }
             }
         }
+        if let Some(registry) = &self.registry {
+            for (d, f) in registry {
+                let repo = escape(&f.repository);
+                let _ = match &f.not_known {
+                    Some(why) => writeln!(out, "SBOM not known: {d} ({repo}): {}", escape(why)),
+                    None if f.sboms == 0 => writeln!(out, "no SBOM in the registry: {d} ({repo})"),
+                    None => writeln!(out, "SBOMs in the registry {}: {d} ({repo})", f.sboms),
+                };
+            }
+        }
         let not_known = self.unverified + self.unreadable + self.missing;
         if not_known > 0 {
             let _ = writeln!(
@@ -809,6 +898,8 @@ pub fn moves_off(
         },
     }
 }
+
+pub mod referrers;
 
 #[cfg(test)]
 mod tests;

@@ -333,3 +333,58 @@ fn an_sbom_listing_a_vulnerable_version_asks_for_its_images() {
     assert_eq!(none.sbom(&sbom, &vulnerable[1..]), 0);
     assert!(none.is_empty());
 }
+
+#[test]
+fn sboms_from_the_registry_grow_the_question_before_the_reports_naming_them_are_taken() {
+    let vulnerable = [Package::parse("openssl@3.0.11").unwrap()];
+    let listing = |d: &str, version: &str| Sbom {
+        digests: [d.to_string()].into(),
+        packages: vec![Package::parse(&format!("openssl@{version}")).unwrap()],
+        format: "CycloneDX",
+    };
+    let r = report(
+        "a",
+        json!({"web": module(&[format!("reg/app@{D1}"), format!("reg/other@{D2}")], ID)}),
+    );
+    assert_eq!(
+        Exposure::named_by(&r),
+        [
+            (D1.to_string(), "reg/app".to_string()),
+            (D2.to_string(), "reg/other".to_string())
+        ]
+    );
+    // (what the registry holds for D1, whether device a is affected)
+    for (found, affected) in [
+        (Ok(vec![listing(D1, "3.0.11")]), true),
+        (Ok(vec![listing(D1, "3.0.12")]), false),
+        (Ok(vec![]), false),
+        (Err("reg: no answer in time".to_string()), false),
+    ] {
+        let mut x = Exposure::new(Some(Question::default()));
+        assert!(!x.fetched(D1));
+        x.ask_sbom(
+            "reg/app",
+            D1,
+            found.as_deref().map_err(Clone::clone),
+            &vulnerable,
+        );
+        assert!(x.fetched(D1) && !x.fetched(D2));
+        x.take("x", Ok(r.clone()));
+        x.finish(["a"], None);
+        assert_eq!(x.affected_devices == 1, affected, "{found:?}");
+        let f = &x.registry.as_ref().unwrap()[D1];
+        assert_eq!(f.sboms, found.as_ref().map_or(0, Vec::len));
+        let text = x.text();
+        match &found {
+            Err(why) => assert_eq!(f.not_known.as_deref(), Some(why.as_str())),
+            Ok(v) if v.is_empty() => assert!(text.contains("no SBOM in the registry"), "{text}"),
+            Ok(_) => assert!(text.contains("SBOMs in the registry 1"), "{text}"),
+        }
+        if found.is_err() {
+            assert!(
+                text.contains(&format!("SBOM not known: {D1} (reg/app)")),
+                "{text}"
+            );
+        }
+    }
+}
