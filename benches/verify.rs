@@ -3,8 +3,9 @@
 //! key, and by an Ed25519 key, over a simple-signing payload), and the
 //! device's whole check against Debian's registry (Distribution) on
 //! loopback: the tag's digest by HEAD, the signature manifest at
-//! `sha256-<hex>.sig`, its payload blob, the image's manifest and config,
-//! and the verdict, with a client that already knows the registry (as the
+//! `sha256-<hex>.sig`, its payload blob, the referrers API (which
+//! Distribution does not serve: 404) and its tag schema (404), the image's
+//! manifest and config, and the verdict, with a client that already knows the registry (as the
 //! agent's does after its first check) and with a new one. Needs
 //! `docker-registry` (scripts/test.sh installs it). Prints medians;
 //! asserts nothing about time.
@@ -267,7 +268,7 @@ fn main() {
         ms(ed_verdict)
     );
     println!(
-        "  the whole check, registry on loopback:      {:.3} ms (5 requests)",
+        "  the whole check, registry on loopback:      {:.3} ms (7 requests)",
         ms(warm)
     );
     println!(
