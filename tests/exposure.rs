@@ -18,7 +18,7 @@ mod common;
 
 use common::agent::Agent;
 use common::plane::{Plane, plane_cli, plane_cli_with};
-use common::registry::{Registry, Site, raw};
+use common::registry::{Registry, Site, push_blob, raw};
 use common::*;
 use serde_json::{Value as J, json};
 use stead::plane::envelope::SecretKey;
@@ -26,36 +26,6 @@ use stead::plane::envelope::SecretKey;
 fn write_json(path: &std::path::Path, v: &J) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, serde_json::to_vec_pretty(v).unwrap()).unwrap();
-}
-
-/// Uploads a blob to `repo`; its descriptor (with `media_type`).
-fn push_blob(reg: &Registry, repo: &str, media_type: &str, bytes: &[u8]) -> J {
-    let digest = stead::registry::client::sha256(bytes);
-    let (code, head, _) = raw(
-        &reg.addr,
-        "POST",
-        &format!("/v2/{repo}/blobs/uploads/"),
-        &[],
-        b"",
-    );
-    assert_eq!(code, 202, "{head}");
-    let location = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Location: "))
-        .expect("an upload's location")
-        .trim();
-    let path = location
-        .strip_prefix(&format!("http://{}", reg.addr))
-        .unwrap_or(location);
-    let (code, head, _) = raw(
-        &reg.addr,
-        "PUT",
-        &format!("{path}&digest={digest}"),
-        &[("Content-Type", "application/octet-stream")],
-        bytes,
-    );
-    assert_eq!(code, 201, "{head}");
-    json!({"mediaType": media_type, "digest": digest, "size": bytes.len()})
 }
 
 /// Puts `manifest` (of `media_type`) at `at` (a tag, or its digest when
@@ -94,14 +64,14 @@ fn attest_sbom(reg: &Registry, repo: &str, digest: &str, sbom: &J) {
         "payload": b64(statement.to_string().as_bytes()),
         "signatures": [{"keyid": "", "sig": b64(b"not checked")}],
     });
-    let mut layer = push_blob(
+    let mut layer = push_described(
         reg,
         repo,
         "application/vnd.dsse.envelope.v1+json",
         envelope.to_string().as_bytes(),
     );
     layer["annotations"] = json!({"predicateType": "https://cyclonedx.org/bom"});
-    let config = push_blob(reg, repo, "application/vnd.oci.image.config.v1+json", b"{}");
+    let config = push_described(reg, repo, "application/vnd.oci.image.config.v1+json", b"{}");
     let tag = format!("{}.att", digest.replacen(':', "-", 1));
     put_manifest(
         reg,
@@ -117,8 +87,8 @@ fn attest_sbom(reg: &Registry, repo: &str, digest: &str, sbom: &J) {
 /// API).
 fn refer_sbom(reg: &Registry, repo: &str, digest: &str, sbom: &J) {
     let spdx = "application/spdx+json";
-    let layer = push_blob(reg, repo, spdx, sbom.to_string().as_bytes());
-    let config = push_blob(reg, repo, "application/vnd.oci.empty.v1+json", b"{}");
+    let layer = push_described(reg, repo, spdx, sbom.to_string().as_bytes());
+    let config = push_described(reg, repo, "application/vnd.oci.empty.v1+json", b"{}");
     let subject = json!({"mediaType": "application/vnd.docker.distribution.manifest.v2+json", "size": 0, "digest": digest});
     let mut d = put_manifest(
         reg,
@@ -137,6 +107,12 @@ fn refer_sbom(reg: &Registry, repo: &str, digest: &str, sbom: &J) {
         index,
         &json!({"schemaVersion": 2, "mediaType": index, "manifests": [d]}),
     );
+}
+
+/// Uploads a blob to `repo`; its descriptor (with `media_type`).
+fn push_described(reg: &Registry, repo: &str, media_type: &str, bytes: &[u8]) -> J {
+    let digest = push_blob(reg, repo, bytes);
+    json!({"mediaType": media_type, "digest": digest, "size": bytes.len()})
 }
 
 /// `stead-plane exposure` with `args`, as JSON (it must succeed).

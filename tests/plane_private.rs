@@ -551,28 +551,7 @@ http {{
             ca = tls.ca.display(),
             root = root.display(),
         );
-        let conf_path = dir.path().join("nginx.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let child = Command::new("/usr/sbin/nginx")
-            .arg("-p")
-            .arg(format!("{d}/"))
-            .arg("-c")
-            .arg(&conf_path)
-            .arg("-e")
-            .arg(dir.path().join("error.log"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                std::time::Instant::now() < end,
-                "nginx did not listen: {}",
-                std::fs::read_to_string(dir.path().join("error.log")).unwrap_or_default()
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        let child = common::tls::start_nginx(dir.path(), &conf, port);
         Private {
             child,
             port,

@@ -15,7 +15,7 @@ use base64::engine::general_purpose::STANDARD;
 use common::agent::Agent;
 use common::desired::*;
 use common::plane::Plane;
-use common::registry::{Registry, Site, raw};
+use common::registry::{Registry, Site, push_blob, raw};
 use common::*;
 use ring::rand::SystemRandom;
 use ring::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair};
@@ -87,36 +87,6 @@ impl CosignKey {
         );
         assert_eq!(code, 201, "{head}");
     }
-}
-
-/// Uploads a blob to `repo`; its digest.
-fn push_blob(reg: &Registry, repo: &str, bytes: &[u8]) -> String {
-    let digest = stead::registry::client::sha256(bytes);
-    let (code, head, _) = raw(
-        &reg.addr,
-        "POST",
-        &format!("/v2/{repo}/blobs/uploads/"),
-        &[],
-        b"",
-    );
-    assert_eq!(code, 202, "{head}");
-    let location = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Location: "))
-        .expect("an upload's location")
-        .trim();
-    let path = location
-        .strip_prefix(&format!("http://{}", reg.addr))
-        .unwrap_or(location);
-    let (code, head, _) = raw(
-        &reg.addr,
-        "PUT",
-        &format!("{path}&digest={digest}"),
-        &[("Content-Type", "application/octet-stream")],
-        bytes,
-    );
-    assert_eq!(code, 201, "{head}");
-    digest
 }
 
 /// Signing at the site's plain registry, as the agent names the image.

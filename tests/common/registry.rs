@@ -529,3 +529,34 @@ impl Site {
         ))
     }
 }
+
+/// Uploads a blob to `repo` at `reg` (a monolithic upload, as cosign and
+/// oras push one); its digest.
+pub fn push_blob(reg: &Registry, repo: &str, bytes: &[u8]) -> String {
+    let digest = stead::registry::client::sha256(bytes);
+    let (code, head, _) = raw(
+        &reg.addr,
+        "POST",
+        &format!("/v2/{repo}/blobs/uploads/"),
+        &[],
+        b"",
+    );
+    assert_eq!(code, 202, "{head}");
+    let location = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Location: "))
+        .expect("an upload's location")
+        .trim();
+    let path = location
+        .strip_prefix(&format!("http://{}", reg.addr))
+        .unwrap_or(location);
+    let (code, head, _) = raw(
+        &reg.addr,
+        "PUT",
+        &format!("{path}&digest={digest}"),
+        &[("Content-Type", "application/octet-stream")],
+        bytes,
+    );
+    assert_eq!(code, 201, "{head}");
+    digest
+}

@@ -204,28 +204,7 @@ http {{
             key = certs.key.display(),
             root = root.display(),
         );
-        let conf_path = dir.path().join("nginx.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let child = Command::new("/usr/sbin/nginx")
-            .arg("-p")
-            .arg(format!("{d}/"))
-            .arg("-c")
-            .arg(&conf_path)
-            .arg("-e")
-            .arg(dir.path().join("error.log"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                std::time::Instant::now() < end,
-                "nginx did not listen: {}",
-                std::fs::read_to_string(dir.path().join("error.log")).unwrap_or_default()
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        let child = start_nginx(dir.path(), &conf, port);
         Tls {
             child,
             port,
@@ -238,4 +217,32 @@ http {{
     pub fn base(&self) -> String {
         format!("https://127.0.0.1:{}", self.port)
     }
+}
+
+/// Starts Debian's nginx with `conf` (written into `dir`, its prefix and
+/// error log there) and waits until it listens on `port`.
+pub fn start_nginx(dir: &std::path::Path, conf: &str, port: u16) -> Child {
+    let conf_path = dir.join("nginx.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let child = Command::new("/usr/sbin/nginx")
+        .arg("-p")
+        .arg(format!("{}/", dir.display()))
+        .arg("-c")
+        .arg(&conf_path)
+        .arg("-e")
+        .arg(dir.join("error.log"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < end,
+            "nginx did not listen: {}",
+            std::fs::read_to_string(dir.join("error.log")).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child
 }
