@@ -1116,12 +1116,18 @@ impl Syncer {
             .and_then(|d| d.to_str().ok())
             .and_then(time::parse_http_date);
         // A `Date` read over TLS that verified (an answer over https is
-        // one) may step the clock forward (`[clock] step`); the contact
-        // keeps the clock as it reads after.
+        // one) may step the clock forward (`[clock] step`), at most a day
+        // past signed time; the contact keeps the clock as it reads after.
         let now = match date {
             Some(d) if self.url.starts_with("https://") => {
-                crate::plane::clock::step_forward(now, d, "the plane host's Date over verified TLS")
-                    .unwrap_or(now)
+                let to =
+                    crate::model::clock::date_target(d, crate::host::clock::process_floor().get());
+                crate::plane::clock::step_forward(
+                    now,
+                    to,
+                    "the plane host's Date over verified TLS",
+                )
+                .unwrap_or(now)
             }
             _ => now,
         };

@@ -38,6 +38,21 @@ pub fn step_to(clock: u64, target: u64) -> Option<u64> {
     (target > clock.saturating_add(STEP_THRESHOLD)).then_some(target)
 }
 
+/// How far past the time floor a plane host's `Date` may step the clock:
+/// a day, as far as signed time may lead the node's clocks (the plane's
+/// `accept::MAX_SKEW`). A host is trusted for
+/// transport, not for time: one that answers a date years ahead (taken
+/// over, or a cache gone wrong) could otherwise step a device's clock so
+/// far that its plane's certificate and documents read as expired, and
+/// nothing steps a clock back.
+pub const DATE_LEAD: u64 = 24 * 3600;
+
+/// The time a plane host's `Date` may step the clock to: the date, at
+/// most [`DATE_LEAD`] past the `floor` (signed time).
+pub fn date_target(date: u64, floor: u64) -> u64 {
+    date.min(floor.saturating_add(DATE_LEAD))
+}
+
 /// The device's clock skew against a plane host's `Date`, in seconds:
 /// positive when the device is ahead.
 pub fn skew(clock: u64, date: u64) -> i64 {
@@ -168,6 +183,21 @@ mod tests {
             (u64::MAX - 1, u64::MAX, None),
         ] {
             assert_eq!(step_to(clock, target), want, "{clock} → {target}");
+        }
+    }
+
+    #[test]
+    fn a_host_s_date_steps_the_clock_at_most_a_day_past_signed_time() {
+        const F: u64 = 1_700_000_000;
+        for (date, floor, want) in [
+            (F + 3600, F, F + 3600),
+            (F + DATE_LEAD, F, F + DATE_LEAD),
+            (F + DATE_LEAD + 1, F, F + DATE_LEAD),
+            (4_000_000_000, F, F + DATE_LEAD),
+            (F - 10, F, F - 10),
+            (u64::MAX, u64::MAX - 1, u64::MAX),
+        ] {
+            assert_eq!(date_target(date, floor), want, "{date} over {floor}");
         }
     }
 
