@@ -245,13 +245,19 @@ impl PublicKey {
         STANDARD.encode(self.0)
     }
 
+    /// The key's 32 bytes.
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
     /// The key's id.
     pub fn id(&self) -> KeyId {
         KeyId(Digest::of(&self.0).hex()[..16].to_string())
     }
 
-    /// Whether `sig` is this key's signature of `message`.
-    fn verifies(&self, message: &[u8], sig: &[u8]) -> bool {
+    /// Whether `sig` is this key's signature of `message` (RFC 8032's
+    /// check, ring's).
+    pub fn verifies(&self, message: &[u8], sig: &[u8]) -> bool {
         ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, &self.0)
             .verify(message, sig)
             .is_ok()

@@ -240,36 +240,105 @@ fn carried(report: &ReportView) -> Result<PublicKey, Unverified> {
 /// names before the payload is trusted; a report that does not verify is
 /// still read to say why (moved to another node's directory first).
 pub fn verify(read: Read, dir: Option<&str>, enrolled: Enrolled) -> Result<ReportView, Unverified> {
+    match check(read, dir, enrolled) {
+        Checked::Judged(v) => v,
+        Checked::Signature(p) => {
+            let good = p.key.verifies(&p.message, &p.signature);
+            p.verdict(good)
+        }
+    }
+}
+
+/// A report judged in all but its one signature's check (what
+/// [`check`] leaves to its caller, which may check many at once).
+#[derive(Debug)]
+pub enum Checked<'k> {
+    /// Its verdict.
+    Judged(Result<ReportView, Unverified>),
+    /// Counted when `signature` is `key`'s of `message`.
+    Signature(Pending<'k>),
+}
+
+/// A report whose verdict waits only on its one signature.
+#[derive(Debug)]
+pub struct Pending<'k> {
+    /// The enrolled key that must have signed it.
+    pub key: &'k PublicKey,
+    /// What it signed: the envelope's pre-authentication encoding.
+    pub message: Vec<u8>,
+    /// The signature.
+    pub signature: [u8; 64],
+    report: ReportView,
+}
+
+impl Pending<'_> {
+    /// Its verdict, given whether [`Pending::signature`] is
+    /// [`Pending::key`]'s of [`Pending::message`].
+    pub fn verdict(self, good: bool) -> Result<ReportView, Unverified> {
+        if good {
+            counted(self.report, self.key)
+        } else {
+            Err(Unverified::BadSignature)
+        }
+    }
+}
+
+/// `report`, signed by the enrolled key `k`: counted when it carries `k`.
+fn counted(report: ReportView, k: &PublicKey) -> Result<ReportView, Unverified> {
+    if carried(&report)? == *k {
+        Ok(report)
+    } else {
+        Err(Unverified::NotItsKey(
+            "it carries a report key other than the enrolled one that signed it".into(),
+        ))
+    }
+}
+
+/// [`verify`], all but the check of a report's signature when it has one
+/// naming the enrolled key: that check is left to the caller
+/// ([`Checked::Signature`]), who may check many in one batch. An envelope
+/// with more signatures, or none naming the key, is judged here whole.
+pub fn check<'k>(read: Read, dir: Option<&str>, enrolled: Enrolled<'k>) -> Checked<'k> {
     let env = match read {
         Read::Plain(r) => {
-            return Err(moved(&r.node, dir).unwrap_or(Unverified::Unsigned));
+            return Checked::Judged(Err(moved(&r.node, dir).unwrap_or(Unverified::Unsigned)));
         }
         Read::Signed(env) => env,
     };
-    let checked = match enrolled {
-        Enrolled::Key(k) => Ok((
-            k,
-            envelope::verify_as(&env, std::slice::from_ref(k), PAYLOAD_TYPE, WHAT),
-        )),
-        Enrolled::NoKeys => Err(Unverified::NoKeys),
-        Enrolled::NotEnrolled => Err(Unverified::NotEnrolled),
-        Enrolled::NoReportKey => Err(Unverified::NoReportKey),
+    let report = match payload(&env) {
+        Ok(r) => r,
+        Err(e) => return Checked::Judged(Err(e)),
     };
-    let report = payload(&env)?;
     if let Some(m) = moved(&report.node, dir) {
-        return Err(m);
+        return Checked::Judged(Err(m));
     }
-    let (k, checked) = checked?;
-    match checked {
-        Ok(_) if carried(&report)? == *k => Ok(report),
-        Ok(_) => Err(Unverified::NotItsKey(
-            "it carries a report key other than the enrolled one that signed it".into(),
-        )),
-        Err(VerifyError::Unsigned) => Err(Unverified::Unsigned),
-        Err(VerifyError::BadSignature { .. }) => Err(Unverified::BadSignature),
-        Err(VerifyError::UnknownKey { keyids }) => Err(Unverified::OtherKey(keyids)),
-        Err(e @ VerifyError::PayloadType(..)) => Err(Unverified::Unreadable(e.to_string())),
+    let k = match enrolled {
+        Enrolled::Key(k) => k,
+        Enrolled::NoKeys => return Checked::Judged(Err(Unverified::NoKeys)),
+        Enrolled::NotEnrolled => return Checked::Judged(Err(Unverified::NotEnrolled)),
+        Enrolled::NoReportKey => return Checked::Judged(Err(Unverified::NoReportKey)),
+    };
+    if let [s] = env.signatures.as_slice()
+        && env.payload_type == PAYLOAD_TYPE
+        && let Ok(signature) = <[u8; 64]>::try_from(s.sig.as_slice())
+        && s.keyid == k.id().as_str()
+    {
+        return Checked::Signature(Pending {
+            key: k,
+            message: envelope::pae(&env.payload_type, &env.payload),
+            signature,
+            report,
+        });
     }
+    Checked::Judged(
+        match envelope::verify_as(&env, std::slice::from_ref(k), PAYLOAD_TYPE, WHAT) {
+            Ok(_) => counted(report, k),
+            Err(VerifyError::Unsigned) => Err(Unverified::Unsigned),
+            Err(VerifyError::BadSignature { .. }) => Err(Unverified::BadSignature),
+            Err(VerifyError::UnknownKey { keyids }) => Err(Unverified::OtherKey(keyids)),
+            Err(e @ VerifyError::PayloadType(..)) => Err(Unverified::Unreadable(e.to_string())),
+        },
+    )
 }
 
 /// What a report says of its device's keys, for enrolment.

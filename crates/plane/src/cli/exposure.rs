@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::cli::fleet::{Reports, enrolled_keys, read_reports_judged, verdict};
+use crate::cli::fleet::{Reports, enrolled_keys, read_reports_judged, verdicts};
 use crate::cli::registry::Registries;
 use crate::model::fleet::GroupName;
 use crate::model::names::{ModuleName, NodeId};
@@ -127,9 +127,10 @@ pub fn exposure(ask: &Ask) -> crate::cli::failure::Result<ExitCode> {
         .collect();
     let mut x = Exposure::new(question);
     let reading = super::progress::Progress::stderr("reports read", None);
+    let index = crate::plane::enroll::Index::new(&keys);
     let read = read_reports_judged(
         &ask.reports,
-        &|dir, read| verdict(Some(&keys), dir, read),
+        &|batch| verdicts(Some(&index), batch),
         &mut |source, v| {
             reading.step();
             if let (Some(reg), Some(rt), Ok(r)) = (registries.as_mut(), runtime.as_ref(), &v) {

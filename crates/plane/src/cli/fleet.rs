@@ -266,17 +266,25 @@ fn json_files(dir: &Path) -> Result<Vec<(String, PathBuf)>, String> {
 }
 
 fn read_limited(path: &Path) -> Result<Vec<u8>, String> {
+    let mut bytes = Vec::new();
+    read_limited_into(path, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// [`read_limited`] into `bytes`, which is cleared first (a reader of many
+/// files keeps one buffer).
+fn read_limited_into(path: &Path, bytes: &mut Vec<u8>) -> Result<(), String> {
     use std::io::Read as _;
+    bytes.clear();
     let f =
         std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mut bytes = Vec::new();
     f.take(MAX_FILE + 1)
-        .read_to_end(&mut bytes)
+        .read_to_end(bytes)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     if bytes.len() as u64 > MAX_FILE {
         return Err(format!("{}: over {MAX_FILE} bytes", path.display()));
     }
-    Ok(bytes)
+    Ok(())
 }
 
 fn read_object(path: &Path) -> Result<Map<String, J>, String> {
@@ -497,16 +505,27 @@ impl Reports {
 /// for), and it or why it does not read.
 pub(super) type EachReport<'a> = dyn FnMut(&str, Option<&str>, Result<Read, String>) + 'a;
 
-/// A report judged: signed by the report key `keys` enroll for the node
-/// whose directory it is in (none given: none is), or why it is not
-/// counted.
-pub(super) fn verdict(
-    keys: Option<&Keys>,
-    dir: Option<&str>,
-    read: Result<Read, String>,
-) -> Result<ReportView, Unverified> {
-    let enrolled = keys.map_or(Enrolled::NoKeys, |k| enroll::enrolled(k, dir));
-    signed::verify(read.map_err(Unverified::Unreadable)?, dir, enrolled)
+/// Reports judged, a batch at a time: each counted when signed by the
+/// report key `keys` enroll for the node whose directory it is in (none
+/// given: none is), or why it is not; the signatures checked in one batch
+/// ([`crate::plane::verdicts`]).
+pub(super) fn verdicts(
+    keys: Option<&enroll::Index>,
+    batch: Vec<(Option<&str>, Result<Read, String>)>,
+) -> Vec<Result<ReportView, Unverified>> {
+    crate::plane::verdicts::verdicts(
+        batch
+            .into_iter()
+            .map(|(dir, read)| match read {
+                Err(e) => signed::Checked::Judged(Err(Unverified::Unreadable(e))),
+                Ok(read) => signed::check(
+                    read,
+                    dir,
+                    keys.map_or(Enrolled::NoKeys, |k| k.enrolled(dir)),
+                ),
+            })
+            .collect(),
+    )
 }
 
 /// Rolls up every report, one at a time, counting only those signed by
@@ -522,9 +541,10 @@ fn roll_up(
     let now = crate::host::clock::now();
     let mut r = served.map_or_else(Rollup::default, Rollup::served);
     let reading = Progress::stderr("reports read", None);
+    let index = keys.map(enroll::Index::new);
     read_reports_judged(
         reports,
-        &|dir, read| verdict(keys, dir, read),
+        &|batch| verdicts(index.as_ref(), batch),
         &mut |source, v| {
             reading.step();
             r.take(source, v, now, silent_after);
@@ -560,20 +580,26 @@ fn served_revisions(site: &Path, names: &[GroupName]) -> BTreeMap<String, u64> {
 pub(super) fn read_reports(reports: &Reports, each: &mut EachReport) -> Result<(), String> {
     read_reports_judged(
         reports,
-        &|dir: Option<&str>, read| (dir.map(str::to_string), read),
+        &|batch| {
+            batch
+                .into_iter()
+                .map(|(dir, read)| (dir.map(str::to_string), read))
+                .collect()
+        },
         &mut |source, (dir, read)| each(source, dir.as_deref(), read),
     )
 }
 
-/// What judges a report: given the directory it is in and it, or why it
-/// does not read.
-pub(super) type Judge<'a, T> = dyn Fn(Option<&str>, Result<Read, String>) -> T + Sync + 'a;
+/// What judges reports, a batch at a time: given the directory each is in
+/// and it, or why it does not read, a verdict on each, in order.
+pub(super) type Judge<'a, T> =
+    dyn Fn(Vec<(Option<&str>, Result<Read, String>)>) -> Vec<T> + Sync + 'a;
 
-/// Judges every report with `judge` (given the directory it is in and it,
-/// or why it does not read) and gives each verdict to `each`, one at a
-/// time, on this thread. A directory's reports are read and judged on as
-/// many threads as there are cores (up to [`READERS`]), in no set order; a
-/// listing's as they arrive.
+/// Judges every report with `judge`, [`BATCH`] at a time (given the
+/// directory each is in and it, or why it does not read), and gives each
+/// verdict to `each`, one at a time, on this thread. A directory's reports
+/// are read and judged on as many threads as there are cores (up to
+/// [`READERS`]), in no set order; a listing's as they arrive.
 pub(super) fn read_reports_judged<T: Send>(
     reports: &Reports,
     judge: &Judge<'_, T>,
@@ -581,13 +607,40 @@ pub(super) fn read_reports_judged<T: Send>(
 ) -> Result<(), String> {
     match reports {
         Reports::Dir(dir) => read_dir_reports(dir, judge, each),
-        Reports::Index(uri) => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| format!("cannot start the async runtime: {e}"))?
-            .block_on(read_index_reports(uri, &mut |source, dir, read| {
-                each(source, judge(dir, read))
-            })),
+        Reports::Index(uri) => {
+            let mut held = Vec::with_capacity(BATCH);
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("cannot start the async runtime: {e}"))?
+                .block_on(read_index_reports(uri, &mut |source, dir, read| {
+                    held.push((source.to_string(), dir.map(str::to_string), read));
+                    if held.len() == BATCH {
+                        judge_held(&mut held, judge, each);
+                    }
+                }))?;
+            judge_held(&mut held, judge, each);
+            Ok(())
+        }
+    }
+}
+
+/// Judges the reports `held` (where each was, the directory it is in, and
+/// it or why it does not read) and gives their verdicts to `each`.
+fn judge_held<T>(
+    held: &mut Vec<(String, Option<String>, Result<Read, String>)>,
+    judge: &Judge<'_, T>,
+    each: &mut dyn FnMut(&str, T),
+) {
+    let (mut sources, mut dirs, mut reads) = (Vec::new(), Vec::new(), Vec::new());
+    for (source, dir, read) in held.drain(..) {
+        sources.push(source);
+        dirs.push(dir);
+        reads.push(read);
+    }
+    let judged = judge(dirs.iter().map(Option::as_deref).zip(reads).collect());
+    for (source, verdict) in sources.iter().zip(judged) {
+        each(source, verdict);
     }
 }
 
@@ -598,6 +651,9 @@ const READERS: usize = 8;
 const BATCH: usize = 256;
 /// The most batches waiting between the threads.
 const QUEUED: usize = 16;
+/// What each reader's buffer holds before it grows: a report of a few
+/// modules in one read.
+const READ_BUFFER: usize = 64 << 10;
 
 /// Reads every report (`status.json`) under `dir`: one thread walks the
 /// directories, the readers read and judge each report, and `each` takes
@@ -621,28 +677,28 @@ fn read_dir_reports<T: Send>(
         for _ in 0..readers {
             let (queued, verdicts) = (&queued, verdicts.clone());
             scope.spawn(move || {
+                let mut buffer = Vec::with_capacity(READ_BUFFER);
                 loop {
                     let next = queued
                         .lock()
                         .map_err(|_| ())
                         .and_then(|q| q.recv().map_err(|_| ()));
                     let Ok(batch) = next else { break };
-                    let judged = batch
-                        .into_iter()
+                    let (sources, read): (Vec<String>, Vec<_>) = batch
+                        .iter()
                         .map(|path| {
-                            let source = path
-                                .strip_prefix(dir)
-                                .unwrap_or(&path)
-                                .display()
-                                .to_string();
+                            let source =
+                                path.strip_prefix(dir).unwrap_or(path).display().to_string();
                             let node_dir = path
                                 .parent()
                                 .and_then(Path::file_name)
                                 .and_then(|d| d.to_str());
-                            let read = read_limited(&path).and_then(|b| Read::parse(&b));
-                            (source, judge(node_dir, read))
+                            let read = read_limited_into(path, &mut buffer)
+                                .and_then(|()| Read::parse(&buffer));
+                            (source, (node_dir, read))
                         })
-                        .collect();
+                        .unzip();
+                    let judged: Vec<(String, T)> = sources.into_iter().zip(judge(read)).collect();
                     if verdicts.send(judged).is_err() {
                         break;
                     }

@@ -23,7 +23,7 @@
 //! A file without report keys (0.6.0's, `node,age1…` lines) reads as it
 //! did, and is written as it was while no node has one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::model::age::Recipient;
 use crate::model::names::NodeId;
@@ -45,17 +45,27 @@ pub struct Enrolled {
 /// The enrolled keys, by node.
 pub type Keys = BTreeMap<NodeId, Enrolled>;
 
-/// What is enrolled for the node whose directory is `dir` (its name), as
-/// [`crate::views::signed::verify`] takes it.
-pub fn enrolled<'k>(keys: &'k Keys, dir: Option<&str>) -> crate::views::signed::Enrolled<'k> {
-    use crate::views::signed::Enrolled as E;
-    let node = dir.and_then(|d| NodeId::try_from(d).ok());
-    match node.and_then(|n| keys.get(&n)) {
-        None => E::NotEnrolled,
-        Some(Enrolled { report: None, .. }) => E::NoReportKey,
-        Some(Enrolled {
-            report: Some(k), ..
-        }) => E::Key(k),
+/// The enrolled keys by node name, for reading many reports: found in
+/// constant time, where [`Keys`] is ordered for writing the file.
+pub struct Index<'k>(HashMap<&'k str, &'k Enrolled>);
+
+impl<'k> Index<'k> {
+    /// `keys`, indexed.
+    pub fn new(keys: &'k Keys) -> Index<'k> {
+        Index(keys.iter().map(|(n, e)| (n.as_str(), e)).collect())
+    }
+
+    /// What is enrolled for the node whose directory is `dir` (its name),
+    /// as [`crate::views::signed::verify`] takes it.
+    pub fn enrolled(&self, dir: Option<&str>) -> crate::views::signed::Enrolled<'k> {
+        use crate::views::signed::Enrolled as E;
+        match dir.and_then(|d| self.0.get(d)) {
+            None => E::NotEnrolled,
+            Some(Enrolled { report: None, .. }) => E::NoReportKey,
+            Some(Enrolled {
+                report: Some(k), ..
+            }) => E::Key(k),
+        }
     }
 }
 
@@ -348,11 +358,12 @@ mod tests {
     fn what_the_path_s_node_has_enrolled_is_what_a_report_is_checked_with() {
         use crate::views::signed::Enrolled as E;
         let keys = Keys::from([(node("a"), age(1)), (node("b"), both(2))]);
-        assert!(matches!(enrolled(&keys, Some("a")), E::NoReportKey));
-        assert!(matches!(enrolled(&keys, Some("b")), E::Key(k) if *k == report_key(2)));
-        assert!(matches!(enrolled(&keys, Some("c")), E::NotEnrolled));
-        assert!(matches!(enrolled(&keys, Some("BAD!")), E::NotEnrolled));
-        assert!(matches!(enrolled(&keys, None), E::NotEnrolled));
+        let index = Index::new(&keys);
+        assert!(matches!(index.enrolled(Some("a")), E::NoReportKey));
+        assert!(matches!(index.enrolled(Some("b")), E::Key(k) if *k == report_key(2)));
+        assert!(matches!(index.enrolled(Some("c")), E::NotEnrolled));
+        assert!(matches!(index.enrolled(Some("BAD!")), E::NotEnrolled));
+        assert!(matches!(index.enrolled(None), E::NotEnrolled));
     }
 
     #[test]

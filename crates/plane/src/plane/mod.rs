@@ -15,6 +15,7 @@ pub mod publish;
 pub mod rollup;
 pub mod seal;
 pub mod upload;
+pub mod verdicts;
 
 pub use stead_core::plane::{
     RefusalClass, accept, allowlist, document, envelope, group, root, trusted,
