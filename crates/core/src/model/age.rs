@@ -109,6 +109,11 @@ impl Recipient {
     pub fn encode(&self) -> String {
         bech32::encode(RECIPIENT_HRP, &self.0)
     }
+
+    /// Its 32 bytes (the X25519 point).
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
 }
 
 impl std::fmt::Display for Recipient {
@@ -451,6 +456,16 @@ pub fn decrypt(id: &Identity, file: &[u8]) -> Result<Vec<u8>, AgeError> {
 /// Bech32 (BIP 173), without its length limit, as age uses it.
 mod bech32 {
     const CHARSET: &[u8; 32] = b"qpzry9x8gf2tvdw0s3jn54khce6mua7l";
+    /// Each ASCII character's value in [`CHARSET`] (-1: none).
+    const VALUE: [i8; 128] = {
+        let mut t = [-1i8; 128];
+        let mut i = 0;
+        while i < CHARSET.len() {
+            t[CHARSET[i] as usize] = i as i8;
+            i += 1;
+        }
+        t
+    };
     const GEN: [u32; 5] = [
         0x3b6a_57b2,
         0x2650_8e6d,
@@ -530,7 +545,11 @@ mod bech32 {
         }
         let values: Vec<u8> = data
             .bytes()
-            .map(|c| CHARSET.iter().position(|&x| x == c).map(|p| p as u8))
+            .map(|c| {
+                VALUE
+                    .get(usize::from(c))
+                    .and_then(|&v| u8::try_from(v).ok())
+            })
             .collect::<Option<_>>()
             .ok_or_else(bad)?;
         if polymod(expand(hrp).chain(values.iter().copied())) != 1 {

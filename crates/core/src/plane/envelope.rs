@@ -11,8 +11,11 @@
 use std::fmt;
 use std::io;
 
+use std::borrow::Cow;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE};
+
 use serde::{Deserialize, Serialize};
 
 use crate::model::names::Digest;
@@ -64,19 +67,25 @@ pub struct EnvelopeError {
     pub message: String,
 }
 
+/// An envelope's JSON, its base64 borrowed from the text read where it
+/// has no escapes (a report's payload is read, decoded and dropped a
+/// million times over).
 #[derive(Deserialize, Serialize)]
-struct EnvelopeDoc {
+struct EnvelopeDoc<'a> {
     #[serde(rename = "payloadType")]
     payload_type: String,
-    payload: String,
-    signatures: Vec<SignatureDoc>,
+    #[serde(borrow)]
+    payload: Cow<'a, str>,
+    #[serde(borrow)]
+    signatures: Vec<SignatureDoc<'a>>,
 }
 
 #[derive(Deserialize, Serialize)]
-struct SignatureDoc {
+struct SignatureDoc<'a> {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     keyid: String,
-    sig: String,
+    #[serde(borrow)]
+    sig: Cow<'a, str>,
 }
 
 impl Envelope {
@@ -131,13 +140,13 @@ impl Envelope {
     pub fn to_json(&self) -> Vec<u8> {
         let doc = EnvelopeDoc {
             payload_type: self.payload_type.clone(),
-            payload: STANDARD.encode(&self.payload),
+            payload: STANDARD.encode(&self.payload).into(),
             signatures: self
                 .signatures
                 .iter()
                 .map(|s| SignatureDoc {
                     keyid: s.keyid.clone(),
-                    sig: STANDARD.encode(&s.sig),
+                    sig: STANDARD.encode(&s.sig).into(),
                 })
                 .collect(),
         };

@@ -74,44 +74,50 @@ impl<'k> Index<'k> {
 /// one; blank lines and `#` comments are passed over. An error names the
 /// line (a key given for two nodes among them).
 pub fn parse(text: &str) -> Result<Keys, String> {
+    use std::collections::btree_map::Entry;
     let mut keys = Keys::new();
-    let mut owners = std::collections::HashMap::new();
-    let mut report_owners = std::collections::HashMap::new();
+    // Which node each key was given to, borrowed from `text`: a fleet's
+    // file is read for every question asked of its million reports.
+    let mut owners: HashMap<[u8; 32], &str> = HashMap::new();
+    let mut report_owners: HashMap<[u8; 32], &str> = HashMap::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
         let at = |m: String| format!("{FILE} line {}: {m}", n + 1);
-        let (node, rest) = line
+        let (name, rest) = line
             .split_once(',')
             .ok_or_else(|| at("give node,age1… (the node id, a comma, its key)".into()))?;
         let (key, report) = match rest.split_once(',') {
             Some((k, r)) => (k, Some(r)),
             None => (rest, None),
         };
-        let node = NodeId::try_from(node.trim()).map_err(|e| at(e.0))?;
+        let name = name.trim();
+        let node = NodeId::try_from(name).map_err(|e| at(e.0))?;
         let key = Recipient::parse(key.trim()).map_err(at)?;
         let report = report
             .map(|r| PublicKey::parse(r).map_err(|e| at(format!("its report key: {e}"))))
             .transpose()?;
-        if let Some(other) = owners.insert(key.clone(), node.clone()) {
+        if let Some(other) = owners.insert(*key.as_bytes(), name) {
             return Err(at(format!(
                 "node {node} is given the key of node {other}: one key is one device's"
             )));
         }
         if let Some(r) = &report
-            && let Some(other) = report_owners.insert(r.to_base64(), node.clone())
+            && let Some(other) = report_owners.insert(*r.as_bytes(), name)
         {
             return Err(at(format!(
                 "node {node} is given the report key of node {other}: one key is one device's"
             )));
         }
-        if keys
-            .insert(node.clone(), Enrolled { age: key, report })
-            .is_some()
-        {
-            return Err(at(format!("node {node} is given twice")));
+        match keys.entry(node) {
+            Entry::Vacant(v) => {
+                v.insert(Enrolled { age: key, report });
+            }
+            Entry::Occupied(o) => {
+                return Err(at(format!("node {} is given twice", o.key())));
+            }
         }
     }
     Ok(keys)
