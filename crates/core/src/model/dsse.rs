@@ -8,6 +8,14 @@
 /// length in ASCII decimal.
 pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload_type.len() + payload.len() + 32);
+    pae_into(payload_type, payload, &mut out);
+    out
+}
+
+/// [`pae`] into `out`, which is cleared first (a reader of many envelopes
+/// keeps one buffer).
+pub fn pae_into(payload_type: &str, payload: &[u8], out: &mut Vec<u8>) {
+    out.clear();
     out.extend_from_slice(b"DSSEv1 ");
     out.extend_from_slice(payload_type.len().to_string().as_bytes());
     out.push(b' ');
@@ -16,5 +24,4 @@ pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
     out.extend_from_slice(payload.len().to_string().as_bytes());
     out.push(b' ');
     out.extend_from_slice(payload);
-    out
 }

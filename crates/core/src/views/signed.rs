@@ -243,7 +243,7 @@ pub fn verify(read: Read, dir: Option<&str>, enrolled: Enrolled) -> Result<Repor
     match check(read, dir, enrolled) {
         Checked::Judged(v) => v,
         Checked::Signature(p) => {
-            let good = p.key.verifies(&p.message, &p.signature);
+            let good = p.key.verifies(&p.message(), &p.signature);
             p.verdict(good)
         }
     }
@@ -264,14 +264,24 @@ pub enum Checked<'k> {
 pub struct Pending<'k> {
     /// The enrolled key that must have signed it.
     pub key: &'k PublicKey,
-    /// What it signed: the envelope's pre-authentication encoding.
-    pub message: Vec<u8>,
     /// The signature.
     pub signature: [u8; 64],
+    /// The envelope's payload (what it signed with [`PAYLOAD_TYPE`]).
+    payload: Vec<u8>,
     report: ReportView,
 }
 
 impl Pending<'_> {
+    /// What it signed: the envelope's pre-authentication encoding.
+    pub fn message(&self) -> Vec<u8> {
+        envelope::pae(PAYLOAD_TYPE, &self.payload)
+    }
+
+    /// [`Pending::message`] into `out` (cleared first).
+    pub fn message_into(&self, out: &mut Vec<u8>) {
+        crate::model::dsse::pae_into(PAYLOAD_TYPE, &self.payload, out);
+    }
+
     /// Its verdict, given whether [`Pending::signature`] is
     /// [`Pending::key`]'s of [`Pending::message`].
     pub fn verdict(self, good: bool) -> Result<ReportView, Unverified> {
@@ -325,8 +335,8 @@ pub fn check<'k>(read: Read, dir: Option<&str>, enrolled: Enrolled<'k>) -> Check
     {
         return Checked::Signature(Pending {
             key: k,
-            message: envelope::pae(&env.payload_type, &env.payload),
             signature,
+            payload: env.payload,
             report,
         });
     }

@@ -18,7 +18,9 @@ use crate::model::fleet::GroupName;
 use crate::model::names::{ModuleName, NodeId};
 use crate::plane::document::Desired;
 use crate::plane::envelope::Envelope;
-use crate::plane::exposure::{Exposure, MoveOff, Package, Question, Sbom, moves_off, read_sbom};
+use crate::plane::exposure::{
+    Exposure, MoveOff, Package, Question, Sbom, Seen, moves_off, read_sbom,
+};
 use crate::plane::group::{GroupDesired, HeldGroup, compose};
 use crate::plane::publish::{group_path, node_path};
 
@@ -130,7 +132,12 @@ pub fn exposure(ask: &Ask) -> crate::cli::failure::Result<ExitCode> {
     let index = crate::plane::enroll::Index::new(&keys);
     let read = read_reports_judged(
         &ask.reports,
-        &|batch| verdicts(Some(&index), batch),
+        &|batch| {
+            verdicts(Some(&index), batch)
+                .into_iter()
+                .map(|v| v.map(Seen::from))
+                .collect()
+        },
         &mut |source, v| {
             reading.step();
             if let (Some(reg), Some(rt), Ok(r)) = (registries.as_mut(), runtime.as_ref(), &v) {
@@ -185,7 +192,7 @@ fn fetch_new(
     x: &mut Exposure,
     reg: &mut Registries,
     rt: &tokio::runtime::Runtime,
-    r: &crate::views::ReportView,
+    r: &Seen,
     vulnerable: &[Package],
 ) {
     let mut by_digest: BTreeMap<String, Vec<String>> = BTreeMap::new();

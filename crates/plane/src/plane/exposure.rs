@@ -526,6 +526,32 @@ fn module_digests(m: &crate::views::ReportModule) -> Vec<(String, String)> {
     out
 }
 
+/// A counted report, reduced to what an exposure reads of it: made on
+/// the thread that read the report, so that the rest of it is dropped
+/// there and little crosses to the one that answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seen {
+    /// The node it speaks for.
+    pub node: String,
+    /// Its modules, by name.
+    pub modules: BTreeMap<String, crate::views::ReportModule>,
+    /// The groups its held document lists.
+    pub groups: Vec<crate::views::GroupView<String>>,
+    /// The revision of the document it holds.
+    pub revision: Option<u64>,
+}
+
+impl From<ReportView> for Seen {
+    fn from(r: ReportView) -> Seen {
+        Seen {
+            node: r.node,
+            modules: r.modules,
+            revision: r.plane.held.as_ref().map(|h| h.revision),
+            groups: r.plane.groups,
+        }
+    }
+}
+
 impl Exposure {
     /// An answer to `question` (none: devices per digest).
     pub fn new(question: Option<Question>) -> Exposure {
@@ -578,7 +604,7 @@ impl Exposure {
     }
 
     /// The repositories a report names each digest by.
-    pub fn named_by(r: &ReportView) -> Vec<(String, String)> {
+    pub fn named_by(r: &Seen) -> Vec<(String, String)> {
         r.modules
             .values()
             .flat_map(|m| &m.image_digests)
@@ -590,7 +616,7 @@ impl Exposure {
     }
 
     /// Takes one report as [`crate::views::signed::verify`] judged it.
-    pub fn take(&mut self, source: &str, verdict: Result<ReportView, Unverified>) {
+    pub fn take(&mut self, source: &str, verdict: Result<Seen, Unverified>) {
         let r = match verdict {
             Ok(r) => r,
             Err(Unverified::Unreadable(e)) => {
@@ -634,7 +660,6 @@ impl Exposure {
                     self.affected.push(Affected {
                         node: r.node.clone(),
                         groups: r
-                            .plane
                             .groups
                             .iter()
                             .map(|g| match g.running {
@@ -642,7 +667,7 @@ impl Exposure {
                                 None => g.group.clone(),
                             })
                             .collect(),
-                        revision: r.plane.held.as_ref().map(|h| h.revision),
+                        revision: r.revision,
                         modules,
                     });
                 }
@@ -660,7 +685,7 @@ impl Exposure {
         }
     }
 
-    fn tally(&mut self, r: &ReportView) {
+    fn tally(&mut self, r: &Seen) {
         let Some(table) = self.digests.as_mut() else {
             return;
         };

@@ -21,12 +21,15 @@ use crate::views::signed::{Checked, Unverified};
 pub fn verdicts(checked: Vec<Checked<'_>>) -> Vec<Result<ReportView, Unverified>> {
     let mut batch = ed25519_zebra::batch::Verifier::new();
     let mut pending = 0;
+    // Each message is hashed as it is queued: one buffer for them all.
+    let mut message = Vec::new();
     for c in &checked {
         if let Checked::Signature(p) = c {
+            p.message_into(&mut message);
             batch.queue((
                 ed25519_zebra::VerificationKeyBytes::from(*p.key.as_bytes()),
                 ed25519_zebra::Signature::from(p.signature),
-                &p.message,
+                &message,
             ));
             pending += 1;
         }
@@ -37,7 +40,7 @@ pub fn verdicts(checked: Vec<Checked<'_>>) -> Vec<Result<ReportView, Unverified>
         .map(|c| match c {
             Checked::Judged(v) => v,
             Checked::Signature(p) => {
-                let good = all_good || one(p.key.as_bytes(), &p.signature, &p.message);
+                let good = all_good || one(p.key.as_bytes(), &p.signature, &p.message());
                 p.verdict(good)
             }
         })

@@ -274,9 +274,9 @@ fn devices_are_counted_per_digest_and_each_affected_one_listed_whole() {
     ];
     let mut table = Exposure::new(None);
     for r in reports.clone() {
-        table.take("x", Ok(r));
+        table.take("x", Ok(r.into()));
     }
-    table.take("a2", Ok(report("a", json!({}))));
+    table.take("a2", Ok(report("a", json!({})).into()));
     table.take("d", Err(Unverified::NotEnrolled));
     table.finish(["a", "b", "c", "e"], None);
     let t = table.digests.as_ref().unwrap();
@@ -293,7 +293,7 @@ fn devices_are_counted_per_digest_and_each_affected_one_listed_whole() {
     q.digest(D1.into());
     let mut asked = Exposure::new(Some(q));
     for r in reports.iter().rev() {
-        asked.take("x", Ok(r.clone()));
+        asked.take("x", Ok(r.clone().into()));
     }
     asked.finish(["a", "b", "c"], None);
     assert_eq!(asked.affected_devices, 1);
@@ -347,7 +347,7 @@ fn sboms_from_the_registry_grow_the_question_before_the_reports_naming_them_are_
         json!({"web": module(&[format!("reg/app@{D1}"), format!("reg/other@{D2}")], ID)}),
     );
     assert_eq!(
-        Exposure::named_by(&r),
+        Exposure::named_by(&r.clone().into()),
         [
             (D1.to_string(), "reg/app".to_string()),
             (D2.to_string(), "reg/other".to_string())
@@ -369,7 +369,7 @@ fn sboms_from_the_registry_grow_the_question_before_the_reports_naming_them_are_
             &vulnerable,
         );
         assert!(x.fetched(D1) && !x.fetched(D2));
-        x.take("x", Ok(r.clone()));
+        x.take("x", Ok(r.clone().into()));
         x.finish(["a"], None);
         assert_eq!(x.affected_devices == 1, affected, "{found:?}");
         let f = &x.registry.as_ref().unwrap()[D1];
