@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::cli::fleet::{Reports, enrolled_keys, read_reports_judged, verdicts};
+use crate::cli::fleet::{Reading, Reports, enrolled_keys, verdicts};
 use crate::cli::registry::Registries;
 use crate::model::fleet::GroupName;
 use crate::model::names::{ModuleName, NodeId};
@@ -60,6 +60,11 @@ pub struct FromRegistry {
 /// (bad input, nothing read).
 pub fn exposure(ask: &Ask) -> crate::cli::failure::Result<ExitCode> {
     let refused = |e: String| Ok(super::plane::refused(format_args!("{e}")));
+    // The walk of a directory's reports runs ahead while the keys are read.
+    let walk = match Reading::start(&ask.reports) {
+        Ok(r) => r,
+        Err(e) => return refused(e),
+    };
     let keys = match enrolled_keys(&ask.fleet) {
         Ok(k) => k,
         Err(e) => return refused(e),
@@ -130,8 +135,7 @@ pub fn exposure(ask: &Ask) -> crate::cli::failure::Result<ExitCode> {
     let mut x = Exposure::new(question);
     let reading = super::progress::Progress::stderr("reports read", None);
     let index = crate::plane::enroll::Index::new(&keys);
-    let read = read_reports_judged(
-        &ask.reports,
+    let read = walk.judged(
         &|batch| {
             verdicts(Some(&index), batch)
                 .into_iter()

@@ -274,10 +274,44 @@ fn read_limited(path: &Path) -> Result<Vec<u8>, String> {
 /// [`read_limited`] into `bytes`, which is cleared first (a reader of many
 /// files keeps one buffer).
 fn read_limited_into(path: &Path, bytes: &mut Vec<u8>) -> Result<(), String> {
-    use std::io::Read as _;
-    bytes.clear();
     let f =
         std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    read_file_into(f, path, bytes)
+}
+
+/// [`read_limited_into`] of a file that may not be there: false, and
+/// nothing read, when `path` is absent, a symbolic link or not a file.
+fn read_if_file(path: &Path, bytes: &mut Vec<u8>) -> Result<bool, String> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let f = match std::fs::OpenOptions::new()
+        .read(true)
+        // Not through a link (a walk does not follow them), and never
+        // waiting on a FIFO.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                || e.raw_os_error() == Some(libc::ELOOP)
+                || e.raw_os_error() == Some(libc::ENOTDIR) =>
+        {
+            return Ok(false);
+        }
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    match f.metadata() {
+        Ok(m) if m.is_file() => read_file_into(f, path, bytes).map(|()| true),
+        Ok(_) => Ok(false),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+/// The file `f` (at `path`) into `bytes` (cleared first), up to
+/// [`MAX_FILE`].
+fn read_file_into(f: std::fs::File, path: &Path, bytes: &mut Vec<u8>) -> Result<(), String> {
+    use std::io::Read as _;
+    bytes.clear();
     f.take(MAX_FILE + 1)
         .read_to_end(bytes)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
@@ -533,7 +567,7 @@ pub(super) fn verdicts(
 /// (none given: none is counted, all are listed); a group's claims counted
 /// within `served` (each group's revision on the host) when it is given.
 fn roll_up(
-    reports: &Reports,
+    walk: Reading,
     keys: Option<&Keys>,
     silent_after: u64,
     served: Option<&BTreeMap<String, u64>>,
@@ -542,8 +576,7 @@ fn roll_up(
     let mut r = served.map_or_else(Rollup::default, Rollup::served);
     let reading = Progress::stderr("reports read", None);
     let index = keys.map(enroll::Index::new);
-    read_reports_judged(
-        reports,
+    walk.judged(
         &|batch| verdicts(index.as_ref(), batch),
         &mut |source, v| {
             reading.step();
@@ -605,23 +638,77 @@ pub(super) fn read_reports_judged<T: Send>(
     judge: &Judge<'_, T>,
     each: &mut dyn FnMut(&str, T),
 ) -> Result<(), String> {
-    match reports {
-        Reports::Dir(dir) => read_dir_reports(dir, judge, each),
-        Reports::Index(uri) => {
-            let mut held = Vec::with_capacity(BATCH);
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| format!("cannot start the async runtime: {e}"))?
-                .block_on(read_index_reports(uri, &mut |source, dir, read| {
-                    held.push((source.to_string(), dir.map(str::to_string), read));
-                    if held.len() == BATCH {
-                        judge_held(&mut held, judge, each);
-                    }
-                }))?;
-            judge_held(&mut held, judge, each);
-            Ok(())
+    Reading::start(reports)?.judged(judge, each)
+}
+
+/// A reading of a fleet's reports, begun: a directory's walk runs ahead
+/// (up to [`WALKED`] reports) while what judges them is made ready (the
+/// enrolled keys read), a listing's is walked as it is read.
+pub(super) enum Reading {
+    Dir(Walk),
+    Index(http::Uri),
+}
+
+impl Reading {
+    /// Begins reading `reports`: an error when a directory is not one.
+    pub(super) fn start(reports: &Reports) -> Result<Reading, String> {
+        match reports {
+            Reports::Dir(dir) => Walk::start(dir).map(Reading::Dir),
+            Reports::Index(uri) => Ok(Reading::Index(uri.clone())),
         }
+    }
+
+    /// [`read_reports_judged`], of the reading begun.
+    pub(super) fn judged<T: Send>(
+        self,
+        judge: &Judge<'_, T>,
+        each: &mut dyn FnMut(&str, T),
+    ) -> Result<(), String> {
+        match self {
+            Reading::Dir(walk) => read_dir_reports(walk, judge, each),
+            Reading::Index(uri) => {
+                let mut held = Vec::with_capacity(BATCH);
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| format!("cannot start the async runtime: {e}"))?
+                    .block_on(read_index_reports(&uri, &mut |source, dir, read| {
+                        held.push((source.to_string(), dir.map(str::to_string), read));
+                        if held.len() == BATCH {
+                            judge_held(&mut held, judge, each);
+                        }
+                    }))?;
+                judge_held(&mut held, judge, each);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A directory's walk, on a thread of its own: the path of every
+/// `status.json` under it, in batches. Dropped, it stops.
+pub(super) struct Walk {
+    dir: PathBuf,
+    paths: std::sync::mpsc::Receiver<Vec<Found>>,
+    walker: std::thread::JoinHandle<Result<(), String>>,
+}
+
+impl Walk {
+    fn start(dir: &Path) -> Result<Walk, String> {
+        if !dir.is_dir() {
+            return Err(format!("{} is not a directory", dir.display()));
+        }
+        let (tx, paths) = std::sync::mpsc::sync_channel::<Vec<Found>>(WALKED / BATCH);
+        let root = dir.to_path_buf();
+        let walker = std::thread::Builder::new()
+            .name("walk".into())
+            .spawn(move || walk_reports(&root, &tx))
+            .map_err(|e| format!("cannot start the walk of {}: {e}", dir.display()))?;
+        Ok(Walk {
+            dir: dir.to_path_buf(),
+            paths,
+            walker,
+        })
     }
 }
 
@@ -651,6 +738,9 @@ const READERS: usize = 8;
 const BATCH: usize = 256;
 /// The most batches waiting between the threads.
 const QUEUED: usize = 16;
+/// The most reports a walk finds ahead of their reading (their paths
+/// held: about 80 MB at most).
+const WALKED: usize = 1 << 20;
 /// What each reader's buffer holds before it grows: a report of a few
 /// modules in one read.
 const READ_BUFFER: usize = 64 << 10;
@@ -660,20 +750,21 @@ const READ_BUFFER: usize = 64 << 10;
 /// the verdicts here. A directory that cannot be read ends the walk, and
 /// the run, with its error (the verdicts already made are given first).
 fn read_dir_reports<T: Send>(
-    dir: &Path,
+    walk: Walk,
     judge: &Judge<'_, T>,
     each: &mut dyn FnMut(&str, T),
 ) -> Result<(), String> {
     use std::sync::{Mutex, mpsc};
-    if !dir.is_dir() {
-        return Err(format!("{} is not a directory", dir.display()));
-    }
+    let Walk {
+        dir,
+        paths: queued,
+        walker,
+    } = walk;
+    let dir = dir.as_path();
     let readers = std::thread::available_parallelism().map_or(1, |n| n.get().min(READERS));
-    let (paths, queued) = mpsc::sync_channel::<Vec<PathBuf>>(QUEUED);
     let queued = Mutex::new(queued);
     let (verdicts, judged) = mpsc::sync_channel::<Vec<(String, T)>>(QUEUED);
     std::thread::scope(|scope| {
-        let walker = scope.spawn(move || walk_reports(dir, &paths));
         for _ in 0..readers {
             let (queued, verdicts) = (&queued, verdicts.clone());
             scope.spawn(move || {
@@ -686,16 +777,24 @@ fn read_dir_reports<T: Send>(
                     let Ok(batch) = next else { break };
                     let (sources, read): (Vec<String>, Vec<_>) = batch
                         .iter()
-                        .map(|path| {
+                        .filter_map(|found| {
+                            let path = found.path();
+                            let read = match found {
+                                Found::Listed(_) => read_limited_into(path, &mut buffer),
+                                Found::Maybe(_) => match read_if_file(path, &mut buffer) {
+                                    Ok(false) => return None,
+                                    Ok(true) => Ok(()),
+                                    Err(e) => Err(e),
+                                },
+                            };
                             let source =
                                 path.strip_prefix(dir).unwrap_or(path).display().to_string();
                             let node_dir = path
                                 .parent()
                                 .and_then(Path::file_name)
                                 .and_then(|d| d.to_str());
-                            let read = read_limited_into(path, &mut buffer)
-                                .and_then(|()| Read::parse(&buffer));
-                            (source, (node_dir, read))
+                            let read = read.and_then(|()| Read::parse(&buffer));
+                            Some((source, (node_dir, read)))
                         })
                         .unzip();
                     let judged: Vec<(String, T)> = sources.into_iter().zip(judge(read)).collect();
@@ -717,29 +816,76 @@ fn read_dir_reports<T: Send>(
     })
 }
 
-/// Walks `dir`, sending the path of every `status.json` under it, in
-/// batches.
-fn walk_reports(
-    dir: &Path,
-    paths: &std::sync::mpsc::SyncSender<Vec<PathBuf>>,
-) -> Result<(), String> {
+/// A report the walk found: one its directory lists, or the one a
+/// directory without subdirectories may hold (read when it is there and a
+/// file: such a directory is not listed).
+pub(super) enum Found {
+    Listed(PathBuf),
+    Maybe(PathBuf),
+}
+
+impl Found {
+    fn path(&self) -> &Path {
+        match self {
+            Found::Listed(p) | Found::Maybe(p) => p,
+        }
+    }
+}
+
+/// Walks `dir`, sending every `status.json` under it, in batches.
+///
+/// A directory without subdirectories (a node's) is not listed: its
+/// `status.json` is sent as [`Found::Maybe`], for the reader to open. A
+/// directory's link count tells (two, and one per subdirectory) only on a
+/// filesystem that counts them, so it is trusted only on a device where a
+/// directory already listed had as many as it has subdirectories (ext4,
+/// XFS and tmpfs count; btrfs and many network filesystems do not, and
+/// every directory on them is listed).
+fn walk_reports(dir: &Path, paths: &std::sync::mpsc::SyncSender<Vec<Found>>) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt as _;
     let mut stack = vec![dir.to_path_buf()];
     let mut batch = Vec::with_capacity(BATCH);
+    // The devices whose directories' link counts were seen to count.
+    let mut counting: Vec<u64> = Vec::new();
+    let send = |batch: &mut Vec<Found>, f: Found| {
+        batch.push(f);
+        batch.len() < BATCH || paths.send(std::mem::take(batch)).is_ok()
+    };
     while let Some(d) = stack.pop() {
         let entries =
             std::fs::read_dir(&d).map_err(|e| format!("cannot read {}: {e}", d.display()))?;
+        let mut subdirs = 0u64;
         for e in entries {
             let Ok(e) = e else { continue };
             match e.file_type() {
-                Ok(t) if t.is_dir() => stack.push(e.path()),
-                Ok(t) if t.is_file() && e.file_name() == "status.json" => {
-                    batch.push(e.path());
-                    if batch.len() == BATCH && paths.send(std::mem::take(&mut batch)).is_err() {
+                Ok(t) if t.is_dir() => {
+                    subdirs += 1;
+                    let path = e.path();
+                    let leaf = !counting.is_empty()
+                        && e.metadata()
+                            .is_ok_and(|m| m.nlink() == 2 && counting.contains(&m.dev()));
+                    if !leaf {
+                        stack.push(path);
+                    } else if !send(&mut batch, Found::Maybe(path.join("status.json"))) {
                         return Ok(());
                     }
                 }
+                Ok(t)
+                    if t.is_file()
+                        && e.file_name() == "status.json"
+                        && !send(&mut batch, Found::Listed(e.path())) =>
+                {
+                    return Ok(());
+                }
                 _ => {}
             }
+        }
+        if subdirs > 0
+            && let Ok(m) = std::fs::metadata(&d)
+            && m.nlink() == subdirs + 2
+            && !counting.contains(&m.dev())
+        {
+            counting.push(m.dev());
         }
     }
     if !batch.is_empty() {
@@ -918,6 +1064,11 @@ pub fn status(
     silent_after: Duration,
     json: bool,
 ) -> crate::cli::failure::Result<ExitCode> {
+    // The walk of a directory's reports runs ahead while the keys are read.
+    let reading = match Reading::start(reports) {
+        Ok(r) => r,
+        Err(e) => return Ok(super::plane::refused(format_args!("{e}"))),
+    };
     let keys = match fleet.map(enrolled_keys).transpose() {
         Ok(k) => k,
         Err(e) => return Ok(super::plane::refused(format_args!("{e}"))),
@@ -934,7 +1085,7 @@ pub fn status(
         None => None,
     };
     let r = match roll_up(
-        reports,
+        reading,
         keys.as_ref(),
         silent_after.as_secs(),
         served.as_ref(),
@@ -1004,7 +1155,9 @@ pub fn watch(
             }
         }
     }
-    let rollup = match roll_up(reports, Some(&enrolled), u64::MAX / 2, Some(&revisions)) {
+    let rollup = match Reading::start(reports)
+        .and_then(|r| roll_up(r, Some(&enrolled), u64::MAX / 2, Some(&revisions)))
+    {
         Ok(r) => r,
         Err(e) => return Ok(super::plane::refused(format_args!("{e}"))),
     };
@@ -1134,5 +1287,88 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(Reports::parse(text), want, "{text}");
         }
+    }
+
+    /// A directory's reports, read with and without listing the
+    /// directories that have no subdirectories: the same found, and only
+    /// files named `status.json` (not a link to one, a FIFO, nor a
+    /// directory), a leaf without one adding nothing.
+    #[test]
+    fn a_walk_reads_every_status_json_and_nothing_else() {
+        use std::os::unix::fs::{MetadataExt as _, symlink};
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let mk = |p: &str| std::fs::create_dir_all(root.join(p)).unwrap();
+        let put = |p: &str| std::fs::write(root.join(p), "{}").unwrap();
+        for d in [
+            "nodes/a",
+            "nodes/b",
+            "nodes/c",
+            "nodes/d",
+            "nodes/e/status.json",
+            "nodes/f/deeper",
+            "site",
+        ] {
+            mk(d);
+        }
+        put("nodes/a/status.json");
+        put("nodes/a/other.json");
+        symlink(
+            root.join("nodes/a/status.json"),
+            root.join("nodes/c/status.json"),
+        )
+        .unwrap();
+        let fifo = std::ffi::CString::new(
+            root.join("nodes/d/status.json")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .unwrap();
+        // SAFETY: a valid, NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        put("nodes/f/deeper/status.json");
+        put("site/status.json");
+
+        let (tx, rx) = std::sync::mpsc::sync_channel(1024);
+        walk_reports(root, &tx).unwrap();
+        drop(tx);
+        let found: Vec<Found> = rx.into_iter().flatten().collect();
+        // Where the filesystem counts subdirectories (ext4, tmpfs), the
+        // leaves are not listed.
+        let counts = std::fs::metadata(root.join("nodes")).unwrap().nlink() == 2 + 6;
+        let maybe = found
+            .iter()
+            .any(|f| matches!(f, Found::Maybe(p) if p == &root.join("nodes/a/status.json")));
+        assert_eq!(
+            maybe, counts,
+            "a leaf's report is opened without listing it where links count"
+        );
+
+        let mut read = Vec::new();
+        let walk = Reading::start(&Reports::Dir(root.to_path_buf())).unwrap();
+        walk.judged(
+            &|batch: Vec<(Option<&str>, Result<Read, String>)>| {
+                // Read (what it says is not this test's): true.
+                let read = |r: Result<Read, String>| {
+                    r.map_or_else(|e| !e.starts_with("cannot read"), |_| true)
+                };
+                batch
+                    .into_iter()
+                    .map(|(dir, r)| (dir.map(str::to_string), read(r)))
+                    .collect()
+            },
+            &mut |source, v| read.push((source.to_string(), v)),
+        )
+        .unwrap();
+        read.sort();
+        let want = |s: &str, d: &str| (s.to_string(), (Some(d.to_string()), true));
+        assert_eq!(
+            read,
+            vec![
+                want("nodes/a/status.json", "a"),
+                want("nodes/f/deeper/status.json", "deeper"),
+                want("site/status.json", "site"),
+            ]
+        );
     }
 }
