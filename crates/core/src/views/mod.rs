@@ -366,6 +366,101 @@ pub struct ReportPlane {
     pub url: String,
 }
 
+/// What of a report says which images its node runs: the same JSON as
+/// [`ReportView`], read for only these fields (every other one skipped,
+/// none kept), for a reader of a fleet's reports that asks only that
+/// (`stead-plane exposure`). [`ReportRuns::from`] a [`ReportView`] is
+/// what reading its JSON this way gives (a test holds the two together).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct ReportRuns {
+    /// [`ReportView::node`].
+    pub node: String,
+    /// [`ReportView::report_key`].
+    #[serde(default)]
+    pub report_key: Option<String>,
+    /// [`ReportView::modules`], each as [`ModuleRuns`].
+    pub modules: BTreeMap<String, ModuleRuns>,
+    /// Of [`ReportView::plane`].
+    pub plane: PlaneRuns,
+}
+
+/// Of a [`ReportModule`]: what it runs and its state.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct ModuleRuns {
+    /// [`ReportModule::image`].
+    #[serde(default)]
+    pub image: Option<String>,
+    /// [`ReportModule::image_digests`].
+    #[serde(default)]
+    pub image_digests: Vec<String>,
+    /// [`ReportModule::image_id`].
+    pub image_id: Option<String>,
+    /// [`ReportModule::state`].
+    pub state: String,
+}
+
+/// Of a [`ReportPlane`]: its groups and the revision it holds.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct PlaneRuns {
+    /// Of [`ReportPlane::groups`].
+    #[serde(default)]
+    pub groups: Vec<GroupRuns>,
+    /// Of [`ReportPlane::held`].
+    pub held: Option<HeldRuns>,
+}
+
+/// Of a [`GroupView`]: the group and the revision it runs.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct GroupRuns {
+    /// [`GroupView::group`].
+    pub group: String,
+    /// [`GroupView::running`].
+    pub running: Option<u64>,
+}
+
+/// Of a [`HeldView`]: its revision.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct HeldRuns {
+    /// [`HeldView::revision`].
+    pub revision: u64,
+}
+
+impl From<ReportView> for ReportRuns {
+    fn from(r: ReportView) -> ReportRuns {
+        ReportRuns {
+            node: r.node,
+            report_key: r.report_key,
+            modules: r
+                .modules
+                .into_iter()
+                .map(|(name, m)| {
+                    let m = ModuleRuns {
+                        image: m.image,
+                        image_digests: m.image_digests,
+                        image_id: m.image_id,
+                        state: m.state,
+                    };
+                    (name, m)
+                })
+                .collect(),
+            plane: PlaneRuns {
+                groups: r
+                    .plane
+                    .groups
+                    .into_iter()
+                    .map(|g| GroupRuns {
+                        group: g.group,
+                        running: g.running,
+                    })
+                    .collect(),
+                held: r.plane.held.map(|h| HeldRuns {
+                    revision: h.revision,
+                }),
+            },
+        }
+    }
+}
+
 /// A module, in a report.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportModule {
@@ -434,4 +529,77 @@ pub struct ReportRequest {
     pub id: u64,
     /// Its status.
     pub status: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A report's JSON read as [`ReportRuns`] says what [`ReportRuns::from`]
+    /// its [`ReportView`] does: the narrow view reads the same fields, by
+    /// the same names and defaults.
+    #[test]
+    fn a_report_read_for_what_it_runs_says_what_its_whole_view_does() {
+        let module = |image: Option<&str>, digests: &[&str], state: &str| {
+            let mut m = serde_json::json!({
+                "desired_digest": null, "health": "healthy", "image_id": "sha256:11",
+                "last_error": {"class": "failed", "message": "m"}, "restart_count": 2,
+                "running_digest": null, "state": state,
+                "reload": {"landed": null, "request": null}
+            });
+            if let Some(i) = image {
+                m["image"] = i.into();
+            }
+            if !digests.is_empty() {
+                m["image_digests"] = digests.into();
+            }
+            m
+        };
+        let report = |groups: serde_json::Value, held: serde_json::Value| {
+            serde_json::json!({
+                "agent_version": "0.7.0",
+                "clock": {"plane_date": null, "skew": -3, "status": "ok", "system": "x"},
+                "device_key": "age1x", "disk": null, "engine": "reachable",
+                "modules": {
+                    "app": module(Some("reg:5000/app:1"), &["reg:5000/app@sha256:aa", "other/app@sha256:bb"], "converged"),
+                    "old": module(None, &[], "failed"),
+                },
+                "node": "edge-a", "passing": true,
+                "plane": {"conflicts": [], "error": null, "groups": groups, "held": held,
+                          "last_contact": null, "refusal": null, "url": "u"},
+                "quarantine": null, "report_key": "k", "sent_at": "t", "seq": 4, "undelivered": 0
+            })
+        };
+        let held = serde_json::json!({
+            "accepted_at": "a", "expires": "e", "floor": true, "issued_at": "i",
+            "key_id": "ed25519:00", "revision": 17, "revoked": null
+        });
+        let group = |g: &str, running: Option<u64>| {
+            serde_json::json!({"error": null, "group": g, "revision": 9, "rollout":
+                {"taken": false, "until": "u", "why": "w"}, "running": running})
+        };
+        let cases = [
+            report(
+                serde_json::json!([group("eu", Some(8)), group("lab", None)]),
+                held,
+            ),
+            report(serde_json::json!([]), serde_json::Value::Null),
+        ];
+        for json in cases {
+            let whole: ReportView = serde_json::from_value(json.clone()).unwrap();
+            let text = serde_json::to_vec(&whole).unwrap();
+            let narrow: ReportRuns = serde_json::from_slice(&text).unwrap();
+            assert_eq!(narrow, ReportRuns::from(whole), "{json}");
+        }
+        // Without the optional fields (an agent before 0.7.0's modules,
+        // no groups, no report key).
+        let mut old = report(serde_json::json!([]), serde_json::Value::Null);
+        old.as_object_mut().unwrap().remove("report_key");
+        old["plane"].as_object_mut().unwrap().remove("groups");
+        let whole: ReportView = serde_json::from_value(old.clone()).unwrap();
+        let narrow: ReportRuns = serde_json::from_value(old).unwrap();
+        assert_eq!(narrow, ReportRuns::from(whole));
+        assert_eq!(narrow.modules["old"].image, None);
+        assert!(narrow.report_key.is_none() && narrow.plane.groups.is_empty());
+    }
 }

@@ -219,16 +219,43 @@ pub fn moved(node: &str, dir: Option<&str>) -> Option<Unverified> {
     }
 }
 
+/// A typed view of a signed report's payload: [`ReportView`] whole, or
+/// one that reads only some of its fields ([`super::ReportRuns`]). What
+/// [`check`] needs of any: the node it names and the key it carries.
+pub trait Speaks: serde::de::DeserializeOwned {
+    /// The node it names.
+    fn node(&self) -> &str;
+    /// The report key it carries, as written.
+    fn report_key(&self) -> Option<&str>;
+}
+
+impl Speaks for ReportView {
+    fn node(&self) -> &str {
+        &self.node
+    }
+    fn report_key(&self) -> Option<&str> {
+        self.report_key.as_deref()
+    }
+}
+
+impl Speaks for super::ReportRuns {
+    fn node(&self) -> &str {
+        &self.node
+    }
+    fn report_key(&self) -> Option<&str> {
+        self.report_key.as_deref()
+    }
+}
+
 /// The payload of a signed report, parsed.
-fn payload(env: &Envelope) -> Result<ReportView, Unverified> {
+fn payload<V: Speaks>(env: &Envelope) -> Result<V, Unverified> {
     serde_json::from_slice(&env.payload).map_err(|e| Unverified::Unreadable(e.to_string()))
 }
 
 /// The report key a report carries, when it reads.
-fn carried(report: &ReportView) -> Result<PublicKey, Unverified> {
+fn carried<V: Speaks>(report: &V) -> Result<PublicKey, Unverified> {
     let text = report
-        .report_key
-        .as_deref()
+        .report_key()
         .ok_or_else(|| Unverified::NotItsKey("it is signed but carries no report key".into()))?;
     PublicKey::parse(text)
         .map_err(|e| Unverified::NotItsKey(format!("the report key it carries does not read: {e}")))
@@ -240,7 +267,7 @@ fn carried(report: &ReportView) -> Result<PublicKey, Unverified> {
 /// names before the payload is trusted; a report that does not verify is
 /// still read to say why (moved to another node's directory first).
 pub fn verify(read: Read, dir: Option<&str>, enrolled: Enrolled) -> Result<ReportView, Unverified> {
-    match check(read, dir, enrolled) {
+    match check::<ReportView>(read, dir, enrolled) {
         Checked::Judged(v) => v,
         Checked::Signature(p) => {
             let good = p.key.verifies(&p.message(), &p.signature);
@@ -250,28 +277,29 @@ pub fn verify(read: Read, dir: Option<&str>, enrolled: Enrolled) -> Result<Repor
 }
 
 /// A report judged in all but its one signature's check (what
-/// [`check`] leaves to its caller, which may check many at once).
+/// [`check`] leaves to its caller, which may check many at once), read
+/// as `V`.
 #[derive(Debug)]
-pub enum Checked<'k> {
+pub enum Checked<'k, V = ReportView> {
     /// Its verdict.
-    Judged(Result<ReportView, Unverified>),
+    Judged(Result<V, Unverified>),
     /// Counted when `signature` is `key`'s of `message`.
-    Signature(Pending<'k>),
+    Signature(Pending<'k, V>),
 }
 
 /// A report whose verdict waits only on its one signature.
 #[derive(Debug)]
-pub struct Pending<'k> {
+pub struct Pending<'k, V = ReportView> {
     /// The enrolled key that must have signed it.
     pub key: &'k PublicKey,
     /// The signature.
     pub signature: [u8; 64],
     /// The envelope's payload (what it signed with [`PAYLOAD_TYPE`]).
     payload: Vec<u8>,
-    report: ReportView,
+    report: V,
 }
 
-impl Pending<'_> {
+impl<V: Speaks> Pending<'_, V> {
     /// What it signed: the envelope's pre-authentication encoding.
     pub fn message(&self) -> Vec<u8> {
         envelope::pae(PAYLOAD_TYPE, &self.payload)
@@ -284,7 +312,7 @@ impl Pending<'_> {
 
     /// Its verdict, given whether [`Pending::signature`] is
     /// [`Pending::key`]'s of [`Pending::message`].
-    pub fn verdict(self, good: bool) -> Result<ReportView, Unverified> {
+    pub fn verdict(self, good: bool) -> Result<V, Unverified> {
         if good {
             counted(self.report, self.key)
         } else {
@@ -294,7 +322,7 @@ impl Pending<'_> {
 }
 
 /// `report`, signed by the enrolled key `k`: counted when it carries `k`.
-fn counted(report: ReportView, k: &PublicKey) -> Result<ReportView, Unverified> {
+fn counted<V: Speaks>(report: V, k: &PublicKey) -> Result<V, Unverified> {
     if carried(&report)? == *k {
         Ok(report)
     } else {
@@ -308,18 +336,22 @@ fn counted(report: ReportView, k: &PublicKey) -> Result<ReportView, Unverified> 
 /// naming the enrolled key: that check is left to the caller
 /// ([`Checked::Signature`]), who may check many in one batch. An envelope
 /// with more signatures, or none naming the key, is judged here whole.
-pub fn check<'k>(read: Read, dir: Option<&str>, enrolled: Enrolled<'k>) -> Checked<'k> {
+pub fn check<'k, V: Speaks>(
+    read: Read,
+    dir: Option<&str>,
+    enrolled: Enrolled<'k>,
+) -> Checked<'k, V> {
     let env = match read {
         Read::Plain(r) => {
             return Checked::Judged(Err(moved(&r.node, dir).unwrap_or(Unverified::Unsigned)));
         }
         Read::Signed(env) => env,
     };
-    let report = match payload(&env) {
+    let report: V = match payload(&env) {
         Ok(r) => r,
         Err(e) => return Checked::Judged(Err(e)),
     };
-    if let Some(m) = moved(&report.node, dir) {
+    if let Some(m) = moved(report.node(), dir) {
         return Checked::Judged(Err(m));
     }
     let k = match enrolled {
@@ -372,7 +404,7 @@ pub fn claim(read: Read, dir: Option<&str>) -> Result<Claim, Unverified> {
     let (report, report_key) = match read {
         Read::Plain(r) => (*r, None),
         Read::Signed(env) => {
-            let report = payload(&env)?;
+            let report: ReportView = payload(&env)?;
             if let Some(m) = moved(&report.node, dir) {
                 return Err(m);
             }

@@ -23,6 +23,7 @@ use crate::plane::exposure::{
 };
 use crate::plane::group::{GroupDesired, HeldGroup, compose};
 use crate::plane::publish::{group_path, node_path};
+use crate::views::ReportRuns;
 
 /// The largest SBOM read.
 const MAX_SBOM: u64 = 256 << 20;
@@ -137,7 +138,7 @@ pub fn exposure(ask: &Ask) -> crate::cli::failure::Result<ExitCode> {
     let index = crate::plane::enroll::Index::new(&keys);
     let read = walk.judged(
         &|batch| {
-            verdicts(Some(&index), batch)
+            verdicts::<ReportRuns>(Some(&index), batch)
                 .into_iter()
                 .map(|v| v.map(Seen::from))
                 .collect()

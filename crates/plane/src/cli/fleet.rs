@@ -29,7 +29,6 @@ use crate::plane::group::{GROUP_PAYLOAD_TYPE, GroupDesired, stamp_group};
 use crate::plane::publish::{Published, Times, group_path, plan, read_served};
 use crate::plane::rollup::Rollup;
 use crate::plane::trusted::TrustedSet;
-use crate::views::ReportView;
 use crate::views::signed::{self, Enrolled, Read, Unverified};
 
 use super::progress::Progress;
@@ -543,10 +542,12 @@ pub(super) type EachReport<'a> = dyn FnMut(&str, Option<&str>, Result<Read, Stri
 /// report key `keys` enroll for the node whose directory it is in (none
 /// given: none is), or why it is not; the signatures checked in one batch
 /// ([`crate::plane::verdicts`]).
-pub(super) fn verdicts(
+/// Each read as `V` (the whole [`crate::views::ReportView`], or a
+/// narrower view).
+pub(super) fn verdicts<V: signed::Speaks>(
     keys: Option<&enroll::Index>,
     batch: Vec<(Option<&str>, Result<Read, String>)>,
-) -> Vec<Result<ReportView, Unverified>> {
+) -> Vec<Result<V, Unverified>> {
     crate::plane::verdicts::verdicts(
         batch
             .into_iter()

@@ -30,8 +30,8 @@ use serde::Serialize;
 use serde_json::Value as J;
 
 use crate::model::text::escape;
-use crate::views::ReportView;
 use crate::views::signed::Unverified;
+use crate::views::{ReportRuns, ReportView};
 
 /// The most unreadable or unverified reports named (all are counted).
 pub const LISTED: usize = 50;
@@ -509,7 +509,7 @@ pub struct FromRegistry {
 
 /// Every digest a report's module is found by: its repository digests
 /// (with each repository), then its image ID.
-fn module_digests(m: &crate::views::ReportModule) -> Vec<(String, String)> {
+fn module_digests(m: &crate::views::ModuleRuns) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = m
         .image_digests
         .iter()
@@ -534,21 +534,27 @@ pub struct Seen {
     /// The node it speaks for.
     pub node: String,
     /// Its modules, by name.
-    pub modules: BTreeMap<String, crate::views::ReportModule>,
+    pub modules: BTreeMap<String, crate::views::ModuleRuns>,
     /// The groups its held document lists.
-    pub groups: Vec<crate::views::GroupView<String>>,
+    pub groups: Vec<crate::views::GroupRuns>,
     /// The revision of the document it holds.
     pub revision: Option<u64>,
 }
 
-impl From<ReportView> for Seen {
-    fn from(r: ReportView) -> Seen {
+impl From<ReportRuns> for Seen {
+    fn from(r: ReportRuns) -> Seen {
         Seen {
             node: r.node,
             modules: r.modules,
-            revision: r.plane.held.as_ref().map(|h| h.revision),
+            revision: r.plane.held.map(|h| h.revision),
             groups: r.plane.groups,
         }
+    }
+}
+
+impl From<ReportView> for Seen {
+    fn from(r: ReportView) -> Seen {
+        ReportRuns::from(r).into()
     }
 }
 

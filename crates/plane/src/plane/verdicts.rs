@@ -17,11 +17,10 @@
 
 use rand_core::SeedableRng;
 
-use crate::views::ReportView;
-use crate::views::signed::{Checked, Unverified};
+use crate::views::signed::{Checked, Speaks, Unverified};
 
 /// The verdicts on `checked`, in its order.
-pub fn verdicts(checked: Vec<Checked<'_>>) -> Vec<Result<ReportView, Unverified>> {
+pub fn verdicts<V: Speaks>(checked: Vec<Checked<'_, V>>) -> Vec<Result<V, Unverified>> {
     let mut batch = ed25519_zebra::batch::Verifier::new();
     let mut pending = 0;
     // Each message is hashed as it is queued: one buffer for them all.

@@ -1,5 +1,6 @@
 use super::*;
 use crate::plane::envelope::{Envelope, PublicKey, SecretKey, Signature};
+use crate::views::ReportView;
 use crate::views::signed::{self, Enrolled, PAYLOAD_TYPE, Read};
 
 fn key(n: u32) -> SecretKey {
@@ -75,7 +76,7 @@ fn a_batch_judges_each_report_as_one_check_would() {
     assert_eq!(batch[n as usize - 1], Err(Unverified::NotEnrolled));
     assert_eq!(batch.iter().filter(|v| v.is_ok()).count(), n as usize - 4);
     // Nothing to check: nothing counted.
-    assert_eq!(verdicts(Vec::new()), Vec::new());
+    assert_eq!(verdicts::<ReportView>(Vec::new()), Vec::new());
 }
 
 /// A report signed for the key `A + T` (T of order 8) by the holder of
@@ -142,7 +143,7 @@ fn signed_message(payload: &[u8]) -> Vec<u8> {
 #[test]
 fn a_signature_only_the_cofactored_equation_accepts_is_judged_the_same_alone_or_in_any_batch() {
     let (odd, odd_key) = cofactored_only(1);
-    let alone = verdicts(vec![signed::check(
+    let alone = verdicts(vec![signed::check::<ReportView>(
         odd.clone(),
         Some("n1"),
         Enrolled::Key(&odd_key),
@@ -167,7 +168,7 @@ fn a_signature_only_the_cofactored_equation_accepts_is_judged_the_same_alone_or_
                     };
                     env.payload.push(b' ');
                 }
-                signed::check(
+                signed::check::<ReportView>(
                     r,
                     Some(&format!("n{i}")),
                     Enrolled::Key(&keys[(i - 100) as usize]),
