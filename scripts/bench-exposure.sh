@@ -11,9 +11,12 @@
 # Printed: the wall time of each (medians of STEAD_BENCH_RUNS runs, 3), the
 # CPU time, reports per second, the peak resident set, and the machine.
 # STEAD_BENCH_BIN measures that binary instead of building
-# target/release/stead; STEAD_BENCH_DIR keeps the generated fleet there
-# (made once, reused while its count is the same) instead of a temporary
-# directory.
+# target/release/stead; STEAD_BENCH_BASELINE names another stead-plane
+# (an earlier version's) run before it in every round, on the same fleet,
+# and prints its medians and the ratio of the two (this machine's speed
+# varies from hour to hour: the ratio is the figure to compare);
+# STEAD_BENCH_DIR keeps the generated fleet there (made once, reused while
+# its count is the same) instead of a temporary directory.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 NAME=bench-exposure.sh
@@ -50,9 +53,9 @@ printf '# an advisory\nbusybox@1.33.0\n' >"$work/vulnerable.txt"
 # One question: wall seconds, CPU seconds and peak RSS (KiB); the answer
 # checked for the whole count and the devices affected.
 ask() {
-    local affected="$1"
-    shift
-    python3 - "$stead_plane" "$REPORTS" "$affected" "$@" <<'PY'
+    local plane="$1" affected="$2"
+    shift 2
+    python3 - "$plane" "$REPORTS" "$affected" "$@" <<'PY'
 import json, resource, subprocess, sys, time
 plane, n, affected, args = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 t = time.monotonic()
@@ -71,20 +74,30 @@ PY
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
 base=(--reports "$work/root" --fleet "$work/fleet")
+baseline="${STEAD_BENCH_BASELINE:-}"
+[ -z "$baseline" ] || [ -x "$baseline" ] || die "STEAD_BENCH_BASELINE=$baseline is not an executable"
+planes=("$stead_plane")
+[ -z "$baseline" ] || planes=("$baseline" "$stead_plane")
 for q in table digest packages; do
     : >"$work/$q.times"
+    : >"$work/$q.base.times"
     for run in $(seq 1 "$RUNS"); do
-        case "$q" in
-            table) ask 0 "${base[@]}" ;;
-            digest) ask $(((REPORTS + 19) / 20)) "${base[@]}" --digest "$digest" ;;
-            packages) ask $(((REPORTS + 9) / 10)) "${base[@]}" --sbom "$work/sboms" --vulnerable "$work/vulnerable.txt" ;;
-        esac >>"$work/$q.times" || die "the question '$q' failed"
-        say "$q run $run: $(tail -1 "$work/$q.times")"
+        for plane in "${planes[@]}"; do
+            out="$work/$q.times"
+            [ "$plane" = "$stead_plane" ] || out="$work/$q.base.times"
+            case "$q" in
+                table) ask "$plane" 0 "${base[@]}" ;;
+                digest) ask "$plane" $(((REPORTS + 19) / 20)) "${base[@]}" --digest "$digest" ;;
+                packages) ask "$plane" $(((REPORTS + 9) / 10)) "${base[@]}" --sbom "$work/sboms" --vulnerable "$work/vulnerable.txt" ;;
+            esac >>"$out" || die "the question '$q' failed ($plane)"
+            say "$q run $run ($plane): $(tail -1 "$out")"
+        done
     done
 done
 
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r), $(date -u +%F)"
 echo "stead-plane: $stead_plane; $REPORTS reports, $du_mb MB on disk; medians of $RUNS runs"
+[ -z "$baseline" ] || echo "baseline: $baseline, run before it in every round"
 for q in table digest packages; do
     wall="$(cut -d' ' -f1 "$work/$q.times" | median)"
     cpu="$(cut -d' ' -f2 "$work/$q.times" | median)"
@@ -94,5 +107,11 @@ for q in table digest packages; do
         digest) what="--digest (5 % affected)" ;;
         packages) what="--sbom --vulnerable (10 % affected)" ;;
     esac
-    echo "$what: ${wall} s wall, ${cpu} s CPU ($(awk -v n="$REPORTS" -v w="$wall" 'BEGIN { printf "%.0f", n / w }') reports/s), peak RSS $((rss / 1024)) MiB"
+    line="$what: ${wall} s wall, ${cpu} s CPU ($(awk -v n="$REPORTS" -v w="$wall" 'BEGIN { printf "%.0f", n / w }') reports/s), peak RSS $((rss / 1024)) MiB"
+    if [ -n "$baseline" ]; then
+        bwall="$(cut -d' ' -f1 "$work/$q.base.times" | median)"
+        bcpu="$(cut -d' ' -f2 "$work/$q.base.times" | median)"
+        line="$line; baseline ${bwall} s wall, ${bcpu} s CPU: $(awk -v a="$wall" -v b="$bwall" 'BEGIN { printf "%.2f", a / b }') of its time"
+    fi
+    echo "$line"
 done
