@@ -882,6 +882,10 @@ impl<C: Connect> Agent<C> {
                 0
             }
         };
+        // Before the API answers: what is held, as the store keeps it.
+        if let Err(e) = syncer.show_stored().await {
+            tracing::error!("plane: cannot read what the store holds: {e}");
+        }
         let (nudge, nudges) = tokio::sync::mpsc::channel(16);
         let poll = AbortOnDrop(tokio::spawn(crate::plane::sync::run(
             syncer.clone(),

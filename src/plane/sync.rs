@@ -501,6 +501,21 @@ impl Syncer {
         st.agent = agent;
     }
 
+    /// Shows what the store holds (the document, the last contact, the
+    /// groups) before anything is judged or polled: called before the API
+    /// answers, so that its first answer after a start names the document
+    /// held, not none. [`Syncer::load`] then takes it up whole. The
+    /// document held, as read.
+    pub async fn show_stored(
+        &self,
+    ) -> Result<Option<crate::plane::accept::Held>, crate::store::StoreError> {
+        let (held, contact) = self.store.blocking(|s| s.plane()).await?;
+        let groups = self.store.blocking(|s| s.plane_groups()).await?;
+        *self.mem() = held::Held::loaded(held.clone(), contact, groups, mono());
+        self.show();
+        Ok(held)
+    }
+
     /// Reads what the store holds into the status, judges what stands as
     /// a floor under the keys in force ([`Syncer::judge_floors`]: so after
     /// every change of the config's keys), and takes the held document's
@@ -530,10 +545,7 @@ impl Syncer {
                 }
             }
         }
-        let (held, contact) = self.store.blocking(|s| s.plane()).await?;
-        let groups = self.store.blocking(|s| s.plane_groups()).await?;
-        *self.mem() = held::Held::loaded(held.clone(), contact, groups, mono());
-        self.show();
+        let held = self.show_stored().await?;
         self.judge_floors().await;
         match &held {
             Some(h) => self.take_again(h).await,
