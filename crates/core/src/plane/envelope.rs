@@ -8,14 +8,12 @@
 //! payload type and the payload bytes exactly as carried: nothing is
 //! canonicalised, and the payload is parsed only after it verified.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::io;
 
-use std::borrow::Cow;
-
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE};
-
 use serde::{Deserialize, Serialize};
 
 use crate::model::names::Digest;

@@ -541,9 +541,8 @@ pub(super) type EachReport<'a> = dyn FnMut(&str, Option<&str>, Result<Read, Stri
 /// Reports judged, a batch at a time: each counted when signed by the
 /// report key `keys` enroll for the node whose directory it is in (none
 /// given: none is), or why it is not; the signatures checked in one batch
-/// ([`crate::plane::verdicts`]).
-/// Each read as `V` (the whole [`crate::views::ReportView`], or a
-/// narrower view).
+/// ([`crate::plane::verdicts`]). Each is read as `V` (the whole
+/// [`crate::views::ReportView`], or a narrower view).
 pub(super) fn verdicts<V: signed::Speaks>(
     keys: Option<&enroll::Index>,
     batch: Vec<(Option<&str>, Result<Read, String>)>,
