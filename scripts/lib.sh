@@ -124,7 +124,8 @@ need_nginx() {
 
 # The stead binary a benchmark measures, in $stead: the one the variable
 # named $1 gives (STEAD_BENCH_BIN, …) when set, else target/release/stead,
-# built now; and the operator's tool beside it, in $stead_plane.
+# built now; and the operator's tool beside it, in $stead_plane (built
+# now: target/tool/stead-plane, as scripts/release.sh builds it).
 release_stead() {
     local given="${!1:-}" target_dir
     if [ -n "$given" ]; then
@@ -139,11 +140,12 @@ release_stead() {
         [ -x "$stead_plane" ] || die "$1: no stead-plane beside $given"
         return 0
     fi
-    say "cargo build --release --locked"
-    cargo build --release --locked -p stead -p stead-plane >&2 || die "the release build failed"
+    say "cargo build --release --locked -p stead; cargo build --profile tool --locked -p stead-plane"
+    cargo build --release --locked -p stead >&2 || die "the release build failed"
+    cargo build --profile tool --locked -p stead-plane >&2 || die "the tool's build failed"
     target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
     stead="$target_dir/release/stead"
-    stead_plane="$target_dir/release/stead-plane"
+    stead_plane="$target_dir/tool/stead-plane"
     [ -x "$stead" ] && [ -x "$stead_plane" ] || die "no $stead or $stead_plane after the build"
 }
 

@@ -2,10 +2,11 @@
 # Builds the release binaries dist/stead-<target> (the agent),
 # dist/stead-launch-<target> (the launcher, /usr/bin/stead in the .deb) and
 # dist/stead-plane-<target> (the operator's tool): static (musl), stripped,
-# tuned for size (see [profile.release] in Cargo.toml), linked by rust-lld
-# (.cargo/config.toml). ring (rustls' cryptography) compiles a little C and
-# assembly for the target: musl-gcc for x86_64, Debian's aarch64 cross gcc
-# for aarch64 (installed when missing). Checks each binary is static (no
+# linked by rust-lld (.cargo/config.toml); the device's two tuned for size
+# ([profile.release] in Cargo.toml), the tool for speed ([profile.tool]).
+# ring (rustls' cryptography) and the tool's allocator (mimalloc) compile a
+# little C and assembly for the target: musl-gcc for x86_64, Debian's
+# aarch64 cross gcc for aarch64 (installed when missing). Checks each binary is static (no
 # program interpreter) and prints its size.
 #
 #   scripts/release.sh                      # x86_64 and aarch64
@@ -44,11 +45,13 @@ for t in "${targets[@]}"; do
     # which cost the device's binary 30 KB it never runs.
     say "building $t: the device's agent and launcher"
     cargo build --release --locked --target "$t" -p stead -p stead-launch >&2
-    say "building $t: the operator's tool"
-    cargo build --release --locked --target "$t" -p stead-plane >&2
+    say "building $t: the operator's tool (built for speed: the tool profile)"
+    cargo build --profile tool --locked --target "$t" -p stead-plane >&2
     for bin in stead stead-launch stead-plane; do
         out="dist/$bin-$t"
-        cp "target/$t/release/$bin" "$out"
+        profile=release
+        [ "$bin" != stead-plane ] || profile=tool
+        cp "target/$t/$profile/$bin" "$out"
         if readelf -l "$out" | grep -q 'program interpreter'; then
             die "$out is not static: it names a program interpreter"
         fi

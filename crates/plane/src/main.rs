@@ -7,6 +7,10 @@ use clap::Parser as _;
 
 use stead_plane::args::{Cli, Command};
 
+/// mimalloc, not the C library's allocator: see Cargo.toml.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let command = Cli::parse().into_command();
     stead_host::host::log::init(stead_host::host::log::from_env());
