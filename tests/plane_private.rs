@@ -500,8 +500,7 @@ struct Private {
 
 impl Drop for Private {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        common::tls::end_nginx(&mut self.child);
     }
 }
 

@@ -56,6 +56,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::registry::free_port;
+use super::tls::{children_of, signal};
 
 /// Debian's nginx.
 pub const NGINX: &str = "/usr/sbin/nginx";
@@ -341,26 +342,12 @@ impl Plane {
         }
     }
 
-    /// Ends nginx (SIGTERM to the master, which ends its worker first;
-    /// SIGKILL to both after 10 s); false if it was not running.
+    /// Ends nginx ([`super::tls::end_nginx`]); false if it was not running.
     fn end_nginx(&mut self) -> bool {
         let Some(mut child) = self.child.take() else {
             return false;
         };
-        let master = child.id();
-        signal(master, SIGTERM);
-        let end = Instant::now() + Duration::from_secs(10);
-        while child.try_wait().unwrap().is_none() {
-            if Instant::now() > end {
-                for pid in children_of(master) {
-                    signal(pid, SIGKILL);
-                }
-                let _ = child.kill();
-                let _ = child.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        super::tls::end_nginx(&mut child);
         true
     }
 
@@ -762,37 +749,6 @@ pub fn faketime_env(at: &str) -> Vec<(String, String)> {
 }
 
 const SIGHUP: i32 = 1;
-const SIGKILL: i32 = 9;
-const SIGTERM: i32 = 15;
-
-fn signal(pid: u32, sig: i32) {
-    // SAFETY: kill(2) with a pid we started and a plain signal number.
-    unsafe {
-        kill(pid as i32, sig);
-    }
-}
-
-unsafe extern "C" {
-    fn kill(pid: i32, sig: i32) -> i32;
-}
-
-/// The processes whose parent is `pid` (nginx's workers).
-fn children_of(pid: u32) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
-                // "pid (comm) state ppid …"; comm may hold spaces and ')'.
-                s.rsplit_once(')')
-                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
-                    == Some(pid)
-            })
-        })
-        .collect()
-}
 
 /// Runs `stead plane ARGS` with `stdin`; returns (success, stdout, stderr).
 pub fn plane_cli_with(args: &[&str], stdin: &str) -> (bool, String, String) {

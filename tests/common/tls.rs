@@ -152,8 +152,7 @@ pub struct Tls {
 
 impl Drop for Tls {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        end_nginx(&mut self.child);
     }
 }
 
@@ -245,4 +244,58 @@ pub fn start_nginx(dir: &std::path::Path, conf: &str, port: u16) -> Child {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     child
+}
+
+/// Ends the nginx whose master is `child`: SIGTERM to the master, which
+/// ends its workers first, then exits; SIGKILL to all of them after 10 s.
+/// (A SIGKILL to the master alone orphans its workers, still listening on
+/// the port.)
+pub fn end_nginx(child: &mut Child) {
+    let master = child.id();
+    signal(master, SIGTERM);
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while child.try_wait().ok().flatten().is_none() {
+        if std::time::Instant::now() > end {
+            for pid in children_of(master) {
+                signal(pid, SIGKILL);
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+const SIGKILL: i32 = 9;
+const SIGTERM: i32 = 15;
+
+/// Sends `sig` to `pid`.
+pub fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill(2) with a pid we started and a plain signal number.
+    unsafe {
+        kill(pid as i32, sig);
+    }
+}
+
+unsafe extern "C" {
+    fn kill(pid: i32, sig: i32) -> i32;
+}
+
+/// The processes whose parent is `pid` (nginx's workers).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+                // "pid (comm) state ppid …"; comm may hold spaces and ')'.
+                s.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+                    == Some(pid)
+            })
+        })
+        .collect()
 }
