@@ -6,8 +6,8 @@
 # ([profile.release] in Cargo.toml), the tool for speed ([profile.tool]).
 # ring (rustls' cryptography) and the tool's allocator (mimalloc) compile a
 # little C and assembly for the target: musl-gcc for x86_64, Debian's
-# aarch64 cross gcc for aarch64 (installed when missing). Checks each binary is static (no
-# program interpreter) and prints its size.
+# aarch64 cross gcc for aarch64 (installed when missing). Checks each
+# binary is static (no program interpreter) and prints its size.
 #
 #   scripts/release.sh                      # x86_64 and aarch64
 #   scripts/release.sh aarch64-unknown-linux-musl
