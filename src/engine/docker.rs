@@ -842,6 +842,66 @@ impl Engine for DockerEngine {
             })
     }
 
+    async fn image_root(&self, name: &str) -> Result<(String, Vec<String>), EngineError> {
+        within(limits::QUICK, "inspect an image", async {
+            let path = format!("/images/{}/json", socket::path(name));
+            let body = self.call(Method::GET, &path, None).await?;
+            let i: wire::ImageInspect = wire::read("the image", &body)?;
+            Ok((i.id, i.root_fs.and_then(|r| r.layers).unwrap_or_default()))
+        })
+        .await
+    }
+
+    async fn load(&self, archive: socket::Channel) -> Result<Vec<String>, EngineError> {
+        let load = async {
+            let path = self.versioned("/images/load?quiet=1");
+            let answer = socket::send_body(
+                &self.socket,
+                Method::POST,
+                &path,
+                archive,
+                Some("application/x-tar"),
+                None,
+            )
+            .await?;
+            // As a pull, a failed load is said on a line of the answer.
+            let mut lines = socket::Lines::of(answer);
+            let mut loaded = Vec::new();
+            while let Some(line) = lines.next().await {
+                let line: wire::LoadLine = wire::read("the load's answer", &line?)?;
+                if let Some(e) = line.error_detail.and_then(|d| d.message).or(line.error) {
+                    return Err(EngineError::Refused {
+                        status: 0,
+                        message: e,
+                    });
+                }
+                loaded.extend(line.stream.as_deref().map(wire::loaded).unwrap_or_default());
+            }
+            Ok(loaded)
+        };
+        tokio::time::timeout(limits::PULL, load)
+            .await
+            .unwrap_or_else(|_| {
+                Err(EngineError::TimedOut(format!(
+                    "the load of an image did not finish within {}s",
+                    limits::PULL.as_secs()
+                )))
+            })
+    }
+
+    async fn tag(&self, id: &str, repo: &str, tag: &str) -> Result<(), EngineError> {
+        within(limits::QUICK, "tag an image", async {
+            let path = format!(
+                "/images/{}/tag?repo={}&tag={}",
+                socket::path(id),
+                socket::query(repo),
+                socket::query(tag)
+            );
+            self.call(Method::POST, &path, None).await.map(|_| ())
+        })
+        .await
+    }
+
     async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
         if let Flavour::Podman(_) = &self.flavour
             && let Some(what) = podman_refuses(spec)

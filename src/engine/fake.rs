@@ -102,6 +102,20 @@ impl Engine for Fake {
             "no such image in any registry".into(),
         ))
     }
+    async fn image_root(&self, name: &str) -> Result<(String, Vec<String>), EngineError> {
+        Err(EngineError::NotFound(format!("no such image: {name}")))
+    }
+    async fn load(&self, _: crate::engine::socket::Channel) -> Result<Vec<String>, EngineError> {
+        self.act("load");
+        Err(EngineError::Refused {
+            status: 400,
+            message: "the fake engine loads nothing".into(),
+        })
+    }
+    async fn tag(&self, _: &str, _: &str, _: &str) -> Result<(), EngineError> {
+        self.act("tag");
+        Ok(())
+    }
     async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
         if self.refuse_create {
             self.act("refused");

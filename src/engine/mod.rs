@@ -217,6 +217,25 @@ pub trait Engine: Clone + Send + Sync + 'static {
         reference: &str,
         auth: Option<PullAuth>,
     ) -> impl Future<Output = Result<(), EngineError>> + Send;
+    /// An image's ID and its layers by diff ID, base first (its
+    /// `RootFS`), by any of its names or its ID.
+    fn image_root(
+        &self,
+        name: &str,
+    ) -> impl Future<Output = Result<(String, Vec<String>), EngineError>> + Send;
+    /// Loads an image archive ([`crate::model::archive`]) as it streams
+    /// from `archive`; says what the engine says it loaded (IDs or names).
+    fn load(
+        &self,
+        archive: socket::Channel,
+    ) -> impl Future<Output = Result<Vec<String>, EngineError>> + Send;
+    /// Names the image `id` `repo:tag`.
+    fn tag(
+        &self,
+        id: &str,
+        repo: &str,
+        tag: &str,
+    ) -> impl Future<Output = Result<(), EngineError>> + Send;
     /// Creates a container; returns its ID.
     fn create(
         &self,

@@ -29,6 +29,61 @@ pub async fn send(
     body: Option<Vec<u8>>,
     auth: Option<String>,
 ) -> Result<Incoming, EngineError> {
+    let json = body.is_some();
+    let body = Full::new(Bytes::from(body.unwrap_or_default()));
+    send_body(
+        socket,
+        method,
+        path,
+        body,
+        json.then_some("application/json"),
+        auth,
+    )
+    .await
+}
+
+/// A request body that streams from a channel, of a length said up front
+/// (an image archive read from the spool as it is sent).
+pub struct Channel {
+    /// Where the body's bytes come from, in order; an error ends the
+    /// request.
+    pub rx: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>,
+    /// Its length in bytes (its `Content-Length`).
+    pub length: u64,
+}
+
+impl hyper::body::Body for Channel {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, std::io::Error>>> {
+        self.rx
+            .poll_recv(cx)
+            .map(|o| o.map(|r| r.map(hyper::body::Frame::data)))
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.length)
+    }
+}
+
+/// [`send`] with any body, of `content_type` when there is one.
+pub async fn send_body<B>(
+    socket: &Path,
+    method: Method,
+    path: &str,
+    body: B,
+    content_type: Option<&str>,
+    auth: Option<String>,
+) -> Result<Incoming, EngineError>
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let away = |e: &dyn std::fmt::Display| EngineError::Unreachable(e.to_string());
     let stream = tokio::net::UnixStream::connect(socket)
         .await
@@ -43,15 +98,13 @@ pub async fn send(
         .method(method)
         .uri(path)
         .header("host", "docker");
-    if body.is_some() {
-        req = req.header("content-type", "application/json");
+    if let Some(t) = content_type {
+        req = req.header("content-type", t);
     }
     if let Some(auth) = auth {
         req = req.header("x-registry-auth", auth);
     }
-    let req = req
-        .body(Full::new(Bytes::from(body.unwrap_or_default())))
-        .map_err(|e| away(&e))?;
+    let req = req.body(body).map_err(|e| away(&e))?;
     let resp = sender.send_request(req).await.map_err(|e| away(&e))?;
     let status = resp.status();
     if status.is_success() || status == http::StatusCode::NOT_MODIFIED {

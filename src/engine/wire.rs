@@ -439,6 +439,52 @@ pub struct PullLine {
     pub error_detail: Option<ErrorDetail>,
 }
 
+/// One line of a load's answer: an error, or what it loaded.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct LoadLine {
+    pub error: Option<String>,
+    #[serde(rename = "errorDetail")]
+    pub error_detail: Option<ErrorDetail>,
+    pub stream: Option<String>,
+}
+
+/// What a load's line says it loaded: Docker's `Loaded image ID: <id>`
+/// or `Loaded image: <name>`, Podman's `Loaded image: <id or name>`
+/// (more than one, comma-separated).
+pub fn loaded(line: &str) -> Vec<String> {
+    let line = line.trim();
+    let rest = line
+        .strip_prefix("Loaded image ID: ")
+        .or_else(|| line.strip_prefix("Loaded image(s): "))
+        .or_else(|| line.strip_prefix("Loaded image: "));
+    rest.map(|r| {
+        r.split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// What `GET /images/{name}/json` says that a load needs.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct ImageInspect {
+    #[serde(rename = "Id")]
+    pub id: String,
+    #[serde(rename = "RootFS")]
+    pub root_fs: Option<RootFs>,
+}
+
+/// An image's layers.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct RootFs {
+    #[serde(rename = "Layers")]
+    pub layers: Option<Vec<String>>,
+}
+
 /// A pull error's detail.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]

@@ -51,6 +51,18 @@ impl<E: Engine> Engine for Watched<E> {
     ) -> Result<(), EngineError> {
         self.engine.pull(reference, auth).await
     }
+    async fn image_root(&self, name: &str) -> Result<(String, Vec<String>), EngineError> {
+        self.engine.image_root(name).await
+    }
+    async fn load(
+        &self,
+        archive: crate::engine::socket::Channel,
+    ) -> Result<Vec<String>, EngineError> {
+        self.engine.load(archive).await
+    }
+    async fn tag(&self, id: &str, repo: &str, tag: &str) -> Result<(), EngineError> {
+        self.engine.tag(id, repo, tag).await
+    }
     async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
         // A create that cannot join a network removes what it made.
         let _call = self.progress.call(limits::ACT + limits::STOP);

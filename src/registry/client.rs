@@ -15,7 +15,7 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use crate::model::reference::Reference;
 use crate::model::time::{MAX_RETRY_AFTER, RetryAfter, parse_retry_after};
 use crate::model::version::{Newest, Range, TagVersion};
-use crate::net::http::{Answer, Http, Sink, Transport};
+use crate::net::http::{Answer, Http, Open, Sink, Transport};
 use crate::registry::auth::{Challenge, Credentials, realm_refused};
 use crate::registry::error::{Object, RegistryError};
 use crate::registry::tags::TagScan;
@@ -190,13 +190,16 @@ impl Registries {
                     &next,
                     &[],
                     Object::Tags,
-                    MAX_TAGS_TOTAL.saturating_sub(total),
-                    Some(&mut |chunk: &[u8]| {
-                        read += chunk.len();
-                        scan.feed(chunk, tag);
-                    }),
+                    How::Stream(
+                        MAX_TAGS_TOTAL.saturating_sub(total),
+                        &mut |chunk: &[u8]| {
+                            read += chunk.len();
+                            scan.feed(chunk, tag);
+                        },
+                    ),
                 )
                 .await
+                .map(|(a, _)| a)
                 .map_err(|e| match e {
                     RegistryError::Malformed { message, .. } if message.starts_with("larger") => {
                         malformed(r, Object::Tags, "more than 16 MiB of tags")
@@ -522,46 +525,40 @@ impl Registries {
         at: &str,
         platform: &Platform,
     ) -> Result<Manifest, RegistryError> {
+        self.platform_answer(r, at, platform)
+            .await
+            .map(|(doc, _, _)| doc)
+    }
+
+    /// [`Registries::platform_manifest`], with the answer it came in and
+    /// its digest (a tag's hashed from its bytes).
+    async fn platform_answer(
+        &self,
+        r: &Reference,
+        at: &str,
+        platform: &Platform,
+    ) -> Result<(Manifest, Answer, String), RegistryError> {
         let mut digest = at.to_string();
         // An index, then the manifest it names for this platform.
         for _ in 0..2 {
             let a = self.manifest(r, &digest).await?;
             if is_digest(&digest) {
                 check_digest(r, Object::Manifest, &digest, &a.body)?;
+            } else {
+                digest = sha256(&a.body);
             }
             let doc: Manifest = serde_json::from_slice(&a.body)
                 .map_err(|e| malformed(r, Object::Manifest, &e.to_string()))?;
             if let Some(list) = &doc.manifests {
-                let found = list.iter().find(|m| {
-                    m.platform.as_ref().is_some_and(|p| {
-                        p.os == platform.os
-                            && p.architecture == platform.architecture
-                            && (platform.variant.is_none()
-                                || p.variant.is_none()
-                                || p.variant == platform.variant)
-                    })
-                });
-                match found {
+                match pick(list, platform) {
                     Some(m) => {
                         digest = m.digest.clone();
                         continue;
                     }
-                    None => {
-                        let offered: Vec<String> = list
-                            .iter()
-                            .filter_map(|m| m.platform.as_ref())
-                            .map(|p| format!("{}/{}", p.os, p.architecture))
-                            .collect();
-                        return Err(RegistryError::NoPlatform {
-                            registry: r.registry.clone(),
-                            what: r.to_string(),
-                            platform: platform.to_string(),
-                            offered: offered.join(", "),
-                        });
-                    }
+                    None => return Err(no_platform(r, list, platform)),
                 }
             }
-            return Ok(doc);
+            return Ok((doc, a, digest));
         }
         Err(malformed(r, Object::Manifest, "an index within an index"))
     }
@@ -591,13 +588,94 @@ impl Registries {
         object: Object,
         max_body: usize,
     ) -> Result<Answer, RegistryError> {
-        self.call_with(r, method, path_and_query, extra, object, max_body, None)
-            .await
+        self.call_with(
+            r,
+            method,
+            path_and_query,
+            extra,
+            object,
+            How::Read(max_body),
+        )
+        .await
+        .map(|(a, _)| a)
     }
 
-    /// [`Registries::call`], a successful answer's body handed to `sink`
-    /// as it streams when there is one.
-    #[allow(clippy::too_many_arguments)]
+    /// A blob's bytes, from `range` on when there is one (`bytes=<n>-`),
+    /// its body left open to be read as it comes: the head within
+    /// `stall`, each chunk within `stall` of the last, however long the
+    /// whole takes. The answer's status and `Content-Range` are the
+    /// caller's to judge ([`crate::model::fetch::take`]); 416 comes back
+    /// as an answer too.
+    pub async fn blob(
+        &self,
+        r: &Reference,
+        digest: &str,
+        range: Option<&str>,
+        stall: Duration,
+    ) -> Result<(Answer, Option<Open>), RegistryError> {
+        let path = format!("/v2/{}/blobs/{digest}", r.repository);
+        let extra: Vec<(&str, &str)> = range.map(|v| ("range", v)).into_iter().collect();
+        self.call_with(
+            r,
+            Method::GET,
+            &path,
+            &extra,
+            Object::Blob,
+            How::Open(stall),
+        )
+        .await
+    }
+
+    /// A manifest's bytes and media type by digest (checked against it),
+    /// through an index to the one for `platform`; with its digest.
+    pub async fn manifest_for(
+        &self,
+        r: &Reference,
+        at: &str,
+        platform: &Platform,
+    ) -> Result<FetchedManifest, RegistryError> {
+        let (doc, a, digest) = self.platform_answer(r, at, platform).await?;
+        let media_type = doc
+            .media_type
+            .clone()
+            .or_else(|| header_opt(&a.headers, "content-type"))
+            .unwrap_or_else(|| MANIFEST_TYPES[2].to_string());
+        let config = doc
+            .config
+            .as_ref()
+            .map(|c| (c.digest.clone(), c.size.unwrap_or(0)))
+            .ok_or_else(|| malformed(r, Object::Manifest, "no config"))?;
+        let layers = doc
+            .layers
+            .unwrap_or_default()
+            .into_iter()
+            .map(|l| (l.digest, l.size.unwrap_or(0)))
+            .collect();
+        Ok(FetchedManifest {
+            bytes: a.body,
+            digest,
+            media_type,
+            config,
+            layers,
+        })
+    }
+
+    /// A config's bytes by digest, checked against it.
+    pub async fn config_bytes(
+        &self,
+        r: &Reference,
+        digest: &str,
+    ) -> Result<bytes::Bytes, RegistryError> {
+        let path = format!("/v2/{}/blobs/{digest}", r.repository);
+        let a = self
+            .call(r, Method::GET, &path, &[], Object::Blob, MAX_CONFIG)
+            .await?;
+        check_digest(r, Object::Blob, digest, &a.body)?;
+        Ok(a.body)
+    }
+
+    /// [`Registries::call`], a successful answer's body read as `how`
+    /// says.
     async fn call_with(
         &self,
         r: &Reference,
@@ -605,9 +683,8 @@ impl Registries {
         path_and_query: &str,
         extra: &[(&str, &str)],
         object: Object,
-        max_body: usize,
-        mut sink: Option<Sink<'_>>,
-    ) -> Result<Answer, RegistryError> {
+        mut how: How<'_>,
+    ) -> Result<(Answer, Option<Open>), RegistryError> {
         let (scheme, challenge) = self.probe(r).await?;
         let what = r.to_string();
         let mut retried = false;
@@ -635,21 +712,25 @@ impl Registries {
                 None => {}
             }
             let uri = self.uri(r, scheme, path_and_query)?;
-            let sent = match sink.as_mut() {
-                Some(sink) => {
-                    self.http
-                        .send_streamed(method.clone(), uri, &headers, CALL_LIMIT, max_body, *sink)
-                        .await
-                }
-                None => {
-                    self.http
-                        .send(method.clone(), uri, &headers, CALL_LIMIT, max_body)
-                        .await
-                }
+            let sent = match &mut how {
+                How::Stream(max_body, sink) => self
+                    .http
+                    .send_streamed(method.clone(), uri, &headers, CALL_LIMIT, *max_body, *sink)
+                    .await
+                    .map(|a| (a, None)),
+                How::Read(max_body) => self
+                    .http
+                    .send(method.clone(), uri, &headers, CALL_LIMIT, *max_body)
+                    .await
+                    .map(|a| (a, None)),
+                How::Open(stall) => self.http.open(method.clone(), uri, &headers, *stall).await,
             };
-            let a = sent.map_err(|t| transport(r, &what, object, t))?;
+            let (a, open) = sent.map_err(|t| transport(r, &what, object, t))?;
             match a.status {
-                s if s.is_success() => return Ok(a),
+                s if s.is_success() => return Ok((a, open)),
+                StatusCode::RANGE_NOT_SATISFIABLE if matches!(how, How::Open(_)) => {
+                    return Ok((a, None));
+                }
                 StatusCode::UNAUTHORIZED if !retried && challenge.is_some() => {
                     // A token may have expired early: ask for a new one once.
                     self.known
@@ -830,8 +911,35 @@ impl Registries {
     }
 }
 
+/// How a call reads a successful answer's body.
+enum How<'a> {
+    /// Whole, up to this many bytes.
+    Read(usize),
+    /// Handed to the sink as it streams, up to this many bytes.
+    Stream(usize, Sink<'a>),
+    /// Left open, each chunk within this of the last.
+    Open(Duration),
+}
+
+/// A manifest as fetched for a pull of the agent's own.
+#[derive(Clone, Debug)]
+pub struct FetchedManifest {
+    /// Its bytes, as served.
+    pub bytes: bytes::Bytes,
+    /// Its digest.
+    pub digest: String,
+    /// Its media type.
+    pub media_type: String,
+    /// Its config's digest and size.
+    pub config: (String, u64),
+    /// Its layers' digests and sizes, base first.
+    pub layers: Vec<(String, u64)>,
+}
+
 #[derive(serde::Deserialize)]
 struct Manifest {
+    #[serde(rename = "mediaType", default)]
+    media_type: Option<String>,
     manifests: Option<Vec<Descriptor>>,
     config: Option<Descriptor>,
     layers: Option<Vec<Descriptor>>,
@@ -878,6 +986,41 @@ struct ConfigInner {
 struct HealthDoc {
     #[serde(rename = "Test", default)]
     test: Vec<String>,
+}
+
+/// The manifest an index lists for `platform`.
+fn pick<'a>(list: &'a [Descriptor], platform: &Platform) -> Option<&'a Descriptor> {
+    list.iter().find(|m| {
+        m.platform.as_ref().is_some_and(|p| {
+            p.os == platform.os
+                && p.architecture == platform.architecture
+                && (platform.variant.is_none()
+                    || p.variant.is_none()
+                    || p.variant == platform.variant)
+        })
+    })
+}
+
+/// An index that lists no manifest for `platform`, with those it does.
+fn no_platform(r: &Reference, list: &[Descriptor], platform: &Platform) -> RegistryError {
+    let offered: Vec<String> = list
+        .iter()
+        .filter_map(|m| m.platform.as_ref())
+        .map(|p| format!("{}/{}", p.os, p.architecture))
+        .collect();
+    RegistryError::NoPlatform {
+        registry: r.registry.clone(),
+        what: r.to_string(),
+        platform: platform.to_string(),
+        offered: offered.join(", "),
+    }
+}
+
+fn header_opt(h: &HeaderMap, name: &str) -> Option<String> {
+    h.get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or(v).trim().to_string())
+        .filter(|v| !v.is_empty())
 }
 
 fn value(s: &str) -> HeaderValue {

@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod client;
 pub mod error;
+pub mod fetch;
 pub mod room;
 pub mod signed;
 pub mod tags;

@@ -46,6 +46,21 @@ impl<E: Engine> Engine for Counted<E> {
         self.metrics.call("pull");
         self.engine.pull(reference, auth).await
     }
+    async fn image_root(&self, name: &str) -> Result<(String, Vec<String>), EngineError> {
+        self.metrics.call("image_root");
+        self.engine.image_root(name).await
+    }
+    async fn load(
+        &self,
+        archive: crate::engine::socket::Channel,
+    ) -> Result<Vec<String>, EngineError> {
+        self.metrics.call("load");
+        self.engine.load(archive).await
+    }
+    async fn tag(&self, id: &str, repo: &str, tag: &str) -> Result<(), EngineError> {
+        self.metrics.call("tag");
+        self.engine.tag(id, repo, tag).await
+    }
     async fn create(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
         self.metrics.call("create");
         self.engine.create(spec).await

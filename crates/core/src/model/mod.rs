@@ -9,11 +9,13 @@
 
 pub mod age;
 pub mod agent_update;
+pub mod archive;
 pub mod clock;
 pub mod config;
 pub mod disk;
 pub mod dsse;
 pub mod env_file;
+pub mod fetch;
 pub mod files;
 pub mod fleet;
 pub mod guard;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -73,6 +74,44 @@ pub struct Answer {
     pub headers: HeaderMap,
     /// The body (empty for a HEAD).
     pub body: Bytes,
+}
+
+/// How a successful answer's body is read.
+enum Read<'a> {
+    /// Whole, into the answer.
+    Whole,
+    /// Handed to a sink as it arrives.
+    Sink(Sink<'a>),
+    /// Left to the caller ([`Open`]).
+    Open,
+}
+
+/// An answer's body being read ([`Http::open`]).
+pub struct Open {
+    body: Incoming,
+    stall: Duration,
+}
+
+impl Open {
+    /// The next chunk of the body, `None` at its end; a chunk that does
+    /// not come within the stall bound is [`Transport::Timeout`], a link
+    /// that drops is [`Transport::Connect`].
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>, Transport> {
+        loop {
+            let frame = tokio::time::timeout(self.stall, self.body.frame())
+                .await
+                .map_err(|_| Transport::Timeout)?;
+            match frame {
+                None => return Ok(None),
+                Some(Err(e)) => return Err(Transport::Connect(e.to_string())),
+                Some(Ok(f)) => {
+                    if let Ok(data) = f.into_data() {
+                        return Ok(Some(data));
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Where a streamed answer's body goes, chunk by chunk.
@@ -298,10 +337,37 @@ impl Http {
         max_body: usize,
         sink: Sink<'_>,
     ) -> Result<Answer, Transport> {
-        let follow = self.follow(method, uri, headers, Bytes::new(), max_body, Some(sink));
+        let follow = self.follow(
+            method,
+            uri,
+            headers,
+            Bytes::new(),
+            max_body,
+            Read::Sink(sink),
+        );
         tokio::time::timeout(limit, follow)
             .await
+            .map(|r| r.map(|(a, _)| a))
             .unwrap_or(Err(Transport::Timeout))
+    }
+
+    /// Sends one request and hands back a successful answer's head with
+    /// its body still to be read ([`Open`]): for a transfer that takes as
+    /// long as the link needs, bounded by `stall` (the head, and each
+    /// chunk after the one before) instead of a total. Any other answer
+    /// comes whole (up to 64 KiB) and without an [`Open`].
+    pub async fn open(
+        &self,
+        method: Method,
+        uri: Uri,
+        headers: &HeaderMap,
+        stall: Duration,
+    ) -> Result<(Answer, Option<Open>), Transport> {
+        let follow = self.follow(method, uri, headers, Bytes::new(), 64 * 1024, Read::Open);
+        let (a, body) = tokio::time::timeout(stall, follow)
+            .await
+            .unwrap_or(Err(Transport::Timeout))?;
+        Ok((a, body.map(|body| Open { body, stall })))
     }
 
     /// [`Http::send`] with a request body (a PUT).
@@ -316,9 +382,10 @@ impl Http {
     ) -> Result<Answer, Transport> {
         tokio::time::timeout(
             limit,
-            self.follow(method, uri, headers, body, max_body, None),
+            self.follow(method, uri, headers, body, max_body, Read::Whole),
         )
         .await
+        .map(|r| r.map(|(a, _)| a))
         .unwrap_or(Err(Transport::Timeout))
     }
 
@@ -329,8 +396,8 @@ impl Http {
         headers: &HeaderMap,
         body: Bytes,
         max_body: usize,
-        mut sink: Option<Sink<'_>>,
-    ) -> Result<Answer, Transport> {
+        mut read: Read<'_>,
+    ) -> Result<(Answer, Option<Incoming>), Transport> {
         let first = uri.clone();
         // Once a redirect leaves the first scheme and host, the credentials
         // stay behind for good (also if a later one comes back).
@@ -377,9 +444,17 @@ impl Http {
                 }
             }
             let (parts, mut body) = resp.into_parts();
+            if matches!(read, Read::Open) && status.is_success() && method != Method::HEAD {
+                let head = Answer {
+                    status,
+                    headers: parts.headers,
+                    body: Bytes::new(),
+                };
+                return Ok((head, Some(body)));
+            }
             let body = if method == Method::HEAD {
                 Bytes::new()
-            } else if let Some(sink) = sink.as_mut().filter(|_| status.is_success()) {
+            } else if let (Read::Sink(sink), true) = (&mut read, status.is_success()) {
                 let mut read = 0usize;
                 while let Some(frame) = body.frame().await {
                     let frame = frame.map_err(|e| Transport::Connect(e.to_string()))?;
@@ -393,7 +468,7 @@ impl Http {
                 }
                 Bytes::new()
             } else {
-                let max_body = if sink.is_some() {
+                let max_body = if matches!(read, Read::Sink(_)) {
                     max_body.min(64 * 1024)
                 } else {
                     max_body
@@ -406,11 +481,14 @@ impl Http {
                     Err(e) => return Err(Transport::Connect(e.to_string())),
                 }
             };
-            return Ok(Answer {
-                status,
-                headers: parts.headers,
-                body,
-            });
+            return Ok((
+                Answer {
+                    status,
+                    headers: parts.headers,
+                    body,
+                },
+                None,
+            ));
         }
         Err(Transport::Redirects(format!(
             "more than {MAX_REDIRECTS} redirects (last to {})",

@@ -1,0 +1,263 @@
+//! A blob fetched into a spool and resumed where it stopped, pure: what to
+//! ask for given the bytes already synced ([`ask`]), and whether an answer
+//! is the bytes asked for and where they go ([`take`]). The device's
+//! spool does the I/O; these are the rules, each a row of a table test.
+//!
+//! The rules are HTTP's (RFC 9110 §14): a request for `bytes=<synced>-`
+//! may be answered with those bytes (206, its `Content-Range` starting at
+//! `synced`, its total the blob's size or `*`), or with the whole blob
+//! (200: a server that does not do ranges), or refused (416: the server
+//! has fewer bytes than the spool, which then cannot be trusted). Any
+//! other range is not what was asked for; the spool is not written and
+//! the next ask is for the whole blob. Integrity does not rest on this:
+//! the whole blob is checked against its digest before it is used.
+
+/// What to ask a server for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ask {
+    /// Every byte of the blob: the spool holds nothing that can be kept
+    /// (empty, or longer than the blob can be; it is emptied first).
+    Whole,
+    /// The bytes from this offset on (`Range: bytes=<n>-`): the spool
+    /// holds the first `n`.
+    From(u64),
+    /// Nothing: the spool holds every byte (still to be checked against
+    /// the digest).
+    Done,
+}
+
+impl Ask {
+    /// The offset the answer's bytes are expected at.
+    pub fn offset(self) -> u64 {
+        match self {
+            Ask::Whole => 0,
+            Ask::From(n) => n,
+            Ask::Done => 0,
+        }
+    }
+
+    /// The `Range` header to send, if any.
+    pub fn range(self) -> Option<String> {
+        match self {
+            Ask::From(n) => Some(format!("bytes={n}-")),
+            Ask::Whole | Ask::Done => None,
+        }
+    }
+}
+
+/// What to ask for a blob of `size` bytes whose spool holds `synced`.
+pub fn ask(synced: u64, size: u64) -> Ask {
+    if synced == size {
+        Ask::Done
+    } else if synced == 0 || synced > size {
+        Ask::Whole
+    } else {
+        Ask::From(synced)
+    }
+}
+
+/// Where an answer's bytes go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Take {
+    /// Written from this offset on (the spool cut to it first).
+    At(u64),
+}
+
+/// Why an answer's bytes are not taken; the spool is emptied and the next
+/// ask is for the whole blob.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotTaken {
+    /// The server holds fewer bytes than the spool (416).
+    #[error("the server has no bytes from {0} on (416): the spool is fetched again from the start")]
+    Unsatisfiable(u64),
+    /// A 206 whose range is not the one asked for.
+    #[error("the server answered with bytes {got} where {asked} were asked")]
+    WrongRange {
+        /// `<from>-` as asked.
+        asked: String,
+        /// Its `Content-Range`, as sent (clipped).
+        got: String,
+    },
+    /// A 206 for a blob of another size.
+    #[error("the server says the blob has {said} bytes, its descriptor {size}")]
+    WrongSize {
+        /// The size the server said.
+        said: u64,
+        /// The size the descriptor says.
+        size: u64,
+    },
+    /// Any other answer.
+    #[error("the server answered {0}")]
+    Status(u16),
+}
+
+/// Judges an answer to `asked` for a blob of `size` bytes: its status and
+/// its `Content-Range` header.
+pub fn take(
+    asked: Ask,
+    size: u64,
+    status: u16,
+    content_range: Option<&str>,
+) -> Result<Take, NotTaken> {
+    match status {
+        200 => Ok(Take::At(0)),
+        206 => {
+            let from = asked.offset();
+            let got = content_range.unwrap_or("").trim();
+            let wrong = || NotTaken::WrongRange {
+                asked: format!("{from}-"),
+                got: crate::model::text::clip(got, 80).into_owned(),
+            };
+            let (start, end, total) = parse_content_range(got).ok_or_else(wrong)?;
+            if let Some(total) = total {
+                if total != size {
+                    return Err(NotTaken::WrongSize { said: total, size });
+                }
+            }
+            if start != from || end < start || end >= size {
+                return Err(wrong());
+            }
+            Ok(Take::At(start))
+        }
+        416 => Err(NotTaken::Unsatisfiable(asked.offset())),
+        s => Err(NotTaken::Status(s)),
+    }
+}
+
+/// `bytes <start>-<end>/<total or *>` (RFC 9110 §14.4).
+fn parse_content_range(s: &str) -> Option<(u64, u64, Option<u64>)> {
+    let rest = s.strip_prefix("bytes ")?;
+    let (range, total) = rest.split_once('/')?;
+    let (a, b) = range.split_once('-')?;
+    let num = |t: &str| {
+        let t = t.trim();
+        (!t.is_empty() && t.len() <= 20 && t.bytes().all(|c| c.is_ascii_digit()))
+            .then(|| t.parse::<u64>().ok())
+            .flatten()
+    };
+    let total = match total.trim() {
+        "*" => None,
+        t => Some(num(t)?),
+    };
+    Some((num(a)?, num(b)?, total))
+}
+
+/// How often a fetch makes its spool durable: after this many bytes since
+/// the last time (and at its end). A power cut loses at most this much.
+pub const SYNC_EVERY: u64 = 1 << 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_is_asked_for_from_what_the_spool_holds() {
+        for (synced, size, want) in [
+            (0, 100, Ask::Whole),
+            (1, 100, Ask::From(1)),
+            (99, 100, Ask::From(99)),
+            (100, 100, Ask::Done),
+            (101, 100, Ask::Whole),
+            (0, 0, Ask::Done),
+        ] {
+            assert_eq!(ask(synced, size), want, "{synced} of {size}");
+        }
+        assert_eq!(Ask::From(7).range().as_deref(), Some("bytes=7-"));
+        assert_eq!(Ask::Whole.range(), None);
+    }
+
+    #[test]
+    fn an_answer_is_taken_only_where_its_bytes_belong() {
+        use NotTaken::*;
+        let wr = |a: &str, g: &str| WrongRange {
+            asked: a.into(),
+            got: g.into(),
+        };
+        for (asked, status, range, want) in [
+            // A server without ranges sends it all: written from the start.
+            (Ask::From(40), 200, None, Ok(Take::At(0))),
+            (Ask::Whole, 200, None, Ok(Take::At(0))),
+            (
+                Ask::From(40),
+                206,
+                Some("bytes 40-99/100"),
+                Ok(Take::At(40)),
+            ),
+            (Ask::From(40), 206, Some("bytes 40-99/*"), Ok(Take::At(40))),
+            // Fewer bytes than asked is still where they belong.
+            (
+                Ask::From(40),
+                206,
+                Some("bytes 40-59/100"),
+                Ok(Take::At(40)),
+            ),
+            (
+                Ask::From(40),
+                206,
+                Some("bytes 0-99/100"),
+                Err(wr("40-", "bytes 0-99/100")),
+            ),
+            (
+                Ask::From(40),
+                206,
+                Some("bytes 41-99/100"),
+                Err(wr("40-", "bytes 41-99/100")),
+            ),
+            (
+                Ask::From(40),
+                206,
+                Some("bytes 40-100/100"),
+                Err(wr("40-", "bytes 40-100/100")),
+            ),
+            (
+                Ask::From(40),
+                206,
+                Some("bytes 40-39/100"),
+                Err(wr("40-", "bytes 40-39/100")),
+            ),
+            (
+                Ask::From(40),
+                206,
+                Some("bytes 40-99/120"),
+                Err(WrongSize {
+                    said: 120,
+                    size: 100,
+                }),
+            ),
+            (Ask::From(40), 206, None, Err(wr("40-", ""))),
+            (
+                Ask::From(40),
+                206,
+                Some("bytes=40-99/100"),
+                Err(wr("40-", "bytes=40-99/100")),
+            ),
+            (
+                Ask::From(40),
+                206,
+                Some("bytes -1-99/100"),
+                Err(wr("40-", "bytes -1-99/100")),
+            ),
+            (
+                Ask::From(40),
+                206,
+                Some("bytes 40-99/+100"),
+                Err(wr("40-", "bytes 40-99/+100")),
+            ),
+            (
+                Ask::From(40),
+                206,
+                Some("bytes 40-99999999999999999999999/100"),
+                Err(wr("40-", "bytes 40-99999999999999999999999/100")),
+            ),
+            (Ask::Whole, 206, Some("bytes 0-99/100"), Ok(Take::At(0))),
+            (Ask::From(40), 416, None, Err(Unsatisfiable(40))),
+            (Ask::From(40), 500, None, Err(Status(500))),
+        ] {
+            assert_eq!(
+                take(asked, 100, status, range),
+                want,
+                "{asked:?} {status} {range:?}"
+            );
+        }
+    }
+}

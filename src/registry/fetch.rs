@@ -1,0 +1,465 @@
+//! The agent's own pull: an image's blobs fetched by the agent's registry
+//! client (its credentials and TLS rules) into a spool on the data
+//! directory, each resumed from the bytes already synced and checked
+//! against its digest, then handed to the engine in one archive
+//! ([`crate::model::archive`]) and checked by the image ID it loads as.
+//! The engine's own pull starts a layer again from nothing after a
+//! dropped link; this one never fetches a byte twice.
+//!
+//! The spool: `<spool>/sha256/<hex>` holds a blob's bytes,
+//! `<hex>.synced` how many of them are durable (written after the data is
+//! synced, replaced atomically). After a power cut the blob is cut back to
+//! that many bytes, whatever the filesystem kept past it. The rules for
+//! what to ask and what to take are [`crate::model::fetch`]'s.
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::engine::Engine;
+use crate::engine::socket::Channel;
+use crate::model::archive::{self, Body, Layer};
+use crate::model::fetch::{self as rule, Ask, SYNC_EVERY, Take};
+use crate::model::reference::Reference;
+use crate::registry::client::{Platform, Registries};
+use crate::registry::error::RegistryError;
+
+/// How long a transfer may go without a byte before the link counts as
+/// dropped.
+pub const STALL: Duration = Duration::from_secs(30);
+/// Attempts in a row that move no byte before a blob's fetch gives up
+/// (and the pull is retried later, with the pass's backoff).
+const IDLE_TRIES: u32 = 5;
+/// Answers that were not the blob (bytes that do not match its digest, a
+/// range not asked for) before a fetch gives up: one is fetched again,
+/// the second is the source's failure.
+const WRONG_TRIES: u32 = 2;
+/// The first wait after an attempt that moved nothing; doubled after each.
+const FIRST_WAIT: Duration = Duration::from_secs(1);
+
+/// Why the agent's own pull did not bring an image.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// The registry did not answer as asked.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// The spool could not be read or written.
+    #[error("the spool {path}: {message}")]
+    Spool {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// What came is not what was named (a blob, a config, a layer count).
+    #[error("{0}")]
+    Wrong(String),
+    /// The engine did not load it, or loaded something else.
+    #[error("the engine: {0}")]
+    Engine(#[from] crate::engine::EngineError),
+}
+
+/// What a pull of the agent's own did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Fetched {
+    /// The image ID it loaded as (its config's digest).
+    pub id: String,
+    /// Bytes that came over the wire for it (blob bodies).
+    pub wire: u64,
+    /// Of its layers, how many the engine had already (not fetched).
+    pub present: usize,
+    /// Its layers.
+    pub layers: usize,
+}
+
+/// The spool on the data directory.
+#[derive(Clone, Debug)]
+pub struct Spool {
+    dir: PathBuf,
+}
+
+impl Spool {
+    /// The spool in `dir` (made when missing).
+    pub fn new(dir: &Path) -> Result<Spool, FetchError> {
+        let dir = dir.join("sha256");
+        std::fs::create_dir_all(&dir).map_err(spool_error(&dir))?;
+        Ok(Spool { dir })
+    }
+
+    /// Where a blob's bytes are kept.
+    pub fn path(&self, digest: &str) -> PathBuf {
+        self.dir.join(hex(digest))
+    }
+
+    fn mark(&self, digest: &str) -> PathBuf {
+        self.dir.join(format!("{}.synced", hex(digest)))
+    }
+
+    /// How many of a blob's bytes are durable here; the file is cut back
+    /// to them.
+    pub fn synced(&self, digest: &str) -> Result<u64, FetchError> {
+        let path = self.path(digest);
+        let len = match std::fs::metadata(&path) {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(spool_error(&path)(e)),
+        };
+        let mark = std::fs::read_to_string(self.mark(digest))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        let synced = mark.min(len);
+        if synced < len {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(spool_error(&path))?;
+            f.set_len(synced).map_err(spool_error(&path))?;
+        }
+        Ok(synced)
+    }
+
+    /// Forgets a blob.
+    pub fn discard(&self, digest: &str) {
+        let _ = std::fs::remove_file(self.mark(digest));
+        let _ = std::fs::remove_file(self.path(digest));
+    }
+
+    /// Notes that the first `n` bytes of `file` (a blob's) are durable.
+    fn note(&self, digest: &str, file: &std::fs::File, n: u64) -> Result<(), FetchError> {
+        let path = self.path(digest);
+        file.sync_data().map_err(spool_error(&path))?;
+        let mark = self.mark(digest);
+        crate::host::files::replace_atomic(&mark, n.to_string().as_bytes(), 0o600)
+            .map_err(spool_error(&mark))
+    }
+
+    /// Whether the blob's bytes here hash to its digest.
+    fn check(&self, digest: &str) -> Result<bool, FetchError> {
+        let path = self.path(digest);
+        let mut f = std::fs::File::open(&path).map_err(spool_error(&path))?;
+        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = f.read(&mut buf).map_err(spool_error(&path))?;
+            if n == 0 {
+                break;
+            }
+            ctx.update(&buf[..n]);
+        }
+        let got: String = ctx
+            .finish()
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Ok(digest.strip_prefix("sha256:") == Some(got.as_str()))
+    }
+}
+
+fn hex(digest: &str) -> &str {
+    digest.strip_prefix("sha256:").unwrap_or(digest)
+}
+
+fn spool_error(path: &Path) -> impl Fn(std::io::Error) -> FetchError + '_ {
+    move |e| FetchError::Spool {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// Fetches one blob into the spool, resuming from what it holds, until
+/// every byte is there and matches its digest; returns the bytes that
+/// came over the wire. Gives up after [`IDLE_TRIES`] attempts in a row
+/// that move nothing (the bytes moved stay for the next time).
+pub async fn fetch_blob(
+    registries: &Registries,
+    r: &Reference,
+    spool: &Spool,
+    digest: &str,
+    size: u64,
+) -> Result<u64, FetchError> {
+    if !is_sha256(digest) {
+        return Err(FetchError::Wrong(format!("{digest}: not a sha256 digest")));
+    }
+    let mut wire = 0u64;
+    let (mut idle, mut wrong) = (0u32, 0u32);
+    let mut wait = FIRST_WAIT;
+    let mut last: Option<FetchError> = None;
+    loop {
+        if idle >= IDLE_TRIES || wrong >= WRONG_TRIES {
+            return Err(last.unwrap_or_else(|| {
+                FetchError::Wrong(format!("{digest}: no byte came in {IDLE_TRIES} attempts"))
+            }));
+        }
+        let synced = spool.synced(digest)?;
+        let ask = rule::ask(synced, size);
+        if ask == Ask::Done {
+            if spool.check(digest)? {
+                return Ok(wire);
+            }
+            tracing::warn!(
+                digest,
+                "a spooled blob does not match its digest: fetched again"
+            );
+            spool.discard(digest);
+            last = Some(FetchError::Wrong(format!(
+                "{digest}: the bytes fetched do not match the digest"
+            )));
+            wrong += 1;
+            continue;
+        }
+        if ask == Ask::Whole && synced > 0 {
+            spool.discard(digest);
+        }
+        let range = ask.range();
+        let (answer, open) = match registries.blob(r, digest, range.as_deref(), STALL).await {
+            Ok(a) => a,
+            // Only a link that failed is worth asking again at once; a
+            // registry's decided answer is the pull's failure.
+            Err(e @ (RegistryError::Timeout { .. } | RegistryError::Connect { .. })) => {
+                last = Some(e.into());
+                idle += 1;
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(STALL);
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let content_range = answer
+            .headers
+            .get(http::header::CONTENT_RANGE)
+            .and_then(|v| v.to_str().ok());
+        let at = match rule::take(ask, size, answer.status.as_u16(), content_range) {
+            Ok(Take::At(at)) => at,
+            Err(e) => {
+                tracing::warn!(digest, "{e}");
+                spool.discard(digest);
+                last = Some(FetchError::Wrong(format!("{digest}: {e}")));
+                wrong += 1;
+                continue;
+            }
+        };
+        let Some(mut open) = open else {
+            idle += 1;
+            continue;
+        };
+        let path = spool.path(digest);
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(spool_error(&path))?;
+        file.set_len(at).map_err(spool_error(&path))?;
+        file.seek(SeekFrom::Start(at)).map_err(spool_error(&path))?;
+        let (mut written, mut since_sync) = (at, 0u64);
+        let ended = loop {
+            match open.chunk().await {
+                Ok(Some(data)) => {
+                    let room = size.saturating_sub(written);
+                    let data = &data[..data.len().min(usize::try_from(room).unwrap_or(usize::MAX))];
+                    file.write_all(data).map_err(spool_error(&path))?;
+                    let n = data.len() as u64;
+                    written += n;
+                    wire += n;
+                    since_sync += n;
+                    if n > 0 {
+                        idle = 0;
+                        wait = FIRST_WAIT;
+                    }
+                    if since_sync >= SYNC_EVERY {
+                        spool.note(digest, &file, written)?;
+                        since_sync = 0;
+                    }
+                    if written >= size {
+                        break Ok(());
+                    }
+                }
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        spool.note(digest, &file, written)?;
+        if let Err(t) = ended {
+            tracing::info!(
+                digest,
+                synced = written,
+                size,
+                "a blob's transfer stopped ({t}): resumed"
+            );
+            last = Some(FetchError::Wrong(format!(
+                "{digest}: the transfer stopped: {t}"
+            )));
+            idle += 1;
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(STALL);
+        }
+    }
+}
+
+fn is_sha256(d: &str) -> bool {
+    d.strip_prefix("sha256:")
+        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+}
+
+/// Pulls `reference` with the agent's own client: its manifest for this
+/// platform, its config, the blobs of the layers the engine lacks (into
+/// the spool, resumed), one archive to the engine; the image that loads
+/// must be the config's. A reference with a tag is then tagged so.
+pub async fn pull<E: Engine>(
+    registries: &Registries,
+    engine: &E,
+    spool: &Spool,
+    reference: &str,
+) -> Result<Fetched, FetchError> {
+    let r = Reference::parse(reference).map_err(FetchError::Wrong)?;
+    let at = r
+        .digest
+        .clone()
+        .or_else(|| r.tag.clone())
+        .unwrap_or_else(|| "latest".into());
+    let m = registries.manifest_for(&r, &at, &Platform::this()).await?;
+    let (config_digest, _) = &m.config;
+    let config = registries.config_bytes(&r, config_digest).await?;
+    let diff_ids = diff_ids(&config)
+        .map_err(|e| FetchError::Wrong(format!("{reference}: its config: {e}")))?;
+    if diff_ids.len() != m.layers.len() {
+        return Err(FetchError::Wrong(format!(
+            "{reference}: its manifest names {} layers, its config {}",
+            m.layers.len(),
+            diff_ids.len()
+        )));
+    }
+    let mut held = Vec::new();
+    for i in engine.list_images().await? {
+        if let Ok((_, layers)) = engine.image_root(&i.id).await {
+            held.push(layers);
+        }
+    }
+    let present = archive::present_prefix(&diff_ids, &held);
+    let layers: Vec<Layer> = m
+        .layers
+        .iter()
+        .map(|(digest, size)| Layer {
+            digest: digest.clone(),
+            size: *size,
+        })
+        .collect();
+    let mut wire = 0;
+    let mut fetched = std::collections::BTreeSet::new();
+    for l in &layers[present..] {
+        if fetched.insert(l.digest.clone()) {
+            wire += fetch_blob(registries, &r, spool, &l.digest, l.size).await?;
+        }
+    }
+    let image = archive::Image {
+        manifest: &m.bytes,
+        manifest_type: &m.media_type,
+        config: (config_digest, &config),
+        layers: &layers,
+        present,
+    };
+    let entries =
+        archive::entries(&image, &m.digest).map_err(|e| FetchError::Wrong(e.to_string()))?;
+    let length = archive::length(&entries);
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let writer = {
+        let spool = spool.clone();
+        tokio::task::spawn_blocking(move || stream_archive(&entries, &spool, &tx))
+    };
+    let said = engine.load(Channel { rx, length }).await;
+    let streamed = writer.await;
+    let said = said?;
+    if let Ok(Err(e)) = streamed {
+        return Err(e);
+    }
+    let (id, _) = engine.image_root(config_digest).await?;
+    if &id != config_digest
+        || said
+            .iter()
+            .any(|s| s.starts_with("sha256:") && s != config_digest)
+    {
+        return Err(FetchError::Wrong(format!(
+            "{reference}: the engine loaded {} where {config_digest} was fetched",
+            said.join(", ")
+        )));
+    }
+    if let (Some(tag), None) = (&r.tag, &r.digest) {
+        let repo = format!("{}/{}", r.registry, r.repository);
+        engine.tag(&id, &repo, tag).await?;
+    }
+    for l in &fetched {
+        spool.discard(l);
+    }
+    Ok(Fetched {
+        id,
+        wire,
+        present,
+        layers: layers.len(),
+    })
+}
+
+/// The diff IDs a config lists, base first.
+fn diff_ids(config: &[u8]) -> Result<Vec<String>, String> {
+    #[derive(serde::Deserialize)]
+    struct Config {
+        rootfs: RootFs,
+    }
+    #[derive(serde::Deserialize)]
+    struct RootFs {
+        diff_ids: Vec<String>,
+    }
+    let c: Config = serde_json::from_slice(config).map_err(|e| e.to_string())?;
+    Ok(c.rootfs.diff_ids)
+}
+
+/// Writes the archive into `tx` as the engine reads it: each entry's
+/// header, its bytes (a blob's from the spool), its padding, the end.
+fn stream_archive(
+    entries: &[archive::Entry],
+    spool: &Spool,
+    tx: &tokio::sync::mpsc::Sender<Result<bytes::Bytes, std::io::Error>>,
+) -> Result<(), FetchError> {
+    let send = |b: Vec<u8>| tx.blocking_send(Ok(bytes::Bytes::from(b))).is_ok();
+    for e in entries {
+        if !send(archive::header(&e.name, e.size()).to_vec()) {
+            return Ok(());
+        }
+        match &e.body {
+            Body::Bytes(b) => {
+                if !send(b.clone()) {
+                    return Ok(());
+                }
+            }
+            Body::Blob { digest, size } => {
+                let path = spool.path(digest);
+                let mut f = std::fs::File::open(&path).map_err(spool_error(&path))?;
+                let mut left = *size;
+                while left > 0 {
+                    let mut buf = vec![0u8; 256 * 1024];
+                    let n = f.read(&mut buf).map_err(spool_error(&path))?;
+                    if n == 0 {
+                        let e = std::io::Error::new(
+                            std::io::ErrorKind::UnexpectedEof,
+                            "the spool is short",
+                        );
+                        let _ = tx.blocking_send(Err(e));
+                        return Err(FetchError::Wrong(format!("{digest}: the spool is short")));
+                    }
+                    buf.truncate(n.min(usize::try_from(left).unwrap_or(usize::MAX)));
+                    left -= buf.len() as u64;
+                    if !send(buf) {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        let pad = archive::padding(e.size());
+        if pad > 0 && !send(vec![0; pad]) {
+            return Ok(());
+        }
+    }
+    send(archive::END.to_vec());
+    Ok(())
+}

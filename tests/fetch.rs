@@ -1,0 +1,339 @@
+//! The agent's own pull against the real registry and the real engine
+//! (Docker, and Podman when the test command points the suite at its
+//! socket): blobs fetched into the spool through a proxy that cuts every
+//! connection after a few hundred kilobytes, each resumed from the bytes
+//! already synced (no byte fetched twice), one archive loaded, the image
+//! ID checked against the config. A spool left by a power cut (bytes past
+//! the synced mark) and a corrupted spool are each cut back or fetched
+//! again; nothing wrong is loaded.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use common::registry::{Registry, docker_engine};
+use common::*;
+use stead::engine::Engine;
+use stead::engine::docker::DockerEngine;
+use stead::net::http::Http;
+use stead::registry::auth::Credentials;
+use stead::registry::client::Registries;
+use stead::registry::fetch::{Spool, fetch_blob, pull};
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn client() -> Registries {
+    Registries::new(
+        Http::new(None).unwrap(),
+        Credentials::parse(b"{}").unwrap(),
+        Vec::new(),
+    )
+}
+
+/// A TCP proxy to `upstream` that cuts each connection once it has sent
+/// `cut_after` bytes to its client (0: never), counting every byte sent.
+struct Cutter {
+    addr: String,
+    down: Arc<AtomicU64>,
+    cuts: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Cutter {
+    fn start(upstream: &str, cut_after: u64) -> Cutter {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let (down, cuts, stop) = (
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (d, c, s, up) = (
+            down.clone(),
+            cuts.clone(),
+            stop.clone(),
+            upstream.to_string(),
+        );
+        std::thread::spawn(move || {
+            for client in l.incoming() {
+                if s.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(client) = client else { continue };
+                let Ok(server) = TcpStream::connect(&up) else {
+                    continue;
+                };
+                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                std::thread::spawn(move || {
+                    let (mut from, mut to) = (c2, s2);
+                    let mut buf = [0u8; 16 * 1024];
+                    while let Ok(n) = from.read(&mut buf) {
+                        if n == 0 || to.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                    }
+                    let _ = to.shutdown(Shutdown::Write);
+                });
+                let (d, c) = (d.clone(), c.clone());
+                std::thread::spawn(move || {
+                    let (mut from, mut to) = (server, client);
+                    let mut buf = [0u8; 16 * 1024];
+                    let mut sent = 0u64;
+                    while let Ok(n) = from.read(&mut buf) {
+                        if n == 0 {
+                            break;
+                        }
+                        let n = if cut_after > 0 {
+                            n.min((cut_after - sent) as usize)
+                        } else {
+                            n
+                        };
+                        if to.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                        sent += n as u64;
+                        d.fetch_add(n as u64, Ordering::SeqCst);
+                        if cut_after > 0 && sent >= cut_after {
+                            c.fetch_add(1, Ordering::SeqCst);
+                            break;
+                        }
+                    }
+                    let _ = to.shutdown(Shutdown::Both);
+                    let _ = from.shutdown(Shutdown::Both);
+                });
+            }
+        });
+        Cutter {
+            addr,
+            down,
+            cuts,
+            stop,
+        }
+    }
+}
+
+impl Drop for Cutter {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(&self.addr);
+    }
+}
+
+/// Builds and pushes an image of the test image and one layer of `kib`
+/// random KiB to `repo:tag` on `reg`; returns its reference there, its
+/// config digest and its layers (digest, size) from the registry.
+fn push_big(
+    reg: &Registry,
+    repo: &str,
+    tag: &str,
+    kib: u32,
+) -> (String, String, Vec<(String, u64)>) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("Dockerfile"),
+        format!(
+            "FROM {IMAGE_1}\nRUN dd if=/dev/urandom of=/blob bs=1024 count={kib} 2>/dev/null && echo {tag} > /tag\n"
+        ),
+    )
+    .unwrap();
+    let target = format!("{}/{repo}:{tag}", reg.addr);
+    docker_engine(&[
+        "build",
+        "-q",
+        "-t",
+        &target,
+        &dir.path().display().to_string(),
+    ]);
+    docker_engine(&["push", &target]);
+    docker_engine(&["rmi", &target]);
+    let m = common::registry::raw(
+        &reg.addr,
+        "GET",
+        &format!("/v2/{repo}/manifests/{tag}"),
+        &[(
+            "Accept",
+            "application/vnd.docker.distribution.manifest.v2+json",
+        )],
+        b"",
+    );
+    let m: serde_json::Value = serde_json::from_slice(&m.2).unwrap();
+    let layers = m["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["digest"].as_str().unwrap().to_string(),
+                l["size"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    (
+        target,
+        m["config"]["digest"].as_str().unwrap().to_string(),
+        layers,
+    )
+}
+
+#[test]
+fn a_pull_of_the_agent_s_own_resumes_every_cut_and_loads_the_image_it_named() {
+    require_engine();
+    let reg = Registry::plain();
+    let (_, config, layers) = push_big(&reg, "fetch/app", "1", 1200);
+    // Through a proxy that cuts each connection after 300 KiB.
+    let cutter = Cutter::start(&reg.addr, 300 * 1024);
+    let reference = format!("{}/fetch/app:1", cutter.addr);
+    let _ = docker(&["rmi", &reference]);
+    let spool_dir = tempfile::tempdir().unwrap();
+    let spool = Spool::new(spool_dir.path()).unwrap();
+    let rt = rt();
+    let fetched = rt
+        .block_on(async {
+            let engine = DockerEngine::connect(&engine_socket()).await.unwrap();
+            pull(&client(), &engine, &spool, &reference).await
+        })
+        .unwrap();
+    eprintln!("{fetched:?}");
+    assert_eq!(fetched.id, config, "{fetched:?}");
+    assert_eq!(fetched.layers, layers.len());
+    let need: u64 = layers[fetched.present..].iter().map(|l| l.1).sum();
+    assert!(
+        need > 1_000_000,
+        "the new layer is fetched: {fetched:?} {layers:?}"
+    );
+    assert_eq!(fetched.wire, need, "every byte once: {fetched:?}");
+    assert!(
+        cutter.cuts.load(Ordering::SeqCst) >= 3,
+        "the transfers were cut: {}",
+        cutter.cuts.load(Ordering::SeqCst)
+    );
+    // Over the wire: the blob bytes and no more than the calls around them.
+    let down = cutter.down.load(Ordering::SeqCst);
+    assert!(down >= need && down < need + 64 * 1024, "{down} for {need}");
+    // The engine has it, by the tag, as the config's ID; it runs.
+    let inspect = docker_ok(&["image", "inspect", "--format", "{{.Id}}", &reference]);
+    assert_eq!(inspect.trim(), config);
+    let out = docker_ok(&["run", "--rm", &reference, "cat", "/tag"]);
+    assert_eq!(out.trim(), "1");
+    // The spool keeps nothing of a loaded image.
+    for (d, _) in &layers {
+        assert!(!spool.path(d).exists(), "{d} left in the spool");
+    }
+    let _ = docker(&["rmi", &reference]);
+}
+
+#[test]
+fn a_spool_left_by_a_power_cut_or_corrupted_is_cut_back_or_fetched_again() {
+    require_engine();
+    let reg = Registry::plain();
+    let (_, _, layers) = push_big(&reg, "fetch/spool", "1", 600);
+    let (digest, size) = layers.last().unwrap().clone();
+    let reference = format!("{}/fetch/spool:1", reg.addr);
+    let r = stead::model::reference::Reference::parse(&reference).unwrap();
+    let spool_dir = tempfile::tempdir().unwrap();
+    let spool = Spool::new(spool_dir.path()).unwrap();
+    let blob = common::registry::raw(
+        &reg.addr,
+        "GET",
+        &format!("/v2/fetch/spool/blobs/{digest}"),
+        &[],
+        b"",
+    )
+    .2;
+    assert_eq!(blob.len() as u64, size);
+    let hex = digest.strip_prefix("sha256:").unwrap();
+    let part = spool_dir.path().join("sha256").join(hex);
+    let mark = spool_dir
+        .path()
+        .join("sha256")
+        .join(format!("{hex}.synced"));
+    let rt = rt();
+
+    // A power cut: the first 100,000 bytes synced and marked, then zeros
+    // the filesystem kept past the mark. They are cut off, the rest asked
+    // for from 100,000: only size - 100,000 bytes come.
+    let mut kept = blob[..100_000].to_vec();
+    kept.extend(std::iter::repeat_n(0u8, 50_000));
+    std::fs::write(&part, &kept).unwrap();
+    std::fs::write(&mark, "100000").unwrap();
+    let wire = rt
+        .block_on(fetch_blob(&client(), &r, &spool, &digest, size))
+        .unwrap();
+    assert_eq!(wire, size - 100_000);
+    assert_eq!(std::fs::read(&part).unwrap(), blob);
+
+    // Corrupted bytes under a mark that says they are all there: the
+    // digest finds it, the blob is fetched again whole.
+    let mut bad = blob.clone();
+    bad[size as usize / 2] ^= 0xff;
+    std::fs::write(&part, &bad).unwrap();
+    std::fs::write(&mark, size.to_string()).unwrap();
+    let wire = rt
+        .block_on(fetch_blob(&client(), &r, &spool, &digest, size))
+        .unwrap();
+    assert_eq!(wire, size);
+    assert_eq!(std::fs::read(&part).unwrap(), blob);
+
+    // A spool longer than the blob can be is not trusted.
+    let mut long = blob.clone();
+    long.extend_from_slice(b"more");
+    std::fs::write(&part, &long).unwrap();
+    std::fs::write(&mark, (size + 4).to_string()).unwrap();
+    let wire = rt
+        .block_on(fetch_blob(&client(), &r, &spool, &digest, size))
+        .unwrap();
+    assert_eq!(wire, size);
+    assert_eq!(std::fs::read(&part).unwrap(), blob);
+
+    // A blob the registry does not have is the fetch's failure, at once.
+    let missing = format!("sha256:{}", "0".repeat(64));
+    let e = rt
+        .block_on(fetch_blob(&client(), &r, &spool, &missing, 10))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("404"), "{e}");
+    assert!(!spool.path(&missing).exists());
+}
+
+#[test]
+fn an_image_the_engine_would_not_load_as_named_is_refused() {
+    require_engine();
+    let reg = Registry::plain();
+    let (_, _, layers) = push_big(&reg, "fetch/lie", "1", 64);
+    // The registry's blob is replaced by other bytes under its digest's
+    // path (a lying mirror): the digest check refuses it, nothing loads.
+    let (digest, _) = layers.last().unwrap().clone();
+    let hex = digest.strip_prefix("sha256:").unwrap();
+    let data = reg
+        .storage
+        .join("docker/registry/v2/blobs/sha256")
+        .join(&hex[..2])
+        .join(hex)
+        .join("data");
+    let mut bytes = std::fs::read(&data).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x55;
+    std::fs::write(&data, &bytes).unwrap();
+    let reference = format!("{}/fetch/lie:1", reg.addr);
+    let _ = docker(&["rmi", &reference]);
+    let spool_dir = tempfile::tempdir().unwrap();
+    let spool = Spool::new(spool_dir.path()).unwrap();
+    let e = rt().block_on(async {
+        let engine = DockerEngine::connect(&engine_socket()).await.unwrap();
+        let e = pull(&client(), &engine, &spool, &reference).await;
+        (e, engine.image_root(&reference).await.is_err())
+    });
+    let (e, absent) = e;
+    let e = e.unwrap_err().to_string();
+    assert!(e.contains("do not match the digest"), "{e}");
+    assert!(absent, "nothing was loaded");
+}
