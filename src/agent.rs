@@ -245,8 +245,27 @@ async fn run_reloads<E: Engine>(
 }
 
 /// The check that a pull fits, with the registries' CA and logins.
-fn room(config: &Config) -> Result<Arc<crate::registry::room::Room>, String> {
-    Ok(crate::registry::room::Room::new(registries(config)?))
+fn room(
+    config: &Config,
+    metrics: Arc<crate::status::metrics::Metrics>,
+) -> Result<Arc<crate::registry::room::Room>, String> {
+    let spool = match config.fetch {
+        crate::model::fetch::Puller::Agent => {
+            match crate::registry::fetch::Spool::new(&config.data_dir.join("spool")) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::error!("the engine pulls every image: {e}");
+                    None
+                }
+            }
+        }
+        crate::model::fetch::Puller::Engine => None,
+    };
+    Ok(crate::registry::room::Room::new(
+        registries(config)?,
+        spool,
+        metrics,
+    ))
 }
 
 /// A registry client with the registries' CA and logins.
@@ -374,7 +393,7 @@ impl<C: Connect> Agent<C> {
         reconciler.wake_on_pulls(wake.clone());
         reconciler.set_default_logging(config.logging.clone());
         reconciler.set_disk(config.images, config.data_dir.clone());
-        match room(&config) {
+        match room(&config, reconciler.metrics()) {
             Ok(r) => reconciler.set_room(r),
             Err(e) => tracing::error!("pulls are not checked for room: {e}"),
         }

@@ -83,6 +83,8 @@ pub struct Config {
     pub logging: crate::model::runtime::NodeLogging,
     /// How unused images are collected.
     pub images: crate::model::disk::Policy,
+    /// Who fetches an image's blobs (`[images] fetch`).
+    pub fetch: crate::model::fetch::Puller,
     /// How long a candidate agent (an update of stead itself) has to
     /// prove itself before the launcher goes back to the version it
     /// replaced.
@@ -125,6 +127,7 @@ pub const DEFAULT_LOG_MAX_SIZE: &str = "10m";
 #[serde(deny_unknown_fields)]
 struct ImagesDoc {
     collect: Option<String>,
+    fetch: Option<String>,
     high: Option<u8>,
     low: Option<u8>,
     min_age: Option<String>,
@@ -370,6 +373,7 @@ impl Config {
                 max_file: None,
             },
             images: Default::default(),
+            fetch: Default::default(),
             confirm_window: dur(
                 "update.confirm_window",
                 doc.update.as_ref().and_then(|u| u.confirm_window.clone()),
@@ -572,11 +576,13 @@ impl Config {
                 })
             }
         };
+        let fetch;
         let images = {
             use crate::model::disk::{Collect, Policy};
             let d = Policy::default();
             let i = doc.images.unwrap_or(ImagesDoc {
                 collect: None,
+                fetch: None,
                 high: None,
                 low: None,
                 min_age: None,
@@ -588,6 +594,16 @@ impl Config {
                     return Err(invalid(
                         "images.collect",
                         format!("{other:?} is not \"pulled\" or \"all\""),
+                    ));
+                }
+            };
+            fetch = match i.fetch.as_deref() {
+                None | Some("agent") => crate::model::fetch::Puller::Agent,
+                Some("engine") => crate::model::fetch::Puller::Engine,
+                Some(other) => {
+                    return Err(invalid(
+                        "images.fetch",
+                        format!("{other:?} is not \"agent\" or \"engine\""),
                     ));
                 }
             };
@@ -617,6 +633,7 @@ impl Config {
             plane,
             logging,
             images,
+            fetch,
             ..cfg
         };
         if cfg.tuning.crash_backoff_min > cfg.tuning.crash_backoff_max {
@@ -839,6 +856,10 @@ mod tests {
         use crate::model::disk::{Collect, Policy};
         let c = Config::parse("", Path::new("c.toml")).unwrap();
         assert_eq!(c.images, Policy::default());
+        use crate::model::fetch::Puller;
+        assert_eq!(c.fetch, Puller::Agent);
+        let e = Config::parse("[images]\nfetch = \"engine\"", Path::new("c.toml")).unwrap();
+        assert_eq!(e.fetch, Puller::Engine);
         let c = Config::parse(
             "[images]\ncollect = \"all\"\nhigh = 70\nlow = 60\nmin_age = \"1s\"",
             Path::new("c.toml"),
@@ -855,6 +876,7 @@ mod tests {
         );
         for (text, field) in [
             ("[images]\ncollect = \"some\"", "images.collect"),
+            ("[images]\nfetch = \"peers\"", "images.fetch"),
             ("[images]\nhigh = 100", "images.high"),
             ("[images]\nhigh = 0", "images.high"),
             ("[images]\nlow = 85", "images.low"),

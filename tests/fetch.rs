@@ -14,6 +14,7 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use common::agent::Agent;
 use common::registry::{Registry, docker_engine};
 use common::*;
 use stead::engine::Engine;
@@ -336,4 +337,60 @@ fn an_image_the_engine_would_not_load_as_named_is_refused() {
     let e = e.unwrap_err().to_string();
     assert!(e.contains("do not match the digest"), "{e}");
     assert!(absent, "nothing was loaded");
+}
+
+#[test]
+fn the_agent_fetches_a_module_s_image_itself_resumed_and_runs_it_by_its_digest() {
+    require_engine();
+    let reg = Registry::plain();
+    let (_, config, layers) = push_big(&reg, "fetch/module", "1", 900);
+    let manifest = common::registry::raw(
+        &reg.addr,
+        "GET",
+        "/v2/fetch/module/manifests/1",
+        &[(
+            "Accept",
+            "application/vnd.docker.distribution.manifest.v2+json",
+        )],
+        b"",
+    )
+    .1;
+    let digest = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("Docker-Content-Digest: "))
+        .unwrap()
+        .trim()
+        .to_string();
+    // Every connection cut after 256 KiB; the module names its digest.
+    let cutter = Cutter::start(&reg.addr, 256 * 1024);
+    let image = format!("{}/fetch/module@{digest}", cutter.addr);
+    let n = Node::new("fetchmod").with_heartbeat("1s");
+    let m = n.module("app");
+    n.write_intention(
+        "app.toml",
+        common::intention::Module::new(&m, &image).idle("fetched"),
+    );
+    let agent = Agent::start(&n);
+    n.wait_for(120, "the module running its fetched image", || {
+        n.container(&m).is_some_and(|(_, s, _)| s == "running")
+    });
+    let runs = docker_ok(&["inspect", "--format", "{{.Image}}", &n.container_id(&m)]);
+    assert_eq!(runs.trim(), config);
+    n.wait_logs(&m, "fetched");
+    // Found again by its digest at every pass: not fetched twice.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let (_, metrics) = agent.get("/metrics");
+    let need: u64 = layers[1..].iter().map(|l| l.1).sum();
+    assert!(
+        metrics.contains("stead_image_fetches_total{by=\"agent\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!(
+            "stead_image_fetch_bytes_total{{source=\"registry\"}} {need}\n"
+        )),
+        "{need}: {metrics}"
+    );
+    assert!(cutter.cuts.load(Ordering::SeqCst) >= 2);
+    assert!(!metrics.contains("by=\"engine\""), "{metrics}");
 }

@@ -576,13 +576,14 @@ fn a_reload_from_a_registry_with_tls_and_credentials_pulls_with_them() {
     let r = reload(&agent, &n, &m, "1.1");
     assert_eq!(r["status"], "done", "{r:#}");
     assert_eq!(image_of(&n.container_id(&m)), want);
-    // The registry authorised the engine's own pulls: the credentials
-    // reached it (without them the first pull is refused, 401).
+    // The registry authorised the agent's own fetch of 1.1.0's config
+    // (its one layer was here): the credentials reached it (without them
+    // the first pull is refused, 401), over TLS with the CA of the config.
     let log = std::fs::read_to_string(&reg.log).unwrap();
     assert!(
         log.lines().any(|l| l.contains("msg=\"authorized request\"")
-            && l.contains("/manifests/sha256:")
-            && l.contains("useragent=\"docker/")),
+            && l.contains(&format!("/blobs/{want}"))
+            && (l.contains("useragent=stead/") || l.contains("useragent=\"stead/"))),
         "{log}"
     );
 }

@@ -104,11 +104,20 @@ impl Signs for Site {
 
 /// The ID the suite's engine gives an image (Podman's may be its own), or
 /// none when it does not hold it.
+/// The image ID the engine has under `reference`: a `repo@sha256:<hex>`
+/// the agent fetched itself is the tag `repo:sha256-<hex>` it gave the
+/// image (the engine records a repository digest only for its own pulls).
 fn id_of(reference: &str) -> Option<String> {
-    let o = docker(&["image", "inspect", "--format", "{{.Id}}", reference]);
-    o.status
-        .success()
-        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    let inspect = |r: &str| {
+        let o = docker(&["image", "inspect", "--format", "{{.Id}}", r]);
+        o.status
+            .success()
+            .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    inspect(reference).or_else(|| {
+        let (repo, digest) = reference.split_once('@')?;
+        inspect(&format!("{repo}:{}", digest.replacen(':', "-", 1)))
+    })
 }
 
 /// A module of `image` that idles.

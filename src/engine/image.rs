@@ -34,8 +34,18 @@ pub struct Images {
 }
 
 impl Images {
-    /// Indexes the engine's list.
-    pub fn new(list: Vec<Image>) -> Images {
+    /// Indexes the engine's list. A tag `repo:sha256-<hex>` (the agent's
+    /// own pull names what it loads so, [`digest_tag`]) is also the
+    /// repository digest `repo@sha256:<hex>`.
+    pub fn new(mut list: Vec<Image>) -> Images {
+        for i in &mut list {
+            let from_tags: Vec<String> = i.tags.iter().filter_map(|t| tag_digest(t)).collect();
+            for d in from_tags {
+                if !i.digests.contains(&d) {
+                    i.digests.push(d);
+                }
+            }
+        }
         let (mut ids, mut names) = (HashMap::new(), HashMap::new());
         for (n, i) in list.iter().enumerate() {
             ids.entry(i.id.clone()).or_insert(n);
@@ -62,6 +72,15 @@ impl Images {
     pub fn all(&self) -> &[Image] {
         &self.list
     }
+}
+
+pub use crate::model::reference::digest_tag;
+
+/// `repo@sha256:<hex>` for a tag `repo:sha256-<hex>` ([`digest_tag`]).
+fn tag_digest(tag: &str) -> Option<String> {
+    let (repo, t) = tag.rsplit_once(':')?;
+    let digest = crate::model::reference::tag_digest(t)?;
+    (!repo.is_empty() && !repo.ends_with('/')).then(|| format!("{repo}@{digest}"))
 }
 
 fn normalise_reference(r: &str) -> String {
@@ -116,5 +135,31 @@ mod tests {
         assert_eq!(images.find("sha256:bb").unwrap().id, "sha256:bb");
         assert!(images.find("localhost:5000/app").is_none());
         assert!(images.find("stead-test/busybox:2").is_none());
+    }
+
+    #[test]
+    fn a_digest_tag_is_the_repository_digest_it_names() {
+        let hex = "e".repeat(64);
+        let tag = format!(
+            "localhost:5000/app:{}",
+            digest_tag(&format!("sha256:{hex}"))
+        );
+        assert_eq!(tag, format!("localhost:5000/app:sha256-{hex}"));
+        let images = Images::new(vec![img("sha256:bb", &[tag.as_str()], &[])]);
+        let by_digest = format!("localhost:5000/app@sha256:{hex}");
+        assert_eq!(images.find(&by_digest).unwrap().id, "sha256:bb");
+        assert_eq!(images.all()[0].digests, [by_digest]);
+        for (t, want) in [
+            (
+                format!("app:sha256-{hex}"),
+                Some(format!("app@sha256:{hex}")),
+            ),
+            (format!("app:sha256-{}", "E".repeat(64)), None),
+            ("app:sha256-abc".to_string(), None),
+            (format!(":sha256-{hex}"), None),
+            ("app:1".to_string(), None),
+        ] {
+            assert_eq!(tag_digest(&t), want, "{t}");
+        }
     }
 }

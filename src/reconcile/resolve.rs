@@ -443,10 +443,7 @@ impl Pulls {
             use crate::registry::room::{NotPulled, pull_checked};
             let outcome = pull_checked(room.as_deref(), &engine, &reference, auth)
                 .await
-                .map_err(|e| match e {
-                    NotPulled::NoRoom(n) => n.to_string(),
-                    NotPulled::Engine(e) => e.to_string(),
-                });
+                .map_err(|e: NotPulled| e.to_string());
             let at = Instant::now();
             if let Some(w) = wake {
                 w.notify_one();

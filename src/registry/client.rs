@@ -690,6 +690,10 @@ impl Registries {
         let mut retried = false;
         loop {
             let mut headers = HeaderMap::new();
+            headers.insert(
+                http::header::USER_AGENT,
+                HeaderValue::from_static(concat!("stead/", env!("CARGO_PKG_VERSION"))),
+            );
             for (k, v) in extra {
                 if let (Ok(k), Ok(v)) = (http::HeaderName::try_from(*k), HeaderValue::try_from(*v))
                 {

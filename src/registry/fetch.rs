@@ -54,9 +54,33 @@ pub enum FetchError {
     /// What came is not what was named (a blob, a config, a layer count).
     #[error("{0}")]
     Wrong(String),
+    /// A blob's transfer stopped part-way (the link dropped, or went
+    /// silent); its bytes so far are kept.
+    #[error("{digest}: the transfer stopped at {synced} of {size} bytes: {why}")]
+    Stopped {
+        /// The blob.
+        digest: String,
+        /// Its bytes in the spool.
+        synced: u64,
+        /// Its size.
+        size: u64,
+        /// What the link said.
+        why: String,
+    },
     /// The engine did not load it, or loaded something else.
     #[error("the engine: {0}")]
     Engine(#[from] crate::engine::EngineError),
+}
+
+impl FetchError {
+    /// Whether the link failed (the registry did not answer, or stopped
+    /// answering): the pull is tried again later, from where it stopped.
+    pub fn is_link(&self) -> bool {
+        matches!(
+            self,
+            FetchError::Registry(RegistryError::Timeout { .. } | RegistryError::Connect { .. })
+        ) || matches!(self, FetchError::Stopped { .. })
+    }
 }
 
 /// What a pull of the agent's own did.
@@ -288,9 +312,12 @@ pub async fn fetch_blob(
                 size,
                 "a blob's transfer stopped ({t}): resumed"
             );
-            last = Some(FetchError::Wrong(format!(
-                "{digest}: the transfer stopped: {t}"
-            )));
+            last = Some(FetchError::Stopped {
+                digest: digest.to_string(),
+                synced: written,
+                size,
+                why: t.to_string(),
+            });
             idle += 1;
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(STALL);
@@ -385,10 +412,18 @@ pub async fn pull<E: Engine>(
             said.join(", ")
         )));
     }
+    // Named as the engine's own pull names it: by its tag, and by the
+    // digest the reference named (or its manifest's), as the tag
+    // `sha256-<hex>` that the engine's image list reads as `repo@sha256:…`
+    // (an engine records a repository digest only for what it pulled).
+    let repo = format!("{}/{}", r.registry, r.repository);
     if let (Some(tag), None) = (&r.tag, &r.digest) {
-        let repo = format!("{}/{}", r.registry, r.repository);
         engine.tag(&id, &repo, tag).await?;
     }
+    let named = r.digest.as_deref().unwrap_or(&m.digest);
+    engine
+        .tag(&id, &repo, &crate::engine::image::digest_tag(named))
+        .await?;
     for l in &fetched {
         spool.discard(l);
     }

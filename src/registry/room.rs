@@ -6,6 +6,12 @@
 //! is left for the collector ([`Room::wanted`]). A manifest that cannot be
 //! read (the registry away, an image only the engine's mirror has) lets
 //! the pull go ahead: the engine says what is wrong with it.
+//!
+//! Then the pull itself ([`pull_checked`]): the agent's own
+//! ([`crate::registry::fetch`], resumed) when the room has a spool, the
+//! engine's when it has none, or when the agent's could not bring the
+//! image for a reason other than the link (the engine may know a mirror
+//! or a login the agent does not).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -14,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use crate::model::disk::{Layer, NoRoom, fits, pull_need, pull_reserve};
 use crate::model::reference::Reference;
 use crate::registry::client::{Platform, Registries};
+use crate::registry::fetch::{self, FetchError, Spool};
 
 /// The check, shared by the pass's pulls and the reload executor.
 pub struct Room {
@@ -25,16 +32,28 @@ pub struct Room {
     /// What the last refused pull needed, bytes, until the collector takes
     /// it.
     pub wanted: Mutex<Option<u64>>,
+    /// Where the agent's own pulls spool their blobs; none: the engine
+    /// pulls.
+    spool: Option<Spool>,
+    /// Where what each pull brought is counted.
+    metrics: Arc<crate::status::metrics::Metrics>,
 }
 
 impl Room {
-    /// A check with this registry client.
-    pub fn new(registries: Registries) -> Arc<Room> {
+    /// A check with this registry client; pulls are the agent's own into
+    /// `spool` when there is one.
+    pub fn new(
+        registries: Registries,
+        spool: Option<Spool>,
+        metrics: Arc<crate::status::metrics::Metrics>,
+    ) -> Arc<Room> {
         Arc::new(Room {
             registries,
             platform: Platform::this(),
             present: Mutex::default(),
             wanted: Mutex::default(),
+            spool,
+            metrics,
         })
     }
 
@@ -91,6 +110,19 @@ pub enum NotPulled {
     NoRoom(NoRoom),
     /// The engine's pull failed.
     Engine(crate::engine::EngineError),
+    /// The agent's own pull lost its link; what it fetched stays in the
+    /// spool for the next try.
+    Link(FetchError),
+}
+
+impl std::fmt::Display for NotPulled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotPulled::NoRoom(n) => n.fmt(f),
+            NotPulled::Engine(e) => e.fmt(f),
+            NotPulled::Link(e) => e.fmt(f),
+        }
+    }
 }
 
 /// Pulls `reference` once `room` (when there is one, and the engine says
@@ -110,9 +142,36 @@ pub async fn pull_checked<E: crate::engine::Engine>(
             .map_err(NotPulled::NoRoom)?,
         _ => Vec::new(),
     };
+    if let Some((room, spool)) = room.and_then(|r| r.spool.as_ref().map(|s| (r, s))) {
+        match fetch::pull(&room.registries, engine, spool, reference).await {
+            Ok(f) => {
+                tracing::info!(
+                    image = reference,
+                    id = f.id,
+                    bytes = f.wire,
+                    "fetched {} of {} layers ({} bytes), the rest were here",
+                    f.layers - f.present,
+                    f.layers,
+                    f.wire
+                );
+                room.metrics.image_fetched("agent", "registry", f.wire);
+                return Ok(layers);
+            }
+            Err(e) if e.is_link() => return Err(NotPulled::Link(e)),
+            Err(e) => {
+                tracing::warn!(
+                    image = reference,
+                    "the agent's own pull did not bring it ({e}): the engine pulls it"
+                );
+            }
+        }
+    }
     engine
         .pull(reference, auth)
         .await
         .map_err(NotPulled::Engine)?;
+    if let Some(room) = room {
+        room.metrics.image_fetched("engine", "registry", 0);
+    }
     Ok(layers)
 }

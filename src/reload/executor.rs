@@ -442,6 +442,10 @@ impl Executor {
                     .map_err(|e| match e {
                         NotPulled::NoRoom(n) => Failure::NoRoom(n.to_string()),
                         NotPulled::Engine(e) => Failure::engine(&e),
+                        NotPulled::Link(crate::registry::fetch::FetchError::Registry(e)) => {
+                            Failure::Registry(e)
+                        }
+                        NotPulled::Link(e) => Failure::Internal(e.to_string()),
                     });
                 match pulled {
                     Ok(layers) => {

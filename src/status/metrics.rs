@@ -32,6 +32,10 @@ pub struct Metrics {
     images_removed: AtomicU64,
     image_bytes_reclaimed: AtomicU64,
     disks: Mutex<Option<crate::model::disk::Disks>>,
+    /// Images brought, by who fetched them (`agent`, `engine`).
+    image_fetches: Mutex<BTreeMap<&'static str, u64>>,
+    /// Blob bytes the agent's own pulls fetched, by source.
+    fetch_bytes: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl Metrics {
@@ -130,6 +134,25 @@ impl Metrics {
             .fetch_add(bytes, Ordering::Relaxed);
     }
 
+    /// Counts an image brought by `by` (`agent`, `engine`), with the
+    /// blob bytes that came from `source` for it.
+    pub fn image_fetched(&self, by: &'static str, source: &'static str, bytes: u64) {
+        *self
+            .image_fetches
+            .lock()
+            .expect("metrics lock")
+            .entry(by)
+            .or_default() += 1;
+        if bytes > 0 {
+            *self
+                .fetch_bytes
+                .lock()
+                .expect("metrics lock")
+                .entry(source)
+                .or_default() += bytes;
+        }
+    }
+
     /// Records the filesystems as last measured.
     pub fn disks(&self, d: &crate::model::disk::Disks) {
         *self.disks.lock().expect("metrics lock") = Some(d.clone());
@@ -217,6 +240,25 @@ impl Metrics {
             self.images_removed.load(Ordering::Relaxed),
             self.image_bytes_reclaimed.load(Ordering::Relaxed)
         );
+        for (name, help, label, by) in [
+            (
+                "stead_image_fetches_total",
+                "Images brought for a module, by who fetched them (agent: its own pull, resumed; engine: the engine's pull).",
+                "by",
+                &self.image_fetches,
+            ),
+            (
+                "stead_image_fetch_bytes_total",
+                "Blob bytes the agent's own pulls fetched, by where they came from.",
+                "source",
+                &self.fetch_bytes,
+            ),
+        ] {
+            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter");
+            for (k, n) in by.lock().expect("metrics lock").iter() {
+                let _ = writeln!(o, "{name}{{{label}=\"{k}\"}} {n}");
+            }
+        }
         if let Some(d) = self.disks.lock().expect("metrics lock").as_ref() {
             type Of = fn(&crate::model::disk::Filesystem) -> u64;
             let gauges: [(&str, &str, Of); 2] = [

@@ -315,7 +315,8 @@ pub fn since(pulled: Option<u64>, first_seen: u64, now: u64) -> u64 {
 
 /// Whether the engine's name `name` for an image (a tag, or a repository
 /// digest) came with this node's pull by `pulled`: the same repository,
-/// and the tag pulled, or a digest (which a pull by tag adds). A name that
+/// and the tag pulled, or a digest (which a pull by tag adds; the agent's
+/// own pull adds it as the tag `sha256-<hex>`). A name that
 /// does not read as a reference came with no pull; an older engine's
 /// placeholder for no name (`<none>:<none>`) is no name.
 pub fn came_with(name: &str, pulled: &str) -> bool {
@@ -328,7 +329,9 @@ pub fn came_with(name: &str, pulled: &str) -> bool {
     };
     (n.registry == p.registry && n.repository == p.repository)
         && match (&n.tag, &n.digest) {
-            (Some(t), _) => p.tag.as_ref() == Some(t),
+            (Some(t), _) => {
+                p.tag.as_ref() == Some(t) || crate::model::reference::tag_digest(t).is_some()
+            }
             (None, digest) => digest.is_some(),
         }
 }
@@ -625,6 +628,11 @@ mod tests {
             (&*format!("app@{d}"), "app:1", true),
             (&*format!("reg.io:5000/x/app@{d}"), "reg.io:5000/x/app:1", true),
             (&*format!("app@{d}"), &*format!("app@{d}"), true),
+            // The agent's own pull names a digest as a tag.
+            (&*format!("app:sha256-{}", "a".repeat(64)), &*format!("app@{d}"), true),
+            (&*format!("app:sha256-{}", "a".repeat(64)), "app:1", true),
+            (&*format!("other:sha256-{}", "a".repeat(64)), "app:1", false),
+            ("app:sha256-abc", "app:1", false),
             // Another tag, another repository, another registry.
             ("app:2", "app:1", false),
             ("app:1", &*format!("app@{d}"), false),

@@ -142,6 +142,18 @@ fn parse_content_range(s: &str) -> Option<(u64, u64, Option<u64>)> {
     Some((num(a)?, num(b)?, total))
 }
 
+/// Who fetches an image's blobs (`[images] fetch`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Puller {
+    /// The agent, into its spool, resumed where a link dropped; the
+    /// engine's own pull when the agent cannot (a registry only the
+    /// engine's mirror serves, an engine that does not load archives).
+    #[default]
+    Agent,
+    /// The engine's own pull, whole, as before.
+    Engine,
+}
+
 /// How often a fetch makes its spool durable: after this many bytes since
 /// the last time (and at its end). A power cut loses at most this much.
 pub const SYNC_EVERY: u64 = 1 << 20;

@@ -146,6 +146,21 @@ impl fmt::Display for Reference {
     }
 }
 
+/// The tag that names an image the agent loaded itself (not pulled by
+/// the engine, which alone records a repository digest) as the manifest
+/// `digest`: `sha256:<hex>` → `sha256-<hex>`. Read back by [`tag_digest`].
+pub fn digest_tag(digest: &str) -> String {
+    digest.replacen(':', "-", 1)
+}
+
+/// The digest `sha256:<hex>` a tag made by [`digest_tag`] names (the tag
+/// alone, without its repository).
+pub fn tag_digest(tag: &str) -> Option<String> {
+    let hex = tag.strip_prefix("sha256-")?;
+    (hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+        .then(|| format!("sha256:{hex}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
