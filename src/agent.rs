@@ -1138,6 +1138,11 @@ impl<C: Connect> Agent<C> {
                 let mut s = self.status.lock().expect("status lock");
                 s.quarantine = self.reconciler.quarantine().clone();
                 s.disk = self.reconciler.disks();
+                s.fetching = self
+                    .reconciler
+                    .room()
+                    .map(|r| r.fetching())
+                    .unwrap_or_default();
             }
             match result {
                 Ok(report) => {

@@ -22,7 +22,7 @@ use stead::engine::docker::DockerEngine;
 use stead::net::http::Http;
 use stead::registry::auth::Credentials;
 use stead::registry::client::Registries;
-use stead::registry::fetch::{Spool, fetch_blob, pull};
+use stead::registry::fetch::{Spool, Tally, fetch_blob, pull};
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -51,6 +51,11 @@ struct Cutter {
 
 impl Cutter {
     fn start(upstream: &str, cut_after: u64) -> Cutter {
+        Cutter::throttled(upstream, cut_after, std::time::Duration::ZERO)
+    }
+
+    /// [`Cutter::start`], waiting `pause` after each 16 KiB it sends.
+    fn throttled(upstream: &str, cut_after: u64, pause: std::time::Duration) -> Cutter {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap().to_string();
         let (down, cuts, stop) = (
@@ -103,6 +108,9 @@ impl Cutter {
                         }
                         sent += n as u64;
                         d.fetch_add(n as u64, Ordering::SeqCst);
+                        if !pause.is_zero() {
+                            std::thread::sleep(pause);
+                        }
                         if cut_after > 0 && sent >= cut_after {
                             c.fetch_add(1, Ordering::SeqCst);
                             break;
@@ -138,14 +146,29 @@ fn push_big(
     tag: &str,
     kib: u32,
 ) -> (String, String, Vec<(String, u64)>) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("Dockerfile"),
-        format!(
+    let built = push_built(
+        reg,
+        repo,
+        tag,
+        &format!(
             "FROM {IMAGE_1}\nRUN dd if=/dev/urandom of=/blob bs=1024 count={kib} 2>/dev/null && echo {tag} > /tag\n"
         ),
-    )
-    .unwrap();
+    );
+    docker_engine(&["rmi", &built.0]);
+    built
+}
+
+/// Builds `dockerfile` on the Docker Engine and pushes it to `repo:tag`
+/// on `reg` (the engine keeps no tag of it); returns its reference there,
+/// its config digest and its layers (digest, size) from the registry.
+fn push_built(
+    reg: &Registry,
+    repo: &str,
+    tag: &str,
+    dockerfile: &str,
+) -> (String, String, Vec<(String, u64)>) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("Dockerfile"), dockerfile).unwrap();
     let target = format!("{}/{repo}:{tag}", reg.addr);
     docker_engine(&[
         "build",
@@ -155,7 +178,6 @@ fn push_big(
         &dir.path().display().to_string(),
     ]);
     docker_engine(&["push", &target]);
-    docker_engine(&["rmi", &target]);
     let m = common::registry::raw(
         &reg.addr,
         "GET",
@@ -197,13 +219,13 @@ fn a_pull_of_the_agent_s_own_resumes_every_cut_and_loads_the_image_it_named() {
     let spool_dir = tempfile::tempdir().unwrap();
     let spool = Spool::new(spool_dir.path()).unwrap();
     let rt = rt();
+    let tally = Tally::default();
     let fetched = rt
         .block_on(async {
             let engine = DockerEngine::connect(&engine_socket()).await.unwrap();
-            pull(&client(), &engine, &spool, &reference).await
+            pull(&client(), &engine, &spool, &reference, &tally).await
         })
         .unwrap();
-    eprintln!("{fetched:?}");
     assert_eq!(fetched.id, config, "{fetched:?}");
     assert_eq!(fetched.layers, layers.len());
     let need: u64 = layers[fetched.present..].iter().map(|l| l.1).sum();
@@ -212,6 +234,8 @@ fn a_pull_of_the_agent_s_own_resumes_every_cut_and_loads_the_image_it_named() {
         "the new layer is fetched: {fetched:?} {layers:?}"
     );
     assert_eq!(fetched.wire, need, "every byte once: {fetched:?}");
+    let p = tally.progress();
+    assert_eq!((p.bytes, p.of), (need, need));
     assert!(
         cutter.cuts.load(Ordering::SeqCst) >= 3,
         "the transfers were cut: {}",
@@ -258,47 +282,49 @@ fn a_spool_left_by_a_power_cut_or_corrupted_is_cut_back_or_fetched_again() {
         .join("sha256")
         .join(format!("{hex}.synced"));
     let rt = rt();
+    // The spool left holding `bytes` under a mark of `synced`; fetched
+    // again, it holds the blob: the bytes that came over the wire.
+    let resume = |bytes: &[u8], synced: u64| {
+        std::fs::write(&part, bytes).unwrap();
+        std::fs::write(&mark, synced.to_string()).unwrap();
+        let tally = Tally::default();
+        let wire = rt
+            .block_on(fetch_blob(&client(), &r, &spool, &digest, size, &tally))
+            .unwrap();
+        assert_eq!(std::fs::read(&part).unwrap(), blob);
+        assert_eq!(tally.progress().bytes, size);
+        wire
+    };
 
     // A power cut: the first 100,000 bytes synced and marked, then zeros
     // the filesystem kept past the mark. They are cut off, the rest asked
     // for from 100,000: only size - 100,000 bytes come.
     let mut kept = blob[..100_000].to_vec();
     kept.extend(std::iter::repeat_n(0u8, 50_000));
-    std::fs::write(&part, &kept).unwrap();
-    std::fs::write(&mark, "100000").unwrap();
-    let wire = rt
-        .block_on(fetch_blob(&client(), &r, &spool, &digest, size))
-        .unwrap();
-    assert_eq!(wire, size - 100_000);
-    assert_eq!(std::fs::read(&part).unwrap(), blob);
+    assert_eq!(resume(&kept, 100_000), size - 100_000);
 
     // Corrupted bytes under a mark that says they are all there: the
     // digest finds it, the blob is fetched again whole.
     let mut bad = blob.clone();
     bad[size as usize / 2] ^= 0xff;
-    std::fs::write(&part, &bad).unwrap();
-    std::fs::write(&mark, size.to_string()).unwrap();
-    let wire = rt
-        .block_on(fetch_blob(&client(), &r, &spool, &digest, size))
-        .unwrap();
-    assert_eq!(wire, size);
-    assert_eq!(std::fs::read(&part).unwrap(), blob);
+    assert_eq!(resume(&bad, size), size);
 
     // A spool longer than the blob can be is not trusted.
     let mut long = blob.clone();
     long.extend_from_slice(b"more");
-    std::fs::write(&part, &long).unwrap();
-    std::fs::write(&mark, (size + 4).to_string()).unwrap();
-    let wire = rt
-        .block_on(fetch_blob(&client(), &r, &spool, &digest, size))
-        .unwrap();
-    assert_eq!(wire, size);
-    assert_eq!(std::fs::read(&part).unwrap(), blob);
+    assert_eq!(resume(&long, size + 4), size);
 
     // A blob the registry does not have is the fetch's failure, at once.
     let missing = format!("sha256:{}", "0".repeat(64));
     let e = rt
-        .block_on(fetch_blob(&client(), &r, &spool, &missing, 10))
+        .block_on(fetch_blob(
+            &client(),
+            &r,
+            &spool,
+            &missing,
+            10,
+            &Tally::default(),
+        ))
         .unwrap_err()
         .to_string();
     assert!(e.contains("404"), "{e}");
@@ -330,7 +356,7 @@ fn an_image_the_engine_would_not_load_as_named_is_refused() {
     let spool = Spool::new(spool_dir.path()).unwrap();
     let e = rt().block_on(async {
         let engine = DockerEngine::connect(&engine_socket()).await.unwrap();
-        let e = pull(&client(), &engine, &spool, &reference).await;
+        let e = pull(&client(), &engine, &spool, &reference, &Tally::default()).await;
         (e, engine.image_root(&reference).await.is_err())
     });
     let (e, absent) = e;
@@ -361,8 +387,9 @@ fn the_agent_fetches_a_module_s_image_itself_resumed_and_runs_it_by_its_digest()
         .unwrap()
         .trim()
         .to_string();
-    // Every connection cut after 256 KiB; the module names its digest.
-    let cutter = Cutter::start(&reg.addr, 256 * 1024);
+    // Every connection cut after 256 KiB, and slow (about 800 KiB/s);
+    // the module names its digest.
+    let cutter = Cutter::throttled(&reg.addr, 256 * 1024, std::time::Duration::from_millis(20));
     let image = format!("{}/fetch/module@{digest}", cutter.addr);
     let n = Node::new("fetchmod").with_heartbeat("1s");
     let m = n.module("app");
@@ -371,16 +398,26 @@ fn the_agent_fetches_a_module_s_image_itself_resumed_and_runs_it_by_its_digest()
         common::intention::Module::new(&m, &image).idle("fetched"),
     );
     let agent = Agent::start(&n);
+    // While it comes, the status says how far it is.
+    let need: u64 = layers[1..].iter().map(|l| l.1).sum();
+    let mut seen = None;
     n.wait_for(120, "the module running its fetched image", || {
+        let (_, status) = agent.get("/v1/status");
+        let status: serde_json::Value = serde_json::from_str(&status).unwrap_or_default();
+        if let Some(p) = status["node"]["fetching"]["images"].get(&image) {
+            seen = Some(p.clone());
+        }
         n.container(&m).is_some_and(|(_, s, _)| s == "running")
     });
+    let seen = seen.expect("the fetch was in the status while it came");
+    assert_eq!(seen["of"], need, "{seen}");
+    assert!(seen["bytes"].as_u64().unwrap() <= need, "{seen}");
     let runs = docker_ok(&["inspect", "--format", "{{.Image}}", &n.container_id(&m)]);
     assert_eq!(runs.trim(), config);
     n.wait_logs(&m, "fetched");
     // Found again by its digest at every pass: not fetched twice.
     std::thread::sleep(std::time::Duration::from_secs(3));
     let (_, metrics) = agent.get("/metrics");
-    let need: u64 = layers[1..].iter().map(|l| l.1).sum();
     assert!(
         metrics.contains("stead_image_fetches_total{by=\"agent\"} 1\n"),
         "{metrics}"
@@ -393,4 +430,56 @@ fn the_agent_fetches_a_module_s_image_itself_resumed_and_runs_it_by_its_digest()
     );
     assert!(cutter.cuts.load(Ordering::SeqCst) >= 2);
     assert!(!metrics.contains("by=\"engine\""), "{metrics}");
+    let (_, status) = agent.get("/v1/status");
+    assert!(!status.contains("fetching"), "{status}");
+}
+
+#[test]
+fn two_pulls_that_share_a_new_layer_fetch_it_once() {
+    require_engine();
+    let reg = Registry::plain();
+    let (a_ref, a_id, a_layers) = push_built(
+        &reg,
+        "fetch/base",
+        "1",
+        &format!("FROM {IMAGE_1}\nRUN dd if=/dev/urandom of=/blob bs=1024 count=700 2>/dev/null\n"),
+    );
+    let (_, b_id, b_layers) = push_built(
+        &reg,
+        "fetch/app",
+        "1",
+        &format!("FROM {a_ref}\nRUN dd if=/dev/urandom of=/more bs=1024 count=100 2>/dev/null\n"),
+    );
+    docker_engine(&["rmi", &format!("{}/fetch/app:1", reg.addr), &a_ref]);
+    assert_eq!(b_layers[..2], a_layers[..]);
+    let (a, b) = (
+        format!("{}/fetch/base:1", reg.addr),
+        format!("{}/fetch/app:1", reg.addr),
+    );
+    let _ = docker(&["rmi", &a, &b]);
+    let spool_dir = tempfile::tempdir().unwrap();
+    let spool = Spool::new(spool_dir.path()).unwrap();
+    let (fa, fb) = rt().block_on(async {
+        let engine = DockerEngine::connect(&engine_socket()).await.unwrap();
+        let registries = client();
+        let (ta, tb) = (Tally::default(), Tally::default());
+        tokio::join!(
+            pull(&registries, &engine, &spool, &a, &ta),
+            pull(&registries, &engine, &spool, &b, &tb)
+        )
+    });
+    let (fa, fb) = (fa.unwrap(), fb.unwrap());
+    assert_eq!(
+        (fa.id.as_str(), fb.id.as_str()),
+        (a_id.as_str(), b_id.as_str())
+    );
+    // The shared layer came once, by whichever pull took it first.
+    assert_eq!(
+        fa.wire + fb.wire,
+        b_layers[1].1 + b_layers[2].1,
+        "{fa:?} {fb:?}"
+    );
+    for r in [&a, &b] {
+        let _ = docker(&["rmi", r]);
+    }
 }

@@ -642,6 +642,13 @@ fn trickling_registry() -> u16 {
             let Ok(conn) = conn else { return };
             std::thread::spawn(move || {
                 let mut w = conn.try_clone().unwrap();
+                // A TLS hello is answered as a plain HTTP server answers
+                // it (Go's: 400), which a client reads as no TLS here.
+                let mut first = [0u8; 1];
+                if conn.peek(&mut first).is_ok() && first[0] == 0x16 {
+                    let _ = w.write_all(b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n");
+                    return;
+                }
                 let mut r = BufReader::new(conn);
                 loop {
                     let mut line = String::new();

@@ -780,6 +780,9 @@ fn status_text(v: &StatusView) -> String {
             let _ = writeln!(out, "  {}", g.with_times(|t| format_rfc3339(*t)).line());
         }
     }
+    if let Some(line) = n.fetching.as_ref().and_then(|f| f.line()) {
+        let _ = writeln!(out, "fetching {line}");
+    }
     if let Some(d) = &n.disk {
         use crate::model::disk::human;
         let each: Vec<String> = d

@@ -12,8 +12,11 @@
 //! that many bytes, whatever the filesystem kept past it. The rules for
 //! what to ask and what to take are [`crate::model::fetch`]'s.
 
+use std::collections::{BTreeSet, HashMap};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::engine::Engine;
@@ -96,10 +99,33 @@ pub struct Fetched {
     pub layers: usize,
 }
 
+/// How far one pull is: bytes of its missing layers in the spool, and in
+/// all; shared with whoever says the status.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Bytes here.
+    pub bytes: AtomicU64,
+    /// Bytes in all.
+    pub of: AtomicU64,
+}
+
+impl Tally {
+    /// As the status says it.
+    pub fn progress(&self) -> crate::model::fetch::Progress {
+        crate::model::fetch::Progress {
+            bytes: self.bytes.load(Ordering::Relaxed),
+            of: self.of.load(Ordering::Relaxed),
+        }
+    }
+}
+
 /// The spool on the data directory.
 #[derive(Clone, Debug)]
 pub struct Spool {
     dir: PathBuf,
+    /// A lock per blob a pull is fetching or loading: two pulls that share
+    /// a layer take turns, and the second finds it loaded.
+    busy: Arc<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
 }
 
 impl Spool {
@@ -107,7 +133,25 @@ impl Spool {
     pub fn new(dir: &Path) -> Result<Spool, FetchError> {
         let dir = dir.join("sha256");
         std::fs::create_dir_all(&dir).map_err(spool_error(&dir))?;
-        Ok(Spool { dir })
+        Ok(Spool {
+            dir,
+            busy: Arc::default(),
+        })
+    }
+
+    /// Holds these blobs (in a fixed order, so two pulls never wait on
+    /// each other) until the guards are dropped.
+    async fn hold(&self, digests: &BTreeSet<String>) -> Vec<tokio::sync::OwnedMutexGuard<()>> {
+        let mut guards = Vec::new();
+        for d in digests {
+            let lock = {
+                let mut busy = self.busy.lock().expect("spool lock");
+                busy.retain(|_, l| Arc::strong_count(l) > 1);
+                busy.entry(d.clone()).or_default().clone()
+            };
+            guards.push(lock.lock_owned().await);
+        }
+        guards
     }
 
     /// Where a blob's bytes are kept.
@@ -202,12 +246,23 @@ pub async fn fetch_blob(
     spool: &Spool,
     digest: &str,
     size: u64,
+    tally: &Tally,
 ) -> Result<u64, FetchError> {
     if !is_sha256(digest) {
         return Err(FetchError::Wrong(format!("{digest}: not a sha256 digest")));
     }
     let mut wire = 0u64;
     let (mut idle, mut wrong) = (0u32, 0u32);
+    // What the tally counts of this blob: its bytes in the spool.
+    let mut counted = 0u64;
+    let mut count = |now: u64| {
+        if now >= counted {
+            tally.bytes.fetch_add(now - counted, Ordering::Relaxed);
+        } else {
+            tally.bytes.fetch_sub(counted - now, Ordering::Relaxed);
+        }
+        counted = now;
+    };
     let mut wait = FIRST_WAIT;
     let mut last: Option<FetchError> = None;
     loop {
@@ -217,6 +272,7 @@ pub async fn fetch_blob(
             }));
         }
         let synced = spool.synced(digest)?;
+        count(synced.min(size));
         let ask = rule::ask(synced, size);
         if ask == Ask::Done {
             if spool.check(digest)? {
@@ -292,6 +348,7 @@ pub async fn fetch_blob(
                         idle = 0;
                         wait = FIRST_WAIT;
                     }
+                    count(written);
                     if since_sync >= SYNC_EVERY {
                         spool.note(digest, &file, written)?;
                         since_sync = 0;
@@ -339,6 +396,7 @@ pub async fn pull<E: Engine>(
     engine: &E,
     spool: &Spool,
     reference: &str,
+    tally: &Tally,
 ) -> Result<Fetched, FetchError> {
     let r = Reference::parse(reference).map_err(FetchError::Wrong)?;
     let at = r
@@ -358,6 +416,12 @@ pub async fn pull<E: Engine>(
             diff_ids.len()
         )));
     }
+    // The image's blobs are this pull's until it has loaded them; what
+    // the engine has is asked once they are (a pull that shared a layer
+    // may have loaded it meanwhile).
+    let _held = spool
+        .hold(&m.layers.iter().map(|(d, _)| d.clone()).collect())
+        .await;
     let mut held = Vec::new();
     for i in engine.list_images().await? {
         if let Ok((_, layers)) = engine.image_root(&i.id).await {
@@ -373,12 +437,19 @@ pub async fn pull<E: Engine>(
             size: *size,
         })
         .collect();
+    let missing: BTreeSet<(&str, u64)> = layers[present..]
+        .iter()
+        .map(|l| (l.digest.as_str(), l.size))
+        .collect();
+    tally.of.store(
+        missing.iter().map(|(_, size)| size).sum(),
+        Ordering::Relaxed,
+    );
     let mut wire = 0;
-    let mut fetched = std::collections::BTreeSet::new();
-    for l in &layers[present..] {
-        if fetched.insert(l.digest.clone()) {
-            wire += fetch_blob(registries, &r, spool, &l.digest, l.size).await?;
-        }
+    let mut fetched = BTreeSet::new();
+    for (digest, size) in missing {
+        wire += fetch_blob(registries, &r, spool, digest, size, tally).await?;
+        fetched.insert(digest.to_string());
     }
     let image = archive::Image {
         manifest: &m.bytes,

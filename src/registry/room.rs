@@ -37,6 +37,8 @@ pub struct Room {
     spool: Option<Spool>,
     /// Where what each pull brought is counted.
     metrics: Arc<crate::status::metrics::Metrics>,
+    /// The agent's own pulls under way, by reference, and how far each is.
+    under_way: Mutex<std::collections::BTreeMap<String, Arc<fetch::Tally>>>,
 }
 
 impl Room {
@@ -54,7 +56,21 @@ impl Room {
             wanted: Mutex::default(),
             spool,
             metrics,
+            under_way: Mutex::default(),
         })
+    }
+
+    /// The agent's own pulls under way, as the status says them.
+    pub fn fetching(&self) -> crate::model::fetch::Fetching {
+        crate::model::fetch::Fetching {
+            images: self
+                .under_way
+                .lock()
+                .expect("room lock")
+                .iter()
+                .map(|(r, t)| (r.clone(), t.progress()))
+                .collect(),
+        }
     }
 
     /// Checks a pull of `image` onto the data root `root`; says its layers
@@ -143,7 +159,11 @@ pub async fn pull_checked<E: crate::engine::Engine>(
         _ => Vec::new(),
     };
     if let Some((room, spool)) = room.and_then(|r| r.spool.as_ref().map(|s| (r, s))) {
-        match fetch::pull(&room.registries, engine, spool, reference).await {
+        let tally = Arc::new(fetch::Tally::default());
+        let under_way = UnderWay::start(room, reference, tally.clone());
+        let pulled = fetch::pull(&room.registries, engine, spool, reference, &tally).await;
+        drop(under_way);
+        match pulled {
             Ok(f) => {
                 tracing::info!(
                     image = reference,
@@ -174,4 +194,34 @@ pub async fn pull_checked<E: crate::engine::Engine>(
         room.metrics.image_fetched("engine", "registry", 0);
     }
     Ok(layers)
+}
+
+/// A pull listed as under way until it is dropped (ended, or its task
+/// cancelled).
+struct UnderWay<'a> {
+    room: &'a Room,
+    reference: String,
+}
+
+impl<'a> UnderWay<'a> {
+    fn start(room: &'a Room, reference: &str, tally: Arc<fetch::Tally>) -> UnderWay<'a> {
+        room.under_way
+            .lock()
+            .expect("room lock")
+            .insert(reference.to_string(), tally);
+        UnderWay {
+            room,
+            reference: reference.to_string(),
+        }
+    }
+}
+
+impl Drop for UnderWay<'_> {
+    fn drop(&mut self) {
+        self.room
+            .under_way
+            .lock()
+            .expect("room lock")
+            .remove(&self.reference);
+    }
 }

@@ -250,6 +250,8 @@ pub struct NodeStatus {
     pub quarantine: crate::model::guard::Quarantine,
     /// The filesystems that matter, as the last pass measured them.
     pub disk: crate::model::disk::Disks,
+    /// The agent's own pulls under way, as the last pass saw them.
+    pub fetching: crate::model::fetch::Fetching,
     /// This device's public key (`age1…`), what values are sealed to.
     pub device_key: Option<String>,
     /// This device's report key (Ed25519, base64), what its reports are
@@ -267,6 +269,7 @@ impl Default for NodeStatus {
             other_agent: None,
             quarantine: Default::default(),
             disk: Default::default(),
+            fetching: Default::default(),
             device_key: None,
             report_key: None,
         }

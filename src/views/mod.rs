@@ -86,6 +86,10 @@ pub struct NodeView {
     pub engine: EngineView,
     /// Since when passes fail, and the last error.
     pub failing: Option<FailingView>,
+    /// The images the agent is fetching and how far each is (absent when
+    /// none is, and from an agent before 0.7.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetching: Option<crate::model::fetch::Fetching>,
     /// This node's id.
     pub id: String,
     /// When the last pass finished, and how long it took.
@@ -120,6 +124,7 @@ impl NodeView {
                 error: error.clone(),
                 since: secs(*since),
             }),
+            fetching: (!node.fetching.images.is_empty()).then(|| node.fetching.clone()),
             id: id.to_string(),
             last_pass: node.last_pass.map(|(at, took)| LastPassView {
                 at: secs(at),
@@ -480,6 +485,23 @@ mod tests {
         for (got, want) in cases {
             assert_eq!(got, want);
         }
+    }
+
+    #[test]
+    fn the_images_under_way_are_in_the_node_s_text_only_while_there_are_some() {
+        let mut n = fixtures::nodes()[1].clone();
+        assert!(!node_text(&n).contains("fetching"));
+        n.fetching.images.insert(
+            "registry.example/app@sha256:ab".into(),
+            crate::model::fetch::Progress { bytes: 41, of: 96 },
+        );
+        assert!(
+            node_text(&n).contains(
+                r#""fetching":{"images":{"registry.example/app@sha256:ab":{"bytes":41,"of":96}}}"#
+            ),
+            "{}",
+            node_text(&n)
+        );
     }
 
     // The plane's view, the sync outcome and the report are built by the

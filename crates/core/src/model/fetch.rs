@@ -142,6 +142,39 @@ fn parse_content_range(s: &str) -> Option<(u64, u64, Option<u64>)> {
     Some((num(a)?, num(b)?, total))
 }
 
+/// Images the agent is fetching, as the status says them (`node.fetching`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Fetching {
+    /// Each image under way, by the reference it is fetched by.
+    pub images: std::collections::BTreeMap<String, Progress>,
+}
+
+/// How far an image's fetch is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Progress {
+    /// Bytes of its missing layers here (in the spool), fetched now or
+    /// before a restart.
+    pub bytes: u64,
+    /// Bytes of its missing layers in all (0 until its manifest is read).
+    pub of: u64,
+}
+
+impl Fetching {
+    /// `2 images, 41 MiB of 96 MiB`.
+    pub fn line(&self) -> Option<String> {
+        use crate::model::disk::human;
+        if self.images.is_empty() {
+            return None;
+        }
+        let (bytes, of) = self.images.values().fold((0u64, 0u64), |(b, o), p| {
+            (b.saturating_add(p.bytes), o.saturating_add(p.of))
+        });
+        let n = self.images.len();
+        let s = if n == 1 { "" } else { "s" };
+        Some(format!("{n} image{s}, {} of {}", human(bytes), human(of)))
+    }
+}
+
 /// Who fetches an image's blobs (`[images] fetch`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Puller {
@@ -161,6 +194,28 @@ pub const SYNC_EVERY: u64 = 1 << 20;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_reads_as_one_line() {
+        let mut f = Fetching::default();
+        assert_eq!(f.line(), None);
+        f.images.insert(
+            "a:1".into(),
+            Progress {
+                bytes: 41 << 20,
+                of: 60 << 20,
+            },
+        );
+        assert_eq!(f.line().unwrap(), "1 image, 41.0 MiB of 60.0 MiB");
+        f.images.insert(
+            "b:1".into(),
+            Progress {
+                bytes: 0,
+                of: 36 << 20,
+            },
+        );
+        assert_eq!(f.line().unwrap(), "2 images, 41.0 MiB of 96.0 MiB");
+    }
 
     #[test]
     fn what_is_asked_for_from_what_the_spool_holds() {
