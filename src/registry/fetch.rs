@@ -70,6 +70,10 @@ pub enum FetchError {
         /// What the link said.
         why: String,
     },
+    /// The spool's filesystem has no room for it (the store keeps its
+    /// reserve).
+    #[error("the spool: {0}")]
+    NoRoom(crate::model::disk::NoRoom),
     /// The engine did not load it, or loaded something else.
     #[error("the engine: {0}")]
     Engine(#[from] crate::engine::EngineError),
@@ -152,6 +156,43 @@ impl Spool {
             guards.push(lock.lock_owned().await);
         }
         guards
+    }
+
+    /// Collects what no pull has touched for `keep` (blobs and their
+    /// marks; none a pull holds now); says how many bytes went.
+    pub fn sweep(&self, keep: Duration) -> u64 {
+        let Ok(dir) = std::fs::read_dir(&self.dir) else {
+            return 0;
+        };
+        let busy: BTreeSet<String> = self
+            .busy
+            .lock()
+            .expect("spool lock")
+            .iter()
+            .filter(|(_, l)| Arc::strong_count(l) > 1)
+            .map(|(d, _)| hex(d).to_string())
+            .collect();
+        let now = std::time::SystemTime::now();
+        let mut freed = 0;
+        for e in dir.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let blob = name.strip_suffix(".synced").unwrap_or(&name);
+            let Ok(m) = e.metadata() else { continue };
+            let old = m
+                .modified()
+                .ok()
+                .and_then(|t| now.duration_since(t).ok())
+                .is_some_and(|age| age > keep);
+            if old && !busy.contains(blob) && std::fs::remove_file(e.path()).is_ok() {
+                freed += m.len();
+                tracing::info!(
+                    blob,
+                    bytes = m.len(),
+                    "spool: collected a fetch no pull took up again"
+                );
+            }
+        }
+        freed
     }
 
     /// Where a blob's bytes are kept.
@@ -429,6 +470,7 @@ pub async fn pull<E: Engine>(
         }
     }
     let present = archive::present_prefix(&diff_ids, &held);
+    spool.sweep(Duration::from_secs(rule::SPOOL_KEEP));
     let layers: Vec<Layer> = m
         .layers
         .iter()
@@ -441,10 +483,25 @@ pub async fn pull<E: Engine>(
         .iter()
         .map(|l| (l.digest.as_str(), l.size))
         .collect();
-    tally.of.store(
-        missing.iter().map(|(_, size)| size).sum(),
-        Ordering::Relaxed,
-    );
+    let of: u64 = missing.iter().map(|(_, size)| size).sum();
+    tally.of.store(of, Ordering::Relaxed);
+    // The spool must hold what is still to come and leave the store its
+    // reserve; what it holds already of this image counts as there.
+    let mut here = 0;
+    for (d, size) in &missing {
+        here += spool.synced(d)?.min(*size);
+    }
+    if let Ok(space) = crate::host::disk::space(&spool.dir) {
+        if !rule::spool_fits(of - here, space) {
+            return Err(FetchError::NoRoom(crate::model::disk::NoRoom {
+                image: reference.to_string(),
+                need: of - here,
+                free: space.free,
+                reserve: crate::model::disk::store_reserve(space.total),
+                path: spool.dir.display().to_string(),
+            }));
+        }
+    }
     let mut wire = 0;
     let mut fetched = BTreeSet::new();
     for (digest, size) in missing {
@@ -568,4 +625,45 @@ fn stream_archive(
     }
     send(archive::END.to_vec());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spooled_blob_no_pull_touched_for_a_week_is_collected_unless_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Spool::new(dir.path()).unwrap();
+        let d = |c: char| format!("sha256:{}", c.to_string().repeat(64));
+        let week = Duration::from_secs(crate::model::fetch::SPOOL_KEEP);
+        let old = std::time::SystemTime::now() - week - Duration::from_secs(60);
+        for (c, age) in [('a', Some(old)), ('b', None), ('c', Some(old))] {
+            let path = spool.path(&d(c));
+            std::fs::write(&path, vec![0u8; 100]).unwrap();
+            std::fs::write(spool.mark(&d(c)), "100").unwrap();
+            if let Some(t) = age {
+                for p in [path, spool.mark(&d(c))] {
+                    std::fs::File::options()
+                        .write(true)
+                        .open(p)
+                        .unwrap()
+                        .set_modified(t)
+                        .unwrap();
+                }
+            }
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let held = rt.block_on(spool.hold(&BTreeSet::from([d('c')])));
+        let freed = spool.sweep(week);
+        assert_eq!(freed, 100 + 3);
+        assert!(!spool.path(&d('a')).exists() && !spool.mark(&d('a')).exists());
+        assert!(spool.path(&d('b')).exists(), "touched lately");
+        assert!(spool.path(&d('c')).exists(), "held by a pull");
+        drop(held);
+        assert_eq!(spool.sweep(week), 103);
+        assert!(!spool.path(&d('c')).exists());
+    }
 }

@@ -187,6 +187,19 @@ pub enum Puller {
     Engine,
 }
 
+/// A spooled blob no pull has touched for this long, seconds, is
+/// collected (a fetch that is no longer wanted: a reverted rollout, a
+/// module removed); one under way is never.
+pub const SPOOL_KEEP: u64 = 7 * 24 * 3600;
+
+/// Whether a spool, holding `spooled` bytes already, has room for `more`
+/// on a filesystem of `space`: what stays free must cover the store's
+/// reserve ([`crate::model::disk::store_reserve`]), so the spool never
+/// takes the room intentions are written in.
+pub fn spool_fits(more: u64, space: crate::model::disk::Space) -> bool {
+    space.free.saturating_sub(more) >= crate::model::disk::store_reserve(space.total)
+}
+
 /// How often a fetch makes its spool durable: after this many bytes since
 /// the last time (and at its end). A power cut loses at most this much.
 pub const SYNC_EVERY: u64 = 1 << 20;
@@ -194,6 +207,28 @@ pub const SYNC_EVERY: u64 = 1 << 20;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_spool_leaves_the_store_its_reserve() {
+        use crate::model::disk::{MIB, Space};
+        let gib = 1024 * MIB;
+        for (more, total, free, fits) in [
+            (100 * MIB, 16 * gib, gib, true),
+            // 64 MiB must stay free on a large filesystem.
+            (gib - 64 * MIB, 16 * gib, gib, true),
+            (gib - 64 * MIB + 1, 16 * gib, gib, false),
+            // 5 % of a small one.
+            (100 * MIB - 5 * MIB, 100 * MIB, 100 * MIB, true),
+            (100 * MIB - 5 * MIB + 1, 100 * MIB, 100 * MIB, false),
+            (1, 16 * gib, 0, false),
+        ] {
+            assert_eq!(
+                spool_fits(more, Space { total, free }),
+                fits,
+                "{more} {total} {free}"
+            );
+        }
+    }
 
     #[test]
     fn progress_reads_as_one_line() {
