@@ -48,12 +48,13 @@ stop_nginx() {
 # Starts a Docker Engine of the caller's own, with its own --data-root,
 # --exec-root, socket ($1/docker.sock) and pidfile under $1, in the network
 # namespace $2 (made by the caller: its bridge and rules never touch the
-# host's engine); sets ENGINE_PID. The engine binaries come from
-# scripts/engine.sh.
+# host's engine), with any further dockerd flags ($3...); sets ENGINE_PID.
+# The engine binaries come from scripts/engine.sh.
 start_own_engine() {
     local dir="$1" ns="$2"
+    shift 2
     nsenter --net="/run/netns/$ns" dockerd --data-root "$dir/docker" --exec-root "$dir/exec" \
-        --host "unix://$dir/docker.sock" --pidfile "$dir/docker.pid" --iptables=false --ip-masq=false \
+        --host "unix://$dir/docker.sock" --pidfile "$dir/docker.pid" --iptables=false --ip-masq=false "$@" \
         >>"$dir/dockerd.log" 2>&1 &
     ENGINE_PID=$!
     for _ in $(seq 1 100); do docker -H "unix://$dir/docker.sock" info >/dev/null 2>&1 && return 0; sleep 0.2; done
