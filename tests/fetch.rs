@@ -483,3 +483,58 @@ fn two_pulls_that_share_a_new_layer_fetch_it_once() {
         let _ = docker(&["rmi", r]);
     }
 }
+
+#[test]
+fn an_agent_killed_mid_fetch_resumes_from_what_its_spool_synced() {
+    require_engine();
+    let reg = Registry::plain();
+    let (_, config, layers) = push_big(&reg, "fetch/killed", "1", 3 * 1024);
+    let need: u64 = layers[1..].iter().map(|l| l.1).sum();
+    // Slow enough (about 800 KiB/s) to be killed part-way.
+    let cutter = Cutter::throttled(&reg.addr, 0, std::time::Duration::from_millis(20));
+    let image = format!("{}/fetch/killed:1", cutter.addr);
+    let n = Node::new("fetchkill").with_heartbeat("1s");
+    let m = n.module("app");
+    n.write_intention(
+        "app.toml",
+        common::intention::Module::new(&m, &image).idle("fetched"),
+    );
+    let mut agent = Agent::start(&n);
+    // Killed (SIGKILL: no chance to sync more) once 1.5 MiB are here.
+    n.wait_for(60, "1.5 MiB of the layer fetched", || {
+        let (_, status) = agent.get("/v1/status");
+        let status: serde_json::Value = serde_json::from_str(&status).unwrap_or_default();
+        status["node"]["fetching"]["images"][&image]["bytes"]
+            .as_u64()
+            .is_some_and(|b| b >= 3 << 19)
+    });
+    agent.child.kill().unwrap();
+    agent.child.wait().unwrap();
+    let before = cutter.down.load(Ordering::SeqCst);
+    assert!(before < need, "killed before the end: {before} of {need}");
+    let agent = Agent::start(&n);
+    n.wait_for(120, "the module running the image", || {
+        n.container(&m).is_some_and(|(_, s, _)| s == "running")
+    });
+    let runs = docker_ok(&["inspect", "--format", "{{.Image}}", &n.container_id(&m)]);
+    assert_eq!(runs.trim(), config);
+    // The second agent asked only for what the first had not synced: at
+    // most the last MiB before the kill comes twice (the spool is made
+    // durable every MiB), plus the calls around the blob.
+    let down = cutter.down.load(Ordering::SeqCst);
+    assert!(down >= need, "{down} for {need}");
+    assert!(
+        down < need + (1 << 20) + 64 * 1024,
+        "{down} for {need}: fetched again from the start"
+    );
+    let (_, metrics) = agent.get("/metrics");
+    let fetched: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("stead_image_fetch_bytes_total{source=\"registry\"} "))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(
+        fetched < need - (1 << 19),
+        "the second agent fetched {fetched} of {need}"
+    );
+}
