@@ -374,27 +374,34 @@ pub async fn fetch_blob(
             .map_err(spool_error(&path))?;
         file.set_len(at).map_err(spool_error(&path))?;
         file.seek(SeekFrom::Start(at)).map_err(spool_error(&path))?;
-        let (mut written, mut since_sync) = (at, 0u64);
+        // Whatever ends the transfer (its end, an error, the pull's task
+        // dropped at a shutdown), what was written is made durable.
+        let mut w = Writing {
+            spool,
+            digest,
+            file,
+            written: at,
+            since_sync: 0,
+        };
         let ended = loop {
             match open.chunk().await {
                 Ok(Some(data)) => {
-                    let room = size.saturating_sub(written);
+                    let room = size.saturating_sub(w.written);
                     let data = &data[..data.len().min(usize::try_from(room).unwrap_or(usize::MAX))];
-                    file.write_all(data).map_err(spool_error(&path))?;
+                    w.file.write_all(data).map_err(spool_error(&path))?;
                     let n = data.len() as u64;
-                    written += n;
+                    w.written += n;
                     wire += n;
-                    since_sync += n;
+                    w.since_sync += n;
                     if n > 0 {
                         idle = 0;
                         wait = FIRST_WAIT;
                     }
-                    count(written);
-                    if since_sync >= SYNC_EVERY {
-                        spool.note(digest, &file, written)?;
-                        since_sync = 0;
+                    count(w.written);
+                    if w.since_sync >= SYNC_EVERY {
+                        w.sync()?;
                     }
-                    if written >= size {
+                    if w.written >= size {
                         break Ok(());
                     }
                 }
@@ -402,7 +409,8 @@ pub async fn fetch_blob(
                 Err(e) => break Err(e),
             }
         };
-        spool.note(digest, &file, written)?;
+        w.sync()?;
+        let written = w.written;
         if let Err(t) = ended {
             tracing::info!(
                 digest,
@@ -419,6 +427,32 @@ pub async fn fetch_blob(
             idle += 1;
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(STALL);
+        }
+    }
+}
+
+/// A blob being written into the spool; dropped, it makes what it wrote
+/// durable.
+struct Writing<'a> {
+    spool: &'a Spool,
+    digest: &'a str,
+    file: std::fs::File,
+    written: u64,
+    since_sync: u64,
+}
+
+impl Writing<'_> {
+    fn sync(&mut self) -> Result<(), FetchError> {
+        self.spool.note(self.digest, &self.file, self.written)?;
+        self.since_sync = 0;
+        Ok(())
+    }
+}
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        if self.since_sync > 0 {
+            let _ = self.sync();
         }
     }
 }
