@@ -99,6 +99,30 @@ async fn within<T>(
         .unwrap_or_else(|_| Err(EngineError::no_answer(op, limit)))
 }
 
+/// Reads a streamed answer (a pull's, a load's) to its end, handing each
+/// line's `stream` text to `said`: the engine says a failure inside its
+/// answer, on a line of its own, which ends it as a refusal.
+async fn streamed(
+    answer: hyper::body::Incoming,
+    what: &str,
+    mut said: impl FnMut(&str),
+) -> Result<(), EngineError> {
+    let mut lines = socket::Lines::of(answer);
+    while let Some(line) = lines.next().await {
+        let line: wire::StreamLine = wire::read(what, &line?)?;
+        if let Some(e) = line.error_detail.and_then(|d| d.message).or(line.error) {
+            return Err(EngineError::Refused {
+                status: 0,
+                message: e,
+            });
+        }
+        if let Some(s) = line.stream.as_deref() {
+            said(s);
+        }
+    }
+    Ok(())
+}
+
 impl DockerEngine {
     /// `path` in the API version spoken.
     fn versioned(&self, path: &str) -> String {
@@ -818,19 +842,7 @@ impl Engine for DockerEngine {
                 socket::query(reference)
             ));
             let answer = socket::send(&self.socket, Method::POST, &path, None, auth).await?;
-            // The engine says a failed pull inside its answer, on a line
-            // of its progress.
-            let mut lines = socket::Lines::of(answer);
-            while let Some(line) = lines.next().await {
-                let line: wire::PullLine = wire::read("the pull's progress", &line?)?;
-                if let Some(e) = line.error_detail.and_then(|d| d.message).or(line.error) {
-                    return Err(EngineError::Refused {
-                        status: 0,
-                        message: e,
-                    });
-                }
-            }
-            Ok(())
+            streamed(answer, "the pull's progress", |_| ()).await
         };
         tokio::time::timeout(limits::PULL, pull)
             .await
@@ -864,19 +876,11 @@ impl Engine for DockerEngine {
                 None,
             )
             .await?;
-            // As a pull, a failed load is said on a line of the answer.
-            let mut lines = socket::Lines::of(answer);
             let mut loaded = Vec::new();
-            while let Some(line) = lines.next().await {
-                let line: wire::LoadLine = wire::read("the load's answer", &line?)?;
-                if let Some(e) = line.error_detail.and_then(|d| d.message).or(line.error) {
-                    return Err(EngineError::Refused {
-                        status: 0,
-                        message: e,
-                    });
-                }
-                loaded.extend(line.stream.as_deref().map(wire::loaded).unwrap_or_default());
-            }
+            streamed(answer, "the load's answer", |said| {
+                loaded.extend(wire::loaded(said));
+            })
+            .await?;
             Ok(loaded)
         };
         tokio::time::timeout(limits::PULL, load)

@@ -430,19 +430,12 @@ pub struct ImageSummary {
     pub created: i64,
 }
 
-/// One line of a pull's progress: an error, or progress the agent skips.
+/// One line of a streamed answer (a pull's progress, a load's answer):
+/// an error, or what it says (a load: what it loaded; a pull's progress
+/// the agent skips).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
-pub struct PullLine {
-    pub error: Option<String>,
-    #[serde(rename = "errorDetail")]
-    pub error_detail: Option<ErrorDetail>,
-}
-
-/// One line of a load's answer: an error, or what it loaded.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-pub struct LoadLine {
+pub struct StreamLine {
     pub error: Option<String>,
     #[serde(rename = "errorDetail")]
     pub error_detail: Option<ErrorDetail>,
