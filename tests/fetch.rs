@@ -170,9 +170,13 @@ fn push_built(
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("Dockerfile"), dockerfile).unwrap();
     let target = format!("{}/{repo}:{tag}", reg.addr);
+    // Never from the build cache: an image of the same Dockerfile built
+    // by another test, or by the other engine's suite beside this one,
+    // would be shared, and removed under this one.
     docker_engine(&[
         "build",
         "-q",
+        "--no-cache",
         "-t",
         &target,
         &dir.path().display().to_string(),
@@ -253,7 +257,7 @@ fn a_pull_of_the_agent_s_own_resumes_every_cut_and_loads_the_image_it_named() {
     for (d, _) in &layers {
         assert!(!spool.path(d).exists(), "{d} left in the spool");
     }
-    let _ = docker(&["rmi", &reference]);
+    let _ = docker(&["rmi", "-f", &config]);
 }
 
 #[test]
@@ -479,9 +483,73 @@ fn two_pulls_that_share_a_new_layer_fetch_it_once() {
         b_layers[1].1 + b_layers[2].1,
         "{fa:?} {fb:?}"
     );
-    for r in [&a, &b] {
-        let _ = docker(&["rmi", r]);
-    }
+    let _ = docker(&["rmi", "-f", &b_id, &a_id]);
+}
+
+/// A layer the engine had when the pull asked may have left it by the
+/// time the archive comes (an image removed meanwhile): the engine
+/// refuses an archive that leaves it out, and the pull fetches it and
+/// loads again.
+#[test]
+fn a_layer_removed_from_the_engine_during_a_pull_is_fetched_and_the_image_loads() {
+    require_engine();
+    let reg = Registry::plain();
+    let (base, _, base_layers) = push_built(
+        &reg,
+        "fetch/gone-base",
+        "1",
+        &format!("FROM {IMAGE_1}\nRUN dd if=/dev/urandom of=/base bs=1024 count=300 2>/dev/null\n"),
+    );
+    let (_, app_id, app_layers) = push_built(
+        &reg,
+        "fetch/gone-app",
+        "1",
+        &format!("FROM {base}\nRUN dd if=/dev/urandom of=/app bs=1024 count=1200 2>/dev/null\n"),
+    );
+    docker_engine(&["rmi", &format!("{}/fetch/gone-app:1", reg.addr), &base]);
+    assert_eq!(app_layers[..2], base_layers[..]);
+    // The base is in the engine under test, by the agent's own pull.
+    let spool_dir = tempfile::tempdir().unwrap();
+    let spool = Spool::new(spool_dir.path()).unwrap();
+    let rt = rt();
+    let engine = rt
+        .block_on(DockerEngine::connect(&engine_socket()))
+        .unwrap();
+    let _ = docker(&["rmi", &base]);
+    let fb = rt
+        .block_on(pull(&client(), &engine, &spool, &base, &Tally::default()))
+        .unwrap();
+    // The app comes slowly; once its new layer is under way, the base
+    // (the only image with the layer below it) is removed.
+    let cutter = Cutter::throttled(&reg.addr, 0, std::time::Duration::from_millis(20));
+    let app = format!("{}/fetch/gone-app:1", cutter.addr);
+    let tally = Tally::default();
+    let registries = client();
+    let (fetched, removed) = rt.block_on(async {
+        tokio::join!(pull(&registries, &engine, &spool, &app, &tally), async {
+            while tally.progress().bytes == 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            let id = fb.id.clone();
+            tokio::task::spawn_blocking(move || docker(&["rmi", "-f", &id]))
+                .await
+                .unwrap()
+        })
+    });
+    assert!(removed.status.success(), "the base removed: {removed:?}");
+    let fetched = fetched.unwrap();
+    assert_eq!(fetched.id, app_id);
+    // The base's own layer was fetched again once the engine lost it;
+    // nothing else twice.
+    assert_eq!(fetched.present, 1, "{fetched:?}");
+    assert_eq!(
+        fetched.wire,
+        app_layers[1].1 + app_layers[2].1,
+        "{fetched:?}"
+    );
+    let out = docker_ok(&["run", "--rm", &app, "ls", "/base", "/app"]);
+    assert!(out.contains("/base") && out.contains("/app"), "{out}");
+    let _ = docker(&["rmi", "-f", &app_id]);
 }
 
 #[test]

@@ -497,13 +497,6 @@ pub async fn pull<E: Engine>(
     let _held = spool
         .hold(&m.layers.iter().map(|(d, _)| d.clone()).collect())
         .await;
-    let mut held = Vec::new();
-    for i in engine.list_images().await? {
-        if let Ok((_, layers)) = engine.image_root(&i.id).await {
-            held.push(layers);
-        }
-    }
-    let present = archive::present_prefix(&diff_ids, &held);
     spool.sweep(Duration::from_secs(rule::SPOOL_KEEP));
     let layers: Vec<Layer> = m
         .layers
@@ -513,56 +506,48 @@ pub async fn pull<E: Engine>(
             size: *size,
         })
         .collect();
-    let missing: BTreeSet<(&str, u64)> = layers[present..]
-        .iter()
-        .map(|l| (l.digest.as_str(), l.size))
-        .collect();
-    let of: u64 = missing.iter().map(|(_, size)| size).sum();
-    tally.of.store(of, Ordering::Relaxed);
-    // The spool must hold what is still to come and leave the store its
-    // reserve; what it holds already of this image counts as there.
-    let mut here = 0;
-    for (d, size) in &missing {
-        here += spool.synced(d)?.min(*size);
-    }
-    if let Ok(space) = crate::host::disk::space(&spool.dir) {
-        if !rule::spool_fits(of - here, space) {
-            return Err(FetchError::NoRoom(crate::model::disk::NoRoom {
-                image: reference.to_string(),
-                need: of - here,
-                free: space.free,
-                reserve: crate::model::disk::store_reserve(space.total),
-                path: spool.dir.display().to_string(),
-            }));
-        }
-    }
     let mut wire = 0;
     let mut fetched = BTreeSet::new();
-    for (digest, size) in missing {
-        wire += fetch_blob(registries, &r, spool, digest, size, tally).await?;
-        fetched.insert(digest.to_string());
-    }
-    let image = archive::Image {
-        manifest: &m.bytes,
-        manifest_type: &m.media_type,
-        config: (config_digest, &config),
-        layers: &layers,
-        present,
+    let mut present = engine_has(engine, &diff_ids).await?;
+    let said = loop {
+        wire += fetch_missing(
+            registries,
+            &r,
+            spool,
+            reference,
+            &layers[present..],
+            tally,
+            &mut fetched,
+        )
+        .await?;
+        let image = archive::Image {
+            manifest: &m.bytes,
+            manifest_type: &m.media_type,
+            config: (config_digest, &config),
+            layers: &layers,
+            present,
+        };
+        match load(engine, spool, &image, &m.digest).await {
+            Ok(said) => break said,
+            Err(e) => {
+                // A layer the engine had when asked may have left it since
+                // (an image removed meanwhile): the archive then names a
+                // file it does not hold. Asked again, fewer present layers
+                // are fetched and the archive carries them; the same
+                // answer is the engine's refusal.
+                let now = engine_has(engine, &diff_ids).await?;
+                if now >= present {
+                    return Err(e);
+                }
+                tracing::info!(
+                    image = reference,
+                    "the engine no longer has {} of the image's layers it had: fetching them",
+                    present - now
+                );
+                present = now;
+            }
+        }
     };
-    let entries =
-        archive::entries(&image, &m.digest).map_err(|e| FetchError::Wrong(e.to_string()))?;
-    let length = archive::length(&entries);
-    let (tx, rx) = tokio::sync::mpsc::channel(8);
-    let writer = {
-        let spool = spool.clone();
-        tokio::task::spawn_blocking(move || stream_archive(&entries, &spool, &tx))
-    };
-    let said = engine.load(Channel { rx, length }).await;
-    let streamed = writer.await;
-    let said = said?;
-    if let Ok(Err(e)) = streamed {
-        return Err(e);
-    }
     let (id, _) = engine.image_root(config_digest).await?;
     if &id != config_digest
         || said
@@ -595,6 +580,84 @@ pub async fn pull<E: Engine>(
         present,
         layers: layers.len(),
     })
+}
+
+/// How many of `diff_ids`, base first, an image the engine holds starts
+/// with: those layers are not fetched.
+async fn engine_has<E: Engine>(engine: &E, diff_ids: &[String]) -> Result<usize, FetchError> {
+    let mut held = Vec::new();
+    for i in engine.list_images().await? {
+        if let Ok((_, layers)) = engine.image_root(&i.id).await {
+            held.push(layers);
+        }
+    }
+    Ok(archive::present_prefix(diff_ids, &held))
+}
+
+/// Fetches `missing` into the spool (each once, even if named twice),
+/// if its filesystem holds what is still to come and keeps the store's
+/// reserve (what it holds already counts as there); the bytes that came.
+async fn fetch_missing(
+    registries: &Registries,
+    r: &Reference,
+    spool: &Spool,
+    reference: &str,
+    missing: &[Layer],
+    tally: &Tally,
+    fetched: &mut BTreeSet<String>,
+) -> Result<u64, FetchError> {
+    let missing: BTreeSet<(&str, u64)> = missing
+        .iter()
+        .map(|l| (l.digest.as_str(), l.size))
+        .collect();
+    let of: u64 = missing.iter().map(|(_, size)| size).sum();
+    tally.of.store(of, Ordering::Relaxed);
+    let mut here = 0;
+    for (d, size) in &missing {
+        here += spool.synced(d)?.min(*size);
+    }
+    if let Ok(space) = crate::host::disk::space(&spool.dir) {
+        if !rule::spool_fits(of - here, space) {
+            return Err(FetchError::NoRoom(crate::model::disk::NoRoom {
+                image: reference.to_string(),
+                need: of - here,
+                free: space.free,
+                reserve: crate::model::disk::store_reserve(space.total),
+                path: spool.dir.display().to_string(),
+            }));
+        }
+    }
+    let mut wire = 0;
+    for (digest, size) in missing {
+        wire += fetch_blob(registries, r, spool, digest, size, tally).await?;
+        fetched.insert(digest.to_string());
+    }
+    Ok(wire)
+}
+
+/// Streams `image` as one archive from the spool into the engine's load;
+/// what the engine said it loaded.
+async fn load<E: Engine>(
+    engine: &E,
+    spool: &Spool,
+    image: &archive::Image<'_>,
+    manifest_digest: &str,
+) -> Result<Vec<String>, FetchError> {
+    let entries =
+        archive::entries(image, manifest_digest).map_err(|e| FetchError::Wrong(e.to_string()))?;
+    let length = archive::length(&entries);
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let writer = {
+        let spool = spool.clone();
+        tokio::task::spawn_blocking(move || stream_archive(&entries, &spool, &tx))
+    };
+    let said = engine.load(Channel { rx, length }).await;
+    let streamed = writer.await;
+    let said = said?;
+    if let Ok(Err(e)) = streamed {
+        return Err(e);
+    }
+    Ok(said)
 }
 
 /// The diff IDs a config lists, base first.

@@ -73,6 +73,10 @@ pub fn judge(
                 Living::Settling
             }
         }
+        // Podman restarts at once, without a back-off: between two
+        // restarts its container is seen created as often as running.
+        ContainerState::Created if looping => Living::CrashLooping,
+        ContainerState::Created if restarts > 0 => Living::Settling,
         ContainerState::Created => Living::Starting,
         ContainerState::Exited
         | ContainerState::Dead
@@ -374,6 +378,22 @@ mod tests {
                 Living::CrashLooping,
             ),
             ("created", Created, None, None, 0, Living::Starting),
+            (
+                "created again between many restarts (Podman's)",
+                Created,
+                None,
+                Some(life(54, 999, 3)),
+                0,
+                Living::CrashLooping,
+            ),
+            (
+                "created again after a few restarts",
+                Created,
+                None,
+                Some(life(2, 999, 3)),
+                0,
+                Living::Settling,
+            ),
         ];
         for (what, state, up, life, baseline, want) in cases {
             let got = judge(
