@@ -751,7 +751,14 @@ impl<C: Connect> Agent<C> {
             trusted,
             agent: None,
         });
-        let (plane, _plane_tasks) = self.start_plane(agent, asks, images).await;
+        // The images the plane's documents say to fetch ahead of a group's
+        // coming rollout turn, for the pass.
+        let ahead = self.config.plane.as_ref().map(|_| {
+            let (tx, rx) = tokio::sync::watch::channel(std::collections::BTreeSet::new());
+            self.reconciler.set_ahead(rx);
+            tx
+        });
+        let (plane, _plane_tasks) = self.start_plane(agent, asks, images, ahead).await;
         let updater = self.updater(asked);
         // What became of a switch begun before this start, before anything
         // else of the update is done.
@@ -867,6 +874,7 @@ impl<C: Connect> Agent<C> {
         _agent: u64,
         asks: tokio::sync::watch::Sender<crate::plane::sync::PlaneAsk>,
         images: Option<tokio::sync::watch::Sender<crate::model::image_policy::Known>>,
+        ahead: Option<tokio::sync::watch::Sender<std::collections::BTreeSet<String>>>,
     ) -> (Option<api::PlaneHandle>, Vec<AbortOnDrop>) {
         let (Some(pc), Some(images)) = (self.config.plane.clone(), images) else {
             return (None, vec![]);
@@ -881,7 +889,13 @@ impl<C: Connect> Agent<C> {
             self.reconciler.metrics(),
             asks,
         ) {
-            Ok(s) => Arc::new(s.with_image_policy(images, self.config.image_policy.clone())),
+            Ok(s) => {
+                let s = s.with_image_policy(images, self.config.image_policy.clone());
+                Arc::new(match ahead {
+                    Some(a) => s.with_ahead(a),
+                    None => s,
+                })
+            }
             Err(e) => {
                 tracing::error!("central plane: {e}; not polled");
                 // The policy of documents held stays unknown (what they
@@ -1143,6 +1157,7 @@ impl<C: Connect> Agent<C> {
                     .room()
                     .map(|r| r.fetching())
                     .unwrap_or_default();
+                s.fetching.ahead = self.reconciler.ahead();
             }
             match result {
                 Ok(report) => {

@@ -15,11 +15,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use common::agent::Agent;
+use common::desired::*;
 use common::registry::{Registry, docker_engine};
 use common::*;
+use serde_json::{Value as J, json};
 use stead::engine::Engine;
 use stead::engine::docker::DockerEngine;
+use stead::model::time::format_rfc3339;
 use stead::net::http::Http;
+use stead::plane::envelope::SecretKey;
 use stead::registry::auth::Credentials;
 use stead::registry::client::Registries;
 use stead::registry::fetch::{Spool, Tally, fetch_blob, pull};
@@ -628,4 +632,142 @@ fn stopped_mid_fetch(node: &str, signal: &str) {
         fetched <= most,
         "{signal}: the second agent fetched {fetched} of {need}"
     );
+}
+
+/// A node in a group at revision 1 (module `w` on the test image,
+/// printing V=one), running it, its pass every second.
+struct InAGroup {
+    plane: common::plane::Plane,
+    key: SecretKey,
+    n: Node,
+    g: String,
+    w: String,
+    agent: Agent,
+}
+
+impl InAGroup {
+    fn start(tag: &str) -> InAGroup {
+        let key = SecretKey::generate().unwrap();
+        let plane = common::plane::Plane::start();
+        let n = plane_node(tag, &plane, &key).with_heartbeat("1s");
+        let g = format!("g-{}", n.id);
+        let w = n.module("w");
+        publish_in_group(&plane, &key, &n, &g, vec![module(&w, "one")]);
+        let agent = Agent::start(&n);
+        wait_v(&n, &w, "one");
+        InAGroup {
+            plane,
+            key,
+            n,
+            g,
+            w,
+            agent,
+        }
+    }
+
+    /// Publishes the group's `revision`: [`rolled_out`].
+    fn roll_out(&self, revision: u64, image: &str, start: u64, halt: bool) {
+        let doc = rolled_out(&self.g, revision, &self.w, image, start, halt);
+        publish_group(&self.plane, &self.key, &self.g, &doc);
+    }
+}
+
+/// A group's revision 2 running module `w` on `image`, rolled out from
+/// `start` (`halt`: stopped there), revision 1 (`w` on the test image)
+/// before it.
+fn rolled_out(g: &str, revision: u64, w: &str, image: &str, start: u64, halt: bool) -> J {
+    let mut two = module(w, "two");
+    two["image"] = image.into();
+    group_payload(
+        g,
+        revision,
+        vec![two],
+        json!({
+            "rollout": {"start": format_rfc3339(start), "duration": "1s", "salt": "s", "halt": halt},
+            "previous": {"revision": 1, "modules": [module(w, "one")]},
+        }),
+    )
+}
+
+fn fetching(agent: &Agent) -> J {
+    let (_, status) = agent.get("/v1/status");
+    let status: J = serde_json::from_str(&status).unwrap_or_default();
+    status["node"]["fetching"].clone()
+}
+
+/// A group's next revision names an image the device does not have: it is
+/// fetched while the old one runs, before the device's turn (the status
+/// says how many of the images ahead are here), and at the turn the
+/// device takes it with the registry gone.
+#[test]
+fn a_group_s_next_image_is_fetched_ahead_of_the_turn_which_then_needs_no_network() {
+    require_engine();
+    let reg = Registry::plain();
+    let (_, config, _) = push_big(&reg, "fetch/ahead", "2", 600);
+    let image = format!("{}/fetch/ahead:2", reg.addr);
+    let _ = docker(&["rmi", &image]);
+    let at = InAGroup::start("fetchahead");
+    let (n, w, agent) = (&at.n, &at.w, &at.agent);
+    let old = docker_ok(&["inspect", "--format", "{{.Image}}", &n.container_id(w)]);
+
+    // Revision 2 takes the new image 45 s from now.
+    let start = now() + 45;
+    at.roll_out(2, &image, start, false);
+    n.wait_for(40, "the next image fetched ahead", || {
+        fetching(agent)["ahead"] == json!({"images": 1, "here": 1})
+    });
+    assert!(now() < start, "fetched before the turn");
+    let runs = docker_ok(&["inspect", "--format", "{{.Image}}", &n.container_id(w)]);
+    assert_eq!(runs, old, "the old image runs until the turn");
+    let (_, cli) = n.cli(&["status"]);
+    assert!(
+        cli.contains("ahead of a rollout turn, 1/1 image here"),
+        "{cli}"
+    );
+
+    // The registry gone, the turn takes the image fetched ahead.
+    drop(reg);
+    n.wait_for(90, "the new image running at the turn", || {
+        n.container(w).is_some_and(|(_, s, _)| s == "running") && n.logs(w).contains("V=two")
+    });
+    let runs = docker_ok(&["inspect", "--format", "{{.Image}}", &n.container_id(w)]);
+    assert_eq!(runs.trim(), config);
+    let (_, metrics) = agent.get("/metrics");
+    assert!(
+        metrics.contains("stead_image_fetches_total{by=\"agent\"} 1\n"),
+        "{metrics}"
+    );
+    assert!(fetching(agent).is_null(), "nothing ahead once taken");
+    let _ = docker(&["rmi", "-f", &config]);
+}
+
+/// A fetch ahead of a turn that a halt makes moot stops: nothing more
+/// comes over the link, and the status no longer lists it.
+#[test]
+fn a_halt_stops_a_fetch_ahead_of_the_turn() {
+    require_engine();
+    let reg = Registry::plain();
+    let (_, config, _) = push_big(&reg, "fetch/halted", "2", 3 * 1024);
+    // About 300 KiB/s: under way for ten seconds.
+    let cutter = Cutter::throttled(&reg.addr, 0, std::time::Duration::from_millis(50));
+    let image = format!("{}/fetch/halted:2", cutter.addr);
+    let at = InAGroup::start("fetchhalt");
+    let (n, w, agent) = (&at.n, &at.w, &at.agent);
+
+    let start = now() + 3600;
+    at.roll_out(2, &image, start, false);
+    n.wait_for(60, "the fetch ahead under way", || {
+        fetching(agent)["images"][&image]["bytes"]
+            .as_u64()
+            .is_some_and(|b| b > 0)
+    });
+    at.roll_out(3, &image, start, true);
+    n.wait_for(30, "the fetch stopped", || fetching(agent).is_null());
+    let stopped = cutter.down.load(Ordering::SeqCst);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let after = cutter.down.load(Ordering::SeqCst);
+    assert_eq!(after, stopped, "nothing more came over the link");
+    assert!(after < 3 << 20, "stopped before the end: {after}");
+    assert!(docker(&["image", "inspect", &config]).status.code() != Some(0));
+    assert!(n.logs(w).contains("V=one") && !n.logs(w).contains("V=two"));
 }

@@ -21,15 +21,6 @@ use stead::model::time::format_rfc3339;
 use stead::plane::envelope::{PAYLOAD_TYPE, SecretKey};
 use stead::plane::group::GROUP_PAYLOAD_TYPE;
 
-/// A node polling `plane` every second, trusting `key`.
-fn node(tag: &str, plane: &Plane, key: &SecretKey) -> Node {
-    Node::new(tag).with_config(&format!(
-        "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
-        plane.base(),
-        key.public().to_base64()
-    ))
-}
-
 fn group_state(agent: &Agent, group: &str) -> J {
     let p = plane_state(agent);
     p["groups"]
@@ -65,7 +56,7 @@ fn a_device_in_a_group_takes_the_group_s_change_and_its_own_override_and_removal
     require_engine();
     let key = SecretKey::generate().unwrap();
     let plane = Plane::start();
-    let n = node("fleet-group", &plane, &key);
+    let n = plane_node("fleet-group", &plane, &key);
     let g = format!("g-{}", n.id);
     let (a, b, own) = (n.module("a"), n.module("b"), n.module("own"));
     publish_group(
@@ -218,7 +209,7 @@ fn a_rollout_holds_a_device_until_its_turn_a_halt_stops_it_and_a_revert_brings_i
     require_engine();
     let key = SecretKey::generate().unwrap();
     let plane = Plane::start();
-    let n = node("fleet-roll", &plane, &key);
+    let n = plane_node("fleet-roll", &plane, &key);
     let g = format!("g-{}", n.id);
     let w = n.module("w");
     let salt = salt_near_the_middle(&n.id);
@@ -372,7 +363,7 @@ fn a_group_document_that_fails_a_check_changes_nothing() {
     let key = SecretKey::generate().unwrap();
     let stranger = SecretKey::generate().unwrap();
     let plane = Plane::start();
-    let n = node("fleet-refuse", &plane, &key);
+    let n = plane_node("fleet-refuse", &plane, &key);
     let g = format!("g-{}", n.id);
     let w = n.module("w");
     // Signed by a key the node does not trust: the node document that
@@ -487,7 +478,7 @@ fn publish_signs_only_what_changed_and_watch_halts_a_rollout_whose_devices_fail(
     require_engine();
     let key = SecretKey::generate().unwrap();
     let plane = Plane::start();
-    let n = node("fleet-pub", &plane, &key);
+    let n = plane_node("fleet-pub", &plane, &key);
     let g = format!("g-{}", n.id);
     let w = n.module("w");
     let work = tempfile::tempdir().unwrap();

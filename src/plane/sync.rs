@@ -21,7 +21,7 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::fleet::{GroupName, Take};
 use crate::model::names::NodeId;
@@ -341,6 +341,9 @@ pub struct Syncer {
     /// The allow-list's last look: the ETag of the list held (asked
     /// conditionally) and why the plane's was not taken, while so.
     allow_list: Mutex<AllowListLook>,
+    /// Where the images to fetch ahead of a coming rollout turn are said
+    /// (the pass listens).
+    ahead: Option<watch::Sender<BTreeSet<String>>>,
 }
 
 /// The allow-list's last look ([`Syncer::follow_allow_list`]).
@@ -398,6 +401,7 @@ impl Syncer {
             images: None,
             local_images: Default::default(),
             allow_list: Mutex::new(AllowListLook::default()),
+            ahead: None,
         })
     }
 
@@ -411,6 +415,25 @@ impl Syncer {
         self.images = Some(images);
         self.local_images = local;
         self
+    }
+
+    /// Says the images to fetch ahead of a coming rollout turn on `ahead`.
+    pub fn with_ahead(mut self, ahead: watch::Sender<BTreeSet<String>>) -> Syncer {
+        self.ahead = Some(ahead);
+        self
+    }
+
+    /// The images to fetch ahead from now on; the pass is woken when
+    /// they changed.
+    fn fetch_ahead(&self, images: BTreeSet<String>) {
+        let Some(tx) = &self.ahead else { return };
+        if tx.send_if_modified(|a| {
+            let changed = *a != images;
+            *a = images;
+            changed
+        }) {
+            self.wake.notify_one();
+        }
     }
 
     /// The image policy in force from now on (the documents' rules, the
@@ -1365,6 +1388,7 @@ impl Syncer {
                     writes,
                     standings,
                     images,
+                    ahead,
                 } = c;
                 let (h2, c2, bytes) = (new.clone(), contact.clone(), body);
                 let adopted = self
@@ -1385,6 +1409,7 @@ impl Syncer {
                     Ok((adoption, writes)) => {
                         crate::host::crash_point("plane:after-adopt");
                         self.police(images);
+                        self.fetch_ahead(ahead);
                         self.composed(writes, standings);
                         self.mem().adopted(
                             new,
@@ -1461,6 +1486,8 @@ struct Composition {
     writes: Vec<(GroupName, StoredGroup)>,
     standings: Vec<GroupStanding>,
     images: crate::model::image_policy::Policy,
+    /// Images to fetch ahead of a coming rollout turn.
+    ahead: BTreeSet<String>,
 }
 
 impl Composition {
@@ -1474,6 +1501,7 @@ impl Composition {
             writes: Vec::new(),
             standings: Vec::new(),
             images: crate::model::image_policy::Policy::of_node(images),
+            ahead: BTreeSet::new(),
         }
     }
 }
@@ -1841,6 +1869,7 @@ impl Syncer {
             images: composed.images,
             writes,
             standings: composed.groups,
+            ahead: composed.ahead,
         })
     }
 
@@ -1869,6 +1898,7 @@ impl Syncer {
             writes,
             standings,
             images,
+            ahead,
         } = c;
         let (a, writes) = self
             .store
@@ -1889,6 +1919,7 @@ impl Syncer {
             }
         }
         self.police(images);
+        self.fetch_ahead(ahead);
         if a.changed() {
             self.wake.notify_one();
         }

@@ -54,6 +54,8 @@ pub struct Steward {
     room: Option<Arc<crate::registry::room::Room>>,
     /// The filesystems as last measured.
     disks: Disks,
+    /// Images fetched ahead of a coming rollout turn (references): kept.
+    pub ahead: BTreeSet<String>,
 }
 
 impl Steward {
@@ -70,6 +72,7 @@ impl Steward {
             last_pressure: None,
             room: None,
             disks: Disks::default(),
+            ahead: BTreeSet::new(),
         }
     }
 
@@ -317,7 +320,12 @@ impl Steward {
         for i in images.all() {
             self.first_seen.entry(i.id.clone()).or_insert(now);
         }
-        let needs = needs(&images, &containers, &facts);
+        let mut needs = needs(&images, &containers, &facts);
+        for reference in &self.ahead {
+            if let Some(i) = images.find(reference) {
+                needs.ahead.insert(i.id.clone(), reference.clone());
+            }
+        }
         let held: Vec<Held> = images
             .all()
             .iter()

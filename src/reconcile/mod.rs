@@ -130,6 +130,9 @@ pub struct Reconciler {
     /// The image policy's checks, and where the policy in force is said.
     gate: gate::Gate,
     image_policy: Option<tokio::sync::watch::Receiver<crate::model::image_policy::Known>>,
+    /// The images to fetch ahead of a coming rollout turn (the plane's
+    /// documents say them).
+    ahead: Option<tokio::sync::watch::Receiver<BTreeSet<String>>>,
     /// Each module's last target, made again only when what it is made
     /// from moves.
     made: resolve::Made,
@@ -188,6 +191,7 @@ impl Reconciler {
             pulls: resolve::Pulls::default(),
             gate: gate::Gate::default(),
             image_policy: None,
+            ahead: None,
             made: resolve::Made::default(),
             lost: BTreeSet::new(),
             agent: None,
@@ -226,6 +230,17 @@ impl Reconciler {
     ) {
         self.gate.set_registries(registries);
         self.image_policy = Some(policy);
+    }
+
+    /// Images are fetched ahead of a coming rollout turn as `ahead` says.
+    pub fn set_ahead(&mut self, ahead: tokio::sync::watch::Receiver<BTreeSet<String>>) {
+        self.ahead = Some(ahead);
+    }
+
+    /// Of the images fetched ahead of a coming rollout turn, how many, and
+    /// how many are here, as the last pass saw them.
+    pub fn ahead(&self) -> Option<crate::model::fetch::Ahead> {
+        self.pulls.ahead_here
     }
 
     /// Pulls are checked for room first with this.
@@ -997,6 +1012,10 @@ impl Reconciler {
         if let Some(p) = &self.image_policy {
             let known = p.borrow().clone();
             self.gate.set_policy(known);
+        }
+        if let Some(a) = &self.ahead {
+            self.pulls.ahead = a.borrow().clone();
+            self.steward.ahead = self.pulls.ahead.clone();
         }
         if self.gate.wants_stored() {
             match store.blocking(|s| s.image_checks()).await {

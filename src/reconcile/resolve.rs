@@ -400,6 +400,16 @@ pub struct Pulls {
     pub room: Option<Arc<crate::registry::room::Room>>,
     /// The images pulled since the last pass took them, with their layers.
     pub brought: Vec<(String, Vec<crate::model::disk::Layer>)>,
+    /// The images to fetch ahead of a group's coming rollout turn, as the
+    /// plane's documents compose them (set before each pass).
+    pub ahead: BTreeSet<String>,
+    /// The pulls started ahead (the references pulled: a signed image's
+    /// pinned digest), stopped once their image is no longer ahead nor
+    /// wanted by a module.
+    started_ahead: BTreeSet<String>,
+    /// Of the images ahead, how many, and how many are here, as the last
+    /// pass saw them.
+    pub ahead_here: Option<crate::model::fetch::Ahead>,
 }
 
 impl Pulls {
@@ -431,6 +441,71 @@ impl Pulls {
             }
         }
         brought
+    }
+
+    /// Fetches the images ahead of a coming rollout turn that are not
+    /// here, in the background, as the modules' pulls are (their room
+    /// checked, the agent's own fetch resumed, their back-off), through
+    /// the image policy (a signed image is pulled by its verified digest,
+    /// once checked); a pull started ahead whose image is no longer ahead
+    /// and that no module waits for (`missing`) is stopped (the spool
+    /// keeps what it fetched, until it is swept). Returns the references
+    /// pulled ahead, for the back-offs kept.
+    fn fetch_ahead<E: Engine>(
+        &mut self,
+        engine: &E,
+        images: &Images,
+        missing: &BTreeSet<String>,
+        retries: &Retries,
+        gate: &mut crate::reconcile::gate::Gate,
+        now: Instant,
+    ) -> BTreeSet<String> {
+        let mut pulling = BTreeSet::new();
+        let mut here = 0;
+        for image in self.ahead.clone() {
+            let reference = match gate.admit(&image, images, now) {
+                Admit::Free => image.clone(),
+                Admit::Pull(pinned) => pinned,
+                Admit::Run(_) => {
+                    here += 1;
+                    continue;
+                }
+                Admit::Check(_) | Admit::Hold(..) => continue,
+            };
+            if images.find(&reference).is_some() {
+                here += 1;
+                continue;
+            }
+            pulling.insert(reference.clone());
+            if self.in_flight.contains_key(&reference)
+                || retries.pull_held_back(&reference, now).is_some()
+                || self.wait
+            {
+                continue;
+            }
+            tracing::info!(
+                image = reference.as_str(),
+                "fetching ahead of a rollout's coming turn"
+            );
+            self.start(engine, &reference);
+            self.started_ahead.insert(reference);
+        }
+        for reference in std::mem::take(&mut self.started_ahead) {
+            if pulling.contains(&reference) || missing.contains(&reference) {
+                self.started_ahead.insert(reference);
+            } else if let Some(task) = self.in_flight.remove(&reference) {
+                tracing::info!(
+                    image = reference.as_str(),
+                    "no longer ahead of a rollout turn: its fetch stops"
+                );
+                task.abort();
+            }
+        }
+        self.ahead_here = (!self.ahead.is_empty()).then_some(crate::model::fetch::Ahead {
+            images: self.ahead.len() as u64,
+            here,
+        });
+        pulling
     }
 
     /// Starts pulling `image` (with the login for its registry, when the
@@ -743,9 +818,18 @@ pub async fn against_engine<E: Engine>(
             Err(reason) => out.hold(&name, &reason),
         }
     }
+    // Images fetched ahead of a rollout's coming turn, behind the modules'.
+    let ahead = pulls.fetch_ahead(engine, &images, &missing, retries, gate, now);
     // Backoffs of images that are no longer missing, or no longer named.
-    retries.keep_pulls(&missing);
-    gate.keep(&references.iter().map(String::as_str).into_set());
+    retries.keep_pulls(&missing.iter().chain(&ahead).cloned().collect());
+    let ahead_named = pulls.ahead.clone();
+    gate.keep(
+        &references
+            .iter()
+            .chain(&ahead_named)
+            .map(String::as_str)
+            .into_set(),
+    );
     out.images = images;
     Ok(out)
 }

@@ -70,6 +70,7 @@ impl Room {
                 .iter()
                 .map(|(r, t)| (r.clone(), t.progress()))
                 .collect(),
+            ahead: None,
         }
     }
 

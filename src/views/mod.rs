@@ -124,7 +124,7 @@ impl NodeView {
                 error: error.clone(),
                 since: secs(*since),
             }),
-            fetching: (!node.fetching.images.is_empty()).then(|| node.fetching.clone()),
+            fetching: (!node.fetching.is_empty()).then(|| node.fetching.clone()),
             id: id.to_string(),
             last_pass: node.last_pass.map(|(at, took)| LastPassView {
                 at: secs(at),

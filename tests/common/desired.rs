@@ -117,3 +117,22 @@ pub fn node_payload(n: &Node, revision: u64, groups: &[&str], modules: Vec<J>, e
     }
     v
 }
+
+/// A node polling `plane` every second, trusting `key`.
+pub fn plane_node(tag: &str, plane: &Plane, key: &SecretKey) -> Node {
+    Node::new(tag).with_config(&format!(
+        "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
+        plane.base(),
+        key.public().to_base64()
+    ))
+}
+
+/// Publishes group `g` at revision 1 with `modules`, and `n`'s document
+/// at revision 1 listing it and nothing else, both signed by `key`.
+pub fn publish_in_group(plane: &Plane, key: &SecretKey, n: &Node, g: &str, modules: Vec<J>) {
+    publish_group(plane, key, g, &group_payload(g, 1, modules, json!({})));
+    plane.publish(
+        &n.id,
+        &sign(key, &node_payload(n, 1, &[g], vec![], json!({}))),
+    );
+}

@@ -234,6 +234,8 @@ pub struct Needs {
     pub previous: BTreeMap<String, String>,
     /// Images this node pulled, with the reference it pulled each by.
     pub pulled: BTreeMap<String, String>,
+    /// Images fetched ahead of a coming rollout turn, with the reference.
+    pub ahead: BTreeMap<String, String>,
 }
 
 /// Why an image stays.
@@ -245,6 +247,8 @@ pub enum Kept {
     Named(String),
     /// It is a module's previous image.
     Previous(String),
+    /// It was fetched ahead of a group's coming rollout turn.
+    Ahead(String),
     /// This node did not pull it (and `collect` is `pulled`).
     NotPulledHere,
     /// This node pulled it, but a name it did not pull points to it too
@@ -263,6 +267,7 @@ impl std::fmt::Display for Kept {
                 f,
                 "module {m} ran it before its last image change (kept for a rollback)"
             ),
+            Kept::Ahead(r) => write!(f, "{r} was fetched ahead of a rollout's coming turn"),
             Kept::NotPulledHere => f.write_str("this node did not pull it (collect = \"pulled\")"),
             Kept::OtherName(n) => write!(
                 f,
@@ -274,7 +279,8 @@ impl std::fmt::Display for Kept {
 }
 
 /// Whether an image may go, by the rules in order: used, named, a
-/// previous image, not pulled here, too young. `None`: no rule keeps it.
+/// previous image, fetched ahead of a rollout turn, not pulled here, too
+/// young. `None`: no rule keeps it.
 pub fn judge(image: &Held, needs: &Needs, policy: &Policy, now: u64) -> Option<Kept> {
     if let Some(c) = needs.used.get(&image.id) {
         return Some(Kept::Used(c.clone()));
@@ -284,6 +290,9 @@ pub fn judge(image: &Held, needs: &Needs, policy: &Policy, now: u64) -> Option<K
     }
     if let Some(m) = needs.previous.get(&image.id) {
         return Some(Kept::Previous(m.clone()));
+    }
+    if let Some(r) = needs.ahead.get(&image.id) {
+        return Some(Kept::Ahead(r.clone()));
     }
     if policy.collect == Collect::Pulled {
         let Some(pulled) = needs.pulled.get(&image.id) else {
@@ -550,7 +559,10 @@ mod tests {
         needs.used.insert("used".into(), "stead-a".into());
         needs.named.insert("named".into(), "b".into());
         needs.previous.insert("prev".into(), "c".into());
-        for id in ["used", "named", "prev", "old", "young", "both", "renamed"] {
+        needs.ahead.insert("next".into(), "next:2".into());
+        for id in [
+            "used", "named", "prev", "next", "old", "young", "both", "renamed",
+        ] {
             needs.pulled.insert(id.into(), format!("{id}:1"));
         }
         // Used and named: the first rule says why.
@@ -566,6 +578,8 @@ mod tests {
             ("used", 0, pulled, Some(Kept::Used("stead-a".into()))),
             ("named", 0, pulled, Some(Kept::Named("b".into()))),
             ("prev", 0, pulled, Some(Kept::Previous("c".into()))),
+            ("next", 0, pulled, Some(Kept::Ahead("next:2".into()))),
+            ("next", 0, all, Some(Kept::Ahead("next:2".into()))),
             ("both", 0, pulled, Some(Kept::Used("stead-d".into()))),
             ("old", 0, pulled, None),
             ("young", now - 599, pulled, Some(Kept::Young(599))),

@@ -147,6 +147,18 @@ fn parse_content_range(s: &str) -> Option<(u64, u64, Option<u64>)> {
 pub struct Fetching {
     /// Each image under way, by the reference it is fetched by.
     pub images: std::collections::BTreeMap<String, Progress>,
+    /// The images fetched ahead of a group's coming rollout turn, when
+    /// there are any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ahead: Option<Ahead>,
+}
+
+/// Images fetched ahead of a coming rollout turn: how many, and how many
+/// of them are here.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Ahead {
+    pub images: u64,
+    pub here: u64,
 }
 
 /// How far an image's fetch is.
@@ -160,18 +172,31 @@ pub struct Progress {
 }
 
 impl Fetching {
-    /// `2 images, 41 MiB of 96 MiB`.
+    /// Whether there is nothing to say.
+    pub fn is_empty(&self) -> bool {
+        self.images.is_empty() && self.ahead.is_none()
+    }
+
+    /// `2 images, 41 MiB of 96 MiB; ahead of a rollout turn, 1/3 images here`.
     pub fn line(&self) -> Option<String> {
         use crate::model::disk::human;
-        if self.images.is_empty() {
-            return None;
+        let mut parts = Vec::new();
+        if !self.images.is_empty() {
+            let (bytes, of) = self.images.values().fold((0u64, 0u64), |(b, o), p| {
+                (b.saturating_add(p.bytes), o.saturating_add(p.of))
+            });
+            let n = self.images.len();
+            let s = if n == 1 { "" } else { "s" };
+            parts.push(format!("{n} image{s}, {} of {}", human(bytes), human(of)));
         }
-        let (bytes, of) = self.images.values().fold((0u64, 0u64), |(b, o), p| {
-            (b.saturating_add(p.bytes), o.saturating_add(p.of))
-        });
-        let n = self.images.len();
-        let s = if n == 1 { "" } else { "s" };
-        Some(format!("{n} image{s}, {} of {}", human(bytes), human(of)))
+        if let Some(a) = self.ahead {
+            let s = if a.images == 1 { "" } else { "s" };
+            parts.push(format!(
+                "ahead of a rollout turn, {}/{} image{s} here",
+                a.here, a.images
+            ));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
     }
 }
 
@@ -250,6 +275,15 @@ mod tests {
             },
         );
         assert_eq!(f.line().unwrap(), "2 images, 41.0 MiB of 96.0 MiB");
+        f.ahead = Some(Ahead { images: 3, here: 1 });
+        assert_eq!(
+            f.line().unwrap(),
+            "2 images, 41.0 MiB of 96.0 MiB; ahead of a rollout turn, 1/3 images here"
+        );
+        f.images.clear();
+        f.ahead = Some(Ahead { images: 1, here: 1 });
+        assert_eq!(f.line().unwrap(), "ahead of a rollout turn, 1/1 image here");
+        assert!(!f.is_empty());
     }
 
     #[test]

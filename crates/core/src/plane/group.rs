@@ -14,7 +14,7 @@
 //!   "previous": { "revision": 6, "modules": [ { "name": "web", "image": "web:1" } ] } }
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
@@ -265,6 +265,11 @@ pub struct Composed {
     pub groups: Vec<GroupStanding>,
     /// Which images may run: the node document's rules and each group's.
     pub images: crate::model::image_policy::Policy,
+    /// Images to fetch ahead: those the node will run once a group's
+    /// rollout reaches it (its turn is coming: not started, or its place
+    /// not reached), as the node's overrides and removals leave them, and
+    /// none it runs now. A halt or a revert names none.
+    pub ahead: BTreeSet<String>,
 }
 
 /// A node's modules from its document and its groups' (`groups`, by name:
@@ -295,6 +300,7 @@ pub fn compose_owned(
     let mut standings = Vec::with_capacity(node.groups.len());
     let mut taken = Vec::with_capacity(node.groups.len());
     let mut images = crate::model::image_policy::Policy::of_node(node.images.clone());
+    let mut ahead = BTreeSet::new();
     for name in &node.groups {
         let Some(held) = groups.remove(name) else {
             return Err(ComposeError(format!(
@@ -307,6 +313,19 @@ pub fn compose_owned(
             .rollout
             .as_ref()
             .map(|r| fleet::rollout(r, id, now, held.took));
+        if let Some(Take::Previous {
+            why: fleet::Why::NotStarted | fleet::Why::Turn,
+            until: Some(_),
+        }) = take
+        {
+            for (name, m) in &d.modules {
+                if node.remove.contains(name) {
+                    continue;
+                }
+                let pinned = node.overrides.get(name).and_then(|o| o.image.as_ref());
+                ahead.insert(pinned.unwrap_or(&m.image).clone());
+            }
+        }
         let (running, modules, digest) = match (&take, d.previous) {
             (Some(Take::Previous { .. }), Some(p)) => (p.revision, p.modules, None),
             _ => {
@@ -348,10 +367,14 @@ pub fn compose_owned(
         };
         modules.insert(name, intention);
     }
+    for m in modules.values() {
+        ahead.remove(&m.image);
+    }
     Ok(Composed {
         modules,
         groups: standings,
         images,
+        ahead,
     })
 }
 
@@ -605,9 +628,9 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        // (what, group document, took before, now, node's extra fields, modules or refusal, running)
+        // (what, group document, took before, now, node's extra fields, modules or refusal, running, fetched ahead)
         #[rustfmt::skip]
-        type Case = (&'static str, J, bool, u64, J, Result<&'static str, &'static str>, u64);
+        type Case = (&'static str, J, bool, u64, J, Result<&'static str, &'static str>, u64, &'static str);
         let cases: Vec<Case> = vec![
             (
                 "before the start: the previous revision",
@@ -617,6 +640,7 @@ mod tests {
                 json!({}),
                 Ok("own=own:1 web=web:1"),
                 6,
+                "web:2",
             ),
             (
                 "after the whole duration: the new",
@@ -626,6 +650,7 @@ mod tests {
                 json!({}),
                 Ok("own=own:1 web=web:2"),
                 7,
+                "",
             ),
             (
                 "taken before: kept, even before the start",
@@ -635,6 +660,7 @@ mod tests {
                 json!({}),
                 Ok("own=own:1 web=web:2"),
                 7,
+                "",
             ),
             (
                 "halted, not taken: the previous",
@@ -644,6 +670,7 @@ mod tests {
                 json!({}),
                 Ok("own=own:1 web=web:1"),
                 6,
+                "",
             ),
             (
                 "reverted, taken: the previous",
@@ -656,6 +683,7 @@ mod tests {
                 json!({}),
                 Ok("own=own:1 web=web:1"),
                 6,
+                "",
             ),
             (
                 "no rollout: the new at once",
@@ -667,6 +695,7 @@ mod tests {
                 json!({}),
                 Ok("own=own:1 web=web:2"),
                 7,
+                "",
             ),
             (
                 "an override pins the image",
@@ -676,6 +705,7 @@ mod tests {
                 json!({"overrides": {"web": {"image": "web:pinned"}}}),
                 Ok("own=own:1 web=web:pinned"),
                 7,
+                "",
             ),
             (
                 "a removal",
@@ -685,6 +715,7 @@ mod tests {
                 json!({"remove": ["web"]}),
                 Ok("own=own:1"),
                 7,
+                "",
             ),
             (
                 "settings where the module has no config",
@@ -694,6 +725,7 @@ mod tests {
                 json!({"overrides": {"web": {"settings": {"level": "debug"}}}}),
                 Err("override of module web (of group edge-eu) does not make a module: settings"),
                 7,
+                "",
             ),
             (
                 "a group not held",
@@ -703,6 +735,7 @@ mod tests {
                 json!({"groups": ["edge-us"]}),
                 Err("lists group edge-us, whose document this node does not hold"),
                 0,
+                "",
             ),
             (
                 "its own module in the group",
@@ -712,15 +745,58 @@ mod tests {
                 json!({"modules": [{"name": "web", "image": "w:9"}]}),
                 Err("module web is in group edge-eu and in the node document"),
                 0,
+                "",
+            ),
+            (
+                "its place not reached yet: the new image fetched ahead",
+                doc(),
+                false,
+                start + 60,
+                json!({}),
+                Ok("own=own:1 web=web:1"),
+                6,
+                "web:2",
+            ),
+            (
+                "before the start, its override pins the image: it runs already",
+                doc(),
+                false,
+                start - 1,
+                json!({"overrides": {"web": {"image": "web:pinned"}}}),
+                Ok("own=own:1 web=web:pinned"),
+                6,
+                "",
+            ),
+            (
+                "before the start, removed by the node: nothing ahead",
+                doc(),
+                false,
+                start - 1,
+                json!({"remove": ["web"]}),
+                Ok("own=own:1"),
+                6,
+                "",
+            ),
+            (
+                "before the start, halted: nothing ahead",
+                with(|v| v["rollout"]["halt"] = true.into()),
+                false,
+                start - 1,
+                json!({}),
+                Ok("own=own:1 web=web:1"),
+                6,
+                "",
             ),
         ];
-        for (what, g, took, now, extra, want, running) in cases {
+        for (what, g, took, now, extra, want, running, ahead) in cases {
             let got = compose(node_doc(extra), &held(g, took), &id, now);
             match (want, got) {
                 (Ok(w), Ok(c)) => {
                     assert_eq!(images(&c), w, "{what}");
                     assert_eq!(c.groups[0].running, running, "{what}");
                     assert_eq!(c.groups[0].took(), running == 7, "{what}");
+                    let got: Vec<&str> = c.ahead.iter().map(String::as_str).collect();
+                    assert_eq!(got.join(" "), ahead, "{what}");
                 }
                 (Err(w), Err(e)) => assert!(e.0.contains(w), "{what}: {e}"),
                 (w, g) => panic!("{what}: want {w:?}, got {g:?}"),
