@@ -12,6 +12,10 @@
 #   scripts/release.sh                      # x86_64 and aarch64
 #   scripts/release.sh aarch64-unknown-linux-musl
 #
+# STEAD_RELEASE_TOOL_TARGETS (space-separated) limits the targets the
+# operator's tool is built for (default: every target built); the test
+# command builds it for x86_64 alone, the one its tests run.
+#
 # armv7-unknown-linux-musleabihf is built with `cross` (cross.toml): its
 # standard library is not served to this project's build machines.
 set -euo pipefail
@@ -45,9 +49,13 @@ for t in "${targets[@]}"; do
     # which cost the device's binary 30 KB it never runs.
     say "building $t: the device's agent and launcher"
     cargo build --release --locked --target "$t" -p stead -p stead-launch >&2
-    say "building $t: the operator's tool (built for speed: the tool profile)"
-    cargo build --profile tool --locked --target "$t" -p stead-plane >&2
-    for bin in stead stead-launch stead-plane; do
+    bins=(stead stead-launch)
+    if [ -z "${STEAD_RELEASE_TOOL_TARGETS:-}" ] || [[ " $STEAD_RELEASE_TOOL_TARGETS " == *" $t "* ]]; then
+        say "building $t: the operator's tool (built for speed: the tool profile)"
+        cargo build --profile tool --locked --target "$t" -p stead-plane >&2
+        bins+=(stead-plane)
+    fi
+    for bin in "${bins[@]}"; do
         out="dist/$bin-$t"
         profile=release
         [ "$bin" != stead-plane ] || profile=tool

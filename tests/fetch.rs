@@ -665,9 +665,13 @@ impl InAGroup {
         }
     }
 
-    /// Publishes the group's `revision`: [`rolled_out`].
-    fn roll_out(&self, revision: u64, image: &str, start: u64, halt: bool) {
-        let doc = rolled_out(&self.g, revision, &self.w, image, start, halt);
+    /// Publishes the group's `revision`: [`rolled_out`], with a download
+    /// window when one is given.
+    fn roll_out(&self, revision: u64, image: &str, start: u64, halt: bool, download: Option<&str>) {
+        let mut doc = rolled_out(&self.g, revision, &self.w, image, start, halt);
+        if let Some(d) = download {
+            doc["rollout"]["download"] = d.into();
+        }
         publish_group(&self.plane, &self.key, &self.g, &doc);
     }
 }
@@ -687,6 +691,11 @@ fn rolled_out(g: &str, revision: u64, w: &str, image: &str, start: u64, halt: bo
             "previous": {"revision": 1, "modules": [module(w, "one")]},
         }),
     )
+}
+
+/// `HH:MM` of `t` (seconds since the epoch), UTC.
+fn hh_mm(t: u64) -> String {
+    format!("{:02}:{:02}", t % 86_400 / 3600, t % 3600 / 60)
 }
 
 fn fetching(agent: &Agent) -> J {
@@ -712,7 +721,7 @@ fn a_group_s_next_image_is_fetched_ahead_of_the_turn_which_then_needs_no_network
 
     // Revision 2 takes the new image 45 s from now.
     let start = now() + 45;
-    at.roll_out(2, &image, start, false);
+    at.roll_out(2, &image, start, false, None);
     n.wait_for(40, "the next image fetched ahead", || {
         fetching(agent)["ahead"] == json!({"images": 1, "here": 1})
     });
@@ -755,13 +764,13 @@ fn a_halt_stops_a_fetch_ahead_of_the_turn() {
     let (n, w, agent) = (&at.n, &at.w, &at.agent);
 
     let start = now() + 3600;
-    at.roll_out(2, &image, start, false);
+    at.roll_out(2, &image, start, false, None);
     n.wait_for(60, "the fetch ahead under way", || {
         fetching(agent)["images"][&image]["bytes"]
             .as_u64()
             .is_some_and(|b| b > 0)
     });
-    at.roll_out(3, &image, start, true);
+    at.roll_out(3, &image, start, true, None);
     n.wait_for(30, "the fetch stopped", || fetching(agent).is_null());
     let stopped = cutter.down.load(Ordering::SeqCst);
     std::thread::sleep(std::time::Duration::from_secs(3));
@@ -770,4 +779,37 @@ fn a_halt_stops_a_fetch_ahead_of_the_turn() {
     assert!(after < 3 << 20, "stopped before the end: {after}");
     assert!(docker(&["image", "inspect", &config]).status.code() != Some(0));
     assert!(n.logs(w).contains("V=one") && !n.logs(w).contains("V=two"));
+}
+
+/// A rollout's download window holds a fetch ahead of the turn until it
+/// opens: nothing comes over the link before, and the image is fetched
+/// once it has.
+#[test]
+fn a_fetch_ahead_waits_for_its_download_window() {
+    require_engine();
+    let reg = Registry::plain();
+    let (_, config, _) = push_big(&reg, "fetch/window", "2", 300);
+    let cutter = Cutter::start(&reg.addr, 0);
+    let image = format!("{}/fetch/window:2", cutter.addr);
+    let at = InAGroup::start("fetchwindow");
+    let (n, agent) = (&at.n, &at.agent);
+    // The window opens at a minute at least 20 s away, for two minutes.
+    let opens = (now() + 20).div_ceil(60) * 60;
+    let window = format!("{}-{}", hh_mm(opens), hh_mm(opens + 120));
+    at.roll_out(2, &image, now() + 3600, false, Some(&window));
+    while now() + 3 < opens {
+        assert!(fetching(agent).is_null(), "nothing ahead before {window}");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    assert_eq!(
+        cutter.down.load(Ordering::SeqCst),
+        0,
+        "nothing asked before {window}"
+    );
+    n.wait_for(60, "the image fetched ahead in its window", || {
+        fetching(agent)["ahead"] == json!({"images": 1, "here": 1})
+    });
+    assert!(now() >= opens);
+    assert!(docker(&["image", "inspect", &config]).status.success());
+    let _ = docker(&["rmi", "-f", &config]);
 }

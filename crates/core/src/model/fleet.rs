@@ -33,6 +33,63 @@ pub struct Rollout {
     /// Every device runs the previous revision, those that took the new one
     /// too.
     pub revert: bool,
+    /// When devices fetch the new revision's images ahead of their turn;
+    /// none: as soon as they read it.
+    pub download: Option<Window>,
+}
+
+/// A time of day, UTC, in which devices fetch ahead of their turn:
+/// from `from` (included) to `to` (excluded), seconds since midnight; a
+/// window that ends before it starts runs past midnight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub from: u32,
+    pub to: u32,
+}
+
+const DAY: u64 = 86_400;
+
+impl Window {
+    /// Reads `HH:MM-HH:MM` (UTC); the two ends must differ.
+    pub fn parse(s: &str) -> Result<Window, String> {
+        let bad = || format!("{s:?} is not a window of the day: say HH:MM-HH:MM, in UTC");
+        let (from, to) = s.split_once('-').ok_or_else(bad)?;
+        let at = |t: &str| -> Option<u32> {
+            let (h, m) = t.split_once(':')?;
+            if h.len() != 2 || m.len() != 2 {
+                return None;
+            }
+            let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
+            (h < 24 && m < 60).then_some(h * 3600 + m * 60)
+        };
+        let (from, to) = (at(from).ok_or_else(bad)?, at(to).ok_or_else(bad)?);
+        if from == to {
+            return Err(format!(
+                "{s:?} starts where it ends: leave the window out to fetch at any time"
+            ));
+        }
+        Ok(Window { from, to })
+    }
+
+    /// Whether `now` (seconds since the epoch) is inside, and when that
+    /// changes next.
+    pub fn at(&self, now: u64) -> (bool, u64) {
+        let midnight = now - now % DAY;
+        let t = (now % DAY) as u32;
+        let (from, to) = (u64::from(self.from), u64::from(self.to));
+        let inside = if self.from < self.to {
+            (self.from..self.to).contains(&t)
+        } else {
+            t >= self.from || t < self.to
+        };
+        let edge = if inside { to } else { from };
+        let next = if u64::from(t) < edge {
+            midnight + edge
+        } else {
+            midnight + DAY + edge
+        };
+        (inside, next)
+    }
 }
 
 /// A device's place in a rollout: the first eight bytes of SHA-256(salt,
@@ -311,6 +368,43 @@ mod tests {
             canaries: [node("canary-1")].into_iter().collect(),
             halt: false,
             revert: false,
+            download: None,
+        }
+    }
+
+    #[test]
+    fn a_download_window_is_read_and_says_when_it_opens_and_closes() {
+        let day = 86_400u64;
+        let d0 = 20_000 * day;
+        let hm = |h: u64, m: u64| d0 + h * 3600 + m * 60;
+        // (window, now, inside, next change)
+        #[rustfmt::skip]
+        let cases: Vec<(&str, u64, bool, u64)> = vec![
+            ("01:00-05:00", hm(0, 59), false, hm(1, 0)),
+            ("01:00-05:00", hm(1, 0), true, hm(5, 0)),
+            ("01:00-05:00", hm(4, 59), true, hm(5, 0)),
+            ("01:00-05:00", hm(5, 0), false, hm(1, 0) + day),
+            ("01:00-05:00", hm(23, 0), false, hm(1, 0) + day),
+            ("22:00-06:00", hm(21, 0), false, hm(22, 0)),
+            ("22:00-06:00", hm(23, 30), true, hm(6, 0) + day),
+            ("22:00-06:00", hm(0, 0), true, hm(6, 0)),
+            ("22:00-06:00", hm(6, 0), false, hm(22, 0)),
+            ("00:00-23:59", hm(23, 59), false, hm(0, 0) + day),
+        ];
+        for (w, now, inside, next) in cases {
+            let w = Window::parse(w).unwrap();
+            assert_eq!(w.at(now), (inside, next), "{w:?} at {}", now - d0);
+        }
+        for (bad, says) in [
+            ("01:00", "HH:MM-HH:MM"),
+            ("1:00-05:00", "HH:MM-HH:MM"),
+            ("24:00-05:00", "HH:MM-HH:MM"),
+            ("01:60-05:00", "HH:MM-HH:MM"),
+            ("01:00-01:00", "starts where it ends"),
+            ("aa:bb-cc:dd", "HH:MM-HH:MM"),
+        ] {
+            let e = Window::parse(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
         }
     }
 

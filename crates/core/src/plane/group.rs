@@ -96,6 +96,9 @@ struct RolloutDoc {
     /// Why it was halted, for people (the watcher says it here).
     #[serde(default)]
     reason: Option<String>,
+    /// When devices fetch ahead of their turn: `HH:MM-HH:MM`, UTC.
+    #[serde(default)]
+    download: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -225,6 +228,10 @@ pub struct GroupStanding {
     /// The digest of the document's modules ([`modules_digest`]), when
     /// the node runs them.
     pub taken: Option<Digest>,
+    /// While its turn is coming and the rollout sets a download window:
+    /// when the window opens or closes next (what is fetched ahead
+    /// changes then).
+    pub ahead_edge: Option<u64>,
 }
 
 /// What a node remembers of a group revision it took: the digest of its
@@ -313,12 +320,21 @@ pub fn compose_owned(
             .rollout
             .as_ref()
             .map(|r| fleet::rollout(r, id, now, held.took));
+        let mut ahead_edge = None;
         if let Some(Take::Previous {
             why: fleet::Why::NotStarted | fleet::Why::Turn,
             until: Some(_),
         }) = take
         {
-            for (name, m) in &d.modules {
+            let open = match d.rollout.as_ref().and_then(|r| r.download) {
+                Some(w) => {
+                    let (inside, next) = w.at(now);
+                    ahead_edge = Some(next);
+                    inside
+                }
+                None => true,
+            };
+            for (name, m) in d.modules.iter().filter(|_| open) {
                 if node.remove.contains(name) {
                     continue;
                 }
@@ -339,6 +355,7 @@ pub fn compose_owned(
             running,
             take,
             taken: digest,
+            ahead_edge,
         });
         taken.push(fleet::Group {
             name: name.as_str(),
@@ -419,6 +436,12 @@ fn check_rollout(r: RolloutDoc) -> Result<Rollout, DocumentError> {
             "a revert halts the rollout too: say halt = true with it",
         ));
     }
+    let download = r
+        .download
+        .as_deref()
+        .map(fleet::Window::parse)
+        .transpose()
+        .map_err(|e| DocumentError::new("rollout.download", e))?;
     Ok(Rollout {
         start,
         duration,
@@ -426,6 +449,7 @@ fn check_rollout(r: RolloutDoc) -> Result<Rollout, DocumentError> {
         canaries,
         halt: r.halt,
         revert: r.revert,
+        download,
     })
 }
 
@@ -562,6 +586,11 @@ mod tests {
                 Box::new(|v| v["rollout"]["revert"] = json!(true)),
                 "rollout.revert",
                 "halt = true",
+            ),
+            (
+                Box::new(|v| v["rollout"]["download"] = json!("1am-5am")),
+                "rollout.download",
+                "HH:MM-HH:MM, in UTC",
             ),
             (
                 Box::new(|v| v["rollout"]["speed"] = json!(2)),
@@ -774,6 +803,26 @@ mod tests {
                 start - 1,
                 json!({"remove": ["web"]}),
                 Ok("own=own:1"),
+                6,
+                "",
+            ),
+            (
+                "before the start, inside its download window: fetched ahead",
+                with(|v| v["rollout"]["download"] = "11:00-13:00".into()),
+                false,
+                start - 1,
+                json!({}),
+                Ok("own=own:1 web=web:1"),
+                6,
+                "web:2",
+            ),
+            (
+                "before the start, outside its download window: not yet",
+                with(|v| v["rollout"]["download"] = "13:00-11:00".into()),
+                false,
+                start - 1,
+                json!({}),
+                Ok("own=own:1 web=web:1"),
                 6,
                 "",
             ),

@@ -262,15 +262,20 @@ impl Held {
         self.clock(read, at).now(node).max(groups.unwrap_or(0))
     }
 
-    /// When a group's rollout reaches this node next, while one waits for
-    /// its turn.
+    /// When the groups are to be looked at again without a new document:
+    /// a rollout reaching this node, while one waits for its turn, or a
+    /// download window opening or closing meanwhile.
     pub fn next_turn(&self) -> Option<u64> {
         self.standings
             .iter()
-            .filter_map(|s| match s.take {
-                Some(Take::Previous { until, .. }) => until,
-                _ => None,
+            .flat_map(|s| {
+                let turn = match s.take {
+                    Some(Take::Previous { until, .. }) => until,
+                    _ => None,
+                };
+                [turn, s.ahead_edge]
             })
+            .flatten()
             .min()
     }
 
@@ -804,9 +809,13 @@ mod tests {
                 until,
             }),
             taken: None,
+            ahead_edge: None,
         };
         h.standings = vec![standing(Some(700)), standing(None), standing(Some(600))];
         assert_eq!(h.next_turn(), Some(600));
+        // A download window opening before it is looked at then.
+        h.standings[1].ahead_edge = Some(550);
+        assert_eq!(h.next_turn(), Some(550));
         // A plane without a root is asked again an hour on.
         h.root_forbidden = Some("HTTP 403".into());
         assert!(h.root_due(t0));
