@@ -719,13 +719,18 @@ fn a_group_s_next_image_is_fetched_ahead_of_the_turn_which_then_needs_no_network
     let (n, w, agent) = (&at.n, &at.w, &at.agent);
     let old = docker_ok(&["inspect", "--format", "{{.Image}}", &n.container_id(w)]);
 
-    // Revision 2 takes the new image 45 s from now.
-    let start = now() + 45;
+    // Revision 2 takes the new image a minute from now.
+    let start = now() + 60;
     at.roll_out(2, &image, start, false, None);
     n.wait_for(40, "the next image fetched ahead", || {
         fetching(agent)["ahead"] == json!({"images": 1, "here": 1})
     });
     assert!(now() < start, "fetched before the turn");
+    n.wait_for(30, "the report saying the image ahead here", || {
+        at.plane
+            .report_json(&n.id)
+            .is_some_and(|r| r["fetching"]["ahead"] == json!({"images": 1, "here": 1}))
+    });
     let runs = docker_ok(&["inspect", "--format", "{{.Image}}", &n.container_id(w)]);
     assert_eq!(runs, old, "the old image runs until the turn");
     let (_, cli) = n.cli(&["status"]);

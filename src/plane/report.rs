@@ -130,6 +130,7 @@ pub fn stable(p: &Parts) -> ReportView {
         device_key: p.status.device_key.clone(),
         disk: (!p.status.disk.filesystems.is_empty()).then(|| p.status.disk.clone()),
         engine: EngineView::from(&p.status.engine).as_str().to_string(),
+        fetching: (!p.status.fetching.is_empty()).then(|| p.status.fetching.clone()),
         modules,
         node: p.node.to_string(),
         passing: p.status.passing(),
@@ -179,18 +180,28 @@ pub fn full(
 }
 
 /// The digest of what counts as a change: the stable part, less each
-/// filesystem's free bytes, which move with every line a log takes;
-/// [`free_moved`] says when they moved enough to report. Its level counts.
+/// filesystem's free bytes, which move with every line a log takes
+/// ([`free_moved`] says when they moved enough to report; its level
+/// counts), and less the bytes each fetch has so far, which move with
+/// every chunk (an image starting or ending counts, and the images ahead
+/// being here).
 fn change_digest(s: &mut ReportView) -> Digest {
-    fn filesystems(s: &mut ReportView) -> impl Iterator<Item = &mut u64> {
-        s.disk
+    fn moving(s: &mut ReportView) -> impl Iterator<Item = &mut u64> {
+        let free = s
+            .disk
             .iter_mut()
             .flat_map(|d| d.filesystems.iter_mut())
-            .map(|f| &mut f.free_bytes)
+            .map(|f| &mut f.free_bytes);
+        let fetched = s
+            .fetching
+            .iter_mut()
+            .flat_map(|f| f.images.values_mut())
+            .map(|p| &mut p.bytes);
+        free.chain(fetched)
     }
-    let free: Vec<u64> = filesystems(s).map(std::mem::take).collect();
+    let kept: Vec<u64> = moving(s).map(std::mem::take).collect();
     let digest = Digest::canonical("stead.report", &*s);
-    for (f, b) in filesystems(s).zip(free) {
+    for (f, b) in moving(s).zip(kept) {
         *f = b;
     }
     digest
@@ -564,6 +575,48 @@ mod tests {
             change_digest(&mut a),
             change_digest(&mut b),
             "a level is a change"
+        );
+    }
+
+    #[test]
+    fn a_fetch_s_bytes_are_said_but_not_a_change_its_start_and_the_images_ahead_are() {
+        use crate::model::fetch::{Ahead, Fetching, Progress};
+        let (board, reloads, node) = (fixtures::board(), fixtures::reloads(), node_id());
+        let [mut n, _] = fixtures::nodes();
+        let [p, _] = planes();
+        let mut none = stable(&parts(&n, &p, &board, &reloads, &node));
+        assert_eq!(none.fetching, None, "absent while nothing is fetched");
+        let progress = |bytes| Progress {
+            bytes,
+            of: 96 << 20,
+        };
+        n.fetching = Fetching {
+            images: [("reg/app:2".to_string(), progress(1 << 20))].into(),
+            ahead: Some(Ahead { images: 3, here: 1 }),
+        };
+        let mut a = stable(&parts(&n, &p, &board, &reloads, &node));
+        assert_ne!(
+            change_digest(&mut none),
+            change_digest(&mut a),
+            "a fetch starting"
+        );
+        n.fetching
+            .images
+            .insert("reg/app:2".into(), progress(41 << 20));
+        let mut b = stable(&parts(&n, &p, &board, &reloads, &node));
+        assert_eq!(change_digest(&mut a), change_digest(&mut b), "bytes coming");
+        let said = serde_json::to_value(&b).unwrap();
+        assert_eq!(
+            said["fetching"],
+            serde_json::json!({"images": {"reg/app:2": {"bytes": 41 << 20, "of": 96 << 20}},
+                               "ahead": {"images": 3, "here": 1}})
+        );
+        n.fetching.ahead = Some(Ahead { images: 3, here: 2 });
+        let mut c = stable(&parts(&n, &p, &board, &reloads, &node));
+        assert_ne!(
+            change_digest(&mut b),
+            change_digest(&mut c),
+            "an image ahead here"
         );
     }
 

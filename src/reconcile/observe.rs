@@ -184,7 +184,14 @@ impl Reconciler {
                     }
                     Action::Started => {
                         st.last_action = act(Act::Started);
-                        ModuleState::Starting
+                        // Podman restarts at once and is seen exited between
+                        // two restarts, where the agent starts it too: a
+                        // container that keeps dying is crash-looping still.
+                        if living.is_some_and(|l| l.living == Living::CrashLooping) {
+                            ModuleState::CrashLooping
+                        } else {
+                            ModuleState::Starting
+                        }
                     }
                     Action::Drifted => {
                         if previous

@@ -302,6 +302,11 @@ pub struct ReportView {
     pub disk: Option<crate::model::disk::Disks>,
     /// The engine in a word (`unknown`, `reachable`, `waiting`).
     pub engine: String,
+    /// The images the agent is fetching, how far each is, and those ahead
+    /// of a coming rollout turn (absent when none, and from an agent
+    /// before 0.7.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetching: Option<crate::model::fetch::Fetching>,
     /// Every module, by name.
     pub modules: BTreeMap<String, ReportModule>,
     /// This node.
