@@ -44,6 +44,9 @@ if [ ! -x /usr/sbin/nginx ]; then
     if command -v systemctl >/dev/null 2>&1; then systemctl disable nginx.service >/dev/null 2>&1 || true; fi
 fi
 command -v faketime >/dev/null 2>&1 || apt_install faketime
+# tests/chunks.rs holds the chunk indexes and stores stead writes and reads
+# to casync's own (index bytes, `casync extract` from the store over HTTP).
+command -v casync >/dev/null 2>&1 || apt_install casync
 # tests/import.rs runs a Compose file with docker-compose beside the agent.
 command -v docker-compose >/dev/null 2>&1 || apt_install docker-compose
 # tests/plane_s3.rs: an S3-compatible server with signatures checked
@@ -143,7 +146,7 @@ beside_said() {
 stage "cargo test, and beside it the engine suites on Podman ($podman_socket), the test on Podman with CNI ($podman_cni) and the simulated fleet"
 (
     beside_run podman env STEAD_TEST_ENGINE_SOCKET="$podman_socket" cargo test --locked --no-fail-fast \
-        --test engine --test runtime --test hardening --test waiting --test api --test cli --test images --test signed --test exposure --test fetch \
+        --test engine --test runtime --test hardening --test waiting --test api --test cli --test images --test signed --test exposure --test fetch --test chunks \
         -- --include-ignored
     beside_run cni env STEAD_TEST_ENGINE_SOCKET="$podman_cni" cargo test --locked --no-fail-fast --test runtime \
         a_user_network_that_cannot_resolve_names_is_refused_naming_the_backend -- --exact

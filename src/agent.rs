@@ -261,9 +261,15 @@ fn room(
         }
         crate::model::fetch::Puller::Engine => None,
     };
+    // Layers' chunks are looked for beside the plane's documents.
+    let chunks = match &config.plane {
+        Some(p) => Some(crate::registry::chunks::ChunkSource::new(p.http()?, &p.url)),
+        None => None,
+    };
     Ok(crate::registry::room::Room::new(
         registries(config)?,
         spool,
+        chunks,
         metrics,
     ))
 }

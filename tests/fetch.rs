@@ -173,46 +173,7 @@ fn push_built(
 ) -> (String, String, Vec<(String, u64)>) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("Dockerfile"), dockerfile).unwrap();
-    let target = format!("{}/{repo}:{tag}", reg.addr);
-    // Never from the build cache: an image of the same Dockerfile built
-    // by another test, or by the other engine's suite beside this one,
-    // would be shared, and removed under this one.
-    docker_engine(&[
-        "build",
-        "-q",
-        "--no-cache",
-        "-t",
-        &target,
-        &dir.path().display().to_string(),
-    ]);
-    docker_engine(&["push", &target]);
-    let m = common::registry::raw(
-        &reg.addr,
-        "GET",
-        &format!("/v2/{repo}/manifests/{tag}"),
-        &[(
-            "Accept",
-            "application/vnd.docker.distribution.manifest.v2+json",
-        )],
-        b"",
-    );
-    let m: serde_json::Value = serde_json::from_slice(&m.2).unwrap();
-    let layers = m["layers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| {
-            (
-                l["digest"].as_str().unwrap().to_string(),
-                l["size"].as_u64().unwrap(),
-            )
-        })
-        .collect();
-    (
-        target,
-        m["config"]["digest"].as_str().unwrap().to_string(),
-        layers,
-    )
+    common::registry::build_and_push(reg, repo, tag, dir.path())
 }
 
 #[test]
@@ -231,7 +192,7 @@ fn a_pull_of_the_agent_s_own_resumes_every_cut_and_loads_the_image_it_named() {
     let fetched = rt
         .block_on(async {
             let engine = DockerEngine::connect(&engine_socket()).await.unwrap();
-            pull(&client(), &engine, &spool, &reference, &tally).await
+            pull(&client(), None, &engine, &spool, &reference, &tally).await
         })
         .unwrap();
     assert_eq!(fetched.id, config, "{fetched:?}");
@@ -364,7 +325,15 @@ fn an_image_the_engine_would_not_load_as_named_is_refused() {
     let spool = Spool::new(spool_dir.path()).unwrap();
     let e = rt().block_on(async {
         let engine = DockerEngine::connect(&engine_socket()).await.unwrap();
-        let e = pull(&client(), &engine, &spool, &reference, &Tally::default()).await;
+        let e = pull(
+            &client(),
+            None,
+            &engine,
+            &spool,
+            &reference,
+            &Tally::default(),
+        )
+        .await;
         (e, engine.image_root(&reference).await.is_err())
     });
     let (e, absent) = e;
@@ -472,8 +441,8 @@ fn two_pulls_that_share_a_new_layer_fetch_it_once() {
         let registries = client();
         let (ta, tb) = (Tally::default(), Tally::default());
         tokio::join!(
-            pull(&registries, &engine, &spool, &a, &ta),
-            pull(&registries, &engine, &spool, &b, &tb)
+            pull(&registries, None, &engine, &spool, &a, &ta),
+            pull(&registries, None, &engine, &spool, &b, &tb)
         )
     });
     let (fa, fb) = (fa.unwrap(), fb.unwrap());
@@ -521,7 +490,14 @@ fn a_layer_removed_from_the_engine_during_a_pull_is_fetched_and_the_image_loads(
         .unwrap();
     let _ = docker(&["rmi", &base]);
     let fb = rt
-        .block_on(pull(&client(), &engine, &spool, &base, &Tally::default()))
+        .block_on(pull(
+            &client(),
+            None,
+            &engine,
+            &spool,
+            &base,
+            &Tally::default(),
+        ))
         .unwrap();
     // The app comes slowly; once its new layer is under way, the base
     // (the only image with the layer below it) is removed.
@@ -530,15 +506,18 @@ fn a_layer_removed_from_the_engine_during_a_pull_is_fetched_and_the_image_loads(
     let tally = Tally::default();
     let registries = client();
     let (fetched, removed) = rt.block_on(async {
-        tokio::join!(pull(&registries, &engine, &spool, &app, &tally), async {
-            while tally.progress().bytes == 0 {
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        tokio::join!(
+            pull(&registries, None, &engine, &spool, &app, &tally),
+            async {
+                while tally.progress().bytes == 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                let id = fb.id.clone();
+                tokio::task::spawn_blocking(move || docker(&["rmi", "-f", &id]))
+                    .await
+                    .unwrap()
             }
-            let id = fb.id.clone();
-            tokio::task::spawn_blocking(move || docker(&["rmi", "-f", &id]))
-                .await
-                .unwrap()
-        })
+        )
     });
     assert!(removed.status.success(), "the base removed: {removed:?}");
     let fetched = fetched.unwrap();

@@ -893,6 +893,14 @@ impl Engine for DockerEngine {
             })
     }
 
+    async fn export(&self, id: &str) -> Result<hyper::body::Incoming, EngineError> {
+        within(limits::QUICK, "export an image", async {
+            let path = self.versioned(&format!("/images/{}/get", socket::path(id)));
+            socket::send(&self.socket, Method::GET, &path, None, None).await
+        })
+        .await
+    }
+
     async fn tag(&self, id: &str, repo: &str, tag: &str) -> Result<(), EngineError> {
         within(limits::QUICK, "tag an image", async {
             let path = format!(

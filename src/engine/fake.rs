@@ -112,6 +112,12 @@ impl Engine for Fake {
             message: "the fake engine loads nothing".into(),
         })
     }
+    async fn export(&self, name: &str) -> Result<hyper::body::Incoming, EngineError> {
+        self.act("export");
+        Err(EngineError::NotFound(format!(
+            "the fake engine holds no layers: {name}"
+        )))
+    }
     async fn tag(&self, _: &str, _: &str, _: &str) -> Result<(), EngineError> {
         self.act("tag");
         Ok(())

@@ -229,6 +229,13 @@ pub trait Engine: Clone + Send + Sync + 'static {
         &self,
         archive: socket::Channel,
     ) -> impl Future<Output = Result<Vec<String>, EngineError>> + Send;
+    /// An image as an archive (`GET /images/{id}/get`), its body still
+    /// to be read: the layers of an image held here, which a layer
+    /// rebuilt from chunks reuses ([`crate::registry::chunks`]).
+    fn export(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<hyper::body::Incoming, EngineError>> + Send;
     /// Names the image `id` `repo:tag`.
     fn tag(
         &self,

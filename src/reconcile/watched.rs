@@ -54,6 +54,9 @@ impl<E: Engine> Engine for Watched<E> {
     async fn image_root(&self, name: &str) -> Result<(String, Vec<String>), EngineError> {
         self.engine.image_root(name).await
     }
+    async fn export(&self, id: &str) -> Result<hyper::body::Incoming, EngineError> {
+        self.engine.export(id).await
+    }
     async fn load(
         &self,
         archive: crate::engine::socket::Channel,

@@ -24,6 +24,7 @@ use crate::engine::socket::Channel;
 use crate::model::archive::{self, Body, Layer};
 use crate::model::fetch::{self as rule, Ask, SYNC_EVERY, Take};
 use crate::model::reference::Reference;
+use crate::registry::chunks::{ChunkSource, Target};
 use crate::registry::client::{Platform, Registries};
 use crate::registry::error::RegistryError;
 
@@ -99,6 +100,12 @@ pub struct Fetched {
     pub wire: u64,
     /// Of its layers, how many the engine had already (not fetched).
     pub present: usize,
+    /// Of them, how many were rebuilt from chunks.
+    pub rebuilt: usize,
+    /// Bytes of chunks (and their indexes) from the plane's host.
+    pub chunks: u64,
+    /// Bytes of rebuilt layers that came from layers held here.
+    pub local: u64,
     /// Its layers.
     pub layers: usize,
 }
@@ -176,7 +183,10 @@ impl Spool {
         let mut freed = 0;
         for e in dir.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            let blob = name.strip_suffix(".synced").unwrap_or(&name);
+            let blob = name
+                .strip_suffix(".synced")
+                .or_else(|| name.strip_suffix(".rebuild"))
+                .unwrap_or(&name);
             let Ok(m) = e.metadata() else { continue };
             let old = m
                 .modified()
@@ -198,6 +208,20 @@ impl Spool {
     /// Where a blob's bytes are kept.
     pub fn path(&self, digest: &str) -> PathBuf {
         self.dir.join(hex(digest))
+    }
+
+    /// Where a layer is rebuilt from chunks, by its diff ID.
+    pub fn rebuild_path(&self, diff_id: &str) -> PathBuf {
+        self.dir.join(format!("{}.rebuild", hex(diff_id)))
+    }
+
+    /// Takes the layer rebuilt at `from` as the blob `digest` of `size`
+    /// bytes, all of them synced: the mark first, then the file (a cut
+    /// between the two leaves the rebuild, which is checked again).
+    pub fn adopt(&self, digest: &str, from: &Path, size: u64) -> std::io::Result<()> {
+        crate::host::files::replace_atomic(&self.mark(digest), size.to_string().as_bytes(), 0o600)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        std::fs::rename(from, self.path(digest))
     }
 
     fn mark(&self, digest: &str) -> PathBuf {
@@ -244,7 +268,7 @@ impl Spool {
     }
 
     /// Whether the blob's bytes here hash to its digest.
-    fn check(&self, digest: &str) -> Result<bool, FetchError> {
+    pub fn check(&self, digest: &str) -> Result<bool, FetchError> {
         let path = self.path(digest);
         let mut f = std::fs::File::open(&path).map_err(spool_error(&path))?;
         let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
@@ -468,6 +492,7 @@ fn is_sha256(d: &str) -> bool {
 /// must be the config's. A reference with a tag is then tagged so.
 pub async fn pull<E: Engine>(
     registries: &Registries,
+    chunks: Option<&ChunkSource>,
     engine: &E,
     spool: &Spool,
     reference: &str,
@@ -495,7 +520,13 @@ pub async fn pull<E: Engine>(
     // the engine has is asked once they are (a pull that shared a layer
     // may have loaded it meanwhile).
     let _held = spool
-        .hold(&m.layers.iter().map(|(d, _)| d.clone()).collect())
+        .hold(
+            &m.layers
+                .iter()
+                .map(|(d, _)| d.clone())
+                .chain(diff_ids.iter().cloned())
+                .collect(),
+        )
         .await;
     spool.sweep(Duration::from_secs(rule::SPOOL_KEEP));
     let layers: Vec<Layer> = m
@@ -509,25 +540,88 @@ pub async fn pull<E: Engine>(
     let mut wire = 0;
     let mut fetched = BTreeSet::new();
     let mut present = engine_has(engine, &diff_ids).await?;
+    tally.of.store(0, Ordering::Relaxed);
+    // The layers the plane's host has chunks of, rebuilt where that is
+    // cheaper than their blobs; the others are pulled.
+    let outcome = match chunks {
+        Some(source) if present < layers.len() => {
+            let targets: Vec<Target> = (present..layers.len())
+                .map(|at| Target {
+                    at,
+                    diff_id: diff_ids[at].clone(),
+                    blob_size: layers[at].size,
+                })
+                .collect();
+            let repo = format!("{}/{}", r.registry, r.repository);
+            super::chunks::rebuild(source, engine, spool, &repo, &targets, tally).await?
+        }
+        _ => super::chunks::Outcome::default(),
+    };
+    // The archive's layers: a rebuilt one by its diff ID, uncompressed,
+    // under a manifest that says so.
+    let (loaded, manifest, manifest_type, manifest_digest) = if outcome.rebuilt.is_empty() {
+        (
+            layers.clone(),
+            m.bytes.to_vec(),
+            m.media_type.clone(),
+            m.digest.clone(),
+        )
+    } else {
+        let replaced: std::collections::BTreeMap<usize, (String, u64)> = outcome
+            .rebuilt
+            .iter()
+            .map(|(&at, &size)| (at, (diff_ids[at].clone(), size)))
+            .collect();
+        let bytes = archive::with_uncompressed(&m.bytes, &m.media_type, &replaced)
+            .map_err(|e| FetchError::Wrong(format!("{reference}: its manifest: {e}")))?;
+        let digest = format!(
+            "sha256:{}",
+            ring::digest::digest(&ring::digest::SHA256, &bytes)
+                .as_ref()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        );
+        let loaded = layers
+            .iter()
+            .enumerate()
+            .map(|(at, l)| match replaced.get(&at) {
+                Some((d, size)) => Layer {
+                    digest: d.clone(),
+                    size: *size,
+                },
+                None => l.clone(),
+            })
+            .collect();
+        (loaded, bytes, m.media_type.clone(), digest)
+    };
+    let rebuilding = tally.of.load(Ordering::Relaxed);
     let said = loop {
+        tally.of.store(rebuilding, Ordering::Relaxed);
+        let whole: Vec<Layer> = layers[present..]
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| !outcome.rebuilt.contains_key(&(present + k)))
+            .map(|(_, l)| l.clone())
+            .collect();
         wire += fetch_missing(
             registries,
             &r,
             spool,
             reference,
-            &layers[present..],
+            &whole,
             tally,
             &mut fetched,
         )
         .await?;
         let image = archive::Image {
-            manifest: &m.bytes,
-            manifest_type: &m.media_type,
+            manifest: &manifest,
+            manifest_type: &manifest_type,
             config: (config_digest, &config),
-            layers: &layers,
+            layers: &loaded,
             present,
         };
-        match load(engine, spool, &image, &m.digest).await {
+        match load(engine, spool, &image, &manifest_digest).await {
             Ok(said) => break said,
             Err(e) => {
                 // A layer the engine had when asked may have left it since
@@ -574,11 +668,17 @@ pub async fn pull<E: Engine>(
     for l in &fetched {
         spool.discard(l);
     }
+    for at in outcome.rebuilt.keys() {
+        spool.discard(&diff_ids[*at]);
+    }
     Ok(Fetched {
         id,
         wire,
         present,
         layers: layers.len(),
+        rebuilt: outcome.rebuilt.len(),
+        chunks: outcome.wire,
+        local: outcome.local,
     })
 }
 
@@ -611,7 +711,8 @@ async fn fetch_missing(
         .map(|l| (l.digest.as_str(), l.size))
         .collect();
     let of: u64 = missing.iter().map(|(_, size)| size).sum();
-    tally.of.store(of, Ordering::Relaxed);
+    // Beside what chunks are coming for (counted by the rebuild).
+    tally.of.fetch_add(of, Ordering::Relaxed);
     let mut here = 0;
     for (d, size) in &missing {
         here += spool.synced(d)?.min(*size);

@@ -1,9 +1,11 @@
 //! OCI registries, as a reload talks to them (over [`crate::net::http`]):
 //! credentials and auth challenges ([`auth`]), the Distribution API calls
 //! ([`client`]) and their typed failures ([`error`]); whether a pull fits
-//! on the disk before it starts ([`room`]).
+//! on the disk before it starts ([`room`]); the agent's own pull
+//! ([`fetch`]) and the layers it rebuilds from chunks ([`chunks`]).
 
 pub mod auth;
+pub mod chunks;
 pub mod client;
 pub mod error;
 pub mod fetch;

@@ -37,6 +37,8 @@ pub struct Room {
     spool: Option<Spool>,
     /// Where what each pull brought is counted.
     metrics: Arc<crate::status::metrics::Metrics>,
+    /// The plane's static host, where layers' chunks may be published.
+    chunks: Option<crate::registry::chunks::ChunkSource>,
     /// The agent's own pulls under way, by reference, and how far each is.
     under_way: Mutex<std::collections::BTreeMap<String, Arc<fetch::Tally>>>,
 }
@@ -47,6 +49,7 @@ impl Room {
     pub fn new(
         registries: Registries,
         spool: Option<Spool>,
+        chunks: Option<crate::registry::chunks::ChunkSource>,
         metrics: Arc<crate::status::metrics::Metrics>,
     ) -> Arc<Room> {
         Arc::new(Room {
@@ -55,6 +58,7 @@ impl Room {
             present: Mutex::default(),
             wanted: Mutex::default(),
             spool,
+            chunks,
             metrics,
             under_way: Mutex::default(),
         })
@@ -162,7 +166,15 @@ pub async fn pull_checked<E: crate::engine::Engine>(
     if let Some((room, spool)) = room.and_then(|r| r.spool.as_ref().map(|s| (r, s))) {
         let tally = Arc::new(fetch::Tally::default());
         let under_way = UnderWay::start(room, reference, tally.clone());
-        let pulled = fetch::pull(&room.registries, engine, spool, reference, &tally).await;
+        let pulled = fetch::pull(
+            &room.registries,
+            room.chunks.as_ref(),
+            engine,
+            spool,
+            reference,
+            &tally,
+        )
+        .await;
         drop(under_way);
         match pulled {
             Ok(f) => {
@@ -170,12 +182,19 @@ pub async fn pull_checked<E: crate::engine::Engine>(
                     image = reference,
                     id = f.id,
                     bytes = f.wire,
-                    "fetched {} of {} layers ({} bytes), the rest were here",
+                    chunks = f.chunks,
+                    local = f.local,
+                    "fetched {} of {} layers ({} bytes), {} rebuilt from chunks ({} bytes from the plane's host, {} from layers here), the rest were here",
                     f.layers - f.present,
                     f.layers,
-                    f.wire
+                    f.wire,
+                    f.rebuilt,
+                    f.chunks,
+                    f.local
                 );
                 room.metrics.image_fetched("agent", "registry", f.wire);
+                room.metrics.fetched_bytes("chunks", f.chunks);
+                room.metrics.fetched_bytes("local", f.local);
                 return Ok(layers);
             }
             Err(e) if e.is_link() => return Err(NotPulled::Link(e)),

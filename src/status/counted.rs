@@ -50,6 +50,10 @@ impl<E: Engine> Engine for Counted<E> {
         self.metrics.call("image_root");
         self.engine.image_root(name).await
     }
+    async fn export(&self, id: &str) -> Result<hyper::body::Incoming, EngineError> {
+        self.metrics.call("export");
+        self.engine.export(id).await
+    }
     async fn load(
         &self,
         archive: crate::engine::socket::Channel,

@@ -143,6 +143,12 @@ impl Metrics {
             .expect("metrics lock")
             .entry(by)
             .or_default() += 1;
+        self.fetched_bytes(source, bytes);
+    }
+
+    /// Counts bytes of an image that came from `source` (beside the
+    /// fetch [`Metrics::image_fetched`] counted).
+    pub fn fetched_bytes(&self, source: &'static str, bytes: u64) {
         if bytes > 0 {
             *self
                 .fetch_bytes

@@ -560,3 +560,55 @@ pub fn push_blob(reg: &Registry, repo: &str, bytes: &[u8]) -> String {
     assert_eq!(code, 201, "{head}");
     digest
 }
+
+/// Builds the context `dir` on the Docker Engine and pushes it to
+/// `repo:tag` on `reg` (the engine keeps no tag of it); returns its
+/// reference there, its config digest and its layers (digest, size) from
+/// the registry.
+pub fn build_and_push(
+    reg: &Registry,
+    repo: &str,
+    tag: &str,
+    dir: &Path,
+) -> (String, String, Vec<(String, u64)>) {
+    let target = format!("{}/{repo}:{tag}", reg.addr);
+    // Never from the build cache: an image of the same Dockerfile built
+    // by another test, or by the other engine's suite beside this one,
+    // would be shared, and removed under this one.
+    docker_engine(&[
+        "build",
+        "-q",
+        "--no-cache",
+        "-t",
+        &target,
+        &dir.display().to_string(),
+    ]);
+    docker_engine(&["push", &target]);
+    let m = raw(
+        &reg.addr,
+        "GET",
+        &format!("/v2/{repo}/manifests/{tag}"),
+        &[(
+            "Accept",
+            "application/vnd.docker.distribution.manifest.v2+json",
+        )],
+        b"",
+    );
+    let m: serde_json::Value = serde_json::from_slice(&m.2).unwrap();
+    let layers = m["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["digest"].as_str().unwrap().to_string(),
+                l["size"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    (
+        target,
+        m["config"]["digest"].as_str().unwrap().to_string(),
+        layers,
+    )
+}

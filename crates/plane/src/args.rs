@@ -296,6 +296,29 @@ pub enum Verb {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
+    /// Publish content-defined chunks of images' layers beside the
+    /// documents, in casync's format: DIR/chunks/<diff ID hex>.caibx per
+    /// layer and the chunk store DIR/chunks/store.castr/ (gzip). A device
+    /// whose plane is this host rebuilds a layer it lacks from the chunks
+    /// of the layers it has and fetches only the others; where no index is
+    /// published, or the chunks would cost more, it pulls the layer. A
+    /// layer indexed already is not read again
+    Chunks {
+        /// The directory the host serves
+        #[arg(long, value_name = "DIR")]
+        site: PathBuf,
+        /// Registry logins (Docker's config.json form, as the agent's
+        /// registry_auth)
+        #[arg(long, value_name = "FILE")]
+        registry_auth: Option<PathBuf>,
+        /// Extra CA certificates (PEM) a registry is trusted by
+        #[arg(long, value_name = "FILE")]
+        registry_ca: Option<PathBuf>,
+        /// The images (repo:tag or repo@sha256:…; every platform of an
+        /// index)
+        #[arg(value_name = "IMAGE", required = true)]
+        images: Vec<String>,
+    },
     /// Make intention files from a Compose file, one per service. Keys that
     /// cannot be carried are listed on stderr (exit 3); a file that cannot
     /// be imported writes nothing (exit 2). See docs/import.md
@@ -816,6 +839,17 @@ impl Cli {
                 schema,
                 reads_from,
                 out,
+            }),
+            Verb::Chunks {
+                site,
+                registry_auth,
+                registry_ca,
+                images,
+            } => plane(PlaneCommand::Chunks {
+                site,
+                registry_auth,
+                registry_ca,
+                images,
             }),
             Verb::Import {
                 out,

@@ -136,6 +136,39 @@ pub fn entries(image: &Image<'_>, manifest_digest: &str) -> Result<Vec<Entry>, U
     Ok(out)
 }
 
+/// The manifest `manifest` (of `media_type`) with the layers at the
+/// places `replaced` names given as uncompressed tars (their diff ID and
+/// size): the manifest of an image whose layers were rebuilt from chunks,
+/// which the engine checks each blob of the archive against. The rest of
+/// it is kept as it was.
+pub fn with_uncompressed(
+    manifest: &[u8],
+    media_type: &str,
+    replaced: &std::collections::BTreeMap<usize, (String, u64)>,
+) -> Result<Vec<u8>, String> {
+    let mut m: serde_json::Value = serde_json::from_slice(manifest).map_err(|e| e.to_string())?;
+    let tar = if media_type == "application/vnd.docker.distribution.manifest.v2+json" {
+        "application/vnd.docker.image.rootfs.diff.tar"
+    } else {
+        "application/vnd.oci.image.layer.v1.tar"
+    };
+    let layers = m
+        .get_mut("layers")
+        .and_then(|l| l.as_array_mut())
+        .ok_or("no layers")?;
+    for (&at, (digest, size)) in replaced {
+        let l = layers
+            .get_mut(at)
+            .and_then(|l| l.as_object_mut())
+            .ok_or_else(|| format!("no layer {at}"))?;
+        l.insert("mediaType".into(), tar.into());
+        l.insert("digest".into(), digest.clone().into());
+        l.insert("size".into(), (*size).into());
+        l.remove("urls");
+    }
+    serde_json::to_vec(&m).map_err(|e| e.to_string())
+}
+
 /// How many of an image's layers (`diff_ids`, base first) the engine has:
 /// the longest prefix of them that one of its images (`held`, each its
 /// diff IDs base first) starts with.
@@ -300,6 +333,41 @@ mod tests {
         );
         let upper = format!("sha256:{}", "A".repeat(64));
         assert!(entries(&image, &upper).is_err());
+    }
+
+    #[test]
+    fn a_rebuilt_layer_is_named_uncompressed_and_the_rest_is_kept() {
+        let oci = br#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"digest":"sha256:c","size":1},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"sha256:a","size":10},{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"sha256:b","size":20,"urls":["http://x"],"annotations":{"k":"v"}}]}"#;
+        let docker = br#"{"schemaVersion":2,"layers":[{"mediaType":"application/vnd.docker.image.rootfs.diff.tar.gzip","digest":"sha256:a","size":10}]}"#;
+        let one =
+            |at: usize| std::collections::BTreeMap::from([(at, ("sha256:d".to_string(), 99u64))]);
+        // (manifest, its type, replaced place) => the layers after
+        let table: &[(&[u8], &str, usize, &str)] = &[
+            (
+                oci,
+                "application/vnd.oci.image.manifest.v1+json",
+                1,
+                r#"[{"digest":"sha256:a","mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","size":10},{"annotations":{"k":"v"},"digest":"sha256:d","mediaType":"application/vnd.oci.image.layer.v1.tar","size":99}]"#,
+            ),
+            (
+                docker,
+                "application/vnd.docker.distribution.manifest.v2+json",
+                0,
+                r#"[{"digest":"sha256:d","mediaType":"application/vnd.docker.image.rootfs.diff.tar","size":99}]"#,
+            ),
+        ];
+        for (m, t, at, want) in table {
+            let out: serde_json::Value =
+                serde_json::from_slice(&with_uncompressed(m, t, &one(*at)).unwrap()).unwrap();
+            assert_eq!(out["layers"].to_string(), *want, "{t}");
+            let before: serde_json::Value = serde_json::from_slice(m).unwrap();
+            assert_eq!(out["config"], before["config"]);
+        }
+        assert!(
+            with_uncompressed(docker, "x", &one(3)).is_err(),
+            "no such layer"
+        );
+        assert!(with_uncompressed(b"{}", "x", &one(0)).is_err(), "no layers");
     }
 
     #[test]

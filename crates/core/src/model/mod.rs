@@ -10,6 +10,7 @@
 pub mod age;
 pub mod agent_update;
 pub mod archive;
+pub mod chunk;
 pub mod clock;
 pub mod config;
 pub mod disk;
@@ -35,6 +36,7 @@ pub mod seal;
 pub mod sealed;
 pub mod sort;
 pub mod spec;
+pub mod tar;
 pub mod text;
 pub mod time;
 pub mod url;

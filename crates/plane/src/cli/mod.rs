@@ -6,6 +6,7 @@
 //! terminal. Each reads its typed arguments and returns the
 //! exit code; the command line itself is `src/main.rs`'s (clap).
 
+pub mod chunks;
 pub mod devices;
 pub mod exposure;
 pub mod fleet;

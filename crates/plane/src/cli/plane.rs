@@ -55,6 +55,14 @@ pub enum PlaneCommand {
         reads_from: u64,
         out: Option<PathBuf>,
     },
+    /// `chunks --site DIR [--registry-auth FILE] [--registry-ca FILE]
+    /// IMAGE...`.
+    Chunks {
+        site: PathBuf,
+        registry_auth: Option<PathBuf>,
+        registry_ca: Option<PathBuf>,
+        images: Vec<String>,
+    },
     /// `verify --key PUB... [--node NODE] [--in FILE]`: at least one key.
     Verify {
         keys: Vec<String>,
@@ -251,6 +259,17 @@ pub fn run(command: PlaneCommand) -> crate::cli::failure::Result<ExitCode> {
             (expires_in, refresh_before),
         ),
         PlaneCommand::Exposure(ask) => super::exposure::exposure(&ask),
+        PlaneCommand::Chunks {
+            site,
+            registry_auth,
+            registry_ca,
+            images,
+        } => Ok(super::chunks::chunks(
+            &site,
+            registry_auth.as_deref(),
+            registry_ca.as_deref(),
+            &images,
+        )),
         PlaneCommand::Status {
             reports,
             fleet,

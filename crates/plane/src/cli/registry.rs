@@ -30,10 +30,25 @@ use crate::plane::exposure::{Sbom, read_sbom};
 const CALL_LIMIT: Duration = Duration::from_secs(30);
 /// The largest manifest or index read.
 const MAX_MANIFEST: usize = 4 << 20;
+/// A layer blob's time limit.
+const BLOB_LIMIT: Duration = Duration::from_secs(3600);
 /// The largest SBOM or attestation read.
 const MAX_BLOB: usize = 256 << 20;
 /// The most pages of referrers read.
 const MAX_PAGES: usize = 10;
+
+/// A layer of an image, as its manifest and config name it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LayerBlob {
+    /// The repository it is read from.
+    pub repository: String,
+    /// `sha256:…` of its uncompressed tar.
+    pub diff_id: String,
+    /// `sha256:…` of its blob.
+    pub digest: String,
+    /// Its blob's media type.
+    pub media_type: String,
+}
 
 /// The registries asked, with what each answered `/v2/`.
 pub struct Registries {
@@ -160,6 +175,118 @@ impl Registries {
         self.get(repo, &path, accept, MAX_MANIFEST).await
     }
 
+    /// The layers of `image` (`repo:tag` or `repo@sha256:…`; every
+    /// platform of an index but attestations'), each once: its diff ID,
+    /// its blob's digest and media type. Every manifest and config read is
+    /// checked against its digest where one names it.
+    pub async fn layers(&mut self, image: &str) -> Result<Vec<LayerBlob>, String> {
+        let (repository, at) = match image.split_once('@') {
+            Some((r, d)) => (r, d.to_string()),
+            None => match image.rsplit_once(':').filter(|(_, t)| !t.contains('/')) {
+                Some((r, t)) => (r, t.to_string()),
+                None => (image, "latest".to_string()),
+            },
+        };
+        let repo = locate(repository)?;
+        let top = match self.manifest(&repo, &at).await? {
+            Ok(a) => a,
+            Err(s) => return Err(format!("{image}: its manifest: status {s}")),
+        };
+        if is_digest(&at) {
+            check(&at, &top.body)?;
+        }
+        let doc: serde_json::Value = serde_json::from_slice(&top.body)
+            .map_err(|e| format!("{image}: its manifest is not JSON: {e}"))?;
+        let mut manifests = Vec::new();
+        match doc["manifests"].as_array() {
+            Some(list) => {
+                for m in list {
+                    if m["platform"]["os"].as_str() == Some("unknown") {
+                        continue;
+                    }
+                    let d = m["digest"]
+                        .as_str()
+                        .filter(|d| is_digest(d))
+                        .ok_or_else(|| format!("{image}: an index entry without a digest"))?;
+                    let a = match self.manifest(&repo, d).await? {
+                        Ok(a) => a,
+                        Err(s) => return Err(format!("{image}@{d}: status {s}")),
+                    };
+                    check(d, &a.body)?;
+                    manifests.push(
+                        serde_json::from_slice::<serde_json::Value>(&a.body)
+                            .map_err(|e| format!("{image}@{d}: not JSON: {e}"))?,
+                    );
+                }
+            }
+            None => manifests.push(doc),
+        }
+        let mut out: Vec<LayerBlob> = Vec::new();
+        for m in manifests {
+            let config = m["config"]["digest"]
+                .as_str()
+                .filter(|d| is_digest(d))
+                .ok_or_else(|| format!("{image}: a manifest without a config digest"))?;
+            let path = format!("/v2/{}/blobs/{config}", repo.2);
+            let c = match self.get(&repo, &path, "*/*", MAX_MANIFEST).await? {
+                Ok(a) => a,
+                Err(s) => return Err(format!("{image}: its config {config}: status {s}")),
+            };
+            check(config, &c.body)?;
+            let c: serde_json::Value = serde_json::from_slice(&c.body)
+                .map_err(|e| format!("{image}: its config is not JSON: {e}"))?;
+            let diff_ids = c["rootfs"]["diff_ids"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let layers = m["layers"].as_array().cloned().unwrap_or_default();
+            if diff_ids.len() != layers.len() {
+                return Err(format!(
+                    "{image}: its manifest names {} layers, its config {}",
+                    layers.len(),
+                    diff_ids.len()
+                ));
+            }
+            for (d, l) in diff_ids.iter().zip(&layers) {
+                let (Some(diff_id), Some(digest)) = (
+                    d.as_str().filter(|d| is_digest(d)),
+                    l["digest"].as_str().filter(|d| is_digest(d)),
+                ) else {
+                    return Err(format!("{image}: a layer without a sha256 digest"));
+                };
+                if out.iter().any(|o| o.diff_id == diff_id) {
+                    continue;
+                }
+                out.push(LayerBlob {
+                    repository: repository.to_string(),
+                    diff_id: diff_id.to_string(),
+                    digest: digest.to_string(),
+                    media_type: l["mediaType"].as_str().unwrap_or_default().to_string(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// A layer's blob, handed to `sink` as it comes (at most `max`
+    /// bytes); its digest is the caller's to check.
+    pub async fn blob(
+        &mut self,
+        layer: &LayerBlob,
+        max: usize,
+        sink: crate::net::http::Sink<'_>,
+    ) -> Result<(), String> {
+        let repo = locate(&layer.repository)?;
+        let path = format!("/v2/{}/blobs/{}", repo.2, layer.digest);
+        match self.request(&repo, &path, "*/*", max, Some(sink)).await? {
+            Ok(_) => Ok(()),
+            Err(s) => Err(format!(
+                "{} blob {}: status {s}",
+                layer.repository, layer.digest
+            )),
+        }
+    }
+
     /// A GET to the registry: the answer, or its status when it is not a
     /// success; the error says why there is none.
     async fn get(
@@ -168,6 +295,19 @@ impl Registries {
         path: &str,
         accept: &str,
         max: usize,
+    ) -> Result<Result<Answer, u16>, String> {
+        self.request(repo, path, accept, max, None).await
+    }
+
+    /// [`Registries::get`], a success's body handed to `sink` when there
+    /// is one.
+    async fn request(
+        &mut self,
+        repo: &(String, String, String),
+        path: &str,
+        accept: &str,
+        max: usize,
+        mut sink: Option<crate::net::http::Sink<'_>>,
     ) -> Result<Result<Answer, u16>, String> {
         let (scheme, challenge) = self.probe(repo).await?;
         let mut retried = false;
@@ -193,11 +333,19 @@ impl Registries {
                 None => {}
             }
             let uri = uri(scheme, &repo.1, path)?;
-            let a = self
-                .http
-                .send(Method::GET, uri, &headers, CALL_LIMIT, max)
-                .await
-                .map_err(|t| format!("{}{path}: {t}", repo.1))?;
+            let a = match sink.as_mut() {
+                None => {
+                    self.http
+                        .send(Method::GET, uri, &headers, CALL_LIMIT, max)
+                        .await
+                }
+                Some(sink) => {
+                    self.http
+                        .send_streamed(Method::GET, uri, &headers, BLOB_LIMIT, max, &mut **sink)
+                        .await
+                }
+            }
+            .map_err(|t| format!("{}{path}: {t}", repo.1))?;
             match a.status {
                 s if s.is_success() => return Ok(Ok(a)),
                 StatusCode::UNAUTHORIZED if !retried && challenge.is_some() => {
