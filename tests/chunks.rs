@@ -10,6 +10,7 @@
 
 mod common;
 
+use common::agent::Agent;
 use common::plane::Plane;
 use common::registry::{Registry, docker_engine};
 use common::*;
@@ -307,4 +308,124 @@ fn casync_reads_the_published_index_and_store_as_its_own() {
         );
     }
     assert!(plane.count("GET", "/chunks/store.castr/", 200) > 0);
+}
+
+/// The value of a metric line, 0 when absent.
+fn metric(metrics: &str, line: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(line)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn an_agent_whose_plane_publishes_chunks_updates_a_module_by_its_changed_chunks() {
+    use common::desired::*;
+    require_engine();
+    let reg = Registry::plain();
+    let plane = Plane::start();
+    let work = tempfile::tempdir().unwrap();
+    let data = work.path().join("data.bin");
+    std::fs::write(&data, noise(4 << 20, 13)).unwrap();
+    let repo = format!("chunks/agent-{}", std::process::id());
+    let (v1, config1, layers1) = push_app(&reg, &repo, "1", &data);
+    let (v2, config2, layers2) = push_app(&reg, &repo, "2", &data);
+    publish_chunks(&plane, &[&v1, &v2]);
+    for c in [&config1, &config2] {
+        let _ = docker(&["rmi", "-f", c]);
+    }
+    let key = stead::plane::envelope::SecretKey::generate().unwrap();
+    let n = plane_node("chunkagent", &plane, &key).with_heartbeat("1s");
+    let m = n.module("app");
+    let module = |image: &str| {
+        serde_json::json!({
+            "name": m,
+            "image": image,
+            "command": ["sh", "-c", idle_after("echo version-$(cat /app/version)")],
+            "restart": "always",
+        })
+    };
+    plane.publish(&n.id, &sign(&key, &payload(&n, 1, vec![module(&v1)])));
+    let agent = Agent::start(&n);
+    let runs = |config: &str| {
+        n.container(&m).is_some_and(|(_, s, _)| s == "running")
+            && docker_ok(&["inspect", "--format", "{{.Image}}", &n.container_id(&m)]) == config
+    };
+    n.wait_for(120, "version 1 running", || runs(&config1));
+    plane.publish(&n.id, &sign(&key, &payload(&n, 2, vec![module(&v2)])));
+    n.wait_for(120, "version 2 running", || runs(&config2));
+    n.wait_logs(&m, "version-2");
+    let (_, metrics) = agent.get("/metrics");
+    let registry = metric(
+        &metrics,
+        "stead_image_fetch_bytes_total{source=\"registry\"}",
+    );
+    let chunks = metric(&metrics, "stead_image_fetch_bytes_total{source=\"chunks\"}");
+    let local = metric(&metrics, "stead_image_fetch_bytes_total{source=\"local\"}");
+    // Version 1's new layer came whole from the registry; version 2's from
+    // its chunks: a few of them from the host, the rest from version 1.
+    assert_eq!(registry, layers1.last().unwrap().1, "{metrics}");
+    let app_blob = layers2.last().unwrap().1;
+    assert!(
+        chunks > 0 && chunks * 4 < app_blob,
+        "{chunks} for {app_blob}: {metrics}"
+    );
+    assert!(local > 3 << 20, "{metrics}");
+    assert!(
+        metrics.contains("stead_image_fetches_total{by=\"agent\"} 2\n"),
+        "{metrics}"
+    );
+    drop(agent);
+    for c in [&config1, &config2] {
+        let _ = docker(&["rmi", "-f", c]);
+    }
+}
+
+#[test]
+fn a_rebuild_cut_by_a_power_cut_keeps_the_chunks_it_wrote_and_fetches_the_rest() {
+    require_engine();
+    let reg = Registry::plain();
+    let plane = Plane::start();
+    let work = tempfile::tempdir().unwrap();
+    let data = work.path().join("data.bin");
+    std::fs::write(&data, noise(4 << 20, 17)).unwrap();
+    let repo = format!("chunks/cut-{}", std::process::id());
+    let (v1, config1, layers1) = push_app(&reg, &repo, "1", &data);
+    publish_chunks(&plane, &[&v1]);
+    let _ = docker(&["rmi", "-f", &config1]);
+    // The layer as it will be: the blob, inflated.
+    let (digest, size) = layers1.last().unwrap().clone();
+    let blob = common::registry::raw(
+        &reg.addr,
+        "GET",
+        &format!("/v2/{repo}/blobs/{digest}"),
+        &[],
+        b"",
+    )
+    .2;
+    assert_eq!(blob.len() as u64, size);
+    let layer = stead::model::chunk::inflate_gzip(&blob, 64 << 20).unwrap();
+    let diff = diff_ids(&reg, &repo, &config1).pop().unwrap();
+    // What a power cut left: the file at its size, its first three
+    // quarters written but for a torn chunk, the rest never written.
+    let spool_dir = tempfile::tempdir().unwrap();
+    let spool = Spool::new(spool_dir.path()).unwrap();
+    let mut left = layer.clone();
+    let quarter = layer.len() * 3 / 4;
+    left[quarter..].fill(0);
+    left[100_000..100_100].fill(0xff);
+    std::fs::write(spool.rebuild_path(&diff), &left).unwrap();
+    let source = ChunkSource::new(Http::new(None).unwrap(), &plane.base().parse().unwrap());
+    let f = pull_with(Some(&source), &v1, &spool);
+    eprintln!("resumed: {f:?}, the blob {size} bytes");
+    assert_eq!(f.id, config1, "{f:?}");
+    assert_eq!(f.rebuilt, 1, "{f:?}");
+    assert_eq!(f.wire, 0, "{f:?}");
+    // The chunks the cut spoilt and the last quarter, no more.
+    assert!(f.local > layer.len() as u64 / 2, "{f:?}");
+    assert!(f.chunks < size / 2, "{f:?}");
+    let sum = docker_ok(&["run", "--rm", &v1, "sha256sum", "/app/data.bin"]);
+    assert!(sum.starts_with(&sha256_file(&data)), "{sum}");
+    assert!(!spool.rebuild_path(&diff).exists());
+    let _ = docker(&["rmi", "-f", &config1]);
 }
