@@ -77,7 +77,9 @@ struct Runs {
 fn main() {
     // `cargo bench` passes --bench; nothing else is read from the line.
     let socket = env("STEAD_BENCH_SOCKET");
-    let base: http::Uri = env("STEAD_BENCH_BASE").parse().expect("STEAD_BENCH_BASE is a URL");
+    let base: http::Uri = env("STEAD_BENCH_BASE")
+        .parse()
+        .expect("STEAD_BENCH_BASE is a URL");
     let log = env("STEAD_BENCH_ACCESS_LOG");
     let runs: usize = std::env::var("STEAD_BENCH_RUNS")
         .ok()
@@ -95,17 +97,30 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let registries = Registries::new(Http::new(None).unwrap(), Credentials::parse(b"{}").unwrap(), Vec::new());
+    let registries = Registries::new(
+        Http::new(None).unwrap(),
+        Credentials::parse(b"{}").unwrap(),
+        Vec::new(),
+    );
     let source = ChunkSource::new(Http::new(None).unwrap(), &base);
     let spool_dir = tempfile::tempdir().unwrap();
     let spool = Spool::new(spool_dir.path()).unwrap();
-    let engine = rt.block_on(DockerEngine::connect(&socket)).expect("the engine answers");
+    let engine = rt
+        .block_on(DockerEngine::connect(&socket))
+        .expect("the engine answers");
     println!(
         "pair\tplain pull: bytes, s\twith chunks: registry bytes, chunk bodies, host wire (requests), from layers here, s\trebuilt layers\tratio (all bytes with chunks / plain)"
     );
     for (old, new) in &pairs {
         let held = rt
-            .block_on(pull(&registries, None, &engine, &spool, old, &Tally::default()))
+            .block_on(pull(
+                &registries,
+                None,
+                &engine,
+                &spool,
+                old,
+                &Tally::default(),
+            ))
             .unwrap_or_else(|e| panic!("{old}: {e}"));
         let mut r = Runs::default();
         for _ in 0..runs {
@@ -113,7 +128,14 @@ fn main() {
             let at = log_len(&log);
             let t = Instant::now();
             let f = rt
-                .block_on(pull(&registries, Some(&source), &engine, &spool, new, &Tally::default()))
+                .block_on(pull(
+                    &registries,
+                    Some(&source),
+                    &engine,
+                    &spool,
+                    new,
+                    &Tally::default(),
+                ))
                 .unwrap_or_else(|e| panic!("{new}: {e}"));
             r.secs.push(t.elapsed().as_secs_f64());
             let (requests, wire) = host_bytes(&log, at);
@@ -126,7 +148,14 @@ fn main() {
             docker(&socket, &["rmi", "-f", &f.id]);
             let t = Instant::now();
             let p = rt
-                .block_on(pull(&registries, None, &engine, &spool, new, &Tally::default()))
+                .block_on(pull(
+                    &registries,
+                    None,
+                    &engine,
+                    &spool,
+                    new,
+                    &Tally::default(),
+                ))
                 .unwrap_or_else(|e| panic!("{new}: {e}"));
             r.plain_secs.push(t.elapsed().as_secs_f64());
             r.plain_bytes.push(p.wire as f64);
@@ -149,5 +178,8 @@ fn main() {
         );
         docker(&socket, &["rmi", "-f", &held.id]);
     }
-    println!("({runs} runs each, medians; {} cores)", std::thread::available_parallelism().map_or(0, |n| n.get()));
+    println!(
+        "({runs} runs each, medians; {} cores)",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
 }

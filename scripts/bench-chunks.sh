@@ -113,7 +113,7 @@ if [ -z "${STEAD_BENCH_SKIP_DEBIAN:-}" ]; then
         "deb $mirror bookworm main" "deb $mirror bookworm-proposed-updates main" \
         "deb http://security.debian.org/debian-security bookworm-security main" >&2
     for t in deb12 deb12next; do
-        docker import -q "$work/$t.tar" "$reg/bench/debian:$t" >/dev/null
+        docker import "$work/$t.tar" "$reg/bench/debian:$t" >/dev/null
         docker push -q "$reg/bench/debian:$t" >/dev/null
         docker rmi "$reg/bench/debian:$t" >/dev/null
     done

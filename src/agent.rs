@@ -1164,6 +1164,7 @@ impl<C: Connect> Agent<C> {
                     .map(|r| r.fetching())
                     .unwrap_or_default();
                 s.fetching.ahead = self.reconciler.ahead();
+                s.fetched = self.reconciler.room().and_then(|r| r.last());
             }
             match result {
                 Ok(report) => {

@@ -375,6 +375,27 @@ fn an_agent_whose_plane_publishes_chunks_updates_a_module_by_its_changed_chunks(
         metrics.contains("stead_image_fetches_total{by=\"agent\"} 2\n"),
         "{metrics}"
     );
+    // The status and the report say what the update cost, by source.
+    let (_, status) = agent.get("/v1/status");
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    let fetched = &status["node"]["fetched"];
+    assert_eq!(fetched["image"], v2.as_str(), "{status}");
+    let (by_host, by_registry) = (
+        fetched["chunks"].as_u64().unwrap(),
+        fetched["registry"].as_u64(),
+    );
+    assert!(by_host > 0 && by_host <= chunks, "{status}");
+    assert_eq!(
+        (by_registry, fetched["rebuilt"].as_u64()),
+        (Some(0), Some(1)),
+        "{status}"
+    );
+    assert!(fetched["local"].as_u64().unwrap() > 3 << 20, "{status}");
+    n.wait_for(30, "the report saying it", || {
+        plane.report_json(&n.id).is_some_and(|r| {
+            r["fetched"]["image"] == v2.as_str() && r["fetched"]["chunks"] == by_host
+        })
+    });
     drop(agent);
     for c in [&config1, &config2] {
         let _ = docker(&["rmi", "-f", c]);

@@ -783,6 +783,9 @@ fn status_text(v: &StatusView) -> String {
     if let Some(line) = n.fetching.as_ref().and_then(|f| f.line()) {
         let _ = writeln!(out, "fetching {line}");
     }
+    if let Some(b) = &n.fetched {
+        let _ = writeln!(out, "last fetched {}", b.line());
+    }
     if let Some(d) = &n.disk {
         use crate::model::disk::human;
         let each: Vec<String> = d

@@ -131,6 +131,7 @@ pub fn stable(p: &Parts) -> ReportView {
         disk: (!p.status.disk.filesystems.is_empty()).then(|| p.status.disk.clone()),
         engine: EngineView::from(&p.status.engine).as_str().to_string(),
         fetching: (!p.status.fetching.is_empty()).then(|| p.status.fetching.clone()),
+        fetched: p.status.fetched.clone(),
         modules,
         node: p.node.to_string(),
         passing: p.status.passing(),
@@ -618,6 +619,26 @@ mod tests {
             change_digest(&mut c),
             "an image ahead here"
         );
+        // An image brought: what it cost, by source, is a change reported.
+        n.fetched = Some(crate::model::fetch::Brought {
+            image: "reg/app:2".into(),
+            at: 1_700_000_000,
+            registry: 0,
+            chunks: 213_042,
+            local: 51_277_551,
+            layers: 3,
+            present: 2,
+            rebuilt: 1,
+        });
+        let mut d = stable(&parts(&n, &p, &board, &reloads, &node));
+        assert_ne!(
+            change_digest(&mut c),
+            change_digest(&mut d),
+            "an image brought"
+        );
+        let said = serde_json::to_value(&d).unwrap();
+        assert_eq!(said["fetched"]["chunks"], 213_042);
+        assert_eq!(said["fetched"]["local"], 51_277_551);
     }
 
     fn parts<'a>(

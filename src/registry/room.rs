@@ -41,6 +41,8 @@ pub struct Room {
     chunks: Option<crate::registry::chunks::ChunkSource>,
     /// The agent's own pulls under way, by reference, and how far each is.
     under_way: Mutex<std::collections::BTreeMap<String, Arc<fetch::Tally>>>,
+    /// What the last of them that loaded brought.
+    last: Mutex<Option<crate::model::fetch::Brought>>,
 }
 
 impl Room {
@@ -61,7 +63,13 @@ impl Room {
             chunks,
             metrics,
             under_way: Mutex::default(),
+            last: Mutex::default(),
         })
+    }
+
+    /// What the last image the agent fetched itself brought.
+    pub fn last(&self) -> Option<crate::model::fetch::Brought> {
+        self.last.lock().expect("room lock").clone()
     }
 
     /// The agent's own pulls under way, as the status says them.
@@ -195,6 +203,18 @@ pub async fn pull_checked<E: crate::engine::Engine>(
                 room.metrics.image_fetched("agent", "registry", f.wire);
                 room.metrics.fetched_bytes("chunks", f.chunks);
                 room.metrics.fetched_bytes("local", f.local);
+                *room.last.lock().expect("room lock") = Some(crate::model::fetch::Brought {
+                    image: reference.to_string(),
+                    at: std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_secs()),
+                    registry: f.wire,
+                    chunks: f.chunks,
+                    local: f.local,
+                    layers: f.layers as u64,
+                    present: f.present as u64,
+                    rebuilt: f.rebuilt as u64,
+                });
                 return Ok(layers);
             }
             Err(e) if e.is_link() => return Err(NotPulled::Link(e)),

@@ -252,6 +252,8 @@ pub struct NodeStatus {
     pub disk: crate::model::disk::Disks,
     /// The agent's own pulls under way, as the last pass saw them.
     pub fetching: crate::model::fetch::Fetching,
+    /// What the last image the agent fetched itself brought.
+    pub fetched: Option<crate::model::fetch::Brought>,
     /// This device's public key (`age1…`), what values are sealed to.
     pub device_key: Option<String>,
     /// This device's report key (Ed25519, base64), what its reports are
@@ -270,6 +272,7 @@ impl Default for NodeStatus {
             quarantine: Default::default(),
             disk: Default::default(),
             fetching: Default::default(),
+            fetched: None,
             device_key: None,
             report_key: None,
         }

@@ -115,6 +115,8 @@ pub fn nodes() -> [NodeStatus; 2] {
         },
         // None under way: absent from the text, as before 0.7.0.
         fetching: Default::default(),
+        // None brought yet: absent, as before 0.7.0.
+        fetched: None,
         // Absent, as from an agent before 0.6.0: the texts are 0.5.0's.
         device_key: None,
         report_key: None,

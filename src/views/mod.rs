@@ -90,6 +90,10 @@ pub struct NodeView {
     /// none is, and from an agent before 0.7.0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fetching: Option<crate::model::fetch::Fetching>,
+    /// What the last image the agent fetched itself brought, and from
+    /// where (absent before one, and from an agent before 0.7.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetched: Option<crate::model::fetch::Brought>,
     /// This node's id.
     pub id: String,
     /// When the last pass finished, and how long it took.
@@ -125,6 +129,7 @@ impl NodeView {
                 since: secs(*since),
             }),
             fetching: (!node.fetching.is_empty()).then(|| node.fetching.clone()),
+            fetched: node.fetched.clone(),
             id: id.to_string(),
             last_pass: node.last_pass.map(|(at, took)| LastPassView {
                 at: secs(at),
@@ -485,6 +490,33 @@ mod tests {
         for (got, want) in cases {
             assert_eq!(got, want);
         }
+    }
+
+    #[test]
+    fn what_the_last_image_brought_is_said_by_source() {
+        let mut n = fixtures::nodes()[1].clone();
+        assert!(!node_text(&n).contains("fetched"));
+        n.fetched = Some(crate::model::fetch::Brought {
+            image: "reg/app:2".into(),
+            at: 5,
+            registry: 1,
+            chunks: 2,
+            local: 3,
+            layers: 4,
+            present: 2,
+            rebuilt: 1,
+        });
+        assert!(
+            node_text(&n).contains(
+                r#""fetched":{"at":5,"chunks":2,"image":"reg/app:2","layers":4,"local":3,"present":2,"rebuilt":1,"registry":1}"#
+            ),
+            "{}",
+            node_text(&n)
+        );
+        assert_eq!(
+            n.fetched.unwrap().line(),
+            "reg/app:2: 3 B over the wire (1 B from the registry, 2 B of chunks), 3 B from layers here; 1 of 4 layers rebuilt, 2 were here"
+        );
     }
 
     #[test]

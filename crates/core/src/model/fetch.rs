@@ -153,6 +153,53 @@ pub struct Fetching {
     pub ahead: Option<Ahead>,
 }
 
+/// What the last image the agent fetched itself brought, and from where
+/// (`node.fetched` in the status and the reports).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Brought {
+    /// The reference it was fetched by.
+    pub image: String,
+    /// When it loaded, seconds since the epoch.
+    pub at: u64,
+    /// Bytes of blobs from its registry.
+    pub registry: u64,
+    /// Bytes of chunks (and their indexes) from the plane's host.
+    pub chunks: u64,
+    /// Bytes of layers rebuilt from chunks that were taken from layers
+    /// held here.
+    pub local: u64,
+    /// Its layers.
+    pub layers: u64,
+    /// Of them, those the engine had.
+    pub present: u64,
+    /// Of them, those rebuilt from chunks.
+    pub rebuilt: u64,
+}
+
+impl Brought {
+    /// `registry.example/app:2: 213 KiB over the wire (0 B from the
+    /// registry, 213 KiB of chunks), 48.9 MiB from layers here; 1 of 3
+    /// layers rebuilt, 2 were here`.
+    pub fn line(&self) -> String {
+        use crate::model::disk::human;
+        let mut s = format!(
+            "{}: {} over the wire ({} from the registry, {} of chunks)",
+            self.image,
+            human(self.registry.saturating_add(self.chunks)),
+            human(self.registry),
+            human(self.chunks)
+        );
+        if self.local > 0 {
+            s.push_str(&format!(", {} from layers here", human(self.local)));
+        }
+        s.push_str(&format!(
+            "; {} of {} layers rebuilt, {} were here",
+            self.rebuilt, self.layers, self.present
+        ));
+        s
+    }
+}
+
 /// Images fetched ahead of a coming rollout turn: how many, and how many
 /// of them are here.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -307,6 +307,10 @@ pub struct ReportView {
     /// before 0.7.0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fetching: Option<crate::model::fetch::Fetching>,
+    /// What the last image the agent fetched itself brought, and from
+    /// where (absent before one, and from an agent before 0.7.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetched: Option<crate::model::fetch::Brought>,
     /// Every module, by name.
     pub modules: BTreeMap<String, ReportModule>,
     /// This node.
