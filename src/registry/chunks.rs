@@ -188,6 +188,8 @@ pub async fn rebuild<E: Engine>(
 ) -> Result<Outcome, FetchError> {
     let mut out = Outcome::default();
     let mut works = Vec::new();
+    // Bytes the rebuilds taken so far still write.
+    let mut writing = 0u64;
     for t in targets {
         let Some(hex) = t.diff_id.strip_prefix("sha256:") else {
             continue;
@@ -215,6 +217,22 @@ pub async fn rebuild<E: Engine>(
             out.rebuilt.insert(t.at, size);
             continue;
         }
+        // The layer is written whole, uncompressed: the spool's filesystem
+        // must hold it and keep the store's reserve, or it is pulled.
+        let had = std::fs::metadata(spool.rebuild_path(&t.diff_id)).map_or(0, |m| m.len());
+        let more = size.saturating_sub(had).saturating_add(writing);
+        if let Ok(space) = crate::host::disk::space(spool.dir())
+            && !crate::model::fetch::spool_fits(more, space)
+        {
+            tracing::info!(
+                layer = t.diff_id,
+                size,
+                free = space.free,
+                "no room in the spool to rebuild the layer: pulled whole"
+            );
+            continue;
+        }
+        writing = more;
         works.push(open_work(spool, t.clone(), index)?);
     }
     if works.is_empty() {

@@ -210,6 +210,11 @@ impl Spool {
         self.dir.join(hex(digest))
     }
 
+    /// The spool's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Where a layer is rebuilt from chunks, by its diff ID.
     pub fn rebuild_path(&self, diff_id: &str) -> PathBuf {
         self.dir.join(format!("{}.rebuild", hex(diff_id)))

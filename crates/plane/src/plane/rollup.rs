@@ -101,9 +101,95 @@ pub struct Rollup {
         serialize_with = "skew_summary"
     )]
     pub skew: SkewTally,
+    /// What the devices say of their fetches (absent when no report says
+    /// one: reports of agents before it was reported).
+    #[serde(skip_serializing_if = "Fetches::is_empty")]
+    pub fetches: Fetches,
     /// The `seq` of each node's report counted: a node counts once.
     #[serde(skip)]
     counted: std::collections::HashMap<String, u64>,
+}
+
+/// The devices' fetches, summed over their reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Fetches {
+    /// Devices fetching images now.
+    pub fetching: u64,
+    /// Bytes of those fetches here, and in all.
+    pub bytes: u64,
+    pub of: u64,
+    /// Devices with images to fetch ahead of a coming rollout turn, and
+    /// of them those that hold every one.
+    pub ahead: u64,
+    pub ahead_ready: u64,
+    /// Devices that say what the last image they fetched brought, and its
+    /// bytes summed by source: blobs from registries, chunks from the
+    /// plane's host, bytes of rebuilt layers taken from layers held.
+    pub brought: u64,
+    pub registry: u64,
+    pub chunks: u64,
+    pub local: u64,
+}
+
+impl Fetches {
+    /// Whether no report said anything of its fetches.
+    pub fn is_empty(&self) -> bool {
+        self.fetching == 0 && self.ahead == 0 && self.brought == 0
+    }
+
+    fn add(&mut self, r: &ReportView) {
+        if let Some(f) = &r.fetching {
+            if !f.images.is_empty() {
+                self.fetching += 1;
+                for p in f.images.values() {
+                    self.bytes = self.bytes.saturating_add(p.bytes);
+                    self.of = self.of.saturating_add(p.of);
+                }
+            }
+            if let Some(a) = &f.ahead {
+                self.ahead += 1;
+                if a.here >= a.images {
+                    self.ahead_ready += 1;
+                }
+            }
+        }
+        if let Some(b) = &r.fetched {
+            self.brought += 1;
+            self.registry = self.registry.saturating_add(b.registry);
+            self.chunks = self.chunks.saturating_add(b.chunks);
+            self.local = self.local.saturating_add(b.local);
+        }
+    }
+
+    /// `fetching  2 devices, 41.0 MiB of 96.0 MiB; …`.
+    fn line(&self) -> String {
+        use crate::model::disk::human;
+        let mut parts = Vec::new();
+        if self.fetching > 0 {
+            parts.push(format!(
+                "{} devices fetching, {} of {}",
+                self.fetching,
+                human(self.bytes),
+                human(self.of)
+            ));
+        }
+        if self.ahead > 0 {
+            parts.push(format!(
+                "{} ahead of a rollout turn ({} with every image here)",
+                self.ahead, self.ahead_ready
+            ));
+        }
+        if self.brought > 0 {
+            parts.push(format!(
+                "the last image of {} devices: {} from registries, {} of chunks, {} from layers held",
+                self.brought,
+                human(self.registry),
+                human(self.chunks),
+                human(self.local)
+            ));
+        }
+        parts.join("; ")
+    }
 }
 
 /// The skews' summary, as the JSON says them.
@@ -274,6 +360,7 @@ impl Rollup {
         if let Some(skew) = r.clock.skew {
             self.skew.add(skew);
         }
+        self.fetches.add(r);
         let sent = parse_rfc3339(&r.sent_at).unwrap_or(0);
         if sent.saturating_add(silent_after) < now {
             self.silent += 1;
@@ -447,6 +534,9 @@ impl Rollup {
                 secs(k.median)
             );
         }
+        if !self.fetches.is_empty() {
+            let _ = writeln!(out, "fetches  {}", self.fetches.line());
+        }
         let _ = writeln!(out, "failing {}", self.failing);
         for f in &self.failing_listed {
             let reasons: Vec<_> = f.reasons.iter().map(|r| escape(r)).collect();
@@ -617,6 +707,60 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&r).unwrap()["skew"],
             json!({"devices": 5, "beyond": 2, "worst": -900, "median": 0})
+        );
+    }
+
+    #[test]
+    fn the_fleet_s_fetches_are_summed_and_shown_only_when_reports_say_some() {
+        use crate::model::fetch::{Ahead, Brought, Fetching, Progress};
+        let now = 1_800_000_000;
+        let mut r = Rollup::default();
+        r.add(&report("old", now, &["converged"], 1, 1), now, 3600);
+        assert!(!r.text(3600).contains("fetches"), "{}", r.text(3600));
+        assert!(serde_json::to_value(&r).unwrap().get("fetches").is_none());
+        let fetching = |images: &[(u64, u64)], ahead: Option<(u64, u64)>| Fetching {
+            images: images
+                .iter()
+                .enumerate()
+                .map(|(k, &(bytes, of))| (format!("reg/app:{k}"), Progress { bytes, of }))
+                .collect(),
+            ahead: ahead.map(|(images, here)| Ahead { images, here }),
+        };
+        let brought = |registry, chunks, local| Brought {
+            image: "reg/app:2".into(),
+            registry,
+            chunks,
+            local,
+            ..Brought::default()
+        };
+        // (fetching, brought) per device
+        let devices = [
+            (
+                Some(fetching(&[(1 << 20, 4 << 20), (0, 2 << 20)], None)),
+                None,
+            ),
+            (Some(fetching(&[], Some((3, 3)))), Some(brought(100, 0, 0))),
+            (
+                Some(fetching(&[], Some((3, 1)))),
+                Some(brought(0, 2 << 10, 5 << 20)),
+            ),
+            (None, Some(brought(u64::MAX, 1, 1))),
+        ];
+        for (k, (f, b)) in devices.into_iter().enumerate() {
+            let mut rep = report(&format!("d{k}"), now, &["converged"], 1, 1);
+            rep.fetching = f;
+            rep.fetched = b;
+            r.add(&rep, now, 3600);
+        }
+        assert_eq!(
+            serde_json::to_value(&r).unwrap()["fetches"],
+            json!({"fetching": 1, "bytes": 1 << 20, "of": 6 << 20, "ahead": 2, "ahead_ready": 1,
+                   "brought": 3, "registry": u64::MAX, "chunks": (2 << 10) + 1, "local": (5 << 20) + 1})
+        );
+        let text = r.text(3600);
+        assert!(
+            text.contains("fetches  1 devices fetching, 1.0 MiB of 6.0 MiB; 2 ahead of a rollout turn (1 with every image here); the last image of 3 devices: "),
+            "{text}"
         );
     }
 
