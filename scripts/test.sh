@@ -87,6 +87,17 @@ export STEAD_TEST_COSIGN_REF
 # (CNI without the dnsname plugin), each on a socket of its own.
 podman_socket="$(scripts/podman.sh)"
 podman_cni="$(STEAD_PODMAN_SOCKET=/run/stead-podman-cni/podman.sock STEAD_PODMAN_NETWORK_BACKEND=cni scripts/podman.sh)"
+# What earlier runs left in the engines: the images the tests' registries
+# (on loopback, gone with each test) named, and untagged ones. A machine
+# that runs the tests day after day held 2,000 of them, which every pass
+# and every pull looked through; a device holds tens. Images a container
+# runs keep their ID (a forced removal only untags them).
+for host in unix:///var/run/docker.sock "unix://$podman_socket" "unix://$podman_cni"; do
+    docker --host "$host" images --format '{{.ID}} {{.Repository}}' 2>/dev/null \
+        | awk '$2 ~ /^(127\.0\.0\.1|localhost):[0-9]+\// {print $1}' | sort -u \
+        | xargs -r docker --host "$host" rmi -f >/dev/null 2>&1 || true
+    docker --host "$host" image prune -f >/dev/null 2>&1 || true
+done
 # The device lab (tests/lab.rs, its VMs under QEMU) is not run here: it is
 # scripts/lab/all.sh's, which sets up its own tools and image. Under QEMU's
 # software CPU it took 7 of this run's minutes, which the 30-minute budget

@@ -375,9 +375,15 @@ fn an_agent_whose_plane_publishes_chunks_updates_a_module_by_its_changed_chunks(
         metrics.contains("stead_image_fetches_total{by=\"agent\"} 2\n"),
         "{metrics}"
     );
-    // The status and the report say what the update cost, by source.
-    let (_, status) = agent.get("/v1/status");
-    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    // The status (as its next pass sees the pulls: the one that ran the
+    // image may have seen the pull under way) and the report say what the
+    // update cost, by source.
+    let mut status = serde_json::Value::Null;
+    n.wait_for(30, "the status saying what version 2 brought", || {
+        let (_, s) = agent.get("/v1/status");
+        status = serde_json::from_str(&s).unwrap_or_default();
+        status["node"]["fetched"]["image"] == v2.as_str()
+    });
     let fetched = &status["node"]["fetched"];
     assert_eq!(fetched["image"], v2.as_str(), "{status}");
     let (by_host, by_registry) = (

@@ -147,33 +147,50 @@ fn spool_error(path: &std::path::Path) -> impl Fn(std::io::Error) -> FetchError 
     }
 }
 
-/// The images whose chunks a layer of `repo` (`registry/repository`) is
-/// rebuilt from: those named in that repository, the newest first.
-pub fn seeds(images: &[Image], repo: &str) -> Vec<String> {
+/// Whether `image` is named in `repo` (`registry/repository`; Docker
+/// Hub's without its registry, as the engine names them).
+fn in_repo(image: &Image, repo: &str) -> bool {
     let short = repo
         .strip_prefix("docker.io/library/")
         .or_else(|| repo.strip_prefix("docker.io/"));
     let same = |name: &str| name == repo || Some(name) == short;
-    let mut found: Vec<&Image> = images
+    image
+        .tags
         .iter()
-        .filter(|i| {
-            i.tags
+        .filter_map(|t| t.rsplit_once(':').map(|(r, _)| r))
+        .chain(
+            image
+                .digests
                 .iter()
-                .filter_map(|t| t.rsplit_once(':').map(|(r, _)| r))
-                .chain(
-                    i.digests
-                        .iter()
-                        .filter_map(|d| d.split_once('@').map(|(r, _)| r)),
-                )
-                .any(same)
-        })
-        .collect();
+                .filter_map(|d| d.split_once('@').map(|(r, _)| r)),
+        )
+        .any(same)
+}
+
+/// The images whose chunks a layer of `repo` (`registry/repository`) is
+/// rebuilt from: those named in that repository, the newest first.
+pub fn seeds(images: &[Image], repo: &str) -> Vec<String> {
+    let mut found: Vec<&Image> = images.iter().filter(|i| in_repo(i, repo)).collect();
     found.sort_by(|a, b| b.created.cmp(&a.created).then_with(|| a.id.cmp(&b.id)));
     found
         .into_iter()
         .take(SEEDS)
         .map(|i| i.id.clone())
         .collect()
+}
+
+/// The images most likely to hold an image of `repo`'s layers, at most
+/// `limit`: those of the same repository, then the others, each the
+/// newest first.
+pub fn likely(images: &[Image], repo: &str, limit: usize) -> Vec<String> {
+    let mut all: Vec<&Image> = images.iter().collect();
+    all.sort_by(|a, b| {
+        in_repo(b, repo)
+            .cmp(&in_repo(a, repo))
+            .then_with(|| b.created.cmp(&a.created))
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    all.into_iter().take(limit).map(|i| i.id.clone()).collect()
 }
 
 /// Rebuilds what it can of `targets` (layers of an image of `repo` the
@@ -252,7 +269,7 @@ pub async fn rebuild<E: Engine>(
     };
     let need = wanted(&works);
     if !need.is_empty() {
-        let images = engine.list_images().await?;
+        let images = super::fetch::listed(engine).await?;
         for seed in seeds(&images, repo) {
             let need = wanted(&works);
             if need.is_empty() {
@@ -619,6 +636,15 @@ mod tests {
         ];
         for (repo, want) in table {
             assert_eq!(seeds(&images, repo), *want, "{repo}");
+        }
+        // (repository, limit, the images inspected for layers, in order)
+        let table: &[(&str, usize, &[&str])] = &[
+            ("localhost:5000/app", 9, &["b", "c", "a", "d", "e", "f"]),
+            ("localhost:5000/app", 4, &["b", "c", "a", "d"]),
+            ("localhost:5000/none", 3, &["d", "e", "f"]),
+        ];
+        for (repo, limit, want) in table {
+            assert_eq!(likely(&images, repo, *limit), *want, "{repo} {limit}");
         }
     }
 }

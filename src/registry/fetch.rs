@@ -544,7 +544,8 @@ pub async fn pull<E: Engine>(
         .collect();
     let mut wire = 0;
     let mut fetched = BTreeSet::new();
-    let mut present = engine_has(engine, &diff_ids).await?;
+    let repo = format!("{}/{}", r.registry, r.repository);
+    let mut present = engine_has(engine, &repo, &diff_ids).await?;
     tally.of.store(0, Ordering::Relaxed);
     // The layers the plane's host has chunks of, rebuilt where that is
     // cheaper than their blobs; the others are pulled.
@@ -557,7 +558,6 @@ pub async fn pull<E: Engine>(
                     blob_size: layers[at].size,
                 })
                 .collect();
-            let repo = format!("{}/{}", r.registry, r.repository);
             super::chunks::rebuild(source, engine, spool, &repo, &targets, tally).await?
         }
         _ => super::chunks::Outcome::default(),
@@ -634,7 +634,7 @@ pub async fn pull<E: Engine>(
                 // file it does not hold. Asked again, fewer present layers
                 // are fetched and the archive carries them; the same
                 // answer is the engine's refusal.
-                let now = engine_has(engine, &diff_ids).await?;
+                let now = engine_has(engine, &repo, &diff_ids).await?;
                 if now >= present {
                     return Err(e);
                 }
@@ -687,16 +687,46 @@ pub async fn pull<E: Engine>(
     })
 }
 
+/// The most images inspected for the layers a pull has already.
+const INSPECTED: usize = 64;
+
 /// How many of `diff_ids`, base first, an image the engine holds starts
-/// with: those layers are not fetched.
-async fn engine_has<E: Engine>(engine: &E, diff_ids: &[String]) -> Result<usize, FetchError> {
+/// with: those layers are not fetched. The images of the same
+/// repository are looked at first, then the newest, at most
+/// [`INSPECTED`] of them, until one holds every layer.
+async fn engine_has<E: Engine>(
+    engine: &E,
+    repo: &str,
+    diff_ids: &[String],
+) -> Result<usize, FetchError> {
     let mut held = Vec::new();
-    for i in engine.list_images().await? {
-        if let Ok((_, layers)) = engine.image_root(&i.id).await {
+    for id in super::chunks::likely(&listed(engine).await?, repo, INSPECTED) {
+        if let Ok((_, layers)) = engine.image_root(&id).await {
             held.push(layers);
+            if archive::present_prefix(diff_ids, &held) == diff_ids.len() {
+                break;
+            }
         }
     }
     Ok(archive::present_prefix(diff_ids, &held))
+}
+
+/// The engine's images. Podman's list fails (500) while an image it
+/// lists is being removed: asked again twice, a moment apart.
+pub(super) async fn listed<E: Engine>(
+    engine: &E,
+) -> Result<Vec<crate::engine::Image>, crate::engine::EngineError> {
+    let mut tries = 0;
+    loop {
+        match engine.list_images().await {
+            Err(e) if !e.is_unreachable() && tries < 2 => {
+                tries += 1;
+                tracing::debug!("the engine's image list failed ({e}): asked again");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            r => return r,
+        }
+    }
 }
 
 /// Fetches `missing` into the spool (each once, even if named twice),
