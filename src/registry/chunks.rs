@@ -485,8 +485,10 @@ async fn scan_seed<E: Engine>(
             Ok::<(), std::io::Error>(())
         };
         while let Some(bytes) = rx.blocking_recv() {
+            // Nothing more to find, or nothing more to read: the receiver
+            // dropped, the export is read no further.
             if failed.is_some() || need.is_empty() {
-                continue;
+                break;
             }
             let mut io: Result<(), std::io::Error> = Ok(());
             let fed = tar.feed(&bytes, |p| {
