@@ -22,7 +22,7 @@ use stead::net::http::Http;
 use stead::registry::auth::Credentials;
 use stead::registry::chunks::ChunkSource;
 use stead::registry::client::Registries;
-use stead::registry::fetch::{Spool, Tally, pull};
+use stead::registry::fetch::{Origins, Spool, Tally, pull};
 
 fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} is not set: run scripts/bench-chunks.sh"))
@@ -114,8 +114,11 @@ fn main() {
     for (old, new) in &pairs {
         let held = rt
             .block_on(pull(
-                &registries,
-                None,
+                &Origins {
+                    registries: &registries,
+                    chunks: None,
+                    peers: None,
+                },
                 &engine,
                 &spool,
                 old,
@@ -129,8 +132,11 @@ fn main() {
             let t = Instant::now();
             let f = rt
                 .block_on(pull(
-                    &registries,
-                    Some(&source),
+                    &Origins {
+                        registries: &registries,
+                        chunks: Some(&source),
+                        peers: None,
+                    },
                     &engine,
                     &spool,
                     new,
@@ -149,8 +155,11 @@ fn main() {
             let t = Instant::now();
             let p = rt
                 .block_on(pull(
-                    &registries,
-                    None,
+                    &Origins {
+                        registries: &registries,
+                        chunks: None,
+                        peers: None,
+                    },
                     &engine,
                     &spool,
                     new,

@@ -46,20 +46,8 @@ trap 'exit 130' INT TERM
 
 rport="$(free_port)"
 reg="127.0.0.1:$rport"
-mkdir -p "$work/registry"
-cat >"$work/registry.yml" <<YML
-version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: $work/registry
-http:
-  addr: $reg
-YML
-docker-registry serve "$work/registry.yml" >"$work/registry.log" 2>&1 &
-registry_pid=$!
-for _ in $(seq 1 100); do curl -fsS "http://$reg/v2/" >/dev/null 2>&1 && break; sleep 0.1; done
+start_bench_registry "$work" "$reg"
+registry_pid="$REGISTRY_PID"
 
 mkdir -p "$work/root" "$work/tmp"
 token="bench-chunks-$$-$RANDOM"

@@ -86,20 +86,8 @@ fi
 # The registry, on the host's end of the link (and on its loopback, for
 # the host's engine to push to: it takes a registry on loopback as
 # insecure, none on 10.x).
-mkdir -p "$work/registry"
-cat >"$work/registry.yml" <<YML
-version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: $work/registry
-http:
-  addr: 0.0.0.0:$port
-YML
-docker-registry serve "$work/registry.yml" >"$work/registry.log" 2>&1 &
-registry_pid=$!
-for _ in $(seq 1 100); do curl -fsS "http://$reg/v2/" >/dev/null 2>&1 && break; sleep 0.1; done
+start_bench_registry "$work" "0.0.0.0:$port" "$reg"
+registry_pid="$REGISTRY_PID"
 
 # The device's engine, in the namespace; it has the test image (the base).
 mkdir -p "$work/engine"

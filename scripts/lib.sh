@@ -151,6 +151,28 @@ release_stead() {
 }
 
 # A TCP port free on loopback when asked.
+# A benchmark's registry (Distribution) storing under $1/registry,
+# listening on $2 (host:port), probed at $3 (host:port, default $2); its
+# pid in REGISTRY_PID, its log $1/registry.log.
+start_bench_registry() {
+    local dir="$1" addr="$2" probe="${3:-$2}"
+    mkdir -p "$dir/registry"
+    cat >"$dir/registry.yml" <<YML
+version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: $dir/registry
+http:
+  addr: $addr
+YML
+    docker-registry serve "$dir/registry.yml" >"$dir/registry.log" 2>&1 &
+    REGISTRY_PID=$!
+    for _ in $(seq 1 100); do curl -fsS "http://$probe/v2/" >/dev/null 2>&1 && return 0; sleep 0.1; done
+    die "the registry did not start: $(tail -3 "$dir/registry.log")"
+}
+
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # Starts nginx with its prefix, config ($1/nginx.conf, written by the

@@ -157,7 +157,7 @@ beside_said() {
 stage "cargo test, and beside it the engine suites on Podman ($podman_socket), the test on Podman with CNI ($podman_cni) and the simulated fleet"
 (
     beside_run podman env STEAD_TEST_ENGINE_SOCKET="$podman_socket" cargo test --locked --no-fail-fast \
-        --test engine --test runtime --test hardening --test waiting --test api --test cli --test images --test signed --test exposure --test fetch --test chunks \
+        --test engine --test runtime --test hardening --test waiting --test api --test cli --test images --test signed --test exposure --test fetch --test chunks --test peers \
         -- --include-ignored
     beside_run cni env STEAD_TEST_ENGINE_SOCKET="$podman_cni" cargo test --locked --no-fail-fast --test runtime \
         a_user_network_that_cannot_resolve_names_is_refused_naming_the_backend -- --exact

@@ -252,7 +252,11 @@ fn room(
     let spool = match config.fetch {
         crate::model::fetch::Puller::Agent => {
             match crate::registry::fetch::Spool::new(&config.data_dir.join("spool")) {
-                Ok(s) => Some(s),
+                // A device that serves its site keeps what it fetched.
+                Ok(s) => match config.site.as_ref().filter(|s| s.listen.is_some()) {
+                    Some(site) => Some(s.keeping(site.keep, config.images.high, config.images.low)),
+                    None => Some(s),
+                },
                 Err(e) => {
                     tracing::error!("the engine pulls every image: {e}");
                     None
@@ -266,10 +270,23 @@ fn room(
         Some(p) => Some(crate::registry::chunks::ChunkSource::new(p.http()?, &p.url)),
         None => None,
     };
+    // The site's peers: the config's, and those the group documents name.
+    let peers = match spool {
+        Some(_) => Some(crate::registry::peers::Peers::new(
+            config.node_id.as_str(),
+            config
+                .site
+                .as_ref()
+                .map(|s| s.peers.clone())
+                .unwrap_or_default(),
+        )?),
+        None => None,
+    };
     Ok(crate::registry::room::Room::new(
         registries(config)?,
         spool,
         chunks,
+        peers,
         metrics,
     ))
 }
@@ -654,6 +671,49 @@ impl<C: Connect> Agent<C> {
         }
     }
 
+    /// The listener the site's peers are served on, when `[site] listen`
+    /// says so and the agent spools its own pulls. One that cannot be
+    /// bound leaves the agent running, saying so: the peers then go to
+    /// the WAN.
+    async fn serve_site(&self) -> Option<AbortOnDrop> {
+        let site = self.config.site.as_ref()?;
+        let listen = site.listen?;
+        let room = self.reconciler.room()?;
+        let Some(spool) = room.spool().cloned() else {
+            tracing::warn!(
+                "site.listen is set, but the engine pulls images ([images] fetch = \"engine\"): nothing is served to the site's peers"
+            );
+            return None;
+        };
+        let listener = match tokio::net::TcpListener::bind(listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!("the site's peers are not served: {listen}: {e}");
+                return None;
+            }
+        };
+        let at = listener.local_addr().unwrap_or(listen);
+        tracing::info!(
+            "serving the site's peers on http://{at} (to {}; at most {} a second)",
+            site.allow
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            crate::model::disk::human(site.rate)
+        );
+        let served = Arc::new(crate::site::Served::new(
+            spool,
+            site.allow.clone(),
+            site.rate,
+            self.config.node_id.as_str(),
+            self.reconciler.metrics(),
+        ));
+        Some(AbortOnDrop(tokio::spawn(crate::site::serve(
+            listener, served,
+        ))))
+    }
+
     /// Runs until `shutdown` resolves. Never returns because the engine is
     /// away: it waits for it.
     pub async fn run(&mut self, shutdown: impl Future<Output = ()>) -> Result<(), RunError> {
@@ -791,6 +851,7 @@ impl<C: Connect> Agent<C> {
         });
         let _server = AbortOnDrop(tokio::spawn(api::serve(listener, api)));
         tracing::info!("API listening on http://{addr}");
+        let _site = self.serve_site().await;
         let (watch_tx, watch_rx) = tokio::sync::watch::channel(self.watch_set(Default::default()));
         let _watcher = AbortOnDrop(tokio::spawn(crate::host::watch::run(
             watch_rx,
@@ -896,7 +957,9 @@ impl<C: Connect> Agent<C> {
             asks,
         ) {
             Ok(s) => {
-                let s = s.with_image_policy(images, self.config.image_policy.clone());
+                let s = s
+                    .with_image_policy(images, self.config.image_policy.clone())
+                    .with_peers(self.reconciler.room().and_then(|r| r.peers().cloned()));
                 Arc::new(match ahead {
                     Some(a) => s.with_ahead(a),
                     None => s,

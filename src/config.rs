@@ -85,6 +85,8 @@ pub struct Config {
     pub images: crate::model::disk::Policy,
     /// Who fetches an image's blobs (`[images] fetch`).
     pub fetch: crate::model::fetch::Puller,
+    /// The site's peers (`[site]`), when there are any.
+    pub site: Option<SiteConfig>,
     /// How long a candidate agent (an update of stead itself) has to
     /// prove itself before the launcher goes back to the version it
     /// replaced.
@@ -131,6 +133,35 @@ struct ImagesDoc {
     high: Option<u8>,
     low: Option<u8>,
     min_age: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SiteDoc {
+    listen: Option<String>,
+    #[serde(default)]
+    allow: Vec<String>,
+    rate: Option<serde_json::Value>,
+    keep: Option<String>,
+    #[serde(default)]
+    peers: Vec<String>,
+}
+
+/// `[site]`: the devices on this device's LAN that share what each
+/// fetched ([`crate::site`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SiteConfig {
+    /// Where this device serves its peers; none: it only asks.
+    pub listen: Option<SocketAddr>,
+    /// The networks it serves (required with `listen`).
+    pub allow: Vec<crate::model::site::Cidr>,
+    /// The most bytes a second it serves, in all.
+    pub rate: u64,
+    /// How long what it fetched stays to be served after the engine
+    /// loaded it.
+    pub keep: Duration,
+    /// The peers it asks before the WAN, as base URLs.
+    pub peers: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -191,6 +222,7 @@ struct ConfigDoc {
     keyed_digests: bool,
     clock: Option<ClockDoc>,
     image_policy: Option<serde_json::Value>,
+    site: Option<SiteDoc>,
 }
 
 /// Reads `[[image_policy]]` as a document's `images` is read, each key a
@@ -257,6 +289,78 @@ fn trusted_keys(
                 .map_err(|e| invalid(&format!("{field}[{i}]"), e.to_string()))
         })
         .collect()
+}
+
+/// Reads `[site]`; the error names the field.
+fn site(
+    d: SiteDoc,
+    invalid: &dyn Fn(&str, String) -> ConfigError,
+) -> Result<SiteConfig, ConfigError> {
+    use crate::model::site::{Cidr, DEFAULT_KEEP, DEFAULT_RATE, MAX_PEERS};
+    let listen = match d.listen.as_deref() {
+        None => None,
+        Some(l) => Some(l.parse::<SocketAddr>().map_err(|_| {
+            invalid(
+                "site.listen",
+                format!("{l:?} is not an address and port (0.0.0.0:7412)"),
+            )
+        })?),
+    };
+    let allow = d
+        .allow
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            a.parse::<Cidr>()
+                .map_err(|e| invalid(&format!("site.allow[{i}]"), e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if listen.is_some() && allow.is_empty() {
+        return Err(invalid(
+            "site.allow",
+            "the networks served must be named when site.listen is set (192.168.1.0/24)".into(),
+        ));
+    }
+    let rate = match d.rate {
+        None => DEFAULT_RATE,
+        Some(v) => {
+            let b = match v {
+                serde_json::Value::Number(n) => n
+                    .as_i64()
+                    .map(crate::model::runtime::Bytes::Number)
+                    .ok_or_else(|| invalid("site.rate", "a whole number of bytes".into()))?,
+                serde_json::Value::String(t) => crate::model::runtime::Bytes::Text(t),
+                _ => return Err(invalid("site.rate", "bytes a second (4m, 512k)".into())),
+            };
+            let n = crate::model::runtime::parse_bytes(&b).map_err(|e| invalid("site.rate", e))?;
+            u64::try_from(n)
+                .ok()
+                .filter(|n| *n >= 1024)
+                .ok_or_else(|| invalid("site.rate", "at least 1k bytes a second".into()))?
+        }
+    };
+    let keep = match d.keep {
+        None => Duration::from_secs(DEFAULT_KEEP),
+        Some(k) => parse_duration(&k).map_err(|m| invalid("site.keep", m))?,
+    };
+    if d.peers.len() > MAX_PEERS {
+        return Err(invalid("site.peers", format!("at most {MAX_PEERS} peers")));
+    }
+    let peers = d
+        .peers
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            crate::model::site::peer_url(p).map_err(|e| invalid(&format!("site.peers[{i}]"), e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(SiteConfig {
+        listen,
+        allow,
+        rate,
+        keep,
+        peers,
+    })
 }
 
 fn hostname() -> String {
@@ -374,6 +478,7 @@ impl Config {
             },
             images: Default::default(),
             fetch: Default::default(),
+            site: None,
             confirm_window: dur(
                 "update.confirm_window",
                 doc.update.as_ref().and_then(|u| u.confirm_window.clone()),
@@ -626,6 +731,10 @@ impl Config {
                 min_age,
             }
         };
+        let site = match doc.site {
+            Some(d) => Some(site(d, &invalid)?),
+            None => None,
+        };
         let cfg = Config {
             tuning,
             api_listen,
@@ -634,6 +743,7 @@ impl Config {
             logging,
             images,
             fetch,
+            site,
             ..cfg
         };
         if cfg.tuning.crash_backoff_min > cfg.tuning.crash_backoff_max {
@@ -848,6 +958,65 @@ mod tests {
                 (Err(e), Err(field)) => assert!(e.contains(field), "{text}: {e}"),
                 (got, want) => panic!("{text}: {got:?}, wanted {want:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn the_site_section_names_peers_and_networks_and_bad_values_are_named() {
+        let c = Config::parse(
+            "[site]\nlisten = \"0.0.0.0:7412\"\nallow = [\"192.168.1.0/24\", \"fd00::/8\"]\nrate = \"2m\"\nkeep = \"24h\"\npeers = [\"192.168.1.12\", \"till-3.local:7000\"]",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        let s = c.site.unwrap();
+        assert_eq!(s.listen, Some("0.0.0.0:7412".parse().unwrap()));
+        assert_eq!(s.allow.len(), 2);
+        assert_eq!(s.rate, 2 << 20);
+        assert_eq!(s.keep, Duration::from_secs(86400));
+        assert_eq!(
+            s.peers,
+            ["http://192.168.1.12:7412", "http://till-3.local:7000"]
+        );
+        let c = Config::parse("[site]\npeers = [\"10.0.0.2\"]", Path::new("c.toml")).unwrap();
+        let s = c.site.unwrap();
+        assert_eq!((s.listen, s.rate), (None, crate::model::site::DEFAULT_RATE));
+        assert!(
+            Config::parse("", Path::new("c.toml"))
+                .unwrap()
+                .site
+                .is_none()
+        );
+        // (text, the field the error names, what it says)
+        for (text, field, says) in [
+            (
+                "[site]\nlisten = \"0.0.0.0:7412\"",
+                "site.allow",
+                "must be named",
+            ),
+            (
+                "[site]\nlisten = \"7412\"\nallow = [\"10.0.0.0/8\"]",
+                "site.listen",
+                "address and port",
+            ),
+            (
+                "[site]\nallow = [\"10.0.0.0/33\"]",
+                "site.allow[0]",
+                "0 to 32",
+            ),
+            ("[site]\nrate = \"fast\"", "site.rate", "unit"),
+            ("[site]\nrate = 10", "site.rate", "at least 1k"),
+            ("[site]\nkeep = \"a while\"", "site.keep", ""),
+            (
+                "[site]\npeers = [\"10.0.0.2\", \"http://x\"]",
+                "site.peers[1]",
+                "host:port",
+            ),
+            ("[site]\nmdns = true", "unknown field", ""),
+        ] {
+            let e = Config::parse(text, Path::new("c.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(field) && e.contains(says), "{text}: {e}");
         }
     }
 

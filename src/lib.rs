@@ -20,6 +20,7 @@ pub mod plane;
 pub mod reconcile;
 pub mod registry;
 pub mod reload;
+pub mod site;
 pub mod status;
 pub mod store;
 pub mod update;

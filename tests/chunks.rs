@@ -12,30 +12,13 @@ mod common;
 
 use common::agent::Agent;
 use common::plane::Plane;
+use common::pulls::{client, rt};
 use common::registry::{Registry, docker_engine};
 use common::*;
 use stead::engine::docker::DockerEngine;
 use stead::net::http::Http;
-use stead::registry::auth::Credentials;
 use stead::registry::chunks::ChunkSource;
-use stead::registry::client::Registries;
-use stead::registry::fetch::{Fetched, Spool, Tally, pull};
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn client() -> Registries {
-    Registries::new(
-        Http::new(None).unwrap(),
-        Credentials::parse(b"{}").unwrap(),
-        Vec::new(),
-    )
-}
+use stead::registry::fetch::{Fetched, Origins, Spool, Tally, pull};
 
 /// Bytes that do not compress, from a seed.
 fn noise(n: usize, seed: u64) -> Vec<u8> {
@@ -123,8 +106,11 @@ fn pull_with(source: Option<&ChunkSource>, reference: &str, spool: &Spool) -> Fe
     rt().block_on(async {
         let engine = DockerEngine::connect(&engine_socket()).await.unwrap();
         pull(
-            &client(),
-            source,
+            &Origins {
+                registries: &client(),
+                chunks: source,
+                peers: None,
+            },
             &engine,
             spool,
             reference,

@@ -626,6 +626,7 @@ mod tests {
             registry: 0,
             chunks: 213_042,
             local: 51_277_551,
+            peers: 0,
             layers: 3,
             present: 2,
             rebuilt: 1,

@@ -344,6 +344,8 @@ pub struct Syncer {
     /// Where the images to fetch ahead of a coming rollout turn are said
     /// (the pass listens).
     ahead: Option<watch::Sender<BTreeSet<String>>>,
+    /// The site's peers, told which the group documents name.
+    peers: Option<crate::registry::peers::Peers>,
 }
 
 /// The allow-list's last look ([`Syncer::follow_allow_list`]).
@@ -402,6 +404,7 @@ impl Syncer {
             local_images: Default::default(),
             allow_list: Mutex::new(AllowListLook::default()),
             ahead: None,
+            peers: None,
         })
     }
 
@@ -421,6 +424,19 @@ impl Syncer {
     pub fn with_ahead(mut self, ahead: watch::Sender<BTreeSet<String>>) -> Syncer {
         self.ahead = Some(ahead);
         self
+    }
+
+    /// Tells `peers` which peers the group documents name.
+    pub fn with_peers(mut self, peers: Option<crate::registry::peers::Peers>) -> Syncer {
+        self.peers = peers;
+        self
+    }
+
+    /// The site's peers the group documents name, from now on.
+    fn name_peers(&self, named: &[String]) {
+        if let Some(p) = &self.peers {
+            p.named(named);
+        }
     }
 
     /// The images to fetch ahead from now on; the pass is woken when
@@ -1389,6 +1405,7 @@ impl Syncer {
                     standings,
                     images,
                     ahead,
+                    peers,
                 } = c;
                 let (h2, c2, bytes) = (new.clone(), contact.clone(), body);
                 let adopted = self
@@ -1410,6 +1427,7 @@ impl Syncer {
                         crate::host::crash_point("plane:after-adopt");
                         self.police(images);
                         self.fetch_ahead(ahead);
+                        self.name_peers(&peers);
                         self.composed(writes, standings);
                         self.mem().adopted(
                             new,
@@ -1488,6 +1506,8 @@ struct Composition {
     images: crate::model::image_policy::Policy,
     /// Images to fetch ahead of a coming rollout turn.
     ahead: BTreeSet<String>,
+    /// The site's peers the groups name.
+    peers: Vec<String>,
 }
 
 impl Composition {
@@ -1502,6 +1522,7 @@ impl Composition {
             standings: Vec::new(),
             images: crate::model::image_policy::Policy::of_node(images),
             ahead: BTreeSet::new(),
+            peers: Vec::new(),
         }
     }
 }
@@ -1870,6 +1891,7 @@ impl Syncer {
             writes,
             standings: composed.groups,
             ahead: composed.ahead,
+            peers: composed.peers,
         })
     }
 
@@ -1899,6 +1921,7 @@ impl Syncer {
             standings,
             images,
             ahead,
+            peers,
         } = c;
         let (a, writes) = self
             .store
@@ -1920,6 +1943,7 @@ impl Syncer {
         }
         self.police(images);
         self.fetch_ahead(ahead);
+        self.name_peers(&peers);
         if a.changed() {
             self.wake.notify_one();
         }

@@ -106,6 +106,8 @@ pub struct Outcome {
     pub rebuilt: BTreeMap<usize, u64>,
     /// Bytes that came from the host (chunks as stored, and indexes).
     pub wire: u64,
+    /// Bytes that came from the site's peers (chunks, indexes).
+    pub peers: u64,
     /// Bytes of the rebuilt layers that came from layers held here.
     pub local: u64,
 }
@@ -197,6 +199,7 @@ pub fn likely(images: &[Image], repo: &str, limit: usize) -> Vec<String> {
 /// engine lacks) into the spool; the rest is left to the pull.
 pub async fn rebuild<E: Engine>(
     source: &ChunkSource,
+    peers: Option<&crate::registry::peers::Peers>,
     engine: &E,
     spool: &Spool,
     repo: &str,
@@ -211,11 +214,19 @@ pub async fn rebuild<E: Engine>(
         let Some(hex) = t.diff_id.strip_prefix("sha256:") else {
             continue;
         };
-        let index = match source.get(&format!("{hex}.caibx"), MAX_INDEX).await {
-            Ok(Some(b)) => {
-                out.wire += b.len() as u64;
+        let name = format!("{hex}.caibx");
+        let index = match get_any(source, peers, &name, MAX_INDEX).await {
+            Ok(Some((b, from_peer))) => {
+                if from_peer {
+                    out.peers += b.len() as u64;
+                } else {
+                    out.wire += b.len() as u64;
+                }
                 match Index::decode(&b) {
-                    Ok(i) if i.size() > 0 => i,
+                    Ok(i) if i.size() > 0 => {
+                        keep(spool, &name, &b);
+                        i
+                    }
                     Ok(_) => continue,
                     Err(e) => {
                         tracing::warn!(layer = t.diff_id, "its chunk index: {e}: pulled whole");
@@ -328,10 +339,14 @@ pub async fn rebuild<E: Engine>(
         } else {
             Digest::Sha256
         };
-        let got = fetch_chunk(source, &id, digest, max.max(len)).await;
+        let got = fetch_chunk(source, peers, spool, &id, digest, max.max(len)).await;
         let bytes = match got {
-            Ok((bytes, wire)) => {
-                out.wire += wire;
+            Ok((bytes, wire, from_peer)) => {
+                if from_peer {
+                    out.peers += wire;
+                } else {
+                    out.wire += wire;
+                }
                 tally.bytes.fetch_add(wire, Ordering::Relaxed);
                 bytes
             }
@@ -559,20 +574,96 @@ async fn scan_seed<E: Engine>(
     }
 }
 
-/// Fetches a chunk from the store and opens it; its bytes and the bytes
-/// that came.
+/// `<chunks>/<path>` from the first of the site's peers that has it,
+/// else from the host; with whether a peer gave it.
+async fn get_any(
+    source: &ChunkSource,
+    peers: Option<&crate::registry::peers::Peers>,
+    path: &str,
+    max: usize,
+) -> Result<Option<(bytes::Bytes, bool)>, Got> {
+    for (peer, resting) in peers.map(|p| p.list()).unwrap_or_default() {
+        if resting {
+            continue;
+        }
+        match peers
+            .expect("listed peers")
+            .chunk_file(&peer, path, max)
+            .await
+        {
+            Ok(Some(b)) => return Ok(Some((b, true))),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::info!(peer = %peer, "a peer did not answer: {e}");
+                if let Some(p) = peers {
+                    p.rest(&peer);
+                }
+            }
+        }
+    }
+    Ok(source.get(path, max).await?.map(|b| (b, false)))
+}
+
+/// Keeps a file fetched (an index, a chunk as stored) for the site's
+/// peers, when the spool keeps; a file that cannot be written is not
+/// kept.
+fn keep(spool: &Spool, path: &str, bytes: &[u8]) {
+    let Some(dir) = spool.chunks_dir() else {
+        return;
+    };
+    let to = dir.join(path);
+    let tmp = to.with_extension("part");
+    let kept = to
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(&tmp, bytes))
+        .and_then(|()| std::fs::rename(&tmp, &to));
+    if let Err(e) = kept {
+        tracing::debug!("{}: not kept for the site's peers: {e}", to.display());
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+/// Fetches a chunk from the site's peers, else the store, and opens it;
+/// its bytes, the bytes that came, and whether a peer sent them. A chunk
+/// that is not its ID is asked of the next peer, and of the store once
+/// more (a cache's bad copy), then it is the store's failure.
 async fn fetch_chunk(
     source: &ChunkSource,
+    peers: Option<&crate::registry::peers::Peers>,
+    spool: &Spool,
     id: &Id,
     digest: Digest,
     max: u64,
-) -> Result<(Vec<u8>, u64), Got> {
+) -> Result<(Vec<u8>, u64, bool), Got> {
     let path = format!("store.castr/{}", id.store_path());
     let cap = usize::try_from(max)
         .unwrap_or(usize::MAX)
         .saturating_add(64 << 10);
-    // A chunk that is not its ID is asked once more (a cache's bad copy),
-    // then it is the store's failure.
+    let mut lan = 0u64;
+    for (peer, resting) in peers.map(|p| p.list()).unwrap_or_default() {
+        if resting {
+            continue;
+        }
+        let p = peers.expect("listed peers");
+        match p.chunk_file(&peer, &path, cap).await {
+            Ok(Some(b)) => {
+                lan += b.len() as u64;
+                match chunk::open_chunk(&b, id, digest, max) {
+                    Ok(data) => {
+                        keep(spool, &path, &b);
+                        return Ok((data, lan, true));
+                    }
+                    Err(e) => tracing::warn!(peer = %peer, chunk = id.hex(), "a peer's chunk: {e}"),
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::info!(peer = %peer, "a peer did not answer: {e}");
+                p.rest(&peer);
+            }
+        }
+    }
     let mut last = String::new();
     for _ in 0..2 {
         let Some(b) = source.get(&path, cap).await? else {
@@ -582,7 +673,10 @@ async fn fetch_chunk(
             )));
         };
         match chunk::open_chunk(&b, id, digest, max) {
-            Ok(data) => return Ok((data, b.len() as u64)),
+            Ok(data) => {
+                keep(spool, &path, &b);
+                return Ok((data, b.len() as u64, false));
+            }
             Err(e) => last = format!("chunk {}: {e}", id.hex()),
         }
     }

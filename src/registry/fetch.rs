@@ -96,8 +96,11 @@ impl FetchError {
 pub struct Fetched {
     /// The image ID it loaded as (its config's digest).
     pub id: String,
-    /// Bytes that came over the wire for it (blob bodies).
+    /// Bytes that came over the wire for it from its registry (blob
+    /// bodies).
     pub wire: u64,
+    /// Bytes that came from the site's peers (blobs, chunks, indexes).
+    pub peers: u64,
     /// Of its layers, how many the engine had already (not fetched).
     pub present: usize,
     /// Of them, how many were rebuilt from chunks.
@@ -137,6 +140,26 @@ pub struct Spool {
     /// A lock per blob a pull is fetching or loading: two pulls that share
     /// a layer take turns, and the second finds it loaded.
     busy: Arc<std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
+    /// The blobs being fetched from their registry now, with their sizes:
+    /// a peer asking for one is sent its bytes as they come.
+    origin: Arc<std::sync::Mutex<HashMap<String, u64>>>,
+    /// How long what was loaded stays to be served to the site's peers;
+    /// none: a blob goes once the engine has it.
+    keep: Option<Duration>,
+    /// The images' high and low marks, percent used: kept blobs go while
+    /// the spool's filesystem is over the high one.
+    marks: (u8, u8),
+}
+
+/// What the spool can serve of a blob.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Serving {
+    /// Every byte, checked against its digest.
+    Whole(u64),
+    /// The bytes come from its registry now: so far, and of this size.
+    Coming(u64),
+    /// Nothing.
+    None,
 }
 
 impl Spool {
@@ -147,7 +170,69 @@ impl Spool {
         Ok(Spool {
             dir,
             busy: Arc::default(),
+            origin: Arc::default(),
+            keep: None,
+            marks: {
+                let p = crate::model::disk::Policy::default();
+                (p.high, p.low)
+            },
         })
+    }
+
+    /// This spool, keeping what it fetched for `keep` after the engine
+    /// loaded it, for the site's peers, unless its filesystem passes the
+    /// `high` mark (percent used; then down to `low`).
+    pub fn keeping(mut self, keep: Duration, high: u8, low: u8) -> Spool {
+        self.keep = Some(keep);
+        self.marks = (high, low);
+        self
+    }
+
+    /// Where chunks fetched are kept for the site's peers, laid out as a
+    /// casync store (`store.castr/`) beside their indexes.
+    pub fn chunks_dir(&self) -> Option<PathBuf> {
+        self.keep?;
+        Some(self.dir.parent().unwrap_or(&self.dir).join("chunks"))
+    }
+
+    /// What can be served of the blob `hex`.
+    pub fn serving(&self, hex: &str) -> Serving {
+        let digest = format!("sha256:{hex}");
+        if let Some(size) = self.origin.lock().expect("spool lock").get(&digest) {
+            return Serving::Coming(*size);
+        }
+        if self.dir.join(format!("{hex}.ok")).exists() {
+            if let Ok(m) = std::fs::metadata(self.dir.join(hex)) {
+                return Serving::Whole(m.len());
+            }
+        }
+        Serving::None
+    }
+
+    /// Marks `digest` as being fetched from its registry until the guard
+    /// is dropped.
+    fn fetching_from_origin(&self, digest: &str, size: u64) -> OriginMark {
+        self.origin
+            .lock()
+            .expect("spool lock")
+            .insert(digest.to_string(), size);
+        OriginMark {
+            origin: self.origin.clone(),
+            digest: digest.to_string(),
+        }
+    }
+
+    /// Done with a blob the engine loaded: kept, checked, for the site's
+    /// peers when the spool keeps, else gone.
+    fn done(&self, digest: &str) {
+        if self.keep.is_some() {
+            if let Err(e) = std::fs::write(self.dir.join(format!("{}.ok", hex(digest))), b"") {
+                tracing::info!(digest, "not kept for the site's peers: {e}");
+                self.discard(digest);
+            }
+        } else {
+            self.discard(digest);
+        }
     }
 
     /// Holds these blobs (in a fixed order, so two pulls never wait on
@@ -166,7 +251,10 @@ impl Spool {
     }
 
     /// Collects what no pull has touched for `keep` (blobs and their
-    /// marks; none a pull holds now); says how many bytes went.
+    /// marks; none a pull holds now), what was kept for the site's peers
+    /// past its own time, and, while the spool's filesystem is over the
+    /// images' high mark, what was kept, the oldest first, until it is
+    /// under their low mark; says how many bytes went.
     pub fn sweep(&self, keep: Duration) -> u64 {
         let Ok(dir) = std::fs::read_dir(&self.dir) else {
             return 0;
@@ -180,28 +268,93 @@ impl Spool {
             .map(|(d, _)| hex(d).to_string())
             .collect();
         let now = std::time::SystemTime::now();
+        let age = |m: &std::fs::Metadata| {
+            m.modified()
+                .ok()
+                .and_then(|t| now.duration_since(t).ok())
+                .unwrap_or_default()
+        };
+        let files: Vec<(String, PathBuf, std::fs::Metadata)> = dir
+            .flatten()
+            .filter_map(|e| {
+                let m = e.metadata().ok()?;
+                Some((e.file_name().to_string_lossy().into_owned(), e.path(), m))
+            })
+            .collect();
+        // Blobs kept for the peers, and since when.
+        let kept: HashMap<String, Duration> = files
+            .iter()
+            .filter_map(|(n, _, m)| n.strip_suffix(".ok").map(|b| (b.to_string(), age(m))))
+            .collect();
         let mut freed = 0;
-        for e in dir.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
+        // What is kept and stays, the oldest first: collected under
+        // pressure.
+        let mut served: Vec<(Duration, PathBuf, u64)> = Vec::new();
+        for (name, path, m) in &files {
             let blob = name
                 .strip_suffix(".synced")
                 .or_else(|| name.strip_suffix(".rebuild"))
-                .unwrap_or(&name);
-            let Ok(m) = e.metadata() else { continue };
-            let old = m
-                .modified()
-                .ok()
-                .and_then(|t| now.duration_since(t).ok())
-                .is_some_and(|age| age > keep);
-            if old && !busy.contains(blob) && std::fs::remove_file(e.path()).is_ok() {
-                freed += m.len();
-                tracing::info!(
-                    blob,
-                    bytes = m.len(),
-                    "spool: collected a fetch no pull took up again"
-                );
+                .or_else(|| name.strip_suffix(".ok"))
+                .unwrap_or(name);
+            if busy.contains(blob) {
+                continue;
+            }
+            let (old, why) = match (kept.get(blob), self.keep) {
+                (Some(since), Some(k)) => (*since > k, "kept for the site's peers"),
+                (Some(_), None) => (true, "kept for the site's peers"),
+                (None, _) => (age(m) > keep, "a fetch no pull took up again"),
+            };
+            if old {
+                if std::fs::remove_file(path).is_ok() {
+                    freed += m.len();
+                    tracing::info!(blob, bytes = m.len(), "spool: collected {why}");
+                }
+            } else if let Some(since) = kept.get(blob) {
+                served.push((*since, path.clone(), m.len()));
             }
         }
+        if let (Some(k), Some(chunks)) = (self.keep, self.chunks_dir()) {
+            for (path, m) in chunk_files(&chunks) {
+                if age(&m) > k {
+                    if std::fs::remove_file(&path).is_ok() {
+                        freed += m.len();
+                    }
+                } else {
+                    served.push((age(&m), path, m.len()));
+                }
+            }
+        }
+        freed + self.trim(served)
+    }
+
+    /// While the spool's filesystem is over the images' high mark, what
+    /// was kept for the peers goes, the oldest first, until it is under
+    /// their low mark.
+    fn trim(&self, mut served: Vec<(Duration, PathBuf, u64)>) -> u64 {
+        let Ok(space) = crate::host::disk::space(&self.dir) else {
+            return 0;
+        };
+        let (high, low) = self.marks;
+        if space.used_percent() < u64::from(high) || served.is_empty() {
+            return 0;
+        }
+        served.sort_by_key(|s| std::cmp::Reverse(s.0));
+        let low = space.total / 100 * u64::from(low);
+        let mut used = space.used();
+        let mut freed = 0;
+        for (_, path, len) in served {
+            if used <= low {
+                break;
+            }
+            if std::fs::remove_file(&path).is_ok() {
+                used = used.saturating_sub(len);
+                freed += len;
+            }
+        }
+        tracing::info!(
+            bytes = freed,
+            "spool: the disk is over its high mark: what was kept for the site's peers is collected"
+        );
         freed
     }
 
@@ -259,6 +412,7 @@ impl Spool {
 
     /// Forgets a blob.
     pub fn discard(&self, digest: &str) {
+        let _ = std::fs::remove_file(self.dir.join(format!("{}.ok", hex(digest))));
         let _ = std::fs::remove_file(self.mark(digest));
         let _ = std::fs::remove_file(self.path(digest));
     }
@@ -295,6 +449,26 @@ impl Spool {
     }
 }
 
+/// The files of a kept chunk store: its indexes and its chunks.
+fn chunk_files(dir: &Path) -> Vec<(PathBuf, std::fs::Metadata)> {
+    let mut out = Vec::new();
+    let mut look = |d: &Path| {
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            if let Ok(m) = e.metadata()
+                && m.is_file()
+            {
+                out.push((e.path(), m));
+            }
+        }
+    };
+    look(dir);
+    let store = dir.join("store.castr");
+    for e in std::fs::read_dir(&store).into_iter().flatten().flatten() {
+        look(&e.path());
+    }
+    out
+}
+
 fn hex(digest: &str) -> &str {
     digest.strip_prefix("sha256:").unwrap_or(digest)
 }
@@ -306,22 +480,40 @@ fn spool_error(path: &Path) -> impl Fn(std::io::Error) -> FetchError + '_ {
     }
 }
 
+/// Bytes that came over the wire for a blob, by where from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wire {
+    /// From its registry.
+    pub origin: u64,
+    /// From the site's peers.
+    pub peers: u64,
+}
+
+/// An answer to a blob's request, from a peer or the registry.
+type Opened = (crate::net::http::Answer, Option<crate::net::http::Open>);
+
 /// Fetches one blob into the spool, resuming from what it holds, until
-/// every byte is there and matches its digest; returns the bytes that
-/// came over the wire. Gives up after [`IDLE_TRIES`] attempts in a row
-/// that move nothing (the bytes moved stay for the next time).
+/// every byte is there and matches its digest; says the bytes that came
+/// over the wire, and from where. The site's `peers` are asked first,
+/// each until it has nothing more to give, then the registry; gives up
+/// after [`IDLE_TRIES`] attempts in a row that move nothing from the
+/// registry (the bytes moved stay for the next time). Bytes that are not
+/// the digest, some of them from a peer, are fetched again from the
+/// registry alone.
 pub async fn fetch_blob(
     registries: &Registries,
+    peers: Option<&crate::registry::peers::Peers>,
     r: &Reference,
     spool: &Spool,
     digest: &str,
     size: u64,
     tally: &Tally,
-) -> Result<u64, FetchError> {
+) -> Result<Wire, FetchError> {
+    use crate::model::site::{Said, Source, Sources};
     if !is_sha256(digest) {
         return Err(FetchError::Wrong(format!("{digest}: not a sha256 digest")));
     }
-    let mut wire = 0u64;
+    let mut wire = Wire::default();
     let (mut idle, mut wrong) = (0u32, 0u32);
     // What the tally counts of this blob: its bytes in the spool.
     let mut counted = 0u64;
@@ -333,6 +525,10 @@ pub async fn fetch_blob(
         }
         counted = now;
     };
+    let listed = peers.map(|p| p.list()).unwrap_or_default();
+    let resting: Vec<bool> = listed.iter().map(|(_, r)| *r).collect();
+    let spooled = spool.synced(digest)? > 0;
+    let mut sources = Sources::new(listed.len(), &resting, spooled);
     let mut wait = FIRST_WAIT;
     let mut last: Option<FetchError> = None;
     loop {
@@ -348,34 +544,63 @@ pub async fn fetch_blob(
             if spool.check(digest)? {
                 return Ok(wire);
             }
-            tracing::warn!(
-                digest,
-                "a spooled blob does not match its digest: fetched again"
-            );
             spool.discard(digest);
             last = Some(FetchError::Wrong(format!(
                 "{digest}: the bytes fetched do not match the digest"
             )));
-            wrong += 1;
+            if sources.from_peers() {
+                tracing::warn!(
+                    digest,
+                    "a blob fetched from the site's peers does not match its digest: fetched again"
+                );
+                sources.wrong();
+            } else {
+                tracing::warn!(
+                    digest,
+                    "a spooled blob does not match its digest: fetched again"
+                );
+                wrong += 1;
+            }
             continue;
         }
         if ask == Ask::Whole && synced > 0 {
             spool.discard(digest);
         }
         let range = ask.range();
-        let (answer, open) = match registries.blob(r, digest, range.as_deref(), STALL).await {
-            Ok(a) => a,
-            // Only a link that failed is worth asking again at once; a
-            // registry's decided answer is the pull's failure.
-            Err(e @ (RegistryError::Timeout { .. } | RegistryError::Connect { .. })) => {
-                last = Some(e.into());
-                idle += 1;
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(STALL);
-                continue;
+        let source = sources.next();
+        let asked: Result<Opened, FetchError> = match source {
+            Source::Peer(i) => {
+                let (peer, p) = (&listed[i].0, peers.expect("listed peers"));
+                match p.blob(peer, &r.repository, digest, range.as_deref()).await {
+                    Ok((a, open)) if a.status.is_success() => Ok((a, open)),
+                    Ok(a) => {
+                        tracing::debug!(peer = %peer, digest, status = a.0.status.as_u16(), "a peer has not got the blob");
+                        sources.said(i, Said::Missing);
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::info!(peer = %peer, digest, "a peer did not answer: {e}");
+                        p.rest(peer);
+                        sources.said(i, Said::Gone);
+                        continue;
+                    }
+                }
             }
-            Err(e) => return Err(e.into()),
+            Source::Origin => match registries.blob(r, digest, range.as_deref(), STALL).await {
+                Ok(a) => Ok(a),
+                // Only a link that failed is worth asking again at once; a
+                // registry's decided answer is the pull's failure.
+                Err(e @ (RegistryError::Timeout { .. } | RegistryError::Connect { .. })) => {
+                    last = Some(e.into());
+                    idle += 1;
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(STALL);
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            },
         };
+        let (answer, open) = asked?;
         let content_range = answer
             .headers
             .get(http::header::CONTENT_RANGE)
@@ -383,6 +608,12 @@ pub async fn fetch_blob(
         let at = match rule::take(ask, size, answer.status.as_u16(), content_range) {
             Ok(Take::At(at)) => at,
             Err(e) => {
+                if let Source::Peer(i) = source {
+                    // The peer's answer is left; the spool is not its.
+                    tracing::warn!(peer = %listed[i].0, digest, "{e}");
+                    sources.said(i, Said::Wrong);
+                    continue;
+                }
                 tracing::warn!(digest, "{e}");
                 spool.discard(digest);
                 last = Some(FetchError::Wrong(format!("{digest}: {e}")));
@@ -391,9 +622,15 @@ pub async fn fetch_blob(
             }
         };
         let Some(mut open) = open else {
-            idle += 1;
+            match source {
+                Source::Peer(i) => sources.said(i, Said::Gone),
+                Source::Origin => idle += 1,
+            }
             continue;
         };
+        // A peer asking for this blob meanwhile is sent it as it comes.
+        let _origin =
+            matches!(source, Source::Origin).then(|| spool.fetching_from_origin(digest, size));
         let path = spool.path(digest);
         let mut file = std::fs::OpenOptions::new()
             .create(true)
@@ -412,6 +649,7 @@ pub async fn fetch_blob(
             written: at,
             since_sync: 0,
         };
+        let mut moved = 0u64;
         let ended = loop {
             match open.chunk().await {
                 Ok(Some(data)) => {
@@ -420,9 +658,13 @@ pub async fn fetch_blob(
                     w.file.write_all(data).map_err(spool_error(&path))?;
                     let n = data.len() as u64;
                     w.written += n;
-                    wire += n;
+                    moved += n;
+                    match source {
+                        Source::Peer(_) => wire.peers += n,
+                        Source::Origin => wire.origin += n,
+                    }
                     w.since_sync += n;
-                    if n > 0 {
+                    if n > 0 && source == Source::Origin {
                         idle = 0;
                         wait = FIRST_WAIT;
                     }
@@ -440,6 +682,17 @@ pub async fn fetch_blob(
         };
         w.sync()?;
         let written = w.written;
+        if moved > 0 {
+            sources.gave(source);
+        }
+        if let Source::Peer(i) = source {
+            if written < size {
+                let said = if moved > 0 { Said::Stopped } else { Said::Gone };
+                tracing::info!(peer = %listed[i].0, digest, synced = written, size, "a peer's transfer stopped");
+                sources.said(i, said);
+            }
+            continue;
+        }
         if let Err(t) = ended {
             tracing::info!(
                 digest,
@@ -456,6 +709,20 @@ pub async fn fetch_blob(
             idle += 1;
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(STALL);
+        }
+    }
+}
+
+/// A blob being fetched from its registry, until dropped.
+struct OriginMark {
+    origin: Arc<std::sync::Mutex<HashMap<String, u64>>>,
+    digest: String,
+}
+
+impl Drop for OriginMark {
+    fn drop(&mut self) {
+        if let Ok(mut o) = self.origin.lock() {
+            o.remove(&self.digest);
         }
     }
 }
@@ -491,18 +758,34 @@ fn is_sha256(d: &str) -> bool {
         .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
 }
 
+/// Where an image's bytes are asked: its registry, the plane's chunk
+/// store, the site's peers.
+#[derive(Clone, Copy)]
+pub struct Origins<'a> {
+    /// The registries, with their credentials.
+    pub registries: &'a Registries,
+    /// The plane's static host, when it publishes layers' chunks.
+    pub chunks: Option<&'a ChunkSource>,
+    /// The site's peers, asked first.
+    pub peers: Option<&'a crate::registry::peers::Peers>,
+}
+
 /// Pulls `reference` with the agent's own client: its manifest for this
 /// platform, its config, the blobs of the layers the engine lacks (into
 /// the spool, resumed), one archive to the engine; the image that loads
 /// must be the config's. A reference with a tag is then tagged so.
 pub async fn pull<E: Engine>(
-    registries: &Registries,
-    chunks: Option<&ChunkSource>,
+    from: &Origins<'_>,
     engine: &E,
     spool: &Spool,
     reference: &str,
     tally: &Tally,
 ) -> Result<Fetched, FetchError> {
+    let Origins {
+        registries,
+        chunks,
+        peers,
+    } = *from;
     let r = Reference::parse(reference).map_err(FetchError::Wrong)?;
     let at = r
         .digest
@@ -542,7 +825,7 @@ pub async fn pull<E: Engine>(
             size: *size,
         })
         .collect();
-    let mut wire = 0;
+    let mut wire = Wire::default();
     let mut fetched = BTreeSet::new();
     let repo = format!("{}/{}", r.registry, r.repository);
     let mut present = engine_has(engine, &repo, &diff_ids).await?;
@@ -558,7 +841,7 @@ pub async fn pull<E: Engine>(
                     blob_size: layers[at].size,
                 })
                 .collect();
-            super::chunks::rebuild(source, engine, spool, &repo, &targets, tally).await?
+            super::chunks::rebuild(source, peers, engine, spool, &repo, &targets, tally).await?
         }
         _ => super::chunks::Outcome::default(),
     };
@@ -609,16 +892,9 @@ pub async fn pull<E: Engine>(
             .filter(|(k, _)| !outcome.rebuilt.contains_key(&(present + k)))
             .map(|(_, l)| l.clone())
             .collect();
-        wire += fetch_missing(
-            registries,
-            &r,
-            spool,
-            reference,
-            &whole,
-            tally,
-            &mut fetched,
-        )
-        .await?;
+        let w = fetch_missing(from, &r, spool, reference, &whole, tally, &mut fetched).await?;
+        wire.origin += w.origin;
+        wire.peers += w.peers;
         let image = archive::Image {
             manifest: &manifest,
             manifest_type: &manifest_type,
@@ -671,14 +947,15 @@ pub async fn pull<E: Engine>(
         .tag(&id, &repo, &crate::engine::image::digest_tag(named))
         .await?;
     for l in &fetched {
-        spool.discard(l);
+        spool.done(l);
     }
     for at in outcome.rebuilt.keys() {
         spool.discard(&diff_ids[*at]);
     }
     Ok(Fetched {
         id,
-        wire,
+        wire: wire.origin,
+        peers: wire.peers + outcome.peers,
         present,
         layers: layers.len(),
         rebuilt: outcome.rebuilt.len(),
@@ -733,14 +1010,14 @@ pub(super) async fn listed<E: Engine>(
 /// if its filesystem holds what is still to come and keeps the store's
 /// reserve (what it holds already counts as there); the bytes that came.
 async fn fetch_missing(
-    registries: &Registries,
+    from: &Origins<'_>,
     r: &Reference,
     spool: &Spool,
     reference: &str,
     missing: &[Layer],
     tally: &Tally,
     fetched: &mut BTreeSet<String>,
-) -> Result<u64, FetchError> {
+) -> Result<Wire, FetchError> {
     let missing: BTreeSet<(&str, u64)> = missing
         .iter()
         .map(|l| (l.digest.as_str(), l.size))
@@ -763,9 +1040,11 @@ async fn fetch_missing(
             }));
         }
     }
-    let mut wire = 0;
+    let mut wire = Wire::default();
     for (digest, size) in missing {
-        wire += fetch_blob(registries, r, spool, digest, size, tally).await?;
+        let w = fetch_blob(from.registries, from.peers, r, spool, digest, size, tally).await?;
+        wire.origin += w.origin;
+        wire.peers += w.peers;
         fetched.insert(digest.to_string());
     }
     Ok(wire)

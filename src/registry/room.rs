@@ -39,6 +39,8 @@ pub struct Room {
     metrics: Arc<crate::status::metrics::Metrics>,
     /// The plane's static host, where layers' chunks may be published.
     chunks: Option<crate::registry::chunks::ChunkSource>,
+    /// The site's peers, asked before the WAN.
+    peers: Option<crate::registry::peers::Peers>,
     /// The agent's own pulls under way, by reference, and how far each is.
     under_way: Mutex<std::collections::BTreeMap<String, Arc<fetch::Tally>>>,
     /// What the last of them that loaded brought.
@@ -52,6 +54,7 @@ impl Room {
         registries: Registries,
         spool: Option<Spool>,
         chunks: Option<crate::registry::chunks::ChunkSource>,
+        peers: Option<crate::registry::peers::Peers>,
         metrics: Arc<crate::status::metrics::Metrics>,
     ) -> Arc<Room> {
         Arc::new(Room {
@@ -61,10 +64,21 @@ impl Room {
             wanted: Mutex::default(),
             spool,
             chunks,
+            peers,
             metrics,
             under_way: Mutex::default(),
             last: Mutex::default(),
         })
+    }
+
+    /// Where the agent's own pulls spool their blobs, when they do.
+    pub fn spool(&self) -> Option<&Spool> {
+        self.spool.as_ref()
+    }
+
+    /// The site's peers, when the device has any.
+    pub fn peers(&self) -> Option<&crate::registry::peers::Peers> {
+        self.peers.as_ref()
     }
 
     /// What the last image the agent fetched itself brought.
@@ -174,15 +188,12 @@ pub async fn pull_checked<E: crate::engine::Engine>(
     if let Some((room, spool)) = room.and_then(|r| r.spool.as_ref().map(|s| (r, s))) {
         let tally = Arc::new(fetch::Tally::default());
         let under_way = UnderWay::start(room, reference, tally.clone());
-        let pulled = fetch::pull(
-            &room.registries,
-            room.chunks.as_ref(),
-            engine,
-            spool,
-            reference,
-            &tally,
-        )
-        .await;
+        let from = fetch::Origins {
+            registries: &room.registries,
+            chunks: room.chunks.as_ref(),
+            peers: room.peers.as_ref(),
+        };
+        let pulled = fetch::pull(&from, engine, spool, reference, &tally).await;
         drop(under_way);
         match pulled {
             Ok(f) => {
@@ -192,10 +203,12 @@ pub async fn pull_checked<E: crate::engine::Engine>(
                     bytes = f.wire,
                     chunks = f.chunks,
                     local = f.local,
-                    "fetched {} of {} layers ({} bytes), {} rebuilt from chunks ({} bytes from the plane's host, {} from layers here), the rest were here",
+                    peers = f.peers,
+                    "fetched {} of {} layers ({} bytes from the registry, {} from the site's peers), {} rebuilt from chunks ({} bytes from the plane's host, {} from layers here), the rest were here",
                     f.layers - f.present,
                     f.layers,
                     f.wire,
+                    f.peers,
                     f.rebuilt,
                     f.chunks,
                     f.local
@@ -203,6 +216,7 @@ pub async fn pull_checked<E: crate::engine::Engine>(
                 room.metrics.image_fetched("agent", "registry", f.wire);
                 room.metrics.fetched_bytes("chunks", f.chunks);
                 room.metrics.fetched_bytes("local", f.local);
+                room.metrics.fetched_bytes("peers", f.peers);
                 *room.last.lock().expect("room lock") = Some(crate::model::fetch::Brought {
                     image: reference.to_string(),
                     at: std::time::SystemTime::now()
@@ -211,6 +225,7 @@ pub async fn pull_checked<E: crate::engine::Engine>(
                     registry: f.wire,
                     chunks: f.chunks,
                     local: f.local,
+                    peers: f.peers,
                     layers: f.layers as u64,
                     present: f.present as u64,
                     rebuilt: f.rebuilt as u64,

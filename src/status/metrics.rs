@@ -36,6 +36,11 @@ pub struct Metrics {
     image_fetches: Mutex<BTreeMap<&'static str, u64>>,
     /// Blob bytes the agent's own pulls fetched, by source.
     fetch_bytes: Mutex<BTreeMap<&'static str, u64>>,
+    /// Bytes served to the site's peers, by what (`blob`, `chunk`,
+    /// `index`).
+    site_served: Mutex<BTreeMap<&'static str, u64>>,
+    /// Connections refused to addresses outside the site's networks.
+    site_refused: AtomicU64,
 }
 
 impl Metrics {
@@ -159,6 +164,21 @@ impl Metrics {
         }
     }
 
+    /// Counts bytes served to the site's peers.
+    pub fn site_served(&self, what: &'static str, bytes: u64) {
+        *self
+            .site_served
+            .lock()
+            .expect("metrics lock")
+            .entry(what)
+            .or_default() += bytes;
+    }
+
+    /// Counts a connection refused: its address is not the site's.
+    pub fn site_refused(&self) {
+        self.site_refused.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Records the filesystems as last measured.
     pub fn disks(&self, d: &crate::model::disk::Disks) {
         *self.disks.lock().expect("metrics lock") = Some(d.clone());
@@ -259,12 +279,23 @@ impl Metrics {
                 "source",
                 &self.fetch_bytes,
             ),
+            (
+                "stead_site_served_bytes_total",
+                "Bytes served to the site's peers, by what (blob, chunk, index).",
+                "what",
+                &self.site_served,
+            ),
         ] {
             let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter");
             for (k, n) in by.lock().expect("metrics lock").iter() {
                 let _ = writeln!(o, "{name}{{{label}=\"{k}\"}} {n}");
             }
         }
+        let _ = writeln!(
+            o,
+            "# HELP stead_site_refused_total Connections to the peers' listener refused: their address is not in site.allow.\n# TYPE stead_site_refused_total counter\nstead_site_refused_total {}",
+            self.site_refused.load(Ordering::Relaxed)
+        );
         if let Some(d) = self.disks.lock().expect("metrics lock").as_ref() {
             type Of = fn(&crate::model::disk::Filesystem) -> u64;
             let gauges: [(&str, &str, Of); 2] = [

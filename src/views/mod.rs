@@ -502,20 +502,21 @@ mod tests {
             registry: 1,
             chunks: 2,
             local: 3,
+            peers: 7,
             layers: 4,
             present: 2,
             rebuilt: 1,
         });
         assert!(
             node_text(&n).contains(
-                r#""fetched":{"at":5,"chunks":2,"image":"reg/app:2","layers":4,"local":3,"present":2,"rebuilt":1,"registry":1}"#
+                r#""fetched":{"at":5,"chunks":2,"image":"reg/app:2","layers":4,"local":3,"peers":7,"present":2,"rebuilt":1,"registry":1}"#
             ),
             "{}",
             node_text(&n)
         );
         assert_eq!(
             n.fetched.unwrap().line(),
-            "reg/app:2: 3 B over the wire (1 B from the registry, 2 B of chunks), 3 B from layers here; 1 of 4 layers rebuilt, 2 were here"
+            "reg/app:2: 3 B over the wire (1 B from the registry, 2 B of chunks), 7 B from the site's peers, 3 B from layers here; 1 of 4 layers rebuilt, 2 were here"
         );
     }
 

@@ -12,6 +12,7 @@ pub mod faults;
 pub mod intention;
 pub mod own_engine;
 pub mod plane;
+pub mod pulls;
 pub mod registry;
 pub mod tls;
 

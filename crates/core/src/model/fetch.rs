@@ -168,6 +168,10 @@ pub struct Brought {
     /// Bytes of layers rebuilt from chunks that were taken from layers
     /// held here.
     pub local: u64,
+    /// Bytes of blobs and chunks from the site's peers (an agent before
+    /// 0.7 says none).
+    #[serde(default)]
+    pub peers: u64,
     /// Its layers.
     pub layers: u64,
     /// Of them, those the engine had.
@@ -189,6 +193,9 @@ impl Brought {
             human(self.registry),
             human(self.chunks)
         );
+        if self.peers > 0 {
+            s.push_str(&format!(", {} from the site's peers", human(self.peers)));
+        }
         if self.local > 0 {
             s.push_str(&format!(", {} from layers here", human(self.local)));
         }

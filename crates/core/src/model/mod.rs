@@ -34,6 +34,7 @@ pub mod reload;
 pub mod runtime;
 pub mod seal;
 pub mod sealed;
+pub mod site;
 pub mod sort;
 pub mod spec;
 pub mod tar;

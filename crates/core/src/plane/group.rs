@@ -56,6 +56,9 @@ pub struct GroupDesired {
     /// Which images may run on the group's devices (`images`), whatever
     /// revision its rollout gives them.
     pub images: crate::model::image_policy::Rules,
+    /// The site's peers its devices ask before the WAN (`peers`), as base
+    /// URLs ([`crate::model::site::peer_url`]).
+    pub peers: Vec<String>,
 }
 
 /// The revision a rollout moves devices from.
@@ -79,6 +82,8 @@ struct GroupDoc {
     previous: Option<PreviousDoc>,
     #[serde(default)]
     images: Option<serde_json::Value>,
+    #[serde(default)]
+    peers: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -151,6 +156,7 @@ impl GroupDesired {
                 Some(check_rollout(r)?)
             }
         };
+        let peers = check_peers(doc.peers)?;
         Ok(GroupDesired {
             group,
             revision: doc.revision,
@@ -160,8 +166,29 @@ impl GroupDesired {
             rollout,
             previous,
             images: crate::plane::document::check_images(doc.images)?,
+            peers,
         })
     }
+}
+
+/// The peers a group document names: at most
+/// [`crate::model::site::MAX_PEERS`], each a host or host:port.
+fn check_peers(peers: Vec<String>) -> Result<Vec<String>, DocumentError> {
+    use crate::model::site::{MAX_PEERS, peer_url};
+    if peers.len() > MAX_PEERS {
+        return Err(DocumentError::new(
+            "peers",
+            format!(
+                "{} peers, more than the {MAX_PEERS} a device asks",
+                peers.len()
+            ),
+        ));
+    }
+    peers
+        .iter()
+        .enumerate()
+        .map(|(i, p)| peer_url(p).map_err(|e| DocumentError::new(format!("peers[{i}]"), e)))
+        .collect()
 }
 
 /// Refuses a sealed value in a group's modules: a group document is the
@@ -272,6 +299,9 @@ pub struct Composed {
     pub groups: Vec<GroupStanding>,
     /// Which images may run: the node document's rules and each group's.
     pub images: crate::model::image_policy::Policy,
+    /// The site's peers the groups name, each once, in the groups'
+    /// order.
+    pub peers: Vec<String>,
     /// Images to fetch ahead: those the node will run once a group's
     /// rollout reaches it (its turn is coming: not started, or its place
     /// not reached), as the node's overrides and removals leave them, and
@@ -308,6 +338,7 @@ pub fn compose_owned(
     let mut taken = Vec::with_capacity(node.groups.len());
     let mut images = crate::model::image_policy::Policy::of_node(node.images.clone());
     let mut ahead = BTreeSet::new();
+    let mut peers: Vec<String> = Vec::new();
     for name in &node.groups {
         let Some(held) = groups.remove(name) else {
             return Err(ComposeError(format!(
@@ -316,6 +347,11 @@ pub fn compose_owned(
         };
         let d = held.desired;
         images.add_group(name.as_str(), d.images.clone());
+        for p in &d.peers {
+            if !peers.contains(p) && peers.len() < crate::model::site::MAX_PEERS {
+                peers.push(p.clone());
+            }
+        }
         let take = d
             .rollout
             .as_ref()
@@ -391,6 +427,7 @@ pub fn compose_owned(
         modules,
         groups: standings,
         images,
+        peers,
         ahead,
     })
 }
@@ -504,6 +541,47 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(plain.rollout, None);
+        assert!(plain.peers.is_empty());
+        // The site's peers, as base URLs.
+        let g = parse(&with(|v| v["peers"] = json!(["10.0.0.2", "till-3:7000"]))).unwrap();
+        assert_eq!(g.peers, ["http://10.0.0.2:7412", "http://till-3:7000"]);
+    }
+
+    #[test]
+    fn the_groups_peers_are_composed_each_once_in_the_groups_order() {
+        let group = |name: &str, peers: J| HeldGroup {
+            desired: parse(&with(|v| {
+                v["group"] = json!(name);
+                v["peers"] = peers;
+                let o = v.as_object_mut().unwrap();
+                o.remove("rollout");
+                o.remove("previous");
+                v["modules"] = json!([{"name": format!("m-{name}"), "image": "x:1"}]);
+            }))
+            .unwrap(),
+            took: false,
+        };
+        let groups = BTreeMap::from([
+            (
+                GroupName::try_from("a").unwrap(),
+                group("a", json!(["10.0.0.2", "10.0.0.3"])),
+            ),
+            (
+                GroupName::try_from("b").unwrap(),
+                group("b", json!(["10.0.0.3:7412", "10.0.0.4"])),
+            ),
+        ]);
+        let node = node_doc(json!({"groups": ["b", "a"]}));
+        let id = NodeId::try_from("edge-0002").unwrap();
+        let c = compose(node, &groups, &id, 1_800_000_000).unwrap();
+        assert_eq!(
+            c.peers,
+            [
+                "http://10.0.0.3:7412",
+                "http://10.0.0.4:7412",
+                "http://10.0.0.2:7412"
+            ]
+        );
     }
 
     #[test]
@@ -601,6 +679,16 @@ mod tests {
                 Box::new(|v| v["node"] = json!("edge-1")),
                 "node",
                 "unknown field",
+            ),
+            (
+                Box::new(|v| v["peers"] = json!(["10.0.0.2", "http://10.0.0.3"])),
+                "peers[1]",
+                "host:port",
+            ),
+            (
+                Box::new(|v| v["peers"] = json!(vec!["10.0.0.2"; 33])),
+                "peers",
+                "more than the 32",
             ),
             (
                 Box::new(|v| v["modules"][0]["env"] = json!({"PW": {"sealed": "YWdl"}})),

@@ -124,11 +124,13 @@ pub struct Fetches {
     pub ahead_ready: u64,
     /// Devices that say what the last image they fetched brought, and its
     /// bytes summed by source: blobs from registries, chunks from the
-    /// plane's host, bytes of rebuilt layers taken from layers held.
+    /// plane's host, bytes of rebuilt layers taken from layers held,
+    /// blobs and chunks from the site's peers.
     pub brought: u64,
     pub registry: u64,
     pub chunks: u64,
     pub local: u64,
+    pub peers: u64,
 }
 
 impl Fetches {
@@ -158,6 +160,7 @@ impl Fetches {
             self.registry = self.registry.saturating_add(b.registry);
             self.chunks = self.chunks.saturating_add(b.chunks);
             self.local = self.local.saturating_add(b.local);
+            self.peers = self.peers.saturating_add(b.peers);
         }
     }
 
@@ -181,10 +184,11 @@ impl Fetches {
         }
         if self.brought > 0 {
             parts.push(format!(
-                "the last image of {} devices: {} from registries, {} of chunks, {} from layers held",
+                "the last image of {} devices: {} from registries, {} of chunks, {} from the sites' peers, {} from layers held",
                 self.brought,
                 human(self.registry),
                 human(self.chunks),
+                human(self.peers),
                 human(self.local)
             ));
         }
@@ -731,6 +735,7 @@ mod tests {
             registry,
             chunks,
             local,
+            peers: chunks / 2,
             ..Brought::default()
         };
         // (fetching, brought) per device
@@ -755,7 +760,8 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&r).unwrap()["fetches"],
             json!({"fetching": 1, "bytes": 1 << 20, "of": 6 << 20, "ahead": 2, "ahead_ready": 1,
-                   "brought": 3, "registry": u64::MAX, "chunks": (2 << 10) + 1, "local": (5 << 20) + 1})
+                   "brought": 3, "registry": u64::MAX, "chunks": (2 << 10) + 1, "local": (5 << 20) + 1,
+                   "peers": 1 << 10})
         );
         let text = r.text(3600);
         assert!(
