@@ -702,13 +702,16 @@ impl<C: Connect> Agent<C> {
                 .join(", "),
             crate::model::disk::human(site.rate)
         );
-        let served = Arc::new(crate::site::Served::new(
-            spool,
-            site.allow.clone(),
-            site.rate,
-            self.config.node_id.as_str(),
-            self.reconciler.metrics(),
-        ));
+        let served = Arc::new(
+            crate::site::Served::new(
+                spool,
+                site.allow.clone(),
+                site.rate,
+                self.config.node_id.as_str(),
+                self.reconciler.metrics(),
+            )
+            .with_store(self.store.clone()),
+        );
         Some(AbortOnDrop(tokio::spawn(crate::site::serve(
             listener, served,
         ))))

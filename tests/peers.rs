@@ -356,3 +356,126 @@ fn the_agent_serves_what_it_fetched_to_its_site_alone_read_only_with_ranges() {
     assert_eq!(served, size + (size - 1000), "{metrics}");
     let _ = config;
 }
+
+/// Answers every request with `body` (200): a peer that relays a forged
+/// document. Its address.
+fn forger(body: Vec<u8>) -> String {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => seen.extend_from_slice(&buf[..n]),
+                }
+            }
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = s.write_all(head.as_bytes());
+            let _ = s.write_all(&body);
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_device_cut_off_from_its_plane_takes_the_group_revision_a_peer_holds_and_never_a_forged_one() {
+    use common::desired::*;
+    use common::plane::Plane;
+    use serde_json::json;
+    use stead::plane::envelope::SecretKey;
+    require_engine();
+    let key = SecretKey::generate().unwrap();
+    let mut plane = Plane::start();
+    let port = free_port();
+    // A holds the group's documents and runs none of its modules; it
+    // serves its site. B runs the group's module and asks a forger first.
+    let a = plane_node("relaya", &plane, &key)
+        .with_heartbeat("1s")
+        .with_config(&format!(
+            "[site]\nlisten = \"127.0.0.1:{port}\"\nallow = [\"127.0.0.0/8\"]"
+        ));
+    let b = plane_node("relayb", &plane, &key).with_heartbeat("1s");
+    let g = format!("g-relay-{}", std::process::id());
+    let w = b.module("w");
+    // What the forger relays: revision 3, signed by a key no one trusts.
+    let other = SecretKey::generate().unwrap();
+    let forged = other
+        .sign(
+            stead::plane::group::GROUP_PAYLOAD_TYPE,
+            &serde_json::to_vec(&group_payload(&g, 3, vec![module(&w, "forged")], json!({})))
+                .unwrap(),
+        )
+        .to_json();
+    let liar = forger(forged);
+    let b = b.with_config(&format!(
+        "[site]\npeers = [\"{liar}\", \"127.0.0.1:{port}\"]"
+    ));
+    publish_group(
+        &plane,
+        &key,
+        &g,
+        &group_payload(&g, 1, vec![module(&w, "one")], json!({})),
+    );
+    plane.publish(
+        &a.id,
+        &sign(
+            &key,
+            &node_payload(&a, 1, &[&g], vec![], json!({"remove": [w]})),
+        ),
+    );
+    plane.publish(
+        &b.id,
+        &sign(&key, &node_payload(&b, 1, &[&g], vec![], json!({}))),
+    );
+    let agent_a = Agent::start(&a);
+    let agent_b = Agent::start(&b);
+    wait_v(&b, &w, "one");
+    wait_plane(&a, &agent_a, "A holding revision 1", |p| {
+        p["groups"][0]["revision"] == 1
+    });
+
+    // B stops; revision 2 is published and A takes it; the plane goes.
+    drop(agent_b);
+    publish_group(
+        &plane,
+        &key,
+        &g,
+        &group_payload(&g, 2, vec![module(&w, "two")], json!({})),
+    );
+    wait_plane(&a, &agent_a, "A holding revision 2", |p| {
+        p["groups"][0]["revision"] == 2
+    });
+    plane.stop();
+
+    // B, cut off from the plane, takes revision 2 from A, not the forgery.
+    let agent_b = Agent::start(&b);
+    wait_v(&b, &w, "two");
+    let p = wait_plane(&b, &agent_b, "B holding revision 2", |p| {
+        p["groups"][0]["revision"] == 2
+    });
+    assert!(!b.logs(&w).contains("V=forged"), "{p:#}");
+    let log = Agent::log(&b);
+    assert!(
+        log.contains("a peer relayed the group's revision 2"),
+        "{log}"
+    );
+    assert!(
+        log.contains("signed only by keys this node does not trust"),
+        "the forgery refused: {log}"
+    );
+    let (_, metrics) = agent_a.get("/metrics");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("stead_site_served_bytes_total{what=\"document\"} ")),
+        "{metrics}"
+    );
+}

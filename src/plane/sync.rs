@@ -1044,6 +1044,10 @@ impl Syncer {
         ) {
             self.poll_groups().await;
         }
+        // The plane away: what the site's peers hold of the groups.
+        if matches!(outcome, Outcome::Failed { .. }) {
+            self.relay_groups().await;
+        }
         // A module the held document names but another source owned may
         // have been let go of since: take it at the next contact.
         if matches!(outcome, Outcome::NotModified | Outcome::Same { .. })
@@ -1595,8 +1599,24 @@ impl Syncer {
     /// guard with every rule a node's document is judged by, against the
     /// group's own floor.
     async fn fetch_group(&self, name: &GroupName, budget: &mut Budget) -> GroupLook {
+        self.fetch_group_via(name, budget, None).await
+    }
+
+    /// [`Syncer::fetch_group`], from the plane, or `via` a site's peer
+    /// (the document it holds, asked whole, with no credential; judged
+    /// as the plane's, and held as the plane's URL's).
+    async fn fetch_group_via(
+        &self,
+        name: &GroupName,
+        budget: &mut Budget,
+        via: Option<(&crate::registry::peers::Peers, &str)>,
+    ) -> GroupLook {
         let url = self.config.group_url(name);
-        let at = crate::net::shown(&url);
+        let path = format!("/groups/{name}/desired.json");
+        let at = match via {
+            Some((_, peer)) => format!("{peer}{path} (a peer)"),
+            None => crate::net::shown(&url),
+        };
         let (held, revoked, clock) = {
             let m = self.mem();
             let revoked = m.group_revoked.contains_key(name);
@@ -1624,10 +1644,16 @@ impl Syncer {
         // Never more than the limits the node's document and its groups
         // share leave: the body is not read past them.
         let limit = budget.bytes_left();
-        let answer = self
-            .http
-            .send(Method::GET, uri, &headers, FETCH_LIMIT, limit)
-            .await;
+        let answer = match via {
+            Some((peers, peer)) => peers.get(peer, &path, limit).await,
+            None => {
+                self.http
+                    .send(Method::GET, uri, &headers, FETCH_LIMIT, limit)
+                    .await
+            }
+        };
+        // What a peer sent carries no validator of the plane's.
+        let relayed = via.is_some();
         let now = crate::host::clock::now();
         let refused = |class, detail: String, revision| {
             let detail = format!("group {name}: {detail}");
@@ -1677,10 +1703,14 @@ impl Syncer {
                 .and_then(|e: &HeaderValue| e.to_str().ok())
                 .map(str::to_string)
         };
-        let (etag, last_modified) = (
-            header(http::header::ETAG),
-            header(http::header::LAST_MODIFIED),
-        );
+        let (etag, last_modified) = if relayed {
+            (None, None)
+        } else {
+            (
+                header(http::header::ETAG),
+                header(http::header::LAST_MODIFIED),
+            )
+        };
         let digest = crate::model::names::Digest::of(&answer.body);
         let before = match self
             .guard_begin(&digest, "judging this document", now)
@@ -1697,8 +1727,10 @@ impl Syncer {
             Verdict::Same => {
                 // The same payload under new validators: asked with them
                 // next time.
-                self.mem()
-                    .group_served_again(name, &url, etag, last_modified);
+                if !relayed {
+                    self.mem()
+                        .group_served_again(name, &url, etag, last_modified);
+                }
                 GroupLook::Held
             }
             Verdict::Refused(r) => refused(r.class, r.detail, r.revision),
@@ -1956,17 +1988,84 @@ impl Syncer {
     /// one, or a rollout whose turn came for this node, composes the held
     /// document again and adopts what it gives.
     async fn poll_groups(&self) {
+        let Some((names, held, budget)) = self.groups_held() else {
+            return;
+        };
+        let fresh = self.fetch_groups(&names, budget).await;
+        self.take_groups(&held, fresh).await;
+    }
+
+    /// The groups the node document held lists, that document, and the
+    /// limits its groups' documents share after it; none without groups.
+    fn groups_held(&self) -> Option<(Vec<GroupName>, Held, Budget)> {
         let (names, held, m_node) = {
             let m = self.mem();
             (m.node_groups.clone(), m.standing().cloned(), m.node_size)
         };
-        let Some(held) = held.filter(|_| !names.is_empty()) else {
-            return;
-        };
+        let held = held.filter(|_| !names.is_empty())?;
         let mut budget = Budget::default();
         let _ = budget.take("the node document", m_node.0, m_node.1);
-        let fresh = self.fetch_groups(&names, budget).await;
-        let now = self.now(Some(&held));
+        Some((names, held, budget))
+    }
+
+    /// When the plane does not answer: the group documents of the node
+    /// document held, from the site's peers (each peer in turn, until one
+    /// holds the group's document), each judged as the plane's (a peer
+    /// relays, it never decides: a document it forged is refused, an
+    /// older one is not taken); a new revision is taken as a poll of the
+    /// plane takes it. A site cut off from its plane converges on what one
+    /// of its devices fetched.
+    async fn relay_groups(&self) {
+        let Some(peers) = self.peers.clone().filter(|p| !p.is_empty()) else {
+            return;
+        };
+        let Some((names, held, mut budget)) = self.groups_held() else {
+            return;
+        };
+        let mut fresh = BTreeMap::new();
+        for name in &names {
+            let mut new = false;
+            for (peer, resting) in peers.list() {
+                if resting {
+                    continue;
+                }
+                match self
+                    .fetch_group_via(name, &mut budget, Some((&peers, &peer)))
+                    .await
+                {
+                    GroupLook::New(b) => {
+                        tracing::info!(
+                            group = name.as_str(),
+                            peer,
+                            revision = b.1.revision,
+                            "plane: not answering; a peer relayed the group's revision {}",
+                            b.1.revision
+                        );
+                        fresh.insert(name.clone(), *b);
+                        new = true;
+                        break;
+                    }
+                    GroupLook::Held => break,
+                    GroupLook::Not(why, _) => tracing::info!("plane: not answering; {why}"),
+                }
+            }
+            if !new && let Some((bytes, modules)) = self.mem().group_sizes.get(name) {
+                let _ = budget.take("", *bytes, *modules);
+            }
+        }
+        if !fresh.is_empty() {
+            self.take_groups(&held, fresh).await;
+        }
+    }
+
+    /// Takes the groups' new revisions in `fresh` (and a rollout turn
+    /// that came) into what the node runs, over the node document held.
+    async fn take_groups(
+        &self,
+        held: &Held,
+        fresh: BTreeMap<GroupName, (StoredGroup, GroupDesired)>,
+    ) {
+        let now = self.now(Some(held));
         let due = self.next_turn().is_some_and(|t| t <= now);
         if fresh.is_empty() && !due {
             self.show();

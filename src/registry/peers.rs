@@ -141,6 +141,16 @@ impl Peers {
             .await
     }
 
+    /// `path` of `peer` (a group's document), at most `max` bytes.
+    pub async fn get(&self, peer: &str, path: &str, max: usize) -> Result<Answer, Transport> {
+        let uri: http::Uri = format!("{peer}{path}")
+            .parse()
+            .map_err(|_| Transport::Connect(format!("{peer}: not a URL")))?;
+        self.http
+            .send(http::Method::GET, uri, &self.headers(None), PEER_STALL, max)
+            .await
+    }
+
     /// A file of `peer`'s chunk store or index (`path` under `/chunks/`),
     /// at most `max` bytes; `None` when it has none.
     pub async fn chunk_file(

@@ -6,9 +6,11 @@
 //! blobs the engine loaded, checked against their digest (kept for
 //! `site.keep`), a blob being fetched from its registry now (its bytes as
 //! they come, so a second device on the site waits for the first's
-//! fetch instead of the WAN), and the chunks and chunk indexes fetched
-//! from the plane's host. Paths are an OCI registry's and a casync
-//! store's ([`crate::model::site::Asked`]); a name is never a path.
+//! fetch instead of the WAN), the chunks and chunk indexes fetched from
+//! the plane's host, and the signed group documents it holds (relayed to
+//! a peer that cannot reach the plane, which judges them as the plane's).
+//! Paths are an OCI registry's, a casync store's and the plane host's
+//! ([`crate::model::site::Asked`]); a name is never a path.
 
 use std::convert::Infallible;
 use std::io::{Read, Seek, SeekFrom};
@@ -48,6 +50,9 @@ pub struct Served {
     pub node: String,
     /// Counts what is served.
     pub metrics: Arc<crate::status::metrics::Metrics>,
+    /// Where the group documents held are read, when the device has a
+    /// plane.
+    store: Option<Arc<crate::store::Store>>,
     bucket: Mutex<Bucket>,
     start: Instant,
 }
@@ -67,9 +72,16 @@ impl Served {
             allow,
             node: node.to_string(),
             metrics,
+            store: None,
             bucket: Mutex::new(Bucket::new(rate, (rate / 4).max(PIECE as u64), 0)),
             start: Instant::now(),
         }
+    }
+
+    /// Serving the group documents `store` holds too.
+    pub fn with_store(mut self, store: Arc<crate::store::Store>) -> Served {
+        self.store = Some(store);
+        self
     }
 
     /// Waits until `n` more bytes may go.
@@ -136,7 +148,7 @@ pub async fn serve(listener: TcpListener, served: Arc<Served>) {
             let ip = addr.ip();
             let svc = hyper::service::service_fn(move |req| {
                 let served = served.clone();
-                async move { Ok::<_, Infallible>(answer(&served, ip, &req)) }
+                async move { Ok::<_, Infallible>(answer(&served, ip, &req).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
@@ -157,7 +169,7 @@ fn plain(status: StatusCode, text: &'static str) -> Resp {
 }
 
 /// Answers one request.
-fn answer(served: &Arc<Served>, ip: IpAddr, req: &Request<Incoming>) -> Resp {
+async fn answer(served: &Arc<Served>, ip: IpAddr, req: &Request<Incoming>) -> Resp {
     let head = match *req.method() {
         Method::GET => false,
         Method::HEAD => true,
@@ -219,6 +231,35 @@ fn answer(served: &Arc<Served>, ip: IpAddr, req: &Request<Incoming>) -> Resp {
                 head,
                 "index",
             )
+        }
+        Asked::Group(name) => {
+            let Some(store) = served.store.clone() else {
+                return plain(StatusCode::NOT_FOUND, "not here\n");
+            };
+            let held = store
+                .blocking(move |s| s.plane_groups().map(|mut g| g.remove(&name)))
+                .await;
+            match held {
+                Ok(Some(g)) => {
+                    let n = g.envelope.len() as u64;
+                    served.pace(n).await;
+                    served.metrics.site_served("document", n);
+                    let mut r =
+                        Response::new(Sent::Whole((!head).then(|| Bytes::from(g.envelope))));
+                    let h = r.headers_mut();
+                    h.insert(http::header::CONTENT_LENGTH, n.into());
+                    h.insert(
+                        http::header::CONTENT_TYPE,
+                        http::HeaderValue::from_static("application/json"),
+                    );
+                    r
+                }
+                Ok(None) => plain(StatusCode::NOT_FOUND, "not here\n"),
+                Err(e) => {
+                    tracing::warn!("the peers' listener: the group documents held: {e}");
+                    plain(StatusCode::SERVICE_UNAVAILABLE, "not now\n")
+                }
+            }
         }
     }
 }

@@ -1,7 +1,8 @@
 //! A site's peers, pure: the devices on one LAN that serve each other the
 //! blobs and chunks they fetched, so that each crosses the WAN once.
 //! Which addresses a device serves ([`Cidr`]), how fast ([`Bucket`]), what
-//! a peer may be asked for ([`Asked`]), and where a blob is asked next
+//! a peer may be asked for ([`Asked`]: blobs, chunks, and the signed group
+//! documents it holds, relayed), and where a blob is asked next
 //! ([`Sources`]). The device's listener and client do the I/O; these are
 //! the rules, each a row of a table test.
 //!
@@ -187,10 +188,10 @@ impl Bucket {
     }
 }
 
-/// What a peer is asked for: the paths of an OCI registry's blobs and of
-/// a casync chunk store, as the plane's static host lays them out, so any
-/// registry client or `casync` reads a peer too. Anything else is not
-/// served.
+/// What a peer is asked for: the paths of an OCI registry's blobs, of a
+/// casync chunk store and of a group's document, as a registry and the
+/// plane's static host lay them out, so any registry client or `casync`
+/// reads a peer too. Anything else is not served.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Asked {
     /// `/v2/`: the registry API's version check.
@@ -202,6 +203,9 @@ pub enum Asked {
     Chunk(String),
     /// `/chunks/<hex>.caibx`: a layer's chunk index, by its diff ID's hex.
     Index(String),
+    /// `/groups/<group>/desired.json`: a group's signed document, as the
+    /// plane's host lays it out (relayed: it is judged as the plane's).
+    Group(crate::model::fleet::GroupName),
 }
 
 fn is_hex64(s: &str) -> bool {
@@ -226,6 +230,12 @@ impl Asked {
                 });
             let hex = digest.strip_prefix("sha256:")?;
             return (name_ok && is_hex64(hex)).then(|| Asked::Blob(hex.to_string()));
+        }
+        if let Some(rest) = path.strip_prefix("/groups/") {
+            let name = rest.strip_suffix("/desired.json")?;
+            return crate::model::fleet::GroupName::try_from(name)
+                .ok()
+                .map(Asked::Group);
         }
         let rest = path.strip_prefix("/chunks/")?;
         if let Some(store) = rest.strip_prefix("store.castr/") {
@@ -455,7 +465,7 @@ mod tests {
     }
 
     #[test]
-    fn only_blobs_chunks_and_indexes_are_asked_of_a_peer() {
+    fn only_blobs_chunks_indexes_and_group_documents_are_asked_of_a_peer() {
         let h = "ab".repeat(32);
         // (path, what it names)
         let table: Vec<(String, Option<Asked>)> = vec![
@@ -482,7 +492,15 @@ mod tests {
             (format!("/chunks/store.castr/abab/{h}"), None),
             (format!("/chunks/{h}.caibx"), Some(Asked::Index(h.clone()))),
             (format!("/chunks/../{h}.caibx"), None),
-            ("/groups/eu/desired.json".into(), None),
+            (
+                "/groups/eu/desired.json".into(),
+                Some(Asked::Group(
+                    crate::model::fleet::GroupName::try_from("eu").unwrap(),
+                )),
+            ),
+            ("/groups/../desired.json".into(), None),
+            ("/groups/eu/status.json".into(), None),
+            ("/nodes/edge-1/desired.json".into(), None),
             ("/".into(), None),
         ];
         for (path, want) in table {
