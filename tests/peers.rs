@@ -93,6 +93,15 @@ fn pull_via(
     peers: Option<&Peers>,
     reference: &str,
 ) -> Fetched {
+    try_pull_via(rt, spool, peers, reference).unwrap_or_else(|e| panic!("{reference}: {e}"))
+}
+
+fn try_pull_via(
+    rt: &tokio::runtime::Runtime,
+    spool: &Spool,
+    peers: Option<&Peers>,
+    reference: &str,
+) -> Result<Fetched, stead::registry::fetch::FetchError> {
     rt.block_on(async {
         let engine = DockerEngine::connect(&engine_socket()).await.unwrap();
         let registries = client();
@@ -103,7 +112,6 @@ fn pull_via(
         };
         pull(&from, &engine, spool, reference, &Tally::default()).await
     })
-    .unwrap_or_else(|e| panic!("{reference}: {e}"))
 }
 
 fn peers(node: &str, urls: &[&str]) -> Peers {
@@ -478,4 +486,55 @@ fn a_device_cut_off_from_its_plane_takes_the_group_revision_a_peer_holds_and_nev
             .any(|l| l.starts_with("stead_site_served_bytes_total{what=\"document\"} ")),
         "{metrics}"
     );
+}
+
+#[test]
+fn with_its_registry_away_a_device_takes_an_image_named_by_digest_from_a_peer_never_a_tag() {
+    require_engine();
+    let reg = Registry::plain();
+    let (config, layers) = push_random(&reg, "peers/away", "1", 1024);
+    let (_, size) = layers.last().unwrap().clone();
+    let head = common::registry::raw(
+        &reg.addr,
+        "HEAD",
+        "/v2/peers/away/manifests/1",
+        &[(
+            "Accept",
+            "application/vnd.docker.distribution.manifest.v2+json",
+        )],
+        b"",
+    )
+    .1;
+    let digest = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Docker-Content-Digest: "))
+        .unwrap()
+        .trim()
+        .to_string();
+    let cutter = Cutter::start(&reg.addr, 0);
+    let host = cutter.addr.clone();
+    let by_digest = format!("{host}/peers/away@{digest}");
+    let rt = rt();
+    let a = Device::serving(&rt, "a", &["127.0.0.0/8"]);
+    assert_eq!(pull_via(&rt, &a.spool, None, &by_digest).id, config);
+    let _ = docker(&["rmi", "-f", &config]);
+
+    // The registry goes: the manifest, the config and the layer come from
+    // the peer, each checked by its digest.
+    drop(cutter);
+    drop(reg);
+    let b_dir = tempfile::tempdir().unwrap();
+    let b = Spool::new(b_dir.path()).unwrap();
+    let p = peers("b", &[a.url.as_str()]);
+    let fb = pull_via(&rt, &b, Some(&p), &by_digest);
+    assert_eq!(
+        (fb.id.as_str(), fb.wire, fb.peers),
+        (config.as_str(), 0, size),
+        "{fb:?}"
+    );
+    assert!(a.served("manifest") > 0);
+    let _ = docker(&["rmi", "-f", &config]);
+    // A tag is its registry's word alone.
+    let e = try_pull_via(&rt, &b, Some(&p), &format!("{host}/peers/away:1")).unwrap_err();
+    assert!(e.is_link(), "{e}");
 }

@@ -527,7 +527,7 @@ impl Registries {
     ) -> Result<Manifest, RegistryError> {
         self.platform_answer(r, at, platform)
             .await
-            .map(|(doc, _, _)| doc)
+            .map(|(doc, _, _, _)| doc)
     }
 
     /// [`Registries::platform_manifest`], with the answer it came in and
@@ -537,8 +537,9 @@ impl Registries {
         r: &Reference,
         at: &str,
         platform: &Platform,
-    ) -> Result<(Manifest, Answer, String), RegistryError> {
+    ) -> Result<(Manifest, Answer, String, Option<Served>), RegistryError> {
         let mut digest = at.to_string();
+        let mut index = None;
         // An index, then the manifest it names for this platform.
         for _ in 0..2 {
             let a = self.manifest(r, &digest).await?;
@@ -552,13 +553,22 @@ impl Registries {
             if let Some(list) = &doc.manifests {
                 match pick(list, platform) {
                     Some(m) => {
+                        index = Some(Served {
+                            media_type: doc
+                                .media_type
+                                .clone()
+                                .or_else(|| header_opt(&a.headers, "content-type"))
+                                .unwrap_or_else(|| MANIFEST_TYPES[0].to_string()),
+                            digest,
+                            bytes: a.body.clone(),
+                        });
                         digest = m.digest.clone();
                         continue;
                     }
                     None => return Err(no_platform(r, list, platform)),
                 }
             }
-            return Ok((doc, a, digest));
+            return Ok((doc, a, digest, index));
         }
         Err(malformed(r, Object::Manifest, "an index within an index"))
     }
@@ -634,7 +644,7 @@ impl Registries {
         at: &str,
         platform: &Platform,
     ) -> Result<FetchedManifest, RegistryError> {
-        let (doc, a, digest) = self.platform_answer(r, at, platform).await?;
+        let (doc, a, digest, index) = self.platform_answer(r, at, platform).await?;
         let media_type = doc
             .media_type
             .clone()
@@ -657,6 +667,7 @@ impl Registries {
             media_type,
             config,
             layers,
+            index,
         })
     }
 
@@ -938,6 +949,19 @@ pub struct FetchedManifest {
     pub config: (String, u64),
     /// Its layers' digests and sizes, base first.
     pub layers: Vec<(String, u64)>,
+    /// The index it was named by, when it came through one.
+    pub index: Option<Served>,
+}
+
+/// A manifest as a registry served it, by its digest.
+#[derive(Clone, Debug)]
+pub struct Served {
+    /// Its digest.
+    pub digest: String,
+    /// Its bytes.
+    pub bytes: bytes::Bytes,
+    /// Its media type.
+    pub media_type: String,
 }
 
 #[derive(serde::Deserialize)]

@@ -195,6 +195,48 @@ impl Spool {
         Some(self.dir.parent().unwrap_or(&self.dir).join("chunks"))
     }
 
+    /// Where manifests loaded are kept for the site's peers, by digest
+    /// (`<hex>`, with its media type in `<hex>.type`).
+    fn manifests_dir(&self) -> Option<PathBuf> {
+        self.keep?;
+        Some(self.dir.parent().unwrap_or(&self.dir).join("manifests"))
+    }
+
+    /// The manifest `hex` kept for the site's peers: its file and media
+    /// type.
+    pub fn manifest(&self, hex: &str) -> Option<(PathBuf, String)> {
+        let dir = self.manifests_dir()?;
+        let media_type = std::fs::read_to_string(dir.join(format!("{hex}.type"))).ok()?;
+        let path = dir.join(hex);
+        path.is_file()
+            .then(|| (path, media_type.trim().to_string()))
+    }
+
+    /// Keeps, for the site's peers, what a loaded image was named by: its
+    /// manifests (by digest) and its config (a blob). Nothing when the
+    /// spool does not keep; what cannot be written is not kept.
+    fn keep_image(&self, manifests: &[crate::registry::client::Served], config: (&str, &[u8])) {
+        let Some(dir) = self.manifests_dir() else {
+            return;
+        };
+        let kept = std::fs::create_dir_all(&dir).and_then(|()| {
+            for m in manifests {
+                let hex = hex(&m.digest);
+                std::fs::write(dir.join(format!("{hex}.type")), m.media_type.as_bytes())?;
+                std::fs::write(dir.join(hex), &m.bytes)?;
+            }
+            let (digest, bytes) = config;
+            std::fs::write(self.path(digest), bytes)?;
+            std::fs::write(self.mark(digest), bytes.len().to_string())?;
+            std::fs::write(self.dir.join(format!("{}.ok", hex(digest))), b"")
+        });
+        if let Err(e) = kept {
+            tracing::info!(
+                "the image's manifests and config are not kept for the site's peers: {e}"
+            );
+        }
+    }
+
     /// What can be served of the blob `hex`.
     pub fn serving(&self, hex: &str) -> Serving {
         let digest = format!("sha256:{hex}");
@@ -313,8 +355,12 @@ impl Spool {
                 served.push((*since, path.clone(), m.len()));
             }
         }
-        if let (Some(k), Some(chunks)) = (self.keep, self.chunks_dir()) {
-            for (path, m) in chunk_files(&chunks) {
+        if let (Some(k), Some(chunks), Some(manifests)) =
+            (self.keep, self.chunks_dir(), self.manifests_dir())
+        {
+            let mut files = chunk_files(&chunks);
+            files.extend(chunk_files(&manifests));
+            for (path, m) in files {
                 if age(&m) > k {
                     if std::fs::remove_file(&path).is_ok() {
                         freed += m.len();
@@ -792,9 +838,31 @@ pub async fn pull<E: Engine>(
         .clone()
         .or_else(|| r.tag.clone())
         .unwrap_or_else(|| "latest".into());
-    let m = registries.manifest_for(&r, &at, &Platform::this()).await?;
+    let m = match registries.manifest_for(&r, &at, &Platform::this()).await {
+        Ok(m) => m,
+        // The registry away: a manifest named by its digest may come from
+        // the site's peers (checked against it); a tag is the registry's
+        // word alone.
+        Err(e) if is_away(&e) && r.digest.is_some() => {
+            let at = &at;
+            from_peers(peers, &r, &e, |p, pr| async move {
+                p.manifest_for(&pr, at, &Platform::this()).await
+            })
+            .await?
+        }
+        Err(e) => return Err(e.into()),
+    };
     let (config_digest, _) = &m.config;
-    let config = registries.config_bytes(&r, config_digest).await?;
+    let config = match registries.config_bytes(&r, config_digest).await {
+        Ok(c) => c,
+        Err(e) if is_away(&e) => {
+            from_peers(peers, &r, &e, |p, pr| async move {
+                p.config_bytes(&pr, config_digest).await
+            })
+            .await?
+        }
+        Err(e) => return Err(e.into()),
+    };
     let diff_ids = diff_ids(&config)
         .map_err(|e| FetchError::Wrong(format!("{reference}: its config: {e}")))?;
     if diff_ids.len() != m.layers.len() {
@@ -949,6 +1017,17 @@ pub async fn pull<E: Engine>(
     for l in &fetched {
         spool.done(l);
     }
+    let manifests: Vec<crate::registry::client::Served> = m
+        .index
+        .iter()
+        .cloned()
+        .chain(std::iter::once(crate::registry::client::Served {
+            digest: m.digest.clone(),
+            bytes: m.bytes.clone(),
+            media_type: m.media_type.clone(),
+        }))
+        .collect();
+    spool.keep_image(&manifests, (config_digest, &config));
     for at in outcome.rebuilt.keys() {
         spool.discard(&diff_ids[*at]);
     }
@@ -962,6 +1041,52 @@ pub async fn pull<E: Engine>(
         chunks: outcome.wire,
         local: outcome.local,
     })
+}
+
+/// Whether a registry's error says it could not be reached.
+fn is_away(e: &RegistryError) -> bool {
+    matches!(
+        e,
+        RegistryError::Timeout { .. } | RegistryError::Connect { .. }
+    )
+}
+
+/// Asks each of the site's peers in turn, as a registry (`ask`, with the
+/// peers' registry client and `r` named at the peer), while its registry
+/// is away (`away`, the error said when no peer has it).
+async fn from_peers<T, F, Fut>(
+    peers: Option<&crate::registry::peers::Peers>,
+    r: &Reference,
+    away: &RegistryError,
+    ask: F,
+) -> Result<T, FetchError>
+where
+    F: Fn(Registries, Reference) -> Fut,
+    Fut: std::future::Future<Output = Result<T, RegistryError>>,
+{
+    let Some(peers) = peers else {
+        return Err(FetchError::Wrong(away.to_string()));
+    };
+    for (peer, resting) in peers.list() {
+        if resting {
+            continue;
+        }
+        let Some(host) = peer.strip_prefix("http://") else {
+            continue;
+        };
+        let pr = Reference {
+            registry: host.to_string(),
+            ..r.clone()
+        };
+        match ask(peers.registries(), pr).await {
+            Ok(t) => {
+                tracing::info!(peer, image = %r, "the registry is away: taken from a peer");
+                return Ok(t);
+            }
+            Err(e) => tracing::debug!(peer, "a peer as a registry: {e}"),
+        }
+    }
+    Err(FetchError::Registry(away.clone()))
 }
 
 /// The most images inspected for the layers a pull has already.

@@ -141,6 +141,21 @@ impl Peers {
             .await
     }
 
+    /// A registry client for the peers (as registries, over plain HTTP,
+    /// with no credential): their manifests and blobs by digest.
+    pub fn registries(&self) -> crate::registry::client::Registries {
+        let hosts = self
+            .list()
+            .into_iter()
+            .filter_map(|(u, _)| u.strip_prefix("http://").map(str::to_string))
+            .collect();
+        crate::registry::client::Registries::new(
+            self.http.clone(),
+            crate::registry::auth::Credentials::default(),
+            hosts,
+        )
+    }
+
     /// `path` of `peer` (a group's document), at most `max` bytes.
     pub async fn get(&self, peer: &str, path: &str, max: usize) -> Result<Answer, Transport> {
         let uri: http::Uri = format!("{peer}{path}")

@@ -6,7 +6,8 @@
 //! blobs the engine loaded, checked against their digest (kept for
 //! `site.keep`), a blob being fetched from its registry now (its bytes as
 //! they come, so a second device on the site waits for the first's
-//! fetch instead of the WAN), the chunks and chunk indexes fetched from
+//! fetch instead of the WAN), the manifests (by digest) and configs of
+//! the images loaded, the chunks and chunk indexes fetched from
 //! the plane's host, and the signed group documents it holds (relayed to
 //! a peer that cannot reach the plane, which judges them as the plane's).
 //! Paths are an OCI registry's, a casync store's and the plane host's
@@ -210,6 +211,19 @@ async fn answer(served: &Arc<Served>, ip: IpAddr, req: &Request<Incoming>) -> Re
                 Serving::None => plain(StatusCode::NOT_FOUND, "not here\n"),
             }
         }
+        Asked::Manifest(hex) => match served.spool.manifest(&hex) {
+            Some((path, media_type)) => {
+                let mut r = whole_file(served, path, None, head, "manifest");
+                if let Ok(v) = http::HeaderValue::try_from(media_type) {
+                    r.headers_mut().insert(http::header::CONTENT_TYPE, v);
+                }
+                if let Ok(v) = http::HeaderValue::try_from(format!("sha256:{hex}")) {
+                    r.headers_mut().insert("docker-content-digest", v);
+                }
+                r
+            }
+            None => plain(StatusCode::NOT_FOUND, "not here\n"),
+        },
         Asked::Chunk(hex) => {
             let Some(dir) = served.spool.chunks_dir() else {
                 return plain(StatusCode::NOT_FOUND, "not here\n");

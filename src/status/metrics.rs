@@ -36,8 +36,8 @@ pub struct Metrics {
     image_fetches: Mutex<BTreeMap<&'static str, u64>>,
     /// Blob bytes the agent's own pulls fetched, by source.
     fetch_bytes: Mutex<BTreeMap<&'static str, u64>>,
-    /// Bytes served to the site's peers, by what (`blob`, `chunk`,
-    /// `index`, `document`).
+    /// Bytes served to the site's peers, by what (`blob`, `manifest`,
+    /// `chunk`, `index`, `document`).
     site_served: Mutex<BTreeMap<&'static str, u64>>,
     /// Connections refused to addresses outside the site's networks.
     site_refused: AtomicU64,
@@ -281,7 +281,7 @@ impl Metrics {
             ),
             (
                 "stead_site_served_bytes_total",
-                "Bytes served to the site's peers, by what (blob, chunk, index, document).",
+                "Bytes served to the site's peers, by what (blob, manifest, chunk, index, document).",
                 "what",
                 &self.site_served,
             ),

@@ -198,6 +198,10 @@ pub enum Asked {
     Version,
     /// `/v2/<name>/blobs/sha256:<hex>`: a blob, by its digest's hex.
     Blob(String),
+    /// `/v2/<name>/manifests/sha256:<hex>`: a manifest (or index), by its
+    /// digest's hex (never by tag: what a tag names is its registry's
+    /// word).
+    Manifest(String),
     /// `/chunks/store.castr/<4 hex>/<hex>.cacnk`: a chunk, by its ID's
     /// hex.
     Chunk(String),
@@ -219,7 +223,13 @@ impl Asked {
             return Some(Asked::Version);
         }
         if let Some(rest) = path.strip_prefix("/v2/") {
-            let (name, digest) = rest.rsplit_once("/blobs/")?;
+            let (name, digest, manifest) = match rest.rsplit_once("/blobs/") {
+                Some((n, d)) => (n, d, false),
+                None => {
+                    let (n, d) = rest.rsplit_once("/manifests/")?;
+                    (n, d, true)
+                }
+            };
             let name_ok = !name.is_empty()
                 && name.split('/').all(|p| {
                     !p.is_empty()
@@ -229,7 +239,13 @@ impl Asked {
                             .all(|b| b.is_ascii_alphanumeric() || b"._-:".contains(&b))
                 });
             let hex = digest.strip_prefix("sha256:")?;
-            return (name_ok && is_hex64(hex)).then(|| Asked::Blob(hex.to_string()));
+            return (name_ok && is_hex64(hex)).then(|| {
+                if manifest {
+                    Asked::Manifest(hex.to_string())
+                } else {
+                    Asked::Blob(hex.to_string())
+                }
+            });
         }
         if let Some(rest) = path.strip_prefix("/groups/") {
             let name = rest.strip_suffix("/desired.json")?;
@@ -483,7 +499,11 @@ mod tests {
             (format!("/v2/app/blobs/sha512:{h}"), None),
             (format!("/v2/app/blobs/sha256:{}", &h[..63]), None),
             (format!("/v2/app/blobs/sha256:{}", h.to_uppercase()), None),
-            (format!("/v2/app/manifests/sha256:{h}"), None),
+            (
+                format!("/v2/app/manifests/sha256:{h}"),
+                Some(Asked::Manifest(h.clone())),
+            ),
+            ("/v2/app/manifests/latest".into(), None),
             (
                 format!("/chunks/store.castr/abab/{h}.cacnk"),
                 Some(Asked::Chunk(h.clone())),
