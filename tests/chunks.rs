@@ -442,3 +442,139 @@ fn a_rebuild_cut_by_a_power_cut_keeps_the_chunks_it_wrote_and_fetches_the_rest()
     assert!(!spool.rebuild_path(&diff).exists());
     let _ = docker(&["rmi", "-f", &config1]);
 }
+
+/// Every file under `dir`.
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_second_device_of_a_site_takes_the_changed_chunks_from_the_first_and_a_lying_chunk_from_the_next()
+ {
+    use std::sync::Arc;
+    use stead::registry::peers::Peers;
+    use stead::site::{Served, serve};
+    require_engine();
+    let reg = Registry::plain();
+    let plane = Plane::start();
+    let work = tempfile::tempdir().unwrap();
+    let data = work.path().join("data.bin");
+    std::fs::write(&data, noise(4 << 20, 11)).unwrap();
+    let repo = format!("chunks/site-{}", std::process::id());
+    let (v1, config1, _) = push_app(&reg, &repo, "1", &data);
+    let (v2, config2, _) = push_app(&reg, &repo, "2", &data);
+    publish_chunks(&plane, &[&v1, &v2]);
+    let base: http::Uri = plane.base().parse().unwrap();
+    let source = ChunkSource::new(Http::new(None).unwrap(), &base);
+    for c in [&config1, &config2] {
+        let _ = docker(&["rmi", "-f", c]);
+    }
+    let rt = rt();
+    // A device that serves its site (what it fetched kept), on loopback.
+    let serving = |node: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let spool =
+            Spool::new(dir.path())
+                .unwrap()
+                .keeping(std::time::Duration::from_secs(3600), 99, 98);
+        let served = Arc::new(Served::new(
+            spool.clone(),
+            vec!["127.0.0.0/8".parse().unwrap()],
+            64 << 20,
+            node,
+            Arc::new(stead::status::metrics::Metrics::default()),
+        ));
+        let l = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let url = l.local_addr().unwrap().to_string();
+        rt.spawn(serve(l, served));
+        (dir, spool, url)
+    };
+    let pull_from = |spool: &Spool, peers: Option<&Peers>, reference: &str| {
+        rt.block_on(async {
+            let engine = DockerEngine::connect(&engine_socket()).await.unwrap();
+            let registries = client();
+            let from = Origins {
+                registries: &registries,
+                chunks: Some(&source),
+                peers,
+            };
+            pull(&from, &engine, spool, reference, &Tally::default()).await
+        })
+        .unwrap()
+    };
+    // The first device: version 1 whole, version 2 by its chunks from the
+    // host, which it keeps.
+    let (_a_dir, a, a_url) = serving("a");
+    assert_eq!(pull_from(&a, None, &v1).id, config1);
+    let fa = pull_from(&a, None, &v2);
+    assert_eq!(
+        (fa.id.as_str(), fa.rebuilt),
+        (config2.as_str(), 1),
+        "{fa:?}"
+    );
+    assert!(fa.chunks > 0, "{fa:?}");
+    let _ = docker(&["rmi", "-f", &config2]);
+    // A liar: the first device's store, with one chunk's bytes changed.
+    let (_l_dir, liar, liar_url) = serving("liar");
+    let (from, to) = (a.chunks_dir().unwrap(), liar.chunks_dir().unwrap());
+    let kept = files_under(&from);
+    assert!(
+        kept.iter()
+            .any(|p| p.extension().is_some_and(|e| e == "caibx")),
+        "{kept:?}"
+    );
+    let mut lied = false;
+    for f in &kept {
+        let at = to.join(f.strip_prefix(&from).unwrap());
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        let mut bytes = std::fs::read(f).unwrap();
+        if !lied && f.extension().is_some_and(|e| e == "cacnk") {
+            let n = bytes.len();
+            bytes[n / 2] ^= 0x5a;
+            lied = true;
+        }
+        std::fs::write(at, bytes).unwrap();
+    }
+    assert!(lied, "{kept:?}");
+
+    // The second device holds version 1: version 2's index and chunks come
+    // from its peers, the liar's bad chunk from the next; nothing from the
+    // host, nothing from the registry.
+    let b_dir = tempfile::tempdir().unwrap();
+    let b = Spool::new(b_dir.path()).unwrap();
+    let peers = Peers::new(
+        "b",
+        vec![format!("http://{liar_url}"), format!("http://{a_url}")],
+    )
+    .unwrap();
+    let before = plane.requests().len();
+    let fb = pull_from(&b, Some(&peers), &v2);
+    assert_eq!(
+        (fb.id.as_str(), fb.rebuilt, fb.wire, fb.chunks),
+        (config2.as_str(), 1, 0, 0),
+        "{fb:?}"
+    );
+    assert!(fb.peers > 0, "{fb:?}");
+    let asked: Vec<String> = plane.requests()[before..]
+        .iter()
+        .map(|r| r.path.clone())
+        .filter(|p| p.contains("/chunks/"))
+        .collect();
+    assert!(asked.is_empty(), "the host was asked {asked:?}");
+    let out = docker_ok(&["run", "--rm", &v2, "cat", "/app/version"]);
+    assert_eq!(out, "2");
+    for c in [&config1, &config2] {
+        let _ = docker(&["rmi", "-f", c]);
+    }
+}
