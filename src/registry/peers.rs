@@ -47,7 +47,7 @@ impl Peers {
     /// The peers of device `node`, `configured` in its config (base URLs,
     /// [`base_url`]'s).
     pub fn new(node: &str, configured: Vec<String>) -> Result<Peers, String> {
-        let http = Http::new(None)?.with_redirects(Redirects::Never);
+        let http = Http::lan()?.with_redirects(Redirects::Never);
         Ok(Peers {
             http,
             node: node.to_string(),

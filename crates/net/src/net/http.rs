@@ -153,6 +153,11 @@ fn origin(u: &Uri) -> Option<(&str, &str, u16)> {
     Some((scheme, u.host()?, u.port_u16().unwrap_or(default)))
 }
 
+/// How long a connection may take to open.
+const CONNECT: Duration = Duration::from_secs(10);
+/// How long a connection to a host on the same LAN may take to open.
+pub const LAN_CONNECT: Duration = Duration::from_secs(2);
+
 /// The HTTP client; cheap to clone.
 #[derive(Clone)]
 pub struct Http {
@@ -202,11 +207,29 @@ impl Http {
         Http::build(extra_ca, 2, Some((cert, key)), Floor::default())
     }
 
+    /// A client for the hosts of one LAN (a site's peers): [`Http::new`]
+    /// with no CA of its own, giving up a connection that does not open
+    /// within [`LAN_CONNECT`] (a host that is not there answers no
+    /// connection on a LAN, and the next is asked).
+    pub fn lan() -> Result<Http, String> {
+        Http::build_with(None, 2, None, Floor::default(), LAN_CONNECT)
+    }
+
     fn build(
         extra_ca: Option<&Path>,
         idle: usize,
         client_cert: Option<(&Path, &Path)>,
         floor: Floor,
+    ) -> Result<Http, String> {
+        Http::build_with(extra_ca, idle, client_cert, floor, CONNECT)
+    }
+
+    fn build_with(
+        extra_ca: Option<&Path>,
+        idle: usize,
+        client_cert: Option<(&Path, &Path)>,
+        floor: Floor,
+        connect: Duration,
     ) -> Result<Http, String> {
         let mut roots = rustls::RootCertStore::empty();
         let mut read = |path: &Path, required: bool| -> Result<(), String> {
@@ -269,7 +292,7 @@ impl Http {
         };
         let mut http = HttpConnector::new();
         http.enforce_http(false);
-        http.set_connect_timeout(Some(Duration::from_secs(10)));
+        http.set_connect_timeout(Some(connect));
         let https = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http()
