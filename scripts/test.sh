@@ -49,37 +49,39 @@ command -v faketime >/dev/null 2>&1 || apt_install faketime
 command -v casync >/dev/null 2>&1 || apt_install casync
 # tests/import.rs runs a Compose file with docker-compose beside the agent.
 command -v docker-compose >/dev/null 2>&1 || apt_install docker-compose
+# venv NAME SPEC: a venv under /var/cache/stead-test/NAME with pip's SPEC
+# (name==version) installed, kept between runs and made again when SPEC
+# changes; prints its path.
+venv() {
+    local dir="/var/cache/stead-test/$1" spec="$2"
+    if [ "$(cat "$dir/.stead-version" 2>/dev/null)" != "$spec" ]; then
+        /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || apt_install python3-venv >&2
+        rm -rf "$dir"
+        /usr/bin/python3 -m venv "$dir"
+        "$dir/bin/pip" install -q --disable-pip-version-check "$spec" >&2 \
+            || die "pip install $spec failed"
+        echo "$spec" >"$dir/.stead-version"
+    fi
+    echo "$dir"
+}
 # tests/plane_s3.rs: an S3-compatible server with signatures checked
 # (moto's, from PyPI) in a venv kept between runs, keyed by its version.
-moto_version=5.2.5
-moto_venv=/var/cache/stead-test/moto
-if [ "$(cat "$moto_venv/.stead-version" 2>/dev/null)" != "$moto_version" ]; then
-    /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || apt_install python3-venv
-    rm -rf "$moto_venv"
-    /usr/bin/python3 -m venv "$moto_venv"
-    "$moto_venv/bin/pip" install -q --disable-pip-version-check "moto[server]==$moto_version" \
-        || die "pip install moto[server]==$moto_version failed"
-    echo "$moto_version" >"$moto_venv/.stead-version"
-fi
+moto_venv="$(venv moto "moto[server]==5.2.5")"
 export STEAD_TEST_MOTO="$moto_venv"
 # tests/signed.rs: image signatures made and checked by the Sigstore
 # project's own implementation (scripts/cosign-ref, built once into a cache:
 # Debian's skopeo and podman have sigstore disabled), and a key in the
 # format skopeo reads made by scripts/sigstore-key.py.
 /usr/bin/python3 -c 'import cryptography, nacl' 2>/dev/null || apt_install python3-cryptography python3-nacl
-# In-toto attestations made by securesystemslib's DSSE (scripts/attest.py),
-# in a venv kept between runs, keyed by its version.
-sslib_version=1.6.0
-sslib_venv=/var/cache/stead-test/sslib
-if [ "$(cat "$sslib_venv/.stead-version" 2>/dev/null)" != "$sslib_version" ]; then
-    /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || apt_install python3-venv
-    rm -rf "$sslib_venv"
-    /usr/bin/python3 -m venv "$sslib_venv"
-    "$sslib_venv/bin/pip" install -q --disable-pip-version-check "securesystemslib[crypto]==$sslib_version" \
-        || die "pip install securesystemslib[crypto]==$sslib_version failed"
-    echo "$sslib_version" >"$sslib_venv/.stead-version"
-fi
+# In-toto attestations made by securesystemslib's DSSE (scripts/attest.py).
+sslib_venv="$(venv sslib "securesystemslib[crypto]==1.6.0")"
 export STEAD_TEST_SSLIB="$sslib_venv"
+# tests/mdns.rs: python-zeroconf, a reference mDNS/DNS-SD implementation,
+# reads what the agent answers and announces a listener it must find, in
+# network namespaces joined by a veth pair (iproute2's `ip`).
+command -v ip >/dev/null 2>&1 || apt_install iproute2
+zeroconf_venv="$(venv zeroconf "zeroconf==0.154.0")"
+export STEAD_TEST_ZEROCONF="$zeroconf_venv"
 STEAD_TEST_COSIGN_REF="$(scripts/cosign-ref.sh)" || die "scripts/cosign-ref.sh failed"
 export STEAD_TEST_COSIGN_REF
 # Podman's Docker-compatible service, for the engine suites run again on it

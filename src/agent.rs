@@ -675,7 +675,7 @@ impl<C: Connect> Agent<C> {
     /// says so and the agent spools its own pulls. One that cannot be
     /// bound leaves the agent running, saying so: the peers then go to
     /// the WAN.
-    async fn serve_site(&self) -> Option<AbortOnDrop> {
+    async fn serve_site(&self) -> Option<(AbortOnDrop, std::net::SocketAddr)> {
         let site = self.config.site.as_ref()?;
         let listen = site.listen?;
         let room = self.reconciler.room()?;
@@ -712,8 +712,36 @@ impl<C: Connect> Agent<C> {
             )
             .with_store(self.store.clone()),
         );
-        Some(AbortOnDrop(tokio::spawn(crate::site::serve(
-            listener, served,
+        Some((
+            AbortOnDrop(tokio::spawn(crate::site::serve(listener, served))),
+            at,
+        ))
+    }
+
+    /// The task that finds the site's peers by mDNS, and answers for
+    /// the listener `at` when there is one, when `[site] mdns` names an
+    /// interface and the agent spools its own pulls.
+    fn find_peers(&self, at: Option<std::net::SocketAddr>) -> Option<AbortOnDrop> {
+        let interface = self.config.site.as_ref()?.mdns.clone()?;
+        let Some(peers) = self.reconciler.room().and_then(|r| r.peers().cloned()) else {
+            tracing::warn!(
+                "site.mdns is set, but the engine pulls images ([images] fetch = \"engine\"): no peers are asked"
+            );
+            return None;
+        };
+        let address = match at.map(|a| a.ip()) {
+            Some(std::net::IpAddr::V4(ip)) if !ip.is_unspecified() => Some(ip),
+            _ => None,
+        };
+        Some(AbortOnDrop(tokio::spawn(crate::site::mdns::run(
+            crate::site::mdns::Mdns {
+                interface,
+                node: self.config.node_id.to_string(),
+                port: at.map(|a| a.port()),
+                address,
+                peers,
+                metrics: self.reconciler.metrics(),
+            },
         ))))
     }
 
@@ -854,7 +882,8 @@ impl<C: Connect> Agent<C> {
         });
         let _server = AbortOnDrop(tokio::spawn(api::serve(listener, api)));
         tracing::info!("API listening on http://{addr}");
-        let _site = self.serve_site().await;
+        let site = self.serve_site().await;
+        let _mdns = self.find_peers(site.as_ref().map(|(_, at)| *at));
         let (watch_tx, watch_rx) = tokio::sync::watch::channel(self.watch_set(Default::default()));
         let _watcher = AbortOnDrop(tokio::spawn(crate::host::watch::run(
             watch_rx,

@@ -145,6 +145,7 @@ struct SiteDoc {
     keep: Option<String>,
     #[serde(default)]
     peers: Vec<String>,
+    mdns: Option<String>,
 }
 
 /// `[site]`: the devices on this device's LAN that share what each
@@ -162,6 +163,9 @@ pub struct SiteConfig {
     pub keep: Duration,
     /// The peers it asks before the WAN, as base URLs.
     pub peers: Vec<String>,
+    /// The network interface it finds its peers on by mDNS (and answers
+    /// on, when it listens); none: no mDNS.
+    pub mdns: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -354,12 +358,32 @@ fn site(
             crate::model::site::peer_url(p).map_err(|e| invalid(&format!("site.peers[{i}]"), e))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let mdns = match d.mdns {
+        None => None,
+        Some(i) => {
+            // As the kernel checks an interface's name.
+            let ok = !i.is_empty()
+                && i.len() < 16
+                && i != "."
+                && i != ".."
+                && !i.contains(['/', ':'])
+                && !i.chars().any(char::is_whitespace);
+            if !ok {
+                return Err(invalid(
+                    "site.mdns",
+                    format!("{i:?} is not a network interface's name (eth0)"),
+                ));
+            }
+            Some(i)
+        }
+    };
     Ok(SiteConfig {
         listen,
         allow,
         rate,
         keep,
         peers,
+        mdns,
     })
 }
 
@@ -977,9 +1001,12 @@ mod tests {
             s.peers,
             ["http://192.168.1.12:7412", "http://till-3.local:7000"]
         );
+        assert_eq!(s.mdns, None);
         let c = Config::parse("[site]\npeers = [\"10.0.0.2\"]", Path::new("c.toml")).unwrap();
         let s = c.site.unwrap();
         assert_eq!((s.listen, s.rate), (None, crate::model::site::DEFAULT_RATE));
+        let c = Config::parse("[site]\nmdns = \"enp1s0\"", Path::new("c.toml")).unwrap();
+        assert_eq!(c.site.unwrap().mdns.as_deref(), Some("enp1s0"));
         assert!(
             Config::parse("", Path::new("c.toml"))
                 .unwrap()
@@ -1011,7 +1038,15 @@ mod tests {
                 "site.peers[1]",
                 "host:port",
             ),
-            ("[site]\nmdns = true", "unknown field", ""),
+            ("[site]\nmdns = true", "site", "string"),
+            ("[site]\nmdns = \"eth0/1\"", "site.mdns", "interface"),
+            ("[site]\nmdns = \"\"", "site.mdns", "interface"),
+            (
+                "[site]\nmdns = \"a-very-long-name0\"",
+                "site.mdns",
+                "interface",
+            ),
+            ("[site]\nmdn = \"eth0\"", "unknown field", ""),
         ] {
             let e = Config::parse(text, Path::new("c.toml"))
                 .unwrap_err()

@@ -253,23 +253,7 @@ fn the_agent_fetches_a_module_s_image_itself_resumed_and_runs_it_by_its_digest()
     require_engine();
     let reg = Registry::plain();
     let (_, config, layers) = push_big(&reg, "fetch/module", "1", 900);
-    let manifest = common::registry::raw(
-        &reg.addr,
-        "GET",
-        "/v2/fetch/module/manifests/1",
-        &[(
-            "Accept",
-            "application/vnd.docker.distribution.manifest.v2+json",
-        )],
-        b"",
-    )
-    .1;
-    let digest = manifest
-        .lines()
-        .find_map(|l| l.strip_prefix("Docker-Content-Digest: "))
-        .unwrap()
-        .trim()
-        .to_string();
+    let digest = common::registry::manifest_digest(&reg, "fetch/module", "1");
     // Every connection cut after 256 KiB, and slow (about 300 KiB/s);
     // the module names its digest.
     let cutter = Cutter::throttled(&reg.addr, 256 * 1024, std::time::Duration::from_millis(50));

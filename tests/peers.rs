@@ -16,30 +16,14 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::agent::Agent;
-use common::pulls::{Cutter, client, rt};
-use common::registry::{Registry, docker_engine, free_port};
+use common::pulls::{Cutter, client, push_random, rt};
+use common::registry::{Registry, free_port};
 use common::*;
 use stead::engine::docker::DockerEngine;
 use stead::registry::fetch::{Fetched, Origins, Spool, Tally, pull};
 use stead::registry::peers::Peers;
 use stead::site::{Served, serve};
 use stead::status::metrics::Metrics;
-
-/// Builds and pushes the test image with one layer of `kib` random KiB;
-/// its config digest and its layers (digest, size).
-fn push_random(reg: &Registry, repo: &str, tag: &str, kib: u32) -> (String, Vec<(String, u64)>) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("Dockerfile"),
-        format!(
-            "FROM {IMAGE_1}\nRUN dd if=/dev/urandom of=/blob bs=1024 count={kib} 2>/dev/null && echo {tag} > /tag\n"
-        ),
-    )
-    .unwrap();
-    let (target, config, layers) = common::registry::build_and_push(reg, repo, tag, dir.path());
-    docker_engine(&["rmi", &target]);
-    (config, layers)
-}
 
 /// A device's spool and, when it serves, its listener on loopback (to
 /// `allow`): its base URL and its metrics.
@@ -494,23 +478,7 @@ fn with_its_registry_away_a_device_takes_an_image_named_by_digest_from_a_peer_ne
     let reg = Registry::plain();
     let (config, layers) = push_random(&reg, "peers/away", "1", 1024);
     let (_, size) = layers.last().unwrap().clone();
-    let head = common::registry::raw(
-        &reg.addr,
-        "HEAD",
-        "/v2/peers/away/manifests/1",
-        &[(
-            "Accept",
-            "application/vnd.docker.distribution.manifest.v2+json",
-        )],
-        b"",
-    )
-    .1;
-    let digest = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Docker-Content-Digest: "))
-        .unwrap()
-        .trim()
-        .to_string();
+    let digest = common::registry::manifest_digest(&reg, "peers/away", "1");
     let cutter = Cutter::start(&reg.addr, 0);
     let host = cutter.addr.clone();
     let by_digest = format!("{host}/peers/away@{digest}");

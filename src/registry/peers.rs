@@ -1,7 +1,8 @@
 //! Asking a site's peers: the devices on one LAN that serve each other
 //! the blobs and chunks they fetched (`crate::site` is the serving
 //! side), so that each crosses the WAN once. This module owns which
-//! peers there are (the config's, the group documents'), which rest after
+//! peers there are (the config's, the group documents', those found by
+//! mDNS), which rest after
 //! failing to answer, and the requests. The rules (where a blob is asked
 //! next) are [`crate::model::site`]'s.
 //!
@@ -23,7 +24,8 @@ pub const PEER_STALL: Duration = Duration::from_secs(10);
 pub const NODE_HEADER: &str = "x-stead-node";
 
 /// The peers a device asks before the WAN: their base URLs
-/// (`http://host:port`), from its config and its group documents.
+/// (`http://host:port`), from its config, its group documents and mDNS
+/// (`crate::site::mdns`).
 #[derive(Clone)]
 pub struct Peers {
     http: Http,
@@ -37,6 +39,8 @@ struct Inner {
     configured: Vec<String>,
     /// From the group documents held.
     named: Vec<String>,
+    /// Found by mDNS, until their records run out, in the order found.
+    found: Vec<(String, Instant)>,
     /// Until when a peer that did not answer is left alone.
     resting: std::collections::HashMap<String, Instant>,
 }
@@ -81,9 +85,44 @@ impl Peers {
         }
     }
 
-    /// The peers, in the order they are asked (the config's, then the
-    /// documents', each once, at most [`MAX_PEERS`]), and whether each
-    /// is resting.
+    /// Takes a peer found by mDNS (`url`, a base URL), for `ttl`
+    /// seconds from now; a TTL of 0 says it is gone. Says whether the
+    /// peers found changed. At most [`MAX_PEERS`] are held.
+    pub fn found(&self, url: &str, ttl: u32) -> bool {
+        let mut inner = self.inner.lock().expect("peers lock");
+        let now = Instant::now();
+        inner.found.retain(|(_, until)| *until > now);
+        let had = inner.found.iter().position(|(u, _)| u == url);
+        match (had, ttl) {
+            (Some(i), 0) => {
+                inner.found.remove(i);
+                true
+            }
+            (None, 0) => false,
+            (Some(i), t) => {
+                inner.found[i].1 = now + Duration::from_secs(u64::from(t));
+                false
+            }
+            (None, t) if inner.found.len() < MAX_PEERS => {
+                inner
+                    .found
+                    .push((url.to_string(), now + Duration::from_secs(u64::from(t))));
+                true
+            }
+            (None, _) => false,
+        }
+    }
+
+    /// How many peers found by mDNS are held now.
+    pub fn found_count(&self) -> usize {
+        let inner = self.inner.lock().expect("peers lock");
+        let now = Instant::now();
+        inner.found.iter().filter(|(_, until)| *until > now).count()
+    }
+
+    /// The peers, in the order they are asked (the config's, the
+    /// documents', then those found by mDNS, each once, at most
+    /// [`MAX_PEERS`]), and whether each is resting.
     pub fn list(&self) -> Vec<(String, bool)> {
         let inner = self.inner.lock().expect("peers lock");
         let now = Instant::now();
@@ -92,6 +131,13 @@ impl Peers {
             .configured
             .iter()
             .chain(inner.named.iter())
+            .chain(
+                inner
+                    .found
+                    .iter()
+                    .filter(|(_, until)| *until > now)
+                    .map(|(u, _)| u),
+            )
             .filter(|u| seen.insert(u.as_str()))
             .take(MAX_PEERS)
             .map(|u| (u.clone(), inner.resting.get(u).is_some_and(|t| *t > now)))
@@ -101,7 +147,10 @@ impl Peers {
     /// Whether there are any.
     pub fn is_empty(&self) -> bool {
         let inner = self.inner.lock().expect("peers lock");
-        inner.configured.is_empty() && inner.named.is_empty()
+        let now = Instant::now();
+        inner.configured.is_empty()
+            && inner.named.is_empty()
+            && inner.found.iter().all(|(_, until)| *until <= now)
     }
 
     /// Leaves `peer` alone for [`PEER_REST`]: it did not answer.
@@ -205,5 +254,31 @@ mod tests {
             ]
         );
         assert!(Peers::new("a", vec![]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn peers_found_by_mdns_come_last_and_go_when_gone_or_run_out() {
+        let p = Peers::new("a", vec![base_url("10.0.0.2").unwrap()]).unwrap();
+        let urls = |p: &Peers| -> Vec<String> { p.list().into_iter().map(|(u, _)| u).collect() };
+        assert!(p.found("http://10.0.0.9:7000", 120), "new");
+        assert!(!p.found("http://10.0.0.9:7000", 120), "refreshed");
+        // A configured peer found too is asked once, in the config's place.
+        assert!(p.found("http://10.0.0.2:7412", 120));
+        assert_eq!(p.found_count(), 2);
+        assert_eq!(urls(&p), ["http://10.0.0.2:7412", "http://10.0.0.9:7000"]);
+        assert!(p.found("http://10.0.0.9:7000", 0), "gone");
+        assert!(!p.found("http://10.0.0.9:7000", 0), "already gone");
+        assert_eq!(urls(&p), ["http://10.0.0.2:7412"]);
+        // Only found, then run out: none.
+        let q = Peers::new("a", vec![]).unwrap();
+        q.found("http://10.0.0.9:7000", 120);
+        assert!(!q.is_empty());
+        q.inner.lock().unwrap().found[0].1 = Instant::now();
+        assert!(q.is_empty() && q.list().is_empty() && q.found_count() == 0);
+        // At most MAX_PEERS are held.
+        for i in 0..MAX_PEERS + 3 {
+            q.found(&format!("http://10.0.1.{i}:7000"), 120);
+        }
+        assert_eq!(q.found_count(), MAX_PEERS);
     }
 }

@@ -13,6 +13,8 @@
 //! Paths are an OCI registry's, a casync store's and the plane host's
 //! ([`crate::model::site::Asked`]); a name is never a path.
 
+pub mod mdns;
+
 use std::convert::Infallible;
 use std::io::{Read, Seek, SeekFrom};
 use std::net::IpAddr;

@@ -41,6 +41,8 @@ pub struct Metrics {
     site_served: Mutex<BTreeMap<&'static str, u64>>,
     /// Connections refused to addresses outside the site's networks.
     site_refused: AtomicU64,
+    /// Peers found by mDNS and held now.
+    site_found: AtomicU64,
 }
 
 impl Metrics {
@@ -179,6 +181,11 @@ impl Metrics {
         self.site_refused.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Sets how many peers found by mDNS are held now.
+    pub fn site_found(&self, n: usize) {
+        self.site_found.store(n as u64, Ordering::Relaxed);
+    }
+
     /// Records the filesystems as last measured.
     pub fn disks(&self, d: &crate::model::disk::Disks) {
         *self.disks.lock().expect("metrics lock") = Some(d.clone());
@@ -295,6 +302,11 @@ impl Metrics {
             o,
             "# HELP stead_site_refused_total Connections to the peers' listener refused: their address is not in site.allow.\n# TYPE stead_site_refused_total counter\nstead_site_refused_total {}",
             self.site_refused.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            o,
+            "# HELP stead_site_mdns_peers Peers found by mDNS (site.mdns) and held now: their records have not run out.\n# TYPE stead_site_mdns_peers gauge\nstead_site_mdns_peers {}",
+            self.site_found.load(Ordering::Relaxed)
         );
         if let Some(d) = self.disks.lock().expect("metrics lock").as_ref() {
             type Of = fn(&crate::model::disk::Filesystem) -> u64;

@@ -127,3 +127,25 @@ impl Drop for Cutter {
         let _ = TcpStream::connect(&self.addr);
     }
 }
+
+/// Builds and pushes the test image with one layer of `kib` random KiB;
+/// its config digest and its layers (digest, size).
+pub fn push_random(
+    reg: &super::registry::Registry,
+    repo: &str,
+    tag: &str,
+    kib: u32,
+) -> (String, Vec<(String, u64)>) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("Dockerfile"),
+        format!(
+            "FROM {}\nRUN dd if=/dev/urandom of=/blob bs=1024 count={kib} 2>/dev/null && echo {tag} > /tag\n",
+            super::IMAGE_1
+        ),
+    )
+    .unwrap();
+    let (target, config, layers) = super::registry::build_and_push(reg, repo, tag, dir.path());
+    super::registry::docker_engine(&["rmi", &target]);
+    (config, layers)
+}

@@ -612,3 +612,24 @@ pub fn build_and_push(
         layers,
     )
 }
+
+/// The digest `reg` names `repo:tag`'s manifest by (its
+/// `Docker-Content-Digest`, as a registry client reads it).
+pub fn manifest_digest(reg: &Registry, repo: &str, tag: &str) -> String {
+    let head = raw(
+        &reg.addr,
+        "HEAD",
+        &format!("/v2/{repo}/manifests/{tag}"),
+        &[(
+            "Accept",
+            "application/vnd.docker.distribution.manifest.v2+json",
+        )],
+        b"",
+    )
+    .1;
+    head.lines()
+        .find_map(|l| l.strip_prefix("Docker-Content-Digest: "))
+        .unwrap_or_else(|| panic!("{repo}:{tag}: no digest in {head}"))
+        .trim()
+        .to_string()
+}

@@ -25,6 +25,7 @@ pub mod intention;
 pub mod interpolate;
 pub mod json;
 pub mod labels;
+pub mod mdns;
 pub use stead_launch as launch;
 pub mod names;
 pub mod reference;
