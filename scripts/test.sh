@@ -47,6 +47,10 @@ command -v faketime >/dev/null 2>&1 || apt_install faketime
 # tests/chunks.rs holds the chunk indexes and stores stead writes and reads
 # to casync's own (index bytes, `casync extract` from the store over HTTP).
 command -v casync >/dev/null 2>&1 || apt_install casync
+# tests/nudge.rs: Debian's mosquitto as the operator's MQTT broker (each
+# test starts its own on loopback), mosquitto_pub as its publisher.
+command -v mosquitto >/dev/null 2>&1 || apt_install_no_start mosquitto
+command -v mosquitto_pub >/dev/null 2>&1 || apt_install mosquitto-clients
 # tests/import.rs runs a Compose file with docker-compose beside the agent.
 command -v docker-compose >/dev/null 2>&1 || apt_install docker-compose
 # venv NAME SPEC: a venv under /var/cache/stead-test/NAME with pip's SPEC

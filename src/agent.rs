@@ -1043,11 +1043,32 @@ impl<C: Connect> Agent<C> {
             self.passes.subscribe(),
             report_wake,
         )));
+        let mut tasks = vec![poll, report];
+        if let Some(pc) = self.config.plane.as_ref()
+            && let Some(n) = pc.nudge.clone()
+        {
+            match crate::net::http::Http::tls_config(
+                pc.ca.as_deref(),
+                pc.client_cert
+                    .as_ref()
+                    .map(|(c, k)| (c.as_path(), k.as_path())),
+                crate::host::clock::process_floor().clone(),
+            ) {
+                Ok((tls, _)) => tasks.push(AbortOnDrop(tokio::spawn(crate::plane::broker::run(
+                    n,
+                    format!("stead-{}", self.config.node_id.as_str()),
+                    Some(Arc::new(tls)),
+                    syncer.clone(),
+                    nudge.clone(),
+                )))),
+                Err(e) => tracing::error!("plane: no nudge: {e}"),
+            }
+        }
         let handle = api::PlaneHandle {
             status: syncer.status.clone(),
             nudge,
         };
-        (Some(handle), vec![poll, report])
+        (Some(handle), tasks)
     }
 
     /// Sleeps up to `d`, waking early for `wake` (when `wakeable`) or

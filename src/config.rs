@@ -194,6 +194,17 @@ struct PlaneDoc {
     s3_region: Option<String>,
     client_cert: Option<PathBuf>,
     client_key: Option<PathBuf>,
+    nudge: Option<NudgeDoc>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NudgeDoc {
+    broker: String,
+    topic: Option<String>,
+    jitter: Option<String>,
+    username: Option<String>,
+    password_file: Option<PathBuf>,
 }
 
 #[derive(Deserialize, Default)]
@@ -293,6 +304,42 @@ fn trusted_keys(
                 .map_err(|e| invalid(&format!("{field}[{i}]"), e.to_string()))
         })
         .collect()
+}
+
+/// Reads `[plane.nudge]`; the error names the field.
+fn nudge(
+    d: NudgeDoc,
+    node: &NodeId,
+    abs: &dyn Fn(PathBuf) -> PathBuf,
+    invalid: &dyn Fn(&str, String) -> ConfigError,
+) -> Result<crate::plane::config::NudgeConfig, ConfigError> {
+    use crate::plane::config::{DEFAULT_NUDGE_JITTER, DEFAULT_NUDGE_TOPIC};
+    let broker = d
+        .broker
+        .parse::<crate::model::mqtt::Broker>()
+        .map_err(|e| invalid("plane.nudge.broker", e))?;
+    let topic = d
+        .topic
+        .unwrap_or_else(|| DEFAULT_NUDGE_TOPIC.to_string())
+        .replace("{node}", node.as_str());
+    crate::model::mqtt::check_topic(&topic).map_err(|e| invalid("plane.nudge.topic", e))?;
+    let jitter = match d.jitter {
+        None => DEFAULT_NUDGE_JITTER,
+        Some(j) => parse_duration(&j).map_err(|m| invalid("plane.nudge.jitter", m))?,
+    };
+    if d.password_file.is_some() && d.username.is_none() {
+        return Err(invalid(
+            "plane.nudge.password_file",
+            "is the password of a username, which is not given".into(),
+        ));
+    }
+    Ok(crate::plane::config::NudgeConfig {
+        broker,
+        topic,
+        jitter,
+        username: d.username,
+        password_file: d.password_file.map(abs),
+    })
 }
 
 /// Reads `[site]`; the error names the field.
@@ -472,7 +519,7 @@ impl Config {
             }
         }
         let cfg = Config {
-            node_id,
+            node_id: node_id.clone(),
             data_dir: abs(doc
                 .data_dir
                 .unwrap_or_else(|| PathBuf::from("/var/lib/stead"))),
@@ -636,6 +683,10 @@ impl Config {
                         ));
                     }
                 };
+                let nudge = match pd.nudge {
+                    None => None,
+                    Some(n) => Some(nudge(n, &node_id, &abs, &invalid)?),
+                };
                 Some(PlaneConfig {
                     url,
                     trusted_keys,
@@ -643,6 +694,7 @@ impl Config {
                     poll_interval,
                     auth,
                     client_cert,
+                    nudge,
                 })
             }
         };
@@ -1141,6 +1193,60 @@ mod tests {
         ] {
             let e = Config::parse(text, Path::new("c.toml")).unwrap_err();
             assert!(e.to_string().contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_nudge_names_its_broker_and_topic_and_bad_values_are_named() {
+        let key = crate::plane::envelope::SecretKey::generate()
+            .unwrap()
+            .public()
+            .to_base64();
+        let text = |nudge: &str| {
+            format!(
+                "node_id = \"till-3\"\n[plane]\nurl = \"https://plane.example\"\ntrusted_keys = [{key:?}]\n[plane.nudge]\n{nudge}"
+            )
+        };
+        let c = Config::parse(
+            &text("broker = \"mqtts://broker.lan\"\ntopic = \"stead/{node}/hint\"\njitter = \"10s\"\nusername = \"edge\"\npassword_file = \"pw\""),
+            Path::new("/etc/stead/c.toml"),
+        )
+        .unwrap();
+        let n = c.plane.unwrap().nudge.unwrap();
+        assert_eq!(n.broker.to_string(), "mqtts://broker.lan:8883");
+        assert_eq!(n.topic, "stead/till-3/hint");
+        assert_eq!(n.jitter, Duration::from_secs(10));
+        assert_eq!(n.password_file, Some(PathBuf::from("/etc/stead/pw")));
+        let c = Config::parse(&text("broker = \"mqtt://10.0.0.1\""), Path::new("c.toml")).unwrap();
+        let n = c.plane.unwrap().nudge.unwrap();
+        assert_eq!(
+            (n.topic.as_str(), n.jitter),
+            ("stead/nudge", crate::plane::config::DEFAULT_NUDGE_JITTER)
+        );
+        // (the table's lines, the field the error names)
+        for (nudge, field) in [
+            ("broker = \"http://broker\"", "plane.nudge.broker"),
+            ("broker = \"mqtt://u:pw@broker\"", "plane.nudge.broker"),
+            (
+                "broker = \"mqtt://b\"\ntopic = \"a/#/b\"",
+                "plane.nudge.topic",
+            ),
+            (
+                "broker = \"mqtt://b\"\njitter = \"soon\"",
+                "plane.nudge.jitter",
+            ),
+            (
+                "broker = \"mqtt://b\"\npassword_file = \"pw\"",
+                "plane.nudge.password_file",
+            ),
+            ("broker = \"mqtt://b\"\npassword = \"pw\"", "unknown field"),
+            ("topic = \"t\"", "broker"),
+        ] {
+            let e = Config::parse(&text(nudge), Path::new("c.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(field), "{nudge}: {e}");
+            assert!(!e.contains(":pw@"), "{nudge}: {e}");
         }
     }
 

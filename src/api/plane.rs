@@ -72,6 +72,7 @@ pub fn plane_view(plane: Option<&PlaneHandle>) -> PlaneView {
             },
             root: s.root.view(|t| t),
             url: crate::net::shown(&s.url),
+            nudge: s.nudge.clone(),
         }),
     }
 }
@@ -172,5 +173,32 @@ mod tests {
         for (o, want) in outcomes().iter().zip(OUTCOMES) {
             assert_eq!(outcome_text(o), golden(want));
         }
+    }
+
+    /// A nudge's subscription is one more key, absent without one (the
+    /// texts above).
+    #[test]
+    fn a_nudge_is_said_beside_the_rest() {
+        let [mut p, _] = crate::plane::fixtures::planes();
+        p.nudge = Some(crate::views::NudgeView {
+            broker: "mqtts://broker.lan:8883".into(),
+            topic: "stead/edge-1".into(),
+            connected: false,
+            error: Some("the broker closed the connection".into()),
+            hints: 12,
+            polls: 3,
+        });
+        let v: serde_json::Value = serde_json::from_str(&plane_text(Some(p))).unwrap();
+        assert_eq!(
+            v["nudge"],
+            serde_json::json!({
+                "broker": "mqtts://broker.lan:8883",
+                "topic": "stead/edge-1",
+                "connected": false,
+                "error": "the broker closed the connection",
+                "hints": 12,
+                "polls": 3
+            })
+        );
     }
 }

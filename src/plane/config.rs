@@ -24,6 +24,28 @@ pub struct PlaneConfig {
     /// A client certificate and its key (PEM files) for a host that asks
     /// for one.
     pub client_cert: Option<(PathBuf, PathBuf)>,
+    /// The broker whose hints start a poll sooner (`[plane.nudge]`).
+    pub nudge: Option<NudgeConfig>,
+}
+
+/// The topic subscribed to when the config names none.
+pub const DEFAULT_NUDGE_TOPIC: &str = "stead/nudge";
+/// The window a hint's poll is taken in, when the config says none.
+pub const DEFAULT_NUDGE_JITTER: Duration = Duration::from_secs(30);
+
+/// An MQTT broker whose messages are hints that the plane has something
+/// new (`crate::plane::nudge`): never a source of truth.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NudgeConfig {
+    pub broker: crate::model::mqtt::Broker,
+    /// One topic (`{node}` in the config replaced by the node's ID).
+    pub topic: String,
+    /// A hint's poll is taken at a random moment within this, at most
+    /// one per window.
+    pub jitter: Duration,
+    pub username: Option<String>,
+    /// The password's file, read at each connection.
+    pub password_file: Option<PathBuf>,
 }
 
 impl PlaneConfig {

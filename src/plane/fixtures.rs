@@ -80,6 +80,7 @@ pub fn planes() -> [PlaneStatus; 2] {
             allow_list: None,
         },
         taken_here: 7,
+        nudge: None,
     };
     let bare = PlaneStatus {
         url: "http://plane/d.json".into(),

@@ -8,6 +8,7 @@
 //! [`allowlist`]);
 //! the publisher's side is the operator's tool, `stead-plane`.
 
+pub mod broker;
 pub mod clock;
 pub mod config;
 #[cfg(test)]
@@ -16,7 +17,7 @@ pub mod report;
 pub mod sync;
 
 pub use stead_core::plane::{
-    RefusalClass, accept, allowlist, document, envelope, group, held, root, trusted,
+    RefusalClass, accept, allowlist, document, envelope, group, held, nudge, root, trusted,
 };
 
 /// The node's clocks as they read now (nothing counted): the system

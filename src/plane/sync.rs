@@ -114,6 +114,8 @@ pub struct PlaneStatus {
     /// taken (adopted, the same, not modified): counted in memory only,
     /// never stored, so it is this process's own (a candidate's proof).
     pub taken_here: u64,
+    /// The nudge's subscription, when one is configured.
+    pub nudge: Option<crate::views::NudgeView>,
 }
 
 /// The root of trust a node holds ([`crate::plane::root`]).
@@ -498,6 +500,18 @@ impl Syncer {
 
     /// What the node holds from the plane (a panic elsewhere while it was
     /// held leaves it as it was: every transition is whole).
+    /// What a nudge's hint is judged against: the revision of the node's
+    /// document held, and of each group it lists (0: not held yet).
+    pub fn revisions(&self) -> (Option<u64>, BTreeMap<GroupName, u64>) {
+        let h = self.mem();
+        let groups = h
+            .node_groups
+            .iter()
+            .map(|g| (g.clone(), h.groups.get(g).map_or(0, |(r, _)| r.revision)))
+            .collect();
+        (h.node.as_ref().map(|n| n.revision), groups)
+    }
+
     fn mem(&self) -> MutexGuard<'_, held::Held> {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }

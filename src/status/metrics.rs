@@ -43,6 +43,8 @@ pub struct Metrics {
     site_refused: AtomicU64,
     /// Peers found by mDNS and held now.
     site_found: AtomicU64,
+    /// The nudge's hints, by what came of them.
+    nudges: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl Metrics {
@@ -181,6 +183,17 @@ impl Metrics {
         self.site_refused.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts what came of a nudge's hint (`poll`, `held`, `not_mine`,
+    /// `gated`, `unreadable`) or of its broker (`broker_away`).
+    pub fn nudge(&self, outcome: &'static str) {
+        *self
+            .nudges
+            .lock()
+            .expect("metrics lock")
+            .entry(outcome)
+            .or_default() += 1;
+    }
+
     /// Sets how many peers found by mDNS are held now.
     pub fn site_found(&self, n: usize) {
         self.site_found.store(n as u64, Ordering::Relaxed);
@@ -291,6 +304,12 @@ impl Metrics {
                 "Bytes served to the site's peers, by what (blob, manifest, chunk, index, document).",
                 "what",
                 &self.site_served,
+            ),
+            (
+                "stead_plane_nudges_total",
+                "The nudge's hints by what came of them (poll, held, not_mine, gated, unreadable), and its broker found away (broker_away).",
+                "outcome",
+                &self.nudges,
             ),
         ] {
             let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter");

@@ -338,6 +338,26 @@ pub struct PlaneDetail {
     pub root: Option<RootView<u64>>,
     /// The document's URL.
     pub url: String,
+    /// The nudge's broker, when one is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nudge: Option<NudgeView>,
+}
+
+/// The nudge's subscription (`[plane.nudge]`): hints that start a poll
+/// sooner, never a source of truth.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NudgeView {
+    /// The broker (its URL, no credential).
+    pub broker: String,
+    pub topic: String,
+    /// Whether it is subscribed now.
+    pub connected: bool,
+    /// Why it is not, while so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Hints heard since the agent started, and the polls they started.
+    pub hints: u64,
+    pub polls: u64,
 }
 
 /// Where reports go, and how the last went.

@@ -36,8 +36,8 @@ pub fn faketime_env(at: &str) -> Vec<(String, String)> {
 pub struct Certs {
     /// The CA certificate (PEM), for clients to trust.
     pub ca: PathBuf,
-    cert: PathBuf,
-    key: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
     _dir: tempfile::TempDir,
 }
 

@@ -18,6 +18,7 @@ pub mod document;
 pub mod envelope;
 pub mod group;
 pub mod held;
+pub mod nudge;
 pub mod root;
 pub mod trusted;
 

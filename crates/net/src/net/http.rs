@@ -224,13 +224,21 @@ impl Http {
         Http::build_with(extra_ca, idle, client_cert, floor, CONNECT)
     }
 
-    fn build_with(
+    /// The TLS client configuration every connection of the agent uses:
+    /// the system's CA bundle and `extra_ca` (PEM), servers' certificates
+    /// checked at max(clock, `floor`), and `client_cert` presented to a
+    /// server that asks. The error names the file at fault.
+    pub fn tls_config(
         extra_ca: Option<&Path>,
-        idle: usize,
         client_cert: Option<(&Path, &Path)>,
         floor: Floor,
-        connect: Duration,
-    ) -> Result<Http, String> {
+    ) -> Result<
+        (
+            rustls::ClientConfig,
+            Option<Arc<crate::net::auth::ClientCert>>,
+        ),
+        String,
+    > {
         let mut roots = rustls::RootCertStore::empty();
         let mut read = |path: &Path, required: bool| -> Result<(), String> {
             use rustls::pki_types::CertificateDer;
@@ -290,6 +298,17 @@ impl Http {
                 (builder.with_client_cert_resolver(c.clone()), Some(c))
             }
         };
+        Ok((tls, cert))
+    }
+
+    fn build_with(
+        extra_ca: Option<&Path>,
+        idle: usize,
+        client_cert: Option<(&Path, &Path)>,
+        floor: Floor,
+        connect: Duration,
+    ) -> Result<Http, String> {
+        let (tls, cert) = Http::tls_config(extra_ca, client_cert, floor)?;
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_connect_timeout(Some(connect));

@@ -1,0 +1,176 @@
+//! The nudge's broker (`[plane.nudge]`): a subscription to one topic on the
+//! operator's MQTT broker whose messages are hints that the plane has
+//! something new. A hint worth it ([`crate::plane::nudge::judge`], the
+//! core's) starts the normal signed poll at a random moment within the
+//! jitter window, at most one per window ([`Gate`]); it never carries
+//! anything the device takes. A broker that is away is tried again with
+//! a capped, jittered back-off, and polling goes on as without one.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::model::mqtt::Connect;
+use crate::net::mqtt;
+use crate::plane::config::NudgeConfig;
+use crate::plane::nudge::{Gate, Worth, judge, read};
+use crate::plane::sync::{Nudge, Syncer};
+use crate::views::NudgeView;
+
+/// The keep-alive asked of the broker.
+pub const KEEP_ALIVE: u16 = 60;
+/// The longest wait before a broker that is away is tried again.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// The first wait; it doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Subscribes for as long as the agent runs.
+pub async fn run(
+    config: NudgeConfig,
+    client_id: String,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    syncer: Arc<Syncer>,
+    nudges: mpsc::Sender<Nudge>,
+) {
+    // Said in the plane's status (`GET /v1/plane`'s `nudge`).
+    let set = |f: &dyn Fn(&mut NudgeView)| {
+        if let Ok(mut s) = syncer.status.lock() {
+            f(s.nudge.get_or_insert_with(NudgeView::default));
+        }
+    };
+    set(&|s| {
+        s.broker = config.broker.to_string();
+        s.topic = config.topic.clone();
+    });
+    let gate = Arc::new(Mutex::new(Gate::default()));
+    let start = tokio::time::Instant::now();
+    let mut failures = 0u32;
+    let mut said = String::new();
+    loop {
+        let password = match &config.password_file {
+            None => Ok(None),
+            Some(p) => std::fs::read(p)
+                .map(|b| Some(trim_newline(b)))
+                .map_err(|e| format!("cannot read the password file {}: {e}", p.display())),
+        };
+        let subscribed = match password {
+            Err(e) => Err(e),
+            Ok(password) => {
+                let connect = Connect {
+                    client_id: &client_id,
+                    username: config.username.as_deref(),
+                    password: password.as_deref(),
+                    keep_alive: KEEP_ALIVE,
+                };
+                mqtt::subscribe(&config.broker, tls.clone(), &connect, &config.topic).await
+            }
+        };
+        let error = match subscribed {
+            Err(e) => e,
+            Ok(mut sub) => {
+                failures = 0;
+                said.clear();
+                tracing::info!(
+                    "plane: nudged by {} (topic {:?})",
+                    config.broker,
+                    config.topic
+                );
+                set(&|s| {
+                    s.connected = true;
+                    s.error = None;
+                });
+                let e = loop {
+                    match sub.next().await {
+                        Err(e) => break e,
+                        Ok(m) => {
+                            set(&|s| s.hints += 1);
+                            let polled = heard(&m.payload, &syncer, &gate, &config, start, &nudges);
+                            if polled {
+                                set(&|s| s.polls += 1);
+                            }
+                        }
+                    }
+                };
+                sub.close().await;
+                e
+            }
+        };
+        set(&|s| {
+            s.connected = false;
+            s.error = Some(error.clone());
+        });
+        syncer.metrics.nudge("broker_away");
+        if error != said {
+            tracing::warn!(
+                "plane: the nudge's broker is away ({error}); polling goes on every interval"
+            );
+            said = error;
+        }
+        failures = failures.saturating_add(1);
+        let cap = FIRST_BACKOFF
+            .saturating_mul(1 << failures.saturating_sub(1).min(16))
+            .min(MAX_BACKOFF);
+        let wait = Duration::from_millis(crate::host::random_u64() % (cap.as_millis() as u64 + 1))
+            .max(FIRST_BACKOFF);
+        tokio::time::sleep(wait).await;
+    }
+}
+
+fn trim_newline(mut b: Vec<u8>) -> Vec<u8> {
+    while b.last().is_some_and(|c| *c == b'\n' || *c == b'\r') {
+        b.pop();
+    }
+    b
+}
+
+/// Takes one hint: judged against what the node holds, then through the
+/// gate. Says whether a poll was asked for.
+fn heard(
+    payload: &[u8],
+    syncer: &Arc<Syncer>,
+    gate: &Arc<Mutex<Gate>>,
+    config: &NudgeConfig,
+    start: tokio::time::Instant,
+    nudges: &mpsc::Sender<Nudge>,
+) -> bool {
+    let hint = match read(payload) {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::debug!("plane: a nudge is not read: {e}");
+            syncer.metrics.nudge("unreadable");
+            return false;
+        }
+    };
+    let (node, groups) = syncer.revisions();
+    match judge(&hint, node, &groups) {
+        Worth::Poll => {}
+        Worth::Held => {
+            syncer.metrics.nudge("held");
+            return false;
+        }
+        Worth::NotMine => {
+            syncer.metrics.nudge("not_mine");
+            return false;
+        }
+    }
+    let now = start.elapsed().as_millis() as u64;
+    let window = config.jitter.as_millis() as u64;
+    let at = gate
+        .lock()
+        .ok()
+        .and_then(|mut g| g.admit(now, window, crate::host::random_u64()));
+    let Some(at) = at else {
+        syncer.metrics.nudge("gated");
+        return false;
+    };
+    syncer.metrics.nudge("poll");
+    let nudges = nudges.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep_until(start + Duration::from_millis(at)).await;
+        // What the poll did is the poller's to say.
+        let (tx, _rx) = oneshot::channel();
+        let _ = nudges.try_send(tx);
+    });
+    true
+}
