@@ -1044,25 +1044,13 @@ impl<C: Connect> Agent<C> {
             report_wake,
         )));
         let mut tasks = vec![poll, report];
-        if let Some(pc) = self.config.plane.as_ref()
-            && let Some(n) = pc.nudge.clone()
-        {
-            match crate::net::http::Http::tls_config(
-                pc.ca.as_deref(),
-                pc.client_cert
-                    .as_ref()
-                    .map(|(c, k)| (c.as_path(), k.as_path())),
-                crate::host::clock::process_floor().clone(),
-            ) {
-                Ok((tls, _)) => tasks.push(AbortOnDrop(tokio::spawn(crate::plane::broker::run(
-                    n,
-                    format!("stead-{}", self.config.node_id.as_str()),
-                    Some(Arc::new(tls)),
-                    syncer.clone(),
-                    nudge.clone(),
-                )))),
-                Err(e) => tracing::error!("plane: no nudge: {e}"),
-            }
+        if let Some(n) = self.config.plane.as_ref().and_then(|p| p.nudge.clone()) {
+            tasks.push(AbortOnDrop(tokio::spawn(crate::plane::broker::run(
+                n,
+                format!("stead-{}", self.config.node_id.as_str()),
+                syncer.clone(),
+                nudge.clone(),
+            ))));
         }
         let handle = api::PlaneHandle {
             status: syncer.status.clone(),

@@ -628,7 +628,8 @@ fn a_group_s_next_image_is_fetched_ahead_of_the_turn_which_then_needs_no_network
     let (_, metrics) = agent.get("/metrics");
     assert!(
         metrics.contains("stead_image_fetches_total{by=\"agent\"} 1\n"),
-        "{metrics}"
+        "{metrics}\n{}",
+        Agent::log(n)
     );
     // The status is the last pass's: the pass after the turn says it.
     n.wait_for(30, "nothing ahead once taken", || fetching(agent).is_null());

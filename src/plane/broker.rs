@@ -6,10 +6,11 @@
 //! anything the device takes. A broker that is away is tried again with
 //! a capped, jittered back-off, and polling goes on as without one.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
 use crate::model::mqtt::Connect;
 use crate::net::mqtt;
@@ -29,7 +30,6 @@ const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 pub async fn run(
     config: NudgeConfig,
     client_id: String,
-    tls: Option<Arc<rustls::ClientConfig>>,
     syncer: Arc<Syncer>,
     nudges: mpsc::Sender<Nudge>,
 ) {
@@ -43,8 +43,12 @@ pub async fn run(
         s.broker = config.broker.to_string();
         s.topic = config.topic.clone();
     });
-    let gate = Arc::new(Mutex::new(Gate::default()));
-    let start = tokio::time::Instant::now();
+    // The plane's client: its CA, its client certificate, its time floor.
+    let http = syncer.http();
+    let mut gate = Gate::default();
+    let start = Instant::now();
+    // The moment of the poll a hint asked for, while it is to come.
+    let mut pending: Option<Instant> = None;
     let mut failures = 0u32;
     let mut said = String::new();
     loop {
@@ -63,7 +67,7 @@ pub async fn run(
                     password: password.as_deref(),
                     keep_alive: KEEP_ALIVE,
                 };
-                mqtt::subscribe(&config.broker, tls.clone(), &connect, &config.topic).await
+                mqtt::subscribe(&config.broker, &http, &connect, &config.topic).await
             }
         };
         let error = match subscribed {
@@ -81,14 +85,20 @@ pub async fn run(
                     s.error = None;
                 });
                 let e = loop {
-                    match sub.next().await {
-                        Err(e) => break e,
-                        Ok(m) => {
-                            set(&|s| s.hints += 1);
-                            let polled = heard(&m.payload, &syncer, &gate, &config, start, &nudges);
-                            if polled {
-                                set(&|s| s.polls += 1);
+                    tokio::select! {
+                        m = sub.next() => match m {
+                            Err(e) => break e,
+                            Ok(m) => {
+                                set(&|s| s.hints += 1);
+                                if let Some(at) = heard(&m.payload, &syncer, &mut gate, &config, start) {
+                                    set(&|s| s.polls += 1);
+                                    pending = Some(at);
+                                }
                             }
+                        },
+                        () = sleep_until(pending), if pending.is_some() => {
+                            pending = None;
+                            poll(&nudges);
                         }
                     }
                 };
@@ -113,8 +123,31 @@ pub async fn run(
             .min(MAX_BACKOFF);
         let wait = Duration::from_millis(crate::host::random_u64() % (cap.as_millis() as u64 + 1))
             .max(FIRST_BACKOFF);
-        tokio::time::sleep(wait).await;
+        let until = Instant::now() + wait;
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep_until(until) => break,
+                () = sleep_until(pending), if pending.is_some() => {
+                    pending = None;
+                    poll(&nudges);
+                }
+            }
+        }
     }
+}
+
+/// Until `at`, or for ever.
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Asks the poller for a poll (what it did is the poller's to say).
+fn poll(nudges: &mpsc::Sender<Nudge>) {
+    let (tx, _rx) = oneshot::channel();
+    let _ = nudges.try_send(tx);
 }
 
 fn trim_newline(mut b: Vec<u8>) -> Vec<u8> {
@@ -125,21 +158,20 @@ fn trim_newline(mut b: Vec<u8>) -> Vec<u8> {
 }
 
 /// Takes one hint: judged against what the node holds, then through the
-/// gate. Says whether a poll was asked for.
+/// gate. The moment of the poll it asks for, if it does.
 fn heard(
     payload: &[u8],
     syncer: &Arc<Syncer>,
-    gate: &Arc<Mutex<Gate>>,
+    gate: &mut Gate,
     config: &NudgeConfig,
-    start: tokio::time::Instant,
-    nudges: &mpsc::Sender<Nudge>,
-) -> bool {
+    start: Instant,
+) -> Option<Instant> {
     let hint = match read(payload) {
         Ok(h) => h,
         Err(e) => {
             tracing::debug!("plane: a nudge is not read: {e}");
             syncer.metrics.nudge("unreadable");
-            return false;
+            return None;
         }
     };
     let (node, groups) = syncer.revisions();
@@ -147,30 +179,19 @@ fn heard(
         Worth::Poll => {}
         Worth::Held => {
             syncer.metrics.nudge("held");
-            return false;
+            return None;
         }
         Worth::NotMine => {
             syncer.metrics.nudge("not_mine");
-            return false;
+            return None;
         }
     }
     let now = start.elapsed().as_millis() as u64;
     let window = config.jitter.as_millis() as u64;
-    let at = gate
-        .lock()
-        .ok()
-        .and_then(|mut g| g.admit(now, window, crate::host::random_u64()));
-    let Some(at) = at else {
+    let Some(at) = gate.admit(now, window, crate::host::random_u64()) else {
         syncer.metrics.nudge("gated");
-        return false;
+        return None;
     };
     syncer.metrics.nudge("poll");
-    let nudges = nudges.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep_until(start + Duration::from_millis(at)).await;
-        // What the poll did is the poller's to say.
-        let (tx, _rx) = oneshot::channel();
-        let _ = nudges.try_send(tx);
-    });
-    true
+    Some(start + Duration::from_millis(at))
 }

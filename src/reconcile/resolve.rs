@@ -404,9 +404,9 @@ pub struct Pulls {
     /// plane's documents compose them (set before each pass).
     pub ahead: BTreeSet<String>,
     /// The pulls started ahead (the references pulled: a signed image's
-    /// pinned digest), stopped once their image is no longer ahead nor
-    /// wanted by a module.
-    started_ahead: BTreeSet<String>,
+    /// pinned digest), each with the image ahead it is for, stopped once
+    /// that image is no longer ahead nor wanted by a module.
+    started_ahead: BTreeMap<String, String>,
     /// Of the images ahead, how many, and how many are here, as the last
     /// pass saw them.
     pub ahead_here: Option<crate::model::fetch::Ahead>,
@@ -488,11 +488,18 @@ impl Pulls {
                 "fetching ahead of a rollout's coming turn"
             );
             self.start(engine, &reference);
-            self.started_ahead.insert(reference);
+            self.started_ahead.insert(reference, image);
         }
-        for reference in std::mem::take(&mut self.started_ahead) {
+        for (reference, image) in std::mem::take(&mut self.started_ahead) {
             if pulling.contains(&reference) || missing.contains(&reference) {
-                self.started_ahead.insert(reference);
+                self.started_ahead.insert(reference, image);
+            } else if !self.in_flight.contains_key(&reference) {
+                // Ended, and taken by a pass.
+            } else if self.ahead.contains(&image) {
+                // Here already while its fetch ends (the engine loaded it;
+                // the fetch tags it and says so): it is left to end, and
+                // stopped only once its image is no longer ahead.
+                self.started_ahead.insert(reference, image);
             } else if let Some(task) = self.in_flight.remove(&reference) {
                 tracing::info!(
                     image = reference.as_str(),
@@ -927,6 +934,52 @@ mod tests {
             "files": [{"path": "/etc/key.pem", "content": {"sealed": s("files./etc/key.pem", b"hunter2-file", 3)}}],
         });
         Intention::from_value(&doc, "t").unwrap()
+    }
+
+    /// A fetch ahead whose image the engine holds already (it loaded it;
+    /// the fetch is tagging it and counting it) is left to end; one whose
+    /// image is no longer ahead is stopped. Found under load: the pass the
+    /// load woke stopped the fetch before it said it brought the image.
+    #[tokio::test]
+    async fn a_fetch_ahead_is_left_to_end_once_its_image_is_here_and_stopped_once_not_ahead() {
+        let engine = crate::engine::fake::Fake::default();
+        let image = "registry.example/app:2".to_string();
+        let here = Images::new(vec![crate::engine::image::Image {
+            id: "sha256:aa".into(),
+            tags: vec![image.clone()],
+            digests: vec![],
+            size: 1,
+            created: 0,
+        }]);
+        let mut pulls = Pulls {
+            ahead: [image.clone()].into(),
+            ..Pulls::default()
+        };
+        // A fetch under way.
+        let task = tokio::spawn(async {
+            std::future::pending::<()>().await;
+            (Ok(Vec::new()), Instant::now())
+        });
+        pulls.in_flight.insert(image.clone(), task);
+        pulls.started_ahead.insert(image.clone(), image.clone());
+        let (retries, mut gate, now) = (
+            Retries::default(),
+            crate::reconcile::gate::Gate::default(),
+            Instant::now(),
+        );
+        let missing = BTreeSet::new();
+        let pulling = pulls.fetch_ahead(&engine, &here, &missing, &retries, &mut gate, now);
+        assert!(pulling.is_empty());
+        assert_eq!(
+            pulls.ahead_here,
+            Some(crate::model::fetch::Ahead { images: 1, here: 1 })
+        );
+        assert!(pulls.in_flight.contains_key(&image), "left to end");
+        // The image leaves the set: its fetch stops.
+        pulls.ahead.clear();
+        pulls.fetch_ahead(&engine, &here, &missing, &retries, &mut gate, now);
+        assert!(!pulls.in_flight.contains_key(&image), "stopped");
+        assert!(pulls.started_ahead.is_empty());
     }
 
     #[test]

@@ -26,13 +26,6 @@ pub enum Hint {
     Group { group: GroupName, revision: u64 },
 }
 
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HintDoc {
-    revision: u64,
-    group: Option<String>,
-}
-
 /// Reads a hint; the error says what is wrong with it.
 pub fn read(payload: &[u8]) -> Result<Hint, String> {
     if payload.len() > MAX_HINT {
@@ -46,16 +39,30 @@ pub fn read(payload: &[u8]) -> Result<Hint, String> {
     if text.is_empty() || text == "poll" {
         return Ok(Hint::Poll);
     }
-    let doc: HintDoc = serde_json::from_str(text)
-        .map_err(|e| format!("a hint is \"poll\" or {{\"revision\": N, \"group\": \"g\"}}: {e}"))?;
-    Ok(match doc.group {
-        None => Hint::Node {
-            revision: doc.revision,
-        },
-        Some(g) => Hint::Group {
-            group: GroupName::try_from(g).map_err(|e| format!("a hint's group: {}", e.0))?,
-            revision: doc.revision,
-        },
+    // Read as a JSON value (the parser the agent holds already), its
+    // keys then taken one by one.
+    let shape = "a hint is \"poll\" or {\"revision\": N, \"group\": \"g\"}";
+    let Ok(serde_json::Value::Object(doc)) = serde_json::from_str(text) else {
+        return Err(shape.into());
+    };
+    if let Some(k) = doc
+        .keys()
+        .find(|k| !matches!(k.as_str(), "revision" | "group"))
+    {
+        return Err(format!("{shape}: unknown field {k:?}"));
+    }
+    let revision = doc
+        .get("revision")
+        .and_then(serde_json::Value::as_u64)
+        .ok_or_else(|| format!("{shape}: revision is a whole number"))?;
+    let group = match doc.get("group") {
+        None => return Ok(Hint::Node { revision }),
+        Some(serde_json::Value::String(g)) => g.clone(),
+        Some(_) => return Err("a hint's group is a name".into()),
+    };
+    Ok(Hint::Group {
+        group: GroupName::try_from(group).map_err(|e| format!("a hint's group: {}", e.0))?,
+        revision,
     })
 }
 

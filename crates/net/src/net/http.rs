@@ -158,10 +158,18 @@ const CONNECT: Duration = Duration::from_secs(10);
 /// How long a connection to a host on the same LAN may take to open.
 pub const LAN_CONNECT: Duration = Duration::from_secs(2);
 
+/// A connection [`Http::stream`] made, read and written as tokio's.
+pub type Stream = hyper_util::rt::TokioIo<
+    hyper_rustls::MaybeHttpsStream<hyper_util::rt::TokioIo<tokio::net::TcpStream>>,
+>;
+
 /// The HTTP client; cheap to clone.
 #[derive(Clone)]
 pub struct Http {
     client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    /// The client's connector, for a connection that is not HTTP's
+    /// ([`Http::stream`]).
+    connector: hyper_rustls::HttpsConnector<HttpConnector>,
     redirects: Redirects,
     /// How requests to one origin (this URI's) are authenticated.
     auth: Option<Arc<(Uri, crate::net::auth::HostAuth)>>,
@@ -320,13 +328,30 @@ impl Http {
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .pool_max_idle_per_host(idle)
-            .build(https);
+            .build(https.clone());
         Ok(Http {
             client,
+            connector: https,
             redirects: Redirects::Any,
             auth: None,
             cert,
         })
+    }
+
+    /// A connection to `uri`'s host and port (`https://`: over TLS;
+    /// `http://`: plain) made as this client makes its own: the same CA,
+    /// client certificate, time floor and connect timeout, and the same
+    /// code (an MQTT broker's connection, [`crate::net::mqtt`]).
+    pub async fn stream(&self, uri: Uri) -> Result<Stream, Transport> {
+        use tower_service::Service;
+        let mut c = self.connector.clone();
+        std::future::poll_fn(|cx| c.poll_ready(cx))
+            .await
+            .map_err(|e| said(e.as_ref()))?;
+        c.call(uri)
+            .await
+            .map(hyper_util::rt::TokioIo::new)
+            .map_err(|e| said(e.as_ref()))
     }
 
     /// The same client, authenticating every request to `base`'s origin
@@ -334,6 +359,7 @@ impl Http {
     pub fn with_host_auth(&self, base: &Uri, auth: Option<crate::net::auth::HostAuth>) -> Http {
         Http {
             client: self.client.clone(),
+            connector: self.connector.clone(),
             redirects: self.redirects,
             auth: auth.map(|a| Arc::new((base.clone(), a))),
             cert: self.cert.clone(),
@@ -345,6 +371,7 @@ impl Http {
     pub fn with_redirects(&self, policy: Redirects) -> Http {
         Http {
             client: self.client.clone(),
+            connector: self.connector.clone(),
             redirects: policy,
             auth: self.auth.clone(),
             cert: self.cert.clone(),
@@ -574,6 +601,11 @@ fn resolve(base: &Uri, location: &str) -> Option<Uri> {
 /// causes hyper gives (an I/O error's own `source` skips the error it
 /// wraps, so wrapped I/O errors are opened one by one).
 fn transport(e: hyper_util::client::legacy::Error) -> Transport {
+    said(&e)
+}
+
+/// [`transport`] for any error.
+fn said(e: &(dyn std::error::Error + 'static)) -> Transport {
     fn tls_in(mut e: &(dyn std::error::Error + 'static)) -> Option<Transport> {
         for _ in 0..16 {
             if let Some(tls) = e.downcast_ref::<rustls::Error>() {
@@ -589,11 +621,11 @@ fn transport(e: hyper_util::client::legacy::Error) -> Transport {
         }
         None
     }
-    if let Some(t) = tls_in(&e) {
+    if let Some(t) = tls_in(e) {
         return t;
     }
     let mut words = Vec::new();
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(s) = source {
         words.push(s.to_string());
         source = s.source();

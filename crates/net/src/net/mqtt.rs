@@ -5,11 +5,9 @@
 //! silent. The packets are the core's ([`crate::model::mqtt`]); what a
 //! message means is the caller's.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::model::mqtt::{self, Broker, Connect, Packet};
@@ -43,39 +41,31 @@ fn io_error(what: &str, e: std::io::Error) -> String {
     format!("{what}: {e}")
 }
 
-/// Connects to `broker` (over TLS with `tls` when it is `mqtts://`),
-/// sends `connect`, and subscribes to `topic`. The error says which step
+/// Connects to `broker` by `http`'s connector (over TLS, with its CA,
+/// client certificate and time floor, when it is `mqtts://`), sends
+/// `connect`, and subscribes to `topic`. The error says which step
 /// failed and why (a refusal names the broker's reason; never the
 /// password).
 pub async fn subscribe(
     broker: &Broker,
-    tls: Option<Arc<rustls::ClientConfig>>,
+    http: &crate::net::http::Http,
     connect: &Connect<'_>,
     topic: &str,
 ) -> Result<Subscribed, String> {
-    let tcp = tokio::time::timeout(
-        STEP,
-        TcpStream::connect((broker.host.as_str(), broker.port)),
-    )
-    .await
-    .map_err(|_| format!("{broker}: no connection within {} s", STEP.as_secs()))?
-    .map_err(|e| io_error(&broker.to_string(), e))?;
-    let _ = tcp.set_nodelay(true);
-    let io: Box<dyn Io> = if broker.tls {
-        let tls = tls.ok_or_else(|| format!("{broker}: no TLS configuration"))?;
-        let name = rustls::pki_types::ServerName::try_from(broker.host.clone())
-            .map_err(|_| format!("{broker}: {:?} is not a server name", broker.host))?;
-        let stream = tokio::time::timeout(
-            STEP,
-            tokio_rustls::TlsConnector::from(tls).connect(name, tcp),
-        )
-        .await
-        .map_err(|_| format!("{broker}: no TLS handshake within {} s", STEP.as_secs()))?
-        .map_err(|e| io_error(&format!("{broker}: TLS"), e))?;
-        Box::new(stream)
+    let scheme = if broker.tls { "https" } else { "http" };
+    let host = if broker.host.contains(':') {
+        format!("[{}]", broker.host)
     } else {
-        Box::new(tcp)
+        broker.host.clone()
     };
+    let uri: http::Uri = format!("{scheme}://{host}:{}/", broker.port)
+        .parse()
+        .map_err(|_| format!("{broker}: not a host and port"))?;
+    let io = tokio::time::timeout(STEP, http.stream(uri))
+        .await
+        .map_err(|_| format!("{broker}: no connection within {} s", STEP.as_secs()))?
+        .map_err(|e| format!("{broker}: {e}"))?;
+    let io: Box<dyn Io> = Box::new(io);
     let now = Instant::now();
     let mut s = Subscribed {
         io,
@@ -93,7 +83,7 @@ pub async fn subscribe(
                 mqtt::refusal(code)
             ));
         }
-        p => return Err(format!("{broker} answered CONNECT with {p:?}")),
+        _ => return Err(format!("{broker} answered CONNECT with another packet")),
     }
     s.send(&mqtt::subscribe(1, topic)).await?;
     match s.answer().await? {
@@ -101,7 +91,7 @@ pub async fn subscribe(
         Packet::SubAck { .. } => {
             return Err(format!("{broker} refused the subscription to {topic:?}"));
         }
-        p => return Err(format!("{broker} answered SUBSCRIBE with {p:?}")),
+        _ => return Err(format!("{broker} answered SUBSCRIBE with another packet")),
     }
     Ok(s)
 }
