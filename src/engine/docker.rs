@@ -998,7 +998,7 @@ impl Engine for DockerEngine {
             Flavour::Podman(_) => ("died", "remove"),
         };
         let label = format!("stead.managed-by={node}");
-        let filters: BTreeMap<&str, Vec<&str>> = [
+        let filters: BTreeMap<&str, Vec<&str>> = crate::model::sort::map([
             ("type", vec!["container"]),
             ("label", vec![label.as_str()]),
             (
@@ -1014,9 +1014,7 @@ impl Engine for DockerEngine {
                     "unpause",
                 ],
             ),
-        ]
-        .into_iter()
-        .collect();
+        ]);
         let filters = match serde_json::to_string(&filters) {
             Ok(f) => f,
             Err(e) => return EngineError::Unreachable(e.to_string()),

@@ -504,11 +504,11 @@ impl Syncer {
     /// document held, and of each group it lists (0: not held yet).
     pub fn revisions(&self) -> (Option<u64>, BTreeMap<GroupName, u64>) {
         let h = self.mem();
-        let groups = h
-            .node_groups
-            .iter()
-            .map(|g| (g.clone(), h.groups.get(g).map_or(0, |(r, _)| r.revision)))
-            .collect();
+        let groups = crate::model::sort::map(
+            h.node_groups
+                .iter()
+                .map(|g| (g.clone(), h.groups.get(g).map_or(0, |(r, _)| r.revision))),
+        );
         (h.node.as_ref().map(|n| n.revision), groups)
     }
 

@@ -173,7 +173,9 @@ fn in_repo(image: &Image, repo: &str) -> bool {
 /// rebuilt from: those named in that repository, the newest first.
 pub fn seeds(images: &[Image], repo: &str) -> Vec<String> {
     let mut found: Vec<&Image> = images.iter().filter(|i| in_repo(i, repo)).collect();
-    found.sort_by(|a, b| b.created.cmp(&a.created).then_with(|| a.id.cmp(&b.id)));
+    crate::model::sort::sort_by(&mut found, |a, b| {
+        b.created.cmp(&a.created).then_with(|| a.id.cmp(&b.id))
+    });
     found
         .into_iter()
         .take(SEEDS)
@@ -186,7 +188,7 @@ pub fn seeds(images: &[Image], repo: &str) -> Vec<String> {
 /// newest first.
 pub fn likely(images: &[Image], repo: &str, limit: usize) -> Vec<String> {
     let mut all: Vec<&Image> = images.iter().collect();
-    all.sort_by(|a, b| {
+    crate::model::sort::sort_by(&mut all, |a, b| {
         in_repo(b, repo)
             .cmp(&in_repo(a, repo))
             .then_with(|| b.created.cmp(&a.created))
@@ -326,11 +328,12 @@ pub async fn rebuild<E: Engine>(
     // The chunks no layer here holds, from the store.
     let mut failed: BTreeSet<usize> = BTreeSet::new();
     for (id, len) in fetch {
-        let digests: BTreeSet<(bool, u64)> = rebuilding
-            .iter()
-            .filter(|(w, _)| w.index.chunks.iter().any(|c| c.id == id))
-            .map(|(w, _)| (w.index.digest() == Digest::Sha512_256, w.index.sizes.max))
-            .collect();
+        let digests: BTreeSet<(bool, u64)> = crate::model::sort::set(
+            rebuilding
+                .iter()
+                .filter(|(w, _)| w.index.chunks.iter().any(|c| c.id == id))
+                .map(|(w, _)| (w.index.digest() == Digest::Sha512_256, w.index.sizes.max)),
+        );
         let Some(&(sha512, max)) = digests.iter().next() else {
             continue;
         };
@@ -464,10 +467,8 @@ async fn scan_seed<E: Engine>(
         Err(e) => return Err((works, e.to_string())),
     };
     let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(8);
-    let digests: BTreeSet<bool> = works
-        .iter()
-        .map(|w| w.index.digest() == Digest::Sha512_256)
-        .collect();
+    let digests: BTreeSet<bool> =
+        crate::model::sort::set(works.iter().map(|w| w.index.digest() == Digest::Sha512_256));
     // One cut for every index; indexes cut otherwise are not seeded.
     let sizes = works[0].index.sizes;
     let digest = if digests.contains(&true) {

@@ -301,14 +301,14 @@ impl Spool {
         let Ok(dir) = std::fs::read_dir(&self.dir) else {
             return 0;
         };
-        let busy: BTreeSet<String> = self
-            .busy
-            .lock()
-            .expect("spool lock")
-            .iter()
-            .filter(|(_, l)| Arc::strong_count(l) > 1)
-            .map(|(d, _)| hex(d).to_string())
-            .collect();
+        let busy: BTreeSet<String> = crate::model::sort::set(
+            self.busy
+                .lock()
+                .expect("spool lock")
+                .iter()
+                .filter(|(_, l)| Arc::strong_count(l) > 1)
+                .map(|(d, _)| hex(d).to_string()),
+        );
         let now = std::time::SystemTime::now();
         let age = |m: &std::fs::Metadata| {
             m.modified()
@@ -384,7 +384,7 @@ impl Spool {
         if space.used_percent() < u64::from(high) || served.is_empty() {
             return 0;
         }
-        served.sort_by_key(|s| std::cmp::Reverse(s.0));
+        crate::model::sort::sort_by(&mut served, |a, b| b.0.cmp(&a.0));
         let low = space.total / 100 * u64::from(low);
         let mut used = space.used();
         let mut freed = 0;
@@ -923,11 +923,12 @@ pub async fn pull<E: Engine>(
             m.digest.clone(),
         )
     } else {
-        let replaced: std::collections::BTreeMap<usize, (String, u64)> = outcome
-            .rebuilt
-            .iter()
-            .map(|(&at, &size)| (at, (diff_ids[at].clone(), size)))
-            .collect();
+        let replaced: std::collections::BTreeMap<usize, (String, u64)> = crate::model::sort::map(
+            outcome
+                .rebuilt
+                .iter()
+                .map(|(&at, &size)| (at, (diff_ids[at].clone(), size))),
+        );
         let bytes = archive::with_uncompressed(&m.bytes, &m.media_type, &replaced)
             .map_err(|e| FetchError::Wrong(format!("{reference}: its manifest: {e}")))?;
         let digest = format!(
@@ -1143,10 +1144,8 @@ async fn fetch_missing(
     tally: &Tally,
     fetched: &mut BTreeSet<String>,
 ) -> Result<Wire, FetchError> {
-    let missing: BTreeSet<(&str, u64)> = missing
-        .iter()
-        .map(|l| (l.digest.as_str(), l.size))
-        .collect();
+    let missing: BTreeSet<(&str, u64)> =
+        crate::model::sort::set(missing.iter().map(|l| (l.digest.as_str(), l.size)));
     let of: u64 = missing.iter().map(|(_, size)| size).sum();
     // Beside what chunks are coming for (counted by the rebuild).
     tally.of.fetch_add(of, Ordering::Relaxed);
