@@ -515,13 +515,15 @@ fn stopped_mid_fetch(node: &str, signal: &str) {
 
 /// A node in a group at revision 1 (module `w` on the test image,
 /// printing V=one), running it, its pass every second.
+/// Fields drop in their order: the agent first, so that the node's drop
+/// removes its containers with no agent left to make them again.
 struct InAGroup {
+    agent: Agent,
     plane: common::plane::Plane,
     key: SecretKey,
     n: Node,
     g: String,
     w: String,
-    agent: Agent,
 }
 
 impl InAGroup {
