@@ -54,9 +54,14 @@ pub async fn run(
     loop {
         let password = match &config.password_file {
             None => Ok(None),
-            Some(p) => std::fs::read(p)
-                .map(|b| Some(trim_newline(b)))
-                .map_err(|e| format!("cannot read the password file {}: {e}", p.display())),
+            // A secret file, read as the plane's token is: the agent's
+            // own, its first line.
+            Some(p) => crate::net::auth::read_secret(p).and_then(|text| {
+                match text.lines().next().filter(|l| !l.is_empty()) {
+                    Some(line) => Ok(Some(line.as_bytes().to_vec())),
+                    None => Err(format!("{}: no password in it", p.display())),
+                }
+            }),
         };
         let subscribed = match password {
             Err(e) => Err(e),
@@ -148,13 +153,6 @@ async fn sleep_until(at: Option<Instant>) {
 fn poll(nudges: &mpsc::Sender<Nudge>) {
     let (tx, _rx) = oneshot::channel();
     let _ = nudges.try_send(tx);
-}
-
-fn trim_newline(mut b: Vec<u8>) -> Vec<u8> {
-    while b.last().is_some_and(|c| *c == b'\n' || *c == b'\r') {
-        b.pop();
-    }
-    b
 }
 
 /// Takes one hint: judged against what the node holds, then through the
