@@ -168,7 +168,8 @@ stage "cargo test, and beside it the engine suites on Podman ($podman_socket), t
     beside_run cni env STEAD_TEST_ENGINE_SOCKET="$podman_cni" cargo test --locked --no-fail-fast --test runtime \
         a_user_network_that_cannot_resolve_names_is_refused_naming_the_backend -- --exact
     beside_run fleet env STEAD_SIM_BIN=dist/stead-x86_64-unknown-linux-musl STEAD_SIM_DEVICES=20 STEAD_SIM_WINDOW=20 \
-        STEAD_SIM_POLL=2 STEAD_SIM_QUIET=10 STEAD_SIM_CHECK=1 scripts/fleet-sim.sh
+        STEAD_SIM_POLL=2 STEAD_SIM_QUIET=10 STEAD_SIM_CHECK=1 STEAD_SIM_NUDGE=1 \
+        STEAD_SIM_PHASES=classes,rollout,quiet,nudge scripts/fleet-sim.sh
 ) &
 beside_pid=$!
 # Tests named lab_ (the device lab's VMs) are scripts/lab/all.sh's.

@@ -355,6 +355,9 @@ pub struct Agent<C: Connect> {
     restart_asked: Arc<std::sync::atomic::AtomicBool>,
     /// The key this device's reports are signed with.
     report_key: Arc<crate::plane::envelope::SecretKey>,
+    /// What the device is (its facts), said after each pass: the plane's
+    /// poller judges the groups' `when` by it.
+    facts: tokio::sync::watch::Sender<crate::model::facts::Facts>,
 }
 
 impl<C: Connect> Agent<C> {
@@ -448,6 +451,23 @@ impl<C: Connect> Agent<C> {
         if config.keyed_digests {
             reconciler.key_digests();
         }
+        // What the device is, before the engine answered: its
+        // architecture, system, labels and memory, and the engine and
+        // free disk it had when last known (a restart judges the groups'
+        // `when` as before it).
+        let kept = store.facts().unwrap_or_else(|e| {
+            tracing::warn!("{e}; the device's facts are learnt again");
+            None
+        });
+        let facts = crate::model::facts::Facts {
+            arch: std::env::consts::ARCH.to_string(),
+            os: std::env::consts::OS.to_string(),
+            labels: config.labels.clone(),
+            memory: crate::host::memory_total(),
+            engine: kept.as_ref().and_then(|k| k.engine.clone()),
+            engine_version: kept.as_ref().and_then(|k| k.engine_version.clone()),
+            disk_free: kept.as_ref().and_then(|k| k.disk_free),
+        };
         Ok(Agent {
             config,
             store,
@@ -457,6 +477,7 @@ impl<C: Connect> Agent<C> {
             status: Arc::new(Mutex::new(NodeStatus {
                 device_key: Some(device_key),
                 report_key: Some(report_key.public().to_base64()),
+                facts: facts.clone(),
                 ..NodeStatus::default()
             })),
             reload_wake: Arc::new(Notify::new()),
@@ -469,6 +490,7 @@ impl<C: Connect> Agent<C> {
             restart: Arc::new(Notify::new()),
             restart_asked: Default::default(),
             report_key,
+            facts: tokio::sync::watch::Sender::new(facts),
         })
     }
 
@@ -991,6 +1013,7 @@ impl<C: Connect> Agent<C> {
             Ok(s) => {
                 let s = s
                     .with_image_policy(images, self.config.image_policy.clone())
+                    .with_facts(self.facts.subscribe())
                     .with_peers(self.reconciler.room().and_then(|r| r.peers().cloned()));
                 Arc::new(match ahead {
                     Some(a) => s.with_ahead(a),
@@ -1258,7 +1281,7 @@ impl<C: Connect> Agent<C> {
                     tracing::warn!("crash guard: {e}");
                 }
             }
-            {
+            let facts = {
                 let mut s = self.status.lock().expect("status lock");
                 s.quarantine = self.reconciler.quarantine().clone();
                 s.disk = self.reconciler.disks();
@@ -1269,6 +1292,33 @@ impl<C: Connect> Agent<C> {
                     .unwrap_or_default();
                 s.fetching.ahead = self.reconciler.ahead();
                 s.fetched = self.reconciler.room().and_then(|r| r.last());
+                // The engine, and the free disk where an update lands (the
+                // engine's images, else the agent's data).
+                let mut facts = s.facts.clone();
+                facts.engine = Some(e.flavour().kind().to_string());
+                facts.engine_version = Some(e.engine_version()).filter(|v| !v.is_empty());
+                facts.disk_free = ["images", "store"].iter().find_map(|role| {
+                    s.disk
+                        .filesystems
+                        .iter()
+                        .find(|f| f.roles.iter().any(|r| r == role))
+                        .map(|f| f.free_bytes)
+                });
+                s.facts = facts.clone();
+                facts
+            };
+            // Kept when what decides membership moved (the engine, its
+            // version: not the free disk of every pass).
+            let class_moved = self.facts.borrow().class() != facts.class();
+            self.facts.send_if_modified(|f| {
+                let moved = *f != facts;
+                *f = facts.clone();
+                moved
+            });
+            if class_moved {
+                if let Err(e) = self.store.blocking(move |s| s.keep_facts(&facts)).await {
+                    tracing::warn!("cannot keep the device's facts: {e}");
+                }
             }
             match result {
                 Ok(report) => {

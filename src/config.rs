@@ -105,6 +105,9 @@ pub struct Config {
     /// config (the rules a document's `images` holds), one more document
     /// beside the plane's, or alone on a device without a plane.
     pub image_policy: crate::model::image_policy::Rules,
+    /// `labels`: what the device is, in the operator's words
+    /// (`board = "rev-b"`): among its facts, for a group's `when`.
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 pub use crate::plane::config::PlaneConfig;
@@ -238,6 +241,23 @@ struct ConfigDoc {
     clock: Option<ClockDoc>,
     image_policy: Option<serde_json::Value>,
     site: Option<SiteDoc>,
+    #[serde(default)]
+    labels: std::collections::BTreeMap<String, String>,
+}
+
+/// The device's labels: at most [`crate::model::facts::MAX_LABELS`], each
+/// key and value checked as a group's `when` checks them.
+fn labels(
+    labels: std::collections::BTreeMap<String, String>,
+) -> Result<std::collections::BTreeMap<String, String>, String> {
+    use crate::model::facts::{MAX_LABELS, check_label};
+    if labels.len() > MAX_LABELS {
+        return Err(format!("{} labels, more than {MAX_LABELS}", labels.len()));
+    }
+    for (k, v) in &labels {
+        check_label(k, v)?;
+    }
+    Ok(labels)
 }
 
 /// Reads `[[image_policy]]` as a document's `images` is read, each key a
@@ -564,6 +584,7 @@ impl Config {
             clock_step: doc.clock.as_ref().and_then(|c| c.step).unwrap_or(false),
             image_policy: image_policy(doc.image_policy, base)
                 .map_err(|(f, m)| invalid(&format!("image_policy{f}"), m))?,
+            labels: labels(doc.labels).map_err(|m| invalid("labels", m))?,
         };
         let api_listen: SocketAddr = match doc.api_listen.as_deref() {
             None => SocketAddr::from(([127, 0, 0, 1], DEFAULT_API_PORT)),

@@ -22,11 +22,7 @@ use stead::plane::envelope::{PAYLOAD_TYPE, SecretKey};
 use stead::plane::group::GROUP_PAYLOAD_TYPE;
 
 fn group_state(agent: &Agent, group: &str) -> J {
-    let p = plane_state(agent);
-    p["groups"]
-        .as_array()
-        .and_then(|gs| gs.iter().find(|g| g["group"] == group).cloned())
-        .unwrap_or(J::Null)
+    group_in(&plane_state(agent), group)
 }
 
 /// Waits until `group`'s state in `/v1/plane` satisfies `f`; returns it.
@@ -1050,4 +1046,203 @@ fn publish_and_watch_sign_nothing_over_what_they_cannot_verify_nor_twice_at_once
         err.contains(&served) && err.contains("signed only by keys"),
         "{err}"
     );
+}
+
+/// A group with a `when` is for the devices whose facts it names: on the
+/// real engine, a device takes the group for its engine, architecture and
+/// label and not the others (two of which give the same module, which
+/// would conflict were both for it), says why of each, reports its facts;
+/// a restart recreates nothing; a revision whose `when` no longer names
+/// the device takes its module away, and says why.
+#[test]
+fn a_group_is_only_for_the_devices_its_when_names() {
+    require_engine();
+    let key = SecretKey::generate().unwrap();
+    let plane = Plane::start();
+    let n = Node::new("fleet-when")
+        .with_config("labels = { board = \"rev-b\", site = \"shop-12\" }")
+        .with_config(&format!(
+            "[plane]\nurl = {:?}\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"",
+            plane.base(),
+            key.public().to_base64()
+        ));
+    let (engine, other_engine) = if on_podman() {
+        ("podman", "docker")
+    } else {
+        ("docker", "podman")
+    };
+    let arch = std::env::consts::ARCH;
+    let other_arch = if arch == "aarch64" { "amd64" } else { "arm64" };
+    let (app, tool, big) = (n.module("app"), n.module("tool"), n.module("big"));
+    let g = |name: &str| format!("{name}-{}", n.id);
+    let (mine, other, engine_g, big_g) = (g("mine"), g("other-arch"), g("other-engine"), g("big"));
+    let when = |revision: u64, name: &str, modules: Vec<J>, when: J| {
+        publish_group(
+            &plane,
+            &key,
+            name,
+            &group_payload(name, revision, modules, json!({ "when": when })),
+        );
+    };
+    when(
+        1,
+        &mine,
+        vec![module(&app, "mine")],
+        json!({"arch": arch, "engine": engine, "engine_version": ">=1", "labels": {"board": "rev-b"}}),
+    );
+    when(
+        1,
+        &other,
+        vec![module(&app, "other")],
+        json!({"arch": other_arch}),
+    );
+    when(
+        1,
+        &engine_g,
+        vec![module(&tool, "t1")],
+        json!({"engine": other_engine}),
+    );
+    when(
+        1,
+        &big_g,
+        vec![module(&big, "b1")],
+        json!({"memory_min": "1000TiB"}),
+    );
+    plane.publish(
+        &n.id,
+        &sign(
+            &key,
+            &node_payload(
+                &n,
+                1,
+                &[&mine, &other, &engine_g, &big_g],
+                vec![],
+                json!({}),
+            ),
+        ),
+    );
+    let agent = Agent::start(&n);
+    wait_v(&n, &app, "mine");
+    let p = wait_plane(&n, &agent, "each group judged", |p| {
+        p["groups"]
+            .as_array()
+            .is_some_and(|gs| gs.len() == 4 && gs.iter().all(|g| g["revision"] == 1))
+    });
+    let not_for = |p: &J, group: &str| group_in(p, group)["not_for"].clone();
+    assert_eq!(not_for(&p, &mine), J::Null, "{p:#}");
+    assert_eq!(group_in(&p, &mine)["running"], 1, "{p:#}");
+    assert_eq!(
+        not_for(&p, &other),
+        format!(
+            "its arch is {arch}; the group is for {}",
+            stead::model::facts::arch_name(other_arch).unwrap()
+        ),
+        "{p:#}"
+    );
+    assert_eq!(
+        not_for(&p, &engine_g),
+        format!("its engine is {engine}; the group is for {other_engine}"),
+        "{p:#}"
+    );
+    assert!(
+        not_for(&p, &big_g)
+            .as_str()
+            .is_some_and(|w| w.contains("of memory; the group needs 1000.0")
+                || w.contains("of memory; the group needs 1024000.0")),
+        "{p:#}"
+    );
+    assert!(group_in(&p, &other)["running"].is_null(), "{p:#}");
+    // Nothing of the groups not for it runs.
+    assert!(n.container(&tool).is_none());
+    assert!(n.container(&big).is_none());
+    // Its facts, in its status and in its report.
+    let (_, body) = agent.get("/v1/status");
+    let status: J = serde_json::from_str(&body).unwrap();
+    let facts = &status["node"]["facts"];
+    assert_eq!(facts["arch"], arch, "{facts:#}");
+    assert_eq!(facts["os"], "linux", "{facts:#}");
+    assert_eq!(facts["engine"], engine, "{facts:#}");
+    assert!(
+        facts["engine_version"]
+            .as_str()
+            .is_some_and(|v| !v.is_empty()),
+        "{facts:#}"
+    );
+    assert_eq!(
+        facts["labels"],
+        json!({"board": "rev-b", "site": "shop-12"}),
+        "{facts:#}"
+    );
+    assert!(facts["memory"].as_u64().is_some_and(|m| m > 0), "{facts:#}");
+    n.wait_for(30, "a report with the device's facts", || {
+        plane
+            .report(&n.id)
+            .map(|b| common::plane::open_report(&n.id, &b))
+            .is_some_and(|r| r["facts"]["engine"] == engine && r["facts"]["arch"] == arch)
+    });
+
+    // A restart: the facts kept judge as before; nothing is recreated.
+    let since = unix_now();
+    drop(agent);
+    let agent = Agent::start(&n);
+    wait_plane(&n, &agent, "the groups again after the restart", |p| {
+        p["groups"].as_array().is_some_and(|gs| gs.len() == 4)
+            && not_for(p, &mine).is_null()
+            && !not_for(p, &other).is_null()
+    });
+    // Several polls and passes.
+    let path = format!("nodes/{}/desired.json", n.id);
+    let at = plane.count("GET", &path, 304);
+    plane.wait_count("GET", &path, 304, at + 3, 30);
+    assert_eq!(
+        n.creates_since(&app, since),
+        0,
+        "{:?}",
+        n.events_since(&app, since)
+    );
+    assert!(n.container(&app).is_some());
+
+    // A revision for another board: the device leaves the group, its
+    // module goes, and it says why.
+    when(
+        2,
+        &mine,
+        vec![module(&app, "mine")],
+        json!({"labels": {"board": "rev-a"}}),
+    );
+    n.wait_for(60, "the module of a group no longer for it to go", || {
+        n.container(&app).is_none()
+    });
+    let p = wait_plane(&n, &agent, "revision 2 not for it", |p| {
+        group_in(p, &mine)["revision"] == 2
+    });
+    assert_eq!(
+        not_for(&p, &mine),
+        "its label board is rev-b; the group is for board=rev-a",
+        "{p:#}"
+    );
+    let out = n
+        .stead()
+        .args(["status", "--config"])
+        .arg(n.config())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains(
+            "not for this device: its label board is rev-b; the group is for board=rev-a"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("facts {arch} linux, {engine} ")),
+        "{text}"
+    );
+}
+
+fn group_in(p: &J, group: &str) -> J {
+    p["groups"]
+        .as_array()
+        .and_then(|gs| gs.iter().find(|g| g["group"] == group).cloned())
+        .unwrap_or(J::Null)
 }

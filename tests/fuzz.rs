@@ -1924,11 +1924,12 @@ fn group_documents_mutated_and_signed_never_panic_and_what_composes_makes_create
             HeldGroup {
                 desired: a.desired,
                 took,
+                was_in: took,
             },
         )]);
         // Composed at the rollout's every moment: before, within, after.
         for now in [NOW, NOW + later as u64, NOW + 100 * 86_400] {
-            if let Ok(c) = compose(node_desired.clone(), &groups, &node(), now) {
+            if let Ok(c) = compose(node_desired.clone(), &groups, &node(), now, None) {
                 prop_assert_eq!(c.groups.len(), node_desired.groups.len());
                 for i in c.modules.values() {
                     through(i)?;

@@ -24,6 +24,10 @@ What it does, as the Docker Engine does it:
   the label filter is met by every container);
 - one image, the one named on the command line, is there; a pull of it
   succeeds, of any other fails; creating from any other is 404.
+- a device whose line in the devices file says `podman` after a tab is
+  Podman's Docker-compatible service (its version names the component
+  `Podman Engine` 4.3.1; the others say Docker 26.1.5), whose health
+  filter lists nothing (no container here has a health check).
 What it does not do: run anything, networks, volumes, health checks, logs.
 
 Every create is appended to a log as one JSON line (time, device, name,
@@ -101,9 +105,10 @@ class Container:
 class Engine:
     """One device's engine."""
 
-    def __init__(self, device, index):
+    def __init__(self, device, index, podman=False):
         self.device = device
         self.index = index
+        self.podman = podman
         self.containers = {}
         self.events = []
         self.listeners = []
@@ -280,8 +285,11 @@ def route(engine, method, path, query, body):
     if path == "/_ping":
         return answer(200, raw=b"OK")
     if path == "/version":
-        return answer(200, {"ApiVersion": "1.43", "MinAPIVersion": "1.12", "Version": "stand-in",
-                            "Components": [{"Name": "Engine", "Version": "stand-in"}]})
+        if engine.podman:
+            return answer(200, {"ApiVersion": "1.41", "MinAPIVersion": "1.24", "Version": "4.3.1",
+                                "Components": [{"Name": "Podman Engine", "Version": "4.3.1"}]})
+        return answer(200, {"ApiVersion": "1.43", "MinAPIVersion": "1.12", "Version": "26.1.5",
+                            "Components": [{"Name": "Engine", "Version": "26.1.5"}]})
     if path == "/info":
         return answer(200, {"DockerRootDir": data_root, "Containers": len(engine.containers)})
     if path == "/images/json":
@@ -294,6 +302,8 @@ def route(engine, method, path, query, body):
         return answer(200, raw=json.dumps({"error": f"pull access denied for {ref}",
                                            "errorDetail": {"message": f"pull access denied for {ref}"}}).encode() + b"\n")
     if path == "/containers/json":
+        if "health" in (query.get("filters", [""])[0] or ""):
+            return answer(200, [])
         return answer(200, [engine.listed(c) for c in engine.containers.values()])
     if path == "/containers/create" and method == "POST":
         name = query.get("name", [""])[0]
@@ -384,13 +394,14 @@ def serve(engine):
 
 async def main():
     with open(devices_file) as f:
-        devices = [line.strip() for line in f if line.strip()]
+        devices = [line.strip().split("\t") for line in f if line.strip()]
     servers = []
-    for i, d in enumerate(devices):
+    for i, (d, *kind) in enumerate(devices):
         path = os.path.join(socket_dir, d + ".sock")
         if os.path.exists(path):
             os.unlink(path)
-        servers.append(await asyncio.start_unix_server(serve(Engine(d, i)), path=path, limit=1 << 20))
+        engine = Engine(d, i, podman=kind == ["podman"])
+        servers.append(await asyncio.start_unix_server(serve(engine), path=path, limit=1 << 20))
     with open(os.path.join(socket_dir, "ready"), "w") as f:
         f.write(str(len(servers)))
     await asyncio.Event().wait()

@@ -750,6 +750,9 @@ fn status_text(v: &StatusView) -> String {
     if let Some(a) = &v.agent {
         let _ = writeln!(out, "{}", a.line());
     }
+    if let Some(f) = &n.facts {
+        let _ = writeln!(out, "facts {}", f.line());
+    }
     if let Some(p) = &v.plane.plane {
         let held = match &p.held {
             Some(h) if !h.floor => format!(

@@ -68,6 +68,8 @@ pub struct DockerEngine {
     /// 1.44 makes a second network of the same name when two creates race.
     networks: Arc<tokio::sync::Mutex<()>>,
     flavour: Flavour,
+    /// The engine's own version, as it said when connecting (`28.5.1`).
+    engine_version: Arc<str>,
     /// Its data root, as its info said when connecting.
     data_root: Option<Arc<Path>>,
 }
@@ -387,11 +389,16 @@ impl DockerEngine {
             .into_iter()
             .find(|c| c.name.starts_with("Podman"))
             .map_or(Flavour::Docker, |c| Flavour::Podman(c.version));
+        let engine_version = match &flavour {
+            Flavour::Podman(v) => v.clone(),
+            Flavour::Docker => version.version.unwrap_or_default(),
+        };
         let engine = DockerEngine {
             socket,
             version: speak.into(),
             networks: Default::default(),
             flavour,
+            engine_version: engine_version.into(),
             data_root: None,
         };
         // Where its images are, for the disk's free space: an engine that
@@ -727,6 +734,10 @@ pub fn create_body(spec: &ContainerSpec) -> wire::CreateBody {
 impl Engine for DockerEngine {
     fn flavour(&self) -> Flavour {
         self.flavour.clone()
+    }
+
+    fn engine_version(&self) -> String {
+        self.engine_version.to_string()
     }
 
     fn data_root(&self) -> Option<std::path::PathBuf> {

@@ -71,6 +71,9 @@ impl Engine for Fake {
     fn data_root(&self) -> Option<std::path::PathBuf> {
         None
     }
+    fn engine_version(&self) -> String {
+        "28.0.0".into()
+    }
     async fn ping(&self) -> Result<(), EngineError> {
         Ok(())
     }

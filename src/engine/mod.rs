@@ -150,6 +150,14 @@ pub enum Flavour {
 pub const DOCKER_LOG_FILES: u32 = 3;
 
 impl Flavour {
+    /// Its name among a device's facts: `docker` or `podman`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Flavour::Docker => "docker",
+            Flavour::Podman(_) => "podman",
+        }
+    }
+
     /// The node's logging on this engine, for modules without their own.
     /// Rotating files are the `local` driver on the Docker Engine, with 3
     /// files unless told; on Podman (which has no `local`) `json-file`, its
@@ -199,6 +207,8 @@ impl std::fmt::Display for Flavour {
 pub trait Engine: Clone + Send + Sync + 'static {
     /// Which engine this is (learnt when connecting).
     fn flavour(&self) -> Flavour;
+    /// The engine's own version, as it said when connecting.
+    fn engine_version(&self) -> String;
     /// Where the engine keeps its images and containers (its data root,
     /// learnt when connecting), when it says.
     fn data_root(&self) -> Option<std::path::PathBuf>;

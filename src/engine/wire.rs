@@ -77,6 +77,9 @@ pub struct ListedMount {
 pub struct Version {
     /// The newest API version the engine speaks (`1.41`).
     pub api_version: String,
+    /// The engine's own version (`28.5.1`).
+    #[serde(default)]
+    pub version: Option<String>,
     /// Its parts (`Podman Engine`, …).
     #[serde(default)]
     pub components: Option<Vec<Component>>,

@@ -46,6 +46,7 @@ pub fn planes() -> [PlaneStatus; 2] {
                 }),
                 error: None,
                 revoked: None,
+                not_for: None,
             },
             GroupStatus {
                 group: "cameras".into(),
@@ -55,6 +56,7 @@ pub fn planes() -> [PlaneStatus; 2] {
                 take: Some(Take::New(Why::Canary)),
                 error: Some("group cameras: no document at http://plane/groups/cameras/desired.json (HTTP 404)".into()),
                 revoked: None,
+                not_for: None,
             },
         ],
         reports: ReportStatus {

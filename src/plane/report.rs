@@ -132,6 +132,7 @@ pub fn stable(p: &Parts) -> ReportView {
         engine: EngineView::from(&p.status.engine).as_str().to_string(),
         fetching: (!p.status.fetching.is_empty()).then(|| p.status.fetching.clone()),
         fetched: p.status.fetched.clone(),
+        facts: (!p.status.facts.arch.is_empty()).then(|| p.status.facts.clone()),
         modules,
         node: p.node.to_string(),
         passing: p.status.passing(),
@@ -198,7 +199,9 @@ fn change_digest(s: &mut ReportView) -> Digest {
             .iter_mut()
             .flat_map(|f| f.images.values_mut())
             .map(|p| &mut p.bytes);
-        free.chain(fetched)
+        // The free disk among the facts moves as the filesystems' does.
+        let facts = s.facts.iter_mut().filter_map(|f| f.disk_free.as_mut());
+        free.chain(fetched).chain(facts)
     }
     let kept: Vec<u64> = moving(s).map(std::mem::take).collect();
     let digest = Digest::canonical("stead.report", &*s);

@@ -184,10 +184,11 @@ impl PlaneStatus {
                     group: name.to_string(),
                     url: group_url(name),
                     revision: h.groups.get(name).map(|(r, _)| r.revision),
-                    running: standing.map(|s| s.running),
+                    running: standing.filter(|s| s.out.is_none()).map(|s| s.running),
                     take: standing.and_then(|s| s.take.clone()),
                     error: h.group_errors.get(name).map(|(why, _)| why.clone()),
                     revoked: h.group_revoked.get(name).cloned(),
+                    not_for: standing.and_then(|s| s.out.clone()),
                 }
             })
             .collect();
@@ -216,6 +217,9 @@ pub struct GroupStatus {
     /// signed it), while so: what it stated keeps running until a
     /// document a key in force signed replaces it, whatever its revision.
     pub revoked: Option<String>,
+    /// Why the group is not for this device (its `when`), while so: it
+    /// gives the device no modules.
+    pub not_for: Option<String>,
 }
 
 impl GroupStatus {
@@ -225,6 +229,7 @@ impl GroupStatus {
         crate::views::GroupView {
             error: self.error.clone(),
             group: self.group.clone(),
+            not_for: self.not_for.clone(),
             revision: self.revision,
             revoked: self.revoked.clone(),
             rollout: self.take.as_ref().map(|t| match t {
@@ -348,6 +353,12 @@ pub struct Syncer {
     ahead: Option<watch::Sender<BTreeSet<String>>>,
     /// The site's peers, told which the group documents name.
     peers: Option<crate::registry::peers::Peers>,
+    /// What the device is, said after each pass: the groups' `when` is
+    /// judged by it (none: every group is for this device).
+    facts: Option<watch::Receiver<crate::model::facts::Facts>>,
+    /// The `when` of each group composed last, to judge again when the
+    /// facts move.
+    whens: Mutex<Vec<(GroupName, crate::model::facts::When)>>,
 }
 
 /// The allow-list's last look ([`Syncer::follow_allow_list`]).
@@ -407,6 +418,8 @@ impl Syncer {
             allow_list: Mutex::new(AllowListLook::default()),
             ahead: None,
             peers: None,
+            facts: None,
+            whens: Mutex::new(Vec::new()),
         })
     }
 
@@ -420,6 +433,41 @@ impl Syncer {
         self.images = Some(images);
         self.local_images = local;
         self
+    }
+
+    /// Judges the groups' `when` by the device's facts as `facts` says
+    /// them.
+    pub fn with_facts(mut self, facts: watch::Receiver<crate::model::facts::Facts>) -> Syncer {
+        self.facts = Some(facts);
+        self
+    }
+
+    /// The device's facts moved: its groups are composed again when a
+    /// group's `when` now judges otherwise than at the last composition.
+    pub async fn facts_moved(&self) {
+        use crate::model::facts::Member;
+        let Some(facts) = self.facts.as_ref().map(|f| f.borrow().clone()) else {
+            return;
+        };
+        let moved = {
+            let whens = self.whens.lock().unwrap_or_else(PoisonError::into_inner);
+            let h = self.mem();
+            whens
+                .iter()
+                .find(|(g, w)| {
+                    let was_in = h.standings.iter().any(|s| &s.group == g && s.out.is_none());
+                    (w.judge(&facts, was_in) == Member::In) != was_in
+                })
+                .map(|(g, _)| g.clone())
+        };
+        let held = self.mem().node.clone();
+        if let (Some(group), Some(h)) = (moved, held) {
+            tracing::info!(
+                group = group.as_str(),
+                "plane: the device's facts moved, and group {group} judges it otherwise; its groups are composed again"
+            );
+            self.take_again(&h).await;
+        }
     }
 
     /// Says the images to fetch ahead of a coming rollout turn on `ahead`.
@@ -1863,6 +1911,7 @@ impl Syncer {
         let mut groups = BTreeMap::new();
         let mut fresh_records = BTreeMap::new();
         let mut sizes = BTreeMap::new();
+        let mut whens = Vec::new();
         for name in &d.groups {
             let (bytes, desired) = if let Some((st, desired)) = fresh.remove(name) {
                 let bytes = st.envelope.len();
@@ -1898,25 +1947,44 @@ impl Syncer {
                         at: 0,
                     })
                 })?;
-            let took = fresh_records
-                .get(name)
-                .or_else(|| stored.get(name))
-                .is_some_and(|st| {
-                    st.took == Some(crate::plane::group::modules_digest(&desired.modules))
-                });
-            groups.insert(name.clone(), HeldGroup { desired, took });
+            let record = fresh_records.get(name).or_else(|| stored.get(name));
+            let took = record.is_some_and(|st| {
+                st.took == Some(crate::plane::group::modules_digest(&desired.modules))
+            });
+            // In the group before: it took a revision of it, or the last
+            // composition had it in.
+            let was_in = record.is_some_and(|st| st.took.is_some())
+                || self
+                    .mem()
+                    .standings
+                    .iter()
+                    .any(|s| &s.group == name && s.out.is_none());
+            if let Some(w) = &desired.when {
+                whens.push((name.clone(), w.clone()));
+            }
+            groups.insert(
+                name.clone(),
+                HeldGroup {
+                    desired,
+                    took,
+                    was_in,
+                },
+            );
         }
         self.mem().group_sizes = sizes;
+        *self.whens.lock().unwrap_or_else(PoisonError::into_inner) = whens;
         let revision = d.revision;
+        let facts = self.facts.as_ref().map(|f| f.borrow().clone());
         let composed =
-            crate::plane::group::compose_owned(d, groups, &self.node, now).map_err(|e| {
-                Stop::Refused(Refusal {
-                    class: RefusalClass::Conflict,
-                    detail: e.0,
-                    revision: Some(revision),
-                    at: crate::host::clock::now(),
-                })
-            })?;
+            crate::plane::group::compose_owned(d, groups, &self.node, now, facts.as_ref())
+                .map_err(|e| {
+                    Stop::Refused(Refusal {
+                        class: RefusalClass::Conflict,
+                        detail: e.0,
+                        revision: Some(revision),
+                        at: crate::host::clock::now(),
+                    })
+                })?;
         let mut writes = Vec::new();
         for standing in &composed.groups {
             let name = &standing.group;
@@ -2231,6 +2299,7 @@ pub async fn run(
     let _ = tokio::time::timeout(first_pass_limit, passes.wait_for(|n| *n >= 1)).await;
     let mut failures = 0u32;
     let mut waiting: Vec<Nudge> = Vec::new();
+    let mut facts = syncer.facts.clone();
     loop {
         let outcome = syncer.poll_once().await;
         for w in waiting.drain(..) {
@@ -2258,16 +2327,32 @@ pub async fn run(
         };
         syncer.mem().next_poll_at = Some(crate::host::clock::now() + wait.as_secs());
         syncer.show();
-        tokio::select! {
-            () = tokio::time::sleep(wait) => {}
-            Some(n) = nudges.recv() => {
-                waiting.push(n);
-                // Every nudge that came meanwhile is answered by one poll.
-                while let Ok(n) = nudges.try_recv() {
+        let until = tokio::time::Instant::now() + wait;
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep_until(until) => break,
+                Some(n) = nudges.recv() => {
                     waiting.push(n);
+                    // Every nudge that came meanwhile is answered by one poll.
+                    while let Ok(n) = nudges.try_recv() {
+                        waiting.push(n);
+                    }
+                    break;
                 }
+                // The device's facts moved: judged again with no poll.
+                Ok(()) = facts_changed(&mut facts) => syncer.facts_moved().await,
             }
         }
+    }
+}
+
+/// When the device's facts are said again (never, without them).
+async fn facts_changed(
+    facts: &mut Option<watch::Receiver<crate::model::facts::Facts>>,
+) -> Result<(), ()> {
+    match facts {
+        Some(f) => f.changed().await.map_err(drop),
+        None => std::future::pending().await,
     }
 }
 

@@ -27,6 +27,9 @@ impl<E: Engine> Engine for Watched<E> {
     fn data_root(&self) -> Option<std::path::PathBuf> {
         self.engine.data_root()
     }
+    fn engine_version(&self) -> String {
+        self.engine.engine_version()
+    }
 
     async fn ping(&self) -> Result<(), EngineError> {
         let _call = self.progress.call(limits::QUICK);

@@ -21,6 +21,9 @@ impl<E: Engine> Engine for Counted<E> {
     fn data_root(&self) -> Option<std::path::PathBuf> {
         self.engine.data_root()
     }
+    fn engine_version(&self) -> String {
+        self.engine.engine_version()
+    }
 
     async fn ping(&self) -> Result<(), EngineError> {
         self.metrics.call("ping");

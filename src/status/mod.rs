@@ -259,6 +259,8 @@ pub struct NodeStatus {
     /// This device's report key (Ed25519, base64), what its reports are
     /// signed with.
     pub report_key: Option<String>,
+    /// What the device is, as a group's `when` judges it.
+    pub facts: crate::model::facts::Facts,
 }
 
 impl Default for NodeStatus {
@@ -275,6 +277,7 @@ impl Default for NodeStatus {
             fetched: None,
             device_key: None,
             report_key: None,
+            facts: Default::default(),
         }
     }
 }

@@ -32,6 +32,7 @@ pub mod clock;
 mod containers;
 mod db;
 mod events;
+pub mod facts;
 pub mod guard;
 pub mod images;
 mod intentions;

@@ -120,6 +120,8 @@ pub fn nodes() -> [NodeStatus; 2] {
         // Absent, as from an agent before 0.6.0: the texts are 0.5.0's.
         device_key: None,
         report_key: None,
+        // Absent, as from an agent before 0.7.0.
+        facts: Default::default(),
     };
     let reachable = NodeStatus {
         engine: EngineStatus::Reachable,

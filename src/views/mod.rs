@@ -86,6 +86,10 @@ pub struct NodeView {
     pub engine: EngineView,
     /// Since when passes fail, and the last error.
     pub failing: Option<FailingView>,
+    /// What the device is, as a group's `when` judges it (absent from an
+    /// agent before 0.7.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<crate::model::facts::Facts>,
     /// The images the agent is fetching and how far each is (absent when
     /// none is, and from an agent before 0.7.0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -128,6 +132,7 @@ impl NodeView {
                 error: error.clone(),
                 since: secs(*since),
             }),
+            facts: (!node.facts.arch.is_empty()).then(|| node.facts.clone()),
             fetching: (!node.fetching.is_empty()).then(|| node.fetching.clone()),
             fetched: node.fetched.clone(),
             id: id.to_string(),

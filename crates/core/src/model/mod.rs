@@ -16,6 +16,7 @@ pub mod config;
 pub mod disk;
 pub mod dsse;
 pub mod env_file;
+pub mod facts;
 pub mod fetch;
 pub mod files;
 pub mod fleet;

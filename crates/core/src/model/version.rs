@@ -98,6 +98,11 @@ impl Range {
         self.req.matches(&v.version)
     }
 
+    /// The range as a semver requirement.
+    pub fn req(&self) -> &semver::VersionReq {
+        &self.req
+    }
+
     /// The range as written.
     pub fn as_str(&self) -> &str {
         &self.text

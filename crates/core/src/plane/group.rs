@@ -11,13 +11,18 @@
 //!   "rollout": { "start": "2026-12-01T12:00:00Z", "duration": "6h",
 //!                "salt": "r7", "canaries": ["edge-0001"],
 //!                "halt": false, "revert": false },
-//!   "previous": { "revision": 6, "modules": [ { "name": "web", "image": "web:1" } ] } }
+//!   "previous": { "revision": 6, "modules": [ { "name": "web", "image": "web:1" } ] },
+//!   "when": { "arch": "aarch64", "engine": "podman", "labels": { "board": "rev-b" } } }
 //! ```
+//!
+//! A group with a `when` is for the devices whose facts it names
+//! ([`crate::model::facts`]); the others are not in it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
+use crate::model::facts::{Facts, Member, When};
 use crate::model::fleet::{self, ComposeError, NodeOwn, Rollout, Source, Take};
 use crate::model::intention::Intention;
 use crate::model::names::{Digest, ModuleName, NodeId};
@@ -59,6 +64,9 @@ pub struct GroupDesired {
     /// The site's peers its devices ask before the WAN (`peers`), as base
     /// URLs ([`crate::model::site::peer_url`]).
     pub peers: Vec<String>,
+    /// Which devices the group is for (`when`); without one, every
+    /// device whose node document lists it.
+    pub when: Option<When>,
 }
 
 /// The revision a rollout moves devices from.
@@ -84,6 +92,8 @@ struct GroupDoc {
     images: Option<serde_json::Value>,
     #[serde(default)]
     peers: Vec<String>,
+    #[serde(default)]
+    when: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -157,6 +167,11 @@ impl GroupDesired {
             }
         };
         let peers = check_peers(doc.peers)?;
+        let when = doc
+            .when
+            .map(When::parse)
+            .transpose()
+            .map_err(|(field, e)| DocumentError::new(field, e))?;
         Ok(GroupDesired {
             group,
             revision: doc.revision,
@@ -167,6 +182,7 @@ impl GroupDesired {
             previous,
             images: crate::plane::document::check_images(doc.images)?,
             peers,
+            when,
         })
     }
 }
@@ -232,13 +248,16 @@ pub fn stamp_group(
     )
 }
 
-/// A group document as a node holds it: what it says, and whether this
+/// A group document as a node holds it: what it says, whether this
 /// node took its modules before (a rollout never takes them back by
-/// itself, and a halting revision carries the same modules).
+/// itself, and a halting revision carries the same modules), and whether
+/// it ran any revision of the group's modules (it was in the group: a
+/// fact not known yet, or a free disk below the `when`'s, keeps it in).
 #[derive(Clone, Debug)]
 pub struct HeldGroup {
     pub desired: GroupDesired,
     pub took: bool,
+    pub was_in: bool,
 }
 
 /// How one of a node's groups stands on it after a composition.
@@ -259,6 +278,9 @@ pub struct GroupStanding {
     /// when the window opens or closes next (what is fetched ahead
     /// changes then).
     pub ahead_edge: Option<u64>,
+    /// Why the node is not in the group, when its `when` is not for it
+    /// (the group gives it no modules).
+    pub out: Option<String>,
 }
 
 /// What a node remembers of a group revision it took: the digest of its
@@ -281,6 +303,9 @@ impl GroupStanding {
     /// same modules waits for this node's turn again); else what it
     /// remembered (a halt keeps it).
     pub fn remembered(&self, before: Option<&Digest>) -> Option<Digest> {
+        if self.out.is_some() {
+            return None;
+        }
         if let Some(Take::Previous {
             why: fleet::Why::Reverted,
             ..
@@ -311,7 +336,9 @@ pub struct Composed {
 
 /// A node's modules from its document and its groups' (`groups`, by name:
 /// every group the document lists must be there), at `now` (the agent's
-/// now, never earlier than its build or a document it accepted). Each
+/// now, never earlier than its build or a document it accepted), for a
+/// device with `facts` (a group whose `when` is not for it gives it
+/// nothing; `None`, the operator's check, takes every group in). Each
 /// group gives the modules of the revision its rollout decides for `id`;
 /// then [`fleet::compose`] lays the node's removals, overrides and own
 /// modules over them, and every overridden module is checked again whole,
@@ -322,8 +349,9 @@ pub fn compose(
     groups: &BTreeMap<GroupName, HeldGroup>,
     id: &NodeId,
     now: u64,
+    facts: Option<&Facts>,
 ) -> Result<Composed, ComposeError> {
-    compose_owned(node, groups.clone(), id, now)
+    compose_owned(node, groups.clone(), id, now, facts)
 }
 
 /// [`compose`], the group documents moved into what is composed rather
@@ -333,6 +361,7 @@ pub fn compose_owned(
     mut groups: BTreeMap<GroupName, HeldGroup>,
     id: &NodeId,
     now: u64,
+    facts: Option<&Facts>,
 ) -> Result<Composed, ComposeError> {
     let mut standings = Vec::with_capacity(node.groups.len());
     let mut taken = Vec::with_capacity(node.groups.len());
@@ -346,6 +375,22 @@ pub fn compose_owned(
             )));
         };
         let d = held.desired;
+        let member = match (&d.when, facts) {
+            (Some(w), Some(f)) => w.judge(f, held.was_in),
+            _ => Member::In,
+        };
+        if let Member::Out(why) = member {
+            standings.push(GroupStanding {
+                group: name.clone(),
+                revision: d.revision,
+                running: 0,
+                take: None,
+                taken: None,
+                ahead_edge: None,
+                out: Some(why),
+            });
+            continue;
+        }
         images.add_group(name.as_str(), d.images.clone());
         for p in &d.peers {
             if !peers.contains(p) && peers.len() < crate::model::site::MAX_PEERS {
@@ -392,6 +437,7 @@ pub fn compose_owned(
             take,
             taken: digest,
             ahead_edge,
+            out: None,
         });
         taken.push(fleet::Group {
             name: name.as_str(),
@@ -560,6 +606,7 @@ mod tests {
             }))
             .unwrap(),
             took: false,
+            was_in: false,
         };
         let groups = BTreeMap::from([
             (
@@ -573,7 +620,7 @@ mod tests {
         ]);
         let node = node_doc(json!({"groups": ["b", "a"]}));
         let id = NodeId::try_from("edge-0002").unwrap();
-        let c = compose(node, &groups, &id, 1_800_000_000).unwrap();
+        let c = compose(node, &groups, &id, 1_800_000_000, None).unwrap();
         assert_eq!(
             c.peers,
             [
@@ -736,7 +783,15 @@ mod tests {
         let start = parse_rfc3339("2026-12-01T12:00:00Z").unwrap();
         let held = |v: J, took| {
             let g = parse(&v).unwrap();
-            [(g.group.clone(), HeldGroup { desired: g, took })].into()
+            [(
+                g.group.clone(),
+                HeldGroup {
+                    desired: g,
+                    took,
+                    was_in: took,
+                },
+            )]
+            .into()
         };
         let images = |c: &Composed| {
             c.modules
@@ -926,7 +981,7 @@ mod tests {
             ),
         ];
         for (what, g, took, now, extra, want, running, ahead) in cases {
-            let got = compose(node_doc(extra), &held(g, took), &id, now);
+            let got = compose(node_doc(extra), &held(g, took), &id, now, None);
             match (want, got) {
                 (Ok(w), Ok(c)) => {
                     assert_eq!(images(&c), w, "{what}");
@@ -980,11 +1035,133 @@ mod tests {
                 HeldGroup {
                     desired: parse(&g).unwrap(),
                     took,
+                    was_in: before.is_some(),
                 },
             )]
             .into();
-            let c = compose(node_doc(json!({})), &held, &id, now).unwrap();
+            let c = compose(node_doc(json!({})), &held, &id, now, None).unwrap();
             assert_eq!(c.groups[0].remembered(before), want, "{what}");
         }
+    }
+
+    #[test]
+    fn a_group_whose_when_is_not_for_the_device_gives_it_nothing_and_says_why() {
+        use crate::model::facts::Facts;
+        let group = |name: &str, when: J, image: &str| {
+            parse(&with(|v| {
+                v["group"] = json!(name);
+                v["when"] = when;
+                let o = v.as_object_mut().unwrap();
+                o.remove("rollout");
+                o.remove("previous");
+                v["modules"] = json!([{"name": "app", "image": image}]);
+            }))
+            .unwrap()
+        };
+        let arm = group("app-arm", json!({"arch": "arm64"}), "app:arm");
+        let x86 = group("app-x86", json!({"arch": "amd64"}), "app:x86");
+        let podman = group("tools-podman", json!({"engine": "podman"}), "tools:1");
+        let held = |was_in: &[&str]| -> BTreeMap<GroupName, HeldGroup> {
+            [&arm, &x86, &podman]
+                .into_iter()
+                .map(|d| {
+                    (
+                        d.group.clone(),
+                        HeldGroup {
+                            desired: if d.group.as_str() == "tools-podman" {
+                                let mut d = (*d).clone();
+                                d.modules = [(
+                                    ModuleName::try_from("tools").unwrap(),
+                                    d.modules.into_values().next().unwrap(),
+                                )]
+                                .into();
+                                d
+                            } else {
+                                (*d).clone()
+                            },
+                            took: false,
+                            was_in: was_in.contains(&d.group.as_str()),
+                        },
+                    )
+                })
+                .collect()
+        };
+        let node = || node_doc(json!({"groups": ["app-arm", "app-x86", "tools-podman"]}));
+        let id = NodeId::try_from("edge-0002").unwrap();
+        let facts = |arch: &str, engine: Option<&str>| Facts {
+            arch: arch.into(),
+            os: "linux".into(),
+            engine: engine.map(str::to_string),
+            ..Facts::default()
+        };
+        /// What, the facts, the groups it was in, the modules and images
+        /// composed, and the groups not for it with why.
+        type Case<'a> = (
+            &'a str,
+            Facts,
+            &'a [&'a str],
+            &'a [(&'a str, &'a str)],
+            &'a [(&'a str, &'a str)],
+        );
+        #[rustfmt::skip]
+        let cases: Vec<Case> = vec![
+            ("an arm device on Podman: the arm group and the Podman one",
+             facts("aarch64", Some("podman")), &[], &[("app", "app:arm"), ("tools", "tools:1")],
+             &[("app-x86", "its arch is aarch64; the group is for x86_64")]),
+            ("an x86 device on Docker: the x86 group only",
+             facts("x86_64", Some("docker")), &[], &[("app", "app:x86")],
+             &[("app-arm", "its arch is x86_64; the group is for aarch64"),
+               ("tools-podman", "its engine is docker; the group is for podman")]),
+            ("its engine not known yet: not joined",
+             facts("x86_64", None), &[], &[("app", "app:x86")],
+             &[("app-arm", "its arch is x86_64; the group is for aarch64"),
+               ("tools-podman", "its engine is not known yet")]),
+            ("its engine not known yet, was in: kept",
+             facts("x86_64", None), &["tools-podman"], &[("app", "app:x86"), ("tools", "tools:1")],
+             &[("app-arm", "its arch is x86_64; the group is for aarch64")]),
+        ];
+        for (what, f, was_in, want, outs) in cases {
+            let c = compose(node(), &held(was_in), &id, 1_800_000_000, Some(&f)).unwrap();
+            let got: Vec<(String, String)> = c
+                .modules
+                .iter()
+                .filter(|(n, _)| n.as_str() != "own")
+                .map(|(n, m)| (n.to_string(), m.image.clone()))
+                .collect();
+            let want: Vec<(String, String)> = want
+                .iter()
+                .map(|(n, i)| (n.to_string(), i.to_string()))
+                .collect();
+            assert_eq!(got, want, "{what}");
+            let got_outs: Vec<(String, String)> = c
+                .groups
+                .iter()
+                .filter_map(|g| g.out.clone().map(|o| (g.group.to_string(), o)))
+                .collect();
+            let outs: Vec<(String, String)> = outs
+                .iter()
+                .map(|(g, o)| (g.to_string(), o.to_string()))
+                .collect();
+            assert_eq!(got_outs, outs, "{what}");
+            // A group the node is not in is remembered as not taken.
+            for g in c.groups.iter().filter(|g| g.out.is_some()) {
+                assert_eq!(g.remembered(Some(&Digest::of(b"x"))), None, "{what}");
+            }
+        }
+        // The operator's check (no facts) takes every group in: two groups
+        // with one module conflict there, as they would on a device both
+        // were for.
+        let err = compose(node(), &held(&[]), &id, 1_800_000_000, None).unwrap_err();
+        assert!(err.0.contains("app"), "{}", err.0);
+    }
+
+    #[test]
+    fn a_bad_when_refuses_the_group_document_naming_its_field() {
+        let e = parse(&with(|v| v["when"] = json!({"arch": "sparc"}))).unwrap_err();
+        assert_eq!(e.field, "when.arch[0]");
+        let e = parse(&with(|v| v["when"] = json!({"colour": "red"}))).unwrap_err();
+        assert_eq!(e.field, "when");
+        let g = parse(&with(|v| v["when"] = json!({"engine": "podman"}))).unwrap();
+        assert_eq!(g.when.unwrap().engine, ["podman"]);
     }
 }

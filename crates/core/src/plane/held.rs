@@ -810,6 +810,7 @@ mod tests {
             }),
             taken: None,
             ahead_edge: None,
+            out: None,
         };
         h.standings = vec![standing(Some(700)), standing(None), standing(Some(600))];
         assert_eq!(h.next_turn(), Some(600));

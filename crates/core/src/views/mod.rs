@@ -149,6 +149,11 @@ pub struct GroupView<T> {
     pub error: Option<String>,
     /// The group.
     pub group: String,
+    /// Why the group is not for this device (its `when` judged the
+    /// device's facts), while so: it gives the device no modules (absent
+    /// otherwise, and from an agent before 0.7.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_for: Option<String>,
     /// The revision of its document held.
     pub revision: Option<u64>,
     /// Why the revision held is no longer its floor (no key in force
@@ -180,6 +185,7 @@ impl<T> GroupView<T> {
         GroupView {
             error: self.error.clone(),
             group: self.group.clone(),
+            not_for: self.not_for.clone(),
             revision: self.revision,
             revoked: self.revoked.clone(),
             rollout: self.rollout.as_ref().map(|r| RolloutView {
@@ -222,7 +228,11 @@ impl<T: std::fmt::Display> GroupView<T> {
             .error
             .as_ref()
             .map_or(String::new(), |e| format!("; {e}"));
-        format!("group {} {held}{rollout}{error}", self.group)
+        let not_for = self
+            .not_for
+            .as_ref()
+            .map_or(String::new(), |w| format!("; not for this device: {w}"));
+        format!("group {} {held}{rollout}{not_for}{error}", self.group)
     }
 }
 
@@ -311,6 +321,11 @@ pub struct ReportView {
     /// where (absent before one, and from an agent before 0.7.0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fetched: Option<crate::model::fetch::Brought>,
+    /// What the device is: its architecture, system, engine and version,
+    /// labels, memory and free disk, as a group's `when` judges them
+    /// (absent from an agent before 0.7.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<crate::model::facts::Facts>,
     /// Every module, by name.
     pub modules: BTreeMap<String, ReportModule>,
     /// This node.

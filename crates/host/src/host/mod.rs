@@ -107,4 +107,13 @@ pub fn boot_id() -> String {
         .unwrap_or_default()
 }
 
+/// The machine's memory, bytes (`/proc/meminfo`'s `MemTotal`), when it
+/// says.
+pub fn memory_total() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 pub use random::random_u64;

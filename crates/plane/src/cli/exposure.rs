@@ -346,6 +346,7 @@ impl<'a> Served<'a> {
                 HeldGroup {
                     desired: d,
                     took: false,
+                    was_in: false,
                 },
             );
         }
@@ -370,7 +371,7 @@ impl<'a> Served<'a> {
                 .unwrap_or((path.clone(), desired.revision))
         };
         let composed =
-            compose(desired, &groups, &id, AT_THE_END).map_err(|e| format!("{path}: {e}"))?;
+            compose(desired, &groups, &id, AT_THE_END, None).map_err(|e| format!("{path}: {e}"))?;
         let image = composed.modules.get(&name).map(|i| i.image.clone());
         Ok((image, decider.0, decider.1))
     }

@@ -322,22 +322,47 @@ fn check_node(
         .iter()
         .map(|(g, (d, _))| (g.clone(), d.clone()))
         .collect();
-    for took in [true, false] {
-        let held: BTreeMap<GroupName, HeldGroup> = desired
-            .groups
-            .iter()
-            .filter_map(|g| groups.get(g).map(|d| (g.clone(), d)))
-            .map(|(g, d)| {
-                let mut d = d.clone();
-                // Taken, or not started: the two sets of modules a device
-                // may run.
-                if let Some(r) = d.rollout.as_mut() {
-                    r.halt = !took;
-                }
-                (g, HeldGroup { desired: d, took })
-            })
-            .collect();
-        compose(desired.clone(), &held, id, 0).map_err(|e| e.0)?;
+    // A group with a `when` is for some devices only: the node is checked
+    // with the groups for every device, and with each of those one at a
+    // time (two groups for one class of devices that give the same module
+    // are refused on the devices of that class, which say why).
+    let every: Vec<GroupName> = desired
+        .groups
+        .iter()
+        .filter(|g| groups.get(*g).is_some_and(|d| d.when.is_none()))
+        .cloned()
+        .collect();
+    let mut sets = vec![every.clone()];
+    for g in desired.groups.iter().filter(|g| !every.contains(g)) {
+        let mut set = every.clone();
+        set.push(g.clone());
+        sets.push(set);
+    }
+    for set in sets {
+        let mut node = desired.clone();
+        node.groups.retain(|g| set.contains(g));
+        for took in [true, false] {
+            let held: BTreeMap<GroupName, HeldGroup> = node
+                .groups
+                .iter()
+                .filter_map(|g| groups.get(g).map(|d| (g.clone(), d)))
+                .map(|(g, d)| {
+                    let mut d = d.clone();
+                    // Taken, or not started: the two sets of modules a
+                    // device may run.
+                    if let Some(r) = d.rollout.as_mut() {
+                        r.halt = !took;
+                    }
+                    let held = HeldGroup {
+                        desired: d,
+                        took,
+                        was_in: took,
+                    };
+                    (g, held)
+                })
+                .collect();
+            compose(node.clone(), &held, id, 0, None).map_err(|e| e.0)?;
+        }
     }
     Ok(())
 }

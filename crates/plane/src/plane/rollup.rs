@@ -105,6 +105,10 @@ pub struct Rollup {
     /// one: reports of agents before it was reported).
     #[serde(skip_serializing_if = "Fetches::is_empty")]
     pub fetches: Fetches,
+    /// The devices by what they are (absent when no report says: reports
+    /// of agents before facts were reported).
+    #[serde(skip_serializing_if = "FactCounts::is_empty")]
+    pub facts: FactCounts,
     /// The `seq` of each node's report counted: a node counts once.
     #[serde(skip)]
     counted: std::collections::HashMap<String, u64>,
@@ -252,6 +256,71 @@ pub struct GroupRollup {
     /// The newest revision: the one served when known, else the newest
     /// any device claims.
     pub newest: u64,
+    /// Devices whose node document lists the group and that it is not
+    /// for (its `when`): counted nowhere else in it.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub not_for: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The devices counted by what they are, as their reports' facts say
+/// (each table capped at [`MAX_KEYS`], then [`OTHER`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FactCounts {
+    /// Devices that say their facts.
+    pub devices: u64,
+    /// By architecture (`aarch64`).
+    pub arch: BTreeMap<String, u64>,
+    /// By engine and its version to the minor (`docker 26.1`).
+    pub engine: BTreeMap<String, u64>,
+    /// By label, as `key=value`.
+    pub labels: BTreeMap<String, u64>,
+}
+
+impl FactCounts {
+    fn is_empty(&self) -> bool {
+        self.devices == 0
+    }
+
+    fn add(&mut self, f: &crate::model::facts::Facts) {
+        self.devices += 1;
+        bump_or_other(&mut self.arch, clip(&f.arch, 32).as_ref());
+        let engine = match (&f.engine, &f.engine_version) {
+            (None, _) => "not known yet".to_string(),
+            (Some(e), v) => {
+                let v = v
+                    .as_deref()
+                    .and_then(crate::model::facts::engine_version)
+                    .map_or("?".to_string(), |v| format!("{}.{}", v.major, v.minor));
+                format!("{} {v}", clip(e, 16))
+            }
+        };
+        bump_or_other(&mut self.engine, &engine);
+        for (k, v) in f.labels.iter().take(crate::model::facts::MAX_LABELS) {
+            bump_or_other(&mut self.labels, clip(&format!("{k}={v}"), 128).as_ref());
+        }
+    }
+
+    /// `arch aarch64: 3, x86_64: 2; engine docker 26.1: 4, …; labels …`.
+    fn line(&self) -> String {
+        let list = |m: &BTreeMap<String, u64>| {
+            m.iter()
+                .map(|(k, v)| format!("{}: {v}", escape(k)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut parts = vec![
+            format!("arch {}", list(&self.arch)),
+            format!("engine {}", list(&self.engine)),
+        ];
+        if !self.labels.is_empty() {
+            parts.push(format!("labels {}", list(&self.labels)));
+        }
+        format!("{} devices say: {}", self.devices, parts.join("; "))
+    }
 }
 
 impl GroupRollup {
@@ -365,6 +434,9 @@ impl Rollup {
             self.skew.add(skew);
         }
         self.fetches.add(r);
+        if let Some(f) = &r.facts {
+            self.facts.add(f);
+        }
         let sent = parse_rfc3339(&r.sent_at).unwrap_or(0);
         if sent.saturating_add(silent_after) < now {
             self.silent += 1;
@@ -389,6 +461,10 @@ impl Rollup {
                 continue;
             }
             let e = self.groups.entry(g.group.clone()).or_default();
+            if g.not_for.is_some() {
+                e.not_for += 1;
+                continue;
+            }
             let mut counted = bump(&mut e.held, held);
             if let Some(running) = g.running {
                 counted &= bump(&mut e.running, running);
@@ -515,9 +591,14 @@ impl Rollup {
                 Some(_) => "revision served",
                 None => "newest revision claimed",
             };
+            let not_for = if g.not_for > 0 {
+                format!("; not for {} devices listing it", g.not_for)
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 out,
-                "group {}  {newest} {} held by {} of {total}; running it {} ({} failing); waiting for their turn {}",
+                "group {}  {newest} {} held by {} of {total}; running it {} ({} failing); waiting for their turn {}{not_for}",
                 escape(name),
                 g.newest,
                 g.held.get(&g.newest).copied().unwrap_or(0),
@@ -525,6 +606,9 @@ impl Rollup {
                 g.failing_on_newest,
                 g.waiting
             );
+        }
+        if !self.facts.is_empty() {
+            let _ = writeln!(out, "facts  {}", self.facts.line());
         }
         if !self.skew.is_empty() {
             let k = self.skew.summary();
@@ -712,6 +796,60 @@ mod tests {
             serde_json::to_value(&r).unwrap()["skew"],
             json!({"devices": 5, "beyond": 2, "worst": -900, "median": 0})
         );
+    }
+
+    #[test]
+    fn the_devices_are_counted_by_their_facts_and_a_group_not_for_them_apart() {
+        use crate::model::facts::Facts;
+        let now = 1_800_000_000;
+        let mut r = Rollup::default();
+        r.add(&report("old", now, &["converged"], 1, 1), now, 3600);
+        assert!(!r.text(3600).contains("facts"), "{}", r.text(3600));
+        assert!(serde_json::to_value(&r).unwrap().get("facts").is_none());
+        let facts = |arch: &str, engine: Option<(&str, &str)>, board: &str| Facts {
+            arch: arch.into(),
+            os: "linux".into(),
+            engine: engine.map(|(e, _)| e.to_string()),
+            engine_version: engine.map(|(_, v)| v.to_string()),
+            labels: [("board".to_string(), board.to_string())].into(),
+            ..Facts::default()
+        };
+        #[rustfmt::skip]
+        let devices = [
+            (facts("aarch64", Some(("podman", "4.3.1")), "rev-b"), false),
+            (facts("aarch64", Some(("podman", "4.3.2")), "rev-b"), false),
+            (facts("x86_64", Some(("docker", "26.1.5+dfsg1")), "rev-a"), true),
+            (facts("x86_64", None, "rev-a"), true),
+        ];
+        for (i, (f, not_for)) in devices.into_iter().enumerate() {
+            let mut rep = report(&format!("n{i}"), now, &["converged"], 1, 1);
+            rep.facts = Some(f);
+            if not_for {
+                rep.plane.groups[0].not_for =
+                    Some("its arch is x86_64; the group is for aarch64".into());
+                rep.plane.groups[0].running = None;
+            }
+            r.add(&rep, now, 3600);
+        }
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            v["facts"],
+            json!({"devices": 4,
+                   "arch": {"aarch64": 2, "x86_64": 2},
+                   "engine": {"docker 26.1": 1, "not known yet": 1, "podman 4.3": 2},
+                   "labels": {"board=rev-a": 2, "board=rev-b": 2}})
+        );
+        // Devices the group is not for are counted apart, never as waiting
+        // or running.
+        assert_eq!(r.groups["eu"].not_for, 2);
+        assert_eq!(r.groups["eu"].on_newest, 3);
+        assert_eq!(r.groups["eu"].held.get(&1), Some(&3));
+        let text = r.text(3600);
+        assert!(
+            text.contains("facts  4 devices say: arch aarch64: 2, x86_64: 2; engine docker 26.1: 1, not known yet: 1, podman 4.3: 2; labels board=rev-a: 2, board=rev-b: 2"),
+            "{text}"
+        );
+        assert!(text.contains("; not for 2 devices listing it"), "{text}");
     }
 
     #[test]
