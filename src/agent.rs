@@ -1307,9 +1307,12 @@ impl<C: Connect> Agent<C> {
                 s.facts = facts.clone();
                 facts
             };
-            // Kept when what decides membership moved (the engine, its
-            // version: not the free disk of every pass).
-            let class_moved = self.facts.borrow().class() != facts.class();
+            // Kept when the engine or its version moved (not for the free
+            // disk of every pass).
+            let class_moved = {
+                let was = self.facts.borrow();
+                was.engine != facts.engine || was.engine_version != facts.engine_version
+            };
             self.facts.send_if_modified(|f| {
                 let moved = *f != facts;
                 *f = facts.clone();

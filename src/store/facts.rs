@@ -1,9 +1,11 @@
-//! The device's facts as last known (`facts` table, one value under
-//! `facts`: a version byte and the facts' JSON, so a later field is a new
-//! key; added without a schema change, since an agent that does not know
-//! the table never opens it). Read at start, so the groups' `when` is
+//! The device's facts as last known that it learns only as it runs (its
+//! engine, the engine's version, its free disk: `facts` table, one value
+//! under `facts`, a version byte and `key=value` lines, so a later fact is
+//! a new key; added without a schema change, since an agent that does not
+//! know the table never opens it). Read at start, so the groups' `when` is
 //! judged by the engine the device last had before the engine answers
-//! again: a restart never takes a group's modules away and back.
+//! again: a restart never takes a group's modules away and back. What it
+//! knows at start (its architecture, system, labels, memory) is not kept.
 
 use redb::{ReadableDatabase, TableDefinition};
 
@@ -27,29 +29,37 @@ impl Store {
         };
         let found = redb::ReadableTable::get(&t, KEY).map_err(self.io("read facts"))?;
         let Some(v) = found else { return Ok(None) };
-        match v.value().split_first() {
-            Some((&VERSION, json)) => match serde_json::from_slice(json) {
-                Ok(f) => Ok(Some(f)),
-                Err(e) => {
-                    tracing::warn!(
-                        "store: the device's facts kept do not read ({e}); learnt again"
-                    );
-                    Ok(None)
-                }
-            },
-            _ => {
-                tracing::warn!(
-                    "store: the device's facts kept are of another version; learnt again"
-                );
-                Ok(None)
+        let Some((&VERSION, text)) = v.value().split_first() else {
+            tracing::warn!("store: the device's facts kept are of another version; learnt again");
+            return Ok(None);
+        };
+        let mut f = Facts::default();
+        for line in String::from_utf8_lossy(text).lines() {
+            match line.split_once('=') {
+                Some(("engine", e)) => f.engine = Some(e.to_string()),
+                Some(("engine_version", v)) => f.engine_version = Some(v.to_string()),
+                Some(("disk_free", d)) => f.disk_free = d.parse().ok(),
+                _ => {}
             }
         }
+        Ok(Some(f))
     }
 
-    /// Keeps the device's facts, in one transaction.
+    /// Keeps the device's facts learnt as it runs, in one transaction.
     pub fn keep_facts(&self, facts: &Facts) -> Result<(), StoreError> {
+        use std::fmt::Write as _;
+        let mut text = String::new();
+        if let Some(e) = &facts.engine {
+            let _ = writeln!(text, "engine={e}");
+        }
+        if let Some(v) = &facts.engine_version {
+            let _ = writeln!(text, "engine_version={}", v.replace('\n', " "));
+        }
+        if let Some(d) = facts.disk_free {
+            let _ = writeln!(text, "disk_free={d}");
+        }
         let mut bytes = vec![VERSION];
-        bytes.extend(serde_json::to_vec(facts).unwrap_or_default());
+        bytes.extend(text.into_bytes());
         let tx = self.db()?.begin_write().map_err(self.io("facts"))?;
         {
             let mut t = tx.open_table(FACTS).map_err(self.io("facts"))?;
@@ -68,10 +78,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("stead.redb");
         let facts = Facts {
-            arch: "aarch64".into(),
-            os: "linux".into(),
             engine: Some("podman".into()),
             engine_version: Some("4.3.1".into()),
+            disk_free: Some(5 << 30),
             ..Facts::default()
         };
         {

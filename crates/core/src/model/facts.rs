@@ -41,7 +41,8 @@ pub struct Facts {
     /// Its memory, bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<u64>,
-    /// Free bytes where the agent keeps its data.
+    /// Free bytes where the engine keeps its images (else the agent's
+    /// data).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_free: Option<u64>,
 }
@@ -71,15 +72,6 @@ impl Facts {
             parts.push(format!("labels {}", labels.join(" ")));
         }
         parts.join(", ")
-    }
-
-    /// The facts a group's membership depends on that move by themselves
-    /// (the free disk) left out: what a report counts as a change.
-    pub fn class(&self) -> Facts {
-        Facts {
-            disk_free: None,
-            ..self.clone()
-        }
     }
 }
 
@@ -527,12 +519,5 @@ mod tests {
             let got = engine_version(said).map(|v| (v.major, v.minor, v.patch));
             assert_eq!(got, want, "{said}");
         }
-    }
-
-    #[test]
-    fn the_class_leaves_out_the_free_disk() {
-        let f = facts();
-        assert_eq!(f.class().disk_free, None);
-        assert_eq!(f.class().engine, f.engine);
     }
 }
