@@ -303,13 +303,32 @@ pub struct LastActionView {
 }
 
 /// `GET /v1/plane`: `{"configured": false}`, or the plane's state.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PlaneView {
     /// Whether a plane is configured.
     pub configured: bool,
     /// What the node holds and heard of it, when one is.
     #[serde(flatten)]
     pub plane: Option<PlaneDetail>,
+}
+
+/// Read as a JSON value, then the detail from it when a plane is
+/// configured: serde's `flatten` would buffer it through a copy of every
+/// deserializer of the detail's fields, which the device's binary (its
+/// CLI reads this view) has no room for.
+impl<'de> Deserialize<'de> for PlaneView {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<PlaneView, D::Error> {
+        use serde::de::Error as _;
+        let v = serde_json::Value::deserialize(d)?;
+        let Some(configured) = v.get("configured").and_then(serde_json::Value::as_bool) else {
+            return Err(D::Error::custom("the plane's view has no `configured`"));
+        };
+        let plane = match configured {
+            true => Some(PlaneDetail::deserialize(&v).map_err(D::Error::custom)?),
+            false => None,
+        };
+        Ok(PlaneView { configured, plane })
+    }
 }
 
 /// The plane's state (times in seconds since the epoch, `null` where
@@ -577,6 +596,19 @@ mod tests {
             let v: super::PlaneView = serde_json::from_str(want).unwrap();
             assert_eq!(same_text(&v), want);
         }
+    }
+
+    #[test]
+    fn a_plane_view_reads_its_detail_only_when_configured_and_says_what_does_not_read() {
+        let off: super::PlaneView = serde_json::from_str(r#"{"configured": false}"#).unwrap();
+        assert_eq!(off.plane, None);
+        let e = serde_json::from_str::<super::PlaneView>(r#"{"clock": "ok"}"#).unwrap_err();
+        assert!(e.to_string().contains("no `configured`"), "{e}");
+        // A configured plane whose detail does not read is an error, not
+        // a plane shown as absent.
+        let e = serde_json::from_str::<super::PlaneView>(r#"{"configured": true, "url": 7}"#)
+            .unwrap_err();
+        assert!(!e.to_string().is_empty());
     }
 
     #[test]
