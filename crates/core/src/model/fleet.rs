@@ -54,14 +54,7 @@ impl Window {
     pub fn parse(s: &str) -> Result<Window, String> {
         let bad = || format!("{s:?} is not a window of the day: say HH:MM-HH:MM, in UTC");
         let (from, to) = s.split_once('-').ok_or_else(bad)?;
-        let at = |t: &str| -> Option<u32> {
-            let (h, m) = t.split_once(':')?;
-            if h.len() != 2 || m.len() != 2 {
-                return None;
-            }
-            let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
-            (h < 24 && m < 60).then_some(h * 3600 + m * 60)
-        };
+        let at = |t: &str| crate::model::time::time_of_day(t, false);
         let (from, to) = (at(from).ok_or_else(bad)?, at(to).ok_or_else(bad)?);
         if from == to {
             return Err(format!(

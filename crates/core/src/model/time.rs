@@ -183,6 +183,17 @@ pub fn format_duration(d: Duration) -> String {
     }
 }
 
+/// Seconds since midnight of a time of day written `HH:MM` (two digits
+/// each); `24:00` too when `end_of_day` (a window's end).
+pub fn time_of_day(t: &str, end_of_day: bool) -> Option<u32> {
+    let (h, m) = t.split_once(':')?;
+    if h.len() != 2 || m.len() != 2 {
+        return None;
+    }
+    let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
+    ((h < 24 && m < 60) || (end_of_day && h == 24 && m == 0)).then_some(h * 3600 + m * 60)
+}
+
 /// Days since 1970-01-01 of a proleptic Gregorian date (Hinnant's
 /// `days_from_civil`); `month` is 1-12, `day` 1-31.
 pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
