@@ -433,7 +433,15 @@ fn a_rebuild_cut_by_a_power_cut_keeps_the_chunks_it_wrote_and_fetches_the_rest()
     eprintln!("resumed: {f:?}, the blob {size} bytes");
     assert_eq!(f.id, config1, "{f:?}");
     assert_eq!(f.rebuilt, 1, "{f:?}");
-    assert_eq!(f.wire, 0, "{f:?}");
+    // The rebuilt layer costs nothing over the wire. Podman takes an
+    // archive without the base layers it holds only when its blob-info
+    // cache has seen their blobs (a fresh machine's has not): the agent
+    // then sends them too, their blobs' bytes and no more.
+    let base: u64 = layers1[..layers1.len() - 1].iter().map(|(_, s)| s).sum();
+    assert!(
+        f.wire == 0 || (on_podman() && f.wire <= base),
+        "{f:?}, the base layers {base} bytes"
+    );
     // The chunks the cut spoilt and the last quarter, no more.
     assert!(f.local > layer.len() as u64 / 2, "{f:?}");
     assert!(f.chunks < size / 2, "{f:?}");

@@ -953,6 +953,7 @@ pub async fn pull<E: Engine>(
         (loaded, bytes, m.media_type.clone(), digest)
     };
     let rebuilding = tally.of.load(Ordering::Relaxed);
+    let mut sent_whole = false;
     let said = loop {
         tally.of.store(rebuilding, Ordering::Relaxed);
         let whole: Vec<Layer> = layers[present..]
@@ -981,7 +982,22 @@ pub async fn pull<E: Engine>(
                 // answer is the engine's refusal.
                 let now = engine_has(engine, &repo, &diff_ids).await?;
                 if now >= present {
-                    return Err(e);
+                    // It still has them, and did not take the archive
+                    // without them: Podman finds a layer it holds by its
+                    // blob's digest only when it has seen that blob (its
+                    // blob-info cache), not by the layer alone. Once, the
+                    // archive carries every layer; the same answer then
+                    // is the engine's refusal.
+                    if present == 0 || sent_whole {
+                        return Err(e);
+                    }
+                    tracing::info!(
+                        image = reference,
+                        "the engine did not take the image without the {present} layers it holds ({e}): sending them too"
+                    );
+                    sent_whole = true;
+                    present = 0;
+                    continue;
                 }
                 tracing::info!(
                     image = reference,
