@@ -28,8 +28,9 @@
 # STEAD_SIM_PHASES (rollout,quiet,nudge; rollout is 1. and 2.) runs only
 # the phases named;
 # STEAD_SIM_POLL sets the poll interval (5 s); STEAD_SIM_BIN measures that
-# binary instead of building target/release/stead; STEAD_SIM_KEEP keeps the
-# work directory.
+# binary instead of building target/release/stead (with STEAD_PLANE_BIN,
+# the operator's tool that one names, else the one beside it);
+# STEAD_SIM_KEEP keeps the work directory.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 NAME=fleet-sim.sh

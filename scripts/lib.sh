@@ -126,9 +126,17 @@ need_nginx() {
 # The stead binary a benchmark measures, in $stead: the one the variable
 # named $1 gives (STEAD_BENCH_BIN, …) when set, else target/release/stead,
 # built now; and the operator's tool beside it, in $stead_plane (built
-# now: target/tool/stead-plane, as scripts/release.sh builds it).
+# now: target/tool/stead-plane, as scripts/release.sh builds it), or the
+# one STEAD_PLANE_BIN names.
 release_stead() {
     local given="${!1:-}" target_dir
+    if [ -n "$given" ] && [ -n "${STEAD_PLANE_BIN:-}" ]; then
+        [ -x "$given" ] || die "$1: $given is not an executable"
+        [ -x "$STEAD_PLANE_BIN" ] || die "STEAD_PLANE_BIN: $STEAD_PLANE_BIN is not an executable"
+        stead="$(realpath "$given")"
+        stead_plane="$(realpath "$STEAD_PLANE_BIN")"
+        return 0
+    fi
     if [ -n "$given" ]; then
         [ -x "$given" ] || die "$1: $given is not an executable"
         stead="$(realpath "$given")"

@@ -13,8 +13,9 @@
 #   scripts/release.sh aarch64-unknown-linux-musl
 #
 # STEAD_RELEASE_TOOL_TARGETS (space-separated) limits the targets the
-# operator's tool is built for (default: every target built); the test
-# command builds it for x86_64 alone, the one its tests run.
+# operator's tool is built for (default: every target built; `none`: no
+# target). The test command builds it for none: its tests run the tool of
+# the workspace's own build.
 #
 # armv7-unknown-linux-musleabihf is built with `cross` (cross.toml): its
 # standard library is not served to this project's build machines.
@@ -40,21 +41,33 @@ for t in "${targets[@]}"; do
                 || apt_install gcc-aarch64-linux-gnu libc6-dev-arm64-cross
             export CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc ;;
     esac
-    # Each target's three binaries: the device's agent and its launcher
-    # (the .deb's), and the operator's tool, stead-plane, static too, for
-    # a workstation or CI of that architecture. Each is its own crate's:
-    # the agent links none of the operator's code. The device's are built
-    # apart from the tool's: one build unifies the features of the
-    # dependencies they share (the tool's age and indicatif ask for more),
-    # which cost the device's binary 30 KB it never runs.
-    say "building $t: the device's agent and launcher"
-    cargo build --release --locked --target "$t" -p stead -p stead-launch >&2
-    bins=(stead stead-launch)
+done
+# Each target's three binaries: the device's agent and its launcher (the
+# .deb's), and the operator's tool, stead-plane, static too, for a
+# workstation or CI of that architecture. Each is its own crate's: the
+# agent links none of the operator's code. The device's are built apart
+# from the tool's: one build unifies the features of the dependencies they
+# share (the tool's age and indicatif ask for more), which cost the
+# device's binary 30 KB it never runs. Every target's device binaries are
+# one build: its last step, each binary's link-time optimisation in one
+# codegen unit, runs on one core, and the targets' run side by side.
+target_args=()
+tool_targets=()
+for t in "${targets[@]}"; do
+    target_args+=(--target "$t")
     if [ -z "${STEAD_RELEASE_TOOL_TARGETS:-}" ] || [[ " $STEAD_RELEASE_TOOL_TARGETS " == *" $t "* ]]; then
-        say "building $t: the operator's tool (built for speed: the tool profile)"
-        cargo build --profile tool --locked --target "$t" -p stead-plane >&2
-        bins+=(stead-plane)
+        tool_targets+=(--target "$t")
     fi
+done
+say "building ${targets[*]}: the device's agent and launcher"
+cargo build --release --locked "${target_args[@]}" -p stead -p stead-launch >&2
+if [ "${#tool_targets[@]}" -gt 0 ]; then
+    say "building ${tool_targets[*]//--target /}: the operator's tool (built for speed: the tool profile)"
+    cargo build --profile tool --locked "${tool_targets[@]}" -p stead-plane >&2
+fi
+for t in "${targets[@]}"; do
+    bins=(stead stead-launch)
+    [[ " ${tool_targets[*]} " != *" $t "* ]] || bins+=(stead-plane)
     for bin in "${bins[@]}"; do
         out="dist/$bin-$t"
         profile=release

@@ -315,18 +315,37 @@ impl DockerEngine {
 
     /// Each container's health in the words of the Docker Engine's status
     /// line (`(healthy)`), which Podman's list leaves out: one filtered list
-    /// per health state.
+    /// per health state. A container whose health moved between two of
+    /// those lists is in none of them, which would read as "no health
+    /// check": the containers with one are listed first, and those the
+    /// states missed are asked again (twice at most; then `starting`,
+    /// which judges nothing).
     async fn podman_health(&self) -> Result<HashMap<String, &'static str>, EngineError> {
-        let mut health = HashMap::new();
-        for (state, words) in [
+        const STATES: [(&str, &str); 3] = [
             ("starting", "(health: starting)"),
             ("healthy", "(healthy)"),
             ("unhealthy", "(unhealthy)"),
-        ] {
-            let filter = format!("{{\"health\":[\"{state}\"]}}");
-            for c in self.list(Some(&filter)).await? {
-                health.insert(c.id, words);
+        ];
+        let checked: Vec<String> = self
+            .list(Some(r#"{"health":["starting","healthy","unhealthy"]}"#))
+            .await?
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        let mut health = HashMap::new();
+        for _ in 0..3 {
+            if checked.iter().all(|id| health.contains_key(id)) {
+                break;
             }
+            for (state, words) in STATES {
+                let filter = format!("{{\"health\":[\"{state}\"]}}");
+                for c in self.list(Some(&filter)).await? {
+                    health.insert(c.id, words);
+                }
+            }
+        }
+        for id in checked {
+            health.entry(id).or_insert(STATES[0].1);
         }
         Ok(health)
     }
