@@ -877,7 +877,16 @@ impl<C: Connect> Agent<C> {
             self.reconciler.set_ahead(rx);
             tx
         });
-        let (plane, _plane_tasks) = self.start_plane(agent, asks, images, ahead).await;
+        // The maintenance windows the plane's documents set: none known
+        // until they are read (recreates wait meanwhile).
+        let maintenance = self.config.plane.as_ref().map(|_| {
+            let (tx, rx) = tokio::sync::watch::channel(None);
+            self.reconciler.set_maintenance(rx);
+            tx
+        });
+        let (plane, _plane_tasks) = self
+            .start_plane(agent, asks, images, ahead, maintenance)
+            .await;
         let updater = self.updater(asked);
         // What became of a switch begun before this start, before anything
         // else of the update is done.
@@ -996,6 +1005,7 @@ impl<C: Connect> Agent<C> {
         asks: tokio::sync::watch::Sender<crate::plane::sync::PlaneAsk>,
         images: Option<tokio::sync::watch::Sender<crate::model::image_policy::Known>>,
         ahead: Option<tokio::sync::watch::Sender<std::collections::BTreeSet<String>>>,
+        maintenance: Option<tokio::sync::watch::Sender<crate::model::maintenance::InForce>>,
     ) -> (Option<api::PlaneHandle>, Vec<AbortOnDrop>) {
         let (Some(pc), Some(images)) = (self.config.plane.clone(), images) else {
             return (None, vec![]);
@@ -1015,6 +1025,10 @@ impl<C: Connect> Agent<C> {
                     .with_image_policy(images, self.config.image_policy.clone())
                     .with_facts(self.facts.subscribe())
                     .with_peers(self.reconciler.room().and_then(|r| r.peers().cloned()));
+                let s = match maintenance.clone() {
+                    Some(m) => s.with_maintenance(m),
+                    None => s,
+                };
                 Arc::new(match ahead {
                     Some(a) => s.with_ahead(a),
                     None => s,
@@ -1028,6 +1042,9 @@ impl<C: Connect> Agent<C> {
                     let config = crate::model::image_policy::Policy::default()
                         .with_config(&self.config.image_policy);
                     images.send_replace(crate::model::image_policy::Known::Is(Arc::new(config)));
+                    if let Some(m) = &maintenance {
+                        m.send_replace(Some(Arc::default()));
+                    }
                 }
                 return (None, vec![]);
             }

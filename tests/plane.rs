@@ -724,3 +724,92 @@ fn with_the_engine_away_every_module_held_reads_pending_and_nothing_reads_passin
     // What the engine last ran is left as it was.
     assert!(n.container(&web).is_some() && n.container(&local).is_some());
 }
+
+/// A window of the day in UTC, `from` and `to` seconds from now (whole
+/// minutes, wrapping past midnight).
+fn utc_window(from: i64, to: i64) -> String {
+    let now = unix_now() as i64;
+    let hm = |d: i64| {
+        let s = (now + d).rem_euclid(86_400) / 60 * 60;
+        format!("{:02}:{:02}", s / 3600, s % 3600 / 60)
+    };
+    format!("daily {}-{}", hm(from), hm(to))
+}
+
+#[test]
+fn outside_its_maintenance_window_a_change_waits_and_inside_it_is_made_once() {
+    let key = SecretKey::generate().unwrap();
+    let plane = Plane::start();
+    let n = settled_node("plane-window", &plane, &[&key]);
+    let m = n.module("till");
+    let with_window = |revision: u64, v: &str, window: &str| {
+        let mut p = payload(&n, revision, vec![module(&m, v)]);
+        p["maintenance"] = json!({"windows": [window], "zone": "UTC"});
+        sign(&key, &p)
+    };
+    // A module new to the device is made at any time: nothing ran.
+    let closed = utc_window(2 * 3600, 3 * 3600);
+    plane.publish(&n.id, &with_window(1, "one", &closed));
+    let agent = Agent::start(&n);
+    wait_v(&n, &m, "one");
+    let first = n.container_id(&m);
+
+    // A change outside the window: the container runs on as it was, the
+    // module reads deferred, saying for what and until when.
+    let since = unix_now();
+    plane.publish(&n.id, &with_window(2, "two", &closed));
+    wait_plane(&n, &agent, "revision 2", |p| held_revision(p) == Some(2));
+    let view = || -> J { serde_json::from_str(&agent.get(&format!("/v1/modules/{m}")).1).unwrap() };
+    n.wait_for(60, "the recreate to wait", || view()["state"] == "deferred");
+    let v = view();
+    let why = v["last_error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains(&format!(
+            "waits for the maintenance window (node: {closed} UTC) until "
+        )),
+        "{v:#}"
+    );
+    assert_eq!(v["inputs_differ"][0]["input"], "env", "{v:#}");
+    // Several passes later: still the same container, never recreated.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(view()["state"], "deferred");
+    assert_eq!(n.container_id(&m), first);
+    assert_eq!(
+        n.creates_since(&m, since),
+        0,
+        "{:?}",
+        n.events_since(&m, since)
+    );
+    let (_, events) = agent.get("/v1/events");
+    assert!(events.contains("recreate deferred (env: "), "{events}");
+
+    // The window open: the change is made, once.
+    let open = utc_window(-3600, 3600);
+    plane.publish(&n.id, &with_window(3, "two", &open));
+    wait_v(&n, &m, "two");
+    n.wait_for(60, "converged", || view()["state"] == "converged");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        n.creates_since(&m, since),
+        1,
+        "{:?}",
+        n.events_since(&m, since)
+    );
+    assert_ne!(n.container_id(&m), first);
+
+    // A bad window refuses the whole document, naming the field.
+    let mut bad = payload(&n, 4, vec![module(&m, "three")]);
+    bad["maintenance"] = json!({"windows": ["Mon-Fri 9-17"]});
+    plane.publish(&n.id, &sign(&key, &bad));
+    let p = wait_plane(&n, &agent, "the bad window refused", |p| {
+        p["refusal"]["revision"] == 4
+    });
+    assert!(
+        p["refusal"]["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("maintenance.windows[0]"),
+        "{p:#}"
+    );
+    assert_eq!(held_revision(&plane_state(&agent)), Some(3));
+}

@@ -342,6 +342,8 @@ pub struct Syncer {
     /// Where the image policy the held documents compose is said (the
     /// pass and the reloads listen).
     images: Option<watch::Sender<crate::model::image_policy::Known>>,
+    /// The maintenance windows in force, for the pass (`None`: not read).
+    maintenance: Option<watch::Sender<crate::model::maintenance::InForce>>,
     /// The device's config's image rules, one more document in the
     /// policy the held documents compose.
     local_images: crate::model::image_policy::Rules,
@@ -414,6 +416,7 @@ impl Syncer {
             metrics,
             asks,
             images: None,
+            maintenance: None,
             local_images: Default::default(),
             allow_list: Mutex::new(AllowListLook::default()),
             ahead: None,
@@ -476,6 +479,15 @@ impl Syncer {
         self
     }
 
+    /// Says the maintenance windows in force on `windows`.
+    pub fn with_maintenance(
+        mut self,
+        windows: watch::Sender<crate::model::maintenance::InForce>,
+    ) -> Syncer {
+        self.maintenance = Some(windows);
+        self
+    }
+
     /// Tells `peers` which peers the group documents name.
     pub fn with_peers(mut self, peers: Option<crate::registry::peers::Peers>) -> Syncer {
         self.peers = peers;
@@ -496,6 +508,20 @@ impl Syncer {
         if tx.send_if_modified(|a| {
             let changed = *a != images;
             *a = images;
+            changed
+        }) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// The maintenance windows in force from now on; the pass is woken
+    /// when they changed.
+    fn keep_windows(&self, sets: Vec<(String, crate::model::maintenance::Windows)>) {
+        let Some(tx) = &self.maintenance else { return };
+        let new = Some(Arc::new(sets));
+        if tx.send_if_modified(|w| {
+            let changed = *w != new;
+            *w = new;
             changed
         }) {
             self.wake.notify_one();
@@ -651,7 +677,10 @@ impl Syncer {
         match &held {
             Some(h) => self.take_again(h).await,
             // Nothing held: no document asks anything of an image yet.
-            None => self.police(crate::model::image_policy::Policy::default()),
+            None => {
+                self.police(crate::model::image_policy::Policy::default());
+                self.keep_windows(Vec::new());
+            }
         }
         Ok(())
     }
@@ -1047,7 +1076,7 @@ impl Syncer {
         self.mem().node_groups = followed.groups.clone();
         let revision = held.revision;
         let c = if desired.groups.is_empty() {
-            Composition::alone(desired.modules, desired.images)
+            Composition::alone(desired)
         } else {
             let now = self.now(Some(held).filter(|_| follow));
             match self.compose(desired, envelope, BTreeMap::new(), now).await {
@@ -1441,7 +1470,7 @@ impl Syncer {
                 let c = if d.groups.is_empty() {
                     // Moved, not copied: the parsed modules and the fetched
                     // bytes are the only copies of the document in memory.
-                    Composition::alone(d.modules, d.images)
+                    Composition::alone(d)
                 } else {
                     let mut budget = Budget::default();
                     // It fits: one document's limits are within the total's.
@@ -1472,6 +1501,7 @@ impl Syncer {
                     images,
                     ahead,
                     peers,
+                    maintenance,
                 } = c;
                 let (h2, c2, bytes) = (new.clone(), contact.clone(), body);
                 let adopted = self
@@ -1492,6 +1522,7 @@ impl Syncer {
                     Ok((adoption, writes)) => {
                         crate::host::crash_point("plane:after-adopt");
                         self.police(images);
+                        self.keep_windows(maintenance);
                         self.fetch_ahead(ahead);
                         self.name_peers(&peers);
                         self.composed(writes, standings);
@@ -1574,21 +1605,25 @@ struct Composition {
     ahead: BTreeSet<String>,
     /// The site's peers the groups name.
     peers: Vec<String>,
+    /// The maintenance windows in force, with who set each.
+    maintenance: Vec<(String, crate::model::maintenance::Windows)>,
 }
 
 impl Composition {
     /// A node document without groups: its own modules and image policy.
-    fn alone(
-        modules: BTreeMap<crate::model::names::ModuleName, crate::model::intention::Intention>,
-        images: crate::model::image_policy::Rules,
-    ) -> Composition {
+    fn alone(d: Desired) -> Composition {
         Composition {
-            modules,
+            modules: d.modules,
             writes: Vec::new(),
             standings: Vec::new(),
-            images: crate::model::image_policy::Policy::of_node(images),
+            images: crate::model::image_policy::Policy::of_node(d.images),
             ahead: BTreeSet::new(),
             peers: Vec::new(),
+            maintenance: d
+                .maintenance
+                .map(|w| ("node".to_string(), w))
+                .into_iter()
+                .collect(),
         }
     }
 }
@@ -2006,6 +2041,7 @@ impl Syncer {
             standings: composed.groups,
             ahead: composed.ahead,
             peers: composed.peers,
+            maintenance: composed.maintenance,
         })
     }
 
@@ -2036,6 +2072,7 @@ impl Syncer {
             images,
             ahead,
             peers,
+            maintenance,
         } = c;
         let (a, writes) = self
             .store
@@ -2056,6 +2093,7 @@ impl Syncer {
             }
         }
         self.police(images);
+        self.keep_windows(maintenance);
         self.fetch_ahead(ahead);
         self.name_peers(&peers);
         if a.changed() {

@@ -86,6 +86,17 @@ pub fn at_once(resolved: &Resolved, step: Step) -> Result<ModuleReport, Step> {
             r.moved = moved;
             Ok(r)
         }
+        Step::Defer {
+            module,
+            container,
+            moved,
+            why,
+        } => {
+            let mut r = report(&module, Action::Deferred, Some(container));
+            r.moved = moved;
+            r.error = Some(why);
+            Ok(r)
+        }
         acts => Err(acts),
     }
 }

@@ -133,6 +133,12 @@ pub struct Reconciler {
     /// The images to fetch ahead of a coming rollout turn (the plane's
     /// documents say them).
     ahead: Option<tokio::sync::watch::Receiver<BTreeSet<String>>>,
+    /// The maintenance windows the plane's documents set; without a plane,
+    /// none.
+    maintenance: Option<tokio::sync::watch::Receiver<crate::model::maintenance::InForce>>,
+    /// The device's time zone (`/etc/localtime`), for windows in local
+    /// time: read again a minute after it was.
+    zone: Option<(Instant, Arc<crate::model::maintenance::Zone>)>,
     /// Each module's last target, made again only when what it is made
     /// from moves.
     made: resolve::Made,
@@ -192,6 +198,8 @@ impl Reconciler {
             gate: gate::Gate::default(),
             image_policy: None,
             ahead: None,
+            maintenance: None,
+            zone: None,
             made: resolve::Made::default(),
             lost: BTreeSet::new(),
             agent: None,
@@ -235,6 +243,62 @@ impl Reconciler {
     /// Images are fetched ahead of a coming rollout turn as `ahead` says.
     pub fn set_ahead(&mut self, ahead: tokio::sync::watch::Receiver<BTreeSet<String>>) {
         self.ahead = Some(ahead);
+    }
+
+    /// Recreates wait for the maintenance windows `windows` says.
+    pub fn set_maintenance(
+        &mut self,
+        windows: tokio::sync::watch::Receiver<crate::model::maintenance::InForce>,
+    ) {
+        self.maintenance = Some(windows);
+    }
+
+    /// Whether what runs may be disrupted now: `Err` says what it waits
+    /// for and until when.
+    fn door(&mut self) -> Result<(), String> {
+        use crate::model::maintenance::{Zone, door};
+        let Some(rx) = &self.maintenance else {
+            return Ok(());
+        };
+        let Some(sets) = rx.borrow().clone() else {
+            return Err(
+                "waits for the maintenance windows: the plane's documents are not read yet".into(),
+            );
+        };
+        if sets.is_empty() {
+            return Ok(());
+        }
+        let zone = match &self.zone {
+            Some((at, z)) if at.elapsed() < Duration::from_secs(60) => z.clone(),
+            _ => {
+                let z = Arc::new(local_zone().unwrap_or_else(|e| {
+                    tracing::warn!("maintenance windows in local time are read in UTC: {e}");
+                    Zone::utc()
+                }));
+                self.zone = Some((Instant::now(), z.clone()));
+                z
+            }
+        };
+        let now = crate::host::clock::now() as i64;
+        door(&sets, now, &zone).map(drop).map_err(|(until, who)| {
+            let windows = sets
+                .iter()
+                .find(|(w, _)| *w == who)
+                .map(|(_, w)| {
+                    let spans: Vec<String> = w.spans.iter().map(ToString::to_string).collect();
+                    format!("{} {}", spans.join(", "), if w.local { "local time" } else { "UTC" })
+                })
+                .unwrap_or_default();
+            match until {
+                Some(t) => format!(
+                    "waits for the maintenance window ({who}: {windows}) until {}",
+                    crate::model::time::format_rfc3339(t.max(0) as u64)
+                ),
+                None => format!(
+                    "waits for the maintenance window ({who}: {windows}), which opens not within 8 days together with the others"
+                ),
+            }
+        })
     }
 
     /// Of the images fetched ahead of a coming rollout turn, how many, and
@@ -880,6 +944,11 @@ impl Reconciler {
             }
         }
 
+        // Maintenance windows: outside them no container is recreated.
+        if let Err(why) = self.door() {
+            plan::defer(&mut steps, &why);
+        }
+
         // Retry policy: acting again toward a target already tried is held
         // back; a new target is acted on at once.
         let mut modules = retry::hold_back(&self.retries, &mut steps, &resolved, now);
@@ -1303,6 +1372,14 @@ impl Reconciler {
                     EventKind::Drift,
                     format!("drift reported: {}", execute::join_moved(&m.moved)),
                 ),
+                Action::Deferred => (
+                    EventKind::Drift,
+                    format!(
+                        "recreate deferred ({}): {}",
+                        execute::join_moved(&m.moved),
+                        m.error.as_deref().unwrap_or_default()
+                    ),
+                ),
                 Action::Conflict => (
                     EventKind::Conflict,
                     format!(
@@ -1326,6 +1403,18 @@ impl Reconciler {
                 .await?;
         }
         Ok(())
+    }
+}
+
+/// The device's time zone, from `/etc/localtime` (UTC when it has none).
+fn local_zone() -> Result<crate::model::maintenance::Zone, String> {
+    match std::fs::read("/etc/localtime") {
+        Ok(b) => crate::model::maintenance::Zone::parse_tzif(&b)
+            .map_err(|e| format!("/etc/localtime: {e}")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Ok(crate::model::maintenance::Zone::utc())
+        }
+        Err(e) => Err(format!("cannot read /etc/localtime: {e}")),
     }
 }
 

@@ -203,6 +203,10 @@ impl Reconciler {
                         st.inputs_differ = r.moved.clone();
                         ModuleState::Drifted
                     }
+                    Action::Deferred => {
+                        st.inputs_differ = r.moved.clone();
+                        ModuleState::Deferred
+                    }
                     Action::Conflict => ModuleState::Conflict,
                     Action::BackingOff => judge::backing_off(st.container_id.is_some(), r.refused),
                     Action::Held | Action::Failed => ModuleState::Failed,

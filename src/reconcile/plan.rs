@@ -183,6 +183,18 @@ pub enum Step {
         /// The inputs that moved.
         moved: Vec<Moved>,
     },
+    /// The container differs, and replacing it waits for a maintenance
+    /// window ([`defer`]): it is left as it runs.
+    Defer {
+        /// The module.
+        module: ModuleName,
+        /// The container.
+        container: String,
+        /// The inputs that moved.
+        moved: Vec<Moved>,
+        /// What it waits for, and until when.
+        why: String,
+    },
     /// The engine is busy with the container (restarting, paused, being
     /// removed): look again next pass.
     Wait {
@@ -250,6 +262,7 @@ impl Step {
             | Step::Recreate { module, .. }
             | Step::Promote { module, .. }
             | Step::ReportDrift { module, .. }
+            | Step::Defer { module, .. }
             | Step::Wait { module, .. }
             | Step::Hold { module, .. }
             | Step::Depend { module, .. }
@@ -435,6 +448,30 @@ pub fn plan<'a, T: Runs + 'a>(
     steps
 }
 
+/// Outside the maintenance windows (`why`: what is waited for, until
+/// when), every recreate waits: what runs is left running. Nothing else
+/// a plan does disrupts what runs (a create or a start makes run what did
+/// not; a removal is of a module no longer wanted, or of a leftover; a
+/// promotion finishes a recreate begun inside a window).
+pub fn defer(steps: &mut Plan, why: &str) {
+    for step in steps.iter_mut() {
+        if let Step::Recreate {
+            module,
+            container,
+            moved,
+            ..
+        } = step
+        {
+            *step = Step::Defer {
+                module: module.clone(),
+                container: container.clone(),
+                moved: std::mem::take(moved),
+                why: why.to_string(),
+            };
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -509,6 +546,74 @@ mod tests {
 
     fn m(s: &str) -> ModuleName {
         ModuleName::try_from(s).unwrap()
+    }
+
+    #[test]
+    fn outside_the_windows_only_a_recreate_waits() {
+        use ContainerState::*;
+        use DriftPolicy::*;
+        let wants = vec![
+            target("moved", "v2", Recreate),
+            target("told", "v2", Report),
+            target("new", "v1", Recreate),
+            target("stopped", "v1", Recreate),
+            target("same", "v1", Recreate),
+        ];
+        let observed = vec![
+            container(
+                "c1",
+                "stead-moved",
+                Some("n1"),
+                Some("moved"),
+                "v1",
+                Running,
+            ),
+            container("c2", "stead-told", Some("n1"), Some("told"), "v1", Running),
+            container(
+                "c3",
+                "stead-stopped",
+                Some("n1"),
+                Some("stopped"),
+                "v1",
+                Exited,
+            ),
+            container("c4", "stead-same", Some("n1"), Some("same"), "v1", Running),
+            container("c5", "stead-gone", Some("n1"), Some("gone"), "v1", Running),
+        ];
+        let mut steps = plan(&node(), &wants, &observed);
+        let before = steps.clone();
+        defer(&mut steps, "waits for the window");
+        for (was, now) in before.iter().zip(&steps) {
+            match (was, now) {
+                (
+                    Step::Recreate {
+                        module,
+                        container,
+                        moved,
+                        ..
+                    },
+                    Step::Defer {
+                        module: m,
+                        container: c,
+                        moved: mv,
+                        why,
+                    },
+                ) => {
+                    assert_eq!((module, container, moved), (m, c, mv));
+                    assert_eq!(why, "waits for the window");
+                }
+                (Step::Recreate { .. }, other) => panic!("a recreate went on: {other:?}"),
+                (was, now) => assert_eq!(was, now, "only a recreate waits"),
+            }
+        }
+        assert!(matches!(&steps[0], Step::Defer { module, .. } if module.as_str() == "moved"));
+        assert_eq!(
+            steps
+                .iter()
+                .filter(|s| matches!(s, Step::Defer { .. }))
+                .count(),
+            1
+        );
     }
 
     #[test]

@@ -24,6 +24,8 @@ pub enum Action {
     Removed,
     /// Inputs moved; by policy only reported.
     Drifted,
+    /// Inputs moved; the recreate waits for a maintenance window.
+    Deferred,
     /// Its target cannot be computed now; the container is left alone.
     Held,
     /// The crash guard holds it: neither run nor removed.
@@ -52,6 +54,7 @@ impl Action {
             Action::Recreated => "recreated",
             Action::Removed => "removed",
             Action::Drifted => "drifted",
+            Action::Deferred => "deferred",
             Action::Held => "held",
             Action::Quarantined => "quarantined",
             Action::Conflict => "conflict",

@@ -694,6 +694,7 @@ impl Executor {
         let mut changed = false;
         let mut rolled_back = Vec::new();
         let mut stalled = Vec::new();
+        let mut deferred = false;
         let asked_at = r.restart_requested_at().unwrap_or(now);
         for item in r.items.iter_mut().filter(|i| needs_activation(i)) {
             let known = ModuleName::try_from(item.module.as_str())
@@ -708,6 +709,10 @@ impl Executor {
             let st = match measure(item, board.get(&item.module), now, asked_at) {
                 Measure::Runs(st) => st,
                 Measure::Wait => continue,
+                Measure::Deferred => {
+                    deferred = true;
+                    continue;
+                }
                 Measure::Stalled => {
                     stalled.push(item.module.clone());
                     continue;
@@ -737,6 +742,11 @@ impl Executor {
                 Settle::Changed => changed = true,
                 Settle::Same => {}
             }
+        }
+        // A recreate waiting for a maintenance window: the limit on
+        // running the landed version counts from when it may.
+        if deferred && r.restart_waits(now) {
+            changed = true;
         }
         for item in &rolled_back {
             if let Err(e) = self.roll_back(item).await {
@@ -1062,6 +1072,8 @@ enum Measure<'a> {
     Runs(&'a ModuleStatus),
     /// Not yet: no pass has acted on the target.
     Wait,
+    /// Its recreate waits for a maintenance window.
+    Deferred,
     /// Not running the target long after the restart was asked, and no
     /// pass wanted it (the engine away, its inputs failing): may clear.
     Stalled,
@@ -1084,6 +1096,9 @@ fn measure<'a>(item: &Item, st: Option<&'a ModuleStatus>, now: u64, asked_at: u6
         return Measure::Runs(st);
     }
     let wanted = st.desired_image.is_some() && st.desired_image == item.target_image;
+    if wanted && st.state == ModuleState::Deferred {
+        return Measure::Deferred;
+    }
     if wanted && st.state == ModuleState::Failed {
         let why = st.last_error.as_deref().unwrap_or("the engine refused it");
         return Measure::NeverRan(format!(
@@ -1271,12 +1286,19 @@ mod tests {
                 1001,
                 "never ran",
             ),
+            (
+                "its recreate waits for a maintenance window, however long",
+                Some(st(Deferred, "old", "new")),
+                late,
+                "deferred",
+            ),
         ];
         for (case, status, now, want) in cases {
             let got = match measure(&item, status.as_ref(), now, 1000) {
                 Measure::Runs(_) => "runs",
                 Measure::Wait => "wait",
                 Measure::Stalled => "stalled",
+                Measure::Deferred => "deferred",
                 Measure::NeverRan(_) => "never ran",
             };
             assert_eq!(got, want, "{case}");

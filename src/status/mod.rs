@@ -55,11 +55,14 @@ pub enum ModuleState {
     /// Held by the crash guard: the agent died acting on it, a few times in
     /// a row; neither run nor removed until it changes.
     Quarantined,
+    /// Its inputs moved, and its recreate waits for a maintenance window:
+    /// what ran runs on.
+    Deferred,
 }
 
 impl ModuleState {
     /// Every state, for metrics.
-    pub const ALL: [ModuleState; 12] = [
+    pub const ALL: [ModuleState; 13] = [
         ModuleState::Converged,
         ModuleState::Pending,
         ModuleState::Waiting,
@@ -72,6 +75,7 @@ impl ModuleState {
         ModuleState::Conflict,
         ModuleState::Failed,
         ModuleState::Quarantined,
+        ModuleState::Deferred,
     ];
 
     /// Its name in the API.
@@ -89,6 +93,7 @@ impl ModuleState {
             ModuleState::Conflict => "conflict",
             ModuleState::Failed => "failed",
             ModuleState::Quarantined => "quarantined",
+            ModuleState::Deferred => "deferred",
         }
     }
 }

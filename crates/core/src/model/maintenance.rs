@@ -1,6 +1,8 @@
-//! Maintenance windows (issue 37, item 3; not yet read from documents nor
-//! obeyed by the agent): the times of the week a device may disrupt what
-//! runs, in UTC or in the device's local time, and the local time itself:
+//! Maintenance windows: the times of the week a device may disrupt what
+//! runs (recreate a container, land a reload), as a node or group
+//! document's `maintenance` says them ([`Windows::parse_doc`]), in UTC or
+//! in the device's local time; whether the device may disrupt now, every
+//! document's windows considered ([`door`]); and the local time itself:
 //! a time zone's rules as a TZif file (RFC 8536, what `/etc/localtime`
 //! is) holds them, its transitions and, past the last, the POSIX TZ rule
 //! of its footer. Whether a window is open at an instant, and when that
@@ -534,6 +536,131 @@ impl Windows {
     }
 }
 
+/// The maintenance windows in force, each with who set it (`node`, `group
+/// g`); `None` until the documents that set them are read.
+pub type InForce = Option<std::sync::Arc<Vec<(String, Windows)>>>;
+
+/// The most windows one document may set.
+pub const MAX_WINDOWS: usize = 32;
+
+impl Windows {
+    /// Reads a document's `maintenance`: `{"windows": ["Mon-Fri
+    /// 22:00-06:00", …], "zone": "local" | "UTC"}` (local when unsaid).
+    /// The error names the field at fault.
+    pub fn parse_doc(v: &serde_json::Value) -> Result<Windows, (String, String)> {
+        let o = v
+            .as_object()
+            .ok_or_else(|| ("maintenance".to_string(), "not an object".to_string()))?;
+        if let Some(k) = o
+            .keys()
+            .find(|k| !["windows", "zone"].contains(&k.as_str()))
+        {
+            return Err((
+                "maintenance".into(),
+                format!("unknown field {k:?} (windows, zone)"),
+            ));
+        }
+        let local = match o.get("zone").map(|z| z.as_str()) {
+            None | Some(Some("local")) => true,
+            Some(Some("UTC")) => false,
+            Some(_) => {
+                return Err((
+                    "maintenance.zone".into(),
+                    "say \"local\" (the device's time zone) or \"UTC\"".into(),
+                ));
+            }
+        };
+        let list = o.get("windows").and_then(|w| w.as_array()).ok_or_else(|| {
+            (
+                "maintenance.windows".to_string(),
+                "a list of windows is needed".to_string(),
+            )
+        })?;
+        if list.is_empty() || list.len() > MAX_WINDOWS {
+            return Err((
+                "maintenance.windows".into(),
+                format!(
+                    "{} windows: between 1 and {MAX_WINDOWS} (without `maintenance`, a device disrupts at any time)",
+                    list.len()
+                ),
+            ));
+        }
+        let spans = list
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                let at = || format!("maintenance.windows[{i}]");
+                w.as_str()
+                    .ok_or_else(|| (at(), "not a string".to_string()))
+                    .and_then(|w| Span::parse(w).map_err(|e| (at(), e)))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Windows { spans, local })
+    }
+
+    /// The document form [`Windows::parse_doc`] reads.
+    pub fn to_doc(&self) -> serde_json::Value {
+        let spans: Vec<String> = self.spans.iter().map(Span::to_string).collect();
+        serde_json::json!({"windows": spans, "zone": if self.local { "local" } else { "UTC" }})
+    }
+}
+
+impl std::fmt::Display for Span {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hm = |s: u32| format!("{:02}:{:02}", s / 3600, s % 3600 / 60);
+        if self.days == 0x7f {
+            f.write_str("daily")?;
+        } else {
+            let on: Vec<&str> = (0..7)
+                .filter(|d| self.days & (1 << d) != 0)
+                .map(|d| DAYS[d])
+                .collect();
+            f.write_str(&on.join(","))?;
+        }
+        write!(f, " {}-{}", hm(self.from), hm(self.to))
+    }
+}
+
+/// Whether a device may disrupt what runs at `now`: only while every
+/// document that sets windows has one open (`sets`: who set them, and
+/// them). `Ok(next)`: it may, until `next` (when one closes), if within a
+/// week and a day. `Err((until, who))`: not before `until` (the last of
+/// the closed ones' openings: the earliest all may be open, looked at
+/// again then; `None`: none opens within a week and a day), `who` naming
+/// a document whose windows are closed.
+pub fn door(
+    sets: &[(String, Windows)],
+    now: i64,
+    zone: &Zone,
+) -> Result<Option<i64>, (Option<i64>, String)> {
+    let mut next: Option<i64> = None;
+    let mut closed: Option<(Option<i64>, String)> = None;
+    for (who, w) in sets {
+        let (open, change) = w.at(now, zone);
+        if open {
+            next = match (next, change) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        } else {
+            closed = Some(match closed {
+                None => (change, who.clone()),
+                Some((until, first)) => (
+                    match (until, change) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        _ => None,
+                    },
+                    first,
+                ),
+            });
+        }
+    }
+    match closed {
+        Some(c) => Err(c),
+        None => Ok(next),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -702,5 +829,74 @@ mod tests {
             w(&[], true).at(t("2026-12-07T11:00:00Z"), &berlin),
             (false, None)
         );
+    }
+
+    #[test]
+    fn a_documents_maintenance_reads_or_is_refused_naming_its_field() {
+        use serde_json::json;
+        let w =
+            Windows::parse_doc(&json!({"windows": ["Mon-Fri 22:00-06:00", "daily 02:00-03:00"]}))
+                .unwrap();
+        assert!(w.local);
+        assert_eq!(w.spans.len(), 2);
+        assert_eq!(Windows::parse_doc(&w.to_doc()).unwrap(), w);
+        assert_eq!(w.spans[0].to_string(), "Mon,Tue,Wed,Thu,Fri 22:00-06:00");
+        assert_eq!(w.spans[1].to_string(), "daily 02:00-03:00");
+        let utc = Windows::parse_doc(&json!({"windows": ["Sat,Sun 00:00-24:00"], "zone": "UTC"}))
+            .unwrap();
+        assert!(!utc.local);
+        assert_eq!(utc.spans[0].to_string(), "Sat,Sun 00:00-24:00");
+        #[rustfmt::skip]
+        let cases: Vec<(serde_json::Value, &str, &str)> = vec![
+            (json!("Mon 01:00-02:00"), "maintenance", "not an object"),
+            (json!({"windows": ["Mon 01:00-02:00"], "tz": "UTC"}), "maintenance", "unknown field \"tz\""),
+            (json!({"windows": ["Mon 01:00-02:00"], "zone": "Europe/Berlin"}), "maintenance.zone", "\"local\""),
+            (json!({}), "maintenance.windows", "a list of windows is needed"),
+            (json!({"windows": []}), "maintenance.windows", "0 windows"),
+            (json!({"windows": ["Mon 01:00-02:00", 3]}), "maintenance.windows[1]", "not a string"),
+            (json!({"windows": ["Mon 01:00-02:00", "Mon 25:00-26:00"]}), "maintenance.windows[1]", "its start is not HH:MM"),
+            (json!({"windows": ["Funday 01:00-02:00"]}), "maintenance.windows[0]", "a day is not Mon to Sun"),
+        ];
+        for (v, field, says) in cases {
+            let (f, e) = Windows::parse_doc(&v).unwrap_err();
+            assert_eq!(f, field, "{v}");
+            assert!(e.contains(says), "{v}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_door_is_open_only_while_every_documents_windows_are() {
+        let utc = Zone::utc();
+        let w = |s: &str| Windows {
+            spans: vec![Span::parse(s).unwrap()],
+            local: false,
+        };
+        let set = |who: &str, s: &str| (who.to_string(), w(s));
+        // 2026-12-07 is a Monday.
+        let mon = |hm: &str| t(&format!("2026-12-07T{hm}:00Z"));
+        let nights = set("node", "daily 22:00-06:00");
+        let early = set("group g", "daily 01:00-03:00");
+        /// What, the documents' windows, the time (Monday, UTC), the door.
+        type Case<'a> = (
+            &'a str,
+            Vec<(String, Windows)>,
+            &'a str,
+            Result<Option<i64>, (Option<i64>, &'a str)>,
+        );
+        #[rustfmt::skip]
+        let cases: Vec<Case> = vec![
+            ("no windows: open, nothing to wait for", vec![], "12:00", Ok(None)),
+            ("inside the only window: open until it closes", vec![nights.clone()], "23:00", Ok(Some(t("2026-12-08T06:00:00Z")))),
+            ("outside it: closed until it opens", vec![nights.clone()], "12:00", Err((Some(mon("22:00")), "node"))),
+            ("both open: until the first closes", vec![nights.clone(), early.clone()], "02:00", Ok(Some(mon("03:00")))),
+            ("one open, one closed: closed, until the later opening", vec![nights.clone(), early.clone()], "23:00", Err((Some(t("2026-12-08T01:00:00Z")), "group g"))),
+            ("both closed: until the later of their openings", vec![nights.clone(), early.clone()], "12:00", Err((Some(t("2026-12-08T01:00:00Z")), "node"))),
+            ("a window on another day only", vec![set("node", "Sun 01:00-02:00")], "12:00", Err((Some(t("2026-12-13T01:00:00Z")), "node"))),
+        ];
+        for (what, sets, at, want) in cases {
+            let got = door(&sets, mon(at), &utc);
+            let want = want.map_err(|(u, who)| (u, who.to_string()));
+            assert_eq!(got, want, "{what}");
+        }
     }
 }

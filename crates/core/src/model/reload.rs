@@ -742,6 +742,20 @@ impl Request {
         Ok(true)
     }
 
+    /// While activating, and the restart asked waits for a maintenance
+    /// window: the time the restart was asked moves to `at` (the limit
+    /// on running the landed versions counts from the window's opening),
+    /// once a minute at most. Whether it moved.
+    pub fn restart_waits(&mut self, at: u64) -> bool {
+        match self.restart_requested_at {
+            Some(asked) if self.status() == Status::Activating && at >= asked + 60 => {
+                self.restart_requested_at = Some(at);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// `landing → done` with nothing to activate (said why), or
     /// `activating → done` (`None`: the activation stands as decided).
     pub fn finish(&mut self, not_needed: Option<String>, at: u64) -> Result<(), TransitionError> {
@@ -1181,6 +1195,12 @@ mod tests {
         assert_eq!(r.stamp_restart(3), Ok(true));
         assert_eq!(r.stamp_restart(4), Ok(false), "once per attempt");
         assert_eq!(r.restart_requested_at(), Some(3));
+        // A restart waiting for a maintenance window: moved once a minute.
+        let mut waits = r.clone();
+        assert!(!waits.restart_waits(62), "within the minute");
+        assert!(waits.restart_waits(63));
+        assert_eq!(waits.restart_requested_at(), Some(63));
+        assert!(!waits.restart_waits(100));
         let mut later = r.clone();
         go(&mut r, Faulted, 100).unwrap();
         assert!(!r.status().is_final());

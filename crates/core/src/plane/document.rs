@@ -115,6 +115,9 @@ pub struct Desired {
     /// Which images may run (`images`: signatures required per registry or
     /// repository).
     pub images: Rules,
+    /// When the node may disrupt what runs (`maintenance`); without it,
+    /// at any time its groups' windows allow.
+    pub maintenance: Option<crate::model::maintenance::Windows>,
 }
 
 /// The version of stead itself a document asks for: where its signed
@@ -194,6 +197,8 @@ struct DesiredDoc {
     overrides: BTreeMap<String, OverrideDoc>,
     #[serde(default)]
     images: Option<serde_json::Value>,
+    #[serde(default)]
+    maintenance: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -255,6 +260,7 @@ impl Desired {
         let modules = check_modules("modules", doc.modules)?;
         let (groups, remove, overrides) = check_fleet(doc.groups, doc.remove, doc.overrides)?;
         let images = check_images(doc.images)?;
+        let maintenance = check_maintenance(doc.maintenance.as_ref())?;
         Ok(Desired {
             node,
             revision: doc.revision,
@@ -268,8 +274,19 @@ impl Desired {
             remove,
             overrides,
             images,
+            maintenance,
         })
     }
+}
+
+/// A document's maintenance windows (`maintenance`), a fault named by its
+/// field.
+pub(crate) fn check_maintenance(
+    v: Option<&serde_json::Value>,
+) -> Result<Option<crate::model::maintenance::Windows>, DocumentError> {
+    v.map(crate::model::maintenance::Windows::parse_doc)
+        .transpose()
+        .map_err(|(field, e)| DocumentError::new(field, e))
 }
 
 /// A document's image policy (`images`), each fault named by its rule.

@@ -67,6 +67,8 @@ pub struct GroupDesired {
     /// Which devices the group is for (`when`); without one, every
     /// device whose node document lists it.
     pub when: Option<When>,
+    /// When its devices may disrupt what runs (`maintenance`).
+    pub maintenance: Option<crate::model::maintenance::Windows>,
 }
 
 /// The revision a rollout moves devices from.
@@ -94,6 +96,8 @@ struct GroupDoc {
     peers: Vec<String>,
     #[serde(default)]
     when: Option<serde_json::Value>,
+    #[serde(default)]
+    maintenance: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -183,6 +187,7 @@ impl GroupDesired {
             images: crate::plane::document::check_images(doc.images)?,
             peers,
             when,
+            maintenance: crate::plane::document::check_maintenance(doc.maintenance.as_ref())?,
         })
     }
 }
@@ -332,6 +337,9 @@ pub struct Composed {
     /// not reached), as the node's overrides and removals leave them, and
     /// none it runs now. A halt or a revert names none.
     pub ahead: BTreeSet<String>,
+    /// The maintenance windows in force: the node document's and those of
+    /// each group it is in, each with who set it (`node`, `group g`).
+    pub maintenance: Vec<(String, crate::model::maintenance::Windows)>,
 }
 
 /// A node's modules from its document and its groups' (`groups`, by name:
@@ -368,6 +376,11 @@ pub fn compose_owned(
     let mut images = crate::model::image_policy::Policy::of_node(node.images.clone());
     let mut ahead = BTreeSet::new();
     let mut peers: Vec<String> = Vec::new();
+    let mut maintenance: Vec<_> = node
+        .maintenance
+        .iter()
+        .map(|w| ("node".to_string(), w.clone()))
+        .collect();
     for name in &node.groups {
         let Some(held) = groups.remove(name) else {
             return Err(ComposeError(format!(
@@ -392,6 +405,9 @@ pub fn compose_owned(
             continue;
         }
         images.add_group(name.as_str(), d.images.clone());
+        if let Some(w) = &d.maintenance {
+            maintenance.push((format!("group {name}"), w.clone()));
+        }
         for p in &d.peers {
             if !peers.contains(p) && peers.len() < crate::model::site::MAX_PEERS {
                 peers.push(p.clone());
@@ -475,6 +491,7 @@ pub fn compose_owned(
         images,
         peers,
         ahead,
+        maintenance,
     })
 }
 
@@ -1042,6 +1059,83 @@ mod tests {
             let c = compose(node_doc(json!({})), &held, &id, now, None).unwrap();
             assert_eq!(c.groups[0].remembered(before), want, "{what}");
         }
+    }
+
+    #[test]
+    fn the_windows_in_force_are_the_node_documents_and_those_of_the_groups_it_is_in() {
+        use crate::model::facts::Facts;
+        let group = |name: &str, when: Option<J>, windows: Option<&str>| {
+            let d = parse(&with(|v| {
+                v["group"] = json!(name);
+                if let Some(w) = &when {
+                    v["when"] = w.clone();
+                }
+                if let Some(w) = windows {
+                    v["maintenance"] = json!({"windows": [w], "zone": "UTC"});
+                }
+                let o = v.as_object_mut().unwrap();
+                o.remove("rollout");
+                o.remove("previous");
+                v["modules"] = json!([{"name": format!("m-{name}"), "image": "app:1"}]);
+            }))
+            .unwrap();
+            (
+                d.group.clone(),
+                HeldGroup {
+                    desired: d,
+                    took: false,
+                    was_in: false,
+                },
+            )
+        };
+        let groups: BTreeMap<GroupName, HeldGroup> = [
+            group("nights", None, Some("daily 22:00-06:00")),
+            group(
+                "arm-only",
+                Some(json!({"arch": "arm64"})),
+                Some("Sun 01:00-02:00"),
+            ),
+            group("any-time", None, None),
+        ]
+        .into();
+        let id = NodeId::try_from("edge-0002").unwrap();
+        let x86 = Facts {
+            arch: "x86_64".into(),
+            os: "linux".into(),
+            ..Facts::default()
+        };
+        let who = |node: J, facts: Option<&Facts>| -> Vec<String> {
+            let node = node_doc(node);
+            compose(node, &groups, &id, 1_800_000_000, facts)
+                .unwrap()
+                .maintenance
+                .into_iter()
+                .map(|(who, w)| format!("{who}: {}", w.spans[0]))
+                .collect()
+        };
+        let all = json!({"groups": ["nights", "arm-only", "any-time"]});
+        let mut own = all.clone();
+        own["maintenance"] = json!({"windows": ["Sat 10:00-12:00"]});
+        assert_eq!(
+            who(all.clone(), Some(&x86)),
+            ["group nights: daily 22:00-06:00"]
+        );
+        assert_eq!(
+            who(all, None),
+            [
+                "group nights: daily 22:00-06:00",
+                "group arm-only: Sun 01:00-02:00"
+            ]
+        );
+        assert_eq!(
+            who(own, Some(&x86)),
+            ["node: Sat 10:00-12:00", "group nights: daily 22:00-06:00"]
+        );
+        let e = parse(&with(|v| {
+            v["maintenance"] = json!({"windows": ["Mon 9-5"]})
+        }))
+        .unwrap_err();
+        assert_eq!(e.field, "maintenance.windows[0]");
     }
 
     #[test]
