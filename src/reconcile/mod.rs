@@ -269,6 +269,8 @@ impl Reconciler {
             return Ok(());
         }
         let zone = match &self.zone {
+            // Windows all in UTC: the device's zone is not read.
+            _ if sets.iter().all(|(_, w)| !w.local) => Arc::new(Zone::utc()),
             Some((at, z)) if at.elapsed() < Duration::from_secs(60) => z.clone(),
             _ => {
                 let z = Arc::new(local_zone().unwrap_or_else(|e| {
@@ -945,7 +947,13 @@ impl Reconciler {
         }
 
         // Maintenance windows: outside them no container is recreated.
-        if let Err(why) = self.door() {
+        // Judged only when there is a recreate to hold (a quiet pass reads
+        // no zone and computes no window).
+        if steps
+            .iter()
+            .any(|s| matches!(s, plan::Step::Recreate { .. }))
+            && let Err(why) = self.door()
+        {
             plan::defer(&mut steps, &why);
         }
 
