@@ -116,6 +116,29 @@ if pid_alive "$existing" && grep -q dockerd "/proc/$existing/cmdline" 2>/dev/nul
     die "existing dockerd (pid $existing) does not answer"
 fi
 
+# dockerd reuses the containerd named in its pid file if a process with that
+# pid is alive. After dockerd was killed (a machine's processes stopped, not
+# its files), the pid may since belong to another process: dockerd then waits
+# for a containerd that is not there and gives up. Drop a pid file whose
+# process is not a containerd, and stop an orphaned containerd whose dockerd
+# is gone (its socket may be gone too); dockerd starts its own.
+CONTAINERD_PIDFILE=/var/run/docker/containerd/containerd.pid
+clear_stale_containerd() {
+    local cpid
+    cpid="$(cat "$CONTAINERD_PIDFILE" 2>/dev/null || true)"
+    [ -n "$cpid" ] || return 0
+    if pid_alive "$cpid" && grep -q containerd "/proc/$cpid/comm" 2>/dev/null; then
+        say "stopping the containerd (pid $cpid) left by a dockerd that is gone"
+        kill "$cpid" 2>/dev/null || true
+        for _ in $(seq 1 20); do pid_alive "$cpid" || break; sleep 0.5; done
+        pid_alive "$cpid" && kill -9 "$cpid" 2>/dev/null || true
+    else
+        say "removing a stale containerd pid file (pid $cpid is not a containerd)"
+    fi
+    rm -f "$CONTAINERD_PIDFILE"
+}
+clear_stale_containerd
+
 # Start with the defaults (overlay2 where it works; dockerd itself falls back
 # to vfs when overlay is unsupported). Only if the daemon dies during start-up
 # add the flag its log points at: --storage-driver=vfs for a storage-driver
@@ -143,7 +166,9 @@ for _ in 1 2 3; do
     errs="$(tail -c +"$((log_start + 1))" "$LOG" | grep -iE 'level=(error|fatal)|failed to start' || true)"
     say "dockerd exited during start-up (flags: '$(echo $flags)'):"
     printf '%s\n' "$errs" | tail -n 5 >&2
-    if [ -z "$STORAGE" ] && grep -qiE 'storage.driver|graphdriver|overlay' <<<"$errs"; then
+    if grep -qiE 'waiting for containerd' <<<"$errs"; then
+        clear_stale_containerd; say "retrying"
+    elif [ -z "$STORAGE" ] && grep -qiE 'storage.driver|graphdriver|overlay' <<<"$errs"; then
         STORAGE="--storage-driver=vfs"; say "retrying with $STORAGE"
     elif [ -z "$NO_IPTABLES" ] && grep -qiE 'iptables|nat|bridge' <<<"$errs"; then
         NO_IPTABLES="--iptables=false"; say "retrying with $NO_IPTABLES"
