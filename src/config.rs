@@ -493,11 +493,10 @@ impl Config {
             )
         })?;
         let v = crate::model::json::from_toml(t).map_err(|(f, m)| invalid(&f, m))?;
-        let doc: ConfigDoc = serde_path_to_error::deserialize(&v).map_err(|e| {
-            let field = e.path().to_string();
+        let doc: ConfigDoc = crate::model::json::read_value(&v).map_err(|e| {
             invalid(
-                if field == "." { "(file)" } else { &field },
-                crate::model::intention::without_values(&e.inner().to_string()),
+                if e.path == "." { "(file)" } else { &e.path },
+                crate::model::intention::without_values(&e.message()),
             )
         })?;
         let base = path

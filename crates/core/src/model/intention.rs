@@ -124,11 +124,35 @@ pub struct Dependency {
 }
 
 /// One `depends_on` entry as written: a module's name, or a table.
-#[derive(Deserialize)]
-#[serde(untagged)]
 enum DependencyDoc {
     Name(String),
     Full(DependencyTable),
+}
+
+// Read by its JSON type (not serde's `untagged`, which buffers the value
+// and tries each form after the reader passed it): what is wrong in a
+// table is named at its field, and a value of neither form says so.
+impl<'de> Deserialize<'de> for DependencyDoc {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Either;
+        impl<'de> serde::de::Visitor<'de> for Either {
+            type Value = DependencyDoc;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a module's name or a table of module, condition and restart")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<DependencyDoc, E> {
+                Ok(DependencyDoc::Name(s.to_owned()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<DependencyDoc, A::Error> {
+                DependencyTable::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(DependencyDoc::Full)
+            }
+        }
+        d.deserialize_any(Either)
+    }
 }
 
 #[derive(Deserialize)]
@@ -538,12 +562,8 @@ impl Intention {
             field,
             message,
         };
-        let doc: IntentionDoc = serde_path_to_error::deserialize(v).map_err(|e| {
-            err(
-                path_or_file(e.path()),
-                without_values(&e.inner().to_string()),
-            )
-        })?;
+        let doc: IntentionDoc = crate::model::json::read_value(v)
+            .map_err(|e| err(path_or_file(&e.path), without_values(&e.message())))?;
         doc.check().map_err(|(field, message)| err(field, message))
     }
 }
@@ -744,12 +764,11 @@ pub fn file_field(path: &AbsPath) -> String {
     format!("files.{path}")
 }
 
-fn path_or_file(p: &serde_path_to_error::Path) -> String {
-    let s = p.to_string();
-    if s == "." || s.is_empty() {
+fn path_or_file(p: &str) -> String {
+    if p == "." || p.is_empty() {
         "(file)".into()
     } else {
-        s
+        p.to_string()
     }
 }
 
@@ -1376,13 +1395,18 @@ content = { sealed = "Yw==" }
             ("depends_on = [\"Not A Name\"]", "depends_on[0].module", ""),
             (
                 "depends_on = [{ module = \"db\", condition = \"ready\" }]",
-                "depends_on[0]",
-                "",
+                "depends_on[0].condition",
+                "unknown variant",
             ),
             (
                 "depends_on = [{ module = \"db\", when = 1 }]",
+                "depends_on[0].when",
+                "unknown field",
+            ),
+            (
+                "depends_on = [1]",
                 "depends_on[0]",
-                "",
+                "expected a module's name or a table",
             ),
         ] {
             let e = parse(&format!("{base}{text}")).unwrap_err();

@@ -15,9 +15,18 @@ pub struct InvalidName(pub String);
 macro_rules! string_newtype {
     ($(#[$m:meta])* $name:ident, $check:expr) => {
         $(#[$m])*
-        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
+        #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+        #[serde(into = "String")]
         pub struct $name(String);
+
+        // Checked inside the reader (not serde's `try_from`, which checks
+        // after it): a JSON reader places the refusal at the string, so
+        // `model::json::path_at` names its field.
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                d.deserialize_string(Checked::<$name>(std::marker::PhantomData))
+            }
+        }
 
         impl $name {
             /// The checked string.
@@ -54,6 +63,28 @@ macro_rules! string_newtype {
             }
         }
     };
+}
+
+/// Reads a checked name from a string, checking it as it is read.
+struct Checked<T>(std::marker::PhantomData<T>);
+
+impl<T> serde::de::Visitor<'_> for Checked<T>
+where
+    T: TryFrom<String, Error = InvalidName>,
+{
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<T, E> {
+        self.visit_string(s.to_owned())
+    }
+
+    fn visit_string<E: serde::de::Error>(self, s: String) -> Result<T, E> {
+        T::try_from(s).map_err(E::custom)
+    }
 }
 
 string_newtype!(

@@ -136,14 +136,12 @@ impl AllowList {
             message,
         };
         crate::model::json::no_repeated_keys(payload).map_err(|r| invalid(&r.path, r.message))?;
-        let doc: ListDoc =
-            serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(payload))
-                .map_err(|e| {
-                    invalid(
-                        &e.path().to_string(),
-                        crate::model::intention::without_values(&e.inner().to_string()),
-                    )
-                })?;
+        let doc: ListDoc = crate::model::json::read(payload).map_err(|e| {
+            invalid(
+                &e.path,
+                crate::model::intention::without_values(&e.error.to_string()),
+            )
+        })?;
         if !(1..=MAX_VERSION).contains(&doc.version) {
             return Err(invalid(
                 "version",

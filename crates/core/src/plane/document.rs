@@ -401,14 +401,10 @@ pub(crate) fn read<T: serde::de::DeserializeOwned>(payload: &[u8]) -> Result<T, 
     // A module is read as a JSON value first, which would keep the last
     // of a repeated key: the whole payload is checked before.
     no_repeated_keys(payload)?;
-    let mut de = serde_json::Deserializer::from_slice(payload);
-    let doc: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let said = crate::model::intention::without_values(&e.inner().to_string());
-        DocumentError::new(json_field(e.path()), said)
-    })?;
-    de.end()
-        .map_err(|e| DocumentError::new("(document)", e.to_string()))?;
-    Ok(doc)
+    crate::model::json::read(payload).map_err(|e| {
+        let said = crate::model::intention::without_values(&e.error.to_string());
+        DocumentError::new(json_field(&e.path), said)
+    })
 }
 
 /// A revision: at least 1, at most [`crate::plane::accept::MAX_REVISION`].
@@ -484,12 +480,11 @@ pub(crate) fn check_modules(
 
 /// The field a JSON error is at, `(document)` for the whole or where it
 /// cannot be said.
-pub(crate) fn json_field(path: &serde_path_to_error::Path) -> String {
-    let path = path.to_string();
-    if path == "." || path.starts_with('?') {
+pub(crate) fn json_field(path: &str) -> String {
+    if path == "." {
         "(document)".into()
     } else {
-        path
+        path.to_string()
     }
 }
 

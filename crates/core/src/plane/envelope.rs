@@ -99,10 +99,8 @@ impl Envelope {
         if !starts_an_object(bytes) {
             return Err(err("(document)", "must be a JSON object".into()));
         }
-        let mut de = serde_json::Deserializer::from_slice(bytes);
-        let doc: EnvelopeDoc = serde_path_to_error::deserialize(&mut de)
-            .map_err(|e| err(&json_field(e.path()), e.inner().to_string()))?;
-        de.end().map_err(|e| err("(document)", e.to_string()))?;
+        let doc: EnvelopeDoc = crate::model::json::read(bytes)
+            .map_err(|e| err(&json_field(&e.path), e.error.to_string()))?;
         if doc.signatures.len() > MAX_SIGNATURES {
             return Err(err(
                 "signatures",

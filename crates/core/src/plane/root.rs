@@ -290,13 +290,11 @@ impl Root {
             field: r.path,
             message: r.message,
         })?;
-        let doc: RootDoc =
-            serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(payload))
-                .map_err(|e| RootError::Invalid {
-                    version: None,
-                    field: e.path().to_string(),
-                    message: crate::model::intention::without_values(&e.inner().to_string()),
-                })?;
+        let doc: RootDoc = crate::model::json::read(payload).map_err(|e| RootError::Invalid {
+            version: None,
+            field: e.path,
+            message: crate::model::intention::without_values(&e.error.to_string()),
+        })?;
         let v = doc.version;
         let invalid = |field: &str, message: String| RootError::Invalid {
             version: Some(v),
