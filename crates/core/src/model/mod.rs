@@ -26,6 +26,7 @@ pub mod intention;
 pub mod interpolate;
 pub mod json;
 pub mod labels;
+pub mod lock;
 pub mod maintenance;
 pub mod mdns;
 pub mod mqtt;
