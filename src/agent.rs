@@ -347,6 +347,8 @@ pub struct Agent<C: Connect> {
     executor: Option<Arc<Executor>>,
     /// Asks to collect images, answered after a pass.
     prune: api::PruneAsks,
+    /// Update locks asked through the API, taken before the next pass.
+    lock_asks: api::LockAsks,
     /// How the launcher started this agent, when it did.
     launched: Option<crate::host::launch::Launched>,
     /// Ends the run for a restart through the launcher (a candidate that
@@ -486,6 +488,7 @@ impl<C: Connect> Agent<C> {
             passes: tokio::sync::watch::Sender::new(0),
             executor: None,
             prune: Default::default(),
+            lock_asks: Default::default(),
             launched,
             restart: Arc::new(Notify::new()),
             restart_asked: Default::default(),
@@ -909,6 +912,7 @@ impl<C: Connect> Agent<C> {
             look_now,
             plane,
             prune: self.prune.clone(),
+            lock_asks: self.lock_asks.clone(),
             updater,
         });
         let _server = AbortOnDrop(tokio::spawn(api::serve(listener, api)));
@@ -1244,6 +1248,11 @@ impl<C: Connect> Agent<C> {
                             for (_, reply) in asks {
                                 let _ = reply.send(Err(reason.clone()));
                             }
+                            let asks =
+                                std::mem::take(&mut *self.lock_asks.lock().expect("lock asks"));
+                            for (.., reply) in asks {
+                                let _ = reply.send(Err(reason.clone()));
+                            }
                             self.reconciler.no_pass(&self.store, &reason).await;
                             self.report_wake.notify_one();
                             match self.idle_until(until, true, notifier, shutdown).await {
@@ -1283,6 +1292,12 @@ impl<C: Connect> Agent<C> {
             // what it acts on is stored before it acts.
             if first_pass {
                 self.begin_guard().await;
+            }
+            // Locks asked are taken before the pass that might replace
+            // what they are for.
+            let asks = std::mem::take(&mut *self.lock_asks.lock().expect("lock asks"));
+            if !asks.is_empty() {
+                self.reconciler.take_locks(e, &self.store, asks).await;
             }
             let result = tokio::select! {
                 r = self.reconciler.pass(e, &self.store) => r,

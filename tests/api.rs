@@ -183,6 +183,140 @@ fn a_settings_patch_recreates_once_and_reports_converged() {
 }
 
 #[test]
+fn an_update_lock_holds_off_a_recreate_until_released_or_its_container_dies() {
+    let n = fast(Node::new("lock"));
+    let (m, other) = (n.module("l"), n.module("o"));
+    n.write_intention("l.toml", module_text(&m, "recreate", ""));
+    n.write_intention("o.toml", module_text(&other, "recreate", ""));
+    let r = Running::start(n);
+    let first = r.wait_state(&m, "converged");
+    r.wait_state(&other, "converged");
+    let lock = |module: &str, body: J| {
+        r.call(
+            Method::POST,
+            &format!("/v1/modules/{module}/lock"),
+            Some(body),
+        )
+    };
+    let locks = || r.call(Method::GET, "/v1/locks", None).body["locks"].clone();
+    let patch = |module: &str, url: &str| {
+        let a = r.call(
+            Method::PATCH,
+            &format!("/v1/intentions/{module}/settings"),
+            Some(json!({ "database.url": url })),
+        );
+        assert_eq!(a.status, 200, "{:?}", a.body);
+    };
+
+    // Bad asks are refused naming what is wrong, and take nothing.
+    for (body, status, field) in [
+        (json!({}), 422, "reason"),
+        (json!({"reason": "  "}), 422, "reason"),
+        (json!({"reason": "a\nb"}), 422, "reason"),
+        (json!({"reason": "x", "scope": "site"}), 422, "scope"),
+        (json!({"reason": "x", "until": 1}), 422, "(body)"),
+        (json!([1]), 422, "(body)"),
+    ] {
+        let a = lock(&m, body.clone());
+        assert_eq!(a.status, status, "{body}: {:?}", a.body);
+        assert_eq!(a.body["error"]["field"], field, "{body}: {:?}", a.body);
+    }
+    let a = lock("nothing-runs", json!({"reason": "x"}));
+    assert_eq!(a.status, 409, "{:?}", a.body);
+    assert!(
+        a.body.to_string().contains("no running container"),
+        "{:?}",
+        a.body
+    );
+    let anonymous = Client::new(r.addr, None);
+    let a =
+        r.rt.block_on(anonymous.request(
+            Method::POST,
+            &format!("/v1/modules/{m}/lock"),
+            Some(&json!({"reason": "x"})),
+        ))
+        .unwrap();
+    assert_eq!(a.status, 401, "{:?}", a.body);
+    assert_eq!(locks(), json!([]));
+
+    // Held by the module: its own recreate waits, with the same container,
+    // saying for what; another module's goes on.
+    let a = lock(&m, json!({"reason": "taking a payment"}));
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(a.body["container_id"], first["container_id"]);
+    assert_eq!(a.body["scope"], "module");
+    assert_eq!(locks().as_array().unwrap().len(), 1);
+    let since = unix_now();
+    patch(&m, "pg://locked");
+    patch(&other, "pg://free");
+    r.node.wait_logs(&other, "pg://free");
+    let held = r.wait_state(&m, "deferred");
+    assert_eq!(held["container_id"], first["container_id"]);
+    let why = held["last_error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains(&format!("the update lock of {m} (\"taking a payment\"")),
+        "{held:#}"
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    let still = r.module(&m);
+    assert_eq!(still["state"], "deferred", "{still:#}");
+    assert_eq!(still["container_id"], first["container_id"]);
+    assert_eq!(r.node.creates_since(&m, since), 0);
+
+    // Its container started again (as a crash the engine restarts would):
+    // the lock is gone with that life, and the recreate is made, once.
+    restart_by_hand(first["container_id"].as_str().unwrap());
+    r.node.wait_logs(&m, "pg://locked");
+    let after = r.wait_state(&m, "converged");
+    assert_ne!(after["container_id"], first["container_id"]);
+    assert_eq!(locks(), json!([]));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(r.node.creates_since(&m, since), 1, "exactly one recreate");
+    let events = r.call(Method::GET, "/v1/events?limit=1000", None).body["events"].to_string();
+    assert!(
+        // "stopped" or "was started again", as the pass saw it.
+        events.contains("released: the container it was taken for"),
+        "{events}"
+    );
+
+    // A device lock, held by the other module, holds off every recreate
+    // until it is released.
+    let a = lock(
+        &other,
+        json!({"reason": "firmware flash", "scope": "device"}),
+    );
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let since = unix_now();
+    patch(&m, "pg://device");
+    let held = r.wait_state(&m, "deferred");
+    assert!(
+        held["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!("the device's update lock, held by {other}")),
+        "{held:#}"
+    );
+    assert_eq!(held["container_id"], after["container_id"]);
+    let a = r.call(Method::DELETE, &format!("/v1/modules/{other}/lock"), None);
+    assert_eq!(
+        (a.status, &a.body["released"]),
+        (200, &json!(true)),
+        "{:?}",
+        a.body
+    );
+    r.node.wait_logs(&m, "pg://device");
+    r.wait_state(&m, "converged");
+    assert_eq!(r.node.creates_since(&m, since), 1, "exactly one recreate");
+    let a = r.call(Method::DELETE, &format!("/v1/modules/{other}/lock"), None);
+    assert_eq!(
+        (a.status, &a.body["released"]),
+        (200, &json!(false)),
+        "{:?}",
+        a.body
+    );
+}
+
+#[test]
 fn a_report_module_shows_drifted_naming_the_config_file() {
     let n = fast(Node::new("drift"));
     let m = n.module("d");

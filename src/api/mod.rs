@@ -78,6 +78,9 @@ pub struct ApiState {
     /// Asks to collect unused images, for the loop (which alone acts on
     /// the engine) to answer after its next pass.
     pub prune: PruneAsks,
+    /// Asks to take update locks, for the loop to take before its next
+    /// pass (it alone asks the engine which container runs).
+    pub lock_asks: LockAsks,
     /// Updates of stead itself.
     pub updater: Arc<crate::update::executor::Updater>,
 }
@@ -90,6 +93,9 @@ pub type PruneAsk = (
 
 /// The asks not answered yet.
 pub type PruneAsks = Arc<Mutex<Vec<PruneAsk>>>;
+
+/// The update locks asked and not taken yet.
+pub type LockAsks = Arc<Mutex<Vec<crate::reconcile::locks::LockAsk>>>;
 
 /// How long a prune is waited for: a pass, then the removals.
 const PRUNE_WAIT: Duration = Duration::from_secs(300);
@@ -274,9 +280,30 @@ async fn route(state: &ApiState, req: Request<Incoming>) -> Result<Resp, ApiErro
             authorize(state, &req)?;
             prune(state, req.uri().query().unwrap_or("")).await
         }
-        (["v1", "plane"], _) | (["v1", "plane", "sync"], _) | (["v1", "images", "prune"], _) => {
-            Err(ApiError::MethodNotAllowed)
+        (["v1", "modules", name, "lock"], &Method::POST) => {
+            authorize(state, &req)?;
+            let name = module_name(name)?;
+            let body = read_body(req).await?;
+            take_lock(state, name, &body).await
         }
+        (["v1", "modules", name, "lock"], &Method::DELETE) => {
+            authorize(state, &req)?;
+            let name = module_name(name)?;
+            let held = state.store.blocking(move |s| s.release_lock(&name)).await?;
+            // The pass it held off may go now.
+            state.wake.notify_one();
+            Ok(json_response(StatusCode::OK, &json!({ "released": held })))
+        }
+        (["v1", "locks"], &Method::GET) => {
+            let locks = state.store.blocking(|s| s.locks()).await?;
+            let view: Vec<J> = locks.iter().map(lock_view).collect();
+            Ok(json_response(StatusCode::OK, &json!({ "locks": view })))
+        }
+        (["v1", "plane"], _)
+        | (["v1", "plane", "sync"], _)
+        | (["v1", "images", "prune"], _)
+        | (["v1", "locks"], _)
+        | (["v1", "modules", _, "lock"], _) => Err(ApiError::MethodNotAllowed),
         (["healthz" | "readyz" | "metrics"], _)
         | (["v1", "reloads"], _)
         | (["v1", "reloads", _], _)
@@ -335,6 +362,72 @@ async fn read_body(req: Request<Incoming>) -> Result<Bytes, ApiError> {
 
 fn module_name(s: &str) -> Result<ModuleName, ApiError> {
     ModuleName::try_from(s).map_err(|e| ApiError::BadRequest(e.0))
+}
+
+/// A lock as the API shows it.
+fn lock_view(l: &crate::model::lock::Lock) -> J {
+    json!({
+        "module": l.module.as_str(),
+        "scope": l.scope.as_str(),
+        "reason": l.reason,
+        "taken_at": l.taken_at,
+        "container_id": l.container,
+        "waited_since": l.waited_since,
+    })
+}
+
+/// Takes an update lock for a module's running container (`{"reason":
+/// "…", "scope": "module" | "device"}`): asked of the loop, which takes it
+/// before its next pass.
+async fn take_lock(state: &ApiState, module: ModuleName, body: &[u8]) -> Result<Resp, ApiError> {
+    use crate::model::lock::{Scope, check_reason};
+    crate::model::json::no_repeated_keys(body).map_err(|r| ApiError::Invalid {
+        field: r.path,
+        message: r.message,
+    })?;
+    let invalid = |field: &str, message: String| ApiError::Invalid {
+        field: field.into(),
+        message,
+    };
+    let doc: serde_json::Map<String, J> = crate::model::json::read(body)
+        .map_err(|e| invalid("(body)", format!("must be a JSON object: {}", e.message())))?;
+    if let Some(k) = doc
+        .keys()
+        .find(|k| !["reason", "scope"].contains(&k.as_str()))
+    {
+        return Err(invalid(
+            "(body)",
+            format!(
+                "unknown field {:?} (reason, scope)",
+                crate::model::text::clip(k, 64)
+            ),
+        ));
+    }
+    let reason = match doc.get("reason") {
+        Some(J::String(r)) => check_reason(r).map_err(|m| invalid("reason", m))?,
+        _ => return Err(invalid("reason", "must say why, as a string".into())),
+    };
+    let scope = match doc.get("scope") {
+        None => Scope::Module,
+        Some(J::String(s)) => Scope::parse(s).map_err(|m| invalid("scope", m))?,
+        Some(_) => return Err(invalid("scope", "must be \"module\" or \"device\"".into())),
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    state
+        .lock_asks
+        .lock()
+        .expect("lock asks")
+        .push((module, reason, scope, tx));
+    state.wake.notify_one();
+    match tokio::time::timeout(PRUNE_WAIT, rx).await {
+        Ok(Ok(Ok(lock))) => Ok(json_response(StatusCode::OK, &lock_view(&lock))),
+        Ok(Ok(Err(e))) => Err(ApiError::Conflict(e)),
+        Ok(Err(_)) => Err(ApiError::Unavailable("the agent's loop stopped".into())),
+        Err(_) => Err(ApiError::Unavailable(format!(
+            "no pass began within {}s to take the lock",
+            PRUNE_WAIT.as_secs()
+        ))),
+    }
 }
 
 /// Collects the images no module needs (`?dry_run=true`: says what would

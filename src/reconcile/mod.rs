@@ -46,6 +46,7 @@ pub mod check;
 pub mod collect;
 pub mod execute;
 pub mod gate;
+pub mod locks;
 pub mod observe;
 pub mod plan;
 pub mod prepare;
@@ -136,6 +137,9 @@ pub struct Reconciler {
     /// The maintenance windows the plane's documents set; without a plane,
     /// none.
     maintenance: Option<tokio::sync::watch::Receiver<crate::model::maintenance::InForce>>,
+    /// How long a recreate waits for an update lock, and then what (who
+    /// set it, and it): the documents' strictest; none, no limit.
+    lock_policy: Option<(String, crate::model::lock::Policy)>,
     /// The device's time zone (`/etc/localtime`), for windows in local
     /// time: read again a minute after it was.
     zone: Option<(Instant, Arc<crate::model::maintenance::Zone>)>,
@@ -199,6 +203,7 @@ impl Reconciler {
             image_policy: None,
             ahead: None,
             maintenance: None,
+            lock_policy: None,
             zone: None,
             made: resolve::Made::default(),
             lost: BTreeSet::new(),
@@ -954,7 +959,18 @@ impl Reconciler {
             .any(|s| matches!(s, plan::Step::Recreate { .. }))
             && let Err(why) = self.door()
         {
-            plan::defer(&mut steps, &why);
+            plan::defer(&mut steps, |_| Some(why.clone()));
+        }
+
+        // Update locks: a recreate waits for the lock its module holds,
+        // and for a lock of the device's, up to the documents' max.
+        let locks = self.standing_locks(engine, store).await?;
+        if !locks.is_empty()
+            && steps
+                .iter()
+                .any(|s| matches!(s, plan::Step::Recreate { .. }))
+        {
+            self.hold_for_locks(store, &locks, &mut steps).await?;
         }
 
         // Retry policy: acting again toward a target already tried is held

@@ -448,12 +448,13 @@ pub fn plan<'a, T: Runs + 'a>(
     steps
 }
 
-/// Outside the maintenance windows (`why`: what is waited for, until
-/// when), every recreate waits: what runs is left running. Nothing else
-/// a plan does disrupts what runs (a create or a start makes run what did
-/// not; a removal is of a module no longer wanted, or of a leftover; a
-/// promotion finishes a recreate begun inside a window).
-pub fn defer(steps: &mut Plan, why: &str) {
+/// Outside the maintenance windows, or while an update lock holds a
+/// module, its recreate waits (`why`: of each module's recreate, what it
+/// waits for and until when, or `None` when it goes on): what runs is left
+/// running. Nothing else a plan does disrupts what runs (a create or a
+/// start makes run what did not; a removal is of a module no longer
+/// wanted, or of a leftover; a promotion finishes a recreate begun).
+pub fn defer(steps: &mut Plan, mut why: impl FnMut(&ModuleName) -> Option<String>) {
     for step in steps.iter_mut() {
         if let Step::Recreate {
             module,
@@ -461,12 +462,13 @@ pub fn defer(steps: &mut Plan, why: &str) {
             moved,
             ..
         } = step
+            && let Some(why) = why(module)
         {
             *step = Step::Defer {
                 module: module.clone(),
                 container: container.clone(),
                 moved: std::mem::take(moved),
-                why: why.to_string(),
+                why,
             };
         }
     }
@@ -582,7 +584,7 @@ mod tests {
         ];
         let mut steps = plan(&node(), &wants, &observed);
         let before = steps.clone();
-        defer(&mut steps, "waits for the window");
+        defer(&mut steps, |_| Some("waits for the window".into()));
         for (was, now) in before.iter().zip(&steps) {
             match (was, now) {
                 (

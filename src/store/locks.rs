@@ -1,0 +1,104 @@
+//! The update locks modules hold (`locks` table, one record per module
+//! that holds one: a version byte and the lock's `key=value` lines, see
+//! `model::lock`). Added without a schema change: an agent that does not
+//! know the table never opens it, and one whose records it cannot read
+//! treats them as not held (a lock stands for one life of a container, so
+//! an agent run before this one's holds none that matter).
+
+use redb::{ReadableDatabase, ReadableTable, TableDefinition};
+
+use crate::model::lock::Lock;
+use crate::model::names::ModuleName;
+use crate::store::{Store, StoreError};
+
+pub(crate) const LOCKS: TableDefinition<&str, &[u8]> = TableDefinition::new("locks");
+
+/// The record's version.
+const VERSION: u8 = 1;
+
+impl Store {
+    /// Every lock held, by module (a record that does not read is said and
+    /// skipped).
+    pub fn locks(&self) -> Result<Vec<Lock>, StoreError> {
+        let tx = self.db()?.begin_read().map_err(self.io("read locks"))?;
+        let t = match tx.open_table(LOCKS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(self.io("read locks")(e)),
+        };
+        let mut out = Vec::new();
+        for row in t.iter().map_err(self.io("read locks"))? {
+            let (k, v) = row.map_err(self.io("read locks"))?;
+            let lock = match v.value().split_first() {
+                Some((&VERSION, text)) => Lock::from_text(&String::from_utf8_lossy(text)),
+                _ => None,
+            };
+            match lock {
+                Some(l) => out.push(l),
+                None => tracing::warn!(
+                    module = k.value(),
+                    "store: an update lock that does not read is not held"
+                ),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Keeps a lock (its module's one, replaced), in one transaction.
+    pub fn keep_lock(&self, lock: &Lock) -> Result<(), StoreError> {
+        let mut bytes = vec![VERSION];
+        bytes.extend(lock.to_text().into_bytes());
+        let tx = self.db()?.begin_write().map_err(self.io("lock"))?;
+        {
+            let mut t = tx.open_table(LOCKS).map_err(self.io("lock"))?;
+            t.insert(lock.module.as_str(), bytes.as_slice())
+                .map_err(self.io("lock"))?;
+        }
+        tx.commit().map_err(self.io("lock"))
+    }
+
+    /// Releases `module`'s lock, in one transaction; says whether it held
+    /// one.
+    pub fn release_lock(&self, module: &ModuleName) -> Result<bool, StoreError> {
+        let tx = self.db()?.begin_write().map_err(self.io("release lock"))?;
+        let held = {
+            let mut t = tx.open_table(LOCKS).map_err(self.io("release lock"))?;
+            t.remove(module.as_str())
+                .map_err(self.io("release lock"))?
+                .is_some()
+        };
+        tx.commit().map_err(self.io("release lock"))?;
+        Ok(held)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::lock::Scope;
+
+    #[test]
+    fn a_lock_is_kept_across_a_reopen_and_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stead.redb");
+        let lock = Lock {
+            module: ModuleName::try_from("till").unwrap(),
+            reason: "taking a payment".into(),
+            scope: Scope::Device,
+            taken_at: 1_000,
+            container: "c1".into(),
+            started_ns: 5,
+            waited_since: Some(1_200),
+        };
+        {
+            let s = Store::open(&path).unwrap();
+            assert_eq!(s.locks().unwrap(), vec![]);
+            s.keep_lock(&lock).unwrap();
+        }
+        let s = Store::open(&path).unwrap();
+        assert_eq!(s.locks().unwrap(), vec![lock.clone()]);
+        assert!(s.release_lock(&lock.module).unwrap());
+        assert!(!s.release_lock(&lock.module).unwrap());
+        assert_eq!(s.locks().unwrap(), vec![]);
+    }
+}
