@@ -813,3 +813,96 @@ fn outside_its_maintenance_window_a_change_waits_and_inside_it_is_made_once() {
     );
     assert_eq!(held_revision(&plane_state(&agent)), Some(3));
 }
+
+#[test]
+fn a_locked_module_waits_the_documents_max_and_then_as_it_says() {
+    let key = SecretKey::generate().unwrap();
+    let plane = Plane::start();
+    let n = settled_node("plane-locks", &plane, &[&key]);
+    let m = n.module("till");
+    let with_locks = |revision: u64, v: &str, then: &str| {
+        let mut p = payload(&n, revision, vec![module(&m, v)]);
+        p["locks"] = json!({"max": "4s", "then": then});
+        sign(&key, &p)
+    };
+    plane.publish(&n.id, &with_locks(1, "one", "wait"));
+    let agent = Agent::start(&n);
+    wait_v(&n, &m, "one");
+    let first = n.container_id(&m);
+    let (status, body) = agent.send(
+        &n,
+        "POST",
+        &format!("/v1/modules/{m}/lock"),
+        r#"{"reason": "taking a payment"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+
+    // `then = "wait"`: the recreate waits the max, and past it waits on,
+    // saying so.
+    let since = unix_now();
+    plane.publish(&n.id, &with_locks(2, "two", "wait"));
+    wait_plane(&n, &agent, "revision 2", |p| held_revision(p) == Some(2));
+    let view = || -> J { serde_json::from_str(&agent.get(&format!("/v1/modules/{m}")).1).unwrap() };
+    let why = || {
+        view()["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    n.wait_for(60, "the recreate to wait", || view()["state"] == "deferred");
+    assert!(
+        why().contains("until at most") || why().contains("over node's max"),
+        "{}",
+        why()
+    );
+    n.wait_for(60, "the max to pass", || {
+        why().contains("over node's max of 4s (then wait)")
+    });
+    assert_eq!(view()["state"], "deferred");
+    assert_eq!(n.container_id(&m), first);
+    assert_eq!(
+        n.creates_since(&m, since),
+        0,
+        "{:?}",
+        n.events_since(&m, since)
+    );
+
+    // `then = "take"`: the time waited counts from the first wait, so the
+    // lock is taken at once and the change made, once.
+    plane.publish(&n.id, &with_locks(3, "two", "take"));
+    wait_v(&n, &m, "two");
+    n.wait_for(60, "converged", || view()["state"] == "converged");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        n.creates_since(&m, since),
+        1,
+        "{:?}",
+        n.events_since(&m, since)
+    );
+    let (_, events) = agent.get("/v1/events");
+    assert!(
+        events.contains("recreated though locked: the update lock of")
+            && events.contains("taken after 4s (node's locks: then take)"),
+        "{events}"
+    );
+    let (_, locks) = agent.get("/v1/locks");
+    assert_eq!(
+        serde_json::from_str::<J>(&locks).unwrap()["locks"],
+        json!([])
+    );
+
+    // A bad policy refuses the whole document, naming the field.
+    let mut bad = payload(&n, 4, vec![module(&m, "three")]);
+    bad["locks"] = json!({"max": "4s"});
+    plane.publish(&n.id, &sign(&key, &bad));
+    let p = wait_plane(&n, &agent, "the bad policy refused", |p| {
+        p["refusal"]["revision"] == 4
+    });
+    assert!(
+        p["refusal"]["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("locks.then"),
+        "{p:#}"
+    );
+}

@@ -516,7 +516,7 @@ impl Syncer {
 
     /// The maintenance windows in force from now on; the pass is woken
     /// when they changed.
-    fn keep_windows(&self, sets: Vec<(String, crate::model::maintenance::Windows)>) {
+    fn keep_windows(&self, sets: crate::model::maintenance::Disruption) {
         let Some(tx) = &self.maintenance else { return };
         let new = Some(Arc::new(sets));
         if tx.send_if_modified(|w| {
@@ -679,7 +679,7 @@ impl Syncer {
             // Nothing held: no document asks anything of an image yet.
             None => {
                 self.police(crate::model::image_policy::Policy::default());
-                self.keep_windows(Vec::new());
+                self.keep_windows(Default::default());
             }
         }
         Ok(())
@@ -1605,8 +1605,9 @@ struct Composition {
     ahead: BTreeSet<String>,
     /// The site's peers the groups name.
     peers: Vec<String>,
-    /// The maintenance windows in force, with who set each.
-    maintenance: Vec<(String, crate::model::maintenance::Windows)>,
+    /// The maintenance windows and update locks' policies in force, with
+    /// who set each.
+    maintenance: crate::model::maintenance::Disruption,
 }
 
 impl Composition {
@@ -1619,11 +1620,18 @@ impl Composition {
             images: crate::model::image_policy::Policy::of_node(d.images),
             ahead: BTreeSet::new(),
             peers: Vec::new(),
-            maintenance: d
-                .maintenance
-                .map(|w| ("node".to_string(), w))
-                .into_iter()
-                .collect(),
+            maintenance: crate::model::maintenance::Disruption {
+                windows: d
+                    .maintenance
+                    .map(|w| ("node".to_string(), w))
+                    .into_iter()
+                    .collect(),
+                locks: d
+                    .locks
+                    .map(|p| ("node".to_string(), p))
+                    .into_iter()
+                    .collect(),
+            },
         }
     }
 }

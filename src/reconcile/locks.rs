@@ -147,9 +147,10 @@ impl Reconciler {
         steps: &mut plan::Plan,
     ) -> Result<(), PassError> {
         let now = crate::host::clock::now();
-        let policy = self.lock_policy.clone();
+        let policy = self.lock_policy();
         let mut waited: Vec<ModuleName> = Vec::new();
         let mut taken: Vec<(ModuleName, String)> = Vec::new();
+        let mut wake_at: Option<u64> = None;
         plan::defer(steps, |module| {
             let hold = lock::hold(locks, module, policy.as_ref(), now);
             if hold != Hold::Free {
@@ -163,13 +164,20 @@ impl Reconciler {
             }
             match hold {
                 Hold::Free => None,
-                Hold::Waits(why) => Some(why),
+                Hold::Waits(why, until) => {
+                    wake_at = match (wake_at, until) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                    Some(why)
+                }
                 Hold::Takes(why) => {
                     taken.push((module.clone(), why));
                     None
                 }
             }
         });
+        self.wake_at(wake_at);
         for l in locks.iter().filter(|l| waited.contains(&l.module)) {
             let mut l = l.clone();
             l.waited_since = Some(now);

@@ -137,9 +137,10 @@ pub struct Reconciler {
     /// The maintenance windows the plane's documents set; without a plane,
     /// none.
     maintenance: Option<tokio::sync::watch::Receiver<crate::model::maintenance::InForce>>,
-    /// How long a recreate waits for an update lock, and then what (who
-    /// set it, and it): the documents' strictest; none, no limit.
-    lock_policy: Option<(String, crate::model::lock::Policy)>,
+    /// When a recreate this pass deferred may go by itself (a window
+    /// opens, a lock's max passes), seconds since the epoch: the next pass
+    /// is then, not a heartbeat later.
+    wake: Option<u64>,
     /// The device's time zone (`/etc/localtime`), for windows in local
     /// time: read again a minute after it was.
     zone: Option<(Instant, Arc<crate::model::maintenance::Zone>)>,
@@ -203,7 +204,7 @@ impl Reconciler {
             image_policy: None,
             ahead: None,
             maintenance: None,
-            lock_policy: None,
+            wake: None,
             zone: None,
             made: resolve::Made::default(),
             lost: BTreeSet::new(),
@@ -258,6 +259,22 @@ impl Reconciler {
         self.maintenance = Some(windows);
     }
 
+    /// A deferred recreate may go at `at` (seconds since the epoch): the
+    /// pass's next is then at the latest.
+    fn wake_at(&mut self, at: Option<u64>) {
+        self.wake = match (self.wake, at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// How long a recreate waits for an update lock, and then what (who
+    /// set it, and it): the documents' strictest; none, no limit.
+    fn lock_policy(&self) -> Option<(String, crate::model::lock::Policy)> {
+        let said = self.maintenance.as_ref()?.borrow().clone()?;
+        crate::model::lock::strictest(&said.locks).cloned()
+    }
+
     /// Whether what runs may be disrupted now: `Err` says what it waits
     /// for and until when.
     fn door(&mut self) -> Result<(), String> {
@@ -265,11 +282,12 @@ impl Reconciler {
         let Some(rx) = &self.maintenance else {
             return Ok(());
         };
-        let Some(sets) = rx.borrow().clone() else {
+        let Some(said) = rx.borrow().clone() else {
             return Err(
                 "waits for the maintenance windows: the plane's documents are not read yet".into(),
             );
         };
+        let sets = &said.windows;
         if sets.is_empty() {
             return Ok(());
         }
@@ -287,7 +305,11 @@ impl Reconciler {
             }
         };
         let now = crate::host::clock::now() as i64;
-        door(&sets, now, &zone).map(drop).map_err(|(until, who)| {
+        let judged = door(sets, now, &zone);
+        if let Err((Some(until), _)) = &judged {
+            self.wake_at(Some((*until).max(0) as u64));
+        }
+        judged.map(drop).map_err(|(until, who)| {
             let windows = sets
                 .iter()
                 .find(|(w, _)| *w == who)
@@ -879,6 +901,7 @@ impl Reconciler {
         };
         let started = Instant::now();
         let now = tokio::time::Instant::now();
+        self.wake = None;
 
         // Intake: the directory into the store, every entry read once.
         let (mut entries, unreadable, rejected) = self.intake(store).await?;
@@ -1045,8 +1068,13 @@ impl Reconciler {
             .filter_map(|l| l.up_for)
             .map(|up| self.tuning.settle.window.saturating_sub(up) + Duration::from_millis(500));
         let retry_in = modules.iter().filter_map(|m| m.retry_in);
+        // A second past when a deferred recreate may go.
+        let wake_in = self
+            .wake
+            .map(|at| Duration::from_secs(at.saturating_sub(crate::host::clock::now()) + 1));
         let next_in = settle_in
             .chain(retry_in)
+            .chain(wake_in)
             .min()
             .map(|d| d.max(Duration::from_millis(200)));
         Ok(PassReport {

@@ -242,8 +242,9 @@ pub fn strictest(policies: &[(String, Policy)]) -> Option<&(String, Policy)> {
 pub enum Hold {
     /// No lock holds it off.
     Free,
-    /// It waits: for which lock, and until when at most.
-    Waits(String),
+    /// It waits: for which lock, until when at most (and when that is,
+    /// seconds since the epoch, if the wait ends by itself).
+    Waits(String, Option<u64>),
     /// It waited the document's `max` for every lock that held it off,
     /// and the document says take them: it goes ahead (why, for the event).
     Takes(String),
@@ -266,27 +267,33 @@ pub fn hold(
         .filter(|l| l.scope == Scope::Device || &l.module == module)
     {
         let Some((who, p)) = policy else {
-            return Hold::Waits(format!("waits for {}", l.said()));
+            return Hold::Waits(format!("waits for {}", l.said()), None);
         };
         let until = l.waited_since.unwrap_or(now) + p.max.as_secs();
         let max = crate::model::time::format_duration(p.max);
         match p.then {
             _ if now < until => {
-                return Hold::Waits(format!(
-                    "waits for {} until at most {} ({who}'s locks: max {max}, then {})",
-                    l.said(),
-                    format_rfc3339(until),
-                    match p.then {
-                        Then::Wait => "wait",
-                        Then::Take => "take",
-                    }
-                ));
+                return Hold::Waits(
+                    format!(
+                        "waits for {} until at most {} ({who}'s locks: max {max}, then {})",
+                        l.said(),
+                        format_rfc3339(until),
+                        match p.then {
+                            Then::Wait => "wait",
+                            Then::Take => "take",
+                        }
+                    ),
+                    Some(until),
+                );
             }
             Then::Wait => {
-                return Hold::Waits(format!(
-                    "waits for {}, over {who}'s max of {max} (then wait)",
-                    l.said()
-                ));
+                return Hold::Waits(
+                    format!(
+                        "waits for {}, over {who}'s max of {max} (then wait)",
+                        l.said()
+                    ),
+                    None,
+                );
             }
             Then::Take => taken.push(format!(
                 "{} taken after {max} ({who}'s locks: then take)",
@@ -342,26 +349,26 @@ mod tests {
                 vec![lock("till", Module, None)],
                 None,
                 2_000,
-                |h| matches!(h, Hold::Waits(w) if w.contains("the update lock of till (\"taking a payment\"")),
+                |h| matches!(h, Hold::Waits(w, _) if w.contains("the update lock of till (\"taking a payment\"")),
             ),
             (
                 vec![lock("other", Device, None)],
                 None,
                 2_000,
-                |h| matches!(h, Hold::Waits(w) if w.contains("the device's update lock, held by other")),
+                |h| matches!(h, Hold::Waits(w, _) if w.contains("the device's update lock, held by other")),
             ),
             // Not yet waited: the max counts from now.
             (
                 vec![lock("till", Module, None)],
                 Some(policy(60, Take)),
                 2_000,
-                |h| matches!(h, Hold::Waits(w) if w.contains("until at most 1970-01-01T00:34:20Z")),
+                |h| matches!(h, Hold::Waits(w, _) if w.contains("until at most 1970-01-01T00:34:20Z")),
             ),
             (
                 vec![lock("till", Module, Some(1_950))],
                 Some(policy(60, Take)),
                 2_000,
-                |h| matches!(h, Hold::Waits(_)),
+                |h| matches!(h, Hold::Waits(_, Some(2_010))),
             ),
             (
                 vec![lock("till", Module, Some(1_940))],
@@ -373,7 +380,7 @@ mod tests {
                 vec![lock("till", Module, Some(1_940))],
                 Some(policy(60, Wait)),
                 2_000,
-                |h| matches!(h, Hold::Waits(w) if w.contains("over node's max of 1m (then wait)")),
+                |h| matches!(h, Hold::Waits(w, _) if w.contains("over node's max of 1m (then wait)")),
             ),
             // Two locks: both must be over the max to take.
             (
@@ -383,7 +390,7 @@ mod tests {
                 ],
                 Some(policy(60, Take)),
                 2_000,
-                |h| matches!(h, Hold::Waits(w) if w.contains("held by other")),
+                |h| matches!(h, Hold::Waits(w, _) if w.contains("held by other")),
             ),
             (
                 vec![

@@ -536,9 +536,19 @@ impl Windows {
     }
 }
 
-/// The maintenance windows in force, each with who set it (`node`, `group
-/// g`); `None` until the documents that set them are read.
-pub type InForce = Option<std::sync::Arc<Vec<(String, Windows)>>>;
+/// What the documents in force say of disrupting what runs, each with who
+/// set it (`node`, `group g`): their maintenance windows, and how long a
+/// recreate waits for an update lock (`locks`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Disruption {
+    /// The maintenance windows.
+    pub windows: Vec<(String, Windows)>,
+    /// The update locks' policies.
+    pub locks: Vec<(String, crate::model::lock::Policy)>,
+}
+
+/// What the documents say of disruption; `None` until they are read.
+pub type InForce = Option<std::sync::Arc<Disruption>>;
 
 /// The most windows one document may set.
 pub const MAX_WINDOWS: usize = 32;

@@ -118,6 +118,9 @@ pub struct Desired {
     /// When the node may disrupt what runs (`maintenance`); without it,
     /// at any time its groups' windows allow.
     pub maintenance: Option<crate::model::maintenance::Windows>,
+    /// How long a recreate waits for an update lock, and then what
+    /// (`locks`); without it, the groups' say, or no limit.
+    pub locks: Option<crate::model::lock::Policy>,
 }
 
 /// The version of stead itself a document asks for: where its signed
@@ -199,6 +202,8 @@ struct DesiredDoc {
     images: Option<serde_json::Value>,
     #[serde(default)]
     maintenance: Option<serde_json::Value>,
+    #[serde(default)]
+    locks: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -261,6 +266,7 @@ impl Desired {
         let (groups, remove, overrides) = check_fleet(doc.groups, doc.remove, doc.overrides)?;
         let images = check_images(doc.images)?;
         let maintenance = check_maintenance(doc.maintenance.as_ref())?;
+        let locks = check_locks(doc.locks.as_ref())?;
         Ok(Desired {
             node,
             revision: doc.revision,
@@ -275,8 +281,18 @@ impl Desired {
             overrides,
             images,
             maintenance,
+            locks,
         })
     }
+}
+
+/// A document's update locks' policy (`locks`), a fault named by its field.
+pub(crate) fn check_locks(
+    v: Option<&serde_json::Value>,
+) -> Result<Option<crate::model::lock::Policy>, DocumentError> {
+    v.map(crate::model::lock::Policy::parse_doc)
+        .transpose()
+        .map_err(|(field, e)| DocumentError::new(field, e))
 }
 
 /// A document's maintenance windows (`maintenance`), a fault named by its

@@ -69,6 +69,8 @@ pub struct GroupDesired {
     pub when: Option<When>,
     /// When its devices may disrupt what runs (`maintenance`).
     pub maintenance: Option<crate::model::maintenance::Windows>,
+    /// How long its devices' recreates wait for an update lock (`locks`).
+    pub locks: Option<crate::model::lock::Policy>,
 }
 
 /// The revision a rollout moves devices from.
@@ -98,6 +100,8 @@ struct GroupDoc {
     when: Option<serde_json::Value>,
     #[serde(default)]
     maintenance: Option<serde_json::Value>,
+    #[serde(default)]
+    locks: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -188,6 +192,7 @@ impl GroupDesired {
             peers,
             when,
             maintenance: crate::plane::document::check_maintenance(doc.maintenance.as_ref())?,
+            locks: crate::plane::document::check_locks(doc.locks.as_ref())?,
         })
     }
 }
@@ -337,9 +342,10 @@ pub struct Composed {
     /// not reached), as the node's overrides and removals leave them, and
     /// none it runs now. A halt or a revert names none.
     pub ahead: BTreeSet<String>,
-    /// The maintenance windows in force: the node document's and those of
-    /// each group it is in, each with who set it (`node`, `group g`).
-    pub maintenance: Vec<(String, crate::model::maintenance::Windows)>,
+    /// What disrupting what runs waits for: the maintenance windows and
+    /// update locks' policies of the node document and of each group it
+    /// is in, each with who set it (`node`, `group g`).
+    pub maintenance: crate::model::maintenance::Disruption,
 }
 
 /// A node's modules from its document and its groups' (`groups`, by name:
@@ -376,11 +382,18 @@ pub fn compose_owned(
     let mut images = crate::model::image_policy::Policy::of_node(node.images.clone());
     let mut ahead = BTreeSet::new();
     let mut peers: Vec<String> = Vec::new();
-    let mut maintenance: Vec<_> = node
-        .maintenance
-        .iter()
-        .map(|w| ("node".to_string(), w.clone()))
-        .collect();
+    let mut maintenance = crate::model::maintenance::Disruption {
+        windows: node
+            .maintenance
+            .iter()
+            .map(|w| ("node".to_string(), w.clone()))
+            .collect(),
+        locks: node
+            .locks
+            .iter()
+            .map(|p| ("node".to_string(), p.clone()))
+            .collect(),
+    };
     for name in &node.groups {
         let Some(held) = groups.remove(name) else {
             return Err(ComposeError(format!(
@@ -406,7 +419,12 @@ pub fn compose_owned(
         }
         images.add_group(name.as_str(), d.images.clone());
         if let Some(w) = &d.maintenance {
-            maintenance.push((format!("group {name}"), w.clone()));
+            maintenance
+                .windows
+                .push((format!("group {name}"), w.clone()));
+        }
+        if let Some(p) = &d.locks {
+            maintenance.locks.push((format!("group {name}"), p.clone()));
         }
         for p in &d.peers {
             if !peers.contains(p) && peers.len() < crate::model::site::MAX_PEERS {
@@ -1062,7 +1080,7 @@ mod tests {
     }
 
     #[test]
-    fn the_windows_in_force_are_the_node_documents_and_those_of_the_groups_it_is_in() {
+    fn the_windows_and_locks_in_force_are_the_node_documents_and_those_of_the_groups_it_is_in() {
         use crate::model::facts::Facts;
         let group = |name: &str, when: Option<J>, windows: Option<&str>| {
             let d = parse(&with(|v| {
@@ -1072,6 +1090,7 @@ mod tests {
                 }
                 if let Some(w) = windows {
                     v["maintenance"] = json!({"windows": [w], "zone": "UTC"});
+                    v["locks"] = json!({"max": "1h", "then": "take"});
                 }
                 let o = v.as_object_mut().unwrap();
                 o.remove("rollout");
@@ -1106,9 +1125,14 @@ mod tests {
         };
         let who = |node: J, facts: Option<&Facts>| -> Vec<String> {
             let node = node_doc(node);
-            compose(node, &groups, &id, 1_800_000_000, facts)
+            let said = compose(node, &groups, &id, 1_800_000_000, facts)
                 .unwrap()
-                .maintenance
+                .maintenance;
+            // Each document that sets windows here sets its locks' too.
+            let locks: Vec<&String> = said.locks.iter().map(|(who, _)| who).collect();
+            let windows: Vec<&String> = said.windows.iter().map(|(who, _)| who).collect();
+            assert_eq!(locks, windows);
+            said.windows
                 .into_iter()
                 .map(|(who, w)| format!("{who}: {}", w.spans[0]))
                 .collect()
@@ -1116,6 +1140,7 @@ mod tests {
         let all = json!({"groups": ["nights", "arm-only", "any-time"]});
         let mut own = all.clone();
         own["maintenance"] = json!({"windows": ["Sat 10:00-12:00"]});
+        own["locks"] = json!({"max": "30m", "then": "wait"});
         assert_eq!(
             who(all.clone(), Some(&x86)),
             ["group nights: daily 22:00-06:00"]
@@ -1136,6 +1161,8 @@ mod tests {
         }))
         .unwrap_err();
         assert_eq!(e.field, "maintenance.windows[0]");
+        let e = parse(&with(|v| v["locks"] = json!({"max": "1h", "then": "soon"}))).unwrap_err();
+        assert_eq!(e.field, "locks.then");
     }
 
     #[test]
