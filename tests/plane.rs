@@ -890,19 +890,4 @@ fn a_locked_module_waits_the_documents_max_and_then_as_it_says() {
         serde_json::from_str::<J>(&locks).unwrap()["locks"],
         json!([])
     );
-
-    // A bad policy refuses the whole document, naming the field.
-    let mut bad = payload(&n, 4, vec![module(&m, "three")]);
-    bad["locks"] = json!({"max": "4s"});
-    plane.publish(&n.id, &sign(&key, &bad));
-    let p = wait_plane(&n, &agent, "the bad policy refused", |p| {
-        p["refusal"]["revision"] == 4
-    });
-    assert!(
-        p["refusal"]["detail"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("locks.then"),
-        "{p:#}"
-    );
 }

@@ -732,6 +732,21 @@ mod tests {
     }
 
     #[test]
+    fn a_node_documents_locks_policy_is_read_or_refused_naming_its_field() {
+        let d = parse(&with(|v| v["locks"] = json!({"max": "2h", "then": "take"}))).unwrap();
+        assert_eq!(
+            d.locks,
+            Some(crate::model::lock::Policy {
+                max: Duration::from_secs(7200),
+                then: crate::model::lock::Then::Take
+            })
+        );
+        assert_eq!(parse(&doc()).unwrap().locks, None);
+        let e = parse(&with(|v| v["locks"] = json!({"max": "2h"}))).unwrap_err();
+        assert_eq!(e.field, "locks.then");
+    }
+
+    #[test]
     fn a_node_document_names_its_groups_removals_and_overrides() {
         let d = parse(&with(|v| {
             v["groups"] = json!(["eu", "cameras"]);
