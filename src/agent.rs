@@ -1296,8 +1296,12 @@ impl<C: Connect> Agent<C> {
             // Locks asked are taken before the pass that might replace
             // what they are for.
             let asks = std::mem::take(&mut *self.lock_asks.lock().expect("lock asks"));
-            if !asks.is_empty() {
-                self.reconciler.take_locks(e, &self.store, asks).await;
+            for (module, reason, scope, reply) in asks {
+                let out = self
+                    .reconciler
+                    .take_lock(e, &self.store, module, reason, scope)
+                    .await;
+                let _ = reply.send(out);
             }
             let result = tokio::select! {
                 r = self.reconciler.pass(e, &self.store) => r,

@@ -94,8 +94,17 @@ pub type PruneAsk = (
 /// The asks not answered yet.
 pub type PruneAsks = Arc<Mutex<Vec<PruneAsk>>>;
 
+/// A lock asked: the module, the reason (checked), what it holds off, and
+/// where the lock taken, or why not, is sent.
+pub type LockAsk = (
+    ModuleName,
+    String,
+    crate::model::lock::Scope,
+    tokio::sync::oneshot::Sender<Result<crate::model::lock::Lock, String>>,
+);
+
 /// The update locks asked and not taken yet.
-pub type LockAsks = Arc<Mutex<Vec<crate::reconcile::locks::LockAsk>>>;
+pub type LockAsks = Arc<Mutex<Vec<LockAsk>>>;
 
 /// How long a prune is waited for: a pass, then the removals.
 const PRUNE_WAIT: Duration = Duration::from_secs(300);

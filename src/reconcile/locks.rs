@@ -13,31 +13,11 @@ use crate::store::{EventKind, Store};
 
 use super::{PassError, Reconciler, plan};
 
-/// A lock asked through the API: the module, the reason (checked), what it
-/// holds off, and where the lock taken, or why not, is sent.
-pub type LockAsk = (
-    ModuleName,
-    String,
-    Scope,
-    tokio::sync::oneshot::Sender<Result<Lock, String>>,
-);
-
 impl Reconciler {
-    /// Takes each lock asked, for its module's container as last observed,
-    /// if that runs: its life is what the lock stands for.
-    pub async fn take_locks<E: Engine>(
-        &mut self,
-        engine: &E,
-        store: &Arc<Store>,
-        asks: Vec<LockAsk>,
-    ) {
-        for (module, reason, scope, reply) in asks {
-            let out = self.take_lock(engine, store, module, reason, scope).await;
-            let _ = reply.send(out);
-        }
-    }
-
-    async fn take_lock<E: Engine>(
+    /// Takes a lock asked through the API (`reason` checked), for its
+    /// module's container as last observed, if that runs: its life is
+    /// what the lock stands for. `Err` says why not.
+    pub async fn take_lock<E: Engine>(
         &mut self,
         engine: &E,
         store: &Arc<Store>,
