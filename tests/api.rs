@@ -317,6 +317,94 @@ fn an_update_lock_holds_off_a_recreate_until_released_or_its_container_dies() {
 }
 
 #[test]
+fn a_lock_file_in_the_modules_lock_directory_holds_off_its_recreate_for_its_life() {
+    let n = fast(Node::new("lockfile"));
+    let m = n.module("f");
+    n.write_intention(
+        "f.toml",
+        module_text(&m, "recreate", "update_lock = \"/run/lock/stead\""),
+    );
+    let r = Running::start(n);
+    let first = r.wait_state(&m, "converged");
+    let id = first["container_id"].as_str().unwrap().to_string();
+    let locks = || r.call(Method::GET, "/v1/locks", None).body["locks"].clone();
+    let patch = |url: &str| {
+        let a = r.call(
+            Method::PATCH,
+            &format!("/v1/intentions/{m}/settings"),
+            Some(json!({ "database.url": url })),
+        );
+        assert_eq!(a.status, 200, "{:?}", a.body);
+    };
+    let in_container = |id: &str, script: &str| docker_ok(&["exec", id, "sh", "-c", script]);
+
+    // The module makes the file, as balena's modules do: its recreate
+    // waits, naming it and the reason on its first line.
+    in_container(
+        &id,
+        "echo 'taking a payment' > /run/lock/stead/updates.lock",
+    );
+    let since = unix_now();
+    patch("pg://file");
+    let held = r.wait_state(&m, "deferred");
+    let why = held["last_error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains(&format!(
+            "the update lock of {m} (its lock file) (\"taking a payment\""
+        )),
+        "{held:#}"
+    );
+    assert_eq!(locks()[0]["by"], "file", "{}", locks());
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(r.node.container_id(&m), id);
+    assert_eq!(r.node.creates_since(&m, since), 0);
+
+    // It removes the file: the lock goes, the recreate is made, once.
+    in_container(&id, "rm /run/lock/stead/updates.lock");
+    r.node.wait_logs(&m, "pg://file");
+    let after = r.wait_state(&m, "converged");
+    let id = after["container_id"].as_str().unwrap().to_string();
+    assert_eq!(locks(), json!([]));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(r.node.creates_since(&m, since), 1, "exactly one recreate");
+
+    // Held by a container that then dies: released with that life, and
+    // the file is gone from the directory its next life sees.
+    in_container(&id, "echo 'device flash' > /run/lock/stead/device.lock");
+    r.wait_module(&m, "the lock taken", |_| {
+        locks().as_array().is_some_and(|l| l.len() == 1)
+    });
+    assert_eq!(locks()[0]["scope"], "device");
+    restart_by_hand(&id);
+    r.wait_module(&m, "the lock released", |_| locks() == json!([]));
+    let left = in_container(&id, "ls /run/lock/stead");
+    assert_eq!(left, "", "the lock file outlived its container's life");
+    let events = r.call(Method::GET, "/v1/events?limit=1000", None).body["events"].to_string();
+    assert!(
+        events.contains("(its lock file) (\\\"device flash\\\"")
+            && events.contains("released: the container it was taken for"),
+        "{events}"
+    );
+
+    // A file older than the container's start (left from a life before)
+    // is removed, and holds nothing.
+    let since = unix_now();
+    in_container(
+        &id,
+        "echo stale > /run/lock/stead/updates.lock && touch -d '2000-01-01 00:00:00' /run/lock/stead/updates.lock",
+    );
+    patch("pg://after-stale");
+    r.node.wait_logs(&m, "pg://after-stale");
+    r.wait_state(&m, "converged");
+    assert_eq!(r.node.creates_since(&m, since), 1);
+    let events = r.call(Method::GET, "/v1/events?limit=1000", None).body["events"].to_string();
+    assert!(
+        events.contains("made before its container's present life removed"),
+        "{events}"
+    );
+}
+
+#[test]
 fn a_report_module_shows_drifted_naming_the_config_file() {
     let n = fast(Node::new("drift"));
     let m = n.module("d");

@@ -298,7 +298,10 @@ async fn route(state: &ApiState, req: Request<Incoming>) -> Result<Resp, ApiErro
         (["v1", "modules", name, "lock"], &Method::DELETE) => {
             authorize(state, &req)?;
             let name = module_name(name)?;
-            let held = state.store.blocking(move |s| s.release_lock(&name)).await?;
+            let held = state
+                .store
+                .blocking(move |s| s.release_lock(name.as_str()))
+                .await?;
             // The pass it held off may go now.
             state.wake.notify_one();
             Ok(json_response(StatusCode::OK, &json!({ "released": held })))
@@ -382,6 +385,7 @@ fn lock_view(l: &crate::model::lock::Lock) -> J {
         "taken_at": l.taken_at,
         "container_id": l.container,
         "waited_since": l.waited_since,
+        "by": if l.file { "file" } else { "api" },
     })
 }
 

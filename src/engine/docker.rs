@@ -619,6 +619,8 @@ pub fn create_body(spec: &ContainerSpec) -> wire::CreateBody {
         // With the module's name and the host name, in each network's
         // endpoint (`network_aliases`).
         aliases: _,
+        // Mounted by its bind mount (the pass adds it to the spec).
+        update_lock: _,
     } = &*spec.runtime;
     let mounts = spec
         .mounts

@@ -4,9 +4,11 @@
 //! for the module's running container before the pass that might have
 //! replaced it. The rules are `model::lock`'s; the locks are the store's.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::engine::{Engine, EngineError};
+use crate::host::blocking::run as blocking;
 use crate::model::lock::{self, Hold, Lock, Scope};
 use crate::model::names::ModuleName;
 use crate::store::{EventKind, Store};
@@ -47,6 +49,7 @@ impl Reconciler {
             container: container.clone(),
             started_ns: life.started_ns,
             waited_since: None,
+            file: false,
         };
         if !taken.stands(
             &container,
@@ -71,14 +74,22 @@ impl Reconciler {
         Ok(taken)
     }
 
-    /// The locks held that still stand; those whose container stopped,
-    /// started again or is gone are released, saying so.
+    /// The locks held that still stand. A module's lock file (its
+    /// `update_lock` directory's `device.lock` or `updates.lock`, made
+    /// since its running container last started) is kept as a lock; one
+    /// made before is stale and removed. Then every lock whose container
+    /// stopped, started again or is gone is released (its file too),
+    /// saying so; a lock file removed releases its lock.
     pub(super) async fn standing_locks<E: Engine>(
         &mut self,
         engine: &E,
         store: &Arc<Store>,
+        wants: &[(ModuleName, String, i64)],
     ) -> Result<Vec<Lock>, PassError> {
-        let held = store.blocking(|s| s.locks()).await?;
+        let mut held = store.blocking(|s| s.locks()).await?;
+        if !wants.is_empty() || held.iter().any(|l| l.file) {
+            self.file_locks(engine, store, &mut held, wants).await?;
+        }
         let mut standing = Vec::new();
         for l in held {
             let ended = match engine.inspect(&l.container).await {
@@ -101,20 +112,154 @@ impl Reconciler {
                 standing.push(l);
                 continue;
             };
-            let module = l.module.clone();
-            store.blocking(move |s| s.release_lock(&module)).await?;
+            if l.file {
+                let dir = self.lock_dir(&l.module);
+                blocking(move || remove_lock_files(&dir)).await;
+            }
             let detail = format!(
                 "{} released: the container it was taken for {how}",
                 l.said()
             );
-            let module = l.module.clone();
-            store
-                .blocking(move |s| {
-                    s.append_event(Some(module.as_str()), EventKind::Intention, detail)
-                })
-                .await?;
+            self.release(store, &l, detail).await?;
         }
         Ok(standing)
+    }
+
+    /// The lock directory of a module (`update_lock`): under the data
+    /// directory, mounted read-write where the module says.
+    pub(super) fn lock_dir(&self, module: &ModuleName) -> PathBuf {
+        lock_dir(&self.files_dir, module)
+    }
+
+    /// Reads the lock files of the modules that have a lock directory
+    /// (`wants`: each with its running container and when that was
+    /// created, seconds since the epoch), into `held`.
+    async fn file_locks<E: Engine>(
+        &mut self,
+        engine: &E,
+        store: &Arc<Store>,
+        held: &mut Vec<Lock>,
+        wants: &[(ModuleName, String, i64)],
+    ) -> Result<(), PassError> {
+        let dirs: Vec<(ModuleName, PathBuf)> = wants
+            .iter()
+            .map(|(m, ..)| (m.clone(), self.lock_dir(m)))
+            .collect();
+        let found = blocking(move || {
+            dirs.into_iter()
+                .map(|(m, dir)| {
+                    let f = read_lock_file(&dir);
+                    (m, f)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+        for (module, file) in found {
+            let Some((container, created)) = wants
+                .iter()
+                .find(|(m, ..)| *m == module)
+                .map(|(_, c, created)| (c.clone(), *created))
+            else {
+                continue;
+            };
+            let at = held.iter().position(|l| l.file && l.module == module);
+            let Some(file) = file else {
+                if let Some(at) = at {
+                    let l = held.remove(at);
+                    let detail = format!("{} released: its lock file was removed", l.said());
+                    self.release(store, &l, detail).await?;
+                }
+                continue;
+            };
+            let was = at.map(|at| held[at].clone());
+            if was.as_ref().is_some_and(|l| {
+                l.container == container && l.scope == file.scope && l.reason == file.reason
+            }) {
+                continue;
+            }
+            let life = match engine.inspect(&container).await {
+                Ok(life) => life,
+                Err(EngineError::NotFound(_)) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let running = life.finished_ns < life.started_ns && !life.restarting;
+            if !running {
+                continue;
+            }
+            // Made before this container was created (by the one it
+            // replaced), or before it last stopped (in an earlier life,
+            // which crashed holding it): the module holds nothing. (Not
+            // "before it last started": the engine stamps a start after
+            // the process began, which may take its lock at once.)
+            if file.modified_ns <= life.finished_ns
+                || file.modified_ns < created.saturating_mul(1_000_000_000)
+            {
+                let dir = self.lock_dir(&module);
+                blocking(move || remove_lock_files(&dir)).await;
+                if let Some(at) = at {
+                    held.remove(at);
+                }
+                let detail = format!(
+                    "a lock file ({}) made before its container's present life removed: a lock stands for the life that made it",
+                    file.name
+                );
+                let m = module.clone();
+                store
+                    .blocking(move |s| {
+                        s.append_event(Some(m.as_str()), EventKind::Intention, detail)
+                    })
+                    .await?;
+                continue;
+            }
+            let lock = Lock {
+                module: module.clone(),
+                reason: file.reason,
+                scope: file.scope,
+                taken_at: was
+                    .as_ref()
+                    .filter(|l| l.container == container)
+                    .map_or_else(crate::host::clock::now, |l| l.taken_at),
+                container,
+                started_ns: life.started_ns,
+                waited_since: was
+                    .as_ref()
+                    .filter(|l| l.scope == file.scope)
+                    .and_then(|l| l.waited_since),
+                file: true,
+            };
+            let kept = lock.clone();
+            store.blocking(move |s| s.keep_lock(&kept)).await?;
+            if was.is_none() {
+                let detail = format!("{} taken", lock.said());
+                let m = module.clone();
+                store
+                    .blocking(move |s| {
+                        s.append_event(Some(m.as_str()), EventKind::Intention, detail)
+                    })
+                    .await?;
+            }
+            match at {
+                Some(at) => held[at] = lock,
+                None => held.push(lock),
+            }
+        }
+        Ok(())
+    }
+
+    /// Releases a lock from the store, saying `detail`.
+    async fn release(
+        &mut self,
+        store: &Arc<Store>,
+        l: &Lock,
+        detail: String,
+    ) -> Result<(), PassError> {
+        let key = l.key();
+        store.blocking(move |s| s.release_lock(&key)).await?;
+        let module = l.module.clone();
+        store
+            .blocking(move |s| s.append_event(Some(module.as_str()), EventKind::Intention, detail))
+            .await?;
+        Ok(())
     }
 
     /// Holds off each recreate a lock holds (under the documents' policy),
@@ -128,7 +273,7 @@ impl Reconciler {
     ) -> Result<(), PassError> {
         let now = crate::host::clock::now();
         let policy = self.lock_policy();
-        let mut waited: Vec<ModuleName> = Vec::new();
+        let mut waited: Vec<String> = Vec::new();
         let mut taken: Vec<(ModuleName, String)> = Vec::new();
         let mut wake_at: Option<u64> = None;
         plan::defer(steps, |module| {
@@ -139,7 +284,7 @@ impl Reconciler {
                         .iter()
                         .filter(|l| l.scope == Scope::Device || &l.module == module)
                         .filter(|l| l.waited_since.is_none())
-                        .map(|l| l.module.clone()),
+                        .map(Lock::key),
                 );
             }
             match hold {
@@ -158,7 +303,7 @@ impl Reconciler {
             }
         });
         self.wake_at(wake_at);
-        for l in locks.iter().filter(|l| waited.contains(&l.module)) {
+        for l in locks.iter().filter(|l| waited.contains(&l.key())) {
             let mut l = l.clone();
             l.waited_since = Some(now);
             store.blocking(move |s| s.keep_lock(&l)).await?;
@@ -172,5 +317,88 @@ impl Reconciler {
                 .await?;
         }
         Ok(())
+    }
+}
+
+/// The lock directory of `module`, beside the composed files' (`files_dir`)
+/// in the data directory.
+pub(super) fn lock_dir(files_dir: &Path, module: &ModuleName) -> PathBuf {
+    super::files_dir_parent(files_dir)
+        .join("locks")
+        .join(module.as_str())
+}
+
+/// A lock file found in a module's lock directory.
+struct LockFile {
+    /// Its name.
+    name: &'static str,
+    /// What it holds off.
+    scope: Scope,
+    /// When it was last written, nanoseconds since the epoch.
+    modified_ns: i64,
+    /// Its first line, if it is a reason; else what says it is a file.
+    reason: String,
+}
+
+/// The longest a lock file is read for its reason.
+const REASON_BYTES: u64 = 512;
+
+/// The lock file in `dir` that holds most (`device.lock` before
+/// `updates.lock`), if any. Its first line is its reason (checked as the
+/// API's; one that is not reads as `a lock file`).
+fn read_lock_file(dir: &Path) -> Option<LockFile> {
+    use std::io::Read as _;
+    for (name, scope) in crate::model::lock::LOCK_FILES {
+        let path = dir.join(name);
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.is_file() {
+            continue;
+        }
+        let modified_ns = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        let mut text = String::new();
+        if let Ok(f) = std::fs::File::open(&path) {
+            let _ = f.take(REASON_BYTES).read_to_string(&mut text);
+        }
+        let reason = text
+            .lines()
+            .next()
+            .and_then(|l| crate::model::lock::check_reason(l).ok())
+            .unwrap_or_else(|| format!("a lock file, {name}"));
+        return Some(LockFile {
+            name,
+            scope,
+            modified_ns,
+            reason,
+        });
+    }
+    None
+}
+
+/// Makes a module's lock directory, writable by whatever user its
+/// processes run as (the data directory above it is the agent's alone).
+pub(super) fn make_lock_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::create_dir_all(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777))
+}
+
+/// Removes a lock directory's lock files (a lock that ended with its
+/// container): the module's next life finds none to wait on.
+fn remove_lock_files(dir: &Path) {
+    for (name, _) in crate::model::lock::LOCK_FILES {
+        match std::fs::remove_file(dir.join(name)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(
+                "update lock: cannot remove {}: {e}",
+                dir.join(name).display()
+            ),
+        }
     }
 }

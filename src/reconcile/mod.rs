@@ -987,7 +987,40 @@ impl Reconciler {
 
         // Update locks: a recreate waits for the lock its module holds,
         // and for a lock of the device's, up to the documents' max.
-        let locks = self.standing_locks(engine, store).await?;
+        let lock_dirs: Vec<(ModuleName, PathBuf)> = resolved
+            .wants
+            .values()
+            .filter_map(|w| match w {
+                plan::Want::Run(d) if d.spec.runtime.update_lock.is_some() => {
+                    Some((d.name.clone(), self.lock_dir(&d.name)))
+                }
+                _ => None,
+            })
+            .collect();
+        let lock_wants: Vec<(ModuleName, String, i64)> = lock_dirs
+            .iter()
+            .filter_map(|(m, _)| {
+                observed
+                    .iter()
+                    .find(|o| {
+                        observe::at_its_name(&self.node, o) == Some(m.as_str())
+                            && o.state == crate::engine::ContainerState::Running
+                    })
+                    .map(|o| (m.clone(), o.id.clone(), o.created))
+            })
+            .collect();
+        if !lock_dirs.is_empty() {
+            // The directories are mounted: they are there before a create.
+            blocking(move || {
+                for (_, dir) in lock_dirs {
+                    if let Err(e) = locks::make_lock_dir(&dir) {
+                        tracing::warn!("update lock: cannot make {}: {e}", dir.display());
+                    }
+                }
+            })
+            .await;
+        }
+        let locks = self.standing_locks(engine, store, &lock_wants).await?;
         if !locks.is_empty()
             && steps
                 .iter()

@@ -868,6 +868,17 @@ fn make(
         keyed,
     )?;
     d.secrets = opened.secrets();
+    // Its lock directory, mounted read-write where it says (the path is
+    // an input through the field; what is in the directory never is).
+    if let Some(target) = &from.intention.runtime.update_lock {
+        d.spec.mounts.push(crate::model::spec::BindMount {
+            source: super::locks::lock_dir(files_dir, &from.intention.name)
+                .to_string_lossy()
+                .into_owned(),
+            target: target.to_string(),
+            read_only: false,
+        });
+    }
     // Written only when there is one: an unset runtime takes no memory.
     if d.spec.runtime.logging.is_none() && from.logging.is_some() {
         d.spec.runtime.logging = from.logging.clone();

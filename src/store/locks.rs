@@ -8,7 +8,6 @@
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
 use crate::model::lock::Lock;
-use crate::model::names::ModuleName;
 use crate::store::{Store, StoreError};
 
 pub(crate) const LOCKS: TableDefinition<&str, &[u8]> = TableDefinition::new("locks");
@@ -51,21 +50,20 @@ impl Store {
         let tx = self.db()?.begin_write().map_err(self.io("lock"))?;
         {
             let mut t = tx.open_table(LOCKS).map_err(self.io("lock"))?;
-            t.insert(lock.module.as_str(), bytes.as_slice())
+            t.insert(lock.key().as_str(), bytes.as_slice())
                 .map_err(self.io("lock"))?;
         }
         tx.commit().map_err(self.io("lock"))
     }
 
-    /// Releases `module`'s lock, in one transaction; says whether it held
-    /// one.
-    pub fn release_lock(&self, module: &ModuleName) -> Result<bool, StoreError> {
+    /// Releases the lock of key `key` ([`Lock::key`]: the module's name
+    /// for its lock through the API), in one transaction; says whether it
+    /// was held.
+    pub fn release_lock(&self, key: &str) -> Result<bool, StoreError> {
         let tx = self.db()?.begin_write().map_err(self.io("release lock"))?;
         let held = {
             let mut t = tx.open_table(LOCKS).map_err(self.io("release lock"))?;
-            t.remove(module.as_str())
-                .map_err(self.io("release lock"))?
-                .is_some()
+            t.remove(key).map_err(self.io("release lock"))?.is_some()
         };
         tx.commit().map_err(self.io("release lock"))?;
         Ok(held)
@@ -76,6 +74,7 @@ impl Store {
 mod tests {
     use super::*;
     use crate::model::lock::Scope;
+    use crate::model::names::ModuleName;
 
     #[test]
     fn a_lock_is_kept_across_a_reopen_and_released() {
@@ -89,6 +88,7 @@ mod tests {
             container: "c1".into(),
             started_ns: 5,
             waited_since: Some(1_200),
+            file: false,
         };
         {
             let s = Store::open(&path).unwrap();
@@ -97,8 +97,16 @@ mod tests {
         }
         let s = Store::open(&path).unwrap();
         assert_eq!(s.locks().unwrap(), vec![lock.clone()]);
-        assert!(s.release_lock(&lock.module).unwrap());
-        assert!(!s.release_lock(&lock.module).unwrap());
+        let file = Lock {
+            file: true,
+            ..lock.clone()
+        };
+        s.keep_lock(&file).unwrap();
+        assert_eq!(s.locks().unwrap(), vec![lock.clone(), file.clone()]);
+        assert!(s.release_lock("till").unwrap());
+        assert!(!s.release_lock("till").unwrap());
+        assert_eq!(s.locks().unwrap(), vec![file]);
+        assert!(s.release_lock("till#file").unwrap());
         assert_eq!(s.locks().unwrap(), vec![]);
     }
 }

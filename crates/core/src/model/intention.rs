@@ -1024,6 +1024,9 @@ impl IntentionDoc {
         for (i, v) in runtime.volumes.iter().enumerate() {
             claim(&v.target, format!("volumes[{i}]"))?;
         }
+        if let Some(t) = &runtime.update_lock {
+            claim(t, "update_lock".into())?;
+        }
         if runtime.network_mode != runtime::NetworkMode::Bridge && !ports.is_empty() {
             return Err((
                 "ports".into(),

@@ -65,7 +65,18 @@ pub struct Lock {
     pub started_ns: i64,
     /// When a recreate first waited for it, seconds since the epoch.
     pub waited_since: Option<u64>,
+    /// Taken by a lock file in the module's lock directory (`update_lock`),
+    /// not through the API: it goes when the file does.
+    pub file: bool,
 }
+
+/// The lock files a module's lock directory may hold, most holding first:
+/// `device.lock` holds off every recreate of the device, `updates.lock`
+/// (balena's name) the module's own.
+pub const LOCK_FILES: [(&str, Scope); 2] = [
+    ("device.lock", Scope::Device),
+    ("updates.lock", Scope::Module),
+];
 
 /// A reason as a lock keeps it: trimmed, 1 to [`MAX_REASON`] characters,
 /// no control character (it is one line of the store's record and of a
@@ -102,6 +113,16 @@ impl Lock {
             && !restarting
     }
 
+    /// Its key among the locks held: the module's name, `<module>#file` for
+    /// its lock file's (a module may hold both).
+    pub fn key(&self) -> String {
+        if self.file {
+            format!("{}#file", self.module)
+        } else {
+            self.module.to_string()
+        }
+    }
+
     /// The lock as the store keeps it: `key=value` lines.
     pub fn to_text(&self) -> String {
         let mut t = format!(
@@ -116,6 +137,9 @@ impl Lock {
         if let Some(w) = self.waited_since {
             t.push_str(&format!("waited_since={w}\n"));
         }
+        if self.file {
+            t.push_str("file=1\n");
+        }
         t
     }
 
@@ -125,6 +149,7 @@ impl Lock {
         let (mut module, mut scope, mut taken_at, mut container, mut started_ns, mut reason) =
             (None, None, None, None, None, None);
         let mut waited_since = None;
+        let mut file = false;
         for line in text.lines() {
             match line.split_once('=')? {
                 ("module", m) => module = ModuleName::try_from(m).ok(),
@@ -134,6 +159,7 @@ impl Lock {
                 ("started_ns", s) => started_ns = s.parse().ok(),
                 ("reason", r) => reason = check_reason(r).ok(),
                 ("waited_since", w) => waited_since = Some(w.parse().ok()?),
+                ("file", "1") => file = true,
                 _ => {}
             }
         }
@@ -145,6 +171,7 @@ impl Lock {
             container: container?,
             started_ns: started_ns?,
             waited_since,
+            file,
         })
     }
 
@@ -154,6 +181,11 @@ impl Lock {
         let of = match self.scope {
             Scope::Module => format!("the update lock of {}", self.module),
             Scope::Device => format!("the device's update lock, held by {}", self.module),
+        };
+        let of = if self.file {
+            format!("{of} (its lock file)")
+        } else {
+            of
         };
         format!(
             "{of} ({:?}, since {})",
@@ -321,6 +353,7 @@ mod tests {
             container: "c1".into(),
             started_ns: 500,
             waited_since,
+            file: false,
         }
     }
 
@@ -434,9 +467,14 @@ mod tests {
     fn a_lock_reads_back_as_it_was_kept_and_a_bad_record_is_none() {
         let mut l = lock("till", Scope::Device, None);
         assert_eq!(Lock::from_text(&l.to_text()), Some(l.clone()));
+        assert!(!l.to_text().contains("file="));
         l.waited_since = Some(1_500);
         l.reason = "a = b".into();
         assert_eq!(Lock::from_text(&l.to_text()), Some(l.clone()));
+        assert_eq!(l.key(), "till");
+        l.file = true;
+        assert_eq!(Lock::from_text(&l.to_text()), Some(l.clone()));
+        assert_eq!(l.key(), "till#file");
         for bad in [
             "",
             "module=till\n",

@@ -611,6 +611,11 @@ macro_rules! runtime_fields {
             /// module's name (Compose's service name, `container_name`,
             /// network `aliases`).
             aliases: BTreeSet<String> = "aliases" Aliases,
+            /// Where the module sees its update-lock directory (a directory
+            /// of the agent's, mounted read-write): an `updates.lock` file
+            /// it makes there holds off its own recreate, a `device.lock`
+            /// every recreate of the device, while its container runs on.
+            update_lock: Option<AbsPath> = "update_lock" UpdateLock,
         }
     };
 }
@@ -809,6 +814,32 @@ impl Field for WorkingDir {
                     &w
                 };
                 AbsPath::try_from(t).map_err(|e| ("working_dir".to_string(), e.0))
+            })
+            .transpose()
+    }
+    fn input(v: &Self::Value) -> Option<impl Serialize + '_> {
+        v.as_ref().map(AbsPath::as_str)
+    }
+    fn json(v: &Self::Value) -> Option<J> {
+        json_of(v.as_ref().map(AbsPath::as_str))
+    }
+}
+
+struct UpdateLock;
+impl Field for UpdateLock {
+    type Value = Option<AbsPath>;
+    const EXAMPLES: &'static [&'static str] = &["\"/run/stead\"", "\"/tmp/locks/\""];
+    fn check(v: Option<J>, _: &Runtime) -> Result<Self::Value, FieldError> {
+        string("update_lock", v)?
+            .map(|w| {
+                let t = crate::model::names::trailing_slash_dropped(&w);
+                if t == "/" {
+                    return Err((
+                        "update_lock".to_string(),
+                        "cannot be / (a directory is mounted there)".to_string(),
+                    ));
+                }
+                AbsPath::try_from(t).map_err(|e| ("update_lock".to_string(), e.0))
             })
             .transpose()
     }
@@ -2148,6 +2179,14 @@ mod tests {
                 "networks = [\"n\"]\naliases = [\"mysql\", \"db\", \"db\"]",
             ],
             "networks = [\"n\"]\naliases = [\"db\"]",
+        ));
+        cases.push((
+            "update_lock",
+            vec![
+                "update_lock = \"/run/stead\"",
+                "update_lock = \"/run/stead/\"",
+            ],
+            "update_lock = \"/run/lock\"",
         ));
         let none = digests("");
         assert!(none.is_empty(), "{none:?}");

@@ -688,6 +688,9 @@ impl Ctx<'_> {
                 continue;
             }
             match k {
+                // stead's own field, as a Compose extension (Compose
+                // itself has no update lock).
+                "x-stead-update-lock" => out.set("update_lock", scalar(k, &v)?),
                 k if k.starts_with("x-") => {}
                 "command" => out.command = Some(command(k, &v)?),
                 "entrypoint" => out.set(k, command(k, &v)?),
@@ -2882,6 +2885,7 @@ secrets:
                 // Compose says a network's aliases under the network.
                 let body = match name {
                     "aliases" => format!("networks: {{default: {{aliases: {value}}}}}"),
+                    "update_lock" => format!("{beside}x-stead-update-lock: {value}"),
                     _ => format!("{beside}{name}: {value}"),
                 };
                 let Ok(i) = service(&body) else { return false };
