@@ -11,7 +11,8 @@ use crate::engine::{Engine, EngineError};
 use crate::host::blocking::run as blocking;
 use crate::model::lock::{self, Hold, Lock, Scope};
 use crate::model::names::ModuleName;
-use crate::store::{EventKind, Store};
+use crate::store::Store;
+use crate::store::locks::LockChange;
 
 use super::{PassError, Reconciler, plan};
 
@@ -59,24 +60,21 @@ impl Reconciler {
         ) {
             return Err(no());
         }
-        let kept = taken.clone();
+        let said = format!("{} taken", taken.said());
+        let changes = vec![
+            LockChange::Keep(taken.clone()),
+            LockChange::Say(module, said),
+        ];
         store
-            .blocking(move |s| s.keep_lock(&kept))
+            .blocking(move |s| s.change_locks(changes))
             .await
             .map_err(|e| e.to_string())?;
-        let detail = format!("{} taken", taken.said());
-        if let Err(e) = store
-            .blocking(move |s| s.append_event(Some(module.as_str()), EventKind::Intention, detail))
-            .await
-        {
-            tracing::warn!("event: {e}");
-        }
         Ok(taken)
     }
 
     /// The locks held that still stand. A module's lock file (its
     /// `update_lock` directory's `device.lock` or `updates.lock`, made
-    /// since its running container last started) is kept as a lock; one
+    /// in its running container's present life) is kept as a lock; one
     /// made before is stale and removed. Then every lock whose container
     /// stopped, started again or is gone is released (its file too),
     /// saying so; a lock file removed releases its lock.
@@ -87,8 +85,11 @@ impl Reconciler {
         wants: &[(ModuleName, String, i64)],
     ) -> Result<Vec<Lock>, PassError> {
         let mut held = store.blocking(|s| s.locks()).await?;
+        let mut changes = Vec::new();
+        let mut stale: Vec<PathBuf> = Vec::new();
         if !wants.is_empty() || held.iter().any(|l| l.file) {
-            self.file_locks(engine, store, &mut held, wants).await?;
+            self.file_locks(engine, &mut held, wants, &mut changes, &mut stale)
+                .await?;
         }
         let mut standing = Vec::new();
         for l in held {
@@ -113,14 +114,20 @@ impl Reconciler {
                 continue;
             };
             if l.file {
-                let dir = self.lock_dir(&l.module);
-                blocking(move || remove_lock_files(&dir)).await;
+                stale.push(self.lock_dir(&l.module));
             }
-            let detail = format!(
+            let said = format!(
                 "{} released: the container it was taken for {how}",
                 l.said()
             );
-            self.release(store, &l, detail).await?;
+            changes.push(LockChange::Release(l.key()));
+            changes.push(LockChange::Say(l.module, said));
+        }
+        if !stale.is_empty() {
+            blocking(move || stale.iter().for_each(|d| remove_lock_files(d))).await;
+        }
+        if !changes.is_empty() {
+            store.blocking(move |s| s.change_locks(changes)).await?;
         }
         Ok(standing)
     }
@@ -133,51 +140,38 @@ impl Reconciler {
 
     /// Reads the lock files of the modules that have a lock directory
     /// (`wants`: each with its running container and when that was
-    /// created, seconds since the epoch), into `held`.
+    /// created, seconds since the epoch), into `held`; what is to be
+    /// stored goes to `changes`, the directories whose files are stale to
+    /// `stale`.
     async fn file_locks<E: Engine>(
         &mut self,
         engine: &E,
-        store: &Arc<Store>,
         held: &mut Vec<Lock>,
         wants: &[(ModuleName, String, i64)],
+        changes: &mut Vec<LockChange>,
+        stale: &mut Vec<PathBuf>,
     ) -> Result<(), PassError> {
-        let dirs: Vec<(ModuleName, PathBuf)> = wants
-            .iter()
-            .map(|(m, ..)| (m.clone(), self.lock_dir(m)))
-            .collect();
-        let found = blocking(move || {
-            dirs.into_iter()
-                .map(|(m, dir)| {
-                    let f = read_lock_file(&dir);
-                    (m, f)
-                })
-                .collect::<Vec<_>>()
-        })
-        .await;
-        for (module, file) in found {
-            let Some((container, created)) = wants
-                .iter()
-                .find(|(m, ..)| *m == module)
-                .map(|(_, c, created)| (c.clone(), *created))
-            else {
-                continue;
-            };
-            let at = held.iter().position(|l| l.file && l.module == module);
+        let dirs: Vec<PathBuf> = wants.iter().map(|(m, ..)| self.lock_dir(m)).collect();
+        let found =
+            blocking(move || dirs.iter().map(|d| read_lock_file(d)).collect::<Vec<_>>()).await;
+        for ((module, container, created), file) in wants.iter().zip(found) {
+            let at = held.iter().position(|l| l.file && l.module == *module);
             let Some(file) = file else {
                 if let Some(at) = at {
                     let l = held.remove(at);
-                    let detail = format!("{} released: its lock file was removed", l.said());
-                    self.release(store, &l, detail).await?;
+                    let said = format!("{} released: its lock file was removed", l.said());
+                    changes.push(LockChange::Release(l.key()));
+                    changes.push(LockChange::Say(l.module, said));
                 }
                 continue;
             };
             let was = at.map(|at| held[at].clone());
             if was.as_ref().is_some_and(|l| {
-                l.container == container && l.scope == file.scope && l.reason == file.reason
+                l.container == *container && l.scope == file.scope && l.reason == file.reason
             }) {
                 continue;
             }
-            let life = match engine.inspect(&container).await {
+            let life = match engine.inspect(container).await {
                 Ok(life) => life,
                 Err(EngineError::NotFound(_)) => continue,
                 Err(e) => return Err(e.into()),
@@ -194,21 +188,16 @@ impl Reconciler {
             if file.modified_ns <= life.finished_ns
                 || file.modified_ns < created.saturating_mul(1_000_000_000)
             {
-                let dir = self.lock_dir(&module);
-                blocking(move || remove_lock_files(&dir)).await;
+                stale.push(self.lock_dir(module));
                 if let Some(at) = at {
-                    held.remove(at);
+                    let l = held.remove(at);
+                    changes.push(LockChange::Release(l.key()));
                 }
-                let detail = format!(
+                let said = format!(
                     "a lock file ({}) made before its container's present life removed: a lock stands for the life that made it",
                     file.name
                 );
-                let m = module.clone();
-                store
-                    .blocking(move |s| {
-                        s.append_event(Some(m.as_str()), EventKind::Intention, detail)
-                    })
-                    .await?;
+                changes.push(LockChange::Say(module.clone(), said));
                 continue;
             }
             let lock = Lock {
@@ -217,9 +206,9 @@ impl Reconciler {
                 scope: file.scope,
                 taken_at: was
                     .as_ref()
-                    .filter(|l| l.container == container)
+                    .filter(|l| l.container == *container)
                     .map_or_else(crate::host::clock::now, |l| l.taken_at),
-                container,
+                container: container.clone(),
                 started_ns: life.started_ns,
                 waited_since: was
                     .as_ref()
@@ -227,38 +216,18 @@ impl Reconciler {
                     .and_then(|l| l.waited_since),
                 file: true,
             };
-            let kept = lock.clone();
-            store.blocking(move |s| s.keep_lock(&kept)).await?;
+            changes.push(LockChange::Keep(lock.clone()));
             if was.is_none() {
-                let detail = format!("{} taken", lock.said());
-                let m = module.clone();
-                store
-                    .blocking(move |s| {
-                        s.append_event(Some(m.as_str()), EventKind::Intention, detail)
-                    })
-                    .await?;
+                changes.push(LockChange::Say(
+                    module.clone(),
+                    format!("{} taken", lock.said()),
+                ));
             }
             match at {
                 Some(at) => held[at] = lock,
                 None => held.push(lock),
             }
         }
-        Ok(())
-    }
-
-    /// Releases a lock from the store, saying `detail`.
-    async fn release(
-        &mut self,
-        store: &Arc<Store>,
-        l: &Lock,
-        detail: String,
-    ) -> Result<(), PassError> {
-        let key = l.key();
-        store.blocking(move |s| s.release_lock(&key)).await?;
-        let module = l.module.clone();
-        store
-            .blocking(move |s| s.append_event(Some(module.as_str()), EventKind::Intention, detail))
-            .await?;
         Ok(())
     }
 
@@ -274,7 +243,7 @@ impl Reconciler {
         let now = crate::host::clock::now();
         let policy = self.lock_policy();
         let mut waited: Vec<String> = Vec::new();
-        let mut taken: Vec<(ModuleName, String)> = Vec::new();
+        let mut changes = Vec::new();
         let mut wake_at: Option<u64> = None;
         plan::defer(steps, |module| {
             let hold = lock::hold(locks, module, policy.as_ref(), now);
@@ -297,7 +266,10 @@ impl Reconciler {
                     Some(why)
                 }
                 Hold::Takes(why) => {
-                    taken.push((module.clone(), why));
+                    changes.push(LockChange::Say(
+                        module.clone(),
+                        format!("recreated though locked: {why}"),
+                    ));
                     None
                 }
             }
@@ -306,15 +278,10 @@ impl Reconciler {
         for l in locks.iter().filter(|l| waited.contains(&l.key())) {
             let mut l = l.clone();
             l.waited_since = Some(now);
-            store.blocking(move |s| s.keep_lock(&l)).await?;
+            changes.push(LockChange::Keep(l));
         }
-        for (module, why) in taken {
-            let detail = format!("recreated though locked: {why}");
-            store
-                .blocking(move |s| {
-                    s.append_event(Some(module.as_str()), EventKind::Intention, detail)
-                })
-                .await?;
+        if !changes.is_empty() {
+            store.blocking(move |s| s.change_locks(changes)).await?;
         }
         Ok(())
     }

@@ -8,14 +8,43 @@
 use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
 use crate::model::lock::Lock;
-use crate::store::{Store, StoreError};
+use crate::model::names::ModuleName;
+use crate::store::{EventKind, Store, StoreError};
 
 pub(crate) const LOCKS: TableDefinition<&str, &[u8]> = TableDefinition::new("locks");
 
 /// The record's version.
 const VERSION: u8 = 1;
 
+/// A change to the locks held, or what the event log says of one.
+#[derive(Clone, Debug)]
+pub enum LockChange {
+    /// Keeps a lock (by its key, replacing one of the same key).
+    Keep(Lock),
+    /// Releases the lock of this key.
+    Release(String),
+    /// Says this of the module in the event log.
+    Say(ModuleName, String),
+}
+
 impl Store {
+    /// Makes the changes of one pass to the locks, in order: each lock's
+    /// own in one transaction, each event in the log's.
+    pub fn change_locks(&self, changes: Vec<LockChange>) -> Result<(), StoreError> {
+        for c in changes {
+            match c {
+                LockChange::Keep(l) => self.keep_lock(&l)?,
+                LockChange::Release(key) => {
+                    self.release_lock(&key)?;
+                }
+                LockChange::Say(m, said) => {
+                    self.append_event(Some(m.as_str()), EventKind::Intention, said)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Every lock held, by module (a record that does not read is said and
     /// skipped).
     pub fn locks(&self) -> Result<Vec<Lock>, StoreError> {
@@ -74,7 +103,6 @@ impl Store {
 mod tests {
     use super::*;
     use crate::model::lock::Scope;
-    use crate::model::names::ModuleName;
 
     #[test]
     fn a_lock_is_kept_across_a_reopen_and_released() {

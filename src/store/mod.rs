@@ -36,7 +36,7 @@ pub mod facts;
 pub mod guard;
 pub mod images;
 mod intentions;
-mod locks;
+pub mod locks;
 pub mod migrate;
 pub mod plane;
 pub mod records;

@@ -7,6 +7,7 @@
 //! text: durations, civil dates, RFC 3339 and HTTP dates ([`time`]). Nothing
 //! here does I/O; everything here is table-tested.
 
+pub mod action;
 pub mod age;
 pub mod agent_update;
 pub mod archive;
