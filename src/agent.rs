@@ -1296,12 +1296,17 @@ impl<C: Connect> Agent<C> {
             // Locks asked are taken before the pass that might replace
             // what they are for.
             let asks = std::mem::take(&mut *self.lock_asks.lock().expect("lock asks"));
-            for (module, reason, scope, reply) in asks {
-                let out = self
-                    .reconciler
-                    .take_lock(e, &self.store, module, reason, scope)
-                    .await;
-                let _ = reply.send(out);
+            if !asks.is_empty() {
+                let asks = asks
+                    .into_iter()
+                    .map(|(module, reason, scope, tx)| {
+                        let reply: Box<dyn FnOnce(_) + Send> = Box::new(move |out| {
+                            let _ = tx.send(out);
+                        });
+                        (module, reason, scope, reply)
+                    })
+                    .collect();
+                self.reconciler.ask_locks(asks);
             }
             let result = tokio::select! {
                 r = self.reconciler.pass(e, &self.store) => r,

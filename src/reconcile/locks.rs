@@ -16,60 +16,75 @@ use crate::store::locks::LockChange;
 
 use super::{PassError, Reconciler, plan};
 
+/// A lock asked through the API: the module, the reason (checked), what
+/// it holds off, and what is told the lock taken, or why not.
+pub type LockAsk = (
+    ModuleName,
+    String,
+    Scope,
+    Box<dyn FnOnce(Result<Lock, String>) + Send>,
+);
+
 impl Reconciler {
-    /// Takes a lock asked through the API (`reason` checked), for its
-    /// module's container as last observed, if that runs: its life is
-    /// what the lock stands for. `Err` says why not.
-    pub async fn take_lock<E: Engine>(
+    /// Locks asked through the API, to be taken at the next pass, before
+    /// it acts.
+    pub fn ask_locks(&mut self, asks: Vec<LockAsk>) {
+        self.lock_asks.extend(asks);
+    }
+
+    /// Takes the locks asked, each for its module's container as this
+    /// pass lists it, if that runs: its life is what the lock stands for.
+    pub(super) async fn take_locks<E: Engine>(
         &mut self,
         engine: &E,
         store: &Arc<Store>,
-        module: ModuleName,
-        reason: String,
-        scope: Scope,
-    ) -> Result<Lock, String> {
-        let observed = store
-            .blocking(|s| s.all_observed())
-            .await
-            .map_err(|e| e.to_string())?;
-        let no = || format!("{module} has no running container to hold a lock for");
-        let container = observed
-            .get(module.as_str())
-            .map(|o| o.container_id.clone())
-            .ok_or_else(no)?;
-        let life = match engine.inspect(&container).await {
-            Ok(life) => life,
-            Err(EngineError::NotFound(_)) => return Err(no()),
-            Err(e) => return Err(format!("the engine: {e}")),
-        };
-        let taken = Lock {
-            module: module.clone(),
-            reason,
-            scope,
-            taken_at: crate::host::clock::now(),
-            container: container.clone(),
-            started_ns: life.started_ns,
-            waited_since: None,
-            file: false,
-        };
-        if !taken.stands(
-            &container,
-            life.started_ns,
-            life.finished_ns,
-            life.restarting,
-        ) {
-            return Err(no());
+        observed: &[crate::engine::Observed],
+    ) -> Result<(), PassError> {
+        let mut changes = Vec::new();
+        let mut answers = Vec::new();
+        for (module, reason, scope, reply) in std::mem::take(&mut self.lock_asks) {
+            let no = format!("{module} has no running container to hold a lock for");
+            let Some(o) = observed.iter().find(|o| {
+                super::observe::at_its_name(&self.node, o) == Some(module.as_str())
+                    && o.state == crate::engine::ContainerState::Running
+            }) else {
+                answers.push((reply, Err(no)));
+                continue;
+            };
+            let life = match engine.inspect(&o.id).await {
+                Ok(life) => life,
+                Err(EngineError::NotFound(_)) => {
+                    answers.push((reply, Err(no)));
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let taken = Lock {
+                module: module.clone(),
+                reason,
+                scope,
+                taken_at: crate::host::clock::now(),
+                container: o.id.clone(),
+                started_ns: life.started_ns,
+                waited_since: None,
+                file: false,
+            };
+            if !taken.stands(&o.id, life.started_ns, life.finished_ns, life.restarting) {
+                answers.push((reply, Err(no)));
+                continue;
+            }
+            changes.push(LockChange::Keep(taken.clone()));
+            changes.push(LockChange::Say(module, format!("{} taken", taken.said())));
+            answers.push((reply, Ok(taken)));
         }
-        let said = format!("{} taken", taken.said());
-        let changes = vec![
-            LockChange::Keep(taken.clone()),
-            LockChange::Say(module, said),
-        ];
-        store
-            .blocking(move |s| s.change_locks(changes))
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(taken)
+        if !changes.is_empty() {
+            store.blocking(move |s| s.change_locks(changes)).await?;
+        }
+        // Answered once stored.
+        for (reply, out) in answers {
+            reply(out);
+        }
+        Ok(())
     }
 
     /// The locks held that still stand. A module's lock file (its

@@ -141,6 +141,8 @@ pub struct Reconciler {
     /// opens, a lock's max passes), seconds since the epoch: the next pass
     /// is then, not a heartbeat later.
     wake: Option<u64>,
+    /// Update locks asked through the API, taken at the next pass.
+    lock_asks: Vec<locks::LockAsk>,
     /// The device's time zone (`/etc/localtime`), for windows in local
     /// time: read again a minute after it was.
     zone: Option<(Instant, Arc<crate::model::maintenance::Zone>)>,
@@ -205,6 +207,7 @@ impl Reconciler {
             ahead: None,
             maintenance: None,
             wake: None,
+            lock_asks: Vec::new(),
             zone: None,
             made: resolve::Made::default(),
             lost: BTreeSet::new(),
@@ -940,6 +943,10 @@ impl Reconciler {
             for o in &mut observed {
                 o.labels = std::mem::take(&mut o.labels).keyed_with(k);
             }
+        }
+        // Locks asked are taken before this pass acts.
+        if !self.lock_asks.is_empty() {
+            self.take_locks(engine, store, &observed).await?;
         }
         self.join_network_stacks(&mut resolved, &observed);
         let restarts = self.gate_dependencies(&mut resolved, &observed, &entries);
