@@ -106,6 +106,19 @@ pub fn http_send(
     token: Option<&str>,
     body: &str,
 ) -> (u16, String) {
+    http_send_within(addr, method, path, token, body, 10)
+}
+
+/// [`http_send`], its answer waited for up to `secs` seconds (a reader
+/// that waits its turn on purpose, where the test is not of latency).
+pub fn http_send_within(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+    secs: u64,
+) -> (u16, String) {
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     exchange(
         addr,
@@ -113,7 +126,7 @@ pub fn http_send(
             "{method} {path} HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         ),
-        10,
+        secs,
     )
 }
 
