@@ -390,8 +390,8 @@ fn lock_view(l: &crate::model::lock::Lock) -> J {
 }
 
 /// Takes an update lock for a module's running container (`{"reason":
-/// "…", "scope": "module" | "device"}`): asked of the loop, which takes it
-/// before its next pass.
+/// "…", "scope": "module" | "device"}`): asked of the loop, whose next
+/// pass takes it before it acts.
 async fn take_lock(state: &ApiState, module: ModuleName, body: &[u8]) -> Result<Resp, ApiError> {
     use crate::model::lock::{Scope, check_reason};
     crate::model::json::no_repeated_keys(body).map_err(|r| ApiError::Invalid {
