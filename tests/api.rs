@@ -881,8 +881,8 @@ fn health_readiness_metrics_events_and_the_cli() {
     let s = r.call(Method::GET, "/v1/status", None).body;
     assert_eq!(s["node"]["engine"]["state"], "reachable");
     assert!(s["node"]["passes"].as_u64().unwrap() >= 1);
-    let metrics = r.call(Method::GET, "/metrics", None).body;
-    let text = metrics.as_str().unwrap();
+    let metrics = r.call(Method::GET, "/metrics", None).text;
+    let text = metrics.as_deref().expect("the metrics are text");
     for needle in [
         "stead_passes_total ",
         "stead_modules{state=\"converged\"} 1",
@@ -987,6 +987,35 @@ fn health_readiness_metrics_events_and_the_cli() {
     let (code, out, _) = cli(&["events"]);
     assert_eq!(code, 0);
     assert!(out.contains("created"), "{out}");
+    // The views a person reads are the agent's text when asked for
+    // text/plain, and what the CLI prints is that text as it came.
+    let text = |path: &str| r.rt.block_on(r.client().text(path)).unwrap();
+    let status = text("/v1/status");
+    let status = status.text.expect("status as text");
+    assert!(status.starts_with("node "), "{status}");
+    // (Its state may be any: `unset` above had it made again.)
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with(&format!("{m} ")) && l.contains("sha256:")),
+        "{status}"
+    );
+    assert!(status.lines().any(|l| l.starts_with("MODULE ")), "{status}");
+    // Asked for JSON, the same endpoint answers JSON.
+    assert_eq!(r.call(Method::GET, "/v1/status", None).text, None);
+    for (path, args) in [
+        ("/v1/agent", &["agent"][..]),
+        ("/v1/reloads", &["reloads"][..]),
+    ] {
+        let a = text(path);
+        assert_eq!(a.status, 200);
+        let want = a.text.unwrap_or_else(|| panic!("{path} as text"));
+        let (code, out, err) = cli(args);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(out, want, "{path}");
+    }
+    let (_, out, _) = cli(&["agent"]);
+    assert!(out.starts_with("running    "), "{out}");
 }
 
 #[test]

@@ -17,7 +17,7 @@ use std::time::Duration;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value as J, json};
@@ -131,6 +131,28 @@ fn json_response(status: StatusCode, body: &J) -> Resp {
         .expect("a valid response")
 }
 
+/// Whether the client asked for text (`Accept: text/plain`): the views a
+/// person reads (`/v1/status`, `/v1/agent`, `/v1/reloads`) are then
+/// answered as `stead status`, `stead agent` and `stead reloads` print
+/// them ([`views::text`]).
+fn wants_text(req: &Request<Incoming>) -> bool {
+    req.headers()
+        .get_all(ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().starts_with("text/plain"))
+}
+
+/// A 200 of text for a person.
+fn text_response(text: String) -> Resp {
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(CONTENT_TYPE, "text/plain; charset=utf-8")
+        .body(Full::new(Bytes::from(text)).boxed())
+        .expect("a valid response")
+}
+
 /// A 200 whose JSON is written by `produce` on a blocking thread as the
 /// client reads it ([`stream`]): `head` with the array under `key`.
 fn streamed_response(
@@ -221,7 +243,7 @@ async fn route(state: &ApiState, req: Request<Incoming>) -> Result<Resp, ApiErro
         (["healthz"], &Method::GET) => healthz(state).await,
         (["readyz"], &Method::GET) => Ok(readyz(state).await),
         (["metrics"], &Method::GET) => Ok(metrics(state).await),
-        (["v1", "status"], &Method::GET) => Ok(status(state).await),
+        (["v1", "status"], &Method::GET) => Ok(status(state, wants_text(&req)).await),
         (["v1", "modules", name], &Method::GET) => module(state, name).await,
         (["v1", "events"], &Method::GET) => events(state, req.uri().query().unwrap_or("")).await,
         (["v1", "intentions"], &Method::GET) => {
@@ -253,8 +275,8 @@ async fn route(state: &ApiState, req: Request<Incoming>) -> Result<Resp, ApiErro
             let body = read_body(req).await?;
             file_reload(state, &body).await
         }
-        (["v1", "reloads"], &Method::GET) => list_reloads(state).await,
-        (["v1", "agent"], &Method::GET) => agent(state).await,
+        (["v1", "reloads"], &Method::GET) => list_reloads(state, wants_text(&req)).await,
+        (["v1", "agent"], &Method::GET) => agent(state, wants_text(&req)).await,
         (["v1", "agent", "update"], &Method::POST) => {
             authorize(state, &req)?;
             let body = read_body(req).await?;
@@ -556,8 +578,8 @@ const BOARD_BATCH: usize = 32;
 /// `GET /v1/status`: the node's status and every module's, the modules
 /// read from the board a batch at a time as the answer is written (no copy
 /// of the whole board, no whole text); each module's status is as it was
-/// when its batch was read.
-async fn status(state: &ApiState) -> Resp {
+/// when its batch was read. As text, a line per module.
+async fn status(state: &ApiState, text: bool) -> Resp {
     let board = state.board.clone();
     // The agent's own line: what runs and its last update (a store that
     // does not read leaves it out rather than the status).
@@ -566,33 +588,52 @@ async fn status(state: &ApiState) -> Resp {
         let a = views::agent::of(state.updater.launched(), &u);
         views::agent::AgentStatusView::from(&a)
     });
-    streamed_response(status_head(state, agent), "modules", move |w| {
-        let mut after: Option<String> = None;
-        loop {
-            let batch: Vec<(String, J)> = {
-                let b = board.lock().expect("board lock");
-                let rest = match &after {
-                    Some(k) => b.range::<str, _>((Excluded(k.as_str()), Unbounded)),
-                    None => b.range::<str, _>(..),
-                };
-                rest.take(BOARD_BATCH)
-                    .map(|(k, m)| {
-                        let view = views::ModuleView::from(m);
-                        (k.clone(), serde_json::to_value(view).unwrap_or(J::Null))
-                    })
-                    .collect()
+    let head = status_head(state, agent);
+    if text {
+        let mut out = views::text::status_head(&head);
+        board_batches(&board, |m| {
+            out.push_str(&views::text::module_line(&views::ModuleView::from(m)));
+            true
+        });
+        return text_response(out);
+    }
+    let head = match serde_json::to_value(head).expect("the status serialises") {
+        J::Object(m) => m,
+        _ => serde_json::Map::new(),
+    };
+    streamed_response(head, "modules", move |w| {
+        board_batches(&board, |m| {
+            w.push(&serde_json::to_value(views::ModuleView::from(m)).unwrap_or(J::Null))
+        })
+    })
+}
+
+/// Hands every module's status on the board to `each`, in name order, a
+/// batch at a time under the board's lock (each is as it was when its
+/// batch was read), until `each` says stop (`false`).
+fn board_batches(board: &Mutex<Board>, mut each: impl FnMut(&ModuleStatus) -> bool) {
+    let mut after: Option<String> = None;
+    loop {
+        let batch: Vec<(String, ModuleStatus)> = {
+            let b = board.lock().expect("board lock");
+            let rest = match &after {
+                Some(k) => b.range::<str, _>((Excluded(k.as_str()), Unbounded)),
+                None => b.range::<str, _>(..),
             };
-            let Some((last, _)) = batch.last() else {
+            rest.take(BOARD_BATCH)
+                .map(|(k, m)| (k.clone(), m.clone()))
+                .collect()
+        };
+        let Some((last, _)) = batch.last() else {
+            return;
+        };
+        after = Some(last.clone());
+        for (_, m) in &batch {
+            if !each(m) {
                 return;
-            };
-            after = Some(last.clone());
-            for (_, m) in &batch {
-                if !w.push(m) {
-                    return;
-                }
             }
         }
-    })
+    }
 }
 
 /// The node's status and the plane's, as `GET /v1/status` serves them
@@ -600,17 +641,13 @@ async fn status(state: &ApiState) -> Resp {
 fn status_head(
     state: &ApiState,
     agent: Option<views::agent::AgentStatusView>,
-) -> serde_json::Map<String, J> {
+) -> views::StatusView {
     let node = state.node.lock().expect("node lock").clone();
-    let head = views::StatusView {
+    views::StatusView {
         agent,
         modules: Vec::new(),
         node: views::NodeView::new(state.node_id.as_str(), &node, state.heartbeat),
         plane: plane::plane_view(state.plane.as_ref()),
-    };
-    match serde_json::to_value(head).expect("the status serialises") {
-        J::Object(m) => m,
-        _ => serde_json::Map::new(),
     }
 }
 
@@ -885,13 +922,13 @@ async fn file_reload(state: &ApiState, body: &[u8]) -> Result<Resp, ApiError> {
 }
 
 /// The agent: what runs, the launcher's state, the updates of itself.
-async fn agent(state: &ApiState) -> Result<Resp, ApiError> {
+async fn agent(state: &ApiState, text: bool) -> Result<Resp, ApiError> {
     let updates = state.store.blocking(|s| s.agent_updates()).await?;
-    let l = state.updater.launched();
-    Ok(json_response(
-        StatusCode::OK,
-        &to_json(views::agent::of(l, &updates)),
-    ))
+    let view = views::agent::of(state.updater.launched(), &updates);
+    if text {
+        return Ok(text_response(views::text::agent(&view)));
+    }
+    Ok(json_response(StatusCode::OK, &to_json(view)))
 }
 
 /// Files an update of stead itself: `{"statement": <envelope>}` or
@@ -960,8 +997,11 @@ async fn file_agent_update(state: &ApiState, body: &[u8]) -> Result<Resp, ApiErr
     }
 }
 
-async fn list_reloads(state: &ApiState) -> Result<Resp, ApiError> {
+async fn list_reloads(state: &ApiState, text: bool) -> Result<Resp, ApiError> {
     let all = state.store.blocking(|s| s.reloads()).await?;
+    if text {
+        return Ok(text_response(views::text::reloads(&all)));
+    }
     Ok(json_response(
         StatusCode::OK,
         &to_json(views::ReloadsView { reloads: all }),

@@ -33,29 +33,96 @@ pub enum ClientError {
 pub struct Answer {
     /// The HTTP status.
     pub status: u16,
-    /// The body as JSON (`Null` when empty).
+    /// The body as JSON (`Null` when empty or text for a person).
     pub body: serde_json::Value,
+    /// The body, when the agent answered with text for a person
+    /// (`text/plain`, asked by [`Client::text`]).
+    pub text: Option<String>,
 }
 
 impl Answer {
-    /// The body read as the view `V` of `endpoint`'s wire format; a field
-    /// missing or of another type is an error naming the endpoint and the
-    /// field (not the path to it: serde_path_to_error's tracking of every
-    /// view type cost 19 KB of the device binary).
-    pub fn view<V: serde::de::DeserializeOwned>(&self, endpoint: &str) -> Result<V, ClientError> {
-        V::deserialize(&self.body).map_err(|e| ClientError::Protocol(format!("{endpoint}: {e}")))
+    /// An answer of JSON.
+    pub fn json(status: u16, body: serde_json::Value) -> Answer {
+        Answer {
+            status,
+            body,
+            text: None,
+        }
     }
 
     /// The error message of a refusal, as the API words it.
     pub fn error_message(&self) -> String {
-        match self.view::<crate::views::ErrorView>("an error") {
-            Ok(v) => match v.error.field {
-                Some(f) => format!("{f}: {}", v.error.message),
-                None => v.error.message,
-            },
+        let error = &self.body["error"];
+        match (error["field"].as_str(), error["message"].as_str()) {
+            (Some(f), Some(m)) => format!("{f}: {m}"),
+            (None, Some(m)) => m.to_string(),
             // Not the API's error: said as it came.
-            Err(_) => self.body.to_string(),
+            _ => self.body.to_string(),
         }
+    }
+}
+
+/// The fields of an answer the command line reads, read from its JSON
+/// value where it needs them (the device's binary holds no reader of
+/// each view: every one is code of its own, in a binary whose size is
+/// budgeted). A field missing or of another type is an error naming the
+/// endpoint and the field.
+pub struct Fields<'a> {
+    endpoint: &'a str,
+    value: &'a serde_json::Value,
+}
+
+impl<'a> Fields<'a> {
+    /// The fields of `value`, an answer of `endpoint`.
+    pub fn of(endpoint: &'a str, value: &'a serde_json::Value) -> Fields<'a> {
+        Fields { endpoint, value }
+    }
+
+    fn wrong(&self, key: &str, what: &str) -> ClientError {
+        ClientError::Protocol(format!("{}: {key} is not {what}", self.endpoint))
+    }
+
+    /// The field `key`, when present and not `null`.
+    pub fn get(&self, key: &str) -> Option<&'a serde_json::Value> {
+        self.value.get(key).filter(|v| !v.is_null())
+    }
+
+    /// A string field.
+    pub fn str(&self, key: &str) -> Result<&'a str, ClientError> {
+        self.get(key)
+            .and_then(|v| v.as_str())
+            .ok_or_else(|| self.wrong(key, "a string"))
+    }
+
+    /// A string field that may be missing or `null`.
+    pub fn opt_str(&self, key: &str) -> Result<Option<&'a str>, ClientError> {
+        self.get(key)
+            .map(|v| v.as_str().ok_or_else(|| self.wrong(key, "a string")))
+            .transpose()
+    }
+
+    /// A whole number field.
+    pub fn u64(&self, key: &str) -> Result<u64, ClientError> {
+        self.get(key)
+            .and_then(|v| v.as_u64())
+            .ok_or_else(|| self.wrong(key, "a whole number"))
+    }
+
+    /// A true-or-false field.
+    pub fn bool(&self, key: &str) -> Result<bool, ClientError> {
+        self.get(key)
+            .and_then(|v| v.as_bool())
+            .ok_or_else(|| self.wrong(key, "true or false"))
+    }
+
+    /// An array field's elements, each with its fields (an endpoint
+    /// naming them as `key[i]` is not kept: the endpoint says the array).
+    pub fn list(&self, key: &str) -> Result<Vec<Fields<'a>>, ClientError> {
+        let items = self
+            .get(key)
+            .and_then(|v| v.as_array())
+            .ok_or_else(|| self.wrong(key, "an array"))?;
+        Ok(items.iter().map(|v| Fields::of(self.endpoint, v)).collect())
     }
 }
 
@@ -98,6 +165,24 @@ impl Client {
         path: &str,
         body: Option<&serde_json::Value>,
     ) -> Result<Answer, ClientError> {
+        self.send(method, path, body, "application/json").await
+    }
+
+    /// A GET of the text a person reads of a view (`Accept:
+    /// text/plain`): [`Answer::text`], or JSON from an agent that has no
+    /// text of it.
+    pub async fn text(&self, path: &str) -> Result<Answer, ClientError> {
+        self.send(Method::GET, path, None, "text/plain, application/json")
+            .await
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+        accept: &str,
+    ) -> Result<Answer, ClientError> {
         let unreachable = |m: String| ClientError::Unreachable {
             addr: self.addr.to_string(),
             message: m,
@@ -120,7 +205,8 @@ impl Client {
             .method(method)
             .uri(path)
             .header("host", self.addr.to_string())
-            .header("content-type", "application/json");
+            .header("content-type", "application/json")
+            .header("accept", accept);
         if let Some(t) = &self.token {
             req = req.header("authorization", format!("Bearer {t}"));
         }
@@ -132,12 +218,24 @@ impl Client {
             .map_err(|_| ClientError::Protocol("the agent did not answer within 60s".into()))?
             .map_err(|e| ClientError::Protocol(e.to_string()))?;
         let status = resp.status().as_u16();
+        let is_text = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.starts_with("text/plain"));
         let raw = resp
             .into_body()
             .collect()
             .await
             .map_err(|e| ClientError::Protocol(e.to_string()))?
             .to_bytes();
+        if is_text {
+            return Ok(Answer {
+                status,
+                body: serde_json::Value::Null,
+                text: Some(String::from_utf8_lossy(&raw).into_owned()),
+            });
+        }
         let body = if raw.is_empty() {
             serde_json::Value::Null
         } else {
@@ -145,7 +243,7 @@ impl Client {
                 serde_json::Value::String(String::from_utf8_lossy(&raw).into_owned())
             })
         };
-        Ok(Answer { status, body })
+        Ok(Answer::json(status, body))
     }
 }
 
@@ -177,10 +275,7 @@ mod tests {
             ("null", "null"),
         ];
         for (body, want) in cases {
-            let a = Answer {
-                status: 400,
-                body: serde_json::from_str(body).unwrap(),
-            };
+            let a = Answer::json(400, serde_json::from_str(body).unwrap());
             assert_eq!(a.error_message(), want, "{body}");
         }
     }

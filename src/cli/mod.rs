@@ -17,13 +17,9 @@ use crate::VERSION;
 use crate::agent::{Agent, DockerSocket};
 use crate::config::{Config, DEFAULT_CONFIG};
 use crate::model::intention::{DocFormat, Intention};
-use crate::model::reload::{Request, Status};
 use crate::model::time::format_rfc3339;
 use crate::reconcile::{self, Action};
-use crate::views::{
-    EngineView, EventsView, FiledView, OutcomeView, PlaneDetail, ReloadsView, StatusView,
-};
-use client::{Answer, Client, ClientError};
+use client::{Answer, Client, ClientError, Fields};
 
 pub mod args;
 pub mod client;
@@ -234,14 +230,13 @@ pub fn run(command: Command) -> crate::cli::failure::Result<ExitCode> {
                 let a = c
                     .request(Method::PUT, &format!("/v1/intentions/{name}"), Some(&doc))
                     .await?;
-                let Some(w) = written(&a, "PUT /v1/intentions")? else {
+                let Some((revision, changed)) = written(&a, "PUT /v1/intentions")? else {
                     return Ok(report(&a, String::new));
                 };
                 Ok(report(&a, || {
                     format!(
-                        "{name}: revision {} ({})",
-                        w.revision,
-                        if w.changed { "applied" } else { "unchanged" }
+                        "{name}: revision {revision} ({})",
+                        if changed { "applied" } else { "unchanged" }
                     )
                 }))
             })
@@ -411,68 +406,29 @@ where
 
 /// `stead agent`: what runs, the launcher's state, the updates.
 async fn agent_show(c: Client, json: bool) -> Result<ExitCode, ClientError> {
-    let Some(a) = get_or_print(&c, "/v1/agent", json).await? else {
-        return Ok(ExitCode::SUCCESS);
+    show(&c, "/v1/agent", json).await
+}
+
+/// A GET a person reads, printed: as the agent writes it for a person
+/// ([`crate::views::text`]), or its JSON with `json` (and from an agent
+/// that has no text of it).
+async fn show(c: &Client, path: &str, json: bool) -> Result<ExitCode, ClientError> {
+    let a = if json {
+        c.request(Method::GET, path, None).await?
+    } else {
+        c.text(path).await?
     };
     if a.status != 200 {
         return Ok(report(&a, String::new));
     }
-    print!("{}", agent_text(&a.view("GET /v1/agent")?));
-    Ok(ExitCode::SUCCESS)
-}
-
-/// A GET whose answer is printed as JSON when `json` (then `None`), or
-/// handed back to be shown.
-async fn get_or_print(c: &Client, path: &str, json: bool) -> Result<Option<Answer>, ClientError> {
-    let a = c.request(Method::GET, path, None).await?;
-    if json && a.status == 200 {
-        println!(
+    match &a.text {
+        Some(t) => print!("{t}"),
+        None => println!(
             "{}",
             serde_json::to_string_pretty(&a.body).unwrap_or_default()
-        );
-        return Ok(None);
+        ),
     }
-    Ok(Some(a))
-}
-
-/// What `stead agent` prints.
-fn agent_text(v: &crate::views::agent::AgentView) -> String {
-    let mut out = format!(
-        "running    {} ({}, {})\n",
-        v.running.version, v.running.slot, v.running.target
-    );
-    let or_package = |x: &Option<String>| x.clone().unwrap_or_else(|| "the package's".into());
-    out.push_str(&format!("current    {}\n", or_package(&v.current)));
-    if let Some(p) = &v.previous {
-        out.push_str(&format!("previous   {p}\n"));
-    }
-    if let Some(c) = &v.candidate {
-        out.push_str(&format!(
-            "candidate  {} (started {} times)\n",
-            c.version, c.starts
-        ));
-    }
-    if let Some(f) = &v.failed {
-        out.push_str(&format!("failed     {}: {}\n", f.version, f.why));
-    }
-    if let Some(e) = &v.launcher_error {
-        out.push_str(&format!("launcher   {e}\n"));
-    }
-    for u in &v.updates {
-        out.push_str(&format!(
-            "update {:<3} {} -> {}  {}{}  (by {})\n",
-            u.id,
-            u.from,
-            u.version,
-            u.state,
-            u.failure
-                .as_ref()
-                .map(|f| format!(": {f}"))
-                .unwrap_or_default(),
-            u.requested_by
-        ));
-    }
-    out
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `stead self-update`: files the update, then (with `--wait`) follows it
@@ -511,23 +467,25 @@ fn self_update(
         }
     };
     if a.status == 200 {
-        let running = a
-            .view::<crate::views::agent::AlreadyRunningView>("POST /v1/agent/update")
-            .map_or_else(|_| "it".to_string(), |v| v.running);
+        let running = a.body["running"].as_str().unwrap_or("it");
         println!("{running} runs already: nothing to do");
         return Ok(ExitCode::SUCCESS);
     }
     if a.status != 202 {
         return Ok(report(&a, String::new));
     }
-    let u: crate::views::agent::AgentUpdateView = match a.view("POST /v1/agent/update") {
+    let filed = Fields::of("POST /v1/agent/update", &a.body);
+    let (id, version) = match filed
+        .u64("id")
+        .and_then(|id| Ok((id, filed.str("version")?)))
+    {
         Ok(u) => u,
         Err(e) => {
             eprintln!("stead: {e}");
             return Ok(ExitCode::from(EXIT_REFUSED));
         }
     };
-    println!("update {} to {} requested", u.id, u.version);
+    println!("update {id} to {version} requested");
     if !wait {
         return Ok(ExitCode::SUCCESS);
     }
@@ -548,45 +506,56 @@ fn self_update(
             .map_err(|_| ())
             .and_then(|a| (a.status == 200).then_some(a).ok_or(()))
         {
-            let v: crate::views::agent::AgentView = match a.view("GET /v1/agent") {
-                Ok(v) => v,
+            match update_progress(&a.body, id, &mut printed) {
+                Ok(None) => {}
+                Ok(Some(code)) => return Ok(code),
                 Err(e) => {
                     eprintln!("stead: {e}");
                     return Ok(ExitCode::from(EXIT_REFUSED));
                 }
-            };
-            if let Some(r) = v.updates.iter().find(|r| r.id == u.id) {
-                for l in r.log.iter().skip(printed) {
-                    println!("{} {}", format_rfc3339(l.at), l.line);
-                }
-                printed = printed.max(r.log.len());
-                let failure = r.failure.as_deref().unwrap_or("");
-                match r.state.as_str() {
-                    "done" => return Ok(ExitCode::SUCCESS),
-                    "failed" => {
-                        eprintln!("stead: update {} failed: {failure}", u.id);
-                        return Ok(ExitCode::from(EXIT_REFUSED));
-                    }
-                    "faulted" => {
-                        eprintln!(
-                            "stead: update {} faulted (the agent retries it with backoff): {failure}",
-                            u.id
-                        );
-                        return Ok(ExitCode::from(EXIT_FAULTED));
-                    }
-                    _ => {}
-                }
             }
         }
         if std::time::Instant::now() > deadline {
-            eprintln!(
-                "stead: update {} has not ended; `stead agent` shows where it stands",
-                u.id
-            );
+            eprintln!("stead: update {id} has not ended; `stead agent` shows where it stands");
             return Ok(ExitCode::from(EXIT_FAULTED));
         }
         std::thread::sleep(std::time::Duration::from_secs(1));
     }
+}
+
+/// Prints the log lines of update `id` in `GET /v1/agent`'s answer past
+/// the `printed` first, and its end when it ended (`Some` exit code).
+fn update_progress(
+    agent: &serde_json::Value,
+    id: u64,
+    printed: &mut usize,
+) -> Result<Option<ExitCode>, ClientError> {
+    let agent = Fields::of("GET /v1/agent", agent);
+    let Some(r) = agent
+        .list("updates")?
+        .into_iter()
+        .find(|r| r.u64("id").is_ok_and(|i| i == id))
+    else {
+        return Ok(None);
+    };
+    let log = r.list("log")?;
+    for l in log.iter().skip(*printed) {
+        println!("{} {}", format_rfc3339(l.u64("at")?), l.str("line")?);
+    }
+    *printed = (*printed).max(log.len());
+    let failure = r.opt_str("failure")?.unwrap_or("");
+    Ok(match r.str("state")? {
+        "done" => Some(ExitCode::SUCCESS),
+        "failed" => {
+            eprintln!("stead: update {id} failed: {failure}");
+            Some(ExitCode::from(EXIT_REFUSED))
+        }
+        "faulted" => {
+            eprintln!("stead: update {id} faulted (the agent retries it with backoff): {failure}");
+            Some(ExitCode::from(EXIT_FAULTED))
+        }
+        _ => None,
+    })
 }
 
 /// Prints a success line, or the refusal; exit 0 or 1.
@@ -614,18 +583,19 @@ fn patch_settings(
                 Some(&body),
             )
             .await?;
-        let Some(w) = written(&a, "PATCH /v1/intentions/{name}/settings")? else {
+        let Some((revision, _)) = written(&a, "PATCH /v1/intentions/{name}/settings")? else {
             return Ok(report(&a, String::new));
         };
-        Ok(report(&a, || format!("{module}: revision {}", w.revision)))
+        Ok(report(&a, || format!("{module}: revision {revision}")))
     })
 }
 
-/// A write's answer read as the intention written, when it was written
-/// (2xx); `None` for a refusal, which [`report`] says.
-fn written(a: &Answer, endpoint: &str) -> Result<Option<crate::views::WrittenView>, ClientError> {
+/// The revision of the intention a write wrote and whether it changed,
+/// when it was written (2xx); `None` for a refusal, which [`report`] says.
+fn written(a: &Answer, endpoint: &str) -> Result<Option<(u64, bool)>, ClientError> {
     if (200..300).contains(&a.status) {
-        a.view(endpoint).map(Some)
+        let w = Fields::of(endpoint, &a.body);
+        Ok(Some((w.u64("revision")?, w.bool("changed")?)))
     } else {
         Ok(None)
     }
@@ -637,9 +607,9 @@ async fn prune(c: Client, dry_run: bool) -> Result<ExitCode, ClientError> {
     if a.status != 200 {
         return Ok(report(&a, String::new));
     }
-    let out: crate::model::disk::Pruned = a.view("POST /v1/images/prune")?;
-    print!("{}", prune_text(&out));
-    Ok(if out.failed.is_empty() {
+    let out = Fields::of("POST /v1/images/prune", &a.body);
+    print!("{}", prune_text(&out)?);
+    Ok(if out.list("failed")?.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_REFUSED)
@@ -647,41 +617,51 @@ async fn prune(c: Client, dry_run: bool) -> Result<ExitCode, ClientError> {
 }
 
 /// What `stead images prune` prints: a line per image, what it came to.
-fn prune_text(p: &crate::model::disk::Pruned) -> String {
+fn prune_text(p: &Fields) -> Result<String, ClientError> {
     use crate::model::disk::human;
-    let gone = if p.dry_run { "would remove" } else { "removed" };
+    let dry_run = p.bool("dry_run")?;
+    let gone = if dry_run { "would remove" } else { "removed" };
     let mut o = String::new();
-    let mut line = |what: &str, i: &crate::model::disk::ImageLine| {
-        let id = i.id.strip_prefix("sha256:").unwrap_or(&i.id);
+    let mut line = |what: &str, i: &Fields| -> Result<u64, ClientError> {
+        let id = i.str("id")?;
+        let id = id.strip_prefix("sha256:").unwrap_or(id);
+        let name = i
+            .get("names")
+            .and_then(|n| n.get(0))
+            .and_then(|n| n.as_str())
+            .unwrap_or("<none>");
+        let size = i.u64("size_bytes")?;
         o.push_str(&format!(
             "{what:<13}{:<40} {:<13} {:>10}  {}\n",
-            i.names.first().map_or("<none>", String::as_str),
+            name,
             id.get(..12).unwrap_or(id),
-            human(i.size_bytes),
-            i.why
+            human(size),
+            i.str("why")?
         ));
+        Ok(size)
     };
-    for i in &p.removed {
-        line(gone, i);
+    let removed = p.list("removed")?;
+    let mut total = 0;
+    for i in &removed {
+        total += line(gone, i)?;
     }
-    for i in &p.failed {
-        line("not removed", i);
+    for i in &p.list("failed")? {
+        line("not removed", i)?;
     }
-    for i in &p.kept {
-        line("kept", i);
+    for i in &p.list("kept")? {
+        line("kept", i)?;
     }
-    let total: u64 = p.removed.iter().map(|i| i.size_bytes).sum();
     o.push_str(&format!(
         "{} {} image(s), {}\n",
-        if p.dry_run {
+        if dry_run {
             "would reclaim"
         } else {
             "reclaimed"
         },
-        p.removed.len(),
+        removed.len(),
         human(total)
     ));
-    o
+    Ok(o)
 }
 
 async fn sync(c: Client) -> Result<ExitCode, ClientError> {
@@ -689,166 +669,29 @@ async fn sync(c: Client) -> Result<ExitCode, ClientError> {
     if a.status != 200 && a.status != 202 {
         return Ok(report(&a, String::new));
     }
-    let outcome: OutcomeView = a.view("POST /v1/plane/sync")?;
-    println!("{}", sync_line(&outcome));
-    Ok(match outcome {
-        OutcomeView::Refused { .. } | OutcomeView::Failed { .. } => ExitCode::from(1),
+    let outcome = Fields::of("POST /v1/plane/sync", &a.body);
+    println!("{}", sync_line(&outcome)?);
+    Ok(match outcome.str("outcome")? {
+        "refused" | "failed" => ExitCode::from(1),
         _ => ExitCode::SUCCESS,
     })
 }
 
 /// What `stead sync` prints for what the poll did.
-fn sync_line(o: &OutcomeView) -> String {
-    match o {
-        OutcomeView::Adopted { revision } => format!("adopted revision {revision}"),
-        OutcomeView::Same { revision } => format!("revision {revision} held: the same document"),
-        OutcomeView::NotModified => "not modified: the document held is the plane's".into(),
-        OutcomeView::Refused { class, detail, .. } => format!("refused ({class}): {detail}"),
-        OutcomeView::Failed { error, .. } => format!("failed: {error}"),
-        OutcomeView::UnderWay => "a poll is under way; see stead status".into(),
-    }
+fn sync_line(o: &Fields) -> Result<String, ClientError> {
+    Ok(match o.str("outcome")? {
+        "adopted" => format!("adopted revision {}", o.u64("revision")?),
+        "same" => format!("revision {} held: the same document", o.u64("revision")?),
+        "not-modified" => "not modified: the document held is the plane's".into(),
+        "refused" => format!("refused ({}): {}", o.str("class")?, o.str("detail")?),
+        "failed" => format!("failed: {}", o.str("error")?),
+        "under-way" => "a poll is under way; see stead status".into(),
+        other => other.to_string(),
+    })
 }
 
 async fn status(c: Client, json: bool) -> Result<ExitCode, ClientError> {
-    let Some(a) = get_or_print(&c, "/v1/status", json).await? else {
-        return Ok(ExitCode::SUCCESS);
-    };
-    if a.status != 200 {
-        return Ok(report(&a, String::new));
-    }
-    let view: StatusView = a.view("GET /v1/status")?;
-    if view.plane.configured && view.plane.plane.is_none() {
-        // Say which of the plane's fields is missing.
-        #[derive(serde::Deserialize)]
-        struct Plane {
-            #[allow(dead_code)]
-            plane: PlaneDetail,
-        }
-        a.view::<Plane>("GET /v1/status, plane")?;
-    }
-    print!("{}", status_text(&view));
-    Ok(ExitCode::SUCCESS)
-}
-
-/// What `stead status` prints: the node, the plane (when one is
-/// configured) and a line per module.
-fn status_text(v: &StatusView) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    let n = &v.node;
-    let engine = match &n.engine {
-        EngineView::Waiting { error, since } => {
-            format!("waiting since {} ({error})", format_rfc3339(*since))
-        }
-        e => e.as_str().to_string(),
-    };
-    let last = match &n.last_pass {
-        Some(p) => format!("{} ({:.0} ms)", format_rfc3339(p.at), p.duration_ms),
-        None => "none yet".into(),
-    };
-    let _ = writeln!(out, "node {}  engine {engine}  last pass {last}", n.id);
-    if let Some(a) = &v.agent {
-        let _ = writeln!(out, "{}", a.line());
-    }
-    if let Some(f) = &n.facts {
-        let _ = writeln!(out, "facts {}", f.line());
-    }
-    if let Some(p) = &v.plane.plane {
-        let held = match &p.held {
-            Some(h) if !h.floor => format!(
-                "revision {} (still run, but no longer the floor: {})",
-                h.revision,
-                h.revoked.as_deref().unwrap_or("revoked")
-            ),
-            Some(h) if h.expired == Some(true) => {
-                format!("revision {} (expired; still run)", h.revision)
-            }
-            Some(h) => format!("revision {}", h.revision),
-            None => "no document yet".into(),
-        };
-        let contact = p.last_contact.map_or("never".to_string(), format_rfc3339);
-        let mut note = String::new();
-        if let Some(r) = &p.refusal {
-            let revision = r.revision.map_or("null".to_string(), |r| r.to_string());
-            let _ = write!(note, "; refused revision {revision}: {}", r.class);
-        }
-        if let Some(e) = &p.error {
-            let _ = write!(note, "; {e}");
-        }
-        if let Some(c) = p.clock.as_deref().filter(|c| *c != "ok") {
-            let _ = write!(note, "; clock {c}");
-        }
-        let _ = writeln!(out, "plane {held}  last contact {contact}{note}");
-        for g in &p.groups {
-            let _ = writeln!(out, "  {}", g.with_times(|t| format_rfc3339(*t)).line());
-        }
-    }
-    if let Some(line) = n.fetching.as_ref().and_then(|f| f.line()) {
-        let _ = writeln!(out, "fetching {line}");
-    }
-    if let Some(b) = &n.fetched {
-        let _ = writeln!(out, "last fetched {}", b.line());
-    }
-    if let Some(d) = &n.disk {
-        use crate::model::disk::human;
-        let each: Vec<String> = d
-            .filesystems
-            .iter()
-            .map(|f| {
-                format!(
-                    "{} ({}) {} free of {}",
-                    f.path,
-                    f.roles.join(", "),
-                    human(f.free_bytes),
-                    human(f.size_bytes)
-                )
-            })
-            .collect();
-        let paused = if d.events_paused {
-            "; events paused (the store keeps its room)"
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            out,
-            "disk {}  {}; logs at most {}{paused}",
-            d.level.as_str(),
-            each.join("; "),
-            human(d.logs.bound_bytes)
-        );
-    }
-    let _ = writeln!(
-        out,
-        "{:<24} {:<14} {:>8}  {:<19}  {:<12}  NOTE",
-        "MODULE", "STATE", "RESTARTS", "DIGEST", "CONTAINER"
-    );
-    for m in &v.modules {
-        let short =
-            |v: Option<&str>, n: usize| v.map_or("-".to_string(), |s| s.chars().take(n).collect());
-        let mut note = String::new();
-        for d in &m.inputs_differ {
-            let _ = write!(note, "{} moved; ", d.input);
-        }
-        if let Some(e) = &m.last_error {
-            note.push_str(e);
-            if let Some(at) = m.next_attempt_at {
-                let _ = write!(note, "; next attempt {}", format_rfc3339(at));
-            }
-        } else if let Some(act) = &m.last_action {
-            let _ = write!(note, "{} {}", act.action, format_rfc3339(act.at));
-        }
-        let _ = writeln!(
-            out,
-            "{:<24} {:<14} {:>8}  {:<19}  {:<12}  {}",
-            m.name,
-            m.state,
-            m.restart_count.map_or("-".into(), |n| n.to_string()),
-            short(m.desired_digest.as_ref().map(|d| d.as_str()), 19),
-            short(m.container_id.as_deref(), 12),
-            note.trim_end_matches("; ")
-        );
-    }
-    out
+    show(&c, "/v1/status", json).await
 }
 
 async fn events(c: Client, mut since: u64, follow: bool) -> Result<ExitCode, ClientError> {
@@ -863,11 +706,11 @@ async fn events(c: Client, mut since: u64, follow: bool) -> Result<ExitCode, Cli
         if a.status != 200 {
             return Ok(report(&a, String::new));
         }
-        let page: EventsView = a.view("GET /v1/events")?;
-        for e in &page.events {
-            println!("{}", event_line(e));
+        let page = Fields::of("GET /v1/events", &a.body);
+        for e in page.list("events")? {
+            println!("{}", event_line(&e)?);
         }
-        since = page.next;
+        since = page.u64("next")?;
         if !follow {
             return Ok(ExitCode::SUCCESS);
         }
@@ -876,17 +719,15 @@ async fn events(c: Client, mut since: u64, follow: bool) -> Result<ExitCode, Cli
 }
 
 /// What `stead events` prints for an event.
-fn event_line(e: &crate::store::Event) -> String {
-    // The kind as the API words it.
-    let kind = serde_json::to_value(e.kind).unwrap_or_default();
-    format!(
+fn event_line(e: &Fields) -> Result<String, ClientError> {
+    Ok(format!(
         "{:>6} {} {:<24} {:<10} {}",
-        e.seq,
-        format_rfc3339(e.at),
-        e.module.as_deref().unwrap_or("-"),
-        kind.as_str().unwrap_or_default(),
-        e.detail
-    )
+        e.u64("seq")?,
+        format_rfc3339(e.u64("at")?),
+        e.opt_str("module")?.unwrap_or("-"),
+        e.str("kind")?,
+        e.str("detail")?
+    ))
 }
 
 async fn reload(
@@ -901,7 +742,7 @@ async fn reload(
     if a.status != 202 {
         return Ok(report(&a, String::new));
     }
-    let id = a.view::<FiledView>("POST /v1/reloads")?.id;
+    let id = Fields::of("POST /v1/reloads", &a.body).u64("id")?;
     println!("reload {id} requested");
     if !wait {
         return Ok(ExitCode::SUCCESS);
@@ -914,20 +755,22 @@ async fn reload(
         if a.status != 200 {
             return Ok(report(&a, String::new));
         }
-        let r: Request = a.view(&format!("GET /v1/reloads/{id}"))?;
-        for l in r.log.iter().skip(printed) {
-            println!("{} {}", format_rfc3339(l.at), l.text);
+        let endpoint = format!("GET /v1/reloads/{id}");
+        let r = Fields::of(&endpoint, &a.body);
+        let log = r.list("log")?;
+        for l in log.iter().skip(printed) {
+            println!("{} {}", format_rfc3339(l.u64("at")?), l.str("text")?);
         }
-        printed = printed.max(r.log.len());
-        let failure = r.failure().unwrap_or("");
-        match r.status() {
-            Status::Done => return Ok(ExitCode::SUCCESS),
-            Status::Failed => {
+        printed = printed.max(log.len());
+        let failure = r.opt_str("failure")?.unwrap_or("");
+        match r.str("status")? {
+            "done" => return Ok(ExitCode::SUCCESS),
+            "failed" => {
                 eprintln!("stead: reload {id} failed: {failure}");
                 return Ok(ExitCode::from(EXIT_REFUSED));
             }
             // Retried by the agent with backoff; the caller is told now.
-            Status::Faulted => {
+            "faulted" => {
                 eprintln!(
                     "stead: reload {id} faulted (the agent retries it with backoff): {failure}"
                 );
@@ -950,8 +793,9 @@ async fn cancel_reload(c: Client, id: u64) -> Result<ExitCode, ClientError> {
         .request(Method::DELETE, &format!("/v1/reloads/{id}?by={who}"), None)
         .await?;
     let failure = if (200..300).contains(&a.status) {
-        a.view::<Request>(&format!("DELETE /v1/reloads/{id}"))?
-            .failure()
+        let endpoint = format!("DELETE /v1/reloads/{id}");
+        Fields::of(&endpoint, &a.body)
+            .opt_str("failure")?
             .map(str::to_string)
     } else {
         None
@@ -964,11 +808,14 @@ async fn cancel_reload(c: Client, id: u64) -> Result<ExitCode, ClientError> {
 async fn reloads(c: Client, follow: bool) -> Result<ExitCode, ClientError> {
     let mut last = String::new();
     loop {
-        let a = c.request(Method::GET, "/v1/reloads", None).await?;
+        let a = c.text("/v1/reloads").await?;
         if a.status != 200 {
             return Ok(report(&a, String::new));
         }
-        let out = reloads_text(&a.view::<ReloadsView>("GET /v1/reloads")?);
+        let out = match &a.text {
+            Some(t) => t.clone(),
+            None => serde_json::to_string_pretty(&a.body).unwrap_or_default() + "\n",
+        };
         if out != last {
             print!("{out}");
             if follow {
@@ -983,34 +830,6 @@ async fn reloads(c: Client, follow: bool) -> Result<ExitCode, ClientError> {
     }
 }
 
-/// What `stead reloads` prints: a line per request.
-fn reloads_text(v: &ReloadsView) -> String {
-    let mut out = String::new();
-    for r in &v.reloads {
-        let items: Vec<String> = r
-            .items
-            .iter()
-            .map(|i| {
-                format!(
-                    "{}: {}",
-                    i.module,
-                    i.failure.as_deref().unwrap_or(&i.decision)
-                )
-            })
-            .collect();
-        out.push_str(&format!(
-            "{:>4} {} {:<10} {:<24} {} — {}\n",
-            r.id,
-            format_rfc3339(r.requested_at),
-            r.status().as_str(),
-            r.module.as_deref().unwrap_or("(every module)"),
-            r.reason,
-            items.join("; ")
-        ));
-    }
-    out
-}
-
 fn agent_node<C: crate::agent::Connect>(a: &Agent<C>) -> String {
     a.node_id().to_string()
 }
@@ -1018,79 +837,41 @@ fn agent_node<C: crate::agent::Connect>(a: &Agent<C>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::views::{ModuleView, NodeView, fixtures};
 
-    fn view(plane: Option<crate::plane::sync::PlaneStatus>) -> StatusView {
-        let [n, _] = fixtures::nodes();
-        let h = plane.map(|p| crate::api::PlaneHandle {
-            status: std::sync::Arc::new(std::sync::Mutex::new(p)),
-            nudge: tokio::sync::mpsc::channel(1).0,
-        });
-        StatusView {
-            agent: Some(fixtures::agent_status()),
-            modules: fixtures::board().values().map(ModuleView::from).collect(),
-            node: NodeView::new("edge-1", &n, std::time::Duration::from_secs(30)),
-            plane: crate::api::plane::plane_view(h.as_ref()),
-        }
-    }
-
-    #[test]
-    fn the_status_table_prints_every_field_it_reads() {
-        let [full, bare] = crate::plane::fixtures::planes();
-        let got = status_text(&view(Some(full)));
-        let want = "\
-node edge-1  engine waiting since 1970-01-01T00:01:40Z (gone)  last pass 1970-01-01T00:03:20Z (1500 ms)
-stead 0.7.1 (candidate)  previous 0.6.0  candidate 0.7.1 (started 2 times)  update 4 to 0.7.1: confirming  given up: 0.7.0 (started 3 times and never confirmed)
-plane revision 9 (still run, but no longer the floor: no key trusted now signed it)  last contact 2023-11-14T22:16:40Z; refused revision 8: rollback; HTTP 503; clock behind
-  group eu revision 4; rollout waiting until 2023-11-14T23:13:20Z (its turn), running revision 3
-  group cameras revision 2; rollout taken (canary); group cameras: no document at http://plane/groups/cameras/desired.json (HTTP 404)
-disk pressure  /var/lib/docker (images, store) 2.0 GiB free of 16.0 GiB; logs at most 30.0 MiB
-MODULE                   STATE          RESTARTS  DIGEST               CONTAINER     NOTE
-db                       pending               -  -                    -             
-web                      crash-looping         4  sha256:b60b935389f7  c0ffee        env moved; it keeps restarting; next attempt 2023-11-14T22:28:20Z
-";
-        assert_eq!(got, want);
-        let bare = status_text(&view(Some(bare)));
-        assert!(
-            bare.contains("plane no document yet  last contact never\n"),
-            "{bare}"
-        );
-        assert!(!status_text(&view(None)).contains("plane "));
-    }
-
-    #[test]
-    fn a_module_without_an_error_shows_its_last_action() {
-        let mut v = view(None);
-        v.modules[1].last_error = None;
-        v.modules[1].inputs_differ.clear();
-        let got = status_text(&v);
-        assert!(got.contains("  recreated 2023-11-14T22:14:10Z\n"), "{got}");
+    fn fields(json: &str) -> serde_json::Value {
+        serde_json::from_str(json).unwrap()
     }
 
     #[test]
     fn sync_says_what_the_poll_did() {
-        let refused = OutcomeView::Refused {
-            class: crate::plane::RefusalClass::Rollback,
-            detail: "older".into(),
-            revision: Some(2),
-        };
-        assert_eq!(sync_line(&refused), "refused (rollback): older");
-        assert_eq!(
-            sync_line(&OutcomeView::Adopted { revision: 3 }),
-            "adopted revision 3"
-        );
+        // (the answer, what `stead sync` prints)
+        #[rustfmt::skip]
+        let cases = [
+            (r#"{"outcome":"refused","class":"rollback","detail":"older","revision":2}"#, "refused (rollback): older"),
+            (r#"{"outcome":"adopted","revision":3}"#, "adopted revision 3"),
+            (r#"{"outcome":"same","revision":3}"#, "revision 3 held: the same document"),
+            (r#"{"outcome":"not-modified"}"#, "not modified: the document held is the plane's"),
+            (r#"{"outcome":"failed","error":"HTTP 503","retry_after_secs":null}"#, "failed: HTTP 503"),
+            (r#"{"outcome":"under-way"}"#, "a poll is under way; see stead status"),
+        ];
+        for (json, want) in cases {
+            let v = fields(json);
+            assert_eq!(sync_line(&Fields::of("s", &v)).unwrap(), want, "{json}");
+        }
     }
 
     #[test]
-    fn reloads_and_events_print_from_their_fields() {
-        let (_, mut requests) = fixtures::reloads();
-        requests[0].written_by = 0;
-        let v = ReloadsView { reloads: requests };
-        let back: ReloadsView = serde_json::from_value(serde_json::to_value(&v).unwrap()).unwrap();
-        assert_eq!(back, v);
+    fn the_lines_are_read_from_the_views_the_agent_writes() {
+        // The JSON the agent writes, read by the fields the CLI prints.
+        let refused = crate::views::OutcomeView::Refused {
+            class: crate::plane::RefusalClass::Rollback,
+            detail: "older".into(),
+            revision: None,
+        };
+        let v = serde_json::to_value(&refused).unwrap();
         assert_eq!(
-            reloads_text(&v),
-            "   5 2023-11-14T22:13:30Z failed     web                      why — web: \n"
+            sync_line(&Fields::of("s", &v)).unwrap(),
+            "refused (rollback): older"
         );
         let e = crate::store::Event {
             seq: 7,
@@ -1099,24 +880,101 @@ web                      crash-looping         4  sha256:b60b935389f7  c0ffee   
             kind: crate::store::EventKind::Created,
             detail: "made".into(),
         };
+        let v = serde_json::to_value(&e).unwrap();
         assert_eq!(
-            event_line(&e),
+            event_line(&Fields::of("e", &v)).unwrap(),
             "     7 1970-01-01T00:01:00Z -                        created    made"
+        );
+        let pruned = crate::model::disk::Pruned {
+            dry_run: true,
+            trigger: "asked".into(),
+            reclaimed_bytes: 0,
+            removed: vec![crate::model::disk::ImageLine {
+                id: "sha256:0123456789abcdef".into(),
+                names: vec!["busybox:1".into()],
+                size_bytes: 2048,
+                why: "not used".into(),
+            }],
+            failed: vec![],
+            kept: vec![],
+        };
+        let v = serde_json::to_value(&pruned).unwrap();
+        assert_eq!(
+            prune_text(&Fields::of("p", &v)).unwrap(),
+            "would remove busybox:1                                0123456789ab     2.0 KiB  not used\nwould reclaim 1 image(s), 2.0 KiB\n"
         );
     }
 
     #[test]
-    fn a_missing_field_names_the_endpoint_and_the_field() {
-        let mut body = serde_json::to_value(view(None)).unwrap();
-        body["node"].as_object_mut().unwrap().remove("id");
-        let a = Answer { status: 200, body };
-        let e = a
-            .view::<StatusView>("GET /v1/status")
-            .unwrap_err()
-            .to_string();
+    fn a_followed_update_prints_its_new_lines_and_ends_with_its_state() {
+        use crate::views::agent::{AgentUpdateView, LogLine};
+        let update = |state: &str, lines: u64| AgentUpdateView {
+            attempt: 0,
+            downgrade: false,
+            failure: (state == "failed").then(|| "no".to_string()),
+            finished_at: None,
+            from: "0.6.0".into(),
+            id: 4,
+            landed: false,
+            log: (0..lines)
+                .map(|i| LogLine {
+                    at: i,
+                    line: format!("step {i}"),
+                })
+                .collect(),
+            requested_at: 0,
+            requested_by: "cli".into(),
+            restart_requested_at: None,
+            state: state.into(),
+            version: "0.7.0".into(),
+        };
+        let agent = |u: AgentUpdateView| serde_json::json!({ "updates": [u] });
+        let mut printed = 0;
+        // (the update as the agent shows it, the exit code it ends with)
+        let cases = [
+            (update("landing", 2), None),
+            (update("confirming", 3), None),
+            (update("done", 4), Some(ExitCode::SUCCESS)),
+            (update("failed", 4), Some(ExitCode::from(EXIT_REFUSED))),
+            (update("faulted", 4), Some(ExitCode::from(EXIT_FAULTED))),
+        ];
+        for (u, want) in cases {
+            let state = u.state.clone();
+            let got = update_progress(&agent(u), 4, &mut printed).unwrap();
+            assert_eq!(got, want, "{state}");
+        }
+        assert_eq!(printed, 4, "each line printed once");
+        // Another update's id: not this one's end.
+        assert_eq!(
+            update_progress(&agent(update("done", 1)), 5, &mut printed).unwrap(),
+            None
+        );
+        let e = update_progress(&serde_json::json!({}), 4, &mut printed).unwrap_err();
         assert!(
-            e.contains("GET /v1/status") && e.contains("missing field `id`"),
+            e.to_string()
+                .contains("GET /v1/agent: updates is not an array"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_missing_or_mistyped_field_names_the_endpoint_and_the_field() {
+        // (the answer, the error)
+        #[rustfmt::skip]
+        let cases = [
+            (r#"{"outcome":"adopted"}"#, "POST /v1/plane/sync: revision is not a whole number"),
+            (r#"{"outcome":"adopted","revision":"3"}"#, "POST /v1/plane/sync: revision is not a whole number"),
+            (r#"{"revision":3}"#, "POST /v1/plane/sync: outcome is not a string"),
+            (r#"{"outcome":"refused","class":null,"detail":"x"}"#, "POST /v1/plane/sync: class is not a string"),
+        ];
+        for (json, want) in cases {
+            let v = fields(json);
+            let e = sync_line(&Fields::of("POST /v1/plane/sync", &v)).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!("unreadable answer from the agent: {want}"),
+                "{json}"
+            );
+        }
     }
 }

@@ -5,9 +5,12 @@
 //! serialises them (`GET /v1/status` and `/v1/modules/{name}`,
 //! `GET /v1/plane`, `POST /v1/plane/sync`, the event log and the reload
 //! requests, the report PUT to the plane),
-//! the CLI deserialises them and prints from their fields, so a renamed
-//! key is a compile error or a parse error naming the endpoint, never a
-//! `?` on the screen. The report shares the views of the facts it carries
+//! and writes the text a person reads of them ([`text`], for the CLI and
+//! `Accept: text/plain`), so a renamed field is a compile error, never a
+//! `?` on the screen. The device's CLI reads back only the few fields it
+//! acts on, from the JSON value (`cli::client::Fields`): a view read with
+//! serde is code of its own in a binary whose size is budgeted. The
+//! operator's tool reads the report's views whole. The report shares the views of the facts it carries
 //! as the API does (quarantine, held document, refusal, conflicts).
 //!
 //! Fields are declared in alphabetical order: serialised directly, a view
@@ -40,6 +43,8 @@ pub mod agent {
         )
     }
 }
+
+pub mod text;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
