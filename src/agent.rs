@@ -887,6 +887,7 @@ impl<C: Connect> Agent<C> {
             self.reconciler.set_maintenance(rx);
             tx
         });
+        self.reconciler.allow_reboots(self.config.reboot_allowed);
         let (plane, _plane_tasks) = self
             .start_plane(agent, asks, images, ahead, maintenance)
             .await;
@@ -913,6 +914,7 @@ impl<C: Connect> Agent<C> {
             plane,
             prune: self.prune.clone(),
             lock_asks: self.lock_asks.clone(),
+            actions_waiting: self.reconciler.actions_waiting(),
             updater,
         });
         let _server = AbortOnDrop(tokio::spawn(api::serve(listener, api)));

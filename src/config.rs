@@ -108,6 +108,9 @@ pub struct Config {
     /// `labels`: what the device is, in the operator's words
     /// (`board = "rev-b"`): among its facts, for a group's `when`.
     pub labels: std::collections::BTreeMap<String, String>,
+    /// `[actions] reboot`: a signed document's `reboot` action may reboot
+    /// this device (through systemd); off unless said.
+    pub reboot_allowed: bool,
 }
 
 pub use crate::plane::config::PlaneConfig;
@@ -179,6 +182,12 @@ struct ClockDoc {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct ActionsDoc {
+    reboot: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct UpdateDoc {
     confirm_window: Option<String>,
     #[serde(default)]
@@ -243,6 +252,7 @@ struct ConfigDoc {
     site: Option<SiteDoc>,
     #[serde(default)]
     labels: std::collections::BTreeMap<String, String>,
+    actions: Option<ActionsDoc>,
 }
 
 /// The device's labels: at most [`crate::model::facts::MAX_LABELS`], each
@@ -581,6 +591,7 @@ impl Config {
             )?,
             keyed_digests: doc.keyed_digests,
             clock_step: doc.clock.as_ref().and_then(|c| c.step).unwrap_or(false),
+            reboot_allowed: doc.actions.as_ref().and_then(|a| a.reboot).unwrap_or(false),
             image_policy: image_policy(doc.image_policy, base)
                 .map_err(|(f, m)| invalid(&format!("image_policy{f}"), m))?,
             labels: labels(doc.labels).map_err(|m| invalid("labels", m))?,
@@ -1031,6 +1042,28 @@ mod tests {
             let e = Config::parse(text, Path::new("c.toml")).unwrap_err();
             assert!(e.to_string().contains("invalid type"), "{e}");
             assert!(!e.to_string().contains("3141592"), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn reboots_are_allowed_only_when_asked_and_bad_values_are_named() {
+        // (the config, whether a document may reboot the device, or the field at fault)
+        for (text, want) in [
+            ("", Ok(false)),
+            ("[actions]", Ok(false)),
+            ("[actions]\nreboot = true", Ok(true)),
+            ("[actions]\nreboot = false", Ok(false)),
+            ("[actions]\nreboot = \"yes\"", Err("actions.reboot")),
+            ("[actions]\nshell = true", Err("unknown field")),
+        ] {
+            let got = Config::parse(text, Path::new("c.toml"))
+                .map(|c| c.reboot_allowed)
+                .map_err(|e| e.to_string());
+            match (got, want) {
+                (Ok(g), Ok(w)) => assert_eq!(g, w, "{text}"),
+                (Err(e), Err(field)) => assert!(e.contains(field), "{text}: {e}"),
+                (got, want) => panic!("{text}: {got:?}, wanted {want:?}"),
+            }
         }
     }
 

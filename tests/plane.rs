@@ -7,6 +7,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::agent::Agent;
@@ -889,5 +890,155 @@ fn a_locked_module_waits_the_documents_max_and_then_as_it_says() {
     assert_eq!(
         serde_json::from_str::<J>(&locks).unwrap()["locks"],
         json!([])
+    );
+}
+
+/// `GET /v1/actions`, by id.
+fn actions_by_id(agent: &Agent) -> BTreeMap<String, J> {
+    let (code, body) = agent.get("/v1/actions");
+    assert_eq!(code, 200, "{body}");
+    let v: J = serde_json::from_str(&body).unwrap();
+    v["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["id"].as_str().unwrap().to_string(), a.clone()))
+        .collect()
+}
+
+#[test]
+fn signed_one_shot_actions_run_once_each_and_say_what_became_of_them() {
+    let key = SecretKey::generate().unwrap();
+    let plane = Plane::start();
+    let n = settled_node("plane-acts", &plane, &[&key]);
+    let m = n.module("web");
+    let in_an_hour = format_rfc3339(now() + 3600);
+    let act = |id: &str, kind: &str, module: Option<&str>| {
+        let mut a = json!({"id": id, "kind": kind, "expires": in_an_hour});
+        if let Some(m) = module {
+            a["module"] = json!(m);
+        }
+        a
+    };
+    let with_actions = |revision: u64, actions: Vec<J>, window: Option<&str>| {
+        let mut p = payload(&n, revision, vec![module(&m, "one")]);
+        p["actions"] = J::Array(actions);
+        if let Some(w) = window {
+            p["maintenance"] = json!({"windows": [w], "zone": "UTC"});
+        }
+        sign(&key, &p)
+    };
+    plane.publish(&n.id, &with_actions(1, vec![], None));
+    let agent = Agent::start(&n);
+    wait_v(&n, &m, "one");
+    let first = n.container_id(&m);
+    let view = |agent: &Agent| -> J {
+        serde_json::from_str(&agent.get(&format!("/v1/modules/{m}")).1).unwrap()
+    };
+    n.wait_for(60, "converged", || view(&agent)["state"] == "converged");
+
+    // A restart: the same container, started once more; an action for a
+    // module the device does not run fails; one past its expiry expires;
+    // a reboot this device's config does not allow fails, saying so.
+    let since = unix_now();
+    let mut expired = act("late", "restart", Some(&m));
+    expired["expires"] = json!(format_rfc3339(now() - 10));
+    let ghost = n.module("ghost");
+    let first_four = vec![
+        act("restart-1", "restart", Some(&m)),
+        act("ghost-1", "restart", Some(&ghost)),
+        expired,
+        act("boot-1", "reboot", None),
+    ];
+    plane.publish(&n.id, &with_actions(2, first_four.clone(), None));
+    n.wait_for(60, "the four actions to end", || {
+        let a = actions_by_id(&agent);
+        ["restart-1", "ghost-1", "late", "boot-1"].iter().all(|id| {
+            a.get(*id)
+                .is_some_and(|x| x["status"] != "begun" && x["status"] != "waiting")
+        })
+    });
+    let a = actions_by_id(&agent);
+    assert_eq!(a["restart-1"]["status"], "done", "{a:#?}");
+    assert!(
+        a["restart-1"]["result"]
+            .as_str()
+            .unwrap()
+            .starts_with("restarted container "),
+        "{a:#?}"
+    );
+    assert_eq!(a["ghost-1"]["status"], "failed", "{a:#?}");
+    assert_eq!(
+        a["ghost-1"]["result"],
+        format!("this device runs no module {ghost}")
+    );
+    assert_eq!(a["late"]["status"], "expired", "{a:#?}");
+    assert_eq!(a["boot-1"]["status"], "failed", "{a:#?}");
+    assert!(
+        a["boot-1"]["result"]
+            .as_str()
+            .unwrap()
+            .contains("[actions] reboot = true"),
+        "{a:#?}"
+    );
+    assert_eq!(n.container_id(&m), first, "a restart keeps its container");
+    let starts = |since: f64| {
+        n.events_since(&m, since)
+            .iter()
+            .filter(|e| *e == "start")
+            .count()
+    };
+    n.wait_for(10, "the restart's start event", || starts(since) == 1);
+    assert_eq!(n.creates_since(&m, since), 0);
+
+    // A recreate: a new container, once. The ids already run are carried
+    // on in the next revision and do not run again, nor after the agent
+    // restarts (their records are the store's).
+    let since = unix_now();
+    let mut five = first_four.clone();
+    five.push(act("recreate-1", "recreate", Some(&m)));
+    plane.publish(&n.id, &with_actions(3, five.clone(), None));
+    n.wait_for(60, "the recreate", || {
+        actions_by_id(&agent)
+            .get("recreate-1")
+            .is_some_and(|x| x["status"] == "done")
+    });
+    let second = n.container_id(&m);
+    assert_ne!(second, first);
+    drop(agent);
+    let agent = Agent::start(&n);
+    n.wait_for(60, "converged again", || {
+        view(&agent)["state"] == "converged"
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(n.container_id(&m), second);
+    assert_eq!(
+        n.creates_since(&m, since),
+        1,
+        "{:?}",
+        n.events_since(&m, since)
+    );
+    assert_eq!(starts(since), 1, "{:?}", n.events_since(&m, since));
+
+    // Outside the maintenance window a restart waits, and says for what.
+    let since = unix_now();
+    let closed = utc_window(2 * 3600, 3 * 3600);
+    let mut six = five;
+    six.push(act("restart-2", "restart", Some(&m)));
+    plane.publish(&n.id, &with_actions(4, six, Some(&closed)));
+    n.wait_for(60, "the restart to wait", || {
+        actions_by_id(&agent).get("restart-2").is_some_and(|x| {
+            x["status"] == "waiting"
+                && x["waiting"]
+                    .as_str()
+                    .is_some_and(|w| w.contains("waits for the maintenance window"))
+        })
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(starts(since), 0, "{:?}", n.events_since(&m, since));
+    let (_, events) = agent.get("/v1/events?limit=1000");
+    assert!(
+        events.contains("action restart-1 (restart): done"),
+        "{events}"
     );
 }

@@ -81,6 +81,9 @@ pub struct ApiState {
     /// Asks to take update locks, for the loop to take before its next
     /// pass (it alone asks the engine which container runs).
     pub lock_asks: LockAsks,
+    /// What each one-shot action in force and not over waits for, by id
+    /// (the pass says it).
+    pub actions_waiting: Arc<Mutex<BTreeMap<String, String>>>,
     /// Updates of stead itself.
     pub updater: Arc<crate::update::executor::Updater>,
 }
@@ -328,6 +331,7 @@ async fn route(state: &ApiState, req: Request<Incoming>) -> Result<Resp, ApiErro
             state.wake.notify_one();
             Ok(json_response(StatusCode::OK, &json!({ "released": held })))
         }
+        (["v1", "actions"], &Method::GET) => actions(state).await,
         (["v1", "locks"], &Method::GET) => {
             let locks = state.store.blocking(|s| s.locks()).await?;
             let view: Vec<J> = locks.iter().map(lock_view).collect();
@@ -336,7 +340,7 @@ async fn route(state: &ApiState, req: Request<Incoming>) -> Result<Resp, ApiErro
         (["v1", "plane"], _)
         | (["v1", "plane", "sync"], _)
         | (["v1", "images", "prune"], _)
-        | (["v1", "locks"], _)
+        | (["v1", "locks" | "actions"], _)
         | (["v1", "modules", _, "lock"], _) => Err(ApiError::MethodNotAllowed),
         (["healthz" | "readyz" | "metrics"], _)
         | (["v1", "reloads"], _)
@@ -396,6 +400,39 @@ async fn read_body(req: Request<Incoming>) -> Result<Bytes, ApiError> {
 
 fn module_name(s: &str) -> Result<ModuleName, ApiError> {
     ModuleName::try_from(s).map_err(|e| ApiError::BadRequest(e.0))
+}
+
+/// `GET /v1/actions`: every one-shot action this device keeps a record
+/// of (begun, done, failed, expired: what it did or why not), and each
+/// in force not begun with what it waits for. An upload's URL is never
+/// shown.
+async fn actions(state: &ApiState) -> Result<Resp, ApiError> {
+    let records = state.store.blocking(|s| s.actions()).await?;
+    let mut waiting = state
+        .actions_waiting
+        .lock()
+        .expect("actions waiting")
+        .clone();
+    let mut out: Vec<J> = records
+        .iter()
+        .map(|r| {
+            json!({
+                "id": r.id,
+                "kind": r.kind.as_str(),
+                "module": r.module.as_ref().map(|m| m.as_str()),
+                "status": r.status.as_str(),
+                "at": r.at,
+                "result": r.result,
+                "waiting": waiting.remove(&r.id),
+            })
+        })
+        .collect();
+    out.extend(
+        waiting
+            .into_iter()
+            .map(|(id, why)| json!({ "id": id, "status": "waiting", "waiting": why })),
+    );
+    Ok(json_response(StatusCode::OK, &json!({ "actions": out })))
 }
 
 /// A lock as the API shows it.

@@ -1631,6 +1631,11 @@ impl Composition {
                     .map(|p| ("node".to_string(), p))
                     .into_iter()
                     .collect(),
+                actions: d
+                    .actions
+                    .into_iter()
+                    .map(|a| ("node".to_string(), a))
+                    .collect(),
             },
         }
     }

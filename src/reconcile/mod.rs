@@ -42,6 +42,7 @@ use crate::status::lives::LifeBook;
 use crate::status::metrics::Metrics;
 use crate::store::{EventKind, Store, StoreError};
 
+pub mod actions;
 pub mod check;
 pub mod collect;
 pub mod execute;
@@ -143,6 +144,10 @@ pub struct Reconciler {
     wake: Option<u64>,
     /// Update locks asked through the API, taken at the next pass.
     lock_asks: Vec<locks::LockAsk>,
+    /// Whether a document may reboot this device (`[actions] reboot`).
+    reboot_allowed: bool,
+    /// What each action in force and not over waits for.
+    actions_waiting: actions::Waiting,
     /// The device's time zone (`/etc/localtime`), for windows in local
     /// time: read again a minute after it was.
     zone: Option<(Instant, Arc<crate::model::maintenance::Zone>)>,
@@ -208,6 +213,8 @@ impl Reconciler {
             maintenance: None,
             wake: None,
             lock_asks: Vec::new(),
+            reboot_allowed: false,
+            actions_waiting: Default::default(),
             zone: None,
             made: resolve::Made::default(),
             lost: BTreeSet::new(),
@@ -981,12 +988,14 @@ impl Reconciler {
             }
         }
 
-        // Maintenance windows: outside them no container is recreated.
-        // Judged only when there is a recreate to hold (a quiet pass reads
-        // no zone and computes no window).
-        if steps
-            .iter()
-            .any(|s| matches!(s, plan::Step::Recreate { .. }))
+        // One-shot actions: a restart or a recreate the documents ask is
+        // its module's step, and waits as any other.
+        let asked = self.ask_actions(engine, store, &mut steps).await?;
+
+        // Maintenance windows: outside them no container is recreated or
+        // restarted. Judged only when there is one to hold (a quiet pass
+        // reads no zone and computes no window).
+        if steps.iter().any(plan::Step::disrupts)
             && let Err(why) = self.door()
         {
             plan::defer(&mut steps, |_| Some(why.clone()));
@@ -1028,13 +1037,15 @@ impl Reconciler {
             .await;
         }
         let locks = self.standing_locks(engine, store, &lock_wants).await?;
-        if !locks.is_empty()
-            && steps
-                .iter()
-                .any(|s| matches!(s, plan::Step::Recreate { .. }))
-        {
+        if !locks.is_empty() && steps.iter().any(plan::Step::disrupts) {
             self.hold_for_locks(store, &locks, &mut steps).await?;
         }
+        // The actions whose steps go on are stored begun before they act.
+        let begun = if asked.is_empty() {
+            Vec::new()
+        } else {
+            self.begin_actions(store, &steps, asked).await?
+        };
 
         // Retry policy: acting again toward a target already tried is held
         // back; a new target is acted on at once.
@@ -1046,6 +1057,9 @@ impl Reconciler {
                 .await?,
         );
         crate::model::sort::sort_by(&mut modules, |a, b| a.module.cmp(&b.module));
+        if !begun.is_empty() {
+            self.end_actions(store, begun, &modules).await?;
+        }
         let reloaded = self
             .deliver_live(engine, store, &resolved, &observed, &modules)
             .await?;
@@ -1098,6 +1112,8 @@ impl Reconciler {
                 .images_removed(out.removed.len(), out.reclaimed_bytes, false);
         }
         self.metrics.disks(self.steward.disks());
+        // A reboot the documents ask, once all else of the pass is done.
+        self.reboot_if_asked(store, &locks).await?;
         let duration = started.elapsed();
         self.metrics.pass_done(duration);
         // Up-times are read to the second: a little past the window, and

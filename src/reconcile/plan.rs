@@ -252,6 +252,12 @@ pub enum Step {
 }
 
 impl Step {
+    /// Whether it stops what runs (a recreate, a restart): it waits for
+    /// the maintenance windows and the update locks ([`defer`]).
+    pub fn disrupts(&self) -> bool {
+        matches!(self, Step::Recreate { .. } | Step::Restart { .. })
+    }
+
     /// The module it acts on, when it names one.
     pub fn module(&self) -> Option<&str> {
         match self {
@@ -456,18 +462,23 @@ pub fn plan<'a, T: Runs + 'a>(
 /// wanted, or of a leftover; a promotion finishes a recreate begun).
 pub fn defer(steps: &mut Plan, mut why: impl FnMut(&ModuleName) -> Option<String>) {
     for step in steps.iter_mut() {
-        if let Step::Recreate {
-            module,
-            container,
-            moved,
-            ..
-        } = step
-            && let Some(why) = why(module)
-        {
+        let (module, container, moved) = match step {
+            Step::Recreate {
+                module,
+                container,
+                moved,
+                ..
+            } => (module, container, std::mem::take(moved)),
+            Step::Restart {
+                module, container, ..
+            } => (module, container, Vec::new()),
+            _ => continue,
+        };
+        if let Some(why) = why(module) {
             *step = Step::Defer {
                 module: module.clone(),
                 container: container.clone(),
-                moved: std::mem::take(moved),
+                moved,
                 why,
             };
         }

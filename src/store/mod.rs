@@ -27,6 +27,7 @@ use crate::model::names::{Digest, InputName, ModuleName, SettingKey};
 use crate::model::spec::ContainerSpec;
 use crate::model::value::Value;
 
+pub mod actions;
 pub mod agent_updates;
 pub mod clock;
 mod containers;

@@ -476,6 +476,71 @@ pub fn due(a: &Action, record: Option<&Record>, now: u64) -> Due {
     }
 }
 
+/// What shows whether an action acted, as its record keeps it (`before`)
+/// and as the device reads it now: a restart's container and when it last
+/// started, a recreate's container, a reboot's boot. Empty for the kinds
+/// the evidence does not judge (an upload is sent again).
+pub fn evidence(kind: Kind, container: Option<(&str, i64)>, boot: &str) -> String {
+    match (kind, container) {
+        (Kind::Restart, Some((c, started))) => format!("container={c} started={started}"),
+        (Kind::Recreate, Some((c, _))) => format!("container={c}"),
+        (Kind::Reboot, _) => format!("boot={boot}"),
+        _ => String::new(),
+    }
+}
+
+/// What the device does next of an action it acts on itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Nothing: it is over.
+    Nothing,
+    /// Not yet: at this time.
+    Later(u64),
+    /// It expires, never begun.
+    Expire,
+    /// It cannot act now (why): its module has no container that runs as
+    /// it should, or this pass changes it anyway.
+    Wait(String),
+    /// It acts (again, when begun: its evidence shows it had not).
+    Act,
+    /// Begun, and its evidence shows it acted: it is done (what it did).
+    Finish(String),
+}
+
+/// What is next of action `a` at `now`, with its record, and what shows
+/// now (`here`: [`evidence`] of what runs; `None` when the module has no
+/// container to act on as the pass found it).
+pub fn next(a: &Action, record: Option<&Record>, now: u64, here: Option<&str>) -> Next {
+    match due(a, record, now) {
+        Due::Over => Next::Nothing,
+        Due::Expires => Next::Expire,
+        Due::Later(t) => Next::Later(t),
+        Due::Resume => match (record, here) {
+            (Some(r), Some(h)) if !r.before.is_empty() && r.before != h => {
+                Next::Finish(format!("{} (found done: {})", a.kind.as_str(), h))
+            }
+            (_, Some(_)) => Next::Act,
+            // Begun, and its container is being changed or gone: that
+            // change is what it asked, or more.
+            (_, None) if a.kind == Kind::Recreate => {
+                Next::Finish("recreate (found done: its container was replaced)".into())
+            }
+            (_, None) => Next::Wait(waits(a)),
+        },
+        Due::Now => match here {
+            Some(_) => Next::Act,
+            None => Next::Wait(waits(a)),
+        },
+    }
+}
+
+fn waits(a: &Action) -> String {
+    match &a.module {
+        Some(m) => format!("waits for {m} to run as it should, with nothing else to do"),
+        None => "waits".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -662,5 +727,110 @@ mod tests {
         ] {
             assert_eq!(Record::from_text(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn what_is_next_of_an_action_the_device_acts_on() {
+        let a = |kind: Kind| Action {
+            id: "a1".into(),
+            kind,
+            module: Some(ModuleName::try_from("web").unwrap()),
+            not_before: Some(100),
+            expires: 1_000,
+            upload_to: None,
+            since: None,
+            until: None,
+        };
+        let restart = a(Kind::Restart);
+        let recreate = a(Kind::Recreate);
+        let reboot = Action {
+            module: None,
+            ..a(Kind::Reboot)
+        };
+        let begun = |x: &Action, before: &str| Record::begin(x, before.into(), 150);
+        let mut done = begun(&restart, "container=c started=1");
+        done.finish("restarted".into(), 160).unwrap();
+        let r1 = evidence(Kind::Restart, Some(("c", 1)), "b");
+        let r2 = evidence(Kind::Restart, Some(("c", 2)), "b");
+        let c1 = evidence(Kind::Recreate, Some(("c", 1)), "b");
+        let c2 = evidence(Kind::Recreate, Some(("d", 1)), "b");
+        let b1 = evidence(Kind::Reboot, None, "boot-1");
+        let b2 = evidence(Kind::Reboot, None, "boot-2");
+        let waits = Next::Wait("waits for web to run as it should, with nothing else to do".into());
+        // (the action, its record, now, what shows now, what is next)
+        #[rustfmt::skip]
+        type Case<'a> = (&'a Action, Option<Record>, u64, Option<&'a str>, Next);
+        let cases: Vec<Case> = vec![
+            (&restart, None, 50, Some(&r1), Next::Later(100)),
+            (&restart, None, 100, Some(&r1), Next::Act),
+            (&restart, None, 100, None, waits.clone()),
+            (&restart, None, 1_000, Some(&r1), Next::Expire),
+            (&restart, Some(done.clone()), 200, Some(&r2), Next::Nothing),
+            // Begun and not acted (a cut before the engine was asked): again.
+            (
+                &restart,
+                Some(begun(&restart, &r1)),
+                200,
+                Some(&r1),
+                Next::Act,
+            ),
+            // Begun and acted (a cut before it was stored done): done, once.
+            (
+                &restart,
+                Some(begun(&restart, &r1)),
+                200,
+                Some(&r2),
+                Next::Finish("restart (found done: container=c started=2)".into()),
+            ),
+            // Begun is finished whatever the time: past its expiry too.
+            (
+                &restart,
+                Some(begun(&restart, &r1)),
+                5_000,
+                Some(&r1),
+                Next::Act,
+            ),
+            (&restart, Some(begun(&restart, &r1)), 200, None, waits),
+            (
+                &recreate,
+                Some(begun(&recreate, &c1)),
+                200,
+                Some(&c1),
+                Next::Act,
+            ),
+            (
+                &recreate,
+                Some(begun(&recreate, &c1)),
+                200,
+                Some(&c2),
+                Next::Finish("recreate (found done: container=d)".into()),
+            ),
+            (
+                &recreate,
+                Some(begun(&recreate, &c1)),
+                200,
+                None,
+                Next::Finish("recreate (found done: its container was replaced)".into()),
+            ),
+            (&reboot, None, 200, Some(&b1), Next::Act),
+            (
+                &reboot,
+                Some(begun(&reboot, &b1)),
+                200,
+                Some(&b1),
+                Next::Act,
+            ),
+            (
+                &reboot,
+                Some(begun(&reboot, &b1)),
+                200,
+                Some(&b2),
+                Next::Finish("reboot (found done: boot=boot-2)".into()),
+            ),
+        ];
+        for (i, (action, record, now, here, want)) in cases.into_iter().enumerate() {
+            assert_eq!(next(action, record.as_ref(), now, here), want, "case {i}");
+        }
+        assert_eq!(evidence(Kind::UploadLogs, Some(("c", 1)), "b"), "");
     }
 }

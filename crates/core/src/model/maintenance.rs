@@ -537,14 +537,17 @@ impl Windows {
 }
 
 /// What the documents in force say of disrupting what runs, each with who
-/// set it (`node`, `group g`): their maintenance windows, and how long a
-/// recreate waits for an update lock (`locks`).
+/// set it (`node`, `group g`): their maintenance windows, how long a
+/// recreate waits for an update lock (`locks`), and the one-shot actions
+/// they ask (`actions`, the node document's first).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Disruption {
     /// The maintenance windows.
     pub windows: Vec<(String, Windows)>,
     /// The update locks' policies.
     pub locks: Vec<(String, crate::model::lock::Policy)>,
+    /// The one-shot actions.
+    pub actions: Vec<(String, crate::model::action::Action)>,
 }
 
 /// What the documents say of disruption; `None` until they are read.

@@ -121,6 +121,8 @@ pub struct Desired {
     /// How long a recreate waits for an update lock, and then what
     /// (`locks`); without it, the groups' say, or no limit.
     pub locks: Option<crate::model::lock::Policy>,
+    /// One-shot actions asked of the node (`actions`): each id runs once.
+    pub actions: Vec<crate::model::action::Action>,
 }
 
 /// The version of stead itself a document asks for: where its signed
@@ -204,6 +206,8 @@ struct DesiredDoc {
     maintenance: Option<serde_json::Value>,
     #[serde(default)]
     locks: Option<serde_json::Value>,
+    #[serde(default)]
+    actions: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -267,6 +271,7 @@ impl Desired {
         let images = check_images(doc.images)?;
         let maintenance = check_maintenance(doc.maintenance.as_ref())?;
         let locks = check_locks(doc.locks.as_ref())?;
+        let actions = check_actions(doc.actions.as_ref())?;
         Ok(Desired {
             node,
             revision: doc.revision,
@@ -282,7 +287,21 @@ impl Desired {
             images,
             maintenance,
             locks,
+            actions,
         })
+    }
+}
+
+/// A document's one-shot actions (`actions`), a fault named by its field
+/// (`actions[1].kind`); an upload's URL is checked as a report's (an
+/// absolute http or https URL, no user in it) and never shown.
+pub(crate) fn check_actions(
+    v: Option<&serde_json::Value>,
+) -> Result<Vec<crate::model::action::Action>, DocumentError> {
+    match v {
+        None | Some(serde_json::Value::Null) => Ok(Vec::new()),
+        Some(v) => crate::model::action::Action::parse_list(v, check_report_url)
+            .map_err(|(field, e)| DocumentError::new(field, e)),
     }
 }
 
@@ -729,6 +748,33 @@ mod tests {
             })
         );
         assert_eq!(parse(&doc()).unwrap().agent, None);
+    }
+
+    #[test]
+    fn a_node_documents_actions_are_read_or_refused_naming_their_field() {
+        let act = json!({"id": "r1", "kind": "restart", "module": "web", "expires": "2030-01-01T00:00:00Z"});
+        let d = parse(&with(|v| v["actions"] = json!([act.clone()]))).unwrap();
+        assert_eq!(d.actions.len(), 1);
+        assert_eq!(d.actions[0].id, "r1");
+        assert_eq!(parse(&doc()).unwrap().actions, vec![]);
+        // (the actions, the field the refusal names)
+        let secret = "https://bucket.example/b?X-Amz-Signature=0123456789";
+        #[rustfmt::skip]
+        let cases = [
+            (json!({"a": 1}), "actions"),
+            (json!([act.clone(), act.clone()]), "actions[1].id"),
+            (json!([{"id": "x", "kind": "shell", "expires": "2030-01-01T00:00:00Z"}]), "actions[0].kind"),
+            (json!([{"id": "x", "kind": "support-bundle", "expires": "2030-01-01T00:00:00Z", "upload_to": "ftp://h/x?sig=1"}]), "actions[0].upload_to"),
+            (json!([{"id": "x", "kind": "restart", "expires": "2030-01-01T00:00:00Z"}]), "actions[0].module"),
+        ];
+        for (actions, field) in cases {
+            let e = parse(&with(|v| v["actions"] = actions.clone())).unwrap_err();
+            assert_eq!(e.field, field, "{actions}: {e}");
+            assert!(!e.to_string().contains("sig=1"), "{e}");
+        }
+        let ok = json!([{"id": "b", "kind": "support-bundle", "expires": "2030-01-01T00:00:00Z", "upload_to": secret}]);
+        let d = parse(&with(|v| v["actions"] = ok.clone())).unwrap();
+        assert_eq!(d.actions[0].upload_to.as_deref(), Some(secret));
     }
 
     #[test]

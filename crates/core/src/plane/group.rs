@@ -71,6 +71,8 @@ pub struct GroupDesired {
     pub maintenance: Option<crate::model::maintenance::Windows>,
     /// How long its devices' recreates wait for an update lock (`locks`).
     pub locks: Option<crate::model::lock::Policy>,
+    /// One-shot actions asked of each of its devices (`actions`).
+    pub actions: Vec<crate::model::action::Action>,
 }
 
 /// The revision a rollout moves devices from.
@@ -102,6 +104,8 @@ struct GroupDoc {
     maintenance: Option<serde_json::Value>,
     #[serde(default)]
     locks: Option<serde_json::Value>,
+    #[serde(default)]
+    actions: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -193,6 +197,7 @@ impl GroupDesired {
             when,
             maintenance: crate::plane::document::check_maintenance(doc.maintenance.as_ref())?,
             locks: crate::plane::document::check_locks(doc.locks.as_ref())?,
+            actions: crate::plane::document::check_actions(doc.actions.as_ref())?,
         })
     }
 }
@@ -393,6 +398,11 @@ pub fn compose_owned(
             .iter()
             .map(|p| ("node".to_string(), p.clone()))
             .collect(),
+        actions: node
+            .actions
+            .iter()
+            .map(|a| ("node".to_string(), a.clone()))
+            .collect(),
     };
     for name in &node.groups {
         let Some(held) = groups.remove(name) else {
@@ -426,6 +436,11 @@ pub fn compose_owned(
         if let Some(p) = &d.locks {
             maintenance.locks.push((format!("group {name}"), p.clone()));
         }
+        maintenance.actions.extend(
+            d.actions
+                .iter()
+                .map(|a| (format!("group {name}"), a.clone())),
+        );
         for p in &d.peers {
             if !peers.contains(p) && peers.len() < crate::model::site::MAX_PEERS {
                 peers.push(p.clone());
@@ -1091,6 +1106,7 @@ mod tests {
                 if let Some(w) = windows {
                     v["maintenance"] = json!({"windows": [w], "zone": "UTC"});
                     v["locks"] = json!({"max": "1h", "then": "take"});
+                    v["actions"] = json!([{"id": format!("a-{name}"), "kind": "restart", "module": format!("m-{name}"), "expires": "2030-01-01T00:00:00Z"}]);
                 }
                 let o = v.as_object_mut().unwrap();
                 o.remove("rollout");
@@ -1132,6 +1148,14 @@ mod tests {
             let locks: Vec<&String> = said.locks.iter().map(|(who, _)| who).collect();
             let windows: Vec<&String> = said.windows.iter().map(|(who, _)| who).collect();
             assert_eq!(locks, windows);
+            // And its actions, each with who asked it: only a group's the
+            // device is in.
+            let actions: Vec<&String> = said.actions.iter().map(|(who, _)| who).collect();
+            assert_eq!(actions, windows);
+            for (who, a) in &said.actions {
+                let by = who.strip_prefix("group ").unwrap_or(who);
+                assert_eq!(a.id, format!("a-{by}"));
+            }
             said.windows
                 .into_iter()
                 .map(|(who, w)| format!("{who}: {}", w.spans[0]))
@@ -1141,6 +1165,8 @@ mod tests {
         let mut own = all.clone();
         own["maintenance"] = json!({"windows": ["Sat 10:00-12:00"]});
         own["locks"] = json!({"max": "30m", "then": "wait"});
+        own["actions"] =
+            json!([{"id": "a-node", "kind": "reboot", "expires": "2030-01-01T00:00:00Z"}]);
         assert_eq!(
             who(all.clone(), Some(&x86)),
             ["group nights: daily 22:00-06:00"]

@@ -199,6 +199,25 @@ pub async fn keep_alive(notifier: Notifier, progress: Arc<Progress>) {
     }
 }
 
+/// Asks systemd to reboot the machine (`systemctl reboot --no-block`: the
+/// job is queued and the command returns; this process is then stopped
+/// with the others). `systemctl` is looked up on `PATH`.
+pub fn reboot() -> Result<(), String> {
+    let out = std::process::Command::new("systemctl")
+        .args(["reboot", "--no-block"])
+        .output()
+        .map_err(|e| format!("cannot run systemctl: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "systemctl reboot: {}: {}",
+            out.status,
+            crate::model::text::clip(String::from_utf8_lossy(&out.stderr).trim(), 200)
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
