@@ -161,7 +161,27 @@ beside_said() {
     tee -a "$log" <"$beside/$1.log"
     [ "$(cat "$beside/$1.rc" 2>/dev/null)" = 0 ] || failed+=("$2")
 }
-stage "cargo test, and beside it the engine suites on Podman ($podman_socket), the test on Podman with CNI ($podman_cni) and the simulated fleet"
+# The workspace's tests on the Docker Engine in two streams side by side,
+# as they mostly wait (on the engine, servers, a container's settling):
+# the longest test files of the root package (about half the time) in one,
+# every crate's unit and doc tests and every other test file in the other
+# (listed from tests/ and crates/*/tests/, so a new file runs there by
+# itself).
+heavy=(plane reload fetch runtime disk systemd hardening)
+heavy_args=()
+for n in "${heavy[@]}"; do
+    [ -f "tests/$n.rs" ] || die "scripts/test.sh names tests/$n.rs, which is not there"
+    heavy_args+=(--test "$n")
+done
+rest_args=()
+for f in tests/*.rs crates/*/tests/*.rs; do
+    n="$(basename "$f" .rs)"
+    [[ " ${heavy[*]} " == *" $n "* ]] || rest_args+=(--test "$n")
+done
+stage "cargo test in two streams, and beside them the engine suites on Podman ($podman_socket), the test on Podman with CNI ($podman_cni) and the simulated fleet"
+beside_run heavy cargo test --locked --no-fail-fast -p stead "${heavy_args[@]}" \
+    -- --include-ignored --skip lab_ &
+heavy_pid=$!
 (
     beside_run podman env STEAD_TEST_ENGINE_SOCKET="$podman_socket" cargo test --locked --no-fail-fast \
         --test engine --test runtime --test hardening --test waiting --test api --test cli --test images --test signed --test exposure --test fetch --test chunks --test peers \
@@ -175,7 +195,12 @@ stage "cargo test, and beside it the engine suites on Podman ($podman_socket), t
 beside_pid=$!
 # Tests named lab_ (the device lab's VMs) are scripts/lab/all.sh's.
 failed=()
-cargo test --workspace --locked --no-fail-fast -- --include-ignored --skip lab_ 2>&1 | tee "$log" || failed+=("cargo test")
+cargo test --workspace --locked --no-fail-fast --lib --bins "${rest_args[@]}" \
+    -- --include-ignored --skip lab_ 2>&1 | tee "$log" || failed+=("cargo test")
+cargo test --workspace --locked --no-fail-fast --doc 2>&1 | tee -a "$log" || failed+=("cargo test --doc")
+wait "$heavy_pid" || true
+stage "cargo test, the longest test files: what they said"
+beside_said heavy "cargo test (${heavy[*]})"
 wait "$beside_pid" || true
 stage "the engine suites on Podman: what they said"
 beside_said podman "the engine suites on Podman"
