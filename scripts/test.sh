@@ -137,9 +137,10 @@ cargo test --workspace --locked --no-run
 # operator's tool): built here, so the tests' own build of them
 # (tests/common/bins.rs) finds them fresh and two passes never build at once.
 cargo build --workspace --locked --bins
-# Beside the Docker Engine's pass, one after another, each into a log and
-# an exit code of its own (said once the main pass is done): they mostly
-# wait, on engines and servers of their own (2 cores).
+# Beside the Docker Engine's pass, each into a log and an exit code of its
+# own (said once the main pass is done): the Podman suites, and beside
+# them the other two one after another. They mostly wait, on engines and
+# servers of their own (2 cores).
 # - The engine suites again, against Podman's Docker-compatible service:
 #   the differences the engine layer handles, and the tests that name the
 #   others (docs/operations.md, "On Podman").
@@ -182,10 +183,11 @@ stage "cargo test in two streams, and beside them the engine suites on Podman ($
 beside_run heavy cargo test --locked --no-fail-fast -p stead "${heavy_args[@]}" \
     -- --include-ignored --skip lab_ &
 heavy_pid=$!
+beside_run podman env STEAD_TEST_ENGINE_SOCKET="$podman_socket" cargo test --locked --no-fail-fast \
+    --test engine --test runtime --test hardening --test waiting --test api --test cli --test images --test signed --test exposure --test fetch --test chunks --test peers \
+    -- --include-ignored &
+podman_pid=$!
 (
-    beside_run podman env STEAD_TEST_ENGINE_SOCKET="$podman_socket" cargo test --locked --no-fail-fast \
-        --test engine --test runtime --test hardening --test waiting --test api --test cli --test images --test signed --test exposure --test fetch --test chunks --test peers \
-        -- --include-ignored
     beside_run cni env STEAD_TEST_ENGINE_SOCKET="$podman_cni" cargo test --locked --no-fail-fast --test runtime \
         a_user_network_that_cannot_resolve_names_is_refused_naming_the_backend -- --exact
     beside_run fleet env STEAD_SIM_BIN=dist/stead-x86_64-unknown-linux-musl STEAD_PLANE_BIN=target/debug/stead-plane STEAD_SIM_DEVICES=20 STEAD_SIM_WINDOW=20 \
@@ -201,6 +203,7 @@ cargo test --workspace --locked --no-fail-fast --doc 2>&1 | tee -a "$log" || fai
 wait "$heavy_pid" || true
 stage "cargo test, the longest test files: what they said"
 beside_said heavy "cargo test (${heavy[*]})"
+wait "$podman_pid" || true
 wait "$beside_pid" || true
 stage "the engine suites on Podman: what they said"
 beside_said podman "the engine suites on Podman"

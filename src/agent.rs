@@ -888,8 +888,21 @@ impl<C: Connect> Agent<C> {
             tx
         });
         self.reconciler.allow_reboots(self.config.reboot_allowed);
+        // The uploads actions ask: collected by the pass, sent by the
+        // plane's uploader.
+        let uploads = self.config.plane.as_ref().map(|pc| {
+            let (tx, rx) = tokio::sync::mpsc::channel(4);
+            let in_flight: crate::plane::uploads::InFlight = Default::default();
+            self.reconciler
+                .set_uploads(crate::reconcile::actions::Uploads {
+                    tx,
+                    in_flight: in_flight.clone(),
+                    base: pc.uploads_base(&self.config.node_id),
+                });
+            (rx, in_flight)
+        });
         let (plane, _plane_tasks) = self
-            .start_plane(agent, asks, images, ahead, maintenance)
+            .start_plane(agent, asks, images, ahead, maintenance, uploads)
             .await;
         let updater = self.updater(asked);
         // What became of a switch begun before this start, before anything
@@ -1012,6 +1025,10 @@ impl<C: Connect> Agent<C> {
         images: Option<tokio::sync::watch::Sender<crate::model::image_policy::Known>>,
         ahead: Option<tokio::sync::watch::Sender<std::collections::BTreeSet<String>>>,
         maintenance: Option<tokio::sync::watch::Sender<crate::model::maintenance::InForce>>,
+        uploads: Option<(
+            tokio::sync::mpsc::Receiver<crate::model::action::Upload>,
+            crate::plane::uploads::InFlight,
+        )>,
     ) -> (Option<api::PlaneHandle>, Vec<AbortOnDrop>) {
         let (Some(pc), Some(images)) = (self.config.plane.clone(), images) else {
             return (None, vec![]);
@@ -1084,12 +1101,19 @@ impl<C: Connect> Agent<C> {
             launched: self.launched.clone(),
             key: self.report_key.clone(),
         };
-        let report = AbortOnDrop(tokio::spawn(crate::plane::report::run(
+        let mut tasks = vec![poll];
+        if let Some((rx, in_flight)) = uploads {
+            tasks.push(AbortOnDrop(tokio::spawn(crate::plane::uploads::run(
+                rx,
+                reporter.clone(),
+                in_flight,
+            ))));
+        }
+        tasks.push(AbortOnDrop(tokio::spawn(crate::plane::report::run(
             reporter,
             self.passes.subscribe(),
             report_wake,
-        )));
-        let mut tasks = vec![poll, report];
+        ))));
         if let Some(n) = self.config.plane.as_ref().and_then(|p| p.nudge.clone()) {
             tasks.push(AbortOnDrop(tokio::spawn(crate::plane::broker::run(
                 n,

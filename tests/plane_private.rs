@@ -119,22 +119,57 @@ fn polls(agent: &Agent, outcome: &str) -> u64 {
         .unwrap_or(0)
 }
 
-#[test]
-fn a_private_bucket_serves_the_plane_with_signed_requests_and_refuses_anyone_else() {
-    let moto = Moto::start();
-    let key: serde_json::Value = serde_json::from_str(&moto.py(&["setup"])).unwrap();
-    let signing = SecretKey::generate().unwrap();
-    let d = tempfile::tempdir().unwrap();
-    let key_file = d.path().join("key.json");
-    std::fs::write(&key_file, key.to_string()).unwrap();
-    let creds = d.path().join("credentials");
-    credentials(&creds, &key, 0o600);
-    let n = Node::new("s3").with_config(&format!(
+/// A node whose plane is a private bucket on moto's S3 server, polled
+/// every second with the key its credentials file holds.
+struct S3Node {
+    moto: Moto,
+    key: serde_json::Value,
+    signing: SecretKey,
+    d: tempfile::TempDir,
+    key_file: PathBuf,
+    creds: PathBuf,
+    n: Node,
+}
+
+impl S3Node {
+    fn start(tag: &str) -> S3Node {
+        let moto = Moto::start();
+        let key: serde_json::Value = serde_json::from_str(&moto.py(&["setup"])).unwrap();
+        let signing = SecretKey::generate().unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let key_file = d.path().join("key.json");
+        std::fs::write(&key_file, key.to_string()).unwrap();
+        let creds = d.path().join("credentials");
+        credentials(&creds, &key, 0o600);
+        let n = Node::new(tag).with_config(&format!(
         "[plane]\nurl = \"{}/fleet\"\ntrusted_keys = [{:?}]\npoll_interval = \"1s\"\ns3_credentials = {:?}\ns3_region = \"us-east-1\"",
         moto.url,
         signing.public().to_base64(),
         creds.display().to_string()
     ));
+        S3Node {
+            moto,
+            key,
+            signing,
+            d,
+            key_file,
+            creds,
+            n,
+        }
+    }
+}
+
+#[test]
+fn a_private_bucket_serves_the_plane_with_signed_requests_and_refuses_anyone_else() {
+    let S3Node {
+        moto,
+        key,
+        signing,
+        d,
+        key_file,
+        creds,
+        n,
+    } = S3Node::start("s3");
     let m = n.module("web");
     let put = |name: &str, bytes: &[u8]| {
         let f = d.path().join("object");
@@ -667,4 +702,150 @@ fn a_host_asking_for_a_client_certificate_and_a_token_is_answered_to_the_agent_a
         let p = plane();
         p["error"].is_null() && p["last_contact"].as_u64() > Some(held_since)
     });
+}
+
+/// One-shot uploads to a private bucket: a support bundle to the plane's
+/// host with the device's own credentials, and a module's logs to a
+/// presigned URL the action names. Each is read back with botocore and
+/// opened with the reference tools (tar); neither the bucket's key nor
+/// the presigned URL's signature is in what the device shows, its events
+/// or its log.
+#[test]
+fn uploads_go_to_the_plane_s_bucket_and_to_a_presigned_url_and_show_no_credential() {
+    use serde_json::json;
+    let S3Node {
+        moto,
+        key,
+        signing,
+        d,
+        key_file,
+        creds: _,
+        n,
+    } = S3Node::start("s3up");
+    let m = n.module("web");
+    let kf = key_file.to_str().unwrap();
+    let put = |name: &str, bytes: &[u8]| {
+        let f = d.path().join("object");
+        std::fs::write(&f, bytes).unwrap();
+        moto.py(&["put", kf, "fleet", name, f.to_str().unwrap()]);
+    };
+    let get = |name: &str| -> Option<Vec<u8>> {
+        let out = Command::new(venv().join("bin/python"))
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/s3/moto.py"))
+            .args(["get", &moto.url, kf, "fleet", name])
+            .output()
+            .unwrap();
+        out.status.success().then_some(out.stdout)
+    };
+    let doc = format!("nodes/{}/desired.json", n.id);
+    put(
+        &doc,
+        &sign(&signing, &payload(&n, 1, vec![module(&m, "one")])),
+    );
+    let agent = Agent::start(&n);
+    wait_v(&n, &m, "one");
+
+    let presigned = moto
+        .py(&["presign", kf, "fleet", "drop/web.log"])
+        .trim()
+        .to_string();
+    let signature = presigned
+        .split(['?', '&'])
+        .find_map(|p| p.strip_prefix("X-Amz-Signature="))
+        .expect("a presigned URL's signature")
+        .to_string();
+    let expires = stead::model::time::format_rfc3339(now() + 3600);
+    let mut p = payload(&n, 2, vec![module(&m, "one")]);
+    p["actions"] = json!([
+        {"id": "bundle-1", "kind": "support-bundle", "expires": expires},
+        {"id": "logs-1", "kind": "upload-logs", "module": m, "expires": expires, "upload_to": presigned},
+    ]);
+    put(&doc, &sign(&signing, &p));
+    let actions =
+        || -> serde_json::Value { serde_json::from_str(&agent.get("/v1/actions").1).unwrap() };
+    let status_of = |id: &str| {
+        actions()["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["id"] == id)
+            .map(|a| a["status"].as_str().unwrap_or_default().to_string())
+    };
+    n.wait_for(120, "both uploads done", || {
+        status_of("bundle-1").as_deref() == Some("done")
+            && status_of("logs-1").as_deref() == Some("done")
+    });
+
+    // The bundle: on the plane's host, beside the node's report; a tar
+    // the reference tar lists and opens.
+    let bundle = get(&format!(
+        "nodes/{}/uploads/bundle-1/support-bundle.tar",
+        n.id
+    ))
+    .expect("the bundle in the bucket");
+    let dir = d.path().join("bundle");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(d.path().join("b.tar"), &bundle).unwrap();
+    let out = Command::new("tar")
+        .args(["-xvf", d.path().join("b.tar").to_str().unwrap(), "-C"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = String::from_utf8_lossy(&out.stdout).to_string();
+    let module_log = format!("logs/{m}.log");
+    for f in [
+        "report.json",
+        "events.json",
+        "store.txt",
+        "agent.log",
+        &module_log,
+    ] {
+        assert!(listed.lines().any(|l| l == f), "{f} not in {listed}");
+    }
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["node"], n.id.as_str());
+    let log = std::fs::read_to_string(dir.join(format!("logs/{m}.log"))).unwrap();
+    assert!(log.contains("V=one"), "{log}");
+    let store = std::fs::read_to_string(dir.join("store.txt")).unwrap();
+    assert!(store.contains(&format!("  {m}: revision ")), "{store}");
+    assert!(
+        !std::fs::read_to_string(dir.join("agent.log"))
+            .unwrap()
+            .is_empty()
+    );
+    serde_json::from_slice::<serde_json::Value>(&std::fs::read(dir.join("events.json")).unwrap())
+        .unwrap();
+
+    // The module's logs: at the presigned URL, as text.
+    let logs =
+        String::from_utf8(get("drop/web.log").expect("the logs at the presigned URL")).unwrap();
+    assert!(logs.contains("V=one"), "{logs}");
+
+    // No credential anywhere the device shows or keeps in the clear.
+    let secret = key["SecretAccessKey"].as_str().unwrap();
+    let a = actions().to_string();
+    assert!(
+        a.contains("uploaded") && a.contains("drop/web.log?…"),
+        "{a}"
+    );
+    let (_, events) = agent.get("/v1/events?limit=1000");
+    let shown = [
+        a,
+        events,
+        Agent::log(&n),
+        String::from_utf8_lossy(&bundle).to_string(),
+    ];
+    for s in &shown {
+        assert!(
+            !s.contains(&signature),
+            "the presigned URL's signature shown: {s}"
+        );
+        assert!(!s.contains(secret), "the bucket's key shown");
+    }
 }

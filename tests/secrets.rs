@@ -780,6 +780,49 @@ fn a_value_sealed_to_the_device_reaches_its_container_alone_and_opens_nowhere_el
     }
     let (_, cli) = n.cli(&["status"]);
     assert!(cli.contains(&nul) && !cli.contains(&marker), "{cli}");
+
+    // Uploads an action asks (to the plane's host): the module's logs and
+    // a support bundle carry what it printed of its values masked, and
+    // nothing else of them.
+    let in_an_hour = stead::model::time::format_rfc3339(common::desired::now() + 3600);
+    let mut p = payload(&n, 5, vec![module(&db, sealed_for(&db))]);
+    p["actions"] = json!([
+        {"id": "logs-1", "kind": "upload-logs", "module": db, "expires": in_an_hour},
+        {"id": "bundle-1", "kind": "support-bundle", "expires": in_an_hour},
+    ]);
+    plane.publish(&n.id, &sign(&key, &p));
+    let uploads = plane.root().join(format!("nodes/{}/uploads", n.id));
+    let logs_at = uploads.join(format!("logs-1/{db}.log"));
+    let bundle_at = uploads.join("bundle-1/support-bundle.tar");
+    n.wait_for(90, "both uploads on the plane's host", || {
+        logs_at.exists() && bundle_at.exists()
+    });
+    let logs = std::fs::read_to_string(&logs_at).unwrap();
+    assert!(logs.contains("P=(sealed)"), "{logs}");
+    assert!(!logs.contains(&marker), "the uploaded logs hold it: {logs}");
+    let unpacked = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new("tar")
+        .arg("-xf")
+        .arg(&bundle_at)
+        .arg("-C")
+        .arg(unpacked.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let in_bundle =
+        std::fs::read_to_string(unpacked.path().join(format!("logs/{db}.log"))).unwrap();
+    assert!(in_bundle.contains("P=(sealed)"), "{in_bundle}");
+    let bundle = std::fs::read(&bundle_at).unwrap();
+    assert!(
+        !bundle.windows(marker.len()).any(|w| w == marker.as_bytes()),
+        "the bundle holds it"
+    );
+    let (_, actions) = agent.get("/v1/actions");
+    assert!(!actions.contains(&marker), "{actions}");
     let log = Agent::log(&n);
     assert!(!log.contains(&marker), "the log holds it: {log}");
     assert!(!event_texts(&n).contains(&marker));

@@ -1083,6 +1083,55 @@ impl Engine for DockerEngine {
         within(limits::STOP, "stop", self.stop_now(id)).await
     }
 
+    async fn logs(&self, id: &str, range: super::LogRange) -> Result<Vec<u8>, EngineError> {
+        use crate::model::logs::{CUT, MAX_LOG_BYTES, demux};
+        use http_body_util::BodyExt as _;
+        within(limits::ACT, "read a container's logs", async {
+            let mut path = format!(
+                "/containers/{}/logs?stdout=1&stderr=1&timestamps=1",
+                socket::path(id)
+            );
+            if let Some(t) = range.since {
+                path.push_str(&format!("&since={t}"));
+            }
+            if let Some(t) = range.until {
+                path.push_str(&format!("&until={t}"));
+            }
+            if let Some(n) = range.tail {
+                path.push_str(&format!("&tail={n}"));
+            }
+            let mut body = socket::send(
+                &self.socket,
+                Method::GET,
+                &self.versioned(&path),
+                None,
+                None,
+            )
+            .await?;
+            // Framed: a frame's header counts, so the raw bytes may be a
+            // little more than what is kept.
+            let mut raw = Vec::new();
+            let mut cut = false;
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| EngineError::Unreachable(e.to_string()))?;
+                if let Ok(data) = frame.into_data() {
+                    raw.extend_from_slice(&data);
+                    if raw.len() > MAX_LOG_BYTES {
+                        cut = true;
+                        break;
+                    }
+                }
+            }
+            let mut text = demux(&raw);
+            if cut {
+                text.truncate(MAX_LOG_BYTES);
+                text.extend_from_slice(CUT.as_bytes());
+            }
+            Ok(text)
+        })
+        .await
+    }
+
     async fn signal(&self, id: &str, signal: &str) -> Result<(), EngineError> {
         within(limits::ACT, "signal", async {
             let path = format!(

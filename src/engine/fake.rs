@@ -183,6 +183,10 @@ impl Engine for Fake {
         });
         Ok(())
     }
+    async fn logs(&self, id: &str, _: super::LogRange) -> Result<Vec<u8>, EngineError> {
+        self.act("logs");
+        Ok(format!("the logs of {id}\n").into_bytes())
+    }
     async fn signal(&self, _: &str, _: &str) -> Result<(), EngineError> {
         self.act("signal");
         Ok(())

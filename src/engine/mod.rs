@@ -91,6 +91,17 @@ pub struct Life {
     pub health_output: Option<String>,
 }
 
+/// Which of a container's logs to read ([`Engine::logs`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogRange {
+    /// From then on, seconds since the epoch.
+    pub since: Option<u64>,
+    /// Up to then, seconds since the epoch.
+    pub until: Option<u64>,
+    /// Only the last this many lines.
+    pub tail: Option<u32>,
+}
+
 /// A registry login for the engine's pull (its `X-Registry-Auth`).
 #[derive(Clone, PartialEq, Eq)]
 pub struct PullAuth {
@@ -276,6 +287,15 @@ pub trait Engine: Clone + Send + Sync + 'static {
     fn stop(&self, id: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
     /// Gives a container a new name.
     fn rename(&self, id: &str, name: &str) -> impl Future<Output = Result<(), EngineError>> + Send;
+    /// A container's logs (stdout and stderr, each line stamped with its
+    /// time), from `since` to `until` (seconds since the epoch; unset:
+    /// from the start, to now), or only its last `tail` lines: at most
+    /// [`crate::model::logs::MAX_LOG_BYTES`], then [`crate::model::logs::CUT`].
+    fn logs(
+        &self,
+        id: &str,
+        range: LogRange,
+    ) -> impl Future<Output = Result<Vec<u8>, EngineError>> + Send;
     /// Sends a running container's process a signal (`SIGHUP`).
     fn signal(
         &self,

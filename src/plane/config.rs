@@ -90,4 +90,15 @@ impl PlaneConfig {
             node.as_str()
         )
     }
+
+    /// Where an action's upload goes without an `upload_to`: beside the
+    /// node's report, under `nodes/<node>/uploads` on the plane's host
+    /// (its credentials), `<action id>/<name>` there.
+    pub fn uploads_base(&self, node: &NodeId) -> String {
+        format!(
+            "{}/nodes/{}/uploads",
+            self.url.to_string().trim_end_matches('/'),
+            node.as_str()
+        )
+    }
 }

@@ -15,6 +15,7 @@ pub mod config;
 pub(crate) mod fixtures;
 pub mod report;
 pub mod sync;
+pub mod uploads;
 
 pub use stead_core::plane::{
     RefusalClass, accept, allowlist, document, envelope, group, held, nudge, root, trusted,

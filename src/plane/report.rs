@@ -232,6 +232,7 @@ fn free_moved(sent: &[(String, u64, u64)], now: &[(String, u64, u64)]) -> bool {
 }
 
 /// Where the reporter reads what it reports.
+#[derive(Clone)]
 pub struct Reporter {
     /// This node.
     pub node: NodeId,
@@ -256,7 +257,7 @@ pub struct Reporter {
 }
 
 impl Reporter {
-    async fn build(&self, seq: u64, undelivered: u32) -> (Digest, ReportView) {
+    pub(crate) async fn build(&self, seq: u64, undelivered: u32) -> (Digest, ReportView) {
         let launched = self.launched.clone();
         let (updates, reloads, agent) = self
             .store

@@ -11,12 +11,13 @@
 //! records' moves, the reboot, and what each action not begun waits for
 //! (shared with the API).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use crate::engine::{Engine, EngineError};
-use crate::model::action::{Action, Kind, Next, Record, evidence, next};
+use crate::engine::{Engine, EngineError, LogRange, Observed};
+use crate::model::action::{Action, Kind, Next, Record, Upload, evidence, next};
 use crate::model::lock::Lock;
+use crate::model::names::ModuleName;
 use crate::store::Store;
 
 use super::plan::{self, Step};
@@ -25,6 +26,21 @@ use super::{PassError, Reconciler};
 
 /// What each action in force and not over waits for, by id.
 pub type Waiting = Arc<Mutex<BTreeMap<String, String>>>;
+
+/// Where a pass hands the uploads it collected (the plane's uploader).
+#[derive(Clone)]
+pub struct Uploads {
+    /// The uploader.
+    pub tx: tokio::sync::mpsc::Sender<Upload>,
+    /// The ids handed over and not ended: not collected again meanwhile.
+    pub in_flight: Arc<Mutex<BTreeSet<String>>>,
+    /// Where an upload without `upload_to` goes: `<this>/<id>/<name>`
+    /// (the plane's `nodes/<node>/uploads`).
+    pub base: String,
+}
+
+/// How many of each module's last log lines a support bundle carries.
+pub const BUNDLE_TAIL: u32 = 500;
 
 /// An action this pass acts on, with its record (when begun before) and
 /// what shows now that it has not acted.
@@ -84,7 +100,7 @@ impl Reconciler {
         store: &Arc<Store>,
         steps: &mut plan::Plan,
     ) -> Result<Vec<Asked>, PassError> {
-        let asked_of = self.actions_in_force(&[Kind::Restart, Kind::Recreate]);
+        let asked_of = self.actions_in_force(&[Kind::Restart, Kind::Recreate, Kind::Repull]);
         let mut waiting = BTreeMap::new();
         let mut asked = Vec::new();
         if !asked_of.is_empty() {
@@ -96,6 +112,13 @@ impl Reconciler {
                 .collect();
             let now = crate::host::clock::now();
             for a in asked_of {
+                if a.kind == Kind::Repull {
+                    waiting.insert(
+                        a.id.clone(),
+                        "repull: not acted on by this version of stead".into(),
+                    );
+                    continue;
+                }
                 let record = records.get(&a.id).cloned();
                 let Some(m) = a.module.clone() else { continue };
                 let step = steps.iter().position(|s| s.module() == Some(m.as_str()));
@@ -149,7 +172,7 @@ impl Reconciler {
                 });
             }
         }
-        self.keep_waiting(waiting, &[Kind::Restart, Kind::Recreate]);
+        self.keep_waiting(waiting, &[Kind::Restart, Kind::Recreate, Kind::Repull]);
         Ok(asked)
     }
 
@@ -358,6 +381,116 @@ impl Reconciler {
         }
         self.keep_waiting(waiting, &[Kind::Reboot]);
         Ok(())
+    }
+
+    /// The uploads the documents ask (a support bundle, a module's logs),
+    /// at the pass's end: each module's logs read from the engine and
+    /// masked of every value opened for it, the action stored begun, and
+    /// handed to the uploader (which adds the device's own part of a
+    /// bundle, sends it, and ends the record).
+    pub(super) async fn collect_uploads<E: Engine>(
+        &mut self,
+        engine: &E,
+        store: &Arc<Store>,
+        observed: &[Observed],
+        resolved: &super::resolve::Resolved,
+    ) -> Result<(), PassError> {
+        let kinds = [Kind::SupportBundle, Kind::UploadLogs];
+        let asked = self.actions_in_force(&kinds);
+        let mut waiting = BTreeMap::new();
+        if let (false, Some(up)) = (asked.is_empty(), self.uploads.clone()) {
+            let records = store.blocking(|s| s.actions()).await?;
+            let now = crate::host::clock::now();
+            for a in asked {
+                if up.in_flight.lock().expect("uploads").contains(&a.id) {
+                    waiting.insert(a.id.clone(), "uploading".into());
+                    continue;
+                }
+                let record = records.iter().find(|r| r.id == a.id).cloned();
+                let next = next(&a, record.as_ref(), now, Some(""));
+                if !self
+                    .follow(store, &a, record.as_ref(), next, &mut waiting, now)
+                    .await?
+                {
+                    continue;
+                }
+                // Each module's container at its name, to read its logs.
+                let of: Vec<(&str, &str)> = observed
+                    .iter()
+                    .filter_map(|o| {
+                        let m = super::observe::at_its_name(&self.node, o)?;
+                        let asked_of = a.module.as_ref().is_none_or(|x| x.as_str() == m);
+                        asked_of.then_some((m, o.id.as_str()))
+                    })
+                    .collect();
+                if a.kind == Kind::UploadLogs && of.is_empty() {
+                    let m = a.module.as_ref().map_or("", |m| m.as_str());
+                    let mut r = record.unwrap_or_else(|| Record::begin(&a, String::new(), now));
+                    let _ = r.fail(format!("{m} has no container whose logs to read"), now);
+                    Self::keep(store, r).await?;
+                    continue;
+                }
+                let range = match a.kind {
+                    Kind::UploadLogs => LogRange {
+                        since: a.since,
+                        until: a.until,
+                        tail: None,
+                    },
+                    _ => LogRange {
+                        tail: Some(BUNDLE_TAIL),
+                        ..LogRange::default()
+                    },
+                };
+                let mut files = Vec::new();
+                for (m, id) in of {
+                    let text = match engine.logs(id, range).await {
+                        Ok(t) => String::from_utf8_lossy(&t).into_owned(),
+                        Err(e) if e.is_unreachable() => return Err(e.into()),
+                        Err(e) => format!("[stead: the engine gave no logs: {e}]\n"),
+                    };
+                    let masked = match ModuleName::try_from(m)
+                        .ok()
+                        .and_then(|n| resolved.desired(&n))
+                    {
+                        Some(d) => d.secrets.mask(&text),
+                        None => text,
+                    };
+                    let name = match a.kind {
+                        Kind::UploadLogs => format!("{m}.log"),
+                        _ => format!("logs/{m}.log"),
+                    };
+                    files.push((name, masked.into_bytes()));
+                }
+                let name = match a.kind {
+                    Kind::UploadLogs => files.first().map_or("logs".into(), |f| f.0.clone()),
+                    _ => "support-bundle.tar".into(),
+                };
+                let url = a
+                    .upload_to
+                    .clone()
+                    .unwrap_or_else(|| format!("{}/{}/{name}", up.base, a.id));
+                let record = match record {
+                    Some(r) => r,
+                    None => {
+                        let r = Record::begin(&a, String::new(), now);
+                        Self::keep(store, r.clone()).await?;
+                        r
+                    }
+                };
+                up.in_flight.lock().expect("uploads").insert(a.id.clone());
+                if up.tx.try_send(Upload { record, url, files }).is_err() {
+                    up.in_flight.lock().expect("uploads").remove(&a.id);
+                    waiting.insert(a.id.clone(), "waits for the uploader".into());
+                }
+            }
+        }
+        self.keep_waiting(waiting, &kinds);
+        Ok(())
+    }
+
+    /// Where the uploads the documents ask go.
+    pub fn set_uploads(&mut self, uploads: Uploads) {
+        self.uploads = Some(uploads);
     }
 
     /// Whether a document may reboot this device (its config's

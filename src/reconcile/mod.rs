@@ -148,6 +148,8 @@ pub struct Reconciler {
     reboot_allowed: bool,
     /// What each action in force and not over waits for.
     actions_waiting: actions::Waiting,
+    /// Where the uploads actions ask are handed (with a plane).
+    uploads: Option<actions::Uploads>,
     /// The device's time zone (`/etc/localtime`), for windows in local
     /// time: read again a minute after it was.
     zone: Option<(Instant, Arc<crate::model::maintenance::Zone>)>,
@@ -215,6 +217,7 @@ impl Reconciler {
             lock_asks: Vec::new(),
             reboot_allowed: false,
             actions_waiting: Default::default(),
+            uploads: None,
             zone: None,
             made: resolve::Made::default(),
             lost: BTreeSet::new(),
@@ -1060,6 +1063,8 @@ impl Reconciler {
         if !begun.is_empty() {
             self.end_actions(store, begun, &modules).await?;
         }
+        self.collect_uploads(engine, store, &observed, &resolved)
+            .await?;
         let reloaded = self
             .deliver_live(engine, store, &resolved, &observed, &modules)
             .await?;

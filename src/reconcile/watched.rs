@@ -90,6 +90,10 @@ impl<E: Engine> Engine for Watched<E> {
         let _call = self.progress.call(limits::STOP);
         self.engine.stop(id).await
     }
+    async fn logs(&self, id: &str, range: crate::engine::LogRange) -> Result<Vec<u8>, EngineError> {
+        let _call = self.progress.call(limits::ACT);
+        self.engine.logs(id, range).await
+    }
     async fn signal(&self, id: &str, signal: &str) -> Result<(), EngineError> {
         let _call = self.progress.call(limits::ACT);
         self.engine.signal(id, signal).await

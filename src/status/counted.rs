@@ -89,6 +89,10 @@ impl<E: Engine> Engine for Counted<E> {
         self.metrics.call("stop");
         self.engine.stop(id).await
     }
+    async fn logs(&self, id: &str, range: crate::engine::LogRange) -> Result<Vec<u8>, EngineError> {
+        self.metrics.call("logs");
+        self.engine.logs(id, range).await
+    }
     async fn signal(&self, id: &str, signal: &str) -> Result<(), EngineError> {
         self.metrics.call("signal");
         self.engine.signal(id, signal).await

@@ -96,6 +96,19 @@ impl Store {
         }
         Ok(out)
     }
+
+    /// The last `limit` events, oldest first.
+    pub fn last_events(&self, limit: usize) -> Result<Vec<Event>, StoreError> {
+        let tx = self.db()?.begin_read().map_err(self.io("read events"))?;
+        let t = tx.open_table(EVENTS).map_err(self.io("read events"))?;
+        let mut out = Vec::new();
+        for row in t.iter().map_err(self.io("read events"))?.rev().take(limit) {
+            let (k, v) = row.map_err(self.io("read events"))?;
+            out.push(decode_event(k.value(), v.value())?);
+        }
+        out.reverse();
+        Ok(out)
+    }
 }
 
 #[cfg(test)]

@@ -219,54 +219,10 @@ pub fn reloads(reloads: &[Request]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::views::{NodeView, fixtures};
+    use crate::views::fixtures;
 
-    fn view(plane: Option<crate::plane::sync::PlaneStatus>) -> StatusView {
-        let [n, _] = fixtures::nodes();
-        let h = plane.map(|p| crate::api::PlaneHandle {
-            status: std::sync::Arc::new(std::sync::Mutex::new(p)),
-            nudge: tokio::sync::mpsc::channel(1).0,
-        });
-        StatusView {
-            agent: Some(fixtures::agent_status()),
-            modules: fixtures::board().values().map(ModuleView::from).collect(),
-            node: NodeView::new("edge-1", &n, std::time::Duration::from_secs(30)),
-            plane: crate::api::plane::plane_view(h.as_ref()),
-        }
-    }
-
-    #[test]
-    fn the_status_table_prints_every_field_it_reads() {
-        let [full, bare] = crate::plane::fixtures::planes();
-        let got = status(&view(Some(full)));
-        let want = "\
-node edge-1  engine waiting since 1970-01-01T00:01:40Z (gone)  last pass 1970-01-01T00:03:20Z (1500 ms)
-stead 0.7.1 (candidate)  previous 0.6.0  candidate 0.7.1 (started 2 times)  update 4 to 0.7.1: confirming  given up: 0.7.0 (started 3 times and never confirmed)
-plane revision 9 (still run, but no longer the floor: no key trusted now signed it)  last contact 2023-11-14T22:16:40Z; refused revision 8: rollback; HTTP 503; clock behind
-  group eu revision 4; rollout waiting until 2023-11-14T23:13:20Z (its turn), running revision 3
-  group cameras revision 2; rollout taken (canary); group cameras: no document at http://plane/groups/cameras/desired.json (HTTP 404)
-disk pressure  /var/lib/docker (images, store) 2.0 GiB free of 16.0 GiB; logs at most 30.0 MiB
-MODULE                   STATE          RESTARTS  DIGEST               CONTAINER     NOTE
-db                       pending               -  -                    -             
-web                      crash-looping         4  sha256:b60b935389f7  c0ffee        env moved; it keeps restarting; next attempt 2023-11-14T22:28:20Z
-";
-        assert_eq!(got, want);
-        let bare = status(&view(Some(bare)));
-        assert!(
-            bare.contains("plane no document yet  last contact never\n"),
-            "{bare}"
-        );
-        assert!(!status(&view(None)).contains("plane "));
-    }
-
-    #[test]
-    fn a_module_without_an_error_shows_its_last_action() {
-        let mut v = view(None);
-        v.modules[1].last_error = None;
-        v.modules[1].inputs_differ.clear();
-        let got = status(&v);
-        assert!(got.contains("  recreated 2023-11-14T22:14:10Z\n"), "{got}");
-    }
+    // The status table's tests are the CLI's (`cli::tests`): they make
+    // the plane's view as the API does.
 
     #[test]
     fn a_reload_prints_a_line_from_its_fields() {

@@ -439,6 +439,13 @@ http {{
             dav_access user:rw group:r all:r;
             limit_except GET PUT {{ deny all; }}
         }}
+        # What a device uploads for an action (a support bundle, logs).
+        location ~ ^/nodes/[^/]+/uploads/ {{
+            dav_methods PUT;
+            create_full_put_path on;
+            dav_access user:rw group:r all:r;
+            limit_except GET PUT {{ deny all; }}
+        }}
         # Directories listed (stead plane status --reports URL walks them).
         location / {{
             autoindex on;

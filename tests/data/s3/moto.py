@@ -16,6 +16,8 @@
                              (each PUT one more)
     moto.py versions URL KEYFILE BUCKET PREFIX   prints {key: versions} of
                              the keys under PREFIX, as JSON
+    moto.py presign URL KEYFILE BUCKET KEY   prints a presigned URL that
+                             PUTs the object (an hour)
 """
 import json
 import sys
@@ -55,6 +57,23 @@ def main():
     elif cmd == "get":
         bucket, name = sys.argv[4:6]
         sys.stdout.buffer.write(client("s3", url, key).get_object(Bucket=bucket, Key=name)["Body"].read())
+    elif cmd == "presign":
+        from botocore.config import Config
+
+        bucket, name = sys.argv[4:6]
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=url,
+            region_name="us-east-1",
+            aws_access_key_id=key["AccessKeyId"],
+            aws_secret_access_key=key["SecretAccessKey"],
+            config=Config(signature_version="s3v4"),
+        )
+        print(
+            s3.generate_presigned_url(
+                "put_object", Params={"Bucket": bucket, "Key": name}, ExpiresIn=3600
+            )
+        )
     elif cmd == "type":
         bucket, name = sys.argv[4:6]
         print(client("s3", url, key).head_object(Bucket=bucket, Key=name)["ContentType"])

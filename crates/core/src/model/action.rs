@@ -476,6 +476,47 @@ pub fn due(a: &Action, record: Option<&Record>, now: u64) -> Due {
     }
 }
 
+/// An upload a pass collected, for the device's uploader to send.
+#[derive(Clone, Debug)]
+pub struct Upload {
+    /// The action's record, stored begun.
+    pub record: Record,
+    /// Where it goes: the action's `upload_to`, or the plane's host (a
+    /// credential: shown only as [`crate::model::url::shown`]).
+    pub url: String,
+    /// What it carries, by name: a module's log (`upload-logs`: the one
+    /// file, sent as text), or each module's (`support-bundle`: `logs/<m>.log`,
+    /// to which the uploader adds the device's own part, sent as a tar).
+    pub files: Vec<(String, Vec<u8>)>,
+}
+
+impl Upload {
+    /// Its content type and bytes.
+    pub fn body(&self) -> (&'static str, Vec<u8>) {
+        match self.record.kind {
+            Kind::UploadLogs => (
+                "text/plain; charset=utf-8",
+                self.files.first().map(|f| f.1.clone()).unwrap_or_default(),
+            ),
+            _ => ("application/x-tar", bundle(&self.files)),
+        }
+    }
+}
+
+/// A support bundle: the files named, as a tar archive (ustar, each
+/// file's mode 0644, time 0).
+pub fn bundle(files: &[(String, Vec<u8>)]) -> Vec<u8> {
+    use crate::model::archive::{header, padding};
+    let mut out = Vec::new();
+    for (name, body) in files {
+        out.extend_from_slice(&header(name, body.len() as u64));
+        out.extend_from_slice(body);
+        out.resize(out.len() + padding(body.len() as u64), 0);
+    }
+    out.resize(out.len() + 1024, 0);
+    out
+}
+
 /// What shows whether an action acted, as its record keeps it (`before`)
 /// and as the device reads it now: a restart's container and when it last
 /// started, a recreate's container, a reboot's boot. Empty for the kinds
@@ -832,5 +873,30 @@ mod tests {
             assert_eq!(next(action, record.as_ref(), now, here), want, "case {i}");
         }
         assert_eq!(evidence(Kind::UploadLogs, Some(("c", 1)), "b"), "");
+    }
+
+    #[test]
+    fn a_bundle_is_a_tar_of_its_files_in_order() {
+        use crate::model::tar::{Piece, TarStream};
+        let files = vec![
+            ("report.json".to_string(), b"{}".to_vec()),
+            ("logs/web.log".to_string(), vec![b'x'; 513]),
+            ("empty".to_string(), Vec::new()),
+        ];
+        let tar = bundle(&files);
+        assert_eq!(tar.len() % 512, 0);
+        let mut read = TarStream::default();
+        let mut got: Vec<Vec<u8>> = Vec::new();
+        read.feed(&tar, |p| match p {
+            Piece::Begin(_) => got.push(Vec::new()),
+            Piece::Data(d) => got.last_mut().unwrap().extend_from_slice(d),
+            Piece::End => {}
+        })
+        .unwrap();
+        let want: Vec<Vec<u8>> = files.iter().map(|f| f.1.clone()).collect();
+        assert_eq!(got, want);
+        // Its names, as the headers say them.
+        assert_eq!(&tar[..11], b"report.json");
+        assert_eq!(&tar[1024..1036], b"logs/web.log");
     }
 }

@@ -28,6 +28,7 @@ pub mod interpolate;
 pub mod json;
 pub mod labels;
 pub mod lock;
+pub mod logs;
 pub mod maintenance;
 pub mod mdns;
 pub mod mqtt;

@@ -2,7 +2,8 @@
 //! stead::agent: message key=value`), filtered by `STEAD_LOG`. A tracing
 //! subscriber of its own, a few KiB, where tracing-subscriber's formatter
 //! and filters took tens on a device: the agent records no spans, and its
-//! filter is targets and levels only.
+//! filter is targets and levels only. Its last lines are kept in memory
+//! too ([`recent`]), for a support bundle.
 
 use std::io::Write as _;
 
@@ -105,6 +106,37 @@ pub fn from_env() -> Filter {
     }
 }
 
+/// How many of the log's last lines are kept in memory, and their most
+/// bytes in all.
+pub const RECENT_LINES: usize = 1000;
+const RECENT_BYTES: usize = 256 * 1024;
+
+static RECENT: std::sync::Mutex<(std::collections::VecDeque<String>, usize)> =
+    std::sync::Mutex::new((std::collections::VecDeque::new(), 0));
+
+fn keep(line: &str) {
+    let Ok(mut r) = RECENT.lock() else { return };
+    let (lines, bytes) = &mut *r;
+    *bytes += line.len();
+    lines.push_back(line.to_string());
+    while lines.len() > RECENT_LINES || *bytes > RECENT_BYTES {
+        match lines.pop_front() {
+            Some(l) => *bytes -= l.len(),
+            None => break,
+        }
+    }
+}
+
+/// The log's last lines (at most [`RECENT_LINES`], 256 KiB), oldest
+/// first, each ending in a newline: what this process logged since it
+/// started, as far back as they reach.
+pub fn recent() -> String {
+    RECENT
+        .lock()
+        .map(|r| r.0.iter().map(String::as_str).collect())
+        .unwrap_or_default()
+}
+
 /// Installs the log as the process's subscriber.
 pub fn init(filter: Filter) {
     let _ = tracing::subscriber::set_global_default(Log(filter));
@@ -141,6 +173,7 @@ impl Subscriber for Log {
         line.push_str(&fields.rest);
         line.push('\n');
         let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        keep(&line);
     }
 
     fn enter(&self, _: &span::Id) {}
