@@ -982,6 +982,17 @@ fn signed_one_shot_actions_run_once_each_and_say_what_became_of_them() {
         "{a:#?}"
     );
     assert_eq!(n.container_id(&m), first, "a restart keeps its container");
+    // The report says what became of each.
+    n.wait_for(30, "the actions in the report", || {
+        plane.report_json(&n.id).is_some_and(|r| {
+            r["actions"].as_array().is_some_and(|a| {
+                a.iter()
+                    .any(|x| x["id"] == "restart-1" && x["status"] == "done")
+                    && a.iter()
+                        .any(|x| x["id"] == "ghost-1" && x["status"] == "failed")
+            })
+        })
+    });
     let starts = |since: f64| {
         n.events_since(&m, since)
             .iter()

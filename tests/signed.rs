@@ -1288,3 +1288,52 @@ fn a_policy_in_the_devices_own_config_holds_without_a_plane_and_as_a_floor_under
     assert_eq!(id_of(&format!("{r}/app@{unsigned}")), None);
     drop(agent);
 }
+
+/// A `repull` action: the module's tag, moved on in the registry, is
+/// pulled again, and the module then runs its new image (one create), as
+/// any change; the action is done once the pull ended.
+#[test]
+fn a_repull_action_brings_the_tags_new_image_and_the_module_runs_it_once() {
+    let (plane, key, site) = start();
+    site.push("app", "latest", "one");
+    let n = site.node("repull", &plane, &key);
+    let m = n.module("app");
+    let module = module_of(&m, &site.image("app", "latest"));
+    plane.publish(&n.id, &sign(&key, &payload(&n, 1, vec![module.clone()])));
+    let agent = Agent::start(&n);
+    n.wait_for(90, "the module running", || {
+        n.container(&m).is_some_and(|(_, s, _)| s == "running")
+    });
+    let first = n.container_id(&m);
+    let label = |id: &str| docker_ok(&["inspect", "-f", "{{index .Config.Labels \"v\"}}", id]);
+    assert_eq!(label(&first).trim(), "one");
+
+    // The tag moves on in the registry: nothing on the device knows.
+    site.push("app", "latest", "two");
+    let since = unix_now();
+    let mut p = payload(&n, 2, vec![module]);
+    p["actions"] = json!([{
+        "id": "pull-1", "kind": "repull", "module": m,
+        "expires": stead::model::time::format_rfc3339(now() + 3600),
+    }]);
+    plane.publish(&n.id, &sign(&key, &p));
+    n.wait_for(90, "the repull done", || {
+        agent.get("/v1/actions").1.contains("\"status\": \"done\"")
+    });
+    n.wait_for(90, "the module on the new image", || {
+        n.container(&m)
+            .is_some_and(|(id, s, _)| s == "running" && id != first && label(&id).trim() == "two")
+    });
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(
+        n.creates_since(&m, since),
+        1,
+        "{:?}",
+        n.events_since(&m, since)
+    );
+    let (_, actions) = agent.get("/v1/actions");
+    assert!(
+        actions.contains("pulled ") && actions.contains("again"),
+        "{actions}"
+    );
+}

@@ -416,15 +416,9 @@ async fn actions(state: &ApiState) -> Result<Resp, ApiError> {
     let mut out: Vec<J> = records
         .iter()
         .map(|r| {
-            json!({
-                "id": r.id,
-                "kind": r.kind.as_str(),
-                "module": r.module.as_ref().map(|m| m.as_str()),
-                "status": r.status.as_str(),
-                "at": r.at,
-                "result": r.result,
-                "waiting": waiting.remove(&r.id),
-            })
+            let mut v = to_json(views::ActionView::from(r));
+            v["waiting"] = J::from(waiting.remove(&r.id));
+            v
         })
         .collect();
     out.extend(

@@ -56,6 +56,8 @@ pub struct Parts<'a> {
     pub reloads: &'a [Request],
     /// The agent itself and its updates.
     pub agent: Option<&'a crate::views::agent::AgentView>,
+    /// The one-shot actions' records.
+    pub actions: &'a [crate::model::action::Record],
 }
 
 /// A report without the sequence number and the times that move on
@@ -119,6 +121,7 @@ pub fn stable(p: &Parts) -> ReportView {
         modules.insert(name.clone(), module);
     }
     ReportView {
+        actions: crate::views::ActionView::latest(p.actions),
         agent: p.agent.cloned(),
         agent_version: crate::VERSION.to_string(),
         clock: ReportClock {
@@ -259,7 +262,7 @@ pub struct Reporter {
 impl Reporter {
     pub(crate) async fn build(&self, seq: u64, undelivered: u32) -> (Digest, ReportView) {
         let launched = self.launched.clone();
-        let (updates, reloads, agent) = self
+        let (updates, reloads, agent, actions) = self
             .store
             .blocking(move |s| {
                 let agent = crate::views::agent::of(
@@ -270,6 +273,7 @@ impl Reporter {
                     s.updates().unwrap_or_default(),
                     s.reloads().unwrap_or_default(),
                     agent,
+                    s.actions().unwrap_or_default(),
                 )
             })
             .await;
@@ -292,6 +296,7 @@ impl Reporter {
                 updates: &updates,
                 reloads: &reloads,
                 agent: Some(&agent),
+                actions: &actions,
             })
         };
         let digest = change_digest(&mut s);
@@ -661,6 +666,7 @@ mod tests {
             updates: &reloads.0,
             reloads: &reloads.1,
             agent: None,
+            actions: &[],
         }
     }
 

@@ -99,6 +99,7 @@ impl Reconciler {
         engine: &E,
         store: &Arc<Store>,
         steps: &mut plan::Plan,
+        entries: &BTreeMap<ModuleName, crate::store::Entry>,
     ) -> Result<Vec<Asked>, PassError> {
         let asked_of = self.actions_in_force(&[Kind::Restart, Kind::Recreate, Kind::Repull]);
         let mut waiting = BTreeMap::new();
@@ -112,14 +113,12 @@ impl Reconciler {
                 .collect();
             let now = crate::host::clock::now();
             for a in asked_of {
+                let record = records.get(&a.id).cloned();
                 if a.kind == Kind::Repull {
-                    waiting.insert(
-                        a.id.clone(),
-                        "repull: not acted on by this version of stead".into(),
-                    );
+                    self.repull(engine, store, &a, record, entries, &mut waiting, now)
+                        .await?;
                     continue;
                 }
-                let record = records.get(&a.id).cloned();
                 let Some(m) = a.module.clone() else { continue };
                 let step = steps.iter().position(|s| s.module() == Some(m.as_str()));
                 let here = match step.map(|i| &steps[i]) {
@@ -174,6 +173,92 @@ impl Reconciler {
         }
         self.keep_waiting(waiting, &[Kind::Restart, Kind::Recreate, Kind::Repull]);
         Ok(asked)
+    }
+
+    /// A `repull`: the module's image, as its intention names it, pulled
+    /// again (stored begun first); done once the pull ended, or failed
+    /// with the pull's error. If the name now means another image, the
+    /// module differs from what it runs, and the passes after recreate it
+    /// as any change (its `on_drift`, the windows and locks). Found begun
+    /// by an agent that did not start its pull, the pull is started again.
+    #[allow(clippy::too_many_arguments)]
+    async fn repull<E: Engine>(
+        &mut self,
+        engine: &E,
+        store: &Arc<Store>,
+        a: &Action,
+        record: Option<Record>,
+        entries: &BTreeMap<ModuleName, crate::store::Entry>,
+        waiting: &mut BTreeMap<String, String>,
+        now: u64,
+    ) -> Result<(), PassError> {
+        let reference = a
+            .module
+            .as_ref()
+            .and_then(|m| entries.get(m))
+            .and_then(|e| e.record.as_ref())
+            .map(|r| r.intention.image.clone());
+        // The evidence of a repull is the reference it pulls: the same
+        // found begun again is pulled again (a pull is idempotent).
+        let here = reference
+            .as_ref()
+            .map(|r| format!("image={r}"))
+            .unwrap_or_default();
+        let next = next(a, record.as_ref(), now, Some(&here));
+        if !self
+            .follow(store, a, record.as_ref(), next, waiting, now)
+            .await?
+        {
+            return Ok(());
+        }
+        let Some(reference) = reference else {
+            let m = a.module.as_ref().map_or("", |m| m.as_str());
+            let mut r = record.unwrap_or_else(|| Record::begin(a, String::new(), now));
+            let _ = r.fail(format!("this device runs no module {m}"), now);
+            return Self::keep(store, r).await;
+        };
+        let record = match record {
+            Some(r) => r,
+            None => {
+                let r = Record::begin(a, here, now);
+                Self::keep(store, r.clone()).await?;
+                r
+            }
+        };
+        if self.pulls.pulling(&reference) {
+            waiting.insert(a.id.clone(), format!("pulling {reference}"));
+            return Ok(());
+        }
+        match self.repulls.remove(&a.id) {
+            // Its pull ended: what it came to.
+            Some(pulled) => {
+                let mut r = record;
+                let failed = self
+                    .retries
+                    .pull_held_back(&pulled, tokio::time::Instant::now())
+                    .map(|h| h.last_error.unwrap_or_else(|| "no reason given".into()));
+                let moved = match failed {
+                    Some(e) => r.fail(format!("pulling {pulled} again failed: {e}"), now),
+                    None => r.finish(format!("pulled {pulled} again"), now),
+                };
+                if moved.is_ok() {
+                    Self::keep(store, r).await?;
+                }
+                // What it brought is taken at once.
+                self.wake_at(Some(now));
+            }
+            None => {
+                tracing::info!(
+                    image = reference.as_str(),
+                    "pulling again: asked by action {}",
+                    a.id
+                );
+                self.pulls.start(engine, &reference);
+                self.repulls.insert(a.id.clone(), reference.clone());
+                waiting.insert(a.id.clone(), format!("pulling {reference}"));
+            }
+        }
+        Ok(())
     }
 
     /// Does what `next` says of action `a` but act (an expiry or an end

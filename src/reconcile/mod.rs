@@ -150,6 +150,9 @@ pub struct Reconciler {
     actions_waiting: actions::Waiting,
     /// Where the uploads actions ask are handed (with a plane).
     uploads: Option<actions::Uploads>,
+    /// The `repull` actions whose pull this agent started, by id, with
+    /// the reference pulled.
+    repulls: BTreeMap<String, String>,
     /// The device's time zone (`/etc/localtime`), for windows in local
     /// time: read again a minute after it was.
     zone: Option<(Instant, Arc<crate::model::maintenance::Zone>)>,
@@ -218,6 +221,7 @@ impl Reconciler {
             reboot_allowed: false,
             actions_waiting: Default::default(),
             uploads: None,
+            repulls: BTreeMap::new(),
             zone: None,
             made: resolve::Made::default(),
             lost: BTreeSet::new(),
@@ -993,7 +997,9 @@ impl Reconciler {
 
         // One-shot actions: a restart or a recreate the documents ask is
         // its module's step, and waits as any other.
-        let asked = self.ask_actions(engine, store, &mut steps).await?;
+        let asked = self
+            .ask_actions(engine, store, &mut steps, &entries)
+            .await?;
 
         // Maintenance windows: outside them no container is recreated or
         // restarted. Judged only when there is one to hold (a quiet pass

@@ -515,9 +515,14 @@ impl Pulls {
         pulling
     }
 
+    /// Whether `image` is being pulled.
+    pub(super) fn pulling(&self, image: &str) -> bool {
+        self.in_flight.contains_key(image)
+    }
+
     /// Starts pulling `image` (with the login for its registry, when the
     /// credentials file has one), once it is known to fit.
-    fn start<E: Engine>(&mut self, engine: &E, image: &str) {
+    pub(super) fn start<E: Engine>(&mut self, engine: &E, image: &str) {
         let (engine, reference, wake) = (engine.clone(), image.to_string(), self.wake.clone());
         let auth = self.credentials.as_ref().and_then(|c| c.pull_auth(image));
         let room = self.room.clone();

@@ -292,9 +292,61 @@ pub fn conflicts(c: &[(String, String)]) -> Vec<ConflictView> {
         .collect()
 }
 
+/// How many of the device's latest action records a report carries.
+pub const REPORTED_ACTIONS: usize = 32;
+
+/// A one-shot action's record, as a report carries it (and
+/// `GET /v1/actions` shows it): no upload's URL past its path.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionView {
+    /// When it got where it is, seconds since the epoch.
+    pub at: u64,
+    /// Its id.
+    pub id: String,
+    /// Its kind.
+    pub kind: String,
+    /// Its module.
+    pub module: Option<String>,
+    /// What it did, or why it failed or expired.
+    pub result: Option<String>,
+    /// `begun`, `done`, `failed` or `expired`.
+    pub status: String,
+}
+
+impl ActionView {
+    /// The latest `REPORTED_ACTIONS` of `records` (by when they got where
+    /// they are), in the order of their ids.
+    pub fn latest(records: &[crate::model::action::Record]) -> Vec<ActionView> {
+        let mut r: Vec<&crate::model::action::Record> = records.iter().collect();
+        crate::model::sort::sort_by(&mut r, |a, b| b.at.cmp(&a.at).then(a.id.cmp(&b.id)));
+        r.truncate(REPORTED_ACTIONS);
+        let mut out: Vec<ActionView> = r.into_iter().map(ActionView::from).collect();
+        crate::model::sort::sort_by(&mut out, |a, b| a.id.cmp(&b.id));
+        out
+    }
+}
+
+impl From<&crate::model::action::Record> for ActionView {
+    fn from(r: &crate::model::action::Record) -> ActionView {
+        ActionView {
+            at: r.at,
+            id: r.id.clone(),
+            kind: r.kind.as_str().to_string(),
+            module: r.module.as_ref().map(|m| m.as_str().to_string()),
+            result: r.result.clone(),
+            status: r.status.as_str().to_string(),
+        }
+    }
+}
+
 /// The report PUT to the plane: the node's whole status.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportView {
+    /// The one-shot actions the device keeps a record of, its latest
+    /// [`REPORTED_ACTIONS`] (absent when none; and in reports of agents
+    /// before 0.7.0).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<ActionView>,
     /// The agent: what runs, the launcher's state, its updates (absent in
     /// reports of agents before 0.6.0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -625,5 +677,39 @@ mod tests {
         assert_eq!(narrow, ReportRuns::from(whole));
         assert_eq!(narrow.modules["old"].image, None);
         assert!(narrow.report_key.is_none() && narrow.plane.groups.is_empty());
+    }
+
+    #[test]
+    fn a_report_carries_the_latest_actions_in_the_order_of_their_ids() {
+        use crate::model::action::{Action, Kind, Record};
+        let record = |id: String, at: u64| {
+            let a = Action {
+                id,
+                kind: Kind::Reboot,
+                module: None,
+                not_before: None,
+                expires: 10_000,
+                upload_to: None,
+                since: None,
+                until: None,
+            };
+            let mut r = Record::begin(&a, "boot=b".into(), at);
+            r.finish("rebooted".into(), at).unwrap();
+            r
+        };
+        let records: Vec<Record> = (0..40)
+            .map(|i| record(format!("a{i:02}"), 1_000 - i))
+            .collect();
+        let got = ActionView::latest(&records);
+        assert_eq!(got.len(), REPORTED_ACTIONS);
+        // The 32 latest are a00..a31 (the later the id, the earlier it got there).
+        let ids: Vec<&str> = got.iter().map(|a| a.id.as_str()).collect();
+        let want: Vec<String> = (0..32).map(|i| format!("a{i:02}")).collect();
+        assert_eq!(ids, want);
+        assert_eq!(
+            serde_json::to_value(&got[0]).unwrap(),
+            serde_json::json!({"at": 1000, "id": "a00", "kind": "reboot", "module": null, "result": "rebooted", "status": "done"})
+        );
+        assert!(ActionView::latest(&[]).is_empty());
     }
 }
