@@ -131,12 +131,20 @@ scripts/package.sh
 stage "cargo test: building the tests"
 log="$(mktemp /tmp/stead-test.XXXXXX)"
 beside="$(mktemp -d /tmp/stead-test-beside.XXXXXX)"
-trap 'rm -f "$log"; rm -rf "$beside"' EXIT
+trap 'rm -f "$log" "${doc_log:-}"; rm -rf "$beside"' EXIT
 cargo test --workspace --locked --no-run
 # The binaries of the other packages the tests run (the launcher, the
 # operator's tool): built here, so the tests' own build of them
 # (tests/common/bins.rs) finds them fresh and two passes never build at once.
 cargo build --workspace --locked --bins
+# The doc tests, alone and before the streams: a `--doc` build's
+# dependencies are built for its own selection of targets, and run beside
+# another cargo in the same target directory one of them was missing when
+# rustdoc asked for it (2026-12-07: "extern location for ring does not
+# exist").
+doc_log="$(mktemp /tmp/stead-test-doc.XXXXXX)"
+doc_failed=0
+cargo test --workspace --locked --no-fail-fast --doc >"$doc_log" 2>&1 || doc_failed=1
 # Beside the Docker Engine's pass, each into a log and an exit code of its
 # own (said once the main pass is done): the Podman suites, and beside
 # them the other two one after another. They mostly wait, on engines and
@@ -197,9 +205,10 @@ podman_pid=$!
 beside_pid=$!
 # Tests named lab_ (the device lab's VMs) are scripts/lab/all.sh's.
 failed=()
+tee "$log" <"$doc_log"
+[ "$doc_failed" = 0 ] || failed+=("cargo test --doc")
 cargo test --workspace --locked --no-fail-fast --lib --bins "${rest_args[@]}" \
-    -- --include-ignored --skip lab_ 2>&1 | tee "$log" || failed+=("cargo test")
-cargo test --workspace --locked --no-fail-fast --doc 2>&1 | tee -a "$log" || failed+=("cargo test --doc")
+    -- --include-ignored --skip lab_ 2>&1 | tee -a "$log" || failed+=("cargo test")
 wait "$heavy_pid" || true
 stage "cargo test, the longest test files: what they said"
 beside_said heavy "cargo test (${heavy[*]})"
