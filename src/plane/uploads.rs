@@ -48,6 +48,8 @@ pub async fn run(mut uploads: mpsc::Receiver<Upload>, r: Reporter, in_flight: In
             u.files.splice(0..0, mine);
         }
         let (content_type, body) = u.body();
+        drop(u.files);
+        let body = Bytes::from(body);
         let id = u.record.id.clone();
         let shown = crate::model::url::shown(&u.url);
         let size = body.len() as u64;
@@ -190,7 +192,7 @@ async fn put(
     http: &Http,
     url: &str,
     content_type: &'static str,
-    body: &[u8],
+    body: &Bytes,
 ) -> Result<(), String> {
     let shown = crate::model::url::shown(url);
     let uri: http::Uri = url.parse().map_err(|_| format!("{shown}: not a URL"))?;
@@ -204,7 +206,7 @@ async fn put(
             Method::PUT,
             uri,
             &headers,
-            Bytes::copy_from_slice(body),
+            body.clone(),
             PUT_LIMIT,
             64 * 1024,
         )

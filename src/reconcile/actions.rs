@@ -527,7 +527,16 @@ impl Reconciler {
                     },
                 };
                 let mut files = Vec::new();
+                // A bundle's logs together are bounded as one module's are.
+                let mut room = crate::model::logs::MAX_LOG_BYTES;
                 for (m, id) in of {
+                    if room == 0 {
+                        files.push((
+                            format!("logs/{m}.log"),
+                            b"[stead: not read: the bundle's logs are at their bound]\n".to_vec(),
+                        ));
+                        continue;
+                    }
                     let text = match engine.logs(id, range).await {
                         Ok(t) => String::from_utf8_lossy(&t).into_owned(),
                         Err(e) if e.is_unreachable() => return Err(e.into()),
@@ -544,7 +553,13 @@ impl Reconciler {
                         Kind::UploadLogs => format!("{m}.log"),
                         _ => format!("logs/{m}.log"),
                     };
-                    files.push((name, masked.into_bytes()));
+                    let mut bytes = masked.into_bytes();
+                    if bytes.len() > room {
+                        bytes.truncate(room);
+                        bytes.extend_from_slice(crate::model::logs::CUT.as_bytes());
+                    }
+                    room = room.saturating_sub(bytes.len());
+                    files.push((name, bytes));
                 }
                 let name = match a.kind {
                     Kind::UploadLogs => files.first().map_or("logs".into(), |f| f.0.clone()),

@@ -95,8 +95,9 @@ impl Kind {
     }
 }
 
-/// An action as a document asks it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// An action as a document asks it. (Its `Debug` shows an upload's URL
+/// only as [`crate::model::url::shown`]: a presigned one is a credential.)
+#[derive(Clone, PartialEq, Eq)]
 pub struct Action {
     /// Its id: runs at most once per device.
     pub id: String,
@@ -115,6 +116,24 @@ pub struct Action {
     pub since: Option<u64>,
     /// For `upload-logs`: the range's end (unset: now).
     pub until: Option<u64>,
+}
+
+impl std::fmt::Debug for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Action")
+            .field("id", &self.id)
+            .field("kind", &self.kind)
+            .field("module", &self.module)
+            .field("not_before", &self.not_before)
+            .field("expires", &self.expires)
+            .field(
+                "upload_to",
+                &self.upload_to.as_deref().map(crate::model::url::shown),
+            )
+            .field("since", &self.since)
+            .field("until", &self.until)
+            .finish()
+    }
 }
 
 /// An id: 1 to 64 of `A-Z a-z 0-9 . _ -`.
@@ -477,7 +496,8 @@ pub fn due(a: &Action, record: Option<&Record>, now: u64) -> Due {
 }
 
 /// An upload a pass collected, for the device's uploader to send.
-#[derive(Clone, Debug)]
+/// (Its `Debug` shows the URL only as [`crate::model::url::shown`].)
+#[derive(Clone)]
 pub struct Upload {
     /// The action's record, stored begun.
     pub record: Record,
@@ -488,6 +508,21 @@ pub struct Upload {
     /// file, sent as text), or each module's (`support-bundle`: `logs/<m>.log`,
     /// to which the uploader adds the device's own part, sent as a tar).
     pub files: Vec<(String, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for Upload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let files: Vec<(&str, usize)> = self
+            .files
+            .iter()
+            .map(|(n, b)| (n.as_str(), b.len()))
+            .collect();
+        f.debug_struct("Upload")
+            .field("record", &self.record)
+            .field("url", &crate::model::url::shown(&self.url))
+            .field("files", &files)
+            .finish()
+    }
 }
 
 impl Upload {
@@ -898,5 +933,31 @@ mod tests {
         // Its names, as the headers say them.
         assert_eq!(&tar[..11], b"report.json");
         assert_eq!(&tar[1024..1036], b"logs/web.log");
+    }
+
+    #[test]
+    fn a_presigned_url_is_not_in_what_debug_shows() {
+        let a = Action {
+            id: "b".into(),
+            kind: Kind::SupportBundle,
+            module: None,
+            not_before: None,
+            expires: 10,
+            upload_to: Some("https://h.example/b.tar?X-Amz-Signature=5ecret".into()),
+            since: None,
+            until: None,
+        };
+        let shown = format!("{a:?}");
+        assert!(
+            shown.contains("https://h.example/b.tar?…") && !shown.contains("5ecret"),
+            "{shown}"
+        );
+        let u = Upload {
+            record: Record::begin(&a, String::new(), 1),
+            url: a.upload_to.clone().unwrap(),
+            files: vec![("x".into(), vec![1, 2])],
+        };
+        let shown = format!("{u:?}");
+        assert!(!shown.contains("5ecret"), "{shown}");
     }
 }
