@@ -264,6 +264,15 @@ impl Spool {
         }
     }
 
+    /// A blob fetched whole and checked: when the spool keeps what it
+    /// fetched for the site's peers, it is served whole from now on, the
+    /// engine's load or not.
+    fn checked(&self, digest: &str) {
+        if self.keep.is_some() {
+            let _ = std::fs::write(self.dir.join(format!("{}.ok", hex(digest))), b"");
+        }
+    }
+
     /// Done with a blob the engine loaded: kept, checked, for the site's
     /// peers when the spool keeps, else gone.
     fn done(&self, digest: &str) {
@@ -577,6 +586,11 @@ pub async fn fetch_blob(
     let mut sources = Sources::new(listed.len(), &resting, spooled);
     let mut wait = FIRST_WAIT;
     let mut last: Option<FetchError> = None;
+    // While the bytes come from the registry, a peer asking is sent them
+    // as they come; the mark is held until the blob is checked and marked
+    // to serve whole, so a peer asking in between is never told "not
+    // here" (2026-12-07: one asking while the engine loaded it was).
+    let mut from_origin: Option<OriginMark> = None;
     loop {
         if idle >= IDLE_TRIES || wrong >= WRONG_TRIES {
             return Err(last.unwrap_or_else(|| {
@@ -588,8 +602,11 @@ pub async fn fetch_blob(
         let ask = rule::ask(synced, size);
         if ask == Ask::Done {
             if spool.check(digest)? {
+                spool.checked(digest);
+                drop(from_origin);
                 return Ok(wire);
             }
+            from_origin = None;
             spool.discard(digest);
             last = Some(FetchError::Wrong(format!(
                 "{digest}: the bytes fetched do not match the digest"
@@ -675,7 +692,7 @@ pub async fn fetch_blob(
             continue;
         };
         // A peer asking for this blob meanwhile is sent it as it comes.
-        let _origin =
+        from_origin =
             matches!(source, Source::Origin).then(|| spool.fetching_from_origin(digest, size));
         let path = spool.path(digest);
         let mut file = std::fs::OpenOptions::new()
