@@ -114,6 +114,10 @@ impl Reconciler {
             let now = crate::host::clock::now();
             for a in asked_of {
                 let record = records.get(&a.id).cloned();
+                // Over: nothing to read of it (no inspect each pass).
+                if record.as_ref().is_some_and(|r| r.status.is_final()) {
+                    continue;
+                }
                 if a.kind == Kind::Repull {
                     self.repull(engine, store, &a, record, entries, &mut waiting, now)
                         .await?;
