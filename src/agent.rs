@@ -887,6 +887,13 @@ impl<C: Connect> Agent<C> {
             self.reconciler.set_maintenance(rx);
             tx
         });
+        // The site's disruption budgets: the pass asks the plane's lease
+        // keeper before it disrupts.
+        let budget = self.config.plane.as_ref().map(|_| {
+            let (link, want, standing) = crate::reconcile::budget::link();
+            self.reconciler.set_budget(link);
+            (want, standing)
+        });
         self.reconciler.allow_reboots(self.config.reboot_allowed);
         // The uploads actions ask: collected by the pass, sent by the
         // plane's uploader.
@@ -902,7 +909,7 @@ impl<C: Connect> Agent<C> {
             (rx, in_flight)
         });
         let (plane, _plane_tasks) = self
-            .start_plane(agent, asks, images, ahead, maintenance, uploads)
+            .start_plane(asks, images, ahead, maintenance, uploads, budget)
             .await;
         let updater = self.updater(asked);
         // What became of a switch begun before this start, before anything
@@ -1020,7 +1027,6 @@ impl<C: Connect> Agent<C> {
     /// left: the node runs what it holds.
     async fn start_plane(
         &self,
-        _agent: u64,
         asks: tokio::sync::watch::Sender<crate::plane::sync::PlaneAsk>,
         images: Option<tokio::sync::watch::Sender<crate::model::image_policy::Known>>,
         ahead: Option<tokio::sync::watch::Sender<std::collections::BTreeSet<String>>>,
@@ -1028,6 +1034,10 @@ impl<C: Connect> Agent<C> {
         uploads: Option<(
             tokio::sync::mpsc::Receiver<crate::model::action::Upload>,
             crate::plane::uploads::InFlight,
+        )>,
+        budget: Option<(
+            tokio::sync::watch::Receiver<bool>,
+            tokio::sync::watch::Sender<crate::model::budget::Standing>,
         )>,
     ) -> (Option<api::PlaneHandle>, Vec<AbortOnDrop>) {
         let (Some(pc), Some(images)) = (self.config.plane.clone(), images) else {
@@ -1108,6 +1118,21 @@ impl<C: Connect> Agent<C> {
                 reporter.clone(),
                 in_flight,
             ))));
+        }
+        if let (Some((want, standing)), Some(m), Some(pc)) =
+            (budget, &maintenance, self.config.plane.as_ref())
+        {
+            let keeper = crate::plane::lease::Keeper {
+                node: self.config.node_id.clone(),
+                base: pc.url.to_string(),
+                http: syncer.http(),
+                labels: self.config.labels.clone(),
+                in_force: m.subscribe(),
+                want,
+                standing,
+                wake: self.wake.clone(),
+            };
+            tasks.push(AbortOnDrop(tokio::spawn(keeper.run())));
         }
         tasks.push(AbortOnDrop(tokio::spawn(crate::plane::report::run(
             reporter,

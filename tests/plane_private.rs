@@ -18,94 +18,13 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use common::agent::{Agent, http_get};
 use common::desired::*;
+use common::s3::{Moto, credentials, venv};
 use common::*;
 use stead::plane::envelope::SecretKey;
-
-/// The venv that holds moto's server and boto3.
-fn venv() -> PathBuf {
-    let v =
-        std::env::var("STEAD_TEST_MOTO").unwrap_or_else(|_| "/var/cache/stead-test/moto".into());
-    let v = PathBuf::from(v);
-    assert!(
-        v.join("bin/moto_server").exists(),
-        "no moto server in {} (scripts/test.sh installs it; or set STEAD_TEST_MOTO to a venv with moto[server])",
-        v.display()
-    );
-    v
-}
-
-struct Moto {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Moto {
-    /// The server on loopback, its first three actions (the IAM user, its
-    /// key and policy) taken without authentication, every later one
-    /// checked.
-    fn start() -> Moto {
-        let port = common::registry::free_port();
-        let child = Command::new(venv().join("bin/moto_server"))
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .env("INITIAL_NO_AUTH_ACTION_COUNT", "3")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let url = format!("http://127.0.0.1:{port}");
-        let end = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                std::time::Instant::now() < end,
-                "moto's server did not listen"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        Moto { child, url }
-    }
-
-    /// Runs tests/data/s3/moto.py; returns its stdout.
-    fn py(&self, args: &[&str]) -> String {
-        let out = Command::new(venv().join("bin/python"))
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/s3/moto.py"))
-            .arg(args[0])
-            .arg(&self.url)
-            .args(&args[1..])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "moto.py {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-}
-
-/// Writes an AWS credentials file of `key` (moto.py's JSON) at `path`.
-fn credentials(path: &Path, key: &serde_json::Value, mode: u32) {
-    std::fs::write(
-        path,
-        format!(
-            "[default]\naws_access_key_id = {}\naws_secret_access_key = {}\n",
-            key["AccessKeyId"].as_str().unwrap(),
-            key["SecretAccessKey"].as_str().unwrap()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
-}
 
 fn polls(agent: &Agent, outcome: &str) -> u64 {
     let (_, m) = agent.get("/metrics");

@@ -1,6 +1,7 @@
 //! The central plane, on the device: polling a node's document and its
 //! groups' with conditional GETs ([`sync`]), the node's status PUT back
-//! ([`report`]), its config ([`config`]). The documents, every rule that
+//! ([`report`]), its config ([`config`]), the site budget's leases
+//! ([`lease`]). The documents, every rule that
 //! judges them, the one holder of the node's trust ([`trusted`]) and what
 //! the node holds from the plane as one value with pure transitions
 //! ([`held`]) are the core's (`stead_core::plane`, re-exported here:
@@ -13,6 +14,7 @@ pub mod clock;
 pub mod config;
 #[cfg(test)]
 pub(crate) mod fixtures;
+pub mod lease;
 pub mod report;
 pub mod sync;
 pub mod uploads;

@@ -1636,6 +1636,7 @@ impl Composition {
                     .into_iter()
                     .map(|a| ("node".to_string(), a))
                     .collect(),
+                budgets: Vec::new(),
             },
         }
     }

@@ -451,6 +451,10 @@ impl Reconciler {
                     );
                     continue;
                 }
+                if let Err(why) = self.budget_door() {
+                    waiting.insert(a.id.clone(), why);
+                    continue;
+                }
                 let mut r = match record {
                     Some(r) => r,
                     None => {

@@ -43,6 +43,7 @@ use crate::status::metrics::Metrics;
 use crate::store::{EventKind, Store, StoreError};
 
 pub mod actions;
+pub mod budget;
 pub mod check;
 pub mod collect;
 pub mod execute;
@@ -144,6 +145,10 @@ pub struct Reconciler {
     wake: Option<u64>,
     /// Update locks asked through the API, taken at the next pass.
     lock_asks: Vec<locks::LockAsk>,
+    /// The plane's lease keeper, for the site's disruption budgets.
+    budget: Option<budget::Link>,
+    /// Whether this pass asked for the site's lease.
+    budget_asked: bool,
     /// Whether a document may reboot this device (`[actions] reboot`).
     reboot_allowed: bool,
     /// What each action in force and not over waits for.
@@ -218,6 +223,8 @@ impl Reconciler {
             maintenance: None,
             wake: None,
             lock_asks: Vec::new(),
+            budget: None,
+            budget_asked: false,
             reboot_allowed: false,
             actions_waiting: Default::default(),
             uploads: None,
@@ -1049,6 +1056,13 @@ impl Reconciler {
         if !locks.is_empty() && steps.iter().any(plan::Step::disrupts) {
             self.hold_for_locks(store, &locks, &mut steps).await?;
         }
+        // The site's budget: what still disrupts waits for this device's
+        // place among its site's (asked of the plane's host).
+        if steps.iter().any(plan::Step::disrupts)
+            && let Err(why) = self.budget_door()
+        {
+            plan::defer(&mut steps, |_| Some(why.clone()));
+        }
         // The actions whose steps go on are stored begun before they act.
         let begun = if asked.is_empty() {
             Vec::new()
@@ -1125,6 +1139,12 @@ impl Reconciler {
         self.metrics.disks(self.steward.disks());
         // A reboot the documents ask, once all else of the pass is done.
         self.reboot_if_asked(store, &locks).await?;
+        // The site's lease is held while what was disrupted settles.
+        self.budget_after(
+            livings
+                .values()
+                .any(|l| matches!(l.living, Living::Starting | Living::Settling)),
+        );
         let duration = started.elapsed();
         self.metrics.pass_done(duration);
         // Up-times are read to the second: a little past the window, and

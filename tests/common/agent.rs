@@ -193,6 +193,14 @@ fn dechunk(mut rest: &str) -> String {
     out
 }
 
+impl Agent {
+    /// SIGKILL, and waited for.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for Agent {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -14,6 +14,7 @@ pub mod own_engine;
 pub mod plane;
 pub mod pulls;
 pub mod registry;
+pub mod s3;
 pub mod tls;
 
 pub use bins::workspace_bin;
@@ -215,8 +216,8 @@ struct EventLog {
 }
 
 /// (time in nanoseconds, the stead.module label, the action, the
-/// container's ID)
-type Seen = (i128, String, String, String);
+/// container's ID, the stead.managed-by label)
+type Seen = (i128, String, String, String, String);
 
 impl EventLog {
     fn start() -> EventLog {
@@ -231,7 +232,7 @@ impl EventLog {
                 "--filter",
                 "type=container",
                 "--format",
-                "{{.TimeNano}}\t{{index .Actor.Attributes \"stead.module\"}}\t{{.Action}}\t{{.Actor.ID}}",
+                "{{.TimeNano}}\t{{index .Actor.Attributes \"stead.module\"}}\t{{.Action}}\t{{.Actor.ID}}\t{{index .Actor.Attributes \"stead.managed-by\"}}",
             ])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
@@ -257,9 +258,16 @@ impl EventLog {
                 else {
                     continue;
                 };
+                let owner = f.next().unwrap_or_default();
                 let Ok(t) = t.parse::<i128>() else { continue };
                 if let Some(v) = into.lock().unwrap().as_mut() {
-                    v.push((t, m.to_string(), a.to_string(), id.to_string()));
+                    v.push((
+                        t,
+                        m.to_string(),
+                        a.to_string(),
+                        id.to_string(),
+                        owner.to_string(),
+                    ));
                 }
             }
             *into.lock().unwrap() = None;
@@ -279,14 +287,35 @@ impl EventLog {
     /// order). Waiting a fixed half second lost a Podman start event under
     /// load once.
     fn since(&self, module: &str, since: f64) -> Option<Vec<(String, String)>> {
+        self.seen_of(None, module, since)
+            .map(|v| v.into_iter().map(|(_, a, id)| (a, id)).collect())
+    }
+
+    /// [`EventLog::since`] of the containers `owner` manages alone, each
+    /// with its time (seconds since the epoch): a group's module has one
+    /// name on every device.
+    fn timed(&self, owner: &str, module: &str, since: f64) -> Option<Vec<(f64, String, String)>> {
+        self.seen_of(Some(owner), module, since)
+    }
+
+    /// (time in seconds, action, container ID) of the module's containers
+    /// (of `owner`'s alone, when given) from `since` up to the barrier.
+    fn seen_of(
+        &self,
+        owner: Option<&str>,
+        module: &str,
+        since: f64,
+    ) -> Option<Vec<(f64, String, String)>> {
         let until = self.barrier()?;
         let from = (since * 1e9) as i128;
         let seen = self.seen.lock().unwrap();
         Some(
             seen.as_ref()?
                 .iter()
-                .filter(|(t, m, _, _)| *t >= from && *t <= until && m == module)
-                .map(|(_, _, a, id)| (a.clone(), id.clone()))
+                .filter(|(t, m, _, _, o)| {
+                    *t >= from && *t <= until && m == module && owner.is_none_or(|w| w == o)
+                })
+                .map(|(t, _, a, id, _)| (*t as f64 / 1e9, a.clone(), id.clone()))
                 .collect(),
         )
     }
@@ -320,7 +349,7 @@ impl EventLog {
                 let Some(v) = seen.as_ref() else {
                     break None;
                 };
-                v.iter().find(|(_, m, _, _)| *m == name).map(|(t, ..)| *t)
+                v.iter().find(|(_, m, ..)| *m == name).map(|(t, ..)| *t)
             };
             if found.is_some() || std::time::Instant::now() > end {
                 break found;
@@ -553,6 +582,14 @@ impl Node {
             .filter_map(|l| l.split_once('\t'))
             .map(|(a, id)| (a.to_string(), id.to_string()))
             .collect()
+    }
+
+    /// This node's containers' engine events of `module` since `since`:
+    /// (time in seconds since the epoch, action, container ID).
+    pub fn timed_events_since(&self, module: &str, since: f64) -> Vec<(f64, String, String)> {
+        self.events
+            .timed(&self.id, module, since)
+            .expect("the engine's event stream ended")
     }
 
     /// The module's container's output; empty while it has none.

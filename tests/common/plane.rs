@@ -446,6 +446,15 @@ http {{
             dav_access user:rw group:r all:r;
             limit_except GET PUT {{ deny all; }}
         }}
+        # An S3 bucket's leases and the operator's tool's probe of them
+        # (tests/budget.rs): WebDAV takes every PUT, whatever it is
+        # conditioned on.
+        location ~ /leases/ {{
+            dav_methods PUT DELETE;
+            create_full_put_path on;
+            dav_access user:rw group:r all:r;
+            limit_except GET PUT DELETE {{ deny all; }}
+        }}
         # Directories listed (stead plane status --reports URL walks them).
         location / {{
             autoindex on;

@@ -16,6 +16,9 @@
                              (each PUT one more)
     moto.py versions URL KEYFILE BUCKET PREFIX   prints {key: versions} of
                              the keys under PREFIX, as JSON
+    moto.py history URL KEYFILE BUCKET KEY    prints each version of the
+                             object, oldest first, as JSON: [{"body": text,
+                             "modified": seconds since the epoch}]
     moto.py presign URL KEYFILE BUCKET KEY   prints a presigned URL that
                              PUTs the object (an hour)
 """
@@ -57,6 +60,22 @@ def main():
     elif cmd == "get":
         bucket, name = sys.argv[4:6]
         sys.stdout.buffer.write(client("s3", url, key).get_object(Bucket=bucket, Key=name)["Body"].read())
+    elif cmd == "history":
+        bucket, name = sys.argv[4:6]
+        s3 = client("s3", url, key)
+        found = []
+        pages = s3.get_paginator("list_object_versions")
+        for page in pages.paginate(Bucket=bucket, Prefix=name):
+            for v in page.get("Versions", []):
+                if v["Key"] == name:
+                    found.append(v)
+        # S3 lists a key's versions newest first.
+        found.reverse()
+        out = []
+        for v in found:
+            body = s3.get_object(Bucket=bucket, Key=name, VersionId=v["VersionId"])["Body"].read()
+            out.append({"body": body.decode(), "modified": v["LastModified"].timestamp()})
+        print(json.dumps(out))
     elif cmd == "presign":
         from botocore.config import Config
 

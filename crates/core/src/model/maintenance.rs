@@ -548,6 +548,8 @@ pub struct Disruption {
     pub locks: Vec<(String, crate::model::lock::Policy)>,
     /// The one-shot actions.
     pub actions: Vec<(String, crate::model::action::Action)>,
+    /// The site disruption budgets, by the group that set each.
+    pub budgets: Vec<(String, crate::model::budget::Budget)>,
 }
 
 /// What the documents say of disruption; `None` until they are read.

@@ -11,6 +11,7 @@ pub mod action;
 pub mod age;
 pub mod agent_update;
 pub mod archive;
+pub mod budget;
 pub mod chunk;
 pub mod clock;
 pub mod config;

@@ -73,6 +73,9 @@ pub struct GroupDesired {
     pub locks: Option<crate::model::lock::Policy>,
     /// One-shot actions asked of each of its devices (`actions`).
     pub actions: Vec<crate::model::action::Action>,
+    /// How many of its devices of one site may disrupt at once
+    /// (`budget`).
+    pub budget: Option<crate::model::budget::Budget>,
 }
 
 /// The revision a rollout moves devices from.
@@ -106,6 +109,8 @@ struct GroupDoc {
     locks: Option<serde_json::Value>,
     #[serde(default)]
     actions: Option<serde_json::Value>,
+    #[serde(default)]
+    budget: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -198,6 +203,12 @@ impl GroupDesired {
             maintenance: crate::plane::document::check_maintenance(doc.maintenance.as_ref())?,
             locks: crate::plane::document::check_locks(doc.locks.as_ref())?,
             actions: crate::plane::document::check_actions(doc.actions.as_ref())?,
+            budget: doc
+                .budget
+                .as_ref()
+                .map(crate::model::budget::Budget::parse_doc)
+                .transpose()
+                .map_err(|(field, e)| DocumentError::new(field, e))?,
         })
     }
 }
@@ -403,6 +414,7 @@ pub fn compose_owned(
             .iter()
             .map(|a| ("node".to_string(), a.clone()))
             .collect(),
+        budgets: Vec::new(),
     };
     for name in &node.groups {
         let Some(held) = groups.remove(name) else {
@@ -435,6 +447,9 @@ pub fn compose_owned(
         }
         if let Some(p) = &d.locks {
             maintenance.locks.push((format!("group {name}"), p.clone()));
+        }
+        if let Some(b) = &d.budget {
+            maintenance.budgets.push((name.to_string(), b.clone()));
         }
         maintenance.actions.extend(
             d.actions
@@ -1107,6 +1122,7 @@ mod tests {
                     v["maintenance"] = json!({"windows": [w], "zone": "UTC"});
                     v["locks"] = json!({"max": "1h", "then": "take"});
                     v["actions"] = json!([{"id": format!("a-{name}"), "kind": "restart", "module": format!("m-{name}"), "expires": "2030-01-01T00:00:00Z"}]);
+                    v["budget"] = json!({"per": "site", "max_updating": 2});
                 }
                 let o = v.as_object_mut().unwrap();
                 o.remove("rollout");
@@ -1156,6 +1172,19 @@ mod tests {
                 let by = who.strip_prefix("group ").unwrap_or(who);
                 assert_eq!(a.id, format!("a-{by}"));
             }
+            // And its budget, by the group's name: a node document sets
+            // none.
+            let budgets: Vec<String> = said
+                .budgets
+                .iter()
+                .map(|(g, b)| format!("group {g}: {}", b.max_updating))
+                .collect();
+            let groups: Vec<String> = windows
+                .iter()
+                .filter(|w| w.starts_with("group "))
+                .map(|w| format!("{w}: 2"))
+                .collect();
+            assert_eq!(budgets, groups);
             said.windows
                 .into_iter()
                 .map(|(who, w)| format!("{who}: {}", w.spans[0]))
@@ -1189,6 +1218,16 @@ mod tests {
         assert_eq!(e.field, "maintenance.windows[0]");
         let e = parse(&with(|v| v["locks"] = json!({"max": "1h", "then": "soon"}))).unwrap_err();
         assert_eq!(e.field, "locks.then");
+        let e = parse(&with(|v| {
+            v["budget"] = json!({"per": "site", "max_updating": 0})
+        }))
+        .unwrap_err();
+        assert_eq!(e.field, "budget.max_updating");
+        let d = parse(&with(|v| {
+            v["budget"] = json!({"per": "site", "max_updating": 1})
+        }))
+        .unwrap();
+        assert_eq!(d.budget.map(|b| b.per), Some("site".to_string()));
     }
 
     #[test]

@@ -52,6 +52,31 @@ pub fn publish(
         Ok(f) => f,
         Err(e) => return Ok(super::plane::refused(format_args!("{e}"))),
     };
+    // A site disruption budget rests on the host's conditional writes:
+    // checked before anything is written, and refused where they are not.
+    if let Some(g) = groups
+        .iter()
+        .find(|(_, g)| g.contains_key("budget"))
+        .map(|(n, _)| n)
+    {
+        match upload {
+            None => {
+                return Ok(super::plane::refused(format_args!(
+                    "group {g} sets a budget, whose leases its devices take by conditional writes on \
+                     the plane's host: publish with --upload s3://BUCKET/PREFIX, where the host's are \
+                     checked; nothing published"
+                )));
+            }
+            Some(u) if !dry_run => {
+                if let Err(e) = u.check_conditional_writes() {
+                    return Ok(super::plane::refused(format_args!(
+                        "group {g} sets a budget, and {e}; nothing published"
+                    )));
+                }
+            }
+            Some(_) => {}
+        }
+    }
     if !dry_run {
         std::fs::create_dir_all(site).map_err(|e| {
             std::io::Error::new(e.kind(), format!("cannot make {}: {e}", site.display()))

@@ -56,6 +56,82 @@ impl Upload {
             .block_on(self.send(site, files, dry_run))
     }
 
+    /// Whether the bucket refuses a write whose condition does not hold
+    /// (S3's conditional writes), which a site disruption budget's leases
+    /// rest on: a probe object put with `If-None-Match: *`, put again so
+    /// (refused: 412, or 409 for a write in flight), put with `If-Match` an
+    /// ETag it does not have (refused), then deleted. The error says which
+    /// write the host took that it should have refused.
+    pub fn check_conditional_writes(&self) -> Result<(), String> {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the async runtime: {e}"))?
+            .block_on(self.conditional_writes())
+    }
+
+    async fn conditional_writes(&self) -> Result<(), String> {
+        let http = self.client()?;
+        let key = self
+            .target
+            .key(&format!("leases/.probe-{:016x}", crate::host::random_u64()));
+        let uri = self.uri(&format!("/{}", encode(&key, true)))?;
+        let shown = format!("s3://{}/{key}", self.target.bucket);
+        let put = |header: http::HeaderName, value: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(header, HeaderValue::from_static(value));
+            request(
+                &http,
+                Method::PUT,
+                uri.clone(),
+                h,
+                bytes::Bytes::from_static(b"{}"),
+                64 << 10,
+            )
+        };
+        let first = put(http::header::IF_NONE_MATCH, "*").await?;
+        if !first.status.is_success() {
+            return Err(format!(
+                "a PUT of {shown} with If-None-Match: * was not taken: {}",
+                answer(first.status, &first.body)
+            ));
+        }
+        let refused =
+            |s: StatusCode| matches!(s, StatusCode::PRECONDITION_FAILED | StatusCode::CONFLICT);
+        let again = put(http::header::IF_NONE_MATCH, "*").await;
+        let other = put(http::header::IF_MATCH, "\"0000000000000000\"").await;
+        // The probe goes, whatever the host answered.
+        let gone = request(
+            &http,
+            Method::DELETE,
+            uri.clone(),
+            HeaderMap::new(),
+            bytes::Bytes::new(),
+            64 << 10,
+        )
+        .await;
+        let again = again?;
+        if !refused(again.status) {
+            return Err(format!(
+                "the host took a second PUT of {shown} with If-None-Match: * ({}): it has no conditional writes, \
+                 and a budget's leases there would not hold",
+                again.status
+            ));
+        }
+        let other = other?;
+        if !refused(other.status) {
+            return Err(format!(
+                "the host took a PUT of {shown} with If-Match an ETag it does not have ({}): it has no \
+                 conditional writes, and a budget's leases there would not hold",
+                other.status
+            ));
+        }
+        if let Err(e) = gone {
+            eprintln!("stead-plane: the probe {shown} is left in the bucket: {e}");
+        }
+        Ok(())
+    }
+
     fn client(&self) -> Result<Http, String> {
         Ok(Http::keeping(self.ca.as_deref(), AT_ONCE)?
             .with_host_auth(
