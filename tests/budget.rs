@@ -8,7 +8,8 @@
 //! inside its own lease, and no two overlap. A device killed holding the
 //! lease holds its site back until the lease ends, then the site goes
 //! on. And a host without conditional writes (nginx's WebDAV takes any
-//! PUT) is refused at publish, nothing written.
+//! PUT) is refused at publish, nothing written; and a device whose host
+//! keeps no lease (no ETag) waits, saying why, and disrupts nothing.
 
 mod common;
 
@@ -429,4 +430,44 @@ fn a_budget_is_refused_at_publish_on_a_host_without_conditional_writes() {
     .unwrap();
     let (ok, out, err) = publish(&[]);
     assert!(ok, "{out}{err}");
+}
+
+#[test]
+fn a_device_whose_host_keeps_no_lease_waits_saying_so_and_disrupts_nothing() {
+    use common::desired::{group_payload, node_payload, plane_node, publish_group, sign};
+    // A group document with a budget, signed and put on nginx by hand (as
+    // a publish that skipped the check would): WebDAV takes the lease's
+    // PUT but keeps no ETag, so no lease can be held there.
+    let plane = common::plane::Plane::start();
+    let key = SecretKey::generate().unwrap();
+    let n = plane_node("budnginx", &plane, &key).with_config("\n[labels]\nsite = \"shop-9\"");
+    let app = n.module("app");
+    let budget = json!({"budget": {"per": "site", "max_updating": 1}});
+    publish_group(
+        &plane,
+        &key,
+        GROUP,
+        &group_payload(GROUP, 1, vec![], budget.clone()),
+    );
+    let doc = |rev: u64, v: &str| {
+        sign(
+            &key,
+            &node_payload(&n, rev, &[GROUP], vec![module(&app, v)], json!({})),
+        )
+    };
+    plane.publish(&n.id, &doc(1, "1"));
+    let agent = Agent::start(&n);
+    common::desired::wait_v(&n, &app, "1");
+    let first = n.container_id(&app);
+    plane.publish(&n.id, &doc(2, "2"));
+    n.wait_for(60, "the module to wait for the site's lease", || {
+        let (_, body) = agent.get("/v1/status");
+        body.contains("waits for the site's lease") && body.contains("it cannot keep a budget")
+    });
+    assert_eq!(n.container_id(&app), first, "nothing disrupted");
+    assert!(!n.logs(&app).contains("V=2"));
+    assert!(
+        plane.count("PUT", "/leases/tills/site/shop-9/0.json", 201) >= 1,
+        "the lease was asked of the host"
+    );
 }

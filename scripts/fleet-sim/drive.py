@@ -182,6 +182,8 @@ def creates():
                     c = json.loads(line)
                 except ValueError:
                     continue
+                if "act" in c:
+                    continue
                 out.append((c["t"], c["device"], c["labels"].get("sim.v"), c["fails"]))
     except FileNotFoundError:
         pass

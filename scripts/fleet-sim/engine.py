@@ -32,7 +32,8 @@ What it does not do: run anything, networks, volumes, health checks, logs.
 
 Every create is appended to a log as one JSON line (time, device, name,
 labels, whether it fails), the simulation's record of when each device
-took what.
+took what; so is each start and each stop of a running container, with
+`act` (`start`, `stop`): when each device's module was down.
 
 argv: SOCKET_DIR DEVICES_FILE CREATES_LOG IMAGE DATA_ROOT
 Listens on SOCKET_DIR/<device>.sock for each line of DEVICES_FILE, then
@@ -146,6 +147,7 @@ class Engine:
         c.started = time.time()
         c.by_hand = False
         self.emit(c, "start")
+        self.note(c, "start")
         if c.crash is not None:
             asyncio.get_running_loop().call_later(0.05, self.died, c, c.started, c.crash)
 
@@ -188,7 +190,12 @@ class Engine:
         c.state = "exited" if was != "created" else "created"
         if was in ("running", "restarting"):
             self.emit(c, "stop")
+            self.note(c, "stop")
         return was in ("running", "restarting")
+
+    def note(self, c, act):
+        log_file.write(json.dumps({"t": time.time(), "device": self.device, "act": act,
+                                   "name": c.name, "labels": c.labels}) + "\n")
 
     def status_line(self, c):
         now = time.time()
