@@ -251,7 +251,9 @@ pub struct GroupRollup {
     pub on_newest: u64,
     /// Of those, failing.
     pub failing_on_newest: u64,
-    /// Devices that hold the newest revision and wait for their turn.
+    /// Devices that hold the newest revision and wait for their turn, or
+    /// for what defers their change (a window, a lock, the site's
+    /// budget).
     pub waiting: u64,
     /// The newest revision: the one served when known, else the newest
     /// any device claims.
@@ -421,6 +423,7 @@ impl Rollup {
             reasons.push(format!("and {more} more"));
         }
         let failing = !reasons.is_empty();
+        let deferred = r.modules.values().any(|m| m.state == "deferred");
         if failing {
             self.failing += 1;
             if self.failing_listed.len() < LISTED {
@@ -481,12 +484,15 @@ impl Rollup {
                 e.waiting = 0;
             }
             if held == e.newest {
-                if g.running == Some(held) {
+                // A device whose change waits (for a window, a lock, its
+                // site's budget) runs the revision's modules only once it
+                // is made: not there yet.
+                if g.running == Some(held) && !deferred {
                     e.on_newest += 1;
                     if failing {
                         e.failing_on_newest += 1;
                     }
-                } else if g.rollout.as_ref().is_some_and(|r| r.until.is_some()) {
+                } else if deferred || g.rollout.as_ref().is_some_and(|r| r.until.is_some()) {
                     e.waiting += 1;
                 }
             }
@@ -598,7 +604,7 @@ impl Rollup {
             };
             let _ = writeln!(
                 out,
-                "group {}  {newest} {} held by {} of {total}; running it {} ({} failing); waiting for their turn {}{not_for}",
+                "group {}  {newest} {} held by {} of {total}; running it {} ({} failing); waiting for their turn or a deferred change {}{not_for}",
                 escape(name),
                 g.newest,
                 g.held.get(&g.newest).copied().unwrap_or(0),
@@ -756,6 +762,16 @@ mod tests {
             }
         );
         assert_eq!(g.tally(4), Tally::default());
+        // A device whose change waits (a window, a lock, its site's
+        // budget) is not on the revision yet: it waits.
+        r.add(
+            &report("g", now, &["deferred", "converged"], 5, 5),
+            now,
+            3600,
+        );
+        let g = &r.groups["eu"];
+        assert_eq!((g.on_newest, g.waiting), (2, 2));
+        assert_eq!(g.tally(5).on_new, 2);
         // A newer revision seen later starts its own count.
         r.add(&report("f", now, &["converged"], 6, 6), now, 3600);
         assert_eq!(
@@ -767,7 +783,7 @@ mod tests {
         );
         let text = r.text(3600);
         assert!(
-            text.contains("group eu  newest revision claimed 6 held by 1 of 5"),
+            text.contains("group eu  newest revision claimed 6 held by 1 of 6"),
             "{text}"
         );
         assert!(text.contains("unreadable reports 1"), "{text}");
