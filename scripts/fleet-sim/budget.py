@@ -225,7 +225,7 @@ def most_at_once(spans):
     return most
 
 
-def per_site(d):
+def by_site(d):
     by = {}
     for n, span in d.items():
         by.setdefault(site_of[n], []).append(span)
@@ -236,10 +236,10 @@ def per_site(d):
 t1 = publish("2")
 ok = wait("every device on revision 2", 60 + 8 * per_site * lease_s, lambda: len(took("2", t1)) == len(nodes))
 d1 = {n: s for n, s in downs("1", "2", t1).items() if s[1] is not None}
-worst = max((most_at_once(s) for s in per_site(d1).values()), default=0)
+worst = max((most_at_once(s) for s in by_site(d1).values()), default=0)
 if worst > 1:
     fail(f"revision 2: {worst} devices of one site down at once")
-site_time = [max(b for _, b in s) - t1 for s in per_site(d1).values()]
+site_time = [max(b for _, b in s) - t1 for s in by_site(d1).values()]
 down_time = [b - a for a, b in d1.values()]
 results.append(
     f"revision 2: {len(d1)} of {len(nodes)} devices took it, the last {max(b for _, b in d1.values()) - t1:.0f} s "
@@ -280,7 +280,7 @@ if first_other is None:
 elif first_other < expires - 1:
     fail(f"a device of {site} went down at {first_other:.1f}, before the dead holder's lease ended at {expires:.0f}")
 spans = {n: (s[0], s[1] if n != dead else expires) for n, s in d2.items() if s[1] is not None or n == dead}
-worst2 = max((most_at_once(s) for s in per_site(spans).values()), default=0)
+worst2 = max((most_at_once(s) for s in by_site(spans).values()), default=0)
 if worst2 > 1:
     fail(f"revision 3: {worst2} devices of one site down at once")
 results.append(
