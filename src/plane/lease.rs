@@ -109,7 +109,7 @@ impl Keeper {
                 })
             })
             .collect();
-        places.sort_by(|a, b| a.said.cmp(&b.said));
+        crate::model::sort::sort_by(&mut places, |a, b| a.said.cmp(&b.said));
         places
     }
 
