@@ -52,6 +52,7 @@ fn container_event(msg: &wire::Event) -> Option<ContainerEvent> {
         ),
         // Podman's word for it.
         Some("destroy" | "remove") => EventAction::Destroy,
+        Some(a) if a.starts_with("health_status") => EventAction::Health,
         _ => EventAction::Other,
     };
     Some(ContainerEvent { id, action, at_ns })
@@ -1400,7 +1401,13 @@ mod tests {
         )
         .unwrap();
         let ev = container_event(&msg).unwrap();
-        assert_eq!((ev.action, ev.at_ns), (EventAction::Other, 10_000_000_000));
+        assert_eq!((ev.action, ev.at_ns), (EventAction::Health, 10_000_000_000));
+        // Podman's says the health in an attribute.
+        let msg: wire::Event = serde_json::from_str(
+            r#"{"Type":"container","Action":"health_status","Actor":{"ID":"abc","Attributes":{"health_status":"healthy"}},"time":10}"#,
+        )
+        .unwrap();
+        assert_eq!(container_event(&msg).unwrap().action, EventAction::Health);
         // Podman's die event names the code otherwise.
         let msg: wire::Event = serde_json::from_str(
             r#"{"Type":"container","Action":"die","Actor":{"ID":"abc","Attributes":{"containerExitCode":"3"}},"time":1,"timeNano":1000000001}"#,

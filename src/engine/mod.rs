@@ -140,8 +140,11 @@ pub enum EventAction {
     Die(i64),
     /// It was removed.
     Destroy,
-    /// Anything else (stopped, paused, out of memory, health): a reason to
-    /// look again, nothing to count.
+    /// Its health check ran (Podman says each run, the Docker Engine each
+    /// change of its health).
+    Health,
+    /// Anything else (stopped, paused, out of memory): a reason to look
+    /// again, nothing to count.
     Other,
 }
 

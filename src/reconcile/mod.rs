@@ -653,6 +653,8 @@ impl Reconciler {
                 .and_then(|o| crate::status::judge::up_for(&o.status))
         };
         let mut restarts = BTreeMap::new();
+        let lives = self.lives.clone();
+        let book = lives.lock().expect("life book lock");
         let cycles = crate::status::depends::cycles(&graph);
         let mut holds = Vec::new();
         let mut waits = Vec::new();
@@ -684,9 +686,15 @@ impl Reconciler {
                     why = None;
                     break;
                 }
+                // A health listed for a container seen starting, with no
+                // check run since, is its last life's (Podman 4.3 keeps it
+                // across a restart): starting, until a check says.
                 let seen = at_name(dep.module.as_str()).map(|o| crate::status::depends::Seen {
                     state: o.state,
-                    health: o.health(),
+                    health: match o.health() {
+                        Some("healthy") if book.health_unchecked(&o.id) => Some("starting"),
+                        h => h,
+                    },
                     exit_code: o.exit_code(),
                 });
                 if let Some(w) =

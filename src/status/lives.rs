@@ -43,6 +43,11 @@ pub struct LifeBook {
     /// `None` while no stream is open.
     open_since_ns: Option<i64>,
     tracked: HashMap<String, Tracked>,
+    /// The containers seen starting, while the stream was open, whose
+    /// health check has not run since: the health an engine lists for
+    /// them may be the last life's (Podman 4.3 keeps it across a restart
+    /// until the next check).
+    unchecked: std::collections::HashSet<String>,
 }
 
 /// What the book can say of a container, or that it needs an inspect.
@@ -62,12 +67,20 @@ impl LifeBook {
     pub fn opened(&mut self, since_ns: i64) {
         self.open_since_ns = Some(since_ns);
         self.tracked.clear();
+        self.unchecked.clear();
     }
 
     /// The stream ended: lives stand only as inspects give them again.
     pub fn closed(&mut self) {
         self.open_since_ns = None;
         self.tracked.clear();
+        self.unchecked.clear();
+    }
+
+    /// Whether the engine's health of container `id` may be an earlier
+    /// life's: it was seen starting and no health check has run since.
+    pub fn health_unchecked(&self, id: &str) -> bool {
+        self.unchecked.contains(id)
     }
 
     /// Whether an event stream is open.
@@ -81,9 +94,19 @@ impl LifeBook {
         if self.open_since_ns.is_none() {
             return;
         }
-        if ev.action == EventAction::Destroy {
-            self.tracked.remove(&ev.id);
-            return;
+        match ev.action {
+            EventAction::Start => {
+                self.unchecked.insert(ev.id.clone());
+            }
+            EventAction::Health => {
+                self.unchecked.remove(&ev.id);
+            }
+            EventAction::Destroy => {
+                self.unchecked.remove(&ev.id);
+                self.tracked.remove(&ev.id);
+                return;
+            }
+            _ => {}
         }
         match self
             .tracked
@@ -217,6 +240,7 @@ impl LifeBook {
     /// Forgets every container but those in `ids`.
     pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
         self.tracked.retain(|id, _| keep(id));
+        self.unchecked.retain(|id| keep(id));
     }
 }
 
@@ -257,6 +281,36 @@ fn advance(life: &mut Life, counted: &mut bool, death_due: &mut bool, ev: &Conta
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_health_is_the_present_lifes_only_once_a_check_ran_since_its_start() {
+        let mut b = LifeBook::default();
+        // Nothing seen while no stream is open: the engine's word stands.
+        b.apply(ev("c", EventAction::Start, 100));
+        assert!(!b.health_unchecked("c"));
+        b.opened(0);
+        #[rustfmt::skip]
+        let steps = [
+            (EventAction::Start,   true),  // restarted: the listed health may be the last life's
+            (EventAction::Other,   true),
+            (EventAction::Health,  false), // a check ran since
+            (EventAction::Die(1),  false),
+            (EventAction::Start,   true),
+            (EventAction::Health,  false),
+            (EventAction::Start,   true),
+            (EventAction::Destroy, false),
+        ];
+        for (i, (action, unchecked)) in steps.into_iter().enumerate() {
+            b.apply(ev("c", action, 101 + i as i64));
+            assert_eq!(b.health_unchecked("c"), unchecked, "after step {i}");
+        }
+        b.apply(ev("d", EventAction::Start, 120));
+        b.retain(|id| id != "d");
+        assert!(!b.health_unchecked("d"));
+        b.apply(ev("e", EventAction::Start, 121));
+        b.closed();
+        assert!(!b.health_unchecked("e"));
+    }
 
     const S: i64 = 1_000_000_000;
 
