@@ -205,9 +205,10 @@ impl Keeper {
         }
     }
 
-    /// Says where the device stands; a change to held wakes the pass.
+    /// Says where the device stands; a change wakes the pass, which goes
+    /// on once held, or says what it waits for (who holds the site's place
+    /// and until when) while not.
     fn stand(&self, s: Standing) {
-        let held = matches!(s, Standing::Held { .. });
         let changed = self.standing.send_if_modified(|old| {
             if *old == s {
                 false
@@ -216,7 +217,7 @@ impl Keeper {
                 true
             }
         });
-        if changed && held {
+        if changed {
             self.wake.notify_one();
         }
     }
@@ -235,17 +236,14 @@ impl Keeper {
             if let Some(h) = held.iter_mut().find(|h| p.urls.contains(&h.url)) {
                 let now = host_now(crate::host::clock::now(), *offset);
                 let renew_at = h.expires.saturating_sub(2 * p.lease.as_secs() / 3);
-                if now >= renew_at {
-                    match renew(http, &self.node, h, offset).await? {
-                        true => {}
-                        false => {
-                            let url = h.url.clone();
-                            held.retain(|h| h.url != url);
-                            tracing::warn!("site budget ({}): the lease was lost", p.said);
-                        }
-                    }
+                if now < renew_at || renew(http, &self.node, h, offset).await? {
+                    continue;
                 }
-                continue;
+                // Lost (it ended, and another took it): taken again, or
+                // waited for, as any place not held.
+                let url = h.url.clone();
+                held.retain(|h| h.url != url);
+                tracing::warn!("site budget ({}): the lease was lost", p.said);
             }
             match take(http, &self.node, p, offset).await? {
                 Ok(h) => {

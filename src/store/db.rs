@@ -70,6 +70,18 @@ pub enum StoreError {
         #[source]
         source: redb::Error,
     },
+    /// A transaction refused because an earlier one met an I/O error
+    /// (redb's "previous I/O error"), with that error: the store is
+    /// reopened at its next operation.
+    #[error(
+        "store {op} failed: an earlier write failed ({first}); the store is reopened at its next operation"
+    )]
+    Broken {
+        /// The operation.
+        op: &'static str,
+        /// The earlier I/O error.
+        first: String,
+    },
     /// A record did not decode.
     #[error("store record {table}/{key} is unreadable: {message}")]
     Corrupt {
@@ -109,6 +121,9 @@ pub struct Store {
     /// previous I/O error occurred"), so the next operation reopens the
     /// file first.
     broken: AtomicBool,
+    /// The I/O error that broke it last, said again when a transaction
+    /// begun before the reopen is refused for it.
+    first_io: std::sync::Mutex<Option<String>>,
     /// Events are not written: the store's filesystem is below its reserve.
     pub(super) events_paused: AtomicBool,
     /// Each stored intention as last decoded.
@@ -175,6 +190,7 @@ impl Store {
             path: path.to_path_buf(),
             db: RwLock::new(Some(db)),
             broken: AtomicBool::new(false),
+            first_io: std::sync::Mutex::new(None),
             events_paused: AtomicBool::new(false),
             decoded: Default::default(),
         })
@@ -245,6 +261,7 @@ impl Store {
                     Ok(db) => {
                         *w = Some(db);
                         self.broken.store(false, Ordering::Release);
+                        *self.first_io.lock().unwrap_or_else(|e| e.into_inner()) = None;
                         tracing::info!(
                             "store {}: reopened after an I/O error",
                             self.path.display()
@@ -281,6 +298,16 @@ impl Store {
             if matches!(source, redb::Error::Io(_) | redb::Error::PreviousIo) {
                 self.broken
                     .store(true, std::sync::atomic::Ordering::Release);
+            }
+            let mut first = self.first_io.lock().unwrap_or_else(|e| e.into_inner());
+            match &source {
+                redb::Error::Io(io) => *first = Some(io.to_string()),
+                redb::Error::PreviousIo => {
+                    if let Some(f) = first.clone() {
+                        return StoreError::Broken { op, first: f };
+                    }
+                }
+                _ => {}
             }
             StoreError::Io { op, source }
         }

@@ -604,7 +604,7 @@ impl Rollup {
             };
             let _ = writeln!(
                 out,
-                "group {}  {newest} {} held by {} of {total}; running it {} ({} failing); waiting for their turn or a deferred change {}{not_for}",
+                "group {}  {newest} {} held by {} of {total}; running it {} ({} failing); waiting for their turn {}{not_for}",
                 escape(name),
                 g.newest,
                 g.held.get(&g.newest).copied().unwrap_or(0),
