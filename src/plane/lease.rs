@@ -113,8 +113,9 @@ impl Keeper {
         places
     }
 
-    /// Whether budgets are in force that this device has no site under
-    /// (it is a site of its own), said once.
+    /// Whether the documents' budgets are known (read): with none that
+    /// asks a place of this device (none in force, or it has no label
+    /// they count it by: a site of its own), it may disrupt at will.
     fn budgets_known(&self) -> bool {
         self.in_force.borrow().is_some()
     }
